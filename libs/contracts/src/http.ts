@@ -1,0 +1,29 @@
+import type { z } from './zod.js';
+
+export type Auth = 'invoice' | 'admin' | 'subscriber' | 'none';
+
+/** One HTTP route of the API: the gateway serves it and the OpenAPI document describes it from this. */
+export interface RouteDef {
+  id: string;
+  method: 'get' | 'post' | 'put' | 'delete';
+  /** Relative to `{api}`, with `{name}` path parameters as in the interface spec. */
+  path: string;
+  auth: Auth;
+  summary: string;
+  params?: z.ZodObject;
+  query?: z.ZodObject;
+  body?: z.ZodType;
+  /** The body may be absent (cancel takes an optional body). */
+  bodyOptional?: boolean;
+  response: z.ZodType;
+  /** HTTP status of a success; 200 unless said. */
+  status?: number;
+  /** The NATS subject that answers it. */
+  subject: string;
+}
+
+export function defineRoutes<const T extends readonly RouteDef[]>(routes: T): T {
+  return routes;
+}
+
+export const API_PREFIX = '/subscriptions_manager/api/v1';

@@ -1,0 +1,17 @@
+export { z } from './zod.js';
+export * from './common.js';
+export * from './plans.js';
+export * from './subscriptions.js';
+export * from './subscribers.js';
+export * from './payments.js';
+export * from './nwc.js';
+export * from './events.js';
+export * from './http.js';
+export * from './bus.js';
+export * from './routes.plans.js';
+export * from './routes.subscriptions.js';
+export * from './routes.subscribers.js';
+export * from './routes.payments.js';
+export * from './routes.public.js';
+export * from './routes.js';
+export * from './openapi.js';

@@ -1,0 +1,130 @@
+import { z } from './zod.js';
+import { Id, UnixSeconds } from './common.js';
+
+/** NIP-47 error codes; `error_code` of a failed NWC payment is one of them. */
+export const NWC_ERROR_CODES = z
+  .enum([
+    'RATE_LIMITED',
+    'NOT_IMPLEMENTED',
+    'INSUFFICIENT_BALANCE',
+    'QUOTA_EXCEEDED',
+    'RESTRICTED',
+    'UNAUTHORIZED',
+    'INTERNAL',
+    'UNSUPPORTED_ENCRYPTION',
+    'OTHER',
+    'PAYMENT_FAILED',
+    'NOT_FOUND',
+  ])
+  .openapi('NWCErrorCode');
+export const NWCErrorCode = NWC_ERROR_CODES;
+export type NWCErrorCode = z.infer<typeof NWC_ERROR_CODES>;
+
+const connectionString = z
+  .string()
+  .min(1)
+  .max(2000)
+  .openapi({ description: '`nostr+walletconnect://<pubkey>?relay=<url>&secret=<hex>`' });
+
+export const NWCValidateRequest = z
+  .strictObject({ nwc_string: connectionString })
+  .openapi('NWCValidateRequest');
+export type NWCValidateRequest = z.infer<typeof NWCValidateRequest>;
+
+export const NWCValidateResponse = z
+  .object({
+    valid: z.boolean(),
+    error: z.string().nullable().optional().openapi({ description: 'Human-readable reason if invalid' }),
+  })
+  .openapi('NWCValidateResponse');
+export type NWCValidateResponse = z.infer<typeof NWCValidateResponse>;
+
+export const ContactPreference = z.enum(['email', 'messenger', 'nostr']).openapi('ContactPreference');
+export type ContactPreference = z.infer<typeof ContactPreference>;
+
+/** Body of `POST /public/subscribe/nwc`. */
+export const NWCSubscriptionCreate = z
+  .strictObject({
+    plan_id: Id,
+    email: z.email().max(254).optional(),
+    name: z.string().max(200).optional(),
+    messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),
+    nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
+    nwc_connection_string: connectionString,
+    contact_preference: ContactPreference.optional().openapi({
+      description: 'Preferred notification channel; the matching contact field should be given',
+    }),
+    max_amount_sats: z.number().int().min(1).optional().openapi({
+      description: 'Upper bound of one automatic payment',
+    }),
+    receive_confirmations: z.boolean().default(true),
+    receive_reminders: z.boolean().default(true),
+  })
+  .openapi('NWCSubscriptionCreate');
+export type NWCSubscriptionCreate = z.infer<typeof NWCSubscriptionCreate>;
+
+export const NWCSubscriptionResponse = z
+  .object({
+    subscription_id: Id,
+    status: z.enum(['active', 'pending']),
+    message: z.string(),
+    error_code: NWC_ERROR_CODES.nullable().optional().openapi({ description: 'Present only if the payment failed' }),
+    manage_url: z
+      .string()
+      .nullable()
+      .optional()
+      .openapi({ description: 'Portal link; only when this request created the subscriber' }),
+  })
+  .openapi('NWCSubscriptionResponse');
+export type NWCSubscriptionResponse = z.infer<typeof NWCSubscriptionResponse>;
+
+/**
+ * The stored connection (nwc service). The secret is encrypted at rest in its own column and is not part
+ * of this model: no endpoint or bus reply ever carries it.
+ */
+export const NWCConnection = z
+  .object({
+    id: Id,
+    subscriber_id: Id,
+    wallet_pubkey: z.string(),
+    relay_url: z.string(),
+    max_amount_sats: z.number().int().nullable().optional(),
+    is_active: z.boolean(),
+    last_used_at: UnixSeconds.nullable().optional(),
+    last_error: z.string().nullable().optional(),
+    consecutive_failures: z.number().int().nonnegative(),
+    created_at: UnixSeconds,
+    updated_at: UnixSeconds.nullable().optional(),
+  })
+  .openapi('NWCConnection');
+export type NWCConnection = z.infer<typeof NWCConnection>;
+
+/** A portal wallets list item: never the secret nor the full wallet pubkey. */
+export const PortalWallet = z
+  .object({
+    id: Id,
+    wallet_pubkey_prefix: z.string().max(8).openapi({ description: 'First 8 characters of the wallet pubkey' }),
+    relay_url: z.string(),
+    max_amount_sats: z.number().int().nullable().optional(),
+    is_active: z.boolean(),
+    last_used_at: UnixSeconds.nullable().optional(),
+    last_error: z.string().nullable().optional(),
+    consecutive_failures: z.number().int().nonnegative(),
+    created_at: UnixSeconds,
+  })
+  .openapi('PortalWallet');
+export type PortalWallet = z.infer<typeof PortalWallet>;
+
+export function toPortalWallet(c: NWCConnection): PortalWallet {
+  return {
+    id: c.id,
+    wallet_pubkey_prefix: c.wallet_pubkey.slice(0, 8),
+    relay_url: c.relay_url,
+    max_amount_sats: c.max_amount_sats ?? null,
+    is_active: c.is_active,
+    last_used_at: c.last_used_at ?? null,
+    last_error: c.last_error ?? null,
+    consecutive_failures: c.consecutive_failures,
+    created_at: c.created_at,
+  };
+}

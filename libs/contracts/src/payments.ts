@@ -1,0 +1,134 @@
+import { z } from './zod.js';
+import { Id, PaginationQuery, UnixSeconds } from './common.js';
+import { PaymentMethod } from './plans.js';
+
+export const PaymentStatus = z.enum(['pending', 'paid', 'failed', 'expired']).openapi('PaymentStatus');
+export type PaymentStatus = z.infer<typeof PaymentStatus>;
+
+/**
+ * `payment_method` as a client may send it: the canonical values plus `card`, an alias of `cardproc`.
+ * Parsing always yields the canonical PaymentMethod, so responses always say `cardproc`.
+ */
+export const PaymentMethodInput = z
+  .enum([...PaymentMethod.options, 'card'])
+  .transform((v) => (v === 'card' ? 'cardproc' : v))
+  .openapi('PaymentMethodInput', { description: '`card` is accepted as an alias of `cardproc`' });
+export type PaymentMethodInput = z.input<typeof PaymentMethodInput>;
+
+export const Payment = z
+  .object({
+    id: Id,
+    subscription_id: Id,
+    amount_sats: z.number().int(),
+    amount_fiat: z.number().nullable().optional().openapi({ description: 'For card and wallet-processor payments' }),
+    currency: z.string().nullable().optional().openapi({ description: 'Lower-case code, e.g. `eur`' }),
+    status: PaymentStatus,
+    payment_method: PaymentMethod,
+    payment_request: z.string().nullable().optional().openapi({ description: 'Lightning invoice (BOLT11)' }),
+    payment_hash: z.string().nullable().optional(),
+    onchain_address: z.string().nullable().optional(),
+    onchain_txid: z.string().nullable().optional(),
+    cardproc_payment_id: z.string().nullable().optional(),
+    walletproc_order_id: z.string().nullable().optional(),
+    created_at: UnixSeconds,
+    paid_at: UnixSeconds.nullable().optional(),
+  })
+  .openapi('Payment');
+export type Payment = z.infer<typeof Payment>;
+
+export const PaymentListQuery = PaginationQuery.extend({
+  subscription_id: Id.optional(),
+  status: PaymentStatus.optional(),
+  payment_method: PaymentMethodInput.optional(),
+});
+export type PaymentListQuery = z.infer<typeof PaymentListQuery>;
+
+/** Body of `POST /public/subscribe`. */
+export const SubscribeRequest = z
+  .strictObject({
+    plan_id: Id,
+    payment_method: PaymentMethodInput,
+    email: z.email().max(254).optional(),
+    name: z.string().max(200).optional(),
+    messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),
+    nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
+    receive_confirmations: z.boolean().default(true),
+    receive_reminders: z.boolean().default(true),
+  })
+  .openapi('SubscribeRequest');
+export type SubscribeRequest = z.infer<typeof SubscribeRequest>;
+export type SubscribeRequestInput = z.input<typeof SubscribeRequest>;
+
+/** `manage_url` is present only when this request created the subscriber (never an existing subscriber's token). */
+const manageUrl = z
+  .string()
+  .nullable()
+  .optional()
+  .openapi({ description: 'Portal link; only when this request created the subscriber' });
+
+export const CheckoutResponse = z
+  .object({
+    payment_id: Id.openapi({ description: 'Poll `/public/payment/{id}/status` with it' }),
+    payment_method: PaymentMethod,
+    subscription_id: Id.nullable().optional(),
+    payment_request: z.string().nullable().optional().openapi({ description: 'BOLT11 invoice' }),
+    payment_hash: z.string().nullable().optional(),
+    onchain_address: z.string().nullable().optional(),
+    chargeproc_charge_id: z.string().nullable().optional().openapi({ description: 'Charge id at the charge server' }),
+    bip21_uri: z.string().nullable().optional().openapi({ description: 'BIP21 unified payment URI' }),
+    checkout_url: z.string().nullable().optional().openapi({ description: 'Redirect URL for fiat checkout' }),
+    qr_codes: z
+      .record(z.string(), z.string())
+      .nullable()
+      .optional()
+      .openapi({ description: 'SVG strings keyed by mode: `lightning`, `onchain`, `bip21`' }),
+    expires_at: UnixSeconds,
+    manage_url: manageUrl,
+  })
+  .openapi('CheckoutResponse');
+export type CheckoutResponse = z.infer<typeof CheckoutResponse>;
+
+export const TrialSubscriptionResponse = z
+  .object({
+    subscription_id: Id,
+    status: z.literal('active'),
+    trial: z.literal(true),
+    trial_days: z.number().int(),
+    message: z.string(),
+    manage_url: manageUrl,
+  })
+  .openapi('TrialSubscriptionResponse');
+export type TrialSubscriptionResponse = z.infer<typeof TrialSubscriptionResponse>;
+
+/** CheckoutResponse for paid plans, TrialSubscriptionResponse for plans with a free trial. */
+export const SubscribeResponse = z
+  .union([CheckoutResponse, TrialSubscriptionResponse])
+  .openapi('SubscribeResponse');
+export type SubscribeResponse = z.infer<typeof SubscribeResponse>;
+
+export const PaymentStatusResponse = z
+  .object({
+    payment_id: Id,
+    status: z.enum(['pending', 'paid', 'expired', 'failed']),
+    paid_at: UnixSeconds.nullable().optional(),
+    subscription_id: Id,
+  })
+  .openapi('PaymentStatusResponse');
+export type PaymentStatusResponse = z.infer<typeof PaymentStatusResponse>;
+
+/** Answer of the three provider callbacks once the confirmation is durably recorded (or was a duplicate). */
+export const CallbackAck = z.object({ received: z.boolean() }).openapi('CallbackAck');
+export type CallbackAck = z.infer<typeof CallbackAck>;
+
+/**
+ * Bus message (not an HTTP schema) the gateway sends on a provider callback's subject, in place of the
+ * usual `body`: the callbacks are verified on the exact bytes received (signatures), so the gateway
+ * passes them through untouched. `raw` is the base64 of the raw body (empty for a body-less GET);
+ * `headers` are lower-cased names. The charge server calls with GET by default.
+ */
+export const CallbackRequest = z.object({
+  raw: z.string(),
+  headers: z.record(z.string(), z.string()),
+  method: z.enum(['GET', 'POST']),
+});
+export type CallbackRequest = z.infer<typeof CallbackRequest>;

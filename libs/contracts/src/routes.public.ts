@@ -1,0 +1,80 @@
+import { IdParams, Paginated, PaginationQuery, SuccessMessageResponse } from './common.js';
+import { defineRoutes } from './http.js';
+import { NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
+import { CallbackAck, PaymentStatusResponse, SubscribeRequest, SubscribeResponse } from './payments.js';
+import { PortalSubscription } from './subscriptions.js';
+
+/** Public checkout and NWC (no authentication); `GET /public/plan/{id}` is in the plan routes. */
+export const publicRoutes = defineRoutes([
+  {
+    id: 'public.subscribe', method: 'post', path: '/public/subscribe', auth: 'none',
+    summary: 'Subscribe: a checkout for paid plans, an active trial for plans with a free trial',
+    body: SubscribeRequest, response: SubscribeResponse, status: 201, subject: 'payments.public.subscribe',
+  },
+  {
+    id: 'public.payment.status', method: 'get', path: '/public/payment/{id}/status', auth: 'none',
+    summary: 'Poll the status of a checkout payment', params: IdParams, response: PaymentStatusResponse,
+    subject: 'payments.public.payment_status',
+  },
+  {
+    id: 'public.nwc.validate', method: 'post', path: '/public/nwc/validate', auth: 'none',
+    summary: 'Check an NWC connection string and that the wallet can pay invoices',
+    body: NWCValidateRequest, response: NWCValidateResponse, subject: 'nwc.public.validate',
+  },
+  {
+    id: 'public.subscribe.nwc', method: 'post', path: '/public/subscribe/nwc', auth: 'none',
+    summary: 'Subscribe with NWC automatic payments; the first payment is attempted at once',
+    body: NWCSubscriptionCreate, response: NWCSubscriptionResponse, status: 201, subject: 'nwc.public.subscribe',
+  },
+] as const);
+
+/** Subscriber portal (header X-Subscriber-Token): only the token's own subscriber is visible. */
+export const portalRoutes = defineRoutes([
+  {
+    id: 'portal.subscriptions.list', method: 'get', path: '/public/manage/subscriptions', auth: 'subscriber',
+    summary: "List the subscriber's subscriptions", query: PaginationQuery,
+    response: Paginated(PortalSubscription), subject: 'billing.portal.list_subscriptions',
+  },
+  {
+    id: 'portal.subscriptions.cancel', method: 'post', path: '/public/manage/subscription/{id}/cancel',
+    auth: 'subscriber', summary: 'Cancel one of my subscriptions at the end of the current period',
+    params: IdParams, response: SuccessMessageResponse, subject: 'billing.portal.cancel_subscription',
+  },
+  {
+    id: 'portal.wallets.list', method: 'get', path: '/public/manage/wallets', auth: 'subscriber',
+    summary: "List the subscriber's NWC wallets", query: PaginationQuery,
+    response: Paginated(PortalWallet), subject: 'nwc.portal.list_wallets',
+  },
+  {
+    id: 'portal.wallets.disconnect', method: 'delete', path: '/public/manage/wallets/{id}', auth: 'subscriber',
+    summary: 'Disconnect an NWC wallet; its subscriptions renew by invoice', params: IdParams,
+    response: SuccessMessageResponse, subject: 'nwc.portal.disconnect_wallet',
+  },
+] as const);
+
+/**
+ * Provider callbacks: no key, verified by the payments service on the raw bytes. The routes carry no
+ * body schema; the gateway sends a CallbackRequest (payments.ts) on the subject instead of a parsed body.
+ * The charge server calls with GET by default, hence the GET twin of its route.
+ */
+export const webhookRoutes = defineRoutes([
+  {
+    id: 'webhooks.chargeproc', method: 'post', path: '/public/webhook/chargeproc', auth: 'none',
+    summary: 'On-chain and Lightning payment confirmations from the charge server',
+    response: CallbackAck, subject: 'payments.webhooks.chargeproc',
+  },
+  {
+    id: 'webhooks.chargeproc.get', method: 'get', path: '/public/webhook/chargeproc', auth: 'none',
+    summary: 'Charge-server confirmation sent with GET (its default)',
+    response: CallbackAck, subject: 'payments.webhooks.chargeproc',
+  },
+  {
+    id: 'webhooks.cardproc', method: 'post', path: '/public/webhook/cardproc', auth: 'none',
+    summary: 'Card payment confirmations (signed)', response: CallbackAck, subject: 'payments.webhooks.cardproc',
+  },
+  {
+    id: 'webhooks.walletproc', method: 'post', path: '/public/webhook/walletproc', auth: 'none',
+    summary: 'Wallet-processor payment confirmations (verified with the processor)',
+    response: CallbackAck, subject: 'payments.webhooks.walletproc',
+  },
+] as const);

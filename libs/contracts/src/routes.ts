@@ -1,0 +1,18 @@
+import { planRoutes } from './routes.plans.js';
+import { archivedSubscriptionRoutes, subscriptionRoutes } from './routes.subscriptions.js';
+import { planSubscriberRoutes, subscriberRoutes } from './routes.subscribers.js';
+import { paymentRoutes } from './routes.payments.js';
+import { portalRoutes, publicRoutes, webhookRoutes } from './routes.public.js';
+
+/** Every HTTP route of the API, in the order of the interface spec. */
+export const routes = [
+  ...planRoutes,
+  ...planSubscriberRoutes,
+  ...subscriptionRoutes,
+  ...subscriberRoutes,
+  ...paymentRoutes,
+  ...archivedSubscriptionRoutes,
+  ...publicRoutes,
+  ...portalRoutes,
+  ...webhookRoutes,
+] as const;

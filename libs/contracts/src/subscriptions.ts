@@ -1,0 +1,110 @@
+import { z } from './zod.js';
+import { Id, PaginationQuery, UnixSeconds } from './common.js';
+import { Interval, PaymentMethod } from './plans.js';
+import { Payment } from './payments.js';
+
+export const SubscriptionStatus = z
+  .enum(['pending', 'active', 'paused', 'past_due', 'payment_failed', 'cancelled', 'expired'])
+  .openapi('SubscriptionStatus');
+export type SubscriptionStatus = z.infer<typeof SubscriptionStatus>;
+
+/** Owner-defined key/value pairs on a subscription. */
+export const MAX_METADATA_KEYS = 50;
+export const Metadata = z
+  .record(z.string().min(1).max(40), z.string().max(500))
+  .refine((m) => Object.keys(m).length <= MAX_METADATA_KEYS, {
+    message: `At most ${MAX_METADATA_KEYS} metadata keys`,
+  })
+  .openapi('Metadata', { description: 'At most 50 keys; key 1..40 chars, value up to 500 chars' });
+export type Metadata = z.infer<typeof Metadata>;
+
+const subscriptionFields = {
+  id: Id,
+  plan_id: Id,
+  subscriber_id: Id,
+  status: SubscriptionStatus,
+  current_period_start: UnixSeconds,
+  current_period_end: UnixSeconds,
+  trial_end: UnixSeconds.nullable().optional(),
+  cancelled_at: UnixSeconds.nullable().optional(),
+  created_at: UnixSeconds,
+  updated_at: UnixSeconds,
+  payment_method: PaymentMethod,
+  amount_sats: z.number().int().openapi({ description: 'Price snapshot taken when the subscription was created' }),
+  interval: Interval.openapi({ description: 'Interval snapshot taken when the subscription was created' }),
+  has_access: z.boolean().openapi({
+    description: 'Derived: true while active or past_due, or paused/cancelled before current_period_end',
+  }),
+  cancel_reason: z.string().nullable().optional(),
+  receive_confirmations: z.boolean().optional(),
+  receive_reminders: z.boolean().optional(),
+};
+
+export const Subscription = z
+  .object({ ...subscriptionFields, metadata: z.record(z.string(), z.string()).optional() })
+  .openapi('Subscription');
+export type Subscription = z.infer<typeof Subscription>;
+
+/** `GET /subscriptions/{id}`: the subscription with its payment history (newest first). */
+export const SubscriptionWithPayments = Subscription.extend({ payments: z.array(Payment) }).openapi(
+  'SubscriptionWithPayments',
+);
+export type SubscriptionWithPayments = z.infer<typeof SubscriptionWithPayments>;
+
+/** Body of `PUT /subscriptions/{id}`. */
+export const SubscriptionUpdate = z
+  .strictObject({
+    metadata: Metadata.optional(),
+    receive_reminders: z.boolean().optional(),
+    receive_confirmations: z.boolean().optional(),
+  })
+  .refine((b) => Object.values(b).some((v) => v !== undefined), {
+    message: 'Give at least one of metadata, receive_reminders, receive_confirmations',
+  })
+  .openapi('SubscriptionUpdate', {
+    description:
+      'Subscription settings; at least one field. `metadata` replaces the stored metadata as a whole ' +
+      '(at most 50 keys, key 1..40 chars, value up to 500 chars); `receive_reminders` and ' +
+      '`receive_confirmations` switch the subscriber notifications of this subscription. Price, interval ' +
+      'and status are not changed here.',
+  });
+export type SubscriptionUpdate = z.infer<typeof SubscriptionUpdate>;
+
+/** Optional body of `POST /subscriptions/{id}/cancel`. */
+export const CancelRequest = z
+  .strictObject({
+    reason: z.string().max(500).optional().openapi({ description: 'Stored for records' }),
+    immediate: z.boolean().optional().openapi({
+      description: 'true: access ends now; false or omitted: access continues until current_period_end',
+    }),
+  })
+  .openapi('CancelRequest');
+export type CancelRequest = z.infer<typeof CancelRequest>;
+
+export const ExtendQuery = z.strictObject({
+  days: z.coerce.number().int().min(1).max(3650).openapi({ description: 'Free days added to current_period_end' }),
+});
+export type ExtendQuery = z.infer<typeof ExtendQuery>;
+
+export const SubscriptionListQuery = PaginationQuery.extend({ status: SubscriptionStatus.optional() });
+export type SubscriptionListQuery = z.infer<typeof SubscriptionListQuery>;
+
+export const ManageLinkResponse = z
+  .object({
+    subscription_id: Id,
+    subscriber_email: z.string().nullable().openapi({ description: 'null when the subscriber gave no email' }),
+    manage_url: z.string().openapi({
+      description: 'Shape `{base_url}/subscriptions_manager/manage?token=<subscriber_token>`',
+    }),
+  })
+  .openapi('ManageLinkResponse');
+export type ManageLinkResponse = z.infer<typeof ManageLinkResponse>;
+
+/**
+ * A portal list item: the subscription (price and interval snapshot, `has_access`) plus the plan name.
+ * Never a wallet id; owner metadata is not shown to the subscriber.
+ */
+export const PortalSubscription = z
+  .object({ ...subscriptionFields, plan_name: z.string() })
+  .openapi('PortalSubscription');
+export type PortalSubscription = z.infer<typeof PortalSubscription>;

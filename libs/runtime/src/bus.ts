@@ -1,0 +1,107 @@
+import { context, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { headers as natsHeaders } from '@nats-io/transport-node';
+import { ClientNats, NatsRecordBuilder, ServerNats, type NatsContext } from '@nestjs/microservices';
+import { firstValueFrom, timeout, TimeoutError } from 'rxjs';
+import { BusReply, toValidationDetail, type z } from '@sb/contracts';
+import { DomainError } from './errors.js';
+import { newId } from './ids.js';
+import type { Logger } from './logger.js';
+import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
+
+/** The peer did not answer in time, or the bus itself is unreachable: the gateway answers 503. */
+export class BusUnavailableError extends Error {}
+
+/** Request/reply over NATS through NestJS's client, with the W3C trace context in the message headers. */
+export class BusClient {
+  private readonly client: ClientNats;
+
+  constructor(
+    servers: string,
+    private readonly timeoutMs: number,
+  ) {
+    this.client = new ClientNats({ servers, name: 'gateway', maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  }
+
+  connect(): Promise<unknown> {
+    return this.client.connect();
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+
+  /** True when the NATS server answers a round trip within a second. */
+  async reachable(): Promise<boolean> {
+    try {
+      const nc = this.client.unwrap<{ rtt(): Promise<number> }>();
+      return await Promise.race([nc.rtt().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
+    } catch {
+      return false;
+    }
+  }
+
+  request(subject: string, payload: unknown): Promise<BusReply> {
+    return tracer().startActiveSpan(`${subject} send`, { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject } }, async (span) => {
+      try {
+        const h = natsHeaders();
+        injectTraceHeaders(h);
+        const record = new NatsRecordBuilder(payload).setHeaders(h).build();
+        const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(this.timeoutMs)));
+        return BusReply.parse(raw);
+      } catch (err) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+        if (err instanceof TimeoutError) throw new BusUnavailableError(`${subject} timed out`);
+        // A malformed reply is our own bug (500), unlike a missing peer (503).
+        if ((err as Error)?.name === 'ZodError') throw err;
+        throw new BusUnavailableError(`${subject}: ${(err as Error).message ?? String(err)}`);
+      } finally {
+        span.end();
+      }
+    });
+  }
+}
+
+export interface Handler<S extends z.ZodType = z.ZodType> {
+  subject: string;
+  request: S;
+  /** Validates what the handler answers before it leaves the service. */
+  response?: z.ZodType;
+  handle(input: z.output<S>): Promise<unknown>;
+}
+
+export function defineHandler<S extends z.ZodType>(h: Handler<S>): Handler<S> {
+  return h;
+}
+
+/** A NestJS NATS server in the service's queue group, so replicas share the load. */
+export function createBusServer(servers: string, queue: string): ServerNats {
+  return new ServerNats({ servers, queue, name: queue, maxReconnectAttempts: -1, reconnectTimeWait: 250, gracefulShutdown: true, gracePeriod: 500 });
+}
+
+/** Each handler runs in a consumer span continuing the caller's trace, with its input and output validated. */
+export function registerHandlers(server: ServerNats, handlers: Handler<any>[], log: Logger): void {
+  for (const h of handlers) {
+    server.addHandler(h.subject, async (data: unknown, ctx: NatsContext) => {
+      const parent = extractTraceContext(ctx.getHeaders());
+      return context.with(parent, () =>
+        tracer().startActiveSpan(`${h.subject} process`, { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } }, async (span): Promise<BusReply> => {
+          try {
+            const input = h.request.safeParse(data);
+            if (!input.success) return { ok: false, status: 422, detail: toValidationDetail(input.error.issues, 'message') };
+            const out = await h.handle(input.data);
+            if (h.response) h.response.parse(out);
+            return { ok: true, data: out };
+          } catch (err) {
+            if (err instanceof DomainError) return { ok: false, status: err.status, detail: err.detail };
+            const id = newId('err_');
+            span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+            log.error({ err, error_id: id, subject: h.subject }, 'handler failed');
+            return { ok: false, status: 500, detail: `Unexpected error! ID: ${id}` };
+          } finally {
+            span.end();
+          }
+        }),
+      );
+    });
+  }
+}

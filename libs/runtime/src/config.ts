@@ -1,0 +1,28 @@
+import { z } from 'zod';
+
+/**
+ * Reads the service's settings from the environment only, validated at start. Every bad variable is
+ * named in one line of its own so an operator can fix them all in one go.
+ */
+export function loadConfig<S extends z.ZodRawShape>(shape: S, env: NodeJS.ProcessEnv = process.env): z.infer<z.ZodObject<S>> {
+  const result = z.object(shape).safeParse(env);
+  if (result.success) return result.data;
+  const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+  process.stderr.write(`Invalid configuration:\n${lines.join('\n')}\n`);
+  process.exit(1);
+}
+
+export const envBool = z
+  .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
+  .optional()
+  .transform((v) => v === '1' || v === 'true' || v === 'yes');
+
+export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+
+/** Settings every service shares. */
+export const commonConfig = {
+  DATABASE_URL: z.string().url({ message: 'must be a postgres:// URL' }),
+  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DEV_MODE: envBool,
+};

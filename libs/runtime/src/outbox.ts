@@ -1,0 +1,134 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { EVENTS_STREAM, eventSubject, type EventEnvelope, type EventName } from '@sb/contracts';
+import type { Clock } from './clock.js';
+import type { Db, Queryable } from './db.js';
+import { newId } from './ids.js';
+import type { Logger } from './logger.js';
+
+/** The outbox table every event-emitting service has in its own schema (used in its first migration). */
+export const outboxTableSql = `
+CREATE TABLE outbox (
+  seq BIGSERIAL PRIMARY KEY,
+  event_id TEXT NOT NULL UNIQUE,
+  subject TEXT NOT NULL,
+  payload JSONB NOT NULL,
+  created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  published_at TIMESTAMPTZ
+);
+CREATE INDEX outbox_unpublished ON outbox (seq) WHERE published_at IS NULL;
+`;
+
+/** Records an event in the same transaction as the state change it describes. */
+export async function enqueueEvent(
+  tx: Queryable,
+  schema: string,
+  clock: Clock,
+  walletId: string,
+  event: EventName,
+  data: EventEnvelope['data'],
+): Promise<EventEnvelope> {
+  const envelope: EventEnvelope = {
+    id: newId('evt_', clock.nowMs()),
+    event,
+    wallet_id: walletId,
+    timestamp: Math.floor(clock.nowMs() / 1000),
+    data,
+  };
+  await tx.query(`INSERT INTO ${schema}.outbox (event_id, subject, payload) VALUES ($1, $2, $3)`, [
+    envelope.id,
+    eventSubject(event),
+    JSON.stringify(envelope),
+  ]);
+  return envelope;
+}
+
+export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const config = { name: EVENTS_STREAM, subjects: ['events.>'], duplicate_window: 10 * 60 * 1_000_000_000 };
+  try {
+    await jsm.streams.info(EVENTS_STREAM);
+    await jsm.streams.update(EVENTS_STREAM, config);
+  } catch {
+    await jsm.streams.add(config);
+  }
+}
+
+/**
+ * Moves committed events to JetStream. Rows are claimed with SKIP LOCKED so replicas share the work; the
+ * event id is the JetStream message id, so a crash after publishing and before marking only produces a
+ * duplicate that the stream drops.
+ */
+export class OutboxRelay {
+  private nc?: NatsConnection;
+  private js?: JetStreamClient;
+  private timer?: NodeJS.Timeout;
+  private running = false;
+  private stopped = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly schema: string,
+    private readonly natsUrl: string,
+    private readonly log: Logger,
+    private readonly intervalMs = 200,
+  ) {}
+
+  async start(): Promise<void> {
+    this.nc = await connect({ servers: this.natsUrl, name: `${this.schema}-outbox`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    await ensureEventsStream(this.nc);
+    this.js = jetstream(this.nc);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.tick(), this.intervalMs);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      while (!this.stopped && (await this.publishBatch(100)) === 100);
+    } catch (err) {
+      this.log.warn({ err }, 'outbox relay: publish failed, will retry');
+    } finally {
+      this.running = false;
+      this.schedule();
+    }
+  }
+
+  /** Publishes up to `limit` pending events; returns how many. */
+  async publishBatch(limit: number): Promise<number> {
+    const js = this.js;
+    if (!js) return 0;
+    return this.db.tx(async (tx) => {
+      const { rows } = await tx.query<{ seq: number; event_id: string; subject: string; payload: unknown }>(
+        `SELECT seq, event_id, subject, payload FROM ${this.schema}.outbox WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+        [limit],
+      );
+      for (const row of rows) {
+        await js.publish(row.subject, JSON.stringify(row.payload), { msgID: row.event_id });
+      }
+      if (rows.length) {
+        await tx.query(`UPDATE ${this.schema}.outbox SET published_at = now() WHERE seq = ANY($1::bigint[])`, [rows.map((r) => r.seq)]);
+      }
+      return rows.length;
+    });
+  }
+
+  /** True when the NATS server answers a round trip within a second. */
+  async busReachable(): Promise<boolean> {
+    const nc = this.nc;
+    if (!nc || nc.isClosed()) return false;
+    return Promise.race([nc.rtt().then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    while (this.running) await new Promise((r) => setTimeout(r, 20));
+    await this.nc?.drain().catch(() => undefined);
+  }
+}

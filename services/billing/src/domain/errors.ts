@@ -1,0 +1,2 @@
+export { conflict, DomainError, notFound } from '@sb/runtime';
+export type ValidationIssueLike = { loc: (string | number)[]; msg: string; type: string };

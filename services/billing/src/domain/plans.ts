@@ -1,0 +1,87 @@
+import { METHOD_FLAGS, PaymentMethod, type Plan, type PlanCreate, type PlanUpdate, type PublicPlan } from '@sb/contracts';
+import { conflict, DomainError, type ValidationIssueLike } from './errors.js';
+
+/** For each payment method: null when the server can take it, else what configuration is missing. */
+export type MethodAvailability = Record<PaymentMethod, string | null>;
+
+export const METHODS = PaymentMethod.options;
+
+export function allowedMethods(plan: Pick<Plan, (typeof METHOD_FLAGS)[PaymentMethod]>): PaymentMethod[] {
+  return METHODS.filter((m) => plan[METHOD_FLAGS[m]]);
+}
+
+/**
+ * The checks shared by create and update: at least one method, and every method this request turns on
+ * must be configured on the server. Methods left on from before are not re-checked, so a change of server
+ * configuration does not lock owners out of editing a plan's name.
+ */
+function checkMethods(next: Plan, turnedOn: PaymentMethod[], availability: MethodAvailability): void {
+  const issues: ValidationIssueLike[] = [];
+  if (allowedMethods(next).length === 0) {
+    issues.push({ loc: ['body'], msg: 'At least one payment method must be allowed', type: 'value_error' });
+  }
+  for (const m of turnedOn) {
+    const missing = availability[m];
+    if (missing) issues.push({ loc: ['body', METHOD_FLAGS[m]], msg: missing, type: 'provider_not_configured' });
+  }
+  if (issues.length) throw new DomainError(422, issues);
+}
+
+export function newPlan(input: PlanCreate, ids: { id: string; wallet: string; now: number }, availability: MethodAvailability): Plan {
+  const plan: Plan = {
+    id: ids.id,
+    wallet: ids.wallet,
+    name: input.name,
+    description: input.description ?? null,
+    amount_sats: input.amount_sats,
+    interval: input.interval,
+    trial_days: input.trial_days,
+    grace_period_days: input.grace_period_days,
+    allow_lightning: input.allow_lightning,
+    allow_onchain: input.allow_onchain,
+    allow_nwc: input.allow_nwc,
+    allow_cardproc: input.allow_cardproc,
+    allow_walletproc: input.allow_walletproc,
+    watchonly_wallet_id: input.watchonly_wallet_id ?? null,
+    cardproc_account_id: input.cardproc_account_id ?? null,
+    walletproc_merchant_id: input.walletproc_merchant_id ?? null,
+    created_at: ids.now,
+    updated_at: ids.now,
+    is_deleted: false,
+  };
+  checkMethods(plan, allowedMethods(plan), availability);
+  return plan;
+}
+
+/** Existing subscriptions keep their own snapshot of price and interval, so any field may change here. */
+export function updatePlan(plan: Plan, change: PlanUpdate, now: number, availability: MethodAvailability): Plan {
+  if (plan.is_deleted) throw conflict('Plan is archived and cannot be changed');
+  const defined = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
+  const next: Plan = { ...plan, ...defined, updated_at: now };
+  const before = new Set(allowedMethods(plan));
+  checkMethods(next, allowedMethods(next).filter((m) => !before.has(m)), availability);
+  return next;
+}
+
+export function archivePlan(plan: Plan, now: number): { plan: Plan; changed: boolean } {
+  if (plan.is_deleted) return { plan, changed: false };
+  return { plan: { ...plan, is_deleted: true, updated_at: now }, changed: true };
+}
+
+export function publicPlan(plan: Plan, availability: MethodAvailability): PublicPlan {
+  return {
+    id: plan.id,
+    name: plan.name,
+    description: plan.description ?? null,
+    amount_sats: plan.amount_sats,
+    interval: plan.interval,
+    trial_days: plan.trial_days,
+    grace_period_days: plan.grace_period_days,
+    allow_lightning: plan.allow_lightning,
+    allow_onchain: plan.allow_onchain,
+    allow_nwc: plan.allow_nwc,
+    allow_cardproc: plan.allow_cardproc,
+    allow_walletproc: plan.allow_walletproc,
+    payment_methods: allowedMethods(plan).filter((m) => availability[m] === null),
+  };
+}

@@ -1,0 +1,13 @@
+import { ID_PREFIXES } from '@sb/contracts';
+import { newId } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { newPlan } from '../domain/plans.js';
+import { routeHandler, walletOf } from './route-handler.js';
+
+export const createPlan = (d: Deps) =>
+  routeHandler('plans.create', async (req) => {
+    const now = d.clock.nowMs();
+    const plan = newPlan(req.body, { id: newId(ID_PREFIXES.plan, now), wallet: walletOf(req), now: Math.floor(now / 1000) }, d.availability);
+    await d.plans.insert(d.db, plan);
+    return plan;
+  });

@@ -1,0 +1,14 @@
+import { conflict, notFound, unixSeconds } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { updatePlan } from '../domain/plans.js';
+import { routeHandler, walletOf } from './route-handler.js';
+
+export const updatePlanHandler = (d: Deps) =>
+  routeHandler('plans.update', async (req) => {
+    const current = await d.plans.get(d.db, walletOf(req), req.params.id);
+    if (!current) throw notFound('Plan');
+    const { version, ...plan } = current;
+    const next = updatePlan(plan, req.body, unixSeconds(d.clock), d.availability);
+    if (!(await d.plans.update(d.db, next, version))) throw conflict('Plan was changed concurrently; retry');
+    return next;
+  });

@@ -1,0 +1,78 @@
+import 'reflect-metadata';
+import { Module, type LoggerService } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import {
+  createBusServer, createDb, createLogger, createMetricsRegistry, initTelemetry, migrate, OutboxRelay,
+  registerHandlers, shutdownTelemetry, startOpsServer, systemClock, type Logger,
+} from '@sb/runtime';
+import { loadBillingConfig } from './config.js';
+import { SCHEMA, type Deps } from './deps.js';
+import { methodAvailability } from './domain/availability.js';
+import { allHandlers } from './handlers/index.js';
+import { migrations } from './store/migrations.js';
+import { PlansRepo } from './store/plans.repo.js';
+
+@Module({})
+class BillingModule {}
+
+/** Nest's own log lines go through pino so every line on stdout is JSON. */
+export function nestLogger(log: Logger): LoggerService {
+  return {
+    log: (m) => log.info({ nest: true }, String(m)),
+    error: (m) => log.error({ nest: true }, String(m)),
+    warn: (m) => log.warn({ nest: true }, String(m)),
+    debug: (m) => log.debug({ nest: true }, String(m)),
+    verbose: (m) => log.trace({ nest: true }, String(m)),
+  };
+}
+
+async function main(): Promise<void> {
+  initTelemetry('billing');
+  const config = loadBillingConfig();
+  const log = createLogger('billing', config.LOG_LEVEL);
+  const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'billing' });
+  const applied = await migrate(db, SCHEMA, migrations);
+  if (applied.length) log.info({ applied }, 'migrations applied');
+
+  const deps: Deps = {
+    db,
+    clock: systemClock,
+    log,
+    availability: methodAvailability({ lightningProvider: config.LIGHTNING_PROVIDER }),
+    plans: new PlansRepo(SCHEMA),
+  };
+  const server = createBusServer(config.NATS_URL, 'billing');
+  registerHandlers(server, allHandlers(deps), log);
+  const app = await NestFactory.createMicroservice(BillingModule, { strategy: server, logger: nestLogger(log) });
+  await app.listen();
+
+  const relay = new OutboxRelay(db, SCHEMA, config.NATS_URL, log);
+  await relay.start();
+
+  const registry = createMetricsRegistry('billing');
+  const ops = await startOpsServer(config.BILLING_OPS_PORT, registry, async () => ({
+    database: await db.ping(),
+    bus: await relay.busReachable(),
+  }));
+  log.info({ ops_port: config.BILLING_OPS_PORT }, 'billing ready');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'billing stopping');
+    ops.close();
+    await app.close().catch(() => undefined);
+    await relay.stop();
+    await db.close().catch(() => undefined);
+    await shutdownTelemetry();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err) => {
+  process.stderr.write(`billing failed to start: ${err?.stack ?? err}\n`);
+  process.exit(1);
+});

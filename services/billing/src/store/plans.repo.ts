@@ -1,0 +1,62 @@
+import type { Paginated, Plan } from '@sb/contracts';
+import type { Queryable } from '@sb/runtime';
+
+const COLUMNS = `id, wallet_id AS wallet, name, description, amount_sats, interval, trial_days, grace_period_days,
+  allow_lightning, allow_onchain, allow_nwc, allow_cardproc, allow_walletproc, watchonly_wallet_id,
+  cardproc_account_id, walletproc_merchant_id, created_at, updated_at, is_deleted`;
+
+const WRITABLE = [
+  'name', 'description', 'amount_sats', 'interval', 'trial_days', 'grace_period_days', 'allow_lightning',
+  'allow_onchain', 'allow_nwc', 'allow_cardproc', 'allow_walletproc', 'watchonly_wallet_id',
+  'cardproc_account_id', 'walletproc_merchant_id', 'updated_at', 'is_deleted',
+] as const;
+
+/** Persistence of plans; every read is scoped to the wallet so a foreign id looks exactly like an unknown one. */
+export class PlansRepo {
+  constructor(private readonly schema = 'billing') {}
+
+  async insert(q: Queryable, p: Plan): Promise<void> {
+    await q.query(
+      `INSERT INTO ${this.schema}.plans (id, wallet_id, created_at, ${WRITABLE.join(', ')})
+       VALUES ($1, $2, $3, ${WRITABLE.map((_, i) => `$${i + 4}`).join(', ')})`,
+      [p.id, p.wallet, p.created_at, ...WRITABLE.map((c) => p[c] ?? null)],
+    );
+  }
+
+  async get(q: Queryable, walletId: string, id: string, forUpdate = false): Promise<(Plan & { version: number }) | undefined> {
+    const { rows } = await q.query(
+      `SELECT ${COLUMNS}, version FROM ${this.schema}.plans WHERE id = $1 AND wallet_id = $2${forUpdate ? ' FOR UPDATE' : ''}`,
+      [id, walletId],
+    );
+    return rows[0];
+  }
+
+  async getPublic(q: Queryable, id: string): Promise<Plan | undefined> {
+    const { rows } = await q.query(`SELECT ${COLUMNS} FROM ${this.schema}.plans WHERE id = $1 AND NOT is_deleted`, [id]);
+    return rows[0];
+  }
+
+  /** Compare-and-set on `version`: false when someone else changed the row first. */
+  async update(q: Queryable, p: Plan, version: number, archivedAt?: number): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.schema}.plans SET ${WRITABLE.map((c, i) => `${c} = $${i + 4}`).join(', ')},
+         archived_at = COALESCE($3, archived_at), version = version + 1
+       WHERE id = $1 AND version = $2`,
+      [p.id, version, archivedAt ?? null, ...WRITABLE.map((c) => p[c] ?? null)],
+    );
+    return rowCount === 1;
+  }
+
+  /** Newest first, ties broken by id (ids sort by creation time). */
+  async list(q: Queryable, walletId: string, archived: boolean, limit: number, offset: number): Promise<Paginated<Plan>> {
+    const [items, count] = await Promise.all([
+      q.query(
+        `SELECT ${COLUMNS} FROM ${this.schema}.plans WHERE wallet_id = $1 AND is_deleted = $2
+         ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4`,
+        [walletId, archived, limit, offset],
+      ),
+      q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.schema}.plans WHERE wallet_id = $1 AND is_deleted = $2`, [walletId, archived]),
+    ]);
+    return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };
+  }
+}

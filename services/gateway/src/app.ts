@@ -1,0 +1,205 @@
+import { createHash, randomUUID } from 'node:crypto';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import { Counter, Histogram, type Registry } from 'prom-client';
+import {
+  API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, type Caller, type RouteDef, type ValidationIssue,
+} from '@sb/contracts';
+import { BusUnavailableError, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
+import { AuthError, type KeyResolver } from './auth.js';
+import type { RateLimiter } from './domain/rate-limit.js';
+import type { IdempotencyRepo } from './store/idempotency.repo.js';
+
+export interface GatewayDeps {
+  db: Db;
+  bus: BusClient;
+  keys: KeyResolver;
+  idempotency: IdempotencyRepo;
+  limits: { perKey: RateLimiter; publicPost: RateLimiter; publicGet: RateLimiter };
+  log: Logger;
+  registry: Registry;
+  ready: ReadinessCheck;
+  trustProxy: boolean;
+}
+
+const BODY_LIMIT = '64kb';
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly detail: string | ValidationIssue[],
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(typeof detail === 'string' ? detail : 'validation failed');
+  }
+}
+
+export function createApp(d: GatewayDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', d.trustProxy);
+  app.set('etag', false);
+
+  const requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests', labelNames: ['route', 'method', 'status'], registers: [d.registry] });
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds', help: 'HTTP request duration', labelNames: ['route', 'method'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: [d.registry],
+  });
+
+  // Request id, server span (continuing an incoming traceparent), metrics and one access log line.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const incoming = req.headers['x-request-id'];
+    const requestId = typeof incoming === 'string' && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    res.locals.requestId = requestId;
+    res.setHeader('X-Request-Id', requestId);
+    const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+    const span = tracer().startSpan(`HTTP ${req.method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'url.path': req.path } }, parent);
+    res.setHeader('X-Trace-Id', span.spanContext().traceId);
+    const started = performance.now();
+    res.on('finish', () => {
+      const route = (res.locals.routeId as string | undefined) ?? 'unmatched';
+      span.setAttribute('http.response.status_code', res.statusCode);
+      span.setAttribute('http.route', route);
+      span.updateName(`${req.method} ${route}`);
+      span.end();
+      const seconds = (performance.now() - started) / 1000;
+      requests.inc({ route, method: req.method, status: res.statusCode });
+      duration.observe({ route, method: req.method }, seconds);
+      context.with(trace.setSpan(parent, span), () =>
+        d.log.info({ req_id: requestId, method: req.method, path: req.path, route, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request'),
+      );
+    });
+    context.with(trace.setSpan(parent, span), next);
+  });
+
+  const ops = opsHandler(d.registry, d.ready);
+  app.get(['/healthz', '/readyz', '/metrics'], (req, res, next) => {
+    ops(req, res).then((done) => (done ? undefined : next()), next);
+  });
+
+  const openapi = buildOpenApiDocument();
+  app.get(`${API_PREFIX}/openapi.json`, (_req, res) => {
+    res.locals.routeId = 'openapi';
+    res.json(openapi);
+  });
+
+  app.use(API_PREFIX, express.json({ limit: BODY_LIMIT, type: () => true, strict: false }));
+
+  for (const route of routes as readonly RouteDef[]) {
+    const path = API_PREFIX + route.path.replace(/\{(\w+)\}/g, ':$1');
+    app[route.method](path, (req, res, next) => {
+      res.locals.routeId = route.id;
+      serve(d, route, req, res).catch(next);
+    });
+  }
+
+  app.use((_req: Request, res: Response) => {
+    res.status(404).json({ detail: 'Not Found' });
+  });
+
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    if (res.headersSent) return;
+    if (err instanceof HttpError) {
+      res.set(err.headers).status(err.status).json({ detail: err.detail });
+      return;
+    }
+    const e = err as { type?: string; status?: number };
+    if (e?.type === 'entity.parse.failed') return void res.status(400).json({ detail: 'Malformed JSON body' });
+    if (e?.type === 'entity.too.large') return void res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
+    if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
+      return void res.status(e.status).json({ detail: 'Bad request body' });
+    }
+    const id = newId('err_');
+    d.log.error({ err, error_id: id }, 'unexpected error');
+    res.status(500).json({ detail: `Unexpected error! ID: ${id}` });
+  });
+
+  return app;
+}
+
+function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown, where: string, issues: ValidationIssue[]): unknown {
+  if (!schema) return undefined;
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  issues.push(...toValidationDetail(r.error.issues, where));
+  return undefined;
+}
+
+async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response): Promise<void> {
+  if (route.auth === 'none') {
+    const limiter = route.method === 'get' ? d.limits.publicGet : d.limits.publicPost;
+    limit(limiter, `${req.ip}`);
+  }
+  let caller: Caller;
+  try {
+    caller = await d.keys.callerFor(route.auth, req.headers);
+  } catch (err) {
+    if (err instanceof AuthError) throw new HttpError(err.status, err.detail);
+    throw err;
+  }
+  if (caller.wallet_id) limit(d.limits.perKey, caller.wallet_id);
+
+  const issues: ValidationIssue[] = [];
+  const params = parsePart(route.params, req.params, 'path', issues) ?? {};
+  const query = parsePart(route.query, { ...(req.query as object) }, 'query', issues) ?? {};
+  let body: unknown;
+  if (route.body) {
+    if (req.body === undefined && !route.bodyOptional) {
+      issues.push({ loc: ['body'], msg: 'Field required', type: 'missing' });
+    } else if (req.body !== undefined) {
+      body = parsePart(route.body, req.body, 'body', issues);
+    }
+  }
+  if (issues.length) throw new HttpError(422, issues);
+
+  const message = busRequestOf(route).parse({ caller, params, query, body });
+
+  const idemKey = route.method === 'post' ? req.get('idempotency-key') : undefined;
+  if (idemKey !== undefined && (idemKey.length < 1 || idemKey.length > 255)) {
+    throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg: 'Must be 1 to 255 characters', type: 'string_length' }]);
+  }
+  const scope = caller.wallet_id ?? 'public';
+  if (idemKey) {
+    const hash = createHash('sha256').update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(req.body ?? null)}`).digest('hex');
+    const claim = await d.idempotency.claim(d.db, scope, idemKey, hash);
+    if (claim.kind === 'mismatch') throw new HttpError(409, 'Idempotency-Key was already used with a different request');
+    if (claim.kind === 'in_progress') throw new HttpError(409, 'A request with this Idempotency-Key is still in progress');
+    if (claim.kind === 'replay') {
+      res.setHeader('Idempotent-Replayed', 'true');
+      res.status(claim.status).json(claim.body);
+      return;
+    }
+  }
+
+  let status: number;
+  let payload: unknown;
+  try {
+    const reply = await d.bus.request(route.subject, message);
+    if (reply.ok) {
+      const out = route.response.safeParse(reply.data);
+      if (!out.success) throw new Error(`reply of ${route.subject} breaks its contract: ${out.error.message}`);
+      status = route.status ?? 200;
+      payload = out.data;
+    } else {
+      status = reply.status;
+      payload = { detail: reply.detail };
+    }
+  } catch (err) {
+    if (idemKey) await d.idempotency.release(d.db, scope, idemKey).catch(() => undefined);
+    if (err instanceof BusUnavailableError) {
+      d.log.warn({ err: err.message }, 'bus request failed');
+      throw new HttpError(503, 'Service temporarily unavailable, please retry', { 'Retry-After': '1' });
+    }
+    throw err;
+  }
+  if (idemKey) {
+    if (status >= 500) await d.idempotency.release(d.db, scope, idemKey);
+    else await d.idempotency.complete(d.db, scope, idemKey, status, payload);
+  }
+  res.status(status).json(payload);
+}
+
+function limit(limiter: RateLimiter, key: string): void {
+  const wait = limiter.take(key);
+  if (wait > 0) throw new HttpError(429, 'Too many requests, slow down', { 'Retry-After': String(wait) });
+}

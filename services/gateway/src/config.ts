@@ -1,0 +1,18 @@
+import { z } from 'zod';
+import { commonConfig, envBool, envInt, loadConfig } from '@sb/runtime';
+
+export const gatewayConfig = {
+  ...commonConfig,
+  PORT: envInt(8080),
+  HOST: z.string().default('0.0.0.0'),
+  PUBLIC_BASE_URL: z.string().url().optional(),
+  BUS_TIMEOUT_MS: envInt(5000, 100),
+  DB_POOL_MAX: envInt(10, 1),
+  RATE_LIMIT_KEY_PER_SECOND: envInt(100, 1),
+  RATE_LIMIT_PUBLIC_POST_PER_MINUTE: envInt(30, 1),
+  RATE_LIMIT_PUBLIC_GET_PER_MINUTE: envInt(600, 1),
+  KEY_CACHE_TTL_MS: envInt(5000, 0),
+  TRUST_PROXY: envBool,
+};
+export const loadGatewayConfig = () => loadConfig(gatewayConfig);
+export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -1,0 +1,75 @@
+import 'reflect-metadata';
+import type { Server } from 'node:http';
+import { BusClient, createDb, createLogger, createMetricsRegistry, initTelemetry, migrate, shutdownTelemetry } from '@sb/runtime';
+import { createApp } from './app.js';
+import { KeyResolver } from './auth.js';
+import { loadGatewayConfig } from './config.js';
+import { RateLimiter } from './domain/rate-limit.js';
+import { IdempotencyRepo } from './store/idempotency.repo.js';
+import { migrations } from './store/migrations.js';
+import { WalletsRepo } from './store/wallets.repo.js';
+
+export const SCHEMA = 'gateway';
+
+async function main(): Promise<void> {
+  initTelemetry('gateway');
+  const config = loadGatewayConfig();
+  const log = createLogger('gateway', config.LOG_LEVEL);
+  const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'gateway' });
+  await migrate(db, SCHEMA, migrations);
+
+  const bus = new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS);
+  // The gateway starts even while NATS is away: requests answer 503 until it is back.
+  await bus.connect().catch((err) => log.warn({ err: String(err) }, 'NATS not reachable yet'));
+
+  const limits = {
+    perKey: new RateLimiter(config.RATE_LIMIT_KEY_PER_SECOND, 1000),
+    publicPost: new RateLimiter(config.RATE_LIMIT_PUBLIC_POST_PER_MINUTE, 60_000),
+    publicGet: new RateLimiter(config.RATE_LIMIT_PUBLIC_GET_PER_MINUTE, 60_000),
+  };
+  const idempotency = new IdempotencyRepo(SCHEMA);
+  const registry = createMetricsRegistry('gateway');
+  const app = createApp({
+    db,
+    bus,
+    keys: new KeyResolver(db, new WalletsRepo(SCHEMA), config.KEY_CACHE_TTL_MS),
+    idempotency,
+    limits,
+    log,
+    registry,
+    trustProxy: config.TRUST_PROXY,
+    ready: async () => ({ database: await db.ping(), bus: await bus.reachable() }),
+  });
+
+  const housekeeping = setInterval(() => {
+    for (const l of Object.values(limits)) l.sweep();
+    idempotency.purgeExpired(db).catch((err) => log.warn({ err }, 'idempotency purge failed'));
+  }, 60_000);
+  housekeeping.unref();
+
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(config.PORT, config.HOST, () => resolve(s));
+  });
+  server.keepAliveTimeout = 65_000;
+  log.info({ port: config.PORT }, 'gateway listening');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'gateway stopping');
+    server.close();
+    server.closeIdleConnections();
+    await bus.close().catch(() => undefined);
+    await db.close().catch(() => undefined);
+    await shutdownTelemetry();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err) => {
+  process.stderr.write(`gateway failed to start: ${err?.stack ?? err}\n`);
+  process.exit(1);
+});

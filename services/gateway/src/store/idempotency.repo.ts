@@ -1,0 +1,55 @@
+import type { Queryable } from '@sb/runtime';
+
+export type IdempotencyClaim =
+  | { kind: 'new' }
+  | { kind: 'replay'; status: number; body: unknown }
+  | { kind: 'mismatch' }
+  | { kind: 'in_progress' };
+
+/**
+ * `Idempotency-Key` records, kept 24 h. A key is claimed before the request runs, so two concurrent
+ * requests with one key cannot both execute.
+ */
+export class IdempotencyRepo {
+  constructor(private readonly schema = 'gateway') {}
+
+  async claim(q: Queryable, scope: string, key: string, requestHash: string): Promise<IdempotencyClaim> {
+    const inserted = await q.query(
+      `INSERT INTO ${this.schema}.idempotency_keys (scope, key, request_hash) VALUES ($1, $2, $3)
+       ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status_code = NULL,
+         response_body = NULL, created_at = now()
+       WHERE ${this.schema}.idempotency_keys.created_at < now() - interval '24 hours'
+       RETURNING 1`,
+      [scope, key, requestHash],
+    );
+    if (inserted.rowCount === 1) return { kind: 'new' };
+    const { rows } = await q.query<{ request_hash: string; status_code: number | null; response_body: unknown }>(
+      `SELECT request_hash, status_code, response_body FROM ${this.schema}.idempotency_keys WHERE scope = $1 AND key = $2`,
+      [scope, key],
+    );
+    const row = rows[0];
+    if (!row) return this.claim(q, scope, key, requestHash);
+    if (row.request_hash !== requestHash) return { kind: 'mismatch' };
+    if (row.status_code === null) return { kind: 'in_progress' };
+    return { kind: 'replay', status: row.status_code, body: row.response_body };
+  }
+
+  async complete(q: Queryable, scope: string, key: string, status: number, body: unknown): Promise<void> {
+    await q.query(`UPDATE ${this.schema}.idempotency_keys SET status_code = $3, response_body = $4 WHERE scope = $1 AND key = $2`, [
+      scope,
+      key,
+      status,
+      JSON.stringify(body),
+    ]);
+  }
+
+  /** A failure that did not come from the domain (timeout, crash) frees the key so the client can retry. */
+  async release(q: Queryable, scope: string, key: string): Promise<void> {
+    await q.query(`DELETE FROM ${this.schema}.idempotency_keys WHERE scope = $1 AND key = $2 AND status_code IS NULL`, [scope, key]);
+  }
+
+  async purgeExpired(q: Queryable): Promise<number> {
+    const { rowCount } = await q.query(`DELETE FROM ${this.schema}.idempotency_keys WHERE created_at < now() - interval '24 hours'`);
+    return rowCount ?? 0;
+  }
+}
