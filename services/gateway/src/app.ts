@@ -144,9 +144,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   const query = parsePart(route.query, { ...(req.query as object) }, 'query', issues) ?? {};
   let body: unknown;
   if (route.body) {
-    if (req.body === undefined && !route.bodyOptional) {
+    if (!hasBody(req) && !route.bodyOptional) {
       issues.push({ loc: ['body'], msg: 'Field required', type: 'missing' });
-    } else if (req.body !== undefined) {
+    } else if (hasBody(req)) {
       body = parsePart(route.body, req.body, 'body', issues);
     }
   }
@@ -197,6 +197,12 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     else await d.idempotency.complete(d.db, scope, idemKey, status, payload);
   }
   res.status(status).json(payload);
+}
+
+/** The JSON parser turns an empty body into `{}`; a request that sent no bytes has no body. */
+function hasBody(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
 }
 
 function limit(limiter: RateLimiter, key: string): void {

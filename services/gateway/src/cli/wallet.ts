@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { createDb, migrate } from '@sb/runtime';
+// Only the database part of the runtime: the tool starts fast without the bus and Nest.
+import { createDb, migrate } from '@sb/runtime/db';
 import { migrations } from '../store/migrations.js';
 import { WalletsRepo, type WalletKeys } from '../store/wallets.repo.js';
 

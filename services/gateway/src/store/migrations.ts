@@ -1,4 +1,4 @@
-import type { Migration } from '@sb/runtime';
+import type { Migration } from '@sb/runtime/db';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [

@@ -1,5 +1,6 @@
 import { ID_PREFIXES } from '@sb/contracts';
-import { newId, type Queryable } from '@sb/runtime';
+import type { Queryable } from '@sb/runtime/db';
+import { newId } from '@sb/runtime/ids';
 import { generateKey, hashSecret } from '../domain/keys.js';
 
 export interface WalletKeys {

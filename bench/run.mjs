@@ -1,0 +1,263 @@
+// `npm run bench`: GET and POST /plans through the real stack (gateway -> NATS -> billing -> PostgreSQL)
+// against a floor (bench/floor.mjs: bare node:http -> NATS -> bare responder -> same SQL), on a private
+// nats-server and a fresh database that is dropped at the end.
+//
+// env: BENCH_DURATION (s, default 10), BENCH_CONNECTIONS (default 32), BENCH_WARMUP (s, default 2; 0 = none),
+//      DATABASE_URL (admin connection; default postgres://postgres@127.0.0.1:5432/postgres).
+// Exits non-zero when a step fails or a scenario has more than 1% non-2xx responses (or errors).
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { API_PREFIX, ROOT, createWallet, freePort, startNats, startService, stopChild, waitReady } from '../scripts/stack.mjs';
+
+const DURATION = positiveInt('BENCH_DURATION', 10);
+const CONNECTIONS = positiveInt('BENCH_CONNECTIONS', 32);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
+const MAX_FAILURE_RATIO = 0.01;
+const ADMIN_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+const PLAN_BODY = JSON.stringify({ name: 'Bench', amount_sats: 1000, interval: 'monthly' });
+const SERVICE_ENV = { LIGHTNING_PROVIDER: 'dev', LOG_LEVEL: 'warn', RATE_LIMIT_KEY_PER_SECOND: '1000000' };
+
+function positiveInt(name, def) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return def;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got ${raw}`);
+  return n;
+}
+
+const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+
+/** Cleanups run last-in first-out, each at most once, whatever happened before. */
+const cleanups = [];
+let cleaning;
+function cleanup() {
+  cleaning ??= (async () => {
+    while (cleanups.length) {
+      const { what, fn } = cleanups.pop();
+      try {
+        await fn();
+      } catch (err) {
+        log(`cleanup (${what}) failed: ${err?.message ?? err}`);
+        process.exitCode = 1;
+      }
+    }
+  })();
+  return cleaning;
+}
+// A first Ctrl-C stops the running load and lets the step under way finish (a service being started is
+// only known, and so stoppable, once it is ready), then the finally below cleans up; a second one cleans
+// up at once.
+let aborted;
+let running; // the autocannon instance under way
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    if (aborted) {
+      log(`${sig} again: cleaning up now`);
+      void cleanup().finally(() => process.exit(130));
+      return;
+    }
+    aborted = sig;
+    log(`${sig}: stopping after the current step`);
+    running?.stop();
+  });
+}
+
+/** Awaits one step, then gives up if a signal came meanwhile. */
+async function step(promise) {
+  const value = await promise;
+  if (aborted) throw new Error(`interrupted by ${aborted}`);
+  return value;
+}
+
+async function adminQuery(sql) {
+  const c = new pg.Client({ connectionString: ADMIN_URL });
+  await c.connect();
+  try {
+    return await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+async function createDatabase() {
+  const name = `sb_bench_${Date.now()}_${process.pid}`;
+  await adminQuery(`CREATE DATABASE ${name}`);
+  cleanups.push({ what: `drop database ${name}`, fn: () => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) });
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return { name, url: url.toString() };
+}
+
+/** bench/floor.mjs as a child; resolves with its URL once it prints FLOOR_READY. */
+async function startFloor(env) {
+  const child = spawn(process.execPath, [join(ROOT, 'bench/floor.mjs')], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, FLOOR_PORT: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const out = [];
+  child.stderr.setEncoding('utf8').on('data', (c) => out.push(c));
+  cleanups.push({ what: 'floor', fn: () => stopChild(child) });
+  const port = await new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`floor not ready after 30 s: ${out.join('')}`)), 30_000);
+    child.stdout.setEncoding('utf8').on('data', (chunk) => {
+      buf += chunk;
+      const m = /FLOOR_READY (\d+)/.exec(buf);
+      if (m) (clearTimeout(timer), resolve(Number(m[1])));
+    });
+    child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`floor exited with ${code}: ${out.join('')}`))));
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitReady(`${url}/readyz`, 10_000, child);
+  return { url, child };
+}
+
+async function request(url, { method = 'GET', key, body } = {}) {
+  const res = await fetch(url, {
+    method,
+    headers: { ...(key ? { 'X-Api-Key': key } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
+    body,
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${url} answered ${res.status}: ${text}`);
+  return JSON.parse(text);
+}
+
+function cannon(opts, duration) {
+  return new Promise((resolve, reject) => {
+    running = autocannon({ connections: CONNECTIONS, duration, ...opts }, (err, result) => {
+      running = undefined;
+      if (err) reject(err);
+      else resolve(result);
+    });
+  });
+}
+
+async function scenario(name, opts) {
+  // Each request is checked once up front so a misconfigured scenario fails fast and clearly.
+  await step(request(opts.url, { method: opts.method, key: opts.headers?.['x-api-key'], body: opts.body }));
+  if (WARMUP > 0) {
+    log(`${name}: warm-up ${WARMUP} s`);
+    await step(cannon(opts, WARMUP));
+  }
+  log(`${name}: ${DURATION} s, ${CONNECTIONS} connections`);
+  const r = await step(cannon(opts, DURATION));
+  const failures = r.non2xx + r.errors + r.timeouts;
+  const total = r['2xx'] + failures;
+  return {
+    scenario: name,
+    requests_per_sec: r.requests.average,
+    latency_p50_ms: r.latency.p50,
+    latency_p99_ms: r.latency.p99,
+    non_2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    ok_2xx: r['2xx'],
+    total,
+    failure_ratio: total ? failures / total : 1,
+  };
+}
+
+function machine() {
+  const cpus = os.cpus();
+  return {
+    cpu: cpus[0]?.model ?? 'unknown',
+    cores: cpus.length,
+    memory_gb: +(os.totalmem() / 2 ** 30).toFixed(1),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+  };
+}
+
+function printTable(rows, m) {
+  const cols = [
+    ['scenario', (r) => r.scenario],
+    ['req/s', (r) => r.requests_per_sec.toFixed(1)],
+    ['p50 ms', (r) => String(r.latency_p50_ms)],
+    ['p99 ms', (r) => String(r.latency_p99_ms)],
+    ['non-2xx', (r) => String(r.non_2xx + r.errors + r.timeouts)],
+    ['gateway/floor', (r) => (r.ratio === undefined ? '' : r.ratio.toFixed(3))],
+  ];
+  const cells = [cols.map(([h]) => h), ...rows.map((r) => cols.map(([, f]) => f(r)))];
+  const widths = cols.map((_, i) => Math.max(...cells.map((row) => row[i].length)));
+  const line = (row) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(`\nmachine: ${m.cpu}, ${m.cores} cores, ${m.memory_gb} GiB, node ${m.node}`);
+  console.log(`settings: ${DURATION} s per scenario, ${CONNECTIONS} connections, warm-up ${WARMUP} s`);
+  console.log(line(cells[0]));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const row of cells.slice(1)) console.log(line(row));
+}
+
+async function main() {
+  const tmp = mkdtempSync(join(os.tmpdir(), 'sb-bench-'));
+  cleanups.push({ what: 'temp dir', fn: () => rmSync(tmp, { recursive: true, force: true }) });
+
+  const db = await step(createDatabase());
+  log(`database ${db.name}`);
+  const nats = await startNats(join(tmp, 'nats'));
+  cleanups.push({ what: 'nats-server', fn: nats.stop });
+  await step();
+  const env = { ...SERVICE_ENV, DATABASE_URL: db.url, NATS_URL: nats.url };
+
+  log('starting billing');
+  const billing = await startService('billing', env); // applies the billing schema the floor also uses
+  cleanups.push({ what: 'billing', fn: billing.stop });
+  await step();
+  log('starting gateway, creating wallet');
+  // Both settle before going on, so a started gateway is always registered for cleanup.
+  const [gw, wal] = await Promise.allSettled([startService('gateway', env), createWallet(db.url, 'Bench wallet')]);
+  if (gw.status === 'fulfilled') cleanups.push({ what: 'gateway', fn: gw.value.stop });
+  for (const r of [gw, wal]) if (r.status === 'rejected') throw r.reason;
+  const [gateway, wallet] = [gw.value, wal.value];
+  await step();
+  const api = `${gateway.url}${API_PREFIX}`;
+  const plan = await step(request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: PLAN_BODY }));
+  log(`wallet ${wallet.id}, plan ${plan.id}`);
+
+  log('starting floor');
+  const floor = await step(startFloor({ DATABASE_URL: db.url, NATS_URL: nats.url, FLOOR_WALLET: wallet.id }));
+
+  const post = { method: 'POST', body: PLAN_BODY };
+  const json = { 'content-type': 'application/json' };
+  const rows = [];
+  rows.push(await scenario('gateway GET /plans/{id}', { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } }));
+  rows.push(await scenario('gateway POST /plans', { url: `${api}/plans`, ...post, headers: { 'x-api-key': wallet.admin_key, ...json } }));
+  rows.push(await scenario('floor GET /plans/{id}', { url: `${floor.url}/plans/${plan.id}` }));
+  rows.push(await scenario('floor POST /plans', { url: `${floor.url}/plans`, ...post, headers: json }));
+  rows[0].ratio = rows[0].requests_per_sec / rows[2].requests_per_sec;
+  rows[1].ratio = rows[1].requests_per_sec / rows[3].requests_per_sec;
+
+  const m = machine();
+  printTable(rows, m);
+  const started = new Date();
+  const dir = join(ROOT, 'bench/results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${started.toISOString().replace(/:/g, '-')}.json`);
+  writeFileSync(
+    file,
+    `${JSON.stringify({ at: started.toISOString(), machine: m, settings: { duration_s: DURATION, connections: CONNECTIONS, warmup_s: WARMUP }, results: rows }, null, 2)}\n`,
+  );
+  console.log(`\nwritten ${file}`);
+
+  const bad = rows.filter((r) => r.failure_ratio > MAX_FAILURE_RATIO || r.ok_2xx === 0);
+  if (bad.length) {
+    for (const r of bad) log(`FAIL ${r.scenario}: ${(r.failure_ratio * 100).toFixed(2)}% non-2xx/errors (limit ${MAX_FAILURE_RATIO * 100}%)`);
+    for (const svc of [billing, gateway]) if (svc.lines.length) log(`${svc.name} last lines:\n${svc.lines.slice(-10).join('\n')}`);
+    process.exitCode = 1;
+  }
+}
+
+try {
+  await main();
+} catch (err) {
+  log(`failed: ${err?.stack ?? err}`);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(process.exitCode ?? 0);

@@ -1,0 +1,151 @@
+// Starts the pieces of the system as real processes: used by `npm start`, the end-to-end tests and the
+// benchmarks, so all three run the same code the same way.
+import { spawn, execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdirSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const API_PREFIX = '/subscriptions_manager/api/v1';
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export function findNatsServer() {
+  for (const candidate of [process.env.NATS_SERVER_BIN, 'nats-server', '/usr/sbin/nats-server', '/usr/bin/nats-server']) {
+    if (!candidate) continue;
+    try {
+      execFileSync(candidate, ['--version'], { stdio: 'ignore' });
+      return candidate;
+    } catch {
+      /* next */
+    }
+  }
+  return undefined;
+}
+
+/** A nats-server with JetStream on a free loopback port, its store in `dir`. */
+export async function startNats(dir, { port } = {}) {
+  const bin = findNatsServer();
+  if (!bin) throw new Error('nats-server not found: install it (Debian: apt-get install nats-server) or set NATS_URL');
+  port ??= await freePort();
+  mkdirSync(dir, { recursive: true });
+  const child = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+  const url = `nats://127.0.0.1:${port}`;
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`);
+    return canConnect(port);
+  }, 10_000, 'nats-server');
+  return { url, port, child, stop: () => stopChild(child) };
+}
+
+function canConnect(port) {
+  return new Promise((resolve) => {
+    const s = createConnection({ port, host: '127.0.0.1' });
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+}
+
+export async function waitFor(check, timeoutMs, what) {
+  const until = Date.now() + timeoutMs;
+  let lastErr;
+  while (Date.now() < until) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      lastErr = err;
+      if (/exited/.test(String(err?.message))) throw err;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} not ready after ${timeoutMs} ms${lastErr ? `: ${lastErr.message}` : ''}`);
+}
+
+export async function waitReady(url, timeoutMs = 20_000, child) {
+  await waitFor(async () => {
+    if (child && child.exitCode !== null) throw new Error(`process exited with ${child.exitCode}`);
+    const res = await fetch(url).catch(() => undefined);
+    return res?.status === 200;
+  }, timeoutMs, url);
+}
+
+const SERVICES = {
+  billing: { main: 'services/billing/dist/main.js', opsPortVar: 'BILLING_OPS_PORT' },
+  gateway: { main: 'services/gateway/dist/main.js', opsPortVar: 'PORT' },
+};
+
+/**
+ * Starts one service as a child process. `output` is 'inherit', 'ignore', or a function receiving each
+ * line. Resolves once its /readyz answers 200.
+ */
+export async function startService(name, env, { output = 'ignore', port } = {}) {
+  const spec = SERVICES[name];
+  port ??= await freePort();
+  const child = spawn(process.execPath, [join(ROOT, spec.main)], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, [spec.opsPortVar]: String(port) },
+    stdio: ['ignore', output === 'inherit' ? 'inherit' : 'pipe', output === 'inherit' ? 'inherit' : 'pipe'],
+  });
+  const lines = [];
+  if (output !== 'inherit') {
+    for (const stream of [child.stdout, child.stderr]) {
+      let buf = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk) => {
+        buf += chunk;
+        let i;
+        while ((i = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          lines.push(line);
+          if (lines.length > 5000) lines.shift();
+          if (typeof output === 'function') output(line);
+        }
+      });
+    }
+  }
+  const svc = { name, port, child, lines, url: `http://127.0.0.1:${port}`, stop: () => stopChild(child) };
+  try {
+    await waitReady(`${svc.url}/readyz`, 30_000, child);
+  } catch (err) {
+    await svc.stop();
+    throw new Error(`${name} did not start: ${err.message}\n${lines.slice(-20).join('\n')}`);
+  }
+  return svc;
+}
+
+export function stopChild(child, signal = 'SIGTERM') {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+    child.once('exit', () => (clearTimeout(t), resolve()));
+    child.kill(signal);
+  });
+}
+
+/**
+ * Runs the wallet tool (`create`, `list`, `rotate-keys`) with --json and returns its parsed output. Async on
+ * purpose: the embedded database may live in this very process and must keep serving meanwhile.
+ */
+export async function walletCli(databaseUrl, ...args) {
+  const { stdout } = await promisify(execFile)(process.execPath, [join(ROOT, 'services/gateway/dist/cli/wallet.js'), ...args, '--json'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+    encoding: 'utf8',
+  });
+  return JSON.parse(stdout);
+}
+
+export const createWallet = (databaseUrl, name) => walletCli(databaseUrl, 'create', '--name', name);

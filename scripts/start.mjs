@@ -1,0 +1,93 @@
+// `npm start`: the whole system on one machine. Uses DATABASE_URL and NATS_URL when set; otherwise an
+// embedded PostgreSQL (PGlite, data in .data/pglite) and a nats-server from the PATH (data in .data/nats).
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, freePort, startNats, startService } from './stack.mjs';
+
+const DATA = join(ROOT, '.data');
+const stops = [];
+let stopping = false;
+
+async function shutdown(code = 0) {
+  if (stopping) return;
+  stopping = true;
+  for (const stop of stops.reverse()) await stop().catch(() => undefined);
+  rmSync(join(DATA, 'runtime.json'), { force: true });
+  process.exit(code);
+}
+process.on('SIGINT', () => void shutdown(0));
+process.on('SIGTERM', () => void shutdown(0));
+
+async function embeddedPostgres() {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
+  const dir = join(DATA, 'pglite');
+  mkdirSync(dir, { recursive: true });
+  const db = await PGlite.create(dir);
+  const port = Number(process.env.PGLITE_PORT ?? (await freePort()));
+  const server = new PGLiteSocketServer({ db, port, host: '127.0.0.1', maxConnections: 50 });
+  await server.start();
+  stops.push(async () => {
+    await server.stop();
+    await db.close();
+  });
+  return `postgres://postgres@127.0.0.1:${port}/postgres?sslmode=disable`;
+}
+
+async function main() {
+  mkdirSync(DATA, { recursive: true });
+  const env = { DEV_MODE: '1', LIGHTNING_PROVIDER: process.env.LIGHTNING_PROVIDER ?? 'dev', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
+
+  let databaseUrl = process.env.DATABASE_URL;
+  if (!databaseUrl) {
+    databaseUrl = await embeddedPostgres();
+    console.log(`embedded PostgreSQL (PGlite) serving ${join('.data', 'pglite')} at ${databaseUrl}`);
+  }
+  writeFileSync(join(DATA, 'runtime.json'), JSON.stringify({ DATABASE_URL: databaseUrl }));
+
+  let natsUrl = process.env.NATS_URL;
+  if (!natsUrl) {
+    if (!findNatsServer()) {
+      console.error(
+        'No NATS server: set NATS_URL to a running server with JetStream, or install nats-server\n' +
+          '(Debian/Ubuntu: apt-get install nats-server; others: https://docs.nats.io/running-a-nats-service/introduction/installation).',
+      );
+      return shutdown(1);
+    }
+    const nats = await startNats(join(DATA, 'nats'));
+    stops.push(nats.stop);
+    natsUrl = nats.url;
+    console.log(`nats-server with JetStream at ${natsUrl}`);
+  }
+
+  const common = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl };
+  const print = (name) => (line) => process.stdout.write(`[${name}] ${line}\n`);
+  const billing = await startService('billing', common, { output: print('billing'), port: Number(process.env.BILLING_OPS_PORT ?? 9101) });
+  stops.push(billing.stop);
+  const port = Number(process.env.PORT ?? 8080);
+  const gateway = await startService('gateway', common, { output: print('gateway'), port });
+  stops.push(gateway.stop);
+
+  const wallets = await walletCli(databaseUrl, 'list');
+  const api = `http://127.0.0.1:${port}${API_PREFIX}`;
+  if (wallets.length === 0) {
+    const w = await createWallet(databaseUrl, 'Demo wallet');
+    console.log(
+      `\n=== Demo wallet created (keys are shown only this once; only their hashes are stored) ===\n` +
+        `wallet id:   ${w.id}\nadmin key:   ${w.admin_key}\ninvoice key: ${w.invoice_key}\n` +
+        `try: curl -s ${api}/plans -H 'X-Api-Key: ${w.invoice_key}'\n`,
+    );
+  } else {
+    console.log(`\n${wallets.length} wallet(s) exist; new keys: npm run wallet -- rotate-keys --id ${wallets[0].id}`);
+  }
+  console.log(`API ready at ${api} (OpenAPI: ${api}/openapi.json). Ctrl-C stops everything.\n`);
+}
+
+main().catch((err) => {
+  console.error(err?.stack ?? err);
+  void shutdown(1);
+});
+
+if (!existsSync(join(ROOT, 'services/gateway/dist/main.js'))) {
+  console.error('Build first: npm run build');
+}
