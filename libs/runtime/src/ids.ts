@@ -10,12 +10,14 @@ export function newId(prefix: string, nowMs = Date.now()): string {
   const bytes = Buffer.alloc(16);
   bytes.writeUIntBE(nowMs, 0, 6);
   randomBytes(10).copy(bytes, 6);
-  let bits = 0n;
-  for (const b of bytes) bits = (bits << 8n) | BigInt(b);
-  let out = '';
+  // 26 characters of 5 bits hold 130 bits: the 128 of the id behind two zero bits.
+  let out = prefix;
   for (let i = 0; i < 26; i++) {
-    out = ALPHABET[Number(bits & 31n)] + out;
-    bits >>= 5n;
+    let v = 0;
+    for (let b = i * 5 - 2; b < i * 5 + 3; b++) {
+      v = (v << 1) | (b < 0 ? 0 : (bytes[b >> 3]! >> (7 - (b & 7))) & 1);
+    }
+    out += ALPHABET[v];
   }
-  return prefix + out;
+  return out;
 }

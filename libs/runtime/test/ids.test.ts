@@ -1,0 +1,18 @@
+import { describe, expect, it } from 'vitest';
+import { newId } from '../src/ids.js';
+
+describe('newId', () => {
+  it('has the prefix and 26 base32 characters', () => {
+    expect(newId('plan_')).toMatch(/^plan_[0-9a-hjkmnp-tv-z]{26}$/);
+  });
+
+  it('sorts by creation time', () => {
+    const ids = [1, 2, 1000, 1_700_000_000_000].map((t) => newId('x_', t));
+    expect([...ids].sort()).toEqual(ids);
+  });
+
+  it('is unique within one millisecond', () => {
+    const set = new Set(Array.from({ length: 1000 }, () => newId('x_', 42)));
+    expect(set.size).toBe(1000);
+  });
+});

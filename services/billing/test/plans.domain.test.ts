@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import type { Plan, PlanCreate } from '@sb/contracts';
+import { PlanCreate as PlanCreateSchema } from '@sb/contracts';
+import { DomainError } from '@sb/runtime';
+import { methodAvailability } from '../src/domain/availability.js';
+import { allowedMethods, archivePlan, newPlan, publicPlan, updatePlan } from '../src/domain/plans.js';
+
+const lightningOnly = methodAvailability({ lightningProvider: 'dev' });
+const nothing = methodAvailability({});
+const ids = { id: 'plan_1', wallet: 'wal_1', now: 1_700_000_000 };
+const create = (over: Partial<PlanCreate> = {}): PlanCreate =>
+  PlanCreateSchema.parse({ name: 'Gold', amount_sats: 1000, interval: 'monthly', ...over });
+
+function domainError(fn: () => unknown): DomainError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof DomainError) return err;
+    throw err;
+  }
+  throw new Error('expected a DomainError');
+}
+
+describe('newPlan', () => {
+  it('applies the create defaults', () => {
+    const p = newPlan(create(), ids, lightningOnly);
+    expect(p).toMatchObject({
+      id: 'plan_1', wallet: 'wal_1', trial_days: 0, grace_period_days: 0, allow_lightning: true, allow_onchain: false,
+      allow_nwc: false, allow_cardproc: false, allow_walletproc: false, is_deleted: false, created_at: ids.now, updated_at: ids.now,
+    });
+  });
+
+  it('requires at least one payment method', () => {
+    const err = domainError(() => newPlan(create({ allow_lightning: false }), ids, lightningOnly));
+    expect(err.status).toBe(422);
+    expect(err.detail).toEqual([{ loc: ['body'], msg: 'At least one payment method must be allowed', type: 'value_error' }]);
+  });
+
+  it('refuses a method the server has no provider for, naming the configuration', () => {
+    const err = domainError(() => newPlan(create(), ids, nothing));
+    expect(err.status).toBe(422);
+    expect(err.detail).toEqual([expect.objectContaining({ loc: ['body', 'allow_lightning'], msg: expect.stringContaining('LIGHTNING_PROVIDER') })]);
+    const card = domainError(() => newPlan(create({ allow_cardproc: true }), ids, lightningOnly));
+    expect((card.detail as { loc: string[] }[])[0]!.loc).toEqual(['body', 'allow_cardproc']);
+  });
+});
+
+describe('updatePlan', () => {
+  const base: Plan = newPlan(create({ description: 'd' }), ids, lightningOnly);
+
+  it('changes only given fields and the update time', () => {
+    const next = updatePlan(base, { amount_sats: 5 }, ids.now + 10, lightningOnly);
+    expect(next).toEqual({ ...base, amount_sats: 5, updated_at: ids.now + 10 });
+  });
+
+  it('clears nullable fields with null', () => {
+    expect(updatePlan(base, { description: null }, ids.now, lightningOnly).description).toBeNull();
+  });
+
+  it('refuses archived plans with 409', () => {
+    const { plan } = archivePlan(base, ids.now);
+    expect(domainError(() => updatePlan(plan, { name: 'x' }, ids.now, lightningOnly)).status).toBe(409);
+  });
+
+  it('checks only the methods the change turns on', () => {
+    // Lightning was allowed when the server had it; renaming still works after the provider went away.
+    expect(updatePlan(base, { name: 'Renamed' }, ids.now, nothing).name).toBe('Renamed');
+    expect(domainError(() => updatePlan(base, { allow_walletproc: true }, ids.now, lightningOnly)).status).toBe(422);
+    expect(domainError(() => updatePlan(base, { allow_lightning: false }, ids.now, lightningOnly)).status).toBe(422);
+  });
+});
+
+describe('archivePlan', () => {
+  it('is idempotent: the second archive changes nothing', () => {
+    const first = archivePlan(newPlan(create(), ids, lightningOnly), ids.now + 5);
+    expect(first.changed).toBe(true);
+    expect(first.plan).toMatchObject({ is_deleted: true, updated_at: ids.now + 5 });
+    const second = archivePlan(first.plan, ids.now + 9);
+    expect(second).toEqual({ plan: first.plan, changed: false });
+  });
+});
+
+describe('publicPlan', () => {
+  it('hides the wallet and provider ids and lists only usable methods', () => {
+    const p = { ...newPlan(create({ cardproc_account_id: 'acct_1' }), ids, lightningOnly), allow_onchain: true };
+    const pub = publicPlan(p, lightningOnly);
+    expect(pub).not.toHaveProperty('wallet');
+    expect(pub).not.toHaveProperty('cardproc_account_id');
+    expect(pub.payment_methods).toEqual(['lightning']);
+    expect(allowedMethods(p)).toEqual(['lightning', 'onchain']);
+  });
+});

@@ -1,0 +1,141 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { describe, expect, inject, it } from 'vitest';
+import { ROOT, walletCli } from '../scripts/stack.mjs';
+import { client } from './support/http.js';
+
+const stack = inject('stack');
+const [, w1] = stack.wallets;
+const admin = client(stack.api, w1!.admin_key);
+const body = { name: 'Idem', amount_sats: 1000, interval: 'weekly' } as const;
+
+async function planCount(walletId: string): Promise<number> {
+  const db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+  try {
+    return (await db.query('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [walletId])).rows[0].n;
+  } finally {
+    await db.end();
+  }
+}
+
+describe('Idempotency-Key', () => {
+  it('replays the first response for the same key and body, and creates one plan', async () => {
+    const before = await planCount(w1!.id);
+    const key = `k-${Date.now()}`;
+    const first = await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
+    const again = await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await planCount(w1!.id)).toBe(before + 1);
+  });
+
+  it('answers 409 for the same key with another body, and changes nothing', async () => {
+    const key = `k2-${Date.now()}`;
+    await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
+    const before = await planCount(w1!.id);
+    const other = await admin.post('/plans', { ...body, amount_sats: 2000 }, { headers: { 'Idempotency-Key': key } });
+    expect(other.status).toBe(409);
+    expect(other.body.detail).toMatch(/Idempotency-Key/);
+    expect(await planCount(w1!.id)).toBe(before);
+  });
+
+  it('executes once when the same key arrives concurrently', async () => {
+    const before = await planCount(w1!.id);
+    const key = `k3-${Date.now()}`;
+    const results = await Promise.all(Array.from({ length: 10 }, () => admin.post('/plans', body, { headers: { 'Idempotency-Key': key } })));
+    const statuses = results.map((r) => r.status);
+    expect(statuses.every((s) => s === 201 || s === 409)).toBe(true);
+    const created = new Set(results.filter((r) => r.status === 201).map((r) => r.body.id));
+    expect(created.size).toBe(1);
+    expect(await planCount(w1!.id)).toBe(before + 1);
+  });
+
+  it('keys are per wallet: another wallet may use the same key', async () => {
+    const key = `shared-${Date.now()}`;
+    const a = await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
+    const b = await client(stack.api, stack.wallets[2]!.admin_key).post('/plans', body, { headers: { 'Idempotency-Key': key } });
+    expect(a.status).toBe(201);
+    expect(b.status).toBe(201);
+    expect(b.body.id).not.toBe(a.body.id);
+  });
+});
+
+describe('HTTP conventions', () => {
+  it('answers JSON 404 for unknown paths and carries request and trace ids', async () => {
+    const res = await admin.get('/nope');
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({ detail: 'Not Found' });
+    expect(res.headers.get('x-request-id')).toBeTruthy();
+    expect(res.headers.get('x-trace-id')).toMatch(/^[0-9a-f]{32}$/);
+    const echoed = await admin.get('/plans', { headers: { 'X-Request-Id': 'my-req-1' } });
+    expect(echoed.headers.get('x-request-id')).toBe('my-req-1');
+  });
+
+  it('validates path parameters', async () => {
+    const res = await admin.get(`/plans/${'x'.repeat(65)}`);
+    expect(res.status).toBe(422);
+    expect(res.body.detail[0].loc).toEqual(['path', 'id']);
+  });
+
+  it('serves health, readiness and Prometheus metrics', async () => {
+    expect((await fetch(`${stack.gatewayUrl}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${stack.gatewayUrl}/readyz`);
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { database: true, bus: true } });
+    const metrics = await (await fetch(`${stack.gatewayUrl}/metrics`)).text();
+    expect(metrics).toMatch(/http_requests_total\{.*route="plans.list".*\} \d+/);
+    const billingReady = await fetch(`${stack.billingOpsUrl}/readyz`);
+    expect(billingReady.status).toBe(200);
+    expect(await (await fetch(`${stack.billingOpsUrl}/metrics`)).text()).toMatch(/process_cpu_seconds_total/);
+  });
+});
+
+describe('OpenAPI', () => {
+  it('is served and holds every path and method of the interface spec', async () => {
+    const res = await client(stack.api).get('/openapi.json');
+    expect(res.status).toBe(200);
+    expect(res.body.openapi).toBe('3.1.0');
+    const specFile = join(ROOT, '..', 'shared', 'spec', 'interface-spec.md');
+    expect(existsSync(specFile), `${specFile} (the interface spec) must sit beside the project`).toBe(true);
+    const rows = [...readFileSync(specFile, 'utf8').matchAll(/^\| (GET|POST|PUT|DELETE) \| (\/[^ |]+) \|/gm)];
+    expect(rows.length).toBeGreaterThan(30);
+    for (const [, method, path] of rows) {
+      expect(res.body.paths, `${method} ${path}`).toHaveProperty([path!]);
+      expect(res.body.paths[path!], `${method} ${path}`).toHaveProperty([method!.toLowerCase()]);
+    }
+    expect(res.body.components.schemas).toHaveProperty('Plan');
+    expect(res.body.components.schemas).toHaveProperty('Error');
+  });
+});
+
+describe('wallet tool', () => {
+  it('creates wallets whose keys are stored only as hashes, and rotates keys', async () => {
+    const w = await walletCli(stack.databaseUrl, 'create', '--name', 'rotating');
+    expect(w.admin_key).toMatch(/^[0-9a-f]{64}$/);
+    expect(w.invoice_key).toMatch(/^[0-9a-f]{64}$/);
+    const db = new pg.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      const dump = JSON.stringify((await db.query('SELECT * FROM gateway.wallets')).rows);
+      expect(dump).not.toContain(w.admin_key);
+      expect(dump).not.toContain(w.invoice_key);
+    } finally {
+      await db.end();
+    }
+    const list = await walletCli(stack.databaseUrl, 'list');
+    expect(list.map((x: { id: string }) => x.id)).toContain(w.id);
+    expect(JSON.stringify(list)).not.toMatch(/admin_key|invoice_key|hash/);
+
+    const old = client(stack.api, w.admin_key);
+    expect((await old.get('/plans')).status).toBe(200);
+    const rotated = await walletCli(stack.databaseUrl, 'rotate-keys', '--id', w.id);
+    expect(rotated.admin_key).not.toBe(w.admin_key);
+    expect((await client(stack.api, rotated.admin_key).get('/plans')).status).toBe(200);
+    // The gateway caches a key for KEY_CACHE_TTL_MS (500 ms here): the old key stops working after it.
+    await new Promise((r) => setTimeout(r, 700));
+    expect((await old.get('/plans')).status).toBe(401);
+  });
+});

@@ -1,0 +1,146 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/** A minimal OTLP/HTTP JSON receiver: what a collector would see from both services. */
+interface SpanRecord {
+  service: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+}
+const spans: SpanRecord[] = [];
+let collector: Server;
+
+function startCollector(): Promise<string> {
+  collector = createServer((req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (c) => (raw += c));
+    req.on('end', () => {
+      const body = JSON.parse(raw);
+      for (const rs of body.resourceSpans ?? []) {
+        const service = rs.resource.attributes.find((a: { key: string }) => a.key === 'service.name')?.value.stringValue;
+        for (const ss of rs.scopeSpans ?? []) {
+          for (const s of ss.spans ?? []) {
+            spans.push({ service, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, name: s.name, kind: s.kind });
+          }
+        }
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  return new Promise((resolve) => collector.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(collector.address() as AddressInfo).port}`)));
+}
+
+let stack: Stack;
+beforeAll(async () => {
+  const otlp = await startCollector();
+  stack = await startStack({
+    wallets: 2,
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      BUS_TIMEOUT_MS: '1000',
+      RATE_LIMIT_KEY_PER_SECOND: '5',
+      RATE_LIMIT_PUBLIC_GET_PER_MINUTE: '5',
+    },
+  });
+});
+afterAll(async () => {
+  await stack?.stop();
+  collector?.close();
+});
+
+describe('tracing', () => {
+  it("puts the gateway's HTTP span and billing's handler span in one trace, parent to child", async () => {
+    const admin = client(stack.api, stack.wallets[0]!.admin_key);
+    const plan = (await admin.post('/plans', { name: 'Traced', amount_sats: 10, interval: 'weekly' })).body;
+    const res = await admin.get(`/plans/${plan.id}`);
+    expect(res.status).toBe(200);
+    const traceId = res.headers.get('x-trace-id')!;
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+
+    const until = Date.now() + 15_000;
+    const inTrace = () => spans.filter((s) => s.traceId === traceId);
+    while (Date.now() < until && !inTrace().some((s) => s.service === 'billing' && s.name === 'billing.plans.get process')) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const t = inTrace();
+    const http = t.find((s) => s.service === 'gateway' && s.kind === 2);
+    const send = t.find((s) => s.service === 'gateway' && s.name === 'billing.plans.get send');
+    const handler = t.find((s) => s.service === 'billing' && s.name === 'billing.plans.get process');
+    const sql = t.find((s) => s.service === 'billing' && s.name === 'db SELECT');
+    expect(http?.name).toBe('GET plans.get');
+    expect(send?.parentSpanId).toBe(http?.spanId);
+    expect(handler?.parentSpanId).toBe(send?.spanId);
+    expect(sql?.parentSpanId).toBe(handler?.spanId);
+  });
+
+  it("writes the trace id into the gateway's JSON access log, and never the key", async () => {
+    const res = await client(stack.api, stack.wallets[0]!.invoice_key).get('/plans');
+    const traceId = res.headers.get('x-trace-id')!;
+    await new Promise((r) => setTimeout(r, 300));
+    const gatewayLine = stack.services.gateway.lines.map((l) => JSON.parse(l)).find((l) => l.trace_id === traceId);
+    expect(gatewayLine).toMatchObject({ service: 'gateway', route: 'plans.list', status: 200 });
+    expect(stack.services.gateway.lines.join('\n')).not.toContain(stack.wallets[0]!.invoice_key);
+  });
+});
+
+describe('rate limits', () => {
+  it('limits requests per API key with 429 and Retry-After, per key', async () => {
+    const limited = client(stack.api, stack.wallets[1]!.invoice_key);
+    const results = await Promise.all(Array.from({ length: 40 }, () => limited.get('/plans')));
+    const tooMany = results.filter((r) => r.status === 429);
+    expect(tooMany.length).toBeGreaterThan(0);
+    expect(results.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(5);
+    expect(results.every((r) => r.status === 200 || r.status === 429)).toBe(true);
+    expect(Number(tooMany[0]!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(typeof tooMany[0]!.body.detail).toBe('string');
+    // Another key is not affected.
+    expect((await client(stack.api, stack.wallets[0]!.invoice_key).get('/plans')).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await limited.get('/plans')).status).toBe(200);
+  });
+
+  it('limits public requests per client address', async () => {
+    const anon = client(stack.api);
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await anon.get('/public/plan/plan_unknown')).status);
+    expect(statuses.slice(0, 5)).toEqual([404, 404, 404, 404, 404]);
+    expect(statuses.slice(5)).toEqual([429, 429, 429]);
+  });
+});
+
+describe('billing down while the gateway runs', () => {
+  it('answers 503 while billing is away and recovers when it returns, without a gateway restart', async () => {
+    const admin = client(stack.api, stack.wallets[0]!.admin_key);
+    const plan = (await admin.post('/plans', { name: 'Resilient', amount_sats: 10, interval: 'yearly' })).body;
+    const gatewayPid = stack.services.gateway.child.pid;
+
+    await stack.stopBilling();
+    const down = await admin.get(`/plans/${plan.id}`);
+    expect(down.status).toBe(503);
+    expect(typeof down.body.detail).toBe('string');
+    expect(down.body.detail).not.toMatch(/billing|nats|timeout/i);
+    const write = await admin.post('/plans', { name: 'Lost?', amount_sats: 10, interval: 'yearly' }, { headers: { 'Idempotency-Key': 'during-outage' } });
+    expect(write.status).toBe(503);
+    const ready = await fetch(`${stack.gatewayUrl}/readyz`);
+    expect(ready.status).toBe(200);
+
+    await stack.restartBilling();
+    const up = await admin.get(`/plans/${plan.id}`);
+    expect(up.status).toBe(200);
+    expect(up.body.id).toBe(plan.id);
+    // The idempotency key of the failed write was released, so the retry runs.
+    const retry = await admin.post('/plans', { name: 'Lost?', amount_sats: 10, interval: 'yearly' }, { headers: { 'Idempotency-Key': 'during-outage' } });
+    expect(retry.status).toBe(201);
+    expect(stack.services.gateway.child.pid).toBe(gatewayPid);
+    expect(stack.services.gateway.child.exitCode).toBeNull();
+  });
+});
