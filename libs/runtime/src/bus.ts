@@ -8,8 +8,18 @@ import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
-/** The peer did not answer in time, or the bus itself is unreachable: the gateway answers 503. */
-export class BusUnavailableError extends Error {}
+/**
+ * The request could not be answered: no service listens on the subject (`noResponders`: NATS says so at
+ * once), the peer did not answer in time, or the bus itself is unreachable. The gateway answers 503.
+ */
+export class BusUnavailableError extends Error {
+  constructor(
+    message: string,
+    readonly noResponders = false,
+  ) {
+    super(message);
+  }
+}
 
 /** Request/reply over NATS through NestJS's client, with the W3C trace context in the message headers. */
 export class BusClient {
@@ -51,6 +61,8 @@ export class BusClient {
       } catch (err) {
         span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
         if (err instanceof TimeoutError) throw new BusUnavailableError(`${subject} timed out`);
+        // Nest does not export its EmptyResponseException: NATS's no-responders status arrives as one.
+        if ((err as Error)?.constructor?.name === 'EmptyResponseException') throw new BusUnavailableError(`${subject}: no responders`, true);
         // A malformed reply is our own bug (500), unlike a missing peer (503).
         if ((err as Error)?.name === 'ZodError') throw err;
         throw new BusUnavailableError(`${subject}: ${(err as Error).message ?? String(err)}`);

@@ -188,7 +188,11 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     if (idemKey) await d.idempotency.release(d.db, scope, idemKey).catch(() => undefined);
     if (err instanceof BusUnavailableError) {
       d.log.warn({ err: err.message }, 'bus request failed');
-      throw new HttpError(503, 'Service temporarily unavailable, please retry', { 'Retry-After': '1' });
+      throw new HttpError(
+        503,
+        err.noResponders ? 'This operation is not available right now: the service that answers it is not running' : 'Service did not answer in time, please retry',
+        { 'Retry-After': '1' },
+      );
     }
     throw err;
   }
