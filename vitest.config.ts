@@ -6,8 +6,8 @@ export default defineConfig({
     globalSetup: ['test/support/global-setup.ts'],
     // Every e2e file talks to real processes; on a 2-core machine two files at a time is the sweet spot.
     maxWorkers: 2,
-    testTimeout: 30_000,
-    hookTimeout: 120_000,
+    testTimeout: 120_000,
+    hookTimeout: 240_000,
     reporters: ['default'],
   },
 });

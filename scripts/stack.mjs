@@ -118,7 +118,7 @@ export async function startService(name, env, { output = 'ignore', port } = {}) 
   }
   const svc = { name, port, child, lines, url: `http://127.0.0.1:${port}`, stop: () => stopChild(child) };
   try {
-    await waitReady(`${svc.url}/readyz`, 30_000, child);
+    await waitReady(`${svc.url}/readyz`, 90_000, child);
   } catch (err) {
     await svc.stop();
     throw new Error(`${name} did not start: ${err.message}\n${lines.slice(-20).join('\n')}`);

@@ -3,11 +3,17 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
 import { ROOT, walletCli } from '../scripts/stack.mjs';
+import { beforeAll } from 'vitest';
 import { client } from './support/http.js';
+import { newWallets, type WalletKeys } from './support/stack.js';
 
 const stack = inject('stack');
-const [, w1] = stack.wallets;
-const admin = client(stack.api, w1!.admin_key);
+let w1: WalletKeys, w2: WalletKeys;
+let admin: ReturnType<typeof client>;
+beforeAll(async () => {
+  [w1, w2] = (await newWallets(stack.databaseUrl, 2)) as [WalletKeys, WalletKeys];
+  admin = client(stack.api, w1.admin_key);
+});
 const body = { name: 'Idem', amount_sats: 1000, interval: 'weekly' } as const;
 
 async function planCount(walletId: string): Promise<number> {
@@ -22,7 +28,7 @@ async function planCount(walletId: string): Promise<number> {
 
 describe('Idempotency-Key', () => {
   it('replays the first response for the same key and body, and creates one plan', async () => {
-    const before = await planCount(w1!.id);
+    const before = await planCount(w1.id);
     const key = `k-${Date.now()}`;
     const first = await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
     const again = await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
@@ -30,34 +36,34 @@ describe('Idempotency-Key', () => {
     expect(again.status).toBe(201);
     expect(again.body).toEqual(first.body);
     expect(again.headers.get('idempotent-replayed')).toBe('true');
-    expect(await planCount(w1!.id)).toBe(before + 1);
+    expect(await planCount(w1.id)).toBe(before + 1);
   });
 
   it('answers 409 for the same key with another body, and changes nothing', async () => {
     const key = `k2-${Date.now()}`;
     await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
-    const before = await planCount(w1!.id);
+    const before = await planCount(w1.id);
     const other = await admin.post('/plans', { ...body, amount_sats: 2000 }, { headers: { 'Idempotency-Key': key } });
     expect(other.status).toBe(409);
     expect(other.body.detail).toMatch(/Idempotency-Key/);
-    expect(await planCount(w1!.id)).toBe(before);
+    expect(await planCount(w1.id)).toBe(before);
   });
 
   it('executes once when the same key arrives concurrently', async () => {
-    const before = await planCount(w1!.id);
+    const before = await planCount(w1.id);
     const key = `k3-${Date.now()}`;
     const results = await Promise.all(Array.from({ length: 10 }, () => admin.post('/plans', body, { headers: { 'Idempotency-Key': key } })));
     const statuses = results.map((r) => r.status);
     expect(statuses.every((s) => s === 201 || s === 409)).toBe(true);
     const created = new Set(results.filter((r) => r.status === 201).map((r) => r.body.id));
     expect(created.size).toBe(1);
-    expect(await planCount(w1!.id)).toBe(before + 1);
+    expect(await planCount(w1.id)).toBe(before + 1);
   });
 
   it('keys are per wallet: another wallet may use the same key', async () => {
     const key = `shared-${Date.now()}`;
     const a = await admin.post('/plans', body, { headers: { 'Idempotency-Key': key } });
-    const b = await client(stack.api, stack.wallets[2]!.admin_key).post('/plans', body, { headers: { 'Idempotency-Key': key } });
+    const b = await client(stack.api, w2.admin_key).post('/plans', body, { headers: { 'Idempotency-Key': key } });
     expect(a.status).toBe(201);
     expect(b.status).toBe(201);
     expect(b.body.id).not.toBe(a.body.id);

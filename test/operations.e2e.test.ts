@@ -66,11 +66,15 @@ describe('tracing', () => {
     const traceId = res.headers.get('x-trace-id')!;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
 
+    // Each service exports in its own batches: wait until the collector has all four spans.
     const until = Date.now() + 15_000;
     const inTrace = () => spans.filter((s) => s.traceId === traceId);
-    while (Date.now() < until && !inTrace().some((s) => s.service === 'billing' && s.name === 'billing.plans.get process')) {
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const wanted = (t: SpanRecord[]) =>
+      t.some((s) => s.service === 'gateway' && s.kind === 2) &&
+      t.some((s) => s.name === 'billing.plans.get send') &&
+      t.some((s) => s.name === 'billing.plans.get process') &&
+      t.some((s) => s.service === 'billing' && s.name === 'db SELECT');
+    while (Date.now() < until && !wanted(inTrace())) await new Promise((r) => setTimeout(r, 100));
     const t = inTrace();
     const http = t.find((s) => s.service === 'gateway' && s.kind === 2);
     const send = t.find((s) => s.service === 'gateway' && s.name === 'billing.plans.get send');

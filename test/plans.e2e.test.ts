@@ -3,18 +3,21 @@ import { jetstream } from '@nats-io/jetstream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { client } from './support/http.js';
+import { newWallets, type WalletKeys } from './support/stack.js';
 
 const stack = inject('stack');
-const [w0, w1, w2] = stack.wallets;
-const admin = client(stack.api, w0!.admin_key);
-const invoice = client(stack.api, w0!.invoice_key);
-const otherAdmin = client(stack.api, w1!.admin_key);
+let w0: WalletKeys, w1: WalletKeys, w2: WalletKeys;
+let admin: ReturnType<typeof client>, invoice: ReturnType<typeof client>, otherAdmin: ReturnType<typeof client>;
 const anon = client(stack.api);
 
 const gold = { name: 'Gold', amount_sats: 21_000, interval: 'monthly' } as const;
 
 let db: pg.Client;
 beforeAll(async () => {
+  [w0, w1, w2] = (await newWallets(stack.databaseUrl, 3)) as [WalletKeys, WalletKeys, WalletKeys];
+  admin = client(stack.api, w0.admin_key);
+  invoice = client(stack.api, w0.invoice_key);
+  otherAdmin = client(stack.api, w1.admin_key);
   db = new pg.Client({ connectionString: stack.databaseUrl });
   await db.connect();
 });
@@ -25,7 +28,7 @@ describe('POST /plans', () => {
     const res = await admin.post('/plans', { ...gold, description: 'All the gold' });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({
-      wallet: w0!.id, name: 'Gold', description: 'All the gold', amount_sats: 21_000, interval: 'monthly',
+      wallet: w0.id, name: 'Gold', description: 'All the gold', amount_sats: 21_000, interval: 'monthly',
       trial_days: 0, grace_period_days: 0, allow_lightning: true, allow_onchain: false, allow_nwc: false,
       allow_cardproc: false, allow_walletproc: false, is_deleted: false,
     });
@@ -33,7 +36,7 @@ describe('POST /plans', () => {
     expect(res.body.created_at).toBe(res.body.updated_at);
     expect(Math.abs(res.body.created_at - Date.now() / 1000)).toBeLessThan(60);
     const row = await db.query('SELECT wallet_id, amount_sats, interval FROM billing.plans WHERE id = $1', [res.body.id]);
-    expect(row.rows).toEqual([{ wallet_id: w0!.id, amount_sats: '21000', interval: 'monthly' }]);
+    expect(row.rows).toEqual([{ wallet_id: w0.id, amount_sats: '21000', interval: 'monthly' }]);
   });
 
   it.each([
@@ -52,13 +55,14 @@ describe('POST /plans', () => {
     ['no method allowed', { ...gold, allow_lightning: false }, ['body']],
     ['method without provider', { ...gold, allow_cardproc: true }, ['body', 'allow_cardproc']],
   ])('rejects %s with 422 and changes nothing', async (_name, body, loc) => {
-    const before = await db.query('SELECT count(*)::int AS n FROM billing.plans');
+    const count = 'SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1';
+    const before = await db.query(count, [w0.id]);
     const res = await admin.post('/plans', body);
     expect(res.status).toBe(422);
     expect(Array.isArray(res.body.detail)).toBe(true);
     expect(res.body.detail.map((d: { loc: unknown }) => d.loc)).toContainEqual(loc);
     for (const d of res.body.detail) expect(Object.keys(d).sort()).toEqual(['loc', 'msg', 'type']);
-    const after = await db.query('SELECT count(*)::int AS n FROM billing.plans');
+    const after = await db.query(count, [w0.id]);
     expect(after.rows[0].n).toBe(before.rows[0].n);
   });
 
@@ -101,7 +105,7 @@ describe('auth matrix', () => {
   ];
 
   it.each(cases)('%s %s without a key or with an unknown key is 401', async (method, _n, path, body) => {
-    for (const key of [undefined, 'f'.repeat(64), w0!.admin_key.slice(0, 63)]) {
+    for (const key of [undefined, 'f'.repeat(64), w0.admin_key.slice(0, 63)]) {
       const res = await client(stack.api, key)[method === 'GET' ? 'get' : method === 'POST' ? 'post' : method === 'PUT' ? 'put' : 'del'](path(planId), body as never);
       expect(res.status).toBe(401);
       expect(res.body).toEqual({ detail: 'Invalid API key' });
@@ -109,12 +113,12 @@ describe('auth matrix', () => {
   });
 
   it.each(cases.filter(([m]) => m !== 'GET'))('%s %s with the invoice key is 403 and changes nothing', async (method, _n, path, body) => {
-    const before = await db.query('SELECT count(*)::int AS n, max(updated_at) AS u FROM billing.plans WHERE wallet_id = $1', [w0!.id]);
-    const c = client(stack.api, w0!.invoice_key);
+    const before = await db.query('SELECT count(*)::int AS n, max(updated_at) AS u FROM billing.plans WHERE wallet_id = $1', [w0.id]);
+    const c = client(stack.api, w0.invoice_key);
     const res = method === 'POST' ? await c.post(path(planId), body) : method === 'PUT' ? await c.put(path(planId), body) : await c.del(path(planId));
     expect(res.status).toBe(403);
     expect(res.body).toEqual({ detail: 'Admin key required' });
-    const after = await db.query('SELECT count(*)::int AS n, max(updated_at) AS u FROM billing.plans WHERE wallet_id = $1', [w0!.id]);
+    const after = await db.query('SELECT count(*)::int AS n, max(updated_at) AS u FROM billing.plans WHERE wallet_id = $1', [w0.id]);
     expect(after.rows).toEqual(before.rows);
   });
 
@@ -140,7 +144,7 @@ describe('auth matrix', () => {
 
 describe('GET /plans pagination', () => {
   it('pages newest first with correct totals', async () => {
-    const c = client(stack.api, w2!.admin_key);
+    const c = client(stack.api, w2.admin_key);
     const ids: string[] = [];
     for (let i = 0; i < 7; i++) ids.push((await c.post('/plans', { ...gold, name: `P${i}` })).body.id);
     const all = await c.get('/plans?limit=200');
@@ -188,7 +192,7 @@ describe('PUT /plans/{id}', () => {
 
 describe('archive', () => {
   it('archives idempotently, hides the plan from lists and the public endpoint, keeps it readable, emits one event', async () => {
-    const c = client(stack.api, w2!.admin_key);
+    const c = client(stack.api, w2.admin_key);
     const plan = (await c.post('/plans', { ...gold, name: 'To archive' })).body;
     expect((await anon.get(`/public/plan/${plan.id}`)).status).toBe(200);
 
@@ -230,7 +234,7 @@ describe('archive', () => {
       expect(seen).toHaveLength(1);
       expect(seen[0]).toMatchObject({
         event: 'plan.archived',
-        wallet_id: w2!.id,
+        wallet_id: w2.id,
         data: { plan_id: plan.id, plan_name: 'To archive', cancelled_subscriptions: 0 },
       });
       expect(seen[0].id).toMatch(/^evt_/);
@@ -251,7 +255,7 @@ describe('GET /public/plan/{id}', () => {
       grace_period_days: 0, allow_lightning: true, allow_onchain: false, allow_nwc: false, allow_cardproc: false,
       allow_walletproc: false, payment_methods: ['lightning'],
     });
-    expect(JSON.stringify(res.body)).not.toContain(w0!.id);
+    expect(JSON.stringify(res.body)).not.toContain(w0.id);
     expect(JSON.stringify(res.body)).not.toContain('acct_secret');
     expect((await anon.get('/public/plan/plan_unknown')).status).toBe(404);
   });

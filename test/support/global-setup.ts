@@ -11,7 +11,7 @@ let stack: Stack | undefined;
 
 /** One shared stack for the e2e files that need no special configuration. */
 export async function setup(project: TestProject): Promise<void> {
-  stack = await startStack({ wallets: 3 });
+  stack = await startStack({ wallets: 0 });
   project.provide('stack', info(stack));
 }
 

@@ -1,6 +1,7 @@
 import { z } from './zod.js';
 import type { RouteDef } from './http.js';
 import { EmptyObject } from './common.js';
+import { CallbackRequest } from './payments.js';
 
 /**
  * What the gateway sends on a route's subject: who is calling (resolved by the gateway, never taken
@@ -15,12 +16,14 @@ export const Caller = z.object({
 export type Caller = z.infer<typeof Caller>;
 
 export function busRequestOf(route: RouteDef) {
-  return z.object({
-    caller: Caller,
-    params: route.params ?? EmptyObject,
-    query: route.query ?? EmptyObject,
-    body: route.body ? (route.bodyOptional ? route.body.optional() : route.body) : z.undefined().optional(),
-  });
+  const body = route.rawBody
+    ? CallbackRequest
+    : route.body
+      ? route.bodyOptional
+        ? route.body.optional()
+        : route.body
+      : z.undefined().optional();
+  return z.object({ caller: Caller, params: route.params ?? EmptyObject, query: route.query ?? EmptyObject, body });
 }
 export type BusRequest<P = unknown, Q = unknown, B = unknown> = {
   caller: Caller;

@@ -18,6 +18,13 @@ export interface RouteDef {
   response: z.ZodType;
   /** HTTP status of a success; 200 unless said. */
   status?: number;
+  /**
+   * Provider callbacks: the body is passed on untouched as a CallbackRequest (raw bytes and headers), so
+   * the service can verify signatures on the exact bytes received.
+   */
+  rawBody?: boolean;
+  /** Exists only in DEV_MODE (test clock, dev provider); absent from the OpenAPI document. */
+  devOnly?: boolean;
   /** The NATS subject that answers it. */
   subject: string;
 }

@@ -15,3 +15,5 @@ export * from './routes.payments.js';
 export * from './routes.public.js';
 export * from './routes.js';
 export * from './openapi.js';
+export * from './internal.js';
+export * from './routes.dev.js';

@@ -30,6 +30,7 @@ export function buildOpenApiDocument(serverUrl = API_PREFIX) {
   registry.registerComponent('securitySchemes', 'SubscriberToken', { type: 'apiKey', in: 'header', name: 'X-Subscriber-Token' });
 
   for (const route of routes as readonly RouteDef[]) {
+    if (route.devOnly) continue;
     const responses: Record<string, { description: string; content?: Record<string, { schema: any }> }> = {
       [String(route.status ?? 200)]: {
         description: route.summary,

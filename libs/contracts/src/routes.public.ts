@@ -9,7 +9,7 @@ export const publicRoutes = defineRoutes([
   {
     id: 'public.subscribe', method: 'post', path: '/public/subscribe', auth: 'none',
     summary: 'Subscribe: a checkout for paid plans, an active trial for plans with a free trial',
-    body: SubscribeRequest, response: SubscribeResponse, status: 201, subject: 'payments.public.subscribe',
+    body: SubscribeRequest, response: SubscribeResponse, status: 201, subject: 'billing.public.subscribe',
   },
   {
     id: 'public.payment.status', method: 'get', path: '/public/payment/{id}/status', auth: 'none',
@@ -61,20 +61,20 @@ export const webhookRoutes = defineRoutes([
   {
     id: 'webhooks.chargeproc', method: 'post', path: '/public/webhook/chargeproc', auth: 'none',
     summary: 'On-chain and Lightning payment confirmations from the charge server',
-    response: CallbackAck, subject: 'payments.webhooks.chargeproc',
+    response: CallbackAck, subject: 'payments.webhooks.chargeproc', rawBody: true,
   },
   {
     id: 'webhooks.chargeproc.get', method: 'get', path: '/public/webhook/chargeproc', auth: 'none',
     summary: 'Charge-server confirmation sent with GET (its default)',
-    response: CallbackAck, subject: 'payments.webhooks.chargeproc',
+    response: CallbackAck, subject: 'payments.webhooks.chargeproc', rawBody: true,
   },
   {
     id: 'webhooks.cardproc', method: 'post', path: '/public/webhook/cardproc', auth: 'none',
-    summary: 'Card payment confirmations (signed)', response: CallbackAck, subject: 'payments.webhooks.cardproc',
+    summary: 'Card payment confirmations (signed)', response: CallbackAck, subject: 'payments.webhooks.cardproc', rawBody: true,
   },
   {
     id: 'webhooks.walletproc', method: 'post', path: '/public/webhook/walletproc', auth: 'none',
     summary: 'Wallet-processor payment confirmations (verified with the processor)',
-    response: CallbackAck, subject: 'payments.webhooks.walletproc',
+    response: CallbackAck, subject: 'payments.webhooks.walletproc', rawBody: true,
   },
 ] as const);

@@ -56,7 +56,7 @@ export const subscriptionRoutes = defineRoutes([
   {
     id: 'subscriptions.payments.list', method: 'get', path: '/subscriptions/{id}/payments', auth: 'invoice',
     summary: "List a subscription's payments", params: IdParams, query: PaginationQuery,
-    response: Paginated(Payment), subject: 'payments.payments.list_by_subscription',
+    response: Paginated(Payment), subject: 'billing.subscriptions.payments',
   },
 ] as const);
 

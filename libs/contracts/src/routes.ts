@@ -3,6 +3,7 @@ import { archivedSubscriptionRoutes, subscriptionRoutes } from './routes.subscri
 import { planSubscriberRoutes, subscriberRoutes } from './routes.subscribers.js';
 import { paymentRoutes } from './routes.payments.js';
 import { portalRoutes, publicRoutes, webhookRoutes } from './routes.public.js';
+import { devRoutes } from './routes.dev.js';
 
 /** Every HTTP route of the API, in the order of the interface spec. */
 export const routes = [
@@ -15,4 +16,5 @@ export const routes = [
   ...publicRoutes,
   ...portalRoutes,
   ...webhookRoutes,
+  ...devRoutes,
 ] as const;

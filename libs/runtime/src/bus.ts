@@ -28,8 +28,9 @@ export class BusClient {
   constructor(
     servers: string,
     private readonly timeoutMs: number,
+    name = 'gateway',
   ) {
-    this.client = new ClientNats({ servers, name: 'gateway', maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    this.client = new ClientNats({ servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   }
 
   connect(): Promise<unknown> {
@@ -116,4 +117,32 @@ export function registerHandlers(server: ServerNats, handlers: Handler<any>[], l
       );
     });
   }
+}
+
+export interface MessageDef<Req extends z.ZodType = z.ZodType, Rep extends z.ZodType = z.ZodType> {
+  subject: string;
+  request: Req;
+  reply: Rep;
+}
+
+/**
+ * Service-to-service call of a contract message: the request is validated before it leaves, the reply
+ * when it arrives; an error reply is raised as the DomainError it was.
+ */
+export async function callMessage<Req extends z.ZodType, Rep extends z.ZodType>(
+  bus: BusClient,
+  msg: MessageDef<Req, Rep>,
+  payload: z.input<Req>,
+): Promise<z.output<Rep>> {
+  const reply = await bus.request(msg.subject, msg.request.parse(payload));
+  if (!reply.ok) throw new DomainError(reply.status, reply.detail);
+  return msg.reply.parse(reply.data);
+}
+
+/** The answering side of a contract message. */
+export function messageHandler<Req extends z.ZodType, Rep extends z.ZodType>(
+  msg: MessageDef<Req, Rep>,
+  handle: (input: z.output<Req>) => Promise<z.input<Rep>>,
+): Handler<Req> {
+  return { subject: msg.subject, request: msg.request, response: msg.reply, handle };
 }

@@ -8,3 +8,4 @@ export * from './db.js';
 export * from './bus.js';
 export * from './outbox.js';
 export * from './ops.js';
+export * from './nats.js';

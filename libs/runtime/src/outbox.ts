@@ -1,4 +1,4 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { EVENTS_STREAM, eventSubject, type EventEnvelope, type EventName } from '@sb/contracts';
 import type { Clock } from './clock.js';
@@ -60,7 +60,6 @@ export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
  * duplicate that the stream drops.
  */
 export class OutboxRelay {
-  private nc?: NatsConnection;
   private js?: JetStreamClient;
   private timer?: NodeJS.Timeout;
   private running = false;
@@ -69,13 +68,12 @@ export class OutboxRelay {
   constructor(
     private readonly db: Db,
     private readonly schema: string,
-    private readonly natsUrl: string,
+    private readonly nc: NatsConnection,
     private readonly log: Logger,
     private readonly intervalMs = 200,
   ) {}
 
   async start(): Promise<void> {
-    this.nc = await connect({ servers: this.natsUrl, name: `${this.schema}-outbox`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
     await ensureEventsStream(this.nc);
     this.js = jetstream(this.nc);
     this.schedule();
@@ -118,17 +116,9 @@ export class OutboxRelay {
     });
   }
 
-  /** True when the NATS server answers a round trip within a second. */
-  async busReachable(): Promise<boolean> {
-    const nc = this.nc;
-    if (!nc || nc.isClosed()) return false;
-    return Promise.race([nc.rtt().then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
-  }
-
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     while (this.running) await new Promise((r) => setTimeout(r, 20));
-    await this.nc?.drain().catch(() => undefined);
   }
 }

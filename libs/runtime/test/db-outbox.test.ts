@@ -10,6 +10,7 @@ import { createDatabase } from '../../../test/support/stack.js';
 import { createDb, migrate, type Db } from '../src/db.js';
 import { enqueueEvent, OutboxRelay, outboxTableSql } from '../src/outbox.js';
 import { systemClock } from '../src/clock.js';
+import { connectNats } from '../src/nats.js';
 
 let db: Db;
 let dropDb: () => Promise<void>;
@@ -80,7 +81,8 @@ describe('outbox', () => {
       })
       .catch(() => undefined);
 
-    const relays = [new OutboxRelay(db, 'ob', nats.url, log, 50), new OutboxRelay(db, 'ob', nats.url, log, 50)];
+    const conns = await Promise.all([connectNats(nats.url, 'r1'), connectNats(nats.url, 'r2')]);
+    const relays = conns.map((nc) => new OutboxRelay(db, 'ob', nc, log, 50));
     await Promise.all(relays.map((r) => r.start()));
     const until = Date.now() + 10_000;
     while (Date.now() < until) {
@@ -92,6 +94,7 @@ describe('outbox', () => {
     await db.query('UPDATE ob.outbox SET published_at = NULL');
     await new Promise((r) => setTimeout(r, 500));
     await Promise.all(relays.map((r) => r.stop()));
+    await Promise.all(conns.map((nc) => nc.close()));
 
     const events = await streamEvents();
     const ids = events.map((e) => e.data.plan_id);

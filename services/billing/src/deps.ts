@@ -1,4 +1,4 @@
-import type { Clock, Db, Logger } from '@sb/runtime';
+import type { Clock, Db, DevClock, Logger } from '@sb/runtime';
 import type { MethodAvailability } from './domain/plans.js';
 import type { PlansRepo } from './store/plans.repo.js';
 
@@ -8,6 +8,8 @@ export const SCHEMA = 'billing';
 export interface Deps {
   db: Db;
   clock: Clock;
+  /** Present in DEV_MODE only: the movable test clock. */
+  devClock?: DevClock;
   log: Logger;
   availability: MethodAvailability;
   plans: PlansRepo;

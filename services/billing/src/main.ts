@@ -2,8 +2,8 @@ import 'reflect-metadata';
 import { Module, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
-  createBusServer, createDb, createLogger, createMetricsRegistry, initTelemetry, migrate, OutboxRelay,
-  registerHandlers, shutdownTelemetry, startOpsServer, systemClock, type Logger,
+  connectNats, createBusServer, createDb, createLogger, createMetricsRegistry, DevClock, initTelemetry, migrate,
+  natsReachable, OutboxRelay, registerHandlers, shutdownTelemetry, startOpsServer, systemClock, type Logger,
 } from '@sb/runtime';
 import { loadBillingConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
@@ -34,9 +34,12 @@ async function main(): Promise<void> {
   const applied = await migrate(db, SCHEMA, migrations);
   if (applied.length) log.info({ applied }, 'migrations applied');
 
+  const nc = await connectNats(config.NATS_URL, 'billing');
+  const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
   const deps: Deps = {
     db,
-    clock: systemClock,
+    clock: devClock ?? systemClock,
+    devClock,
     log,
     availability: methodAvailability({ lightningProvider: config.LIGHTNING_PROVIDER }),
     plans: new PlansRepo(SCHEMA),
@@ -46,13 +49,13 @@ async function main(): Promise<void> {
   const app = await NestFactory.createMicroservice(BillingModule, { strategy: server, logger: nestLogger(log) });
   await app.listen();
 
-  const relay = new OutboxRelay(db, SCHEMA, config.NATS_URL, log);
+  const relay = new OutboxRelay(db, SCHEMA, nc, log);
   await relay.start();
 
   const registry = createMetricsRegistry('billing');
   const ops = await startOpsServer(config.BILLING_OPS_PORT, registry, async () => ({
     database: await db.ping(),
-    bus: await relay.busReachable(),
+    bus: await natsReachable(nc),
   }));
   log.info({ ops_port: config.BILLING_OPS_PORT }, 'billing ready');
 
@@ -64,6 +67,7 @@ async function main(): Promise<void> {
     ops.close();
     await app.close().catch(() => undefined);
     await relay.stop();
+    await nc.drain().catch(() => undefined);
     await db.close().catch(() => undefined);
     await shutdownTelemetry();
     process.exit(0);

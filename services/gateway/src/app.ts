@@ -20,6 +20,7 @@ export interface GatewayDeps {
   registry: Registry;
   ready: ReadinessCheck;
   trustProxy: boolean;
+  devMode: boolean;
 }
 
 const BODY_LIMIT = '64kb';
@@ -83,11 +84,13 @@ export function createApp(d: GatewayDeps): express.Express {
     res.json(openapi);
   });
 
-  app.use(API_PREFIX, express.json({ limit: BODY_LIMIT, type: () => true, strict: false }));
+  const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false });
+  const raw = express.raw({ limit: BODY_LIMIT, type: () => true });
 
   for (const route of routes as readonly RouteDef[]) {
+    if (route.devOnly && !d.devMode) continue;
     const path = API_PREFIX + route.path.replace(/\{(\w+)\}/g, ':$1');
-    app[route.method](path, (req, res, next) => {
+    app[route.method](path, route.rawBody ? raw : json, (req, res, next) => {
       res.locals.routeId = route.id;
       serve(d, route, req, res).catch(next);
     });
@@ -127,7 +130,8 @@ function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown,
 
 async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response): Promise<void> {
   if (route.auth === 'none') {
-    const limiter = route.method === 'get' ? d.limits.publicGet : d.limits.publicPost;
+    // Provider callbacks come in bursts from few addresses: they get the larger public budget.
+    const limiter = route.method === 'get' || route.rawBody ? d.limits.publicGet : d.limits.publicPost;
     limit(limiter, `${req.ip}`);
   }
   let caller: Caller;
@@ -143,7 +147,13 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   const params = parsePart(route.params, req.params, 'path', issues) ?? {};
   const query = parsePart(route.query, { ...(req.query as object) }, 'query', issues) ?? {};
   let body: unknown;
-  if (route.body) {
+  if (route.rawBody) {
+    body = {
+      raw: Buffer.isBuffer(req.body) ? req.body.toString('base64') : '',
+      headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : String(v ?? '')])),
+      method: req.method === 'GET' ? 'GET' : 'POST',
+    };
+  } else if (route.body) {
     if (!hasBody(req) && !route.bodyOptional) {
       issues.push({ loc: ['body'], msg: 'Field required', type: 'missing' });
     } else if (hasBody(req)) {

@@ -38,6 +38,7 @@ async function main(): Promise<void> {
     log,
     registry,
     trustProxy: config.TRUST_PROXY,
+    devMode: config.DEV_MODE,
     ready: async () => ({ database: await db.ping(), bus: await bus.reachable() }),
   });
 

@@ -1,0 +1,26 @@
+import { z } from './zod.js';
+import { IdParams, UnixSeconds } from './common.js';
+import { defineRoutes } from './http.js';
+import { Payment } from './payments.js';
+
+export const DevClockRequest = z
+  .strictObject({ advance_seconds: z.number().int().min(0).max(20 * 365 * 86400).default(0) })
+  .openapi('DevClockRequest');
+export const DevClockResponse = z.object({ now: UnixSeconds, offset_seconds: z.number().int() }).openapi('DevClockResponse');
+
+/**
+ * Development-only routes: mounted by the gateway only when DEV_MODE is on (otherwise they answer 404)
+ * and left out of the OpenAPI document.
+ */
+export const devRoutes = defineRoutes([
+  {
+    id: 'dev.clock', method: 'post', path: '/dev/clock', auth: 'admin', devOnly: true, bodyOptional: true,
+    summary: 'Read the test clock, or move it forward by advance_seconds (all services follow)',
+    body: DevClockRequest, response: DevClockResponse, subject: 'billing.dev.clock',
+  },
+  {
+    id: 'dev.payments.pay', method: 'post', path: '/dev/payments/{id}/pay', auth: 'none', devOnly: true,
+    summary: 'Pay a pending payment of the dev Lightning provider, as a subscriber would',
+    params: IdParams, response: Payment, subject: 'payments.dev.pay',
+  },
+] as const);
