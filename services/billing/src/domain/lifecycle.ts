@@ -1,0 +1,124 @@
+import type { EventName, Interval, SubscriptionStatus } from '@sb/contracts';
+import { conflict } from './errors.js';
+import { DAY_SECONDS, periodEnd } from './periods.js';
+
+/** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
+export interface SubState {
+  status: SubscriptionStatus;
+  interval: Interval;
+  grace_period_days: number;
+  /** Periods are computed from this anchor: period k ends at periodEnd(anchor, k). */
+  period_anchor: number;
+  period_index: number;
+  current_period_start: number;
+  current_period_end: number;
+  trial_end: number | null;
+  cancelled_at: number | null;
+  cancel_reason: string | null;
+}
+
+export type LifecycleEvent =
+  | { type: 'first_payment'; paid_at: number }
+  | { type: 'renewal_payment'; paid_at: number }
+  | { type: 'pending_timeout' }
+  | { type: 'period_end_unpaid' }
+  | { type: 'grace_end_unpaid' }
+  | { type: 'pause' }
+  | { type: 'resume' }
+  | { type: 'cancel'; immediate: boolean; reason?: string | null }
+  | { type: 'plan_archived' }
+  | { type: 'extend'; days: number };
+
+export const LIVE: readonly SubscriptionStatus[] = ['pending', 'active', 'paused', 'past_due', 'payment_failed'];
+export const TERMINAL: readonly SubscriptionStatus[] = ['cancelled', 'expired'];
+
+type Rule = {
+  from: readonly SubscriptionStatus[];
+  on: LifecycleEvent['type'];
+  /** Extra condition for this row; rows are tried in order. */
+  when?: (s: SubState, now: number) => boolean;
+  emit: EventName;
+  apply: (s: SubState, e: any, now: number) => Partial<SubState>;
+};
+
+/** A new period starting at `at`: the anchor moves there (first payment, or paid after payment_failed). */
+const freshPeriod = (s: SubState, at: number): Partial<SubState> => ({
+  status: 'active',
+  period_anchor: at,
+  period_index: 1,
+  current_period_start: at,
+  current_period_end: periodEnd(at, 1, s.interval),
+});
+/** The next period continues from the old end: no gap, no overlap. */
+const nextPeriod = (s: SubState): Partial<SubState> => ({
+  status: 'active',
+  period_index: s.period_index + 1,
+  current_period_start: s.current_period_end,
+  current_period_end: periodEnd(s.period_anchor, s.period_index + 1, s.interval),
+});
+
+/**
+ * The whole subscription lifecycle (behaviour.md), one row per allowed move. Anything not listed is 409.
+ * `emit` is the event written to the outbox in the same transaction as the move.
+ */
+export const LIFECYCLE: readonly Rule[] = [
+  { from: ['pending'], on: 'first_payment', emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
+  // A late payment for a checkout that already expired is still applied (on-chain can be late).
+  { from: ['expired'], on: 'first_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
+  { from: ['pending'], on: 'pending_timeout', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
+  { from: ['active', 'past_due'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s) => nextPeriod(s) },
+  { from: ['payment_failed', 'pending'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
+  { from: ['active'], on: 'period_end_unpaid', when: (s) => s.grace_period_days > 0, emit: 'subscription.past_due', apply: () => ({ status: 'past_due' }) },
+  { from: ['active'], on: 'period_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
+  { from: ['past_due'], on: 'grace_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
+  { from: ['active', 'past_due'], on: 'pause', emit: 'subscription.paused', apply: () => ({ status: 'paused' }) },
+  { from: ['paused'], on: 'resume', when: (s, now) => now < s.current_period_end, emit: 'subscription.resumed', apply: () => ({ status: 'active' }) },
+  { from: ['paused'], on: 'resume', emit: 'subscription.resumed', apply: () => ({ status: 'pending' }) },
+  {
+    from: LIVE, on: 'cancel', emit: 'subscription.cancelled',
+    apply: (s, e, now) => ({
+      status: 'cancelled',
+      cancelled_at: now,
+      cancel_reason: e.reason ?? null,
+      ...(e.immediate ? { current_period_end: Math.min(s.current_period_end, now) } : {}),
+    }),
+  },
+  { from: LIVE, on: 'plan_archived', emit: 'subscription.cancelled', apply: (_s, _e, now) => ({ status: 'cancelled', cancelled_at: now, cancel_reason: 'plan archived' }) },
+  {
+    from: [...LIVE, ...TERMINAL], on: 'extend', emit: 'subscription.extended',
+    apply: (s, e) => ({
+      current_period_end: s.current_period_end + e.days * DAY_SECONDS,
+      period_anchor: s.period_anchor + e.days * DAY_SECONDS,
+      ...(s.trial_end !== null && s.trial_end >= s.current_period_end ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
+    }),
+  },
+];
+
+export interface Transition {
+  next: SubState;
+  event: EventName;
+}
+
+/** Applies one event, or throws 409 when the table has no row for it. Pure: the caller does the compare-and-set. */
+export function transition(s: SubState, e: LifecycleEvent, now: number): Transition {
+  const rule = LIFECYCLE.find((r) => r.on === e.type && r.from.includes(s.status) && (!r.when || r.when(s, now)));
+  if (!rule) throw conflict(`Cannot ${e.type.replace(/_/g, ' ')} a subscription that is ${s.status}`);
+  return { next: { ...s, ...rule.apply(s, e, now) }, event: rule.emit };
+}
+
+/** Access continues while active or past_due, and while paused or cancelled until the paid period ends. */
+export function hasAccess(s: Pick<SubState, 'status' | 'current_period_end'>, now: number): boolean {
+  if (s.status === 'active' || s.status === 'past_due') return true;
+  if (s.status === 'paused' || s.status === 'cancelled') return now < s.current_period_end;
+  return false;
+}
+
+/** The "(new)" rows: a plan with a trial starts active until trial_end; a paid plan starts pending. */
+export function startSubscription(plan: { interval: Interval; trial_days: number; grace_period_days: number }, now: number): SubState {
+  const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null };
+  if (plan.trial_days > 0) {
+    const trialEnd = now + plan.trial_days * DAY_SECONDS;
+    return { ...base, status: 'active', period_anchor: trialEnd, period_index: 0, current_period_start: now, current_period_end: trialEnd, trial_end: trialEnd };
+  }
+  return { ...base, status: 'pending', period_anchor: now, period_index: 0, current_period_start: now, current_period_end: now, trial_end: null };
+}

@@ -1,0 +1,134 @@
+import { describe, expect, it } from 'vitest';
+import type { SubscriptionStatus } from '@sb/contracts';
+import { DomainError } from '@sb/runtime';
+import { hasAccess, startSubscription, transition, type LifecycleEvent, type SubState } from '../src/domain/lifecycle.js';
+import { periodEnd } from '../src/domain/periods.js';
+
+const DAY = 86_400;
+const T0 = Date.parse('2027-01-31T00:00:00Z') / 1000;
+
+function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState {
+  return {
+    status, interval: 'monthly', grace_period_days: 3, period_anchor: T0, period_index: 1,
+    current_period_start: T0, current_period_end: periodEnd(T0, 1, 'monthly'), trial_end: null,
+    cancelled_at: null, cancel_reason: null, ...over,
+  };
+}
+
+const EVENTS: Record<string, LifecycleEvent> = {
+  first_payment: { type: 'first_payment', paid_at: T0 + 100 },
+  renewal_payment: { type: 'renewal_payment', paid_at: T0 + 100 },
+  pending_timeout: { type: 'pending_timeout' },
+  period_end_unpaid: { type: 'period_end_unpaid' },
+  grace_end_unpaid: { type: 'grace_end_unpaid' },
+  pause: { type: 'pause' },
+  resume: { type: 'resume' },
+  cancel: { type: 'cancel', immediate: false },
+  plan_archived: { type: 'plan_archived' },
+  extend: { type: 'extend', days: 5 },
+};
+
+/** Written independently of the table: which status each event leads to from each status ('-' = 409). */
+const EXPECTED: Record<SubscriptionStatus, Record<keyof typeof EVENTS, SubscriptionStatus | '-'>> = {
+  pending: { first_payment: 'active', renewal_payment: 'active', pending_timeout: 'expired', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'pending' },
+  active: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: 'past_due', grace_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'active' },
+  paused: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: 'active', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'paused' },
+  past_due: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: 'payment_failed', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'past_due' },
+  payment_failed: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'payment_failed' },
+  cancelled: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'cancelled' },
+  expired: { first_payment: 'active', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
+};
+
+describe('lifecycle table', () => {
+  for (const [status, row] of Object.entries(EXPECTED) as [SubscriptionStatus, Record<string, string>][]) {
+    for (const [event, to] of Object.entries(row)) {
+      it(`${status} --${event}--> ${to === '-' ? '409' : to}`, () => {
+        const s = sub(status);
+        const now = T0 + 10 * DAY;
+        if (to === '-') {
+          let err: unknown;
+          try {
+            transition(s, EVENTS[event]!, now);
+          } catch (e) {
+            err = e;
+          }
+          expect(err).toBeInstanceOf(DomainError);
+          expect((err as DomainError).status).toBe(409);
+        } else {
+          expect(transition(s, EVENTS[event]!, now).next.status).toBe(to);
+        }
+      });
+    }
+  }
+});
+
+describe('lifecycle details', () => {
+  const now = T0 + 10 * DAY;
+
+  it('subscribe: a trial plan starts active until trial_end; a paid plan starts pending', () => {
+    const trial = startSubscription({ interval: 'monthly', trial_days: 14, grace_period_days: 0 }, T0);
+    expect(trial).toMatchObject({ status: 'active', trial_end: T0 + 14 * DAY, current_period_end: T0 + 14 * DAY, period_anchor: T0 + 14 * DAY, period_index: 0 });
+    expect(startSubscription({ interval: 'weekly', trial_days: 0, grace_period_days: 0 }, T0).status).toBe('pending');
+  });
+
+  it('first payment starts the period at paid_at', () => {
+    const t = transition(sub('pending'), { type: 'first_payment', paid_at: T0 + 50 }, now);
+    expect(t.event).toBe('subscription.activated');
+    expect(t.next).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(T0 + 50, 1, 'monthly'), period_anchor: T0 + 50 });
+  });
+
+  it('a renewal continues from the old end, computed from the anchor (31 Jan -> 28 Feb -> 31 Mar)', () => {
+    const t = transition(sub('active'), EVENTS.renewal_payment!, now);
+    expect(t.event).toBe('subscription.renewed');
+    expect(t.next.current_period_start).toBe(Date.parse('2027-02-28T00:00:00Z') / 1000);
+    expect(t.next.current_period_end).toBe(Date.parse('2027-03-31T00:00:00Z') / 1000);
+    const pastDue = transition(sub('past_due'), EVENTS.renewal_payment!, now).next;
+    expect(pastDue.current_period_start).toBe(sub('past_due').current_period_end);
+  });
+
+  it('a payment after payment_failed starts a new period at paid_at', () => {
+    const t = transition(sub('payment_failed'), { type: 'renewal_payment', paid_at: T0 + 40 * DAY }, now);
+    expect(t.next).toMatchObject({ status: 'active', current_period_start: T0 + 40 * DAY, period_anchor: T0 + 40 * DAY });
+  });
+
+  it('period end unpaid: past_due with grace, payment_failed without', () => {
+    expect(transition(sub('active', { grace_period_days: 2 }), EVENTS.period_end_unpaid!, now).event).toBe('subscription.past_due');
+    const t = transition(sub('active', { grace_period_days: 0 }), EVENTS.period_end_unpaid!, now);
+    expect(t).toMatchObject({ event: 'subscription.payment_failed', next: { status: 'payment_failed' } });
+  });
+
+  it('resume: before the period end back to active, after it to pending', () => {
+    const paused = sub('paused');
+    expect(transition(paused, { type: 'resume' }, paused.current_period_end - 1).next.status).toBe('active');
+    expect(transition(paused, { type: 'resume' }, paused.current_period_end).next.status).toBe('pending');
+  });
+
+  it('cancel keeps access to the period end; immediate ends it now', () => {
+    const s = sub('active');
+    const later = transition(s, { type: 'cancel', immediate: false, reason: 'too pricey' }, now).next;
+    expect(later).toMatchObject({ status: 'cancelled', cancelled_at: now, cancel_reason: 'too pricey', current_period_end: s.current_period_end });
+    expect(hasAccess(later, now)).toBe(true);
+    expect(hasAccess(later, s.current_period_end)).toBe(false);
+    const at = transition(s, { type: 'cancel', immediate: true }, now).next;
+    expect(at.current_period_end).toBe(now);
+    expect(hasAccess(at, now)).toBe(false);
+  });
+
+  it('extend moves the period end, the anchor and a running trial', () => {
+    const trial = startSubscription({ interval: 'monthly', trial_days: 7, grace_period_days: 0 }, T0);
+    const t = transition(trial, { type: 'extend', days: 3 }, T0);
+    expect(t.event).toBe('subscription.extended');
+    expect(t.next).toMatchObject({ current_period_end: T0 + 10 * DAY, trial_end: T0 + 10 * DAY, period_anchor: T0 + 10 * DAY, status: 'active' });
+    const paid = transition(sub('active'), { type: 'extend', days: 2 }, now).next;
+    expect(paid.trial_end).toBeNull();
+    expect(paid.current_period_end).toBe(sub('active').current_period_end + 2 * DAY);
+  });
+
+  it('has_access by status', () => {
+    const end = sub('active').current_period_end;
+    for (const s of ['active', 'past_due'] as const) expect(hasAccess({ status: s, current_period_end: 0 }, end + 1)).toBe(true);
+    for (const s of ['pending', 'payment_failed', 'expired'] as const) expect(hasAccess({ status: s, current_period_end: end }, 0)).toBe(false);
+    expect(hasAccess({ status: 'paused', current_period_end: end }, end - 1)).toBe(true);
+    expect(hasAccess({ status: 'paused', current_period_end: end }, end)).toBe(false);
+  });
+});
