@@ -84,6 +84,7 @@ export async function waitReady(url, timeoutMs = 20_000, child) {
 const SERVICES = {
   billing: { main: 'services/billing/dist/main.js', opsPortVar: 'BILLING_OPS_PORT' },
   gateway: { main: 'services/gateway/dist/main.js', opsPortVar: 'PORT' },
+  payments: { main: 'services/payments/dist/main.js', opsPortVar: 'PAYMENTS_OPS_PORT' },
 };
 
 /**

@@ -1,6 +1,7 @@
 // `npm start`: the whole system on one machine. Uses DATABASE_URL and NATS_URL when set; otherwise an
 // embedded PostgreSQL (PGlite, data in .data/pglite) and a nats-server from the PATH (data in .data/nats).
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, freePort, startNats, startService } from './stack.mjs';
 
@@ -17,6 +18,13 @@ async function shutdown(code = 0) {
 }
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
+
+/** The local run keeps one generated key in .data so portal tokens sealed earlier still open. */
+function localSecretsKey() {
+  const file = join(DATA, 'secrets-key');
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
+  return readFileSync(file, 'utf8').trim();
+}
 
 async function embeddedPostgres() {
   const { PGlite } = await import('@electric-sql/pglite');
@@ -36,7 +44,13 @@ async function embeddedPostgres() {
 
 async function main() {
   mkdirSync(DATA, { recursive: true });
-  const env = { DEV_MODE: '1', LIGHTNING_PROVIDER: process.env.LIGHTNING_PROVIDER ?? 'dev', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' };
+  const env = {
+    DEV_MODE: '1',
+    LIGHTNING_PROVIDER: process.env.LIGHTNING_PROVIDER ?? 'dev',
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+    SCHEDULER_INTERVAL_MS: process.env.SCHEDULER_INTERVAL_MS ?? '1000',
+    SECRETS_KEY: process.env.SECRETS_KEY ?? localSecretsKey(),
+  };
 
   let databaseUrl = process.env.DATABASE_URL;
   if (!databaseUrl) {
@@ -62,8 +76,13 @@ async function main() {
 
   const common = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl };
   const print = (name) => (line) => process.stdout.write(`[${name}] ${line}\n`);
-  const billing = await startService('billing', common, { output: print('billing'), port: Number(process.env.BILLING_OPS_PORT ?? 9101) });
-  stops.push(billing.stop);
+  // Billing and payments start side by side; whichever started is stopped on the way out even if the other failed.
+  const started = await Promise.allSettled([
+    startService('billing', common, { output: print('billing'), port: Number(process.env.BILLING_OPS_PORT ?? 9101) }),
+    startService('payments', common, { output: print('payments'), port: Number(process.env.PAYMENTS_OPS_PORT ?? 9102) }),
+  ]);
+  for (const r of started) if (r.status === 'fulfilled') stops.push(r.value.stop);
+  for (const r of started) if (r.status === 'rejected') throw r.reason;
   const port = Number(process.env.PORT ?? 8080);
   const gateway = await startService('gateway', common, { output: print('gateway'), port });
   stops.push(gateway.stop);

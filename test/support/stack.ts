@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,10 +15,13 @@ export interface WalletKeys {
   invoice_key: string;
 }
 
+type Service = Awaited<ReturnType<typeof startService>>;
+
 export interface StackInfo {
   api: string;
   gatewayUrl: string;
   billingOpsUrl: string;
+  paymentsOpsUrl: string;
   databaseUrl: string;
   natsUrl: string;
   wallets: WalletKeys[];
@@ -25,9 +29,11 @@ export interface StackInfo {
 
 export interface Stack extends StackInfo {
   env: Record<string, string>;
-  services: { billing: Awaited<ReturnType<typeof startService>>; gateway: Awaited<ReturnType<typeof startService>> };
+  services: { billing: Service; gateway: Service; payments: Service };
   restartBilling(): Promise<void>;
   stopBilling(): Promise<void>;
+  restartPayments(): Promise<void>;
+  stopPayments(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -65,20 +71,35 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     RATE_LIMIT_PUBLIC_GET_PER_MINUTE: '100000',
     RATE_LIMIT_PUBLIC_POST_PER_MINUTE: '100000',
     KEY_CACHE_TTL_MS: '500',
+    DEV_MODE: '1',
+    SECRETS_KEY: randomBytes(32).toString('hex'),
+    SCHEDULER_INTERVAL_MS: '300',
+    PAYMENTS_SWEEP_INTERVAL_MS: '300',
     ...opts.env,
   };
-  // Started side by side: neither needs the other to become ready, and starting Node is slow here.
-  let [billing, gateway] = await Promise.all([startService('billing', env), startService('gateway', env)]);
+  // Started side by side: none needs another to become ready, and starting Node is slow here. Whatever
+  // started is stopped again if another one failed, so a failed start leaves no process behind.
+  const started = await Promise.allSettled([startService('billing', env), startService('gateway', env), startService('payments', env)]);
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) {
+    await Promise.allSettled(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
+    await nats.stop();
+    rmSync(natsDir, { recursive: true, force: true });
+    await db.drop().catch(() => undefined);
+    throw failed.reason;
+  }
+  let [billing, gateway, payments] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [Service, Service, Service];
   const wallets = await newWallets(db.url, opts.wallets ?? 2);
   const stack: Stack = {
     api: `${gateway.url}${API_PREFIX}`,
     gatewayUrl: gateway.url,
     billingOpsUrl: billing.url,
+    paymentsOpsUrl: payments.url,
     databaseUrl: db.url,
     natsUrl: nats.url,
     wallets,
     env,
-    services: { billing, gateway },
+    services: { billing, gateway, payments },
     async stopBilling() {
       await billing.stop();
     },
@@ -86,8 +107,15 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       billing = await startService('billing', env, { port: billing.port });
       stack.services.billing = billing;
     },
+    async stopPayments() {
+      await payments.stop();
+    },
+    async restartPayments() {
+      payments = await startService('payments', env, { port: payments.port });
+      stack.services.payments = payments;
+    },
     async stop() {
-      await Promise.allSettled([gateway.stop(), billing.stop()]);
+      await Promise.allSettled([gateway.stop(), billing.stop(), payments.stop()]);
       await nats.stop();
       rmSync(natsDir, { recursive: true, force: true });
       await db.drop().catch(() => undefined);
@@ -102,6 +130,6 @@ export function newWallets(databaseUrl: string, n: number): Promise<WalletKeys[]
 }
 
 export function info(s: Stack): StackInfo {
-  const { api, gatewayUrl, billingOpsUrl, databaseUrl, natsUrl, wallets } = s;
-  return { api, gatewayUrl, billingOpsUrl, databaseUrl, natsUrl, wallets };
+  const { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, databaseUrl, natsUrl, wallets } = s;
+  return { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, databaseUrl, natsUrl, wallets };
 }

@@ -106,6 +106,10 @@ export function registerHandlers(server: ServerNats, handlers: Handler<any>[], l
             return { ok: true, data: out };
           } catch (err) {
             if (err instanceof DomainError) return { ok: false, status: err.status, detail: err.detail };
+            if (err instanceof BusUnavailableError) {
+              log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
+              return { ok: false, status: 503, detail: 'A service needed for this request is not available, please retry' };
+            }
             const id = newId('err_');
             span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
             log.error({ err, error_id: id, subject: h.subject }, 'handler failed');

@@ -9,3 +9,4 @@ export * from './bus.js';
 export * from './outbox.js';
 export * from './ops.js';
 export * from './nats.js';
+export * from './secrets.js';

@@ -6,6 +6,10 @@ export const loadBillingConfig = () =>
     ...commonConfig,
     BILLING_OPS_PORT: envInt(9101),
     DB_POOL_MAX: envInt(10, 1),
-    LIGHTNING_PROVIDER: z.enum(['dev', 'lnbits']).optional(),
+    LIGHTNING_PROVIDER: z.enum(['dev', 'lnbits', 'chargeproc']).optional(),
+    SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts portal tokens at rest'),
+    PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
+    BUS_TIMEOUT_MS: envInt(5000, 100),
+    SCHEDULER_INTERVAL_MS: envInt(5000, 50),
   });
 export type BillingConfig = ReturnType<typeof loadBillingConfig>;

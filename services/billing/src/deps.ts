@@ -1,6 +1,8 @@
-import type { Clock, Db, DevClock, Logger } from '@sb/runtime';
+import type { BusClient, Clock, Db, DevClock, Logger, SecretBox } from '@sb/runtime';
 import type { MethodAvailability } from './domain/plans.js';
 import type { PlansRepo } from './store/plans.repo.js';
+import type { SubscribersRepo } from './store/subscribers.repo.js';
+import type { SubscriptionsRepo } from './store/subscriptions.repo.js';
 
 export const SCHEMA = 'billing';
 
@@ -13,4 +15,12 @@ export interface Deps {
   log: Logger;
   availability: MethodAvailability;
   plans: PlansRepo;
+  subscriptions: SubscriptionsRepo;
+  subscribers: SubscribersRepo;
+  /** Requests to other services (payments). */
+  bus: BusClient;
+  /** Seals portal tokens so the owner's manage link can show them again. */
+  secrets: SecretBox;
+  /** Base of the portal links handed to subscribers. */
+  publicBaseUrl: string;
 }

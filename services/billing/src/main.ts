@@ -2,15 +2,19 @@ import 'reflect-metadata';
 import { Module, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
-  connectNats, createBusServer, createDb, createLogger, createMetricsRegistry, DevClock, initTelemetry, migrate,
-  natsReachable, OutboxRelay, registerHandlers, shutdownTelemetry, startOpsServer, systemClock, type Logger,
+  BusClient, connectNats, createBusServer, createDb, createLogger, createMetricsRegistry, DevClock, initTelemetry, migrate,
+  natsReachable, OutboxRelay, registerHandlers, SecretBox, shutdownTelemetry, startOpsServer, systemClock, type Logger,
 } from '@sb/runtime';
 import { loadBillingConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { methodAvailability } from './domain/availability.js';
 import { allHandlers } from './handlers/index.js';
 import { migrations } from './store/migrations.js';
+import { PaymentEventsConsumer } from './payment-events.js';
+import { Scheduler } from './scheduler.js';
 import { PlansRepo } from './store/plans.repo.js';
+import { SubscribersRepo } from './store/subscribers.repo.js';
+import { SubscriptionsRepo } from './store/subscriptions.repo.js';
 
 @Module({})
 class BillingModule {}
@@ -43,14 +47,24 @@ async function main(): Promise<void> {
     log,
     availability: methodAvailability({ lightningProvider: config.LIGHTNING_PROVIDER }),
     plans: new PlansRepo(SCHEMA),
+    subscriptions: new SubscriptionsRepo(SCHEMA),
+    subscribers: new SubscribersRepo(SCHEMA),
+    bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'billing-client'),
+    secrets: new SecretBox(config.SECRETS_KEY),
+    publicBaseUrl: config.PUBLIC_BASE_URL,
   };
+  await deps.bus.connect();
+  const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS);
   const server = createBusServer(config.NATS_URL, 'billing');
-  registerHandlers(server, allHandlers(deps), log);
+  registerHandlers(server, allHandlers(deps, scheduler), log);
   const app = await NestFactory.createMicroservice(BillingModule, { strategy: server, logger: nestLogger(log) });
   await app.listen();
 
   const relay = new OutboxRelay(db, SCHEMA, nc, log);
   await relay.start();
+  const paymentEvents = new PaymentEventsConsumer(deps, nc);
+  await paymentEvents.start();
+  scheduler.start();
 
   const registry = createMetricsRegistry('billing');
   const ops = await startOpsServer(config.BILLING_OPS_PORT, registry, async () => ({
@@ -65,8 +79,11 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'billing stopping');
     ops.close();
+    await scheduler.stop();
+    await paymentEvents.stop().catch(() => undefined);
     await app.close().catch(() => undefined);
     await relay.stop();
+    await deps.bus.close().catch(() => undefined);
     await nc.drain().catch(() => undefined);
     await db.close().catch(() => undefined);
     await shutdownTelemetry();

@@ -1,7 +1,7 @@
 import type { MethodAvailability } from './plans.js';
 
 export interface ProviderSettings {
-  lightningProvider?: 'dev' | 'lnbits';
+  lightningProvider?: 'dev' | 'lnbits' | 'chargeproc';
 }
 
 /**

@@ -1,19 +1,33 @@
 import type { Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
+import type { Scheduler } from '../scheduler.js';
+import { devClock } from './dev.clock.js';
 import { archivePlanHandler } from './plans.archive.js';
 import { createPlan } from './plans.create.js';
 import { getPlan } from './plans.get.js';
 import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
+import { portalCancel, portalListSubscriptions } from './portal.js';
 import { getPublicPlan } from './public.plan_get.js';
+import { subscribe } from './public.subscribe.js';
+import { getSubscriber, listPlanSubscribers, listSubscribers } from './subscribers.js';
+import { cancelSubscription } from './subscriptions.cancel.js';
+import { extendSubscription } from './subscriptions.extend.js';
+import { getSubscription, listSubscriptionPayments } from './subscriptions.get.js';
+import { listArchivedSubscriptions, listSubscriptions } from './subscriptions.list.js';
+import { manageLink } from './subscriptions.manage_link.js';
+import { pauseSubscription } from './subscriptions.pause.js';
+import { resumeSubscription } from './subscriptions.resume.js';
+import { updateSubscription } from './subscriptions.update.js';
 
-export const allHandlers = (d: Deps): Handler[] => [
-  listPlans(d),
-  createPlan(d),
-  getPlan(d),
-  updatePlanHandler(d),
-  archivePlanHandler(d),
-  listArchivedPlans(d),
-  getPublicPlan(d),
+export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
+  listPlans(d), createPlan(d), getPlan(d), updatePlanHandler(d), archivePlanHandler(d), listArchivedPlans(d), getPublicPlan(d),
+  listPlanSubscribers(d),
+  listSubscriptions(d), getSubscription(d), updateSubscription(d), pauseSubscription(d), resumeSubscription(d),
+  cancelSubscription(d), extendSubscription(d), manageLink(d), listSubscriptionPayments(d), listArchivedSubscriptions(d),
+  listSubscribers(d), getSubscriber(d),
+  subscribe(d),
+  portalListSubscriptions(d), portalCancel(d),
+  ...(d.devClock ? [devClock(d, scheduler)] : []),
 ];

@@ -1,25 +1,33 @@
-import { notFound, conflict, enqueueEvent, unixSeconds } from '@sb/runtime';
+import { messages } from '@sb/contracts';
+import { callMessage, conflict, enqueueEvent, notFound, unixSeconds } from '@sb/runtime';
 import { SCHEMA, type Deps } from '../deps.js';
 import { archivePlan } from '../domain/plans.js';
+import { applyTransition } from '../transitions.js';
 import { routeHandler, walletOf } from './route-handler.js';
 
 /**
- * Archiving is idempotent: the first call flips the flag and records `plan.archived` in the same
- * transaction; later calls answer the archived plan and emit nothing. Subscriptions do not exist yet in
- * this service, so there is nothing to cancel and `cancelled_subscriptions` is 0.
+ * Archiving is idempotent: the first call flips the flag, cancels every live subscription of the plan
+ * (access to the end of the paid period) and records `plan.archived` plus one `subscription.cancelled`
+ * per subscription in the same transaction; later calls answer the archived plan and emit nothing.
  */
 export const archivePlanHandler = (d: Deps) =>
-  routeHandler('plans.archive', (req) =>
-    d.db.tx(async (tx) => {
+  routeHandler('plans.archive', async (req) => {
+    const cancelledIds: string[] = [];
+    const result = await d.db.tx(async (tx) => {
       const wallet = walletOf(req);
       const current = await d.plans.get(tx, wallet, req.params.id, true);
       if (!current) throw notFound('Plan');
       const { version, ...plan } = current;
       const now = unixSeconds(d.clock);
       const { plan: archived, changed } = archivePlan(plan, now);
-      const cancelled = 0;
+      let cancelled = 0;
       if (changed) {
         if (!(await d.plans.update(tx, archived, version, now))) throw conflict('Plan was changed concurrently; retry');
+        for (const sub of await d.subscriptions.liveOfPlan(tx, archived.id)) {
+          await applyTransition(d, tx, sub, { type: 'plan_archived' }, now, {}, { notify_subscriber: true });
+          cancelledIds.push(sub.id);
+          cancelled++;
+        }
         await enqueueEvent(tx, SCHEMA, d.clock, wallet, 'plan.archived', {
           plan_id: archived.id,
           plan_name: archived.name,
@@ -28,5 +36,11 @@ export const archivePlanHandler = (d: Deps) =>
         });
       }
       return { ...archived, cancelled_subscriptions: cancelled };
-    }),
-  );
+    });
+    for (const id of cancelledIds) {
+      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: result.wallet, subscription_id: id }).catch((err) =>
+        d.log.warn({ err, subscription_id: id }, 'could not expire open payments'),
+      );
+    }
+    return result;
+  });

@@ -33,3 +33,63 @@ CREATE INDEX plans_by_wallet ON plans (wallet_id, is_deleted, created_at DESC, i
 ${outboxTableSql}`,
   },
 ];
+
+migrations.push({
+  id: 2,
+  name: 'subscribers, subscriptions, applied payments',
+  sql: `
+CREATE TABLE subscribers (
+  id TEXT PRIMARY KEY,
+  wallet_id TEXT NOT NULL,
+  email TEXT,
+  name TEXT,
+  messenger TEXT,
+  nostr TEXT,
+  token_hash TEXT NOT NULL UNIQUE,
+  token_sealed TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX subscribers_one_per_email ON subscribers (wallet_id, lower(email)) WHERE email IS NOT NULL;
+CREATE INDEX subscribers_by_wallet ON subscribers (wallet_id, created_at DESC, id DESC);
+
+CREATE TABLE subscriptions (
+  id TEXT PRIMARY KEY,
+  wallet_id TEXT NOT NULL,
+  plan_id TEXT NOT NULL REFERENCES plans (id),
+  subscriber_id TEXT NOT NULL REFERENCES subscribers (id),
+  status TEXT NOT NULL,
+  payment_method TEXT NOT NULL,
+  amount_sats BIGINT NOT NULL,
+  interval TEXT NOT NULL,
+  grace_period_days INT NOT NULL,
+  period_anchor BIGINT NOT NULL,
+  period_index INT NOT NULL,
+  current_period_start BIGINT NOT NULL,
+  current_period_end BIGINT NOT NULL,
+  trial_end BIGINT,
+  cancelled_at BIGINT,
+  cancel_reason TEXT,
+  receive_confirmations BOOLEAN NOT NULL,
+  receive_reminders BOOLEAN NOT NULL,
+  metadata JSONB NOT NULL DEFAULT '{}',
+  renewal_payment_id TEXT,
+  renewal_for BIGINT,
+  reminded_for BIGINT,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version INT NOT NULL DEFAULT 1
+);
+-- One live subscription per subscriber and plan: concurrent identical checkouts make one.
+CREATE UNIQUE INDEX subscriptions_one_live ON subscriptions (subscriber_id, plan_id)
+  WHERE status IN ('pending', 'active', 'paused', 'past_due', 'payment_failed');
+CREATE INDEX subscriptions_by_wallet ON subscriptions (wallet_id, created_at DESC, id DESC);
+CREATE INDEX subscriptions_due ON subscriptions (current_period_end) WHERE status IN ('pending', 'active', 'past_due');
+CREATE INDEX subscriptions_by_plan ON subscriptions (plan_id);
+
+CREATE TABLE applied_payments (
+  payment_id TEXT PRIMARY KEY,
+  subscription_id TEXT NOT NULL,
+  applied_at BIGINT NOT NULL
+);
+`,
+});

@@ -1,0 +1,46 @@
+import { DomainError, unixSeconds, type Queryable } from '@sb/runtime';
+import type { BusRequest } from '@sb/contracts';
+import type { Deps } from '../deps.js';
+import { toSubscription } from '../store/subscriptions.repo.js';
+import { act } from './subscription-action.js';
+import { routeHandler } from './route-handler.js';
+
+async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
+  const hash = req.caller.subscriber_token_hash;
+  const s = hash ? await d.subscribers.byTokenHash(q, hash) : undefined;
+  if (!s) throw new DomainError(401, 'Invalid subscriber token');
+  return s;
+}
+
+export const portalListSubscriptions = (d: Deps) =>
+  routeHandler('portal.subscriptions.list', async (req) => {
+    const s = await subscriberOf(d, d.db, req);
+    const page = await d.subscriptions.list(d.db, { wallet_id: s.wallet_id, subscriber_id: s.id }, req.query.limit, req.query.offset);
+    const names = new Map<string, string>();
+    for (const sub of page.items) {
+      if (!names.has(sub.plan_id)) names.set(sub.plan_id, (await d.plans.get(d.db, s.wallet_id, sub.plan_id))?.name ?? '');
+    }
+    const now = unixSeconds(d.clock);
+    return {
+      ...page,
+      items: page.items.map((x) => {
+        const { metadata: _m, ...rest } = toSubscription(x, now);
+        return { ...rest, plan_name: names.get(x.plan_id) ?? '' };
+      }),
+    };
+  });
+
+export const portalCancel = (d: Deps) =>
+  routeHandler('portal.subscriptions.cancel', async (req) => {
+    const { saved } = await act(
+      d,
+      async (tx) => {
+        const s = await subscriberOf(d, tx, req);
+        const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
+        return sub && sub.subscriber_id === s.id ? sub : undefined;
+      },
+      () => ({ type: 'cancel', immediate: false, reason: 'cancelled by subscriber' }),
+    );
+    return { success: true, message: `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}` };
+  });
+

@@ -1,0 +1,36 @@
+import { messages, type BusRequest } from '@sb/contracts';
+import { callMessage, notFound, unixSeconds } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import type { LifecycleEvent } from '../domain/lifecycle.js';
+import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
+import { applyTransition } from '../transitions.js';
+
+/**
+ * An owner or subscriber action on one subscription: locate it within the caller's scope (404 outside),
+ * apply the lifecycle move, and expire its open payments when it leaves billing.
+ */
+export async function act(
+  d: Deps,
+  find: (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0]) => Promise<SubRow | undefined>,
+  event: (s: SubRow, now: number) => LifecycleEvent,
+) {
+  const now = unixSeconds(d.clock);
+  const saved = await d.db.tx(async (tx) => {
+    const sub = await find(tx);
+    if (!sub) throw notFound('Subscription');
+    return applyTransition(d, tx, sub, event(sub, now), now);
+  });
+  if (saved.status === 'cancelled' || saved.status === 'paused') {
+    // Best effort: an open renewal invoice must not be paid for a subscription that stopped billing;
+    // the payments sweeper expires it by time anyway.
+    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: saved.wallet_id, subscription_id: saved.id }).catch((err) =>
+      d.log.warn({ err, subscription_id: saved.id }, 'could not expire open payments'),
+    );
+  }
+  return { saved, now };
+}
+
+export const ownerSub = (d: Deps, req: BusRequest<{ id: string }>) => (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0]) =>
+  d.subscriptions.get(tx, req.caller.wallet_id!, req.params.id, true);
+
+export const asSubscription = (r: { saved: SubRow; now: number }) => toSubscription(r.saved, r.now);

@@ -1,0 +1,20 @@
+import { messages } from '@sb/contracts';
+import { callMessage, notFound, unixSeconds } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { toSubscription } from '../store/subscriptions.repo.js';
+import { routeHandler, walletOf } from './route-handler.js';
+
+export const getSubscription = (d: Deps) =>
+  routeHandler('subscriptions.get', async (req) => {
+    const sub = await d.subscriptions.get(d.db, walletOf(req), req.params.id);
+    if (!sub) throw notFound('Subscription');
+    const payments = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id, limit: 200, offset: 0 });
+    return { ...toSubscription(sub, unixSeconds(d.clock)), payments: payments.items };
+  });
+
+export const listSubscriptionPayments = (d: Deps) =>
+  routeHandler('subscriptions.payments.list', async (req) => {
+    const sub = await d.subscriptions.get(d.db, walletOf(req), req.params.id);
+    if (!sub) throw notFound('Subscription');
+    return callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id, limit: req.query.limit, offset: req.query.offset });
+  });

@@ -1,0 +1,23 @@
+import type { SubscriptionUpdate } from '@sb/contracts';
+import { conflict, notFound, unixSeconds } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { toSubscription } from '../store/subscriptions.repo.js';
+import { routeHandler, walletOf } from './route-handler.js';
+
+/** Owner settings only (metadata, notification opt-ins): no lifecycle move, no event. */
+export const updateSubscription = (d: Deps) =>
+  routeHandler('subscriptions.update', async (req) => {
+    const body = req.body as SubscriptionUpdate;
+    const sub = await d.subscriptions.get(d.db, walletOf(req), req.params.id);
+    if (!sub) throw notFound('Subscription');
+    const now = unixSeconds(d.clock);
+    const next = {
+      ...sub,
+      metadata: body.metadata ?? sub.metadata,
+      receive_reminders: body.receive_reminders ?? sub.receive_reminders,
+      receive_confirmations: body.receive_confirmations ?? sub.receive_confirmations,
+      updated_at: now,
+    };
+    if (!(await d.subscriptions.save(d.db, next))) throw conflict('Subscription was changed concurrently; retry');
+    return toSubscription(next, now);
+  });

@@ -1,0 +1,90 @@
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+import { EVENTS_STREAM, EventEnvelope, PaymentEventData, eventSubject } from '@sb/contracts';
+import { ensureEventsStream, unixSeconds, type NatsConnection } from '@sb/runtime';
+import { SCHEMA, type Deps } from './deps.js';
+import { applyTransition } from './transitions.js';
+
+const DURABLE = 'billing-payments';
+
+/**
+ * Applies each paid payment to its subscription exactly once: the payment id is recorded in
+ * `applied_payments` in the same transaction as the move, and the message is acknowledged only after
+ * commit, so a crash replays it and the replay changes nothing.
+ */
+export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promise<'applied' | 'duplicate' | 'ignored'> {
+  const p = PaymentEventData.parse(envelope.data);
+  if (p.status !== 'paid') return 'ignored';
+  return d.db.tx(async (tx) => {
+    const now = unixSeconds(d.clock);
+    const fresh = await tx.query(`INSERT INTO ${SCHEMA}.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [
+      p.payment_id, p.subscription_id, now,
+    ]);
+    if (fresh.rowCount !== 1) return 'duplicate';
+    const sub = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
+    if (!sub) return 'ignored';
+    const paidAt = p.paid_at ?? now;
+    const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats };
+    const move =
+      p.purpose === 'checkout' && (sub.status === 'pending' || sub.status === 'expired')
+        ? ({ type: 'first_payment', paid_at: paidAt } as const)
+        : p.purpose === 'renewal' && ['active', 'past_due', 'payment_failed', 'pending'].includes(sub.status)
+          ? ({ type: 'renewal_payment', paid_at: paidAt } as const)
+          : undefined;
+    if (!move) {
+      d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id, status: sub.status }, 'payment recorded but not applicable to this subscription');
+      return 'ignored';
+    }
+    // A renewal paid for a period that is no longer current (already renewed) must not move it again.
+    if (move.type === 'renewal_payment' && sub.status !== 'pending' && sub.status !== 'payment_failed' && sub.renewal_payment_id !== p.payment_id) {
+      d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id }, 'renewal payment is not the open one; recorded only');
+      return 'ignored';
+    }
+    await applyTransition(d, tx, sub, move, now, { renewal_payment_id: null }, extra);
+    return 'applied';
+  });
+}
+
+export class PaymentEventsConsumer {
+  private messages?: ConsumerMessages;
+  private done?: Promise<void>;
+
+  constructor(
+    private readonly d: Deps,
+    private readonly nc: NatsConnection,
+  ) {}
+
+  async start(): Promise<void> {
+    await ensureEventsStream(this.nc);
+    const jsm = await jetstreamManager(this.nc);
+    await jsm.consumers
+      .add(EVENTS_STREAM, {
+        durable_name: DURABLE,
+        filter_subject: eventSubject('payment.received'),
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: 30_000_000_000,
+      })
+      .catch(async (err) => {
+        if (!(await jsm.consumers.info(EVENTS_STREAM, DURABLE).catch(() => null))) throw err;
+      });
+    const consumer = await jetstream(this.nc).consumers.get(EVENTS_STREAM, DURABLE);
+    this.messages = await consumer.consume({ max_messages: 50 });
+    this.done = (async () => {
+      for await (const m of this.messages!) {
+        try {
+          const result = await applyPaymentEvent(this.d, EventEnvelope.parse(m.json()));
+          this.d.log.info({ event_id: m.headers?.get('Nats-Msg-Id'), result }, 'payment event');
+          m.ack();
+        } catch (err) {
+          this.d.log.error({ err }, 'payment event failed; will be redelivered');
+          m.nak(1000);
+        }
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    await this.messages?.close();
+    await this.done;
+  }
+}

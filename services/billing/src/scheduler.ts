@@ -1,0 +1,136 @@
+import { messages } from '@sb/contracts';
+import { callMessage, conflict, DomainError, unixSeconds } from '@sb/runtime';
+import { SCHEMA, type Deps } from './deps.js';
+import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './domain/periods.js';
+import type { SubRow } from './store/subscriptions.repo.js';
+import { applyTransition, emit } from './transitions.js';
+
+const MAX_LEAD = Math.max(...Object.values(RENEWAL_LEAD_SECONDS));
+
+/**
+ * Moves subscriptions along with time: renewal payments a lead time before the period ends (with a
+ * reminder), the last reminder a day before, past_due / payment_failed at period end and grace end, and
+ * expiry of unpaid checkouts. Every step is a compare-and-set and every external call is idempotent, so
+ * several replicas may run at once and a crash between two steps loses or doubles nothing.
+ */
+export class Scheduler {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<number>;
+  private stopped = false;
+
+  constructor(
+    private readonly d: Deps,
+    private readonly intervalMs: number,
+    private readonly batch = 500,
+    private readonly concurrency = 8,
+  ) {}
+
+  start(): void {
+    const loop = async () => {
+      if (this.stopped) return;
+      await this.tick().catch((err) => this.d.log.error({ err }, 'scheduler tick failed'));
+      if (!this.stopped) this.timer = setTimeout(loop, this.intervalMs);
+    };
+    this.timer = setTimeout(loop, this.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  /** One sweep over everything due now; returns how many subscriptions it looked at. */
+  tick(): Promise<number> {
+    this.running ??= this.sweep().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async sweep(): Promise<number> {
+    let seen = 0;
+    let passes = 0;
+    for (;;) {
+      const now = unixSeconds(this.d.clock);
+      const due = await this.d.subscriptions.due(this.d.db, now, MAX_LEAD, now - PENDING_EXPIRY_SECONDS, this.batch);
+      let progressed = 0;
+      for (let i = 0; i < due.length; i += this.concurrency) {
+        const results = await Promise.all(due.slice(i, i + this.concurrency).map((s) => this.step(s, now).catch((err) => this.failed(s, err))));
+        progressed += results.filter(Boolean).length;
+      }
+      seen += due.length;
+      // A subscription moves one step per pass (renewal payment, then period end, ...): sweep again
+      // while something moved, so a clock jump is caught up at once.
+      if (progressed === 0 || ++passes >= 20) return seen;
+    }
+  }
+
+  private failed(s: SubRow, err: unknown): false {
+    if (err instanceof DomainError && err.status === 409) return false; // another replica moved it first
+    this.d.log.warn({ err, subscription_id: s.id }, 'scheduler step failed; retried next tick');
+    return false;
+  }
+
+  /** Does the one next thing due for this subscription; true when it changed something. */
+  private async step(s: SubRow, now: number): Promise<boolean> {
+    const d = this.d;
+    const end = s.current_period_end;
+    if (s.status === 'pending') {
+      await d.db.tx(async (tx) => {
+        const cur = await d.subscriptions.get(tx, null, s.id, true);
+        if (!cur || cur.version !== s.version) throw conflict('moved');
+        await applyTransition(d, tx, cur, { type: 'pending_timeout' }, now);
+      });
+      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
+      return true;
+    }
+    // Also when the clock is already past the end: the subscriber still needs something to pay.
+    if (s.renewal_for !== end && now >= end - RENEWAL_LEAD_SECONDS[s.interval]) {
+      const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
+      const { payment, checkout } = await callMessage(d.bus, messages.createPayment, {
+        wallet_id: s.wallet_id, subscription_id: s.id, plan_id: s.plan_id, plan_name: plan?.name ?? '', amount_sats: s.amount_sats,
+        payment_method: s.payment_method, purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
+        // Renewal payments stay payable until the grace period ends.
+        expires_at: end + Math.max(s.grace_period_days * DAY_SECONDS, 3600),
+        idempotency_key: `renewal:${s.id}:${end}`,
+      });
+      await this.inTx(s, async (tx, cur) => {
+        const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
+        const row = { ...cur, renewal_payment_id: payment.id, renewal_for: end, reminded_for: lastCall ? end : cur.reminded_for, updated_at: now };
+        if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
+        await emit(d, tx, row, 'renewal.reminder', {
+          payment_id: payment.id, due_at: end, payment_request: checkout.payment_request ?? null, checkout_url: checkout.checkout_url ?? null,
+          notify_subscriber: cur.receive_reminders,
+        });
+        if (cur.trial_end === end) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
+      });
+      return true;
+    }
+    if (s.status === 'active' && now >= end) {
+      await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: 'period_end_unpaid' }, now));
+      return true;
+    }
+    if (s.status === 'past_due' && now >= end + s.grace_period_days * DAY_SECONDS) {
+      await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: 'grace_end_unpaid' }, now));
+      return true;
+    }
+    if (now < end && s.renewal_for === end && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS) {
+      await this.inTx(s, async (tx, cur) => {
+        const row = { ...cur, reminded_for: end, updated_at: now };
+        if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
+        await emit(d, tx, row, 'renewal.reminder', { payment_id: cur.renewal_payment_id, due_at: end, notify_subscriber: cur.receive_reminders });
+      });
+      return true;
+    }
+    return false;
+  }
+
+  /** Re-reads the row under lock and runs `fn` only if nobody changed it since the sweep read it. */
+  private inTx(s: SubRow, fn: (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0], cur: SubRow) => Promise<unknown>): Promise<unknown> {
+    return this.d.db.tx(async (tx) => {
+      const cur = await this.d.subscriptions.get(tx, null, s.id, true);
+      if (!cur || cur.version !== s.version) throw conflict('moved');
+      return fn(tx, cur);
+    });
+  }
+}
+

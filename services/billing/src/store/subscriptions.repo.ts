@@ -1,0 +1,112 @@
+import type { Paginated, PaymentMethod, Subscription, SubscriptionStatus } from '@sb/contracts';
+import type { Queryable } from '@sb/runtime';
+import { hasAccess, type SubState } from '../domain/lifecycle.js';
+
+export interface SubRow extends SubState {
+  id: string;
+  wallet_id: string;
+  plan_id: string;
+  subscriber_id: string;
+  payment_method: PaymentMethod;
+  amount_sats: number;
+  receive_confirmations: boolean;
+  receive_reminders: boolean;
+  metadata: Record<string, string>;
+  renewal_payment_id: string | null;
+  renewal_for: number | null;
+  reminded_for: number | null;
+  created_at: number;
+  updated_at: number;
+  version: number;
+}
+
+const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
+  period_anchor, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
+  receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, reminded_for, created_at,
+  updated_at, version`;
+
+/** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
+const MUTABLE = [
+  'status', 'period_anchor', 'period_index', 'current_period_start', 'current_period_end', 'trial_end', 'cancelled_at',
+  'cancel_reason', 'receive_confirmations', 'receive_reminders', 'metadata', 'renewal_payment_id', 'renewal_for',
+  'reminded_for', 'updated_at',
+] as const;
+
+export function toSubscription(r: SubRow, now: number): Subscription {
+  return {
+    id: r.id, plan_id: r.plan_id, subscriber_id: r.subscriber_id, status: r.status,
+    current_period_start: r.current_period_start, current_period_end: r.current_period_end, trial_end: r.trial_end,
+    cancelled_at: r.cancelled_at, created_at: r.created_at, updated_at: r.updated_at, payment_method: r.payment_method,
+    amount_sats: r.amount_sats, interval: r.interval, has_access: hasAccess(r, now), cancel_reason: r.cancel_reason,
+    receive_confirmations: r.receive_confirmations, receive_reminders: r.receive_reminders, metadata: r.metadata,
+  };
+}
+
+export type SubFilter = { wallet_id: string; status?: SubscriptionStatus; statuses?: readonly SubscriptionStatus[]; plan_id?: string; subscriber_id?: string };
+
+export class SubscriptionsRepo {
+  constructor(private readonly schema = 'billing') {}
+
+  async insert(q: Queryable, r: Omit<SubRow, 'version'>): Promise<void> {
+    const cols = COLS.split(',').map((c) => c.trim()).filter((c) => c !== 'version');
+    await q.query(
+      `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
+      cols.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : (r as any)[c])),
+    );
+  }
+
+  async get(q: Queryable, walletId: string | null, id: string, forUpdate = false): Promise<SubRow | undefined> {
+    const { rows } = await q.query<SubRow>(
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE id = $1 ${walletId ? 'AND wallet_id = $2' : ''}${forUpdate ? ' FOR UPDATE' : ''}`,
+      walletId ? [id, walletId] : [id],
+    );
+    return rows[0];
+  }
+
+  /** Compare-and-set on `version`: false when another writer moved the row first. */
+  async save(q: Queryable, r: SubRow): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.schema}.subscriptions SET ${MUTABLE.map((c, i) => `${c} = $${i + 3}`).join(', ')}, version = version + 1
+       WHERE id = $1 AND version = $2`,
+      [r.id, r.version, ...MUTABLE.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : r[c]))],
+    );
+    return rowCount === 1;
+  }
+
+  async list(q: Queryable, f: SubFilter, limit: number, offset: number): Promise<Paginated<SubRow>> {
+    const where = ['wallet_id = $1'];
+    const args: unknown[] = [f.wallet_id];
+    if (f.status) where.push(`status = $${args.push(f.status)}`);
+    if (f.statuses) where.push(`status = ANY($${args.push(f.statuses)})`);
+    if (f.plan_id) where.push(`plan_id = $${args.push(f.plan_id)}`);
+    if (f.subscriber_id) where.push(`subscriber_id = $${args.push(f.subscriber_id)}`);
+    const w = where.join(' AND ');
+    const [items, count] = await Promise.all([
+      q.query<SubRow>(`SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE ${w} ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`, args),
+      q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.schema}.subscriptions WHERE ${w}`, args),
+    ]);
+    return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };
+  }
+
+  async liveOfPlan(q: Queryable, planId: string): Promise<SubRow[]> {
+    const { rows } = await q.query<SubRow>(
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN ('pending','active','paused','past_due','payment_failed') FOR UPDATE`,
+      [planId],
+    );
+    return rows;
+  }
+
+  /** Rows the scheduler may have work on at `now` (renewal lead, reminder, period end, grace end, pending expiry). */
+  async due(q: Queryable, now: number, maxLeadSeconds: number, pendingCutoff: number, limit: number): Promise<SubRow[]> {
+    const { rows } = await q.query<SubRow>(
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions
+       WHERE (status IN ('active', 'past_due') AND current_period_end <= $1 + $2
+              AND (renewal_for IS DISTINCT FROM current_period_end OR reminded_for IS DISTINCT FROM current_period_end
+                   OR current_period_end <= $1))
+          OR (status = 'pending' AND updated_at <= $3)
+       ORDER BY current_period_end LIMIT $4`,
+      [now, maxLeadSeconds, pendingCutoff, limit],
+    );
+    return rows;
+  }
+}

@@ -1,0 +1,49 @@
+import type { EventEnvelope } from '@sb/contracts';
+import { conflict, enqueueEvent, type Queryable } from '@sb/runtime';
+import { SCHEMA, type Deps } from './deps.js';
+import { transition, type LifecycleEvent } from './domain/lifecycle.js';
+import type { SubRow } from './store/subscriptions.repo.js';
+
+/** The WebhookEvent data of a subscription: what an owner's webhook needs without a second call. */
+export async function subscriptionEventData(q: Queryable, s: SubRow, extra: Record<string, unknown> = {}): Promise<EventEnvelope['data']> {
+  const { rows } = await q.query<{ plan_name: string; email: string | null; name: string | null }>(
+    `SELECT p.name AS plan_name, c.email, c.name FROM ${SCHEMA}.plans p, ${SCHEMA}.subscribers c WHERE p.id = $1 AND c.id = $2`,
+    [s.plan_id, s.subscriber_id],
+  );
+  const r = rows[0];
+  return {
+    subscription_id: s.id,
+    plan_id: s.plan_id,
+    plan_name: r?.plan_name ?? '',
+    ...(r?.email ? { subscriber_email: r.email } : {}),
+    ...(r?.name ? { subscriber_name: r.name } : {}),
+    status: s.status,
+    amount_sats: s.amount_sats,
+    ...extra,
+  };
+}
+
+export async function emit(d: Deps, q: Queryable, s: SubRow, event: EventEnvelope['event'], extra: Record<string, unknown> = {}): Promise<void> {
+  await enqueueEvent(q, SCHEMA, d.clock, s.wallet_id, event, await subscriptionEventData(q, s, extra));
+}
+
+/**
+ * One lifecycle move: the pure transition, one compare-and-set on the row, and its event in the outbox,
+ * all inside the caller's transaction. A lost race is 409 and changes nothing.
+ */
+export async function applyTransition(
+  d: Deps,
+  q: Queryable,
+  sub: SubRow,
+  e: LifecycleEvent,
+  now: number,
+  bookkeeping: Partial<SubRow> = {},
+  extra: Record<string, unknown> = {},
+): Promise<SubRow> {
+  const { next, event } = transition(sub, e, now);
+  const row: SubRow = { ...sub, ...next, ...bookkeeping, updated_at: now };
+  if (!(await d.subscriptions.save(q, row))) throw conflict('Subscription was changed concurrently; retry');
+  const saved = { ...row, version: sub.version + 1 };
+  await emit(d, q, saved, event, extra);
+  return saved;
+}

@@ -1,0 +1,34 @@
+import type { PaymentStatusResponse } from '@sb/contracts';
+import { notFound } from '@sb/runtime';
+import { providerFor, type Deps } from '../deps.js';
+import { confirmPayment } from '../domain/confirm.js';
+import type { PaymentRecord } from '../domain/payments.js';
+import { routeHandler } from './route-handler.js';
+
+const answer = (p: PaymentRecord): PaymentStatusResponse => ({
+  payment_id: p.id,
+  status: p.status,
+  paid_at: p.paid_at,
+  subscription_id: p.subscription_id,
+});
+
+/**
+ * The checkout page polls this. A pending payment is first checked with its provider, so a payer sees
+ * "paid" as soon as the provider knows, callback or not. A provider that does not answer leaves the
+ * stored status as the answer (the poll comes again).
+ */
+export const getPaymentStatus = (d: Deps) =>
+  routeHandler('public.payment.status', async (req) => {
+    const p = await d.payments.getById(d.db, req.params.id);
+    if (!p) throw notFound('Payment');
+    const provider = providerFor(d, p.provider);
+    if (p.status !== 'pending' || !provider || !p.provider_ref || provider.name === 'dev') return answer(p);
+    try {
+      if (!(await provider.getStatus(p.provider_ref)).paid) return answer(p);
+    } catch (err) {
+      d.log.warn({ err, payment_id: p.id }, 'status poll: provider check failed');
+      return answer(p);
+    }
+    const { payment } = await confirmPayment(d, p.id);
+    return answer(payment ?? p);
+  });

@@ -1,0 +1,49 @@
+import { randomBytes } from 'node:crypto';
+import { secp256k1 } from '@noble/curves/secp256k1.js';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { unixSeconds, type Clock } from '@sb/runtime';
+import { encodeBolt11 } from './bolt11.js';
+import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
+
+/**
+ * DEV PROVIDER: for local runs and tests only; no money moves. It issues well-formed, correctly signed
+ * BOLT11 invoices from a node key made up at process start (no route leads to it, so a real wallet cannot
+ * pay them). A payment is "paid" through the dev-only endpoint (`POST /dev/payments/{id}/pay`, DEV_MODE),
+ * which records it through the same confirmation path as the real providers. It keeps no state of its
+ * own: an invoice exists only as its payment's row, so restarts lose nothing.
+ */
+export class DevLightningProvider implements LightningProvider {
+  readonly name = 'dev' as const;
+  private readonly nodeKey = secp256k1.utils.randomSecretKey();
+  readonly nodePubkey = secp256k1.getPublicKey(this.nodeKey, true);
+
+  constructor(
+    private readonly clock: Clock,
+    /** Status of the payment this provider knows by `ref`, from the payments table. */
+    private readonly statusOf: (ref: string) => Promise<string | undefined>,
+  ) {}
+
+  async createInvoice(input: CreateInvoiceInput): Promise<Invoice> {
+    const preimage = randomBytes(32);
+    const paymentHash = sha256(preimage);
+    const now = unixSeconds(this.clock);
+    const payment_request = encodeBolt11(
+      {
+        amount_sats: input.amount_sats,
+        timestamp: now,
+        payment_hash: paymentHash,
+        payment_secret: randomBytes(32),
+        description: `[dev] ${input.memo}`,
+        expiry_seconds: input.expiry_seconds,
+        min_final_cltv_expiry: 18,
+      },
+      this.nodeKey,
+    );
+    const payment_hash = Buffer.from(paymentHash).toString('hex');
+    return { payment_request, payment_hash, provider_ref: payment_hash, expires_at: now + input.expiry_seconds };
+  }
+
+  async getStatus(providerRef: string): Promise<{ paid: boolean }> {
+    return { paid: (await this.statusOf(providerRef)) === 'paid' };
+  }
+}

@@ -1,0 +1,72 @@
+import { DomainError } from '@sb/runtime';
+import type { LightningProviderName } from '../config.js';
+
+export interface CreateInvoiceInput {
+  amount_sats: number;
+  /** Shown to the payer (BOLT11 `d`, the charge's description). */
+  memo: string;
+  expiry_seconds: number;
+  /** Where the provider announces the payment; absent when the deployment has no public URL. */
+  webhook_url?: string;
+}
+
+export interface Invoice {
+  payment_request: string;
+  payment_hash: string;
+  /** What the provider knows the payment by: the charge id (charge server) or the payment hash. */
+  provider_ref: string;
+  /** Unix seconds, from this service's clock. */
+  expires_at: number;
+}
+
+/** A Lightning payment provider as the payments service sees it. Each adapter speaks its provider's real wire format. */
+export interface LightningProvider {
+  readonly name: LightningProviderName;
+  createInvoice(input: CreateInvoiceInput): Promise<Invoice>;
+  getStatus(providerRef: string): Promise<{ paid: boolean }>;
+}
+
+/**
+ * The provider failed, answered non-2xx, or did not answer in time. The caller sees a 503 with a neutral
+ * sentence; `reason` (provider, status, cause) is for the log only.
+ */
+export class ProviderUnavailableError extends DomainError {
+  constructor(readonly reason: string) {
+    super(503, 'The payment provider is not available right now; try again shortly');
+    this.name = 'ProviderUnavailableError';
+  }
+}
+
+/** JSON over HTTP with a deadline; any network failure, timeout or non-2xx becomes ProviderUnavailableError. */
+export async function fetchJson(
+  provider: string,
+  url: string,
+  init: { method: 'GET' | 'POST'; apiKey: string; body?: unknown; timeoutMs: number },
+): Promise<any> {
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: init.method,
+      headers: {
+        'X-Api-Key': init.apiKey,
+        accept: 'application/json',
+        ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      body: init.body !== undefined ? JSON.stringify(init.body) : undefined,
+      signal: AbortSignal.timeout(init.timeoutMs),
+    });
+  } catch (err) {
+    const e = err as Error;
+    const why = e.name === 'TimeoutError' ? `no answer within ${init.timeoutMs} ms` : e.message;
+    throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: ${why}`);
+  }
+  const text = await res.text().catch(() => '');
+  if (!res.ok) {
+    throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: HTTP ${res.status} ${text.slice(0, 200)}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: answer is not JSON`);
+  }
+}

@@ -1,0 +1,144 @@
+import type { Paginated, PaymentMethod, PaymentStatus } from '@sb/contracts';
+import type { Queryable } from '@sb/runtime';
+import type { PaymentRecord } from '../domain/payments.js';
+
+const COLUMNS = `id, wallet_id, subscription_id, plan_id, plan_name, amount_sats, status, payment_method, purpose,
+  payment_request, payment_hash, provider, provider_ref, expires_at, paid_at, created_at, idempotency_key, version`;
+
+const INSERTED = [
+  'id', 'wallet_id', 'subscription_id', 'plan_id', 'plan_name', 'amount_sats', 'status', 'payment_method', 'purpose',
+  'payment_request', 'payment_hash', 'provider', 'provider_ref', 'expires_at', 'paid_at', 'created_at', 'idempotency_key',
+] as const;
+
+export interface PaymentFilters {
+  subscription_id?: string;
+  status?: PaymentStatus;
+  payment_method?: PaymentMethod;
+}
+
+/**
+ * Persistence of payments. Owner reads are scoped to the wallet, so a foreign id looks exactly like an
+ * unknown one; only the public status poll, the dev endpoint and provider callbacks read by id alone.
+ */
+export class PaymentsRepo {
+  constructor(private readonly schema = 'payments') {}
+
+  private get t() {
+    return `${this.schema}.payments`;
+  }
+
+  /** Inserts unless the wallet already used the idempotency key; undefined then. */
+  async insert(q: Queryable, p: Omit<PaymentRecord, 'version'>): Promise<PaymentRecord | undefined> {
+    const { rows } = await q.query<PaymentRecord>(
+      `INSERT INTO ${this.t} (${INSERTED.join(', ')}) VALUES (${INSERTED.map((_, i) => `$${i + 1}`).join(', ')})
+       ON CONFLICT ON CONSTRAINT payments_idempotency DO NOTHING RETURNING ${COLUMNS}`,
+      INSERTED.map((c) => p[c]),
+    );
+    return rows[0];
+  }
+
+  async byIdempotencyKey(q: Queryable, walletId: string, key: string): Promise<PaymentRecord | undefined> {
+    const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE wallet_id = $1 AND idempotency_key = $2`, [walletId, key]);
+    return rows[0];
+  }
+
+  async get(q: Queryable, walletId: string, id: string): Promise<PaymentRecord | undefined> {
+    const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE id = $1 AND wallet_id = $2`, [id, walletId]);
+    return rows[0];
+  }
+
+  /** By id alone: public status poll, dev pay, confirmation. */
+  async getById(q: Queryable, id: string): Promise<PaymentRecord | undefined> {
+    const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE id = $1`, [id]);
+    return rows[0];
+  }
+
+  async byProviderRef(q: Queryable, provider: string, ref: string): Promise<PaymentRecord | undefined> {
+    const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE provider = $1 AND provider_ref = $2`, [provider, ref]);
+    return rows[0];
+  }
+
+  /**
+   * Compare-and-set of the status: moves the payment to `to` only if it is still in one of `from`. Under
+   * concurrent callers exactly one wins (PostgreSQL re-checks the condition after the row lock); the
+   * others get undefined.
+   */
+  async transition(q: Queryable, id: string, from: PaymentStatus[], to: PaymentStatus, paidAt: number | null = null): Promise<PaymentRecord | undefined> {
+    const { rows } = await q.query<PaymentRecord>(
+      `UPDATE ${this.t} SET status = $3, paid_at = COALESCE($4, paid_at), version = version + 1
+       WHERE id = $1 AND status = ANY($2::text[]) RETURNING ${COLUMNS}`,
+      [id, from, to, paidAt],
+    );
+    return rows[0];
+  }
+
+  /** Every payment of the subscription in one of `from` moves to `to`; returns how many. */
+  async transitionForSubscription(q: Queryable, walletId: string, subscriptionId: string, from: PaymentStatus[], to: PaymentStatus): Promise<number> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.t} SET status = $4, version = version + 1
+       WHERE wallet_id = $1 AND subscription_id = $2 AND status = ANY($3::text[])`,
+      [walletId, subscriptionId, from, to],
+    );
+    return rowCount ?? 0;
+  }
+
+  /**
+   * Expires up to `limit` payments in `from` whose `expires_at` has passed. Rows are claimed with SKIP
+   * LOCKED so replicas sweeping at once never wait on each other or touch a row twice.
+   */
+  async expireDue(q: Queryable, now: number, from: PaymentStatus[], to: PaymentStatus, limit: number): Promise<string[]> {
+    const { rows } = await q.query<{ id: string }>(
+      `UPDATE ${this.t} SET status = $3, version = version + 1
+       WHERE id IN (
+         SELECT id FROM ${this.t} WHERE status = ANY($2::text[]) AND expires_at <= $1
+         ORDER BY expires_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+       AND status = ANY($2::text[])
+       RETURNING id`,
+      [now, from, to, limit],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Claims up to `limit` open payments of `provider` to ask the provider about: pending ones, and ones
+   * that expired less than `lateWindow` seconds ago (a payment can arrive late and its callback be lost).
+   * Each is stamped so no replica asks again before `recheckAfter` seconds; least recently asked first.
+   */
+  async claimForCheck(q: Queryable, provider: string, now: number, recheckAfter: number, lateWindow: number, limit: number): Promise<PaymentRecord[]> {
+    const { rows } = await q.query<PaymentRecord>(
+      `UPDATE ${this.t} SET last_checked_at = $2
+       WHERE id IN (
+         SELECT id FROM ${this.t}
+         WHERE provider = $1 AND provider_ref IS NOT NULL
+           AND (status = 'pending' OR (status = 'expired' AND expires_at > $2 - $4))
+           AND (last_checked_at IS NULL OR last_checked_at <= $2 - $3)
+         ORDER BY last_checked_at NULLS FIRST, created_at
+         LIMIT $5 FOR UPDATE SKIP LOCKED)
+       RETURNING ${COLUMNS}`,
+      [provider, now, recheckAfter, lateWindow, limit],
+    );
+    return rows;
+  }
+
+  /** Newest first, ties broken by id (ids sort by creation time). */
+  async list(q: Queryable, walletId: string, f: PaymentFilters, limit: number, offset: number): Promise<Paginated<PaymentRecord>> {
+    const where = ['wallet_id = $1'];
+    const values: unknown[] = [walletId];
+    for (const key of ['subscription_id', 'status', 'payment_method'] as const) {
+      const v = f[key];
+      if (v !== undefined) {
+        values.push(v);
+        where.push(`${key} = $${values.length}`);
+      }
+    }
+    const cond = where.join(' AND ');
+    const [items, count] = await Promise.all([
+      q.query<PaymentRecord>(
+        `SELECT ${COLUMNS} FROM ${this.t} WHERE ${cond} ORDER BY created_at DESC, id DESC LIMIT $${values.length + 1} OFFSET $${values.length + 2}`,
+        [...values, limit, offset],
+      ),
+      q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.t} WHERE ${cond}`, values),
+    ]);
+    return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };
+  }
+}

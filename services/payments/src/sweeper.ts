@@ -1,0 +1,108 @@
+import { unixSeconds } from '@sb/runtime';
+import type { Deps } from './deps.js';
+import { confirmPayment } from './domain/confirm.js';
+import { statesAllowing } from './domain/payments.js';
+
+export interface SweeperOptions {
+  intervalMs: number;
+  /** Payments expired per statement. */
+  expireBatch?: number;
+  /** Provider status reads per tick. */
+  checkBatch?: number;
+  /** No payment is asked about again sooner than this (seconds). */
+  recheckAfterS?: number;
+  /** How long after expiry a payment is still asked about (a late payment whose callback was lost). */
+  lateWindowS?: number;
+  /** Provider reads in flight at once. */
+  concurrency?: number;
+}
+
+/**
+ * The background work of the service, every `intervalMs`: (1) asks the provider about open payments and
+ * confirms the paid ones, so a lost callback never loses a payment; (2) expires pending payments past
+ * `expires_at`. Both claim their rows atomically (SKIP LOCKED), so any number of replicas sweep together
+ * without waiting on each other or doing a row twice. All time comes from the injected clock.
+ */
+export class Sweeper {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopped = false;
+  private readonly o: Required<SweeperOptions>;
+
+  constructor(
+    private readonly d: Deps,
+    opts: SweeperOptions,
+  ) {
+    this.o = { expireBatch: 500, checkBatch: 25, recheckAfterS: 10, lateWindowS: 86_400, concurrency: 5, ...opts };
+  }
+
+  start(): void {
+    this.schedule();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.tick()
+        .then(() => undefined)
+        .catch((err) => this.d.log.warn({ err }, 'sweeper: tick failed, will retry'))
+        .finally(() => this.schedule());
+    }, this.o.intervalMs);
+  }
+
+  /** One sweep; returns what it did (for tests and logs). */
+  async tick(): Promise<{ confirmed: number; expired: number }> {
+    const confirmed = await this.checkProvider();
+    const expired = await this.expireDue();
+    return { confirmed, expired };
+  }
+
+  private async expireDue(): Promise<number> {
+    const { from, to } = statesAllowing('expire');
+    let total = 0;
+    for (;;) {
+      const ids = await this.d.payments.expireDue(this.d.db, unixSeconds(this.d.clock), from, to, this.o.expireBatch);
+      total += ids.length;
+      if (ids.length < this.o.expireBatch || this.stopped) break;
+    }
+    if (total) this.d.log.info({ expired: total }, 'sweeper: payments expired');
+    return total;
+  }
+
+  /** The dev provider has nothing to ask: its payments are paid only through the dev endpoint. */
+  private async checkProvider(): Promise<number> {
+    const provider = this.d.lightning;
+    if (!provider || provider.name === 'dev') return 0;
+    const claimed = await this.d.payments.claimForCheck(
+      this.d.db,
+      provider.name,
+      unixSeconds(this.d.clock),
+      this.o.recheckAfterS,
+      this.o.lateWindowS,
+      this.o.checkBatch,
+    );
+    let confirmed = 0;
+    const queue = [...claimed];
+    const worker = async () => {
+      for (let p = queue.shift(); p && !this.stopped; p = queue.shift()) {
+        try {
+          if (!(await provider.getStatus(p.provider_ref!)).paid) continue;
+          if ((await confirmPayment(this.d, p.id)).confirmed) {
+            confirmed++;
+            this.d.log.info({ payment_id: p.id, provider: provider.name }, 'sweeper: payment confirmed by provider');
+          }
+        } catch (err) {
+          this.d.log.warn({ err, payment_id: p.id }, 'sweeper: provider check failed');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.o.concurrency, queue.length) }, worker));
+    return confirmed;
+  }
+}

@@ -1,0 +1,78 @@
+import { decode } from 'light-bolt11-decoder';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ProviderUnavailableError } from '../src/providers/lightning.js';
+import { LnbitsProvider } from '../src/providers/lnbits.js';
+import { startLnbitsServer, type LnbitsServer } from './support/lnbits-server.js';
+
+const clock = { nowMs: () => 1_800_000_000_000 };
+let server: LnbitsServer;
+let lnbits: LnbitsProvider;
+
+beforeAll(async () => {
+  server = await startLnbitsServer();
+  lnbits = new LnbitsProvider({ url: server.url, invoiceKey: server.invoiceKey, timeoutMs: 500 }, clock);
+});
+afterAll(() => server?.close());
+
+describe('LNbits adapter', () => {
+  it('creates an incoming invoice with the invoice key and the documented body', async () => {
+    const inv = await lnbits.createInvoice({ amount_sats: 21_000, memo: 'Gold (monthly)', expiry_seconds: 900, webhook_url: 'https://pay.example/cb' });
+    const req = server.requests.at(-1)!;
+    expect(req.method).toBe('POST');
+    expect(req.path).toBe('/api/v1/payments');
+    expect(req.headers['x-api-key']).toBe(server.invoiceKey);
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.body).toEqual({ out: false, amount: 21_000, memo: 'Gold (monthly)', expiry: 900, webhook: 'https://pay.example/cb' });
+
+    const stored = server.invoices.get(inv.payment_hash)!;
+    expect(inv).toEqual({ payment_request: stored.payment_request, payment_hash: stored.payment_hash, provider_ref: stored.payment_hash, expires_at: 1_800_000_900 });
+    const amount = decode(inv.payment_request).sections.find((s) => s.name === 'amount') as { value: string };
+    expect(amount.value).toBe('21000000');
+  });
+
+  it('leaves the webhook out when there is none', async () => {
+    await lnbits.createInvoice({ amount_sats: 5, memo: 'x', expiry_seconds: 60 });
+    expect(server.requests.at(-1)!.body).toEqual({ out: false, amount: 5, memo: 'x', expiry: 60 });
+  });
+
+  it('reads the status by payment hash: unpaid, then paid', async () => {
+    const inv = await lnbits.createInvoice({ amount_sats: 100, memo: 'status', expiry_seconds: 60 });
+    expect(await lnbits.getStatus(inv.provider_ref)).toEqual({ paid: false });
+    const req = server.requests.at(-1)!;
+    expect([req.method, req.path, req.headers['x-api-key']]).toEqual(['GET', `/api/v1/payments/${inv.payment_hash}`, server.invoiceKey]);
+    server.pay(inv.payment_hash);
+    expect(await lnbits.getStatus(inv.provider_ref)).toEqual({ paid: true });
+  });
+
+  it('a wrong key, an unknown hash, a 5xx or no answer in time is ProviderUnavailableError (503)', async () => {
+    const wrongKey = new LnbitsProvider({ url: server.url, invoiceKey: 'nope', timeoutMs: 500 }, clock);
+    const e1 = await wrongKey.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 }).catch((e) => e);
+    expect(e1).toBeInstanceOf(ProviderUnavailableError);
+    expect(e1.status).toBe(503);
+    expect(e1.reason).toMatch(/HTTP 401/);
+    expect(e1.detail).not.toMatch(/lnbits|401/i);
+
+    await expect(lnbits.getStatus('ab'.repeat(32))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
+
+    server.faults.status = 500;
+    try {
+      await expect(lnbits.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 500/) });
+    } finally {
+      delete server.faults.status;
+    }
+
+    server.faults.delayMs = 2000;
+    try {
+      const started = Date.now();
+      await expect(lnbits.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/no answer within 500 ms/) });
+      expect(Date.now() - started).toBeLessThan(1500);
+    } finally {
+      delete server.faults.delayMs;
+    }
+  });
+
+  it('an unreachable server is ProviderUnavailableError', async () => {
+    const gone = new LnbitsProvider({ url: 'http://127.0.0.1:1', invoiceKey: 'k', timeoutMs: 500 }, clock);
+    await expect(gone.getStatus('ab'.repeat(32))).rejects.toBeInstanceOf(ProviderUnavailableError);
+  });
+});

@@ -1,0 +1,221 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { client } from './support/http.js';
+import { newWallets, type WalletKeys } from './support/stack.js';
+
+const stack = inject('stack');
+const anon = client(stack.api);
+let w: WalletKeys, other: WalletKeys;
+let admin: ReturnType<typeof client>, invoice: ReturnType<typeof client>;
+let db: pg.Client;
+
+beforeAll(async () => {
+  [w, other] = (await newWallets(stack.databaseUrl, 2)) as [WalletKeys, WalletKeys];
+  admin = client(stack.api, w.admin_key);
+  invoice = client(stack.api, w.invoice_key);
+  db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+});
+afterAll(() => db.end());
+
+async function plan(body: Record<string, unknown> = {}) {
+  const res = await admin.post('/plans', { name: 'Sub plan', amount_sats: 5000, interval: 'monthly', ...body });
+  expect(res.status).toBe(201);
+  return res.body as { id: string; name: string };
+}
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 200));
+    v = await fn();
+  }
+  return v;
+}
+
+const tokenOf = (manageUrl: string) => new URL(manageUrl).searchParams.get('token')!;
+
+describe('public checkout', () => {
+  it('starts a trial: TrialSubscriptionResponse, an active subscription with trial_end, and a portal link', async () => {
+    const p = await plan({ trial_days: 14 });
+    const res = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'Trial@Example.com', name: 'Tess' });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ status: 'active', trial: true, trial_days: 14 });
+    expect(res.body.manage_url).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}$/);
+    const sub = (await invoice.get(`/subscriptions/${res.body.subscription_id}`)).body;
+    expect(sub).toMatchObject({ status: 'active', plan_id: p.id, has_access: true, amount_sats: 5000, interval: 'monthly', payments: [] });
+    expect(sub.trial_end - sub.created_at).toBe(14 * 86_400);
+    expect(sub.current_period_end).toBe(sub.trial_end);
+  });
+
+  it('checks out a paid plan by Lightning, and the dev payment activates it exactly once', async () => {
+    const p = await plan();
+    const res = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'pay@example.com' });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ payment_method: 'lightning' });
+    expect(res.body.payment_request).toMatch(/^lnbc/);
+    expect(res.body.payment_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(res.body.qr_codes.lightning).toMatch(/^<svg/);
+    expect(res.body.expires_at - Date.now() / 1000).toBeGreaterThan(3000);
+    expect(res.body.manage_url).toBeTruthy();
+    const subId = res.body.subscription_id;
+    expect((await invoice.get(`/subscriptions/${subId}`)).body).toMatchObject({ status: 'pending', has_access: false });
+    expect((await anon.get(`/public/payment/${res.body.payment_id}/status`)).body).toMatchObject({ status: 'pending', subscription_id: subId });
+
+    const paid = await Promise.all(Array.from({ length: 5 }, () => anon.post(`/dev/payments/${res.body.payment_id}/pay`)));
+    expect(paid.some((r) => r.status === 200)).toBe(true);
+    const sub = await until(() => invoice.get(`/subscriptions/${subId}`), (r) => r.body.status === 'active');
+    expect(sub.body).toMatchObject({ status: 'active', has_access: true });
+    expect(sub.body.payments).toEqual([expect.objectContaining({ id: res.body.payment_id, status: 'paid', amount_sats: 5000 })]);
+    expect(sub.body.current_period_start).toBe(sub.body.payments[0].paid_at);
+    const status = await anon.get(`/public/payment/${res.body.payment_id}/status`);
+    expect(status.body).toMatchObject({ status: 'paid', subscription_id: subId });
+    const applied = await db.query('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [subId]);
+    expect(applied.rows[0].n).toBe(1);
+    const events = await db.query(`SELECT payload->>'event' AS e FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [subId]);
+    expect(events.rows.map((r) => r.e)).toEqual(['subscription.created', 'subscription.activated']);
+  });
+
+  it('refuses a method the plan does not allow (422), an unknown plan (404), and a second live subscription (409)', async () => {
+    const p = await plan();
+    expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'card', email: 'x@example.com' })).status).toBe(422);
+    expect((await anon.post('/public/subscribe', { plan_id: 'plan_nope', payment_method: 'lightning' })).status).toBe(404);
+    expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'bad' })).status).toBe(422);
+    const first = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' });
+    expect(first.status).toBe(201);
+    const again = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'DUP@example.com' });
+    expect(again.status).toBe(409);
+  });
+
+  it('50 parallel identical checkouts make one subscription and one subscriber', async () => {
+    const p = await plan();
+    const body = { plan_id: p.id, payment_method: 'lightning', email: 'rush@example.com' };
+    const results = await Promise.all(Array.from({ length: 50 }, () => anon.post('/public/subscribe', body)));
+    expect(results.filter((r) => r.status === 201)).toHaveLength(1);
+    expect(results.every((r) => r.status === 201 || r.status === 409)).toBe(true);
+    const subs = await db.query('SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1', [p.id]);
+    expect(subs.rows[0].n).toBe(1);
+    const subscribers = await db.query(`SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1 AND lower(email) = 'rush@example.com'`, [w.id]);
+    expect(subscribers.rows[0].n).toBe(1);
+  });
+
+  it('gives a returning customer no new token', async () => {
+    const [a, b] = [await plan({ trial_days: 1 }), await plan({ trial_days: 1 })];
+    const first = await anon.post('/public/subscribe', { plan_id: a.id, payment_method: 'lightning', email: 'back@example.com' });
+    const second = await anon.post('/public/subscribe', { plan_id: b.id, payment_method: 'lightning', email: 'back@example.com' });
+    expect(first.body.manage_url).toBeTruthy();
+    expect(second.status).toBe(201);
+    expect(second.body.manage_url ?? null).toBeNull();
+  });
+});
+
+describe('owner actions', () => {
+  async function trialSub(email: string) {
+    const p = await plan({ trial_days: 30, grace_period_days: 2 });
+    const res = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email });
+    return { planId: p.id, id: res.body.subscription_id as string, manageUrl: res.body.manage_url as string };
+  }
+
+  it('pause, resume, extend and cancel follow the lifecycle, with 409 for illegal moves', async () => {
+    const { id } = await trialSub('actions@example.com');
+    expect((await admin.post(`/subscriptions/${id}/resume`)).status).toBe(409);
+    const paused = await admin.post(`/subscriptions/${id}/pause`);
+    expect(paused.status).toBe(200);
+    expect(paused.body).toMatchObject({ status: 'paused', has_access: true });
+    expect((await admin.post(`/subscriptions/${id}/pause`)).status).toBe(409);
+    expect((await admin.post(`/subscriptions/${id}/resume`)).body).toMatchObject({ status: 'active' });
+
+    const before = (await invoice.get(`/subscriptions/${id}`)).body;
+    const extended = await admin.post(`/subscriptions/${id}/extend?days=10`);
+    expect(extended.status).toBe(200);
+    expect(extended.body.current_period_end).toBe(before.current_period_end + 10 * 86_400);
+    expect(extended.body.trial_end).toBe(before.trial_end + 10 * 86_400);
+    for (const q of ['', '?days=0', '?days=3651', '?days=x']) expect((await admin.post(`/subscriptions/${id}/extend${q}`)).status).toBe(422);
+
+    const cancelled = await admin.post(`/subscriptions/${id}/cancel`, { reason: 'moving on' });
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body.success).toBe(true);
+    const after = (await invoice.get(`/subscriptions/${id}`)).body;
+    expect(after).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'moving on' });
+    expect((await admin.post(`/subscriptions/${id}/cancel`)).status).toBe(409);
+    expect((await invoice.get('/archive/subscriptions?limit=200')).body.items.map((s: { id: string }) => s.id)).toContain(id);
+  });
+
+  it('immediate cancel ends access now', async () => {
+    const { id } = await trialSub('now@example.com');
+    const res = await admin.post(`/subscriptions/${id}/cancel`, { immediate: true });
+    expect(res.status).toBe(200);
+    expect((await invoice.get(`/subscriptions/${id}`)).body).toMatchObject({ status: 'cancelled', has_access: false });
+  });
+
+  it('keeps another wallet out (404) and the invoice key read-only (403)', async () => {
+    const { id } = await trialSub('private@example.com');
+    const stranger = client(stack.api, other.admin_key);
+    for (const r of [await stranger.get(`/subscriptions/${id}`), await stranger.post(`/subscriptions/${id}/pause`), await stranger.get(`/subscriptions/${id}/manage-link`)]) {
+      expect(r.status).toBe(404);
+      expect(r.body).toEqual({ detail: 'Subscription not found' });
+    }
+    expect((await invoice.post(`/subscriptions/${id}/pause`)).status).toBe(403);
+    expect((await invoice.get(`/subscriptions/${id}`)).body.status).toBe('active');
+  });
+
+  it('updates owner metadata and lists with a status filter and pagination', async () => {
+    const { id } = await trialSub('meta@example.com');
+    const upd = await admin.put(`/subscriptions/${id}`, { metadata: { crm: '42' }, receive_reminders: false });
+    expect(upd.status).toBe(200);
+    expect(upd.body).toMatchObject({ metadata: { crm: '42' }, receive_reminders: false, status: 'active' });
+    expect((await admin.put(`/subscriptions/${id}`, { status: 'cancelled' })).status).toBe(422);
+    const active = await invoice.get('/subscriptions?status=active&limit=2');
+    expect(active.status).toBe(200);
+    expect(active.body.items.every((s: { status: string }) => s.status === 'active')).toBe(true);
+    expect(active.body.items.length).toBeLessThanOrEqual(2);
+    expect(active.body.total).toBeGreaterThanOrEqual(active.body.items.length);
+    expect((await invoice.get('/subscriptions?status=nope')).status).toBe(422);
+  });
+
+  it('lists subscribers with search, per plan, and a subscriber with their subscriptions', async () => {
+    const { id, planId } = await trialSub('findme@example.com');
+    const found = await invoice.get('/subscribers?search=FINDME');
+    expect(found.body.items).toHaveLength(1);
+    expect(found.body.items[0]).not.toHaveProperty('access_token');
+    const subscriberId = found.body.items[0].id;
+    const detail = await invoice.get(`/subscribers/${subscriberId}`);
+    expect(detail.body.subscriptions.map((s: { id: string }) => s.id)).toEqual([id]);
+    const ofPlan = await invoice.get(`/plans/${planId}/subscribers`);
+    expect(ofPlan.body).toMatchObject({ total: 1, items: [expect.objectContaining({ id: subscriberId })] });
+    expect((await client(stack.api, other.invoice_key).get(`/subscribers/${subscriberId}`)).status).toBe(404);
+  });
+
+  it('manage link and portal: the subscriber lists and cancels their own subscriptions only', async () => {
+    const mine = await trialSub('portal@example.com');
+    const theirs = await trialSub('someone@example.com');
+    const link = await admin.get(`/subscriptions/${mine.id}/manage-link`);
+    expect(link.body).toEqual({ subscription_id: mine.id, subscriber_email: 'portal@example.com', manage_url: mine.manageUrl });
+    const token = tokenOf(link.body.manage_url);
+    const headers = { 'X-Subscriber-Token': token };
+    expect((await anon.get('/public/manage/subscriptions')).status).toBe(401);
+    expect((await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': 'f'.repeat(64) } })).status).toBe(401);
+    const list = await anon.get('/public/manage/subscriptions', { headers });
+    expect(list.status).toBe(200);
+    expect(list.body.items).toEqual([expect.objectContaining({ id: mine.id, plan_name: 'Sub plan', has_access: true })]);
+    expect(list.body.items[0]).not.toHaveProperty('wallet');
+    expect((await anon.post(`/public/manage/subscription/${theirs.id}/cancel`, undefined, { headers })).status).toBe(404);
+    expect((await invoice.get(`/subscriptions/${theirs.id}`)).body.status).toBe('active');
+    const cancel = await anon.post(`/public/manage/subscription/${mine.id}/cancel`, undefined, { headers });
+    expect(cancel.status).toBe(200);
+    expect((await invoice.get(`/subscriptions/${mine.id}`)).body).toMatchObject({ status: 'cancelled', has_access: true });
+  });
+
+  it('archiving a plan cancels its live subscriptions, keeping access to the period end', async () => {
+    const p = await plan({ trial_days: 5 });
+    const ids: string[] = [];
+    for (const e of ['a1@example.com', 'a2@example.com']) ids.push((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: e })).body.subscription_id);
+    await admin.post(`/subscriptions/${ids[1]}/cancel`);
+    const res = await admin.del(`/plans/${p.id}`);
+    expect(res.body).toMatchObject({ is_deleted: true, cancelled_subscriptions: 1 });
+    expect((await invoice.get(`/subscriptions/${ids[0]}`)).body).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'plan archived' });
+    expect((await admin.del(`/plans/${p.id}`)).body.cancelled_subscriptions).toBe(0);
+    expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'late@example.com' })).status).toBe(404);
+  });
+});
