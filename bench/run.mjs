@@ -6,6 +6,7 @@
 //      DATABASE_URL (admin connection; default postgres://postgres@127.0.0.1:5432/postgres).
 // Exits non-zero when a step fails or a scenario has more than 1% non-2xx responses (or errors).
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +20,17 @@ const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
 const MAX_FAILURE_RATIO = 0.01;
 const ADMIN_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const PLAN_BODY = JSON.stringify({ name: 'Bench', amount_sats: 1000, interval: 'monthly' });
-const SERVICE_ENV = { LIGHTNING_PROVIDER: 'dev', LOG_LEVEL: 'warn', RATE_LIMIT_KEY_PER_SECOND: '1000000' };
+const SERVICE_ENV = {
+  LIGHTNING_PROVIDER: 'dev',
+  LOG_LEVEL: 'warn',
+  RATE_LIMIT_KEY_PER_SECOND: '1000000',
+  RATE_LIMIT_PUBLIC_POST_PER_MINUTE: '100000000',
+  DEV_MODE: '1',
+  SECRETS_KEY: randomBytes(32).toString('hex'),
+  SCHEDULER_INTERVAL_MS: '500',
+};
+// Renewal sweep sizes: N due subscriptions renewed by the scheduler, to show how the cost grows with N.
+const SWEEP_SIZES = (process.env.BENCH_SWEEP_SIZES ?? '10000,100000').split(',').map(Number).filter((n) => n > 0);
 
 function positiveInt(name, def) {
   const raw = process.env[name];
@@ -163,6 +174,50 @@ async function scenario(name, opts) {
   };
 }
 
+/**
+ * N trial subscriptions whose trial ends in two days are written straight into billing's tables (making
+ * them through checkout would take longer than the sweep itself), then the test clock moves past the
+ * renewal lead time and the time until the scheduler has created all N renewal payments is measured.
+ */
+async function renewalSweep(databaseUrl, api, wallet, size) {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    const clock = await request(`${api}/dev/clock`, { method: 'POST', key: wallet.admin_key, body: '{}' });
+    const plan = await request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: `Sweep ${size}`, amount_sats: 1000, interval: 'weekly', trial_days: 7 }) });
+    const tag = randomBytes(4).toString('hex');
+    const end = clock.now + 2 * 86_400;
+    log(`sweep N=${size}: inserting`);
+    await c.query(
+      `INSERT INTO billing.subscribers (id, wallet_id, token_hash, token_sealed, created_at)
+       SELECT 'cus_b${tag}_' || g, $1, md5('${tag}' || g), 'bench', $2 FROM generate_series(1, $3) g`,
+      [wallet.id, clock.now, size],
+    );
+    await c.query(
+      `INSERT INTO billing.subscriptions (id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval,
+         grace_period_days, period_anchor, period_index, current_period_start, current_period_end, trial_end,
+         receive_confirmations, receive_reminders, created_at, updated_at)
+       SELECT 'sub_b${tag}_' || g, $1, $2, 'cus_b${tag}_' || g, 'active', 'lightning', 1000, 'weekly', 0, $4, 0, $3, $4, $4,
+         true, true, $3, $3 FROM generate_series(1, $5) g`,
+      [wallet.id, plan.id, clock.now, end, size],
+    );
+    const t0 = performance.now();
+    // The clock call also runs a sweep; the gateway may give up waiting (503) while the sweep goes on.
+    await fetch(`${api}/dev/clock`, { method: 'POST', headers: { 'x-api-key': wallet.admin_key, 'content-type': 'application/json' }, body: JSON.stringify({ advance_seconds: 1.5 * 86_400 }) });
+    for (;;) {
+      const { rows } = await c.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1 AND renewal_for = current_period_end`, [plan.id]);
+      if (rows[0].n >= size) break;
+      if (performance.now() - t0 > 3_600_000) throw new Error(`sweep N=${size} did not finish within an hour (${rows[0].n} done)`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    log(`sweep N=${size}: ${seconds.toFixed(1)} s`);
+    return { n: size, seconds, per_second: size / seconds };
+  } finally {
+    await c.end();
+  }
+}
+
 function machine() {
   const cpus = os.cpus();
   return {
@@ -204,9 +259,11 @@ async function main() {
   await step();
   const env = { ...SERVICE_ENV, DATABASE_URL: db.url, NATS_URL: nats.url };
 
-  log('starting billing');
+  log('starting billing and payments');
   const billing = await startService('billing', env); // applies the billing schema the floor also uses
   cleanups.push({ what: 'billing', fn: billing.stop });
+  const payments = await startService('payments', env);
+  cleanups.push({ what: 'payments', fn: payments.stop });
   await step();
   log('starting gateway, creating wallet');
   // Both settle before going on, so a started gateway is always registered for cleanup.
@@ -232,15 +289,36 @@ async function main() {
   rows[0].ratio = rows[0].requests_per_sec / rows[2].requests_per_sec;
   rows[1].ratio = rows[1].requests_per_sec / rows[3].requests_per_sec;
 
+  // Public checkout: every request a new contact (a repeated one would be a 409).
+  let n = 0;
+  const subscribeOpts = (planId) => ({
+    url: `${api}/public/subscribe`,
+    method: 'POST',
+    headers: json,
+    body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `first-${planId}@bench.test` }),
+    requests: [{ setupRequest: (req) => ({ ...req, body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `c${n++}-${planId}@bench.test` }) }) }],
+  });
+  const trialPlan = await step(request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: 'Bench trial', amount_sats: 1000, interval: 'monthly', trial_days: 7 }) }));
+  const paidPlan = await step(request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: 'Bench paid', amount_sats: 1000, interval: 'monthly' }) }));
+  rows.push(await scenario('gateway POST /public/subscribe (trial)', subscribeOpts(trialPlan.id)));
+  rows.push(await scenario('gateway POST /public/subscribe (Lightning)', subscribeOpts(paidPlan.id)));
+
+  const sweeps = [];
+  for (const size of SWEEP_SIZES) sweeps.push(await step(renewalSweep(db.url, api, wallet, size)));
+
   const m = machine();
   printTable(rows, m);
+  if (sweeps.length) {
+    console.log('\nrenewal sweep (scheduler creates one renewal payment per due subscription)');
+    for (const w of sweeps) console.log(`  N=${String(w.n).padStart(7)}  ${w.seconds.toFixed(1).padStart(7)} s  ${w.per_second.toFixed(0).padStart(6)} renewals/s`);
+  }
   const started = new Date();
   const dir = join(ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `${started.toISOString().replace(/:/g, '-')}.json`);
   writeFileSync(
     file,
-    `${JSON.stringify({ at: started.toISOString(), machine: m, settings: { duration_s: DURATION, connections: CONNECTIONS, warmup_s: WARMUP }, results: rows }, null, 2)}\n`,
+    `${JSON.stringify({ at: started.toISOString(), machine: m, settings: { duration_s: DURATION, connections: CONNECTIONS, warmup_s: WARMUP }, results: rows, renewal_sweeps: sweeps }, null, 2)}\n`,
   );
   console.log(`\nwritten ${file}`);
 

@@ -49,12 +49,21 @@ beforeAll(async () => {
       BUS_TIMEOUT_MS: '1000',
       RATE_LIMIT_KEY_PER_SECOND: '5',
       RATE_LIMIT_PUBLIC_GET_PER_MINUTE: '5',
+      DEV_MODE: '0',
     },
   });
 });
 afterAll(async () => {
   await stack?.stop();
   collector?.close();
+});
+
+describe('production mode', () => {
+  it('has no dev endpoints: the test clock and dev payments answer 404', async () => {
+    const admin = client(stack.api, stack.wallets[0]!.admin_key);
+    expect((await admin.post('/dev/clock', { advance_seconds: 86_400 })).status).toBe(404);
+    expect((await admin.post('/dev/payments/pay_x/pay')).status).toBe(404);
+  });
 });
 
 describe('tracing', () => {

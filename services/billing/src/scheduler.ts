@@ -5,8 +5,6 @@ import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEW
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit } from './transitions.js';
 
-const MAX_LEAD = Math.max(...Object.values(RENEWAL_LEAD_SECONDS));
-
 /**
  * Moves subscriptions along with time: renewal payments a lead time before the period ends (with a
  * reminder), the last reminder a day before, past_due / payment_failed at period end and grace end, and
@@ -51,7 +49,7 @@ export class Scheduler {
     let passes = 0;
     for (;;) {
       const now = unixSeconds(this.d.clock);
-      const due = await this.d.subscriptions.due(this.d.db, now, MAX_LEAD, now - PENDING_EXPIRY_SECONDS, this.batch);
+      const due = await this.d.subscriptions.due(this.d.db, now, RENEWAL_LEAD_SECONDS, REMINDER_BEFORE_END_SECONDS, now - PENDING_EXPIRY_SECONDS, this.batch);
       let progressed = 0;
       for (let i = 0; i < due.length; i += this.concurrency) {
         const results = await Promise.all(due.slice(i, i + this.concurrency).map((s) => this.step(s, now).catch((err) => this.failed(s, err))));

@@ -10,7 +10,7 @@ let chargeproc: ChargeprocProvider;
 
 beforeAll(async () => {
   server = await startSatspayServer();
-  chargeproc = new ChargeprocProvider({ url: server.url, apiKey: server.apiKey, lnbitsWallet: server.wallet, timeoutMs: 500, completeLink: 'https://shop.example' }, clock);
+  chargeproc = new ChargeprocProvider({ url: server.url, apiKey: server.apiKey, lnbitsWallet: server.wallet, timeoutMs: 10_000, completeLink: 'https://shop.example' }, clock);
 });
 afterAll(() => server?.close());
 
@@ -55,7 +55,7 @@ describe('charge server (SatsPay) adapter', () => {
   });
 
   it('a wrong key, an unknown charge, a 5xx or no answer in time is ProviderUnavailableError (503)', async () => {
-    const wrongKey = new ChargeprocProvider({ url: server.url, apiKey: 'nope', lnbitsWallet: server.wallet, timeoutMs: 500 }, clock);
+    const wrongKey = new ChargeprocProvider({ url: server.url, apiKey: 'nope', lnbitsWallet: server.wallet, timeoutMs: 10_000 }, clock);
     await expect(wrongKey.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 401/) });
     await expect(chargeproc.getStatus('doesnotexist')).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
 
@@ -65,9 +65,10 @@ describe('charge server (SatsPay) adapter', () => {
     } finally {
       delete server.faults.status;
     }
-    server.faults.delayMs = 2000;
+    server.faults.delayMs = 3000;
     try {
-      await expect(chargeproc.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/no answer within 500 ms/) });
+      const impatient = new ChargeprocProvider({ url: server.url, apiKey: server.apiKey, lnbitsWallet: server.wallet, timeoutMs: 500 }, clock);
+      await expect(impatient.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/no answer within 500 ms/) });
     } finally {
       delete server.faults.delayMs;
     }

@@ -96,16 +96,22 @@ export class SubscriptionsRepo {
     return rows;
   }
 
-  /** Rows the scheduler may have work on at `now` (renewal lead, reminder, period end, grace end, pending expiry). */
-  async due(q: Queryable, now: number, maxLeadSeconds: number, pendingCutoff: number, limit: number): Promise<SubRow[]> {
+  /**
+   * Rows with work due at `now`: a renewal payment within its interval's lead time, the last reminder,
+   * a period or grace end, an unpaid checkout past its cutoff. Only actionable rows are returned, so a
+   * crowd of not-yet-due rows never hides a due one behind the batch limit.
+   */
+  async due(q: Queryable, now: number, lead: Record<'weekly' | 'monthly' | 'yearly', number>, reminderBefore: number, pendingCutoff: number, limit: number): Promise<SubRow[]> {
     const { rows } = await q.query<SubRow>(
       `SELECT ${COLS} FROM ${this.schema}.subscriptions
-       WHERE (status IN ('active', 'past_due') AND current_period_end <= $1 + $2
-              AND (renewal_for IS DISTINCT FROM current_period_end OR reminded_for IS DISTINCT FROM current_period_end
-                   OR current_period_end <= $1))
-          OR (status = 'pending' AND updated_at <= $3)
-       ORDER BY current_period_end LIMIT $4`,
-      [now, maxLeadSeconds, pendingCutoff, limit],
+       WHERE (status IN ('active', 'past_due') AND (
+                current_period_end <= $1
+             OR (renewal_for IS DISTINCT FROM current_period_end
+                 AND current_period_end <= $1 + CASE interval WHEN 'weekly' THEN $2::bigint WHEN 'monthly' THEN $3::bigint ELSE $4::bigint END)
+             OR (reminded_for IS DISTINCT FROM current_period_end AND renewal_for = current_period_end AND current_period_end <= $1 + $5)))
+          OR (status = 'pending' AND updated_at <= $6)
+       ORDER BY current_period_end LIMIT $7`,
+      [now, lead.weekly, lead.monthly, lead.yearly, reminderBefore, pendingCutoff, limit],
     );
     return rows;
   }

@@ -106,12 +106,12 @@ export class PaymentsRepo {
    */
   async claimForCheck(q: Queryable, provider: string, now: number, recheckAfter: number, lateWindow: number, limit: number): Promise<PaymentRecord[]> {
     const { rows } = await q.query<PaymentRecord>(
-      `UPDATE ${this.t} SET last_checked_at = $2
+      `UPDATE ${this.t} SET last_checked_at = $2::bigint
        WHERE id IN (
          SELECT id FROM ${this.t}
          WHERE provider = $1 AND provider_ref IS NOT NULL
-           AND (status = 'pending' OR (status = 'expired' AND expires_at > $2 - $4))
-           AND (last_checked_at IS NULL OR last_checked_at <= $2 - $3)
+           AND (status = 'pending' OR (status = 'expired' AND expires_at > $2::bigint - $4::bigint))
+           AND (last_checked_at IS NULL OR last_checked_at <= $2::bigint - $3::bigint)
          ORDER BY last_checked_at NULLS FIRST, created_at
          LIMIT $5 FOR UPDATE SKIP LOCKED)
        RETURNING ${COLUMNS}`,

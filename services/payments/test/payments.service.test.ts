@@ -1,0 +1,360 @@
+import { decode } from 'light-bolt11-decoder';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { messages, type CreatePayment } from '@sb/contracts';
+import { callMessage, DomainError, systemClock } from '@sb/runtime';
+import { PaymentsRepo } from '../src/store/payments.repo.js';
+import { ChargeprocProvider } from '../src/providers/chargeproc.js';
+import { Sweeper } from '../src/sweeper.js';
+import { callback, startPaymentsService, type PaymentsService } from './support/service.js';
+import { startSatspayServer, type SatspayServer } from './support/satspay-server.js';
+
+const WALLET = 'wal_test_a';
+const OTHER_WALLET = 'wal_test_b';
+let seq = 0;
+const now = () => Math.floor(Date.now() / 1000);
+
+function createRequest(over: Partial<CreatePayment> = {}): CreatePayment {
+  seq++;
+  return {
+    wallet_id: WALLET,
+    subscription_id: `sub_test_${seq}`,
+    plan_id: 'plan_gold',
+    plan_name: 'Gold',
+    amount_sats: 21_000,
+    payment_method: 'lightning',
+    purpose: 'checkout',
+    description: 'Gold (monthly)',
+    expires_at: now() + 3600,
+    idempotency_key: `checkout:${seq}:${Math.random()}`,
+    ...over,
+  };
+}
+
+async function rejection(p: Promise<unknown>): Promise<DomainError> {
+  const err = await p.then(() => undefined, (e) => e);
+  if (!(err instanceof DomainError)) throw new Error(`expected a DomainError, got ${err}`);
+  return err;
+}
+
+async function paymentRow(s: PaymentsService, id: string) {
+  const { rows } = await s.db.query('SELECT * FROM payments.payments WHERE id = $1', [id]);
+  return rows[0];
+}
+
+async function outboxCount(s: PaymentsService, paymentId: string): Promise<number> {
+  const { rows } = await s.db.query(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->'data'->>'payment_id' = $1`, [paymentId]);
+  return rows[0].n;
+}
+
+async function receivedEvents(s: PaymentsService, paymentId: string) {
+  await s.outboxDrained();
+  return (await s.events()).filter((e) => e.event.data.payment_id === paymentId);
+}
+
+async function waitUntil(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${what} not within ${ms} ms`);
+}
+
+describe('payments service, dev provider (DEV_MODE)', () => {
+  let s: PaymentsService;
+  const pay = (id: string) => s.route('payments.dev.pay', { params: { id } });
+
+  beforeAll(async () => {
+    s = await startPaymentsService({ DEV_MODE: '1', LIGHTNING_PROVIDER: 'dev', PAYMENTS_SWEEP_INTERVAL_MS: '500' });
+  });
+  afterAll(() => s?.stop());
+
+  it('creates a pending payment with a decodable invoice and a checkout, idempotently', async () => {
+    const req = createRequest();
+    const first = await callMessage(s.bus, messages.createPayment, req);
+    expect(first.payment).toMatchObject({ subscription_id: req.subscription_id, amount_sats: 21_000, status: 'pending', payment_method: 'lightning', paid_at: null });
+    expect(first.payment.id).toMatch(/^pay_[0-9a-z]{26}$/);
+    const inv = decode(first.payment.payment_request!);
+    expect(inv.sections.find((x) => x.name === 'amount')).toMatchObject({ value: '21000000' });
+    expect(inv.sections.find((x) => x.name === 'payment_hash')).toMatchObject({ value: first.payment.payment_hash });
+    expect(first.checkout).toMatchObject({
+      payment_id: first.payment.id,
+      payment_method: 'lightning',
+      subscription_id: req.subscription_id,
+      payment_request: first.payment.payment_request,
+      payment_hash: first.payment.payment_hash,
+      expires_at: req.expires_at,
+    });
+    expect(first.checkout.chargeproc_charge_id).toBeUndefined();
+    expect(first.checkout.qr_codes?.lightning).toMatch(/^<svg[\s\S]*<\/svg>\s*$/);
+
+    const again = await callMessage(s.bus, messages.createPayment, req);
+    expect(again).toEqual(first);
+    const racing = await Promise.all(Array.from({ length: 5 }, () => callMessage(s.bus, messages.createPayment, { ...req, idempotency_key: `${req.idempotency_key}:race` })));
+    expect(new Set(racing.map((r) => r.payment.id)).size).toBe(1);
+    const { rows } = await s.db.query('SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = $1', [req.subscription_id]);
+    expect(rows[0].n).toBe(2);
+
+    const reused = await rejection(callMessage(s.bus, messages.createPayment, { ...req, subscription_id: 'sub_other' }));
+    expect(reused.status).toBe(409);
+  });
+
+  it('refuses methods this version has no provider for, and an expiry in the past', async () => {
+    for (const method of ['onchain', 'cardproc', 'walletproc', 'nwc'] as const) {
+      const err = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ payment_method: method })));
+      expect(err.status).toBe(422);
+      expect(err.detail).toEqual([{ loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' }]);
+    }
+    const late = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ expires_at: now() - 5 })));
+    expect(late.status).toBe(422);
+  });
+
+  it('dev pay confirms once: status paid in the database and exactly one payment.received on JetStream', async () => {
+    const req = createRequest({ purpose: 'renewal', amount_sats: 1234 });
+    const { payment } = await callMessage(s.bus, messages.createPayment, req);
+
+    const status0 = await s.route('payments.public.payment_status', { params: { id: payment.id } });
+    expect(status0).toEqual({ ok: true, data: { payment_id: payment.id, status: 'pending', paid_at: null, subscription_id: req.subscription_id } });
+
+    const reply = await pay(payment.id);
+    expect(reply.ok).toBe(true);
+    const paid = (reply as { data: any }).data;
+    expect(paid).toMatchObject({ id: payment.id, status: 'paid' });
+    expect(paid.paid_at).toBeGreaterThanOrEqual(now() - 60);
+
+    const row = await paymentRow(s, payment.id);
+    expect(row.status).toBe('paid');
+    expect(Number(row.paid_at)).toBe(paid.paid_at);
+
+    const events = await receivedEvents(s, payment.id);
+    expect(events).toHaveLength(1);
+    expect(events[0]!.subject).toBe('events.payment.received');
+    expect(events[0]!.event).toMatchObject({ event: 'payment.received', wallet_id: WALLET });
+    expect(events[0]!.event.data).toEqual({
+      subscription_id: req.subscription_id,
+      plan_id: 'plan_gold',
+      plan_name: 'Gold',
+      payment_id: payment.id,
+      amount_sats: 1234,
+      payment_method: 'lightning',
+      purpose: 'renewal',
+      status: 'paid',
+      paid_at: paid.paid_at,
+    });
+
+    const status1 = await s.route('payments.public.payment_status', { params: { id: payment.id } });
+    expect(status1).toMatchObject({ ok: true, data: { status: 'paid', paid_at: paid.paid_at } });
+    const again = await pay(payment.id);
+    expect(again).toMatchObject({ ok: true, data: { status: 'paid', paid_at: paid.paid_at } });
+    expect(await outboxCount(s, payment.id)).toBe(1);
+  });
+
+  it('ten payments of one invoice at once: one confirmation, one event', async () => {
+    const { payment } = await callMessage(s.bus, messages.createPayment, createRequest());
+    const replies = await Promise.all(Array.from({ length: 10 }, () => pay(payment.id)));
+    for (const r of replies) expect(r).toMatchObject({ ok: true, data: { id: payment.id, status: 'paid' } });
+    expect(new Set(replies.map((r) => (r as { data: { paid_at: number } }).data.paid_at)).size).toBe(1);
+    expect(await outboxCount(s, payment.id)).toBe(1);
+    expect(await receivedEvents(s, payment.id)).toHaveLength(1);
+  });
+
+  it('dev pay: unknown id is 404', async () => {
+    expect(await pay('pay_doesnotexist')).toEqual({ ok: false, status: 404, detail: 'Payment not found' });
+  });
+
+  it('expireOpenPayments expires the pending payments of that subscription in that wallet only', async () => {
+    const sub = `sub_expire_${Date.now()}`;
+    const a = await callMessage(s.bus, messages.createPayment, createRequest({ subscription_id: sub }));
+    const b = await callMessage(s.bus, messages.createPayment, createRequest({ subscription_id: sub }));
+    await pay(b.payment.id);
+    expect(await callMessage(s.bus, messages.expireOpenPayments, { wallet_id: OTHER_WALLET, subscription_id: sub })).toEqual({ expired: 0 });
+    expect(await callMessage(s.bus, messages.expireOpenPayments, { wallet_id: WALLET, subscription_id: sub })).toEqual({ expired: 1 });
+    expect(await callMessage(s.bus, messages.expireOpenPayments, { wallet_id: WALLET, subscription_id: sub })).toEqual({ expired: 0 });
+    expect((await paymentRow(s, a.payment.id)).status).toBe('expired');
+    expect((await paymentRow(s, b.payment.id)).status).toBe('paid');
+  });
+
+  it('lists newest first, filtered and paginated, and never shows another wallet', async () => {
+    const sub = `sub_list_${Date.now()}`;
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push((await callMessage(s.bus, messages.createPayment, createRequest({ subscription_id: sub }))).payment);
+    await pay(made[1]!.id);
+    const foreign = await callMessage(s.bus, messages.createPayment, createRequest({ wallet_id: OTHER_WALLET, subscription_id: sub }));
+
+    const page = await callMessage(s.bus, messages.listSubscriptionPayments, { wallet_id: WALLET, subscription_id: sub, limit: 2, offset: 0 });
+    expect(page.total).toBe(3);
+    expect(page.items.map((p) => p.id)).toEqual([made[2]!.id, made[1]!.id]);
+    const rest = await callMessage(s.bus, messages.listSubscriptionPayments, { wallet_id: WALLET, subscription_id: sub, limit: 2, offset: 2 });
+    expect(rest.items.map((p) => p.id)).toEqual([made[0]!.id]);
+
+    const paidOnly = await s.route('payments.payments.list', { wallet_id: WALLET, query: { subscription_id: sub, status: 'paid', limit: 50, offset: 0 } });
+    expect(paidOnly).toMatchObject({ ok: true, data: { total: 1, items: [{ id: made[1]!.id, status: 'paid' }] } });
+    const byMethod = await s.route('payments.payments.list', { wallet_id: WALLET, query: { subscription_id: sub, payment_method: 'lightning', limit: 50, offset: 0 } });
+    expect((byMethod as { data: { total: number } }).data.total).toBe(3);
+    const all = (await s.route('payments.payments.list', { wallet_id: WALLET, query: { limit: 200, offset: 0 } })) as { data: { items: { id: string; created_at: number }[] } };
+    expect(all.data.items.map((p) => p.id)).not.toContain(foreign.payment.id);
+    const ids = all.data.items.map((p) => p.id);
+    expect([...ids].sort().reverse()).toEqual(ids);
+
+    expect(await s.route('payments.payments.get', { wallet_id: WALLET, params: { id: made[0]!.id } })).toMatchObject({ ok: true, data: { id: made[0]!.id } });
+    expect(await s.route('payments.payments.get', { wallet_id: OTHER_WALLET, params: { id: made[0]!.id } })).toEqual({ ok: false, status: 404, detail: 'Payment not found' });
+    expect(await s.route('payments.payments.get', { wallet_id: WALLET, params: { id: 'pay_unknown' } })).toEqual({ ok: false, status: 404, detail: 'Payment not found' });
+  });
+
+  it('the sweeper expires an unpaid payment at expires_at; a late payment is still recorded once', async () => {
+    const { payment } = await callMessage(s.bus, messages.createPayment, createRequest({ expires_at: now() + 2 }));
+    await waitUntil(async () => (await paymentRow(s, payment.id)).status === 'expired', 15_000, 'expiry');
+    expect(await outboxCount(s, payment.id)).toBe(0);
+    expect(await pay(payment.id)).toMatchObject({ ok: true, data: { status: 'paid' } });
+    expect(await receivedEvents(s, payment.id)).toHaveLength(1);
+  });
+});
+
+describe('payments service, charge server provider (callbacks)', () => {
+  let s: PaymentsService;
+  let satspay: SatspayServer;
+  const PUBLIC = 'https://subs.example';
+  const webhook = (raw: string, method: 'GET' | 'POST' = 'POST') => s.route('payments.webhooks.chargeproc', { body: callback(raw, method) });
+
+  beforeAll(async () => {
+    satspay = await startSatspayServer();
+    s = await startPaymentsService({
+      DEV_MODE: '1',
+      LIGHTNING_PROVIDER: 'chargeproc',
+      CHARGEPROC_URL: satspay.url,
+      CHARGEPROC_API_KEY: satspay.apiKey,
+      CHARGEPROC_LNBITS_WALLET: satspay.wallet,
+      PUBLIC_BASE_URL: PUBLIC,
+      PROVIDER_TIMEOUT_MS: '15000',
+      // Long enough that only callbacks and status polls confirm here; the sweeper has its own test below.
+      PAYMENTS_SWEEP_INTERVAL_MS: '3600000',
+    });
+  });
+  afterAll(async () => {
+    await s?.stop();
+    await satspay?.close();
+  });
+
+  async function newCharge() {
+    const created = await callMessage(s.bus, messages.createPayment, createRequest({ amount_sats: 5000 }));
+    const chargeId = created.checkout.chargeproc_charge_id!;
+    expect(satspay.charges.get(chargeId)).toBeDefined();
+    return { ...created, chargeId };
+  }
+
+  it('creates a charge at the charge server with our callback URL', async () => {
+    const { payment, checkout, chargeId } = await newCharge();
+    const charge = satspay.charges.get(chargeId)!;
+    expect(checkout.payment_request).toBe(charge.payment_request);
+    expect(payment.payment_hash).toBe(charge.payment_hash);
+    const req = satspay.requests.find((r) => r.method === 'POST' && (r.body as { amount: number }).amount === 5000)!;
+    expect(req.body).toMatchObject({
+      lnbitswallet: satspay.wallet,
+      description: 'Gold (monthly)',
+      amount: 5000,
+      time: 60,
+      webhook: `${PUBLIC}/subscriptions_manager/api/v1/public/webhook/chargeproc`,
+    });
+  });
+
+  it('forged, unknown or malformed callbacks are 400 and change nothing', async () => {
+    const { payment, chargeId } = await newCharge();
+    satspay.pay(chargeId);
+    const bad = [
+      JSON.stringify({ id: 'forged-charge-id', paid: true, balance: 5000, amount: 5000 }),
+      JSON.stringify(JSON.stringify({ id: 'another-unknown' })),
+      'not json',
+      '',
+      '[]',
+      JSON.stringify({ paid: true }),
+      JSON.stringify('just a string'),
+    ];
+    for (const raw of bad) {
+      expect(await webhook(raw)).toEqual({ ok: false, status: 400, detail: 'Invalid callback' });
+      expect(await webhook(raw, 'GET')).toEqual({ ok: false, status: 400, detail: 'Invalid callback' });
+    }
+    expect((await paymentRow(s, payment.id)).status).toBe('pending');
+    expect(await outboxCount(s, payment.id)).toBe(0);
+  });
+
+  it('a callback for an unpaid (or underpaid) charge changes nothing', async () => {
+    const { payment, chargeId } = await newCharge();
+    expect(await webhook(JSON.stringify(satspay.chargeJson(chargeId)))).toEqual({ ok: true, data: { received: true } });
+    satspay.pay(chargeId, 4999);
+    // The body lies ("paid": true); only the charge server's own answer counts.
+    const lying = { ...satspay.chargeJson(chargeId), paid: true, balance: 5000 };
+    expect(await webhook(JSON.stringify(lying), 'GET')).toEqual({ ok: true, data: { received: true } });
+    expect((await paymentRow(s, payment.id)).status).toBe('pending');
+    expect(await outboxCount(s, payment.id)).toBe(0);
+  });
+
+  it('a paid charge announced ten times (JSON, JSON-encoded string, GET) is confirmed once, one event', async () => {
+    const { payment, chargeId } = await newCharge();
+    satspay.pay(chargeId);
+    const charge = JSON.stringify(satspay.chargeJson(chargeId));
+    const shapes = [() => webhook(charge), () => webhook(JSON.stringify(charge)), () => webhook(charge, 'GET')];
+    const replies = await Promise.all(Array.from({ length: 10 }, (_, i) => shapes[i % 3]!()));
+    for (const r of replies) expect(r).toEqual({ ok: true, data: { received: true } });
+
+    const row = await paymentRow(s, payment.id);
+    expect(row.status).toBe('paid');
+    expect(await outboxCount(s, payment.id)).toBe(1);
+    const events = await receivedEvents(s, payment.id);
+    expect(events).toHaveLength(1);
+    expect(events[0]!.event.data).toMatchObject({ payment_id: payment.id, amount_sats: 5000, status: 'paid', paid_at: Number(row.paid_at) });
+
+    // A late duplicate still answers received and changes nothing.
+    expect(await webhook(charge, 'GET')).toEqual({ ok: true, data: { received: true } });
+    expect(await outboxCount(s, payment.id)).toBe(1);
+  });
+
+  it('a charge server that cannot be asked makes the callback 503 (so it is retried) and changes nothing', async () => {
+    const { payment, chargeId } = await newCharge();
+    satspay.pay(chargeId);
+    satspay.faults.status = 500;
+    try {
+      expect(await webhook(JSON.stringify({ id: chargeId }))).toMatchObject({ ok: false, status: 503 });
+    } finally {
+      delete satspay.faults.status;
+    }
+    expect((await paymentRow(s, payment.id)).status).toBe('pending');
+    expect(await webhook(JSON.stringify({ id: chargeId }))).toEqual({ ok: true, data: { received: true } });
+    expect((await paymentRow(s, payment.id)).status).toBe('paid');
+  });
+
+  it('the status poll confirms a charge the server says is paid', async () => {
+    const { payment, chargeId } = await newCharge();
+    expect(await s.route('payments.public.payment_status', { params: { id: payment.id } })).toMatchObject({ ok: true, data: { status: 'pending' } });
+    satspay.pay(chargeId);
+    const polled = await s.route('payments.public.payment_status', { params: { id: payment.id } });
+    expect(polled).toMatchObject({ ok: true, data: { payment_id: payment.id, status: 'paid' } });
+    expect(await receivedEvents(s, payment.id)).toHaveLength(1);
+  });
+
+  it('dev pay is 409 for a charge-server payment', async () => {
+    const { payment } = await newCharge();
+    expect(await s.route('payments.dev.pay', { params: { id: payment.id } })).toMatchObject({ ok: false, status: 409 });
+  });
+
+  it('the sweeper finds a paid charge whose callback never came, once, also with two sweepers at once', async () => {
+    const { payment, chargeId } = await newCharge();
+    const deps = {
+      db: s.db,
+      clock: systemClock,
+      log: pino({ level: 'silent' }),
+      devMode: false,
+      payments: new PaymentsRepo('payments'),
+      lightning: new ChargeprocProvider({ url: satspay.url, apiKey: satspay.apiKey, lnbitsWallet: satspay.wallet, timeoutMs: 15_000 }, systemClock),
+    };
+    const sweepers = [new Sweeper(deps, { intervalMs: 1000, recheckAfterS: 0 }), new Sweeper(deps, { intervalMs: 1000, recheckAfterS: 0 })];
+    expect((await sweepers[0]!.tick()).confirmed).toBe(0);
+    expect((await paymentRow(s, payment.id)).status).toBe('pending');
+    satspay.pay(chargeId);
+    const results = await Promise.all(sweepers.map((w) => w.tick()));
+    expect(results.reduce((n, r) => n + r.confirmed, 0)).toBeGreaterThanOrEqual(1);
+    expect((await paymentRow(s, payment.id)).status).toBe('paid');
+    expect(await outboxCount(s, payment.id)).toBe(1);
+    expect(await receivedEvents(s, payment.id)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,235 @@
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startService } from '../scripts/stack.mjs';
+import { client } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * The clock-driven life of subscriptions, through HTTP with the dev clock. This file owns its stack: it
+ * moves the shared test clock, which every service of the stack follows.
+ */
+const DAY = 86_400;
+let stack: Stack;
+let admin: ReturnType<typeof client>;
+let db: pg.Client;
+const anon = () => client(stack.api);
+
+beforeAll(async () => {
+  stack = await startStack({ wallets: 1, env: { SCHEDULER_INTERVAL_MS: '60000' } });
+  admin = client(stack.api, stack.wallets[0]!.admin_key);
+  db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  await db?.end();
+  await stack?.stop();
+});
+
+async function now(): Promise<number> {
+  return (await admin.post('/dev/clock', {})).body.now;
+}
+async function advance(seconds: number): Promise<number> {
+  const res = await admin.post('/dev/clock', { advance_seconds: Math.max(0, Math.round(seconds)) });
+  expect(res.status).toBe(200);
+  return res.body.now;
+}
+async function advanceTo(t: number): Promise<number> {
+  return advance(t - (await now()));
+}
+async function sub(id: string) {
+  return (await admin.get(`/subscriptions/${id}`)).body;
+}
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 150));
+    v = await fn();
+  }
+  return v;
+}
+async function plan(body: Record<string, unknown>) {
+  return (await admin.post('/plans', { name: 'Clocked', amount_sats: 1000, ...body })).body as { id: string };
+}
+async function pay(paymentId: string) {
+  const res = await anon().post(`/dev/payments/${paymentId}/pay`);
+  expect(res.status).toBe(200);
+}
+async function openRenewal(subId: string) {
+  const list = (await admin.get(`/subscriptions/${subId}/payments`)).body.items as Array<{ id: string; status: string }>;
+  return list.find((p) => p.status === 'pending' || p.status === 'expired');
+}
+async function events(subId: string): Promise<string[]> {
+  const { rows } = await db.query(`SELECT payload->>'event' AS e FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [subId]);
+  return rows.map((r) => r.e);
+}
+
+describe('renewals', () => {
+  it('trial -> renewal payment with reminder -> paid -> renewed, the new period continuing from the trial end', async () => {
+    const p = await plan({ interval: 'weekly', trial_days: 7 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'trial@example.com' })).body;
+    const start = await sub(s.subscription_id);
+    await advanceTo(start.trial_end - DAY / 2);
+    const renewal = await openRenewal(s.subscription_id);
+    expect(renewal?.status).toBe('pending');
+    expect(await events(s.subscription_id)).toEqual(['subscription.created', 'renewal.reminder', 'subscription.trial_ending']);
+    await pay(renewal!.id);
+    const renewed = await until(() => sub(s.subscription_id), (x) => x.current_period_start === start.trial_end);
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: start.trial_end, current_period_end: start.trial_end + 7 * DAY, has_access: true });
+    await advanceTo(start.trial_end + DAY);
+    expect((await sub(s.subscription_id)).status).toBe('active');
+    expect((await events(s.subscription_id)).at(-1)).toBe('subscription.renewed');
+  });
+
+  it('a year of monthly renewals from 31 January lands on the last day of each month', async () => {
+    const t = new Date((await now()) * 1000);
+    const jan31 = Date.UTC(t.getUTCFullYear() + 1, 0, 31, 12, 0, 0) / 1000;
+    await advanceTo(jan31);
+    const p = await plan({ interval: 'monthly' });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'year@example.com' })).body;
+    await pay(s.payment_id);
+    let cur = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    const ends: string[] = [];
+    for (let month = 0; month < 12; month++) {
+      ends.push(new Date(cur.current_period_end * 1000).toISOString().slice(0, 10));
+      await advanceTo(cur.current_period_end - 2 * DAY);
+      const renewal = await openRenewal(s.subscription_id);
+      expect(renewal, `renewal ${month + 1}`).toBeDefined();
+      await pay(renewal!.id);
+      const prevEnd = cur.current_period_end;
+      cur = await until(() => sub(s.subscription_id), (x) => x.current_period_start === prevEnd);
+      expect(cur.status).toBe('active');
+    }
+    const y = t.getUTCFullYear() + 1;
+    const leap = (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
+    expect(ends).toEqual([
+      `${y}-02-${leap ? 29 : 28}`, `${y}-03-31`, `${y}-04-30`, `${y}-05-31`, `${y}-06-30`, `${y}-07-31`,
+      `${y}-08-31`, `${y}-09-30`, `${y}-10-31`, `${y}-11-30`, `${y}-12-31`, `${y + 1}-01-31`,
+    ]);
+    const paidRenewals = await db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' AND status = 'paid'`, [s.subscription_id]);
+    expect(paidRenewals.rows[0].n).toBe(12);
+  }, 300_000);
+});
+
+describe('unpaid renewals', () => {
+  it('with grace: past_due (access kept) then payment_failed (access ends); paying later starts a new period', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 3, grace_period_days: 2 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'grace@example.com' })).body;
+    const start = await sub(s.subscription_id);
+    await advanceTo(start.current_period_end + 60);
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'past_due', has_access: true });
+    await advanceTo(start.current_period_end + 2 * DAY + 60);
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'payment_failed', has_access: false });
+    expect(await events(s.subscription_id)).toEqual(['subscription.created', 'renewal.reminder', 'subscription.trial_ending', 'subscription.past_due', 'subscription.payment_failed']);
+    const late = await openRenewal(s.subscription_id);
+    await pay(late!.id);
+    const back = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    const paidAt = (await admin.get(`/payments/${late!.id}`)).body.paid_at;
+    expect(back.current_period_start).toBe(paidAt);
+  });
+
+  it('without grace: straight to payment_failed at period end', async () => {
+    const p = await plan({ interval: 'weekly', trial_days: 1 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'nograce@example.com' })).body;
+    const start = await sub(s.subscription_id);
+    await advanceTo(start.current_period_end + 1);
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'payment_failed', has_access: false });
+    expect(await events(s.subscription_id)).not.toContain('subscription.past_due');
+  });
+
+  it('an unpaid checkout expires after 24 h and its payment with it', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'never@example.com' })).body;
+    await advance(DAY + 60);
+    expect((await sub(s.subscription_id)).status).toBe('expired');
+    expect((await anon().get(`/public/payment/${s.payment_id}/status`)).body.status).toBe('expired');
+  });
+});
+
+describe('pause and resume around the period end', () => {
+  it('resume before the period end: active, no payment; after it: pending with a renewal payment at once', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 10 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'pause@example.com' })).body;
+    const start = await sub(s.subscription_id);
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).body.status).toBe('paused');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/resume`)).body.status).toBe('active');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).body.status).toBe('paused');
+    await advanceTo(start.current_period_end + DAY);
+    // Paused: no renewal was created and the status did not move.
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'paused', has_access: false, payments: [] });
+    const resumed = await admin.post(`/subscriptions/${s.subscription_id}/resume`);
+    expect(resumed.body.status).toBe('pending');
+    const renewal = await openRenewal(s.subscription_id);
+    expect(renewal?.status).toBe('pending');
+    await pay(renewal!.id);
+    expect((await until(() => sub(s.subscription_id), (x) => x.status === 'active')).status).toBe('active');
+  });
+});
+
+describe('replicas', () => {
+  it('two billing schedulers renew each subscription once', async () => {
+    const second = await startService('billing', stack.env);
+    try {
+      const p = await plan({ interval: 'weekly', trial_days: 2 });
+      const ids: string[] = [];
+      for (let i = 0; i < 12; i++) ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `r${i}@example.com` })).body.subscription_id);
+      const end = (await sub(ids[0]!)).current_period_end;
+      await advanceTo(end - DAY / 2);
+      // Both replicas sweep (the second on its own timer after the dev clock moved).
+      await new Promise((r) => setTimeout(r, 1500));
+      await advance(1);
+      const { rows } = await db.query(
+        `SELECT subscription_id, count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal' GROUP BY 1`,
+        [ids],
+      );
+      expect(rows).toHaveLength(12);
+      expect(rows.every((r) => r.n === 1)).toBe(true);
+      const reminders = await db.query(
+        `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = ANY($1)`,
+        [ids],
+      );
+      expect(reminders.rows[0].n).toBe(12);
+    } finally {
+      await second.stop();
+    }
+  });
+});
+
+describe('events on JetStream', () => {
+  it('every transition of a subscription reaches the EVENTS stream once, in order, in the WebhookEvent shape', async () => {
+    const p = await plan({ interval: 'weekly' });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'events@example.com', name: 'Eve' })).body;
+    await pay(s.payment_id);
+    await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    await admin.post(`/subscriptions/${s.subscription_id}/pause`);
+    await admin.post(`/subscriptions/${s.subscription_id}/resume`);
+    await admin.post(`/subscriptions/${s.subscription_id}/extend?days=3`);
+    await admin.post(`/subscriptions/${s.subscription_id}/cancel`, { immediate: true });
+    const nc = await connect({ servers: stack.natsUrl });
+    try {
+      const consumer = await jetstream(nc).consumers.get('EVENTS', { filter_subjects: 'events.>' });
+      const seen: any[] = [];
+      const end = Date.now() + 15_000;
+      while (Date.now() < end && !seen.some((e) => e.event === 'subscription.cancelled')) {
+        for await (const m of await consumer.fetch({ max_messages: 500, expires: 1000 })) {
+          const e = m.json<any>();
+          if (e.data.subscription_id === s.subscription_id) seen.push(e);
+        }
+      }
+      expect(seen.map((e) => e.event)).toEqual([
+        'subscription.created', 'payment.received', 'subscription.activated', 'subscription.paused', 'subscription.resumed',
+        'subscription.extended', 'subscription.cancelled',
+      ]);
+      expect(new Set(seen.map((e) => e.id)).size).toBe(seen.length);
+      for (const e of seen) {
+        expect(e).toMatchObject({ wallet_id: stack.wallets[0]!.id, data: { subscription_id: s.subscription_id, plan_id: p.id, plan_name: 'Clocked' } });
+        expect(Number.isInteger(e.timestamp)).toBe(true);
+      }
+      expect(seen[0].data).toMatchObject({ subscriber_email: 'events@example.com', subscriber_name: 'Eve', amount_sats: 1000 });
+    } finally {
+      await nc.close();
+    }
+  });
+});
