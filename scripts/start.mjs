@@ -3,7 +3,8 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, freePort, startNats, startService } from './stack.mjs';
+import { servePglite } from './pglite-server.mjs';
+import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
 
 const DATA = join(ROOT, '.data');
 const stops = [];
@@ -28,18 +29,15 @@ function localSecretsKey() {
 
 async function embeddedPostgres() {
   const { PGlite } = await import('@electric-sql/pglite');
-  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
   const dir = join(DATA, 'pglite');
   mkdirSync(dir, { recursive: true });
   const db = await PGlite.create(dir);
-  const port = Number(process.env.PGLITE_PORT ?? (await freePort()));
-  const server = new PGLiteSocketServer({ db, port, host: '127.0.0.1', maxConnections: 50 });
-  await server.start();
+  const server = await servePglite(db, { port: Number(process.env.PGLITE_PORT ?? 0) });
   stops.push(async () => {
     await server.stop();
     await db.close();
   });
-  return `postgres://postgres@127.0.0.1:${port}/postgres?sslmode=disable`;
+  return `postgres://postgres@127.0.0.1:${server.port}/postgres?sslmode=disable`;
 }
 
 async function main() {

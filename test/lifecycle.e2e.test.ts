@@ -17,7 +17,8 @@ let db: pg.Client;
 const anon = () => client(stack.api);
 
 beforeAll(async () => {
-  stack = await startStack({ wallets: 1, env: { SCHEDULER_INTERVAL_MS: '60000' } });
+  // A clock move waits for the sweep it triggers, which can outlast the default bus timeout on a slow machine.
+  stack = await startStack({ wallets: 1, env: { SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000' } });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
   db = new pg.Client({ connectionString: stack.databaseUrl });
   await db.connect();

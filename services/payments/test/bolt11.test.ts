@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { bolt11SigningDigest, encodeAmount, encodeBolt11, MAX_DESCRIPTION_BYTES } from '../src/providers/bolt11.js';
 import { DevLightningProvider } from '../src/providers/dev.js';
 
-const section = (inv: ReturnType<typeof decode>, name: string): any => inv.sections.find((s) => s.name === name)?.value;
+const section = (inv: ReturnType<typeof decode>, name: string): any => (inv.sections.find((s) => s.name === name) as { value?: unknown } | undefined)?.value;
 
 /** The node key the invoice's signature recovers to (BOLT11: r||s then the recovery id, over sha256(hrp || data)). */
 function recoveredPubkey(invoice: string): string {

@@ -3,6 +3,7 @@ import { conflict, DomainError, messageHandler, newId, unprocessable } from '@sb
 import type { Deps } from '../deps.js';
 import { checkoutOf } from '../domain/checkout.js';
 import { toPayment, type PaymentRecord } from '../domain/payments.js';
+import { logProviderFailure } from '../providers/lightning.js';
 
 const notConfigured = (method: string) =>
   new DomainError(422, [
@@ -38,12 +39,15 @@ export const createPaymentHandler = (d: Deps) =>
     const expirySeconds = req.expires_at - now;
     if (expirySeconds < 1) throw unprocessable(['body', 'expires_at'], 'expires_at must be in the future');
 
-    const invoice = await d.lightning.createInvoice({
-      amount_sats: req.amount_sats,
-      memo: req.description,
-      expiry_seconds: expirySeconds,
-      ...(d.webhookUrl ? { webhook_url: d.webhookUrl } : {}),
-    });
+    const provider = d.lightning;
+    const invoice = await logProviderFailure(d.log, { subscription_id: req.subscription_id, provider: provider.name }, () =>
+      provider.createInvoice({
+        amount_sats: req.amount_sats,
+        memo: req.description,
+        expiry_seconds: expirySeconds,
+        ...(d.webhookUrl ? { webhook_url: d.webhookUrl } : {}),
+      }),
+    );
     const record: Omit<PaymentRecord, 'version'> = {
       id: newId(ID_PREFIXES.payment, nowMs),
       wallet_id: req.wallet_id,
@@ -56,7 +60,7 @@ export const createPaymentHandler = (d: Deps) =>
       purpose: req.purpose,
       payment_request: invoice.payment_request,
       payment_hash: invoice.payment_hash,
-      provider: d.lightning.name,
+      provider: provider.name,
       provider_ref: invoice.provider_ref,
       expires_at: Math.min(req.expires_at, invoice.expires_at),
       paid_at: null,

@@ -3,6 +3,7 @@ import { DomainError } from '@sb/runtime';
 import { providerFor, type Deps } from '../deps.js';
 import { confirmPayment } from '../domain/confirm.js';
 import { callbackRef } from '../domain/payments.js';
+import { logProviderFailure } from '../providers/lightning.js';
 import { routeHandler } from './route-handler.js';
 
 const invalid = () => new DomainError(400, 'Invalid callback');
@@ -25,7 +26,7 @@ export const chargeprocWebhook = (d: Deps) =>
     const payment = await d.payments.byProviderRef(d.db, ref.provider, ref.ref);
     if (!payment) throw invalid();
     if (payment.status === 'paid') return { received: true };
-    const { paid } = await provider.getStatus(ref.ref);
+    const { paid } = await logProviderFailure(d.log, { payment_id: payment.id, provider: provider.name }, () => provider.getStatus(ref.ref));
     if (paid) {
       const { confirmed } = await confirmPayment(d, payment.id);
       if (confirmed) d.log.info({ payment_id: payment.id, provider: ref.provider }, 'payment confirmed by callback');

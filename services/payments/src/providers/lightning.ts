@@ -70,3 +70,13 @@ export async function fetchJson(
     throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: answer is not JSON`);
   }
 }
+
+/** Runs a provider call; a ProviderUnavailableError is logged with its reason (the caller only sees a neutral 503). */
+export async function logProviderFailure<T>(log: { warn(obj: object, msg: string): void }, context: object, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (err instanceof ProviderUnavailableError) log.warn({ ...context, reason: err.reason }, 'payment provider unavailable');
+    throw err;
+  }
+}
