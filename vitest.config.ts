@@ -4,8 +4,9 @@ export default defineConfig({
   test: {
     include: ['libs/*/test/**/*.test.ts', 'services/*/test/**/*.test.ts', 'test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
-    // Every e2e file talks to real processes; on a 2-core machine two files at a time is the sweet spot.
-    maxWorkers: 2,
+    // Every e2e file runs real processes (most start a stack of their own): on a 2-core machine files run
+    // one at a time, or service starts and bus timeouts turn into noise.
+    fileParallelism: false,
     testTimeout: 120_000,
     hookTimeout: 240_000,
     reporters: ['default'],

@@ -198,6 +198,34 @@ describe('replicas', () => {
   });
 });
 
+describe('crash safety', () => {
+  it('billing killed in the middle of a sweep: after a restart every renewal exists once', async () => {
+    const p = await plan({ interval: 'weekly', trial_days: 2 });
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `k${i}@example.com` })).body.subscription_id);
+    const end = (await sub(ids[0]!)).current_period_end;
+    const moving = admin.post('/dev/clock', { advance_seconds: end - DAY / 2 - (await now()) });
+    await new Promise((r) => setTimeout(r, 400));
+    stack.services.billing.child.kill('SIGKILL');
+    await moving; // 503 or 200, depending on how far it got
+    await stack.restartBilling();
+    await advance(1);
+    const { rows } = await db.query(
+      `SELECT subscription_id, count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal' GROUP BY 1`,
+      [ids],
+    );
+    expect(rows).toHaveLength(30);
+    expect(rows.every((r) => r.n === 1)).toBe(true);
+    const marked = await db.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND renewal_for = current_period_end AND renewal_payment_id IS NOT NULL`, [ids]);
+    expect(marked.rows[0].n).toBe(30);
+    const reminders = await db.query(
+      `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = ANY($1)`,
+      [ids],
+    );
+    expect(reminders.rows[0].n).toBe(30);
+  });
+});
+
 describe('events on JetStream', () => {
   it('every transition of a subscription reaches the EVENTS stream once, in order, in the WebhookEvent shape', async () => {
     const p = await plan({ interval: 'weekly' });

@@ -71,6 +71,13 @@ describe('public checkout', () => {
     expect(sub.body.current_period_start).toBe(sub.body.payments[0].paid_at);
     const status = await anon.get(`/public/payment/${res.body.payment_id}/status`);
     expect(status.body).toMatchObject({ status: 'paid', subscription_id: subId });
+    const listed = await invoice.get(`/payments?subscription_id=${subId}&status=paid&payment_method=lightning`);
+    expect(listed.body).toMatchObject({ total: 1, items: [expect.objectContaining({ id: res.body.payment_id })] });
+    expect((await invoice.get(`/payments?subscription_id=${subId}&status=pending`)).body.total).toBe(0);
+    expect((await invoice.get(`/payments/${res.body.payment_id}`)).body).toMatchObject({ status: 'paid', payment_hash: res.body.payment_hash });
+    expect((await client(stack.api, other.invoice_key).get(`/payments/${res.body.payment_id}`)).status).toBe(404);
+    expect((await invoice.get(`/subscriptions/${subId}/payments`)).body.total).toBe(1);
+    expect((await client(stack.api, other.invoice_key).get(`/subscriptions/${subId}/payments`)).status).toBe(404);
     const applied = await db.query('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [subId]);
     expect(applied.rows[0].n).toBe(1);
     const events = await db.query(`SELECT payload->>'event' AS e FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [subId]);

@@ -74,6 +74,8 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     DEV_MODE: '1',
     SECRETS_KEY: randomBytes(32).toString('hex'),
     SCHEDULER_INTERVAL_MS: '300',
+    // Tests assert correctness, not latency: a loaded CI machine must not turn a slow answer into a 503.
+    BUS_TIMEOUT_MS: '20000',
     PAYMENTS_SWEEP_INTERVAL_MS: '300',
     ...opts.env,
   };

@@ -10,3 +10,5 @@ export * from './outbox.js';
 export * from './ops.js';
 export * from './nats.js';
 export * from './secrets.js';
+export * from './route-handler.js';
+export * from './service.js';

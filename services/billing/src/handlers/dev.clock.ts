@@ -1,6 +1,5 @@
-import { unixSeconds } from '@sb/runtime';
+import { routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { routeHandler } from './route-handler.js';
 import type { Scheduler } from '../scheduler.js';
 
 /** DEV_MODE only: moves the shared test clock, then runs a scheduler sweep so the move shows at once. */

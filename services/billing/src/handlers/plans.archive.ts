@@ -1,9 +1,8 @@
 import { messages } from '@sb/contracts';
-import { callMessage, conflict, enqueueEvent, notFound, unixSeconds } from '@sb/runtime';
+import { callMessage, conflict, enqueueEvent, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import { SCHEMA, type Deps } from '../deps.js';
 import { archivePlan } from '../domain/plans.js';
 import { applyTransition } from '../transitions.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 /**
  * Archiving is idempotent: the first call flips the flag, cancels every live subscription of the plan

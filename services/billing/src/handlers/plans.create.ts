@@ -1,8 +1,7 @@
 import { ID_PREFIXES } from '@sb/contracts';
-import { newId } from '@sb/runtime';
+import { newId, routeHandler, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { newPlan } from '../domain/plans.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const createPlan = (d: Deps) =>
   routeHandler('plans.create', async (req) => {

@@ -1,6 +1,5 @@
-import { notFound } from '@sb/runtime';
+import { notFound, routeHandler, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const getPlan = (d: Deps) =>
   routeHandler('plans.get', async (req) => {

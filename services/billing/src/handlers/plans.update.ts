@@ -1,7 +1,6 @@
-import { conflict, notFound, unixSeconds } from '@sb/runtime';
+import { conflict, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { updatePlan } from '../domain/plans.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const updatePlanHandler = (d: Deps) =>
   routeHandler('plans.update', async (req) => {

@@ -1,9 +1,8 @@
-import { DomainError, unixSeconds, type Queryable } from '@sb/runtime';
+import { DomainError, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
 import type { BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 import { act } from './subscription-action.js';
-import { routeHandler } from './route-handler.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;

@@ -1,7 +1,6 @@
-import { notFound } from '@sb/runtime';
+import { notFound, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { publicPlan } from '../domain/plans.js';
-import { routeHandler } from './route-handler.js';
 
 export const getPublicPlan = (d: Deps) =>
   routeHandler('public.plan.get', async (req) => {

@@ -1,11 +1,10 @@
 import { randomBytes, createHash } from 'node:crypto';
 import { ID_PREFIXES, METHOD_FLAGS, messages, type SubscribeRequest } from '@sb/contracts';
-import { callMessage, conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
+import { callMessage, conflict, DomainError, newId, notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { startSubscription } from '../domain/lifecycle.js';
 import { emit } from '../transitions.js';
 import type { SubRow } from '../store/subscriptions.repo.js';
-import { routeHandler } from './route-handler.js';
 
 const CHECKOUT_SECONDS = { lightning: 3600 } as Record<string, number>;
 

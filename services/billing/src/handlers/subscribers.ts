@@ -1,8 +1,7 @@
-import { notFound, unixSeconds } from '@sb/runtime';
+import { notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { publicSubscriber } from '../store/subscribers.repo.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const listSubscribers = (d: Deps) =>
   routeHandler('subscribers.list', async (req) => {

@@ -1,7 +1,7 @@
 import type { CancelRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { act, ownerSub } from './subscription-action.js';
-import { routeHandler } from './route-handler.js';
+import { routeHandler } from '@sb/runtime';
 
 export const cancelSubscription = (d: Deps) =>
   routeHandler('subscriptions.cancel', async (req) => {

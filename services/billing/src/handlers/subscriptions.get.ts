@@ -1,8 +1,7 @@
 import { messages } from '@sb/contracts';
-import { callMessage, notFound, unixSeconds } from '@sb/runtime';
+import { callMessage, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const getSubscription = (d: Deps) =>
   routeHandler('subscriptions.get', async (req) => {

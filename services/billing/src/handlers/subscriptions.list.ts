@@ -1,8 +1,7 @@
-import { unixSeconds } from '@sb/runtime';
+import { routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { TERMINAL } from '../domain/lifecycle.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const listSubscriptions = (d: Deps) =>
   routeHandler('subscriptions.list', async (req) => {

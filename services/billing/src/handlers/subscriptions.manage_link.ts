@@ -1,7 +1,6 @@
-import { notFound } from '@sb/runtime';
+import { notFound, routeHandler, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { manageUrl } from './public.subscribe.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const manageLink = (d: Deps) =>
   routeHandler('subscriptions.manage_link', async (req) => {

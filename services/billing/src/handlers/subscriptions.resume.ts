@@ -1,9 +1,8 @@
 import { messages } from '@sb/contracts';
-import { callMessage } from '@sb/runtime';
+import { callMessage, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 import { act, ownerSub } from './subscription-action.js';
-import { routeHandler } from './route-handler.js';
 
 /** Resumed after the paid period ended: back to pending with a renewal payment created at once. */
 export const resumeSubscription = (d: Deps) =>

@@ -1,8 +1,7 @@
 import type { SubscriptionUpdate } from '@sb/contracts';
-import { conflict, notFound, unixSeconds } from '@sb/runtime';
+import { conflict, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 /** Owner settings only (metadata, notification opt-ins): no lifecycle move, no event. */
 export const updateSubscription = (d: Deps) =>

@@ -1,8 +1,7 @@
-import { conflict, notFound } from '@sb/runtime';
+import { conflict, notFound, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { confirmPayment } from '../domain/confirm.js';
 import { toPayment } from '../domain/payments.js';
-import { routeHandler } from './route-handler.js';
 
 /**
  * DEV MODE ONLY (registered only when DEV_MODE is on): pays a payment of the dev Lightning provider, as

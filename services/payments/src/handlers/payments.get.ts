@@ -1,7 +1,6 @@
-import { notFound } from '@sb/runtime';
+import { notFound, routeHandler, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { toPayment } from '../domain/payments.js';
-import { routeHandler, walletOf } from './route-handler.js';
 
 export const getPayment = (d: Deps) =>
   routeHandler('payments.get', async (req) => {

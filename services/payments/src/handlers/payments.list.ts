@@ -1,7 +1,7 @@
 import type { PaymentListQuery } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { toPayment } from '../domain/payments.js';
-import { routeHandler, walletOf } from './route-handler.js';
+import { routeHandler, walletOf } from '@sb/runtime';
 
 export const listPayments = (d: Deps) =>
   routeHandler('payments.list', async (req) => {

@@ -1,9 +1,8 @@
 import type { PaymentStatusResponse } from '@sb/contracts';
-import { notFound } from '@sb/runtime';
+import { notFound, routeHandler } from '@sb/runtime';
 import { providerFor, type Deps } from '../deps.js';
 import { confirmPayment } from '../domain/confirm.js';
 import type { PaymentRecord } from '../domain/payments.js';
-import { routeHandler } from './route-handler.js';
 
 const answer = (p: PaymentRecord): PaymentStatusResponse => ({
   payment_id: p.id,

@@ -1,10 +1,9 @@
 import type { CallbackRequest } from '@sb/contracts';
-import { DomainError } from '@sb/runtime';
+import { DomainError, routeHandler } from '@sb/runtime';
 import { providerFor, type Deps } from '../deps.js';
 import { confirmPayment } from '../domain/confirm.js';
 import { callbackRef } from '../domain/payments.js';
 import { logProviderFailure } from '../providers/lightning.js';
-import { routeHandler } from './route-handler.js';
 
 const invalid = () => new DomainError(400, 'Invalid callback');
 

@@ -1,7 +1,7 @@
 import { busRequestOf, type BusRequest, type RouteDef, routes } from '@sb/contracts';
-import { defineHandler, type Handler } from '@sb/runtime';
+import { defineHandler, type Handler } from './bus.js';
 
-type RouteId = (typeof routes)[number]['id'];
+export type RouteId = (typeof routes)[number]['id'];
 
 /** A handler for the subject of an HTTP route, its request and reply checked against that route's contract. */
 export function routeHandler(id: RouteId, handle: (req: BusRequest<any, any, any>) => Promise<unknown>): Handler {

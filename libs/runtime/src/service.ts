@@ -1,0 +1,114 @@
+import 'reflect-metadata';
+import { Module, type LoggerService } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { createBusServer, registerHandlers, type Handler } from './bus.js';
+import { systemClock, type Clock } from './clock.js';
+import { createDb, migrate, type Db, type Migration } from './db.js';
+import { createLogger, type Logger } from './logger.js';
+import { connectNats, DevClock, natsReachable, type NatsConnection } from './nats.js';
+import { createMetricsRegistry, startOpsServer } from './ops.js';
+import { OutboxRelay } from './outbox.js';
+import { initTelemetry, shutdownTelemetry } from './telemetry.js';
+
+@Module({})
+class ServiceModule {}
+
+/** Nest's own log lines go through pino so every line on stdout is JSON. */
+function nestLogger(log: Logger): LoggerService {
+  return {
+    log: (m) => log.info({ nest: true }, String(m)),
+    error: (m) => log.error({ nest: true }, String(m)),
+    warn: (m) => log.warn({ nest: true }, String(m)),
+    debug: (m) => log.debug({ nest: true }, String(m)),
+    verbose: (m) => log.trace({ nest: true }, String(m)),
+  };
+}
+
+interface BaseConfig {
+  DATABASE_URL: string;
+  NATS_URL: string;
+  LOG_LEVEL: string;
+  DEV_MODE: boolean;
+  DB_POOL_MAX: number;
+}
+
+export interface ServiceBase<C> {
+  config: C;
+  log: Logger;
+  db: Db;
+  nc: NatsConnection;
+  /** The test clock in DEV_MODE, else the system clock. */
+  clock: Clock;
+  devClock?: DevClock;
+}
+
+export interface ServiceParts {
+  handlers: Handler[];
+  /** Background work started once the service answers on the bus (schedulers, consumers). */
+  start?: () => Promise<void> | void;
+  stop?: () => Promise<void>;
+  ready?: Record<string, unknown>;
+}
+
+/**
+ * Boots a bus service the same way everywhere: telemetry, validated config, database with its
+ * migrations, NATS, the test clock in DEV_MODE, a NestJS NATS microservice in the service's queue group,
+ * the outbox relay, the ops endpoints, and an orderly shutdown on SIGTERM/SIGINT.
+ */
+export async function runService<C extends BaseConfig>(opts: {
+  name: string;
+  schema: string;
+  migrations: Migration[];
+  loadConfig: () => C;
+  opsPort: (c: C) => number;
+  setup: (base: ServiceBase<C>) => Promise<ServiceParts> | ServiceParts;
+}): Promise<void> {
+  initTelemetry(opts.name);
+  const config = opts.loadConfig();
+  const log = createLogger(opts.name, config.LOG_LEVEL);
+  const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: opts.name });
+  const applied = await migrate(db, opts.schema, opts.migrations);
+  if (applied.length) log.info({ applied }, 'migrations applied');
+  const nc = await connectNats(config.NATS_URL, opts.name);
+  const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
+  const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock });
+
+  const server = createBusServer(config.NATS_URL, opts.name);
+  registerHandlers(server, parts.handlers, log);
+  const app = await NestFactory.createMicroservice(ServiceModule, { strategy: server, logger: nestLogger(log) });
+  await app.listen();
+  const relay = new OutboxRelay(db, opts.schema, nc, log);
+  await relay.start();
+  await parts.start?.();
+
+  const ops = await startOpsServer(opts.opsPort(config), createMetricsRegistry(opts.name), async () => ({
+    database: await db.ping(),
+    bus: await natsReachable(nc),
+  }));
+  log.info({ ops_port: opts.opsPort(config), dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, `${opts.name} stopping`);
+    ops.close();
+    await parts.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
+    await app.close().catch(() => undefined);
+    await relay.stop();
+    await nc.drain().catch(() => undefined);
+    await db.close().catch(() => undefined);
+    await shutdownTelemetry();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+/** The entry point of a service: a failed start is one line on stderr and exit code 1. */
+export function main(name: string, run: () => Promise<void>): void {
+  run().catch((err) => {
+    process.stderr.write(`${name} failed to start: ${err?.stack ?? err}\n`);
+    process.exit(1);
+  });
+}
