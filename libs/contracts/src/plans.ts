@@ -109,20 +109,11 @@ export const ArchivedPlan = Plan.extend({
 export type ArchivedPlan = z.infer<typeof ArchivedPlan>;
 
 /** What a would-be subscriber may see: no wallet, no provider account ids. */
-export const PublicPlan = z
-  .object({
-    id: Id,
-    name: z.string(),
-    description: z.string().nullable().optional(),
-    amount_sats: z.number().int(),
-    interval: Interval,
-    trial_days: z.number().int(),
-    grace_period_days: z.number().int(),
-    allow_lightning: z.boolean(),
-    allow_onchain: z.boolean(),
-    allow_nwc: z.boolean(),
-    allow_cardproc: z.boolean(),
-    allow_walletproc: z.boolean(),
+export const PublicPlan = Plan.pick({
+  id: true, name: true, description: true, amount_sats: true, interval: true, trial_days: true, grace_period_days: true,
+  allow_lightning: true, allow_onchain: true, allow_nwc: true, allow_cardproc: true, allow_walletproc: true,
+})
+  .extend({
     payment_methods: z.array(PaymentMethod).openapi({
       description: 'Methods a subscriber can use now: allowed by the plan and configured on the server',
     }),
