@@ -1,6 +1,6 @@
 import { messages } from '@sb/contracts';
 import { callMessage, conflict, DomainError, unixSeconds } from '@sb/runtime';
-import { SCHEMA, type Deps } from './deps.js';
+import type { Deps } from './deps.js';
 import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './domain/periods.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit } from './transitions.js';
