@@ -149,6 +149,75 @@ describe('unpaid renewals', () => {
   });
 });
 
+describe('renewal invoices expire and are replaced', () => {
+  async function renewals(subId: string) {
+    const { rows } = await db.query(
+      `SELECT id, status, expires_at::bigint AS expires_at FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' ORDER BY created_at, id`,
+      [subId],
+    );
+    return rows.map((r) => ({ id: r.id as string, status: r.status as string, expires_at: Number(r.expires_at) }));
+  }
+  async function reminders(subId: string) {
+    const { rows } = await db.query(
+      `SELECT payload->'data' AS d FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = $1 ORDER BY seq`,
+      [subId],
+    );
+    return rows.map((r) => r.d);
+  }
+
+  it('a new invoice while the subscription can renew; the expired one paid late still renews once, the open one is withdrawn', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 5, grace_period_days: 3 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'reissue@example.com' })).body;
+    const end = (await sub(s.subscription_id)).current_period_end;
+
+    // Monthly lead time: 3 days. Invoices live at most a day (INVOICE_MAX_EXPIRY_S), the payable window is longer.
+    const t1 = await advanceTo(end - 3 * DAY + 60);
+    const [first] = await renewals(s.subscription_id);
+    expect(first?.status).toBe('pending');
+    expect(first!.expires_at - t1).toBeGreaterThanOrEqual(DAY);
+    expect(first!.expires_at - t1).toBeLessThan(DAY + 30);
+
+    await advanceTo(first!.expires_at + 60);
+    const afterExpiry = await until(() => renewals(s.subscription_id), (r) => r.length === 2 && r[0]!.status === 'expired');
+    expect(afterExpiry.map((r) => r.status)).toEqual(['expired', 'pending']);
+    const sent = await reminders(s.subscription_id);
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toMatchObject({ payment_id: afterExpiry[1]!.id, replaces_payment_id: first!.id, due_at: end, notify_subscriber: true });
+    expect(sent[1].payment_request).toMatch(/^lnbc/);
+
+    // Into the grace period: still replaced when it expires, and the subscription is past_due.
+    await advanceTo(end + DAY);
+    const inGrace = await until(() => renewals(s.subscription_id), (r) => r.length === 3 && r[1]!.status === 'expired');
+    expect(inGrace.map((r) => r.status)).toEqual(['expired', 'expired', 'pending']);
+    expect((await sub(s.subscription_id)).status).toBe('past_due');
+
+    // The subscriber pays the first, long-expired invoice: the money counts, the period renews once.
+    await pay(first!.id);
+    const renewed = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end });
+    const withdrawn = await until(() => renewals(s.subscription_id), (r) => r[2]!.status === 'expired');
+    expect(withdrawn.map((r) => r.status)).toEqual(['paid', 'expired', 'expired']);
+
+    // Paying a replaced invoice anyway is recorded, but does not renew a second time.
+    await pay(inGrace[1]!.id);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'active', current_period_start: end, current_period_end: renewed.current_period_end });
+    expect((await events(s.subscription_id)).filter((e) => e === 'subscription.renewed')).toHaveLength(1);
+  });
+
+  it('no new invoice once the grace period is over', async () => {
+    const p = await plan({ interval: 'weekly', trial_days: 2, grace_period_days: 1 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'reissue-end@example.com' })).body;
+    const end = (await sub(s.subscription_id)).current_period_end;
+    await advanceTo(end - DAY + 60);
+    await advanceTo(end + 2 * DAY);
+    expect((await sub(s.subscription_id)).status).toBe('payment_failed');
+    const count = (await renewals(s.subscription_id)).length;
+    await advanceTo(end + 5 * DAY);
+    expect(await renewals(s.subscription_id)).toHaveLength(count);
+  });
+});
+
 describe('pause and resume around the period end', () => {
   it('resume before the period end: active, no payment; after it: pending with a renewal payment at once', async () => {
     const p = await plan({ interval: 'monthly', trial_days: 10 });

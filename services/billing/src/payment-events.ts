@@ -1,6 +1,6 @@
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
-import { EVENTS_STREAM, EventEnvelope, PaymentEventData, eventSubject } from '@sb/contracts';
-import { ensureEventsStream, unixSeconds, type NatsConnection } from '@sb/runtime';
+import { EVENTS_STREAM, EventEnvelope, PaymentEventData, eventSubject, messages } from '@sb/contracts';
+import { callMessage, ensureEventsStream, unixSeconds, type NatsConnection } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { applyTransition } from './transitions.js';
 
@@ -14,14 +14,14 @@ const DURABLE = 'billing-payments';
 export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promise<'applied' | 'duplicate' | 'ignored'> {
   const p = PaymentEventData.parse(envelope.data);
   if (p.status !== 'paid') return 'ignored';
-  return d.db.tx(async (tx) => {
+  const outcome = await d.db.tx(async (tx) => {
     const now = unixSeconds(d.clock);
     const fresh = await tx.query(`INSERT INTO ${SCHEMA}.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [
       p.payment_id, p.subscription_id, now,
     ]);
-    if (fresh.rowCount !== 1) return 'duplicate';
+    if (fresh.rowCount !== 1) return { result: 'duplicate' as const };
     const sub = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
-    if (!sub) return 'ignored';
+    if (!sub) return { result: 'ignored' as const };
     const paidAt = p.paid_at ?? now;
     const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats };
     const move =
@@ -32,16 +32,26 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
           : undefined;
     if (!move) {
       d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id, status: sub.status }, 'payment recorded but not applicable to this subscription');
-      return 'ignored';
+      return { result: 'ignored' as const };
     }
-    // A renewal paid for a period that is no longer current (already renewed) must not move it again.
-    if (move.type === 'renewal_payment' && sub.status !== 'pending' && sub.status !== 'payment_failed' && sub.renewal_payment_id !== p.payment_id) {
-      d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id }, 'renewal payment is not the open one; recorded only');
-      return 'ignored';
+    // A renewal renews the period it was issued for: the open invoice, or an expired one it replaced
+    // (paid late). One for a period already renewed must not move the subscription again.
+    const current = sub.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === sub.current_period_end;
+    if (move.type === 'renewal_payment' && sub.status !== 'pending' && sub.status !== 'payment_failed' && !current) {
+      d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id }, 'renewal payment is not for the current period; recorded only');
+      return { result: 'ignored' as const };
     }
-    await applyTransition(d, tx, sub, move, now, { renewal_payment_id: null }, extra);
-    return 'applied';
+    await applyTransition(d, tx, sub, move, now, { renewal_payment_id: null, renewal_expires_at: null }, extra);
+    // The replacement invoice of a renewal paid late must not be paid a second time.
+    const superseded = move.type === 'renewal_payment' && sub.renewal_payment_id !== null && sub.renewal_payment_id !== p.payment_id;
+    return { result: 'applied' as const, superseded };
   });
+  if (outcome.result === 'applied' && outcome.superseded) {
+    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: envelope.wallet_id, subscription_id: p.subscription_id }).catch((err) =>
+      d.log.warn({ err, subscription_id: p.subscription_id }, 'could not expire the replaced renewal invoice'),
+    );
+  }
+  return outcome.result;
 }
 
 export class PaymentEventsConsumer {

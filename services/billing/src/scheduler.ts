@@ -82,25 +82,11 @@ export class Scheduler {
       return true;
     }
     // Also when the clock is already past the end: the subscriber still needs something to pay.
-    if (s.renewal_for !== end && now >= end - RENEWAL_LEAD_SECONDS[s.interval]) {
-      const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
-      const { payment, checkout } = await callMessage(d.bus, messages.createPayment, {
-        wallet_id: s.wallet_id, subscription_id: s.id, plan_id: s.plan_id, plan_name: plan?.name ?? '', amount_sats: s.amount_sats,
-        payment_method: s.payment_method, purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
-        // Renewal payments stay payable until the grace period ends.
-        expires_at: end + Math.max(s.grace_period_days * DAY_SECONDS, 3600),
-        idempotency_key: `renewal:${s.id}:${end}`,
-      });
-      await this.inTx(s, async (tx, cur) => {
-        const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
-        const row = { ...cur, renewal_payment_id: payment.id, renewal_for: end, reminded_for: lastCall ? end : cur.reminded_for, updated_at: now };
-        if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
-        await emit(d, tx, row, 'renewal.reminder', {
-          payment_id: payment.id, due_at: end, payment_request: checkout.payment_request ?? null, checkout_url: checkout.checkout_url ?? null,
-          notify_subscriber: cur.receive_reminders,
-        });
-        if (cur.trial_end === end) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
-      });
+    const firstDue = s.renewal_for !== end && now >= end - RENEWAL_LEAD_SECONDS[s.interval];
+    // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one.
+    const expired = s.renewal_for === end && s.renewal_expires_at !== null && now >= s.renewal_expires_at && now < end + s.grace_period_days * DAY_SECONDS;
+    if (firstDue || expired) {
+      await this.issueRenewal(s, now, expired ? s.renewal_payment_id : null);
       return true;
     }
     if (s.status === 'active' && now >= end) {
@@ -120,6 +106,39 @@ export class Scheduler {
       return true;
     }
     return false;
+  }
+
+  /**
+   * Creates the renewal payment of the current period (or its replacement for the expired `previous`)
+   * and sends it out in a reminder. The idempotency key names the period and what it replaces, so a
+   * retry after a crash, or a second replica, gets the same payment back.
+   */
+  private async issueRenewal(s: SubRow, now: number, previous: string | null): Promise<void> {
+    const d = this.d;
+    const end = s.current_period_end;
+    const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
+    const { payment, checkout } = await callMessage(d.bus, messages.createPayment, {
+      wallet_id: s.wallet_id, subscription_id: s.id, plan_id: s.plan_id, plan_name: plan?.name ?? '', amount_sats: s.amount_sats,
+      payment_method: s.payment_method, purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
+      // Payable until the grace period ends; the payments service may issue a shorter-lived invoice.
+      expires_at: Math.max(end + s.grace_period_days * DAY_SECONDS, end + 3600, now + 3600),
+      idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
+    });
+    await this.inTx(s, async (tx, cur) => {
+      const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
+      const row = {
+        ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: checkout.expires_at,
+        reminded_for: lastCall ? end : cur.reminded_for, updated_at: now,
+      };
+      if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
+      await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
+      await emit(d, tx, row, 'renewal.reminder', {
+        payment_id: payment.id, due_at: end, payment_request: checkout.payment_request ?? null, checkout_url: checkout.checkout_url ?? null,
+        expires_at: checkout.expires_at, notify_subscriber: cur.receive_reminders,
+        ...(previous ? { replaces_payment_id: previous } : {}),
+      });
+      if (!previous && cur.trial_end === end) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
+    });
   }
 
   /** Re-reads the row under lock and runs `fn` only if nobody changed it since the sweep read it. */

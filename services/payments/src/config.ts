@@ -21,6 +21,12 @@ export const paymentsConfig = {
   /** Where providers reach this deployment's gateway: the base of the callback URLs handed to them. */
   PUBLIC_BASE_URL: url.optional(),
   PAYMENTS_SWEEP_INTERVAL_MS: envInt(1000, 50),
+  /**
+   * No invoice is issued for longer than this (seconds). A renewal that stays payable longer (the grace
+   * period) gets a fresh invoice from billing when this one expires: long-lived invoices outlive their
+   * route hints and some wallets refuse them.
+   */
+  INVOICE_MAX_EXPIRY_S: envInt(86_400, 60),
   /** Each call to a provider gives up after this long (below the gateway's BUS_TIMEOUT_MS, so callers get a 503, not a timeout). */
   PROVIDER_TIMEOUT_MS: envInt(4000, 100),
 };

@@ -16,6 +16,8 @@ export interface Deps {
   lightning?: LightningProvider;
   /** The callback URL handed to providers (`{PUBLIC_BASE_URL}{API_PREFIX}/public/webhook/chargeproc`). */
   webhookUrl?: string;
+  /** The longest expiry of an invoice (INVOICE_MAX_EXPIRY_S). */
+  invoiceMaxExpiryS: number;
 }
 
 /** The adapter that can speak about payments of `provider`, if this process has it configured. */

@@ -25,7 +25,7 @@ main('payments', () =>
       if (config.LIGHTNING_PROVIDER && config.LIGHTNING_PROVIDER !== 'dev' && !webhookUrl) {
         log.warn('PUBLIC_BASE_URL is not set: providers get no callback URL; payments are found by polling only');
       }
-      const deps: Deps = { db, clock, log, devMode: config.DEV_MODE, payments, lightning, webhookUrl };
+      const deps: Deps = { db, clock, log, devMode: config.DEV_MODE, payments, lightning, webhookUrl, invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S };
       const sweeper = new Sweeper(deps, { intervalMs: config.PAYMENTS_SWEEP_INTERVAL_MS });
       return {
         handlers: allHandlers(deps),

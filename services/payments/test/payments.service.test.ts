@@ -100,6 +100,17 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect(reused.status).toBe(409);
   });
 
+  it('a renewal payable for weeks gets an invoice of at most INVOICE_MAX_EXPIRY_S, and no QR code (it goes out in a reminder)', async () => {
+    const wanted = now() + 30 * 86_400;
+    const { payment, checkout } = await callMessage(s.bus, messages.createPayment, createRequest({ purpose: 'renewal', expires_at: wanted }));
+    expect(checkout.expires_at).toBeGreaterThanOrEqual(now() + 86_400 - 5);
+    expect(checkout.expires_at).toBeLessThanOrEqual(now() + 86_400);
+    expect(Number((await paymentRow(s, payment.id)).expires_at)).toBe(checkout.expires_at);
+    const inv = decode(payment.payment_request!);
+    expect(inv.sections.find((x) => x.name === 'expiry')).toMatchObject({ value: 86_400 });
+    expect(checkout.qr_codes).toEqual({});
+  });
+
   it('refuses methods this version has no provider for, and an expiry in the past', async () => {
     for (const method of ['onchain', 'cardproc', 'walletproc', 'nwc'] as const) {
       const err = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ payment_method: method })));
@@ -344,6 +355,7 @@ describe('payments service, charge server provider (callbacks)', () => {
       clock: systemClock,
       log: pino({ level: 'silent' }),
       devMode: false,
+      invoiceMaxExpiryS: 86_400,
       payments: new PaymentsRepo('payments'),
       lightning: new ChargeprocProvider({ url: satspay.url, apiKey: satspay.apiKey, lnbitsWallet: satspay.wallet, timeoutMs: 15_000 }, systemClock),
     };

@@ -93,3 +93,20 @@ CREATE TABLE applied_payments (
 );
 `,
 });
+
+migrations.push({
+  id: 3,
+  name: 'renewal invoices reissued on expiry',
+  sql: `
+-- When the open renewal payment stops being payable; the scheduler issues a new one while the
+-- subscription can still be renewed.
+ALTER TABLE subscriptions ADD COLUMN renewal_expires_at BIGINT;
+-- Every renewal payment issued, with the period it pays for: a late payment of an expired (replaced)
+-- invoice of the current period still renews it.
+CREATE TABLE renewal_payments (
+  payment_id TEXT PRIMARY KEY,
+  subscription_id TEXT NOT NULL,
+  period_end BIGINT NOT NULL
+);
+`,
+});

@@ -14,6 +14,8 @@ export interface SubRow extends SubState {
   metadata: Record<string, string>;
   renewal_payment_id: string | null;
   renewal_for: number | null;
+  /** When the open renewal payment expires (a new one is issued then, while the grace period lasts). */
+  renewal_expires_at: number | null;
   reminded_for: number | null;
   created_at: number;
   updated_at: number;
@@ -22,14 +24,14 @@ export interface SubRow extends SubState {
 
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
-  receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, reminded_for, created_at,
-  updated_at, version`;
+  receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
+  created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
   'status', 'period_anchor', 'period_index', 'current_period_start', 'current_period_end', 'trial_end', 'cancelled_at',
   'cancel_reason', 'receive_confirmations', 'receive_reminders', 'metadata', 'renewal_payment_id', 'renewal_for',
-  'reminded_for', 'updated_at',
+  'renewal_expires_at', 'reminded_for', 'updated_at',
 ] as const;
 
 export function toSubscription(r: SubRow, now: number): Subscription {
@@ -96,9 +98,23 @@ export class SubscriptionsRepo {
     return rows;
   }
 
+  /** Records a renewal payment and the period it pays for. */
+  async recordRenewalPayment(q: Queryable, subscriptionId: string, paymentId: string, periodEnd: number): Promise<void> {
+    await q.query(`INSERT INTO ${this.schema}.renewal_payments (payment_id, subscription_id, period_end) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [
+      paymentId, subscriptionId, periodEnd,
+    ]);
+  }
+
+  /** The period end a renewal payment was issued for, if it is one. */
+  async renewalPeriodOf(q: Queryable, paymentId: string): Promise<number | undefined> {
+    const { rows } = await q.query<{ period_end: number }>(`SELECT period_end FROM ${this.schema}.renewal_payments WHERE payment_id = $1`, [paymentId]);
+    return rows[0]?.period_end;
+  }
+
   /**
-   * Rows with work due at `now`: a renewal payment within its interval's lead time, the last reminder,
-   * a period or grace end, an unpaid checkout past its cutoff. Only actionable rows are returned, so a
+   * Rows with work due at `now`: a renewal payment within its interval's lead time, a new one when it
+   * expired while the subscription can still be renewed, the last reminder, a period or grace end, an
+   * unpaid checkout past its cutoff. Only actionable rows are returned, so a
    * crowd of not-yet-due rows never hides a due one behind the batch limit.
    */
   async due(q: Queryable, now: number, lead: Record<'weekly' | 'monthly' | 'yearly', number>, reminderBefore: number, pendingCutoff: number, limit: number): Promise<SubRow[]> {
@@ -108,7 +124,8 @@ export class SubscriptionsRepo {
                 current_period_end <= $1
              OR (renewal_for IS DISTINCT FROM current_period_end
                  AND current_period_end <= $1 + CASE interval WHEN 'weekly' THEN $2::bigint WHEN 'monthly' THEN $3::bigint ELSE $4::bigint END)
-             OR (reminded_for IS DISTINCT FROM current_period_end AND renewal_for = current_period_end AND current_period_end <= $1 + $5)))
+             OR (reminded_for IS DISTINCT FROM current_period_end AND renewal_for = current_period_end AND current_period_end <= $1 + $5)
+             OR (renewal_for = current_period_end AND renewal_expires_at <= $1 AND current_period_end + grace_period_days * 86400 > $1)))
           OR (status = 'pending' AND updated_at <= $6)
        ORDER BY current_period_end LIMIT $7`,
       [now, lead.weekly, lead.monthly, lead.yearly, reminderBefore, pendingCutoff, limit],

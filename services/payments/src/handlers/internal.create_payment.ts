@@ -36,8 +36,8 @@ export const createPaymentHandler = (d: Deps) =>
 
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);
-    const expirySeconds = req.expires_at - now;
-    if (expirySeconds < 1) throw unprocessable(['body', 'expires_at'], 'expires_at must be in the future');
+    if (req.expires_at - now < 1) throw unprocessable(['body', 'expires_at'], 'expires_at must be in the future');
+    const expirySeconds = Math.min(req.expires_at - now, d.invoiceMaxExpiryS);
 
     const provider = d.lightning;
     const invoice = await logProviderFailure(d.log, { subscription_id: req.subscription_id, provider: provider.name }, () =>
@@ -62,7 +62,7 @@ export const createPaymentHandler = (d: Deps) =>
       payment_hash: invoice.payment_hash,
       provider: provider.name,
       provider_ref: invoice.provider_ref,
-      expires_at: Math.min(req.expires_at, invoice.expires_at),
+      expires_at: Math.min(now + expirySeconds, invoice.expires_at),
       paid_at: null,
       created_at: now,
       idempotency_key: req.idempotency_key,
