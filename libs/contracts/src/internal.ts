@@ -23,6 +23,14 @@ export const CreatePayment = z.object({
   expires_at: UnixSeconds,
   /** The same key returns the same payment: a retried renewal never creates a second one. */
   idempotency_key: z.string().min(1).max(200),
+  /** The plan's per-rail settings: the owner's watch-only wallet, connected card account, payee. */
+  plan_settings: z
+    .object({
+      watchonly_wallet_id: z.string().nullable().optional(),
+      cardproc_account_id: z.string().nullable().optional(),
+      walletproc_merchant_id: z.string().nullable().optional(),
+    })
+    .optional(),
 });
 export type CreatePayment = z.infer<typeof CreatePayment>;
 

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envInt, loadConfig, railSelection } from '@sb/runtime';
 
 export const loadBillingConfig = () =>
   loadConfig({
     ...commonConfig,
     BILLING_OPS_PORT: envInt(9101),
     DB_POOL_MAX: envInt(10, 1),
-    LIGHTNING_PROVIDER: z.enum(['dev', 'lnbits', 'chargeproc']).optional(),
+    ...railSelection,
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts portal tokens at rest'),
     PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
     BUS_TIMEOUT_MS: envInt(5000, 100),

@@ -20,7 +20,7 @@ main('billing', () =>
     async setup({ config, log, db, nc, clock, devClock }) {
       const deps: Deps = {
         db, clock, devClock, log,
-        availability: methodAvailability({ lightningProvider: config.LIGHTNING_PROVIDER }),
+        availability: methodAvailability(config),
         plans: new PlansRepo(SCHEMA),
         subscriptions: new SubscriptionsRepo(SCHEMA),
         subscribers: new SubscribersRepo(SCHEMA),

@@ -1,6 +1,7 @@
 import { messages } from '@sb/contracts';
 import { callMessage, conflict, DomainError, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
+import { requestPayment } from './payments-client.js';
 import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './domain/periods.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit } from './transitions.js';
@@ -117,9 +118,8 @@ export class Scheduler {
     const d = this.d;
     const end = s.current_period_end;
     const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
-    const { payment, checkout } = await callMessage(d.bus, messages.createPayment, {
-      wallet_id: s.wallet_id, subscription_id: s.id, plan_id: s.plan_id, plan_name: plan?.name ?? '', amount_sats: s.amount_sats,
-      payment_method: s.payment_method, purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
+    const { payment, checkout } = await requestPayment(d, plan, s, {
+      purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
       // Payable until the grace period ends; the payments service may issue a shorter-lived invoice.
       expires_at: Math.max(end + s.grace_period_days * DAY_SECONDS, end + 3600, now + 3600),
       idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,

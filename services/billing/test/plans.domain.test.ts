@@ -5,7 +5,7 @@ import { DomainError } from '@sb/runtime';
 import { methodAvailability } from '../src/domain/availability.js';
 import { allowedMethods, archivePlan, newPlan, publicPlan, updatePlan } from '../src/domain/plans.js';
 
-const lightningOnly = methodAvailability({ lightningProvider: 'dev' });
+const lightningOnly = methodAvailability({ LIGHTNING_PROVIDER: 'dev' });
 const nothing = methodAvailability({});
 const ids = { id: 'plan_1', wallet: 'wal_1', now: 1_700_000_000 };
 const create = (over: Partial<PlanCreate> = {}): PlanCreate =>

@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envInt, loadConfig, railSelection } from '@sb/runtime';
 
-export const LIGHTNING_PROVIDERS = ['dev', 'lnbits', 'chargeproc'] as const;
-export type LightningProviderName = (typeof LIGHTNING_PROVIDERS)[number];
+export type LightningProviderName = NonNullable<PaymentsConfig['LIGHTNING_PROVIDER']>;
 
 const url = z.string().url({ message: 'must be an http(s):// URL' }).transform((u) => u.replace(/\/+$/, ''));
 const secret = z.string().min(1);
@@ -11,13 +10,22 @@ export const paymentsConfig = {
   ...commonConfig,
   PAYMENTS_OPS_PORT: envInt(9102),
   DB_POOL_MAX: envInt(10, 1),
-  /** Unset: Lightning is not configured and every payment is refused with 422. */
-  LIGHTNING_PROVIDER: z.enum(LIGHTNING_PROVIDERS).optional(),
+  /** Unset: that rail is off and its payments are refused with 422. */
+  ...railSelection,
   LNBITS_URL: url.optional(),
   LNBITS_INVOICE_KEY: secret.optional(),
   CHARGEPROC_URL: url.optional(),
   CHARGEPROC_API_KEY: secret.optional(),
   CHARGEPROC_LNBITS_WALLET: secret.optional(),
+  /** The charge server's on-chain (watch-only) wallet id, for ONCHAIN_PROVIDER=chargeproc. */
+  CHARGEPROC_ONCHAIN_WALLET: secret.optional(),
+  /** Fiat of card and wallet-processor payments: lower-case ISO code. */
+  FIAT_CURRENCY: z.string().regex(/^[a-z]{3}$/, 'a lower-case three-letter code such as usd').default('usd'),
+  /** Price source answering `{"bitcoin": {"<currency>": <price>}}` (CoinGecko simple price). */
+  FIAT_RATE_URL: url.optional(),
+  /** A fixed price of one bitcoin in FIAT_CURRENCY instead of a source (dev runs). */
+  FIAT_RATE_FIXED: z.coerce.number().positive().optional(),
+  FIAT_RATE_TTL_MS: envInt(60_000, 0),
   /** Where providers reach this deployment's gateway: the base of the callback URLs handed to them. */
   PUBLIC_BASE_URL: url.optional(),
   PAYMENTS_SWEEP_INTERVAL_MS: envInt(1000, 50),
@@ -33,19 +41,33 @@ export const paymentsConfig = {
 
 export type PaymentsConfig = z.infer<z.ZodObject<typeof paymentsConfig>>;
 
-/** Variables the chosen provider cannot work without. */
-const REQUIRED: Record<LightningProviderName, (keyof PaymentsConfig)[]> = {
-  dev: [],
-  lnbits: ['LNBITS_URL', 'LNBITS_INVOICE_KEY'],
-  chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_LNBITS_WALLET'],
+type Rail = keyof typeof railSelection;
+
+/** Variables each rail's chosen provider cannot work without. */
+const REQUIRED: { [R in Rail]: Partial<Record<NonNullable<PaymentsConfig[R]>, (keyof PaymentsConfig)[]>> } = {
+  LIGHTNING_PROVIDER: {
+    lnbits: ['LNBITS_URL', 'LNBITS_INVOICE_KEY'],
+    chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_LNBITS_WALLET'],
+  },
+  ONCHAIN_PROVIDER: { chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_ONCHAIN_WALLET'] },
+  CARDPROC_PROVIDER: {},
+  WALLETPROC_PROVIDER: {},
 };
 
-/** One line per variable the chosen provider needs and lacks. */
+/** One line per variable a chosen provider needs and lacks. */
 export function providerConfigProblems(c: PaymentsConfig): string[] {
-  if (!c.LIGHTNING_PROVIDER) return [];
-  return REQUIRED[c.LIGHTNING_PROVIDER]
-    .filter((k) => c[k] === undefined)
-    .map((k) => `  ${k}: required when LIGHTNING_PROVIDER=${c.LIGHTNING_PROVIDER}`);
+  const problems: string[] = [];
+  for (const rail of Object.keys(REQUIRED) as Rail[]) {
+    const chosen = c[rail];
+    if (!chosen) continue;
+    const needs = (REQUIRED[rail] as Record<string, (keyof PaymentsConfig)[]>)[chosen] ?? [];
+    for (const k of needs) if (c[k] === undefined) problems.push(`  ${k}: required when ${rail}=${chosen}`);
+  }
+  const fiat = [c.CARDPROC_PROVIDER && 'CARDPROC_PROVIDER', c.WALLETPROC_PROVIDER && 'WALLETPROC_PROVIDER'].filter(Boolean);
+  if (fiat.length && c.FIAT_RATE_URL === undefined && c.FIAT_RATE_FIXED === undefined) {
+    problems.push(`  FIAT_RATE_URL or FIAT_RATE_FIXED: required when ${fiat.join(' or ')} is set (fiat amounts)`);
+  }
+  return problems;
 }
 
 export function loadPaymentsConfig(env: NodeJS.ProcessEnv = process.env): PaymentsConfig {

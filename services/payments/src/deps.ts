@@ -1,5 +1,6 @@
 import type { Clock, Db, Logger } from '@sb/runtime';
-import type { LightningProvider } from './providers/lightning.js';
+import type { Rails } from './providers/rail.js';
+import type { RateSource } from './rates.js';
 import type { PaymentsRepo } from './store/payments.repo.js';
 
 export const SCHEMA = 'payments';
@@ -12,15 +13,10 @@ export interface Deps {
   log: Logger;
   devMode: boolean;
   payments: PaymentsRepo;
-  /** The configured Lightning provider; absent when LIGHTNING_PROVIDER is unset. */
-  lightning?: LightningProvider;
-  /** The callback URL handed to providers (`{PUBLIC_BASE_URL}{API_PREFIX}/public/webhook/chargeproc`). */
-  webhookUrl?: string;
+  /** The rails this deployment has, by payment method (from the *_PROVIDER settings). */
+  rails: Rails;
+  /** Prices card and wallet-processor payments in fiat. */
+  rates: RateSource;
   /** The longest expiry of an invoice (INVOICE_MAX_EXPIRY_S). */
   invoiceMaxExpiryS: number;
-}
-
-/** The adapter that can speak about payments of `provider`, if this process has it configured. */
-export function providerFor(d: Pick<Deps, 'lightning'>, provider: string): LightningProvider | undefined {
-  return d.lightning?.name === provider ? d.lightning : undefined;
 }

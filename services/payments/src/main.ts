@@ -2,7 +2,8 @@ import { main, runService } from '@sb/runtime';
 import { loadPaymentsConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { allHandlers } from './handlers/index.js';
-import { createLightningProvider, webhookUrlOf } from './providers/index.js';
+import { createRails, webhookUrlOf } from './providers/index.js';
+import { RateSource } from './rates.js';
 import { migrations } from './store/migrations.js';
 import { PaymentsRepo } from './store/payments.repo.js';
 import { Sweeper } from './sweeper.js';
@@ -16,22 +17,31 @@ main('payments', () =>
     opsPort: (c) => c.PAYMENTS_OPS_PORT,
     setup({ config, log, db, clock }) {
       const payments = new PaymentsRepo(SCHEMA);
-      const lightning = createLightningProvider(config, clock, async (ref) => (await payments.byProviderRef(db, 'dev', ref))?.status);
+      const rails = createRails(config, clock, async (ref) => (await payments.byProviderRef(db, 'dev', ref))?.status);
       const webhookUrl = webhookUrlOf(config);
-      if (!config.LIGHTNING_PROVIDER) log.warn('LIGHTNING_PROVIDER is not set: every payment will be refused');
-      if (config.LIGHTNING_PROVIDER === 'dev' && !config.DEV_MODE) {
-        log.warn('LIGHTNING_PROVIDER=dev without DEV_MODE: dev invoices cannot be paid by anyone (the dev pay endpoint needs DEV_MODE)');
+      if (!Object.keys(rails).length) log.warn('no *_PROVIDER is set: every payment will be refused');
+      const usesDev = Object.values(rails).some((r) => r?.provider === 'dev');
+      if (usesDev && !config.DEV_MODE) {
+        log.warn('a dev provider without DEV_MODE: its payments cannot be paid by anyone (the dev pay endpoint needs DEV_MODE)');
       }
-      if (config.LIGHTNING_PROVIDER && config.LIGHTNING_PROVIDER !== 'dev' && !webhookUrl) {
+      if (Object.values(rails).some((r) => r?.provider !== 'dev') && !webhookUrl) {
         log.warn('PUBLIC_BASE_URL is not set: providers get no callback URL; payments are found by polling only');
       }
-      const deps: Deps = { db, clock, log, devMode: config.DEV_MODE, payments, lightning, webhookUrl, invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S };
+      const rates = new RateSource(
+        {
+          currency: config.FIAT_CURRENCY, ttlMs: config.FIAT_RATE_TTL_MS, timeoutMs: config.PROVIDER_TIMEOUT_MS,
+          ...(config.FIAT_RATE_URL ? { url: config.FIAT_RATE_URL } : {}),
+          ...(config.FIAT_RATE_FIXED ? { fixed: config.FIAT_RATE_FIXED } : {}),
+        },
+        () => clock.nowMs(),
+      );
+      const deps: Deps = { db, clock, log, devMode: config.DEV_MODE, payments, rails, rates, invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S };
       const sweeper = new Sweeper(deps, { intervalMs: config.PAYMENTS_SWEEP_INTERVAL_MS });
       return {
         handlers: allHandlers(deps),
         start: () => sweeper.start(),
         stop: () => sweeper.stop(),
-        ready: { lightning_provider: lightning?.name ?? null },
+        ready: { rails: Object.fromEntries(Object.values(rails).map((r) => [r!.method, r!.provider])) },
       };
     },
   }),

@@ -1,6 +1,7 @@
 import { unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
-import { confirmPayment } from './domain/confirm.js';
+import type { Rail } from './providers/rail.js';
+import { settleFromProvider } from './domain/confirm.js';
 import { statesAllowing } from './domain/payments.js';
 
 export interface SweeperOptions {
@@ -75,13 +76,18 @@ export class Sweeper {
     return total;
   }
 
-  /** The dev provider has nothing to ask: its payments are paid only through the dev endpoint. */
+  /** Each provider that can be asked (the dev provider cannot: it is paid only through the dev endpoint). */
   private async checkProvider(): Promise<number> {
-    const provider = this.d.lightning;
-    if (!provider || provider.name === 'dev') return 0;
+    const byProvider = new Map(Object.values(this.d.rails).filter((r) => r?.status).map((r) => [r!.provider, r!]));
+    let confirmed = 0;
+    for (const rail of byProvider.values()) confirmed += await this.checkRail(rail);
+    return confirmed;
+  }
+
+  private async checkRail(rail: Rail): Promise<number> {
     const claimed = await this.d.payments.claimForCheck(
       this.d.db,
-      provider.name,
+      rail.provider,
       unixSeconds(this.d.clock),
       this.o.recheckAfterS,
       this.o.lateWindowS,
@@ -92,11 +98,7 @@ export class Sweeper {
     const worker = async () => {
       for (let p = queue.shift(); p && !this.stopped; p = queue.shift()) {
         try {
-          if (!(await provider.getStatus(p.provider_ref!)).paid) continue;
-          if ((await confirmPayment(this.d, p.id)).confirmed) {
-            confirmed++;
-            this.d.log.info({ payment_id: p.id, provider: provider.name }, 'sweeper: payment confirmed by provider');
-          }
+          if ((await settleFromProvider(this.d, p, await rail.status!(p), 'sweeper')).changed === 'paid') confirmed++;
         } catch (err) {
           this.d.log.warn({ err, payment_id: p.id }, 'sweeper: provider check failed');
         }

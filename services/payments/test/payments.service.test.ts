@@ -6,6 +6,8 @@ import { callMessage, DomainError, systemClock } from '@sb/runtime';
 import { PaymentsRepo } from '../src/store/payments.repo.js';
 import { ChargeprocProvider } from '../src/providers/chargeproc.js';
 import { Sweeper } from '../src/sweeper.js';
+import { lightningRail } from '../src/providers/rail.js';
+import { RateSource } from '../src/rates.js';
 import { callback, startPaymentsService, type PaymentsService } from './support/service.js';
 import { startSatspayServer, type SatspayServer } from './support/satspay-server.js';
 
@@ -357,7 +359,8 @@ describe('payments service, charge server provider (callbacks)', () => {
       devMode: false,
       invoiceMaxExpiryS: 86_400,
       payments: new PaymentsRepo('payments'),
-      lightning: new ChargeprocProvider({ url: satspay.url, apiKey: satspay.apiKey, lnbitsWallet: satspay.wallet, timeoutMs: 15_000 }, systemClock),
+      rails: { lightning: lightningRail(new ChargeprocProvider({ url: satspay.url, apiKey: satspay.apiKey, lnbitsWallet: satspay.wallet, timeoutMs: 15_000 }, systemClock)) },
+      rates: new RateSource({ currency: 'usd', ttlMs: 0, timeoutMs: 1000 }),
     };
     const sweepers = [new Sweeper(deps, { intervalMs: 1000, recheckAfterS: 0 }), new Sweeper(deps, { intervalMs: 1000, recheckAfterS: 0 })];
     await sweepers[0]!.tick(); // (may confirm charges earlier tests paid without a valid callback)

@@ -1,11 +1,13 @@
 import { randomBytes, createHash } from 'node:crypto';
-import { ID_PREFIXES, METHOD_FLAGS, messages, type SubscribeRequest } from '@sb/contracts';
-import { callMessage, conflict, DomainError, newId, notFound, routeHandler, unixSeconds } from '@sb/runtime';
+import { ID_PREFIXES, METHOD_FLAGS, type SubscribeRequest } from '@sb/contracts';
+import { conflict, DomainError, newId, notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
+import { requestPayment } from '../payments-client.js';
 import { startSubscription } from '../domain/lifecycle.js';
 import { emit } from '../transitions.js';
 import type { SubRow } from '../store/subscriptions.repo.js';
 
+/** How long a checkout can be paid: Lightning 1 h; on-chain, card and wallet processor 24 h. */
 const CHECKOUT_SECONDS = { lightning: 3600 } as Record<string, number>;
 
 export function manageUrl(base: string, token: string): string {
@@ -65,9 +67,8 @@ export const subscribe = (d: Deps) =>
       };
     }
     try {
-      const { checkout } = await callMessage(d.bus, messages.createPayment, {
-        wallet_id: plan.wallet, subscription_id: sub.id, plan_id: plan.id, plan_name: plan.name, amount_sats: sub.amount_sats,
-        payment_method: method, purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
+      const { checkout } = await requestPayment(d, plan, sub, {
+        purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
         expires_at: now + (CHECKOUT_SECONDS[method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
       });
       return { ...checkout, subscription_id: sub.id, manage_url };

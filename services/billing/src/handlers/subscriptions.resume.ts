@@ -1,6 +1,6 @@
-import { messages } from '@sb/contracts';
-import { callMessage, routeHandler } from '@sb/runtime';
+import { routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
+import { requestPayment } from '../payments-client.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 import { act, ownerSub } from './subscription-action.js';
 
@@ -10,10 +10,9 @@ export const resumeSubscription = (d: Deps) =>
     const { saved, now } = await act(d, ownerSub(d, req), () => ({ type: 'resume' }));
     if (saved.status === 'pending') {
       const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
-      const { payment } = await callMessage(d.bus, messages.createPayment, {
-        wallet_id: saved.wallet_id, subscription_id: saved.id, plan_id: saved.plan_id, plan_name: plan?.name ?? '',
-        amount_sats: saved.amount_sats, payment_method: saved.payment_method, purpose: 'renewal',
-        description: `${plan?.name ?? 'Subscription'} renewal`, expires_at: now + 86_400, idempotency_key: `resume:${saved.id}:${saved.version}`,
+      const { payment } = await requestPayment(d, plan, saved, {
+        purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`, expires_at: now + 86_400,
+        idempotency_key: `resume:${saved.id}:${saved.version}`,
       });
       await d.db.query('UPDATE billing.subscriptions SET renewal_payment_id = $2 WHERE id = $1', [saved.id, payment.id]);
     }

@@ -1,6 +1,7 @@
 import { enqueueEvent } from '@sb/runtime';
 import { PaymentEventData } from '@sb/contracts';
 import { SCHEMA, type Deps } from '../deps.js';
+import type { PaymentDetails } from '../store/payments.repo.js';
 import { paymentReceivedData, statesAllowing, type PaymentRecord } from './payments.js';
 
 export interface Confirmation {
@@ -16,13 +17,47 @@ export interface Confirmation {
  * `payment.received` event in the outbox. Whatever the number of confirmations, the payment is recorded
  * and announced exactly once; a caller may answer its provider only after this resolves.
  */
-export async function confirmPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>, paymentId: string): Promise<Confirmation> {
+export async function confirmPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>, paymentId: string, details: PaymentDetails = {}): Promise<Confirmation> {
   const { from, to } = statesAllowing('confirm');
   return d.db.tx(async (tx) => {
     const paidAt = Math.floor(d.clock.nowMs() / 1000);
-    const paid = await d.payments.transition(tx, paymentId, from, to, paidAt);
+    const paid = await d.payments.transition(tx, paymentId, from, to, paidAt, details);
     if (!paid) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
     await enqueueEvent(tx, SCHEMA, d.clock, paid.wallet_id, 'payment.received', PaymentEventData.parse(paymentReceivedData(paid)));
     return { payment: paid, confirmed: true };
   });
+}
+
+/**
+ * The provider says the payment will never arrive (declined card, denied order): pending -> failed with
+ * the reason, and `payment.failed` in the outbox, once.
+ */
+export async function failPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>, paymentId: string, reason: string): Promise<Confirmation> {
+  const { from, to } = statesAllowing('fail');
+  return d.db.tx(async (tx) => {
+    const failed = await d.payments.transition(tx, paymentId, from, to, null, { failure_reason: reason });
+    if (!failed) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
+    await enqueueEvent(tx, SCHEMA, d.clock, failed.wallet_id, 'payment.failed', PaymentEventData.parse({ ...paymentReceivedData(failed), status: 'failed', paid_at: null }));
+    return { payment: failed, confirmed: true };
+  });
+}
+
+/** Applies what the provider says about a payment: confirms it when paid, fails it when it never will be. */
+export async function settleFromProvider(
+  d: Pick<Deps, 'db' | 'clock' | 'payments' | 'log'>,
+  p: PaymentRecord,
+  status: { paid: boolean; failed?: boolean; onchain_txid?: string },
+  via: string,
+): Promise<{ payment: PaymentRecord; changed: 'paid' | 'failed' | null }> {
+  if (status.paid) {
+    const r = await confirmPayment(d, p.id, status.onchain_txid ? { onchain_txid: status.onchain_txid } : {});
+    if (r.confirmed) d.log.info({ payment_id: p.id, provider: p.provider, via }, 'payment confirmed');
+    return { payment: r.payment ?? p, changed: r.confirmed ? 'paid' : null };
+  }
+  if (status.failed) {
+    const r = await failPayment(d, p.id, `${p.provider} reports the payment failed`);
+    if (r.confirmed) d.log.info({ payment_id: p.id, provider: p.provider, via }, 'payment failed');
+    return { payment: r.payment ?? p, changed: r.confirmed ? 'failed' : null };
+  }
+  return { payment: p, changed: null };
 }

@@ -1,5 +1,5 @@
 import type { Payment, PaymentEventData, PaymentMethod, PaymentPurpose, PaymentStatus } from '@sb/contracts';
-import type { LightningProviderName } from '../config.js';
+import type { ProviderName } from '../providers/rail.js';
 
 /** A payment as stored: the contract's Payment plus what this service needs to confirm and announce it. */
 export interface PaymentRecord {
@@ -14,8 +14,19 @@ export interface PaymentRecord {
   purpose: PaymentPurpose;
   payment_request: string | null;
   payment_hash: string | null;
-  provider: LightningProviderName;
+  provider: ProviderName;
   provider_ref: string | null;
+  onchain_address: string | null;
+  onchain_txid: string | null;
+  /** Where the payer completes a card or wallet-processor payment. */
+  checkout_url: string | null;
+  amount_fiat: number | null;
+  currency: string | null;
+  /** Fiat per bitcoin used for `amount_fiat`. */
+  fiat_rate: number | null;
+  cardproc_payment_id: string | null;
+  walletproc_order_id: string | null;
+  failure_reason: string | null;
   expires_at: number;
   paid_at: number | null;
   created_at: number;
@@ -50,10 +61,16 @@ export function toPayment(r: PaymentRecord): Payment {
     id: r.id,
     subscription_id: r.subscription_id,
     amount_sats: r.amount_sats,
+    amount_fiat: r.amount_fiat,
+    currency: r.currency,
     status: r.status,
     payment_method: r.payment_method,
     payment_request: r.payment_request,
     payment_hash: r.payment_hash,
+    onchain_address: r.onchain_address,
+    onchain_txid: r.onchain_txid,
+    cardproc_payment_id: r.cardproc_payment_id,
+    walletproc_order_id: r.walletproc_order_id,
     created_at: r.created_at,
     paid_at: r.paid_at,
   };

@@ -20,13 +20,15 @@ async function created(p: PaymentRecord) {
 }
 
 /**
- * Opens a payment: an invoice at the provider, stored `pending`. Idempotent on (wallet, idempotency key):
- * a retry answers the payment the first call made. Two racing first calls may both reach the provider;
- * only one payment is stored and both answer it (the other invoice simply expires unpaid).
+ * Opens a payment on the rail of its method: an invoice, an address or a processor checkout, stored
+ * `pending`. Idempotent on (wallet, idempotency key): a retry answers the payment the first call made.
+ * Two racing first calls may both reach the provider; only one payment is stored and both answer it
+ * (the other provider object simply expires unpaid).
  */
 export const createPaymentHandler = (d: Deps) =>
   messageHandler(messages.createPayment, async (req) => {
-    if (req.payment_method !== 'lightning' || !d.lightning) throw notConfigured(req.payment_method);
+    const rail = d.rails[req.payment_method];
+    if (!rail) throw notConfigured(req.payment_method);
 
     const existing = await d.payments.byIdempotencyKey(d.db, req.wallet_id, req.idempotency_key);
     if (existing) {
@@ -38,31 +40,39 @@ export const createPaymentHandler = (d: Deps) =>
     const now = Math.floor(nowMs / 1000);
     if (req.expires_at - now < 1) throw unprocessable(['body', 'expires_at'], 'expires_at must be in the future');
     const expirySeconds = Math.min(req.expires_at - now, d.invoiceMaxExpiryS);
-
-    const provider = d.lightning;
-    const invoice = await logProviderFailure(d.log, { subscription_id: req.subscription_id, provider: provider.name }, () =>
-      provider.createInvoice({
-        amount_sats: req.amount_sats,
-        memo: req.description,
-        expiry_seconds: expirySeconds,
-        ...(d.webhookUrl ? { webhook_url: d.webhookUrl } : {}),
+    const fiat = rail.needsFiat ? await logProviderFailure(d.log, { rail: 'fiat rate' }, () => d.rates.quote(req.amount_sats)) : undefined;
+    const id = newId(ID_PREFIXES.payment, nowMs);
+    const opened = await logProviderFailure(d.log, { subscription_id: req.subscription_id, provider: rail.provider }, () =>
+      rail.open({
+        payment_id: id, wallet_id: req.wallet_id, subscription_id: req.subscription_id, amount_sats: req.amount_sats,
+        memo: req.description, expiry_seconds: expirySeconds, purpose: req.purpose, plan: req.plan_settings ?? {},
+        ...(fiat ? { fiat } : {}),
       }),
     );
     const record: Omit<PaymentRecord, 'version'> = {
-      id: newId(ID_PREFIXES.payment, nowMs),
+      id,
       wallet_id: req.wallet_id,
       subscription_id: req.subscription_id,
       plan_id: req.plan_id,
       plan_name: req.plan_name,
       amount_sats: req.amount_sats,
       status: 'pending',
-      payment_method: 'lightning',
+      payment_method: req.payment_method,
       purpose: req.purpose,
-      payment_request: invoice.payment_request,
-      payment_hash: invoice.payment_hash,
-      provider: provider.name,
-      provider_ref: invoice.provider_ref,
-      expires_at: Math.min(now + expirySeconds, invoice.expires_at),
+      payment_request: opened.payment_request ?? null,
+      payment_hash: opened.payment_hash ?? null,
+      provider: rail.provider,
+      provider_ref: opened.provider_ref,
+      onchain_address: opened.onchain_address ?? null,
+      onchain_txid: null,
+      checkout_url: opened.checkout_url ?? null,
+      amount_fiat: fiat?.amount ?? null,
+      currency: fiat?.currency ?? null,
+      fiat_rate: fiat?.rate ?? null,
+      cardproc_payment_id: opened.cardproc_payment_id ?? null,
+      walletproc_order_id: opened.walletproc_order_id ?? null,
+      failure_reason: null,
+      expires_at: Math.min(now + expirySeconds, opened.expires_at),
       paid_at: null,
       created_at: now,
       idempotency_key: req.idempotency_key,

@@ -1,7 +1,8 @@
 import type { PaymentStatusResponse } from '@sb/contracts';
 import { notFound, routeHandler } from '@sb/runtime';
-import { providerFor, type Deps } from '../deps.js';
-import { confirmPayment } from '../domain/confirm.js';
+import type { Deps } from '../deps.js';
+import { settleFromProvider } from '../domain/confirm.js';
+import { railOf } from '../providers/rail.js';
 import type { PaymentRecord } from '../domain/payments.js';
 
 const answer = (p: PaymentRecord): PaymentStatusResponse => ({
@@ -20,14 +21,12 @@ export const getPaymentStatus = (d: Deps) =>
   routeHandler('public.payment.status', async (req) => {
     const p = await d.payments.getById(d.db, req.params.id);
     if (!p) throw notFound('Payment');
-    const provider = providerFor(d, p.provider);
-    if (p.status !== 'pending' || !provider || !p.provider_ref || provider.name === 'dev') return answer(p);
+    const rail = railOf(d.rails, p.provider);
+    if (p.status !== 'pending' || !rail) return answer(p);
     try {
-      if (!(await provider.getStatus(p.provider_ref)).paid) return answer(p);
+      return answer((await settleFromProvider(d, p, await rail.status!(p), 'status poll')).payment);
     } catch (err) {
       d.log.warn({ err, payment_id: p.id }, 'status poll: provider check failed');
       return answer(p);
     }
-    const { payment } = await confirmPayment(d, p.id);
-    return answer(payment ?? p);
   });

@@ -1,10 +1,14 @@
 import { unixSeconds, type Clock } from '@sb/runtime';
 import { fetchJson, ProviderUnavailableError, type CreateInvoiceInput, type Invoice, type LightningProvider } from './lightning.js';
+import type { Rail } from './rail.js';
 
 export interface ChargeprocSettings {
   url: string;
   apiKey: string;
-  lnbitsWallet: string;
+  /** The charge server's Lightning wallet; without it charges carry no invoice. */
+  lnbitsWallet?: string;
+  /** The charge server's watch-only on-chain wallet; without it charges carry no address. */
+  onchainWallet?: string;
   timeoutMs: number;
   /** Where the charge page sends the payer once paid; omitted when unset. */
   completeLink?: string;
@@ -19,6 +23,12 @@ export interface Charge {
   time: number;
   payment_request?: string | null;
   payment_hash?: string | null;
+  onchainaddress?: string | null;
+}
+
+export interface ChargeInput extends CreateInvoiceInput {
+  lightning: boolean;
+  onchain: boolean;
 }
 
 /** Paid when the charge says so or its balance covers its amount (an underpayment stays unpaid). */
@@ -39,14 +49,12 @@ export class ChargeprocProvider implements LightningProvider {
     private readonly clock: Clock,
   ) {}
 
-  async createInvoice(input: CreateInvoiceInput): Promise<Invoice> {
+  /** One charge: a Lightning invoice, an on-chain address, or both (one payment, whichever arrives). */
+  async createCharge(input: ChargeInput): Promise<{ charge: Charge; expires_at: number }> {
     const minutes = Math.max(1, Math.ceil(input.expiry_seconds / 60));
-    const body: Record<string, unknown> = {
-      lnbitswallet: this.s.lnbitsWallet,
-      description: input.memo,
-      amount: input.amount_sats,
-      time: minutes,
-    };
+    const body: Record<string, unknown> = { description: input.memo, amount: input.amount_sats, time: minutes };
+    if (input.lightning) body.lnbitswallet = this.s.lnbitsWallet;
+    if (input.onchain) body.onchainwallet = this.s.onchainWallet;
     if (input.webhook_url) body.webhook = input.webhook_url;
     if (this.s.completeLink) body.completelink = this.s.completeLink;
     const charge = (await fetchJson('chargeproc', `${this.s.url}/satspay/api/v1/charge`, {
@@ -55,16 +63,19 @@ export class ChargeprocProvider implements LightningProvider {
       body,
       timeoutMs: this.s.timeoutMs,
     })) as Partial<Charge> | undefined;
-    if (typeof charge?.id !== 'string' || !charge.id || typeof charge.payment_request !== 'string' || typeof charge.payment_hash !== 'string') {
-      throw new ProviderUnavailableError('chargeproc POST /satspay/api/v1/charge: answer lacks id, payment_request or payment_hash');
-    }
-    const validMinutes = typeof charge.time === 'number' && charge.time > 0 ? charge.time : minutes;
-    return {
-      payment_request: charge.payment_request,
-      payment_hash: charge.payment_hash,
-      provider_ref: charge.id,
-      expires_at: unixSeconds(this.clock) + validMinutes * 60,
-    };
+    const lacks = [
+      typeof charge?.id === 'string' && charge.id ? null : 'id',
+      !input.lightning || (typeof charge?.payment_request === 'string' && typeof charge.payment_hash === 'string') ? null : 'payment_request',
+      !input.onchain || (typeof charge?.onchainaddress === 'string' && charge.onchainaddress) ? null : 'onchainaddress',
+    ].filter(Boolean);
+    if (lacks.length) throw new ProviderUnavailableError(`chargeproc POST /satspay/api/v1/charge: answer lacks ${lacks.join(', ')}`);
+    const validMinutes = typeof charge!.time === 'number' && charge!.time > 0 ? charge!.time : minutes;
+    return { charge: charge as Charge, expires_at: unixSeconds(this.clock) + validMinutes * 60 };
+  }
+
+  async createInvoice(input: CreateInvoiceInput): Promise<Invoice> {
+    const { charge, expires_at } = await this.createCharge({ ...input, lightning: true, onchain: false });
+    return { payment_request: charge.payment_request!, payment_hash: charge.payment_hash!, provider_ref: charge.id, expires_at };
   }
 
   async getCharge(id: string): Promise<Charge> {
@@ -80,4 +91,27 @@ export class ChargeprocProvider implements LightningProvider {
   async getStatus(providerRef: string): Promise<{ paid: boolean }> {
     return { paid: chargeIsPaid(await this.getCharge(providerRef)) };
   }
+}
+
+/**
+ * On-chain through the charge server: one charge with an address and, when the server also has a
+ * Lightning wallet, an invoice for the same amount, so the payer may use either (BIP21 with `lightning=`).
+ */
+export function chargeprocOnchainRail(p: ChargeprocProvider, withLightning: boolean, webhookUrl?: string): Rail {
+  return {
+    method: 'onchain',
+    provider: 'chargeproc',
+    needsFiat: false,
+    async open(req) {
+      const { charge, expires_at } = await p.createCharge({
+        amount_sats: req.amount_sats, memo: req.memo, expiry_seconds: req.expiry_seconds, lightning: withLightning, onchain: true,
+        ...(webhookUrl ? { webhook_url: webhookUrl } : {}),
+      });
+      return {
+        provider_ref: charge.id, expires_at, onchain_address: charge.onchainaddress!,
+        ...(charge.payment_request ? { payment_request: charge.payment_request, payment_hash: charge.payment_hash! } : {}),
+      };
+    },
+    status: (r) => p.getStatus(r.provider_ref!),
+  };
 }

@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { sha256 } from '@noble/hashes/sha2.js';
+import { ripemd160 } from '@noble/hashes/legacy.js';
+import { bech32 } from '@scure/base';
 import { unixSeconds, type Clock } from '@sb/runtime';
 import { encodeBolt11 } from './bolt11.js';
 import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
+import type { Rail } from './rail.js';
 
 /**
  * DEV PROVIDER: for local runs and tests only; no money moves. It issues well-formed, correctly signed
@@ -46,4 +49,40 @@ export class DevLightningProvider implements LightningProvider {
   async getStatus(providerRef: string): Promise<{ paid: boolean }> {
     return { paid: (await this.statusOf(providerRef)) === 'paid' };
   }
+}
+
+/** A well-formed mainnet P2WPKH address of a random key nobody holds (BIP173). */
+export function devOnchainAddress(): string {
+  const pubkey = secp256k1.getPublicKey(secp256k1.utils.randomSecretKey(), true);
+  return bech32.encode('bc', [0, ...bech32.toWords(ripemd160(sha256(pubkey)))]);
+}
+
+/**
+ * DEV PROVIDER rails for on-chain, card and wallet-processor payments: an unused address, or a
+ * checkout URL that names the dev pay endpoint. As with dev invoices, nothing can pay them but
+ * `POST /dev/payments/{id}/pay` (DEV_MODE), through the same confirmation path as real providers.
+ */
+export function devRails(clock: Clock, devPayUrl: (paymentId: string) => string): Rail[] {
+  const expiry = (s: number) => unixSeconds(clock) + s;
+  return [
+    {
+      method: 'onchain', provider: 'dev', needsFiat: false,
+      async open(req) {
+        const address = devOnchainAddress();
+        return { provider_ref: address, onchain_address: address, expires_at: expiry(req.expiry_seconds) };
+      },
+    },
+    {
+      method: 'cardproc', provider: 'dev', needsFiat: true,
+      async open(req) {
+        return { provider_ref: `cs_dev_${req.payment_id}`, checkout_url: devPayUrl(req.payment_id), expires_at: expiry(req.expiry_seconds) };
+      },
+    },
+    {
+      method: 'walletproc', provider: 'dev', needsFiat: true,
+      async open(req) {
+        return { provider_ref: `order_dev_${req.payment_id}`, checkout_url: devPayUrl(req.payment_id), expires_at: expiry(req.expiry_seconds) };
+      },
+    },
+  ];
 }

@@ -31,8 +31,11 @@ export interface LightningProvider {
  * sentence; `reason` (provider, status, cause) is for the log only.
  */
 export class ProviderUnavailableError extends DomainError {
-  constructor(readonly reason: string) {
-    super(503, 'The payment provider is not available right now; try again shortly');
+  constructor(
+    readonly reason: string,
+    message = 'The payment provider is not available right now; try again shortly',
+  ) {
+    super(503, message);
     this.name = 'ProviderUnavailableError';
   }
 }

@@ -37,4 +37,28 @@ CREATE INDEX payments_by_subscription ON payments (subscription_id, created_at D
 CREATE INDEX payments_pending_by_expiry ON payments (expires_at) WHERE status = 'pending';
 ${outboxTableSql}`,
   },
+  {
+    id: 2,
+    name: 'every rail: on-chain, card and wallet processor fields, fiat amounts, processed callbacks',
+    sql: `
+ALTER TABLE payments ADD COLUMN onchain_address TEXT;
+ALTER TABLE payments ADD COLUMN onchain_txid TEXT;
+ALTER TABLE payments ADD COLUMN checkout_url TEXT;
+-- card and wallet processor: the fiat amount charged, its currency and the rate used (fiat per BTC)
+ALTER TABLE payments ADD COLUMN amount_fiat NUMERIC(20, 2);
+ALTER TABLE payments ADD COLUMN currency TEXT;
+ALTER TABLE payments ADD COLUMN fiat_rate NUMERIC(24, 8);
+ALTER TABLE payments ADD COLUMN cardproc_payment_id TEXT;
+ALTER TABLE payments ADD COLUMN walletproc_order_id TEXT;
+ALTER TABLE payments ADD COLUMN failure_reason TEXT;
+-- callbacks that carry an event id: each is applied once, however often it is delivered
+CREATE TABLE processed_callbacks (
+  provider TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  payment_id TEXT,
+  received_at BIGINT NOT NULL,
+  PRIMARY KEY (provider, event_id)
+);
+CREATE INDEX payments_by_onchain_address ON payments (onchain_address) WHERE onchain_address IS NOT NULL;`,
+  },
 ];

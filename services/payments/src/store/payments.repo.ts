@@ -2,13 +2,21 @@ import type { Paginated, PaymentMethod, PaymentStatus } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 
-const COLUMNS = `id, wallet_id, subscription_id, plan_id, plan_name, amount_sats, status, payment_method, purpose,
-  payment_request, payment_hash, provider, provider_ref, expires_at, paid_at, created_at, idempotency_key, version`;
-
 const INSERTED = [
   'id', 'wallet_id', 'subscription_id', 'plan_id', 'plan_name', 'amount_sats', 'status', 'payment_method', 'purpose',
   'payment_request', 'payment_hash', 'provider', 'provider_ref', 'expires_at', 'paid_at', 'created_at', 'idempotency_key',
+  'onchain_address', 'onchain_txid', 'checkout_url', 'amount_fiat', 'currency', 'fiat_rate', 'cardproc_payment_id',
+  'walletproc_order_id', 'failure_reason',
 ] as const;
+
+// NUMERIC columns come back as strings from the driver; the record holds numbers.
+const COLUMNS = [...INSERTED, 'version']
+  .map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c))
+  .join(', ');
+
+/** What a provider tells about a payment when it is settled. */
+const DETAIL_COLUMNS = ['onchain_txid', 'cardproc_payment_id', 'walletproc_order_id', 'failure_reason'] as const;
+export type PaymentDetails = Partial<Pick<PaymentRecord, (typeof DETAIL_COLUMNS)[number]>>;
 
 export interface PaymentFilters {
   subscription_id?: string;
@@ -63,11 +71,19 @@ export class PaymentsRepo {
    * concurrent callers exactly one wins (PostgreSQL re-checks the condition after the row lock); the
    * others get undefined.
    */
-  async transition(q: Queryable, id: string, from: PaymentStatus[], to: PaymentStatus, paidAt: number | null = null): Promise<PaymentRecord | undefined> {
+  async transition(
+    q: Queryable,
+    id: string,
+    from: PaymentStatus[],
+    to: PaymentStatus,
+    paidAt: number | null = null,
+    details: PaymentDetails = {},
+  ): Promise<PaymentRecord | undefined> {
+    const keys = DETAIL_COLUMNS.filter((k) => details[k] !== undefined);
     const { rows } = await q.query<PaymentRecord>(
-      `UPDATE ${this.t} SET status = $3, paid_at = COALESCE($4, paid_at), version = version + 1
+      `UPDATE ${this.t} SET status = $3, paid_at = COALESCE($4, paid_at), version = version + 1${keys.map((k, i) => `, ${k} = $${i + 5}`).join('')}
        WHERE id = $1 AND status = ANY($2::text[]) RETURNING ${COLUMNS}`,
-      [id, from, to, paidAt],
+      [id, from, to, paidAt, ...keys.map((k) => details[k])],
     );
     return rows[0];
   }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { encodeBolt11 } from '../../src/providers/bolt11.js';
+import { devOnchainAddress } from '../../src/providers/dev.js';
 import { isInt, startFakeServer, type FakeServer } from './http-fake.js';
 
 /** A charge as SatsPay stores and answers it. */
@@ -27,6 +28,8 @@ export interface SatspayCharge {
 export interface SatspayServer extends FakeServer {
   apiKey: string;
   wallet: string;
+  /** The watch-only on-chain wallet charges may name as `onchainwallet`. */
+  onchainWallet: string;
   charges: Map<string, SatspayCharge>;
   /** Money arrives on the charge (all of it unless said). */
   pay(id: string, sats?: number): void;
@@ -39,7 +42,11 @@ export interface SatspayServer extends FakeServer {
  * `GET /satspay/api/v1/charge/{id}`, both with `X-Api-Key`. A charge is paid when its balance covers
  * its amount.
  */
-export async function startSatspayServer(apiKey = randomBytes(16).toString('hex'), wallet = randomBytes(11).toString('hex')): Promise<SatspayServer> {
+export async function startSatspayServer(
+  apiKey = randomBytes(16).toString('hex'),
+  wallet = randomBytes(11).toString('hex'),
+  onchainWallet = randomBytes(11).toString('hex'),
+): Promise<SatspayServer> {
   const charges = new Map<string, SatspayCharge>();
   const nodeKey = secp256k1.utils.randomSecretKey();
   const json = (c: SatspayCharge) => ({ ...c, paid: c.balance >= c.amount });
@@ -57,16 +64,18 @@ export async function startSatspayServer(apiKey = randomBytes(16).toString('hex'
       if (problems.length || !b) {
         return { status: 422, body: { detail: problems.map((p) => ({ loc: ['body', p], msg: 'invalid', type: 'value_error' })) } };
       }
-      if (b.lnbitswallet !== wallet) return { status: 404, body: { detail: 'Wallet does not exist.' } };
+      if (b.lnbitswallet !== undefined && b.lnbitswallet !== wallet) return { status: 404, body: { detail: 'Wallet does not exist.' } };
+      if (b.onchainwallet !== undefined && b.onchainwallet !== onchainWallet) return { status: 404, body: { detail: 'Onchain wallet does not exist.' } };
+      const lightning = b.lnbitswallet !== undefined;
       const hash = sha256(randomBytes(32));
       const id = randomBytes(11).toString('base64url');
       const charge: SatspayCharge = {
         id,
-        lnbitswallet: wallet,
-        onchainwallet: null,
+        lnbitswallet: lightning ? wallet : null,
+        onchainwallet: b.onchainwallet !== undefined ? onchainWallet : null,
         description: b.description as string,
-        onchainaddress: null,
-        payment_request: encodeBolt11(
+        onchainaddress: b.onchainwallet !== undefined ? devOnchainAddress() : null,
+        payment_request: !lightning ? '' : encodeBolt11(
           {
             amount_sats: b.amount as number,
             timestamp: Math.floor(Date.now() / 1000),
@@ -77,7 +86,7 @@ export async function startSatspayServer(apiKey = randomBytes(16).toString('hex'
           },
           nodeKey,
         ),
-        payment_hash: Buffer.from(hash).toString('hex'),
+        payment_hash: lightning ? Buffer.from(hash).toString('hex') : '',
         webhook: (b.webhook as string | undefined) ?? null,
         completelink: (b.completelink as string | undefined) ?? null,
         completelinktext: 'Back to Merchant',
@@ -103,6 +112,7 @@ export async function startSatspayServer(apiKey = randomBytes(16).toString('hex'
     ...fake,
     apiKey,
     wallet,
+    onchainWallet,
     charges,
     pay(id, sats) {
       const c = charges.get(id);

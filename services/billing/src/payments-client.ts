@@ -1,0 +1,25 @@
+import { messages, type CreatedPayment, type PaymentPurpose, type Plan } from '@sb/contracts';
+import { callMessage } from '@sb/runtime';
+import type { Deps } from './deps.js';
+import type { SubRow } from './store/subscriptions.repo.js';
+
+/**
+ * Asks the payments service for a payment of the subscription on its method, with the plan's rail
+ * settings. Idempotent on `idempotency_key`.
+ */
+export function requestPayment(
+  d: Pick<Deps, 'bus'>,
+  plan: Plan | undefined,
+  sub: Pick<SubRow, 'id' | 'wallet_id' | 'plan_id' | 'amount_sats' | 'payment_method'>,
+  o: { purpose: PaymentPurpose; description: string; expires_at: number; idempotency_key: string },
+): Promise<CreatedPayment> {
+  return callMessage(d.bus, messages.createPayment, {
+    wallet_id: sub.wallet_id, subscription_id: sub.id, plan_id: sub.plan_id, plan_name: plan?.name ?? '', amount_sats: sub.amount_sats,
+    payment_method: sub.payment_method, ...o,
+    plan_settings: {
+      watchonly_wallet_id: plan?.watchonly_wallet_id ?? null,
+      cardproc_account_id: plan?.cardproc_account_id ?? null,
+      walletproc_merchant_id: plan?.walletproc_merchant_id ?? null,
+    },
+  });
+}

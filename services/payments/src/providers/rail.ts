@@ -1,0 +1,86 @@
+import type { PaymentMethod, PaymentPurpose } from '@sb/contracts';
+import type { PaymentRecord } from '../domain/payments.js';
+import type { FiatQuote } from '../rates.js';
+import type { LightningProvider } from './lightning.js';
+
+/** What `payments.provider` records: the adapter that opened the payment and can be asked about it. */
+export type ProviderName = 'dev' | 'lnbits' | 'chargeproc' | 'esplora' | 'stripe' | 'paypal';
+
+/** A plan's per-rail settings (the owner's watch-only wallet, connected card account, payee merchant). */
+export interface PlanRailSettings {
+  watchonly_wallet_id?: string | null;
+  cardproc_account_id?: string | null;
+  walletproc_merchant_id?: string | null;
+}
+
+export interface RailRequest {
+  /** Chosen before the provider is called, so the provider can carry it back (metadata, custom_id). */
+  payment_id: string;
+  wallet_id: string;
+  subscription_id: string;
+  amount_sats: number;
+  /** Shown to the payer. */
+  memo: string;
+  expiry_seconds: number;
+  purpose: PaymentPurpose;
+  plan: PlanRailSettings;
+  /** Present for rails that charge in fiat (`needsFiat`). */
+  fiat?: FiatQuote;
+}
+
+/** What a rail made at its provider; the payment row is built from it. */
+export interface OpenedPayment {
+  provider_ref: string | null;
+  /** Unix seconds, from this service's clock. */
+  expires_at: number;
+  payment_request?: string;
+  payment_hash?: string;
+  onchain_address?: string;
+  checkout_url?: string;
+  cardproc_payment_id?: string;
+  walletproc_order_id?: string;
+}
+
+export interface ProviderStatus {
+  paid: boolean;
+  /** The provider says it will never be paid (declined, denied). */
+  failed?: boolean;
+  onchain_txid?: string;
+}
+
+/**
+ * One payment method as the payments service sees it. Each adapter speaks its provider's real wire
+ * format; `status` is the provider's truth about a payment (callbacks are only hints to ask it).
+ */
+export interface Rail {
+  readonly method: PaymentMethod;
+  readonly provider: ProviderName;
+  /** Card and wallet processors charge a fiat amount converted from the plan's sats. */
+  readonly needsFiat: boolean;
+  open(req: RailRequest): Promise<OpenedPayment>;
+  /** Absent where there is nothing to ask (the dev provider is paid through its dev endpoint only). */
+  status?(p: PaymentRecord): Promise<ProviderStatus>;
+}
+
+export type Rails = Partial<Record<PaymentMethod, Rail>>;
+
+/** The Lightning rail over any Lightning provider (dev, LNbits, charge server). */
+export function lightningRail(p: LightningProvider, webhookUrl?: string): Rail {
+  return {
+    method: 'lightning',
+    provider: p.name,
+    needsFiat: false,
+    async open(req) {
+      const inv = await p.createInvoice({
+        amount_sats: req.amount_sats, memo: req.memo, expiry_seconds: req.expiry_seconds, ...(webhookUrl ? { webhook_url: webhookUrl } : {}),
+      });
+      return { provider_ref: inv.provider_ref, expires_at: inv.expires_at, payment_request: inv.payment_request, payment_hash: inv.payment_hash };
+    },
+    ...(p.name === 'dev' ? {} : { status: (r: PaymentRecord) => p.getStatus(r.provider_ref!) }),
+  };
+}
+
+/** A rail of this deployment that can answer for payments of `provider`. */
+export function railOf(rails: Rails, provider: string): Rail | undefined {
+  return Object.values(rails).find((r) => r?.provider === provider && r.status);
+}
