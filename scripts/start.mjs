@@ -44,7 +44,14 @@ async function main() {
   mkdirSync(DATA, { recursive: true });
   const env = {
     DEV_MODE: '1',
+    // Every rail on its dev provider (no money moves; paid with `npm run dev -- pay <payment id>`).
     LIGHTNING_PROVIDER: process.env.LIGHTNING_PROVIDER ?? 'dev',
+    ONCHAIN_PROVIDER: process.env.ONCHAIN_PROVIDER ?? 'dev',
+    CARDPROC_PROVIDER: process.env.CARDPROC_PROVIDER ?? 'dev',
+    WALLETPROC_PROVIDER: process.env.WALLETPROC_PROVIDER ?? 'dev',
+    FIAT_CURRENCY: process.env.FIAT_CURRENCY ?? 'usd',
+    ...(process.env.FIAT_RATE_URL ? { FIAT_RATE_URL: process.env.FIAT_RATE_URL } : { FIAT_RATE_FIXED: process.env.FIAT_RATE_FIXED ?? '100000' }),
+    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     SCHEDULER_INTERVAL_MS: process.env.SCHEDULER_INTERVAL_MS ?? '1000',
     SECRETS_KEY: process.env.SECRETS_KEY ?? localSecretsKey(),

@@ -133,8 +133,10 @@ export class Scheduler {
       if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
       await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
       await emit(d, tx, row, 'renewal.reminder', {
-        payment_id: payment.id, due_at: end, payment_request: checkout.payment_request ?? null, checkout_url: checkout.checkout_url ?? null,
-        expires_at: checkout.expires_at, notify_subscriber: cur.receive_reminders,
+        // Whatever the method, the reminder carries what pays it: invoice, address (BIP21) or processor link.
+        payment_id: payment.id, due_at: end, payment_method: payment.payment_method, payment_request: checkout.payment_request ?? null,
+        onchain_address: checkout.onchain_address ?? null, bip21_uri: checkout.bip21_uri ?? null, checkout_url: checkout.checkout_url ?? null,
+        amount_fiat: payment.amount_fiat ?? null, currency: payment.currency ?? null, expires_at: checkout.expires_at, notify_subscriber: cur.receive_reminders,
         ...(previous ? { replaces_payment_id: previous } : {}),
       });
       if (!previous && cur.trial_end === end) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });

@@ -1,0 +1,101 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * Every rail on its dev provider, as `npm start` runs them: on-chain, card and wallet processor are
+ * checked out, paid through the dev endpoint and renewed with a reminder that carries what pays them.
+ */
+const DAY = 86_400;
+let stack: Stack;
+let db: pg.Client;
+let admin: ReturnType<typeof client>;
+const anon = () => client(stack.api);
+
+beforeAll(async () => {
+  stack = await startStack({
+    wallets: 1,
+    env: {
+      ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev',
+      FIAT_RATE_FIXED: '80000', FIAT_CURRENCY: 'eur', PUBLIC_BASE_URL: 'http://pay.example.test',
+      SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000',
+    },
+  });
+  admin = client(stack.api, stack.wallets[0]!.admin_key);
+  db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  await db?.end();
+  await stack?.stop();
+});
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 150));
+    v = await fn();
+  }
+  return v;
+}
+
+const everyRail = { allow_onchain: true, allow_cardproc: true, allow_walletproc: true };
+
+describe('dev rails', () => {
+  it('the public plan lists every configured method (NWC is not installed)', async () => {
+    const plan = (await admin.post('/plans', { name: 'All rails', amount_sats: 25_000, interval: 'monthly', ...everyRail })).body;
+    expect((await anon().get(`/public/plan/${plan.id}`)).body.payment_methods).toEqual(['lightning', 'onchain', 'cardproc', 'walletproc']);
+    const nwc = await admin.post('/plans', { name: 'NWC', amount_sats: 1000, interval: 'monthly', allow_nwc: true });
+    expect(nwc.status).toBe(422);
+    expect(nwc.body.detail[0].loc).toEqual(['body', 'allow_nwc']);
+  });
+
+  it.each([
+    ['onchain', 'onchain'],
+    ['card', 'cardproc'],
+    ['walletproc', 'walletproc'],
+  ])('%s: checkout -> dev pay -> active', async (asked, method) => {
+    const plan = (await admin.post('/plans', { name: `Dev ${method}`, amount_sats: 25_000, interval: 'monthly', ...everyRail })).body;
+    const res = await anon().post('/public/subscribe', { plan_id: plan.id, payment_method: asked, email: `${method}@example.com` });
+    expect(res.status).toBe(201);
+    const c = res.body;
+    expect(c.payment_method).toBe(method);
+    expect(c.expires_at - Math.floor(Date.now() / 1000)).toBeGreaterThan(23 * 3600);
+    const payment = (await admin.get(`/payments/${c.payment_id}`)).body;
+    if (method === 'onchain') {
+      expect(c.onchain_address).toMatch(/^bc1q[02-9ac-hj-np-z]{38}$/);
+      expect(c.bip21_uri).toBe(`bitcoin:${c.onchain_address}?amount=0.00025000`);
+      expect(Object.keys(c.qr_codes)).toEqual(['onchain']);
+      expect(payment).toMatchObject({ onchain_address: c.onchain_address });
+      expect(payment.amount_fiat ?? null).toBeNull();
+    } else {
+      expect(c.checkout_url).toBe(`http://pay.example.test/subscriptions_manager/api/v1/dev/payments/${c.payment_id}/pay`);
+      // 25 000 sats at 80 000 EUR per bitcoin.
+      expect(payment).toMatchObject({ amount_fiat: 20, currency: 'eur', payment_method: method, status: 'pending' });
+    }
+    expect((await anon().post(`/dev/payments/${c.payment_id}/pay`)).status).toBe(200);
+    const sub = await until(async () => (await admin.get(`/subscriptions/${c.subscription_id}`)).body, (s) => s.status === 'active');
+    expect(sub).toMatchObject({ status: 'active', payment_method: method });
+  });
+
+  it('a card renewal goes out with a fresh checkout link and its fiat amount', async () => {
+    const plan = (await admin.post('/plans', { name: 'Card trial', amount_sats: 50_000, interval: 'weekly', trial_days: 3, ...everyRail })).body;
+    const s = (await anon().post('/public/subscribe', { plan_id: plan.id, payment_method: 'card', email: 'renew-card@example.com' })).body;
+    const sub = (await admin.get(`/subscriptions/${s.subscription_id}`)).body;
+    const now = (await admin.post('/dev/clock', {})).body.now;
+    expect((await admin.post('/dev/clock', { advance_seconds: sub.current_period_end - DAY / 2 - now })).status).toBe(200);
+    const { rows } = await db.query(
+      `SELECT payload->'data' AS d FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = $1`,
+      [s.subscription_id],
+    );
+    expect(rows).toHaveLength(1);
+    const reminder = rows[0].d;
+    expect(reminder).toMatchObject({ payment_method: 'cardproc', amount_fiat: 40, currency: 'eur', due_at: sub.current_period_end });
+    expect(reminder.checkout_url).toBe(`http://pay.example.test/subscriptions_manager/api/v1/dev/payments/${reminder.payment_id}/pay`);
+    expect((await anon().post(`/dev/payments/${reminder.payment_id}/pay`)).status).toBe(200);
+    const renewed = await until(async () => (await admin.get(`/subscriptions/${s.subscription_id}`)).body, (x) => x.current_period_start === sub.current_period_end);
+    expect(renewed).toMatchObject({ status: 'active', current_period_end: sub.current_period_end + 7 * DAY });
+  });
+});
