@@ -105,7 +105,10 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     async stopBilling() {
       await billing.stop();
     },
+    // A restart stops the old process first (a no-op when it was killed): one still listening would
+    // answer readiness for the new one, which would then die on its port.
     async restartBilling() {
+      await billing.stop();
       billing = await startService('billing', env, { port: billing.port });
       stack.services.billing = billing;
     },
@@ -113,6 +116,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       await payments.stop();
     },
     async restartPayments() {
+      await payments.stop();
       payments = await startService('payments', env, { port: payments.port });
       stack.services.payments = payments;
     },

@@ -11,6 +11,7 @@ export const ID_PREFIXES = {
   nwc: 'nwc_',
   wallet: 'wal_',
   event: 'evt_',
+  watchonly_wallet: 'wow_',
 } as const;
 
 export const PaginationQuery = z.strictObject({

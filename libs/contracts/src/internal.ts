@@ -60,6 +60,12 @@ export const messages = {
     request: SubscriptionPaymentsQuery,
     reply: Paginated(Payment),
   },
+  /** Billing asks before a plan names a watch-only wallet (ONCHAIN_PROVIDER=esplora): is it one of the owner's? */
+  watchonlyWalletExists: {
+    subject: 'payments.internal.watchonly_wallet_exists',
+    request: z.object({ wallet_id: Id, id: Id }),
+    reply: z.object({ exists: z.boolean() }),
+  },
 } as const;
 
 /**

@@ -2,6 +2,7 @@ import { planRoutes } from './routes.plans.js';
 import { archivedSubscriptionRoutes, subscriptionRoutes } from './routes.subscriptions.js';
 import { planSubscriberRoutes, subscriberRoutes } from './routes.subscribers.js';
 import { paymentRoutes } from './routes.payments.js';
+import { watchonlyRoutes } from './routes.watchonly.js';
 import { portalRoutes, publicRoutes, webhookRoutes } from './routes.public.js';
 import { devRoutes } from './routes.dev.js';
 
@@ -12,6 +13,7 @@ export const routes = [
   ...subscriptionRoutes,
   ...subscriberRoutes,
   ...paymentRoutes,
+  ...watchonlyRoutes,
   ...archivedSubscriptionRoutes,
   ...publicRoutes,
   ...portalRoutes,

@@ -14,6 +14,8 @@ export interface Deps {
   devClock?: DevClock;
   log: Logger;
   availability: MethodAvailability;
+  /** ONCHAIN_PROVIDER=esplora: a plan taking on-chain payments must name one of the owner's watch-only wallets. */
+  watchonlyRequired?: boolean;
   plans: PlansRepo;
   subscriptions: SubscriptionsRepo;
   subscribers: SubscribersRepo;

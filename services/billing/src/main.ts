@@ -21,6 +21,7 @@ main('billing', () =>
       const deps: Deps = {
         db, clock, devClock, log,
         availability: methodAvailability(config),
+        watchonlyRequired: config.ONCHAIN_PROVIDER === 'esplora',
         plans: new PlansRepo(SCHEMA),
         subscriptions: new SubscriptionsRepo(SCHEMA),
         subscribers: new SubscribersRepo(SCHEMA),

@@ -23,3 +23,8 @@ export function requestPayment(
     },
   });
 }
+
+/** Whether `id` is one of the owner's watch-only wallets (they live in the payments service). */
+export async function watchonlyWalletExists(d: Pick<Deps, 'bus'>, walletId: string, id: string): Promise<boolean> {
+  return (await callMessage(d.bus, messages.watchonlyWalletExists, { wallet_id: walletId, id })).exists;
+}

@@ -19,6 +19,23 @@ export const paymentsConfig = {
   CHARGEPROC_LNBITS_WALLET: secret.optional(),
   /** The charge server's on-chain (watch-only) wallet id, for ONCHAIN_PROVIDER=chargeproc. */
   CHARGEPROC_ONCHAIN_WALLET: secret.optional(),
+  /** Esplora-compatible HTTP API watched for payments to owners' watch-only wallets (ONCHAIN_PROVIDER=esplora). */
+  ESPLORA_URL: url.optional(),
+  /** Confirmations (the block holding it counts as one) before an on-chain payment counts as paid. */
+  ONCHAIN_CONFIRMATIONS: envInt(1, 1),
+  /** How long after its checkout expires an on-chain payment is still watched (seconds): a transaction can confirm late. */
+  ONCHAIN_LATE_WINDOW_S: envInt(7 * 86_400, 0),
+  /** Card processor (CARDPROC_PROVIDER=stripe): the secret API key and the signing secret of the endpoint registered for /public/webhook/cardproc. */
+  STRIPE_SECRET_KEY: secret.optional(),
+  STRIPE_WEBHOOK_SECRET: secret.optional(),
+  /** Stripe's API base (tests point it at a local server); unset: the SDK's default, https://api.stripe.com. */
+  STRIPE_API_URL: url.optional(),
+  /** Wallet processor (WALLETPROC_PROVIDER=paypal): REST app credentials and the id of the webhook registered for /public/webhook/walletproc. */
+  PAYPAL_CLIENT_ID: secret.optional(),
+  PAYPAL_CLIENT_SECRET: secret.optional(),
+  PAYPAL_WEBHOOK_ID: secret.optional(),
+  /** PayPal's REST base: live by default; https://api-m.sandbox.paypal.com for the sandbox. */
+  PAYPAL_API_URL: url.default('https://api-m.paypal.com'),
   /** Fiat of card and wallet-processor payments: lower-case ISO code. */
   FIAT_CURRENCY: z.string().regex(/^[a-z]{3}$/, 'a lower-case three-letter code such as usd').default('usd'),
   /** Price source answering `{"bitcoin": {"<currency>": <price>}}` (CoinGecko simple price). */
@@ -49,9 +66,11 @@ const REQUIRED: { [R in Rail]: Partial<Record<NonNullable<PaymentsConfig[R]>, (k
     lnbits: ['LNBITS_URL', 'LNBITS_INVOICE_KEY'],
     chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_LNBITS_WALLET'],
   },
-  ONCHAIN_PROVIDER: { chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_ONCHAIN_WALLET'] },
-  CARDPROC_PROVIDER: {},
-  WALLETPROC_PROVIDER: {},
+  ONCHAIN_PROVIDER: { chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_ONCHAIN_WALLET'], esplora: ['ESPLORA_URL'] },
+  // Stripe refuses a Checkout Session without a success_url, which is built from PUBLIC_BASE_URL.
+  CARDPROC_PROVIDER: { stripe: ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET', 'PUBLIC_BASE_URL'] },
+  // PayPal sends the payer back to return_url/cancel_url, which are built from PUBLIC_BASE_URL.
+  WALLETPROC_PROVIDER: { paypal: ['PAYPAL_CLIENT_ID', 'PAYPAL_CLIENT_SECRET', 'PAYPAL_WEBHOOK_ID', 'PUBLIC_BASE_URL'] },
 };
 
 /** One line per variable a chosen provider needs and lacks. */

@@ -2,6 +2,7 @@ import type { Clock, Db, Logger } from '@sb/runtime';
 import type { Rails } from './providers/rail.js';
 import type { RateSource } from './rates.js';
 import type { PaymentsRepo } from './store/payments.repo.js';
+import type { WatchonlyRepo } from './store/watchonly.repo.js';
 
 export const SCHEMA = 'payments';
 
@@ -13,6 +14,8 @@ export interface Deps {
   log: Logger;
   devMode: boolean;
   payments: PaymentsRepo;
+  /** Owners' watch-only wallets (on-chain addresses of ONCHAIN_PROVIDER=esplora). */
+  watchonly: WatchonlyRepo;
   /** The rails this deployment has, by payment method (from the *_PROVIDER settings). */
   rails: Rails;
   /** Prices card and wallet-processor payments in fiat. */

@@ -6,6 +6,7 @@ import { createRails, webhookUrlOf } from './providers/index.js';
 import { RateSource } from './rates.js';
 import { migrations } from './store/migrations.js';
 import { PaymentsRepo } from './store/payments.repo.js';
+import { WatchonlyRepo } from './store/watchonly.repo.js';
 import { Sweeper } from './sweeper.js';
 
 main('payments', () =>
@@ -17,7 +18,9 @@ main('payments', () =>
     opsPort: (c) => c.PAYMENTS_OPS_PORT,
     setup({ config, log, db, clock }) {
       const payments = new PaymentsRepo(SCHEMA);
-      const rails = createRails(config, clock, async (ref) => (await payments.byProviderRef(db, 'dev', ref))?.status);
+      const watchonly = new WatchonlyRepo(SCHEMA);
+      const allocate = (walletId: string, id: string) => watchonly.allocateIndex(db, walletId, id);
+      const rails = createRails(config, clock, async (ref) => (await payments.byProviderRef(db, 'dev', ref))?.status, { allocate, log });
       const webhookUrl = webhookUrlOf(config);
       if (!Object.keys(rails).length) log.warn('no *_PROVIDER is set: every payment will be refused');
       const usesDev = Object.values(rails).some((r) => r?.provider === 'dev');
@@ -35,7 +38,7 @@ main('payments', () =>
         },
         () => clock.nowMs(),
       );
-      const deps: Deps = { db, clock, log, devMode: config.DEV_MODE, payments, rails, rates, invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S };
+      const deps: Deps = { db, clock, log, devMode: config.DEV_MODE, payments, watchonly, rails, rates, invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S };
       const sweeper = new Sweeper(deps, { intervalMs: config.PAYMENTS_SWEEP_INTERVAL_MS });
       return {
         handlers: allHandlers(deps),

@@ -12,7 +12,7 @@ export interface SweeperOptions {
   checkBatch?: number;
   /** No payment is asked about again sooner than this (seconds). */
   recheckAfterS?: number;
-  /** How long after expiry a payment is still asked about (a late payment whose callback was lost). */
+  /** How long after expiry a payment is still asked about (a late payment whose callback was lost); a rail may set its own. */
   lateWindowS?: number;
   /** Provider reads in flight at once. */
   concurrency?: number;
@@ -90,7 +90,7 @@ export class Sweeper {
       rail.provider,
       unixSeconds(this.d.clock),
       this.o.recheckAfterS,
-      this.o.lateWindowS,
+      rail.lateWindowS ?? this.o.lateWindowS,
       this.o.checkBatch,
     );
     let confirmed = 0;

@@ -63,6 +63,27 @@ export function updatePlan(plan: Plan, change: PlanUpdate, now: number, availabi
   return next;
 }
 
+const noWatchonly = (msg: string) => new DomainError(422, [{ loc: ['body', 'watchonly_wallet_id'], msg, type: 'value_error' }]);
+
+/**
+ * With ONCHAIN_PROVIDER=esplora (`required`) on-chain payments go to fresh addresses of the owner's own
+ * watch-only wallet, so a plan taking them must name one. Like the methods above, only a plan that turns
+ * on-chain on or changes its wallet is checked. Throws when the id is missing; returns the id the caller
+ * must look up at the payments service (then `requireWatchonlyFound`), or null when nothing needs it.
+ */
+export function watchonlyToLookUp(next: Plan, before: Plan | undefined, required: boolean): string | null {
+  if (!required || !next.allow_onchain) return null;
+  if (before?.allow_onchain && before.watchonly_wallet_id === next.watchonly_wallet_id) return null;
+  if (!next.watchonly_wallet_id) {
+    throw noWatchonly('On-chain payments need a watch-only wallet: set watchonly_wallet_id to one of yours (POST /watchonly-wallets)');
+  }
+  return next.watchonly_wallet_id;
+}
+
+export function requireWatchonlyFound(exists: boolean): void {
+  if (!exists) throw noWatchonly('watchonly_wallet_id names no watch-only wallet of yours');
+}
+
 export function archivePlan(plan: Plan, now: number): { plan: Plan; changed: boolean } {
   if (plan.is_deleted) return { plan, changed: false };
   return { plan: { ...plan, is_deleted: true, updated_at: now }, changed: true };

@@ -1,6 +1,7 @@
 import { conflict, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { updatePlan } from '../domain/plans.js';
+import { requireWatchonlyFound, updatePlan, watchonlyToLookUp } from '../domain/plans.js';
+import { watchonlyWalletExists } from '../payments-client.js';
 
 export const updatePlanHandler = (d: Deps) =>
   routeHandler('plans.update', async (req) => {
@@ -8,6 +9,8 @@ export const updatePlanHandler = (d: Deps) =>
     if (!current) throw notFound('Plan');
     const { version, ...plan } = current;
     const next = updatePlan(plan, req.body, unixSeconds(d.clock), d.availability);
+    const lookUp = watchonlyToLookUp(next, plan, !!d.watchonlyRequired);
+    if (lookUp) requireWatchonlyFound(await watchonlyWalletExists(d, plan.wallet, lookUp));
     if (!(await d.plans.update(d.db, next, version))) throw conflict('Plan was changed concurrently; retry');
     return next;
   });

@@ -1,4 +1,4 @@
-import { enqueueEvent } from '@sb/runtime';
+import { enqueueEvent, type Queryable } from '@sb/runtime';
 import { PaymentEventData } from '@sb/contracts';
 import { SCHEMA, type Deps } from '../deps.js';
 import type { PaymentDetails } from '../store/payments.repo.js';
@@ -18,14 +18,17 @@ export interface Confirmation {
  * and announced exactly once; a caller may answer its provider only after this resolves.
  */
 export async function confirmPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>, paymentId: string, details: PaymentDetails = {}): Promise<Confirmation> {
+  return d.db.tx((tx) => confirmPaymentIn(d, tx, paymentId, details));
+}
+
+/** confirmPayment inside the caller's transaction, so a callback's dedupe record commits with the payment or not at all. */
+export async function confirmPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, paymentId: string, details: PaymentDetails = {}): Promise<Confirmation> {
   const { from, to } = statesAllowing('confirm');
-  return d.db.tx(async (tx) => {
-    const paidAt = Math.floor(d.clock.nowMs() / 1000);
-    const paid = await d.payments.transition(tx, paymentId, from, to, paidAt, details);
-    if (!paid) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
-    await enqueueEvent(tx, SCHEMA, d.clock, paid.wallet_id, 'payment.received', PaymentEventData.parse(paymentReceivedData(paid)));
-    return { payment: paid, confirmed: true };
-  });
+  const paidAt = Math.floor(d.clock.nowMs() / 1000);
+  const paid = await d.payments.transition(tx, paymentId, from, to, paidAt, details);
+  if (!paid) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
+  await enqueueEvent(tx, SCHEMA, d.clock, paid.wallet_id, 'payment.received', PaymentEventData.parse(paymentReceivedData(paid)));
+  return { payment: paid, confirmed: true };
 }
 
 /**
@@ -33,24 +36,28 @@ export async function confirmPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>,
  * the reason, and `payment.failed` in the outbox, once.
  */
 export async function failPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>, paymentId: string, reason: string): Promise<Confirmation> {
+  return d.db.tx((tx) => failPaymentIn(d, tx, paymentId, reason));
+}
+
+/** failPayment inside the caller's transaction (see confirmPaymentIn). */
+export async function failPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, paymentId: string, reason: string): Promise<Confirmation> {
   const { from, to } = statesAllowing('fail');
-  return d.db.tx(async (tx) => {
-    const failed = await d.payments.transition(tx, paymentId, from, to, null, { failure_reason: reason });
-    if (!failed) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
-    await enqueueEvent(tx, SCHEMA, d.clock, failed.wallet_id, 'payment.failed', PaymentEventData.parse({ ...paymentReceivedData(failed), status: 'failed', paid_at: null }));
-    return { payment: failed, confirmed: true };
-  });
+  const failed = await d.payments.transition(tx, paymentId, from, to, null, { failure_reason: reason });
+  if (!failed) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
+  await enqueueEvent(tx, SCHEMA, d.clock, failed.wallet_id, 'payment.failed', PaymentEventData.parse({ ...paymentReceivedData(failed), status: 'failed', paid_at: null }));
+  return { payment: failed, confirmed: true };
 }
 
 /** Applies what the provider says about a payment: confirms it when paid, fails it when it never will be. */
 export async function settleFromProvider(
   d: Pick<Deps, 'db' | 'clock' | 'payments' | 'log'>,
   p: PaymentRecord,
-  status: { paid: boolean; failed?: boolean; onchain_txid?: string },
+  status: { paid: boolean; failed?: boolean; onchain_txid?: string; cardproc_payment_id?: string },
   via: string,
 ): Promise<{ payment: PaymentRecord; changed: 'paid' | 'failed' | null }> {
   if (status.paid) {
-    const r = await confirmPayment(d, p.id, status.onchain_txid ? { onchain_txid: status.onchain_txid } : {});
+    // The store skips undefined details, so each provider passes only what it knows.
+    const r = await confirmPayment(d, p.id, { onchain_txid: status.onchain_txid, cardproc_payment_id: status.cardproc_payment_id });
     if (r.confirmed) d.log.info({ payment_id: p.id, provider: p.provider, via }, 'payment confirmed');
     return { payment: r.payment ?? p, changed: r.confirmed ? 'paid' : null };
   }

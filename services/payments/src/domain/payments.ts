@@ -27,6 +27,9 @@ export interface PaymentRecord {
   cardproc_payment_id: string | null;
   walletproc_order_id: string | null;
   failure_reason: string | null;
+  /** On-chain to an owner's watch-only wallet: which one, and the receive index of `onchain_address`. */
+  watchonly_wallet_id: string | null;
+  derivation_index: number | null;
   expires_at: number;
   paid_at: number | null;
   created_at: number;

@@ -72,6 +72,8 @@ export const createPaymentHandler = (d: Deps) =>
       cardproc_payment_id: opened.cardproc_payment_id ?? null,
       walletproc_order_id: opened.walletproc_order_id ?? null,
       failure_reason: null,
+      watchonly_wallet_id: opened.watchonly_wallet_id ?? null,
+      derivation_index: opened.derivation_index ?? null,
       expires_at: Math.min(now + expirySeconds, opened.expires_at),
       paid_at: null,
       created_at: now,

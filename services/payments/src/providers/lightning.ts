@@ -40,18 +40,21 @@ export class ProviderUnavailableError extends DomainError {
   }
 }
 
-/** JSON over HTTP with a deadline; any network failure, timeout or non-2xx becomes ProviderUnavailableError. */
+/**
+ * JSON over HTTP with a deadline; any network failure, timeout or non-2xx becomes ProviderUnavailableError.
+ * `apiKey` goes out as X-Api-Key; public APIs (Esplora) are called without it.
+ */
 export async function fetchJson(
   provider: string,
   url: string,
-  init: { method: 'GET' | 'POST'; apiKey: string; body?: unknown; timeoutMs: number },
+  init: { method: 'GET' | 'POST'; apiKey?: string; body?: unknown; timeoutMs: number },
 ): Promise<any> {
   let res: Response;
   try {
     res = await fetch(url, {
       method: init.method,
       headers: {
-        'X-Api-Key': init.apiKey,
+        ...(init.apiKey !== undefined ? { 'X-Api-Key': init.apiKey } : {}),
         accept: 'application/json',
         ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}),
       },

@@ -39,6 +39,9 @@ export interface OpenedPayment {
   checkout_url?: string;
   cardproc_payment_id?: string;
   walletproc_order_id?: string;
+  /** The owner's watch-only wallet and the receive index the address was derived at. */
+  watchonly_wallet_id?: string;
+  derivation_index?: number;
 }
 
 export interface ProviderStatus {
@@ -46,6 +49,8 @@ export interface ProviderStatus {
   /** The provider says it will never be paid (declined, denied). */
   failed?: boolean;
   onchain_txid?: string;
+  /** The card processor's payment (Stripe's PaymentIntent id) of a paid checkout. */
+  cardproc_payment_id?: string;
 }
 
 /**
@@ -60,6 +65,8 @@ export interface Rail {
   open(req: RailRequest): Promise<OpenedPayment>;
   /** Absent where there is nothing to ask (the dev provider is paid through its dev endpoint only). */
   status?(p: PaymentRecord): Promise<ProviderStatus>;
+  /** How long after expiry `status` is still asked (seconds); unset: the sweeper's default. */
+  readonly lateWindowS?: number;
 }
 
 export type Rails = Partial<Record<PaymentMethod, Rail>>;

@@ -61,4 +61,26 @@ CREATE TABLE processed_callbacks (
 );
 CREATE INDEX payments_by_onchain_address ON payments (onchain_address) WHERE onchain_address IS NOT NULL;`,
   },
+  {
+    id: 3,
+    name: 'watch-only wallets of owners; the derivation index of each on-chain payment',
+    sql: `
+CREATE TABLE watchonly_wallets (
+  id TEXT PRIMARY KEY,
+  wallet_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  -- the extended public key as the owner gave it, and in xpub/tpub form (unique: two counters over one
+  -- key would hand out the same addresses)
+  xpub TEXT NOT NULL,
+  normalized_key TEXT NOT NULL UNIQUE,
+  key_type TEXT NOT NULL CHECK (key_type IN ('xpub', 'zpub', 'tpub', 'vpub')),
+  network TEXT NOT NULL CHECK (network IN ('mainnet', 'testnet')),
+  next_index INT NOT NULL DEFAULT 0 CHECK (next_index >= 0),
+  created_at BIGINT NOT NULL
+);
+CREATE INDEX watchonly_wallets_by_wallet ON watchonly_wallets (wallet_id, created_at DESC, id DESC);
+ALTER TABLE payments ADD COLUMN watchonly_wallet_id TEXT REFERENCES watchonly_wallets (id);
+ALTER TABLE payments ADD COLUMN derivation_index INT;
+CREATE UNIQUE INDEX payments_derivation ON payments (watchonly_wallet_id, derivation_index) WHERE watchonly_wallet_id IS NOT NULL;`,
+  },
 ];

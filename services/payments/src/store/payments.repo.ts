@@ -6,7 +6,7 @@ const INSERTED = [
   'id', 'wallet_id', 'subscription_id', 'plan_id', 'plan_name', 'amount_sats', 'status', 'payment_method', 'purpose',
   'payment_request', 'payment_hash', 'provider', 'provider_ref', 'expires_at', 'paid_at', 'created_at', 'idempotency_key',
   'onchain_address', 'onchain_txid', 'checkout_url', 'amount_fiat', 'currency', 'fiat_rate', 'cardproc_payment_id',
-  'walletproc_order_id', 'failure_reason',
+  'walletproc_order_id', 'failure_reason', 'watchonly_wallet_id', 'derivation_index',
 ] as const;
 
 // NUMERIC columns come back as strings from the driver; the record holds numbers.
@@ -59,6 +59,24 @@ export class PaymentsRepo {
   async getById(q: Queryable, id: string): Promise<PaymentRecord | undefined> {
     const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE id = $1`, [id]);
     return rows[0];
+  }
+
+  /**
+   * Records a provider callback's event id; false when it was already recorded (a redelivery). Run in the
+   * transaction that applies the event, so an event is recorded exactly when its effect is.
+   */
+  async recordCallback(q: Queryable, provider: string, eventId: string, paymentId: string | null, receivedAt: number): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `INSERT INTO ${this.schema}.processed_callbacks (provider, event_id, payment_id, received_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (provider, event_id) DO NOTHING`,
+      [provider, eventId, paymentId, receivedAt],
+    );
+    return rowCount === 1;
+  }
+
+  async callbackRecorded(q: Queryable, provider: string, eventId: string): Promise<boolean> {
+    const { rowCount } = await q.query(`SELECT 1 FROM ${this.schema}.processed_callbacks WHERE provider = $1 AND event_id = $2`, [provider, eventId]);
+    return rowCount === 1;
   }
 
   async byProviderRef(q: Queryable, provider: string, ref: string): Promise<PaymentRecord | undefined> {

@@ -1,0 +1,92 @@
+import type { CallbackRequest } from '@sb/contracts';
+import { DomainError, routeHandler, unixSeconds } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { confirmPaymentIn, failPaymentIn } from '../domain/confirm.js';
+import type { PaymentRecord } from '../domain/payments.js';
+import { logProviderFailure } from '../providers/lightning.js';
+import type { ProviderStatus } from '../providers/rail.js';
+import { orderStatus, paypalOf, transmissionOf, type PaypalClient, type PaypalOrder } from '../providers/walletproc.js';
+
+const invalid = () => new DomainError(400, 'Invalid callback');
+const PROVIDER = 'paypal';
+
+interface WebhookEvent {
+  id: string;
+  event_type: string;
+  resource: Record<string, any>;
+}
+
+function eventOf(raw: string): WebhookEvent | undefined {
+  let e: any;
+  try {
+    e = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  const ok = e && typeof e === 'object' && !Array.isArray(e) && typeof e.id === 'string' && e.id && typeof e.event_type === 'string'
+    && e.resource && typeof e.resource === 'object';
+  return ok ? (e as WebhookEvent) : undefined;
+}
+
+/** The payment an event is about; a genuine event about an order that is not ours is refused all the same. */
+async function paymentOf(d: Deps, e: WebhookEvent): Promise<PaymentRecord> {
+  if (e.event_type === 'CHECKOUT.ORDER.APPROVED') {
+    const order = e.resource as PaypalOrder;
+    const p = typeof order.id === 'string' ? await d.payments.byProviderRef(d.db, PROVIDER, order.id) : undefined;
+    if (!p || order.purchase_units?.[0]?.custom_id !== p.id) throw invalid();
+    return p;
+  }
+  // Capture events name the payment (custom_id) and the order; both must agree with what we stored.
+  const orderId = e.resource.supplementary_data?.related_ids?.order_id;
+  const p = typeof e.resource.custom_id === 'string' ? await d.payments.getById(d.db, e.resource.custom_id) : undefined;
+  if (!p || p.provider !== PROVIDER || typeof orderId !== 'string' || p.provider_ref !== orderId) throw invalid();
+  return p;
+}
+
+/** What the event says happened, after any provider call it needs (so none runs inside the transaction). */
+async function outcomeOf(d: Deps, paypal: PaypalClient, e: WebhookEvent, p: PaymentRecord): Promise<ProviderStatus> {
+  switch (e.event_type) {
+    case 'CHECKOUT.ORDER.APPROVED':
+      // Approved is not paid: the money moves only when we capture (idempotent, so redeliveries are safe).
+      if (p.status === 'paid' || p.status === 'failed') return { paid: false };
+      return orderStatus(await logProviderFailure(d.log, { payment_id: p.id, provider: PROVIDER }, () => paypal.capture(p.provider_ref!)));
+    case 'PAYMENT.CAPTURE.COMPLETED':
+      return { paid: e.resource.status === 'COMPLETED' };
+    default: // PAYMENT.CAPTURE.DENIED
+      return { paid: false, failed: true };
+  }
+}
+
+const HANDLED = new Set(['CHECKOUT.ORDER.APPROVED', 'PAYMENT.CAPTURE.COMPLETED', 'PAYMENT.CAPTURE.DENIED']);
+
+/**
+ * PayPal webhook deliveries on `/public/webhook/walletproc`. Each is verified by PayPal itself
+ * (verify-webhook-signature with this deployment's webhook id) before anything is read from it; an
+ * unverifiable, malformed or foreign one is 400 and changes nothing, and a PayPal that cannot be asked is
+ * 503 (PayPal delivers again). The event id is recorded in the same transaction as the payment's change,
+ * so a redelivery answers 200 and changes nothing, and `{received: true}` means durably recorded.
+ */
+export const walletprocWebhook = (d: Deps) =>
+  routeHandler('webhooks.walletproc', async (req) => {
+    const body = req.body as CallbackRequest;
+    const paypal = paypalOf(d.rails);
+    const transmission = transmissionOf(body.headers);
+    const raw = Buffer.from(body.raw, 'base64').toString('utf8');
+    const event = eventOf(raw);
+    if (!paypal || !transmission || !event) throw invalid();
+    const genuine = await logProviderFailure(d.log, { provider: PROVIDER, event_id: event.id }, () => paypal.verifyWebhook(transmission, raw));
+    if (!genuine) throw invalid();
+    if (!HANDLED.has(event.event_type)) return { received: true };
+    if (await d.payments.callbackRecorded(d.db, PROVIDER, event.id)) return { received: true };
+
+    const payment = await paymentOf(d, event);
+    const outcome = await outcomeOf(d, paypal, event, payment);
+    const changed = await d.db.tx(async (tx) => {
+      if (!(await d.payments.recordCallback(tx, PROVIDER, event.id, payment.id, unixSeconds(d.clock)))) return null;
+      if (outcome.paid) return (await confirmPaymentIn(d, tx, payment.id)).confirmed ? 'paid' : null;
+      if (outcome.failed) return (await failPaymentIn(d, tx, payment.id, `paypal: ${event.event_type}`)).confirmed ? 'failed' : null;
+      return null;
+    });
+    if (changed) d.log.info({ payment_id: payment.id, provider: PROVIDER, via: 'callback', event_type: event.event_type }, `payment ${changed}`);
+    return { received: true };
+  });

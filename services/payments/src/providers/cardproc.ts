@@ -1,0 +1,145 @@
+import Stripe from 'stripe';
+import { API_PREFIX } from '@sb/contracts';
+import { DomainError, unixSeconds, type Clock } from '@sb/runtime';
+import type { PaymentRecord } from '../domain/payments.js';
+import { ProviderUnavailableError } from './lightning.js';
+import type { OpenedPayment, ProviderStatus, Rail, RailRequest } from './rail.js';
+
+export interface StripeSettings {
+  secretKey: string;
+  /** Signing secret of the webhook endpoint (`whsec_...`). */
+  webhookSecret: string;
+  /** Unset: Stripe's own API. */
+  apiUrl?: string;
+  /** Where the payer is sent back to after paying. */
+  publicBaseUrl: string;
+  timeoutMs: number;
+}
+
+/** Stripe's bounds on a Checkout Session's `expires_at`, counted from its creation. */
+const MIN_EXPIRY_S = 30 * 60;
+const MAX_EXPIRY_S = 24 * 3600;
+/** Stripe counts from its own clock; this margin keeps a small skew from pushing us out of its bounds. */
+const SKEW_S = 60;
+/** Signed events older than this are refused (replays). */
+export const WEBHOOK_TOLERANCE_S = 300;
+
+// Stripe's minor units: most currencies have cents, these have none, and these three-decimal ones take
+// thousandths that must end in 0 (https://docs.stripe.com/currencies#special-cases).
+const ZERO_DECIMAL = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'ugx', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
+const THREE_DECIMAL = new Set(['bhd', 'jod', 'kwd', 'omr', 'tnd']);
+
+/** An amount in the smallest unit Stripe charges in for `currency`. */
+export function stripeUnitAmount(amount: number, currency: string): number {
+  if (ZERO_DECIMAL.has(currency)) return Math.max(1, Math.round(amount));
+  const cents = Math.max(1, Math.round(amount * 100));
+  return THREE_DECIMAL.has(currency) ? cents * 10 : cents;
+}
+
+/**
+ * What the payment row keeps as `provider_ref`: the session id, prefixed with the connected account
+ * (`acct_.../cs_...`) when the session lives there, since it can only be read back on that account.
+ */
+export function sessionRef(sessionId: string, account?: string | null): string {
+  return account ? `${account}/${sessionId}` : sessionId;
+}
+
+function parseRef(ref: string): { sessionId: string; account?: string } {
+  const i = ref.indexOf('/');
+  return i < 0 ? { sessionId: ref } : { account: ref.slice(0, i), sessionId: ref.slice(i + 1) };
+}
+
+export type StripeEvent = Stripe.Event;
+export type CheckoutSession = Awaited<ReturnType<Stripe['checkout']['sessions']['retrieve']>>;
+
+/**
+ * The card processor rail over Stripe Checkout: one Checkout Session per payment (mode=payment, one
+ * line item priced in the deployment's fiat), on the plan's connected account when it names one. The
+ * session's `metadata.payment_id` carries our id back in its events.
+ */
+export class StripeCardRail implements Rail {
+  readonly method = 'cardproc' as const;
+  readonly provider = 'stripe' as const;
+  readonly needsFiat = true;
+  private readonly stripe: Stripe;
+
+  constructor(
+    private readonly s: StripeSettings,
+    private readonly clock: Clock,
+  ) {
+    const api = s.apiUrl ? new URL(s.apiUrl) : undefined;
+    this.stripe = new Stripe(s.secretKey, {
+      timeout: s.timeoutMs,
+      // A retry would outlast the caller's deadline; the caller (billing, the sweeper) asks again instead.
+      maxNetworkRetries: 0,
+      telemetry: false,
+      ...(api
+        ? { host: api.hostname, port: api.port || (api.protocol === 'https:' ? 443 : 80), protocol: api.protocol === 'https:' ? 'https' : 'http' }
+        : {}),
+    });
+  }
+
+  async open(req: RailRequest): Promise<OpenedPayment> {
+    if (!req.fiat) throw new Error('the card rail needs a fiat quote');
+    const expiresAt = unixSeconds(this.clock) + Math.min(Math.max(req.expiry_seconds, MIN_EXPIRY_S + SKEW_S), MAX_EXPIRY_S - SKEW_S);
+    const account = req.plan.cardproc_account_id || undefined;
+    const session = await this.call('POST /v1/checkout/sessions', () =>
+      this.stripe.checkout.sessions.create(
+        {
+          mode: 'payment',
+          line_items: [
+            {
+              quantity: 1,
+              price_data: { currency: req.fiat!.currency, unit_amount: stripeUnitAmount(req.fiat!.amount, req.fiat!.currency), product_data: { name: req.memo } },
+            },
+          ],
+          metadata: { payment_id: req.payment_id, subscription_id: req.subscription_id },
+          client_reference_id: req.payment_id,
+          // The public status of the payment: the payer lands on its answer (pending until the event arrives, then paid).
+          success_url: `${this.s.publicBaseUrl}${API_PREFIX}/public/payment/${req.payment_id}/status`,
+          expires_at: expiresAt,
+        },
+        account ? { stripeAccount: account } : undefined,
+      ),
+    );
+    if (!session.url) throw new ProviderUnavailableError(`stripe POST /v1/checkout/sessions: session ${session.id} has no url`);
+    return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: expiresAt };
+  }
+
+  /** Paid when Stripe says so; never failed from a poll (a declined card can be retried on the same session). */
+  async status(p: PaymentRecord): Promise<ProviderStatus> {
+    const { sessionId, account } = parseRef(p.provider_ref!);
+    const session = await this.call('GET /v1/checkout/sessions/{id}', () =>
+      this.stripe.checkout.sessions.retrieve(sessionId, {}, account ? { stripeAccount: account } : undefined),
+    );
+    return session.payment_status === 'paid' ? { paid: true, ...paymentIntentOf(session) } : { paid: false };
+  }
+
+  /** The event of a webhook delivery, verified against the endpoint secret on the exact bytes; anything else is 400. */
+  verifyEvent(raw: Buffer, signature: string | undefined): StripeEvent {
+    if (!signature) throw new DomainError(400, 'Invalid callback');
+    try {
+      return this.stripe.webhooks.constructEvent(raw, signature, this.s.webhookSecret, WEBHOOK_TOLERANCE_S, undefined, this.clock.nowMs());
+    } catch {
+      throw new DomainError(400, 'Invalid callback');
+    }
+  }
+
+  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      // Stripe's messages mask keys (`sk_test_****1234`), so the reason can be logged as it is.
+      const e = err as Error & Partial<Pick<Stripe.errors.StripeError, 'statusCode' | 'type'>>;
+      const status = e.statusCode ? `HTTP ${e.statusCode} ` : '';
+      throw new ProviderUnavailableError(`stripe ${what}: ${status}${e.type ?? e.name}: ${e.message}`.slice(0, 500));
+    }
+  }
+}
+
+/** The PaymentIntent of a paid session, which is what Stripe's dashboard and refunds go by. */
+export function paymentIntentOf(session: Pick<CheckoutSession, 'payment_intent'>): { cardproc_payment_id?: string } {
+  const pi = session.payment_intent;
+  const id = typeof pi === 'string' ? pi : pi?.id;
+  return id ? { cardproc_payment_id: id } : {};
+}

@@ -1,0 +1,120 @@
+import { DomainError, unixSeconds, type Clock, type Logger } from '@sb/runtime';
+import type { PaymentRecord } from '../domain/payments.js';
+import { receiveAddress, type Network } from '../domain/derivation.js';
+import { fetchJson, ProviderUnavailableError } from './lightning.js';
+import type { ProviderStatus, Rail } from './rail.js';
+
+export interface EsploraSettings {
+  /** Base of an Esplora-compatible HTTP API (Blockstream's esplora, mempool.space, electrs). */
+  url: string;
+  /** Blocks a transaction must be buried under, counting its own, before it counts as paid. */
+  confirmations: number;
+  timeoutMs: number;
+  /** How long after expiry the sweeper still watches an address: transactions can confirm late. */
+  lateWindowS: number;
+}
+
+/** The next receive index of an owner's watch-only wallet, taken for good; undefined when the owner has no such wallet. */
+export type AllocateIndex = (walletId: string, watchonlyId: string) => Promise<{ normalized: string; network: Network; index: number } | undefined>;
+
+/** An Esplora transaction, only what is read here. */
+export interface EsploraTx {
+  txid: string;
+  vout: { scriptpubkey_address?: string; value: number }[];
+  status: { confirmed: boolean; block_height?: number };
+}
+
+/** Esplora answers at most this many confirmed transactions per page (`/txs`, `/txs/chain/:last_seen`). */
+const CHAIN_PAGE = 25;
+/** A payment address holds one or a few transactions; this many pages is plenty and bounds dust spam. */
+const MAX_PAGES = 20;
+
+const unprocessablePlan = (msg: string) => new DomainError(422, [{ loc: ['body', 'watchonly_wallet_id'], msg, type: 'value_error' }]);
+
+function isTx(t: any): t is EsploraTx {
+  return (
+    typeof t?.txid === 'string' &&
+    Array.isArray(t.vout) &&
+    t.vout.every((o: any) => Number.isSafeInteger(o?.value)) &&
+    typeof t.status?.confirmed === 'boolean' &&
+    (!t.status.confirmed || Number.isSafeInteger(t.status.block_height))
+  );
+}
+
+/**
+ * Sums what confirmed transactions pay to `address`, oldest block first, and says whether it covers
+ * `amount`; the transaction that brought the sum there is the one reported.
+ */
+export function settleAddress(
+  txs: EsploraTx[],
+  address: string,
+  amount: number,
+  tip: number,
+  confirmations: number,
+): { paid: boolean; received: number; txid?: string } {
+  const deep = txs
+    .filter((t) => t.status.confirmed && tip - t.status.block_height! + 1 >= confirmations)
+    .sort((a, b) => a.status.block_height! - b.status.block_height!)
+    .map((t) => ({ txid: t.txid, value: t.vout.filter((o) => o.scriptpubkey_address === address).reduce((v, o) => v + o.value, 0) }));
+  const received = deep.reduce((v, t) => v + t.value, 0);
+  let sum = 0;
+  const completing = deep.find((t) => (sum += t.value) >= amount);
+  return completing ? { paid: true, received, txid: completing.txid } : { paid: false, received };
+}
+
+/**
+ * On-chain to the owner's own wallet, watched through an Esplora HTTP API: each payment gets a fresh
+ * receive address of the plan's watch-only wallet (an index is never handed out twice), and is paid once
+ * confirmed transactions to it add up to the amount with enough confirmations. No callbacks: the sweeper
+ * asks `status` for open payments, and for expired ones during `lateWindowS` (a late payment still counts).
+ */
+export function esploraRail(s: EsploraSettings, allocate: AllocateIndex, clock: Clock, log: Pick<Logger, 'info'>): Rail {
+  const get = (path: string) => fetchJson('esplora', `${s.url}${path}`, { method: 'GET', timeoutMs: s.timeoutMs });
+
+  async function transactions(address: string): Promise<EsploraTx[]> {
+    const path = `/address/${encodeURIComponent(address)}/txs`;
+    const byId = new Map<string, EsploraTx>();
+    let page: unknown = await get(path);
+    for (let n = 0; ; n++) {
+      if (!Array.isArray(page) || !page.every(isTx)) throw new ProviderUnavailableError(`esplora GET ${path}: answer is not a list of transactions`);
+      for (const t of page) byId.set(t.txid, t);
+      const confirmed = page.filter((t) => t.status.confirmed);
+      if (confirmed.length < CHAIN_PAGE || n + 1 >= MAX_PAGES) return [...byId.values()];
+      page = await get(`${path}/chain/${confirmed[confirmed.length - 1]!.txid}`);
+    }
+  }
+
+  return {
+    method: 'onchain',
+    provider: 'esplora',
+    needsFiat: false,
+    lateWindowS: s.lateWindowS,
+    async open(req) {
+      const id = req.plan.watchonly_wallet_id;
+      if (!id) throw unprocessablePlan("On-chain payments of this plan need a watch-only wallet: set the plan's watchonly_wallet_id");
+      const key = await allocate(req.wallet_id, id);
+      if (!key) throw unprocessablePlan('watchonly_wallet_id names no watch-only wallet of this wallet');
+      const address = receiveAddress(key, key.index);
+      return {
+        provider_ref: address,
+        onchain_address: address,
+        expires_at: unixSeconds(clock) + req.expiry_seconds,
+        watchonly_wallet_id: id,
+        derivation_index: key.index,
+      };
+    },
+    async status(p: PaymentRecord): Promise<ProviderStatus> {
+      const address = p.onchain_address ?? p.provider_ref!;
+      const txs = await transactions(address);
+      const tip = await get('/blocks/tip/height');
+      if (!Number.isSafeInteger(tip) || tip < 0) throw new ProviderUnavailableError('esplora GET /blocks/tip/height: answer is not a block height');
+      const r = settleAddress(txs, address, p.amount_sats, tip, s.confirmations);
+      if (!r.paid) return { paid: false };
+      if (r.received > p.amount_sats) {
+        // Nothing is refunded automatically: the owner sees the surplus here and settles it with the payer.
+        log.info({ payment_id: p.id, address, amount_sats: p.amount_sats, received_sats: r.received, surplus_sats: r.received - p.amount_sats }, 'on-chain payment exceeds its amount');
+      }
+      return { paid: true, onchain_txid: r.txid! };
+    },
+  };
+}

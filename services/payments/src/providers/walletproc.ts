@@ -1,0 +1,267 @@
+import { unixSeconds, type Clock } from '@sb/runtime';
+import type { PaymentRecord } from '../domain/payments.js';
+import { ProviderUnavailableError } from './lightning.js';
+import type { ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
+
+/**
+ * Wallet processor: PayPal REST (OAuth2 client credentials, Orders v2, webhook verification), over plain
+ * fetch. The order id is the payment's provider_ref; the order (read from PayPal) is the only truth about
+ * whether it is paid.
+ */
+
+export interface PaypalSettings {
+  /** REST base, e.g. https://api-m.paypal.com (live) or https://api-m.sandbox.paypal.com. */
+  apiUrl: string;
+  clientId: string;
+  clientSecret: string;
+  /** The id PayPal gave the webhook registered for /public/webhook/walletproc: its signatures are verified against it. */
+  webhookId: string;
+  timeoutMs: number;
+  /** Where PayPal sends the payer after approving, and after cancelling; PayPal appends `token` (the order id) and `PayerID`. */
+  returnUrl: (paymentId: string) => string;
+  cancelUrl: (paymentId: string) => string;
+}
+
+/** The order as PayPal answers it; only what this service reads. */
+export interface PaypalOrder {
+  id: string;
+  status: 'CREATED' | 'SAVED' | 'APPROVED' | 'VOIDED' | 'COMPLETED' | 'PAYER_ACTION_REQUIRED' | string;
+  purchase_units?: {
+    custom_id?: string;
+    payments?: { captures?: { id: string; status: string }[] };
+  }[];
+  links?: { href: string; rel: string; method?: string }[];
+}
+
+/** The PAYPAL-* headers of a webhook delivery (lower-cased names, as the gateway passes them). */
+export const TRANSMISSION_HEADERS = {
+  auth_algo: 'paypal-auth-algo',
+  cert_url: 'paypal-cert-url',
+  transmission_id: 'paypal-transmission-id',
+  transmission_sig: 'paypal-transmission-sig',
+  transmission_time: 'paypal-transmission-time',
+} as const;
+export type Transmission = Record<keyof typeof TRANSMISSION_HEADERS, string>;
+
+/** The transmission fields of a delivery, or undefined when one is missing. */
+export function transmissionOf(headers: Record<string, string>): Transmission | undefined {
+  const t: Partial<Transmission> = {};
+  for (const [field, header] of Object.entries(TRANSMISSION_HEADERS) as [keyof Transmission, string][]) {
+    const v = headers[header];
+    if (!v) return undefined;
+    t[field] = v;
+  }
+  return t as Transmission;
+}
+
+// Capture statuses that mean the money will never come (DENIED is what the webhook event is named after).
+const CAPTURE_FAILED = new Set(['DECLINED', 'DENIED', 'FAILED']);
+
+/** What an order says about its payment: paid once its capture completed, failed when it was declined or voided. */
+export function orderStatus(order: PaypalOrder): ProviderStatus {
+  if (order.status === 'VOIDED') return { paid: false, failed: true };
+  const capture = order.purchase_units?.[0]?.payments?.captures?.[0];
+  if (order.status === 'COMPLETED' && capture?.status === 'COMPLETED') return { paid: true };
+  if (capture && CAPTURE_FAILED.has(capture.status)) return { paid: false, failed: true };
+  return { paid: false };
+}
+
+interface ApiAnswer {
+  status: number;
+  body: any;
+}
+
+/** PayPal's error `details[].issue` codes of an answer. */
+const issuesOf = (a: ApiAnswer): string[] => (Array.isArray(a.body?.details) ? a.body.details.map((d: { issue?: unknown }) => String(d?.issue)) : []);
+
+// The token is renewed this long before PayPal says it expires, so no call goes out with a token about to lapse.
+const TOKEN_MARGIN_S = 60;
+
+export class PaypalClient {
+  private token?: { value: string; renewAtMs: number };
+  private renewing?: Promise<string>;
+
+  constructor(
+    private readonly s: PaypalSettings,
+    /** Real time, not the service's (possibly test) clock: token lifetimes are PayPal's. */
+    private readonly nowMs: () => number = Date.now,
+  ) {}
+
+  /** The cached token, or a fresh one; concurrent callers share one token request. */
+  private accessToken(): Promise<string> {
+    if (this.token && this.nowMs() < this.token.renewAtMs) return Promise.resolve(this.token.value);
+    return this.renewToken();
+  }
+
+  private renewToken(): Promise<string> {
+    this.renewing ??= this.fetchToken().finally(() => (this.renewing = undefined));
+    return this.renewing;
+  }
+
+  private async fetchToken(): Promise<string> {
+    const basic = Buffer.from(`${this.s.clientId}:${this.s.clientSecret}`).toString('base64');
+    const a = await this.send('POST', '/v1/oauth2/token', {
+      authorization: `Basic ${basic}`,
+      'content-type': 'application/x-www-form-urlencoded',
+    }, 'grant_type=client_credentials');
+    // The token answer is never quoted in a reason: it holds the token.
+    if (a.status !== 200) throw new ProviderUnavailableError(`paypal POST /v1/oauth2/token: HTTP ${a.status} ${String(a.body?.error ?? '')}`);
+    const value = a.body?.access_token;
+    const expiresIn = a.body?.expires_in;
+    if (typeof value !== 'string' || !value || typeof expiresIn !== 'number') {
+      throw new ProviderUnavailableError('paypal POST /v1/oauth2/token: answer lacks access_token or expires_in');
+    }
+    this.token = { value, renewAtMs: this.nowMs() + Math.max(0, expiresIn - Math.min(TOKEN_MARGIN_S, expiresIn / 2)) * 1000 };
+    return value;
+  }
+
+  /** One HTTP exchange with a deadline; a network failure or timeout is ProviderUnavailableError. */
+  private async send(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body?: string): Promise<ApiAnswer> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.s.apiUrl}${path}`, { method, headers: { accept: 'application/json', ...headers }, body, signal: AbortSignal.timeout(this.s.timeoutMs) });
+    } catch (err) {
+      const e = err as Error;
+      throw new ProviderUnavailableError(`paypal ${method} ${path}: ${e.name === 'TimeoutError' ? `no answer within ${this.s.timeoutMs} ms` : e.message}`);
+    }
+    const text = await res.text().catch(() => '');
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      if (res.ok) throw new ProviderUnavailableError(`paypal ${method} ${path}: answer is not JSON`);
+    }
+    return { status: res.status, body: parsed };
+  }
+
+  /**
+   * A REST call with the bearer token. A 401 means PayPal no longer takes the token (revoked, or it
+   * expired early): one fresh token, one retry. Answers are returned whatever their status.
+   */
+  private async api(method: 'GET' | 'POST', path: string, opts: { json?: string; requestId?: string } = {}): Promise<ApiAnswer> {
+    const call = (token: string) =>
+      this.send(method, path, {
+        authorization: `Bearer ${token}`,
+        ...(opts.json !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...(opts.requestId ? { 'paypal-request-id': opts.requestId } : {}),
+      }, opts.json);
+    const token = await this.accessToken();
+    const a = await call(token);
+    if (a.status !== 401) return a;
+    // Dropped only if still cached: a call that failed alongside may already have renewed it.
+    if (this.token?.value === token) this.token = undefined;
+    return call(await this.accessToken());
+  }
+
+  private unavailable(method: string, path: string, a: ApiAnswer): ProviderUnavailableError {
+    const what = [a.body?.name, ...issuesOf(a), a.body?.debug_id && `debug_id ${a.body.debug_id}`].filter(Boolean).join(' ');
+    return new ProviderUnavailableError(`paypal ${method} ${path}: HTTP ${a.status} ${what}`.trim());
+  }
+
+  private orderOf(method: string, path: string, a: ApiAnswer, id?: string): PaypalOrder {
+    if (a.status < 200 || a.status > 299) throw this.unavailable(method, path, a);
+    const o = a.body as PaypalOrder | undefined;
+    if (typeof o?.id !== 'string' || typeof o.status !== 'string' || (id !== undefined && o.id !== id)) {
+      throw new ProviderUnavailableError(`paypal ${method} ${path}: answer is not the order`);
+    }
+    return o;
+  }
+
+  /**
+   * Creates the order of a payment. `PayPal-Request-Id` is the payment id, so a retried create answers the
+   * same order instead of making a second one.
+   */
+  async createOrder(req: RailRequest): Promise<{ order: PaypalOrder; approveUrl: string }> {
+    if (!req.fiat) throw new Error('a wallet-processor payment needs its fiat quote');
+    const unit: Record<string, unknown> = {
+      reference_id: req.subscription_id,
+      custom_id: req.payment_id,
+      // Shown in the merchant's PayPal records, so a payment is found there by its id.
+      invoice_id: req.payment_id,
+      description: req.memo.slice(0, 127),
+      amount: { currency_code: req.fiat.currency.toUpperCase(), value: req.fiat.amount.toFixed(2) },
+      ...(req.plan.walletproc_merchant_id ? { payee: { merchant_id: req.plan.walletproc_merchant_id } } : {}),
+    };
+    const body = {
+      intent: 'CAPTURE',
+      purchase_units: [unit],
+      payment_source: {
+        paypal: {
+          experience_context: {
+            return_url: this.s.returnUrl(req.payment_id),
+            cancel_url: this.s.cancelUrl(req.payment_id),
+            user_action: 'PAY_NOW',
+            // Subscriptions ship nothing.
+            shipping_preference: 'NO_SHIPPING',
+          },
+        },
+      },
+    };
+    const path = '/v2/checkout/orders';
+    const order = this.orderOf('POST', path, await this.api('POST', path, { json: JSON.stringify(body), requestId: req.payment_id }));
+    // `payer-action` with payment_source.paypal.experience_context; `approve` in the older application_context flow.
+    const approveUrl = order.links?.find((l) => l.rel === 'payer-action' || l.rel === 'approve')?.href;
+    if (!approveUrl) throw new ProviderUnavailableError(`paypal POST ${path}: answer has no approve link`);
+    return { order, approveUrl };
+  }
+
+  async getOrder(id: string): Promise<PaypalOrder> {
+    const path = `/v2/checkout/orders/${encodeURIComponent(id)}`;
+    return this.orderOf('GET', path, await this.api('GET', path), id);
+  }
+
+  /**
+   * Captures an approved order. Idempotent twice over: the same `PayPal-Request-Id` answers the first
+   * capture again, and an order captured by an earlier call (ORDER_ALREADY_CAPTURED) is read instead.
+   * A declined funding source (INSTRUMENT_DECLINED) leaves the order to the payer, so it is read too.
+   */
+  async capture(id: string): Promise<PaypalOrder> {
+    const path = `/v2/checkout/orders/${encodeURIComponent(id)}/capture`;
+    const a = await this.api('POST', path, { json: '{}', requestId: `capture-${id}` });
+    if (a.status === 422 && issuesOf(a).some((i) => i === 'ORDER_ALREADY_CAPTURED' || i === 'INSTRUMENT_DECLINED')) return this.getOrder(id);
+    return this.orderOf('POST', path, a, id);
+  }
+
+  /** What PayPal says about an order's payment; an approved order is captured first (nobody else will). */
+  async status(id: string): Promise<ProviderStatus> {
+    const order = await this.getOrder(id);
+    return orderStatus(order.status === 'APPROVED' ? await this.capture(id) : order);
+  }
+
+  /**
+   * Asks PayPal whether a webhook delivery is genuine. `rawEvent` must be the exact body received (a JSON
+   * object): it is spliced in verbatim, because PayPal checks the signature over the bytes it sent and a
+   * re-serialised event may differ from them.
+   */
+  async verifyWebhook(t: Transmission, rawEvent: string): Promise<boolean> {
+    const head = JSON.stringify({ ...t, webhook_id: this.s.webhookId });
+    const path = '/v1/notifications/verify-webhook-signature';
+    const a = await this.api('POST', path, { json: `${head.slice(0, -1)},"webhook_event":${rawEvent}}` });
+    if (a.status !== 200) throw this.unavailable('POST', path, a);
+    return a.body?.verification_status === 'SUCCESS';
+  }
+}
+
+export interface PaypalRail extends Rail {
+  readonly paypal: PaypalClient;
+}
+
+export function paypalRail(paypal: PaypalClient, clock: Clock): PaypalRail {
+  return {
+    method: 'walletproc',
+    provider: 'paypal',
+    needsFiat: true,
+    paypal,
+    async open(req) {
+      const { order, approveUrl } = await paypal.createOrder(req);
+      return { provider_ref: order.id, walletproc_order_id: order.id, checkout_url: approveUrl, expires_at: unixSeconds(clock) + req.expiry_seconds };
+    },
+    status: (p: PaymentRecord) => paypal.status(p.provider_ref!),
+  };
+}
+
+/** The PayPal client of this deployment's wallet-processor rail, when it is PayPal. */
+export function paypalOf(rails: Rails): PaypalClient | undefined {
+  const r = rails.walletproc;
+  return r?.provider === 'paypal' ? (r as PaypalRail).paypal : undefined;
+}

@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StripeCardRail, stripeUnitAmount } from '../src/providers/cardproc.js';
+import { ProviderUnavailableError } from '../src/providers/lightning.js';
+import type { RailRequest } from '../src/providers/rail.js';
+import type { PaymentRecord } from '../src/domain/payments.js';
+import { startStripeServer, type StripeServer } from './support/stripe-server.js';
+
+const NOW = 1_800_000_000;
+const clock = { nowMs: () => NOW * 1000 };
+let server: StripeServer;
+let rail: StripeCardRail;
+
+const railWith = (o: Partial<{ secretKey: string; timeoutMs: number; apiUrl: string }> = {}) =>
+  new StripeCardRail({ secretKey: server.secretKey, webhookSecret: server.webhookSecret, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000, ...o }, clock);
+
+const request = (o: Partial<RailRequest> = {}): RailRequest => ({
+  payment_id: 'pay_01TEST', wallet_id: 'w1', subscription_id: 'sub_01TEST', amount_sats: 2100, memo: 'Gold (monthly)',
+  expiry_seconds: 86_400, purpose: 'checkout', plan: {}, fiat: { amount: 1.05, currency: 'eur', rate: 50_000 }, ...o,
+});
+const recordOf = (provider_ref: string) => ({ provider_ref }) as PaymentRecord;
+
+beforeAll(async () => {
+  server = await startStripeServer({ accounts: ['acct_1Connected'], nowS: () => NOW });
+  rail = railWith();
+});
+afterAll(() => server?.close());
+
+describe('card processor (Stripe Checkout) adapter', () => {
+  it('opens a Checkout Session with the documented form fields; the session id is the reference and its url the checkout', async () => {
+    const opened = await rail.open(request());
+    const req = server.requests.at(-1)!;
+    expect([req.method, req.path, req.headers.authorization, req.headers['stripe-account']]).toEqual(['POST', '/v1/checkout/sessions', `Bearer ${server.secretKey}`, undefined]);
+    expect(req.headers['content-type']).toMatch(/^application\/x-www-form-urlencoded/);
+    expect(req.form).toEqual({
+      mode: 'payment',
+      line_items: [{ quantity: '1', price_data: { currency: 'eur', unit_amount: '105', product_data: { name: 'Gold (monthly)' } } }],
+      metadata: { payment_id: 'pay_01TEST', subscription_id: 'sub_01TEST' },
+      client_reference_id: 'pay_01TEST',
+      success_url: 'https://pay.example/subscriptions_manager/api/v1/public/payment/pay_01TEST/status',
+      expires_at: String(NOW + 86_400 - 60),
+    });
+    const session = server.sessions.get(opened.provider_ref!)!;
+    expect(session).toMatchObject({ amount_total: 105, currency: 'eur', account: null, status: 'open' });
+    expect(opened).toEqual({ provider_ref: session.id, checkout_url: session.url, expires_at: NOW + 86_400 - 60 });
+    expect(opened.provider_ref).toMatch(/^cs_test_/);
+  });
+
+  it('keeps expires_at within Stripe bounds (30 min .. 24 h from creation)', async () => {
+    const short = await rail.open(request({ expiry_seconds: 60 }));
+    expect(short.expires_at).toBe(NOW + 1800 + 60);
+    expect(server.requests.at(-1)!.form.expires_at).toBe(String(NOW + 1860));
+    const mid = await rail.open(request({ expiry_seconds: 7200 }));
+    expect(mid.expires_at).toBe(NOW + 7200);
+    const long = await rail.open(request({ expiry_seconds: 7 * 86_400 }));
+    expect(long.expires_at).toBe(NOW + 86_400 - 60);
+  });
+
+  it("creates the session on the plan's connected account and reads it back there", async () => {
+    const opened = await rail.open(request({ plan: { cardproc_account_id: 'acct_1Connected' } }));
+    expect(server.requests.at(-1)!.headers['stripe-account']).toBe('acct_1Connected');
+    const sessionId = opened.provider_ref!.split('/')[1]!;
+    expect(opened.provider_ref).toBe(`acct_1Connected/${sessionId}`);
+    expect(server.sessions.get(sessionId)!.account).toBe('acct_1Connected');
+    expect(await rail.status(recordOf(opened.provider_ref!))).toEqual({ paid: false });
+    expect(server.requests.at(-1)!).toMatchObject({ method: 'GET', path: `/v1/checkout/sessions/${sessionId}`, headers: { 'stripe-account': 'acct_1Connected' } });
+    // The same session is not visible from the platform account (Stripe answers 404 there).
+    await expect(rail.status(recordOf(sessionId))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
+  });
+
+  it('status: pending until Stripe says paid, then paid with the PaymentIntent; an async (unpaid) completion stays pending', async () => {
+    const opened = await rail.open(request());
+    const p = recordOf(opened.provider_ref!);
+    expect(await rail.status(p)).toEqual({ paid: false });
+    server.pay(opened.provider_ref!, { async: true });
+    expect(await rail.status(p)).toEqual({ paid: false });
+    const s = server.pay(opened.provider_ref!);
+    expect(await rail.status(p)).toEqual({ paid: true, cardproc_payment_id: s.payment_intent });
+    expect(s.payment_intent).toMatch(/^pi_/);
+    // An expired session is never "failed" from a poll; the sweeper expires the payment on its own clock.
+    const other = await rail.open(request());
+    server.expire(other.provider_ref!);
+    expect(await rail.status(recordOf(other.provider_ref!))).toEqual({ paid: false });
+  });
+
+  it('charges in Stripe minor units', () => {
+    expect(stripeUnitAmount(1.05, 'eur')).toBe(105);
+    expect(stripeUnitAmount(0.01, 'usd')).toBe(1);
+    expect(stripeUnitAmount(1234.56, 'jpy')).toBe(1235);
+    expect(stripeUnitAmount(1.23, 'kwd')).toBe(1230);
+  });
+
+  it('a refusal, a wrong key, an unknown account, a 5xx or no answer in time is ProviderUnavailableError (503) with the reason', async () => {
+    // Below Stripe's minimum charge: Stripe refuses with 400 and says why.
+    await expect(rail.open(request({ fiat: { amount: 0.2, currency: 'eur', rate: 50_000 } }))).rejects.toMatchObject({
+      status: 503, reason: expect.stringMatching(/HTTP 400 .*at least 50 eur/),
+    });
+    const wrongKey = railWith({ secretKey: 'sk_test_wrongwrongwrongwrong1234' });
+    const err = await wrongKey.open(request()).catch((e) => e);
+    expect(err).toBeInstanceOf(ProviderUnavailableError);
+    expect(err.reason).toMatch(/HTTP 401/);
+    expect(err.reason).not.toContain('sk_test_wrongwrongwrongwrong1234');
+    expect(err.message).not.toMatch(/stripe|401/i);
+    await expect(rail.open(request({ plan: { cardproc_account_id: 'acct_unknown' } }))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 403/) });
+    await expect(rail.status(recordOf('cs_test_doesnotexist'))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404 .*No such checkout.session/) });
+
+    server.faults.status = 500;
+    try {
+      await expect(rail.open(request())).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 500/) });
+    } finally {
+      delete server.faults.status;
+    }
+    server.faults.delayMs = 3000;
+    try {
+      await expect(railWith({ timeoutMs: 300 }).open(request())).rejects.toBeInstanceOf(ProviderUnavailableError);
+    } finally {
+      delete server.faults.delayMs;
+    }
+    await expect(railWith({ apiUrl: 'http://127.0.0.1:1' }).open(request())).rejects.toBeInstanceOf(ProviderUnavailableError);
+  });
+
+  it('verifies webhook signatures: the SDK-signed event passes; forged, wrong secret, stale, unsigned are 400', async () => {
+    const opened = await rail.open(request());
+    const payload = server.eventJson('checkout.session.completed', opened.provider_ref!);
+    const ok = rail.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW }));
+    expect(ok).toMatchObject({ type: 'checkout.session.completed', data: { object: { id: opened.provider_ref, metadata: { payment_id: 'pay_01TEST' } } } });
+    const bad = [
+      [payload.replace('"livemode": false', '"livemode": true'), server.sign(payload, { timestamp: NOW })],
+      [payload, server.sign(payload, { timestamp: NOW, secret: 'whsec_other' })],
+      [payload, server.sign(payload, { timestamp: NOW - 301 })],
+      [payload, undefined],
+      [payload, 't=1,v1=00'],
+    ] as const;
+    for (const [body, sig] of bad) expect(() => rail.verifyEvent(Buffer.from(body), sig)).toThrow(expect.objectContaining({ status: 400 }));
+  });
+});

@@ -1,0 +1,234 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStripeServer, type StripeServer } from '../services/payments/test/support/stripe-server.js';
+import { call, client } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/** Card checkout through Stripe Checkout (a local server speaking its API), settled only by signed webhook events via the gateway. */
+let stack: Stack;
+let stripe: StripeServer;
+let db: pg.Client;
+
+beforeAll(async () => {
+  stripe = await startStripeServer({ accounts: ['acct_1Connected'] });
+  stack = await startStack({
+    wallets: 1,
+    env: {
+      CARDPROC_PROVIDER: 'stripe',
+      STRIPE_SECRET_KEY: stripe.secretKey,
+      STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
+      STRIPE_API_URL: stripe.url,
+      FIAT_RATE_FIXED: '50000',
+      FIAT_CURRENCY: 'eur',
+      PUBLIC_BASE_URL: 'http://pay.example.test',
+      // Only webhook events may settle here: the sweeper's provider polling is pushed out of the way.
+      PAYMENTS_SWEEP_INTERVAL_MS: '600000',
+    },
+  });
+  db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  await db?.end();
+  await stack?.stop();
+  await stripe?.close();
+});
+
+const owner = () => client(stack.api, stack.wallets[0]!.invoice_key);
+const now = () => Math.floor(Date.now() / 1000);
+
+async function cardPlan(name: string, extra: object = {}) {
+  const res = await client(stack.api, stack.wallets[0]!.admin_key).post('/plans', { name, amount_sats: 2100, interval: 'monthly', allow_cardproc: true, ...extra });
+  expect(res.status).toBe(201);
+  return res.body;
+}
+
+async function checkout(email: string, plan?: { id: string }) {
+  plan ??= await cardPlan(`Card ${email}`);
+  const res = await client(stack.api).post('/public/subscribe', { plan_id: plan.id, payment_method: 'card', email });
+  expect(res.status).toBe(201);
+  const session = [...stripe.sessions.values()].find((s) => s.metadata.payment_id === res.body.payment_id)!;
+  expect(session).toBeTruthy();
+  return { c: res.body, session };
+}
+
+/** One webhook delivery as Stripe makes it: the JSON text and its Stripe-Signature header. */
+function deliver(payload: string, signature: string | null = stripe.sign(payload)) {
+  return call(stack.api, 'POST', '/public/webhook/cardproc', { raw: payload, headers: signature === null ? {} : { 'Stripe-Signature': signature } });
+}
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 200));
+    v = await fn();
+  }
+  return v;
+}
+
+const count = async (sql: string, params: unknown[]) => (await db.query(sql, params)).rows[0].n as number;
+const receivedEvents = (subId: string, event = 'payment.received') =>
+  count(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = $2 AND payload->'data'->>'subscription_id' = $1`, [subId, event]);
+const recorded = (paymentId: string) => count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE provider = 'stripe' AND payment_id = $1`, [paymentId]);
+
+describe('card processor (Stripe) checkout', () => {
+  it('checkout opens a Stripe session priced in the fiat currency; GET /payments/{id} shows amount_fiat and currency', async () => {
+    const { c, session } = await checkout('priced@example.com');
+    expect(c).toMatchObject({ payment_method: 'cardproc', checkout_url: session.url, payment_request: null });
+    expect(c.checkout_url).toMatch(/^https:\/\/checkout\.stripe\.com\/c\/pay\/cs_test_/);
+    // 2100 sats at 50 000 EUR/BTC = 1.05 EUR = 105 cents.
+    expect(session.params).toMatchObject({
+      mode: 'payment',
+      line_items: [{ quantity: '1', price_data: { currency: 'eur', unit_amount: '105' } }],
+      metadata: { payment_id: c.payment_id, subscription_id: c.subscription_id },
+      client_reference_id: c.payment_id,
+      success_url: `http://pay.example.test/subscriptions_manager/api/v1/public/payment/${c.payment_id}/status`,
+    });
+    expect(session.expires_at - now()).toBeGreaterThan(23 * 3600);
+    expect(session.expires_at - now()).toBeLessThanOrEqual(24 * 3600);
+    expect(c.expires_at).toBe(session.expires_at);
+    const p = (await owner().get(`/payments/${c.payment_id}`)).body;
+    expect(p).toMatchObject({ status: 'pending', payment_method: 'cardproc', amount_fiat: 1.05, currency: 'eur', cardproc_payment_id: null });
+  });
+
+  it('forged, wrongly signed, stale, malformed or foreign events are 400 and change nothing; the signed completed event 10 times activates once', async () => {
+    const { c, session } = await checkout('paid@example.com');
+    const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
+    stripe.pay(session.id);
+    const payload = stripe.eventJson('checkout.session.completed', session.id);
+    const event = JSON.parse(payload);
+    const resigned = (o: object) => JSON.stringify(o);
+    const foreign = resigned({ ...event, data: { object: { ...event.data.object, id: 'cs_test_someoneelse' } } });
+    const unknownPayment = resigned({ ...event, data: { object: { ...event.data.object, metadata: { payment_id: 'pay_nope' } } } });
+    const bad: [string, string | null][] = [
+      [payload.replace('"payment_status": "paid"', '"payment_status": "paid" '), stripe.sign(payload)], // body changed after signing
+      [payload, stripe.sign(payload, { secret: 'whsec_notours' })],
+      [payload, stripe.sign(payload, { timestamp: now() - 400 })],
+      [payload, null],
+      [payload, 'garbage'],
+      ['{"id": "evt_1", "type": ', stripe.sign('{"id": "evt_1", "type": ')],
+      [foreign, stripe.sign(foreign)],
+      [unknownPayment, stripe.sign(unknownPayment)],
+    ];
+    for (const [body, sig] of bad) {
+      const r = await deliver(body, sig);
+      expect(r.status, `${body.slice(0, 30)} / ${sig}`).toBe(400);
+      expect(r.body.detail).toBe('Invalid callback');
+    }
+    expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('pending');
+    expect(await recorded(c.payment_id)).toBe(0);
+    expect(await receivedEvents(c.subscription_id)).toBe(0);
+
+    // An event type we do not act on is acknowledged and ignored.
+    const other = resigned({ ...event, id: 'evt_other_type', type: 'payment_intent.succeeded' });
+    expect((await deliver(other)).status).toBe(200);
+    expect(await recorded(c.payment_id)).toBe(0);
+
+    // Stripe re-signs each retry; some arrive together.
+    for (let i = 0; i < 4; i++) expect((await deliver(payload)).status).toBe(200);
+    const together = await Promise.all(Array.from({ length: 6 }, () => deliver(payload)));
+    for (const r of together) expect(r.status).toBe(200);
+
+    const sub = await until(subOf, (s) => s.status === 'active');
+    expect(sub.status).toBe('active');
+    expect(sub.payments).toHaveLength(1);
+    const p = (await owner().get(`/payments/${c.payment_id}`)).body;
+    expect(p).toMatchObject({ status: 'paid', cardproc_payment_id: stripe.sessions.get(session.id)!.payment_intent });
+    expect(p.cardproc_payment_id).toMatch(/^pi_/);
+    expect(await receivedEvents(c.subscription_id)).toBe(1);
+    expect(await recorded(c.payment_id)).toBe(1);
+    expect(await count('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [c.subscription_id])).toBe(1);
+    expect(await count(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [c.subscription_id])).toBe(1);
+  });
+
+  it('a delayed method: completed-but-unpaid leaves it pending, async_payment_failed fails it (subscription stays pending), async_payment_succeeded pays another', async () => {
+    const plan = await cardPlan('Card async');
+    const failing = await checkout('async-fail@example.com', plan);
+    stripe.pay(failing.session.id, { async: true });
+    expect((await deliver(stripe.eventJson('checkout.session.completed', failing.session.id))).status).toBe(200);
+    expect((await owner().get(`/payments/${failing.c.payment_id}`)).body.status).toBe('pending');
+    const failed = stripe.eventJson('checkout.session.async_payment_failed', failing.session.id);
+    for (const r of await Promise.all([deliver(failed), deliver(failed), deliver(failed)])) expect(r.status).toBe(200);
+    expect((await owner().get(`/payments/${failing.c.payment_id}`)).body.status).toBe('failed');
+    expect(await receivedEvents(failing.c.subscription_id, 'payment.failed')).toBe(1);
+    expect(await receivedEvents(failing.c.subscription_id)).toBe(0);
+    expect((await owner().get(`/subscriptions/${failing.c.subscription_id}`)).body.status).toBe('pending');
+
+    const paying = await checkout('async-ok@example.com', plan);
+    stripe.pay(paying.session.id, { async: true });
+    expect((await deliver(stripe.eventJson('checkout.session.completed', paying.session.id))).status).toBe(200);
+    stripe.pay(paying.session.id);
+    expect((await deliver(stripe.eventJson('checkout.session.async_payment_succeeded', paying.session.id))).status).toBe(200);
+    expect((await owner().get(`/payments/${paying.c.payment_id}`)).body).toMatchObject({ status: 'paid', cardproc_payment_id: expect.stringMatching(/^pi_/) });
+    const sub = await until(async () => (await owner().get(`/subscriptions/${paying.c.subscription_id}`)).body, (s) => s.status === 'active');
+    expect(sub.status).toBe('active');
+  });
+
+  it('checkout.session.expired expires the payment; a late expired event for a paid one changes nothing', async () => {
+    const plan = await cardPlan('Card expiry');
+    const { c, session } = await checkout('expire@example.com', plan);
+    stripe.expire(session.id);
+    const expired = stripe.eventJson('checkout.session.expired', session.id);
+    expect((await deliver(expired)).status).toBe(200);
+    expect((await deliver(expired)).status).toBe(200);
+    expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('expired');
+    expect(await recorded(c.payment_id)).toBe(1);
+
+    const paid = await checkout('paid-then-expired@example.com', plan);
+    stripe.pay(paid.session.id);
+    expect((await deliver(stripe.eventJson('checkout.session.completed', paid.session.id))).status).toBe(200);
+    expect((await deliver(stripe.eventJson('checkout.session.expired', paid.session.id))).status).toBe(200);
+    expect((await owner().get(`/payments/${paid.c.payment_id}`)).body.status).toBe('paid');
+  });
+
+  it("a plan with a connected account: the session lives on that account and only that account's event settles it", async () => {
+    const plan = await cardPlan('Card connected', { cardproc_account_id: 'acct_1Connected' });
+    const { c, session } = await checkout('connected@example.com', plan);
+    expect(session.account).toBe('acct_1Connected');
+    expect(stripe.requests.find((r) => r.method === 'POST' && r.form.client_reference_id === c.payment_id)!.headers['stripe-account']).toBe('acct_1Connected');
+    stripe.pay(session.id);
+    const payload = stripe.eventJson('checkout.session.completed', session.id);
+    expect(JSON.parse(payload).account).toBe('acct_1Connected');
+    const { account: _a, ...platform } = JSON.parse(payload);
+    expect((await deliver(JSON.stringify(platform))).status).toBe(400);
+    expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('pending');
+    expect((await deliver(payload)).status).toBe(200);
+    expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('paid');
+  });
+
+  it('a rate source answering 500: subscribe is 503 with a clear detail and leaves no pending subscription', async () => {
+    const plan = await cardPlan('Card unpriced');
+    let asked = 0;
+    const rates: Server = createServer((_req, res) => {
+      asked++;
+      res.writeHead(500, { 'content-type': 'application/json' }).end('{"status":{"error_code":500,"error_message":"oops"}}');
+    });
+    await new Promise<void>((r) => rates.listen(0, '127.0.0.1', () => r()));
+    // Only payments prices in fiat: it alone restarts with the rate source instead of the fixed rate.
+    const logs = [...stack.services.payments.lines];
+    delete stack.env.FIAT_RATE_FIXED;
+    stack.env.FIAT_RATE_URL = `http://127.0.0.1:${(rates.address() as AddressInfo).port}/api/v3/simple/price?ids=bitcoin&vs_currencies=eur`;
+    await stack.stopPayments();
+    await stack.restartPayments();
+    try {
+      const before = stripe.requests.length;
+      const res = await client(stack.api).post('/public/subscribe', { plan_id: plan.id, payment_method: 'card', email: 'unpriced@example.com' });
+      expect(res.status).toBe(503);
+      expect(res.body.detail).toMatch(/exchange rate/i);
+      expect(asked).toBeGreaterThan(0);
+      expect(stripe.requests.length).toBe(before);
+      const subs = (await db.query('SELECT status FROM billing.subscriptions WHERE plan_id = $1', [plan.id])).rows;
+      expect(subs).toEqual([{ status: 'expired' }]);
+      expect(await count('SELECT count(*)::int AS n FROM payments.payments WHERE plan_id = $1', [plan.id])).toBe(0);
+      // The reason is logged for the operator; the Stripe secrets never are.
+      logs.push(...stack.services.payments.lines);
+      expect(logs.some((l) => l.includes('rate source: HTTP 500'))).toBe(true);
+      expect(logs.filter((l) => l.includes(stripe.secretKey) || l.includes(stripe.webhookSecret))).toEqual([]);
+    } finally {
+      await new Promise((r) => rates.close(r));
+    }
+  });
+});

@@ -1,0 +1,201 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startPaypalServer, type PaypalServer, type SignedDelivery } from '../services/payments/test/support/paypal-server.js';
+import { call, client } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/** Wallet-processor checkout through PayPal Orders v2 (a local server speaking its API), settled only by verified webhook events via the gateway. */
+let stack: Stack;
+let paypal: PaypalServer;
+let db: pg.Client;
+const MERCHANT = 'C7CYMKZDG8D6E';
+
+beforeAll(async () => {
+  paypal = await startPaypalServer();
+  stack = await startStack({
+    wallets: 1,
+    env: {
+      WALLETPROC_PROVIDER: 'paypal',
+      PAYPAL_CLIENT_ID: paypal.clientId,
+      PAYPAL_CLIENT_SECRET: paypal.clientSecret,
+      PAYPAL_WEBHOOK_ID: paypal.webhookId,
+      PAYPAL_API_URL: paypal.url,
+      FIAT_RATE_FIXED: '60000',
+      FIAT_CURRENCY: 'usd',
+      PUBLIC_BASE_URL: 'http://pay.example.test',
+      // Only webhook events may settle here: the sweeper's provider polling is pushed out of the way.
+      PAYMENTS_SWEEP_INTERVAL_MS: '600000',
+    },
+  });
+  db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  await db?.end();
+  await stack?.stop();
+  await paypal?.close();
+});
+
+const owner = () => client(stack.api, stack.wallets[0]!.invoice_key);
+
+async function checkout(email: string) {
+  const admin = client(stack.api, stack.wallets[0]!.admin_key);
+  const plan = await admin.post('/plans', { name: `PayPal ${email}`, amount_sats: 2100, interval: 'monthly', allow_walletproc: true, walletproc_merchant_id: MERCHANT });
+  expect(plan.status).toBe(201);
+  const res = await client(stack.api).post('/public/subscribe', { plan_id: plan.body.id, payment_method: 'walletproc', email });
+  expect(res.status).toBe(201);
+  const order = [...paypal.orders.values()].find((o) => o.purchase_units[0]!.custom_id === res.body.payment_id)!;
+  expect(order).toBeTruthy();
+  return { c: res.body, orderId: order.id };
+}
+
+function deliver(d: SignedDelivery | { body: string; headers: Record<string, string> }) {
+  return call(stack.api, 'POST', '/public/webhook/walletproc', { raw: d.body, headers: d.headers });
+}
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 200));
+    v = await fn();
+  }
+  return v;
+}
+
+const count = async (sql: string, params: unknown[]) => (await db.query(sql, params)).rows[0].n as number;
+const outboxEvents = (subId: string, event: string) =>
+  count(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = $2 AND payload->'data'->>'subscription_id' = $1`, [subId, event]);
+const recorded = (paymentId: string) => count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE provider = 'paypal' AND payment_id = $1`, [paymentId]);
+const applied = (subId: string) => count('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [subId]);
+const calls = (suffix: string) => paypal.requests.filter((r) => r.path.endsWith(suffix)).length;
+const paymentRow = async (id: string) => (await db.query('SELECT status, version, failure_reason FROM payments.payments WHERE id = $1', [id])).rows[0];
+
+describe('wallet processor (PayPal) checkout', () => {
+  it('opens a PayPal order priced in fiat with the payment as custom_id; the approve link is the checkout; GET /payments/{id} shows the order', async () => {
+    const { c, orderId } = await checkout('priced@example.com');
+    expect(c).toMatchObject({ payment_method: 'walletproc', checkout_url: `${paypal.url}/checkoutnow?token=${orderId}`, payment_request: null });
+    const order = paypal.orders.get(orderId)!;
+    // 2100 sats at 60 000 USD/BTC = 1.26 USD.
+    expect(order.purchase_units[0]).toMatchObject({
+      custom_id: c.payment_id, amount: { currency_code: 'USD', value: '1.26' }, payee: { merchant_id: MERCHANT },
+    });
+    expect(order.experience_context).toMatchObject({
+      return_url: `http://pay.example.test/subscriptions_manager/api/v1/public/payment/${c.payment_id}/status`,
+      cancel_url: `http://pay.example.test/subscriptions_manager/api/v1/public/payment/${c.payment_id}/status`,
+    });
+    expect(c.expires_at - Math.floor(Date.now() / 1000)).toBeGreaterThan(23 * 3600);
+    const p = await owner().get(`/payments/${c.payment_id}`);
+    expect(p.status).toBe(200);
+    expect(p.body).toMatchObject({ status: 'pending', payment_method: 'walletproc', amount_fiat: 1.26, currency: 'usd', walletproc_order_id: orderId });
+  });
+
+  it('forged, header-less, malformed and foreign deliveries are 400 and change nothing; the approval captures and activates once, however often it and the capture event arrive', async () => {
+    const { c, orderId } = await checkout('paid@example.com');
+    const other = await checkout('other@example.com');
+    const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
+    paypal.approve(orderId);
+    const event = paypal.event('CHECKOUT.ORDER.APPROVED', orderId);
+    const genuine = paypal.sign(event);
+    const before = await paymentRow(c.payment_id);
+
+    // Each of these would capture the approved order if it got through.
+    const altered = { ...genuine, body: JSON.stringify({ ...event, id: 'WH-FORGED' }) };
+    const forgedSig = { ...genuine, headers: { ...genuine.headers, 'paypal-transmission-sig': Buffer.from('x'.repeat(256)).toString('base64') } };
+    const otherHook = paypal.sign(event, 'SOMEOTHERHOOK12');
+    // Signed by PayPal, about our order, but naming another payment as custom_id.
+    const mixed = paypal.sign({ ...event, id: 'WH-MIXED', resource: { ...(event.resource as object), purchase_units: [{ ...(event.resource as any).purchase_units[0], custom_id: other.c.payment_id }] } });
+    for (const d of [altered, forgedSig, otherHook, mixed]) {
+      const r = await deliver(d);
+      expect(r.status).toBe(400);
+      expect(r.body.detail).toBe('Invalid callback');
+    }
+
+    // Refused without asking PayPal: a missing PAYPAL-* header, a body that is not a JSON event.
+    const verifications = calls('/verify-webhook-signature');
+    for (const h of Object.keys(genuine.headers).filter((k) => k !== 'paypal-auth-version')) {
+      const headers = { ...genuine.headers };
+      delete headers[h];
+      expect((await deliver({ body: genuine.body, headers })).status, h).toBe(400);
+    }
+    for (const body of ['{"id": "WH-1", "event_type": ', '[]', '"text"', JSON.stringify({ id: 'WH-2', event_type: 'PAYMENT.CAPTURE.COMPLETED' })]) {
+      expect((await deliver({ body, headers: genuine.headers })).status, body).toBe(400);
+    }
+    expect(calls('/verify-webhook-signature')).toBe(verifications);
+
+    expect(paypal.orders.get(orderId)!.status).toBe('APPROVED'); // never captured
+    expect(await paymentRow(c.payment_id)).toEqual(before);
+    expect(await recorded(c.payment_id)).toBe(0);
+    expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(0);
+    expect((await subOf()).status).not.toBe('active');
+
+    // The genuine approval: captured at PayPal, then recorded.
+    const approved = await deliver(genuine);
+    expect(approved.status).toBe(200);
+    expect(approved.body).toEqual({ received: true });
+    expect(paypal.orders.get(orderId)!.status).toBe('COMPLETED');
+    expect((await owner().get(`/payments/${c.payment_id}`)).body).toMatchObject({ status: 'paid', walletproc_order_id: orderId });
+    const sub = await until(subOf, (s) => s.status === 'active');
+    expect(sub.status).toBe('active');
+
+    // Replays of the same event (as sent, and re-signed as PayPal's retries are) change nothing and capture nothing.
+    const captures = calls('/capture');
+    for (const d of [genuine, paypal.sign(event), genuine]) expect((await deliver(d)).status).toBe(200);
+    expect(calls('/capture')).toBe(captures);
+    expect(await recorded(c.payment_id)).toBe(1);
+
+    // A capture event naming our payment but another order is refused.
+    const completed = paypal.event('PAYMENT.CAPTURE.COMPLETED', orderId);
+    const wrongOrder = paypal.sign({ ...completed, id: 'WH-WRONGORDER', resource: { ...(completed.resource as object), supplementary_data: { related_ids: { order_id: other.orderId } } } });
+    expect((await deliver(wrongOrder)).status).toBe(400);
+
+    // PAYMENT.CAPTURE.COMPLETED for the same order, delivered 10 times, some together.
+    for (let i = 0; i < 4; i++) expect((await deliver(paypal.sign(completed))).status).toBe(200);
+    const together = await Promise.all(Array.from({ length: 6 }, () => deliver(paypal.sign(completed))));
+    for (const r of together) expect(r.status).toBe(200);
+
+    // An event type we do not act on is acknowledged and ignored.
+    expect((await deliver(paypal.sign({ ...completed, id: 'WH-REFUND', event_type: 'PAYMENT.CAPTURE.REFUNDED' }))).status).toBe(200);
+
+    await until(() => applied(c.subscription_id), (n) => n >= 1);
+    await new Promise((r) => setTimeout(r, 1000)); // room for a wrongly repeated application to show up
+    expect(await applied(c.subscription_id)).toBe(1);
+    expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(1);
+    expect(await count(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [c.subscription_id])).toBe(1);
+    expect(await recorded(c.payment_id)).toBe(2);
+    const final = await subOf();
+    expect(final).toMatchObject({ status: 'active', payment_method: 'walletproc' });
+    expect(final.payments).toHaveLength(1);
+    // The other checkout was never touched.
+    expect((await paymentRow(other.c.payment_id)).status).toBe('pending');
+  });
+
+  it('a pending capture that PayPal then denies fails the payment; the subscription does not activate; PayPal unreachable is 503', async () => {
+    const { c, orderId } = await checkout('denied@example.com');
+    paypal.approve(orderId, 'PENDING'); // e.g. an eCheck: captured, not yet cleared
+    expect((await deliver(paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', orderId)))).status).toBe(200);
+    expect(paypal.orders.get(orderId)!.status).toBe('COMPLETED');
+    expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('pending');
+
+    paypal.settleCapture(orderId, 'DECLINED');
+    const denied = paypal.sign(paypal.event('PAYMENT.CAPTURE.DENIED', orderId));
+    paypal.faults.status = 503;
+    try {
+      const r = await deliver(denied);
+      expect(r.status).toBe(503);
+    } finally {
+      delete paypal.faults.status;
+    }
+    expect((await paymentRow(c.payment_id)).status).toBe('pending');
+
+    for (let i = 0; i < 3; i++) expect((await deliver(denied)).status).toBe(200);
+    const row = await paymentRow(c.payment_id);
+    expect(row).toMatchObject({ status: 'failed', failure_reason: 'paypal: PAYMENT.CAPTURE.DENIED' });
+    expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('failed');
+    expect(await outboxEvents(c.subscription_id, 'payment.failed')).toBe(1);
+    expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(0);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await owner().get(`/subscriptions/${c.subscription_id}`)).body.status).not.toBe('active');
+    expect(await applied(c.subscription_id)).toBe(0);
+  });
+});
