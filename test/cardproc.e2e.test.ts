@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeServer, type StripeServer } from '../services/payments/test/support/stripe-server.js';
-import { call, client } from './support/http.js';
+import { call, client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /** Card checkout through Stripe Checkout (a local server speaking its API), settled only by signed webhook events via the gateway. */
@@ -57,16 +57,6 @@ async function checkout(email: string, plan?: { id: string }) {
 /** One webhook delivery as Stripe makes it: the JSON text and its Stripe-Signature header. */
 function deliver(payload: string, signature: string | null = stripe.sign(payload)) {
   return call(stack.api, 'POST', '/public/webhook/cardproc', { raw: payload, headers: signature === null ? {} : { 'Stripe-Signature': signature } });
-}
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 200));
-    v = await fn();
-  }
-  return v;
 }
 
 const count = async (sql: string, params: unknown[]) => (await db.query(sql, params)).rows[0].n as number;

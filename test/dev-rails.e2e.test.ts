@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { client } from './support/http.js';
+import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -30,16 +30,6 @@ afterAll(async () => {
   await db?.end();
   await stack?.stop();
 });
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 150));
-    v = await fn();
-  }
-  return v;
-}
 
 const everyRail = { allow_onchain: true, allow_cardproc: true, allow_walletproc: true };
 

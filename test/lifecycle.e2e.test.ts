@@ -3,7 +3,7 @@ import { jetstream } from '@nats-io/jetstream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../scripts/stack.mjs';
-import { client } from './support/http.js';
+import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -41,15 +41,6 @@ async function advanceTo(t: number): Promise<number> {
 }
 async function sub(id: string) {
   return (await admin.get(`/subscriptions/${id}`)).body;
-}
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 150));
-    v = await fn();
-  }
-  return v;
 }
 async function plan(body: Record<string, unknown>) {
   return (await admin.post('/plans', { name: 'Clocked', amount_sats: 1000, ...body })).body as { id: string };

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExtendedKey, receiveAddress } from '../services/payments/src/domain/derivation.js';
 import { startEsploraServer, type EsploraServer } from '../services/payments/test/support/esplora-server.js';
-import { client } from './support/http.js';
+import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -50,16 +50,6 @@ afterAll(async () => {
   await stack?.stop();
   await esplora?.close();
 });
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 200));
-    v = await fn();
-  }
-  return v;
-}
 
 /** Waits until the payments service has asked Esplora about `address` after now, and the answer has had time to be applied. */
 async function polled(address: string): Promise<void> {

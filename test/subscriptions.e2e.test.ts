@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { client } from './support/http.js';
+import { client, until } from './support/http.js';
 import { newWallets, type WalletKeys } from './support/stack.js';
 
 const stack = inject('stack');
@@ -22,16 +22,6 @@ async function plan(body: Record<string, unknown> = {}) {
   const res = await admin.post('/plans', { name: 'Sub plan', amount_sats: 5000, interval: 'monthly', ...body });
   expect(res.status).toBe(201);
   return res.body as { id: string; name: string };
-}
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 200));
-    v = await fn();
-  }
-  return v;
 }
 
 const tokenOf = (manageUrl: string) => new URL(manageUrl).searchParams.get('token')!;

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPaypalServer, type PaypalServer, type SignedDelivery } from '../services/payments/test/support/paypal-server.js';
-import { call, client } from './support/http.js';
+import { call, client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /** Wallet-processor checkout through PayPal Orders v2 (a local server speaking its API), settled only by verified webhook events via the gateway. */
@@ -51,16 +51,6 @@ async function checkout(email: string) {
 
 function deliver(d: SignedDelivery | { body: string; headers: Record<string, string> }) {
   return call(stack.api, 'POST', '/public/webhook/walletproc', { raw: d.body, headers: d.headers });
-}
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = await fn();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 200));
-    v = await fn();
-  }
-  return v;
 }
 
 const count = async (sql: string, params: unknown[]) => (await db.query(sql, params)).rows[0].n as number;

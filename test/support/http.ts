@@ -34,3 +34,17 @@ export const client = (base: string, key?: string) => ({
   put: <T = any>(path: string, body?: unknown, o: Parameters<typeof call>[3] = {}) => call<T>(base, 'PUT', path, { key, body, ...o }),
   del: <T = any>(path: string, o: Parameters<typeof call>[3] = {}) => call<T>(base, 'DELETE', path, { key, ...o }),
 });
+
+/**
+ * Polls `fn` until `ok` holds or `ms` pass, and returns the last value (the caller asserts on it, so a
+ * timeout fails with the value actually seen).
+ */
+export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  let v = await fn();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 150));
+    v = await fn();
+  }
+  return v;
+}
