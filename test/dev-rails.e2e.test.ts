@@ -19,7 +19,8 @@ beforeAll(async () => {
     env: {
       ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev',
       FIAT_RATE_FIXED: '80000', FIAT_CURRENCY: 'eur', PUBLIC_BASE_URL: 'http://pay.example.test',
-      SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000',
+      // A scheduler sweeping often, as under npm start: a clock move must not be missed by a sweep in progress.
+      SCHEDULER_INTERVAL_MS: '100', BUS_TIMEOUT_MS: '60000',
     },
   });
   admin = client(stack.api, stack.wallets[0]!.admin_key);

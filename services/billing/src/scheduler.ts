@@ -39,10 +39,19 @@ export class Scheduler {
     await this.running?.catch(() => undefined);
   }
 
-  /** One sweep over everything due now; returns how many subscriptions it looked at. */
+  /** One sweep over everything due now (joins one in progress); returns how many subscriptions it looked at. */
   tick(): Promise<number> {
     this.running ??= this.sweep().finally(() => (this.running = undefined));
     return this.running;
+  }
+
+  /**
+   * A sweep that starts after this call: a sweep already in progress read the time before the caller
+   * moved the clock, so joining it would miss what the move made due.
+   */
+  async tickFromNow(): Promise<number> {
+    await this.running?.catch(() => undefined);
+    return this.tick();
   }
 
   private async sweep(): Promise<number> {

@@ -9,7 +9,7 @@ export const devClock = (d: Deps, scheduler: Scheduler) =>
     const advance = (req.body?.advance_seconds as number | undefined) ?? 0;
     if (advance > 0) {
       await clock.advance(advance * 1000);
-      await scheduler.tick();
+      await scheduler.tickFromNow();
     }
     return { now: unixSeconds(clock), offset_seconds: Math.round(clock.offset / 1000) };
   });
