@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -102,6 +103,32 @@ describe('tracing', () => {
     const gatewayLine = stack.services.gateway.lines.map((l) => JSON.parse(l)).find((l) => l.trace_id === traceId);
     expect(gatewayLine).toMatchObject({ service: 'gateway', route: 'plans.list', status: 200 });
     expect(stack.services.gateway.lines.join('\n')).not.toContain(stack.wallets[0]!.invoice_key);
+  });
+});
+
+describe('unexpected errors', () => {
+  it('answer 500 "Unexpected error! ID: <id>" without internals; the id is in the log with the trace id', async () => {
+    const db = new pg.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    await new Promise((r) => setTimeout(r, 1100)); // this wallet's key is rate-limited to 5/s here
+    try {
+      // A schema the code does not expect (a botched manual migration): every plan read fails in SQL.
+      await db.query('ALTER TABLE billing.plans RENAME COLUMN amount_sats TO amount_sats_broken');
+      const res = await client(stack.api, stack.wallets[0]!.invoice_key).get('/plans');
+      expect(res.status).toBe(500);
+      expect(Object.keys(res.body)).toEqual(['detail']);
+      const id = /^Unexpected error! ID: (err_[0-9a-z]{26})$/.exec(res.body.detail)?.[1];
+      expect(id, res.body.detail).toBeDefined();
+      expect(JSON.stringify(res.body)).not.toMatch(/amount_sats|column|SELECT/i);
+      const traceId = res.headers.get('x-trace-id');
+      await new Promise((r) => setTimeout(r, 300));
+      const logged = stack.services.billing.lines.map((l) => JSON.parse(l)).find((l) => l.error_id === id);
+      expect(logged).toMatchObject({ level: 50, subject: 'billing.plans.list', trace_id: traceId });
+    } finally {
+      await db.query('ALTER TABLE billing.plans RENAME COLUMN amount_sats_broken TO amount_sats').catch(() => undefined);
+      await db.end();
+    }
+    expect((await client(stack.api, stack.wallets[0]!.invoice_key).get('/plans')).status).toBe(200);
   });
 });
 
