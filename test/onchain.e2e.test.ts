@@ -35,6 +35,7 @@ beforeAll(async () => {
       ONCHAIN_PROVIDER: 'esplora',
       ESPLORA_URL: esplora.url,
       ONCHAIN_CONFIRMATIONS: '2',
+      ONCHAIN_RECHECK_S: '1',
       PAYMENTS_SWEEP_INTERVAL_MS: '300',
       // A clock move waits for the sweep it triggers, which can outlast the default bus timeout on a slow machine.
       BUS_TIMEOUT_MS: '60000',

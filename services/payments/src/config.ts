@@ -25,6 +25,8 @@ export const paymentsConfig = {
   ONCHAIN_CONFIRMATIONS: envInt(1, 1),
   /** How long after its checkout expires an on-chain payment is still watched (seconds): a transaction can confirm late. */
   ONCHAIN_LATE_WINDOW_S: envInt(7 * 86_400, 0),
+  /** No on-chain payment is asked about again sooner (seconds): blocks come every ~10 minutes and public Esplora servers rate-limit. */
+  ONCHAIN_RECHECK_S: envInt(60, 1),
   /** Card processor (CARDPROC_PROVIDER=stripe): the secret API key and the signing secret of the endpoint registered for /public/webhook/cardproc. */
   STRIPE_SECRET_KEY: secret.optional(),
   STRIPE_WEBHOOK_SECRET: secret.optional(),

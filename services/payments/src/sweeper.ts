@@ -89,7 +89,7 @@ export class Sweeper {
       this.d.db,
       rail.provider,
       unixSeconds(this.d.clock),
-      this.o.recheckAfterS,
+      rail.recheckAfterS ?? this.o.recheckAfterS,
       rail.lateWindowS ?? this.o.lateWindowS,
       this.o.checkBatch,
     );

@@ -20,7 +20,7 @@ const allocate: AllocateIndex = async (walletId, id) => (walletId === 'wal_a' &&
 
 beforeAll(async () => {
   esplora = await startEsploraServer('mainnet');
-  rail = esploraRail({ url: esplora.url, confirmations: 2, timeoutMs: 2000, lateWindowS: 604_800 }, allocate, clock, { info: (o: object) => logged.push(o) });
+  rail = esploraRail({ url: esplora.url, confirmations: 2, timeoutMs: 2000, lateWindowS: 604_800, recheckAfterS: 60 }, allocate, clock, { info: (o: object) => logged.push(o) });
 });
 afterAll(() => esplora?.close());
 
@@ -98,12 +98,12 @@ describe('on-chain rail over Esplora', () => {
     await expect(rail.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/esplora GET .*HTTP 500/) });
     esplora.faults.status = undefined;
     await expect(rail.status!(payment('bc1qnotanaddress'))).rejects.toBeInstanceOf(ProviderUnavailableError);
-    const wrongApi = esploraRail({ url: `${esplora.url}/blocks`, confirmations: 1, timeoutMs: 2000, lateWindowS: 0 }, allocate, clock, { info: () => undefined });
+    const wrongApi = esploraRail({ url: `${esplora.url}/blocks`, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, { info: () => undefined });
     await expect(wrongApi.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
     // Something answering 200 with other JSON (a misconfigured ESPLORA_URL) is not a list of transactions.
     const other = await startFakeServer((r) => ({ status: 200, body: r.path.endsWith('/txs') ? { txs: [] } : [{ txid: 'x', vout: [{ value: '1' }], status: {} }] }));
     try {
-      const misconfigured = esploraRail({ url: other.url, confirmations: 1, timeoutMs: 2000, lateWindowS: 0 }, allocate, clock, { info: () => undefined });
+      const misconfigured = esploraRail({ url: other.url, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, { info: () => undefined });
       await expect(misconfigured.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/not a list of transactions/) });
     } finally {
       await other.close();

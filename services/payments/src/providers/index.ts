@@ -69,7 +69,8 @@ export function createRails(
   if (c.ONCHAIN_PROVIDER === 'chargeproc') rails.push(chargeprocOnchainRail(chargeprocOf(c, clock), !!c.CHARGEPROC_LNBITS_WALLET, webhookUrl));
   if (c.ONCHAIN_PROVIDER === 'esplora') {
     if (!watchonly) throw new Error('ONCHAIN_PROVIDER=esplora needs the watch-only wallets');
-    const settings = { url: c.ESPLORA_URL!, confirmations: c.ONCHAIN_CONFIRMATIONS, timeoutMs: c.PROVIDER_TIMEOUT_MS, lateWindowS: c.ONCHAIN_LATE_WINDOW_S };
+    const settings = { url: c.ESPLORA_URL!, confirmations: c.ONCHAIN_CONFIRMATIONS, timeoutMs: c.PROVIDER_TIMEOUT_MS,
+      lateWindowS: c.ONCHAIN_LATE_WINDOW_S, recheckAfterS: c.ONCHAIN_RECHECK_S };
     rails.push(esploraRail(settings, watchonly.allocate, clock, watchonly.log));
   }
   if (c.CARDPROC_PROVIDER === 'dev') rails.push(pick('cardproc'));

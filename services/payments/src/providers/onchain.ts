@@ -12,6 +12,7 @@ export interface EsploraSettings {
   timeoutMs: number;
   /** How long after expiry the sweeper still watches an address: transactions can confirm late. */
   lateWindowS: number;
+  recheckAfterS: number;
 }
 
 /** The next receive index of an owner's watch-only wallet, taken for good; undefined when the owner has no such wallet. */
@@ -89,6 +90,7 @@ export function esploraRail(s: EsploraSettings, allocate: AllocateIndex, clock: 
     provider: 'esplora',
     needsFiat: false,
     lateWindowS: s.lateWindowS,
+    recheckAfterS: s.recheckAfterS,
     async open(req) {
       const id = req.plan.watchonly_wallet_id;
       if (!id) throw unprocessablePlan("On-chain payments of this plan need a watch-only wallet: set the plan's watchonly_wallet_id");

@@ -67,6 +67,8 @@ export interface Rail {
   status?(p: PaymentRecord): Promise<ProviderStatus>;
   /** How long after expiry `status` is still asked (seconds); unset: the sweeper's default. */
   readonly lateWindowS?: number;
+  /** No payment of this rail is asked about again sooner (seconds); unset: the sweeper's default. */
+  readonly recheckAfterS?: number;
 }
 
 export type Rails = Partial<Record<PaymentMethod, Rail>>;
