@@ -11,7 +11,7 @@ let server: StripeServer;
 let rail: StripeCardRail;
 
 const railWith = (o: Partial<{ secretKey: string; timeoutMs: number; apiUrl: string }> = {}) =>
-  new StripeCardRail({ secretKey: server.secretKey, webhookSecret: server.webhookSecret, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000, ...o }, clock);
+  new StripeCardRail({ secretKey: server.secretKey, webhookSecret: server.webhookSecret, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000, ...o }, clock, clock);
 
 const request = (o: Partial<RailRequest> = {}): RailRequest => ({
   payment_id: 'pay_01TEST', wallet_id: 'w1', subscription_id: 'sub_01TEST', amount_sats: 2100, memo: 'Gold (monthly)',
@@ -131,5 +131,16 @@ describe('card processor (Stripe Checkout) adapter', () => {
       [payload, 't=1,v1=00'],
     ] as const;
     for (const [body, sig] of bad) expect(() => rail.verifyEvent(Buffer.from(body), sig)).toThrow(expect.objectContaining({ status: 400 }));
+
+    // Several endpoint secrets (platform and Connect): an event signed with any of them passes, others do not.
+    const both = new StripeCardRail(
+      { secretKey: server.secretKey, webhookSecret: `whsec_connect, ${server.webhookSecret}`, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000 },
+      clock,
+      clock,
+    );
+    for (const secret of ['whsec_connect', server.webhookSecret]) {
+      expect(both.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW, secret })).id).toBe(ok.id);
+    }
+    expect(() => both.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW, secret: 'whsec_other' }))).toThrow(expect.objectContaining({ status: 400 }));
   });
 });

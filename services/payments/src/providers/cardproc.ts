@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import { API_PREFIX } from '@sb/contracts';
-import { DomainError, unixSeconds, type Clock } from '@sb/runtime';
+import { DomainError, systemClock, unixSeconds, type Clock } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 import { ProviderUnavailableError } from './lightning.js';
 import type { OpenedPayment, ProviderStatus, Rail, RailRequest } from './rail.js';
@@ -66,6 +66,8 @@ export class StripeCardRail implements Rail {
   constructor(
     private readonly s: StripeSettings,
     private readonly clock: Clock,
+    /** Stripe's time: session expiry bounds and signature age are wall-clock, whatever the DEV_MODE test clock says. */
+    private readonly wall: Clock = systemClock,
   ) {
     const api = s.apiUrl ? new URL(s.apiUrl) : undefined;
     this.stripe = new Stripe(s.secretKey, {
@@ -81,7 +83,9 @@ export class StripeCardRail implements Rail {
 
   async open(req: RailRequest): Promise<OpenedPayment> {
     if (!req.fiat) throw new Error('the card rail needs a fiat quote');
-    const expiresAt = unixSeconds(this.clock) + Math.min(Math.max(req.expiry_seconds, MIN_EXPIRY_S + SKEW_S), MAX_EXPIRY_S - SKEW_S);
+    const life = Math.min(Math.max(req.expiry_seconds, MIN_EXPIRY_S + SKEW_S), MAX_EXPIRY_S - SKEW_S);
+    // Stripe bounds `expires_at` by its own (wall) clock; our record follows this service's clock.
+    const expiresAt = unixSeconds(this.wall) + life;
     const account = req.plan.cardproc_account_id || undefined;
     const session = await this.call('POST /v1/checkout/sessions', () =>
       this.stripe.checkout.sessions.create(
@@ -103,7 +107,7 @@ export class StripeCardRail implements Rail {
       ),
     );
     if (!session.url) throw new ProviderUnavailableError(`stripe POST /v1/checkout/sessions: session ${session.id} has no url`);
-    return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: expiresAt };
+    return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: unixSeconds(this.clock) + life };
   }
 
   /** Paid when Stripe says so; never failed from a poll (a declined card can be retried on the same session). */
@@ -118,11 +122,15 @@ export class StripeCardRail implements Rail {
   /** The event of a webhook delivery, verified against the endpoint secret on the exact bytes; anything else is 400. */
   verifyEvent(raw: Buffer, signature: string | undefined): StripeEvent {
     if (!signature) throw new DomainError(400, 'Invalid callback');
-    try {
-      return this.stripe.webhooks.constructEvent(raw, signature, this.s.webhookSecret, WEBHOOK_TOLERANCE_S, undefined, this.clock.nowMs());
-    } catch {
-      throw new DomainError(400, 'Invalid callback');
+    // Several secrets: the platform endpoint's and a Connect endpoint's sign differently.
+    for (const secret of this.s.webhookSecret.split(',').map((x) => x.trim()).filter(Boolean)) {
+      try {
+        return this.stripe.webhooks.constructEvent(raw, signature, secret, WEBHOOK_TOLERANCE_S, undefined, this.wall.nowMs());
+      } catch {
+        /* try the next secret */
+      }
     }
+    throw new DomainError(400, 'Invalid callback');
   }
 
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
