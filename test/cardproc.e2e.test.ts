@@ -84,7 +84,7 @@ describe('card processor (Stripe) checkout', () => {
     expect(p).toMatchObject({ status: 'pending', payment_method: 'cardproc', amount_fiat: 1.05, currency: 'eur', cardproc_payment_id: null });
   });
 
-  it('forged, wrongly signed, stale, malformed or foreign events are 400 and change nothing; the signed completed event 10 times activates once', async () => {
+  it('forged, wrongly signed, stale or malformed events are 400, genuine events of no session of ours 200, and both change nothing; the signed completed event 10 times activates once', async () => {
     const { c, session } = await checkout('paid@example.com');
     const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
     stripe.pay(session.id);
@@ -100,16 +100,22 @@ describe('card processor (Stripe) checkout', () => {
       [payload, null],
       [payload, 'garbage'],
       ['{"id": "evt_1", "type": ', stripe.sign('{"id": "evt_1", "type": ')],
-      [foreign, stripe.sign(foreign)],
-      [unknownPayment, stripe.sign(unknownPayment)],
     ];
     for (const [body, sig] of bad) {
       const r = await deliver(body, sig);
       expect(r.status, `${body.slice(0, 30)} / ${sig}`).toBe(400);
       expect(r.body.detail).toBe('Invalid callback');
     }
+    // Signed by Stripe but about a session that is not ours (another integration on the account): acknowledged,
+    // so Stripe stops retrying, and not recorded (they carry the genuine event's id, which must still apply below).
+    for (const body of [foreign, unknownPayment]) {
+      const r = await deliver(body);
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual({ received: true });
+    }
     expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('pending');
     expect(await recorded(c.payment_id)).toBe(0);
+    expect(await count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE event_id = $1`, [event.id])).toBe(0);
     expect(await receivedEvents(c.subscription_id)).toBe(0);
 
     // An event type we do not act on is acknowledged and ignored.
@@ -182,11 +188,31 @@ describe('card processor (Stripe) checkout', () => {
     stripe.pay(session.id);
     const payload = stripe.eventJson('checkout.session.completed', session.id);
     expect(JSON.parse(payload).account).toBe('acct_1Connected');
+    // The same session named on the platform account is not ours: acknowledged, changes and records nothing.
     const { account: _a, ...platform } = JSON.parse(payload);
-    expect((await deliver(JSON.stringify(platform))).status).toBe(400);
+    expect((await deliver(JSON.stringify(platform))).status).toBe(200);
     expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('pending');
+    expect(await recorded(c.payment_id)).toBe(0);
     expect((await deliver(payload)).status).toBe(200);
     expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('paid');
+  });
+
+  it('cancelling the subscription expires its open Checkout Session at Stripe (on the connected account too), so the payer cannot pay it', async () => {
+    const admin = client(stack.api, stack.wallets[0]!.admin_key);
+    const plain = await checkout('cancel@example.com');
+    const connected = await checkout('cancel-connected@example.com', await cardPlan('Card cancel connected', { cardproc_account_id: 'acct_1Connected' }));
+    for (const { c, session } of [plain, connected]) {
+      expect(stripe.sessions.get(session.id)!.status).toBe('open');
+      const r = await admin.post(`/subscriptions/${c.subscription_id}/cancel`, { immediate: true });
+      expect(r.status).toBe(200);
+      expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('expired');
+      expect(stripe.sessions.get(session.id)).toMatchObject({ status: 'expired', url: null });
+      const expire = stripe.requests.find((q) => q.path === `/v1/checkout/sessions/${session.id}/expire`)!;
+      expect([expire.method, expire.headers['stripe-account']]).toEqual(['POST', session.account ?? undefined]);
+    }
+    // Stripe then announces the expiry; it changes nothing more.
+    expect((await deliver(stripe.eventJson('checkout.session.expired', plain.session.id))).status).toBe(200);
+    expect((await owner().get(`/payments/${plain.c.payment_id}`)).body.status).toBe('expired');
   });
 
   it('a rate source answering 500: subscribe is 503 with a clear detail and leaves no pending subscription', async () => {

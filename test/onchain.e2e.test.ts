@@ -104,6 +104,11 @@ describe('watch-only wallets', () => {
     expect((await stranger.get('/watchonly-wallets')).body.total).toBe(0);
     const row = (await db.query('SELECT wallet_id, xpub, normalized_key, next_index FROM payments.watchonly_wallets WHERE id = $1', [watchonlyId])).rows[0];
     expect(row).toEqual({ wallet_id: stack.wallets[0]!.id, xpub: ZPUB, normalized_key: xpubSpelling, next_index: 0 });
+    // Another owner registering the same key learns nothing about this one (and cannot squat it): 201, its own counter.
+    const same = await stranger.post('/watchonly-wallets', { name: 'Same key', xpub: ZPUB });
+    expect(same.status).toBe(201);
+    expect(same.body.id).not.toBe(watchonlyId);
+    expect((await stranger.get('/watchonly-wallets')).body.total).toBe(1);
   });
 
   it('a plan taking on-chain payments must name one of the owner\'s watch-only wallets', async () => {

@@ -80,7 +80,7 @@ describe('wallet processor (PayPal) checkout', () => {
     expect(p.body).toMatchObject({ status: 'pending', payment_method: 'walletproc', amount_fiat: 1.26, currency: 'usd', walletproc_order_id: orderId });
   });
 
-  it('forged, header-less, malformed and foreign deliveries are 400 and change nothing; the approval captures and activates once, however often it and the capture event arrive', async () => {
+  it('forged, header-less and malformed deliveries are 400, genuine ones about no payment of ours 200, and both change nothing; the approval captures and activates once, however often it and the capture event arrive', async () => {
     const { c, orderId } = await checkout('paid@example.com');
     const other = await checkout('other@example.com');
     const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
@@ -93,9 +93,7 @@ describe('wallet processor (PayPal) checkout', () => {
     const altered = { ...genuine, body: JSON.stringify({ ...event, id: 'WH-FORGED' }) };
     const forgedSig = { ...genuine, headers: { ...genuine.headers, 'paypal-transmission-sig': Buffer.from('x'.repeat(256)).toString('base64') } };
     const otherHook = paypal.sign(event, 'SOMEOTHERHOOK12');
-    // Signed by PayPal, about our order, but naming another payment as custom_id.
-    const mixed = paypal.sign({ ...event, id: 'WH-MIXED', resource: { ...(event.resource as object), purchase_units: [{ ...(event.resource as any).purchase_units[0], custom_id: other.c.payment_id }] } });
-    for (const d of [altered, forgedSig, otherHook, mixed]) {
+    for (const d of [altered, forgedSig, otherHook]) {
       const r = await deliver(d);
       expect(r.status).toBe(400);
       expect(r.body.detail).toBe('Invalid callback');
@@ -112,6 +110,17 @@ describe('wallet processor (PayPal) checkout', () => {
       expect((await deliver({ body, headers: genuine.headers })).status, body).toBe(400);
     }
     expect(calls('/verify-webhook-signature')).toBe(verifications);
+
+    // Signed by PayPal but not about a payment of ours (another integration on the account; our order under
+    // another payment's custom_id): acknowledged so PayPal stops retrying, neither captured nor recorded.
+    const mixed = paypal.sign({ ...event, id: 'WH-MIXED', resource: { ...(event.resource as object), purchase_units: [{ ...(event.resource as any).purchase_units[0], custom_id: other.c.payment_id }] } });
+    const stranger = paypal.sign({ ...event, id: 'WH-STRANGER', resource: { ...(event.resource as object), id: 'NOTOURORDER12345' } });
+    for (const d of [mixed, stranger]) {
+      const r = await deliver(d);
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual({ received: true });
+    }
+    expect(await count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE event_id IN ('WH-MIXED', 'WH-STRANGER')`, [])).toBe(0);
 
     expect(paypal.orders.get(orderId)!.status).toBe('APPROVED'); // never captured
     expect(await paymentRow(c.payment_id)).toEqual(before);
@@ -134,10 +143,11 @@ describe('wallet processor (PayPal) checkout', () => {
     expect(calls('/capture')).toBe(captures);
     expect(await recorded(c.payment_id)).toBe(1);
 
-    // A capture event naming our payment but another order is refused.
+    // A capture event naming our payment but another order is not ours: acknowledged, ignored, not recorded.
     const completed = paypal.event('PAYMENT.CAPTURE.COMPLETED', orderId);
     const wrongOrder = paypal.sign({ ...completed, id: 'WH-WRONGORDER', resource: { ...(completed.resource as object), supplementary_data: { related_ids: { order_id: other.orderId } } } });
-    expect((await deliver(wrongOrder)).status).toBe(400);
+    expect((await deliver(wrongOrder)).status).toBe(200);
+    expect(await count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE event_id = 'WH-WRONGORDER'`, [])).toBe(0);
 
     // PAYMENT.CAPTURE.COMPLETED for the same order, delivered 10 times, some together.
     for (let i = 0; i < 4; i++) expect((await deliver(paypal.sign(completed))).status).toBe(200);
@@ -158,6 +168,23 @@ describe('wallet processor (PayPal) checkout', () => {
     expect(final.payments).toHaveLength(1);
     // The other checkout was never touched.
     expect((await paymentRow(other.c.payment_id)).status).toBe('pending');
+  });
+
+  it('an order approved after we expired its payment (subscription cancelled) is never captured: no money is taken', async () => {
+    const { c, orderId } = await checkout('cancelled@example.com');
+    const cancel = await client(stack.api, stack.wallets[0]!.admin_key).post(`/subscriptions/${c.subscription_id}/cancel`, { immediate: true });
+    expect(cancel.status).toBe(200);
+    expect((await paymentRow(c.payment_id)).status).toBe('expired');
+
+    paypal.approve(orderId); // the payer still had the PayPal page open
+    const approval = paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', orderId));
+    const captures = calls('/capture');
+    for (let i = 0; i < 2; i++) expect((await deliver(approval)).status).toBe(200);
+    expect(calls('/capture')).toBe(captures);
+    expect(paypal.orders.get(orderId)!.status).toBe('APPROVED'); // PayPal voids it once the capture window ends
+    expect((await paymentRow(c.payment_id)).status).toBe('expired');
+    expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(0);
+    expect(stack.services.payments.lines.some((l) => l.includes(c.payment_id) && l.includes('approved order of an expired payment left uncaptured'))).toBe(true);
   });
 
   it('a pending capture that PayPal then denies fails the payment; the subscription does not activate; PayPal unreachable is 503', async () => {

@@ -49,10 +49,13 @@ export const DevPay = z.object({ payment_id: Id });
 
 export const messages = {
   createPayment: { subject: 'payments.internal.create_payment', request: CreatePayment, reply: CreatedPayment },
-  /** Expire every pending payment of a subscription (cancel, plan archive, pending expiry). */
+  /**
+   * Expire every pending payment of a subscription (cancel, plan archive, pending expiry), or only
+   * `payment_id` (a renewal invoice replaced by a late payment of the one before it).
+   */
   expireOpenPayments: {
     subject: 'payments.internal.expire_open',
-    request: SubscriptionRef,
+    request: SubscriptionRef.extend({ payment_id: Id.optional() }),
     reply: z.object({ expired: z.number().int().nonnegative() }),
   },
   listSubscriptionPayments: {

@@ -14,14 +14,17 @@ const DURABLE = 'billing-payments';
 export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promise<'applied' | 'duplicate' | 'ignored'> {
   const p = PaymentEventData.parse(envelope.data);
   if (p.status !== 'paid') return 'ignored';
-  const outcome = await d.db.tx(async (tx) => {
+  const outcome = await d.db.tx(async (tx): Promise<{ result: 'applied' | 'duplicate' | 'ignored'; withdraw?: string | null }> => {
     const now = unixSeconds(d.clock);
     const fresh = await tx.query(`INSERT INTO ${SCHEMA}.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [
       p.payment_id, p.subscription_id, now,
     ]);
-    if (fresh.rowCount !== 1) return { result: 'duplicate' as const };
+    if (fresh.rowCount !== 1) {
+      const prior = await tx.query<{ withdraw_payment_id: string | null }>(`SELECT withdraw_payment_id FROM ${SCHEMA}.applied_payments WHERE payment_id = $1`, [p.payment_id]);
+      return { result: 'duplicate', withdraw: prior.rows[0]?.withdraw_payment_id };
+    }
     const sub = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
-    if (!sub) return { result: 'ignored' as const };
+    if (!sub) return { result: 'ignored' };
     const paidAt = p.paid_at ?? now;
     const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats };
     const move =
@@ -32,24 +35,25 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
           : undefined;
     if (!move) {
       d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id, status: sub.status }, 'payment recorded but not applicable to this subscription');
-      return { result: 'ignored' as const };
+      return { result: 'ignored' };
     }
     // A renewal renews the period it was issued for: the open invoice, or an expired one it replaced
     // (paid late). One for a period already renewed must not move the subscription again.
     const current = sub.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === sub.current_period_end;
     if (move.type === 'renewal_payment' && sub.status !== 'pending' && sub.status !== 'payment_failed' && !current) {
       d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id }, 'renewal payment is not for the current period; recorded only');
-      return { result: 'ignored' as const };
+      return { result: 'ignored' };
     }
     await applyTransition(d, tx, sub, move, now, { renewal_payment_id: null, renewal_expires_at: null }, extra);
-    // The replacement invoice of a renewal paid late must not be paid a second time.
-    const superseded = move.type === 'renewal_payment' && sub.renewal_payment_id !== null && sub.renewal_payment_id !== p.payment_id;
-    return { result: 'applied' as const, superseded };
+    // The open replacement of a renewal paid late through an older invoice must not be paid a second time.
+    const withdraw = move.type === 'renewal_payment' && sub.renewal_payment_id !== null && sub.renewal_payment_id !== p.payment_id ? sub.renewal_payment_id : null;
+    if (withdraw) await tx.query(`UPDATE ${SCHEMA}.applied_payments SET withdraw_payment_id = $2 WHERE payment_id = $1`, [p.payment_id, withdraw]);
+    return { result: 'applied', withdraw };
   });
-  if (outcome.result === 'applied' && outcome.superseded) {
-    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: envelope.wallet_id, subscription_id: p.subscription_id }).catch((err) =>
-      d.log.warn({ err, subscription_id: p.subscription_id }, 'could not expire the replaced renewal invoice'),
-    );
+  // Outside the transaction (it is another service); a failure throws, the event is redelivered, and the
+  // duplicate path above finds the withdrawal again, so it happens at least once (it is idempotent).
+  if (outcome.withdraw) {
+    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: envelope.wallet_id, subscription_id: p.subscription_id, payment_id: outcome.withdraw });
   }
   return outcome.result;
 }

@@ -4,6 +4,9 @@ import type { Deps } from './deps.js';
 import { requestPayment } from './payments-client.js';
 import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './domain/periods.js';
 import type { SubRow } from './store/subscriptions.repo.js';
+
+/** Replacement invoices of one renewal reach the subscriber at most this often. */
+const NOTIFY_REPLACEMENT_EVERY_S = 7 * DAY_SECONDS;
 import { applyTransition, emit } from './transitions.js';
 
 /**
@@ -109,7 +112,7 @@ export class Scheduler {
     }
     if (now < end && s.renewal_for === end && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS) {
       await this.inTx(s, async (tx, cur) => {
-        const row = { ...cur, reminded_for: end, updated_at: now };
+        const row = { ...cur, reminded_for: end, reminder_notified_at: cur.receive_reminders ? now : cur.reminder_notified_at, updated_at: now };
         if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
         await emit(d, tx, row, 'renewal.reminder', { payment_id: cur.renewal_payment_id, due_at: end, notify_subscriber: cur.receive_reminders });
       });
@@ -135,9 +138,12 @@ export class Scheduler {
     });
     await this.inTx(s, async (tx, cur) => {
       const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
+      // The subscriber hears of the first invoice and of the last call; of replacements (an invoice lives a
+      // day, a grace period can last months) at most weekly. The owner's events carry every one.
+      const notify = cur.receive_reminders && (!previous || (lastCall && cur.reminded_for !== end) || now - (cur.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
       const row = {
         ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: checkout.expires_at,
-        reminded_for: lastCall ? end : cur.reminded_for, updated_at: now,
+        reminded_for: lastCall ? end : cur.reminded_for, reminder_notified_at: notify ? now : cur.reminder_notified_at, updated_at: now,
       };
       if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
       await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
@@ -145,7 +151,7 @@ export class Scheduler {
         // Whatever the method, the reminder carries what pays it: invoice, address (BIP21) or processor link.
         payment_id: payment.id, due_at: end, payment_method: payment.payment_method, payment_request: checkout.payment_request ?? null,
         onchain_address: checkout.onchain_address ?? null, bip21_uri: checkout.bip21_uri ?? null, checkout_url: checkout.checkout_url ?? null,
-        amount_fiat: payment.amount_fiat ?? null, currency: payment.currency ?? null, expires_at: checkout.expires_at, notify_subscriber: cur.receive_reminders,
+        amount_fiat: payment.amount_fiat ?? null, currency: payment.currency ?? null, expires_at: checkout.expires_at, notify_subscriber: notify,
         ...(previous ? { replaces_payment_id: previous } : {}),
       });
       if (!previous && cur.trial_end === end) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });

@@ -24,9 +24,23 @@ export class RateUnavailableError extends ProviderUnavailableError {
   }
 }
 
-/** Rounded to the cent, never below one cent (a processor cannot charge nothing). */
-export function satsToFiat(sats: number, ratePerBtc: number): number {
-  return Math.max(0.01, Math.round((sats * ratePerBtc) / 1e6) / 100);
+// ISO 4217 minor units where they are not 2, as Stripe lists them (https://docs.stripe.com/currencies#special-cases).
+const ZERO_DECIMAL = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'ugx', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
+const THREE_DECIMAL = new Set(['bhd', 'jod', 'kwd', 'omr', 'tnd']);
+
+/** How many decimals an amount of `currency` (any case) has: 0 (JPY), 3 (KWD) or, for most, 2. */
+export function currencyExponent(currency: string): 0 | 2 | 3 {
+  const c = currency.toLowerCase();
+  return ZERO_DECIMAL.has(c) ? 0 : THREE_DECIMAL.has(c) ? 3 : 2;
+}
+
+/**
+ * Rounded to the currency's smallest unit (cents; whole yen), never below one such unit: a processor
+ * cannot charge nothing, and the recorded amount is what the processor charges.
+ */
+export function satsToFiat(sats: number, ratePerBtc: number, currency = 'usd'): number {
+  const unit = 10 ** currencyExponent(currency);
+  return Math.max(1, Math.round((sats * ratePerBtc * unit) / 1e8)) / unit;
 }
 
 /**
@@ -49,7 +63,7 @@ export class RateSource {
 
   async quote(sats: number): Promise<FiatQuote> {
     const rate = await this.rate();
-    return { amount: satsToFiat(sats, rate), currency: this.s.currency, rate };
+    return { amount: satsToFiat(sats, rate, this.s.currency), currency: this.s.currency, rate };
   }
 
   async rate(): Promise<number> {

@@ -78,9 +78,9 @@ export class Sweeper {
 
   /** Each provider that can be asked (the dev provider cannot: it is paid only through the dev endpoint). */
   private async checkProvider(): Promise<number> {
-    const byProvider = new Map(Object.values(this.d.rails).filter((r) => r?.status).map((r) => [r!.provider, r!]));
     let confirmed = 0;
-    for (const rail of byProvider.values()) confirmed += await this.checkRail(rail);
+    // Per rail, not per provider: one charge server serves Lightning and on-chain with different late windows.
+    for (const rail of Object.values(this.d.rails)) if (rail?.status) confirmed += await this.checkRail(rail);
     return confirmed;
   }
 
@@ -88,6 +88,7 @@ export class Sweeper {
     const claimed = await this.d.payments.claimForCheck(
       this.d.db,
       rail.provider,
+      rail.method,
       unixSeconds(this.d.clock),
       rail.recheckAfterS ?? this.o.recheckAfterS,
       rail.lateWindowS ?? this.o.lateWindowS,

@@ -82,6 +82,38 @@ describe('card processor (Stripe Checkout) adapter', () => {
     expect(await rail.status(recordOf(other.provider_ref!))).toEqual({ paid: false });
   });
 
+  it('cancel expires the open session at Stripe (on its connected account); a session already paid or expired is left as it is', async () => {
+    const opened = await rail.open(request());
+    await rail.cancel(recordOf(opened.provider_ref!));
+    const expire = server.requests.at(-1)!;
+    expect([expire.method, expire.path, expire.headers['stripe-account']]).toEqual(['POST', `/v1/checkout/sessions/${opened.provider_ref}/expire`, undefined]);
+    expect(server.sessions.get(opened.provider_ref!)).toMatchObject({ status: 'expired', url: null });
+    // Again: Stripe refuses (400, not open), and the session is expired, as wanted.
+    await rail.cancel(recordOf(opened.provider_ref!));
+    expect(server.sessions.get(opened.provider_ref!)!.status).toBe('expired');
+
+    const paid = await rail.open(request());
+    server.pay(paid.provider_ref!);
+    await rail.cancel(recordOf(paid.provider_ref!));
+    expect(server.sessions.get(paid.provider_ref!)).toMatchObject({ status: 'complete', payment_status: 'paid' });
+
+    const connected = await rail.open(request({ plan: { cardproc_account_id: 'acct_1Connected' } }));
+    const sessionId = connected.provider_ref!.split('/')[1]!;
+    await rail.cancel(recordOf(connected.provider_ref!));
+    expect(server.requests.at(-1)!).toMatchObject({ method: 'POST', path: `/v1/checkout/sessions/${sessionId}/expire`, headers: { 'stripe-account': 'acct_1Connected' } });
+    expect(server.sessions.get(sessionId)!.status).toBe('expired');
+
+    // Stripe failing leaves the session open: that is an error for the caller to log.
+    const open = await rail.open(request());
+    server.faults.status = 500;
+    try {
+      await expect(rail.cancel(recordOf(open.provider_ref!))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/expire: HTTP 500/) });
+    } finally {
+      delete server.faults.status;
+    }
+    expect(server.sessions.get(open.provider_ref!)!.status).toBe('open');
+  });
+
   it('charges in Stripe minor units', () => {
     expect(stripeUnitAmount(1.05, 'eur')).toBe(105);
     expect(stripeUnitAmount(0.01, 'usd')).toBe(1);

@@ -186,6 +186,13 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect(await callMessage(s.bus, messages.expireOpenPayments, { wallet_id: WALLET, subscription_id: sub })).toEqual({ expired: 0 });
     expect((await paymentRow(s, a.payment.id)).status).toBe('expired');
     expect((await paymentRow(s, b.payment.id)).status).toBe('paid');
+
+    // With payment_id, only that one (a replaced renewal invoice); the subscription's others stay payable.
+    const c = await callMessage(s.bus, messages.createPayment, createRequest({ subscription_id: sub }));
+    const e = await callMessage(s.bus, messages.createPayment, createRequest({ subscription_id: sub }));
+    expect(await callMessage(s.bus, messages.expireOpenPayments, { wallet_id: WALLET, subscription_id: sub, payment_id: c.payment.id })).toEqual({ expired: 1 });
+    expect((await paymentRow(s, c.payment.id)).status).toBe('expired');
+    expect((await paymentRow(s, e.payment.id)).status).toBe('pending');
   });
 
   it('lists newest first, filtered and paginated, and never shows another wallet', async () => {

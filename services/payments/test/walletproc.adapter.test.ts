@@ -129,7 +129,7 @@ describe('PayPal wallet-processor adapter', () => {
     const paypal = new PaypalClient(settings());
     const rail = paypalRail(paypal, clock);
     const opened = await rail.open(request());
-    const payment = { provider_ref: opened.provider_ref } as any;
+    const payment = { provider_ref: opened.provider_ref, status: 'pending' } as any;
     expect(await rail.status!(payment)).toEqual({ paid: false });
 
     server.approve(opened.provider_ref!);
@@ -160,17 +160,50 @@ describe('PayPal wallet-processor adapter', () => {
 
     const pending = await rail.open(request());
     server.approve(pending.provider_ref!, 'PENDING');
-    expect(await rail.status!({ provider_ref: pending.provider_ref } as any)).toEqual({ paid: false });
+    expect(await rail.status!({ provider_ref: pending.provider_ref, status: 'pending' } as any)).toEqual({ paid: false });
     server.settleCapture(pending.provider_ref!, 'DECLINED');
-    expect(await rail.status!({ provider_ref: pending.provider_ref } as any)).toEqual({ paid: false, failed: true });
+    expect(await rail.status!({ provider_ref: pending.provider_ref, status: 'pending' } as any)).toEqual({ paid: false, failed: true });
 
     const declined = await rail.open(request());
     server.approve(declined.provider_ref!, 'DECLINED');
-    expect(await rail.status!({ provider_ref: declined.provider_ref } as any)).toEqual({ paid: false, failed: true });
+    expect(await rail.status!({ provider_ref: declined.provider_ref, status: 'pending' } as any)).toEqual({ paid: false, failed: true });
 
     const voided = await rail.open(request());
     server.orders.get(voided.provider_ref!)!.status = 'VOIDED';
-    expect(await rail.status!({ provider_ref: voided.provider_ref } as any)).toEqual({ paid: false, failed: true });
+    expect(await rail.status!({ provider_ref: voided.provider_ref, status: 'pending' } as any)).toEqual({ paid: false, failed: true });
+  });
+
+  it('status never captures the approved order of a payment that is no longer pending (we expired it)', async () => {
+    const rail = paypalRail(new PaypalClient(settings()), clock);
+    const opened = await rail.open(request());
+    server.approve(opened.provider_ref!);
+    const from = server.requests.length;
+    for (const status of ['expired', 'failed']) {
+      expect(await rail.status!({ provider_ref: opened.provider_ref, status } as any)).toEqual({ paid: false });
+    }
+    expect(since(from).filter((r) => r.path.endsWith('/capture'))).toEqual([]);
+    expect(server.orders.get(opened.provider_ref!)!.status).toBe('APPROVED');
+  });
+
+  it('sends amounts with the decimals PayPal takes for the currency: none for JPY, HUF, TWD', async () => {
+    const rail = paypalRail(new PaypalClient(settings()), clock);
+    const cases: [number, string, string][] = [
+      [125.99, 'jpy', '126'], [350.4, 'huf', '350'], [39.5, 'twd', '40'], [0.01, 'jpy', '1'], [1.26, 'usd', '1.26'], [12, 'eur', '12.00'],
+    ];
+    for (const [amount, currency, value] of cases) {
+      const opened = await rail.open(request({ fiat: { amount, currency, rate: 1 } }));
+      expect(server.orders.get(opened.provider_ref!)!.purchase_units[0]!.amount, `${amount} ${currency}`).toEqual({ currency_code: currency.toUpperCase(), value });
+    }
+    // The local PayPal refuses decimals there as PayPal does.
+    const token = await (await fetch(`${server.url}/v1/oauth2/token`, {
+      method: 'POST', body: 'grant_type=client_credentials',
+      headers: { authorization: `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+    })).json();
+    const refused = await fetch(`${server.url}/v2/checkout/orders`, {
+      method: 'POST', headers: { authorization: `Bearer ${token.access_token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'JPY', value: '125.99' } }] }),
+    });
+    expect([refused.status, (await refused.json()).details[0].issue]).toEqual([422, 'DECIMALS_NOT_SUPPORTED']);
   });
 
   it('a capture before approval is refused by PayPal and surfaces as ProviderUnavailableError', async () => {

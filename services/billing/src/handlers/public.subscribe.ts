@@ -45,6 +45,7 @@ export const subscribe = (d: Deps) =>
         ...state, id: newId(ID_PREFIXES.subscription, nowMs), wallet_id: plan.wallet, plan_id: plan.id, subscriber_id: subscriber.id,
         payment_method: method, amount_sats: plan.amount_sats, receive_confirmations: body.receive_confirmations,
         receive_reminders: body.receive_reminders, metadata: {}, renewal_payment_id: null, renewal_for: null, renewal_expires_at: null, reminded_for: null,
+        reminder_notified_at: null,
         created_at: now, updated_at: now,
       };
       try {

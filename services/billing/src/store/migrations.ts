@@ -110,3 +110,16 @@ CREATE TABLE renewal_payments (
 );
 `,
 });
+
+migrations.push({
+  id: 4,
+  name: 'withdrawal of replaced renewal invoices; subscriber reminder cadence',
+  sql: `
+-- A renewal paid late through a replaced invoice withdraws the open replacement; kept with the
+-- application so a redelivered event retries the withdrawal until it succeeded.
+ALTER TABLE applied_payments ADD COLUMN withdraw_payment_id TEXT;
+-- When a renewal reminder last went to the subscriber: replacements of an expired invoice notify at
+-- most weekly (the first issue and the last call always do).
+ALTER TABLE subscriptions ADD COLUMN reminder_notified_at BIGINT;
+`,
+});

@@ -17,6 +17,8 @@ export interface SubRow extends SubState {
   /** When the open renewal payment expires (a new one is issued then, while the grace period lasts). */
   renewal_expires_at: number | null;
   reminded_for: number | null;
+  /** When a renewal reminder last went to the subscriber. */
+  reminder_notified_at: number | null;
   created_at: number;
   updated_at: number;
   version: number;
@@ -25,13 +27,13 @@ export interface SubRow extends SubState {
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
   receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
-  created_at, updated_at, version`;
+  reminder_notified_at, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
   'status', 'period_anchor', 'period_index', 'current_period_start', 'current_period_end', 'trial_end', 'cancelled_at',
   'cancel_reason', 'receive_confirmations', 'receive_reminders', 'metadata', 'renewal_payment_id', 'renewal_for',
-  'renewal_expires_at', 'reminded_for', 'updated_at',
+  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'updated_at',
 ] as const;
 
 export function toSubscription(r: SubRow, now: number): Subscription {

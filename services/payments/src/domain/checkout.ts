@@ -13,8 +13,9 @@ export function btcAmount(sats: number): string {
 
 /** `bitcoin:<address>?amount=<btc>[&lightning=<bolt11>]` (BIP21, unified with a Lightning fallback). */
 export function bip21Uri(address: string, sats: number, bolt11?: string | null, upper = false): string {
-  const u = (s: string) => (upper ? s.toUpperCase() : s);
-  return `bitcoin:${u(address)}?amount=${btcAmount(sats)}${bolt11 ? `&lightning=${u(bolt11)}` : ''}`;
+  // Bech32 addresses and invoices may be upper-cased (denser QR codes); base58 addresses are case-sensitive.
+  const addr = upper && /^(bc|tb|bcrt)1/i.test(address) ? address.toUpperCase() : address;
+  return `bitcoin:${addr}?amount=${btcAmount(sats)}${bolt11 ? `&lightning=${upper ? bolt11.toUpperCase() : bolt11}` : ''}`;
 }
 
 /**

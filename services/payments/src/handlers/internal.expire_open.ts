@@ -3,9 +3,27 @@ import { messageHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { statesAllowing } from '../domain/payments.js';
 
-/** Cancel, plan archive, pending expiry: every pending payment of the subscription stops being payable. */
+/**
+ * Cancel, plan archive, pending expiry: every pending payment of the subscription stops being payable
+ * (or only `payment_id`: a replaced renewal invoice).
+ * Each is closed at its provider too where the rail can (otherwise the payer could still pay it there);
+ * a provider that fails is logged and does not fail the call, since our rows are already expired.
+ */
 export const expireOpenPaymentsHandler = (d: Deps) =>
   messageHandler(messages.expireOpenPayments, async (req) => {
     const { from, to } = statesAllowing('expire');
-    return { expired: await d.payments.transitionForSubscription(d.db, req.wallet_id, req.subscription_id, from, to) };
+    const expired = await d.payments.transitionForSubscription(d.db, req.wallet_id, req.subscription_id, from, to, req.payment_id);
+    await Promise.all(
+      expired.map(async (p) => {
+        const rail = d.rails[p.payment_method];
+        if (rail?.provider !== p.provider || !rail.cancel) return;
+        if (!p.provider_ref) return;
+        try {
+          await rail.cancel!(p);
+        } catch (err) {
+          d.log.warn({ err, payment_id: p.id, provider: p.provider }, 'could not close the expired payment at its provider');
+        }
+      }),
+    );
+    return { expired: expired.length };
   });

@@ -1,5 +1,5 @@
 import type { PaymentStatusResponse } from '@sb/contracts';
-import { notFound, routeHandler } from '@sb/runtime';
+import { notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { settleFromProvider } from '../domain/confirm.js';
 import { railOf } from '../providers/rail.js';
@@ -21,8 +21,11 @@ export const getPaymentStatus = (d: Deps) =>
   routeHandler('public.payment.status', async (req) => {
     const p = await d.payments.getById(d.db, req.params.id);
     if (!p) throw notFound('Payment');
-    const rail = railOf(d.rails, p.provider);
+    const rail = railOf(d.rails, p);
     if (p.status !== 'pending' || !rail) return answer(p);
+    // A rail with a recheck interval (public block explorers rate-limit) is asked at most that often,
+    // however often anyone polls: this endpoint is public.
+    if (rail.recheckAfterS !== undefined && !(await d.payments.stampCheck(d.db, p.id, unixSeconds(d.clock), rail.recheckAfterS))) return answer(p);
     try {
       return answer((await settleFromProvider(d, p, await rail.status!(p), 'status poll')).payment);
     } catch (err) {

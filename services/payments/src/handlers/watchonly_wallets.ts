@@ -39,7 +39,7 @@ export const createWatchonlyWallet = (d: Deps) =>
       created_at: Math.floor(nowMs / 1000),
     });
     // Two wallets over one key would each count from index 0 and hand out the same addresses.
-    if (!stored) throw conflict('This extended public key is already registered');
+    if (!stored) throw conflict('You already registered this extended public key');
     return toWatchonlyWallet(stored);
   });
 

@@ -1,11 +1,9 @@
 import type { CallbackRequest } from '@sb/contracts';
-import { DomainError, routeHandler, unixSeconds, type Queryable } from '@sb/runtime';
+import { routeHandler, unixSeconds, type Queryable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { confirmPaymentIn, failPaymentIn } from '../domain/confirm.js';
 import { statesAllowing, type PaymentRecord } from '../domain/payments.js';
 import { paymentIntentOf, sessionRef, type CheckoutSession, type StripeCardRail } from '../providers/cardproc.js';
-
-const invalid = () => new DomainError(400, 'Invalid callback');
 
 type Change = 'paid' | 'failed' | 'expired' | null;
 
@@ -28,10 +26,11 @@ async function confirm(d: Deps, tx: Queryable, p: PaymentRecord, s: CheckoutSess
 
 /**
  * Stripe's webhook (`/public/webhook/cardproc`). The event is verified (Stripe-Signature over the exact
- * bytes, 300 s tolerance) before anything is read from it; it must name one of our sessions through
- * `metadata.payment_id` and the session id we stored, or it is 400 and changes nothing. Its id is
- * recorded in the same transaction as its effect, so a redelivery answers 200 and changes nothing, and
- * `{received: true}` means both are durable. Other event types are acknowledged and ignored.
+ * bytes, 300 s tolerance) before anything is read from it. It acts only on one of our sessions, named by
+ * `metadata.payment_id` and the session id we stored; a genuine event about anything else (another
+ * integration on the account) is acknowledged so Stripe stops retrying it, and changes and records
+ * nothing. Its id is recorded in the same transaction as its effect, so a redelivery answers 200 and
+ * changes nothing, and `{received: true}` means both are durable. Other event types are acknowledged and ignored.
  */
 export const cardprocWebhook = (d: Deps, rail: StripeCardRail) =>
   routeHandler('webhooks.cardproc', async (req) => {
@@ -43,7 +42,10 @@ export const cardprocWebhook = (d: Deps, rail: StripeCardRail) =>
     const paymentId = session.metadata?.payment_id;
     const payment = paymentId ? await d.payments.getById(d.db, paymentId) : undefined;
     // A connected account's events carry `account`, which is part of the reference we stored.
-    if (!payment || payment.provider !== 'stripe' || payment.provider_ref !== sessionRef(session.id, event.account)) throw invalid();
+    if (!payment || payment.provider !== 'stripe' || payment.provider_ref !== sessionRef(session.id, event.account)) {
+      d.log.info({ provider: 'stripe', event_id: event.id, event: event.type }, 'callback names no payment of ours; ignored');
+      return { received: true };
+    }
     const change = await d.db.tx(async (tx) => {
       if (!(await d.payments.recordCallback(tx, 'stripe', event.id, payment.id, unixSeconds(d.clock)))) return null;
       return effect(d, tx, payment, session);

@@ -21,10 +21,9 @@ export const chargeprocWebhook = (d: Deps) =>
     const body = req.body as CallbackRequest;
     const ref = callbackRef(Buffer.from(body.raw, 'base64'));
     if (!ref) throw invalid();
-    const rail = railOf(d.rails, ref.provider);
-    if (!rail) throw invalid();
     const payment = await d.payments.byProviderRef(d.db, ref.provider, ref.ref);
-    if (!payment) throw invalid();
+    const rail = payment && railOf(d.rails, payment);
+    if (!payment || !rail) throw invalid();
     if (payment.status === 'paid') return { received: true };
     const status = await logProviderFailure(d.log, { payment_id: payment.id, provider: rail.provider }, () => rail.status!(payment));
     await settleFromProvider(d, payment, status, 'callback');

@@ -28,19 +28,17 @@ function eventOf(raw: string): WebhookEvent | undefined {
   return ok ? (e as WebhookEvent) : undefined;
 }
 
-/** The payment an event is about; a genuine event about an order that is not ours is refused all the same. */
-async function paymentOf(d: Deps, e: WebhookEvent): Promise<PaymentRecord> {
+/** The payment a (verified) event is about; undefined when it is not one of ours. */
+async function paymentOf(d: Deps, e: WebhookEvent): Promise<PaymentRecord | undefined> {
   if (e.event_type === 'CHECKOUT.ORDER.APPROVED') {
     const order = e.resource as PaypalOrder;
     const p = typeof order.id === 'string' ? await d.payments.byProviderRef(d.db, PROVIDER, order.id) : undefined;
-    if (!p || order.purchase_units?.[0]?.custom_id !== p.id) throw invalid();
-    return p;
+    return p && order.purchase_units?.[0]?.custom_id === p.id ? p : undefined;
   }
   // Capture events name the payment (custom_id) and the order; both must agree with what we stored.
   const orderId = e.resource.supplementary_data?.related_ids?.order_id;
   const p = typeof e.resource.custom_id === 'string' ? await d.payments.getById(d.db, e.resource.custom_id) : undefined;
-  if (!p || p.provider !== PROVIDER || typeof orderId !== 'string' || p.provider_ref !== orderId) throw invalid();
-  return p;
+  return p && p.provider === PROVIDER && typeof orderId === 'string' && p.provider_ref === orderId ? p : undefined;
 }
 
 /** What the event says happened, after any provider call it needs (so none runs inside the transaction). */
@@ -48,7 +46,12 @@ async function outcomeOf(d: Deps, paypal: PaypalClient, e: WebhookEvent, p: Paym
   switch (e.event_type) {
     case 'CHECKOUT.ORDER.APPROVED':
       // Approved is not paid: the money moves only when we capture (idempotent, so redeliveries are safe).
-      if (p.status === 'paid' || p.status === 'failed') return { paid: false };
+      // Only an open payment is captured: one we expired (cancelled, replaced) must not take the payer's
+      // money; PayPal voids the uncaptured order when its authorization window ends.
+      if (p.status !== 'pending') {
+        if (p.status === 'expired') d.log.info({ payment_id: p.id, provider: PROVIDER, event_id: e.id }, 'approved order of an expired payment left uncaptured');
+        return { paid: false };
+      }
       return orderStatus(await logProviderFailure(d.log, { payment_id: p.id, provider: PROVIDER }, () => paypal.capture(p.provider_ref!)));
     case 'PAYMENT.CAPTURE.COMPLETED':
       return { paid: e.resource.status === 'COMPLETED' };
@@ -62,9 +65,11 @@ const HANDLED = new Set(['CHECKOUT.ORDER.APPROVED', 'PAYMENT.CAPTURE.COMPLETED',
 /**
  * PayPal webhook deliveries on `/public/webhook/walletproc`. Each is verified by PayPal itself
  * (verify-webhook-signature with this deployment's webhook id) before anything is read from it; an
- * unverifiable, malformed or foreign one is 400 and changes nothing, and a PayPal that cannot be asked is
- * 503 (PayPal delivers again). The event id is recorded in the same transaction as the payment's change,
- * so a redelivery answers 200 and changes nothing, and `{received: true}` means durably recorded.
+ * unverifiable or malformed one is 400 and changes nothing, and a PayPal that cannot be asked is 503
+ * (PayPal delivers again). A genuine event naming no payment of ours (another integration on the same
+ * account) is acknowledged, so PayPal stops retrying it, and changes and records nothing. The event id
+ * is recorded in the same transaction as the payment's change, so a redelivery answers 200 and changes
+ * nothing, and `{received: true}` means durably recorded.
  */
 export const walletprocWebhook = (d: Deps) =>
   routeHandler('webhooks.walletproc', async (req) => {
@@ -80,6 +85,10 @@ export const walletprocWebhook = (d: Deps) =>
     if (await d.payments.callbackRecorded(d.db, PROVIDER, event.id)) return { received: true };
 
     const payment = await paymentOf(d, event);
+    if (!payment) {
+      d.log.info({ provider: PROVIDER, event_id: event.id, event_type: event.event_type }, 'callback names no payment of ours; ignored');
+      return { received: true };
+    }
     const outcome = await outcomeOf(d, paypal, event, payment);
     const changed = await d.db.tx(async (tx) => {
       if (!(await d.payments.recordCallback(tx, PROVIDER, event.id, payment.id, unixSeconds(d.clock)))) return null;

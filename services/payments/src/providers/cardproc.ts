@@ -2,6 +2,7 @@ import Stripe from 'stripe';
 import { API_PREFIX } from '@sb/contracts';
 import { DomainError, systemClock, unixSeconds, type Clock } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
+import { currencyExponent } from '../rates.js';
 import { ProviderUnavailableError } from './lightning.js';
 import type { OpenedPayment, ProviderStatus, Rail, RailRequest } from './rail.js';
 
@@ -24,16 +25,12 @@ const SKEW_S = 60;
 /** Signed events older than this are refused (replays). */
 export const WEBHOOK_TOLERANCE_S = 300;
 
-// Stripe's minor units: most currencies have cents, these have none, and these three-decimal ones take
-// thousandths that must end in 0 (https://docs.stripe.com/currencies#special-cases).
-const ZERO_DECIMAL = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'ugx', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
-const THREE_DECIMAL = new Set(['bhd', 'jod', 'kwd', 'omr', 'tnd']);
-
-/** An amount in the smallest unit Stripe charges in for `currency`. */
+/** An amount in the smallest unit Stripe charges in for `currency`; three-decimal amounts must end in 0. */
 export function stripeUnitAmount(amount: number, currency: string): number {
-  if (ZERO_DECIMAL.has(currency)) return Math.max(1, Math.round(amount));
+  const exponent = currencyExponent(currency);
+  if (exponent === 0) return Math.max(1, Math.round(amount));
   const cents = Math.max(1, Math.round(amount * 100));
-  return THREE_DECIMAL.has(currency) ? cents * 10 : cents;
+  return exponent === 3 ? cents * 10 : cents;
 }
 
 /**
@@ -117,6 +114,21 @@ export class StripeCardRail implements Rail {
       this.stripe.checkout.sessions.retrieve(sessionId, {}, account ? { stripeAccount: account } : undefined),
     );
     return session.payment_status === 'paid' ? { paid: true, ...paymentIntentOf(session) } : { paid: false };
+  }
+
+  /**
+   * Expires the session at Stripe, so the payer can no longer pay it. A session that is no longer open
+   * (paid, or expired already) is left as it is: Stripe refuses to expire it, and reading it tells why.
+   */
+  async cancel(p: PaymentRecord): Promise<void> {
+    const { sessionId, account } = parseRef(p.provider_ref!);
+    const on = account ? { stripeAccount: account } : undefined;
+    try {
+      await this.call('POST /v1/checkout/sessions/{id}/expire', () => this.stripe.checkout.sessions.expire(sessionId, {}, on));
+    } catch (err) {
+      const session = await this.stripe.checkout.sessions.retrieve(sessionId, {}, on).catch(() => undefined);
+      if (!session || session.status === 'open') throw err;
+    }
   }
 
   /** The event of a webhook delivery, verified against the endpoint secret on the exact bytes; anything else is 400. */

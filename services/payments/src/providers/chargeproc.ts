@@ -97,11 +97,18 @@ export class ChargeprocProvider implements LightningProvider {
  * On-chain through the charge server: one charge with an address and, when the server also has a
  * Lightning wallet, an invoice for the same amount, so the payer may use either (BIP21 with `lightning=`).
  */
-export function chargeprocOnchainRail(p: ChargeprocProvider, withLightning: boolean, webhookUrl?: string): Rail {
+export function chargeprocOnchainRail(
+  p: ChargeprocProvider,
+  o: { withLightning: boolean; webhookUrl?: string; lateWindowS: number; recheckAfterS: number },
+): Rail {
+  const { withLightning, webhookUrl } = o;
   return {
     method: 'onchain',
     provider: 'chargeproc',
     needsFiat: false,
+    // A transaction can confirm long after the charge expired; its callback may have been lost.
+    lateWindowS: o.lateWindowS,
+    recheckAfterS: o.recheckAfterS,
     async open(req) {
       const { charge, expires_at } = await p.createCharge({
         amount_sats: req.amount_sats, memo: req.memo, expiry_seconds: req.expiry_seconds, lightning: withLightning, onchain: true,

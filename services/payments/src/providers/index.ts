@@ -66,7 +66,11 @@ export function createRails(
   const dev = devRails(clock, devPayUrl);
   const pick = (method: Rail['method']) => dev.find((r) => r.method === method)!;
   if (c.ONCHAIN_PROVIDER === 'dev') rails.push(pick('onchain'));
-  if (c.ONCHAIN_PROVIDER === 'chargeproc') rails.push(chargeprocOnchainRail(chargeprocOf(c, clock), !!c.CHARGEPROC_LNBITS_WALLET, webhookUrl));
+  if (c.ONCHAIN_PROVIDER === 'chargeproc') {
+    rails.push(chargeprocOnchainRail(chargeprocOf(c, clock), {
+      withLightning: !!c.CHARGEPROC_LNBITS_WALLET, webhookUrl, lateWindowS: c.ONCHAIN_LATE_WINDOW_S, recheckAfterS: c.ONCHAIN_RECHECK_S,
+    }));
+  }
   if (c.ONCHAIN_PROVIDER === 'esplora') {
     if (!watchonly) throw new Error('ONCHAIN_PROVIDER=esplora needs the watch-only wallets');
     const settings = { url: c.ESPLORA_URL!, confirmations: c.ONCHAIN_CONFIRMATIONS, timeoutMs: c.PROVIDER_TIMEOUT_MS,

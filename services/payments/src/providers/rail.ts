@@ -65,6 +65,8 @@ export interface Rail {
   open(req: RailRequest): Promise<OpenedPayment>;
   /** Absent where there is nothing to ask (the dev provider is paid through its dev endpoint only). */
   status?(p: PaymentRecord): Promise<ProviderStatus>;
+  /** Closes the payment at the provider when we expire it early (cancel, plan archive, replaced renewal); best effort. */
+  cancel?(p: PaymentRecord): Promise<void>;
   /** How long after expiry `status` is still asked (seconds); unset: the sweeper's default. */
   readonly lateWindowS?: number;
   /** No payment of this rail is asked about again sooner (seconds); unset: the sweeper's default. */
@@ -89,7 +91,8 @@ export function lightningRail(p: LightningProvider, webhookUrl?: string): Rail {
   };
 }
 
-/** A rail of this deployment that can answer for payments of `provider`. */
-export function railOf(rails: Rails, provider: string): Rail | undefined {
-  return Object.values(rails).find((r) => r?.provider === provider && r.status);
+/** The rail of this deployment that opened `p` and can be asked about it (none for the dev provider). */
+export function railOf(rails: Rails, p: Pick<PaymentRecord, 'provider' | 'payment_method'>): Rail | undefined {
+  const rail = rails[p.payment_method];
+  return rail?.provider === p.provider && rail.status ? rail : undefined;
 }

@@ -1,5 +1,6 @@
 import { unixSeconds, type Clock } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
+import { currencyExponent } from '../rates.js';
 import { ProviderUnavailableError } from './lightning.js';
 import type { ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
 
@@ -52,6 +53,15 @@ export function transmissionOf(headers: Record<string, string>): Transmission | 
     t[field] = v;
   }
   return t as Transmission;
+}
+
+// PayPal refuses decimals for these, though ISO 4217 gives them two (https://developer.paypal.com/reference/currency-codes/).
+const PAYPAL_WHOLE = new Set(['HUF', 'TWD']);
+
+/** An amount as PayPal's `value` string: as many decimals as PayPal takes for the currency, at least one unit of the last. */
+export function paypalValue(amount: number, currency: string): string {
+  const decimals = PAYPAL_WHOLE.has(currency.toUpperCase()) ? 0 : currencyExponent(currency);
+  return Math.max(amount, 10 ** -decimals).toFixed(decimals);
 }
 
 // Capture statuses that mean the money will never come (DENIED is what the webhook event is named after).
@@ -179,7 +189,7 @@ export class PaypalClient {
       // Shown in the merchant's PayPal records, so a payment is found there by its id.
       invoice_id: req.payment_id,
       description: req.memo.slice(0, 127),
-      amount: { currency_code: req.fiat.currency.toUpperCase(), value: req.fiat.amount.toFixed(2) },
+      amount: { currency_code: req.fiat.currency.toUpperCase(), value: paypalValue(req.fiat.amount, req.fiat.currency) },
       ...(req.plan.walletproc_merchant_id ? { payee: { merchant_id: req.plan.walletproc_merchant_id } } : {}),
     };
     const body = {
@@ -222,10 +232,13 @@ export class PaypalClient {
     return this.orderOf('POST', path, a, id);
   }
 
-  /** What PayPal says about an order's payment; an approved order is captured first (nobody else will). */
-  async status(id: string): Promise<ProviderStatus> {
+  /**
+   * What PayPal says about an order's payment. An approved order is captured first (nobody else will),
+   * but only when `capture` allows: capturing takes the payer's money.
+   */
+  async status(id: string, capture: boolean): Promise<ProviderStatus> {
     const order = await this.getOrder(id);
-    return orderStatus(order.status === 'APPROVED' ? await this.capture(id) : order);
+    return orderStatus(order.status === 'APPROVED' && capture ? await this.capture(id) : order);
   }
 
   /**
@@ -256,7 +269,9 @@ export function paypalRail(paypal: PaypalClient, clock: Clock): PaypalRail {
       const { order, approveUrl } = await paypal.createOrder(req);
       return { provider_ref: order.id, walletproc_order_id: order.id, checkout_url: approveUrl, expires_at: unixSeconds(clock) + req.expiry_seconds };
     },
-    status: (p: PaymentRecord) => paypal.status(p.provider_ref!),
+    // A payment we expired (cancelled, plan archived, renewal replaced) must not be charged: its approved
+    // order stays uncaptured and PayPal voids it when the authorization window ends.
+    status: (p: PaymentRecord) => paypal.status(p.provider_ref!, p.status === 'pending'),
   };
 }
 

@@ -69,16 +69,18 @@ CREATE TABLE watchonly_wallets (
   id TEXT PRIMARY KEY,
   wallet_id TEXT NOT NULL,
   name TEXT NOT NULL,
-  -- the extended public key as the owner gave it, and in xpub/tpub form (unique: two counters over one
-  -- key would hand out the same addresses)
+  -- the extended public key as the owner gave it, and in xpub/tpub form (once per owner: two counters
+  -- over one key would hand out the same addresses; across owners uniqueness would tell one owner that
+  -- another registered a key, and let a key be squatted)
   xpub TEXT NOT NULL,
-  normalized_key TEXT NOT NULL UNIQUE,
+  normalized_key TEXT NOT NULL,
   key_type TEXT NOT NULL CHECK (key_type IN ('xpub', 'zpub', 'tpub', 'vpub')),
   network TEXT NOT NULL CHECK (network IN ('mainnet', 'testnet')),
   next_index INT NOT NULL DEFAULT 0 CHECK (next_index >= 0),
   created_at BIGINT NOT NULL
 );
 CREATE INDEX watchonly_wallets_by_wallet ON watchonly_wallets (wallet_id, created_at DESC, id DESC);
+CREATE UNIQUE INDEX watchonly_wallets_one_key_per_owner ON watchonly_wallets (wallet_id, normalized_key);
 ALTER TABLE payments ADD COLUMN watchonly_wallet_id TEXT REFERENCES watchonly_wallets (id);
 ALTER TABLE payments ADD COLUMN derivation_index INT;
 CREATE UNIQUE INDEX payments_derivation ON payments (watchonly_wallet_id, derivation_index) WHERE watchonly_wallet_id IS NOT NULL;`,

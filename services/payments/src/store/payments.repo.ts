@@ -106,14 +106,21 @@ export class PaymentsRepo {
     return rows[0];
   }
 
-  /** Every payment of the subscription in one of `from` moves to `to`; returns how many. */
-  async transitionForSubscription(q: Queryable, walletId: string, subscriptionId: string, from: PaymentStatus[], to: PaymentStatus): Promise<number> {
-    const { rowCount } = await q.query(
+  /** Every payment of the subscription in one of `from` moves to `to`; returns the moved payments. */
+  async transitionForSubscription(
+    q: Queryable,
+    walletId: string,
+    subscriptionId: string,
+    from: PaymentStatus[],
+    to: PaymentStatus,
+    onlyId?: string,
+  ): Promise<PaymentRecord[]> {
+    const { rows } = await q.query<PaymentRecord>(
       `UPDATE ${this.t} SET status = $4, version = version + 1
-       WHERE wallet_id = $1 AND subscription_id = $2 AND status = ANY($3::text[])`,
-      [walletId, subscriptionId, from, to],
+       WHERE wallet_id = $1 AND subscription_id = $2 AND status = ANY($3::text[]) AND ($5::text IS NULL OR id = $5) RETURNING ${COLUMNS}`,
+      [walletId, subscriptionId, from, to, onlyId ?? null],
     );
-    return rowCount ?? 0;
+    return rows;
   }
 
   /**
@@ -138,20 +145,37 @@ export class PaymentsRepo {
    * that expired less than `lateWindow` seconds ago (a payment can arrive late and its callback be lost).
    * Each is stamped so no replica asks again before `recheckAfter` seconds; least recently asked first.
    */
-  async claimForCheck(q: Queryable, provider: string, now: number, recheckAfter: number, lateWindow: number, limit: number): Promise<PaymentRecord[]> {
+  async claimForCheck(
+    q: Queryable,
+    provider: string,
+    method: PaymentMethod,
+    now: number,
+    recheckAfter: number,
+    lateWindow: number,
+    limit: number,
+  ): Promise<PaymentRecord[]> {
     const { rows } = await q.query<PaymentRecord>(
       `UPDATE ${this.t} SET last_checked_at = $2::bigint
        WHERE id IN (
          SELECT id FROM ${this.t}
-         WHERE provider = $1 AND provider_ref IS NOT NULL
+         WHERE provider = $1 AND payment_method = $6 AND provider_ref IS NOT NULL
            AND (status = 'pending' OR (status = 'expired' AND expires_at > $2::bigint - $4::bigint))
            AND (last_checked_at IS NULL OR last_checked_at <= $2::bigint - $3::bigint)
          ORDER BY last_checked_at NULLS FIRST, created_at
          LIMIT $5 FOR UPDATE SKIP LOCKED)
        RETURNING ${COLUMNS}`,
-      [provider, now, recheckAfter, lateWindow, limit],
+      [provider, now, recheckAfter, lateWindow, limit, method],
     );
     return rows;
+  }
+
+  /** Stamps one payment as asked about now, unless it was asked less than `recheckAfter` seconds ago (then false). */
+  async stampCheck(q: Queryable, id: string, now: number, recheckAfter: number): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.t} SET last_checked_at = $2::bigint WHERE id = $1 AND (last_checked_at IS NULL OR last_checked_at <= $2::bigint - $3::bigint)`,
+      [id, now, recheckAfter],
+    );
+    return rowCount === 1;
   }
 
   /** Newest first, ties broken by id (ids sort by creation time). */

@@ -32,7 +32,7 @@ export class WatchonlyRepo {
   async insert(q: Queryable, w: WatchonlyWalletRecord): Promise<WatchonlyWalletRecord | undefined> {
     const { rows } = await q.query<WatchonlyWalletRecord>(
       `INSERT INTO ${this.t} (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-       ON CONFLICT (normalized_key) DO NOTHING RETURNING ${COLUMNS}`,
+       ON CONFLICT (wallet_id, normalized_key) DO NOTHING RETURNING ${COLUMNS}`,
       [w.id, w.wallet_id, w.name, w.xpub, w.normalized_key, w.key_type, w.network, w.next_index, w.created_at],
     );
     return rows[0];

@@ -171,6 +171,10 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
     const ctx = b?.payment_source?.paypal?.experience_context;
     if (ctx) for (const k of ['return_url', 'cancel_url'] as const) if (ctx[k] !== undefined && !/^https?:\/\/\S+$/.test(ctx[k])) bad(`/payment_source/paypal/experience_context/${k}`);
     if (problems.length) return invalidRequest(problems);
+    // PayPal takes whole amounts only for these (https://developer.paypal.com/reference/currency-codes/).
+    if (['HUF', 'JPY', 'TWD'].includes(u.amount.currency_code) && u.amount.value.includes('.')) {
+      return unprocessable('DECIMALS_NOT_SUPPORTED', 'Currency code does not support decimals.');
+    }
     const id = paypalId();
     const now = isoNow();
     orders.set(id, {

@@ -164,7 +164,8 @@ function createSession(form: Record<string, unknown>, account: string | null, no
 
 /**
  * Stripe's API wire format for Checkout Sessions: `POST /v1/checkout/sessions` (form-encoded, bracket
- * notation) and `GET /v1/checkout/sessions/{id}`, Bearer auth with the secret key, `Stripe-Account` for
+ * notation), `GET /v1/checkout/sessions/{id}` and `POST /v1/checkout/sessions/{id}/expire` (open sessions
+ * only, as Stripe), Bearer auth with the secret key, `Stripe-Account` for
  * a connected account (a session is visible only on the account it was made on), errors as
  * `{"error": {type, message, param, code}}`. Events are built from the stored sessions and signed with
  * the SDK's own test signer.
@@ -188,6 +189,12 @@ export async function startStripeServer(
   const sessionJson = (id: string) => {
     const { account: _a, params: _p, ...json } = get(id);
     return json;
+  };
+
+  const expireSession = (s: StripeSession) => {
+    s.status = 'expired';
+    s.url = null;
+    return s;
   };
 
   const handle = (req: StripeRequest): { status: number; body: unknown } => {
@@ -214,6 +221,14 @@ export async function startStripeServer(
       const s = sessions.get(decodeURIComponent(m[1]!));
       // Another account's session does not exist for this one.
       if (!s || s.account !== account) throw new StripeApiError(404, `No such checkout.session: '${decodeURIComponent(m[1]!)}'`, 'session', 'resource_missing');
+      return { status: 200, body: sessionJson(s.id) };
+    }
+    const ex = /^\/v1\/checkout\/sessions\/([^/]+)\/expire$/.exec(req.path);
+    if (req.method === 'POST' && ex) {
+      const s = sessions.get(decodeURIComponent(ex[1]!));
+      if (!s || s.account !== account) throw new StripeApiError(404, `No such checkout.session: '${decodeURIComponent(ex[1]!)}'`, 'session', 'resource_missing');
+      if (s.status !== 'open') throw new StripeApiError(400, `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of \`${s.status}\`.`);
+      expireSession(s);
       return { status: 200, body: sessionJson(s.id) };
     }
     throw new StripeApiError(404, `Unrecognized request URL (${req.method}: ${req.path}).`);
@@ -261,12 +276,7 @@ export async function startStripeServer(
       if (!o.async) s.payment_status = 'paid';
       return s;
     },
-    expire(id) {
-      const s = get(id);
-      s.status = 'expired';
-      s.url = null;
-      return s;
-    },
+    expire: (id) => expireSession(get(id)),
     sessionJson,
     eventJson(type, sessionId, o = {}) {
       const s = get(sessionId);
