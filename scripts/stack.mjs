@@ -85,6 +85,7 @@ const SERVICES = {
   billing: { main: 'services/billing/dist/main.js', opsPortVar: 'BILLING_OPS_PORT' },
   gateway: { main: 'services/gateway/dist/main.js', opsPortVar: 'PORT' },
   payments: { main: 'services/payments/dist/main.js', opsPortVar: 'PAYMENTS_OPS_PORT' },
+  nwc: { main: 'services/nwc/dist/main.js', opsPortVar: 'NWC_OPS_PORT' },
 };
 
 /**

@@ -22,6 +22,7 @@ export interface StackInfo {
   gatewayUrl: string;
   billingOpsUrl: string;
   paymentsOpsUrl: string;
+  nwcOpsUrl: string;
   databaseUrl: string;
   natsUrl: string;
   wallets: WalletKeys[];
@@ -29,7 +30,7 @@ export interface StackInfo {
 
 export interface Stack extends StackInfo {
   env: Record<string, string>;
-  services: { billing: Service; gateway: Service; payments: Service };
+  services: { billing: Service; gateway: Service; payments: Service; nwc: Service };
   restartBilling(): Promise<void>;
   stopBilling(): Promise<void>;
   restartPayments(): Promise<void>;
@@ -81,7 +82,9 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
   };
   // Started side by side: none needs another to become ready, and starting Node is slow here. Whatever
   // started is stopped again if another one failed, so a failed start leaves no process behind.
-  const started = await Promise.allSettled([startService('billing', env), startService('gateway', env), startService('payments', env)]);
+  const started = await Promise.allSettled([
+    startService('billing', env), startService('gateway', env), startService('payments', env), startService('nwc', env),
+  ]);
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {
     await Promise.allSettled(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : undefined)));
@@ -90,18 +93,19 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     await db.drop().catch(() => undefined);
     throw failed.reason;
   }
-  let [billing, gateway, payments] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [Service, Service, Service];
+  let [billing, gateway, payments, nwc] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [Service, Service, Service, Service];
   const wallets = await newWallets(db.url, opts.wallets ?? 2);
   const stack: Stack = {
     api: `${gateway.url}${API_PREFIX}`,
     gatewayUrl: gateway.url,
     billingOpsUrl: billing.url,
     paymentsOpsUrl: payments.url,
+    nwcOpsUrl: nwc.url,
     databaseUrl: db.url,
     natsUrl: nats.url,
     wallets,
     env,
-    services: { billing, gateway, payments },
+    services: { billing, gateway, payments, nwc },
     async stopBilling() {
       await billing.stop();
     },
@@ -121,7 +125,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       stack.services.payments = payments;
     },
     async stop() {
-      await Promise.allSettled([gateway.stop(), billing.stop(), payments.stop()]);
+      await Promise.allSettled([gateway.stop(), billing.stop(), payments.stop(), nwc.stop()]);
       await nats.stop();
       rmSync(natsDir, { recursive: true, force: true });
       await db.drop().catch(() => undefined);
@@ -136,6 +140,6 @@ export function newWallets(databaseUrl: string, n: number): Promise<WalletKeys[]
 }
 
 export function info(s: Stack): StackInfo {
-  const { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, databaseUrl, natsUrl, wallets } = s;
-  return { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, databaseUrl, natsUrl, wallets };
+  const { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, wallets } = s;
+  return { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, wallets };
 }

@@ -1,6 +1,7 @@
 import { z } from './zod.js';
 import { Id, Paginated, UnixSeconds } from './common.js';
-import { CheckoutResponse, Payment } from './payments.js';
+import { NWC_ERROR_CODES, NWCSubscriptionCreate } from './nwc.js';
+import { CheckoutResponse, Payment, PaymentStatus } from './payments.js';
 import { PaymentMethod } from './plans.js';
 
 /**
@@ -47,6 +48,31 @@ export const SubscriptionPaymentsQuery = SubscriptionRef.extend({
 
 export const DevPay = z.object({ payment_id: Id });
 
+const Hex64 = z.string().regex(/^[0-9a-f]{64}$/, '64 lower-case hex characters');
+
+/** The NWC service's subscribe: what `POST /public/subscribe` does for payment_method 'nwc' (the connection string stays in the NWC service). */
+export const SubscribeNwc = NWCSubscriptionCreate.omit({ nwc_connection_string: true });
+export const SubscribedNwc = z.object({
+  subscription_id: Id,
+  subscriber_id: Id,
+  wallet_id: Id,
+  plan_name: z.string(),
+  /** The first payment for the wallet to pay; null for a plan with a free trial (the subscription is active). */
+  payment: z
+    .object({ id: Id, payment_request: z.string(), payment_hash: z.string(), amount_sats: z.number().int().positive() })
+    .nullable(),
+  manage_url: z.string().nullable().optional(),
+});
+export type SubscribedNwc = z.infer<typeof SubscribedNwc>;
+
+/** What `nwc.internal.charge` answers: paid, or why not (NIP-47 error code; `deactivated` once the connection gave up). */
+export const NwcChargeResult = z.union([
+  z.object({ paid: z.literal(true) }),
+  z.object({ paid: z.literal(false), error_code: NWC_ERROR_CODES, deactivated: z.boolean() }),
+  z.object({ paid: z.literal(false), no_connection: z.literal(true) }),
+]);
+export type NwcChargeResult = z.infer<typeof NwcChargeResult>;
+
 export const messages = {
   createPayment: { subject: 'payments.internal.create_payment', request: CreatePayment, reply: CreatedPayment },
   /**
@@ -68,6 +94,30 @@ export const messages = {
     subject: 'payments.internal.watchonly_wallet_exists',
     request: z.object({ wallet_id: Id, id: Id }),
     reply: z.object({ exists: z.boolean() }),
+  },
+  /**
+   * A Lightning payment proven by its preimage (an NWC wallet's answer): confirmed only when
+   * sha256(preimage) is the payment hash, else 422 and nothing changes.
+   */
+  confirmPreimage: {
+    subject: 'payments.internal.confirm_preimage',
+    request: z.object({ payment_id: Id, preimage: Hex64 }),
+    reply: z.object({ payment_id: Id, status: PaymentStatus, confirmed: z.boolean() }),
+  },
+  subscribeNwc: { subject: 'billing.internal.subscribe_nwc', request: SubscribeNwc, reply: SubscribedNwc },
+  /** The NWC service's portal resolves the subscriber of an X-Subscriber-Token through billing (404: unknown token). */
+  subscriberOfToken: {
+    subject: 'billing.internal.subscriber_of_token',
+    request: z.object({ token_hash: z.string().min(1).max(128) }),
+    reply: z.object({ subscriber_id: Id, wallet_id: Id }),
+  },
+  /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
+  nwcCharge: {
+    subject: 'nwc.internal.charge',
+    request: z.object({
+      wallet_id: Id, subscription_id: Id, payment_id: Id, payment_request: z.string().min(1), amount_sats: z.number().int().positive(),
+    }),
+    reply: NwcChargeResult,
   },
 } as const;
 

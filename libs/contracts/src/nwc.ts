@@ -103,7 +103,7 @@ export type NWCConnection = z.infer<typeof NWCConnection>;
 export const PortalWallet = z
   .object({
     id: Id,
-    wallet_pubkey_prefix: z.string().max(8).openapi({ description: 'First 8 characters of the wallet pubkey' }),
+    wallet_pubkey: z.string().max(8).openapi({ description: 'First 8 characters of the wallet pubkey (never the whole key)' }),
     relay_url: z.string(),
     max_amount_sats: z.number().int().nullable().optional(),
     is_active: z.boolean(),
@@ -118,7 +118,7 @@ export type PortalWallet = z.infer<typeof PortalWallet>;
 export function toPortalWallet(c: NWCConnection): PortalWallet {
   return {
     id: c.id,
-    wallet_pubkey_prefix: c.wallet_pubkey.slice(0, 8),
+    wallet_pubkey: c.wallet_pubkey.slice(0, 8),
     relay_url: c.relay_url,
     max_amount_sats: c.max_amount_sats ?? null,
     is_active: c.is_active,

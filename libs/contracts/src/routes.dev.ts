@@ -6,6 +6,8 @@ import { Payment } from './payments.js';
 export const DevClockRequest = z
   .strictObject({ advance_seconds: z.number().int().min(0).max(20 * 365 * 86400).default(0) })
   .openapi('DevClockRequest');
+export const DevInvoiceParams = z.strictObject({ payment_hash: z.string().regex(/^[0-9a-f]{64}$/, '64 lower-case hex characters') });
+export const DevInvoicePaid = z.object({ payment_id: z.string(), preimage: z.string() }).openapi('DevInvoicePaid');
 export const DevClockResponse = z.object({ now: UnixSeconds, offset_seconds: z.number().int() }).openapi('DevClockResponse');
 
 /**
@@ -22,5 +24,10 @@ export const devRoutes = defineRoutes([
     id: 'dev.payments.pay', method: 'post', path: '/dev/payments/{id}/pay', auth: 'none', devOnly: true,
     summary: 'Pay a pending payment of the dev Lightning provider, as a subscriber would',
     params: IdParams, response: Payment, subject: 'payments.dev.pay',
+  },
+  {
+    id: 'dev.invoices.pay', method: 'post', path: '/dev/invoices/{payment_hash}/pay', auth: 'none', devOnly: true,
+    summary: 'Pay a dev Lightning invoice by its payment hash and learn its preimage, as a paying wallet (an NWC test wallet) would',
+    params: DevInvoiceParams, response: DevInvoicePaid, subject: 'payments.dev.pay_invoice',
   },
 ] as const);

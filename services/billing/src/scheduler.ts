@@ -7,6 +7,12 @@ import type { SubRow } from './store/subscriptions.repo.js';
 
 /** Replacement invoices of one renewal reach the subscriber at most this often. */
 const NOTIFY_REPLACEMENT_EVERY_S = 7 * DAY_SECONDS;
+/** An NWC wallet that did not pay at period end is asked again after an hour, then daily, during the grace period. */
+const NWC_FIRST_RETRY_S = 3600;
+const NWC_RETRY_S = DAY_SECONDS;
+
+/** An NWC subscription whose wallet still pays: charged at period end, not invoiced ahead. */
+const autoPays = (s: SubRow) => s.payment_method === 'nwc' && !s.nwc_fallback;
 import { applyTransition, emit } from './transitions.js';
 
 /**
@@ -94,13 +100,26 @@ export class Scheduler {
       await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
       return true;
     }
-    // Also when the clock is already past the end: the subscriber still needs something to pay.
-    const firstDue = s.renewal_for !== end && now >= end - RENEWAL_LEAD_SECONDS[s.interval];
-    // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one.
-    const expired = s.renewal_for === end && s.renewal_expires_at !== null && now >= s.renewal_expires_at && now < end + s.grace_period_days * DAY_SECONDS;
-    if (firstDue || expired) {
-      await this.issueRenewal(s, now, expired ? s.renewal_payment_id : null);
-      return true;
+    const graceEnd = end + s.grace_period_days * DAY_SECONDS;
+    if (autoPays(s)) {
+      // At period end (also when the clock is already past it), then on the retry schedule while grace lasts.
+      const first = s.renewal_for !== end && now >= end;
+      const retry = s.renewal_for === end && s.nwc_next_attempt_at !== null && now >= s.nwc_next_attempt_at && now < graceEnd;
+      if (first || retry) {
+        await this.chargeWallet(s, now, first);
+        return true;
+      }
+      // Paid by the wallet: billing's payment.received consumer renews it; the period must not lapse meanwhile.
+      if (s.renewal_for === end && s.nwc_next_attempt_at === null) return false;
+    } else {
+      // Also when the clock is already past the end: the subscriber still needs something to pay.
+      const firstDue = s.renewal_for !== end && now >= end - RENEWAL_LEAD_SECONDS[s.interval];
+      // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one.
+      const expired = s.renewal_for === end && s.renewal_expires_at !== null && now >= s.renewal_expires_at && now < graceEnd;
+      if (firstDue || expired) {
+        await this.issueRenewal(s, now, expired ? s.renewal_payment_id : null);
+        return true;
+      }
     }
     if (s.status === 'active' && now >= end) {
       await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: 'period_end_unpaid' }, now));
@@ -158,8 +177,68 @@ export class Scheduler {
     });
   }
 
+  /**
+   * One NWC attempt: the open renewal payment while its invoice stays payable, else a new one (the first
+   * of the period, or a replacement of the expired one); the retry time is saved before the wallet is
+   * asked, so a crash mid-charge leaves a retry, never a lapsed period. The NWC service confirms a paid
+   * invoice in the payments service and billing's payment.received consumer applies it, once. A wallet
+   * that is gone (deactivated after its last failure, or disconnected) moves the subscription to
+   * invoices: the open payment goes out in a renewal reminder with its pay link.
+   */
+  private async chargeWallet(s: SubRow, now: number, first: boolean): Promise<void> {
+    const d = this.d;
+    const end = s.current_period_end;
+    const open = !first && s.renewal_payment_id && (s.renewal_expires_at ?? 0) > now + 300 ? await this.openPayment(s, s.renewal_payment_id) : undefined;
+    let payment = open;
+    let expiresAt = s.renewal_expires_at;
+    if (!payment) {
+      const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
+      const created = await requestPayment(d, plan, s, {
+        purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
+        expires_at: Math.max(end + s.grace_period_days * DAY_SECONDS, end + 3600, now + 3600),
+        idempotency_key: first || !s.renewal_payment_id ? `renewal:${s.id}:${end}` : `renewal:${s.id}:${end}:after:${s.renewal_payment_id}`,
+      });
+      payment = { ...created.payment, payment_request: created.checkout.payment_request ?? created.payment.payment_request };
+      expiresAt = created.checkout.expires_at;
+    }
+    const retryAt = now + (first ? NWC_FIRST_RETRY_S : NWC_RETRY_S);
+    const row: SubRow = await this.inTx(s, async (tx, cur) => {
+      const next = { ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: expiresAt, nwc_next_attempt_at: retryAt, updated_at: now };
+      if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');
+      await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
+      return { ...next, version: cur.version + 1 };
+    });
+    const result = payment.status === 'paid'
+      ? ({ paid: true } as const)
+      : await callMessage(d.bus, messages.nwcCharge, {
+        wallet_id: s.wallet_id, subscription_id: s.id, payment_id: payment.id, payment_request: payment.payment_request!, amount_sats: payment.amount_sats,
+      });
+    if (!result.paid && !('no_connection' in result) && !result.deactivated) {
+      d.log.info({ subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, retry_at: retryAt }, 'nwc renewal not paid; retried later');
+      return;
+    }
+    const gone = !result.paid;
+    await this.inTx(row, async (tx, cur) => {
+      const next = { ...cur, nwc_next_attempt_at: null, nwc_fallback: gone, reminder_notified_at: gone && cur.receive_reminders ? now : cur.reminder_notified_at, updated_at: now };
+      if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');
+      if (gone) {
+        await emit(d, tx, next, 'renewal.reminder', {
+          payment_id: payment.id, due_at: end, payment_method: payment.payment_method, payment_request: payment.payment_request ?? null,
+          expires_at: expiresAt, notify_subscriber: cur.receive_reminders, reason: 'nwc_wallet_unavailable',
+        });
+      }
+    });
+  }
+
+  /** A payment of the subscription, as the payments service has it now (its invoice included). */
+  private async openPayment(s: SubRow, id: string) {
+    const page = await callMessage(this.d.bus, messages.listSubscriptionPayments, { wallet_id: s.wallet_id, subscription_id: s.id, limit: 20, offset: 0 });
+    const p = page.items.find((x) => x.id === id);
+    return p && (p.status === 'pending' || p.status === 'paid') && p.payment_request ? p : undefined;
+  }
+
   /** Re-reads the row under lock and runs `fn` only if nobody changed it since the sweep read it. */
-  private inTx(s: SubRow, fn: (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0], cur: SubRow) => Promise<unknown>): Promise<unknown> {
+  private inTx<T>(s: SubRow, fn: (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0], cur: SubRow) => Promise<T>): Promise<T> {
     return this.d.db.tx(async (tx) => {
       const cur = await this.d.subscriptions.get(tx, null, s.id, true);
       if (!cur || cur.version !== s.version) throw conflict('moved');

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { decode } from 'light-bolt11-decoder';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -114,7 +115,7 @@ describe('payments service, dev provider (DEV_MODE)', () => {
   });
 
   it('refuses methods this version has no provider for, and an expiry in the past', async () => {
-    for (const method of ['onchain', 'cardproc', 'walletproc', 'nwc'] as const) {
+    for (const method of ['onchain', 'cardproc', 'walletproc'] as const) {
       const err = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ payment_method: method })));
       expect(err.status).toBe(422);
       expect(err.detail).toEqual([{ loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' }]);
@@ -161,6 +162,30 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     const again = await pay(payment.id);
     expect(again).toMatchObject({ ok: true, data: { status: 'paid', paid_at: paid.paid_at } });
     expect(await outboxCount(s, payment.id)).toBe(1);
+  });
+
+  it('nwc: a dev invoice of the Lightning provider; only its own preimage confirms it, once', async () => {
+    const { payment } = await callMessage(s.bus, messages.createPayment, createRequest({ payment_method: 'nwc', amount_sats: 777 }));
+    expect(payment).toMatchObject({ payment_method: 'nwc', status: 'pending' });
+    expect(decode(payment.payment_request!).sections.find((x) => x.name === 'payment_hash')).toMatchObject({ value: payment.payment_hash });
+    const wrong = await rejection(callMessage(s.bus, messages.confirmPreimage, { payment_id: payment.id, preimage: 'ab'.repeat(32) }));
+    expect(wrong.status).toBe(422);
+    expect((await paymentRow(s, payment.id)).status).toBe('pending');
+
+    // The dev invoice route is how a test wallet pays: it learns the preimage, as from a real payment.
+    const paid = await s.route('payments.dev.pay_invoice', { params: { payment_hash: payment.payment_hash } });
+    expect(paid).toMatchObject({ ok: true, data: { payment_id: payment.id } });
+    const preimage = (paid as { data: { preimage: string } }).data.preimage;
+    expect(createHash('sha256').update(Buffer.from(preimage, 'hex')).digest('hex')).toBe(payment.payment_hash);
+    const proven = await callMessage(s.bus, messages.confirmPreimage, { payment_id: payment.id, preimage });
+    expect(proven).toEqual({ payment_id: payment.id, status: 'paid', confirmed: false });
+    expect(await outboxCount(s, payment.id)).toBe(1);
+    expect((await receivedEvents(s, payment.id))[0]!.event.data).toMatchObject({ payment_method: 'nwc', status: 'paid' });
+
+    const other = await callMessage(s.bus, messages.createPayment, createRequest({ payment_method: 'nwc' }));
+    const first = await callMessage(s.bus, messages.confirmPreimage, { payment_id: other.payment.id, preimage: (await paymentRow(s, other.payment.id)).dev_preimage });
+    expect(first).toEqual({ payment_id: other.payment.id, status: 'paid', confirmed: true });
+    expect(await s.route('payments.dev.pay_invoice', { params: { payment_hash: 'cd'.repeat(32) } })).toMatchObject({ ok: false, status: 404 });
   });
 
   it('ten payments of one invoice at once: one confirmation, one event', async () => {

@@ -9,7 +9,8 @@ export function methodAvailability(s: RailSelection): MethodAvailability {
   const lightning = s.LIGHTNING_PROVIDER ? null : 'Lightning payments are not configured on this server (set LIGHTNING_PROVIDER)';
   return {
     lightning,
-    nwc: lightning ?? 'NWC automatic payments are not configured on this server (NWC support is not installed)',
+    // An NWC wallet pays invoices of the Lightning provider.
+    nwc: s.LIGHTNING_PROVIDER ? null : 'NWC automatic payments need a Lightning provider for the invoices the wallets pay (set LIGHTNING_PROVIDER)',
     onchain: s.ONCHAIN_PROVIDER ? null : 'On-chain payments are not configured on this server (set ONCHAIN_PROVIDER)',
     cardproc: s.CARDPROC_PROVIDER ? null : 'Card payments are not configured on this server (set CARDPROC_PROVIDER and its credentials)',
     walletproc: s.WALLETPROC_PROVIDER ? null : 'Wallet-processor payments are not configured on this server (set WALLETPROC_PROVIDER and its credentials)',

@@ -8,9 +8,9 @@ import { getPlan } from './plans.get.js';
 import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
-import { portalCancel, portalListSubscriptions } from './portal.js';
+import { portalCancel, portalListSubscriptions, subscriberOfToken } from './portal.js';
 import { getPublicPlan } from './public.plan_get.js';
-import { subscribe } from './public.subscribe.js';
+import { subscribe, subscribeNwc } from './public.subscribe.js';
 import { getSubscriber, listPlanSubscribers, listSubscribers } from './subscribers.js';
 import { cancelSubscription } from './subscriptions.cancel.js';
 import { extendSubscription } from './subscriptions.extend.js';
@@ -27,7 +27,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   listSubscriptions(d), getSubscription(d), updateSubscription(d), pauseSubscription(d), resumeSubscription(d),
   cancelSubscription(d), extendSubscription(d), manageLink(d), listSubscriptionPayments(d), listArchivedSubscriptions(d),
   listSubscribers(d), getSubscriber(d),
-  subscribe(d),
-  portalListSubscriptions(d), portalCancel(d),
+  subscribe(d), subscribeNwc(d),
+  portalListSubscriptions(d), portalCancel(d), subscriberOfToken(d),
   ...(d.devClock ? [devClock(d, scheduler)] : []),
 ];

@@ -1,5 +1,5 @@
-import { DomainError, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
-import type { BusRequest } from '@sb/contracts';
+import { DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
+import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 import { act } from './subscription-action.js';
@@ -43,3 +43,10 @@ export const portalCancel = (d: Deps) =>
     return { success: true, message: `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}` };
   });
 
+/** The NWC service's portal routes resolve the X-Subscriber-Token's subscriber here (subscribers live in billing). */
+export const subscriberOfToken = (d: Deps) =>
+  messageHandler(messages.subscriberOfToken, async ({ token_hash }) => {
+    const s = await d.subscribers.byTokenHash(d.db, token_hash);
+    if (!s) throw notFound('Subscriber');
+    return { subscriber_id: s.id, wallet_id: s.wallet_id };
+  });

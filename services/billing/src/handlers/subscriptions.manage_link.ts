@@ -1,6 +1,6 @@
 import { notFound, routeHandler, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { manageUrl } from './public.subscribe.js';
+import { manageUrl } from '../subscribe.js';
 
 export const manageLink = (d: Deps) =>
   routeHandler('subscriptions.manage_link', async (req) => {

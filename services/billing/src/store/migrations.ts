@@ -123,3 +123,15 @@ ALTER TABLE applied_payments ADD COLUMN withdraw_payment_id TEXT;
 ALTER TABLE subscriptions ADD COLUMN reminder_notified_at BIGINT;
 `,
 });
+
+migrations.push({
+  id: 5,
+  name: 'NWC renewals: charged at period end, retried in the grace period, invoice fallback',
+  sql: `
+-- When the wallet of an NWC subscription is asked again to pay the open renewal (after 1 h, then daily,
+-- while the grace period lasts); NULL when no attempt is pending (none yet, or the last one was paid).
+ALTER TABLE subscriptions ADD COLUMN nwc_next_attempt_at BIGINT;
+-- The wallet was deactivated or disconnected: the subscription renews by invoice from then on.
+ALTER TABLE subscriptions ADD COLUMN nwc_fallback BOOLEAN NOT NULL DEFAULT false;
+`,
+});

@@ -19,6 +19,10 @@ export interface SubRow extends SubState {
   reminded_for: number | null;
   /** When a renewal reminder last went to the subscriber. */
   reminder_notified_at: number | null;
+  /** NWC: when the wallet is next asked to pay the open renewal (null: no attempt pending). */
+  nwc_next_attempt_at: number | null;
+  /** NWC: the wallet is gone (deactivated, disconnected); renewals go out as invoices. */
+  nwc_fallback: boolean;
   created_at: number;
   updated_at: number;
   version: number;
@@ -27,13 +31,13 @@ export interface SubRow extends SubState {
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
   receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
-  reminder_notified_at, created_at, updated_at, version`;
+  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
   'status', 'period_anchor', 'period_index', 'current_period_start', 'current_period_end', 'trial_end', 'cancelled_at',
   'cancel_reason', 'receive_confirmations', 'receive_reminders', 'metadata', 'renewal_payment_id', 'renewal_for',
-  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'updated_at',
+  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'nwc_next_attempt_at', 'nwc_fallback', 'updated_at',
 ] as const;
 
 export function toSubscription(r: SubRow, now: number): Subscription {
@@ -114,7 +118,8 @@ export class SubscriptionsRepo {
   }
 
   /**
-   * Rows with work due at `now`: a renewal payment within its interval's lead time, a new one when it
+   * Rows with work due at `now`: a renewal payment within its interval's lead time (NWC wallets: at the
+   * period end, which the first condition covers, as it does their retries), a new one when it
    * expired while the subscription can still be renewed, the last reminder, a period or grace end, an
    * unpaid checkout past its cutoff. Only actionable rows are returned, so a
    * crowd of not-yet-due rows never hides a due one behind the batch limit.
@@ -124,7 +129,7 @@ export class SubscriptionsRepo {
       `SELECT ${COLS} FROM ${this.schema}.subscriptions
        WHERE (status IN ('active', 'past_due') AND (
                 current_period_end <= $1
-             OR (renewal_for IS DISTINCT FROM current_period_end
+             OR (renewal_for IS DISTINCT FROM current_period_end AND NOT (payment_method = 'nwc' AND NOT nwc_fallback)
                  AND current_period_end <= $1 + CASE interval WHEN 'weekly' THEN $2::bigint WHEN 'monthly' THEN $3::bigint ELSE $4::bigint END)
              OR (reminded_for IS DISTINCT FROM current_period_end AND renewal_for = current_period_end AND current_period_end <= $1 + $5)
              OR (renewal_for = current_period_end AND renewal_expires_at <= $1 AND current_period_end + grace_period_days * 86400 > $1)))

@@ -1,6 +1,8 @@
 import type { Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { devPay } from './dev.pay.js';
+import { devPayInvoice } from './dev.pay_invoice.js';
+import { confirmPreimageHandler } from './internal.confirm_preimage.js';
 import { createPaymentHandler } from './internal.create_payment.js';
 import { expireOpenPaymentsHandler } from './internal.expire_open.js';
 import { listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
@@ -20,6 +22,7 @@ import { walletprocWebhook } from './webhooks.walletproc.js';
  */
 export const allHandlers = (d: Deps): Handler[] => [
   createPaymentHandler(d),
+  confirmPreimageHandler(d),
   expireOpenPaymentsHandler(d),
   listSubscriptionPaymentsHandler(d),
   listPayments(d),
@@ -35,5 +38,5 @@ export const allHandlers = (d: Deps): Handler[] => [
   ...(d.rails.cardproc instanceof StripeCardRail ? [cardprocWebhook(d, d.rails.cardproc)] : []),
   // Only with the PayPal rail, likewise.
   ...(paypalOf(d.rails) ? [walletprocWebhook(d)] : []),
-  ...(d.devMode ? [devPay(d)] : []),
+  ...(d.devMode ? [devPay(d), devPayInvoice(d)] : []),
 ];

@@ -79,7 +79,7 @@ export const createPaymentHandler = (d: Deps) =>
       created_at: now,
       idempotency_key: req.idempotency_key,
     };
-    const stored = (await d.payments.insert(d.db, record)) ?? (await d.payments.byIdempotencyKey(d.db, req.wallet_id, req.idempotency_key));
+    const stored = (await d.payments.insert(d.db, record, rail.provider === 'dev' ? (opened.dev_preimage ?? null) : null)) ?? (await d.payments.byIdempotencyKey(d.db, req.wallet_id, req.idempotency_key));
     if (!stored) throw new Error('payment vanished after an idempotency conflict');
     if (stored.id !== record.id && !sameRequest(stored, req)) throw conflict('Idempotency key was already used for another payment');
     return created(stored);

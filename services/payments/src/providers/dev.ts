@@ -43,7 +43,9 @@ export class DevLightningProvider implements LightningProvider {
       this.nodeKey,
     );
     const payment_hash = Buffer.from(paymentHash).toString('hex');
-    return { payment_request, payment_hash, provider_ref: payment_hash, expires_at: now + input.expiry_seconds };
+    return {
+      payment_request, payment_hash, provider_ref: payment_hash, expires_at: now + input.expiry_seconds, dev_preimage: preimage.toString('hex'),
+    };
   }
 
   async getStatus(providerRef: string): Promise<{ paid: boolean }> {

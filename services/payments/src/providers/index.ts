@@ -61,7 +61,8 @@ export function createRails(
   const rails: Rail[] = [];
   const webhookUrl = webhookUrlOf(c);
   const lightning = createLightningProvider(c, clock, devStatusOf);
-  if (lightning) rails.push(lightningRail(lightning, webhookUrl));
+  // NWC wallets pay invoices of the same Lightning provider.
+  if (lightning) rails.push(lightningRail(lightning, webhookUrl), lightningRail(lightning, webhookUrl, 'nwc'));
   const devPayUrl = (id: string) => `${c.PUBLIC_BASE_URL ?? ''}${API_PREFIX}/dev/payments/${id}/pay`;
   const dev = devRails(clock, devPayUrl);
   const pick = (method: Rail['method']) => dev.find((r) => r.method === method)!;

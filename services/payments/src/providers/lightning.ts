@@ -17,6 +17,8 @@ export interface Invoice {
   provider_ref: string;
   /** Unix seconds, from this service's clock. */
   expires_at: number;
+  /** DEV PROVIDER only: the preimage, kept so a test wallet can pay the invoice and prove it (NWC). */
+  dev_preimage?: string;
 }
 
 /** A Lightning payment provider as the payments service sees it. Each adapter speaks its provider's real wire format. */

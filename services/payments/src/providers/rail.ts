@@ -42,6 +42,8 @@ export interface OpenedPayment {
   /** The owner's watch-only wallet and the receive index the address was derived at. */
   watchonly_wallet_id?: string;
   derivation_index?: number;
+  /** DEV PROVIDER invoices only: their preimage (see `payments.dev_preimage`). */
+  dev_preimage?: string;
 }
 
 export interface ProviderStatus {
@@ -75,17 +77,23 @@ export interface Rail {
 
 export type Rails = Partial<Record<PaymentMethod, Rail>>;
 
-/** The Lightning rail over any Lightning provider (dev, LNbits, charge server). */
-export function lightningRail(p: LightningProvider, webhookUrl?: string): Rail {
+/**
+ * The Lightning rail over any Lightning provider (dev, LNbits, charge server). NWC payments are the same
+ * invoices (method 'nwc'), paid by the subscriber's connected wallet instead of by hand.
+ */
+export function lightningRail(p: LightningProvider, webhookUrl?: string, method: 'lightning' | 'nwc' = 'lightning'): Rail {
   return {
-    method: 'lightning',
+    method,
     provider: p.name,
     needsFiat: false,
     async open(req) {
       const inv = await p.createInvoice({
         amount_sats: req.amount_sats, memo: req.memo, expiry_seconds: req.expiry_seconds, ...(webhookUrl ? { webhook_url: webhookUrl } : {}),
       });
-      return { provider_ref: inv.provider_ref, expires_at: inv.expires_at, payment_request: inv.payment_request, payment_hash: inv.payment_hash };
+      return {
+        provider_ref: inv.provider_ref, expires_at: inv.expires_at, payment_request: inv.payment_request, payment_hash: inv.payment_hash,
+        ...(inv.dev_preimage ? { dev_preimage: inv.dev_preimage } : {}),
+      };
     },
     ...(p.name === 'dev' ? {} : { status: (r: PaymentRecord) => p.getStatus(r.provider_ref!) }),
   };

@@ -85,4 +85,12 @@ ALTER TABLE payments ADD COLUMN watchonly_wallet_id TEXT REFERENCES watchonly_wa
 ALTER TABLE payments ADD COLUMN derivation_index INT;
 CREATE UNIQUE INDEX payments_derivation ON payments (watchonly_wallet_id, derivation_index) WHERE watchonly_wallet_id IS NOT NULL;`,
   },
+  {
+    id: 4,
+    name: 'preimages of dev invoices',
+    sql: `
+-- Set only by the DEV Lightning provider (no money moves): a test wallet paying a dev invoice learns
+-- its preimage, as it would from a real Lightning payment (NWC answers carry it).
+ALTER TABLE payments ADD COLUMN dev_preimage TEXT;`,
+  },
 ];

@@ -35,12 +35,24 @@ export class PaymentsRepo {
     return `${this.schema}.payments`;
   }
 
-  /** Inserts unless the wallet already used the idempotency key; undefined then. */
-  async insert(q: Queryable, p: Omit<PaymentRecord, 'version'>): Promise<PaymentRecord | undefined> {
+  /**
+   * Inserts unless the wallet already used the idempotency key; undefined then. `devPreimage`: the
+   * preimage of a DEV provider invoice (never of a real one).
+   */
+  async insert(q: Queryable, p: Omit<PaymentRecord, 'version'>, devPreimage: string | null = null): Promise<PaymentRecord | undefined> {
     const { rows } = await q.query<PaymentRecord>(
-      `INSERT INTO ${this.t} (${INSERTED.join(', ')}) VALUES (${INSERTED.map((_, i) => `$${i + 1}`).join(', ')})
+      `INSERT INTO ${this.t} (${INSERTED.join(', ')}, dev_preimage) VALUES (${INSERTED.map((_, i) => `$${i + 1}`).join(', ')}, $${INSERTED.length + 1})
        ON CONFLICT ON CONSTRAINT payments_idempotency DO NOTHING RETURNING ${COLUMNS}`,
-      INSERTED.map((c) => p[c]),
+      [...INSERTED.map((c) => p[c]), devPreimage],
+    );
+    return rows[0];
+  }
+
+  /** The preimage of a DEV provider invoice, by its payment hash (the dev provider's reference, so the unique index finds it). */
+  async devInvoice(q: Queryable, paymentHash: string): Promise<{ id: string; dev_preimage: string } | undefined> {
+    const { rows } = await q.query<{ id: string; dev_preimage: string }>(
+      `SELECT id, dev_preimage FROM ${this.t} WHERE provider = 'dev' AND provider_ref = $1 AND payment_hash = $1 AND dev_preimage IS NOT NULL`,
+      [paymentHash],
     );
     return rows[0];
   }

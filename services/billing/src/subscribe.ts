@@ -1,0 +1,99 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { ID_PREFIXES, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
+import { conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
+import type { Deps } from './deps.js';
+import { startSubscription } from './domain/lifecycle.js';
+import { requestPayment } from './payments-client.js';
+import type { SubRow } from './store/subscriptions.repo.js';
+import { emit } from './transitions.js';
+
+/** How long a first payment can be paid: Lightning and NWC invoices 1 h; on-chain, card and wallet processor 24 h. */
+const CHECKOUT_SECONDS: Partial<Record<PaymentMethod, number>> = { lightning: 3600, nwc: 3600 };
+
+export function manageUrl(base: string, token: string): string {
+  return `${base.replace(/\/$/, '')}/subscriptions_manager/manage?token=${token}`;
+}
+
+/** What every subscribe entry point (checkout, NWC) asks for. */
+export interface SubscribeInput {
+  plan_id: string;
+  payment_method: PaymentMethod;
+  email?: string | undefined;
+  name?: string | undefined;
+  messenger?: string | undefined;
+  nostr?: string | undefined;
+  receive_confirmations: boolean;
+  receive_reminders: boolean;
+}
+
+export interface Opened {
+  plan: Plan;
+  sub: SubRow;
+  /** Only when this request created the subscriber (never an existing subscriber's token). */
+  manage_url: string | null;
+  /** The first payment; absent for a plan with a free trial (the subscription is active at once). */
+  created?: CreatedPayment;
+}
+
+/**
+ * The subscribe shared by `POST /public/subscribe` and the NWC service: checks the method against the
+ * plan and the server, then commits the subscriber and the subscription (guarded by the one-live-
+ * subscription index, so concurrent identical requests make one subscription) before the first payment
+ * is requested. If the payment cannot be created the subscription expires at once, so the contact can
+ * try again. `check` runs on the plan before anything is written (an entry point's own limits).
+ */
+export async function openSubscription(d: Deps, input: SubscribeInput, check?: (plan: Plan) => void): Promise<Opened> {
+  const plan = await d.plans.getPublic(d.db, input.plan_id);
+  if (!plan) throw notFound('Plan');
+  const method = input.payment_method;
+  if (!plan[METHOD_FLAGS[method]]) {
+    throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: `This plan does not accept ${method} payments`, type: 'method_not_allowed' }]);
+  }
+  const missing = d.availability[method];
+  if (missing) throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: missing, type: 'provider_not_configured' }]);
+  check?.(plan);
+
+  const nowMs = d.clock.nowMs();
+  const now = Math.floor(nowMs / 1000);
+  const token = randomBytes(32).toString('hex');
+  const { sub, subscriberCreated } = await d.db.tx(async (tx) => {
+    const { row: subscriber, created } = await d.subscribers.upsert(tx, {
+      id: newId(ID_PREFIXES.subscriber, nowMs), wallet_id: plan.wallet, email: input.email ?? null, name: input.name ?? null,
+      messenger: input.messenger ?? null, nostr: input.nostr ?? null,
+      token_hash: createHash('sha256').update(token).digest('hex'), token_sealed: d.secrets.seal(token), created_at: now,
+    });
+    const state = startSubscription(plan, now);
+    const row: Omit<SubRow, 'version'> = {
+      ...state, id: newId(ID_PREFIXES.subscription, nowMs), wallet_id: plan.wallet, plan_id: plan.id, subscriber_id: subscriber.id,
+      payment_method: method, amount_sats: plan.amount_sats, receive_confirmations: input.receive_confirmations,
+      receive_reminders: input.receive_reminders, metadata: {}, renewal_payment_id: null, renewal_for: null, renewal_expires_at: null, reminded_for: null,
+      reminder_notified_at: null, nwc_next_attempt_at: null, nwc_fallback: false,
+      created_at: now, updated_at: now,
+    };
+    try {
+      await tx.query('SAVEPOINT sub');
+      await d.subscriptions.insert(tx, row);
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw conflict('This contact already has a subscription to this plan');
+      throw err;
+    }
+    const saved = { ...row, version: 1 };
+    await emit(d, tx, saved, 'subscription.created', { payment_method: method, trial: plan.trial_days > 0 });
+    return { sub: saved, subscriberCreated: created };
+  });
+  const manage_url = subscriberCreated ? manageUrl(d.publicBaseUrl, token) : null;
+  if (sub.status === 'active') return { plan, sub, manage_url };
+  try {
+    const created = await requestPayment(d, plan, sub, {
+      purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
+      expires_at: now + (CHECKOUT_SECONDS[method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
+    });
+    return { plan, sub, manage_url, created };
+  } catch (err) {
+    await d.db.tx(async (tx) => {
+      await tx.query(`UPDATE billing.subscriptions SET status = 'expired', updated_at = $2, version = version + 1 WHERE id = $1 AND status = 'pending'`, [sub.id, unixSeconds(d.clock)]);
+      await emit(d, tx, { ...sub, status: 'expired' }, 'subscription.expired', { reason: 'checkout could not be created' });
+    });
+    throw err;
+  }
+}

@@ -1,0 +1,80 @@
+import { schnorr } from '@noble/curves/secp256k1.js';
+
+/** A parsed `nostr+walletconnect://` string. The secret is the client's key for this wallet: handle as a password. */
+export interface WalletConnection {
+  /** The wallet service's pubkey (x-only, hex). */
+  pubkey: string;
+  /** Every relay given, in order. */
+  relays: string[];
+  /** Hex of the client secret key. */
+  secret: string;
+  lud16?: string;
+}
+
+/** The connection string is unusable; `message` is the sentence shown to the subscriber. */
+export class ConnectionStringError extends Error {}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const SCHEME = 'nostr+walletconnect:';
+
+function isLoopback(hostname: string): boolean {
+  const h = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/**
+ * Parses a NIP-47 connection string strictly: the wallet pubkey and the secret are 64 hex characters
+ * and valid keys, and every relay is `wss://` (or `ws://` to this machine only: plain WebSocket would
+ * expose the traffic on the network). Throws ConnectionStringError with a sentence for the subscriber;
+ * the sentence never repeats the secret.
+ */
+export function parseConnectionString(input: string): WalletConnection {
+  const s = input.trim();
+  if (!s.toLowerCase().startsWith(`${SCHEME}//`)) {
+    throw new ConnectionStringError('The connection string must start with nostr+walletconnect://');
+  }
+  let url: URL;
+  try {
+    url = new URL(s);
+  } catch {
+    throw new ConnectionStringError('The connection string is not a valid nostr+walletconnect:// URL');
+  }
+  // Some wallets write `nostr+walletconnect:<pubkey>`; the URL parser puts the pubkey in host or path.
+  const pubkey = (url.hostname || url.pathname.replace(/^\/+/, '')).toLowerCase();
+  if (!HEX64.test(pubkey)) throw new ConnectionStringError('The wallet public key in the connection string must be 64 hexadecimal characters');
+  try {
+    schnorr.utils.lift_x(BigInt(`0x${pubkey}`));
+  } catch {
+    throw new ConnectionStringError('The wallet public key in the connection string is not a valid key');
+  }
+  const secrets = url.searchParams.getAll('secret');
+  if (secrets.length !== 1) throw new ConnectionStringError('The connection string must contain exactly one secret');
+  const secret = secrets[0]!.toLowerCase();
+  if (!HEX64.test(secret)) throw new ConnectionStringError('The secret in the connection string must be 64 hexadecimal characters');
+  try {
+    schnorr.getPublicKey(Buffer.from(secret, 'hex'));
+  } catch {
+    throw new ConnectionStringError('The secret in the connection string is not a valid key');
+  }
+  const relays = url.searchParams.getAll('relay');
+  if (relays.length === 0) throw new ConnectionStringError('The connection string names no relay');
+  const seen = new Set<string>();
+  for (const r of relays) {
+    let relay: URL;
+    try {
+      relay = new URL(r);
+    } catch {
+      throw new ConnectionStringError(`The relay "${r.slice(0, 100)}" is not a valid URL`);
+    }
+    if (relay.protocol === 'ws:' && !isLoopback(relay.hostname)) {
+      throw new ConnectionStringError(`The relay ${relay.host} uses unencrypted ws://; use a wss:// relay`);
+    }
+    if (relay.protocol !== 'wss:' && relay.protocol !== 'ws:') {
+      throw new ConnectionStringError(`The relay "${r.slice(0, 100)}" is not a wss:// WebSocket URL`);
+    }
+    if (relay.username || relay.password) throw new ConnectionStringError('A relay URL must not carry a user name or password');
+    seen.add(r);
+  }
+  const lud16 = url.searchParams.get('lud16');
+  return { pubkey, relays: [...seen], secret, ...(lud16 ? { lud16 } : {}) };
+}

@@ -1,0 +1,21 @@
+import type { BusClient, Clock, Db, Logger, SecretBox } from '@sb/runtime';
+import type { Nip47Client } from './nip47.js';
+import type { ConnectionsRepo } from './store/connections.repo.js';
+
+export const SCHEMA = 'nwc';
+
+/** After this many failed payments in a row a connection is deactivated and its subscription renews by invoice. */
+export const MAX_CONSECUTIVE_FAILURES = 3;
+
+/** What handlers need, passed in explicitly. */
+export interface Deps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  connections: ConnectionsRepo;
+  nip47: Nip47Client;
+  /** Requests to billing and payments. */
+  bus: BusClient;
+  /** Seals connection secrets at rest. */
+  secrets: SecretBox;
+}

@@ -1,0 +1,58 @@
+import { messages, type NWCErrorCode } from '@sb/contracts';
+import { callMessage, DomainError, enqueueEvent, unixSeconds } from '@sb/runtime';
+import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from '../deps.js';
+import type { ConnectionRow } from '../store/connections.repo.js';
+
+export type ChargeOutcome = { paid: true } | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean };
+
+/**
+ * Pays one invoice of a subscription with its connected wallet. A preimage confirms the payment in the
+ * payments service (which checks it against the payment hash; billing applies it from the
+ * payment.received event, once). Any failure is recorded on the connection; the last allowed one
+ * deactivates it, wipes its secret and announces `nwc.wallet_disabled` in the same transaction.
+ */
+export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: { id: string; payment_request: string; amount_sats: number }): Promise<ChargeOutcome> {
+  const attempt = await payWith(d, conn, payment);
+  const now = unixSeconds(d.clock);
+  if ('preimage' in attempt) {
+    await d.connections.recordSuccess(d.db, conn.id, now);
+    d.log.info({ connection_id: conn.id, payment_id: payment.id }, 'nwc payment paid');
+    return { paid: true };
+  }
+  const { code, message } = attempt.error;
+  const after = await d.db.tx(async (tx) => {
+    const row = await d.connections.recordFailure(tx, conn.id, code, message, now, MAX_CONSECUTIVE_FAILURES);
+    if (row && !row.is_active && conn.is_active) {
+      await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', {
+        subscription_id: row.subscription_id, plan_id: row.plan_id, plan_name: row.plan_name, connection_id: row.id, subscriber_id: row.subscriber_id,
+        wallet_pubkey: row.wallet_pubkey.slice(0, 8), error_code: code, last_error: message, consecutive_failures: row.consecutive_failures,
+        notify_subscriber: true,
+      });
+    }
+    return row;
+  });
+  const deactivated = !!after && !after.is_active;
+  d.log.warn({ connection_id: conn.id, payment_id: payment.id, error_code: code, consecutive_failures: after?.consecutive_failures, deactivated }, 'nwc payment failed');
+  return { paid: false, error_code: code, message, deactivated };
+}
+
+/** The wallet's answer, with the preimage already accepted by the payments service. */
+async function payWith(d: Deps, conn: ConnectionRow, payment: { id: string; payment_request: string; amount_sats: number }) {
+  const fail = (code: NWCErrorCode, message: string) => ({ error: { code, message } }) as const;
+  if (!conn.is_active || !conn.secret_sealed) return fail('UNAUTHORIZED', 'The wallet connection is no longer active');
+  if (conn.max_amount_sats !== null && conn.max_amount_sats !== undefined && payment.amount_sats > conn.max_amount_sats) {
+    return fail('QUOTA_EXCEEDED', `The payment of ${payment.amount_sats} sats is above this connection's limit of ${conn.max_amount_sats} sats`);
+  }
+  const result = await d.nip47.payInvoice(
+    { pubkey: conn.wallet_pubkey, relays: conn.relays, secret: d.secrets.open(conn.secret_sealed), encryption: conn.encryption },
+    payment.payment_request,
+  );
+  if ('error' in result) return result;
+  try {
+    await callMessage(d.bus, messages.confirmPreimage, { payment_id: payment.id, preimage: result.preimage });
+    return result;
+  } catch (err) {
+    if (err instanceof DomainError && err.status === 422) return fail('OTHER', 'The wallet answered with a preimage that does not belong to the invoice');
+    throw err;
+  }
+}

@@ -1,0 +1,33 @@
+import { messages, toPortalWallet, type BusRequest } from '@sb/contracts';
+import { callMessage, DomainError, notFound, routeHandler, unixSeconds } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { toConnection } from '../store/connections.repo.js';
+
+/** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
+async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: string; wallet_id: string }> {
+  const hash = req.caller.subscriber_token_hash;
+  if (!hash) throw new DomainError(401, 'Invalid subscriber token');
+  try {
+    return await callMessage(d.bus, messages.subscriberOfToken, { token_hash: hash });
+  } catch (err) {
+    if (err instanceof DomainError && err.status === 404) throw new DomainError(401, 'Invalid subscriber token');
+    throw err;
+  }
+}
+
+export const listWallets = (d: Deps) =>
+  routeHandler('portal.wallets.list', async (req) => {
+    const s = await subscriberOf(d, req);
+    const page = await d.connections.listOfSubscriber(d.db, s.wallet_id, s.subscriber_id, req.query.limit, req.query.offset);
+    return { ...page, items: page.items.map((r) => toPortalWallet(toConnection(r))) };
+  });
+
+/** Another subscriber's wallet is 404, exactly like an unknown one. Disconnecting twice is fine. */
+export const disconnectWallet = (d: Deps) =>
+  routeHandler('portal.wallets.disconnect', async (req) => {
+    const s = await subscriberOf(d, req);
+    const row = await d.connections.disconnect(d.db, s.wallet_id, s.subscriber_id, req.params.id, unixSeconds(d.clock));
+    if (!row) throw notFound('Wallet');
+    d.log.info({ connection_id: row.id }, 'nwc wallet disconnected');
+    return { success: true, message: 'Wallet disconnected; your subscription renews by invoice from now on' };
+  });

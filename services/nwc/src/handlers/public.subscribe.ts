@@ -1,0 +1,52 @@
+import { ID_PREFIXES, messages, type NWCSubscriptionCreate } from '@sb/contracts';
+import { callMessage, newId, routeHandler, unprocessable } from '@sb/runtime';
+import { ConnectionStringError } from '../connection-string.js';
+import type { Deps } from '../deps.js';
+import { chargeConnection } from '../domain/charge.js';
+import { WalletCheckError, type Encryption } from '../nip47.js';
+import type { WalletConnection } from '../connection-string.js';
+
+async function checked(d: Deps, s: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
+  try {
+    return await d.nip47.validate(s);
+  } catch (err) {
+    if (err instanceof ConnectionStringError || err instanceof WalletCheckError) throw unprocessable(['body', 'nwc_connection_string'], err.message);
+    throw err;
+  }
+}
+
+/**
+ * Subscribe with automatic payments: the wallet is checked first (nothing is created for an unusable
+ * one), billing creates the subscription and its first invoice, the connection is stored with its
+ * secret sealed, and the wallet pays at once. A payment the wallet refuses or does not answer leaves the
+ * subscription pending (201 with the NIP-47 error code) and counts as a failure of the connection.
+ */
+export const subscribe = (d: Deps) =>
+  routeHandler('public.subscribe.nwc', async (req) => {
+    const body = req.body as NWCSubscriptionCreate;
+    const { conn, encryption } = await checked(d, body.nwc_connection_string);
+    const { nwc_connection_string: _secret, ...rest } = body;
+    const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
+    const nowMs = d.clock.nowMs();
+    const now = Math.floor(nowMs / 1000);
+    const row = {
+      id: newId(ID_PREFIXES.nwc, nowMs), wallet_id: sub.wallet_id, subscriber_id: sub.subscriber_id, subscription_id: sub.subscription_id,
+      plan_id: body.plan_id, plan_name: sub.plan_name, wallet_pubkey: conn.pubkey, relay_url: conn.relays[0]!, relays: conn.relays,
+      secret_sealed: d.secrets.seal(conn.secret), encryption, max_amount_sats: body.max_amount_sats ?? null, is_active: true,
+      last_used_at: null, last_error: null, last_error_code: null, consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
+    };
+    await d.connections.insert(d.db, row);
+    d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
+    const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
+    if (!sub.payment) {
+      return { ...base, status: 'active', message: `Your free trial of ${sub.plan_name} has started; your wallet will pay the renewals automatically` };
+    }
+    const outcome = await chargeConnection(d, row, sub.payment);
+    if (outcome.paid) {
+      return { ...base, status: 'active', message: `Your wallet paid ${sub.payment.amount_sats} sats; your subscription to ${sub.plan_name} is active` };
+    }
+    return {
+      ...base, status: 'pending', error_code: outcome.error_code,
+      message: `Your wallet did not pay the first invoice: ${outcome.message}`,
+    };
+  });

@@ -1,0 +1,32 @@
+import { BusClient, main, runService, SecretBox } from '@sb/runtime';
+import { loadNwcConfig } from './config.js';
+import { SCHEMA, type Deps } from './deps.js';
+import { allHandlers } from './handlers/index.js';
+import { Nip47Client } from './nip47.js';
+import { ConnectionsRepo } from './store/connections.repo.js';
+import { migrations } from './store/migrations.js';
+
+main('nwc', () =>
+  runService({
+    name: 'nwc',
+    schema: SCHEMA,
+    migrations,
+    loadConfig: loadNwcConfig,
+    opsPort: (c) => c.NWC_OPS_PORT,
+    async setup({ config, log, db, clock }) {
+      const deps: Deps = {
+        db, clock, log,
+        connections: new ConnectionsRepo(SCHEMA),
+        nip47: new Nip47Client({ infoTimeoutMs: config.NWC_INFO_TIMEOUT_MS, replyTimeoutMs: config.NWC_REPLY_TIMEOUT_MS }),
+        bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'nwc-client'),
+        secrets: new SecretBox(config.SECRETS_KEY),
+      };
+      await deps.bus.connect();
+      return {
+        handlers: allHandlers(deps),
+        stop: () => deps.bus.close().catch(() => undefined),
+        ready: { info_timeout_ms: config.NWC_INFO_TIMEOUT_MS, reply_timeout_ms: config.NWC_REPLY_TIMEOUT_MS },
+      };
+    },
+  }),
+);

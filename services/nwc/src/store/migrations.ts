@@ -1,0 +1,41 @@
+import { outboxTableSql, type Migration } from '@sb/runtime';
+
+/** Numbered, append-only: a released migration is never edited. */
+export const migrations: Migration[] = [
+  {
+    id: 1,
+    name: 'wallet connections and outbox',
+    sql: `
+CREATE TABLE connections (
+  id TEXT PRIMARY KEY,
+  -- the owner (tenant), the subscriber and the subscription this wallet pays for
+  wallet_id TEXT NOT NULL,
+  subscriber_id TEXT NOT NULL,
+  subscription_id TEXT NOT NULL,
+  -- for the events this service emits (nwc.wallet_disabled carries the plan like every event)
+  plan_id TEXT NOT NULL,
+  plan_name TEXT NOT NULL,
+  wallet_pubkey TEXT NOT NULL,
+  -- the first relay (shown in the portal) and all of them (used)
+  relay_url TEXT NOT NULL,
+  relays TEXT[] NOT NULL,
+  -- the client secret, AES-256-GCM with SECRETS_KEY; NULL once the connection is disconnected or
+  -- deactivated: a secret that will never be used again is not kept
+  secret_sealed TEXT,
+  encryption TEXT NOT NULL CHECK (encryption IN ('nip44_v2', 'nip04')),
+  max_amount_sats BIGINT CHECK (max_amount_sats > 0),
+  is_active BOOLEAN NOT NULL DEFAULT true,
+  last_used_at BIGINT,
+  last_error TEXT,
+  last_error_code TEXT,
+  consecutive_failures INT NOT NULL DEFAULT 0 CHECK (consecutive_failures >= 0),
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT,
+  disconnected_at BIGINT,
+  CHECK (is_active = (secret_sealed IS NOT NULL))
+);
+CREATE INDEX connections_by_subscriber ON connections (subscriber_id, created_at DESC, id DESC);
+CREATE INDEX connections_by_subscription ON connections (subscription_id) WHERE is_active;
+${outboxTableSql}`,
+  },
+];

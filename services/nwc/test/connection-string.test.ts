@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { ConnectionStringError, parseConnectionString } from '../src/connection-string.js';
+import { readInfoEvent } from '../src/nip47.js';
+
+const walletPk = getPublicKey(generateSecretKey());
+const secret = Buffer.from(generateSecretKey()).toString('hex');
+const str = (q: string, pk = walletPk) => `nostr+walletconnect://${pk}?${q}`;
+const relay = (u: string) => `relay=${encodeURIComponent(u)}`;
+
+function refused(s: string): string {
+  try {
+    parseConnectionString(s);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConnectionStringError);
+    return (err as Error).message;
+  }
+  throw new Error(`accepted: ${s}`);
+}
+
+describe('NWC connection string', () => {
+  it('parses the wallet pubkey, every relay, the secret and lud16', () => {
+    const c = parseConnectionString(str(`${relay('wss://relay.one/')}&${relay('wss://relay.two')}&secret=${secret}&lud16=me%40example.com`));
+    expect(c).toEqual({ pubkey: walletPk, relays: ['wss://relay.one/', 'wss://relay.two'], secret, lud16: 'me@example.com' });
+  });
+
+  it('accepts ws:// to this machine only', () => {
+    for (const host of ['127.0.0.1:7000', 'localhost:7000', '[::1]:7000', '127.1.2.3']) {
+      expect(parseConnectionString(str(`${relay(`ws://${host}`)}&secret=${secret}`)).relays).toEqual([`ws://${host}`]);
+    }
+    expect(refused(str(`${relay('ws://relay.example.com')}&secret=${secret}`))).toBe('The relay relay.example.com uses unencrypted ws://; use a wss:// relay');
+    expect(refused(str(`${relay('ws://10.0.0.5:7000')}&secret=${secret}`))).toMatch(/unencrypted ws:\/\//);
+    // One bad relay spoils the string: the service would otherwise send requests over it.
+    expect(refused(str(`${relay('wss://ok.example')}&${relay('ws://bad.example')}&secret=${secret}`))).toMatch(/bad\.example uses unencrypted/);
+  });
+
+  it('refuses a wrong scheme, bad keys, a missing or repeated secret, no relay, non-WebSocket relays', () => {
+    expect(refused(`nostr+wallet://${walletPk}?${relay('wss://r.example')}&secret=${secret}`)).toBe('The connection string must start with nostr+walletconnect://');
+    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, walletPk.slice(2)))).toBe('The wallet public key in the connection string must be 64 hexadecimal characters');
+    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, `${walletPk.slice(1)}g`))).toMatch(/64 hexadecimal/);
+    // 64 hex characters, but no point on the curve has this x coordinate (p + 1 is above the field).
+    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, 'f'.repeat(64)))).toBe('The wallet public key in the connection string is not a valid key');
+    expect(refused(str(`${relay('wss://r.example')}&secret=${secret.slice(1)}`))).toBe('The secret in the connection string must be 64 hexadecimal characters');
+    expect(refused(str(`${relay('wss://r.example')}&secret=${'0'.repeat(64)}`))).toBe('The secret in the connection string is not a valid key');
+    expect(refused(str(`${relay('wss://r.example')}`))).toBe('The connection string must contain exactly one secret');
+    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}&secret=${secret}`))).toBe('The connection string must contain exactly one secret');
+    expect(refused(str(`secret=${secret}`))).toBe('The connection string names no relay');
+    expect(refused(str(`${relay('https://r.example')}&secret=${secret}`))).toBe('The relay "https://r.example" is not a wss:// WebSocket URL');
+    expect(refused(str(`relay=nonsense&secret=${secret}`))).toMatch(/is not a valid URL/);
+  });
+
+  it('never repeats the secret in a refusal', () => {
+    const msg = refused(str(`${relay('ws://evil.example')}&secret=${secret}`));
+    expect(msg).not.toContain(secret);
+  });
+});
+
+describe('NIP-47 info event', () => {
+  it('reads methods and prefers NIP-44 v2; no encryption tag means NIP-04 only', () => {
+    expect(readInfoEvent({ content: 'pay_invoice get_balance', tags: [['encryption', 'nip44_v2 nip04']] })).toEqual({ methods: ['pay_invoice', 'get_balance'], encryption: 'nip44_v2' });
+    expect(readInfoEvent({ content: 'pay_invoice', tags: [] })).toEqual({ methods: ['pay_invoice'], encryption: 'nip04' });
+    expect(readInfoEvent({ content: 'pay_invoice', tags: [['encryption', 'nip04']] }).encryption).toBe('nip04');
+    expect(readInfoEvent({ content: 'pay_invoice', tags: [['encryption', 'nip99']] }).encryption).toBeUndefined();
+  });
+});

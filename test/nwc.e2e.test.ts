@@ -1,0 +1,321 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, until } from './support/http.js';
+import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
+import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * NWC (NIP-47) automatic payments through HTTP, against a real NIP-01 relay on loopback and a wallet
+ * service peer that pays dev invoices. This file owns its stack: short NIP-47 timeouts.
+ */
+let stack: Stack;
+let relay: NostrRelay;
+let db: pg.Client;
+let admin: ReturnType<typeof client>;
+const wallets: NwcWallet[] = [];
+const anon = () => client(stack.api);
+
+beforeAll(async () => {
+  relay = await startNostrRelay();
+  // Renewals are driven by moving the dev clock (each move runs a sweep, which waits for the wallets).
+  stack = await startStack({
+    wallets: 1, env: { NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000' },
+  });
+  admin = client(stack.api, stack.wallets[0]!.admin_key);
+  db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  await Promise.all(wallets.map((w) => w.stop()));
+  await db?.end();
+  await stack?.stop();
+  await relay?.stop();
+});
+
+async function wallet(o: Partial<Parameters<typeof startNwcWallet>[0]> = {}): Promise<NwcWallet> {
+  const w = await startNwcWallet({ relayUrl: relay.url, api: stack.api, ...o });
+  wallets.push(w);
+  return w;
+}
+async function plan(body: Record<string, unknown> = {}) {
+  const res = await admin.post('/plans', { name: 'Auto', amount_sats: 1500, interval: 'monthly', allow_nwc: true, ...body });
+  expect(res.status).toBe(201);
+  return res.body as { id: string; amount_sats: number };
+}
+const secretOf = (s: string) => new URL(s).searchParams.get('secret')!;
+const tokenOf = (manageUrl: string) => new URL(manageUrl).searchParams.get('token')!;
+const portal = (token: string) => client(stack.api).get('/public/manage/wallets', { headers: { 'X-Subscriber-Token': token } });
+async function connection(subscriptionId: string) {
+  const { rows } = await db.query('SELECT * FROM nwc.connections WHERE subscription_id = $1', [subscriptionId]);
+  return rows[0];
+}
+
+describe('validate', () => {
+  it('a wallet offering pay_invoice is valid', async () => {
+    const w = await wallet();
+    expect((await anon().post('/public/nwc/validate', { nwc_string: w.connectionString() })).body).toMatchObject({ valid: true });
+  });
+
+  it('an unusable string is valid false with a sentence, never a 4xx', async () => {
+    const w = await wallet();
+    const good = new URL(w.connectionString());
+    const secret = good.searchParams.get('secret')!;
+    const cases: [string, string][] = [
+      [w.connectionString().replace(w.pubkey, w.pubkey.slice(0, 60)), 'The wallet public key in the connection string must be 64 hexadecimal characters'],
+      [w.connectionString().replace(/secret=[0-9a-f]+/, 'secret=xyz'), 'The secret in the connection string must be 64 hexadecimal characters'],
+      [`nostr+walletconnect://${w.pubkey}?relay=${encodeURIComponent('ws://relay.example.com')}&secret=${secret}`, 'The relay relay.example.com uses unencrypted ws://; use a wss:// relay'],
+      ['https://example.com', 'The connection string must start with nostr+walletconnect://'],
+    ];
+    for (const [s, error] of cases) {
+      const res = await anon().post('/public/nwc/validate', { nwc_string: s });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ valid: false, error });
+    }
+  });
+
+  it('a wallet that published no info event, or one without pay_invoice, is not valid', async () => {
+    const silent = await wallet({ publishInfo: false });
+    const res = await anon().post('/public/nwc/validate', { nwc_string: silent.connectionString() });
+    expect(res.body.valid).toBe(false);
+    expect(res.body.error).toMatch(/^The wallet has published no NIP-47 info event on its relays/);
+    const readOnly = await wallet({ methods: ['get_balance', 'get_info'] });
+    expect((await anon().post('/public/nwc/validate', { nwc_string: readOnly.connectionString() })).body).toEqual({
+      valid: false, error: 'This wallet connection does not allow paying invoices (pay_invoice); create a connection with payment permission',
+    });
+  });
+
+  it('a relay nobody listens on: the wallet cannot be reached', async () => {
+    const w = await wallet();
+    const s = w.connectionString().replace(encodeURIComponent(relay.url), encodeURIComponent('ws://127.0.0.1:9'));
+    expect((await anon().post('/public/nwc/validate', { nwc_string: s })).body).toEqual({ valid: false, error: "Could not connect to the wallet's relay" });
+  });
+});
+
+describe('subscribe with NWC', () => {
+  it.each([
+    ['NIP-44 v2', 'nip44_v2 nip04', 'nip44_v2'],
+    ['NIP-04 only (no encryption tag)', null, 'nip04'],
+  ] as const)('%s wallet: 201 active, the payment paid by the wallet with method nwc, applied once', async (_name, advertised, used) => {
+    const w = await wallet({ encryption: advertised });
+    const p = await plan();
+    const nwcString = w.connectionString();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: `nwc-${used}@example.com`, nwc_connection_string: nwcString });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ status: 'active', message: 'Your wallet paid 1500 sats; your subscription to Auto is active' });
+    expect(res.body.error_code ?? null).toBeNull();
+    expect(w.requests).toHaveLength(1);
+    expect(w.requests[0]).toMatchObject({ encryption: used, method: 'pay_invoice' });
+
+    const sub = await until(() => admin.get(`/subscriptions/${res.body.subscription_id}`), (r) => r.body.status === 'active');
+    expect(sub.body).toMatchObject({ status: 'active', payment_method: 'nwc' });
+    const payments = (await admin.get(`/subscriptions/${res.body.subscription_id}/payments`)).body.items;
+    expect(payments).toHaveLength(1);
+    expect(payments[0]).toMatchObject({ status: 'paid', payment_method: 'nwc', amount_sats: 1500 });
+    expect(w.requests[0]!.invoice).toBe(payments[0].payment_request);
+    // Paid twice over (dev pay by the wallet, then the preimage): recorded, announced and applied once.
+    const applied = await db.query('SELECT count(*)::int AS n FROM billing.applied_payments WHERE payment_id = $1', [payments[0].id]);
+    expect(applied.rows[0].n).toBe(1);
+    const announced = await db.query(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'payment_id' = $1`, [payments[0].id]);
+    expect(announced.rows[0].n).toBe(1);
+    const renewed = await db.query(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [res.body.subscription_id]);
+    expect(renewed.rows[0].n).toBe(1);
+
+    const c = await connection(res.body.subscription_id);
+    expect(c).toMatchObject({ is_active: true, encryption: used, wallet_pubkey: w.pubkey, relay_url: relay.url, relays: [relay.url], consecutive_failures: 0 });
+    expect(Number(c.last_used_at)).toBeGreaterThan(0);
+  });
+
+  it('the secret is sealed at rest and appears in no response, database column or log line', async () => {
+    const w = await wallet();
+    const p = await plan();
+    const nwcString = w.connectionString();
+    const secret = secretOf(nwcString);
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'sealed@example.com', nwc_connection_string: nwcString });
+    expect(res.status).toBe(201);
+    expect(JSON.stringify(res.body)).not.toContain(secret);
+    const { rows } = await db.query(`SELECT row_to_json(c)::text AS j, secret_sealed FROM nwc.connections c WHERE subscription_id = $1`, [res.body.subscription_id]);
+    expect(rows[0].secret_sealed).toMatch(/^[A-Za-z0-9+/]+=*$/);
+    expect(rows[0].j).not.toContain(secret);
+    const everywhere = await db.query(`SELECT count(*)::int AS n FROM nwc.outbox WHERE payload::text LIKE $1`, [`%${secret}%`]);
+    expect(everywhere.rows[0].n).toBe(0);
+    const list = await portal(tokenOf(res.body.manage_url));
+    expect(JSON.stringify(list.body)).not.toContain(secret);
+    await new Promise((r) => setTimeout(r, 300));
+    for (const [name, svc] of Object.entries(stack.services)) {
+      expect(svc.lines.filter((l) => l.includes(secret)), name).toEqual([]);
+    }
+  });
+
+  it('a wallet answering INSUFFICIENT_BALANCE: 201 pending with the code; the failure is counted on the connection', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'broke@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE', message: 'Your wallet did not pay the first invoice: Not enough sats' });
+    expect((await admin.get(`/subscriptions/${res.body.subscription_id}`)).body.status).toBe('pending');
+    expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error: 'Not enough sats', last_error_code: 'INSUFFICIENT_BALANCE' });
+  });
+
+  it('refuses an unusable wallet (422 on the string), a limit below the price, and NWC through the plain checkout', async () => {
+    const p = await plan();
+    const bad = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'bad@example.com', nwc_connection_string: 'nostr+walletconnect://abc' });
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail).toEqual([{ loc: ['body', 'nwc_connection_string'], msg: 'The wallet public key in the connection string must be 64 hexadecimal characters', type: 'value_error' }]);
+    const w = await wallet();
+    const low = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'low@example.com', nwc_connection_string: w.connectionString(), max_amount_sats: 1499 });
+    expect(low.status).toBe(422);
+    expect(low.body.detail[0].loc).toEqual(['body', 'max_amount_sats']);
+    expect(w.requests).toHaveLength(0);
+    const { rows } = await db.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1`, [p.id]);
+    expect(rows[0].n).toBe(0);
+    const plain = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'nwc', email: 'plain@example.com' });
+    expect(plain.status).toBe(422);
+  });
+
+  it('a free trial: active at once, nothing paid, the wallet connected for the renewals', async () => {
+    const w = await wallet();
+    const p = await plan({ trial_days: 7 });
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'trial-nwc@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.status).toBe(201);
+    expect(res.body.status).toBe('active');
+    expect(w.requests).toHaveLength(0);
+    expect((await connection(res.body.subscription_id)).is_active).toBe(true);
+  });
+});
+
+describe('portal wallets', () => {
+  it('lists 8 pubkey characters; disconnect wipes the secret; another subscriber gets 404', async () => {
+    const w = await wallet();
+    const p = await plan();
+    const mine = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'portal-a@example.com', nwc_connection_string: w.connectionString(), max_amount_sats: 5000 });
+    const theirs = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'portal-b@example.com', nwc_connection_string: w.connectionString() });
+    const token = tokenOf(mine.body.manage_url);
+    const list = await portal(token);
+    expect(list.status).toBe(200);
+    expect(list.body).toMatchObject({ total: 1, limit: 50, offset: 0 });
+    const item = list.body.items[0];
+    expect(item).toMatchObject({ wallet_pubkey: w.pubkey.slice(0, 8), relay_url: relay.url, max_amount_sats: 5000, is_active: true, consecutive_failures: 0, last_error: null });
+    expect(item.id).toMatch(/^nwc_/);
+    expect(Object.keys(item).sort()).toEqual(['consecutive_failures', 'created_at', 'id', 'is_active', 'last_error', 'last_used_at', 'max_amount_sats', 'relay_url', 'wallet_pubkey']);
+
+    const theirId = (await connection(theirs.body.subscription_id)).id;
+    const foreign = await client(stack.api).del(`/public/manage/wallets/${theirId}`, { headers: { 'X-Subscriber-Token': token } });
+    expect(foreign.status).toBe(404);
+    expect((await connection(theirs.body.subscription_id)).is_active).toBe(true);
+    expect((await client(stack.api).get('/public/manage/wallets', { headers: { 'X-Subscriber-Token': 'nope' } })).status).toBe(401);
+
+    const gone = await client(stack.api).del(`/public/manage/wallets/${item.id}`, { headers: { 'X-Subscriber-Token': token } });
+    expect(gone.status).toBe(200);
+    expect(gone.body).toEqual({ success: true, message: 'Wallet disconnected; your subscription renews by invoice from now on' });
+    const row = await connection(mine.body.subscription_id);
+    expect(row).toMatchObject({ is_active: false, secret_sealed: null });
+    expect(Number(row.disconnected_at)).toBeGreaterThan(0);
+    expect((await portal(token)).body.items[0]).toMatchObject({ id: item.id, is_active: false });
+  });
+});
+
+describe('renewals', () => {
+  const DAY = 86_400;
+  async function now(): Promise<number> {
+    return (await admin.post('/dev/clock', {})).body.now;
+  }
+  async function advanceTo(t: number): Promise<number> {
+    const res = await admin.post('/dev/clock', { advance_seconds: Math.max(0, t - (await now())) });
+    expect(res.status).toBe(200);
+    return res.body.now;
+  }
+  const sub = async (id: string) => (await admin.get(`/subscriptions/${id}`)).body;
+  async function renewals(subId: string) {
+    const { rows } = await db.query(`SELECT id, status, payment_method, payment_request FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' ORDER BY created_at, id`, [subId]);
+    return rows;
+  }
+  async function billingEvents(subId: string) {
+    const { rows } = await db.query(`SELECT payload->>'event' AS e, payload->'data' AS d FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [subId]);
+    return rows as { e: string; d: any }[];
+  }
+  async function subscribed(w: NwcWallet, body: Record<string, unknown>, email: string) {
+    const p = await plan(body);
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email, nwc_connection_string: w.connectionString() });
+    expect(res.body.status).toBe('active');
+    return { res: res.body, s: await until(() => sub(res.body.subscription_id), (x) => x.status === 'active') };
+  }
+
+  it('charged at period end, not ahead: the wallet pays and the subscription renews once, without lapsing', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly' }, 'renew-nwc@example.com');
+    const end = s.current_period_end;
+    // Inside the weekly lead time an invoice subscription would have its renewal invoice; NWC waits.
+    await advanceTo(end - DAY / 2);
+    expect(await renewals(res.subscription_id)).toEqual([]);
+    await advanceTo(end + 60);
+    const renewed = await until(() => sub(res.subscription_id), (x) => x.current_period_start === end);
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end, current_period_end: end + 7 * DAY });
+    expect((await renewals(res.subscription_id)).map((r) => [r.status, r.payment_method])).toEqual([['paid', 'nwc']]);
+    expect(w.requests.map((r) => r.answered && 'preimage' in r.answered)).toEqual([true, true]);
+    const events = (await billingEvents(res.subscription_id)).map((e) => e.e);
+    expect(events).toEqual(['subscription.created', 'subscription.activated', 'subscription.renewed']);
+    const applied = await db.query('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [res.subscription_id]);
+    expect(applied.rows[0].n).toBe(2);
+  });
+
+  it('a wallet failing 3 times (at end, after 1 h, a day later) is deactivated; the renewal goes out as an invoice', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'monthly', grace_period_days: 5 }, 'failing-nwc@example.com');
+    const end = s.current_period_end;
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const conn = () => connection(res.subscription_id);
+
+    const t1 = await advanceTo(end + 60);
+    expect(await conn()).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: 'INSUFFICIENT_BALANCE' });
+    expect(await sub(res.subscription_id)).toMatchObject({ status: 'past_due', has_access: true });
+    // Not asked again before the hour is up.
+    await advanceTo(t1 + 1800);
+    expect(w.requests).toHaveLength(2);
+    const t2 = await advanceTo(t1 + 3600 + 60);
+    expect(w.requests).toHaveLength(3);
+    expect((await conn()).consecutive_failures).toBe(2);
+    await advanceTo(t2 + 12 * 3600);
+    expect(w.requests).toHaveLength(3);
+    await advanceTo(t2 + DAY + 60);
+    expect(w.requests).toHaveLength(4);
+    expect(await conn()).toMatchObject({ is_active: false, consecutive_failures: 3, secret_sealed: null });
+
+    const disabled = await db.query(`SELECT payload FROM nwc.outbox WHERE payload->>'event' = 'nwc.wallet_disabled' AND payload->'data'->>'subscription_id' = $1`, [res.subscription_id]);
+    expect(disabled.rows).toHaveLength(1);
+    expect(disabled.rows[0].payload.data).toMatchObject({ notify_subscriber: true, error_code: 'INSUFFICIENT_BALANCE', plan_name: 'Auto', wallet_pubkey: w.pubkey.slice(0, 8) });
+    const published = await until(() => db.query(`SELECT count(*)::int AS n FROM nwc.outbox WHERE published_at IS NOT NULL AND payload->>'event' = 'nwc.wallet_disabled'`), (r) => r.rows[0].n >= 1);
+    expect(published.rows[0].n).toBeGreaterThanOrEqual(1);
+
+    const reminders = (await billingEvents(res.subscription_id)).filter((e) => e.e === 'renewal.reminder');
+    expect(reminders).toHaveLength(1);
+    // The invoice of the first two attempts expired after a day; the third attempt had a new one, which the reminder carries.
+    const issued = await until(() => renewals(res.subscription_id), (r) => r.length === 2 && r[0].status === 'expired');
+    expect(issued.map((r) => r.status)).toEqual(['expired', 'pending']);
+    const open = issued[1];
+    expect(reminders[0]!.d).toMatchObject({ payment_id: open.id, notify_subscriber: true, due_at: end });
+    expect(reminders[0]!.d.payment_request).toMatch(/^lnbc/);
+
+    // The subscriber pays the invoice by hand: renewed, and the wallet is never asked again.
+    expect((await anon().post(`/dev/payments/${open.id}/pay`)).status).toBe(200);
+    const back = await until(() => sub(res.subscription_id), (x) => x.status === 'active');
+    expect(back.current_period_start).toBe(end);
+    await advanceTo(back.current_period_end + 60);
+    expect(w.requests).toHaveLength(4);
+  });
+
+  it('a disconnected wallet: the renewal goes out as an invoice at period end', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'gone-nwc@example.com');
+    const token = tokenOf(res.manage_url);
+    const id = (await portal(token)).body.items[0].id;
+    expect((await client(stack.api).del(`/public/manage/wallets/${id}`, { headers: { 'X-Subscriber-Token': token } })).status).toBe(200);
+    await advanceTo(s.current_period_end + 60);
+    const reminders = (await billingEvents(res.subscription_id)).filter((e) => e.e === 'renewal.reminder');
+    expect(reminders).toHaveLength(1);
+    expect(reminders[0]!.d.payment_request).toMatch(/^lnbc/);
+    expect(w.requests).toHaveLength(1);
+    expect((await sub(res.subscription_id)).status).toBe('past_due');
+  });
+});
