@@ -5,7 +5,7 @@ import * as nip04 from 'nostr-tools/nip04';
 import * as nip44 from 'nostr-tools/nip44';
 
 /** What the wallet does with the next pay_invoice requests. */
-export type WalletBehaviour = { pay: true } | { error: string; message?: string } | { silent: true };
+export type WalletBehaviour = { pay: true; delayMs?: number } | { error: string; message?: string } | { silent: true };
 
 export interface WalletRequest {
   client: string;
@@ -88,6 +88,7 @@ export async function startNwcWallet(o: {
       seen.answered = { error: behaviour.error };
       return reply({ result: null, error: { code: behaviour.error, message: behaviour.message ?? `Wallet says ${behaviour.error}` } });
     }
+    if (behaviour.delayMs) await new Promise((r) => setTimeout(r, behaviour.delayMs)); // a wallet asking its user first
     const hash = decode(seen.invoice!).sections.find((s) => s.name === 'payment_hash') as { value: string } | undefined;
     const res = await fetch(`${o.api}/dev/invoices/${hash?.value}/pay`, { method: 'POST' });
     if (res.status !== 200) {

@@ -27,6 +27,8 @@ export interface RouteDef {
   devOnly?: boolean;
   /** The NATS subject that answers it. */
   subject: string;
+  /** The gateway waits this long for the answer when it is longer than BUS_TIMEOUT_MS (a remote wallet is asked). */
+  busTimeoutMs?: number;
 }
 
 export function defineRoutes<const T extends readonly RouteDef[]>(routes: T): T {

@@ -114,6 +114,8 @@ export const messages = {
   /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
   nwcCharge: {
     subject: 'nwc.internal.charge',
+    // The wallet has NWC_REPLY_TIMEOUT_MS (30 s) to answer.
+    timeoutMs: 40_000,
     request: z.object({
       wallet_id: Id, subscription_id: Id, payment_id: Id, payment_request: z.string().min(1), amount_sats: z.number().int().positive(),
     }),

@@ -25,6 +25,8 @@ export const publicRoutes = defineRoutes([
     id: 'public.subscribe.nwc', method: 'post', path: '/public/subscribe/nwc', auth: 'none',
     summary: 'Subscribe with NWC automatic payments; the first payment is attempted at once',
     body: NWCSubscriptionCreate, response: NWCSubscriptionResponse, status: 201, subject: 'nwc.public.subscribe',
+    // The wallet's info event (NWC_INFO_TIMEOUT_MS, 10 s) and its answer to pay_invoice (NWC_REPLY_TIMEOUT_MS, 30 s).
+    busTimeoutMs: 45_000,
   },
 ] as const);
 

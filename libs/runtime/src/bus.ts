@@ -51,13 +51,14 @@ export class BusClient {
     }
   }
 
-  request(subject: string, payload: unknown): Promise<BusReply> {
+  /** `timeoutMs` lengthens the wait for a request known to be slow; it never shortens BUS_TIMEOUT_MS. */
+  request(subject: string, payload: unknown, timeoutMs?: number): Promise<BusReply> {
     return tracer().startActiveSpan(`${subject} send`, { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject } }, async (span) => {
       try {
         const h = natsHeaders();
         injectTraceHeaders(h);
         const record = new NatsRecordBuilder(payload).setHeaders(h).build();
-        const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(this.timeoutMs)));
+        const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(Math.max(this.timeoutMs, timeoutMs ?? 0))));
         return BusReply.parse(raw);
       } catch (err) {
         span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
@@ -127,6 +128,8 @@ export interface MessageDef<Req extends z.ZodType = z.ZodType, Rep extends z.Zod
   subject: string;
   request: Req;
   reply: Rep;
+  /** Waits longer than the caller's BUS_TIMEOUT_MS (the answer depends on a remote party). */
+  timeoutMs?: number;
 }
 
 /**
@@ -138,7 +141,7 @@ export async function callMessage<Req extends z.ZodType, Rep extends z.ZodType>(
   msg: MessageDef<Req, Rep>,
   payload: z.input<Req>,
 ): Promise<z.output<Rep>> {
-  const reply = await bus.request(msg.subject, msg.request.parse(payload));
+  const reply = await bus.request(msg.subject, msg.request.parse(payload), msg.timeoutMs);
   if (!reply.ok) throw new DomainError(reply.status, reply.detail);
   return msg.reply.parse(reply.data);
 }

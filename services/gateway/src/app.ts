@@ -184,7 +184,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   let status: number;
   let payload: unknown;
   try {
-    const reply = await d.bus.request(route.subject, message);
+    const reply = await d.bus.request(route.subject, message, route.busTimeoutMs);
     if (reply.ok) {
       const out = route.response.safeParse(reply.data);
       if (!out.success) throw new Error(`reply of ${route.subject} breaks its contract: ${out.error.message}`);
