@@ -305,6 +305,20 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(4);
   });
 
+  it('resumed after the period ended: the wallet pays the renewal at once', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly' }, 'resume-nwc@example.com');
+    expect((await admin.post(`/subscriptions/${res.subscription_id}/pause`)).body.status).toBe('paused');
+    await advanceTo(s.current_period_end + DAY);
+    expect(w.requests).toHaveLength(1); // paused: not charged at period end
+    const resumed = await admin.post(`/subscriptions/${res.subscription_id}/resume`);
+    expect(resumed.body.status).toBe('pending');
+    const active = await until(() => sub(res.subscription_id), (x) => x.status === 'active');
+    expect(active.status).toBe('active');
+    expect(w.requests.map((r) => r.answered && 'preimage' in r.answered)).toEqual([true, true]);
+    expect((await renewals(res.subscription_id)).map((r) => [r.status, r.payment_method])).toEqual([['paid', 'nwc']]);
+  });
+
   it('a disconnected wallet: the renewal goes out as an invoice at period end', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'gone-nwc@example.com');

@@ -1,20 +1,31 @@
-import { routeHandler } from '@sb/runtime';
+import { messages } from '@sb/contracts';
+import { callMessage, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { requestPayment } from '../payments-client.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 import { act, ownerSub } from './subscription-action.js';
 
-/** Resumed after the paid period ended: back to pending with a renewal payment created at once. */
+/**
+ * Resumed after the paid period ended: back to pending with a renewal payment created at once, which an
+ * NWC subscription's wallet is asked to pay at once (behaviour.md). A wallet that fails leaves the
+ * payment open for the subscriber to pay; the answer is the subscription either way.
+ */
 export const resumeSubscription = (d: Deps) =>
   routeHandler('subscriptions.resume', async (req) => {
     const { saved, now } = await act(d, ownerSub(d, req), () => ({ type: 'resume' }));
     if (saved.status === 'pending') {
       const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
-      const { payment } = await requestPayment(d, plan, saved, {
+      const { payment, checkout } = await requestPayment(d, plan, saved, {
         purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`, expires_at: now + 86_400,
         idempotency_key: `resume:${saved.id}:${saved.version}`,
       });
       await d.db.query('UPDATE billing.subscriptions SET renewal_payment_id = $2 WHERE id = $1', [saved.id, payment.id]);
+      if (saved.payment_method === 'nwc' && !saved.nwc_fallback && checkout.payment_request) {
+        const charged = await callMessage(d.bus, messages.nwcCharge, {
+          wallet_id: saved.wallet_id, subscription_id: saved.id, payment_id: payment.id, payment_request: checkout.payment_request, amount_sats: payment.amount_sats,
+        }).catch((err) => ({ paid: false as const, err }));
+        if (!charged.paid) d.log.info({ subscription_id: saved.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');
+      }
     }
     return toSubscription(saved, now);
   });
