@@ -8,7 +8,7 @@ export function startNats(dir: string, opts?: { port?: number }): Promise<{ url:
 export function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void>;
 export function waitReady(url: string, timeoutMs?: number, child?: ChildProcess): Promise<void>;
 export function startService(
-  name: 'billing' | 'gateway' | 'payments' | 'nwc',
+  name: 'billing' | 'gateway' | 'payments' | 'nwc' | 'notifier',
   env: Record<string, string>,
   opts?: { output?: 'inherit' | 'ignore' | ((line: string) => void); port?: number },
 ): Promise<{ name: string; port: number; child: ChildProcess; lines: string[]; url: string; stop(): Promise<void> }>;

@@ -86,6 +86,7 @@ const SERVICES = {
   gateway: { main: 'services/gateway/dist/main.js', opsPortVar: 'PORT' },
   payments: { main: 'services/payments/dist/main.js', opsPortVar: 'PAYMENTS_OPS_PORT' },
   nwc: { main: 'services/nwc/dist/main.js', opsPortVar: 'NWC_OPS_PORT' },
+  notifier: { main: 'services/notifier/dist/main.js', opsPortVar: 'NOTIFIER_OPS_PORT' },
 };
 
 /**

@@ -81,11 +81,12 @@ async function main() {
 
   const common = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl };
   const print = (name) => (line) => process.stdout.write(`[${name}] ${line}\n`);
-  // Billing, payments and NWC start side by side; whichever started is stopped on the way out even if another failed.
+  // Billing, payments, NWC and the notifier start side by side; whichever started is stopped on the way out even if another failed.
   const started = await Promise.allSettled([
     startService('billing', common, { output: print('billing'), port: Number(process.env.BILLING_OPS_PORT ?? 9101) }),
     startService('payments', common, { output: print('payments'), port: Number(process.env.PAYMENTS_OPS_PORT ?? 9102) }),
     startService('nwc', common, { output: print('nwc'), port: Number(process.env.NWC_OPS_PORT ?? 9103) }),
+    startService('notifier', common, { output: print('notifier'), port: Number(process.env.NOTIFIER_OPS_PORT ?? 9104) }),
   ]);
   for (const r of started) if (r.status === 'fulfilled') stops.push(r.value.stop);
   for (const r of started) if (r.status === 'rejected') throw r.reason;

@@ -30,11 +30,12 @@ export interface StackInfo {
 
 export interface Stack extends StackInfo {
   env: Record<string, string>;
-  services: { billing: Service; gateway: Service; payments: Service; nwc: Service };
+  services: { billing: Service; gateway: Service; payments: Service; nwc: Service; notifier: Service };
   restartBilling(): Promise<void>;
   stopBilling(): Promise<void>;
   restartPayments(): Promise<void>;
   stopPayments(): Promise<void>;
+  restartNotifier(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -83,7 +84,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
   // Started side by side: none needs another to become ready, and starting Node is slow here. Whatever
   // started is stopped again if another one failed, so a failed start leaves no process behind.
   const started = await Promise.allSettled([
-    startService('billing', env), startService('gateway', env), startService('payments', env), startService('nwc', env),
+    startService('billing', env), startService('gateway', env), startService('payments', env), startService('nwc', env), startService('notifier', env),
   ]);
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {
@@ -93,7 +94,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     await db.drop().catch(() => undefined);
     throw failed.reason;
   }
-  let [billing, gateway, payments, nwc] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [Service, Service, Service, Service];
+  let [billing, gateway, payments, nwc, notifier] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [Service, Service, Service, Service, Service];
   const wallets = await newWallets(db.url, opts.wallets ?? 2);
   const stack: Stack = {
     api: `${gateway.url}${API_PREFIX}`,
@@ -105,7 +106,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     natsUrl: nats.url,
     wallets,
     env,
-    services: { billing, gateway, payments, nwc },
+    services: { billing, gateway, payments, nwc, notifier },
     async stopBilling() {
       await billing.stop();
     },
@@ -124,8 +125,13 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       payments = await startService('payments', env, { port: payments.port });
       stack.services.payments = payments;
     },
+    async restartNotifier() {
+      await notifier.stop();
+      notifier = await startService('notifier', env, { port: notifier.port });
+      stack.services.notifier = notifier;
+    },
     async stop() {
-      await Promise.allSettled([gateway.stop(), billing.stop(), payments.stop(), nwc.stop()]);
+      await Promise.allSettled([gateway.stop(), billing.stop(), payments.stop(), nwc.stop(), notifier.stop()]);
       await nats.stop();
       rmSync(natsDir, { recursive: true, force: true });
       await db.drop().catch(() => undefined);

@@ -13,6 +13,7 @@ export * from './routes.subscriptions.js';
 export * from './routes.subscribers.js';
 export * from './routes.payments.js';
 export * from './routes.watchonly.js';
+export * from './routes.notifier.js';
 export * from './routes.public.js';
 export * from './routes.js';
 export * from './openapi.js';

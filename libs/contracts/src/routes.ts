@@ -5,6 +5,7 @@ import { paymentRoutes } from './routes.payments.js';
 import { watchonlyRoutes } from './routes.watchonly.js';
 import { portalRoutes, publicRoutes, webhookRoutes } from './routes.public.js';
 import { devRoutes } from './routes.dev.js';
+import { notifierRoutes } from './routes.notifier.js';
 
 /** Every HTTP route of the API, in the order of the interface spec. */
 export const routes = [
@@ -18,5 +19,6 @@ export const routes = [
   ...publicRoutes,
   ...portalRoutes,
   ...webhookRoutes,
+  ...notifierRoutes,
   ...devRoutes,
 ] as const;

@@ -1,0 +1,90 @@
+import { z } from './zod.js';
+import { Id, IdParams, Paginated, PaginationQuery, SuccessMessageResponse, UnixSeconds } from './common.js';
+import { EventName } from './events.js';
+import { defineRoutes } from './http.js';
+
+/** Body of `POST /webhook-endpoints`. */
+export const WebhookEndpointCreate = z
+  .strictObject({
+    url: z.url({ protocol: /^https?$/, message: 'must be an http:// or https:// URL' }).max(2000),
+    events: z.array(EventName).min(1).optional().openapi({ description: 'Only these events; omitted: every event' }),
+    plan_id: Id.optional().openapi({ description: "Only this plan's events" }),
+    description: z.string().max(500).optional(),
+  })
+  .openapi('WebhookEndpointCreate');
+export type WebhookEndpointCreate = z.infer<typeof WebhookEndpointCreate>;
+
+/** The signing secret is never part of it: it is shown once, in the answer to the create call. */
+export const WebhookEndpoint = z
+  .object({
+    id: Id,
+    url: z.string(),
+    events: z.array(EventName).nullable().openapi({ description: 'null: every event, including ones added later' }),
+    plan_id: Id.nullable(),
+    description: z.string().nullable(),
+    created_at: UnixSeconds,
+  })
+  .openapi('WebhookEndpoint');
+export type WebhookEndpoint = z.infer<typeof WebhookEndpoint>;
+
+export const WebhookEndpointCreated = WebhookEndpoint.extend({
+  secret: z.string().openapi({
+    description: 'Standard Webhooks signing secret (`whsec_<base64>`). Shown only in this answer: store it now.',
+  }),
+}).openapi('WebhookEndpointCreated');
+
+export const WebhookDeliveryStatus = z.enum(['pending', 'delivered', 'failed']).openapi('WebhookDeliveryStatus');
+
+export const WebhookDelivery = z
+  .object({
+    id: Id,
+    endpoint_id: Id,
+    event_id: Id.openapi({ description: 'Also the `webhook-id` header of every attempt' }),
+    event: EventName,
+    status: WebhookDeliveryStatus,
+    attempt_count: z.number().int().nonnegative(),
+    last_status_code: z.number().int().nullable(),
+    last_error: z.string().nullable(),
+    next_attempt_at: UnixSeconds.nullable(),
+    delivered_at: UnixSeconds.nullable(),
+    replay_of: Id.nullable().openapi({ description: 'The delivery this one replays' }),
+    created_at: UnixSeconds,
+  })
+  .openapi('WebhookDelivery');
+export type WebhookDelivery = z.infer<typeof WebhookDelivery>;
+
+export const DeliveryParams = z.strictObject({ id: Id, delivery_id: Id });
+
+/** The owner's outgoing webhooks, signed per Standard Webhooks, retried for 3 days, replayable. */
+export const notifierRoutes = defineRoutes([
+  {
+    id: 'webhook_endpoints.create', method: 'post', path: '/webhook-endpoints', auth: 'admin',
+    summary: 'Register a webhook endpoint; the answer carries its signing secret, shown only once',
+    body: WebhookEndpointCreate, response: WebhookEndpointCreated, status: 201, subject: 'notifier.webhook_endpoints.create',
+  },
+  {
+    id: 'webhook_endpoints.list', method: 'get', path: '/webhook-endpoints', auth: 'invoice',
+    summary: "List the wallet's webhook endpoints", query: PaginationQuery,
+    response: Paginated(WebhookEndpoint), subject: 'notifier.webhook_endpoints.list',
+  },
+  {
+    id: 'webhook_endpoints.get', method: 'get', path: '/webhook-endpoints/{id}', auth: 'invoice',
+    summary: 'Read a webhook endpoint (never its secret)', params: IdParams, response: WebhookEndpoint,
+    subject: 'notifier.webhook_endpoints.get',
+  },
+  {
+    id: 'webhook_endpoints.delete', method: 'delete', path: '/webhook-endpoints/{id}', auth: 'admin',
+    summary: 'Delete a webhook endpoint; its pending deliveries are abandoned', params: IdParams,
+    response: SuccessMessageResponse, subject: 'notifier.webhook_endpoints.delete',
+  },
+  {
+    id: 'webhook_deliveries.list', method: 'get', path: '/webhook-endpoints/{id}/deliveries', auth: 'invoice',
+    summary: "List an endpoint's deliveries, newest first", params: IdParams, query: PaginationQuery,
+    response: Paginated(WebhookDelivery), subject: 'notifier.webhook_deliveries.list',
+  },
+  {
+    id: 'webhook_deliveries.replay', method: 'post', path: '/webhook-endpoints/{id}/deliveries/{delivery_id}/replay', auth: 'admin',
+    summary: 'Send the event of a delivery again, as a new delivery with the same webhook-id', params: DeliveryParams,
+    response: WebhookDelivery, status: 201, subject: 'notifier.webhook_deliveries.replay',
+  },
+] as const);

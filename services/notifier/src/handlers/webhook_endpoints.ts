@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import type { PaginationQuery, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate } from '@sb/contracts';
+import { newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { checkWebhookUrl, UrlNotAllowed } from '../domain/ssrf.js';
+import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
+import type { DeliveryRecord } from '../store/deliveries.repo.js';
+import type { EndpointRecord } from '../store/endpoints.repo.js';
+
+const ENDPOINT_ID_PREFIX = 'whe_';
+
+/** The resource as the API shows it: never the secret. */
+const toEndpoint = (r: EndpointRecord): WebhookEndpoint => ({
+  id: r.id, url: r.url, events: r.events, plan_id: r.plan_id, description: r.description, created_at: r.created_at,
+});
+
+const toDelivery = (r: DeliveryRecord): WebhookDelivery => ({
+  id: r.id, endpoint_id: r.endpoint_id, event_id: r.event_id, event: r.event, status: r.status, attempt_count: r.attempt_count,
+  last_status_code: r.last_status_code, last_error: r.last_error, next_attempt_at: r.next_attempt_at, delivered_at: r.delivered_at,
+  replay_of: r.replay_of, created_at: r.created_at,
+});
+
+async function ownEndpoint(d: Deps, walletId: string, id: string): Promise<EndpointRecord> {
+  const ep = await d.endpoints.get(d.db, walletId, id);
+  if (!ep) throw notFound('Webhook endpoint');
+  return ep;
+}
+
+export const webhookEndpointHandlers = (d: Deps): Handler[] => [
+  routeHandler('webhook_endpoints.create', async (req) => {
+    const body = req.body as WebhookEndpointCreate;
+    try {
+      await checkWebhookUrl(body.url, d.addresses);
+    } catch (err) {
+      if (err instanceof UrlNotAllowed) throw unprocessable(['body', 'url'], `url ${err.message}`);
+      throw err;
+    }
+    // Standard Webhooks: whsec_ + base64 of the HMAC key; 24 random bytes = 192 bits.
+    const secret = `whsec_${randomBytes(24).toString('base64')}`;
+    const nowMs = d.clock.nowMs();
+    const record: EndpointRecord = {
+      id: newId(ENDPOINT_ID_PREFIX, nowMs),
+      wallet_id: walletOf(req),
+      url: body.url,
+      events: body.events ? [...new Set(body.events)] : null,
+      plan_id: body.plan_id ?? null,
+      description: body.description ?? null,
+      secret_sealed: d.secrets.seal(secret),
+      created_at: Math.floor(nowMs / 1000),
+    };
+    await d.endpoints.insert(d.db, record);
+    return { ...toEndpoint(record), secret };
+  }),
+
+  routeHandler('webhook_endpoints.list', async (req) => {
+    const { limit, offset } = req.query as PaginationQuery;
+    const page = await d.endpoints.list(d.db, walletOf(req), limit, offset);
+    return { ...page, items: page.items.map(toEndpoint) };
+  }),
+
+  routeHandler('webhook_endpoints.get', async (req) => toEndpoint(await ownEndpoint(d, walletOf(req), req.params.id))),
+
+  routeHandler('webhook_endpoints.delete', async (req) => {
+    const deleted = await d.db.tx((tx) => d.endpoints.delete(tx, walletOf(req), req.params.id, unixSeconds(d.clock)));
+    if (!deleted) throw notFound('Webhook endpoint');
+    return { success: true, message: 'Webhook endpoint deleted' };
+  }),
+
+  routeHandler('webhook_deliveries.list', async (req) => {
+    const ep = await ownEndpoint(d, walletOf(req), req.params.id);
+    const { limit, offset } = req.query as PaginationQuery;
+    const page = await d.deliveries.list(d.db, ep.id, limit, offset);
+    return { ...page, items: page.items.map(toDelivery) };
+  }),
+
+  routeHandler('webhook_deliveries.replay', async (req) => {
+    const ep = await ownEndpoint(d, walletOf(req), req.params.id);
+    const original = await d.deliveries.get(d.db, ep.id, req.params.delivery_id);
+    if (!original) throw notFound('Webhook delivery');
+    const nowMs = d.clock.nowMs();
+    const id = newId(DELIVERY_ID_PREFIX, nowMs);
+    // The same body and event id: receivers that dedupe on webhook-id see the replay as the same event.
+    await d.deliveries.record(d.db, {
+      id, endpoint_id: ep.id, wallet_id: original.wallet_id, event_id: original.event_id, event: original.event, body: original.body,
+      now: Math.floor(nowMs / 1000), replay_of: original.id,
+    });
+    return toDelivery((await d.deliveries.get(d.db, ep.id, id))!);
+  }),
+];

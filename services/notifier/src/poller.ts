@@ -1,0 +1,42 @@
+import type { Logger } from '@sb/runtime';
+
+/**
+ * Runs `tick` every `intervalMs`, never two at once, until stopped; a tick that did a full batch runs
+ * again at once so a backlog drains without waiting.
+ */
+export class Poller {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopped = false;
+
+  constructor(
+    private readonly name: string,
+    private readonly intervalMs: number,
+    private readonly tick: () => Promise<boolean>,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (!this.stopped) this.timer = setTimeout(() => (this.running = this.run()), this.intervalMs);
+  }
+
+  private async run(): Promise<void> {
+    try {
+      while (!this.stopped && (await this.tick()));
+    } catch (err) {
+      this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
+    } finally {
+      this.schedule();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+}

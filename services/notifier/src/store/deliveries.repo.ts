@@ -1,0 +1,86 @@
+import type { Paginated, WebhookDelivery } from '@sb/contracts';
+import type { Queryable } from '@sb/runtime';
+
+export interface DeliveryRecord extends WebhookDelivery {
+  wallet_id: string;
+  body: string;
+  first_attempt_at: number | null;
+}
+
+/** A due delivery with what sending it needs. */
+export interface ClaimedDelivery extends DeliveryRecord {
+  url: string;
+  secret_sealed: string;
+}
+
+export interface AttemptOutcome {
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
+  delivered: boolean;
+}
+
+const COLS = `id, endpoint_id, wallet_id, event_id, event, body, replay_of, status, attempt_count, first_attempt_at,
+  next_attempt_at, last_status_code, last_error, delivered_at, created_at`;
+
+export class DeliveriesRepo {
+  constructor(private readonly schema: string) {}
+
+  /** One delivery per (endpoint, event): a redelivered event finds its row and adds nothing. */
+  async record(q: Queryable, r: { id: string; endpoint_id: string; wallet_id: string; event_id: string; event: string; body: string; now: number; replay_of?: string }): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `INSERT INTO ${this.schema}.deliveries (id, endpoint_id, wallet_id, event_id, event, body, replay_of, status, next_attempt_at, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8)
+       ON CONFLICT (endpoint_id, event_id) WHERE replay_of IS NULL DO NOTHING`,
+      [r.id, r.endpoint_id, r.wallet_id, r.event_id, r.event, r.body, r.replay_of ?? null, r.now],
+    );
+    return rowCount === 1;
+  }
+
+  async get(q: Queryable, endpointId: string, id: string): Promise<DeliveryRecord | undefined> {
+    const { rows } = await q.query<DeliveryRecord>(`SELECT ${COLS} FROM ${this.schema}.deliveries WHERE id = $1 AND endpoint_id = $2`, [id, endpointId]);
+    return rows[0];
+  }
+
+  async list(q: Queryable, endpointId: string, limit: number, offset: number): Promise<Paginated<DeliveryRecord>> {
+    const [page, count] = await Promise.all([
+      q.query<DeliveryRecord>(`SELECT ${COLS} FROM ${this.schema}.deliveries WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3`, [endpointId, limit, offset]),
+      q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.schema}.deliveries WHERE endpoint_id = $1`, [endpointId]),
+    ]);
+    return { items: page.rows, total: count.rows[0]?.n ?? 0, limit, offset };
+  }
+
+  /**
+   * Claims due deliveries for `leaseS` seconds: SKIP LOCKED lets replicas share the work, and the moved
+   * next_attempt_at keeps others off them while this one sends, without holding a transaction open over
+   * the HTTP call. A worker that dies mid-send leaves them due again when the lease ends.
+   */
+  async claimDue(q: Queryable, now: number, limit: number, leaseS: number): Promise<ClaimedDelivery[]> {
+    const { rows } = await q.query<ClaimedDelivery>(
+      `WITH due AS (
+         SELECT d.id FROM ${this.schema}.deliveries d JOIN ${this.schema}.endpoints e ON e.id = d.endpoint_id
+          WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND e.deleted_at IS NULL
+          ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
+       UPDATE ${this.schema}.deliveries d SET next_attempt_at = $1 + $3
+         FROM due, ${this.schema}.endpoints e WHERE d.id = due.id AND e.id = d.endpoint_id
+       RETURNING ${COLS.split(',').map((c) => `d.${c.trim()}`).join(', ')}, e.url, e.secret_sealed`,
+      [now, limit, leaseS],
+    );
+    return rows;
+  }
+
+  /** Logs the attempt and moves the delivery on: delivered, retried at `next`, or failed for good. */
+  async finishAttempt(q: Queryable, d: ClaimedDelivery, o: AttemptOutcome, now: number, next: number | null): Promise<void> {
+    await q.query(`INSERT INTO ${this.schema}.delivery_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)`, [
+      d.id, now, o.status_code, o.error, o.duration_ms,
+    ]);
+    const status = o.delivered ? 'delivered' : next === null ? 'failed' : 'pending';
+    await q.query(
+      `UPDATE ${this.schema}.deliveries
+          SET attempt_count = attempt_count + 1, first_attempt_at = COALESCE(first_attempt_at, $2), status = $3,
+              next_attempt_at = $4, last_status_code = $5, last_error = $6, delivered_at = CASE WHEN $3 = 'delivered' THEN $2 ELSE NULL END
+        WHERE id = $1 AND status = 'pending'`,
+      [d.id, now, status, status === 'pending' ? next : null, o.status_code, o.error],
+    );
+  }
+}

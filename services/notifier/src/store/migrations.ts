@@ -1,0 +1,80 @@
+import { outboxTableSql, type Migration } from '@sb/runtime';
+
+/** Numbered, append-only: a released migration is never edited. */
+export const migrations: Migration[] = [
+  {
+    id: 1,
+    name: 'webhook endpoints, deliveries, attempts, subscriber e-mails',
+    sql: `
+CREATE TABLE endpoints (
+  id TEXT PRIMARY KEY,
+  wallet_id TEXT NOT NULL,
+  url TEXT NOT NULL,
+  -- NULL: every event, also ones added later
+  events TEXT[],
+  plan_id TEXT,
+  description TEXT,
+  -- AES-256-GCM with SECRETS_KEY: it has to be opened again for every signature
+  secret_sealed TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  -- soft delete: the delivery log of a deleted endpoint stays readable in the database
+  deleted_at BIGINT
+);
+CREATE INDEX endpoints_wallet ON endpoints (wallet_id, id DESC) WHERE deleted_at IS NULL;
+
+CREATE TABLE deliveries (
+  id TEXT PRIMARY KEY,
+  endpoint_id TEXT NOT NULL REFERENCES endpoints (id),
+  wallet_id TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  event TEXT NOT NULL,
+  -- the exact WebhookEvent sent, so a retry or replay signs the same bytes
+  body TEXT NOT NULL,
+  replay_of TEXT REFERENCES deliveries (id),
+  status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempt_count INT NOT NULL DEFAULT 0,
+  first_attempt_at BIGINT,
+  next_attempt_at BIGINT,
+  last_status_code INT,
+  last_error TEXT,
+  delivered_at BIGINT,
+  created_at BIGINT NOT NULL
+);
+-- a redelivered event never makes a second delivery; replays are deliveries of their own
+CREATE UNIQUE INDEX deliveries_once ON deliveries (endpoint_id, event_id) WHERE replay_of IS NULL;
+CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX deliveries_endpoint ON deliveries (endpoint_id, id DESC);
+
+CREATE TABLE delivery_attempts (
+  id BIGSERIAL PRIMARY KEY,
+  delivery_id TEXT NOT NULL REFERENCES deliveries (id),
+  attempted_at BIGINT NOT NULL,
+  status_code INT,
+  error TEXT,
+  duration_ms INT NOT NULL
+);
+CREATE INDEX delivery_attempts_delivery ON delivery_attempts (delivery_id, id);
+
+-- one e-mail per (event, recipient), whatever the number of times the event is delivered to us
+CREATE TABLE emails (
+  event_id TEXT NOT NULL,
+  recipient TEXT NOT NULL,
+  wallet_id TEXT NOT NULL,
+  event TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  body TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'failed')),
+  attempt_count INT NOT NULL DEFAULT 0,
+  next_attempt_at BIGINT NOT NULL,
+  last_error TEXT,
+  sent_at BIGINT,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (event_id, recipient)
+);
+CREATE INDEX emails_due ON emails (next_attempt_at) WHERE status = 'pending';
+
+-- the runtime relays every service's outbox; the notifier emits no events of its own yet
+${outboxTableSql}
+`,
+  },
+];

@@ -1,0 +1,127 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EventEnvelope } from '@sb/contracts';
+import { subscriberMail } from '../src/domain/email.js';
+import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
+import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '../src/domain/ssrf.js';
+import { sendWebhook } from '../src/webhook-sender.js';
+
+describe('SSRF address check', () => {
+  it('refuses loopback, private, link-local, unique-local and mapped addresses; passes public ones', () => {
+    for (const a of ['127.0.0.1', '127.8.9.10', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1',
+      '0.0.0.0', '224.0.0.1', '::1', '::', 'fe80::1', 'fd12:3456::1', 'fc00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a00:1', 'not an ip']) {
+      expect(isPrivateAddress(a), a).toBe(true);
+    }
+    for (const a of ['8.8.8.8', '1.1.1.1', '172.32.0.1', '93.184.216.34', '2606:4700:4700::1111', '2001:4860:4860::8888', '::ffff:8.8.8.8']) {
+      expect(isPrivateAddress(a), a).toBe(false);
+    }
+  });
+
+  const off = { allowPrivate: false };
+  const dns = (answers: Record<string, string[]>) => async (host: string) => {
+    const a = answers[host];
+    if (!a) throw new Error('ENOTFOUND');
+    return a;
+  };
+
+  it('checks the literal host and every DNS answer, unless private addresses are allowed', async () => {
+    const resolve = dns({ 'hooks.example.com': ['93.184.216.34'], 'sneaky.example.com': ['93.184.216.34', '10.0.0.7'] });
+    await expect(checkWebhookUrl('https://hooks.example.com/x', off, resolve)).resolves.toBeUndefined();
+    await expect(checkWebhookUrl('http://8.8.8.8/x', off, resolve)).resolves.toBeUndefined();
+    await expect(checkWebhookUrl('http://127.0.0.1:8080/x', off, resolve)).rejects.toThrow(/private, loopback or link-local address \(127\.0\.0\.1\)/);
+    await expect(checkWebhookUrl('http://[::1]/x', off, resolve)).rejects.toThrow(UrlNotAllowed);
+    await expect(checkWebhookUrl('http://169.254.169.254/latest/meta-data', off, resolve)).rejects.toThrow(UrlNotAllowed);
+    await expect(checkWebhookUrl('https://sneaky.example.com/', off, resolve)).rejects.toThrow(/10\.0\.0\.7/);
+    await expect(checkWebhookUrl('https://nowhere.example.com/', off, resolve)).rejects.toThrow(/does not resolve/);
+    await expect(checkWebhookUrl('ftp://hooks.example.com/', off, resolve)).rejects.toThrow(/http/);
+    // The real resolver: localhost is loopback on every machine.
+    await expect(checkWebhookUrl('http://localhost:9/x', off)).rejects.toThrow(/127\.0\.0\.1|::1/);
+    await expect(checkWebhookUrl('http://127.0.0.1:8080/x', { allowPrivate: true }, resolve)).resolves.toBeUndefined();
+  });
+
+  it('the lookup used for connecting refuses a name that resolves to a private address', async () => {
+    const err = await new Promise<Error | null>((r) => guardedLookup(off)('localhost', { family: 0 }, (e) => r(e)));
+    expect(err).toBeInstanceOf(UrlNotAllowed);
+    const ok = await new Promise<string>((r, j) => guardedLookup({ allowPrivate: true })('localhost', { family: 0 }, (e, a) => (e ? j(e) : r(a as string))));
+    expect(isPrivateAddress(ok)).toBe(true);
+  });
+});
+
+describe('webhook sender', () => {
+  let server: Server;
+  let port: number;
+  const got: { headers: Record<string, string>; body: string }[] = [];
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        got.push({ headers: req.headers as Record<string, string>, body });
+        res.writeHead(req.url === '/fail' ? 500 : 204).end(req.url === '/fail' ? 'boom' : undefined);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  const secret = `whsec_${Buffer.from('0123456789abcdef01234567').toString('base64')}`;
+  const body = JSON.stringify({ event: 'subscription.created', timestamp: 1700000000, data: { plan_id: 'plan_1', plan_name: 'P' } });
+
+  it('signs per Standard Webhooks; a refused address is never contacted', async () => {
+    const ok = await sendWebhook({ url: `http://localhost:${port}/ok`, secret, eventId: 'evt_1', body }, { policy: { allowPrivate: true }, timeoutMs: 2000 });
+    expect(ok).toMatchObject({ delivered: true, status_code: 204, error: null });
+    const h = got.at(-1)!;
+    expect(h.headers['webhook-id']).toBe('evt_1');
+    expect(h.body).toBe(body);
+    expect(new Webhook(secret).verify(h.body, h.headers)).toEqual(JSON.parse(body));
+    // Another secret does not verify: the signature really depends on it.
+    expect(() => new Webhook(`whsec_${Buffer.from('another-secret-of-24byte').toString('base64')}`).verify(h.body, h.headers)).toThrow();
+
+    const failed = await sendWebhook({ url: `http://127.0.0.1:${port}/fail`, secret, eventId: 'evt_2', body }, { policy: { allowPrivate: true }, timeoutMs: 2000 });
+    expect(failed).toMatchObject({ delivered: false, status_code: 500, error: 'HTTP 500: boom' });
+
+    const before = got.length;
+    for (const url of [`http://127.0.0.1:${port}/ok`, `http://localhost:${port}/ok`]) {
+      const refused = await sendWebhook({ url, secret, eventId: 'evt_3', body }, { policy: { allowPrivate: false }, timeoutMs: 2000 });
+      expect(refused).toMatchObject({ delivered: false, status_code: null });
+      expect(refused.error).toMatch(/^URL not allowed/);
+    }
+    expect(got.length).toBe(before);
+  });
+});
+
+describe('retry schedule', () => {
+  it('backs off, pulls the last try in to the 3-day deadline, then gives up', () => {
+    const t0 = 1_000_000;
+    expect(nextAttemptAt(1, t0, t0)).toBe(t0 + 30);
+    expect(nextAttemptAt(2, t0, t0 + 30)).toBe(t0 + 150);
+    expect(nextAttemptAt(3, t0, t0 + 150)).toBe(t0 + 750);
+    expect(nextAttemptAt(20, t0, t0 + 100)).toBe(t0 + 100 + 86_400);
+    expect(nextAttemptAt(8, t0, t0 + GIVE_UP_AFTER_S - 10)).toBe(t0 + GIVE_UP_AFTER_S);
+    expect(nextAttemptAt(9, t0, t0 + GIVE_UP_AFTER_S)).toBeNull();
+  });
+});
+
+describe('subscriber e-mail', () => {
+  const ev = (event: EventEnvelope['event'], data: Record<string, unknown>): EventEnvelope => ({
+    id: 'evt_x', wallet_id: 'wal_x', event, timestamp: 1_700_000_000, data: { plan_id: 'plan_1', plan_name: 'Gold', subscription_id: 'sub_1', ...data },
+  });
+
+  it('cancellations always; reminders and confirmations only when the event says the subscriber wants them', () => {
+    expect(subscriberMail(ev('subscription.cancelled', { subscriber_email: 'a@example.com' }))).toMatchObject({ to: 'a@example.com', subject: 'Your subscription to Gold was cancelled' });
+    expect(subscriberMail(ev('subscription.cancelled', {}))).toBeNull();
+    const reminder = subscriberMail(ev('renewal.reminder', { subscriber_email: 'a@example.com', notify_subscriber: true, payment_request: 'lnbc10n1xyz', due_at: 1_700_086_400, amount_sats: 1000 }));
+    expect(reminder?.text).toContain('lightning:lnbc10n1xyz');
+    expect(reminder?.text).toContain('1000 sats');
+    expect(reminder?.text).toContain('2023-11-15 22:13 UTC');
+    expect(subscriberMail(ev('renewal.reminder', { subscriber_email: 'a@example.com', notify_subscriber: false, payment_request: 'lnbc' }))).toBeNull();
+    expect(subscriberMail(ev('renewal.reminder', { subscriber_email: 'a@example.com', notify_subscriber: true, checkout_url: 'https://pay.example/c' }))?.text).toContain('https://pay.example/c');
+    expect(subscriberMail(ev('subscription.activated', { subscriber_email: 'a@example.com' }))).toBeNull();
+    expect(subscriberMail(ev('subscription.activated', { subscriber_email: 'a@example.com', receive_confirmations: true }))?.subject).toBe('Your subscription to Gold is active');
+    expect(subscriberMail(ev('subscription.trial_ending', { subscriber_email: 'a@example.com', notify_subscriber: true, trial_end: 1_700_000_000 }))?.subject).toBe('Your free trial of Gold is ending');
+    expect(subscriberMail(ev('subscription.paused', { subscriber_email: 'a@example.com' }))).toBeNull();
+  });
+});

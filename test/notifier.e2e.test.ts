@@ -1,0 +1,372 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import pg from 'pg';
+import { SMTPServer } from 'smtp-server';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox } from '@sb/runtime';
+import { startService } from '../scripts/stack.mjs';
+import { client, until } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * Outgoing webhooks and subscriber e-mail through the whole system: events emitted by billing reach a
+ * local HTTP receiver that verifies every Standard Webhooks signature, and a local SMTP server.
+ */
+
+interface Hit { path: string; headers: IncomingHttpHeaders; body: string; verified: boolean }
+interface Mail { to: string[]; subject: string; text: string }
+
+let stack: Stack;
+let db: pg.Client;
+let receiver: Server;
+let receiverUrl: string;
+let smtp: SMTPServer;
+const hits: Hit[] = [];
+const mails: Mail[] = [];
+/** Per receiver path: the statuses to answer, in order; then 200. */
+const scripts: Record<string, number[]> = {};
+const secrets: Record<string, string> = {};
+
+function startReceiver(): Promise<void> {
+  receiver = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (body += c));
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      let verified = false;
+      try {
+        new Webhook(secrets[path] ?? 'whsec_AAAA').verify(body, req.headers as Record<string, string>);
+        verified = true;
+      } catch {
+        /* recorded as unverified */
+      }
+      hits.push({ path, headers: req.headers, body, verified });
+      const status = scripts[path]?.shift() ?? (path.startsWith('/dead') ? 503 : verified ? 200 : 400);
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(status === 200 ? 'ok' : `nope ${status}`);
+    });
+  });
+  return new Promise((r) => receiver.listen(0, '127.0.0.1', () => {
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    r();
+  }));
+}
+
+/** Just enough MIME to read what nodemailer sends: headers, then a 7bit, quoted-printable or base64 text body. */
+function parseMail(raw: string, to: string[]): Mail {
+  const split = raw.indexOf('\r\n\r\n');
+  const head = raw.slice(0, split).replace(/\r\n[ \t]+/g, ' ');
+  const header = (name: string) => new RegExp(`^${name}: (.*)$`, 'im').exec(head)?.[1]?.trim() ?? '';
+  let text = raw.slice(split + 4);
+  const cte = header('Content-Transfer-Encoding').toLowerCase();
+  if (cte === 'quoted-printable') text = text.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+  if (cte === 'base64') text = Buffer.from(text, 'base64').toString('utf8');
+  return { to, subject: header('Subject'), text: text.replace(/\r\n/g, '\n') };
+}
+
+function startSmtp(): Promise<number> {
+  smtp = new SMTPServer({
+    disabledCommands: ['STARTTLS'],
+    allowInsecureAuth: true,
+    onAuth(auth, _session, cb) {
+      if (auth.username === 'mailer' && auth.password === 'mail-pass') cb(null, { user: 'mailer' });
+      else cb(new Error('Invalid username or password'));
+    },
+    onData(stream, session, cb) {
+      let raw = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (c: string) => (raw += c));
+      stream.on('end', () => {
+        mails.push(parseMail(raw, session.envelope.rcptTo.map((r) => r.address)));
+        cb();
+      });
+    },
+  });
+  return new Promise((r) => smtp.listen(0, '127.0.0.1', () => r((smtp.server.address() as AddressInfo).port)));
+}
+
+beforeAll(async () => {
+  await startReceiver();
+  const smtpPort = await startSmtp();
+  stack = await startStack({
+    wallets: 2,
+    env: {
+      WEBHOOK_ALLOW_PRIVATE: '1',
+      SMTP_URL: `smtp://mailer:mail-pass@127.0.0.1:${smtpPort}`,
+      MAIL_FROM: 'Billing <billing@example.com>',
+      NOTIFIER_POLL_INTERVAL_MS: '150',
+      WEBHOOK_TIMEOUT_MS: '3000',
+    },
+  });
+  db = new pg.Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  await db?.end();
+  await stack?.stop();
+  await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
+  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+});
+
+const admin = () => client(stack.api, stack.wallets[0]!.admin_key);
+const reader = () => client(stack.api, stack.wallets[0]!.invoice_key);
+const rows = async (sql: string, params: unknown[] = []) => (await db.query(sql, params)).rows;
+
+async function register(path: string, extra: Record<string, unknown> = {}) {
+  const res = await admin().post('/webhook-endpoints', { url: `${receiverUrl}${path}`, ...extra });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  secrets[path] = res.body.secret;
+  return res.body as { id: string; secret: string; url: string };
+}
+
+async function plan(name: string, trialDays = 7) {
+  const res = await admin().post('/plans', { name, amount_sats: 1000, interval: 'weekly', trial_days: trialDays });
+  expect(res.status).toBe(201);
+  return res.body as { id: string };
+}
+
+async function subscribe(planId: string, email: string): Promise<string> {
+  const res = await client(stack.api).post('/public/subscribe', { plan_id: planId, payment_method: 'lightning', email });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body.subscription_id;
+}
+
+async function eventId(event: string, subscriptionId: string): Promise<string> {
+  const found = await until(
+    () => rows(`SELECT event_id FROM billing.outbox WHERE payload->>'event' = $1 AND payload->'data'->>'subscription_id' = $2`, [event, subscriptionId]),
+    (r) => r.length > 0,
+  );
+  expect(found).toHaveLength(1);
+  return found[0].event_id;
+}
+
+const hitsFor = (path: string, id: string) => hits.filter((h) => h.path === path && h.headers['webhook-id'] === id);
+const attemptsOf = (deliveryId: string) => rows('SELECT status_code, error, attempted_at, duration_ms FROM notifier.delivery_attempts WHERE delivery_id = $1 ORDER BY id', [deliveryId]);
+const deliveryOf = async (endpointId: string, evt: string) =>
+  (await rows('SELECT * FROM notifier.deliveries WHERE endpoint_id = $1 AND event_id = $2 AND replay_of IS NULL', [endpointId, evt]))[0];
+const advance = async (seconds: number) => expect((await admin().post('/dev/clock', { advance_seconds: seconds })).status).toBe(200);
+
+let all: { id: string };
+let cancelledOnly: { id: string };
+let planBOnly: { id: string };
+let subA: string;
+let createdA: string;
+
+describe('owner webhook endpoints', () => {
+  it('registration shows the secret once; it is stored sealed; reads never show it; bad input is 422, invoice key 403', async () => {
+    all = await register('/all', { description: 'everything' });
+    expect(all.secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
+    expect(Buffer.from(all.secret.slice(6), 'base64')).toHaveLength(24);
+
+    const one = await reader().get(`/webhook-endpoints/${all.id}`);
+    expect(one.status).toBe(200);
+    expect(one.body).toEqual({ id: all.id, url: `${receiverUrl}/all`, events: null, plan_id: null, description: 'everything', created_at: expect.any(Number) });
+    const list = await reader().get('/webhook-endpoints?limit=1');
+    expect(list.status).toBe(200);
+    expect(list.body).toMatchObject({ total: 1, limit: 1, offset: 0 });
+    expect(JSON.stringify(list.body)).not.toContain(all.secret.slice(6));
+    expect((await reader().get('/webhook-endpoints?limit=0')).status).toBe(422);
+
+    const [stored] = await rows('SELECT secret_sealed FROM notifier.endpoints WHERE id = $1', [all.id]);
+    expect(stored.secret_sealed).not.toContain(all.secret.slice(6));
+    expect(new SecretBox(stack.env.SECRETS_KEY!).open(stored.secret_sealed)).toBe(all.secret);
+
+    expect((await reader().post('/webhook-endpoints', { url: `${receiverUrl}/x` })).status).toBe(403);
+    const ftp = await admin().post('/webhook-endpoints', { url: 'ftp://example.com/hook' });
+    expect(ftp.status).toBe(422);
+    expect(ftp.body.detail[0].loc).toEqual(['body', 'url']);
+    expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, events: ['no.such_event'] })).status).toBe(422);
+    expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, secret: 'mine' })).status).toBe(422);
+  });
+
+  it('a subscription reaches the endpoint signed and verifiable, webhook-id = event id; event and plan filters hold', async () => {
+    const planA = await plan('Plan A');
+    const planB = await plan('Plan B');
+    cancelledOnly = await register('/cancelled-only', { events: ['subscription.cancelled'] });
+    planBOnly = await register('/plan-b', { plan_id: planB.id });
+
+    subA = await subscribe(planA.id, 'alice@example.com');
+    createdA = await eventId('subscription.created', subA);
+    const got = await until(async () => hitsFor('/all', createdA), (h) => h.length > 0);
+    expect(got).toHaveLength(1);
+    expect(got[0]!.verified).toBe(true);
+    const body = JSON.parse(got[0]!.body);
+    expect(Object.keys(body).sort()).toEqual(['data', 'event', 'timestamp']);
+    expect(body).toMatchObject({ event: 'subscription.created', data: { subscription_id: subA, plan_id: planA.id, subscriber_email: 'alice@example.com' } });
+    // Forged: the receiver's check really depends on the secret.
+    expect(() => new Webhook(cancelledOnly.secret).verify(got[0]!.body, got[0]!.headers as Record<string, string>)).toThrow();
+
+    const delivered = await until(async () => (await reader().get(`/webhook-endpoints/${all.id}/deliveries`)).body, (b) => b.items?.[0]?.status === 'delivered');
+    expect(delivered.items[0]).toMatchObject({ event_id: createdA, event: 'subscription.created', attempt_count: 1, status: 'delivered', last_status_code: 200, last_error: null, next_attempt_at: null });
+
+    const subB = await subscribe(planB.id, 'bob@example.com');
+    const createdB = await eventId('subscription.created', subB);
+    await until(async () => hitsFor('/plan-b', createdB), (h) => h.length > 0);
+    expect(await admin().post(`/subscriptions/${subA}/cancel`, { immediate: true }).then((r) => r.status)).toBe(200);
+    const cancelA = await eventId('subscription.cancelled', subA);
+    await until(async () => hitsFor('/cancelled-only', cancelA), (h) => h.length > 0);
+
+    // Each event's deliveries are recorded together: exactly the endpoints whose filters match.
+    const endpointsOf = async (evt: string) => (await rows('SELECT endpoint_id FROM notifier.deliveries WHERE event_id = $1 ORDER BY endpoint_id', [evt])).map((r) => r.endpoint_id);
+    expect(await endpointsOf(createdA)).toEqual([all.id]);
+    expect(await endpointsOf(createdB)).toEqual([all.id, planBOnly.id].sort());
+    expect(await endpointsOf(cancelA)).toEqual([all.id, cancelledOnly.id].sort());
+    expect(hits.filter((h) => h.path === '/plan-b').every((h) => JSON.parse(h.body).data.plan_id === planB.id)).toBe(true);
+    expect(hits.filter((h) => h.path === '/cancelled-only').every((h) => JSON.parse(h.body).event === 'subscription.cancelled')).toBe(true);
+    expect(hits.every((h) => h.verified)).toBe(true);
+  });
+
+  it('a receiver answering 500 twice then 200: three attempts logged, delivered (dev clock moved past the backoff)', async () => {
+    const p = await plan('Flaky plan');
+    const ep = await register('/flaky', { plan_id: p.id, events: ['subscription.created'] });
+    scripts['/flaky'] = [500, 500];
+    const sub = await subscribe(p.id, 'flaky@example.com');
+    const evt = await eventId('subscription.created', sub);
+    const first = await until(() => deliveryOf(ep.id, evt), (d) => d?.attempt_count === 1 && d.next_attempt_at !== null && d.next_attempt_at - d.first_attempt_at < 60);
+    expect(first).toMatchObject({ status: 'pending', last_status_code: 500 });
+    expect(first.next_attempt_at - first.first_attempt_at).toBe(30);
+    // Nothing is retried before its time.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(await attemptsOf(first.id)).toHaveLength(1);
+
+    await advance(60);
+    const second = await until(() => deliveryOf(ep.id, evt), (d) => d.attempt_count === 2 && d.next_attempt_at - d.first_attempt_at < 600);
+    expect(second.status).toBe('pending');
+    await advance(180);
+    const third = await until(() => deliveryOf(ep.id, evt), (d) => d.status === 'delivered');
+    expect(third).toMatchObject({ attempt_count: 3, last_status_code: 200, next_attempt_at: null });
+    const attempts = await attemptsOf(first.id);
+    expect(attempts.map((a) => a.status_code)).toEqual([500, 500, 200]);
+    expect(attempts[0].error).toBe('HTTP 500: nope 500');
+    expect(attempts[2].error).toBeNull();
+    expect(attempts.every((a) => Number.isInteger(a.duration_ms) && a.duration_ms >= 0)).toBe(true);
+    const received = hitsFor('/flaky', evt);
+    expect(received).toHaveLength(3);
+    expect(received.every((h) => h.verified)).toBe(true);
+  });
+
+  it('a receiver always failing: retried from durable storage until 3 days after the first attempt, then failed', async () => {
+    const p = await plan('Dead plan');
+    const ep = await register('/dead', { plan_id: p.id, events: ['subscription.created'] });
+    const sub = await subscribe(p.id, 'dead@example.com');
+    const evt = await eventId('subscription.created', sub);
+    let d = await until(() => deliveryOf(ep.id, evt), (x) => x?.attempt_count === 1 && x.next_attempt_at - x.first_attempt_at < 60);
+    for (let day = 0; day < 5 && d.status === 'pending'; day++) {
+      const before: number = d.attempt_count;
+      await advance(86_400);
+      d = await until(() => deliveryOf(ep.id, evt), (x) => x.attempt_count > before);
+    }
+    expect(d.status).toBe('failed');
+    expect(d.next_attempt_at).toBeNull();
+    expect(d.last_status_code).toBe(503);
+    const attempts = await attemptsOf(d.id);
+    expect(attempts.length).toBe(d.attempt_count);
+    expect(attempts.at(-1)!.attempted_at - attempts[0]!.attempted_at).toBeGreaterThanOrEqual(3 * 86_400);
+    // One more day: a failed delivery is not tried again.
+    await advance(86_400);
+    await new Promise((r) => setTimeout(r, 800));
+    expect(await attemptsOf(d.id)).toHaveLength(attempts.length);
+    expect((await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items[0]).toMatchObject({ status: 'failed', attempt_count: attempts.length, last_status_code: 503 });
+  });
+
+  it('replay sends the same event again as a new delivery with the same webhook-id', async () => {
+    const original = await deliveryOf(all.id, createdA);
+    const before = hitsFor('/all', createdA).length;
+    const res = await admin().post(`/webhook-endpoints/${all.id}/deliveries/${original.id}/replay`);
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ event_id: createdA, event: 'subscription.created', replay_of: original.id, status: 'pending', attempt_count: 0 });
+    expect(res.body.id).not.toBe(original.id);
+    const got = await until(async () => hitsFor('/all', createdA), (h) => h.length > before);
+    expect(got).toHaveLength(before + 1);
+    expect(got.at(-1)!.body).toBe(got[0]!.body);
+    expect(got.at(-1)!.verified).toBe(true);
+    const list = await until(async () => (await reader().get(`/webhook-endpoints/${all.id}/deliveries?limit=200`)).body, (b) => b.items.find((i: { id: string }) => i.id === res.body.id)?.status === 'delivered');
+    expect(list.items[0].id).toBe(res.body.id); // newest first
+    expect((await reader().post(`/webhook-endpoints/${all.id}/deliveries/${original.id}/replay`)).status).toBe(403);
+    expect((await admin().post(`/webhook-endpoints/${all.id}/deliveries/whd_nope/replay`)).status).toBe(404);
+  });
+
+  it("another wallet's endpoint is 404 everywhere; delete removes an endpoint", async () => {
+    const other = client(stack.api, stack.wallets[1]!.admin_key);
+    const original = await deliveryOf(all.id, createdA);
+    expect((await other.get(`/webhook-endpoints/${all.id}`)).status).toBe(404);
+    expect((await other.get(`/webhook-endpoints/${all.id}/deliveries`)).status).toBe(404);
+    expect((await other.post(`/webhook-endpoints/${all.id}/deliveries/${original.id}/replay`)).status).toBe(404);
+    expect((await other.del(`/webhook-endpoints/${all.id}`)).status).toBe(404);
+    expect((await other.get('/webhook-endpoints')).body.total).toBe(0);
+    expect((await reader().get(`/webhook-endpoints/${all.id}`)).status).toBe(200);
+
+    const doomed = await register('/doomed');
+    expect((await admin().del(`/webhook-endpoints/${doomed.id}`)).status).toBe(200);
+    expect((await reader().get(`/webhook-endpoints/${doomed.id}`)).status).toBe(404);
+    expect((await admin().del(`/webhook-endpoints/${doomed.id}`)).status).toBe(404);
+  });
+});
+
+describe('subscriber e-mail', () => {
+  const mailsTo = (to: string) => mails.filter((m) => m.to.includes(to));
+
+  it('the cancellation and the renewal reminder (with its pay link) reach the subscriber', async () => {
+    const cancelled = await until(async () => mailsTo('alice@example.com'), (m) => m.length > 0);
+    expect(cancelled).toHaveLength(1);
+    expect(cancelled[0]!.subject).toBe('Your subscription to Plan A was cancelled');
+    expect(cancelled[0]!.text).toContain(subA);
+
+    const p = await plan('Reminder plan', 2);
+    const sub = await subscribe(p.id, 'carol@example.com');
+    // Weekly: the renewal (and its reminder) is due one day before the trial ends.
+    await advance(86_400 + 120);
+    const reminderId = await eventId('renewal.reminder', sub);
+    const hook = await until(async () => hitsFor('/all', reminderId), (h) => h.length > 0);
+    const invoice: string = JSON.parse(hook[0]!.body).data.payment_request;
+    expect(invoice).toMatch(/^ln/);
+    const got = await until(async () => mailsTo('carol@example.com'), (m) => m.length >= 2);
+    const reminder = got.filter((m) => m.subject === 'Payment due for Reminder plan');
+    expect(reminder).toHaveLength(1);
+    expect(reminder[0]!.text).toContain(`lightning:${invoice}`);
+    expect(reminder[0]!.text).toContain('1000 sats');
+    expect(got.filter((m) => m.subject === 'Your free trial of Reminder plan is ending')).toHaveLength(1);
+    expect(await rows(`SELECT status, count(*)::int AS n FROM notifier.emails WHERE recipient = 'carol@example.com' GROUP BY status`)).toEqual([{ status: 'sent', n: 2 }]);
+  });
+
+  it('every event redelivered to a restarted notifier (private URLs refused there): no second webhook, no second e-mail', async () => {
+    const counts = async () => ({
+      deliveries: (await rows('SELECT count(*)::int AS n FROM notifier.deliveries'))[0].n,
+      emails: (await rows('SELECT count(*)::int AS n FROM notifier.emails'))[0].n,
+    });
+    const before = { hits: hits.length, mails: mails.length, ...(await counts()) };
+    const events: number = (await rows('SELECT count(*)::int AS n FROM billing.outbox'))[0].n;
+
+    await stack.services.notifier.stop();
+    // A new durable consumer starts from the first event in the stream: everything is delivered again.
+    const nc: NatsConnection = await connect({ servers: stack.natsUrl });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.consumers.delete('EVENTS', 'notifier');
+      const strict = await startService('notifier', { ...stack.env, WEBHOOK_ALLOW_PRIVATE: '0' });
+      try {
+        const refused = await admin().post('/webhook-endpoints', { url: `${receiverUrl}/nope` });
+        expect(refused.status).toBe(422);
+        expect(refused.body.detail[0].loc).toEqual(['body', 'url']);
+        expect(refused.body.detail[0].msg).toMatch(/^url .*127\.0\.0\.1/);
+        const localhost = await admin().post('/webhook-endpoints', { url: 'http://localhost:9/hook' });
+        expect(localhost.status).toBe(422);
+
+        const info = await until(() => jsm.consumers.info('EVENTS', 'notifier'), (i) => i.num_pending === 0 && i.num_ack_pending === 0 && i.delivered.stream_seq >= events);
+        expect(info.num_pending).toBe(0);
+        const replayed = strict.lines.filter((l) => l.includes('"event recorded"'));
+        expect(replayed.length).toBeGreaterThanOrEqual(events);
+        expect(replayed.every((l) => l.includes('"deliveries":0') && l.includes('"email":false'))).toBe(true);
+        await new Promise((r) => setTimeout(r, 1000));
+        expect({ hits: hits.length, mails: mails.length, ...(await counts()) }).toEqual(before);
+      } finally {
+        await strict.stop();
+      }
+    } finally {
+      await nc.close();
+    }
+  });
+});
