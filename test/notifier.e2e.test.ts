@@ -310,10 +310,12 @@ describe('subscriber e-mail', () => {
   const mailsTo = (to: string) => mails.filter((m) => m.to.includes(to));
 
   it('the cancellation and the renewal reminder (with its pay link) reach the subscriber', async () => {
-    const cancelled = await until(async () => mailsTo('alice@example.com'), (m) => m.length > 0);
+    const alice = await until(async () => mailsTo('alice@example.com'), (m) => m.some((x) => x.subject.includes('cancelled')));
+    const cancelled = alice.filter((m) => m.subject === 'Your subscription to Plan A was cancelled');
     expect(cancelled).toHaveLength(1);
-    expect(cancelled[0]!.subject).toBe('Your subscription to Plan A was cancelled');
     expect(cancelled[0]!.text).toContain(subA);
+    // Her trial's start was confirmed (confirmations are on by default).
+    expect(alice.filter((m) => m.subject === 'Your free trial of Plan A has started')).toHaveLength(1);
 
     const p = await plan('Reminder plan', 2);
     const sub = await subscribe(p.id, 'carol@example.com');
@@ -323,13 +325,28 @@ describe('subscriber e-mail', () => {
     const hook = await until(async () => hitsFor('/all', reminderId), (h) => h.length > 0);
     const invoice: string = JSON.parse(hook[0]!.body).data.payment_request;
     expect(invoice).toMatch(/^ln/);
-    const got = await until(async () => mailsTo('carol@example.com'), (m) => m.length >= 2);
+    const got = await until(async () => mailsTo('carol@example.com'), (m) => m.length >= 3);
     const reminder = got.filter((m) => m.subject === 'Payment due for Reminder plan');
     expect(reminder).toHaveLength(1);
     expect(reminder[0]!.text).toContain(`lightning:${invoice}`);
     expect(reminder[0]!.text).toContain('1000 sats');
     expect(got.filter((m) => m.subject === 'Your free trial of Reminder plan is ending')).toHaveLength(1);
-    expect(await rows(`SELECT status, count(*)::int AS n FROM notifier.emails WHERE recipient = 'carol@example.com' GROUP BY status`)).toEqual([{ status: 'sent', n: 2 }]);
+    expect(await rows(`SELECT status, count(*)::int AS n FROM notifier.emails WHERE recipient = 'carol@example.com' GROUP BY status`)).toEqual([{ status: 'sent', n: 3 }]);
+  });
+
+  it('a paid activation is confirmed to a subscriber who wants confirmations, and to no one else', async () => {
+    const paid = (await admin().post('/plans', { name: 'Paid plan', amount_sats: 1500, interval: 'monthly' })).body;
+    for (const [email, receive_confirmations] of [['dave@example.com', true], ['erin@example.com', false]] as const) {
+      const res = await client(stack.api).post('/public/subscribe', { plan_id: paid.id, payment_method: 'lightning', email, receive_confirmations });
+      expect(res.status).toBe(201);
+      expect((await client(stack.api).post(`/dev/payments/${res.body.payment_id}/pay`)).status).toBe(200);
+      await eventId('subscription.activated', res.body.subscription_id);
+    }
+    const dave = await until(async () => mailsTo('dave@example.com'), (m) => m.length > 0);
+    expect(dave.map((m) => m.subject)).toEqual(['Your subscription to Paid plan is active']);
+    expect(dave[0]!.text).toContain('1500 sats');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(mailsTo('erin@example.com')).toEqual([]);
   });
 
   it('every event redelivered to a restarted notifier (private URLs refused there): no second webhook, no second e-mail', async () => {

@@ -26,7 +26,8 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     const sub = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
     if (!sub) return { result: 'ignored' };
     const paidAt = p.paid_at ?? now;
-    const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats };
+    // Activation and renewal confirm the payment to the subscriber when they opted into confirmations.
+    const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats, notify_subscriber: sub.receive_confirmations };
     const move =
       p.purpose === 'checkout' && (sub.status === 'pending' || sub.status === 'expired')
         ? ({ type: 'first_payment', paid_at: paidAt } as const)

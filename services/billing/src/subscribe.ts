@@ -78,7 +78,10 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       throw err;
     }
     const saved = { ...row, version: 1 };
-    await emit(d, tx, saved, 'subscription.created', { payment_method: method, trial: plan.trial_days > 0 });
+    // A trial starts now: that is the subscriber's "subscription started" confirmation, if they want one.
+    await emit(d, tx, saved, 'subscription.created', {
+      payment_method: method, trial: plan.trial_days > 0, notify_subscriber: plan.trial_days > 0 && saved.receive_confirmations,
+    });
     return { sub: saved, subscriberCreated: created };
   });
   const manage_url = subscriberCreated ? manageUrl(d.publicBaseUrl, token) : null;

@@ -60,6 +60,10 @@ export function subscriberMail(e: EventEnvelope): Mail | null {
         `Your connected wallet failed to pay ${plan} several times in a row, so it was disconnected. Renewals will now come to you as payment requests by e-mail.`,
         str(d.last_error) && `The wallet's last answer: ${d.last_error}`,
       );
+    case 'subscription.created':
+      return d.trial === true
+        ? body(`Your free trial of ${plan} has started`, `Your free trial of ${plan} has started. We will remind you before it ends.`)
+        : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
       return body(`Your subscription to ${plan} is active`, `Your subscription to ${plan} is active${amount ? ` (${amount} per period)` : ''}. Thank you!`);
     case 'subscription.renewed':
