@@ -284,7 +284,9 @@ describe('renewals', () => {
 
     const disabled = await db.query(`SELECT payload FROM nwc.outbox WHERE payload->>'event' = 'nwc.wallet_disabled' AND payload->'data'->>'subscription_id' = $1`, [res.subscription_id]);
     expect(disabled.rows).toHaveLength(1);
-    expect(disabled.rows[0].payload.data).toMatchObject({ notify_subscriber: true, error_code: 'INSUFFICIENT_BALANCE', plan_name: 'Auto', wallet_pubkey: w.pubkey.slice(0, 8) });
+    expect(disabled.rows[0].payload.data).toMatchObject({
+      notify_subscriber: true, error_code: 'INSUFFICIENT_BALANCE', plan_name: 'Auto', wallet_pubkey: w.pubkey.slice(0, 8), subscriber_email: 'failing-nwc@example.com',
+    });
     const published = await until(() => db.query(`SELECT count(*)::int AS n FROM nwc.outbox WHERE published_at IS NOT NULL AND payload->>'event' = 'nwc.wallet_disabled'`), (r) => r.rows[0].n >= 1);
     expect(published.rows[0].n).toBeGreaterThanOrEqual(1);
 

@@ -34,6 +34,7 @@ export const subscribe = (d: Deps) =>
       plan_id: body.plan_id, plan_name: sub.plan_name, wallet_pubkey: conn.pubkey, relay_url: conn.relays[0]!, relays: conn.relays,
       secret_sealed: d.secrets.seal(conn.secret), encryption, max_amount_sats: body.max_amount_sats ?? null, is_active: true,
       last_used_at: null, last_error: null, last_error_code: null, consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
+      subscriber_email: body.email ?? null, subscriber_name: body.name ?? null,
     };
     await d.connections.insert(d.db, row);
     d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');

@@ -13,11 +13,13 @@ export interface ConnectionRow extends NWCConnection {
   encryption: Encryption;
   last_error_code: NWCErrorCode | null;
   disconnected_at: number | null;
+  subscriber_email: string | null;
+  subscriber_name: string | null;
 }
 
 const COLS = `id, wallet_id, subscriber_id, subscription_id, plan_id, plan_name, wallet_pubkey, relay_url, relays, secret_sealed,
   encryption, max_amount_sats, is_active, last_used_at, last_error, last_error_code, consecutive_failures, created_at, updated_at,
-  disconnected_at`;
+  disconnected_at, subscriber_email, subscriber_name`;
 const INSERTED = COLS.split(',').map((c) => c.trim());
 
 /** The contract's view of a row: never the secret. */

@@ -38,4 +38,12 @@ CREATE INDEX connections_by_subscriber ON connections (subscriber_id, created_at
 CREATE INDEX connections_by_subscription ON connections (subscription_id) WHERE is_active;
 ${outboxTableSql}`,
   },
+  {
+    id: 2,
+    name: 'the subscriber contact of a connection',
+    sql: `
+-- Where the subscriber hears that their wallet was disconnected after failing (nwc.wallet_disabled).
+ALTER TABLE connections ADD COLUMN subscriber_email TEXT;
+ALTER TABLE connections ADD COLUMN subscriber_name TEXT;`,
+  },
 ];
