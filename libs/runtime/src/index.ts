@@ -7,6 +7,7 @@ export * from './clock.js';
 export * from './db.js';
 export * from './bus.js';
 export * from './outbox.js';
+export * from './event-consumer.js';
 export * from './ops.js';
 export * from './nats.js';
 export * from './secrets.js';

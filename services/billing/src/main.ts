@@ -1,9 +1,10 @@
-import { BusClient, main, runService, SecretBox } from '@sb/runtime';
+import { eventSubject } from '@sb/contracts';
+import { BusClient, DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
 import { loadBillingConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { methodAvailability } from './domain/availability.js';
 import { allHandlers } from './handlers/index.js';
-import { PaymentEventsConsumer } from './payment-events.js';
+import { applyPaymentEvent } from './payment-events.js';
 import { Scheduler } from './scheduler.js';
 import { migrations } from './store/migrations.js';
 import { PlansRepo } from './store/plans.repo.js';
@@ -31,7 +32,10 @@ main('billing', () =>
       };
       await deps.bus.connect();
       const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS);
-      const paymentEvents = new PaymentEventsConsumer(deps, nc);
+      // Each paid payment, applied to its subscription once.
+      const paymentEvents = new DurableEventConsumer(nc, {
+        durable: 'billing-payments', filterSubject: eventSubject('payment.received'), handle: (e) => applyPaymentEvent(deps, e), log,
+      });
       return {
         handlers: allHandlers(deps, scheduler),
         async start() {

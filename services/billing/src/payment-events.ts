@@ -1,10 +1,7 @@
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
-import { EVENTS_STREAM, EventEnvelope, PaymentEventData, eventSubject, messages } from '@sb/contracts';
-import { callMessage, ensureEventsStream, unixSeconds, type NatsConnection } from '@sb/runtime';
+import { PaymentEventData, messages, type EventEnvelope } from '@sb/contracts';
+import { callMessage, unixSeconds } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { applyTransition } from './transitions.js';
-
-const DURABLE = 'billing-payments';
 
 /**
  * Applies each paid payment to its subscription exactly once: the payment id is recorded in
@@ -57,49 +54,4 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: envelope.wallet_id, subscription_id: p.subscription_id, payment_id: outcome.withdraw });
   }
   return outcome.result;
-}
-
-export class PaymentEventsConsumer {
-  private messages?: ConsumerMessages;
-  private done?: Promise<void>;
-
-  constructor(
-    private readonly d: Deps,
-    private readonly nc: NatsConnection,
-  ) {}
-
-  async start(): Promise<void> {
-    await ensureEventsStream(this.nc);
-    const jsm = await jetstreamManager(this.nc);
-    await jsm.consumers
-      .add(EVENTS_STREAM, {
-        durable_name: DURABLE,
-        filter_subject: eventSubject('payment.received'),
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: 30_000_000_000,
-      })
-      .catch(async (err) => {
-        if (!(await jsm.consumers.info(EVENTS_STREAM, DURABLE).catch(() => null))) throw err;
-      });
-    const consumer = await jetstream(this.nc).consumers.get(EVENTS_STREAM, DURABLE);
-    this.messages = await consumer.consume({ max_messages: 50 });
-    this.done = (async () => {
-      for await (const m of this.messages!) {
-        try {
-          const result = await applyPaymentEvent(this.d, EventEnvelope.parse(m.json()));
-          this.d.log.info({ event_id: m.headers?.get('Nats-Msg-Id'), result }, 'payment event');
-          m.ack();
-        } catch (err) {
-          this.d.log.error({ err }, 'payment event failed; will be redelivered');
-          m.nak(1000);
-        }
-      }
-    })();
-  }
-
-  async stop(): Promise<void> {
-    await this.messages?.close();
-    await this.done;
-  }
 }

@@ -1,10 +1,8 @@
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
-import { EVENTS_STREAM, EventEnvelope, type WebhookEvent } from '@sb/contracts';
-import { ensureEventsStream, newId, type NatsConnection } from '@sb/runtime';
+import type { EventEnvelope, WebhookEvent } from '@sb/contracts';
+import { newId } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { subscriberMail } from './domain/email.js';
 
-const DURABLE = 'notifier';
 export const DELIVERY_ID_PREFIX = 'whd_';
 
 /**
@@ -30,58 +28,4 @@ export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ d
     const email = mail ? await d.emails.record(tx, envelope.wallet_id, envelope.id, envelope.event, mail, now) : false;
     return { deliveries, email };
   });
-}
-
-/** The durable JetStream consumer of every domain event (`events.>`). */
-export class EventsConsumer {
-  private messages?: ConsumerMessages;
-  private done?: Promise<void>;
-
-  constructor(
-    private readonly d: Deps,
-    private readonly nc: NatsConnection,
-  ) {}
-
-  async start(): Promise<void> {
-    await ensureEventsStream(this.nc);
-    const jsm = await jetstreamManager(this.nc);
-    await jsm.consumers
-      .add(EVENTS_STREAM, {
-        durable_name: DURABLE,
-        // nats-server 2.9: one filter_subject (filter_subjects came with 2.10).
-        filter_subject: 'events.>',
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: 30_000_000_000,
-      })
-      .catch(async (err) => {
-        if (!(await jsm.consumers.info(EVENTS_STREAM, DURABLE).catch(() => null))) throw err;
-      });
-    const consumer = await jetstream(this.nc).consumers.get(EVENTS_STREAM, DURABLE);
-    this.messages = await consumer.consume({ max_messages: 50 });
-    this.done = (async () => {
-      for await (const m of this.messages!) {
-        try {
-          const parsed = EventEnvelope.safeParse(m.json());
-          if (!parsed.success) {
-            // Redelivering a message that can never parse would only block the ones behind it.
-            this.d.log.error({ subject: m.subject, issues: parsed.error.issues.slice(0, 3) }, 'malformed event dropped');
-            m.term();
-            continue;
-          }
-          const result = await recordEvent(this.d, parsed.data);
-          this.d.log.info({ event_id: parsed.data.id, event: parsed.data.event, ...result }, 'event recorded');
-          m.ack();
-        } catch (err) {
-          this.d.log.error({ err }, 'event not recorded; will be redelivered');
-          m.nak(1000);
-        }
-      }
-    })();
-  }
-
-  async stop(): Promise<void> {
-    await this.messages?.close();
-    await this.done;
-  }
 }

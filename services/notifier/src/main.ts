@@ -1,8 +1,8 @@
 import { createTransport } from 'nodemailer';
-import { main, runService, SecretBox } from '@sb/runtime';
+import { DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
-import { EventsConsumer } from './events-consumer.js';
+import { recordEvent } from './events-consumer.js';
 import { allHandlers } from './handlers/index.js';
 import { Poller } from './poller.js';
 import { DeliveriesRepo } from './store/deliveries.repo.js';
@@ -31,7 +31,8 @@ main('notifier', () =>
       };
       if (!config.SMTP_URL) log.warn('SMTP_URL is not set: subscriber e-mails are not sent');
       if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks may target loopback and private addresses');
-      const consumer = new EventsConsumer(deps, nc);
+      // Every domain event: deliveries to matching endpoints and the subscriber's e-mail.
+      const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log });
       const pollers = [new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log)];
       if (config.SMTP_URL) {
         const transport = createTransport(config.SMTP_URL);
