@@ -50,6 +50,7 @@ beforeAll(async () => {
       BUS_TIMEOUT_MS: '1000',
       RATE_LIMIT_KEY_PER_SECOND: '5',
       RATE_LIMIT_PUBLIC_GET_PER_MINUTE: '5',
+      TRUST_PROXY: '1',
       DEV_MODE: '0',
     },
   });
@@ -154,6 +155,17 @@ describe('rate limits', () => {
     for (let i = 0; i < 8; i++) statuses.push((await anon.get('/public/plan/plan_unknown')).status);
     expect(statuses.slice(0, 5)).toEqual([404, 404, 404, 404, 404]);
     expect(statuses.slice(5)).toEqual([429, 429, 429]);
+  });
+
+  it('behind one proxy (TRUST_PROXY=1) the client is the address the proxy appended, whatever the client claims', async () => {
+    const anon = client(stack.api);
+    const via = (claimed: string, seenByProxy: string) => anon.get('/public/plan/plan_unknown', { headers: { 'X-Forwarded-For': `${claimed}, ${seenByProxy}` } });
+    const statuses: number[] = [];
+    // A new claimed address on every request does not buy a new bucket.
+    for (let i = 0; i < 7; i++) statuses.push((await via(`198.51.100.${i}`, '203.0.113.7')).status);
+    expect(statuses).toEqual([404, 404, 404, 404, 404, 429, 429]);
+    // Another client, as the proxy saw it, has its own.
+    expect((await via('198.51.100.1', '203.0.113.8')).status).toBe(404);
   });
 });
 

@@ -19,7 +19,8 @@ export interface GatewayDeps {
   log: Logger;
   registry: Registry;
   ready: ReadinessCheck;
-  trustProxy: boolean;
+  /** Proxy hops in front of the gateway (express's numeric `trust proxy`). */
+  trustProxy: number;
   devMode: boolean;
 }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonConfig, envBool, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envInt, loadConfig } from '@sb/runtime';
 
 export const gatewayConfig = {
   ...commonConfig,
@@ -12,7 +12,12 @@ export const gatewayConfig = {
   RATE_LIMIT_PUBLIC_POST_PER_MINUTE: envInt(30, 1),
   RATE_LIMIT_PUBLIC_GET_PER_MINUTE: envInt(600, 1),
   KEY_CACHE_TTL_MS: envInt(5000, 0),
-  TRUST_PROXY: envBool,
+  /**
+   * How many proxies (ingress, load balancer) stand in front of the gateway: the client address is the
+   * one the outermost of them saw, read from X-Forwarded-For counting from the right, so a client cannot
+   * pick its own by sending the header. 0: the TCP peer is the client.
+   */
+  TRUST_PROXY: envInt(0),
 };
 export const loadGatewayConfig = () => loadConfig(gatewayConfig);
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;
