@@ -25,8 +25,10 @@ export const publicRoutes = defineRoutes([
     id: 'public.subscribe.nwc', method: 'post', path: '/public/subscribe/nwc', auth: 'none',
     summary: 'Subscribe with NWC automatic payments; the first payment is attempted at once',
     body: NWCSubscriptionCreate, response: NWCSubscriptionResponse, status: 201, subject: 'nwc.public.subscribe',
-    // The wallet's info event (NWC_INFO_TIMEOUT_MS, 10 s) and its answer to pay_invoice (NWC_REPLY_TIMEOUT_MS, 30 s).
-    busTimeoutMs: 45_000,
+    // Relay connection and the wallet's info event (up to ~20 s with NWC_INFO_TIMEOUT_MS 10 s), billing and
+    // payments calls, and the wallet's answer to pay_invoice (NWC_REPLY_TIMEOUT_MS, 30 s): giving up
+    // earlier would tell the client to retry a checkout the wallet may have paid.
+    busTimeoutMs: 75_000,
   },
 ] as const);
 

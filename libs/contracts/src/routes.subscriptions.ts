@@ -36,6 +36,8 @@ export const subscriptionRoutes = defineRoutes([
     id: 'subscriptions.resume', method: 'post', path: '/subscriptions/{id}/resume', auth: 'admin',
     summary: 'Resume a paused subscription', params: IdParams, response: Subscription,
     subject: 'billing.subscriptions.resume',
+    // Resumed after the period ended, an NWC subscription's wallet is asked to pay at once (up to 40 s).
+    busTimeoutMs: 45_000,
   },
   {
     id: 'subscriptions.cancel', method: 'post', path: '/subscriptions/{id}/cancel', auth: 'admin',

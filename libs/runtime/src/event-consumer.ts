@@ -48,7 +48,13 @@ export class DurableEventConsumer {
     this.done = (async () => {
       for await (const m of this.messages!) {
         try {
-          const parsed = EventEnvelope.safeParse(m.json());
+          let raw: unknown;
+          try {
+            raw = m.json();
+          } catch {
+            raw = undefined;
+          }
+          const parsed = EventEnvelope.safeParse(raw);
           if (!parsed.success) {
             log.error({ consumer: durable, subject: m.subject, issues: parsed.error.issues.slice(0, 3) }, 'malformed event dropped');
             m.term();

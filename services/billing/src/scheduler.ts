@@ -13,6 +13,8 @@ const NWC_RETRY_S = DAY_SECONDS;
 
 /** An NWC subscription whose wallet still pays: charged at period end, not invoiced ahead. */
 const autoPays = (s: SubRow) => s.payment_method === 'nwc' && !s.nwc_fallback;
+/** Longer than a wallet may take to answer (the charge's bus wait, 40 s). */
+const NWC_CHARGE_WINDOW_S = 120;
 import { applyTransition, emit } from './transitions.js';
 
 /**
@@ -111,6 +113,8 @@ export class Scheduler {
       }
       // Paid by the wallet: billing's payment.received consumer renews it; the period must not lapse meanwhile.
       if (s.renewal_for === end && s.nwc_next_attempt_at === null) return false;
+      // Another replica is waiting for the wallet (a crashed one only holds this for NWC_CHARGE_WINDOW_S).
+      if (s.renewal_for === end && s.nwc_charging_since !== null && now - s.nwc_charging_since < NWC_CHARGE_WINDOW_S) return false;
     } else {
       // Also when the clock is already past the end: the subscriber still needs something to pay.
       const firstDue = s.renewal_for !== end && now >= end - RENEWAL_LEAD_SECONDS[s.interval];
@@ -203,7 +207,10 @@ export class Scheduler {
     }
     const retryAt = now + (first ? NWC_FIRST_RETRY_S : NWC_RETRY_S);
     const row: SubRow = await this.inTx(s, async (tx, cur) => {
-      const next = { ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: expiresAt, nwc_next_attempt_at: retryAt, updated_at: now };
+      const next = {
+        ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: expiresAt, nwc_next_attempt_at: retryAt, nwc_charging_since: now,
+        updated_at: now,
+      };
       if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');
       await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
       return { ...next, version: cur.version + 1 };
@@ -215,11 +222,18 @@ export class Scheduler {
       });
     if (!result.paid && !('no_connection' in result) && !result.deactivated) {
       d.log.info({ subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, retry_at: retryAt }, 'nwc renewal not paid; retried later');
+      // The period may lapse now (past_due / payment_failed); the retry stays scheduled.
+      await this.inTx(row, async (tx, cur) => {
+        if (!(await d.subscriptions.save(tx, { ...cur, nwc_charging_since: null }))) throw conflict('moved');
+      });
       return;
     }
     const gone = !result.paid;
     await this.inTx(row, async (tx, cur) => {
-      const next = { ...cur, nwc_next_attempt_at: null, nwc_fallback: gone, reminder_notified_at: gone && cur.receive_reminders ? now : cur.reminder_notified_at, updated_at: now };
+      const next = {
+        ...cur, nwc_next_attempt_at: null, nwc_charging_since: null, nwc_fallback: gone,
+        reminder_notified_at: gone && cur.receive_reminders ? now : cur.reminder_notified_at, updated_at: now,
+      };
       if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');
       if (gone) {
         await emit(d, tx, next, 'renewal.reminder', {

@@ -67,7 +67,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       ...state, id: newId(ID_PREFIXES.subscription, nowMs), wallet_id: plan.wallet, plan_id: plan.id, subscriber_id: subscriber.id,
       payment_method: method, amount_sats: plan.amount_sats, receive_confirmations: input.receive_confirmations,
       receive_reminders: input.receive_reminders, metadata: {}, renewal_payment_id: null, renewal_for: null, renewal_expires_at: null, reminded_for: null,
-      reminder_notified_at: null, nwc_next_attempt_at: null, nwc_fallback: false,
+      reminder_notified_at: null, nwc_next_attempt_at: null, nwc_fallback: false, nwc_charging_since: null,
       created_at: now, updated_at: now,
     };
     try {

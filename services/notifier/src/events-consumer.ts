@@ -1,9 +1,11 @@
 import type { EventEnvelope, WebhookEvent } from '@sb/contracts';
-import { newId } from '@sb/runtime';
+import { newId, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { subscriberMail } from './domain/email.js';
 
 export const DELIVERY_ID_PREFIX = 'whd_';
+/** Events older than this reach owners' webhooks but no subscriber's mailbox. */
+const MAIL_MAX_AGE_S = 86_400;
 
 /**
  * Turns one domain event into the work it causes: a delivery per matching webhook endpoint and the
@@ -14,7 +16,10 @@ export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ d
   // The body receivers get: the WebhookEvent; the event id travels in the webhook-id header.
   const payload: WebhookEvent = { event: envelope.event, timestamp: envelope.timestamp, data: envelope.data };
   const body = JSON.stringify(payload);
-  const mail = d.mailEnabled ? subscriberMail(envelope) : null;
+  // The consumer starts at the beginning of the stream: a first deployment (or a new durable) must not
+  // mail subscribers about cancellations and reminders of long ago.
+  const recent = unixSeconds(d.clock) - envelope.timestamp <= MAIL_MAX_AGE_S;
+  const mail = d.mailEnabled && recent ? subscriberMail(envelope) : null;
   return d.db.tx(async (tx) => {
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);

@@ -9,7 +9,7 @@ import { DeliveriesRepo } from './store/deliveries.repo.js';
 import { EmailsRepo } from './store/emails.repo.js';
 import { EndpointsRepo } from './store/endpoints.repo.js';
 import { migrations } from './store/migrations.js';
-import { deliverDue, mailDue } from './workers.js';
+import { deliverDue, mailDue, SMTP_TIMEOUT_MS } from './workers.js';
 
 main('notifier', () =>
   runService({
@@ -35,7 +35,8 @@ main('notifier', () =>
       const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log });
       const pollers = [new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log)];
       if (config.SMTP_URL) {
-        const transport = createTransport(config.SMTP_URL);
+        // Bounded, so a mail's lease (workers.ts) outlasts its slowest send.
+        const transport = createTransport({ url: config.SMTP_URL, connectionTimeout: SMTP_TIMEOUT_MS, greetingTimeout: SMTP_TIMEOUT_MS, socketTimeout: SMTP_TIMEOUT_MS });
         pollers.push(new Poller('mail', config.NOTIFIER_POLL_INTERVAL_MS, () => mailDue(deps, transport, config.MAIL_FROM), log));
       }
       return {

@@ -32,9 +32,16 @@ export async function deliverDue(d: Deps): Promise<boolean> {
   return due.length === BATCH;
 }
 
+/** An SMTP conversation gives up within this long (see the transport's timeouts in main.ts). */
+export const SMTP_TIMEOUT_MS = 30_000;
+const MAIL_BATCH = 5;
+
 /** One round of due subscriber e-mails, same retry schedule as webhooks. */
 export async function mailDue(d: Deps, transport: Transporter, from: string): Promise<boolean> {
-  const due = await d.db.tx((tx) => d.emails.claimDue(tx, unixSeconds(d.clock), BATCH, 120));
+  // Sent one after another: the lease covers the whole batch at its slowest, so another replica never
+  // takes (and sends again) a mail this one is still sending.
+  const leaseS = Math.ceil((MAIL_BATCH * 3 * SMTP_TIMEOUT_MS) / 1000) + 60;
+  const due = await d.db.tx((tx) => d.emails.claimDue(tx, unixSeconds(d.clock), MAIL_BATCH, leaseS));
   for (const m of due) {
     let error: string | null = null;
     try {
@@ -48,5 +55,5 @@ export async function mailDue(d: Deps, transport: Transporter, from: string): Pr
     // The address is personal data: the log names the event only.
     d.log.info({ event_id: m.event_id, error }, error === null ? 'subscriber e-mail sent' : 'subscriber e-mail failed');
   }
-  return due.length === BATCH;
+  return due.length === MAIL_BATCH;
 }

@@ -135,3 +135,12 @@ ALTER TABLE subscriptions ADD COLUMN nwc_next_attempt_at BIGINT;
 ALTER TABLE subscriptions ADD COLUMN nwc_fallback BOOLEAN NOT NULL DEFAULT false;
 `,
 });
+
+migrations.push({
+  id: 6,
+  name: 'NWC charge in flight',
+  sql: `
+-- Set while a replica waits for the wallet's answer: another replica must not lapse the period meanwhile.
+ALTER TABLE subscriptions ADD COLUMN nwc_charging_since BIGINT;
+`,
+});

@@ -23,6 +23,8 @@ export interface SubRow extends SubState {
   nwc_next_attempt_at: number | null;
   /** NWC: the wallet is gone (deactivated, disconnected); renewals go out as invoices. */
   nwc_fallback: boolean;
+  /** A replica is waiting for the wallet's answer since then. */
+  nwc_charging_since: number | null;
   created_at: number;
   updated_at: number;
   version: number;
@@ -31,13 +33,13 @@ export interface SubRow extends SubState {
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
   receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
-  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, created_at, updated_at, version`;
+  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
   'status', 'period_anchor', 'period_index', 'current_period_start', 'current_period_end', 'trial_end', 'cancelled_at',
   'cancel_reason', 'receive_confirmations', 'receive_reminders', 'metadata', 'renewal_payment_id', 'renewal_for',
-  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'nwc_next_attempt_at', 'nwc_fallback', 'updated_at',
+  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'nwc_next_attempt_at', 'nwc_fallback', 'nwc_charging_since', 'updated_at',
 ] as const;
 
 export function toSubscription(r: SubRow, now: number): Subscription {
