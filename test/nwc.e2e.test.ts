@@ -321,17 +321,21 @@ describe('renewals', () => {
     expect((await renewals(res.subscription_id)).map((r) => [r.status, r.payment_method])).toEqual([['paid', 'nwc']]);
   });
 
-  it('a disconnected wallet: the renewal goes out as an invoice at period end', async () => {
+  it('a disconnected wallet: the subscription renews by invoice, with the usual lead time', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'gone-nwc@example.com');
     const token = tokenOf(res.manage_url);
     const id = (await portal(token)).body.items[0].id;
     expect((await client(stack.api).del(`/public/manage/wallets/${id}`, { headers: { 'X-Subscriber-Token': token } })).status).toBe(200);
-    await advanceTo(s.current_period_end + 60);
+    // Weekly lead time: a day before the end the invoice is out, while the subscription is still active.
+    await advanceTo(s.current_period_end - DAY / 2);
     const reminders = (await billingEvents(res.subscription_id)).filter((e) => e.e === 'renewal.reminder');
     expect(reminders).toHaveLength(1);
     expect(reminders[0]!.d.payment_request).toMatch(/^lnbc/);
     expect(w.requests).toHaveLength(1);
+    expect((await sub(res.subscription_id)).status).toBe('active');
+    await advanceTo(s.current_period_end + 60);
+    expect(w.requests).toHaveLength(1); // never asked again
     expect((await sub(res.subscription_id)).status).toBe('past_due');
   });
 });

@@ -111,6 +111,15 @@ export const messages = {
     request: z.object({ token_hash: z.string().min(1).max(128) }),
     reply: z.object({ subscriber_id: Id, wallet_id: Id }),
   },
+  /**
+   * The NWC service tells billing that a subscription's wallet is gone (disconnected or deactivated): it
+   * renews by invoice from now on, with the usual lead time and reminders.
+   */
+  nwcFallback: {
+    subject: 'billing.internal.nwc_fallback',
+    request: SubscriptionRef,
+    reply: z.object({ changed: z.boolean() }),
+  },
   /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
   nwcCharge: {
     subject: 'nwc.internal.charge',

@@ -43,6 +43,12 @@ export const portalCancel = (d: Deps) =>
     return { success: true, message: `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}` };
   });
 
+/** A subscription whose NWC wallet is gone renews by invoice (idempotent). */
+export const nwcFallback = (d: Deps) =>
+  messageHandler(messages.nwcFallback, async ({ wallet_id, subscription_id }) => {
+    return { changed: await d.subscriptions.setNwcFallback(d.db, wallet_id, subscription_id, unixSeconds(d.clock)) };
+  });
+
 /** The NWC service's portal routes resolve the X-Subscriber-Token's subscriber here (subscribers live in billing). */
 export const subscriberOfToken = (d: Deps) =>
   messageHandler(messages.subscriberOfToken, async ({ token_hash }) => {

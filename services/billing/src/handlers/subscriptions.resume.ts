@@ -25,6 +25,10 @@ export const resumeSubscription = (d: Deps) =>
           wallet_id: saved.wallet_id, subscription_id: saved.id, payment_id: payment.id, payment_request: checkout.payment_request, amount_sats: payment.amount_sats,
         }).catch((err) => ({ paid: false as const, err }));
         if (!charged.paid) d.log.info({ subscription_id: saved.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');
+        // A wallet that is gone (or was just deactivated) leaves the subscription to invoices.
+        if (!charged.paid && ('no_connection' in charged || ('deactivated' in charged && charged.deactivated))) {
+          await d.subscriptions.setNwcFallback(d.db, saved.wallet_id, saved.id, now);
+        }
       }
     }
     return toSubscription(saved, now);

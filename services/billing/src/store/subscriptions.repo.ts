@@ -106,6 +106,16 @@ export class SubscriptionsRepo {
     return rows;
   }
 
+  /** The subscription's NWC wallet is gone: it renews by invoice from now on. True when this call changed it. */
+  async setNwcFallback(q: Queryable, walletId: string, id: string, now: number): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.schema}.subscriptions SET nwc_fallback = true, version = version + 1, updated_at = $3
+       WHERE id = $1 AND wallet_id = $2 AND payment_method = 'nwc' AND NOT nwc_fallback`,
+      [id, walletId, now],
+    );
+    return rowCount === 1;
+  }
+
   /** Records a renewal payment and the period it pays for. */
   async recordRenewalPayment(q: Queryable, subscriptionId: string, paymentId: string, periodEnd: number): Promise<void> {
     await q.query(`INSERT INTO ${this.schema}.renewal_payments (payment_id, subscription_id, period_end) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [

@@ -38,6 +38,17 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: { 
   return { paid: false, error_code: code, message, deactivated };
 }
 
+/**
+ * Billing switches the subscription to invoices (the normal lead time and reminders apply from then on).
+ * Best effort: if billing cannot be reached, its period-end charge finds no active connection and
+ * switches then.
+ */
+export async function tellBilling(d: Deps, conn: Pick<ConnectionRow, 'wallet_id' | 'subscription_id' | 'id'>): Promise<void> {
+  await callMessage(d.bus, messages.nwcFallback, { wallet_id: conn.wallet_id, subscription_id: conn.subscription_id }).catch((err) =>
+    d.log.warn({ err, connection_id: conn.id }, 'could not tell billing that the wallet is gone; it will notice at period end'),
+  );
+}
+
 /** The wallet's answer, with the preimage already accepted by the payments service. */
 async function payWith(d: Deps, conn: ConnectionRow, payment: { id: string; payment_request: string; amount_sats: number }) {
   const fail = (code: NWCErrorCode, message: string) => ({ error: { code, message } }) as const;

@@ -1,6 +1,7 @@
 import { messages, toPortalWallet, type BusRequest } from '@sb/contracts';
 import { callMessage, DomainError, notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
+import { tellBilling } from '../domain/charge.js';
 import { toConnection } from '../store/connections.repo.js';
 
 /** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
@@ -29,5 +30,6 @@ export const disconnectWallet = (d: Deps) =>
     const row = await d.connections.disconnect(d.db, s.wallet_id, s.subscriber_id, req.params.id, unixSeconds(d.clock));
     if (!row) throw notFound('Wallet');
     d.log.info({ connection_id: row.id }, 'nwc wallet disconnected');
+    await tellBilling(d, row);
     return { success: true, message: 'Wallet disconnected; your subscription renews by invoice from now on' };
   });
