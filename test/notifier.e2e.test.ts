@@ -180,6 +180,22 @@ describe('owner webhook endpoints', () => {
     expect(ftp.body.detail[0].loc).toEqual(['body', 'url']);
     expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, events: ['no.such_event'] })).status).toBe(422);
     expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, secret: 'mine' })).status).toBe(422);
+
+    // With an Idempotency-Key the secret is still shown once: a replay answers the endpoint without it,
+    // and the gateway's replay store never holds it.
+    const body = { url: `${receiverUrl}/idem`, description: 'idempotent' };
+    const first = await admin().post('/webhook-endpoints', body, { headers: { 'Idempotency-Key': 'wh-create-1' } });
+    expect(first.status).toBe(201);
+    expect(first.body.secret).toMatch(/^whsec_/);
+    const again = await admin().post('/webhook-endpoints', body, { headers: { 'Idempotency-Key': 'wh-create-1' } });
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body.id).toBe(first.body.id);
+    expect(again.body).not.toHaveProperty('secret');
+    const kept = await rows('SELECT response_body::text AS b FROM gateway.idempotency_keys WHERE key = $1', ['wh-create-1']);
+    expect(kept).toHaveLength(1);
+    expect(kept[0].b).not.toContain(first.body.secret.slice(6));
+    expect((await admin().del(`/webhook-endpoints/${first.body.id}`)).status).toBe(200); // out of the later tests' way
   });
 
   it('a subscription reaches the endpoint signed and verifiable, webhook-id = event id; event and plan filters hold', async () => {

@@ -29,6 +29,8 @@ export interface RouteDef {
   subject: string;
   /** The gateway waits this long for the answer when it is longer than BUS_TIMEOUT_MS (a remote wallet is asked). */
   busTimeoutMs?: number;
+  /** Fields of the answer shown only once (a signing secret): never kept for an Idempotency-Key replay. */
+  shownOnce?: readonly string[];
 }
 
 export function defineRoutes<const T extends readonly RouteDef[]>(routes: T): T {

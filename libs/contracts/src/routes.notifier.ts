@@ -61,6 +61,7 @@ export const notifierRoutes = defineRoutes([
     id: 'webhook_endpoints.create', method: 'post', path: '/webhook-endpoints', auth: 'admin',
     summary: 'Register a webhook endpoint; the answer carries its signing secret, shown only once',
     body: WebhookEndpointCreate, response: WebhookEndpointCreated, status: 201, subject: 'notifier.webhook_endpoints.create',
+    shownOnce: ['secret'],
   },
   {
     id: 'webhook_endpoints.list', method: 'get', path: '/webhook-endpoints', auth: 'invoice',

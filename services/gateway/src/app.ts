@@ -209,7 +209,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   }
   if (idemKey) {
     if (status >= 500) await d.idempotency.release(d.db, scope, idemKey);
-    else await d.idempotency.complete(d.db, scope, idemKey, status, payload);
+    else await d.idempotency.complete(d.db, scope, idemKey, status, withoutShownOnce(payload, route.shownOnce));
   }
   res.status(status).json(payload);
 }
@@ -223,4 +223,10 @@ function hasBody(req: Request): boolean {
 function limit(limiter: RateLimiter, key: string): void {
   const wait = limiter.take(key);
   if (wait > 0) throw new HttpError(429, 'Too many requests, slow down', { 'Retry-After': String(wait) });
+}
+
+/** The answer as kept for Idempotency-Key replays: fields shown only once (secrets) are left out. */
+function withoutShownOnce(payload: unknown, fields: readonly string[] | undefined): unknown {
+  if (!fields?.length || !payload || typeof payload !== 'object' || Array.isArray(payload)) return payload;
+  return Object.fromEntries(Object.entries(payload).filter(([k]) => !fields.includes(k)));
 }
