@@ -307,6 +307,22 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(4);
   });
 
+  it('a trial on NWC: its end is announced a day before, and the wallet pays at the end', async () => {
+    const w = await wallet();
+    const p = await plan({ interval: 'weekly', trial_days: 3 });
+    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'trial-end-nwc@example.com', nwc_connection_string: w.connectionString() })).body;
+    const s = await sub(res.subscription_id);
+    await advanceTo(s.current_period_end - DAY / 2);
+    const ending = (await billingEvents(res.subscription_id)).filter((e) => e.e === 'subscription.trial_ending');
+    expect(ending).toHaveLength(1);
+    expect(ending[0]!.d).toMatchObject({ trial_end: s.current_period_end, notify_subscriber: true });
+    expect(w.requests).toHaveLength(0);
+    await advanceTo(s.current_period_end + 60);
+    const renewed = await until(() => sub(res.subscription_id), (x) => x.current_period_start === s.current_period_end);
+    expect(renewed.status).toBe('active');
+    expect((await billingEvents(res.subscription_id)).filter((e) => e.e === 'subscription.trial_ending')).toHaveLength(1);
+  });
+
   it('resumed after the period ended: the wallet pays the renewal at once', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly' }, 'resume-nwc@example.com');

@@ -111,6 +111,15 @@ export class Scheduler {
         await this.chargeWallet(s, now, first);
         return true;
       }
+      // No invoice goes out ahead of time, but the end of a trial is still announced, a day before.
+      if (s.trial_end === end && s.reminded_for !== end && now < end && now >= end - REMINDER_BEFORE_END_SECONDS) {
+        await this.inTx(s, async (tx, cur) => {
+          const row = { ...cur, reminded_for: end, updated_at: now };
+          if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
+          await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
+        });
+        return true;
+      }
       // Paid by the wallet: billing's payment.received consumer renews it; the period must not lapse meanwhile.
       if (s.renewal_for === end && s.nwc_next_attempt_at === null) return false;
       // Another replica is waiting for the wallet (a crashed one only holds this for NWC_CHARGE_WINDOW_S).

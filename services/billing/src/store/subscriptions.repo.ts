@@ -144,6 +144,9 @@ export class SubscriptionsRepo {
              OR (renewal_for IS DISTINCT FROM current_period_end AND NOT (payment_method = 'nwc' AND NOT nwc_fallback)
                  AND current_period_end <= $1 + CASE interval WHEN 'weekly' THEN $2::bigint WHEN 'monthly' THEN $3::bigint ELSE $4::bigint END)
              OR (reminded_for IS DISTINCT FROM current_period_end AND renewal_for = current_period_end AND current_period_end <= $1 + $5)
+             -- an NWC trial's end is announced the day before (nothing else is due for it then)
+             OR (payment_method = 'nwc' AND NOT nwc_fallback AND trial_end = current_period_end
+                 AND reminded_for IS DISTINCT FROM current_period_end AND current_period_end <= $1 + $5)
              OR (renewal_for = current_period_end AND renewal_expires_at <= $1 AND current_period_end + grace_period_days * 86400 > $1)))
           OR (status = 'pending' AND updated_at <= $6)
        ORDER BY current_period_end LIMIT $7`,
