@@ -52,6 +52,8 @@ async function main() {
     FIAT_CURRENCY: process.env.FIAT_CURRENCY ?? 'usd',
     ...(process.env.FIAT_RATE_URL ? { FIAT_RATE_URL: process.env.FIAT_RATE_URL } : { FIAT_RATE_FIXED: process.env.FIAT_RATE_FIXED ?? '100000' }),
     PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`,
+    // A local development relay is allowed (never in production).
+    NWC_ALLOW_PRIVATE_RELAYS: process.env.NWC_ALLOW_PRIVATE_RELAYS ?? '1',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     SCHEDULER_INTERVAL_MS: process.env.SCHEDULER_INTERVAL_MS ?? '1000',
     SECRETS_KEY: process.env.SECRETS_KEY ?? localSecretsKey(),

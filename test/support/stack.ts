@@ -79,6 +79,8 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     // Tests assert correctness, not latency: a loaded CI machine must not turn a slow answer into a 503.
     BUS_TIMEOUT_MS: '20000',
     PAYMENTS_SWEEP_INTERVAL_MS: '300',
+    // The NWC tests run their relay on loopback.
+    NWC_ALLOW_PRIVATE_RELAYS: '1',
     ...opts.env,
   };
   // Started side by side: none needs another to become ready, and starting Node is slow here. Whatever

@@ -11,5 +11,6 @@ export * from './event-consumer.js';
 export * from './ops.js';
 export * from './nats.js';
 export * from './secrets.js';
+export * from './ssrf.js';
 export * from './route-handler.js';
 export * from './service.js';

@@ -1,5 +1,5 @@
 import type { Clock, Db, Logger, SecretBox } from '@sb/runtime';
-import type { AddressPolicy } from './domain/ssrf.js';
+import type { AddressPolicy } from '@sb/runtime';
 import type { EndpointsRepo } from './store/endpoints.repo.js';
 import type { DeliveriesRepo } from './store/deliveries.repo.js';
 import type { EmailsRepo } from './store/emails.repo.js';

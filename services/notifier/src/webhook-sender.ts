@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { Webhook } from 'standardwebhooks';
-import { checkWebhookUrl, guardedLookup, UrlNotAllowed, type AddressPolicy } from './domain/ssrf.js';
+import { checkWebhookUrl, guardedLookup, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
 import type { AttemptOutcome } from './store/deliveries.repo.js';
 
 /** Receivers' answers are not kept; this much of an error body is enough to say what went wrong. */

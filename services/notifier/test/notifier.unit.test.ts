@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '@sb/contracts';
 import { subscriberMail } from '../src/domain/email.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
-import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '../src/domain/ssrf.js';
+import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '@sb/runtime';
 import { sendWebhook } from '../src/webhook-sender.js';
 
 describe('SSRF address check', () => {

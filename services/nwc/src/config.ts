@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envBool, envInt, loadConfig } from '@sb/runtime';
 
 export const loadNwcConfig = () =>
   loadConfig({
@@ -12,5 +12,7 @@ export const loadNwcConfig = () =>
     NWC_INFO_TIMEOUT_MS: envInt(10_000, 100),
     /** How long a wallet gets to answer a pay_invoice request; then the attempt counts as failed (OTHER). */
     NWC_REPLY_TIMEOUT_MS: envInt(30_000, 100),
+    /** Relays may be loopback or private addresses (local development and tests only). */
+    NWC_ALLOW_PRIVATE_RELAYS: envBool,
   });
 export type NwcConfig = ReturnType<typeof loadNwcConfig>;

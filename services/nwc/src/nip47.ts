@@ -1,3 +1,4 @@
+import { checkWebhookUrl, UrlNotAllowed, type AddressPolicy, type Resolve } from '@sb/runtime';
 import WebSocket from 'ws';
 import { finalizeEvent, getPublicKey, type Event } from 'nostr-tools/pure';
 import * as nip04 from 'nostr-tools/nip04';
@@ -42,7 +43,30 @@ export function readInfoEvent(e: Pick<Event, 'content' | 'tags'>): { methods: st
  * clock: relays and wallets judge them against their own clocks.
  */
 export class Nip47Client {
-  constructor(private readonly o: { infoTimeoutMs: number; replyTimeoutMs: number }) {}
+  constructor(
+    private readonly o: {
+      infoTimeoutMs: number;
+      replyTimeoutMs: number;
+      /** NWC_ALLOW_PRIVATE_RELAYS: relays may be loopback / private addresses (local development, tests). */
+      relays: AddressPolicy;
+      resolve?: Resolve;
+    },
+  ) {}
+
+  /**
+   * Anyone may submit a connection string, and this service then connects to its relays from inside the
+   * deployment: a relay must be a public address, or the answers would map internal hosts and ports.
+   */
+  private async checkRelays(conn: WalletConnection): Promise<void> {
+    for (const relay of conn.relays) {
+      try {
+        await checkWebhookUrl(relay, this.o.relays, this.o.resolve, ['wss:', 'ws:']);
+      } catch (err) {
+        if (err instanceof UrlNotAllowed) throw new WalletCheckError(`The relay ${new URL(relay).host} cannot be used: it ${err.message}`);
+        throw err;
+      }
+    }
+  }
 
   /**
    * Parses the string and reads the wallet's info event within the info timeout; the wallet must offer
@@ -50,6 +74,7 @@ export class Nip47Client {
    */
   async validate(connectionString: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
     const conn = parseConnectionString(connectionString);
+    await this.checkRelays(conn);
     const pool = new SimplePool();
     const started = Date.now();
     try {

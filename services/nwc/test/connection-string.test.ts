@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { ConnectionStringError, parseConnectionString } from '../src/connection-string.js';
-import { readInfoEvent } from '../src/nip47.js';
+import { Nip47Client, readInfoEvent, WalletCheckError } from '../src/nip47.js';
 
 const walletPk = getPublicKey(generateSecretKey());
 const secret = Buffer.from(generateSecretKey()).toString('hex');
@@ -61,5 +61,31 @@ describe('NIP-47 info event', () => {
     expect(readInfoEvent({ content: 'pay_invoice', tags: [] })).toEqual({ methods: ['pay_invoice'], encryption: 'nip04' });
     expect(readInfoEvent({ content: 'pay_invoice', tags: [['encryption', 'nip04']] }).encryption).toBe('nip04');
     expect(readInfoEvent({ content: 'pay_invoice', tags: [['encryption', 'nip99']] }).encryption).toBeUndefined();
+  });
+});
+
+describe('relay addresses', () => {
+  // The check happens before any connection: none of these hosts is ever contacted.
+  const resolve = async (host: string) => ({ 'relay.internal.example': ['10.0.0.9'], 'mixed.example': ['93.184.216.34', '192.168.1.2'] })[host] ?? [];
+  const client = (allowPrivate: boolean) => new Nip47Client({ infoTimeoutMs: 200, replyTimeoutMs: 200, relays: { allowPrivate }, resolve });
+
+  it.each([
+    ['wss://10.1.2.3', /private, loopback or link-local address \(10\.1\.2\.3\)/],
+    ['ws://127.0.0.1:7777', /127\.0\.0\.1/],
+    ['wss://[::1]:7777', /::1/],
+    ['wss://relay.internal.example', /resolves to a private.*10\.0\.0\.9/],
+    ['wss://mixed.example', /192\.168\.1\.2/],
+    ['wss://nowhere.example', /does not resolve/],
+  ])('refuses %s unless private relays are allowed', async (url, why) => {
+    const err = await client(false).validate(str(`${relay(url)}&secret=${secret}`)).then(() => undefined, (e) => e);
+    expect(err).toBeInstanceOf(WalletCheckError);
+    expect(err.message).toMatch(/^The relay .* cannot be used: it /);
+    expect(err.message).toMatch(why);
+  });
+
+  it('with private relays allowed, a loopback relay is tried (here nobody listens)', async () => {
+    const err = await client(true).validate(str(`${relay('ws://127.0.0.1:9')}&secret=${secret}`)).then(() => undefined, (e) => e);
+    expect(err).toBeInstanceOf(WalletCheckError);
+    expect(err.message).not.toMatch(/cannot be used/);
   });
 });

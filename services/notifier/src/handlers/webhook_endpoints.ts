@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { PaginationQuery, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate } from '@sb/contracts';
 import { newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { checkWebhookUrl, UrlNotAllowed } from '../domain/ssrf.js';
+import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
 import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
 import type { DeliveryRecord } from '../store/deliveries.repo.js';
 import type { EndpointRecord } from '../store/endpoints.repo.js';

@@ -2,9 +2,10 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 
 /**
- * Owners choose webhook URLs and the notifier calls them from inside the deployment, so a URL must not
- * reach loopback, link-local, private or otherwise non-public addresses (SSRF): checked on the literal
- * host and on every DNS answer, at registration and again on every delivery (DNS can change).
+ * Outsiders choose URLs this deployment then connects to from inside (owners' webhook URLs, subscribers'
+ * NWC relays), so such a URL must not reach loopback, link-local, private or otherwise non-public
+ * addresses (SSRF): checked on the literal host and on every DNS answer, again before each use where the
+ * caller can (DNS can change).
  */
 const blocked = new BlockList();
 for (const [net, bits] of [
@@ -45,20 +46,25 @@ export interface AddressPolicy {
 
 export class UrlNotAllowed extends Error {}
 
-type Resolve = (host: string) => Promise<string[]>;
+export type Resolve = (host: string) => Promise<string[]>;
 
 const resolveAll: Resolve = (host) =>
   new Promise((resolve, reject) => dnsLookup(host, { all: true }, (err, addrs: LookupAddress[]) => (err ? reject(err) : resolve(addrs.map((a) => a.address)))));
 
-/** Throws UrlNotAllowed with a sentence saying why the URL may not receive webhooks. */
-export async function checkWebhookUrl(raw: string, policy: AddressPolicy, resolve: Resolve = resolveAll): Promise<void> {
+/** Throws UrlNotAllowed with a sentence saying why this deployment may not connect to the URL. */
+export async function checkWebhookUrl(
+  raw: string,
+  policy: AddressPolicy,
+  resolve: Resolve = resolveAll,
+  protocols: readonly string[] = ['http:', 'https:'],
+): Promise<void> {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
     throw new UrlNotAllowed('is not a valid URL');
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UrlNotAllowed('must be an http:// or https:// URL');
+  if (!protocols.includes(url.protocol)) throw new UrlNotAllowed(`must be a ${protocols.map((p) => `${p}//`).join(' or ')} URL`);
   if (policy.allowPrivate) return;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host)) {
