@@ -158,6 +158,17 @@ describe('subscribe with NWC', () => {
     expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error: 'Not enough sats', last_error_code: 'INSUFFICIENT_BALANCE' });
   });
 
+  it('a wallet that pays but whose answer never arrives: the payment counts, the connection is not blamed', async () => {
+    const w = await wallet();
+    w.setBehaviour({ pay: true, noAnswer: true });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'quiet@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.status).toBe(201);
+    expect(res.body.status).toBe('active');
+    expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 0 });
+    expect((await until(() => admin.get(`/subscriptions/${res.body.subscription_id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
+  });
+
   it('refuses an unusable wallet (422 on the string), a limit below the price, and NWC through the plain checkout', async () => {
     const p = await plan();
     const bad = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'bad@example.com', nwc_connection_string: 'nostr+walletconnect://abc' });

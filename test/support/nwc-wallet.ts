@@ -5,7 +5,7 @@ import * as nip04 from 'nostr-tools/nip04';
 import * as nip44 from 'nostr-tools/nip44';
 
 /** What the wallet does with the next pay_invoice requests. */
-export type WalletBehaviour = { pay: true; delayMs?: number } | { error: string; message?: string } | { silent: true };
+export type WalletBehaviour = { pay: true; delayMs?: number; noAnswer?: boolean } | { error: string; message?: string } | { silent: true };
 
 export interface WalletRequest {
   client: string;
@@ -96,6 +96,7 @@ export async function startNwcWallet(o: {
       return reply({ result: null, error: { code: 'PAYMENT_FAILED', message: `dev pay answered ${res.status}` } });
     }
     const { preimage } = (await res.json()) as { preimage: string };
+    if (behaviour.noAnswer) return; // paid, but the answer never reaches the relay
     seen.answered = { preimage };
     return reply({ result: { preimage }, error: null });
   }

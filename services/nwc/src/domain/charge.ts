@@ -14,7 +14,7 @@ export type ChargeOutcome = { paid: true } | { paid: false; error_code: NWCError
 export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: { id: string; payment_request: string; amount_sats: number }): Promise<ChargeOutcome> {
   const attempt = await payWith(d, conn, payment);
   const now = unixSeconds(d.clock);
-  if ('preimage' in attempt) {
+  if ('preimage' in attempt || (attempt.error.code === 'OTHER' && (await paidMeanwhile(d, conn, payment.id)))) {
     await d.connections.recordSuccess(d.db, conn.id, now);
     d.log.info({ connection_id: conn.id, payment_id: payment.id }, 'nwc payment paid');
     return { paid: true };
@@ -47,6 +47,15 @@ export async function tellBilling(d: Deps, conn: Pick<ConnectionRow, 'wallet_id'
   await callMessage(d.bus, messages.nwcFallback, { wallet_id: conn.wallet_id, subscription_id: conn.subscription_id }).catch((err) =>
     d.log.warn({ err, connection_id: conn.id }, 'could not tell billing that the wallet is gone; it will notice at period end'),
   );
+}
+
+/**
+ * We stopped waiting (no answer in time, a relay dropped) but the wallet may have paid anyway: the
+ * provider confirmed the payment. That is a success, not a failure that could deactivate a working wallet.
+ */
+async function paidMeanwhile(d: Deps, conn: ConnectionRow, paymentId: string): Promise<boolean> {
+  const page = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: conn.wallet_id, subscription_id: conn.subscription_id, limit: 20, offset: 0 }).catch(() => undefined);
+  return page?.items.some((p) => p.id === paymentId && p.status === 'paid') ?? false;
 }
 
 /** The wallet's answer, with the preimage already accepted by the payments service. */
