@@ -156,6 +156,17 @@ describe('subscribe with NWC', () => {
     expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE', message: 'Your wallet did not pay the first invoice: Not enough sats' });
     expect((await admin.get(`/subscriptions/${res.body.subscription_id}`)).body.status).toBe('pending');
     expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error: 'Not enough sats', last_error_code: 'INSUFFICIENT_BALANCE' });
+
+    // Topped up, the subscriber tries again (here with another wallet): the same subscription, paid now.
+    const other = await wallet();
+    const again = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'broke@example.com', nwc_connection_string: other.connectionString() });
+    expect(again.status).toBe(201);
+    expect(again.body).toMatchObject({ subscription_id: res.body.subscription_id, status: 'active' });
+    expect((await until(() => admin.get(`/subscriptions/${res.body.subscription_id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
+    const { rows } = await db.query('SELECT wallet_pubkey, is_active, secret_sealed IS NULL AS wiped FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [res.body.subscription_id]);
+    expect(rows).toEqual([{ wallet_pubkey: w.pubkey, is_active: false, wiped: true }, { wallet_pubkey: other.pubkey, is_active: true, wiped: false }]);
+    // An active subscription is still a 409 for a third attempt.
+    expect((await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'broke@example.com', nwc_connection_string: other.connectionString() })).status).toBe(409);
   });
 
   it('a wallet that pays but whose answer never arrives: the payment counts, the connection is not blamed', async () => {

@@ -36,6 +36,25 @@ export interface Opened {
 }
 
 /**
+ * A contact whose NWC checkout was not paid (the wallet refused or did not answer) may try again, with
+ * the same or another wallet: their pending NWC subscription is reused with a payable first invoice,
+ * instead of a 409 until it expires. Undefined when there is no such subscription.
+ */
+export async function pendingNwcCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
+  const plan = await d.plans.getPublic(d.db, input.plan_id);
+  if (!plan || !input.email) return undefined;
+  const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
+  const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
+  if (!sub || sub.status !== 'pending' || sub.payment_method !== 'nwc') return undefined;
+  const now = unixSeconds(d.clock);
+  const o = { purpose: 'checkout' as const, description: `${plan.name} (${plan.interval})`, expires_at: now + (CHECKOUT_SECONDS.nwc ?? 3600) };
+  let created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
+  // The first invoice expired meanwhile: a new one (keyed by time, one per second at most).
+  if (created.payment.status !== 'pending' && created.payment.status !== 'paid') created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
+  return { plan, sub, manage_url: null, created };
+}
+
+/**
  * The subscribe shared by `POST /public/subscribe` and the NWC service: checks the method against the
  * plan and the server, then commits the subscriber and the subscription (guarded by the one-live-
  * subscription index, so concurrent identical requests make one subscription) before the first payment

@@ -1,7 +1,7 @@
 import { messages, type SubscribeRequest } from '@sb/contracts';
 import { DomainError, messageHandler, routeHandler, unprocessable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { openSubscription } from '../subscribe.js';
+import { openSubscription, pendingNwcCheckout } from '../subscribe.js';
 
 /** Public checkout: an invoice, address or processor checkout for paid plans; an active trial otherwise. */
 export const subscribe = (d: Deps) =>
@@ -28,10 +28,15 @@ export const subscribe = (d: Deps) =>
  */
 export const subscribeNwc = (d: Deps) =>
   messageHandler(messages.subscribeNwc, async (body) => {
-    const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, payment_method: 'nwc' }, (p) => {
+    const input = { ...body, payment_method: 'nwc' as const };
+    const { plan, sub, manage_url, created } = await openSubscription(d, input, (p) => {
       if (body.max_amount_sats !== undefined && body.max_amount_sats < p.amount_sats) {
         throw unprocessable(['body', 'max_amount_sats'], `max_amount_sats (${body.max_amount_sats}) is below the plan's price of ${p.amount_sats} sats`);
       }
+    }).catch(async (err) => {
+      const retry = err instanceof DomainError && err.status === 409 ? await pendingNwcCheckout(d, input) : undefined;
+      if (!retry) throw err;
+      return retry;
     });
     const p = created?.payment;
     return {

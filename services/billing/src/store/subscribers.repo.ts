@@ -40,6 +40,11 @@ export class SubscribersRepo {
     return { row: rows[0]!, created: false };
   }
 
+  async byEmail(q: Queryable, walletId: string, email: string): Promise<SubscriberRow | undefined> {
+    const { rows } = await q.query<SubscriberRow>(`SELECT ${COLS} FROM ${this.schema}.subscribers WHERE wallet_id = $1 AND lower(email) = lower($2)`, [walletId, email]);
+    return rows[0];
+  }
+
   async get(q: Queryable, walletId: string, id: string): Promise<SubscriberRow | undefined> {
     const { rows } = await q.query<SubscriberRow>(`SELECT ${COLS} FROM ${this.schema}.subscribers WHERE id = $1 AND wallet_id = $2`, [id, walletId]);
     return rows[0];

@@ -98,6 +98,15 @@ export class SubscriptionsRepo {
     return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };
   }
 
+  /** The live subscription of a subscriber to a plan (there is at most one). */
+  async liveOf(q: Queryable, subscriberId: string, planId: string): Promise<SubRow | undefined> {
+    const { rows } = await q.query<SubRow>(
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE subscriber_id = $1 AND plan_id = $2 AND status IN ('pending','active','paused','past_due','payment_failed')`,
+      [subscriberId, planId],
+    );
+    return rows[0];
+  }
+
   async liveOfPlan(q: Queryable, planId: string): Promise<SubRow[]> {
     const { rows } = await q.query<SubRow>(
       `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN ('pending','active','paused','past_due','payment_failed') FOR UPDATE`,

@@ -36,7 +36,10 @@ export const subscribe = (d: Deps) =>
       last_used_at: null, last_error: null, last_error_code: null, consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
       subscriber_email: body.email ?? null, subscriber_name: body.name ?? null,
     };
-    await d.connections.insert(d.db, row);
+    await d.db.tx(async (tx) => {
+      await d.connections.retireForSubscription(tx, row.wallet_id, row.subscription_id, now);
+      await d.connections.insert(tx, row);
+    });
     d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
     const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
     if (!sub.payment) {

@@ -72,6 +72,15 @@ export class ConnectionsRepo {
   }
 
   /** Disconnect by its subscriber: inactive, secret wiped. Undefined when it is not theirs (or unknown). Idempotent. */
+  /** The subscription's earlier connections are retired when a new wallet is connected for it (a retried checkout). */
+  async retireForSubscription(q: Queryable, walletId: string, subscriptionId: string, now: number): Promise<void> {
+    await q.query(
+      `UPDATE ${this.t} SET is_active = false, secret_sealed = NULL, disconnected_at = COALESCE(disconnected_at, $3), updated_at = $3
+       WHERE wallet_id = $1 AND subscription_id = $2 AND is_active`,
+      [walletId, subscriptionId, now],
+    );
+  }
+
   async disconnect(q: Queryable, walletId: string, subscriberId: string, id: string, now: number): Promise<ConnectionRow | undefined> {
     const { rows } = await q.query<ConnectionRow>(
       `UPDATE ${this.t} SET is_active = false, secret_sealed = NULL, disconnected_at = COALESCE(disconnected_at, $4), updated_at = $4
