@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeServer, type StripeServer } from '../services/payments/test/support/stripe-server.js';
 import { call, client, until } from './support/http.js';
@@ -9,7 +8,7 @@ import { startStack, type Stack } from './support/stack.js';
 /** Card checkout through Stripe Checkout (a local server speaking its API), settled only by signed webhook events via the gateway. */
 let stack: Stack;
 let stripe: StripeServer;
-let db: pg.Client;
+let db: Stack['db'];
 
 beforeAll(async () => {
   stripe = await startStripeServer({ accounts: ['acct_1Connected'] });
@@ -27,11 +26,9 @@ beforeAll(async () => {
       PAYMENTS_SWEEP_INTERVAL_MS: '600000',
     },
   });
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
-  await db?.end();
   await stack?.stop();
   await stripe?.close();
 });

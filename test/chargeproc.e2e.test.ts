@@ -1,5 +1,4 @@
 import { request } from 'node:http';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSatspayServer, type SatspayServer } from '../services/payments/test/support/satspay-server.js';
 import { client } from './support/http.js';
@@ -8,7 +7,7 @@ import { startStack, type Stack } from './support/stack.js';
 /** Lightning checkout through a SatsPay-compatible charge server, confirmed by its callback via the gateway. */
 let stack: Stack;
 let satspay: SatspayServer;
-let db: pg.Client;
+let db: Stack['db'];
 
 beforeAll(async () => {
   satspay = await startSatspayServer();
@@ -26,11 +25,9 @@ beforeAll(async () => {
       PAYMENTS_SWEEP_INTERVAL_MS: '600000',
     },
   });
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
-  await db?.end();
   await stack?.stop();
   await satspay?.close();
 });

@@ -1,4 +1,3 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -9,7 +8,7 @@ import { startStack, type Stack } from './support/stack.js';
  */
 const DAY = 86_400;
 let stack: Stack;
-let db: pg.Client;
+let db: Stack['db'];
 let admin: ReturnType<typeof client>;
 const anon = () => client(stack.api);
 
@@ -24,11 +23,9 @@ beforeAll(async () => {
     },
   });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
-  await db?.end();
   await stack?.stop();
 });
 

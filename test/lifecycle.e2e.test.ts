@@ -1,6 +1,5 @@
 import { connect } from '@nats-io/transport-node';
 import { jetstream } from '@nats-io/jetstream';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
@@ -13,18 +12,16 @@ import { startStack, type Stack } from './support/stack.js';
 const DAY = 86_400;
 let stack: Stack;
 let admin: ReturnType<typeof client>;
-let db: pg.Client;
+let db: Stack['db'];
 const anon = () => client(stack.api);
 
 beforeAll(async () => {
   // A clock move waits for the sweep it triggers, which can outlast the default bus timeout on a slow machine.
   stack = await startStack({ wallets: 1, env: { SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000' } });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
-  await db?.end();
   await stack?.stop();
 });
 

@@ -2,7 +2,6 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import pg from 'pg';
 import { SMTPServer } from 'smtp-server';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +19,7 @@ interface Hit { path: string; headers: IncomingHttpHeaders; body: string; verifi
 interface Mail { to: string[]; subject: string; text: string }
 
 let stack: Stack;
-let db: pg.Client;
+let db: Stack['db'];
 let receiver: Server;
 let receiverUrl: string;
 let smtp: SMTPServer;
@@ -101,11 +100,9 @@ beforeAll(async () => {
       WEBHOOK_TIMEOUT_MS: '3000',
     },
   });
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
-  await db?.end();
   await stack?.stop();
   await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
   await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));

@@ -1,4 +1,3 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
@@ -39,8 +38,7 @@ describe('a slow wallet', () => {
 
   it('while one billing replica waits for the wallet, another does not lapse the period', async () => {
     const second = await startService('billing', stack.env);
-    const db = new pg.Client({ connectionString: stack.databaseUrl });
-    await db.connect();
+    const db = stack.db;
     try {
       const admin = client(stack.api, stack.wallets[0]!.admin_key);
       const plan = (await admin.post('/plans', { name: 'Two replicas', amount_sats: 1300, interval: 'weekly', grace_period_days: 2, allow_nwc: true })).body;
@@ -57,7 +55,6 @@ describe('a slow wallet', () => {
       const { rows } = await db.query(`SELECT payload->>'event' AS e FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [res.body.subscription_id]);
       expect(rows.map((r) => r.e)).toEqual(['subscription.created', 'subscription.activated', 'subscription.renewed']);
     } finally {
-      await db.end();
       await second.stop();
     }
   });

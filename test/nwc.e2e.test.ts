@@ -1,4 +1,3 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
@@ -11,7 +10,7 @@ import { startStack, type Stack } from './support/stack.js';
  */
 let stack: Stack;
 let relay: NostrRelay;
-let db: pg.Client;
+let db: Stack['db'];
 let admin: ReturnType<typeof client>;
 const wallets: NwcWallet[] = [];
 const anon = () => client(stack.api);
@@ -23,12 +22,10 @@ beforeAll(async () => {
     wallets: 1, env: { NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000' },
   });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
   await Promise.all(wallets.map((w) => w.stop()));
-  await db?.end();
   await stack?.stop();
   await relay?.stop();
 });

@@ -1,4 +1,3 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExtendedKey, receiveAddress } from '../services/payments/src/domain/derivation.js';
 import { startEsploraServer, type EsploraServer } from '../services/payments/test/support/esplora-server.js';
@@ -21,7 +20,7 @@ const PRICE = 50_000;
 
 let stack: Stack;
 let esplora: EsploraServer;
-let db: pg.Client;
+let db: Stack['db'];
 let admin: ReturnType<typeof client>;
 let owner: ReturnType<typeof client>;
 let watchonlyId: string;
@@ -43,11 +42,9 @@ beforeAll(async () => {
   });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
   owner = client(stack.api, stack.wallets[0]!.invoice_key);
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
-  await db?.end();
   await stack?.stop();
   await esplora?.close();
 });

@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -109,8 +108,7 @@ describe('tracing', () => {
 
 describe('unexpected errors', () => {
   it('answer 500 "Unexpected error! ID: <id>" without internals; the id is in the log with the trace id', async () => {
-    const db = new pg.Client({ connectionString: stack.databaseUrl });
-    await db.connect();
+    const db = stack.db;
     await new Promise((r) => setTimeout(r, 1100)); // this wallet's key is rate-limited to 5/s here
     try {
       // A schema the code does not expect (a botched manual migration): every plan read fails in SQL.
@@ -127,7 +125,6 @@ describe('unexpected errors', () => {
       expect(logged).toMatchObject({ level: 50, subject: 'billing.plans.list', trace_id: traceId });
     } finally {
       await db.query('ALTER TABLE billing.plans RENAME COLUMN amount_sats_broken TO amount_sats').catch(() => undefined);
-      await db.end();
     }
     expect((await client(stack.api, stack.wallets[0]!.invoice_key).get('/plans')).status).toBe(200);
   });

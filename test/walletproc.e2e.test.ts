@@ -1,4 +1,3 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPaypalServer, type PaypalServer, type SignedDelivery } from '../services/payments/test/support/paypal-server.js';
 import { call, client, until } from './support/http.js';
@@ -7,7 +6,7 @@ import { startStack, type Stack } from './support/stack.js';
 /** Wallet-processor checkout through PayPal Orders v2 (a local server speaking its API), settled only by verified webhook events via the gateway. */
 let stack: Stack;
 let paypal: PaypalServer;
-let db: pg.Client;
+let db: Stack['db'];
 const MERCHANT = 'C7CYMKZDG8D6E';
 
 beforeAll(async () => {
@@ -27,11 +26,9 @@ beforeAll(async () => {
       PAYMENTS_SWEEP_INTERVAL_MS: '600000',
     },
   });
-  db = new pg.Client({ connectionString: stack.databaseUrl });
-  await db.connect();
+  db = stack.db;
 });
 afterAll(async () => {
-  await db?.end();
   await stack?.stop();
   await paypal?.close();
 });

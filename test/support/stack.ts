@@ -30,6 +30,8 @@ export interface StackInfo {
 
 export interface Stack extends StackInfo {
   env: Record<string, string>;
+  /** The stack's database, for assertions on state (closed by stop()). */
+  db: pg.Pool;
   services: { billing: Service; gateway: Service; payments: Service; nwc: Service; notifier: Service };
   restartBilling(): Promise<void>;
   stopBilling(): Promise<void>;
@@ -108,6 +110,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     natsUrl: nats.url,
     wallets,
     env,
+    db: new pg.Pool({ connectionString: db.url, max: 3 }),
     services: { billing, gateway, payments, nwc, notifier },
     async stopBilling() {
       await billing.stop();
@@ -136,6 +139,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       await Promise.allSettled([gateway.stop(), billing.stop(), payments.stop(), nwc.stop(), notifier.stop()]);
       await nats.stop();
       rmSync(natsDir, { recursive: true, force: true });
+      await stack.db.end().catch(() => undefined);
       await db.drop().catch(() => undefined);
     },
   };

@@ -8,6 +8,7 @@ export * from './db.js';
 export * from './bus.js';
 export * from './outbox.js';
 export * from './event-consumer.js';
+export * from './poller.js';
 export * from './ops.js';
 export * from './nats.js';
 export * from './secrets.js';

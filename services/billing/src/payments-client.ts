@@ -1,4 +1,4 @@
-import { messages, type CreatedPayment, type PaymentPurpose, type Plan } from '@sb/contracts';
+import { messages, type CreatedPayment, type NwcChargeResult, type PaymentPurpose, type Plan } from '@sb/contracts';
 import { callMessage } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -27,4 +27,15 @@ export function requestPayment(
 /** Whether `id` is one of the owner's watch-only wallets (they live in the payments service). */
 export async function watchonlyWalletExists(d: Pick<Deps, 'bus'>, walletId: string, id: string): Promise<boolean> {
   return (await callMessage(d.bus, messages.watchonlyWalletExists, { wallet_id: walletId, id })).exists;
+}
+
+/** Asks the NWC service to pay a payment of the subscription with its connected wallet (waits for the wallet). */
+export function chargeWithWallet(
+  d: Pick<Deps, 'bus'>,
+  sub: Pick<SubRow, 'id' | 'wallet_id'>,
+  payment: { id: string; payment_request: string; amount_sats: number },
+): Promise<NwcChargeResult> {
+  return callMessage(d.bus, messages.nwcCharge, {
+    wallet_id: sub.wallet_id, subscription_id: sub.id, payment_id: payment.id, payment_request: payment.payment_request, amount_sats: payment.amount_sats,
+  });
 }

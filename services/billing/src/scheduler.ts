@@ -1,7 +1,7 @@
 import { messages } from '@sb/contracts';
-import { callMessage, conflict, DomainError, unixSeconds } from '@sb/runtime';
+import { callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
-import { requestPayment } from './payments-client.js';
+import { chargeWithWallet, requestPayment } from './payments-client.js';
 import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './domain/periods.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
@@ -24,29 +24,25 @@ import { applyTransition, emit } from './transitions.js';
  * several replicas may run at once and a crash between two steps loses or doubles nothing.
  */
 export class Scheduler {
-  private timer?: NodeJS.Timeout;
   private running?: Promise<number>;
-  private stopped = false;
+  private readonly poller: Poller;
 
   constructor(
     private readonly d: Deps,
-    private readonly intervalMs: number,
+    intervalMs: number,
     private readonly batch = 500,
     private readonly concurrency = 8,
-  ) {}
+  ) {
+    // A sweep already loops until nothing moves, so one per interval.
+    this.poller = new Poller('scheduler', intervalMs, async () => (await this.tick(), false), d.log);
+  }
 
   start(): void {
-    const loop = async () => {
-      if (this.stopped) return;
-      await this.tick().catch((err) => this.d.log.error({ err }, 'scheduler tick failed'));
-      if (!this.stopped) this.timer = setTimeout(loop, this.intervalMs);
-    };
-    this.timer = setTimeout(loop, this.intervalMs);
+    this.poller.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    await this.poller.stop();
     await this.running?.catch(() => undefined);
   }
 
@@ -161,13 +157,7 @@ export class Scheduler {
   private async issueRenewal(s: SubRow, now: number, previous: string | null): Promise<void> {
     const d = this.d;
     const end = s.current_period_end;
-    const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
-    const { payment, checkout } = await requestPayment(d, plan, s, {
-      purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
-      // Payable until the grace period ends; the payments service may issue a shorter-lived invoice.
-      expires_at: Math.max(end + s.grace_period_days * DAY_SECONDS, end + 3600, now + 3600),
-      idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
-    });
+    const { payment, checkout } = await this.requestRenewal(s, now, previous);
     await this.inTx(s, async (tx, cur) => {
       const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
       // The subscriber hears of the first invoice and of the last call; of replacements (an invoice lives a
@@ -205,12 +195,7 @@ export class Scheduler {
     let payment = open;
     let expiresAt = s.renewal_expires_at;
     if (!payment) {
-      const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
-      const created = await requestPayment(d, plan, s, {
-        purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
-        expires_at: Math.max(end + s.grace_period_days * DAY_SECONDS, end + 3600, now + 3600),
-        idempotency_key: first || !s.renewal_payment_id ? `renewal:${s.id}:${end}` : `renewal:${s.id}:${end}:after:${s.renewal_payment_id}`,
-      });
+      const created = await this.requestRenewal(s, now, first ? null : s.renewal_payment_id);
       payment = { ...created.payment, payment_request: created.checkout.payment_request ?? created.payment.payment_request };
       expiresAt = created.checkout.expires_at;
     }
@@ -226,9 +211,7 @@ export class Scheduler {
     });
     const result = payment.status === 'paid'
       ? ({ paid: true } as const)
-      : await callMessage(d.bus, messages.nwcCharge, {
-        wallet_id: s.wallet_id, subscription_id: s.id, payment_id: payment.id, payment_request: payment.payment_request!, amount_sats: payment.amount_sats,
-      });
+      : await chargeWithWallet(d, s, { ...payment, payment_request: payment.payment_request! });
     if (!result.paid && !('no_connection' in result) && !result.deactivated) {
       d.log.info({ subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, retry_at: retryAt }, 'nwc renewal not paid; retried later');
       // The period may lapse now (past_due / payment_failed); the retry stays scheduled.
@@ -258,6 +241,21 @@ export class Scheduler {
     const page = await callMessage(this.d.bus, messages.listSubscriptionPayments, { wallet_id: s.wallet_id, subscription_id: s.id, limit: 20, offset: 0 });
     const p = page.items.find((x) => x.id === id);
     return p && (p.status === 'pending' || p.status === 'paid') && p.payment_request ? p : undefined;
+  }
+
+  /**
+   * The renewal payment of the current period, or the replacement of the expired `previous`: payable
+   * until the grace period ends (the payments service may issue a shorter-lived invoice). The
+   * idempotency key names the period and what it replaces, so a retry or a second replica gets it back.
+   */
+  private async requestRenewal(s: SubRow, now: number, previous: string | null) {
+    const end = s.current_period_end;
+    const plan = await this.d.plans.get(this.d.db, s.wallet_id, s.plan_id);
+    return requestPayment(this.d, plan, s, {
+      purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
+      expires_at: Math.max(end + s.grace_period_days * DAY_SECONDS, end + 3600, now + 3600),
+      idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
+    });
   }
 
   /** Re-reads the row under lock and runs `fn` only if nobody changed it since the sweep read it. */

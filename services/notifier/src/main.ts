@@ -1,10 +1,9 @@
 import { createTransport } from 'nodemailer';
-import { DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
+import { DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { recordEvent } from './events-consumer.js';
 import { allHandlers } from './handlers/index.js';
-import { Poller } from './poller.js';
 import { DeliveriesRepo } from './store/deliveries.repo.js';
 import { EmailsRepo } from './store/emails.repo.js';
 import { EndpointsRepo } from './store/endpoints.repo.js';

@@ -1,4 +1,4 @@
-import { unixSeconds } from '@sb/runtime';
+import { Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import type { Rail } from './providers/rail.js';
 import { settleFromProvider } from './domain/confirm.js';
@@ -25,36 +25,25 @@ export interface SweeperOptions {
  * without waiting on each other or doing a row twice. All time comes from the injected clock.
  */
 export class Sweeper {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
   private stopped = false;
   private readonly o: Required<SweeperOptions>;
+  private readonly poller: Poller;
 
   constructor(
     private readonly d: Deps,
     opts: SweeperOptions,
   ) {
     this.o = { expireBatch: 500, checkBatch: 25, recheckAfterS: 10, lateWindowS: 86_400, concurrency: 5, ...opts };
+    this.poller = new Poller('sweeper', this.o.intervalMs, async () => (await this.tick(), false), d.log);
   }
 
   start(): void {
-    this.schedule();
+    this.poller.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.tick()
-        .then(() => undefined)
-        .catch((err) => this.d.log.warn({ err }, 'sweeper: tick failed, will retry'))
-        .finally(() => this.schedule());
-    }, this.o.intervalMs);
+    await this.poller.stop();
   }
 
   /** One sweep; returns what it did (for tests and logs). */

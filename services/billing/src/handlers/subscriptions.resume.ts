@@ -1,7 +1,6 @@
-import { messages } from '@sb/contracts';
-import { callMessage, routeHandler } from '@sb/runtime';
+import { routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { requestPayment } from '../payments-client.js';
+import { chargeWithWallet, requestPayment } from '../payments-client.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 import { act, ownerSub } from './subscription-action.js';
 
@@ -21,9 +20,7 @@ export const resumeSubscription = (d: Deps) =>
       });
       await d.db.query('UPDATE billing.subscriptions SET renewal_payment_id = $2 WHERE id = $1', [saved.id, payment.id]);
       if (saved.payment_method === 'nwc' && !saved.nwc_fallback && checkout.payment_request) {
-        const charged = await callMessage(d.bus, messages.nwcCharge, {
-          wallet_id: saved.wallet_id, subscription_id: saved.id, payment_id: payment.id, payment_request: checkout.payment_request, amount_sats: payment.amount_sats,
-        }).catch((err) => ({ paid: false as const, err }));
+        const charged = await chargeWithWallet(d, saved, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
         if (!charged.paid) d.log.info({ subscription_id: saved.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');
         // A wallet that is gone (or was just deactivated) leaves the subscription to invoices.
         if (!charged.paid && ('no_connection' in charged || ('deactivated' in charged && charged.deactivated))) {

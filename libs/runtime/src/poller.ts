@@ -1,4 +1,4 @@
-import type { Logger } from '@sb/runtime';
+import type { Logger } from './logger.js';
 
 /**
  * Runs `tick` every `intervalMs`, never two at once, until stopped; a tick that did a full batch runs
