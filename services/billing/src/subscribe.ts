@@ -22,6 +22,7 @@ export interface SubscribeInput {
   name?: string | undefined;
   messenger?: string | undefined;
   nostr?: string | undefined;
+  contact_preference?: 'email' | 'messenger' | 'nostr' | undefined;
   receive_confirmations: boolean;
   receive_reminders: boolean;
 }
@@ -71,6 +72,9 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const missing = d.availability[method];
   if (missing) throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: missing, type: 'provider_not_configured' }]);
   check?.(plan);
+  // A preferred channel without its contact field could never be used.
+  const pref = input.contact_preference;
+  if (pref && !input[pref]) throw new DomainError(422, [{ loc: ['body', pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' }]);
 
   const nowMs = d.clock.nowMs();
   const now = Math.floor(nowMs / 1000);
@@ -78,7 +82,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const { sub, subscriberCreated } = await d.db.tx(async (tx) => {
     const { row: subscriber, created } = await d.subscribers.upsert(tx, {
       id: newId(ID_PREFIXES.subscriber, nowMs), wallet_id: plan.wallet, email: input.email ?? null, name: input.name ?? null,
-      messenger: input.messenger ?? null, nostr: input.nostr ?? null,
+      messenger: input.messenger ?? null, nostr: input.nostr ?? null, contact_preference: input.contact_preference ?? null,
       token_hash: createHash('sha256').update(token).digest('hex'), token_sealed: d.secrets.seal(token), created_at: now,
     });
     const state = startSubscription(plan, now);
