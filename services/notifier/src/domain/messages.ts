@@ -138,5 +138,8 @@ export function ownerMessage(e: EventEnvelope): Message {
 }
 
 /** The message of `POST /notification-settings/test`. */
-export const testMessage = (channel: string): Message =>
-  compose('Test notification', [`This is a test message through the ${channel} channel of your subscription service.`, 'If you can read it, the channel works.']);
+export const testMessage = (channel: 'email' | 'messenger' | 'nostr'): Message =>
+  compose('Test notification', [
+    `This is a test message through the ${{ email: 'e-mail', messenger: 'messenger', nostr: 'Nostr' }[channel]} channel of your subscription service.`,
+    'If you can read it, the channel works.',
+  ]);
