@@ -8,6 +8,7 @@ import * as nip17 from 'nostr-tools/nip17';
 import * as nip19 from 'nostr-tools/nip19';
 import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
 import { SecretBox } from '@sb/runtime';
+import { freePort } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startSmtpServer } from './support/smtp-server.js';
@@ -434,6 +435,50 @@ describe('delivery', () => {
     expect(done.attempt_count).toBe(2);
     expect(tgTo('3002')).toHaveLength(1);
     expect((await admin().post(`/notifications/${b.id}/retry`)).status).toBe(409);
+  });
+
+  it("the owner's choice of subscriber notices holds: only the cancellation goes out when none is chosen", async () => {
+    const quiet = (await admin().post('/plans', { name: 'Quiet', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
+    const set = await admin().put(`/plans/${quiet.id}/notification-settings`, { inherit: false, channels: { messenger: {} }, owner_events: [], subscriber_events: [] });
+    expect(set.status).toBe(200);
+    tg.chats.add('3010');
+    const res = await pub().post('/public/subscribe', { plan_id: quiet.id, payment_method: 'lightning', messenger: '3010' });
+    expect(res.status).toBe(201);
+    await settle(2000);
+    expect(tgTo('3010')).toEqual([]);
+    expect((await admin().post(`/subscriptions/${res.body.subscription_id}/cancel`, {})).status).toBe(200);
+    const got = await until(async () => tgTo('3010'), (x) => x.length >= 1);
+    expect(got.map((x) => x.text.split('\n')[0])).toEqual(['Your subscription to Quiet was cancelled']);
+  });
+
+  it('a relay that is down, then up: the direct message is retried and published once', async () => {
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}`;
+    const sk = generateSecretKey();
+    const daveSk = generateSecretKey();
+    const p = (await admin(1).post('/plans', { name: 'Relay plan', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
+    const set = await admin(1).put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { nostr: { private_key: Buffer.from(sk).toString('hex'), relays: [url] } } });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    const res = await pub().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', nostr: nip19.npubEncode(getPublicKey(daveSk)) });
+    expect(res.status).toBe(201);
+    const own = client(stack.api, stack.wallets[1]!.invoice_key);
+    const notice = () => own.get(`/notifications?subscription_id=${res.body.subscription_id}`).then((r) => r.body.items[0]);
+    const first = await until(notice, (n: any) => n?.attempt_count === 1);
+    expect(first).toMatchObject({ channel: 'nostr', status: 'pending', attempts: [{ permanent: false, error: expect.stringMatching(/no relay accepted/) }] });
+    const late = await startNostrRelay({ port });
+    try {
+      await advance(31);
+      const done = await until(notice, (n: any) => n?.status === 'delivered');
+      expect(done.attempt_count).toBe(2);
+      await advance(600);
+      await settle();
+      const got = dms(late, daveSk);
+      expect(got).toHaveLength(1);
+      expect(got[0]!.text).toContain('Your free trial of Relay plan has started');
+      expect(got[0]!.from).toBe(getPublicKey(sk));
+    } finally {
+      await late.stop();
+    }
   });
 
   it('NIP-04 for older clients is a per-wallet option, sent with the owner-given key', async () => {
