@@ -254,6 +254,11 @@ describe('subscriber and owner notices', () => {
     const missing = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', email: 'x@example.com', contact_preference: 'nostr' });
     expect(missing.status).toBe(422);
     expect(missing.body.detail[0].loc).toEqual(['body', 'nostr']);
+    for (const [field, value] of [['nostr', 'not-a-key'], ['messenger', 'two words']] as const) {
+      const bad = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', [field]: value });
+      expect(bad.status).toBe(422);
+      expect(bad.body.detail[0].loc).toEqual(['body', field]);
+    }
     for (const chat of ['2001', '2002', '2003']) tg.chats.add(chat);
     await subscribe('messenger', { messenger: '2001', name: 'Mia' });
     await subscribe('npub', { nostr: carolNpub });

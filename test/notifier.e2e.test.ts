@@ -2,13 +2,12 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { SMTPServer } from 'smtp-server';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '@sb/runtime';
 import { startService } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
-import { parseMail, type Mail } from './support/smtp-server.js';
+import { startSmtpServer, type Mail } from './support/smtp-server.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -22,9 +21,9 @@ let stack: Stack;
 let db: Stack['db'];
 let receiver: Server;
 let receiverUrl: string;
-let smtp: SMTPServer;
+let smtp: Awaited<ReturnType<typeof startSmtpServer>>;
 const hits: Hit[] = [];
-const mails: Mail[] = [];
+let mails: Mail[] = [];
 /** Per receiver path: the statuses to answer, in order; then 200. */
 const scripts: Record<string, number[]> = {};
 const secrets: Record<string, string> = {};
@@ -54,35 +53,15 @@ function startReceiver(): Promise<void> {
   }));
 }
 
-function startSmtp(): Promise<number> {
-  smtp = new SMTPServer({
-    disabledCommands: ['STARTTLS'],
-    allowInsecureAuth: true,
-    onAuth(auth, _session, cb) {
-      if (auth.username === 'mailer' && auth.password === 'mail-pass') cb(null, { user: 'mailer' });
-      else cb(new Error('Invalid username or password'));
-    },
-    onData(stream, session, cb) {
-      let raw = '';
-      stream.setEncoding('utf8');
-      stream.on('data', (c: string) => (raw += c));
-      stream.on('end', () => {
-        mails.push(parseMail(raw, session.envelope.rcptTo.map((r) => r.address)));
-        cb();
-      });
-    },
-  });
-  return new Promise((r) => smtp.listen(0, '127.0.0.1', () => r((smtp.server.address() as AddressInfo).port)));
-}
-
 beforeAll(async () => {
   await startReceiver();
-  const smtpPort = await startSmtp();
+  smtp = await startSmtpServer('mailer', 'mail-pass');
+  mails = smtp.mails;
   stack = await startStack({
     wallets: 2,
     env: {
       WEBHOOK_ALLOW_PRIVATE: '1',
-      SMTP_URL: `smtp://mailer:mail-pass@127.0.0.1:${smtpPort}`,
+      SMTP_URL: smtp.url,
       MAIL_FROM: 'Billing <billing@example.com>',
       NOTIFIER_POLL_INTERVAL_MS: '150',
       WEBHOOK_TIMEOUT_MS: '3000',
@@ -93,7 +72,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
-  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+  await smtp?.stop();
 });
 
 const admin = () => client(stack.api, stack.wallets[0]!.admin_key);

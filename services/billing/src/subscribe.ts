@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ID_PREFIXES, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
 import { conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
+import { contactIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
 import { requestPayment } from './payments-client.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -72,9 +73,8 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const missing = d.availability[method];
   if (missing) throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: missing, type: 'provider_not_configured' }]);
   check?.(plan);
-  // A preferred channel without its contact field could never be used.
-  const pref = input.contact_preference;
-  if (pref && !input[pref]) throw new DomainError(422, [{ loc: ['body', pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' }]);
+  const contacts = contactIssues(input);
+  if (contacts.length) throw new DomainError(422, contacts);
 
   const nowMs = d.clock.nowMs();
   const now = Math.floor(nowMs / 1000);
