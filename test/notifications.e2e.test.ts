@@ -116,6 +116,7 @@ const walletSettings = () => ({
     nostr: { generate_key: true, relays: [relay.url], owner_pubkey: nip19.npubEncode(getPublicKey(ownerSk)) },
   },
   owner_events: OWNER_EVENTS,
+  merchant_name: 'Satoshi Shop',
 });
 
 describe('notification settings', () => {
@@ -124,7 +125,7 @@ describe('notification settings', () => {
     expect(initial.status).toBe(200);
     expect(initial.body).toMatchObject({
       channels: { email: { smtp_url: null, from: null, owner_email: null }, messenger: null, nostr: null },
-      owner_events: [], updated_at: null,
+      owner_events: [], updated_at: null, merchant_name: null,
     });
     expect(initial.body.subscriber_events).toContain('renewal.reminder');
 
@@ -277,6 +278,7 @@ describe('subscriber and owner notices', () => {
     expect(m[0]!.token).toBe(TOKEN);
     expect(m[0]!.text).toContain(started);
     expect(m[0]!.text).toContain('Hello Mia,');
+    expect(m[0]!.text).toMatch(/— Satoshi Shop$/);
     expect(m[0]!.text).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}/);
 
     const carol = await until(async () => dms(relay, carolSk), (x) => x.length >= 1);

@@ -60,6 +60,7 @@ const settingsFields = {
     messenger: MessengerChannelIn.nullable().optional(),
     nostr: NostrChannelIn.nullable().optional(),
   }).openapi({ description: 'A channel set to null (or left out) is off' }),
+  merchant_name: z.string().trim().min(1).max(200).optional().openapi({ description: 'Who the messages come from, named in every message' }),
   owner_events: z.array(NotifiableEvent).max(50).default([]),
   subscriber_events: z.array(SubscriberNotice).max(50).default([...SubscriberNotice.options]),
 };
@@ -94,6 +95,7 @@ export const NotificationSettings = z
         nip04: z.boolean(),
       }).nullable(),
     }),
+    merchant_name: z.string().nullable(),
     owner_events: z.array(NotifiableEvent),
     subscriber_events: z.array(SubscriberNotice),
     updated_at: UnixSeconds.nullable(),

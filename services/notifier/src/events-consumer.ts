@@ -48,7 +48,7 @@ export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ d
         throw err;
       });
       if (contact) {
-        const message = subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url });
+        const message = subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.settings.merchant_name });
         for (const t of subscriberTargets(s.settings, contact)) planned.push({ audience: 'subscriber', ...t, message });
       }
     }

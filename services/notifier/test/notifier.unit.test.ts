@@ -124,13 +124,15 @@ describe('subscriber notices', () => {
   });
 
   it('messages carry the pay link, amount, dates in UTC and the portal link, as text and HTML', () => {
-    const who = { name: 'Ann', manageUrl: 'http://x/subscriptions_manager/manage?token=t0k' };
+    const who = { name: 'Ann', manageUrl: 'http://x/subscriptions_manager/manage?token=t0k', merchant: 'Shop & Co' };
     const reminder = subscriberMessage(ev('renewal.reminder', { payment_request: 'lnbc10n1xyz', due_at: 1_700_086_400, amount_sats: 1000 }), who);
     expect(reminder.text).toContain('lightning:lnbc10n1xyz');
     expect(reminder.text).toContain('1000 sats');
     expect(reminder.text).toContain('2023-11-15 22:13 UTC');
     expect(reminder.text).toContain(who.manageUrl);
     expect(reminder.html).toContain('<a href="lightning:lnbc10n1xyz">');
+    expect(reminder.text.split('\n').at(-1)).toBe('— Shop & Co');
+    expect(reminder.html).toContain('— Shop &#38; Co');
     expect(subscriberMessage(ev('renewal.reminder', { checkout_url: 'https://pay.example/c' }), who).text).toContain('https://pay.example/c');
     const cancelled = subscriberMessage(ev('subscription.cancelled', { cancel_reason: 'cancelled by subscriber', current_period_end: 1_700_086_400 }), who);
     expect(cancelled.text).toMatch(/cancelled by you.*\n.*access continues until 2023-11-15 22:13 UTC/);

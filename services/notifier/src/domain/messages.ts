@@ -44,7 +44,7 @@ function payLinks(d: Record<string, unknown>): string[] {
  * The message a subscriber gets for an event. `manageUrl` is the portal (manage, pay, cancel), in every
  * message; the reader's name comes from billing.
  */
-export function subscriberMessage(e: EventEnvelope, who: { name?: string | null; manageUrl?: string | null }): Message {
+export function subscriberMessage(e: EventEnvelope, who: { name?: string | null; manageUrl?: string | null; merchant?: string | null }): Message {
   const d = e.data;
   const plan = d.plan_name || 'your subscription';
   const amount = num(d.amount_sats) !== undefined ? `${d.amount_sats} sats` : undefined;
@@ -54,6 +54,7 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       who.name ? `Hello ${who.name},` : 'Hello,', '', ...lines, '',
       who.manageUrl ? 'Manage, pay or cancel your subscription:' : undefined, who.manageUrl ?? undefined,
       `Subscription: ${d.subscription_id ?? '-'}`,
+      who.merchant ? `— ${who.merchant}` : undefined,
     ]);
   switch (e.event) {
     case 'subscription.cancelled': {

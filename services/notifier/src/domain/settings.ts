@@ -8,6 +8,8 @@ export interface StoredSettings {
     messenger: { owner_chat_id: string | null } | null;
     nostr: { public_key: string; relays: string[]; owner_pubkey: string | null; nip04: boolean } | null;
   };
+  /** Absent in settings stored before it existed. */
+  merchant_name?: string | null;
   owner_events: string[];
   subscriber_events: string[];
 }
@@ -74,7 +76,7 @@ export function mergeSettings(
     nostr = { public_key: o.publicKeyOf(key), relays: [...new Set(c.nostr.relays)], owner_pubkey: c.nostr.owner_pubkey ?? null, nip04: c.nostr.nip04 };
   }
   return {
-    settings: { channels: { email, messenger, nostr }, owner_events: [...new Set(input.owner_events)], subscriber_events: [...new Set(input.subscriber_events)] },
+    settings: { channels: { email, messenger, nostr }, merchant_name: input.merchant_name ?? null, owner_events: [...new Set(input.owner_events)], subscriber_events: [...new Set(input.subscriber_events)] },
     secrets,
     ...(generated ? { generated } : {}),
   };
@@ -89,6 +91,7 @@ export function viewSettings(s: StoredSettings, updatedAt: number | null): Notif
       messenger: messenger && { bot_token: 'configured', owner_chat_id: messenger.owner_chat_id },
       nostr: nostr && { private_key: 'configured', public_key: nostr.public_key, relays: nostr.relays, owner_pubkey: nostr.owner_pubkey, nip04: nostr.nip04 },
     },
+    merchant_name: s.merchant_name ?? null,
     owner_events: s.owner_events as NotificationSettings['owner_events'],
     subscriber_events: s.subscriber_events as NotificationSettings['subscriber_events'],
     updated_at: updatedAt,
