@@ -9,6 +9,8 @@ import { contactMethods, mergeSettings, SettingsError, subscriberTargets, viewSe
 import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
 import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '@sb/runtime';
 import { sendWebhook } from '../src/webhook-sender.js';
+import { chatIdOf } from '../src/channels/messenger.js';
+import { resolveRecipient, sendNostr } from '../src/channels/nostr.js';
 
 describe('SSRF address check', () => {
   it('refuses loopback, private, link-local, unique-local and mapped addresses; passes public ones', () => {
@@ -167,5 +169,37 @@ describe('notification settings', () => {
     // Preferred Nostr, but the plan has no Nostr channel: every contact it covers.
     expect(subscriberTargets(s, { ...c, contact_preference: 'nostr' })).toHaveLength(2);
     expect(contactMethods(s)).toEqual(['email', 'messenger']);
+  });
+});
+
+describe('channel addressing', () => {
+  it('a NIP-05 domain on a private address is refused without a request, as for webhooks; a malformed contact is permanent', async () => {
+    let asked = 0;
+    const server = createServer((_req, res) => {
+      asked++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ names: { bob: 'ab'.repeat(32) } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const o = { policy: { allowPrivate: false }, timeoutMs: 2000, nip05Http: true };
+      const sender = { secretHex: '11'.repeat(32), relays: ['ws://127.0.0.1:9'], nip04: false };
+      const refused = await sendNostr(sender, `bob@${host}`, 'hi', o);
+      expect(refused).toMatchObject({ delivered: false, permanent: true, error: expect.stringMatching(/not allowed.*127\.0\.0\.1/) });
+      expect(asked).toBe(0);
+      expect(await resolveRecipient(`bob@${host}`, { ...o, policy: { allowPrivate: true } })).toEqual({ pubkey: 'ab'.repeat(32), relays: [] });
+      expect(asked).toBe(1);
+      await expect(resolveRecipient(`carl@${host}`, { ...o, policy: { allowPrivate: true } })).rejects.toThrow(/knows no Nostr key for carl/);
+      expect(await sendNostr(sender, 'npub1nope', 'hi', o)).toMatchObject({ delivered: false, permanent: true });
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
+  it('messenger chat ids: numbers stay numbers, names become @names', () => {
+    expect(chatIdOf('123456789')).toBe(123456789);
+    expect(chatIdOf('-1001234567890')).toBe(-1001234567890);
+    expect(chatIdOf('@shop_channel')).toBe('@shop_channel');
+    expect(chatIdOf('alice')).toBe('@alice');
   });
 });
