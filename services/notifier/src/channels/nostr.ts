@@ -26,32 +26,24 @@ export interface NostrOptions {
 /** A recipient that can never be reached (a malformed key, an unknown NIP-05 name): not retried. */
 class PermanentError extends Error {}
 
-export const toHexPubkey = (v: string): string | undefined => {
+/** A key as 64 hex, from hex or its NIP-19 form (npub for public keys, nsec for secret ones). */
+function hexKey(v: string, type: 'npub' | 'nsec'): string | undefined {
   const s = v.trim();
   if (/^[0-9a-f]{64}$/.test(s)) return s;
-  if (s.startsWith('npub1')) {
-    try {
-      const d = nip19.decode(s);
-      return d.type === 'npub' ? d.data : undefined;
-    } catch {
-      return undefined;
-    }
+  if (!s.startsWith(`${type}1`)) return undefined;
+  try {
+    const d = nip19.decode(s);
+    if (d.type !== type) return undefined;
+    return typeof d.data === 'string' ? d.data : Buffer.from(d.data as Uint8Array).toString('hex');
+  } catch {
+    return undefined;
   }
-  return undefined;
-};
+}
 
+export const toHexPubkey = (v: string): string | undefined => hexKey(v, 'npub');
 export const toSecretKey = (v: string): Uint8Array | undefined => {
-  const s = v.trim();
-  if (/^[0-9a-f]{64}$/.test(s)) return Buffer.from(s, 'hex');
-  if (s.startsWith('nsec1')) {
-    try {
-      const d = nip19.decode(s);
-      return d.type === 'nsec' ? d.data : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-  return undefined;
+  const hex = hexKey(v, 'nsec');
+  return hex ? Buffer.from(hex, 'hex') : undefined;
 };
 
 export const npubOf = (secretHex: string) => nip19.npubEncode(getPublicKey(Buffer.from(secretHex, 'hex')));
