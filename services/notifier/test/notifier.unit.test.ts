@@ -10,6 +10,8 @@ import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
 import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '@sb/runtime';
 import { sendWebhook } from '../src/webhook-sender.js';
 import { chatIdOf } from '../src/channels/messenger.js';
+import { refusedAddresses } from '../src/channels/addresses.js';
+import { sendEmail } from '../src/channels/email.js';
 import { resolveRecipient, sendNostr } from '../src/channels/nostr.js';
 
 describe('SSRF address check', () => {
@@ -201,5 +203,22 @@ describe('channel addressing', () => {
     expect(chatIdOf('-1001234567890')).toBe(-1001234567890);
     expect(chatIdOf('@shop_channel')).toBe('@shop_channel');
     expect(chatIdOf('alice')).toBe('@alice');
+  });
+});
+
+describe("owners' mail servers and relays", () => {
+  const dns = async (host: string) => (host === 'mail.example.com' ? ['93.184.216.34'] : host === 'inside.example.com' ? ['10.0.0.5'] : []);
+  const body = (smtp: string, relays: string[]) => ({ channels: { email: { smtp_url: smtp }, nostr: { relays, nip04: false } }, owner_events: [], subscriber_events: [] });
+
+  it('must be public addresses, as webhook URLs, unless private ones are allowed; the password is never in the sentence', async () => {
+    const off = { allowPrivate: false };
+    expect(await refusedAddresses(body('smtp://u:pw-123@mail.example.com:587', ['wss://8.8.8.8']), off, dns)).toEqual([]);
+    const refused = await refusedAddresses(body('smtps://u:pw-123@inside.example.com:465', ['ws://127.0.0.1:7000', 'wss://8.8.8.8']), off, dns);
+    expect(refused.map(([loc]) => loc)).toEqual([['body', 'channels', 'email', 'smtp_url'], ['body', 'channels', 'nostr', 'relays', 0]]);
+    expect(refused[0]![1]).toMatch(/10\.0\.0\.5/);
+    expect(JSON.stringify(refused)).not.toContain('pw-123');
+    expect(await refusedAddresses(body('smtp://u:pw@127.0.0.1:25', ['ws://127.0.0.1:7000']), { allowPrivate: true }, dns)).toEqual([]);
+    const sent = await sendEmail('smtp://u:pw-123@127.0.0.1:9', 'a@example.com', 'b@example.com', { subject: 's', text: 't', html: '<p>t</p>' }, off);
+    expect(sent).toMatchObject({ delivered: false, permanent: true, error: expect.stringMatching(/^mail server not allowed/) });
   });
 });

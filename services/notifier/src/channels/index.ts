@@ -43,7 +43,7 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
         const e = s.settings.channels.email;
         const smtp = s.secrets.smtp_url ?? d.channels.smtpUrl;
         if (!e || !smtp) return failed('the e-mail channel is switched off', true);
-        return await sendEmail(smtp, e.from ?? d.channels.mailFrom, to, m);
+        return await sendEmail(smtp, e.from ?? d.channels.mailFrom, to, m, s.secrets.smtp_url ? d.addresses : undefined);
       }
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);

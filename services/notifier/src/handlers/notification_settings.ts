@@ -3,6 +3,7 @@ import {
   notificationMessages, type NotificationListQuery, type NotificationSettingsUpdate, type NotificationTestRequest, type PlanNotificationSettingsUpdate,
 } from '@sb/contracts';
 import { callMessage, DomainError, messageHandler, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
+import { refusedAddresses } from '../channels/addresses.js';
 import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
 import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../channels/nostr.js';
 import type { Deps } from '../deps.js';
@@ -13,6 +14,8 @@ import { WALLET_ROW } from '../store/settings.repo.js';
 
 /** Stores a PUT body as the wallet's row or a plan's override; answers the view (with a generated key once). */
 async function save(d: Deps, walletId: string, row: string, body: NotificationSettingsUpdate, fallback: Secrets) {
+  const refused = await refusedAddresses(body, d.addresses);
+  if (refused.length) throw new DomainError(422, refused.map(([loc, msg]) => ({ loc, msg, type: 'value_error' })));
   const prior = await d.settings.get(d.db, walletId, row);
   let merged;
   try {
