@@ -2,12 +2,12 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { SMTPServer } from 'smtp-server';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '@sb/runtime';
 import { startService } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
+import { startSmtpServer, type Mail } from './support/smtp-server.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
@@ -16,15 +16,14 @@ import { startStack, type Stack } from './support/stack.js';
  */
 
 interface Hit { path: string; headers: IncomingHttpHeaders; body: string; verified: boolean }
-interface Mail { to: string[]; subject: string; text: string }
 
 let stack: Stack;
 let db: Stack['db'];
 let receiver: Server;
 let receiverUrl: string;
-let smtp: SMTPServer;
+let smtp: Awaited<ReturnType<typeof startSmtpServer>>;
 const hits: Hit[] = [];
-const mails: Mail[] = [];
+let mails: Mail[] = [];
 /** Per receiver path: the statuses to answer, in order; then 200. */
 const scripts: Record<string, number[]> = {};
 const secrets: Record<string, string> = {};
@@ -54,47 +53,15 @@ function startReceiver(): Promise<void> {
   }));
 }
 
-/** Just enough MIME to read what nodemailer sends: headers, then a 7bit, quoted-printable or base64 text body. */
-function parseMail(raw: string, to: string[]): Mail {
-  const split = raw.indexOf('\r\n\r\n');
-  const head = raw.slice(0, split).replace(/\r\n[ \t]+/g, ' ');
-  const header = (name: string) => new RegExp(`^${name}: (.*)$`, 'im').exec(head)?.[1]?.trim() ?? '';
-  let text = raw.slice(split + 4);
-  const cte = header('Content-Transfer-Encoding').toLowerCase();
-  if (cte === 'quoted-printable') text = text.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
-  if (cte === 'base64') text = Buffer.from(text, 'base64').toString('utf8');
-  return { to, subject: header('Subject'), text: text.replace(/\r\n/g, '\n') };
-}
-
-function startSmtp(): Promise<number> {
-  smtp = new SMTPServer({
-    disabledCommands: ['STARTTLS'],
-    allowInsecureAuth: true,
-    onAuth(auth, _session, cb) {
-      if (auth.username === 'mailer' && auth.password === 'mail-pass') cb(null, { user: 'mailer' });
-      else cb(new Error('Invalid username or password'));
-    },
-    onData(stream, session, cb) {
-      let raw = '';
-      stream.setEncoding('utf8');
-      stream.on('data', (c: string) => (raw += c));
-      stream.on('end', () => {
-        mails.push(parseMail(raw, session.envelope.rcptTo.map((r) => r.address)));
-        cb();
-      });
-    },
-  });
-  return new Promise((r) => smtp.listen(0, '127.0.0.1', () => r((smtp.server.address() as AddressInfo).port)));
-}
-
 beforeAll(async () => {
   await startReceiver();
-  const smtpPort = await startSmtp();
+  smtp = await startSmtpServer('mailer', 'mail-pass');
+  mails = smtp.mails;
   stack = await startStack({
     wallets: 2,
     env: {
       WEBHOOK_ALLOW_PRIVATE: '1',
-      SMTP_URL: `smtp://mailer:mail-pass@127.0.0.1:${smtpPort}`,
+      SMTP_URL: smtp.url,
       MAIL_FROM: 'Billing <billing@example.com>',
       NOTIFIER_POLL_INTERVAL_MS: '150',
       WEBHOOK_TIMEOUT_MS: '3000',
@@ -105,7 +72,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
-  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+  await smtp?.stop();
 });
 
 const admin = () => client(stack.api, stack.wallets[0]!.admin_key);
@@ -347,8 +314,8 @@ describe('subscriber e-mail', () => {
     expect(reminder[0]!.text).toContain('1000 sats');
     expect(got.filter((m) => m.subject === 'Your free trial of Reminder plan is ending')).toHaveLength(1);
     // Marked sent just after the SMTP server took it.
-    const carolRows = () => rows(`SELECT status, count(*)::int AS n FROM notifier.emails WHERE recipient = 'carol@example.com' GROUP BY status`);
-    expect(await until(carolRows, (r) => r.length === 1 && r[0].status === 'sent')).toEqual([{ status: 'sent', n: 3 }]);
+    const carolRows = () => rows(`SELECT status, count(*)::int AS n FROM notifier.notifications WHERE recipient = 'carol@example.com' AND channel = 'email' GROUP BY status`);
+    expect(await until(carolRows, (r) => r.length === 1 && r[0].status === 'delivered')).toEqual([{ status: 'delivered', n: 3 }]);
   });
 
   it('a paid activation is confirmed to a subscriber who wants confirmations, and to no one else', async () => {
@@ -369,7 +336,7 @@ describe('subscriber e-mail', () => {
   it('every event redelivered to a restarted notifier (private URLs refused there): no second webhook, no second e-mail', async () => {
     const counts = async () => ({
       deliveries: (await rows('SELECT count(*)::int AS n FROM notifier.deliveries'))[0].n,
-      emails: (await rows('SELECT count(*)::int AS n FROM notifier.emails'))[0].n,
+      notifications: (await rows('SELECT count(*)::int AS n FROM notifier.notifications'))[0].n,
     });
     const before = { hits: hits.length, mails: mails.length, ...(await counts()) };
     const events: number = (await rows('SELECT count(*)::int AS n FROM billing.outbox'))[0].n;
@@ -393,7 +360,7 @@ describe('subscriber e-mail', () => {
         expect(info.num_pending).toBe(0);
         const replayed = strict.lines.filter((l) => l.includes('"event handled"'));
         expect(replayed.length).toBeGreaterThanOrEqual(events);
-        expect(replayed.every((l) => l.includes('"deliveries":0') && l.includes('"email":false'))).toBe(true);
+        expect(replayed.every((l) => l.includes('"deliveries":0') && l.includes('"notifications":0'))).toBe(true);
         await new Promise((r) => setTimeout(r, 1000));
         expect({ hits: hits.length, mails: mails.length, ...(await counts()) }).toEqual(before);
       } finally {

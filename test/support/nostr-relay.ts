@@ -45,8 +45,8 @@ const isReplaceable = (k: number) => k === 0 || k === 3 || (k >= 10_000 && k < 2
  * are relayed to live subscriptions only; replaceable kinds (the NIP-47 info event 13194) keep the newest
  * per author and kind.
  */
-export async function startNostrRelay(): Promise<NostrRelay> {
-  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+export async function startNostrRelay(opts: { port?: number } = {}): Promise<NostrRelay> {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: opts.port ?? 0 });
   await new Promise<void>((r) => wss.once('listening', () => r()));
   const stored: Event[] = [];
   const received: Event[] = [];

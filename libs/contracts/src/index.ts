@@ -14,6 +14,7 @@ export * from './routes.subscribers.js';
 export * from './routes.payments.js';
 export * from './routes.watchonly.js';
 export * from './routes.notifier.js';
+export * from './notifications.js';
 export * from './routes.public.js';
 export * from './routes.js';
 export * from './openapi.js';

@@ -52,6 +52,9 @@ export const SubscribeRequest = z
     name: z.string().max(200).optional(),
     messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),
     nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
+    contact_preference: z.enum(['email', 'messenger', 'nostr']).optional().openapi({
+      description: 'Preferred notification channel; the matching contact field must be given',
+    }),
     receive_confirmations: z.boolean().default(true),
     receive_reminders: z.boolean().default(true),
   })

@@ -117,6 +117,9 @@ export const PublicPlan = Plan.pick({
     payment_methods: z.array(PaymentMethod).openapi({
       description: 'Methods a subscriber can use now: allowed by the plan and configured on the server',
     }),
+    available_contact_methods: z.array(z.enum(['email', 'messenger', 'nostr'])).openapi({
+      description: "Contact fields a checkout should ask for: the notification channels configured for this plan (e-mail when the notifier cannot be asked)",
+    }),
   })
   .openapi('PublicPlan');
 export type PublicPlan = z.infer<typeof PublicPlan>;

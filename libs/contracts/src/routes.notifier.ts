@@ -2,6 +2,10 @@ import { z } from './zod.js';
 import { Id, IdParams, Paginated, PaginationQuery, SuccessMessageResponse, UnixSeconds } from './common.js';
 import { EventName } from './events.js';
 import { defineRoutes } from './http.js';
+import {
+  Notification, NotificationListQuery, NotificationSettings, NotificationSettingsUpdate, NotificationTestRequest, NotificationTestResult,
+  PlanNotificationSettings, PlanNotificationSettingsUpdate,
+} from './notifications.js';
 
 /** Body of `POST /webhook-endpoints`. */
 export const WebhookEndpointCreate = z
@@ -87,5 +91,44 @@ export const notifierRoutes = defineRoutes([
     id: 'webhook_deliveries.replay', method: 'post', path: '/webhook-endpoints/{id}/deliveries/{delivery_id}/replay', auth: 'admin',
     summary: 'Send the event of a delivery again, as a new delivery with the same webhook-id', params: DeliveryParams,
     response: WebhookDelivery, status: 201, subject: 'notifier.webhook_deliveries.replay',
+  },
+  {
+    id: 'notification_settings.get', method: 'get', path: '/notification-settings', auth: 'invoice',
+    summary: "The wallet's notification channels and events (secrets shown as `configured`)",
+    response: NotificationSettings, subject: 'notifier.notification_settings.get',
+  },
+  {
+    id: 'notification_settings.put', method: 'put', path: '/notification-settings', auth: 'admin',
+    summary: "Replace the wallet's notification channels and events; a generated Nostr key is answered once",
+    body: NotificationSettingsUpdate, response: NotificationSettings, subject: 'notifier.notification_settings.put',
+    shownOnce: ['generated_private_key'],
+  },
+  {
+    id: 'notification_settings.test', method: 'post', path: '/notification-settings/test', auth: 'admin',
+    summary: 'Send a test message through one channel now and answer the outcome',
+    body: NotificationTestRequest, response: NotificationTestResult, subject: 'notifier.notification_settings.test',
+    // An SMTP conversation or relay publishing can take this long; the sender gives up within it.
+    busTimeoutMs: 45_000,
+  },
+  {
+    id: 'plan_notification_settings.get', method: 'get', path: '/plans/{id}/notification-settings', auth: 'invoice',
+    summary: "A plan's notification settings: inherited from the wallet, or its own", params: IdParams,
+    response: PlanNotificationSettings, subject: 'notifier.plan_notification_settings.get',
+  },
+  {
+    id: 'plan_notification_settings.put', method: 'put', path: '/plans/{id}/notification-settings', auth: 'admin',
+    summary: "Inherit the wallet's notification settings (`inherit: true`) or override them whole", params: IdParams,
+    body: PlanNotificationSettingsUpdate, response: PlanNotificationSettings, subject: 'notifier.plan_notification_settings.put',
+    shownOnce: ['generated_private_key'],
+  },
+  {
+    id: 'notifications.list', method: 'get', path: '/notifications', auth: 'invoice',
+    summary: 'Every notification message with its attempts, newest first', query: NotificationListQuery,
+    response: Paginated(Notification), subject: 'notifier.notifications.list',
+  },
+  {
+    id: 'notifications.retry', method: 'post', path: '/notifications/{id}/retry', auth: 'admin',
+    summary: 'Send a failed notification again (it is retried with the usual backoff)', params: IdParams,
+    response: Notification, subject: 'notifier.notifications.retry',
   },
 ] as const);

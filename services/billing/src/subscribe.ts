@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ID_PREFIXES, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
 import { conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
+import { contactIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
 import { requestPayment } from './payments-client.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -22,6 +23,7 @@ export interface SubscribeInput {
   name?: string | undefined;
   messenger?: string | undefined;
   nostr?: string | undefined;
+  contact_preference?: 'email' | 'messenger' | 'nostr' | undefined;
   receive_confirmations: boolean;
   receive_reminders: boolean;
 }
@@ -71,6 +73,8 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const missing = d.availability[method];
   if (missing) throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: missing, type: 'provider_not_configured' }]);
   check?.(plan);
+  const contacts = contactIssues(input);
+  if (contacts.length) throw new DomainError(422, contacts);
 
   const nowMs = d.clock.nowMs();
   const now = Math.floor(nowMs / 1000);
@@ -78,7 +82,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const { sub, subscriberCreated } = await d.db.tx(async (tx) => {
     const { row: subscriber, created } = await d.subscribers.upsert(tx, {
       id: newId(ID_PREFIXES.subscriber, nowMs), wallet_id: plan.wallet, email: input.email ?? null, name: input.name ?? null,
-      messenger: input.messenger ?? null, nostr: input.nostr ?? null,
+      messenger: input.messenger ?? null, nostr: input.nostr ?? null, contact_preference: input.contact_preference ?? null,
       token_hash: createHash('sha256').update(token).digest('hex'), token_sealed: d.secrets.seal(token), created_at: now,
     });
     const state = startSubscription(plan, now);

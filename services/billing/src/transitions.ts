@@ -19,6 +19,9 @@ export async function subscriptionEventData(q: Queryable, s: SubRow, extra: Reco
     ...(r?.name ? { subscriber_name: r.name } : {}),
     status: s.status,
     amount_sats: s.amount_sats,
+    // What notices say: the period a payment covers, until when a cancelled subscription keeps access, who cancelled.
+    current_period_end: s.current_period_end,
+    ...(s.cancel_reason ? { cancel_reason: s.cancel_reason } : {}),
     ...extra,
   };
 }

@@ -6,15 +6,23 @@ export const loadNotifierConfig = () =>
     ...commonConfig,
     NOTIFIER_OPS_PORT: envInt(9104),
     DB_POOL_MAX: envInt(10, 1),
-    SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts webhook signing secrets at rest'),
+    SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts webhook signing secrets and channel secrets at rest'),
     /** Each webhook POST gives up after this long and counts as a failed attempt. */
     WEBHOOK_TIMEOUT_MS: envInt(10_000, 100),
-    /** Lets owners register webhook URLs on loopback, link-local and private addresses (local runs, tests). Off: refused (SSRF). */
+    /** Lets owners register webhook URLs (and Nostr relays, NIP-05 domains) on loopback, link-local and private addresses (local runs, tests). Off: refused (SSRF). */
     WEBHOOK_ALLOW_PRIVATE: envBool,
-    /** How often the delivery and mail workers look for due work. */
+    /** How often the delivery and notification workers look for due work. */
     NOTIFIER_POLL_INTERVAL_MS: envInt(1000, 20),
-    /** Outgoing mail server, e.g. smtp://user:pass@host:587 (smtps:// for implicit TLS). Unset: subscriber e-mails are not sent. */
+    /** Outgoing mail server, e.g. smtp://user:pass@host:587 (smtps:// for implicit TLS). Unset: only owners' own mail servers send e-mail. */
     SMTP_URL: z.string().regex(/^smtps?:\/\//, 'must be an smtp:// or smtps:// URL').optional(),
     MAIL_FROM: z.string().min(3).default('Subscriptions <no-reply@localhost>'),
+    /** The Telegram Bot API (tests point it at a local server of that protocol). */
+    MESSENGER_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.telegram.org'),
+    /** One messenger call or one Nostr delivery (lookups and publishing) gives up after this long. */
+    NOTIFY_TIMEOUT_MS: envInt(10_000, 100),
+    /** NIP-05 identifiers are looked up over http:// (local tests only; the protocol says https). */
+    NIP05_ALLOW_HTTP: envBool,
+    /** The notifier's own calls to billing (a subscription's contacts, plan ownership). */
+    BUS_TIMEOUT_MS: envInt(5000, 100),
   });
 export type NotifierConfig = ReturnType<typeof loadNotifierConfig>;

@@ -1,8 +1,9 @@
-import type { Clock, Db, Logger, SecretBox } from '@sb/runtime';
+import type { BusClient, Clock, Db, Logger, SecretBox } from '@sb/runtime';
 import type { AddressPolicy } from '@sb/runtime';
 import type { EndpointsRepo } from './store/endpoints.repo.js';
 import type { DeliveriesRepo } from './store/deliveries.repo.js';
-import type { EmailsRepo } from './store/emails.repo.js';
+import type { NotificationsRepo } from './store/notifications.repo.js';
+import type { SettingsRepo } from './store/settings.repo.js';
 
 export const SCHEMA = 'notifier';
 
@@ -14,11 +15,20 @@ export interface Deps {
   log: Logger;
   endpoints: EndpointsRepo;
   deliveries: DeliveriesRepo;
-  emails: EmailsRepo;
-  /** Seals webhook signing secrets at rest (they must be opened again to sign). */
+  settings: SettingsRepo;
+  notifications: NotificationsRepo;
+  /** Seals webhook signing secrets, channel secrets and message bodies at rest. */
   secrets: SecretBox;
+  /** Calls to billing: a subscription's contacts and portal link, plan ownership. */
+  bus: BusClient;
   addresses: AddressPolicy;
   webhookTimeoutMs: number;
-  /** Subscriber e-mail is recorded only when a mail server is configured. */
-  mailEnabled: boolean;
+  channels: {
+    /** The deployment's mail server; owners may bring their own. */
+    smtpUrl: string | undefined;
+    mailFrom: string;
+    messengerApiUrl: string;
+    timeoutMs: number;
+    nip05Http: boolean;
+  };
 }

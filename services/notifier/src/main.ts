@@ -1,14 +1,14 @@
-import { createTransport } from 'nodemailer';
-import { DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
+import { BusClient, DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { recordEvent } from './events-consumer.js';
 import { allHandlers } from './handlers/index.js';
 import { DeliveriesRepo } from './store/deliveries.repo.js';
-import { EmailsRepo } from './store/emails.repo.js';
 import { EndpointsRepo } from './store/endpoints.repo.js';
 import { migrations } from './store/migrations.js';
-import { deliverDue, mailDue, SMTP_TIMEOUT_MS } from './workers.js';
+import { NotificationsRepo } from './store/notifications.repo.js';
+import { SettingsRepo } from './store/settings.repo.js';
+import { deliverDue, notifyDue } from './workers.js';
 
 main('notifier', () =>
   runService({
@@ -17,27 +17,31 @@ main('notifier', () =>
     migrations,
     loadConfig: loadNotifierConfig,
     opsPort: (c) => c.NOTIFIER_OPS_PORT,
-    setup({ config, log, db, nc, clock }) {
+    async setup({ config, log, db, nc, clock }) {
       const deps: Deps = {
         db, clock, log,
         endpoints: new EndpointsRepo(SCHEMA),
         deliveries: new DeliveriesRepo(SCHEMA),
-        emails: new EmailsRepo(SCHEMA),
+        settings: new SettingsRepo(SCHEMA),
+        notifications: new NotificationsRepo(SCHEMA),
         secrets: new SecretBox(config.SECRETS_KEY),
+        bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'notifier-client'),
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
         webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
-        mailEnabled: !!config.SMTP_URL,
+        channels: {
+          smtpUrl: config.SMTP_URL, mailFrom: config.MAIL_FROM, messengerApiUrl: config.MESSENGER_API_URL,
+          timeoutMs: config.NOTIFY_TIMEOUT_MS, nip05Http: config.NIP05_ALLOW_HTTP,
+        },
       };
-      if (!config.SMTP_URL) log.warn('SMTP_URL is not set: subscriber e-mails are not sent');
-      if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks may target loopback and private addresses');
-      // Every domain event: deliveries to matching endpoints and the subscriber's e-mail.
+      await deps.bus.connect();
+      if (!config.SMTP_URL) log.warn("SMTP_URL is not set: e-mail goes out only through owners' own mail servers");
+      if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks, relays and NIP-05 lookups may target loopback and private addresses');
+      // Every domain event: deliveries to matching endpoints and notifications to subscribers and the owner.
       const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log });
-      const pollers = [new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log)];
-      if (config.SMTP_URL) {
-        // Bounded, so a mail's lease (workers.ts) outlasts its slowest send.
-        const transport = createTransport({ url: config.SMTP_URL, connectionTimeout: SMTP_TIMEOUT_MS, greetingTimeout: SMTP_TIMEOUT_MS, socketTimeout: SMTP_TIMEOUT_MS });
-        pollers.push(new Poller('mail', config.NOTIFIER_POLL_INTERVAL_MS, () => mailDue(deps, transport, config.MAIL_FROM), log));
-      }
+      const pollers = [
+        new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log),
+        new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),
+      ];
       return {
         handlers: allHandlers(deps),
         async start() {
@@ -47,6 +51,7 @@ main('notifier', () =>
         async stop() {
           await consumer.stop();
           await Promise.all(pollers.map((p) => p.stop()));
+          await deps.bus.close().catch(() => undefined);
         },
         ready: { mail: !!config.SMTP_URL, allow_private_webhooks: config.WEBHOOK_ALLOW_PRIVATE, webhook_timeout_ms: config.WEBHOOK_TIMEOUT_MS },
       };

@@ -1,7 +1,9 @@
-import type { Transporter } from 'nodemailer';
 import { unixSeconds } from '@sb/runtime';
+import { loadRow, sendVia } from './channels/index.js';
+import { SMTP_TIMEOUT_MS } from './channels/email.js';
+import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
-import { nextAttemptAt } from './domain/retry.js';
+import { GIVE_UP_AFTER_S, nextAttemptAt } from './domain/retry.js';
 import { sendWebhook } from './webhook-sender.js';
 
 const BATCH = 20;
@@ -32,28 +34,39 @@ export async function deliverDue(d: Deps): Promise<boolean> {
   return due.length === BATCH;
 }
 
-/** An SMTP conversation gives up within this long (see the transport's timeouts in main.ts). */
-export const SMTP_TIMEOUT_MS = 30_000;
-const MAIL_BATCH = 5;
+const NOTIFY_BATCH = 10;
 
-/** One round of due subscriber e-mails, same retry schedule as webhooks. */
-export async function mailDue(d: Deps, transport: Transporter, from: string): Promise<boolean> {
-  // Sent one after another: the lease covers the whole batch at its slowest, so another replica never
-  // takes (and sends again) a mail this one is still sending.
-  const leaseS = Math.ceil((MAIL_BATCH * 3 * SMTP_TIMEOUT_MS) / 1000) + 60;
-  const due = await d.db.tx((tx) => d.emails.claimDue(tx, unixSeconds(d.clock), MAIL_BATCH, leaseS));
-  for (const m of due) {
-    let error: string | null = null;
-    try {
-      await transport.sendMail({ from, to: m.to, subject: m.subject, text: m.text });
-    } catch (err) {
-      error = (err as Error).message || String(err);
-    }
-    const now = unixSeconds(d.clock);
-    const next = error === null ? null : nextAttemptAt(m.attempt_count + 1, m.created_at, now);
-    await d.emails.finish(d.db, m, now, error, next);
-    // The address is personal data: the log names the event only.
-    d.log.info({ event_id: m.event_id, error }, error === null ? 'subscriber e-mail sent' : 'subscriber e-mail failed');
-  }
-  return due.length === MAIL_BATCH;
+/**
+ * One round of due notifications on every channel, sent side by side; the same retry schedule as
+ * webhooks, except that permanent errors (unknown chat, blocked bot, no such mailbox) fail at once and a
+ * provider's `retry_after` is honoured.
+ */
+export async function notifyDue(d: Deps): Promise<boolean> {
+  // The lease covers the slowest channel (an SMTP conversation) with room to spare.
+  const leaseS = Math.ceil((3 * Math.max(SMTP_TIMEOUT_MS, d.channels.timeoutMs * 2)) / 1000) + 60;
+  const due = await d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), NOTIFY_BATCH, leaseS));
+  await Promise.all(
+    due.map(async (n) => {
+      const started = Date.now();
+      let outcome;
+      try {
+        const message = JSON.parse(d.secrets.open(n.body_sealed)) as Message;
+        outcome = await sendVia(d, n.channel, await loadRow(d, d.db, n.wallet_id, n.settings_plan_id), n.recipient, message);
+      } catch {
+        // Only a changed SECRETS_KEY (or a database error) gets here; never with a secret in the words.
+        outcome = { delivered: false, error: 'message or channel secrets cannot be opened (was SECRETS_KEY changed?)', permanent: false };
+      }
+      const now = unixSeconds(d.clock);
+      const from = n.retry_from ?? now;
+      let next = outcome.delivered || outcome.permanent ? null : nextAttemptAt(n.attempt_count + 1, from, now);
+      if (next !== null && outcome.retryAfterS !== undefined) next = Math.min(Math.max(next, now + outcome.retryAfterS), from + GIVE_UP_AFTER_S);
+      await d.notifications.finishAttempt(d.db, n, { ...outcome, duration_ms: Date.now() - started }, now, next);
+      // The recipient is personal data: the log names the message, channel and event only.
+      d.log.info(
+        { notification_id: n.id, event_id: n.event_id, channel: n.channel, audience: n.audience, attempt: n.attempt_count + 1, error: outcome.error, permanent: outcome.permanent, next_attempt_at: next },
+        outcome.delivered ? 'notification delivered' : next === null ? 'notification failed for good' : 'notification attempt failed',
+      );
+    }),
+  );
+  return due.length === NOTIFY_BATCH;
 }

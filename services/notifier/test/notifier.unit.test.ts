@@ -3,10 +3,16 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '@sb/contracts';
-import { subscriberMail } from '../src/domain/email.js';
+import { SubscriberNotice } from '@sb/contracts';
+import { subscriberMessage, subscriberWants } from '../src/domain/messages.js';
+import { contactMethods, mergeSettings, SettingsError, subscriberTargets, viewSettings } from '../src/domain/settings.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
 import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '@sb/runtime';
 import { sendWebhook } from '../src/webhook-sender.js';
+import { chatIdOf } from '../src/channels/messenger.js';
+import { refusedAddresses } from '../src/channels/addresses.js';
+import { sendEmail } from '../src/channels/email.js';
+import { resolveRecipient, sendNostr } from '../src/channels/nostr.js';
 
 describe('SSRF address check', () => {
   it('refuses loopback, private, link-local, unique-local and mapped addresses; passes public ones', () => {
@@ -105,23 +111,114 @@ describe('retry schedule', () => {
   });
 });
 
-describe('subscriber e-mail', () => {
+describe('subscriber notices', () => {
   const ev = (event: EventEnvelope['event'], data: Record<string, unknown>): EventEnvelope => ({
     id: 'evt_x', wallet_id: 'wal_x', event, timestamp: 1_700_000_000, data: { plan_id: 'plan_1', plan_name: 'Gold', subscription_id: 'sub_1', ...data },
   });
+  const all = [...SubscriberNotice.options];
 
-  it('cancellations always; reminders and confirmations only when the event says the subscriber wants them', () => {
-    expect(subscriberMail(ev('subscription.cancelled', { subscriber_email: 'a@example.com' }))).toMatchObject({ to: 'a@example.com', subject: 'Your subscription to Gold was cancelled' });
-    expect(subscriberMail(ev('subscription.cancelled', {}))).toBeNull();
-    const reminder = subscriberMail(ev('renewal.reminder', { subscriber_email: 'a@example.com', notify_subscriber: true, payment_request: 'lnbc10n1xyz', due_at: 1_700_086_400, amount_sats: 1000 }));
-    expect(reminder?.text).toContain('lightning:lnbc10n1xyz');
-    expect(reminder?.text).toContain('1000 sats');
-    expect(reminder?.text).toContain('2023-11-15 22:13 UTC');
-    expect(subscriberMail(ev('renewal.reminder', { subscriber_email: 'a@example.com', notify_subscriber: false, payment_request: 'lnbc' }))).toBeNull();
-    expect(subscriberMail(ev('renewal.reminder', { subscriber_email: 'a@example.com', notify_subscriber: true, checkout_url: 'https://pay.example/c' }))?.text).toContain('https://pay.example/c');
-    expect(subscriberMail(ev('subscription.activated', { subscriber_email: 'a@example.com' }))).toBeNull();
-    expect(subscriberMail(ev('subscription.activated', { subscriber_email: 'a@example.com', receive_confirmations: true }))?.subject).toBe('Your subscription to Gold is active');
-    expect(subscriberMail(ev('subscription.trial_ending', { subscriber_email: 'a@example.com', notify_subscriber: true, trial_end: 1_700_000_000 }))?.subject).toBe('Your free trial of Gold is ending');
-    expect(subscriberMail(ev('subscription.paused', { subscriber_email: 'a@example.com' }))).toBeNull();
+  it('cancellations always; reminders and confirmations only when the subscriber opted in and the owner left them on', () => {
+    expect(subscriberWants(ev('subscription.cancelled', {}), [])).toBe(true);
+    expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: true }), all)).toBe(true);
+    expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: true }), all.filter((e) => e !== 'renewal.reminder'))).toBe(false);
+    expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: false }), all)).toBe(false);
+    expect(subscriberWants(ev('subscription.activated', {}), all)).toBe(false);
+    expect(subscriberWants(ev('subscription.activated', { receive_confirmations: true }), all)).toBe(true);
+    expect(subscriberWants(ev('subscription.paused', { notify_subscriber: true }), all)).toBe(false);
+  });
+
+  it('messages carry the pay link, amount, dates in UTC and the portal link, as text and HTML', () => {
+    const who = { name: 'Ann', manageUrl: 'http://x/subscriptions_manager/manage?token=t0k', merchant: 'Shop & Co' };
+    const reminder = subscriberMessage(ev('renewal.reminder', { payment_request: 'lnbc10n1xyz', due_at: 1_700_086_400, amount_sats: 1000 }), who);
+    expect(reminder.text).toContain('lightning:lnbc10n1xyz');
+    expect(reminder.text).toContain('1000 sats');
+    expect(reminder.text).toContain('2023-11-15 22:13 UTC');
+    expect(reminder.text).toContain(who.manageUrl);
+    expect(reminder.html).toContain('<a href="lightning:lnbc10n1xyz">');
+    expect(reminder.text.split('\n').at(-1)).toBe('— Shop & Co');
+    expect(reminder.html).toContain('— Shop &#38; Co');
+    expect(subscriberMessage(ev('renewal.reminder', { checkout_url: 'https://pay.example/c' }), who).text).toContain('https://pay.example/c');
+    const cancelled = subscriberMessage(ev('subscription.cancelled', { cancel_reason: 'cancelled by subscriber', current_period_end: 1_700_086_400 }), who);
+    expect(cancelled.text).toMatch(/cancelled by you.*\n.*access continues until 2023-11-15 22:13 UTC/);
+    expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 5000, current_period_end: 1_702_000_000 }), {}).text).toMatch(/renewed until 2023-12-08 .* UTC; you paid 5000 sats/);
+    expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
+  });
+});
+
+describe('notification settings', () => {
+  const o = { serverMail: true, newKey: () => 'ab'.repeat(32), toSecretHex: (v: string) => (/^[0-9a-f]{64}$/.test(v) ? v : undefined), toPubkeyHex: (v: string) => v, publicKeyOf: (h: string) => `npub-of-${h.slice(0, 4)}` };
+  const base = { owner_events: [], subscriber_events: [...SubscriberNotice.options] };
+
+  it('keeps stored secrets when a PUT leaves them out; generates a Nostr key when none exists; refuses a channel without its secret', () => {
+    const first = mergeSettings({ ...base, channels: { messenger: { bot_token: '1:' + 'a'.repeat(30) }, nostr: { relays: ['wss://r.example'], nip04: false } } }, {}, {}, o);
+    expect(first.secrets).toEqual({ bot_token: '1:' + 'a'.repeat(30), nostr_key: 'ab'.repeat(32) });
+    expect(first.generated).toBe('ab'.repeat(32));
+    const again = mergeSettings({ ...base, channels: { messenger: {}, nostr: { relays: ['wss://r.example'], nip04: true } } }, first.secrets, {}, { ...o, newKey: () => 'cd'.repeat(32) });
+    expect(again.secrets).toEqual(first.secrets);
+    expect(again.generated).toBeUndefined();
+    expect(() => mergeSettings({ ...base, channels: { messenger: {} } }, {}, {}, o)).toThrow(SettingsError);
+    expect(() => mergeSettings({ ...base, channels: { email: {} } }, {}, {}, { ...o, serverMail: false })).toThrow(/smtp_url/);
+    const view = viewSettings(again.settings, 5);
+    expect(JSON.stringify(view)).not.toContain('a'.repeat(30));
+    expect(view.channels.messenger).toEqual({ bot_token: 'configured', owner_chat_id: null });
+  });
+
+  it('subscribers are reached on their preferred channel when the plan has it, else on every contact a channel covers', () => {
+    const s = mergeSettings({ ...base, channels: { email: {}, messenger: { bot_token: '1:' + 'a'.repeat(30) } } }, {}, {}, o).settings;
+    const c = { email: 'a@example.com', messenger: '42', nostr: 'npub1x', contact_preference: null };
+    expect(subscriberTargets(s, c)).toEqual([{ channel: 'email', to: 'a@example.com' }, { channel: 'messenger', to: '42' }]);
+    expect(subscriberTargets(s, { ...c, contact_preference: 'messenger' })).toEqual([{ channel: 'messenger', to: '42' }]);
+    // Preferred Nostr, but the plan has no Nostr channel: every contact it covers.
+    expect(subscriberTargets(s, { ...c, contact_preference: 'nostr' })).toHaveLength(2);
+    expect(contactMethods(s)).toEqual(['email', 'messenger']);
+  });
+});
+
+describe('channel addressing', () => {
+  it('a NIP-05 domain on a private address is refused without a request, as for webhooks; a malformed contact is permanent', async () => {
+    let asked = 0;
+    const server = createServer((_req, res) => {
+      asked++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ names: { bob: 'ab'.repeat(32) } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const o = { policy: { allowPrivate: false }, timeoutMs: 2000, nip05Http: true };
+      const sender = { secretHex: '11'.repeat(32), relays: ['ws://127.0.0.1:9'], nip04: false };
+      const refused = await sendNostr(sender, `bob@${host}`, 'hi', o);
+      expect(refused).toMatchObject({ delivered: false, permanent: true, error: expect.stringMatching(/not allowed.*127\.0\.0\.1/) });
+      expect(asked).toBe(0);
+      expect(await resolveRecipient(`bob@${host}`, { ...o, policy: { allowPrivate: true } })).toEqual({ pubkey: 'ab'.repeat(32), relays: [] });
+      expect(asked).toBe(1);
+      await expect(resolveRecipient(`carl@${host}`, { ...o, policy: { allowPrivate: true } })).rejects.toThrow(/knows no Nostr key for carl/);
+      expect(await sendNostr(sender, 'npub1nope', 'hi', o)).toMatchObject({ delivered: false, permanent: true });
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
+  it('messenger chat ids: numbers stay numbers, names become @names', () => {
+    expect(chatIdOf('123456789')).toBe(123456789);
+    expect(chatIdOf('-1001234567890')).toBe(-1001234567890);
+    expect(chatIdOf('@shop_channel')).toBe('@shop_channel');
+    expect(chatIdOf('alice')).toBe('@alice');
+  });
+});
+
+describe("owners' mail servers and relays", () => {
+  const dns = async (host: string) => (host === 'mail.example.com' ? ['93.184.216.34'] : host === 'inside.example.com' ? ['10.0.0.5'] : []);
+  const body = (smtp: string, relays: string[]) => ({ channels: { email: { smtp_url: smtp }, nostr: { relays, nip04: false } }, owner_events: [], subscriber_events: [] });
+
+  it('must be public addresses, as webhook URLs, unless private ones are allowed; the password is never in the sentence', async () => {
+    const off = { allowPrivate: false };
+    expect(await refusedAddresses(body('smtp://u:pw-123@mail.example.com:587', ['wss://8.8.8.8']), off, dns)).toEqual([]);
+    const refused = await refusedAddresses(body('smtps://u:pw-123@inside.example.com:465', ['ws://127.0.0.1:7000', 'wss://8.8.8.8']), off, dns);
+    expect(refused.map(([loc]) => loc)).toEqual([['body', 'channels', 'email', 'smtp_url'], ['body', 'channels', 'nostr', 'relays', 0]]);
+    expect(refused[0]![1]).toMatch(/10\.0\.0\.5/);
+    expect(JSON.stringify(refused)).not.toContain('pw-123');
+    expect(await refusedAddresses(body('smtp://u:pw@127.0.0.1:25', ['ws://127.0.0.1:7000']), { allowPrivate: true }, dns)).toEqual([]);
+    const sent = await sendEmail('smtp://u:pw-123@127.0.0.1:9', 'a@example.com', 'b@example.com', { subject: 's', text: 't', html: '<p>t</p>' }, off);
+    expect(sent).toMatchObject({ delivered: false, permanent: true, error: expect.stringMatching(/^mail server not allowed/) });
   });
 });

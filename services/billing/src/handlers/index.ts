@@ -9,6 +9,7 @@ import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
 import { nwcFallback, portalCancel, portalListSubscriptions, subscriberOfToken } from './portal.js';
+import { planOwned, subscriptionContact } from './notification-contacts.js';
 import { getPublicPlan } from './public.plan_get.js';
 import { subscribe, subscribeNwc } from './public.subscribe.js';
 import { getSubscriber, listPlanSubscribers, listSubscribers } from './subscribers.js';
@@ -29,5 +30,6 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   listSubscribers(d), getSubscriber(d),
   subscribe(d), subscribeNwc(d),
   portalListSubscriptions(d), portalCancel(d), subscriberOfToken(d), nwcFallback(d),
+  subscriptionContact(d), planOwned(d),
   ...(d.devClock ? [devClock(d, scheduler)] : []),
 ];

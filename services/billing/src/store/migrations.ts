@@ -144,3 +144,13 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN nwc_charging_since BIGINT;
 `,
 });
+
+migrations.push({
+  // Numbered apart from the lifecycle's migrations developed alongside (ids need not be contiguous).
+  id: 10,
+  name: "subscribers' preferred notification channel",
+  sql: `
+-- 'email', 'messenger' or 'nostr': where the notifier sends this subscriber's notices (NULL: every contact given).
+ALTER TABLE subscribers ADD COLUMN contact_preference TEXT CHECK (contact_preference IN ('email', 'messenger', 'nostr'));
+`,
+});

@@ -8,12 +8,13 @@ export interface SubscriberRow {
   name: string | null;
   messenger: string | null;
   nostr: string | null;
+  contact_preference: 'email' | 'messenger' | 'nostr' | null;
   token_hash: string;
   token_sealed: string;
   created_at: number;
 }
 
-const COLS = 'id, wallet_id, email, name, messenger, nostr, token_hash, token_sealed, created_at';
+const COLS = 'id, wallet_id, email, name, messenger, nostr, token_hash, token_sealed, created_at, contact_preference';
 
 export const publicSubscriber = (r: SubscriberRow) => ({
   id: r.id, email: r.email, messenger: r.messenger, nostr: r.nostr, name: r.name, created_at: r.created_at,
@@ -28,9 +29,9 @@ export class SubscribersRepo {
    */
   async upsert(q: Queryable, r: SubscriberRow): Promise<{ row: SubscriberRow; created: boolean }> {
     const ins = await q.query<SubscriberRow>(
-      `INSERT INTO ${this.schema}.subscribers (${COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)
+      `INSERT INTO ${this.schema}.subscribers (${COLS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
        ON CONFLICT (wallet_id, lower(email)) WHERE email IS NOT NULL DO NOTHING RETURNING ${COLS}`,
-      [r.id, r.wallet_id, r.email, r.name, r.messenger, r.nostr, r.token_hash, r.token_sealed, r.created_at],
+      [r.id, r.wallet_id, r.email, r.name, r.messenger, r.nostr, r.token_hash, r.token_sealed, r.created_at, r.contact_preference],
     );
     if (ins.rows[0]) return { row: ins.rows[0], created: true };
     const { rows } = await q.query<SubscriberRow>(

@@ -77,4 +77,63 @@ CREATE INDEX emails_due ON emails (next_attempt_at) WHERE status = 'pending';
 ${outboxTableSql}
 `,
   },
+  {
+    id: 2,
+    name: 'notification settings per wallet and plan; notifications on every channel with their attempts',
+    sql: `
+-- plan_id '' holds the wallet's defaults; a plan's row overrides them unless inherit
+CREATE TABLE settings (
+  wallet_id TEXT NOT NULL,
+  plan_id TEXT NOT NULL,
+  inherit BOOLEAN NOT NULL DEFAULT false,
+  -- channels and events, no secret
+  config JSONB,
+  -- SMTP URL, bot token and Nostr key as one JSON document, AES-256-GCM with SECRETS_KEY
+  secrets_sealed TEXT,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (wallet_id, plan_id)
+);
+
+-- one message per (event, audience, channel, recipient), whatever the number of times the event arrives
+CREATE TABLE notifications (
+  id TEXT PRIMARY KEY,
+  wallet_id TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  event TEXT NOT NULL,
+  audience TEXT NOT NULL CHECK (audience IN ('subscriber', 'owner')),
+  channel TEXT NOT NULL CHECK (channel IN ('email', 'messenger', 'nostr')),
+  recipient TEXT NOT NULL,
+  subscription_id TEXT,
+  plan_id TEXT,
+  -- the settings row the message is sent with ('' = the wallet's)
+  settings_plan_id TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  -- subject, text and HTML; sealed: messages carry the subscriber's portal link (their token)
+  body_sealed TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempt_count INT NOT NULL DEFAULT 0,
+  -- retries stop 3 days after this (the first attempt, or the owner's retry)
+  retry_from BIGINT,
+  next_attempt_at BIGINT,
+  last_error TEXT,
+  delivered_at BIGINT,
+  created_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX notifications_once ON notifications (event_id, audience, channel, recipient);
+CREATE INDEX notifications_due ON notifications (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX notifications_wallet ON notifications (wallet_id, id DESC);
+
+CREATE TABLE notification_attempts (
+  id BIGSERIAL PRIMARY KEY,
+  notification_id TEXT NOT NULL REFERENCES notifications (id),
+  attempted_at BIGINT NOT NULL,
+  error TEXT,
+  permanent BOOLEAN NOT NULL,
+  duration_ms INT NOT NULL
+);
+CREATE INDEX notification_attempts_of ON notification_attempts (notification_id, id);
+
+-- subscriber e-mails now travel as notifications (the emails table stays as the record of earlier ones)
+`,
+  },
 ];

@@ -1,0 +1,191 @@
+import { z } from './zod.js';
+import { Id, PaginationQuery, UnixSeconds } from './common.js';
+import { EventName } from './events.js';
+import { ContactPreference } from './nwc.js';
+
+/** A notification channel; `messenger` is the Telegram Bot API, `nostr` NIP-17 direct messages. */
+export const NotificationChannel = z.enum(['email', 'messenger', 'nostr']).openapi('NotificationChannel');
+export type NotificationChannel = z.infer<typeof NotificationChannel>;
+
+/** Every event an owner may be told about: the domain events, also ones only some versions emit. */
+export const NotifiableEvent = z
+  .enum([...new Set([...EventName.options, 'payment.unapplied', 'subscription.expired'])] as [string, ...string[]])
+  .openapi('NotifiableEvent');
+export type NotifiableEvent = z.infer<typeof NotifiableEvent>;
+
+/**
+ * The subscriber notices an owner can switch off. Cancellation (plan archive included) always goes out and is
+ * not listed; the subscriber's own opt-outs (`receive_confirmations`, `receive_reminders`) apply on top.
+ */
+export const SubscriberNotice = z
+  .enum([
+    'subscription.created', 'subscription.activated', 'subscription.renewed', 'payment.received', 'renewal.reminder',
+    'subscription.trial_ending', 'subscription.past_due', 'subscription.payment_failed', 'subscription.expired', 'nwc.wallet_disabled',
+  ])
+  .openapi('SubscriberNotice');
+export type SubscriberNotice = z.infer<typeof SubscriberNotice>;
+
+/** What a secret field shows once stored: the secret itself is never answered. */
+const CONFIGURED = z.literal('configured');
+const relayUrl = z.string().max(500).regex(/^wss?:\/\/[^\s]+$/, 'must be a ws:// or wss:// relay URL');
+/** A Nostr public key as npub or 64 hex. */
+const nostrPubkey = z.string().max(200).regex(/^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an npub or 64 hex characters');
+
+const EmailChannelIn = z.strictObject({
+  smtp_url: z.string().max(1000).regex(/^smtps?:\/\/[^\s]+$/, 'must be an smtp:// or smtps:// URL').nullable().optional().openapi({
+    description: "The owner's own mail server (secret: contains the password). Omitted: the one stored before, else the server's SMTP_URL; null: the server's",
+  }),
+  from: z.string().min(3).max(300).optional().openapi({ description: 'Sender; the mail server must be allowed to send for it' }),
+  owner_email: z.email().max(254).optional().openapi({ description: 'Where owner notices go by e-mail' }),
+});
+const MessengerChannelIn = z.strictObject({
+  bot_token: z.string().regex(/^\d{1,20}:[A-Za-z0-9_-]{20,100}$/, 'must be a bot token (<id>:<secret>)').optional().openapi({
+    description: 'Bot API token (secret). Required the first time; omitted later: the stored one is kept',
+  }),
+  owner_chat_id: z.string().regex(/^(-?\d{1,20}|@[A-Za-z0-9_]{4,64})$/, 'must be a numeric chat id or @channelusername').optional(),
+});
+const NostrChannelIn = z.strictObject({
+  private_key: z.string().max(200).regex(/^(nsec1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an nsec or 64 hex characters').optional().openapi({
+    description: 'The sending key (secret). Omitted: the stored one is kept, or one is generated',
+  }),
+  generate_key: z.literal(true).optional().openapi({ description: 'Generate a new sending key; answered once as `generated_private_key`' }),
+  relays: z.array(relayUrl).min(1).max(10),
+  owner_pubkey: nostrPubkey.optional().openapi({ description: 'Where owner notices go as direct messages' }),
+  nip04: z.boolean().default(false).openapi({ description: 'Send legacy NIP-04 (kind 4) messages instead of NIP-17, for older clients' }),
+});
+
+const settingsFields = {
+  channels: z.strictObject({
+    email: EmailChannelIn.nullable().optional(),
+    messenger: MessengerChannelIn.nullable().optional(),
+    nostr: NostrChannelIn.nullable().optional(),
+  }).openapi({ description: 'A channel set to null (or left out) is off' }),
+  merchant_name: z.string().trim().min(1).max(200).optional().openapi({ description: 'Who the messages come from, named in every message' }),
+  owner_events: z.array(NotifiableEvent).max(50).default([]),
+  subscriber_events: z.array(SubscriberNotice).max(50).default([...SubscriberNotice.options]),
+};
+
+/** Body of `PUT /notification-settings`: replaces the wallet's defaults. */
+export const NotificationSettingsUpdate = z.strictObject(settingsFields).openapi('NotificationSettingsUpdate');
+export type NotificationSettingsUpdate = z.infer<typeof NotificationSettingsUpdate>;
+
+/** Body of `PUT /plans/{id}/notification-settings`: inherit the wallet's, or a full override. */
+export const PlanNotificationSettingsUpdate = z
+  .union([
+    z.strictObject({ inherit: z.literal(true) }),
+    z.strictObject({ inherit: z.literal(false), ...settingsFields }),
+  ])
+  .openapi('PlanNotificationSettingsUpdate');
+export type PlanNotificationSettingsUpdate = z.infer<typeof PlanNotificationSettingsUpdate>;
+
+export const NotificationSettings = z
+  .object({
+    channels: z.object({
+      email: z.object({
+        smtp_url: CONFIGURED.nullable().openapi({ description: "`configured`: the owner's own server; null: the server's" }),
+        from: z.string().nullable(),
+        owner_email: z.string().nullable(),
+      }).nullable(),
+      messenger: z.object({ bot_token: CONFIGURED, owner_chat_id: z.string().nullable() }).nullable(),
+      nostr: z.object({
+        private_key: CONFIGURED,
+        public_key: z.string().openapi({ description: 'npub of the sending key' }),
+        relays: z.array(z.string()),
+        owner_pubkey: z.string().nullable(),
+        nip04: z.boolean(),
+      }).nullable(),
+    }),
+    merchant_name: z.string().nullable(),
+    owner_events: z.array(NotifiableEvent),
+    subscriber_events: z.array(SubscriberNotice),
+    updated_at: UnixSeconds.nullable(),
+    generated_private_key: z.string().optional().openapi({ description: 'The generated Nostr key (nsec), in the answer that generated it only' }),
+  })
+  .openapi('NotificationSettings');
+export type NotificationSettings = z.infer<typeof NotificationSettings>;
+
+export const PlanNotificationSettings = NotificationSettings.extend({
+  plan_id: Id,
+  inherit: z.boolean().openapi({ description: "true: the wallet's settings apply (shown here as in effect)" }),
+}).openapi('PlanNotificationSettings');
+export type PlanNotificationSettings = z.infer<typeof PlanNotificationSettings>;
+
+export const NotificationTestRequest = z
+  .strictObject({
+    channel: NotificationChannel,
+    to: z.string().min(1).max(254).optional().openapi({ description: "Recipient (e-mail, chat id, npub or NIP-05); omitted: the owner's own" }),
+  })
+  .openapi('NotificationTestRequest');
+export type NotificationTestRequest = z.infer<typeof NotificationTestRequest>;
+
+export const NotificationTestResult = z
+  .object({ channel: NotificationChannel, to: z.string(), delivered: z.boolean(), error: z.string().nullable() })
+  .openapi('NotificationTestResult');
+export type NotificationTestResult = z.infer<typeof NotificationTestResult>;
+
+export const NotificationStatus = z.enum(['pending', 'delivered', 'failed']).openapi('NotificationStatus');
+
+export const NotificationAttempt = z.object({
+  attempted_at: UnixSeconds,
+  error: z.string().nullable(),
+  permanent: z.boolean(),
+  duration_ms: z.number().int(),
+});
+
+export const Notification = z
+  .object({
+    id: Id,
+    event_id: Id,
+    event: z.string(),
+    audience: z.enum(['subscriber', 'owner']),
+    channel: NotificationChannel,
+    recipient: z.string(),
+    subscription_id: Id.nullable(),
+    plan_id: Id.nullable(),
+    subject: z.string(),
+    status: NotificationStatus,
+    attempt_count: z.number().int().nonnegative(),
+    last_error: z.string().nullable(),
+    next_attempt_at: UnixSeconds.nullable(),
+    delivered_at: UnixSeconds.nullable(),
+    created_at: UnixSeconds,
+    attempts: z.array(NotificationAttempt),
+  })
+  .openapi('Notification');
+export type Notification = z.infer<typeof Notification>;
+
+export const NotificationListQuery = PaginationQuery.extend({
+  channel: NotificationChannel.optional(),
+  status: NotificationStatus.optional(),
+  subscription_id: Id.optional(),
+});
+export type NotificationListQuery = z.infer<typeof NotificationListQuery>;
+
+/** Bus messages of notifications between billing and the notifier. */
+export const notificationMessages = {
+  /** Billing's public plan asks which contact fields a checkout of this plan should offer. */
+  contactMethods: {
+    subject: 'notifier.internal.contact_methods',
+    request: z.object({ wallet_id: Id, plan_id: Id }),
+    reply: z.object({ methods: z.array(ContactPreference) }),
+  },
+  /** The notifier asks billing whom a subscription's notices go to, and the subscriber's portal link. */
+  subscriptionContact: {
+    subject: 'billing.internal.subscription_contact',
+    request: z.object({ wallet_id: Id, subscription_id: Id }),
+    reply: z.object({
+      email: z.string().nullable(),
+      messenger: z.string().nullable(),
+      nostr: z.string().nullable(),
+      name: z.string().nullable(),
+      contact_preference: ContactPreference.nullable(),
+      manage_url: z.string(),
+    }),
+  },
+  /** The notifier checks that a plan is the owner's before storing settings for it. */
+  planOwned: {
+    subject: 'billing.internal.plan_owned',
+    request: z.object({ wallet_id: Id, plan_id: Id }),
+    reply: z.object({ exists: z.boolean() }),
+  },
+} as const;

@@ -1,0 +1,25 @@
+import type { ValidationIssue } from '@sb/contracts';
+
+type Channel = 'email' | 'messenger' | 'nostr';
+
+/** A Nostr contact the notifier can reach: an npub, a hex public key, or a NIP-05 identifier (name@domain). */
+const NOSTR = /^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64}|[a-z0-9._-]+@[a-z0-9.-]+\.[a-z]{2,}|[a-z0-9._-]+@[a-z0-9.-]+:\d{1,5})$/i;
+/** A messenger (Telegram) chat: a numeric chat id, or a username with or without its @. */
+const MESSENGER = /^(-?\d{1,20}|@?[A-Za-z0-9_]{3,64})$/;
+
+/**
+ * The contact fields a checkout gave, checked so that notices can reach them: a malformed handle would
+ * only fail at the first notice. A preferred channel must come with its contact.
+ */
+export function contactIssues(c: { messenger?: string | undefined; nostr?: string | undefined; email?: string | undefined; contact_preference?: Channel | undefined }): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  if (c.messenger !== undefined && !MESSENGER.test(c.messenger.trim())) {
+    issues.push({ loc: ['body', 'messenger'], msg: 'messenger must be a numeric chat id or a @username', type: 'value_error' });
+  }
+  if (c.nostr !== undefined && !NOSTR.test(c.nostr.trim())) {
+    issues.push({ loc: ['body', 'nostr'], msg: 'nostr must be an npub or a NIP-05 identifier (name@domain)', type: 'value_error' });
+  }
+  const pref = c.contact_preference;
+  if (pref && !c[pref]) issues.push({ loc: ['body', pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' });
+  return issues;
+}

@@ -1,0 +1,24 @@
+import { notificationMessages } from '@sb/contracts';
+import { messageHandler, notFound } from '@sb/runtime';
+import type { Deps } from '../deps.js';
+import { manageUrl } from '../subscribe.js';
+
+/**
+ * Whom a subscription's notices reach, asked by the notifier when it handles an event: the contacts as
+ * they are now (not as the event saw them), and the portal link, which never travels in events (it
+ * carries the subscriber's token).
+ */
+export const subscriptionContact = (d: Deps) =>
+  messageHandler(notificationMessages.subscriptionContact, async ({ wallet_id, subscription_id }) => {
+    const sub = await d.subscriptions.get(d.db, wallet_id, subscription_id);
+    const s = sub && (await d.subscribers.get(d.db, wallet_id, sub.subscriber_id));
+    if (!s) throw notFound('Subscription');
+    return {
+      email: s.email, messenger: s.messenger, nostr: s.nostr, name: s.name, contact_preference: s.contact_preference,
+      manage_url: manageUrl(d.publicBaseUrl, d.secrets.open(s.token_sealed)),
+    };
+  });
+
+/** The notifier stores plan settings only for the owner's own plans. */
+export const planOwned = (d: Deps) =>
+  messageHandler(notificationMessages.planOwned, async ({ wallet_id, plan_id }) => ({ exists: !!(await d.plans.get(d.db, wallet_id, plan_id)) }));

@@ -1,0 +1,17 @@
+import { describe, expect, it } from 'vitest';
+import { contactIssues } from '../src/domain/contacts.js';
+
+describe('checkout contacts', () => {
+  it('takes npubs, hex keys, NIP-05 names, chat ids and usernames; refuses the rest and a preference without its contact', () => {
+    const npub = 'npub1' + 'q'.repeat(58);
+    for (const nostr of [npub, 'a'.repeat(64), 'bob@example.com', 'bob@127.0.0.1:8080', '_@nostr.example.org']) expect(contactIssues({ nostr }), nostr).toEqual([]);
+    for (const messenger of ['123456789', '-1001234', '@alice_bot', 'alice']) expect(contactIssues({ messenger }), messenger).toEqual([]);
+    expect(contactIssues({ nostr: 'not a key' })[0]!.loc).toEqual(['body', 'nostr']);
+    expect(contactIssues({ nostr: 'npub1short' })[0]!.loc).toEqual(['body', 'nostr']);
+    expect(contactIssues({ messenger: 'two words' })[0]!.loc).toEqual(['body', 'messenger']);
+    expect(contactIssues({ email: 'a@example.com', contact_preference: 'nostr' })).toEqual([
+      { loc: ['body', 'nostr'], msg: 'contact_preference is nostr: give your nostr contact too', type: 'missing' },
+    ]);
+    expect(contactIssues({ email: 'a@example.com', contact_preference: 'email' })).toEqual([]);
+  });
+});

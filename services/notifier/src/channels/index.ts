@@ -1,0 +1,63 @@
+import type { NotificationChannel } from '@sb/contracts';
+import type { Deps } from '../deps.js';
+import { defaultSettings, type Secrets, type StoredSettings } from '../domain/settings.js';
+import { WALLET_ROW } from '../store/settings.repo.js';
+import type { Queryable } from '@sb/runtime';
+import { sendEmail } from './email.js';
+import { sendMessenger } from './messenger.js';
+import { sendNostr } from './nostr.js';
+import { failed, type Message, type SendOutcome } from './outcome.js';
+
+/** Settings with their secrets opened, as a send needs them. */
+export interface Loaded {
+  /** The row they came from ('' = the wallet's; also for defaults). */
+  row: string;
+  settings: StoredSettings;
+  secrets: Secrets;
+  updatedAt: number | null;
+}
+
+export const openSecrets = (d: Deps, sealed: string | null): Secrets => (sealed ? (JSON.parse(d.secrets.open(sealed)) as Secrets) : {});
+
+/** The settings in effect for a plan (its override, else the wallet's, else the defaults); `planId` undefined: the wallet's. */
+export async function loadEffective(d: Deps, q: Queryable, walletId: string, planId: string | undefined): Promise<Loaded> {
+  const r = await d.settings.effective(q, walletId, planId);
+  if (!r?.config) return { row: WALLET_ROW, settings: defaultSettings(!!d.channels.smtpUrl), secrets: {}, updatedAt: null };
+  return { row: r.plan_id, settings: r.config, secrets: openSecrets(d, r.secrets_sealed), updatedAt: r.updated_at };
+}
+
+/** The settings of one row exactly (a message is sent with the row it was recorded under). */
+export async function loadRow(d: Deps, q: Queryable, walletId: string, row: string): Promise<Loaded> {
+  const r = await d.settings.get(q, walletId, row);
+  if (!r?.config || (row !== WALLET_ROW && r.inherit)) {
+    return row === WALLET_ROW ? { row, settings: defaultSettings(!!d.channels.smtpUrl), secrets: {}, updatedAt: null } : loadEffective(d, q, walletId, undefined);
+  }
+  return { row, settings: r.config, secrets: openSecrets(d, r.secrets_sealed), updatedAt: r.updated_at };
+}
+
+/** One message through one channel with these settings. Never throws. */
+export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, to: string, m: Message): Promise<SendOutcome> {
+  try {
+    switch (channel) {
+      case 'email': {
+        const e = s.settings.channels.email;
+        const smtp = s.secrets.smtp_url ?? d.channels.smtpUrl;
+        if (!e || !smtp) return failed('the e-mail channel is switched off', true);
+        return await sendEmail(smtp, e.from ?? d.channels.mailFrom, to, m, s.secrets.smtp_url ? d.addresses : undefined);
+      }
+      case 'messenger': {
+        if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);
+        return await sendMessenger({ apiUrl: d.channels.messengerApiUrl, token: s.secrets.bot_token, timeoutMs: d.channels.timeoutMs }, to, `${m.subject}\n\n${m.text}`);
+      }
+      case 'nostr': {
+        const n = s.settings.channels.nostr;
+        if (!n || !s.secrets.nostr_key) return failed('the Nostr channel is switched off', true);
+        return await sendNostr({ secretHex: s.secrets.nostr_key, relays: n.relays, nip04: n.nip04 }, to, `${m.subject}\n\n${m.text}`, {
+          policy: d.addresses, timeoutMs: d.channels.timeoutMs, nip05Http: d.channels.nip05Http,
+        });
+      }
+    }
+  } catch (err) {
+    return failed((err as Error).message || String(err));
+  }
+}

@@ -1,0 +1,22 @@
+/** The result of one send through a channel, as the attempt log records it. */
+export interface SendOutcome {
+  delivered: boolean;
+  /** What went wrong, in the provider's words; never a secret. */
+  error: string | null;
+  /** Sending again cannot help (unknown chat, bot blocked, no such mailbox, no such key). */
+  permanent: boolean;
+  /** The provider asked to wait this long before the next try (Telegram's 429 retry_after). */
+  retryAfterS?: number;
+}
+
+export const delivered = (): SendOutcome => ({ delivered: true, error: null, permanent: false });
+export const failed = (error: string, permanent = false, retryAfterS?: number): SendOutcome => ({
+  delivered: false, error: error.slice(0, 500), permanent, ...(retryAfterS !== undefined ? { retryAfterS } : {}),
+});
+
+/** A rendered message: every channel sends the text; e-mail adds the subject and the HTML part. */
+export interface Message {
+  subject: string;
+  text: string;
+  html: string;
+}

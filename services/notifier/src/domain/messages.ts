@@ -1,0 +1,146 @@
+import type { EventEnvelope } from '@sb/contracts';
+import type { Message } from '../channels/outcome.js';
+
+/** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
+const CONFIRMATIONS = new Set(['subscription.activated', 'payment.received', 'subscription.renewed']);
+/** Subscriber notices no setting turns off (behaviour.md: cancellation and plan archive always). */
+export const ALWAYS_TO_SUBSCRIBER = new Set(['subscription.cancelled']);
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const day = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
+const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** Whether the subscriber is to hear of this event at all: billing knows their opt-ins, the owner chose the notices. */
+export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]): boolean {
+  if (ALWAYS_TO_SUBSCRIBER.has(e.event)) return true;
+  const d = e.data;
+  const opted = d.notify_subscriber === true || (CONFIRMATIONS.has(e.event) && d.receive_confirmations === true);
+  return opted && ownerChoice.includes(e.event);
+}
+
+/** Lines as text and as HTML (links made clickable). */
+function compose(subject: string, lines: (string | undefined | false | null)[]): Message {
+  const kept = lines.filter((l): l is string => typeof l === 'string');
+  const html = kept
+    .map((l) => (l === '' ? '' : /^(https?:|lightning:|bitcoin:)\S+$/.test(l) ? `<p><a href="${esc(l)}">${esc(l)}</a></p>` : `<p>${esc(l)}</p>`))
+    .join('\n');
+  return { subject, text: kept.join('\n'), html: `<!doctype html><html><body style="font-family:sans-serif">\n${html}\n</body></html>` };
+}
+
+/** Whatever pays the renewal: processor checkout page, Lightning invoice, on-chain BIP21 URI. */
+function payLinks(d: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  const checkout = str(d.checkout_url);
+  if (checkout) out.push(checkout);
+  const invoice = str(d.payment_request);
+  if (invoice) out.push(`lightning:${invoice}`);
+  const bip21 = str(d.bip21_uri);
+  if (bip21 && !out.some((l) => l === bip21)) out.push(bip21);
+  return out;
+}
+
+/**
+ * The message a subscriber gets for an event. `manageUrl` is the portal (manage, pay, cancel), in every
+ * message; the reader's name comes from billing.
+ */
+export function subscriberMessage(e: EventEnvelope, who: { name?: string | null; manageUrl?: string | null; merchant?: string | null }): Message {
+  const d = e.data;
+  const plan = d.plan_name || 'your subscription';
+  const amount = num(d.amount_sats) !== undefined ? `${d.amount_sats} sats` : undefined;
+  const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
+  const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message =>
+    compose(subject, [
+      who.name ? `Hello ${who.name},` : 'Hello,', '', ...lines, '',
+      who.manageUrl ? 'Manage, pay or cancel your subscription:' : undefined, who.manageUrl ?? undefined,
+      `Subscription: ${d.subscription_id ?? '-'}`,
+      who.merchant ? `— ${who.merchant}` : undefined,
+    ]);
+  switch (e.event) {
+    case 'subscription.cancelled': {
+      const end = num(d.current_period_end);
+      const reason = str(d.cancel_reason);
+      const by = reason === 'cancelled by subscriber' ? 'by you' : reason === 'plan archived' ? 'by the merchant, who discontinued the plan' : 'by the merchant';
+      return body(
+        `Your subscription to ${plan} was cancelled`,
+        `Your subscription to ${plan} was cancelled ${by}. You will not be charged again.`,
+        end !== undefined && end > e.timestamp ? `Your access continues until ${day(end)}.` : 'Your access has ended.',
+      );
+    }
+    case 'renewal.reminder': {
+      const due = num(d.due_at);
+      const links = payLinks(d);
+      return body(
+        `Payment due for ${plan}`,
+        `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
+        d.reason === 'nwc_wallet_unavailable' && 'Your connected wallet could not pay it, so please pay it yourself.',
+        links.length ? 'Pay it here:' : 'Open your subscription portal to pay it.',
+        ...links,
+        num(d.expires_at) !== undefined && `This payment request is valid until ${day(d.expires_at as number)}; the portal always has a payable one.`,
+      );
+    }
+    case 'subscription.trial_ending': {
+      const end = num(d.trial_end);
+      return body(`Your free trial of ${plan} is ending`, `Your free trial of ${plan} ends${end ? ` on ${day(end)}` : ' soon'}. To keep access, pay the renewal we sent you.`);
+    }
+    case 'nwc.wallet_disabled':
+      return body(
+        `Automatic payments for ${plan} were turned off`,
+        `Your connected wallet failed to pay ${plan} several times in a row, so it was disconnected. Renewals will now come to you as payment requests.`,
+        str(d.last_error) && `The wallet's last answer: ${d.last_error}`,
+      );
+    case 'subscription.created':
+      return d.trial === true
+        ? body(`Your free trial of ${plan} has started`, `Your free trial of ${plan} has started${period}. We will remind you before it ends.`)
+        : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
+    case 'subscription.activated':
+      return body(`Your subscription to ${plan} is active`, `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`, str(d.payment_id) && `Payment reference: ${d.payment_id}`);
+    case 'subscription.renewed':
+      return body(`Your subscription to ${plan} was renewed`, `Your subscription to ${plan} was renewed${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`, str(d.payment_id) && `Payment reference: ${d.payment_id}`);
+    case 'payment.received':
+      return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`);
+    case 'subscription.expired':
+      return body(`Your subscription to ${plan} has expired`, `Your subscription to ${plan} has expired. You can subscribe again at any time.`);
+    default:
+      return body(`News about your subscription to ${plan}`, `Your subscription to ${plan}: ${e.event.replace(/[._]/g, ' ')}.`, str(d.status) && `Status: ${d.status}`);
+  }
+}
+
+const OWNER_TITLES: Record<string, string> = {
+  'subscription.created': 'New subscription',
+  'subscription.activated': 'Subscription activated',
+  'subscription.renewed': 'Subscription renewed',
+  'payment.received': 'Payment received',
+  'payment.failed': 'Payment failed',
+  'subscription.payment_failed': 'Subscription payment failed',
+  'subscription.past_due': 'Subscription past due',
+  'subscription.cancelled': 'Subscription cancelled',
+  'subscription.expired': 'Subscription expired',
+  'nwc.wallet_disabled': 'NWC wallet disabled',
+  'payment.unapplied': 'Payment not applied: refund it',
+  'plan.archived': 'Plan archived',
+};
+
+/** What the owner gets for an event they chose: what happened, to whom, for how much. */
+export function ownerMessage(e: EventEnvelope): Message {
+  const d = e.data;
+  const title = OWNER_TITLES[e.event] ?? e.event;
+  const who = str(d.subscriber_email) ?? str(d.subscriber_name);
+  return compose(`${title}: ${d.plan_name || d.plan_id}`, [
+    `${title} (${e.event}) on ${day(e.timestamp)}.`,
+    `Plan: ${d.plan_name || '-'} (${d.plan_id})`,
+    str(d.subscription_id) && `Subscription: ${d.subscription_id}${str(d.status) ? ` (${d.status})` : ''}`,
+    who && `Subscriber: ${who}`,
+    num(d.amount_sats) !== undefined && `Amount: ${d.amount_sats} sats`,
+    str(d.payment_id) && `Payment: ${d.payment_id}`,
+    str(d.reason) && `Reason: ${d.reason}`,
+    str(d.last_error) && `Last error: ${d.last_error}`,
+  ]);
+}
+
+/** The message of `POST /notification-settings/test`. */
+export const testMessage = (channel: 'email' | 'messenger' | 'nostr'): Message =>
+  compose('Test notification', [
+    `This is a test message through the ${{ email: 'e-mail', messenger: 'messenger', nostr: 'Nostr' }[channel]} channel of your subscription service.`,
+    'If you can read it, the channel works.',
+  ]);

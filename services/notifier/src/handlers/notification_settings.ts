@@ -1,0 +1,130 @@
+import { randomBytes } from 'node:crypto';
+import {
+  notificationMessages, type NotificationListQuery, type NotificationSettingsUpdate, type NotificationTestRequest, type PlanNotificationSettingsUpdate,
+} from '@sb/contracts';
+import { callMessage, DomainError, messageHandler, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
+import { refusedAddresses } from '../channels/addresses.js';
+import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
+import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../channels/nostr.js';
+import type { Deps } from '../deps.js';
+import { testMessage } from '../domain/messages.js';
+import { contactMethods, mergeSettings, ownerTargets, SettingsError, viewSettings, type Secrets } from '../domain/settings.js';
+import type { NotificationRecord } from '../store/notifications.repo.js';
+import { WALLET_ROW } from '../store/settings.repo.js';
+
+/** Stores a PUT body as the wallet's row or a plan's override; answers the view (with a generated key once). */
+async function save(d: Deps, walletId: string, row: string, body: NotificationSettingsUpdate, fallback: Secrets) {
+  const refused = await refusedAddresses(body, d.addresses);
+  if (refused.length) throw new DomainError(422, refused.map(([loc, msg]) => ({ loc, msg, type: 'value_error' })));
+  const prior = await d.settings.get(d.db, walletId, row);
+  let merged;
+  try {
+    merged = mergeSettings(body, openSecrets(d, prior?.secrets_sealed ?? null), fallback, {
+      serverMail: !!d.channels.smtpUrl,
+      newKey: () => randomBytes(32).toString('hex'),
+      toSecretHex: (v) => {
+        const k = toSecretKey(v);
+        return k && Buffer.from(k).toString('hex');
+      },
+      toPubkeyHex: toHexPubkey,
+      publicKeyOf: npubOf,
+    });
+  } catch (err) {
+    if (err instanceof SettingsError) throw unprocessable(err.loc, err.message);
+    throw err;
+  }
+  const now = unixSeconds(d.clock);
+  const hasSecrets = Object.keys(merged.secrets).length > 0;
+  await d.settings.put(d.db, {
+    wallet_id: walletId, plan_id: row, inherit: false, config: merged.settings, secrets_sealed: hasSecrets ? d.secrets.seal(JSON.stringify(merged.secrets)) : null, updated_at: now,
+  });
+  return { ...viewSettings(merged.settings, now), ...(merged.generated ? { generated_private_key: nsecOf(merged.generated) } : {}) };
+}
+
+async function requireOwnPlan(d: Deps, walletId: string, planId: string): Promise<void> {
+  const { exists } = await callMessage(d.bus, notificationMessages.planOwned, { wallet_id: walletId, plan_id: planId });
+  if (!exists) throw notFound('Plan');
+}
+
+async function planView(d: Deps, walletId: string, planId: string) {
+  const own = await d.settings.get(d.db, walletId, planId);
+  const inherit = !own || own.inherit;
+  const s = await loadEffective(d, d.db, walletId, planId);
+  return { plan_id: planId, inherit, ...viewSettings(s.settings, s.updatedAt) };
+}
+
+/** Whom a test goes to: the given address, else the owner's own on that channel. */
+function testRecipient(channel: NotificationTestRequest['channel'], to: string | undefined, owner: { channel: string; to: string }[]): string {
+  const target = to ?? owner.find((t) => t.channel === channel)?.to;
+  if (!target) throw unprocessable(['body', 'to'], `give "to": no owner recipient is configured for the ${channel} channel`);
+  if (channel === 'email' && !/^[^\s@]+@[^\s@]+$/.test(target)) throw unprocessable(['body', 'to'], 'to must be an e-mail address');
+  if (channel === 'nostr' && !isNostrContact(target)) throw unprocessable(['body', 'to'], 'to must be an npub, a hex public key or a NIP-05 identifier');
+  if (channel === 'messenger' && !/^(-?\d{1,20}|@?[A-Za-z0-9_]{4,64})$/.test(target)) throw unprocessable(['body', 'to'], 'to must be a numeric chat id or a @username');
+  return target;
+}
+
+export const toNotification = (r: NotificationRecord, attempts: Map<string, { attempted_at: number; error: string | null; permanent: boolean; duration_ms: number }[]>) => ({
+  id: r.id, event_id: r.event_id, event: r.event, audience: r.audience, channel: r.channel, recipient: r.recipient, subscription_id: r.subscription_id,
+  plan_id: r.plan_id, subject: r.subject, status: r.status, attempt_count: r.attempt_count, last_error: r.last_error, next_attempt_at: r.next_attempt_at,
+  delivered_at: r.delivered_at, created_at: r.created_at, attempts: attempts.get(r.id) ?? [],
+});
+
+export const notificationHandlers = (d: Deps): Handler[] => [
+  routeHandler('notification_settings.get', async (req) => {
+    const s = await loadEffective(d, d.db, walletOf(req), undefined);
+    return viewSettings(s.settings, s.updatedAt);
+  }),
+
+  routeHandler('notification_settings.put', async (req) => save(d, walletOf(req), WALLET_ROW, req.body as NotificationSettingsUpdate, {})),
+
+  routeHandler('plan_notification_settings.get', async (req) => {
+    await requireOwnPlan(d, walletOf(req), req.params.id);
+    return planView(d, walletOf(req), req.params.id);
+  }),
+
+  routeHandler('plan_notification_settings.put', async (req) => {
+    const walletId = walletOf(req);
+    const planId = req.params.id as string;
+    await requireOwnPlan(d, walletId, planId);
+    const body = req.body as PlanNotificationSettingsUpdate;
+    if (body.inherit) {
+      // The override is kept aside (secrets included) but no longer applies.
+      const own = await d.settings.get(d.db, walletId, planId);
+      await d.settings.put(d.db, { wallet_id: walletId, plan_id: planId, inherit: true, config: own?.config ?? null, secrets_sealed: own?.secrets_sealed ?? null, updated_at: unixSeconds(d.clock) });
+      return planView(d, walletId, planId);
+    }
+    const { inherit: _i, ...settings } = body;
+    const wallet = await d.settings.get(d.db, walletId, WALLET_ROW);
+    const saved = await save(d, walletId, planId, settings, openSecrets(d, wallet?.secrets_sealed ?? null));
+    return { plan_id: planId, inherit: false, ...saved };
+  }),
+
+  routeHandler('notification_settings.test', async (req) => {
+    const body = req.body as NotificationTestRequest;
+    const s = await loadEffective(d, d.db, walletOf(req), undefined);
+    if (!s.settings.channels[body.channel]) throw unprocessable(['body', 'channel'], `the ${body.channel} channel is not configured`);
+    const to = testRecipient(body.channel, body.to, ownerTargets(s.settings));
+    const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel));
+    d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
+    return { channel: body.channel, to, delivered: outcome.delivered, error: outcome.error };
+  }),
+
+  routeHandler('notifications.list', async (req) => {
+    const page = await d.notifications.list(d.db, walletOf(req), req.query as NotificationListQuery);
+    const attempts = await d.notifications.attemptsOf(d.db, page.items.map((n) => n.id));
+    return { ...page, items: page.items.map((n) => toNotification(n, attempts)) };
+  }),
+
+  routeHandler('notifications.retry', async (req) => {
+    const walletId = walletOf(req);
+    const outcome = await d.notifications.retry(d.db, walletId, req.params.id, unixSeconds(d.clock));
+    if (outcome === 'not_found') throw notFound('Notification');
+    if (outcome === 'not_failed') throw new DomainError(409, 'Only a failed notification can be retried');
+    const n = (await d.notifications.get(d.db, walletId, req.params.id))!;
+    return toNotification(n, await d.notifications.attemptsOf(d.db, [n.id]));
+  }),
+
+  messageHandler(notificationMessages.contactMethods, async ({ wallet_id, plan_id }) => ({
+    methods: contactMethods((await loadEffective(d, d.db, wallet_id, plan_id)).settings),
+  })),
+];

@@ -1,0 +1,116 @@
+import type { Notification, NotificationListQuery, Paginated } from '@sb/contracts';
+import type { Queryable } from '@sb/runtime';
+import type { SendOutcome } from '../channels/outcome.js';
+
+export interface NotificationRecord {
+  id: string;
+  wallet_id: string;
+  event_id: string;
+  event: string;
+  audience: 'subscriber' | 'owner';
+  channel: 'email' | 'messenger' | 'nostr';
+  recipient: string;
+  subscription_id: string | null;
+  plan_id: string | null;
+  settings_plan_id: string;
+  subject: string;
+  body_sealed: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempt_count: number;
+  retry_from: number | null;
+  next_attempt_at: number | null;
+  last_error: string | null;
+  delivered_at: number | null;
+  created_at: number;
+}
+
+const COLS = `id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed,
+  status, attempt_count, retry_from, next_attempt_at, last_error, delivered_at, created_at`;
+
+export class NotificationsRepo {
+  constructor(private readonly schema: string) {}
+
+  /** Once per (event, audience, channel, recipient): a redelivered event finds its row and adds nothing. */
+  async record(q: Queryable, r: Omit<NotificationRecord, 'status' | 'attempt_count' | 'retry_from' | 'next_attempt_at' | 'last_error' | 'delivered_at'>): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `INSERT INTO ${this.schema}.notifications (id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id,
+         subject, body_sealed, status, next_attempt_at, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $13) ON CONFLICT DO NOTHING`,
+      [r.id, r.wallet_id, r.event_id, r.event, r.audience, r.channel, r.recipient, r.subscription_id, r.plan_id, r.settings_plan_id, r.subject, r.body_sealed, r.created_at],
+    );
+    return rowCount === 1;
+  }
+
+  /** Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue). */
+  async claimDue(q: Queryable, now: number, limit: number, leaseS: number): Promise<NotificationRecord[]> {
+    const { rows } = await q.query<NotificationRecord>(
+      `WITH due AS (
+         SELECT id FROM ${this.schema}.notifications WHERE status = 'pending' AND next_attempt_at <= $1
+          ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+       UPDATE ${this.schema}.notifications n SET next_attempt_at = $1 + $3 FROM due WHERE n.id = due.id
+       RETURNING ${COLS.split(',').map((c) => `n.${c.trim()}`).join(', ')}`,
+      [now, limit, leaseS],
+    );
+    return rows;
+  }
+
+  /** Logs the attempt and moves the message on: delivered, retried at `next`, or failed for good. */
+  async finishAttempt(q: Queryable, n: NotificationRecord, o: SendOutcome & { duration_ms: number }, now: number, next: number | null): Promise<void> {
+    await q.query(
+      `INSERT INTO ${this.schema}.notification_attempts (notification_id, attempted_at, error, permanent, duration_ms) VALUES ($1, $2, $3, $4, $5)`,
+      [n.id, now, o.error, o.permanent, o.duration_ms],
+    );
+    const status = o.delivered ? 'delivered' : next === null ? 'failed' : 'pending';
+    await q.query(
+      `UPDATE ${this.schema}.notifications
+          SET attempt_count = attempt_count + 1, retry_from = COALESCE(retry_from, $2), status = $3, next_attempt_at = $4, last_error = $5,
+              delivered_at = CASE WHEN $3 = 'delivered' THEN $2::bigint ELSE NULL END
+        WHERE id = $1 AND status = 'pending'`,
+      [n.id, now, status, status === 'pending' ? next : null, o.error],
+    );
+  }
+
+  /** A failed message due again now, with a fresh 3-day retry window; undefined when it is not the wallet's or not failed. */
+  async retry(q: Queryable, walletId: string, id: string, now: number): Promise<'retried' | 'not_failed' | 'not_found'> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.schema}.notifications SET status = 'pending', next_attempt_at = $3, retry_from = $3 WHERE id = $1 AND wallet_id = $2 AND status = 'failed'`,
+      [id, walletId, now],
+    );
+    if (rowCount === 1) return 'retried';
+    return (await this.get(q, walletId, id)) ? 'not_failed' : 'not_found';
+  }
+
+  async get(q: Queryable, walletId: string, id: string): Promise<NotificationRecord | undefined> {
+    const { rows } = await q.query<NotificationRecord>(`SELECT ${COLS} FROM ${this.schema}.notifications WHERE id = $1 AND wallet_id = $2`, [id, walletId]);
+    return rows[0];
+  }
+
+  async list(q: Queryable, walletId: string, f: NotificationListQuery): Promise<Paginated<NotificationRecord>> {
+    const where = ['wallet_id = $1'];
+    const args: unknown[] = [walletId];
+    if (f.channel) where.push(`channel = $${args.push(f.channel)}`);
+    if (f.status) where.push(`status = $${args.push(f.status)}`);
+    if (f.subscription_id) where.push(`subscription_id = $${args.push(f.subscription_id)}`);
+    const w = where.join(' AND ');
+    const [page, count] = await Promise.all([
+      q.query<NotificationRecord>(`SELECT ${COLS} FROM ${this.schema}.notifications WHERE ${w} ORDER BY id DESC LIMIT ${f.limit} OFFSET ${f.offset}`, args),
+      q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.schema}.notifications WHERE ${w}`, args),
+    ]);
+    return { items: page.rows, total: count.rows[0]?.n ?? 0, limit: f.limit, offset: f.offset };
+  }
+
+  async attemptsOf(q: Queryable, ids: string[]): Promise<Map<string, Notification['attempts']>> {
+    const out = new Map<string, Notification['attempts']>();
+    if (!ids.length) return out;
+    const { rows } = await q.query<{ notification_id: string; attempted_at: number; error: string | null; permanent: boolean; duration_ms: number }>(
+      `SELECT notification_id, attempted_at, error, permanent, duration_ms FROM ${this.schema}.notification_attempts WHERE notification_id = ANY ($1) ORDER BY id`,
+      [ids],
+    );
+    for (const r of rows) {
+      const list = out.get(r.notification_id) ?? [];
+      list.push({ attempted_at: Number(r.attempted_at), error: r.error, permanent: r.permanent, duration_ms: r.duration_ms });
+      out.set(r.notification_id, list);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,44 @@
+import type { Queryable } from '@sb/runtime';
+import type { StoredSettings } from '../domain/settings.js';
+
+/** '' is the wallet's own row; a plan id names that plan's. */
+export const WALLET_ROW = '';
+
+export interface SettingsRow {
+  wallet_id: string;
+  plan_id: string;
+  inherit: boolean;
+  config: StoredSettings | null;
+  secrets_sealed: string | null;
+  updated_at: number;
+}
+
+export class SettingsRepo {
+  constructor(private readonly schema: string) {}
+
+  async get(q: Queryable, walletId: string, planId: string): Promise<SettingsRow | undefined> {
+    const { rows } = await q.query<SettingsRow>(
+      `SELECT wallet_id, plan_id, inherit, config, secrets_sealed, updated_at FROM ${this.schema}.settings WHERE wallet_id = $1 AND plan_id = $2`,
+      [walletId, planId],
+    );
+    return rows[0];
+  }
+
+  async put(q: Queryable, r: SettingsRow): Promise<void> {
+    await q.query(
+      `INSERT INTO ${this.schema}.settings (wallet_id, plan_id, inherit, config, secrets_sealed, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (wallet_id, plan_id) DO UPDATE SET inherit = EXCLUDED.inherit, config = EXCLUDED.config, secrets_sealed = EXCLUDED.secrets_sealed, updated_at = EXCLUDED.updated_at`,
+      [r.wallet_id, r.plan_id, r.inherit, r.config === null ? null : JSON.stringify(r.config), r.secrets_sealed, r.updated_at],
+    );
+  }
+
+  /** The row that applies to a plan's notices: its own override, else the wallet's (undefined: defaults). */
+  async effective(q: Queryable, walletId: string, planId: string | undefined): Promise<SettingsRow | undefined> {
+    const { rows } = await q.query<SettingsRow>(
+      `SELECT wallet_id, plan_id, inherit, config, secrets_sealed, updated_at FROM ${this.schema}.settings
+        WHERE wallet_id = $1 AND (plan_id = '' OR (plan_id = $2 AND NOT inherit)) ORDER BY plan_id DESC LIMIT 1`,
+      [walletId, planId ?? ''],
+    );
+    return rows[0];
+  }
+}

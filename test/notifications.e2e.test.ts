@@ -1,0 +1,520 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { finalizeEvent, generateSecretKey, getPublicKey, type Event } from 'nostr-tools/pure';
+import * as nip04 from 'nostr-tools/nip04';
+import * as nip17 from 'nostr-tools/nip17';
+import * as nip19 from 'nostr-tools/nip19';
+import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
+import { SecretBox } from '@sb/runtime';
+import { freePort } from '../scripts/stack.mjs';
+import { client, until } from './support/http.js';
+import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
+import { startSmtpServer } from './support/smtp-server.js';
+import { startStack, type Stack } from './support/stack.js';
+import { startTelegramServer, type TelegramServer } from './support/telegram-server.js';
+
+useWebSocketImplementation(WebSocket);
+
+/**
+ * Notifications on every channel through the whole system, each against a local server of its real
+ * protocol: e-mail to SMTP servers (the deployment's and the owner's own), the messenger to a Telegram Bot
+ * API server, Nostr direct messages to NIP-01 relays, read back and decrypted as a Nostr client would
+ * (NIP-59 gift wrap, NIP-44 seal, kind 14 rumor; NIP-04 for the legacy option), NIP-05 resolved from a
+ * /.well-known/nostr.json server, and kind 10050 DM relays honoured.
+ */
+
+const TOKEN = '7001:AAH-test-bot-token-secret-0123456789';
+const TOKEN2 = '7002:AAH-second-bot-token-secret-98765432';
+const OWNER_SMTP_PASS = 'owner-smtp-pass-53cr3t';
+
+let stack: Stack;
+let tg: TelegramServer;
+let relay: NostrRelay;
+let dmRelay: NostrRelay;
+let serverSmtp: Awaited<ReturnType<typeof startSmtpServer>>;
+let ownSmtp: Awaited<ReturnType<typeof startSmtpServer>>;
+let nip05: Server;
+let nip05Host: string;
+const ownerSk = generateSecretKey();
+const carolSk = generateSecretKey();
+const bobSk = generateSecretKey();
+let generatedNsec: string;
+
+beforeAll(async () => {
+  [serverSmtp, ownSmtp, tg, relay, dmRelay] = await Promise.all([
+    startSmtpServer('mailer', 'mail-pass'),
+    startSmtpServer('owner', OWNER_SMTP_PASS, { rejectRcpt: (a) => a.startsWith('nobody@') }),
+    startTelegramServer([TOKEN, TOKEN2]),
+    startNostrRelay(),
+    startNostrRelay(),
+  ]);
+  nip05 = createServer((req, res) => {
+    const u = new URL(req.url ?? '/', 'http://x');
+    const names: Record<string, string> = u.pathname === '/.well-known/nostr.json' && u.searchParams.get('name') === 'bob' ? { bob: getPublicKey(bobSk) } : {};
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ names }));
+  });
+  await new Promise<void>((r) => nip05.listen(0, '127.0.0.1', r));
+  nip05Host = `127.0.0.1:${(nip05.address() as AddressInfo).port}`;
+  // Bob reads his direct messages on another relay, and says so in his kind 10050 list on the configured one.
+  const pool = new SimplePool();
+  await Promise.any(pool.publish([relay.url], finalizeEvent({ kind: 10050, created_at: Math.floor(Date.now() / 1000), tags: [['relay', dmRelay.url]], content: '' }, bobSk)));
+  pool.destroy();
+  stack = await startStack({
+    wallets: 2,
+    env: {
+      WEBHOOK_ALLOW_PRIVATE: '1',
+      SMTP_URL: serverSmtp.url,
+      MAIL_FROM: 'Billing <billing@example.com>',
+      NOTIFIER_POLL_INTERVAL_MS: '150',
+      MESSENGER_API_URL: tg.url,
+      NIP05_ALLOW_HTTP: '1',
+      NOTIFY_TIMEOUT_MS: '3000',
+    },
+  });
+});
+afterAll(async () => {
+  await stack?.stop();
+  await Promise.allSettled([tg?.stop(), relay?.stop(), dmRelay?.stop(), serverSmtp?.stop(), ownSmtp?.stop(), new Promise<void>((r) => (nip05 ? nip05.close(() => r()) : r()))]);
+});
+
+const admin = (w = 0) => client(stack.api, stack.wallets[w]!.admin_key);
+const reader = () => client(stack.api, stack.wallets[0]!.invoice_key);
+const pub = () => client(stack.api);
+const rows = async (sql: string, params: unknown[] = []) => (await stack.db.query(sql, params)).rows;
+const advance = async (seconds: number) => expect((await admin().post('/dev/clock', { advance_seconds: seconds })).status).toBe(200);
+const settle = (ms = 1200) => new Promise((r) => setTimeout(r, ms));
+
+/** The direct messages a Nostr client with this key reads on a relay: gift wraps unwrapped, NIP-04 decrypted. */
+function dms(r: NostrRelay, sk: Uint8Array): { from: string; text: string; kind: number }[] {
+  const pk = getPublicKey(sk);
+  const out: { from: string; text: string; kind: number }[] = [];
+  for (const e of r.received as Event[]) {
+    if (!e.tags.some((t) => t[0] === 'p' && t[1] === pk)) continue;
+    if (e.kind === 1059) {
+      const rumor = nip17.unwrapEvent(e, sk);
+      expect(rumor.kind).toBe(14);
+      expect(rumor.tags).toContainEqual(['p', pk]);
+      // The wrap is signed by a one-time key, never the sender's.
+      expect(e.pubkey).not.toBe(rumor.pubkey);
+      out.push({ from: rumor.pubkey, text: rumor.content, kind: 1059 });
+    } else if (e.kind === 4) {
+      out.push({ from: e.pubkey, text: nip04.decrypt(sk, e.pubkey, e.content), kind: 4 });
+    }
+  }
+  return out;
+}
+const tgTo = (chat: string) => tg.sent.filter((m) => String(m.chat_id) === chat);
+const mailsTo = (to: string) => [...serverSmtp.mails, ...ownSmtp.mails].filter((m) => m.to.includes(to));
+
+const OWNER_EVENTS = ['subscription.created', 'subscription.cancelled', 'payment.received', 'payment.failed', 'subscription.payment_failed', 'subscription.expired', 'nwc.wallet_disabled', 'payment.unapplied'];
+const walletSettings = () => ({
+  channels: {
+    email: { smtp_url: ownSmtp.url, from: 'Shop <shop@example.com>', owner_email: 'owner@example.com' },
+    messenger: { bot_token: TOKEN, owner_chat_id: '1001' },
+    nostr: { generate_key: true, relays: [relay.url], owner_pubkey: nip19.npubEncode(getPublicKey(ownerSk)) },
+  },
+  owner_events: OWNER_EVENTS,
+  merchant_name: 'Satoshi Shop',
+});
+
+describe('notification settings', () => {
+  it('defaults, validation, secrets sealed and shown as configured, a generated Nostr key shown once', async () => {
+    const initial = await reader().get('/notification-settings');
+    expect(initial.status).toBe(200);
+    expect(initial.body).toMatchObject({
+      channels: { email: { smtp_url: null, from: null, owner_email: null }, messenger: null, nostr: null },
+      owner_events: [], updated_at: null, merchant_name: null,
+    });
+    expect(initial.body.subscriber_events).toContain('renewal.reminder');
+
+    expect((await reader().put('/notification-settings', walletSettings())).status).toBe(403);
+    const bad = async (body: unknown, loc: unknown[]) => {
+      const res = await admin().put('/notification-settings', body);
+      expect(res.status, JSON.stringify(res.body)).toBe(422);
+      expect(res.body.detail[0].loc).toEqual(loc);
+    };
+    await bad({ channels: { messenger: { owner_chat_id: '1001' } } }, ['body', 'channels', 'messenger', 'bot_token']);
+    await bad({ channels: { messenger: { bot_token: 'nope' } } }, ['body', 'channels', 'messenger', 'bot_token']);
+    await bad({ channels: { nostr: { relays: ['http://relay.example'] } } }, ['body', 'channels', 'nostr', 'relays', 0]);
+    await bad({ channels: { nostr: { relays: [relay.url], generate_key: true, private_key: 'ab'.repeat(32) } } }, ['body', 'channels', 'nostr']);
+    await bad({ channels: {}, owner_events: ['no.such_event'] }, ['body', 'owner_events', 0]);
+    await bad({ channels: {}, bot_token: TOKEN }, ['body']);
+
+    const put = await admin().put('/notification-settings', walletSettings());
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect(put.body.channels).toEqual({
+      email: { smtp_url: 'configured', from: 'Shop <shop@example.com>', owner_email: 'owner@example.com' },
+      messenger: { bot_token: 'configured', owner_chat_id: '1001' },
+      nostr: { private_key: 'configured', public_key: expect.stringMatching(/^npub1/), relays: [relay.url], owner_pubkey: expect.stringMatching(/^npub1/), nip04: false },
+    });
+    generatedNsec = put.body.generated_private_key;
+    expect(generatedNsec).toMatch(/^nsec1/);
+    const generatedHex = Buffer.from(nip19.decode(generatedNsec).data as Uint8Array).toString('hex');
+    expect(nip19.npubEncode(getPublicKey(Buffer.from(generatedHex, 'hex')))).toBe(put.body.channels.nostr.public_key);
+    expect(JSON.stringify(put.body)).not.toContain(TOKEN.split(':')[1]);
+    expect(JSON.stringify(put.body)).not.toContain(OWNER_SMTP_PASS);
+
+    const got = await reader().get('/notification-settings');
+    expect(got.body).not.toHaveProperty('generated_private_key');
+    const { generated_private_key: _g, ...shown } = put.body;
+    expect(got.body).toEqual(shown);
+
+    // Secrets left out are kept: the key is not regenerated, the token still works (test send below).
+    const again = await admin().put('/notification-settings', {
+      ...walletSettings(),
+      channels: { email: { from: 'Shop <shop@example.com>', owner_email: 'owner@example.com' }, messenger: { owner_chat_id: '1001' }, nostr: { relays: [relay.url], owner_pubkey: walletSettings().channels.nostr.owner_pubkey } },
+    });
+    expect(again.status).toBe(200);
+    expect(again.body).not.toHaveProperty('generated_private_key');
+    expect(again.body.channels).toEqual(put.body.channels);
+
+    const [stored] = await rows(`SELECT config::text AS config, secrets_sealed FROM notifier.settings WHERE wallet_id = $1 AND plan_id = ''`, [stack.wallets[0]!.id]);
+    for (const secret of [TOKEN.split(':')[1]!, OWNER_SMTP_PASS, generatedHex]) {
+      expect(stored.config).not.toContain(secret);
+      expect(stored.secrets_sealed).not.toContain(secret);
+    }
+    expect(JSON.parse(new SecretBox(stack.env.SECRETS_KEY!).open(stored.secrets_sealed))).toEqual({ smtp_url: ownSmtp.url, bot_token: TOKEN, nostr_key: generatedHex });
+  });
+
+  it('test sends go out for real on each channel and answer the provider error in words', async () => {
+    const test = (body: unknown) => admin().post('/notification-settings/test', body);
+    const email = await test({ channel: 'email' });
+    expect(email.body).toEqual({ channel: 'email', to: 'owner@example.com', delivered: true, error: null });
+    const mail = ownSmtp.mails.find((m) => m.to.includes('owner@example.com'))!;
+    expect(mail.subject).toBe('Test notification');
+    expect(mail.from).toBe('Shop <shop@example.com>');
+    expect(mail.text).toContain('e-mail channel');
+    expect(mail.html).toContain('<p>This is a test message');
+
+    tg.chats.add('1001');
+    expect((await test({ channel: 'messenger' })).body).toEqual({ channel: 'messenger', to: '1001', delivered: true, error: null });
+    expect(tgTo('1001').map((m) => [m.token, m.text.split('\n')[0]])).toEqual([[TOKEN, 'Test notification']]);
+
+    const nostr = await test({ channel: 'nostr' });
+    expect(nostr.body).toMatchObject({ channel: 'nostr', delivered: true, error: null });
+    const got = dms(relay, ownerSk);
+    expect(got).toHaveLength(1);
+    expect(got[0]!.text).toContain('Nostr channel');
+    expect(nip19.npubEncode(got[0]!.from)).toBe((await reader().get('/notification-settings')).body.channels.nostr.public_key);
+
+    // Errors of the provider, in its words; nothing retried.
+    expect((await test({ channel: 'messenger', to: '999' })).body).toEqual({ channel: 'messenger', to: '999', delivered: false, error: '400 Bad Request: chat not found' });
+    const refused = await test({ channel: 'email', to: 'nobody@example.com' });
+    expect(refused.body.delivered).toBe(false);
+    expect(refused.body.error).toMatch(/550.*No such user/);
+    expect((await test({ channel: 'nostr', to: 'not-a-key' })).status).toBe(422);
+    expect((await reader().post('/notification-settings/test', { channel: 'email' })).status).toBe(403);
+    expect((await admin(1).post('/notification-settings/test', { channel: 'messenger', to: '1001' })).status).toBe(422); // wallet 1 has no messenger
+  });
+
+  it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {
+    const plan = (await admin().post('/plans', { name: 'Override plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+    const path = `/plans/${plan.id}/notification-settings`;
+    const wallet = (await reader().get('/notification-settings')).body;
+    const inherited = await reader().get(path);
+    expect(inherited.status).toBe(200);
+    expect(inherited.body).toEqual({ ...wallet, plan_id: plan.id, inherit: true });
+    expect((await pub().get(`/public/plan/${plan.id}`)).body.available_contact_methods).toEqual(['email', 'messenger', 'nostr']);
+
+    const override = await admin().put(path, { inherit: false, channels: { messenger: {} }, owner_events: ['subscription.created'], subscriber_events: ['subscription.created'] });
+    expect(override.status, JSON.stringify(override.body)).toBe(200);
+    // The bot token comes from the wallet's settings; e-mail and Nostr are off for this plan.
+    expect(override.body).toMatchObject({ plan_id: plan.id, inherit: false, channels: { email: null, messenger: { bot_token: 'configured', owner_chat_id: null }, nostr: null }, owner_events: ['subscription.created'] });
+    expect((await reader().get(path)).body).toMatchObject({ inherit: false, channels: { email: null, nostr: null } });
+    expect((await pub().get(`/public/plan/${plan.id}`)).body.available_contact_methods).toEqual(['messenger']);
+    // The wallet's own settings are untouched.
+    expect((await reader().get('/notification-settings')).body).toEqual(wallet);
+
+    const back = await admin().put(path, { inherit: true });
+    expect(back.status).toBe(200);
+    expect(back.body).toEqual({ ...wallet, plan_id: plan.id, inherit: true });
+    expect((await pub().get(`/public/plan/${plan.id}`)).body.available_contact_methods).toEqual(['email', 'messenger', 'nostr']);
+
+    expect((await client(stack.api, stack.wallets[1]!.invoice_key).get(path)).status).toBe(404);
+    expect((await admin(1).put(path, { inherit: true })).status).toBe(404);
+    expect((await reader().get('/plans/plan_nope/notification-settings')).status).toBe(404);
+    expect((await admin().put(path, { inherit: false })).status).toBe(422);
+  });
+});
+
+describe('subscriber and owner notices', () => {
+  let trialPlan: { id: string };
+  const subs: Record<string, string> = {};
+  const subscribe = async (name: string, body: Record<string, unknown>, planId = trialPlan.id) => {
+    const res = await pub().post('/public/subscribe', { plan_id: planId, payment_method: 'lightning', ...body });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    subs[name] = res.body.subscription_id;
+    return res.body;
+  };
+  const carolNpub = nip19.npubEncode(getPublicKey(carolSk));
+
+  it('checkout takes the contact fields and the preference; a preference without its contact is 422', async () => {
+    trialPlan = (await admin().post('/plans', { name: 'Gold', amount_sats: 2100, interval: 'weekly', trial_days: 2 })).body;
+    const missing = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', email: 'x@example.com', contact_preference: 'nostr' });
+    expect(missing.status).toBe(422);
+    expect(missing.body.detail[0].loc).toEqual(['body', 'nostr']);
+    for (const [field, value] of [['nostr', 'not-a-key'], ['messenger', 'two words']] as const) {
+      const bad = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', [field]: value });
+      expect(bad.status).toBe(422);
+      expect(bad.body.detail[0].loc).toEqual(['body', field]);
+    }
+    for (const chat of ['2001', '2002', '2003']) tg.chats.add(chat);
+    await subscribe('messenger', { messenger: '2001', name: 'Mia' });
+    await subscribe('npub', { nostr: carolNpub });
+    await subscribe('nip05', { nostr: `bob@${nip05Host}` });
+    await subscribe('email', { email: 'erin@example.com' });
+    await subscribe('prefers', { email: 'pat@example.com', messenger: '2002', contact_preference: 'messenger' });
+    await subscribe('optout', { messenger: '2003', receive_confirmations: false, receive_reminders: false });
+    const [pref] = await rows(`SELECT s.contact_preference FROM billing.subscribers s JOIN billing.subscriptions x ON x.subscriber_id = s.id WHERE x.id = $1`, [subs.prefers]);
+    expect(pref.contact_preference).toBe('messenger');
+  });
+
+  it('the trial start reaches each subscriber once on the channel their contact gives, with the portal link', async () => {
+    const started = 'Your free trial of Gold has started';
+    const m = await until(async () => tgTo('2001'), (x) => x.length >= 1);
+    expect(m).toHaveLength(1);
+    expect(m[0]!.token).toBe(TOKEN);
+    expect(m[0]!.text).toContain(started);
+    expect(m[0]!.text).toContain('Hello Mia,');
+    expect(m[0]!.text).toMatch(/— Satoshi Shop$/);
+    expect(m[0]!.text).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}/);
+
+    const carol = await until(async () => dms(relay, carolSk), (x) => x.length >= 1);
+    expect(carol).toHaveLength(1);
+    expect(carol[0]!.text).toContain(started);
+    expect(carol[0]!.text).toMatch(/manage\?token=/);
+
+    // Bob (NIP-05) is written to on his DM relay from his kind 10050 list, not on the configured one.
+    const bob = await until(async () => dms(dmRelay, bobSk), (x) => x.length >= 1);
+    expect(bob).toHaveLength(1);
+    expect(bob[0]!.text).toContain(started);
+    expect(dms(relay, bobSk)).toEqual([]);
+
+    const erin = await until(async () => mailsTo('erin@example.com'), (x) => x.length >= 1);
+    expect(erin.map((x) => [x.subject, x.from])).toEqual([[started, 'Shop <shop@example.com>']]);
+    expect(erin[0]!.html).toMatch(/<a href="http:\/\/[^"]+manage\?token=/);
+
+    // Pat prefers the messenger: nothing by e-mail. The opted-out subscriber gets no confirmation.
+    expect((await until(async () => tgTo('2002'), (x) => x.length >= 1))[0]!.text).toContain(started);
+    await settle();
+    expect(mailsTo('pat@example.com')).toEqual([]);
+    expect(tgTo('2003')).toEqual([]);
+  });
+
+  it('owner notices of the chosen events arrive on each owner channel; others do not', async () => {
+    const ownerDms = () => dms(relay, ownerSk).filter((x) => x.text.startsWith('New subscription'));
+    await until(async () => ownerDms(), (x) => x.length >= 6);
+    expect(ownerDms()).toHaveLength(6);
+    const tgOwner = await until(async () => tgTo('1001').filter((x) => x.text.startsWith('New subscription')), (x) => x.length >= 6);
+    expect(tgOwner).toHaveLength(6);
+    expect(tgOwner.some((x) => x.text.includes('Subscriber: erin@example.com'))).toBe(true);
+    const mails = await until(async () => mailsTo('owner@example.com').filter((x) => x.subject.startsWith('New subscription')), (x) => x.length >= 6);
+    expect(mails).toHaveLength(6);
+    expect(mails[0]!.subject).toBe('New subscription: Gold');
+  });
+
+  it('reminders (with the pay link) and trial endings reach each channel; opt-outs and owner choices hold', async () => {
+    await advance(86_400 + 120);
+    const due = 'Payment due for Gold';
+    const has = (texts: string[]) => texts.some((t) => t.includes(due)) && texts.some((t) => t.includes('trial of Gold is ending'));
+    const tgm = await until(async () => tgTo('2001').map((x) => x.text), has);
+    expect(tgm.filter((t) => t.includes(due))).toHaveLength(1);
+    expect(tgm.find((t) => t.includes(due))).toMatch(/lightning:ln\w+/);
+    expect(tgm.find((t) => t.includes(due))).toContain('2100 sats');
+    expect(has((await until(async () => dms(relay, carolSk).map((x) => x.text), has)))).toBe(true);
+    expect(has((await until(async () => dms(dmRelay, bobSk).map((x) => x.text), has)))).toBe(true);
+    const erin = await until(async () => mailsTo('erin@example.com').map((x) => `${x.subject}\n${x.text}`), has);
+    expect(erin.find((t) => t.includes(due))).toMatch(/lightning:ln\w+/);
+    await settle();
+    expect(tgTo('2003')).toEqual([]);
+    // Reminders are not among the owner's events.
+    expect(tgTo('1001').filter((x) => x.text.includes('renewal.reminder'))).toEqual([]);
+  });
+
+  it('cancellation reaches every subscriber (opted out or not) and the owner, and says who cancelled and until when', async () => {
+    for (const name of ['messenger', 'npub', 'nip05', 'email', 'prefers', 'optout']) {
+      expect((await admin().post(`/subscriptions/${subs[name]}/cancel`, {})).status).toBe(200);
+    }
+    const cancelled = 'Your subscription to Gold was cancelled';
+    for (const chat of ['2001', '2002', '2003']) {
+      const got = await until(async () => tgTo(chat).filter((x) => x.text.includes(cancelled)), (x) => x.length >= 1);
+      expect(got).toHaveLength(1);
+      expect(got[0]!.text).toContain('cancelled by the merchant');
+      expect(got[0]!.text).toMatch(/access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+    }
+    await until(async () => dms(relay, carolSk), (x) => x.some((y) => y.text.includes(cancelled)));
+    await until(async () => dms(dmRelay, bobSk), (x) => x.some((y) => y.text.includes(cancelled)));
+    await until(async () => mailsTo('erin@example.com'), (x) => x.some((y) => y.subject === cancelled));
+    const owner = await until(async () => tgTo('1001').filter((x) => x.text.startsWith('Subscription cancelled')), (x) => x.length >= 6);
+    expect(owner).toHaveLength(6);
+  });
+
+  it('the log lists every message with its attempts, filtered by channel, status and subscription', async () => {
+    const mine = await until(
+      async () => (await reader().get(`/notifications?subscription_id=${subs.messenger}`)).body,
+      (b) => b.items?.filter((n: any) => n.status === 'delivered').length >= 4,
+    );
+    const toSubscriber = mine.items.filter((n: any) => n.audience === 'subscriber');
+    expect(toSubscriber.map((n: any) => n.event).sort()).toEqual(['renewal.reminder', 'subscription.cancelled', 'subscription.created', 'subscription.trial_ending']);
+    for (const n of toSubscriber) {
+      expect(n).toMatchObject({ channel: 'messenger', recipient: '2001', status: 'delivered', attempt_count: 1, last_error: null, subscription_id: subs.messenger, plan_id: trialPlan.id });
+      expect(n.attempts).toEqual([{ attempted_at: expect.any(Number), error: null, permanent: false, duration_ms: expect.any(Number) }]);
+    }
+    const nostr = (await reader().get('/notifications?channel=nostr&limit=200')).body;
+    expect(nostr.items.length).toBeGreaterThan(0);
+    expect(nostr.items.every((n: any) => n.channel === 'nostr')).toBe(true);
+    expect((await reader().get('/notifications?channel=fax')).status).toBe(422);
+    expect((await client(stack.api, stack.wallets[1]!.invoice_key).get(`/notifications?subscription_id=${subs.messenger}`)).body.total).toBe(0);
+    // Each message once per event, recipient and channel.
+    const dupes = await rows(`SELECT event_id, audience, channel, recipient, count(*) FROM notifier.notifications GROUP BY 1, 2, 3, 4 HAVING count(*) > 1`);
+    expect(dupes).toEqual([]);
+  });
+
+  it('a paid activation confirms the amount and period to the subscriber; the owner hears of the payment', async () => {
+    const paid = (await admin().post('/plans', { name: 'Paid', amount_sats: 1500, interval: 'monthly' })).body;
+    tg.chats.add('2005');
+    const co = await subscribe('paid', { messenger: '2005' }, paid.id);
+    expect((await pub().post(`/dev/payments/${co.payment_id}/pay`)).status).toBe(200);
+    const got = await until(async () => tgTo('2005').filter((x) => x.text.includes('is active')), (x) => x.length >= 1);
+    expect(got[0]!.text).toMatch(/active until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1500 sats/);
+    expect(got[0]!.text).toContain(`Payment reference: ${co.payment_id}`);
+    const owner = await until(async () => tgTo('1001').filter((x) => x.text.startsWith('Payment received: Paid')), (x) => x.length >= 1);
+    expect(owner[0]!.text).toContain('Amount: 1500 sats');
+  });
+});
+
+describe('delivery', () => {
+  let plan: { id: string };
+  const noticeOf = async (subscriptionId: string) =>
+    (await until(async () => (await reader().get(`/notifications?subscription_id=${subscriptionId}&channel=messenger`)).body.items, (i: any[]) => i?.some((n) => n.audience === 'subscriber' && n.attempt_count > 0)))
+      .find((n: any) => n.audience === 'subscriber');
+  const subscribeChat = async (chat: string) => {
+    const res = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', messenger: chat });
+    expect(res.status).toBe(201);
+    return res.body.subscription_id as string;
+  };
+
+  it('a recipient down, then rate limited, then up: retried with backoff and retry_after, delivered once', async () => {
+    plan = (await admin().post('/plans', { name: 'Delivery', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
+    tg.chats.add('3001');
+    tg.script.set('3001', [500, 429]);
+    const sub = await subscribeChat('3001');
+    let n = await noticeOf(sub);
+    expect(n).toMatchObject({ status: 'pending', attempt_count: 1, last_error: '500 Internal Server Error' });
+    expect(n.next_attempt_at - n.attempts[0].attempted_at).toBe(30);
+    await advance(31);
+    n = (await until(async () => (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find((x: any) => x.audience === 'subscriber'), (x: any) => x.attempt_count === 2));
+    expect(n).toMatchObject({ status: 'pending', last_error: expect.stringMatching(/^429 Too Many Requests/) });
+    expect(n.next_attempt_at - n.attempts[1].attempted_at).toBe(120);
+    expect(tgTo('3001')).toEqual([]);
+    await advance(121);
+    n = (await until(async () => (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find((x: any) => x.audience === 'subscriber'), (x: any) => x.status === 'delivered'));
+    expect(n.attempts.map((a: any) => a.error)).toEqual(['500 Internal Server Error', expect.stringMatching(/^429/), null]);
+    await advance(600);
+    await settle();
+    expect(tgTo('3001')).toHaveLength(1);
+    expect(tg.calls.filter((c) => String(c.chat_id) === '3001').map((c) => c.status)).toEqual([500, 429, 200]);
+  });
+
+  it('permanent errors (bot blocked, chat not found) are not retried; the owner can retry a failed one', async () => {
+    tg.chats.add('3002');
+    tg.blocked.add('3002');
+    const blocked = await subscribeChat('3002');
+    const unknown = await subscribeChat('3003');
+    const b = await noticeOf(blocked);
+    expect(b).toMatchObject({ status: 'failed', attempt_count: 1, next_attempt_at: null, last_error: '403 Forbidden: bot was blocked by the user' });
+    expect(b.attempts[0].permanent).toBe(true);
+    expect(await noticeOf(unknown)).toMatchObject({ status: 'failed', attempt_count: 1, last_error: '400 Bad Request: chat not found' });
+    await advance(3600);
+    await settle();
+    expect(tg.calls.filter((c) => String(c.chat_id) === '3002')).toHaveLength(1);
+    expect((await reader().get(`/notifications?status=failed&channel=messenger`)).body.items.map((n: any) => n.recipient)).toEqual(expect.arrayContaining(['3002', '3003']));
+
+    expect((await reader().post(`/notifications/${b.id}/retry`)).status).toBe(403);
+    expect((await admin(1).post(`/notifications/${b.id}/retry`)).status).toBe(404);
+    tg.blocked.delete('3002');
+    const retried = await admin().post(`/notifications/${b.id}/retry`);
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ id: b.id, status: 'pending' });
+    const done = await until(async () => (await reader().get(`/notifications?subscription_id=${blocked}`)).body.items.find((x: any) => x.id === b.id), (x: any) => x.status === 'delivered');
+    expect(done.attempt_count).toBe(2);
+    expect(tgTo('3002')).toHaveLength(1);
+    expect((await admin().post(`/notifications/${b.id}/retry`)).status).toBe(409);
+  });
+
+  it("the owner's choice of subscriber notices holds: only the cancellation goes out when none is chosen", async () => {
+    const quiet = (await admin().post('/plans', { name: 'Quiet', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
+    const set = await admin().put(`/plans/${quiet.id}/notification-settings`, { inherit: false, channels: { messenger: {} }, owner_events: [], subscriber_events: [] });
+    expect(set.status).toBe(200);
+    tg.chats.add('3010');
+    const res = await pub().post('/public/subscribe', { plan_id: quiet.id, payment_method: 'lightning', messenger: '3010' });
+    expect(res.status).toBe(201);
+    await settle(2000);
+    expect(tgTo('3010')).toEqual([]);
+    expect((await admin().post(`/subscriptions/${res.body.subscription_id}/cancel`, {})).status).toBe(200);
+    const got = await until(async () => tgTo('3010'), (x) => x.length >= 1);
+    expect(got.map((x) => x.text.split('\n')[0])).toEqual(['Your subscription to Quiet was cancelled']);
+  });
+
+  it('a relay that is down, then up: the direct message is retried and published once', async () => {
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}`;
+    const sk = generateSecretKey();
+    const daveSk = generateSecretKey();
+    const p = (await admin(1).post('/plans', { name: 'Relay plan', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
+    const set = await admin(1).put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { nostr: { private_key: Buffer.from(sk).toString('hex'), relays: [url] } } });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    const res = await pub().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', nostr: nip19.npubEncode(getPublicKey(daveSk)) });
+    expect(res.status).toBe(201);
+    const own = client(stack.api, stack.wallets[1]!.invoice_key);
+    const notice = () => own.get(`/notifications?subscription_id=${res.body.subscription_id}`).then((r) => r.body.items[0]);
+    const first = await until(notice, (n: any) => n?.attempt_count === 1);
+    expect(first).toMatchObject({ channel: 'nostr', status: 'pending', attempts: [{ permanent: false, error: expect.stringMatching(/no relay accepted/) }] });
+    const late = await startNostrRelay({ port });
+    try {
+      await advance(31);
+      const done = await until(notice, (n: any) => n?.status === 'delivered');
+      expect(done.attempt_count).toBe(2);
+      await advance(600);
+      await settle();
+      const got = dms(late, daveSk);
+      expect(got).toHaveLength(1);
+      expect(got[0]!.text).toContain('Your free trial of Relay plan has started');
+      expect(got[0]!.from).toBe(getPublicKey(sk));
+    } finally {
+      await late.stop();
+    }
+  });
+
+  it('NIP-04 for older clients is a per-wallet option, sent with the owner-given key', async () => {
+    const sk = generateSecretKey();
+    const res = await admin(1).put('/notification-settings', {
+      channels: { nostr: { private_key: nip19.nsecEncode(sk), relays: [relay.url], owner_pubkey: getPublicKey(ownerSk), nip04: true } },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).not.toHaveProperty('generated_private_key');
+    expect(res.body.channels.email).toBeNull();
+    const sent = await admin(1).post('/notification-settings/test', { channel: 'nostr' });
+    expect(sent.body).toMatchObject({ delivered: true });
+    const legacy = dms(relay, ownerSk).filter((x) => x.kind === 4);
+    expect(legacy).toHaveLength(1);
+    expect(legacy[0]!.from).toBe(getPublicKey(sk));
+    expect(legacy[0]!.text).toContain('Test notification');
+  });
+
+  it('no secret in any response, log line or database row in plain text', async () => {
+    const generatedHex = Buffer.from(nip19.decode(generatedNsec).data as Uint8Array).toString('hex');
+    const secrets = [TOKEN.split(':')[1]!, TOKEN2.split(':')[1]!, OWNER_SMTP_PASS, generatedHex, generatedNsec];
+    const logs = Object.values(stack.services).flatMap((s) => s.lines).join('\n');
+    expect(logs).toContain('notification delivered');
+    for (const s of secrets) expect(logs).not.toContain(s);
+    const dump = (await rows(`SELECT string_agg(t::text, '\n') AS t FROM (
+      SELECT s::text AS t FROM notifier.settings s UNION ALL SELECT n::text FROM notifier.notifications n
+      UNION ALL SELECT a::text FROM notifier.notification_attempts a UNION ALL SELECT k::text FROM gateway.idempotency_keys k) x`))[0].t as string;
+    for (const s of secrets) expect(dump).not.toContain(s);
+    // Portal tokens travel in messages: sealed too.
+    expect(dump).not.toMatch(/manage\?token=/);
+  });
+});
