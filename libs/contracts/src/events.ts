@@ -16,6 +16,7 @@ export const EventName = z
     'subscription.trial_ending',
     'payment.received',
     'payment.failed',
+    'payment.unapplied',
     'renewal.reminder',
     'plan.archived',
     'nwc.wallet_disabled',

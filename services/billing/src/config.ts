@@ -11,5 +11,7 @@ export const loadBillingConfig = () =>
     PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
     BUS_TIMEOUT_MS: envInt(5000, 100),
     SCHEDULER_INTERVAL_MS: envInt(5000, 50),
+    /** payment_failed lasts this long, with a payable renewal payment, before the subscription expires. */
+    DUNNING_DAYS: envInt(14, 0),
   });
 export type BillingConfig = ReturnType<typeof loadBillingConfig>;
