@@ -18,7 +18,7 @@ main('billing', () =>
     migrations,
     loadConfig: loadBillingConfig,
     opsPort: (c) => c.BILLING_OPS_PORT,
-    async setup({ config, log, db, nc, clock, devClock }) {
+    async setup({ config, log, db, nc, clock, devClock, registry }) {
       const policy = { dunning_days: config.DUNNING_DAYS };
       const deps: Deps = {
         db, clock, devClock, log,
@@ -36,6 +36,7 @@ main('billing', () =>
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
         durable: 'billing-payments', filterSubject: eventSubject('payment.received'), handle: (e) => applyPaymentEvent(deps, e), log,
+        db, schema: SCHEMA, registry, retryDelaysMs: config.EVENT_RETRY_DELAYS_MS,
       });
       return {
         handlers: allHandlers(deps, scheduler),

@@ -17,7 +17,7 @@ main('notifier', () =>
     migrations,
     loadConfig: loadNotifierConfig,
     opsPort: (c) => c.NOTIFIER_OPS_PORT,
-    setup({ config, log, db, nc, clock }) {
+    setup({ config, log, db, nc, clock, registry }) {
       const deps: Deps = {
         db, clock, log,
         endpoints: new EndpointsRepo(SCHEMA),
@@ -31,7 +31,7 @@ main('notifier', () =>
       if (!config.SMTP_URL) log.warn('SMTP_URL is not set: subscriber e-mails are not sent');
       if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks may target loopback and private addresses');
       // Every domain event: deliveries to matching endpoints and the subscriber's e-mail.
-      const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log });
+      const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log, db, schema: SCHEMA, registry });
       const pollers = [new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log)];
       if (config.SMTP_URL) {
         // Bounded, so a mail's lease (workers.ts) outlasts its slowest send.
