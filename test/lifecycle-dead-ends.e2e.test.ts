@@ -53,7 +53,7 @@ async function plan(body: Record<string, unknown>) {
 async function subscribe(planId: string, email: string, method = 'lightning') {
   const res = await anon().post('/public/subscribe', { plan_id: planId, payment_method: method, email });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body as { subscription_id: string; payment_id: string };
+  return res.body as { subscription_id: string; payment_id: string; manage_url: string };
 }
 async function pay(paymentId: string) {
   const res = await anon().post(`/dev/payments/${paymentId}/pay`);
@@ -134,6 +134,10 @@ describe('2. payment_failed is no dead end', () => {
       const open = (await until(() => payments(s.subscription_id), (r) => r.filter((x) => x.status === 'pending').length === 1)).filter((x) => x.status === 'pending');
       expect(open, `day ${day}`).toHaveLength(1);
       expect(open[0]!.purpose).toBe('renewal');
+      // The portal shows the subscriber the invoice to pay now.
+      const portal = await anon().get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': new URL(s.manage_url).searchParams.get('token')! } });
+      expect(portal.body.items[0]).toMatchObject({ id: s.subscription_id, status: 'payment_failed', open_payment: { id: open[0]!.id, status: 'pending' } });
+      expect(portal.body.items[0].open_payment.payment_request).toMatch(/^lnbc/);
     }
     const reminders = (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder');
     expect(reminders.at(-1)!.d.payment_request).toMatch(/^lnbc/);
