@@ -56,6 +56,8 @@ describe('the gateway killed mid-request', () => {
         (n) => n === 1,
       );
       claimedAt = Date.now();
+      // Its request to billing is on the wire (published right after the claim).
+      await new Promise((r) => setTimeout(r, 500));
       stack.services.gateway.child.kill('SIGKILL');
       expect(await inFlight).toBeInstanceOf(Error);
     } finally {
