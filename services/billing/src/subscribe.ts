@@ -10,6 +10,9 @@ import { emit } from './transitions.js';
 /** How long a first payment can be paid: Lightning and NWC invoices 1 h; on-chain, card and wallet processor 24 h. */
 const CHECKOUT_SECONDS: Partial<Record<PaymentMethod, number>> = { lightning: 3600, nwc: 3600 };
 
+/** As long as the gateway keeps an Idempotency-Key. */
+const IDEMPOTENCY_KEY_LIFE_S = 86_400;
+
 class DuplicateCheckout extends Error {}
 
 export function manageUrl(base: string, token: string): string {
@@ -62,11 +65,11 @@ export async function pendingNwcCheckout(d: Deps, input: SubscribeInput): Promis
  * The checkout an earlier request with the same Idempotency-Key opened (its answer was lost: the gateway
  * timed out or died), answered again: the same subscription and the same first payment (payments is
  * idempotent on `checkout:<subscription>`). Undefined when there is none, or it expired unpaid (then the
- * retry opens a new one).
+ * retry opens a new one), or it is older than the 24 h an Idempotency-Key lives.
  */
 async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened | undefined> {
   const sub = await d.subscriptions.byCheckoutKey(d.db, plan.wallet, key);
-  if (!sub || sub.plan_id !== plan.id || sub.status === 'expired') return undefined;
+  if (!sub || sub.plan_id !== plan.id || sub.status === 'expired' || sub.created_at < unixSeconds(d.clock) - IDEMPOTENCY_KEY_LIFE_S) return undefined;
   const subscriber = await d.subscribers.get(d.db, sub.wallet_id, sub.subscriber_id);
   const manage_url = subscriber && (await d.subscriptions.isFirstOfSubscriber(d.db, subscriber.id, sub.id)) ? manageUrl(d.publicBaseUrl, d.secrets.open(subscriber.token_sealed)) : null;
   if (sub.trial_end !== null) return { plan, sub, manage_url };
