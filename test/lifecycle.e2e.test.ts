@@ -111,7 +111,10 @@ describe('unpaid renewals', () => {
     expect(await sub(s.subscription_id)).toMatchObject({ status: 'past_due', has_access: true });
     await advanceTo(start.current_period_end + 2 * DAY + 60);
     expect(await sub(s.subscription_id)).toMatchObject({ status: 'payment_failed', has_access: false });
-    expect(await events(s.subscription_id)).toEqual(['subscription.created', 'renewal.reminder', 'subscription.trial_ending', 'subscription.past_due', 'subscription.payment_failed']);
+    // The first invoice (a day's life) expired during grace: a new one goes out as it becomes payment_failed.
+    expect(await events(s.subscription_id)).toEqual([
+      'subscription.created', 'renewal.reminder', 'subscription.trial_ending', 'subscription.past_due', 'renewal.reminder', 'subscription.payment_failed',
+    ]);
     const late = await openRenewal(s.subscription_id);
     await pay(late!.id);
     const back = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
@@ -198,7 +201,7 @@ describe('renewal invoices expire and are replaced', () => {
     expect((await events(s.subscription_id)).filter((e) => e === 'subscription.renewed')).toHaveLength(1);
   });
 
-  it('no new invoice once the grace period is over', async () => {
+  it('still replaced during payment_failed; none once the dunning window expired the subscription', async () => {
     const p = await plan({ interval: 'weekly', trial_days: 2, grace_period_days: 1 });
     const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'reissue-end@example.com' })).body;
     const end = (await sub(s.subscription_id)).current_period_end;
@@ -207,7 +210,15 @@ describe('renewal invoices expire and are replaced', () => {
     expect((await sub(s.subscription_id)).status).toBe('payment_failed');
     const count = (await renewals(s.subscription_id)).length;
     await advanceTo(end + 5 * DAY);
-    expect(await renewals(s.subscription_id)).toHaveLength(count);
+    const during = await renewals(s.subscription_id);
+    expect(during.length).toBeGreaterThan(count);
+    expect(during.at(-1)!.status).toBe('pending');
+    await advanceTo(end + 16 * DAY);
+    expect((await sub(s.subscription_id)).status).toBe('expired');
+    const after = await renewals(s.subscription_id);
+    expect(after.filter((r) => r.status === 'pending')).toHaveLength(0);
+    await advanceTo(end + 20 * DAY);
+    expect(await renewals(s.subscription_id)).toHaveLength(after.length);
   });
 });
 

@@ -38,6 +38,8 @@ export interface Stack extends StackInfo {
   restartPayments(): Promise<void>;
   stopPayments(): Promise<void>;
   restartNotifier(): Promise<void>;
+  /** A new gateway process on the same port (the old one stopped first; a no-op when it was killed). */
+  restartGateway(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -129,6 +131,11 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       await payments.stop();
       payments = await startService('payments', env, { port: payments.port });
       stack.services.payments = payments;
+    },
+    async restartGateway() {
+      await gateway.stop();
+      gateway = await startService('gateway', env, { port: gateway.port });
+      stack.services.gateway = gateway;
     },
     async restartNotifier() {
       await notifier.stop();

@@ -12,6 +12,11 @@ export const Caller = z.object({
   role: z.enum(['admin', 'invoice']).optional(),
   /** SHA-256 hex of the X-Subscriber-Token header; the service owning subscribers resolves it. */
   subscriber_token_hash: z.string().optional(),
+  /**
+   * SHA-256 hex of the caller's scope and `Idempotency-Key` header: a service whose effect must not
+   * double when the gateway runs a request again (its first answer was lost) keys the effect by it.
+   */
+  idempotency_key: z.string().optional(),
 });
 export type Caller = z.infer<typeof Caller>;
 

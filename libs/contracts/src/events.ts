@@ -16,6 +16,7 @@ export const EventName = z
     'subscription.trial_ending',
     'payment.received',
     'payment.failed',
+    'payment.unapplied',
     'renewal.reminder',
     'plan.archived',
     'nwc.wallet_disabled',
@@ -38,6 +39,30 @@ export const WebhookEventData = z
     amount_sats: z.number().int().optional(),
   })
   .catchall(z.unknown());
+
+/**
+ * `payment.unapplied`: a paid payment (typically late) billing could not apply to any subscription; it is
+ * recorded once, the payment shows `unapplied_reason`, and the owner refunds it.
+ */
+export const PaymentUnappliedData = WebhookEventData.extend({
+  subscription_id: z.string(),
+  status: z.string().openapi({ description: "The subscription's status" }),
+  payment_id: Id,
+  amount_sats: z.number().int().openapi({ description: 'What was paid' }),
+  payment_method: z.string(),
+  reason: z.string(),
+}).openapi('PaymentUnappliedData');
+
+/**
+ * `subscription.expired`: a checkout unpaid for 24 h, or a subscription left `payment_failed` through the
+ * dunning window (then `notify_subscriber` is true). The contact may subscribe again.
+ */
+export const SubscriptionExpiredData = WebhookEventData.extend({
+  subscription_id: z.string(),
+  status: z.literal('expired'),
+  reason: z.string(),
+  notify_subscriber: z.boolean().optional(),
+}).openapi('SubscriptionExpiredData');
 
 export const WebhookEvent = z
   .object({ event: EventName, timestamp: UnixSeconds, data: WebhookEventData })

@@ -84,6 +84,12 @@ export const messages = {
     request: SubscriptionRef.extend({ payment_id: Id.optional() }),
     reply: z.object({ expired: z.number().int().nonnegative() }),
   },
+  /** Billing recorded a paid payment as not applied (e.g. late, and the subscription moved on): payments shows why. */
+  markUnapplied: {
+    subject: 'payments.internal.mark_unapplied',
+    request: z.object({ wallet_id: Id, payment_id: Id, reason: z.string().min(1).max(500) }),
+    reply: z.object({ marked: z.boolean() }),
+  },
   listSubscriptionPayments: {
     subject: 'payments.internal.list_for_subscription',
     request: SubscriptionPaymentsQuery,

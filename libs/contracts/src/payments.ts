@@ -32,6 +32,9 @@ export const Payment = z
     walletproc_order_id: z.string().nullable().optional(),
     created_at: UnixSeconds,
     paid_at: UnixSeconds.nullable().optional(),
+    unapplied_reason: z.string().optional().openapi({
+      description: 'Present when the payment was paid but could not be applied to any subscription (a late payment): why. The owner refunds it; a `payment.unapplied` event was sent.',
+    }),
   })
   .openapi('Payment');
 export type Payment = z.infer<typeof Payment>;

@@ -105,6 +105,12 @@ export type ManageLinkResponse = z.infer<typeof ManageLinkResponse>;
  * Never a wallet id; owner metadata is not shown to the subscriber.
  */
 export const PortalSubscription = z
-  .object({ ...subscriptionFields, plan_name: z.string() })
+  .object({
+    ...subscriptionFields,
+    plan_name: z.string(),
+    open_payment: Payment.nullable().optional().openapi({
+      description: 'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed',
+    }),
+  })
   .openapi('PortalSubscription');
 export type PortalSubscription = z.infer<typeof PortalSubscription>;

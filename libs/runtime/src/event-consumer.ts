@@ -1,8 +1,18 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import { Counter, type Registry } from 'prom-client';
 import { EVENTS_STREAM, EventEnvelope } from '@sb/contracts';
+import type { Db } from './db.js';
 import type { Logger } from './logger.js';
 import { ensureEventsStream } from './outbox.js';
+import { Poller } from './poller.js';
+
+/**
+ * Waits before the 2nd, 3rd, ... delivery of an event that failed; after the last one fails the event
+ * is parked. About 1 h 50 min in all: long enough to ride out a restart or an outage of a dependency,
+ * short enough that a poison event never loops.
+ */
+export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000];
 
 export interface EventConsumerOptions {
   /** The durable consumer's name: replicas of a service share it, so each event is handled by one of them. */
@@ -12,24 +22,77 @@ export interface EventConsumerOptions {
   /** Handles one event; must be idempotent (an event is redelivered until it was acknowledged). */
   handle(event: EventEnvelope): Promise<unknown>;
   log: Logger;
+  /** Where events that keep failing are parked: `<schema>.dead_letters` of the service's database. */
+  db: Db;
+  schema: string;
+  /** `/metrics` of the service: events parked and replayed, per consumer. */
+  registry?: Registry;
+  retryDelaysMs?: readonly number[];
+  /** How often parked events an operator asked to replay are looked for. */
+  replayPollMs?: number;
 }
+
+/** The dead-letter table; created by the consumer itself so every service using it has one. */
+export const deadLetterTableSql = (schema: string) => `
+CREATE TABLE IF NOT EXISTS ${schema}.dead_letters (
+  consumer TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  event TEXT NOT NULL,
+  payload JSONB NOT NULL,
+  error TEXT NOT NULL,
+  deliveries INT NOT NULL,
+  parked_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  -- set by the operator command (npm run dead-letters -- replay): the consumer runs the event again
+  replay_requested_at TIMESTAMPTZ,
+  replays INT NOT NULL DEFAULT 0,
+  PRIMARY KEY (consumer, event_id)
+)`;
+
+const counters = new WeakMap<Registry, { parked: Counter; replayed: Counter }>();
+function metricsOf(registry: Registry | undefined) {
+  if (!registry) return undefined;
+  let m = counters.get(registry);
+  if (!m) {
+    m = {
+      parked: new Counter({ name: 'events_parked_total', help: 'Events parked in the dead-letter table after their last retry failed', labelNames: ['consumer'], registers: [registry] }),
+      replayed: new Counter({ name: 'events_replayed_total', help: 'Parked events replayed by an operator and handled', labelNames: ['consumer'], registers: [registry] }),
+    };
+    counters.set(registry, m);
+  }
+  return m;
+}
+
+const errorText = (err: unknown) => String((err as Error)?.message ?? err).slice(0, 2000);
 
 /**
  * A durable JetStream consumer of the EVENTS stream. An event is acknowledged only after `handle`
- * resolved (so its effect is committed); a failure is redelivered a second later; an event that cannot
- * parse is terminated (redelivering it would only block the ones behind it).
+ * resolved (so its effect is committed). A failure is redelivered after a growing delay; when the last
+ * retry fails too the event is parked in the dead-letter table (logged once, counted in `/metrics`) and
+ * the consumer goes on. `npm run dead-letters` lists parked events and asks for a replay, which the
+ * consumer runs. An event that cannot parse is parked at once (redelivering it changes nothing).
  */
 export class DurableEventConsumer {
   private messages?: ConsumerMessages;
   private done?: Promise<void>;
+  private replays?: Poller;
+  private readonly delays: readonly number[];
+  private readonly metrics;
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly o: EventConsumerOptions,
-  ) {}
+  ) {
+    this.delays = o.retryDelaysMs?.length ? o.retryDelaysMs : DEFAULT_RETRY_DELAYS_MS;
+    this.metrics = metricsOf(o.registry);
+  }
 
   async start(): Promise<void> {
-    const { durable, filterSubject, log } = this.o;
+    const { durable, filterSubject, log, db, schema } = this.o;
+    await db.tx(async (tx) => {
+      // Replicas start together: one creates the table, the others wait for it.
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`${schema}.dead_letters`]);
+      await tx.query(deadLetterTableSql(schema));
+    });
     await ensureEventsStream(this.nc);
     const jsm = await jetstreamManager(this.nc);
     await jsm.consumers
@@ -47,31 +110,95 @@ export class DurableEventConsumer {
     this.messages = await consumer.consume({ max_messages: 50 });
     this.done = (async () => {
       for await (const m of this.messages!) {
-        try {
-          let raw: unknown;
-          try {
-            raw = m.json();
-          } catch {
-            raw = undefined;
-          }
-          const parsed = EventEnvelope.safeParse(raw);
-          if (!parsed.success) {
-            log.error({ consumer: durable, subject: m.subject, issues: parsed.error.issues.slice(0, 3) }, 'malformed event dropped');
-            m.term();
-            continue;
-          }
-          const result = await this.o.handle(parsed.data);
-          log.info({ consumer: durable, event_id: parsed.data.id, event: parsed.data.event, result }, 'event handled');
-          m.ack();
-        } catch (err) {
-          log.error({ err, consumer: durable }, 'event not handled; will be redelivered');
-          m.nak(1000);
-        }
+        await this.deliver(m).catch((err) => {
+          // Parking itself failed (the database is away): the event stays in the stream for later.
+          log.error({ err, consumer: durable }, 'event could not be parked; redelivered');
+          m.nak(this.delays.at(-1));
+        });
       }
     })();
+    this.replays = new Poller(`${durable}-replays`, this.o.replayPollMs ?? 2000, () => this.replayRequested(), log);
+    this.replays.start();
+  }
+
+  private async deliver(m: JsMsg): Promise<void> {
+    const { durable, log } = this.o;
+    let raw: unknown;
+    try {
+      raw = m.json();
+    } catch {
+      raw = m.string();
+    }
+    const parsed = EventEnvelope.safeParse(raw);
+    if (!parsed.success) {
+      await this.park(m, raw, `malformed event: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+      m.term();
+      return;
+    }
+    try {
+      const result = await this.o.handle(parsed.data);
+      log.info({ consumer: durable, event_id: parsed.data.id, event: parsed.data.event, result }, 'event handled');
+      m.ack();
+    } catch (err) {
+      const attempt = m.info.deliveryCount;
+      if (attempt > this.delays.length) {
+        await this.park(m, parsed.data, errorText(err));
+        m.term();
+        return;
+      }
+      log.warn({ err, consumer: durable, event_id: parsed.data.id, attempt }, 'event not handled; retried later');
+      m.nak(this.delays[attempt - 1]);
+    }
+  }
+
+  /** Into the dead-letter table (once per consumer and event id), logged once, counted. */
+  private async park(m: JsMsg, payload: unknown, error: string): Promise<void> {
+    const { durable, log, db, schema } = this.o;
+    const envelope = payload as Partial<EventEnvelope> | undefined;
+    const eventId = typeof envelope?.id === 'string' ? envelope.id : `seq:${m.seq}`;
+    const event = typeof envelope?.event === 'string' ? envelope.event : m.subject;
+    const { rowCount } = await db.query(
+      `INSERT INTO ${schema}.dead_letters (consumer, event_id, event, payload, error, deliveries) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (consumer, event_id) DO NOTHING`,
+      [durable, eventId, event, JSON.stringify(payload ?? null), error, m.info.deliveryCount],
+    );
+    if (rowCount === 1) {
+      this.metrics?.parked.inc({ consumer: durable });
+      log.error({ consumer: durable, event_id: eventId, event, deliveries: m.info.deliveryCount, error }, 'event parked in dead_letters after its last retry; replay with npm run dead-letters');
+    }
+  }
+
+  /** Runs the parked events an operator asked to replay; handled ones leave the table, failing ones stay parked. */
+  private async replayRequested(): Promise<boolean> {
+    const { durable, log, db, schema } = this.o;
+    const { rows } = await db.query<{ event_id: string; payload: unknown }>(
+      `SELECT event_id, payload FROM ${schema}.dead_letters WHERE consumer = $1 AND replay_requested_at IS NOT NULL ORDER BY parked_at LIMIT 20`,
+      [durable],
+    );
+    for (const r of rows) {
+      // Claimed by clearing the request: another replica does not run it too.
+      const claimed = await db.query(
+        `UPDATE ${schema}.dead_letters SET replay_requested_at = NULL, replays = replays + 1 WHERE consumer = $1 AND event_id = $2 AND replay_requested_at IS NOT NULL`,
+        [durable, r.event_id],
+      );
+      if (claimed.rowCount !== 1) continue;
+      const parsed = EventEnvelope.safeParse(r.payload);
+      try {
+        if (!parsed.success) throw new Error('malformed event');
+        const result = await this.o.handle(parsed.data);
+        await db.query(`DELETE FROM ${schema}.dead_letters WHERE consumer = $1 AND event_id = $2`, [durable, r.event_id]);
+        this.metrics?.replayed.inc({ consumer: durable });
+        log.info({ consumer: durable, event_id: r.event_id, result }, 'parked event replayed');
+      } catch (err) {
+        await db.query(`UPDATE ${schema}.dead_letters SET error = $3 WHERE consumer = $1 AND event_id = $2`, [durable, r.event_id, errorText(err)]);
+        log.error({ err, consumer: durable, event_id: r.event_id }, 'replayed event failed again; it stays parked');
+      }
+    }
+    return rows.length === 20;
   }
 
   async stop(): Promise<void> {
+    await this.replays?.stop();
     await this.messages?.close();
     await this.done;
   }

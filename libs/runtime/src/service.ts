@@ -6,6 +6,7 @@ import { systemClock, type Clock } from './clock.js';
 import { createDb, migrate, type Db, type Migration } from './db.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectNats, DevClock, natsReachable, type NatsConnection } from './nats.js';
+import type { Registry } from 'prom-client';
 import { createMetricsRegistry, startOpsServer } from './ops.js';
 import { OutboxRelay } from './outbox.js';
 import { initTelemetry, shutdownTelemetry } from './telemetry.js';
@@ -40,6 +41,8 @@ export interface ServiceBase<C> {
   /** The test clock in DEV_MODE, else the system clock. */
   clock: Clock;
   devClock?: DevClock;
+  /** The service's `/metrics`. */
+  registry: Registry;
 }
 
 export interface ServiceParts {
@@ -71,7 +74,8 @@ export async function runService<C extends BaseConfig>(opts: {
   if (applied.length) log.info({ applied }, 'migrations applied');
   const nc = await connectNats(config.NATS_URL, opts.name);
   const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
-  const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock });
+  const registry = createMetricsRegistry(opts.name);
+  const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
 
   const server = createBusServer(config.NATS_URL, opts.name);
   registerHandlers(server, parts.handlers, log);
@@ -81,7 +85,7 @@ export async function runService<C extends BaseConfig>(opts: {
   await relay.start();
   await parts.start?.();
 
-  const ops = await startOpsServer(opts.opsPort(config), createMetricsRegistry(opts.name), async () => ({
+  const ops = await startOpsServer(opts.opsPort(config), registry, async () => ({
     database: await db.ping(),
     bus: await natsReachable(nc),
   }));

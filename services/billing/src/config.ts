@@ -11,5 +11,13 @@ export const loadBillingConfig = () =>
     PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
     BUS_TIMEOUT_MS: envInt(5000, 100),
     SCHEDULER_INTERVAL_MS: envInt(5000, 50),
+    /** payment_failed lasts this long, with a payable renewal payment, before the subscription expires. */
+    DUNNING_DAYS: envInt(14, 0),
+    /** Waits before each redelivery of a payment event that failed (ms, comma-separated); then it is parked. */
+    EVENT_RETRY_DELAYS_MS: z
+      .string()
+      .regex(/^\d+(,\d+)*$/, 'comma-separated milliseconds, e.g. 1000,5000,30000')
+      .transform((v) => v.split(',').map(Number))
+      .optional(),
   });
 export type BillingConfig = ReturnType<typeof loadBillingConfig>;

@@ -18,23 +18,25 @@ main('billing', () =>
     migrations,
     loadConfig: loadBillingConfig,
     opsPort: (c) => c.BILLING_OPS_PORT,
-    async setup({ config, log, db, nc, clock, devClock }) {
+    async setup({ config, log, db, nc, clock, devClock, registry }) {
+      const policy = { dunning_days: config.DUNNING_DAYS };
       const deps: Deps = {
         db, clock, devClock, log,
         availability: methodAvailability(config),
         watchonlyRequired: config.ONCHAIN_PROVIDER === 'esplora',
         plans: new PlansRepo(SCHEMA),
-        subscriptions: new SubscriptionsRepo(SCHEMA),
+        subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
         bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'billing-client'),
         secrets: new SecretBox(config.SECRETS_KEY),
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };
       await deps.bus.connect();
-      const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS);
+      const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy);
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
         durable: 'billing-payments', filterSubject: eventSubject('payment.received'), handle: (e) => applyPaymentEvent(deps, e), log,
+        db, schema: SCHEMA, registry, retryDelaysMs: config.EVENT_RETRY_DELAYS_MS,
       });
       return {
         handlers: allHandlers(deps, scheduler),

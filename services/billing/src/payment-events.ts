@@ -1,57 +1,86 @@
 import { PaymentEventData, messages, type EventEnvelope } from '@sb/contracts';
-import { callMessage, unixSeconds } from '@sb/runtime';
+import { callMessage, enqueueEvent, unixSeconds } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
-import { applyTransition } from './transitions.js';
+import { applicationOf } from './domain/payment-application.js';
+import { applyTransition, emit } from './transitions.js';
+
+type Outcome = {
+  result: 'applied' | 'unapplied' | 'duplicate';
+  /** A renewal invoice replaced by the one paid late: withdrawn so it is not paid a second time. */
+  withdraw?: string | null;
+  /** The contact's pending checkout activated by a late payment: its own checkout payment is withdrawn. */
+  withdrawCheckoutOf?: string | null;
+  unapplied?: string | null;
+};
 
 /**
- * Applies each paid payment to its subscription exactly once: the payment id is recorded in
- * `applied_payments` in the same transaction as the move, and the message is acknowledged only after
- * commit, so a crash replays it and the replay changes nothing.
+ * Records each paid payment exactly once: applied to a subscription (domain/payment-application.ts
+ * decides which), or not applied, with a `payment.unapplied` event for the owner and the reason on the
+ * payment. The payment id is recorded in `applied_payments` in the same transaction as the move, and the
+ * message is acknowledged only after commit, so a crash replays it and the replay changes nothing (it
+ * only repeats the calls to the payments service, which are idempotent).
  */
-export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promise<'applied' | 'duplicate' | 'ignored'> {
+export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promise<Outcome['result'] | 'ignored'> {
   const p = PaymentEventData.parse(envelope.data);
   if (p.status !== 'paid') return 'ignored';
-  const outcome = await d.db.tx(async (tx): Promise<{ result: 'applied' | 'duplicate' | 'ignored'; withdraw?: string | null }> => {
+  const outcome = await d.db.tx(async (tx): Promise<Outcome> => {
     const now = unixSeconds(d.clock);
     const fresh = await tx.query(`INSERT INTO ${SCHEMA}.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [
       p.payment_id, p.subscription_id, now,
     ]);
     if (fresh.rowCount !== 1) {
-      const prior = await tx.query<{ withdraw_payment_id: string | null }>(`SELECT withdraw_payment_id FROM ${SCHEMA}.applied_payments WHERE payment_id = $1`, [p.payment_id]);
-      return { result: 'duplicate', withdraw: prior.rows[0]?.withdraw_payment_id };
+      const prior = await tx.query<{ withdraw_payment_id: string | null; subscription_id: string; unapplied_reason: string | null; withdraw_checkout: boolean }>(
+        `SELECT withdraw_payment_id, subscription_id, unapplied_reason, withdraw_checkout FROM ${SCHEMA}.applied_payments WHERE payment_id = $1`,
+        [p.payment_id],
+      );
+      const r = prior.rows[0];
+      return { result: 'duplicate', withdraw: r?.withdraw_payment_id, withdrawCheckoutOf: r?.withdraw_checkout ? r.subscription_id : null, unapplied: r?.unapplied_reason };
     }
-    const sub = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
-    if (!sub) return { result: 'ignored' };
+    const own = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
+    const other = own && (await d.subscriptions.liveOf(tx, own.subscriber_id, own.plan_id));
+    const live = other && other.id !== own.id ? await d.subscriptions.get(tx, envelope.wallet_id, other.id, true) : undefined;
+    const forCurrent = !!own && (own.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === own.current_period_end);
     const paidAt = p.paid_at ?? now;
+    const app = applicationOf({ purpose: p.purpose, amount_sats: p.amount_sats, paid_at: paidAt, for_current_period: forCurrent }, own, live);
+
+    if (app.to === 'none') {
+      await tx.query(`UPDATE ${SCHEMA}.applied_payments SET unapplied_reason = $2 WHERE payment_id = $1`, [p.payment_id, app.reason]);
+      const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats, payment_method: p.payment_method, reason: app.reason };
+      if (own) await emit(d, tx, own, 'payment.unapplied', extra);
+      else await enqueueEvent(tx, SCHEMA, d.clock, envelope.wallet_id, 'payment.unapplied', { subscription_id: p.subscription_id, plan_id: p.plan_id, plan_name: p.plan_name, ...extra });
+      d.log.warn({ payment_id: p.payment_id, subscription_id: p.subscription_id, reason: app.reason }, 'paid payment recorded as not applied');
+      return { result: 'unapplied', unapplied: app.reason };
+    }
+    const target = app.to === 'own' ? own! : live!;
     // Activation and renewal confirm the payment to the subscriber when they opted into confirmations.
-    const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats, notify_subscriber: sub.receive_confirmations };
-    const move =
-      p.purpose === 'checkout' && (sub.status === 'pending' || sub.status === 'expired')
-        ? ({ type: 'first_payment', paid_at: paidAt } as const)
-        : p.purpose === 'renewal' && ['active', 'past_due', 'payment_failed', 'pending'].includes(sub.status)
-          ? ({ type: 'renewal_payment', paid_at: paidAt } as const)
-          : undefined;
-    if (!move) {
-      d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id, status: sub.status }, 'payment recorded but not applicable to this subscription');
-      return { result: 'ignored' };
+    const extra = {
+      payment_id: p.payment_id, amount_sats: p.amount_sats, notify_subscriber: target.receive_confirmations,
+      ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),
+    };
+    await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null }, extra);
+    if (app.to === 'contact_pending') {
+      await tx.query(`UPDATE ${SCHEMA}.applied_payments SET subscription_id = $2, withdraw_checkout = true WHERE payment_id = $1`, [p.payment_id, target.id]);
+      return { result: 'applied', withdrawCheckoutOf: target.id };
     }
-    // A renewal renews the period it was issued for: the open invoice, or an expired one it replaced
-    // (paid late). One for a period already renewed must not move the subscription again.
-    const current = sub.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === sub.current_period_end;
-    if (move.type === 'renewal_payment' && sub.status !== 'pending' && sub.status !== 'payment_failed' && !current) {
-      d.log.warn({ payment_id: p.payment_id, subscription_id: sub.id }, 'renewal payment is not for the current period; recorded only');
-      return { result: 'ignored' };
-    }
-    await applyTransition(d, tx, sub, move, now, { renewal_payment_id: null, renewal_expires_at: null }, extra);
     // The open replacement of a renewal paid late through an older invoice must not be paid a second time.
-    const withdraw = move.type === 'renewal_payment' && sub.renewal_payment_id !== null && sub.renewal_payment_id !== p.payment_id ? sub.renewal_payment_id : null;
+    const withdraw = app.event.type === 'renewal_payment' && target.renewal_payment_id !== null && target.renewal_payment_id !== p.payment_id ? target.renewal_payment_id : null;
     if (withdraw) await tx.query(`UPDATE ${SCHEMA}.applied_payments SET withdraw_payment_id = $2 WHERE payment_id = $1`, [p.payment_id, withdraw]);
     return { result: 'applied', withdraw };
   });
   // Outside the transaction (it is another service); a failure throws, the event is redelivered, and the
-  // duplicate path above finds the withdrawal again, so it happens at least once (it is idempotent).
+  // duplicate path above finds the call again, so it happens at least once (each is idempotent).
+  const wallet_id = envelope.wallet_id;
   if (outcome.withdraw) {
-    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: envelope.wallet_id, subscription_id: p.subscription_id, payment_id: outcome.withdraw });
+    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: p.subscription_id, payment_id: outcome.withdraw });
   }
+  if (outcome.withdrawCheckoutOf) {
+    // Its checkout is its first payment; withdrawn only while still pending (never a later renewal).
+    const page = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, limit: 200, offset: 0 });
+    const checkout = page.items.reduce<(typeof page.items)[number] | undefined>((a, x) => (!a || x.created_at < a.created_at || (x.created_at === a.created_at && x.id < a.id) ? x : a), undefined);
+    if (checkout?.status === 'pending') {
+      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, payment_id: checkout.id });
+    }
+  }
+  if (outcome.unapplied) await callMessage(d.bus, messages.markUnapplied, { wallet_id, payment_id: p.payment_id, reason: outcome.unapplied });
   return outcome.result;
 }

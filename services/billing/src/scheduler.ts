@@ -2,26 +2,14 @@ import { messages } from '@sb/contracts';
 import { callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment } from './payments-client.js';
-import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './domain/periods.js';
+import { dueNow, dunningEnd, type Due, type SchedulePolicy } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
-
-/** Replacement invoices of one renewal reach the subscriber at most this often. */
-const NOTIFY_REPLACEMENT_EVERY_S = 7 * DAY_SECONDS;
-/** An NWC wallet that did not pay at period end is asked again after an hour, then daily, during the grace period. */
-const NWC_FIRST_RETRY_S = 3600;
-const NWC_RETRY_S = DAY_SECONDS;
-
-/** An NWC subscription whose wallet still pays: charged at period end, not invoiced ahead. */
-const autoPays = (s: SubRow) => s.payment_method === 'nwc' && !s.nwc_fallback;
-/** Longer than a wallet may take to answer (the charge's bus wait, 40 s). */
-const NWC_CHARGE_WINDOW_S = 120;
 import { applyTransition, emit } from './transitions.js';
 
 /**
- * Moves subscriptions along with time: renewal payments a lead time before the period ends (with a
- * reminder), the last reminder a day before, past_due / payment_failed at period end and grace end, and
- * expiry of unpaid checkouts. Every step is a compare-and-set and every external call is idempotent, so
- * several replicas may run at once and a crash between two steps loses or doubles nothing.
+ * Carries out what domain/schedule.ts says is due: it loads the rows whose stored next due time has
+ * come and dispatches `dueNow` for each. Every step is a compare-and-set and every external call is
+ * idempotent, so several replicas may run at once and a crash between two steps loses or doubles nothing.
  */
 export class Scheduler {
   private running?: Promise<number>;
@@ -30,6 +18,7 @@ export class Scheduler {
   constructor(
     private readonly d: Deps,
     intervalMs: number,
+    private readonly policy: SchedulePolicy,
     private readonly batch = 500,
     private readonly concurrency = 8,
   ) {
@@ -66,7 +55,7 @@ export class Scheduler {
     let passes = 0;
     for (;;) {
       const now = unixSeconds(this.d.clock);
-      const due = await this.d.subscriptions.due(this.d.db, now, RENEWAL_LEAD_SECONDS, REMINDER_BEFORE_END_SECONDS, now - PENDING_EXPIRY_SECONDS, this.batch);
+      const due = await this.d.subscriptions.due(this.d.db, now, this.batch);
       let progressed = 0;
       for (let i = 0; i < due.length; i += this.concurrency) {
         const results = await Promise.all(due.slice(i, i + this.concurrency).map((s) => this.step(s, now).catch((err) => this.failed(s, err))));
@@ -85,68 +74,57 @@ export class Scheduler {
     return false;
   }
 
-  /** Does the one next thing due for this subscription; true when it changed something. */
+  /**
+   * Runs what is due for one subscription now (right after a resume, say), outside the sweep; a failure
+   * is logged and left to the next sweep.
+   */
+  async runFor(id: string): Promise<void> {
+    const s = await this.d.subscriptions.get(this.d.db, null, id);
+    if (s) await this.step(s, unixSeconds(this.d.clock)).catch((err) => this.failed(s, err));
+  }
+
+  /** Does the one thing due for this subscription (domain/schedule.ts); true when it changed something. */
   private async step(s: SubRow, now: number): Promise<boolean> {
     const d = this.d;
+    const due: Due = dueNow(s, now, this.policy);
     const end = s.current_period_end;
-    if (s.status === 'pending') {
-      await d.db.tx(async (tx) => {
-        const cur = await d.subscriptions.get(tx, null, s.id, true);
-        if (!cur || cur.version !== s.version) throw conflict('moved');
-        await applyTransition(d, tx, cur, { type: 'pending_timeout' }, now);
-      });
-      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
-      return true;
-    }
-    const graceEnd = end + s.grace_period_days * DAY_SECONDS;
-    if (autoPays(s)) {
-      // At period end (also when the clock is already past it), then on the retry schedule while grace lasts.
-      const first = s.renewal_for !== end && now >= end;
-      const retry = s.renewal_for === end && s.nwc_next_attempt_at !== null && now >= s.nwc_next_attempt_at && now < graceEnd;
-      if (first || retry) {
-        await this.chargeWallet(s, now, first);
+    switch (due.kind) {
+      case 'none':
+        await d.subscriptions.setNextDue(d.db, s, now);
+        return false;
+      case 'lapse': {
+        // The subscriber hears that the subscription ended after dunning (not of an unpaid checkout's expiry).
+        const extra =
+          due.event === 'dunning_end_unpaid' ? { notify_subscriber: true, reason: 'renewal unpaid at the end of the dunning window' }
+          : due.event === 'pending_timeout' ? { reason: 'checkout unpaid for 24 hours' }
+          : {};
+        const saved = await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: due.event }, now, {}, extra));
+        if (saved.status === 'expired') {
+          await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
+        }
         return true;
       }
-      // No invoice goes out ahead of time, but the end of a trial is still announced, a day before.
-      if (s.trial_end === end && s.reminded_for !== end && now < end && now >= end - REMINDER_BEFORE_END_SECONDS) {
+      case 'renewal_payment':
+        await this.issueRenewal(s, now, due);
+        return true;
+      case 'charge_wallet':
+        await this.chargeWallet(s, now, due.first, due.retry_at);
+        return true;
+      case 'trial_ending':
         await this.inTx(s, async (tx, cur) => {
           const row = { ...cur, reminded_for: end, updated_at: now };
           if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
           await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
         });
         return true;
-      }
-      // Paid by the wallet: billing's payment.received consumer renews it; the period must not lapse meanwhile.
-      if (s.renewal_for === end && s.nwc_next_attempt_at === null) return false;
-      // Another replica is waiting for the wallet (a crashed one only holds this for NWC_CHARGE_WINDOW_S).
-      if (s.renewal_for === end && s.nwc_charging_since !== null && now - s.nwc_charging_since < NWC_CHARGE_WINDOW_S) return false;
-    } else {
-      // Also when the clock is already past the end: the subscriber still needs something to pay.
-      const firstDue = s.renewal_for !== end && now >= end - RENEWAL_LEAD_SECONDS[s.interval];
-      // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one.
-      const expired = s.renewal_for === end && s.renewal_expires_at !== null && now >= s.renewal_expires_at && now < graceEnd;
-      if (firstDue || expired) {
-        await this.issueRenewal(s, now, expired ? s.renewal_payment_id : null);
+      case 'last_call':
+        await this.inTx(s, async (tx, cur) => {
+          const row = { ...cur, reminded_for: end, reminder_notified_at: due.notify_subscriber ? now : cur.reminder_notified_at, updated_at: now };
+          if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
+          await emit(d, tx, row, 'renewal.reminder', { payment_id: cur.renewal_payment_id, due_at: end, notify_subscriber: due.notify_subscriber });
+        });
         return true;
-      }
     }
-    if (s.status === 'active' && now >= end) {
-      await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: 'period_end_unpaid' }, now));
-      return true;
-    }
-    if (s.status === 'past_due' && now >= end + s.grace_period_days * DAY_SECONDS) {
-      await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: 'grace_end_unpaid' }, now));
-      return true;
-    }
-    if (now < end && s.renewal_for === end && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS) {
-      await this.inTx(s, async (tx, cur) => {
-        const row = { ...cur, reminded_for: end, reminder_notified_at: cur.receive_reminders ? now : cur.reminder_notified_at, updated_at: now };
-        if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
-        await emit(d, tx, row, 'renewal.reminder', { payment_id: cur.renewal_payment_id, due_at: end, notify_subscriber: cur.receive_reminders });
-      });
-      return true;
-    }
-    return false;
   }
 
   /**
@@ -154,15 +132,14 @@ export class Scheduler {
    * and sends it out in a reminder. The idempotency key names the period and what it replaces, so a
    * retry after a crash, or a second replica, gets the same payment back.
    */
-  private async issueRenewal(s: SubRow, now: number, previous: string | null): Promise<void> {
+  private async issueRenewal(s: SubRow, now: number, due: Extract<Due, { kind: 'renewal_payment' }>): Promise<void> {
     const d = this.d;
     const end = s.current_period_end;
+    const previous = due.replaces;
+    const lastCall = due.last_call;
+    const notify = due.notify_subscriber;
     const { payment, checkout } = await this.requestRenewal(s, now, previous);
     await this.inTx(s, async (tx, cur) => {
-      const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
-      // The subscriber hears of the first invoice and of the last call; of replacements (an invoice lives a
-      // day, a grace period can last months) at most weekly. The owner's events carry every one.
-      const notify = cur.receive_reminders && (!previous || (lastCall && cur.reminded_for !== end) || now - (cur.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
       const row = {
         ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: checkout.expires_at,
         reminded_for: lastCall ? end : cur.reminded_for, reminder_notified_at: notify ? now : cur.reminder_notified_at, updated_at: now,
@@ -176,7 +153,7 @@ export class Scheduler {
         amount_fiat: payment.amount_fiat ?? null, currency: payment.currency ?? null, expires_at: checkout.expires_at, notify_subscriber: notify,
         ...(previous ? { replaces_payment_id: previous } : {}),
       });
-      if (!previous && cur.trial_end === end) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
+      if (due.trial_ending) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
     });
   }
 
@@ -188,7 +165,7 @@ export class Scheduler {
    * that is gone (deactivated after its last failure, or disconnected) moves the subscription to
    * invoices: the open payment goes out in a renewal reminder with its pay link.
    */
-  private async chargeWallet(s: SubRow, now: number, first: boolean): Promise<void> {
+  private async chargeWallet(s: SubRow, now: number, first: boolean, retryAt: number): Promise<void> {
     const d = this.d;
     const end = s.current_period_end;
     const open = !first && s.renewal_payment_id && (s.renewal_expires_at ?? 0) > now + 300 ? await this.openPayment(s, s.renewal_payment_id) : undefined;
@@ -199,7 +176,6 @@ export class Scheduler {
       payment = { ...created.payment, payment_request: created.checkout.payment_request ?? created.payment.payment_request };
       expiresAt = created.checkout.expires_at;
     }
-    const retryAt = now + (first ? NWC_FIRST_RETRY_S : NWC_RETRY_S);
     const row: SubRow = await this.inTx(s, async (tx, cur) => {
       const next = {
         ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: expiresAt, nwc_next_attempt_at: retryAt, nwc_charging_since: now,
@@ -253,7 +229,8 @@ export class Scheduler {
     const plan = await this.d.plans.get(this.d.db, s.wallet_id, s.plan_id);
     return requestPayment(this.d, plan, s, {
       purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
-      expires_at: Math.max(end + s.grace_period_days * DAY_SECONDS, end + 3600, now + 3600),
+      // Payable through grace and the dunning window (payments caps each invoice's life; it is reissued).
+      expires_at: Math.max(dunningEnd(s, this.policy), end + 3600, now + 3600),
       idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
     });
   }

@@ -11,6 +11,11 @@ import { emit } from './transitions.js';
 /** How long a first payment can be paid: Lightning and NWC invoices 1 h; on-chain, card and wallet processor 24 h. */
 const CHECKOUT_SECONDS: Partial<Record<PaymentMethod, number>> = { lightning: 3600, nwc: 3600 };
 
+/** As long as the gateway keeps an Idempotency-Key. */
+const IDEMPOTENCY_KEY_LIFE_S = 86_400;
+
+class DuplicateCheckout extends Error {}
+
 export function manageUrl(base: string, token: string): string {
   return `${base.replace(/\/$/, '')}/subscriptions_manager/manage?token=${token}`;
 }
@@ -26,6 +31,8 @@ export interface SubscribeInput {
   contact_preference?: 'email' | 'messenger' | 'nostr' | undefined;
   receive_confirmations: boolean;
   receive_reminders: boolean;
+  /** The caller's Idempotency-Key, hashed and scoped by the gateway: a retry answers the same checkout. */
+  checkout_key?: string | undefined;
 }
 
 export interface Opened {
@@ -57,6 +64,25 @@ export async function pendingNwcCheckout(d: Deps, input: SubscribeInput): Promis
 }
 
 /**
+ * The checkout an earlier request with the same Idempotency-Key opened (its answer was lost: the gateway
+ * timed out or died), answered again: the same subscription and the same first payment (payments is
+ * idempotent on `checkout:<subscription>`). Undefined when there is none, or it expired unpaid (then the
+ * retry opens a new one), or it is older than the 24 h an Idempotency-Key lives.
+ */
+async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened | undefined> {
+  const sub = await d.subscriptions.byCheckoutKey(d.db, plan.wallet, key);
+  if (!sub || sub.plan_id !== plan.id || sub.status === 'expired' || sub.created_at < unixSeconds(d.clock) - IDEMPOTENCY_KEY_LIFE_S) return undefined;
+  const subscriber = await d.subscribers.get(d.db, sub.wallet_id, sub.subscriber_id);
+  const manage_url = subscriber && (await d.subscriptions.isFirstOfSubscriber(d.db, subscriber.id, sub.id)) ? manageUrl(d.publicBaseUrl, d.secrets.open(subscriber.token_sealed)) : null;
+  if (sub.trial_end !== null) return { plan, sub, manage_url };
+  const created = await requestPayment(d, plan, sub, {
+    purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
+    expires_at: sub.created_at + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
+  });
+  return { plan, sub, manage_url, created };
+}
+
+/**
  * The subscribe shared by `POST /public/subscribe` and the NWC service: checks the method against the
  * plan and the server, then commits the subscriber and the subscription (guarded by the one-live-
  * subscription index, so concurrent identical requests make one subscription) before the first payment
@@ -75,11 +101,13 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   check?.(plan);
   const contacts = contactIssues(input);
   if (contacts.length) throw new DomainError(422, contacts);
+  const again = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
+  if (again) return again;
 
   const nowMs = d.clock.nowMs();
   const now = Math.floor(nowMs / 1000);
   const token = randomBytes(32).toString('hex');
-  const { sub, subscriberCreated } = await d.db.tx(async (tx) => {
+  const opened: { sub: SubRow; subscriberCreated: boolean; same?: Opened } = await d.db.tx(async (tx) => {
     const { row: subscriber, created } = await d.subscribers.upsert(tx, {
       id: newId(ID_PREFIXES.subscriber, nowMs), wallet_id: plan.wallet, email: input.email ?? null, name: input.name ?? null,
       messenger: input.messenger ?? null, nostr: input.nostr ?? null, contact_preference: input.contact_preference ?? null,
@@ -90,14 +118,14 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       ...state, id: newId(ID_PREFIXES.subscription, nowMs), wallet_id: plan.wallet, plan_id: plan.id, subscriber_id: subscriber.id,
       payment_method: method, amount_sats: plan.amount_sats, receive_confirmations: input.receive_confirmations,
       receive_reminders: input.receive_reminders, metadata: {}, renewal_payment_id: null, renewal_for: null, renewal_expires_at: null, reminded_for: null,
-      reminder_notified_at: null, nwc_next_attempt_at: null, nwc_fallback: false, nwc_charging_since: null,
+      reminder_notified_at: null, nwc_next_attempt_at: null, nwc_fallback: false, nwc_charging_since: null, checkout_key: input.checkout_key ?? null,
       created_at: now, updated_at: now,
     };
     try {
       await tx.query('SAVEPOINT sub');
       await d.subscriptions.insert(tx, row);
     } catch (err) {
-      if ((err as { code?: string }).code === '23505') throw conflict('This contact already has a subscription to this plan');
+      if ((err as { code?: string }).code === '23505') throw new DuplicateCheckout();
       throw err;
     }
     const saved = { ...row, version: 1 };
@@ -106,7 +134,15 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       payment_method: method, trial: plan.trial_days > 0, notify_subscriber: plan.trial_days > 0 && saved.receive_confirmations,
     });
     return { sub: saved, subscriberCreated: created };
+  }).catch(async (err) => {
+    if (!(err instanceof DuplicateCheckout)) throw err;
+    // The same request running twice at once (a retry after the gateway's lease): the first one's answer.
+    const same = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
+    if (same) return { sub: same.sub, subscriberCreated: false, same };
+    throw conflict('This contact already has a subscription to this plan');
   });
+  if (opened.same) return opened.same;
+  const { sub, subscriberCreated } = opened;
   const manage_url = subscriberCreated ? manageUrl(d.publicBaseUrl, token) : null;
   if (sub.status === 'active') return { plan, sub, manage_url };
   try {

@@ -11,7 +11,7 @@ function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState
   return {
     status, interval: 'monthly', grace_period_days: 3, period_anchor: T0, period_index: 1,
     current_period_start: T0, current_period_end: periodEnd(T0, 1, 'monthly'), trial_end: null,
-    cancelled_at: null, cancel_reason: null, ...over,
+    cancelled_at: null, cancel_reason: null, pending_since: null, ...over,
   };
 }
 
@@ -21,6 +21,7 @@ const EVENTS: Record<string, LifecycleEvent> = {
   pending_timeout: { type: 'pending_timeout' },
   period_end_unpaid: { type: 'period_end_unpaid' },
   grace_end_unpaid: { type: 'grace_end_unpaid' },
+  dunning_end_unpaid: { type: 'dunning_end_unpaid' },
   pause: { type: 'pause' },
   resume: { type: 'resume' },
   cancel: { type: 'cancel', immediate: false },
@@ -30,13 +31,13 @@ const EVENTS: Record<string, LifecycleEvent> = {
 
 /** Written independently of the table: which status each event leads to from each status ('-' = 409). */
 const EXPECTED: Record<SubscriptionStatus, Record<keyof typeof EVENTS, SubscriptionStatus | '-'>> = {
-  pending: { first_payment: 'active', renewal_payment: 'active', pending_timeout: 'expired', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'pending' },
-  active: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: 'past_due', grace_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'active' },
-  paused: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: 'active', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'paused' },
-  past_due: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: 'payment_failed', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'past_due' },
-  payment_failed: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'payment_failed' },
-  cancelled: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'cancelled' },
-  expired: { first_payment: 'active', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
+  pending: { first_payment: 'active', renewal_payment: 'active', pending_timeout: 'expired', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'pending' },
+  active: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: 'past_due', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'active' },
+  paused: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: 'active', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'paused' },
+  past_due: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: 'payment_failed', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'past_due' },
+  payment_failed: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: 'expired', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'payment_failed' },
+  cancelled: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'cancelled' },
+  expired: { first_payment: 'active', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
 };
 
 describe('lifecycle table', () => {

@@ -22,7 +22,12 @@ export interface GatewayDeps {
   /** Proxy hops in front of the gateway (express's numeric `trust proxy`). */
   trustProxy: number;
   devMode: boolean;
+  /** The bus wait of routes that set none (BUS_TIMEOUT_MS). */
+  busTimeoutMs: number;
 }
+
+/** Added to a route's bus wait to make the lease of its in-progress Idempotency-Key claim. */
+const IDEMPOTENCY_LEASE_MARGIN_S = 5;
 
 const BODY_LIMIT = '64kb';
 
@@ -163,16 +168,19 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   }
   if (issues.length) throw new HttpError(422, issues);
 
-  const message = busRequestOf(route).parse({ caller, params, query, body });
-
   const idemKey = route.method === 'post' ? req.get('idempotency-key') : undefined;
   if (idemKey !== undefined && (idemKey.length < 1 || idemKey.length > 255)) {
     throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg: 'Must be 1 to 255 characters', type: 'string_length' }]);
   }
   const scope = caller.wallet_id ?? 'public';
+  const keyed = idemKey ? { ...caller, idempotency_key: createHash('sha256').update(`${scope}\n${idemKey}`).digest('hex') } : caller;
+  const message = busRequestOf(route).parse({ caller: keyed, params, query, body });
   if (idemKey) {
     const hash = createHash('sha256').update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(req.body ?? null)}`).digest('hex');
-    const claim = await d.idempotency.claim(d.db, scope, idemKey, hash);
+    // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
+    // mid-request does not lock its key for a day; a retry after the lease runs the request again.
+    const leaseSeconds = Math.ceil((route.busTimeoutMs ?? d.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;
+    const claim = await d.idempotency.claim(d.db, scope, idemKey, hash, leaseSeconds);
     if (claim.kind === 'mismatch') throw new HttpError(409, 'Idempotency-Key was already used with a different request');
     if (claim.kind === 'in_progress') throw new HttpError(409, 'A request with this Idempotency-Key is still in progress');
     if (claim.kind === 'replay') {

@@ -39,6 +39,7 @@ async function main(): Promise<void> {
     registry,
     trustProxy: config.TRUST_PROXY,
     devMode: config.DEV_MODE,
+    busTimeoutMs: config.BUS_TIMEOUT_MS,
     ready: async () => ({ database: await db.ping(), bus: await bus.reachable() }),
   });
 

@@ -17,7 +17,7 @@ main('notifier', () =>
     migrations,
     loadConfig: loadNotifierConfig,
     opsPort: (c) => c.NOTIFIER_OPS_PORT,
-    async setup({ config, log, db, nc, clock }) {
+    async setup({ config, log, db, nc, clock, registry }) {
       const deps: Deps = {
         db, clock, log,
         endpoints: new EndpointsRepo(SCHEMA),
@@ -37,7 +37,7 @@ main('notifier', () =>
       if (!config.SMTP_URL) log.warn("SMTP_URL is not set: e-mail goes out only through owners' own mail servers");
       if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks, relays and NIP-05 lookups may target loopback and private addresses');
       // Every domain event: deliveries to matching endpoints and notifications to subscribers and the owner.
-      const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log });
+      const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log, db, schema: SCHEMA, registry });
       const pollers = [
         new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log),
         new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),

@@ -15,6 +15,8 @@ export interface SubState {
   trial_end: number | null;
   cancelled_at: number | null;
   cancel_reason: string | null;
+  /** When the subscription last became pending (checkout, or resumed after its period ended): its 24 h count from here. */
+  pending_since: number | null;
 }
 
 export type LifecycleEvent =
@@ -23,6 +25,7 @@ export type LifecycleEvent =
   | { type: 'pending_timeout' }
   | { type: 'period_end_unpaid' }
   | { type: 'grace_end_unpaid' }
+  | { type: 'dunning_end_unpaid' }
   | { type: 'pause' }
   | { type: 'resume' }
   | { type: 'cancel'; immediate: boolean; reason?: string | null }
@@ -71,9 +74,11 @@ export const LIFECYCLE: readonly Rule[] = [
   { from: ['active'], on: 'period_end_unpaid', when: (s) => s.grace_period_days > 0, emit: 'subscription.past_due', apply: () => ({ status: 'past_due' }) },
   { from: ['active'], on: 'period_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
   { from: ['past_due'], on: 'grace_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
+  // The dunning window ended unpaid: the contact is free to subscribe again.
+  { from: ['payment_failed'], on: 'dunning_end_unpaid', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   { from: ['active', 'past_due'], on: 'pause', emit: 'subscription.paused', apply: () => ({ status: 'paused' }) },
   { from: ['paused'], on: 'resume', when: (s, now) => now < s.current_period_end, emit: 'subscription.resumed', apply: () => ({ status: 'active' }) },
-  { from: ['paused'], on: 'resume', emit: 'subscription.resumed', apply: () => ({ status: 'pending' }) },
+  { from: ['paused'], on: 'resume', emit: 'subscription.resumed', apply: (_s, _e, now) => ({ status: 'pending', pending_since: now }) },
   {
     from: LIVE, on: 'cancel', emit: 'subscription.cancelled',
     apply: (s, e, now) => ({
@@ -115,10 +120,10 @@ export function hasAccess(s: Pick<SubState, 'status' | 'current_period_end'>, no
 
 /** The "(new)" rows: a plan with a trial starts active until trial_end; a paid plan starts pending. */
 export function startSubscription(plan: { interval: Interval; trial_days: number; grace_period_days: number }, now: number): SubState {
-  const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null };
+  const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null, pending_since: null };
   if (plan.trial_days > 0) {
     const trialEnd = now + plan.trial_days * DAY_SECONDS;
     return { ...base, status: 'active', period_anchor: trialEnd, period_index: 0, current_period_start: now, current_period_end: trialEnd, trial_end: trialEnd };
   }
-  return { ...base, status: 'pending', period_anchor: now, period_index: 0, current_period_start: now, current_period_end: now, trial_end: null };
+  return { ...base, status: 'pending', pending_since: now, period_anchor: now, period_index: 0, current_period_start: now, current_period_end: now, trial_end: null };
 }

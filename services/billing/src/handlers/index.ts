@@ -25,7 +25,7 @@ import { updateSubscription } from './subscriptions.update.js';
 export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   listPlans(d), createPlan(d), getPlan(d), updatePlanHandler(d), archivePlanHandler(d), listArchivedPlans(d), getPublicPlan(d),
   listPlanSubscribers(d),
-  listSubscriptions(d), getSubscription(d), updateSubscription(d), pauseSubscription(d), resumeSubscription(d),
+  listSubscriptions(d), getSubscription(d), updateSubscription(d), pauseSubscription(d), resumeSubscription(d, scheduler),
   cancelSubscription(d), extendSubscription(d), manageLink(d), listSubscriptionPayments(d), listArchivedSubscriptions(d),
   listSubscribers(d), getSubscriber(d),
   subscribe(d), subscribeNwc(d),

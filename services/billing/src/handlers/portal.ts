@@ -1,7 +1,7 @@
-import { DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
+import { callMessage, DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
 import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { toSubscription } from '../store/subscriptions.repo.js';
+import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act } from './subscription-action.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
@@ -9,6 +9,13 @@ async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const s = hash ? await d.subscribers.byTokenHash(q, hash) : undefined;
   if (!s) throw new DomainError(401, 'Invalid subscriber token');
   return s;
+}
+
+/** The renewal payment a live subscription's subscriber can pay now, as the payments service has it. */
+async function openRenewal(d: Deps, s: SubRow) {
+  if (!s.renewal_payment_id || !['pending', 'active', 'past_due', 'payment_failed'].includes(s.status)) return null;
+  const page = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: s.wallet_id, subscription_id: s.id, limit: 20, offset: 0 });
+  return page.items.find((p) => p.id === s.renewal_payment_id && p.status === 'pending') ?? null;
 }
 
 export const portalListSubscriptions = (d: Deps) =>
@@ -22,10 +29,12 @@ export const portalListSubscriptions = (d: Deps) =>
     const now = unixSeconds(d.clock);
     return {
       ...page,
-      items: page.items.map((x) => {
-        const { metadata: _m, ...rest } = toSubscription(x, now);
-        return { ...rest, plan_name: names.get(x.plan_id) ?? '' };
-      }),
+      items: await Promise.all(
+        page.items.map(async (x) => {
+          const { metadata: _m, ...rest } = toSubscription(x, now);
+          return { ...rest, plan_name: names.get(x.plan_id) ?? '', open_payment: await openRenewal(d, x) };
+        }),
+      ),
     };
   });
 

@@ -11,7 +11,7 @@ export const subscribe = (d: Deps) =>
     if (body.payment_method === 'nwc') {
       throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: 'NWC subscriptions are made with POST /public/subscribe/nwc', type: 'value_error' }]);
     }
-    const { plan, sub, manage_url, created } = await openSubscription(d, body);
+    const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key });
     if (!created) {
       return {
         subscription_id: sub.id, status: 'active' as const, trial: true as const, trial_days: plan.trial_days,

@@ -13,12 +13,13 @@ export async function act(
   d: Deps,
   find: (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0]) => Promise<SubRow | undefined>,
   event: (s: SubRow, now: number) => LifecycleEvent,
+  bookkeeping: (s: SubRow, now: number) => Partial<SubRow> = () => ({}),
 ) {
   const now = unixSeconds(d.clock);
   const saved = await d.db.tx(async (tx) => {
     const sub = await find(tx);
     if (!sub) throw notFound('Subscription');
-    return applyTransition(d, tx, sub, event(sub, now), now);
+    return applyTransition(d, tx, sub, event(sub, now), now, bookkeeping(sub, now));
   });
   if (saved.status === 'cancelled' || saved.status === 'paused') {
     // Best effort: an open renewal invoice must not be paid for a subscription that stopped billing;

@@ -2,14 +2,16 @@ import { routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { chargeWithWallet, requestPayment } from '../payments-client.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
+import type { Scheduler } from '../scheduler.js';
 import { act, ownerSub } from './subscription-action.js';
 
 /**
  * Resumed after the paid period ended: back to pending with a renewal payment created at once, which an
  * NWC subscription's wallet is asked to pay at once (behaviour.md). A wallet that fails leaves the
- * payment open for the subscriber to pay; the answer is the subscription either way.
+ * payment open for the subscriber to pay; the answer is the subscription either way. Resumed inside
+ * the renewal lead time, the renewal payment the pause withdrew is reissued (with its reminder) at once.
  */
-export const resumeSubscription = (d: Deps) =>
+export const resumeSubscription = (d: Deps, scheduler: Scheduler) =>
   routeHandler('subscriptions.resume', async (req) => {
     const { saved, now } = await act(d, ownerSub(d, req), () => ({ type: 'resume' }));
     if (saved.status === 'pending') {
@@ -28,5 +30,7 @@ export const resumeSubscription = (d: Deps) =>
         }
       }
     }
+    // Whatever is due now (a renewal payment inside the lead time) goes out before the answer.
+    if (saved.status === 'active') await scheduler.runFor(saved.id);
     return toSubscription(saved, now);
   });

@@ -146,6 +146,27 @@ ALTER TABLE subscriptions ADD COLUMN nwc_charging_since BIGINT;
 });
 
 migrations.push({
+  id: 7,
+  name: 'lifecycle without dead ends: pending_since, next_due_at, late payments not applied, checkout keys',
+  sql: `
+-- A pending subscription expires 24 h after it became pending (checkout or resume), whatever is updated later.
+ALTER TABLE subscriptions ADD COLUMN pending_since BIGINT;
+UPDATE subscriptions SET pending_since = updated_at WHERE status = 'pending';
+-- When the scheduler must next look at the row (computed by domain/schedule.ts on every save); 0: now.
+ALTER TABLE subscriptions ADD COLUMN next_due_at BIGINT;
+UPDATE subscriptions SET next_due_at = 0 WHERE status IN ('pending', 'active', 'past_due', 'payment_failed');
+CREATE INDEX subscriptions_next_due ON subscriptions (next_due_at) WHERE next_due_at IS NOT NULL;
+-- Every paid payment is recorded once: applied to a subscription, or not applied and why (the owner refunds it).
+ALTER TABLE applied_payments ADD COLUMN unapplied_reason TEXT;
+-- A late payment that activated the contact's newer pending checkout instead: that one's checkout payment is withdrawn.
+ALTER TABLE applied_payments ADD COLUMN withdraw_checkout BOOLEAN NOT NULL DEFAULT false;
+-- The (hashed, scoped) Idempotency-Key of the checkout that created the subscription: a retry answers the same checkout.
+ALTER TABLE subscriptions ADD COLUMN checkout_key TEXT;
+CREATE INDEX subscriptions_checkout_key ON subscriptions (wallet_id, checkout_key) WHERE checkout_key IS NOT NULL;
+`,
+});
+
+migrations.push({
   // Numbered apart from the lifecycle's migrations developed alongside (ids need not be contiguous).
   id: 10,
   name: "subscribers' preferred notification channel",

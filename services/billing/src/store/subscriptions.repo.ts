@@ -1,6 +1,7 @@
 import type { Paginated, PaymentMethod, Subscription, SubscriptionStatus } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
 import { hasAccess, type SubState } from '../domain/lifecycle.js';
+import { nextDueAt, type SchedulePolicy } from '../domain/schedule.js';
 
 export interface SubRow extends SubState {
   id: string;
@@ -25,6 +26,8 @@ export interface SubRow extends SubState {
   nwc_fallback: boolean;
   /** A replica is waiting for the wallet's answer since then. */
   nwc_charging_since: number | null;
+  /** Hash of the Idempotency-Key of the checkout that created it (scoped to the caller). */
+  checkout_key: string | null;
   created_at: number;
   updated_at: number;
   version: number;
@@ -33,13 +36,13 @@ export interface SubRow extends SubState {
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
   receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
-  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, created_at, updated_at, version`;
+  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, pending_since, checkout_key, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
   'status', 'period_anchor', 'period_index', 'current_period_start', 'current_period_end', 'trial_end', 'cancelled_at',
   'cancel_reason', 'receive_confirmations', 'receive_reminders', 'metadata', 'renewal_payment_id', 'renewal_for',
-  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'nwc_next_attempt_at', 'nwc_fallback', 'nwc_charging_since', 'updated_at',
+  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'nwc_next_attempt_at', 'nwc_fallback', 'nwc_charging_since', 'pending_since', 'updated_at',
 ] as const;
 
 export function toSubscription(r: SubRow, now: number): Subscription {
@@ -55,13 +58,22 @@ export function toSubscription(r: SubRow, now: number): Subscription {
 export type SubFilter = { wallet_id: string; status?: SubscriptionStatus; statuses?: readonly SubscriptionStatus[]; plan_id?: string; subscriber_id?: string };
 
 export class SubscriptionsRepo {
-  constructor(private readonly schema = 'billing') {}
+  constructor(
+    private readonly schema = 'billing',
+    private readonly policy: SchedulePolicy = { dunning_days: 14 },
+  ) {}
+
+  /** Every write stores when the scheduler must look at the row next, as domain/schedule.ts decides. */
+  private nextDue(r: Omit<SubRow, 'version'>): number | null {
+    return nextDueAt(r, r.updated_at, this.policy);
+  }
 
   async insert(q: Queryable, r: Omit<SubRow, 'version'>): Promise<void> {
-    const cols = COLS.split(',').map((c) => c.trim()).filter((c) => c !== 'version');
+    const cols = [...COLS.split(',').map((c) => c.trim()).filter((c) => c !== 'version'), 'next_due_at'];
+    const row = { ...r, next_due_at: this.nextDue(r) };
     await q.query(
       `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
-      cols.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : (r as any)[c])),
+      cols.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : (row as any)[c])),
     );
   }
 
@@ -76,11 +88,34 @@ export class SubscriptionsRepo {
   /** Compare-and-set on `version`: false when another writer moved the row first. */
   async save(q: Queryable, r: SubRow): Promise<boolean> {
     const { rowCount } = await q.query(
-      `UPDATE ${this.schema}.subscriptions SET ${MUTABLE.map((c, i) => `${c} = $${i + 3}`).join(', ')}, version = version + 1
+      `UPDATE ${this.schema}.subscriptions SET ${MUTABLE.map((c, i) => `${c} = $${i + 4}`).join(', ')}, next_due_at = $3, version = version + 1
        WHERE id = $1 AND version = $2`,
-      [r.id, r.version, ...MUTABLE.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : r[c]))],
+      [r.id, r.version, this.nextDue(r), ...MUTABLE.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : r[c]))],
     );
     return rowCount === 1;
+  }
+
+  /** Nothing was due after all (the row was looked at early): store when it next is, without a version change. */
+  async setNextDue(q: Queryable, r: SubRow, now: number): Promise<void> {
+    await q.query(`UPDATE ${this.schema}.subscriptions SET next_due_at = $3 WHERE id = $1 AND version = $2`, [r.id, r.version, nextDueAt(r, now, this.policy)]);
+  }
+
+  /** The subscription an earlier checkout with this (hashed) Idempotency-Key created, newest first. */
+  async byCheckoutKey(q: Queryable, walletId: string, key: string): Promise<SubRow | undefined> {
+    const { rows } = await q.query<SubRow>(
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE wallet_id = $1 AND checkout_key = $2 ORDER BY created_at DESC, id DESC LIMIT 1`,
+      [walletId, key],
+    );
+    return rows[0];
+  }
+
+  /** Whether `subscriptionId` is the subscriber's first subscription (so its checkout created the subscriber). */
+  async isFirstOfSubscriber(q: Queryable, subscriberId: string, subscriptionId: string): Promise<boolean> {
+    const { rows } = await q.query<{ id: string }>(
+      `SELECT id FROM ${this.schema}.subscriptions WHERE subscriber_id = $1 ORDER BY created_at, id LIMIT 1`,
+      [subscriberId],
+    );
+    return rows[0]?.id === subscriptionId;
   }
 
   async list(q: Queryable, f: SubFilter, limit: number, offset: number): Promise<Paginated<SubRow>> {
@@ -118,7 +153,7 @@ export class SubscriptionsRepo {
   /** The subscription's NWC wallet is gone: it renews by invoice from now on. True when this call changed it. */
   async setNwcFallback(q: Queryable, walletId: string, id: string, now: number): Promise<boolean> {
     const { rowCount } = await q.query(
-      `UPDATE ${this.schema}.subscriptions SET nwc_fallback = true, version = version + 1, updated_at = $3
+      `UPDATE ${this.schema}.subscriptions SET nwc_fallback = true, next_due_at = 0, version = version + 1, updated_at = $3
        WHERE id = $1 AND wallet_id = $2 AND payment_method = 'nwc' AND NOT nwc_fallback`,
       [id, walletId, now],
     );
@@ -138,28 +173,11 @@ export class SubscriptionsRepo {
     return rows[0]?.period_end;
   }
 
-  /**
-   * Rows with work due at `now`: a renewal payment within its interval's lead time (NWC wallets: at the
-   * period end, which the first condition covers, as it does their retries), a new one when it
-   * expired while the subscription can still be renewed, the last reminder, a period or grace end, an
-   * unpaid checkout past its cutoff. Only actionable rows are returned, so a
-   * crowd of not-yet-due rows never hides a due one behind the batch limit.
-   */
-  async due(q: Queryable, now: number, lead: Record<'weekly' | 'monthly' | 'yearly', number>, reminderBefore: number, pendingCutoff: number, limit: number): Promise<SubRow[]> {
+  /** Rows whose next due time (domain/schedule.ts `nextDueAt`, stored on every save) has come. */
+  async due(q: Queryable, now: number, limit: number): Promise<SubRow[]> {
     const { rows } = await q.query<SubRow>(
-      `SELECT ${COLS} FROM ${this.schema}.subscriptions
-       WHERE (status IN ('active', 'past_due') AND (
-                current_period_end <= $1
-             OR (renewal_for IS DISTINCT FROM current_period_end AND NOT (payment_method = 'nwc' AND NOT nwc_fallback)
-                 AND current_period_end <= $1 + CASE interval WHEN 'weekly' THEN $2::bigint WHEN 'monthly' THEN $3::bigint ELSE $4::bigint END)
-             OR (reminded_for IS DISTINCT FROM current_period_end AND renewal_for = current_period_end AND current_period_end <= $1 + $5)
-             -- an NWC trial's end is announced the day before (nothing else is due for it then)
-             OR (payment_method = 'nwc' AND NOT nwc_fallback AND trial_end = current_period_end
-                 AND reminded_for IS DISTINCT FROM current_period_end AND current_period_end <= $1 + $5)
-             OR (renewal_for = current_period_end AND renewal_expires_at <= $1 AND current_period_end + grace_period_days * 86400 > $1)))
-          OR (status = 'pending' AND updated_at <= $6)
-       ORDER BY current_period_end LIMIT $7`,
-      [now, lead.weekly, lead.monthly, lead.yearly, reminderBefore, pendingCutoff, limit],
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE next_due_at <= $1 ORDER BY next_due_at LIMIT $2`,
+      [now, limit],
     );
     return rows;
   }

@@ -8,19 +8,24 @@ export type IdempotencyClaim =
 
 /**
  * `Idempotency-Key` records, kept 24 h. A key is claimed before the request runs, so two concurrent
- * requests with one key cannot both execute.
+ * requests with one key cannot both execute. An unfinished claim holds only for its lease (the request's
+ * longest run): after that the gateway that made it is taken to be gone, and the same request may claim
+ * the key again.
  */
 export class IdempotencyRepo {
   constructor(private readonly schema = 'gateway') {}
 
-  async claim(q: Queryable, scope: string, key: string, requestHash: string): Promise<IdempotencyClaim> {
+  async claim(q: Queryable, scope: string, key: string, requestHash: string, leaseSeconds: number): Promise<IdempotencyClaim> {
+    const k = `${this.schema}.idempotency_keys`;
     const inserted = await q.query(
-      `INSERT INTO ${this.schema}.idempotency_keys (scope, key, request_hash) VALUES ($1, $2, $3)
+      `INSERT INTO ${k} (scope, key, request_hash) VALUES ($1, $2, $3)
        ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status_code = NULL,
          response_body = NULL, created_at = now()
-       WHERE ${this.schema}.idempotency_keys.created_at < now() - interval '24 hours'
+       WHERE ${k}.created_at < now() - interval '24 hours'
+          OR (${k}.status_code IS NULL AND ${k}.request_hash = EXCLUDED.request_hash
+              AND ${k}.created_at < now() - make_interval(secs => $4))
        RETURNING 1`,
-      [scope, key, requestHash],
+      [scope, key, requestHash, leaseSeconds],
     );
     if (inserted.rowCount === 1) return { kind: 'new' };
     const { rows } = await q.query<{ request_hash: string; status_code: number | null; response_body: unknown }>(
@@ -28,7 +33,7 @@ export class IdempotencyRepo {
       [scope, key],
     );
     const row = rows[0];
-    if (!row) return this.claim(q, scope, key, requestHash);
+    if (!row) return this.claim(q, scope, key, requestHash, leaseSeconds);
     if (row.request_hash !== requestHash) return { kind: 'mismatch' };
     if (row.status_code === null) return { kind: 'in_progress' };
     return { kind: 'replay', status: row.status_code, body: row.response_body };

@@ -34,6 +34,8 @@ export interface PaymentRecord {
   paid_at: number | null;
   created_at: number;
   idempotency_key: string;
+  /** Paid, but billing could not apply it to any subscription: why (the owner refunds it). */
+  unapplied_reason?: string | null;
   version: number;
 }
 
@@ -76,6 +78,7 @@ export function toPayment(r: PaymentRecord): Payment {
     walletproc_order_id: r.walletproc_order_id,
     created_at: r.created_at,
     paid_at: r.paid_at,
+    ...(r.unapplied_reason ? { unapplied_reason: r.unapplied_reason } : {}),
   };
 }
 

@@ -4,7 +4,7 @@ import { devPay } from './dev.pay.js';
 import { devPayInvoice } from './dev.pay_invoice.js';
 import { confirmPreimageHandler } from './internal.confirm_preimage.js';
 import { createPaymentHandler } from './internal.create_payment.js';
-import { expireOpenPaymentsHandler } from './internal.expire_open.js';
+import { expireOpenPaymentsHandler, markUnappliedHandler } from './internal.expire_open.js';
 import { listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
 import { getPayment } from './payments.get.js';
 import { listPayments } from './payments.list.js';
@@ -24,6 +24,7 @@ export const allHandlers = (d: Deps): Handler[] => [
   createPaymentHandler(d),
   confirmPreimageHandler(d),
   expireOpenPaymentsHandler(d),
+  markUnappliedHandler(d),
   listSubscriptionPaymentsHandler(d),
   listPayments(d),
   getPayment(d),

@@ -9,6 +9,10 @@ import { statesAllowing } from '../domain/payments.js';
  * Each is closed at its provider too where the rail can (otherwise the payer could still pay it there);
  * a provider that fails is logged and does not fail the call, since our rows are already expired.
  */
+/** Billing recorded the paid payment as not applied to any subscription; the owner sees why on the payment. */
+export const markUnappliedHandler = (d: Deps) =>
+  messageHandler(messages.markUnapplied, async (req) => ({ marked: await d.payments.markUnapplied(d.db, req.wallet_id, req.payment_id, req.reason) }));
+
 export const expireOpenPaymentsHandler = (d: Deps) =>
   messageHandler(messages.expireOpenPayments, async (req) => {
     const { from, to } = statesAllowing('expire');

@@ -93,4 +93,12 @@ CREATE UNIQUE INDEX payments_derivation ON payments (watchonly_wallet_id, deriva
 -- its preimage, as it would from a real Lightning payment (NWC answers carry it).
 ALTER TABLE payments ADD COLUMN dev_preimage TEXT;`,
   },
+  {
+    id: 5,
+    name: 'paid payments billing could not apply',
+    sql: `
+-- Set by billing when a paid payment (a late one, say) could not be applied to any subscription: why.
+-- The owner refunds it; GET /payments/{id} shows it.
+ALTER TABLE payments ADD COLUMN unapplied_reason TEXT;`,
+  },
 ];

@@ -10,7 +10,7 @@ const INSERTED = [
 ] as const;
 
 // NUMERIC columns come back as strings from the driver; the record holds numbers.
-const COLUMNS = [...INSERTED, 'version']
+const COLUMNS = [...INSERTED, 'unapplied_reason', 'version']
   .map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c))
   .join(', ');
 
@@ -65,6 +65,12 @@ export class PaymentsRepo {
   async get(q: Queryable, walletId: string, id: string): Promise<PaymentRecord | undefined> {
     const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE id = $1 AND wallet_id = $2`, [id, walletId]);
     return rows[0];
+  }
+
+  /** Billing could not apply this paid payment to any subscription (idempotent). False: no such payment. */
+  async markUnapplied(q: Queryable, walletId: string, id: string, reason: string): Promise<boolean> {
+    const { rowCount } = await q.query(`UPDATE ${this.t} SET unapplied_reason = $3 WHERE id = $1 AND wallet_id = $2`, [id, walletId, reason]);
+    return rowCount === 1;
   }
 
   /** By id alone: public status poll, dev pay, confirmation. */

@@ -1,0 +1,55 @@
+import type { PaymentPurpose, SubscriptionStatus } from '@sb/contracts';
+import type { LifecycleEvent } from './lifecycle.js';
+
+/** A paid payment as billing sees it when it arrives. */
+export interface PaidPayment {
+  purpose: PaymentPurpose;
+  amount_sats: number;
+  paid_at: number;
+  /** A renewal payment issued for the subscription's current period (the open one or one it replaced). */
+  for_current_period: boolean;
+}
+
+type SubView = { status: SubscriptionStatus; cancelled_at: number | null; amount_sats: number };
+
+/**
+ * Where a paid payment goes. Every paid payment is recorded once: applied to its own subscription, or to
+ * the contact's new pending checkout of the same plan (a late payment of an expired one), or not applied
+ * with the reason the owner sees (they refund it).
+ */
+export type Application =
+  | { to: 'own'; event: LifecycleEvent }
+  | { to: 'contact_pending'; event: LifecycleEvent }
+  | { to: 'none'; reason: string };
+
+/**
+ * behaviour.md, "Payments": a late payment is applied to its subscription when that can still take it;
+ * if the contact has since opened a new pending checkout of the same plan, it activates that one;
+ * otherwise it is recorded as not applied.
+ * `own`: the payment's subscription (undefined if unknown); `live`: the contact's live subscription to
+ * the same plan, when it is another one than `own`.
+ */
+export function applicationOf(p: PaidPayment, own: SubView | undefined, live: SubView | undefined): Application {
+  if (!own) return { to: 'none', reason: 'The subscription of this payment does not exist' };
+  const first = { type: 'first_payment', paid_at: p.paid_at } as const;
+  const renewal = { type: 'renewal_payment', paid_at: p.paid_at } as const;
+  const elsewhere = (): Application => {
+    if (!live) return { to: 'none', reason: `The subscription is ${own.status}; the payment arrived too late to be applied` };
+    if (live.status !== 'pending') return { to: 'none', reason: `The subscriber already has a ${live.status} subscription to this plan` };
+    if (p.amount_sats < live.amount_sats) return { to: 'none', reason: `The amount is below the price of the subscriber's pending subscription (${live.amount_sats} sats)` };
+    return { to: 'contact_pending', event: first };
+  };
+  if (p.purpose === 'checkout') {
+    if (own.status === 'pending') return { to: 'own', event: first };
+    // An expired checkout paid late: reactivated, unless the contact has another live subscription to the plan.
+    if (own.status === 'expired' && own.cancelled_at === null) return live ? elsewhere() : { to: 'own', event: first };
+    if (own.status === 'expired') return elsewhere();
+    return { to: 'none', reason: `The subscription is ${own.status}; its first payment was already made` };
+  }
+  if (own.status === 'pending' || own.status === 'payment_failed') return { to: 'own', event: renewal };
+  if (own.status === 'active' || own.status === 'past_due') {
+    return p.for_current_period ? { to: 'own', event: renewal } : { to: 'none', reason: 'The period this renewal was issued for is already paid' };
+  }
+  if (own.status === 'expired') return elsewhere();
+  return { to: 'none', reason: `The subscription is ${own.status}` };
+}

@@ -1,0 +1,149 @@
+import type { Interval, PaymentMethod, SubscriptionStatus } from '@sb/contracts';
+import type { LifecycleEvent } from './lifecycle.js';
+import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
+
+/** What the time-driven rules read of a subscription: its lifecycle fields and the renewal bookkeeping. */
+export interface ScheduleView {
+  status: SubscriptionStatus;
+  interval: Interval;
+  grace_period_days: number;
+  current_period_end: number;
+  trial_end: number | null;
+  pending_since: number | null;
+  payment_method: PaymentMethod;
+  receive_reminders: boolean;
+  /** The period end the open renewal payment was issued for (null: none issued for any period yet). */
+  renewal_for: number | null;
+  renewal_payment_id: string | null;
+  /** When the open renewal payment stops being payable (or was withdrawn, by a pause). */
+  renewal_expires_at: number | null;
+  /** The period end whose last call (or NWC trial notice) went out. */
+  reminded_for: number | null;
+  /** When a renewal reminder last reached the subscriber. */
+  reminder_notified_at: number | null;
+  nwc_next_attempt_at: number | null;
+  nwc_fallback: boolean;
+  nwc_charging_since: number | null;
+}
+
+export interface SchedulePolicy {
+  /** How long payment_failed lasts, with a payable renewal payment, before the subscription expires. */
+  dunning_days: number;
+}
+
+/** Replacement invoices of one renewal reach the subscriber at most this often. */
+export const NOTIFY_REPLACEMENT_EVERY_S = 7 * DAY_SECONDS;
+/** An NWC wallet that did not pay at period end is asked again after an hour, then daily, during the grace period. */
+export const NWC_FIRST_RETRY_S = 3600;
+export const NWC_RETRY_S = DAY_SECONDS;
+/** Longer than a wallet may take to answer (the charge's bus wait, 40 s): a crashed replica's charge is retried after it. */
+export const NWC_CHARGE_WINDOW_S = 120;
+
+/**
+ * The one thing due for a subscription at a time. The scheduler only carries these out; every
+ * time-driven rule of the lifecycle is decided here.
+ */
+export type Due =
+  /** An unpaid checkout (or a resume after the period ended) reached its 24 h: expire it and its payments. */
+  | { kind: 'lapse'; event: Extract<LifecycleEvent['type'], 'pending_timeout' | 'period_end_unpaid' | 'grace_end_unpaid' | 'dunning_end_unpaid'> }
+  /** Create the period's renewal payment (or a replacement of `replaces`) and send it out in a reminder. */
+  | { kind: 'renewal_payment'; replaces: string | null; last_call: boolean; notify_subscriber: boolean; trial_ending: boolean }
+  /** The reminder a day before the period ends, while the renewal is unpaid. */
+  | { kind: 'last_call'; notify_subscriber: boolean }
+  /** NWC: ask the wallet to pay the renewal (at period end, then on the retry schedule). */
+  | { kind: 'charge_wallet'; first: boolean; retry_at: number }
+  /** NWC: no invoice goes ahead of time, but the end of a trial is announced a day before. */
+  | { kind: 'trial_ending' }
+  | { kind: 'none' };
+
+const NONE: Due = { kind: 'none' };
+
+/** An NWC subscription whose wallet still pays: charged at period end, not invoiced ahead. */
+export const autoPays = (s: Pick<ScheduleView, 'payment_method' | 'nwc_fallback'>) => s.payment_method === 'nwc' && !s.nwc_fallback;
+
+export const graceEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>) => s.current_period_end + s.grace_period_days * DAY_SECONDS;
+export const dunningEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>, p: SchedulePolicy) => graceEnd(s) + p.dunning_days * DAY_SECONDS;
+
+/**
+ * What is due for `s` at `now` (behaviour.md, "Renewals" and the lifecycle table's time-driven rows):
+ * - pending: expires 24 h after it became pending;
+ * - a renewal payment a lead time before the period ends (weekly 1 day, monthly 3, yearly 7), with a
+ *   reminder; NWC wallets are charged at the period end instead, and retried after 1 h, then daily,
+ *   while the grace period lasts;
+ * - a new invoice whenever the open one expired (or was withdrawn by a pause), as long as the
+ *   subscription can still be renewed: through grace and through the dunning window of payment_failed;
+ * - the last call a day before the end; past_due at the end (with grace), payment_failed at the end of
+ *   grace, expired at the end of the dunning window.
+ * Paused subscriptions have nothing due (the owner's choice); terminal ones never do.
+ */
+export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
+  if (s.status === 'pending') {
+    return now >= (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS ? { kind: 'lapse', event: 'pending_timeout' } : NONE;
+  }
+  if (s.status !== 'active' && s.status !== 'past_due' && s.status !== 'payment_failed') return NONE;
+  const end = s.current_period_end;
+  const issued = s.renewal_for === end;
+  // Once the wallet's retries are over (payment_failed) the subscriber pays by invoice, like everyone else.
+  if (autoPays(s) && s.status !== 'payment_failed') {
+    const first = !issued && now >= end;
+    const retry = issued && s.nwc_next_attempt_at !== null && now >= s.nwc_next_attempt_at && now < graceEnd(s);
+    if (first || retry) return { kind: 'charge_wallet', first, retry_at: now + (first ? NWC_FIRST_RETRY_S : NWC_RETRY_S) };
+    if (s.trial_end === end && s.reminded_for !== end && now < end && now >= end - REMINDER_BEFORE_END_SECONDS) return { kind: 'trial_ending' };
+    // Paid by the wallet: the payment.received consumer renews it; the period must not lapse meanwhile.
+    if (issued && s.nwc_next_attempt_at === null) return NONE;
+    // Another replica is waiting for the wallet (a crashed one only holds this for NWC_CHARGE_WINDOW_S).
+    if (issued && s.nwc_charging_since !== null && now - s.nwc_charging_since < NWC_CHARGE_WINDOW_S) return NONE;
+  } else {
+    // Also when the clock is already past the end: the subscriber still needs something to pay.
+    const firstDue = !issued && now >= end - RENEWAL_LEAD_SECONDS[s.interval];
+    // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one.
+    const replace = issued && s.renewal_expires_at !== null && now >= s.renewal_expires_at && now < dunningEnd(s, p);
+    if (firstDue || replace) {
+      const previous = replace ? s.renewal_payment_id : null;
+      const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
+      // The subscriber hears of the first invoice and of the last call; of replacements (an invoice lives a
+      // day, a grace period can last months) at most weekly. The owner's events carry every one.
+      const notify = s.receive_reminders && (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
+      return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: !previous && s.trial_end === end };
+    }
+  }
+  if (s.status === 'active' && now >= end) return { kind: 'lapse', event: 'period_end_unpaid' };
+  if (s.status === 'past_due' && now >= graceEnd(s)) return { kind: 'lapse', event: 'grace_end_unpaid' };
+  if (s.status === 'payment_failed' && now >= dunningEnd(s, p)) return { kind: 'lapse', event: 'dunning_end_unpaid' };
+  if (now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS) return { kind: 'last_call', notify_subscriber: s.receive_reminders };
+  return NONE;
+}
+
+/**
+ * The earliest time from `now` on at which something is due for `s` as it stands (null: never, until it
+ * changes). `dueNow` only changes its answer at these instants, so trying each in order finds the first;
+ * the scheduler loads rows by this time and never restates the rules in SQL.
+ */
+export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): number | null {
+  if (dueNow(s, now, p).kind !== 'none') return now;
+  const end = s.current_period_end;
+  const candidates = [
+    (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS,
+    end - RENEWAL_LEAD_SECONDS[s.interval],
+    end - REMINDER_BEFORE_END_SECONDS,
+    end,
+    graceEnd(s),
+    dunningEnd(s, p),
+    s.renewal_expires_at,
+    s.nwc_next_attempt_at,
+    s.nwc_charging_since === null ? null : s.nwc_charging_since + NWC_CHARGE_WINDOW_S,
+  ]
+    .filter((t): t is number => t !== null && t > now)
+    .sort((a, b) => a - b);
+  return candidates.find((t) => dueNow(s, t, p).kind !== 'none') ?? null;
+}
+
+/**
+ * A pause withdraws the open renewal payment: it counts as expired from now, so a resume while the
+ * subscription can still renew issues a new one at once, and the subscriber (whose invoice stopped
+ * working) hears of it.
+ */
+export function withdrawOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end' | 'renewal_expires_at'>, now: number): Partial<ScheduleView> {
+  if (s.renewal_for !== s.current_period_end) return {};
+  return { renewal_expires_at: Math.min(s.renewal_expires_at ?? now, now), reminder_notified_at: null };
+}

@@ -1,0 +1,196 @@
+import { describe, expect, it } from 'vitest';
+import type { SubscriptionStatus } from '@sb/contracts';
+import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
+import { applicationOf } from '../src/domain/payment-application.js';
+import { periodEnd } from '../src/domain/periods.js';
+import { dueNow, nextDueAt, withdrawOpenRenewal, type Due, type ScheduleView } from '../src/domain/schedule.js';
+
+const DAY = 86_400;
+const T0 = Date.parse('2027-03-01T00:00:00Z') / 1000;
+const END = periodEnd(T0, 1, 'monthly');
+const POLICY = { dunning_days: 14 };
+
+type Row = SubState & ScheduleView;
+
+function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
+  return {
+    status, interval: 'monthly', grace_period_days: 3, period_anchor: T0, period_index: 1, current_period_start: T0, current_period_end: END,
+    trial_end: null, cancelled_at: null, cancel_reason: null, pending_since: status === 'pending' ? T0 : null, payment_method: 'lightning',
+    receive_reminders: true, renewal_for: null, renewal_payment_id: null, renewal_expires_at: null, reminded_for: null, reminder_notified_at: null,
+    nwc_next_attempt_at: null, nwc_fallback: false, nwc_charging_since: null, ...over,
+  };
+}
+/** The open renewal of the current period, issued 3 days ahead, payable until `expires`. */
+const issued = (expires: number, over: Partial<Row> = {}): Partial<Row> => ({
+  renewal_for: END, renewal_payment_id: 'pay_1', renewal_expires_at: expires, reminder_notified_at: END - 3 * DAY, ...over,
+});
+const GRACE_END = END + 3 * DAY;
+const DUNNING_END = GRACE_END + 14 * DAY;
+
+/** What is due, row by row: a subscription, a time, and the one thing the scheduler must do then. */
+const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kind: Due['kind'] } }> = [
+  { name: 'pending before 24 h: nothing', s: sub('pending'), at: T0 + DAY - 1, due: { kind: 'none' } },
+  { name: 'pending at 24 h: expires', s: sub('pending'), at: T0 + DAY, due: { kind: 'lapse', event: 'pending_timeout' } },
+  { name: 'pending counts from pending_since, not from later updates', s: sub('pending', { pending_since: T0 - DAY }), at: T0, due: { kind: 'lapse', event: 'pending_timeout' } },
+  { name: 'active before the lead time: nothing', s: sub('active'), at: END - 3 * DAY - 1, due: { kind: 'none' } },
+  { name: 'active at the lead time: renewal payment, subscriber told', s: sub('active'), at: END - 3 * DAY, due: { kind: 'renewal_payment', replaces: null, last_call: false, notify_subscriber: true } },
+  { name: 'renewal of a trial announces its end', s: sub('active', { trial_end: END }), at: END - 3 * DAY, due: { kind: 'renewal_payment', trial_ending: true } },
+  { name: 'no reminders wanted: the owner still gets the event', s: sub('active', { receive_reminders: false }), at: END - 2 * DAY, due: { kind: 'renewal_payment', notify_subscriber: false } },
+  { name: 'renewal issued, invoice valid: nothing', s: sub('active', issued(END - DAY - 10)), at: END - 2 * DAY, due: { kind: 'none' } },
+  { name: 'invoice expired: replacement, subscriber not told again this week', s: sub('active', issued(END - 2 * DAY)), at: END - 2 * DAY, due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: false } },
+  { name: 'a day before the end: last call', s: sub('active', issued(END + DAY)), at: END - DAY, due: { kind: 'last_call', notify_subscriber: true } },
+  { name: 'last call sent: nothing', s: sub('active', issued(END + DAY, { reminded_for: END })), at: END - 1, due: { kind: 'none' } },
+  { name: 'replacement on the last day is the last call, told', s: sub('active', issued(END - DAY)), at: END - DAY, due: { kind: 'renewal_payment', replaces: 'pay_1', last_call: true, notify_subscriber: true } },
+  { name: 'period end unpaid, grace: past_due', s: sub('active', issued(END + DAY, { reminded_for: END })), at: END, due: { kind: 'lapse', event: 'period_end_unpaid' } },
+  { name: 'past_due, invoice expired: replacement', s: sub('past_due', issued(END + DAY)), at: END + DAY, due: { kind: 'renewal_payment', replaces: 'pay_1' } },
+  { name: 'grace over: payment_failed', s: sub('past_due', issued(GRACE_END + DAY)), at: GRACE_END, due: { kind: 'lapse', event: 'grace_end_unpaid' } },
+  { name: 'payment_failed, invoice valid: nothing', s: sub('payment_failed', issued(GRACE_END + DAY)), at: GRACE_END + 1, due: { kind: 'none' } },
+  { name: 'payment_failed, invoice expired: replacement (never a dead end)', s: sub('payment_failed', issued(GRACE_END + DAY)), at: GRACE_END + DAY, due: { kind: 'renewal_payment', replaces: 'pay_1' } },
+  { name: 'payment_failed, a week after the last notice: subscriber told again', s: sub('payment_failed', issued(GRACE_END + 8 * DAY, { reminder_notified_at: GRACE_END })), at: GRACE_END + 8 * DAY, due: { kind: 'renewal_payment', notify_subscriber: true } },
+  { name: 'dunning window over: expired', s: sub('payment_failed', issued(DUNNING_END + DAY)), at: DUNNING_END, due: { kind: 'lapse', event: 'dunning_end_unpaid' } },
+  { name: 'dunning over with an expired invoice: expired, no new invoice', s: sub('payment_failed', issued(DUNNING_END - 1)), at: DUNNING_END, due: { kind: 'lapse', event: 'dunning_end_unpaid' } },
+  { name: 'no grace: payment_failed at the end', s: sub('active', { grace_period_days: 0, ...issued(END + DAY, { reminded_for: END }) }), at: END, due: { kind: 'lapse', event: 'period_end_unpaid' } },
+  { name: 'paused: nothing, ever', s: sub('paused', issued(END - DAY)), at: END + 100 * DAY, due: { kind: 'none' } },
+  { name: 'resumed inside the lead time after a pause withdrew the invoice: replacement at once, subscriber told', s: sub('active', { ...issued(END + DAY), ...withdrawOpenRenewal(sub('active', issued(END + DAY)), END - 2 * DAY) }), at: END - 2 * DAY, due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: true } },
+  { name: 'cancelled: nothing', s: sub('cancelled'), at: END + DAY, due: { kind: 'none' } },
+  { name: 'expired: nothing', s: sub('expired'), at: END + DAY, due: { kind: 'none' } },
+  { name: 'NWC: no invoice ahead', s: sub('active', { payment_method: 'nwc' }), at: END - 3 * DAY, due: { kind: 'none' } },
+  { name: 'NWC trial: its end announced a day before', s: sub('active', { payment_method: 'nwc', trial_end: END }), at: END - DAY, due: { kind: 'trial_ending' } },
+  { name: 'NWC at period end: charged, retried in an hour', s: sub('active', { payment_method: 'nwc' }), at: END, due: { kind: 'charge_wallet', first: true, retry_at: END + 3600 } },
+  { name: 'NWC while a replica waits for the wallet: nothing', s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600, nwc_charging_since: END }) }), at: END + 10, due: { kind: 'none' } },
+  { name: 'NWC paid, consumer not yet applied it: nothing, the period does not lapse', s: sub('active', { payment_method: 'nwc', ...issued(END + DAY) }), at: END + 60, due: { kind: 'none' } },
+  { name: 'NWC failed charge: period lapses meanwhile', s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }), at: END + 60, due: { kind: 'lapse', event: 'period_end_unpaid' } },
+  { name: 'NWC retry during grace: daily after that', s: sub('past_due', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }), at: END + 3600, due: { kind: 'charge_wallet', first: false, retry_at: END + 3600 + DAY } },
+  { name: 'NWC in payment_failed: invoices like everyone else', s: sub('payment_failed', { payment_method: 'nwc', ...issued(GRACE_END, { nwc_next_attempt_at: GRACE_END + 10 }) }), at: GRACE_END + DAY, due: { kind: 'renewal_payment', replaces: 'pay_1' } },
+  { name: 'NWC fallen back to invoices: invoiced ahead', s: sub('active', { payment_method: 'nwc', nwc_fallback: true }), at: END - 3 * DAY, due: { kind: 'renewal_payment' } },
+];
+
+describe('what is due (domain/schedule.ts), row by row', () => {
+  for (const row of TABLE) {
+    it(row.name, () => {
+      expect(dueNow(row.s, row.at, POLICY)).toMatchObject(row.due);
+    });
+  }
+
+  it('nextDueAt is the first time something is due, and nothing is due before it', () => {
+    for (const row of TABLE) {
+      const from = row.at - 5 * DAY;
+      const next = nextDueAt(row.s, from, POLICY);
+      if (next === null) {
+        for (let t = from; t < from + 200 * DAY; t += 3600) expect(dueNow(row.s, t, POLICY).kind, row.name).toBe('none');
+        continue;
+      }
+      expect(dueNow(row.s, next, POLICY).kind, row.name).not.toBe('none');
+      for (let t = from; t < next; t += 1800) expect(dueNow(row.s, t, POLICY).kind, `${row.name} at ${t - from}`).toBe('none');
+    }
+  });
+});
+
+/**
+ * Every non-terminal state, walked forward in time with no payment: the scheduler's decisions applied as
+ * it applies them. Each ends in expired or cancelled, or stays paused (the owner's choice); none is left
+ * where nothing more can happen.
+ */
+describe('no dead ends: every state, no payment, time moves on', () => {
+  const INVOICE_LIFE = DAY;
+  function walk(start: Row, from: number): { status: SubscriptionStatus; at: number; path: string[] } {
+    let s = { ...start };
+    let t = from;
+    const path: string[] = [s.status];
+    for (let i = 0; i < 2000; i++) {
+      const next = nextDueAt(s, t, POLICY);
+      if (next === null) return { status: s.status, at: t, path };
+      t = next;
+      const due = dueNow(s, t, POLICY);
+      const end = s.current_period_end;
+      switch (due.kind) {
+        case 'lapse':
+          s = { ...s, ...transition(s, { type: due.event }, t).next };
+          path.push(s.status);
+          break;
+        case 'renewal_payment':
+          s = { ...s, renewal_for: end, renewal_payment_id: `pay_${i}`, renewal_expires_at: t + INVOICE_LIFE, reminded_for: due.last_call ? end : s.reminded_for, reminder_notified_at: due.notify_subscriber ? t : s.reminder_notified_at };
+          break;
+        case 'last_call':
+        case 'trial_ending':
+          s = { ...s, reminded_for: end };
+          break;
+        case 'charge_wallet': // the wallet does not pay
+          s = { ...s, renewal_for: end, renewal_payment_id: `pay_${i}`, renewal_expires_at: t + INVOICE_LIFE, nwc_next_attempt_at: due.retry_at, nwc_charging_since: null };
+          break;
+        case 'none':
+          throw new Error('nextDueAt named a time with nothing due');
+      }
+    }
+    throw new Error(`no end after 2000 steps: ${path.join(' -> ')}`);
+  }
+
+  const variants: Array<{ name: string; s: Row }> = [];
+  for (const interval of ['weekly', 'monthly', 'yearly'] as const) {
+    for (const grace of [0, 3, 90]) {
+      for (const method of ['lightning', 'onchain', 'nwc'] as const) {
+        const end = periodEnd(T0, 1, interval);
+        const base = { interval, grace_period_days: grace, current_period_end: end, payment_method: method };
+        variants.push({ name: `${interval} grace ${grace} ${method} active`, s: sub('active', base) });
+        variants.push({ name: `${interval} grace ${grace} ${method} trial`, s: sub('active', { ...base, trial_end: end, period_index: 0 }) });
+        variants.push({ name: `${interval} grace ${grace} ${method} past_due`, s: sub('past_due', base) });
+        variants.push({ name: `${interval} grace ${grace} ${method} payment_failed`, s: sub('payment_failed', base) });
+        variants.push({ name: `${interval} grace ${grace} ${method} pending checkout`, s: { ...sub('pending', base), ...startSubscription({ interval, trial_days: 0, grace_period_days: grace }, T0), payment_method: method } });
+        variants.push({ name: `${interval} grace ${grace} ${method} resumed after its end (pending)`, s: { ...sub('paused', base), ...transition(sub('paused', base), { type: 'resume' }, end + DAY).next } });
+      }
+    }
+  }
+
+  for (const v of variants) {
+    it(`${v.name} ends in expired`, () => {
+      const r = walk(v.s, T0 + 1);
+      expect(r.status, r.path.join(' -> ')).toBe('expired');
+      // Within the period, grace and dunning window (and the 24 h of a pending one).
+      expect(r.at - T0).toBeLessThanOrEqual(400 * DAY + 90 * DAY + 14 * DAY);
+    });
+  }
+
+  it('paused stays paused (the owner resumes or cancels), cancelled and expired are final', () => {
+    for (const status of ['paused', 'cancelled', 'expired'] as const) {
+      expect(walk(sub(status), T0).status).toBe(status);
+      expect(nextDueAt(sub(status), T0, POLICY)).toBeNull();
+    }
+  });
+});
+
+describe('late payments (domain/payment-application.ts)', () => {
+  const paid = (purpose: 'checkout' | 'renewal', over: { for_current_period?: boolean; amount_sats?: number } = {}) => ({
+    purpose, paid_at: T0, amount_sats: 1000, for_current_period: true, ...over,
+  });
+  const view = (status: SubscriptionStatus, over: { cancelled_at?: number | null; amount_sats?: number } = {}) => ({ status, cancelled_at: null, amount_sats: 1000, ...over });
+
+  it('a checkout paid in time activates its subscription', () => {
+    expect(applicationOf(paid('checkout'), view('pending'), undefined)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
+  });
+  it('an expired checkout paid late: reactivated when the contact has nothing newer', () => {
+    expect(applicationOf(paid('checkout'), view('expired'), undefined)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
+  });
+  it('an expired checkout paid late while the contact has a new pending checkout: activates that one', () => {
+    expect(applicationOf(paid('checkout'), view('expired'), view('pending'))).toMatchObject({ to: 'contact_pending', event: { type: 'first_payment' } });
+  });
+  it('... but not when it is too small for it', () => {
+    expect(applicationOf(paid('checkout', { amount_sats: 500 }), view('expired'), view('pending'))).toMatchObject({ to: 'none' });
+  });
+  it('an expired checkout paid late while the contact is active again: not applied, with the reason', () => {
+    expect(applicationOf(paid('checkout'), view('expired'), view('active'))).toEqual({ to: 'none', reason: 'The subscriber already has a active subscription to this plan' });
+  });
+  it('a renewal for a period already paid: not applied', () => {
+    expect(applicationOf(paid('renewal', { for_current_period: false }), view('active'), undefined)).toMatchObject({ to: 'none' });
+  });
+  it('a renewal during payment_failed: applied (new period from paid_at)', () => {
+    expect(applicationOf(paid('renewal'), view('payment_failed'), undefined)).toMatchObject({ to: 'own', event: { type: 'renewal_payment' } });
+  });
+  it('a renewal after dunning expired it: the contact\'s pending checkout, or not applied', () => {
+    expect(applicationOf(paid('renewal'), view('expired'), view('pending'))).toMatchObject({ to: 'contact_pending' });
+    expect(applicationOf(paid('renewal'), view('expired'), undefined)).toMatchObject({ to: 'none' });
+  });
+  it('cancelled or paused subscriptions and unknown ones: not applied', () => {
+    for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined)).toMatchObject({ to: 'none' });
+    expect(applicationOf(paid('checkout'), undefined, undefined)).toMatchObject({ to: 'none' });
+  });
+});

@@ -1,0 +1,316 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { connect } from '@nats-io/transport-node';
+import { jetstream } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PaymentUnappliedData, SubscriptionExpiredData } from '@sb/contracts';
+import { client, until } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * Paths of the lifecycle that used to end where nobody could get out, or loop forever (issue 8): late
+ * payments, payment_failed, pause/resume inside the lead time, an owner update of a pending checkout,
+ * poison events. Through HTTP with the dev clock, real NATS and PostgreSQL. This file owns its stack (it
+ * moves the shared test clock).
+ */
+const DAY = 86_400;
+let stack: Stack;
+let admin: ReturnType<typeof client>;
+let db: Stack['db'];
+const anon = () => client(stack.api);
+const run = promisify(execFile);
+
+beforeAll(async () => {
+  stack = await startStack({
+    wallets: 1,
+    env: { SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000', ONCHAIN_PROVIDER: 'dev', EVENT_RETRY_DELAYS_MS: '200,200' },
+  });
+  admin = client(stack.api, stack.wallets[0]!.admin_key);
+  db = stack.db;
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+async function now(): Promise<number> {
+  return (await admin.post('/dev/clock', {})).body.now;
+}
+async function advance(seconds: number): Promise<number> {
+  const res = await admin.post('/dev/clock', { advance_seconds: Math.max(0, Math.round(seconds)) });
+  expect(res.status).toBe(200);
+  return res.body.now;
+}
+async function advanceTo(t: number): Promise<number> {
+  return advance(t - (await now()));
+}
+async function sub(id: string) {
+  return (await admin.get(`/subscriptions/${id}`)).body;
+}
+async function plan(body: Record<string, unknown>) {
+  const res = await admin.post('/plans', { name: 'Dead ends', amount_sats: 1000, ...body });
+  expect(res.status).toBe(201);
+  return res.body as { id: string };
+}
+async function subscribe(planId: string, email: string, method = 'lightning') {
+  const res = await anon().post('/public/subscribe', { plan_id: planId, payment_method: method, email });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body as { subscription_id: string; payment_id: string; manage_url: string };
+}
+async function pay(paymentId: string) {
+  const res = await anon().post(`/dev/payments/${paymentId}/pay`);
+  expect(res.status).toBe(200);
+}
+async function payments(subId: string) {
+  const { rows } = await db.query(`SELECT id, status, purpose FROM payments.payments WHERE subscription_id = $1 ORDER BY created_at, id`, [subId]);
+  return rows as Array<{ id: string; status: string; purpose: string }>;
+}
+async function events(subId: string) {
+  const { rows } = await db.query(`SELECT payload->>'event' AS e, payload->'data' AS d FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [subId]);
+  return rows as Array<{ e: string; d: Record<string, any> }>;
+}
+const billingLines = (text: string) => stack.services.billing.lines.filter((l) => l.includes(text));
+
+describe('1. a late payment is recorded exactly once', () => {
+  it("an expired on-chain checkout paid after the contact opened a new one activates the new one and withdraws its payment", async () => {
+    const p = await plan({ interval: 'monthly', allow_onchain: true });
+    const first = await subscribe(p.id, 'late@example.com', 'onchain');
+    await advance(DAY + 60);
+    expect((await sub(first.subscription_id)).status).toBe('expired');
+    const second = await subscribe(p.id, 'late@example.com', 'onchain');
+    expect(second.subscription_id).not.toBe(first.subscription_id);
+
+    await pay(first.payment_id);
+    const active = await until(() => sub(second.subscription_id), (x) => x.status === 'active');
+    const paidAt = (await admin.get(`/payments/${first.payment_id}`)).body.paid_at;
+    expect(active).toMatchObject({ status: 'active', current_period_start: paidAt });
+    expect((await sub(first.subscription_id)).status).toBe('expired');
+    // The new checkout's own payment is withdrawn, so the subscriber cannot pay twice.
+    expect((await until(() => payments(second.subscription_id), (r) => r[0]?.status === 'expired'))[0]!.status).toBe('expired');
+    const activated = (await events(second.subscription_id)).filter((e) => e.e === 'subscription.activated');
+    expect(activated).toHaveLength(1);
+    expect(activated[0]!.d).toMatchObject({ payment_id: first.payment_id, paid_for_subscription_id: first.subscription_id });
+    const { rows } = await db.query(`SELECT subscription_id, unapplied_reason FROM billing.applied_payments WHERE payment_id = $1`, [first.payment_id]);
+    expect(rows).toEqual([{ subscription_id: second.subscription_id, unapplied_reason: null }]);
+    // Handled once, not redelivered.
+    expect(billingLines('event not handled').length).toBe(0);
+  });
+
+  it('a late payment that nothing can take is recorded as not applied: payment.unapplied, and GET /payments/{id} says why', async () => {
+    const p = await plan({ interval: 'monthly', allow_onchain: true });
+    const first = await subscribe(p.id, 'refund@example.com', 'onchain');
+    await advance(DAY + 60);
+    const second = await subscribe(p.id, 'refund@example.com', 'onchain');
+    await pay(second.payment_id);
+    const active = await until(() => sub(second.subscription_id), (x) => x.status === 'active');
+
+    await pay(first.payment_id);
+    const shown = await until(() => admin.get(`/payments/${first.payment_id}`), (r) => r.body.unapplied_reason !== undefined);
+    expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: 'The subscriber already has a active subscription to this plan' });
+    const unapplied = (await events(first.subscription_id)).filter((e) => e.e === 'payment.unapplied');
+    expect(unapplied).toHaveLength(1);
+    expect(PaymentUnappliedData.safeParse(unapplied[0]!.d).success).toBe(true);
+    expect(unapplied[0]!.d).toMatchObject({
+      subscription_id: first.subscription_id, plan_id: p.id, payment_id: first.payment_id, amount_sats: 1000, reason: expect.stringContaining('active'),
+    });
+    // Nothing else moved.
+    expect(await sub(second.subscription_id)).toMatchObject({ status: 'active', current_period_end: active.current_period_end });
+    expect((await sub(first.subscription_id)).status).toBe('expired');
+    expect(billingLines('event not handled').length).toBe(0);
+  });
+});
+
+describe('2. payment_failed is no dead end', () => {
+  it('keeps a payable renewal invoice through the dunning window, then expires (subscriber told) and frees the contact', async () => {
+    const p = await plan({ interval: 'weekly', trial_days: 1, grace_period_days: 1 });
+    const s = await subscribe(p.id, 'dunning@example.com');
+    const end = (await sub(s.subscription_id)).current_period_end;
+    await advanceTo(end + DAY + 60);
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'payment_failed', has_access: false });
+    // Still live: the contact cannot open a second one.
+    expect((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dunning@example.com' })).status).toBe(409);
+
+    // Invoices live a day; every few days there is still one to pay.
+    for (let day = 2; day <= 13; day += 3) {
+      await advanceTo(end + day * DAY);
+      // The payments sweeper marks the replaced invoice expired a moment after the clock moved.
+      const open = (await until(() => payments(s.subscription_id), (r) => r.filter((x) => x.status === 'pending').length === 1)).filter((x) => x.status === 'pending');
+      expect(open, `day ${day}`).toHaveLength(1);
+      expect(open[0]!.purpose).toBe('renewal');
+      // The portal shows the subscriber the invoice to pay now.
+      const portal = await anon().get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': new URL(s.manage_url).searchParams.get('token')! } });
+      expect(portal.body.items[0]).toMatchObject({ id: s.subscription_id, status: 'payment_failed', open_payment: { id: open[0]!.id, status: 'pending' } });
+      expect(portal.body.items[0].open_payment.payment_request).toMatch(/^lnbc/);
+    }
+    const reminders = (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder');
+    expect(reminders.at(-1)!.d.payment_request).toMatch(/^lnbc/);
+
+    // grace 1 day + DUNNING_DAYS 14 after the period end.
+    await advanceTo(end + 15 * DAY + 60);
+    expect((await sub(s.subscription_id)).status).toBe('expired');
+    const expired = (await events(s.subscription_id)).filter((e) => e.e === 'subscription.expired');
+    expect(expired).toHaveLength(1);
+    expect(expired[0]!.d).toMatchObject({ status: 'expired', notify_subscriber: true });
+    expect(SubscriptionExpiredData.safeParse(expired[0]!.d).success).toBe(true);
+    expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toHaveLength(0);
+    // Nothing more is issued, and the contact may subscribe again.
+    const count = (await payments(s.subscription_id)).length;
+    await advance(3 * DAY);
+    expect(await payments(s.subscription_id)).toHaveLength(count);
+    expect((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dunning@example.com' })).status).toBe(201);
+  });
+
+  it('paying a reissued invoice during payment_failed activates it with a new period from paid_at', async () => {
+    const p = await plan({ interval: 'weekly', trial_days: 1 });
+    const s = await subscribe(p.id, 'revive@example.com');
+    const end = (await sub(s.subscription_id)).current_period_end;
+    await advanceTo(end - DAY / 2);
+    expect(await payments(s.subscription_id)).toHaveLength(1);
+    await advanceTo(end + 3 * DAY);
+    expect((await sub(s.subscription_id)).status).toBe('payment_failed');
+    const open = (await until(() => payments(s.subscription_id), (r) => r.filter((x) => x.status === 'pending').length === 1)).filter((x) => x.status === 'pending');
+    expect(open).toHaveLength(1);
+    // Issued after the first one expired (a real invoice of a day, not the long-gone first one).
+    expect((await payments(s.subscription_id)).length).toBeGreaterThan(1);
+    await pay(open[0]!.id);
+    const back = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    const paidAt = (await admin.get(`/payments/${open[0]!.id}`)).body.paid_at;
+    expect(back).toMatchObject({ status: 'active', current_period_start: paidAt, current_period_end: paidAt + 7 * DAY, has_access: true });
+  });
+});
+
+describe('3. resume inside the renewal lead time', () => {
+  it('issues the renewal payment and its reminder at once, exactly once', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 10 });
+    const s = await subscribe(p.id, 'resume@example.com');
+    const end = (await sub(s.subscription_id)).current_period_end;
+    await advanceTo(end - 2 * DAY);
+    const [r1] = await payments(s.subscription_id);
+    expect(r1?.status).toBe('pending');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).body.status).toBe('paused');
+    expect((await payments(s.subscription_id))[0]!.status).toBe('expired');
+
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/resume`)).body.status).toBe('active');
+    // No clock move, no sweep: the answer came after the new invoice was issued.
+    const after = await payments(s.subscription_id);
+    expect(after.map((x) => x.status)).toEqual(['expired', 'pending']);
+    const reminders = (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder');
+    expect(reminders).toHaveLength(2);
+    expect(reminders[1]!.d).toMatchObject({ payment_id: after[1]!.id, replaces_payment_id: r1!.id, notify_subscriber: true, due_at: end });
+
+    // Later sweeps issue nothing more for this period.
+    await advance(3600);
+    expect((await payments(s.subscription_id)).map((x) => x.status)).toEqual(['expired', 'pending']);
+    await pay(after[1]!.id);
+    expect(await until(() => sub(s.subscription_id), (x) => x.current_period_start === end)).toMatchObject({ status: 'active', current_period_start: end });
+  });
+});
+
+describe('4. an owner update of a pending checkout', () => {
+  it('does not restart its 24 h expiry', async () => {
+    const p = await plan({ interval: 'monthly', allow_onchain: true });
+    const s = await subscribe(p.id, 'put@example.com', 'onchain');
+    await advance(23 * 3600);
+    const put = await admin.put(`/subscriptions/${s.subscription_id}`, { metadata: { crm: '42' } });
+    expect(put.status).toBe(200);
+    await advance(2 * 3600);
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'expired', metadata: { crm: '42' } });
+    expect((await anon().get(`/public/payment/${s.payment_id}/status`)).body.status).toBe('expired');
+  });
+});
+
+describe('every non-terminal state, no payment, time moves on', () => {
+  it('pending, active, past_due and payment_failed end expired; paused stays paused until the owner cancels', async () => {
+    const p = await plan({ interval: 'weekly', trial_days: 1, grace_period_days: 2 });
+    const paid = await plan({ interval: 'weekly' });
+    const pending = await subscribe(paid.id, 'walk-pending@example.com');
+    const active = await subscribe(p.id, 'walk-active@example.com');
+    const pastDue = await subscribe(p.id, 'walk-pastdue@example.com');
+    const failed = await subscribe(p.id, 'walk-failed@example.com');
+    const paused = await subscribe(p.id, 'walk-paused@example.com');
+    expect((await admin.post(`/subscriptions/${paused.subscription_id}/pause`)).status).toBe(200);
+    const end = (await sub(active.subscription_id)).current_period_end;
+    await advanceTo(end + 60);
+    expect((await sub(pastDue.subscription_id)).status).toBe('past_due');
+    await advanceTo(end + 2 * DAY + 60);
+    expect((await sub(failed.subscription_id)).status).toBe('payment_failed');
+    const seen = new Map<string, Set<string>>();
+    for (let t = end + 3 * DAY; t <= end + 30 * DAY; t += 3 * DAY) {
+      await advanceTo(t);
+      for (const x of [pending, active, pastDue, failed, paused]) {
+        const st = (await sub(x.subscription_id)).status;
+        seen.set(x.subscription_id, (seen.get(x.subscription_id) ?? new Set()).add(st));
+      }
+    }
+    for (const x of [pending, active, pastDue, failed]) expect((await sub(x.subscription_id)).status).toBe('expired');
+    expect(seen.get(failed.subscription_id)).toContain('payment_failed');
+    expect((await sub(paused.subscription_id)).status).toBe('paused');
+    expect((await admin.post(`/subscriptions/${paused.subscription_id}/cancel`, {})).status).toBe(200);
+    expect((await sub(paused.subscription_id)).status).toBe('cancelled');
+  });
+});
+
+describe('6. poison events', () => {
+  async function publish(data: Record<string, unknown>, id: string) {
+    const nc = await connect({ servers: stack.natsUrl });
+    try {
+      const envelope = { id, event: 'payment.received', timestamp: await now(), wallet_id: stack.wallets[0]!.id, data };
+      await jetstream(nc).publish('events.payment.received', JSON.stringify(envelope), { msgID: id });
+    } finally {
+      await nc.close();
+    }
+  }
+  async function metric(name: string): Promise<number> {
+    const text = await (await fetch(`${stack.services.billing.url}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes('consumer="billing-payments"'));
+    return line ? Number(line.split(' ').at(-1)) : 0;
+  }
+  const parked = async (id: string) => (await db.query(`SELECT * FROM billing.dead_letters WHERE event_id = $1`, [id])).rows[0];
+  const deadLetters = (...args: string[]) =>
+    run(process.execPath, ['libs/runtime/dist/cli/dead-letters.js', ...args], { env: { ...process.env, DATABASE_URL: stack.databaseUrl } });
+
+  it('an event that always fails is retried a bounded number of times, parked, counted, logged once, replayable; the consumer goes on', async () => {
+    const id = `evt_poison_${Date.now()}`;
+    await publish({ plan_id: 'plan_x', plan_name: 'x', subscription_id: 'sub_x', status: 'paid' }, id);
+    const row = await until(() => parked(id), (r) => r !== undefined);
+    // Delivered once plus the two retries of EVENT_RETRY_DELAYS_MS, then never again.
+    expect(row).toMatchObject({ consumer: 'billing-payments', event: 'payment.received', deliveries: 3 });
+    expect(await metric('events_parked_total')).toBe(1);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(billingLines(id).filter((l) => l.includes('parked')).length).toBe(1);
+    expect(billingLines(id).filter((l) => l.includes('retried later')).length).toBe(2);
+
+    // The consumer goes on with the next events.
+    const p = await plan({ interval: 'monthly' });
+    const s = await subscribe(p.id, 'after-poison@example.com');
+    await pay(s.payment_id);
+    expect((await until(() => sub(s.subscription_id), (x) => x.status === 'active')).status).toBe('active');
+
+    const listed = JSON.parse((await deadLetters('list', '--json')).stdout);
+    expect(listed.map((r: { event_id: string }) => r.event_id)).toContain(id);
+    // A replay of an event that still fails leaves it parked with its new error.
+    expect((await deadLetters('replay', '--id', id)).stdout).toContain('1 event');
+    const again = await until(() => parked(id), (r) => r.replays === 1 && r.replay_requested_at === null);
+    expect(again).toMatchObject({ replays: 1 });
+  });
+
+  it('an event parked while the payments service was down is handled when an operator replays it', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const s = await subscribe(p.id, 'replay@example.com');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+    const before = await metric('events_replayed_total');
+    await stack.stopPayments();
+    try {
+      // A payment of the cancelled subscription: recorded as not applied, which must be told to payments.
+      const id = `evt_outage_${Date.now()}`;
+      await publish({ subscription_id: s.subscription_id, plan_id: p.id, plan_name: 'Dead ends', payment_id: `pay_outage_${Date.now()}`, amount_sats: 1000, payment_method: 'lightning', purpose: 'renewal', status: 'paid', paid_at: await now() }, id);
+      expect(await until(() => parked(id), (r) => r !== undefined)).toMatchObject({ deliveries: 3 });
+      await stack.restartPayments();
+      await deadLetters('replay', '--all');
+      expect(await until(() => parked(id), (r) => r === undefined)).toBeUndefined();
+      expect(await metric('events_replayed_total')).toBe(before + 1);
+      expect((await events(s.subscription_id)).filter((e) => e.e === 'payment.unapplied')).toHaveLength(1);
+    } finally {
+      await stack.restartPayments().catch(() => undefined);
+    }
+  });
+});
