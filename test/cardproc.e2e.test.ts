@@ -94,6 +94,7 @@ describe('card processor (Stripe) checkout', () => {
       [payload.replace('"payment_status": "paid"', '"payment_status": "paid" '), stripe.sign(payload)], // body changed after signing
       [payload, stripe.sign(payload, { secret: 'whsec_notours' })],
       [payload, stripe.sign(payload, { timestamp: now() - 400 })],
+      [payload, stripe.sign(payload, { timestamp: now() + 400 })], // from the future: refused as stale ones are
       [payload, null],
       [payload, 'garbage'],
       ['{"id": "evt_1", "type": ', stripe.sign('{"id": "evt_1", "type": ')],

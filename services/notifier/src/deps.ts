@@ -1,4 +1,4 @@
-import type { Clock, Db, Logger, SecretBox } from '@sb/runtime';
+import type { BusClient, Clock, Db, Logger, SecretBox } from '@sb/runtime';
 import type { AddressPolicy } from '@sb/runtime';
 import type { EndpointsRepo } from './store/endpoints.repo.js';
 import type { DeliveriesRepo } from './store/deliveries.repo.js';
@@ -9,6 +9,8 @@ export const SCHEMA = 'notifier';
 /** What handlers and workers need, passed in explicitly. */
 export interface Deps {
   db: Db;
+  /** Plans live in billing: a plan id an owner gives is checked there. */
+  bus: BusClient;
   /** The only source of time for scheduling (the DEV_MODE test clock, or the system clock). */
   clock: Clock;
   log: Logger;

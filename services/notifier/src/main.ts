@@ -1,5 +1,5 @@
 import { createTransport } from 'nodemailer';
-import { DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
+import { BusClient, DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { recordEvent } from './events-consumer.js';
@@ -9,6 +9,9 @@ import { EmailsRepo } from './store/emails.repo.js';
 import { EndpointsRepo } from './store/endpoints.repo.js';
 import { migrations } from './store/migrations.js';
 import { deliverDue, mailDue, SMTP_TIMEOUT_MS } from './workers.js';
+
+/** A plan id check asks billing; as long as the gateway waits for any answer by default. */
+const PLAN_LOOKUP_TIMEOUT_MS = 5000;
 
 main('notifier', () =>
   runService({
@@ -20,6 +23,7 @@ main('notifier', () =>
     setup({ config, log, db, nc, clock }) {
       const deps: Deps = {
         db, clock, log,
+        bus: new BusClient(config.NATS_URL, PLAN_LOOKUP_TIMEOUT_MS, 'notifier-client'),
         endpoints: new EndpointsRepo(SCHEMA),
         deliveries: new DeliveriesRepo(SCHEMA),
         emails: new EmailsRepo(SCHEMA),
@@ -41,12 +45,14 @@ main('notifier', () =>
       return {
         handlers: allHandlers(deps),
         async start() {
+          await deps.bus.connect();
           await consumer.start();
           for (const p of pollers) p.start();
         },
         async stop() {
           await consumer.stop();
           await Promise.all(pollers.map((p) => p.stop()));
+          await deps.bus.close().catch(() => undefined);
         },
         ready: { mail: !!config.SMTP_URL, allow_private_webhooks: config.WEBHOOK_ALLOW_PRIVATE, webhook_timeout_ms: config.WEBHOOK_TIMEOUT_MS },
       };

@@ -4,7 +4,7 @@ import type { Scheduler } from '../scheduler.js';
 import { devClock } from './dev.clock.js';
 import { archivePlanHandler } from './plans.archive.js';
 import { createPlan } from './plans.create.js';
-import { getPlan } from './plans.get.js';
+import { getPlan, planExists } from './plans.get.js';
 import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
@@ -22,7 +22,7 @@ import { resumeSubscription } from './subscriptions.resume.js';
 import { updateSubscription } from './subscriptions.update.js';
 
 export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
-  listPlans(d), createPlan(d), getPlan(d), updatePlanHandler(d), archivePlanHandler(d), listArchivedPlans(d), getPublicPlan(d),
+  listPlans(d), createPlan(d), getPlan(d), planExists(d), updatePlanHandler(d), archivePlanHandler(d), listArchivedPlans(d), getPublicPlan(d),
   listPlanSubscribers(d),
   listSubscriptions(d), getSubscription(d), updateSubscription(d), pauseSubscription(d), resumeSubscription(d),
   cancelSubscription(d), extendSubscription(d), manageLink(d), listSubscriptionPayments(d), listArchivedSubscriptions(d),

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { PaginationQuery, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate } from '@sb/contracts';
-import { newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
+import { messages, type PaginationQuery, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate } from '@sb/contracts';
+import { callMessage, newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
 import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
@@ -34,6 +34,10 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     } catch (err) {
       if (err instanceof UrlNotAllowed) throw unprocessable(['body', 'url'], `url ${err.message}`);
       throw err;
+    }
+    // A plan of another wallet (or none) is not found, as for ids in paths: no endpoint hears of it.
+    if (body.plan_id && !(await callMessage(d.bus, messages.planExists, { wallet_id: walletOf(req), id: body.plan_id })).exists) {
+      throw notFound('Plan');
     }
     // Standard Webhooks: whsec_ + base64 of the HMAC key; 24 random bytes = 192 bits.
     const secret = `whsec_${randomBytes(24).toString('base64')}`;
