@@ -38,8 +38,8 @@ export const WebhookEventData = z
     status: z.string(),
     amount_sats: z.number().int().optional(),
   })
-  .catchall(z.unknown())
-  .openapi('WebhookEventData');
+  // Not a named component: each event's schema is written out whole (allOf could not relax a required field).
+  .catchall(z.unknown());
 
 /**
  * What each event's data holds beyond (or instead of) the common fields. An event not named here carries
