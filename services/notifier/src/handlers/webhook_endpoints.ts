@@ -4,7 +4,7 @@ import { callMessage, newId, notFound, routeHandler, unixSeconds, unprocessable,
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
 import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
-import type { DeliveryRecord } from '../store/deliveries.repo.js';
+import type { DeliveryAttempt, DeliveryRecord } from '../store/deliveries.repo.js';
 import type { EndpointRecord } from '../store/endpoints.repo.js';
 
 const ENDPOINT_ID_PREFIX = 'whe_';
@@ -14,10 +14,10 @@ const toEndpoint = (r: EndpointRecord): WebhookEndpoint => ({
   id: r.id, url: r.url, events: r.events, plan_id: r.plan_id, description: r.description, created_at: r.created_at,
 });
 
-const toDelivery = (r: DeliveryRecord): WebhookDelivery => ({
+const toDelivery = (r: DeliveryRecord, attempts: DeliveryAttempt[]): WebhookDelivery => ({
   id: r.id, endpoint_id: r.endpoint_id, event_id: r.event_id, event: r.event, status: r.status, attempt_count: r.attempt_count,
   last_status_code: r.last_status_code, last_error: r.last_error, next_attempt_at: r.next_attempt_at, delivered_at: r.delivered_at,
-  replay_of: r.replay_of, created_at: r.created_at,
+  replay_of: r.replay_of, created_at: r.created_at, attempts,
 });
 
 async function ownEndpoint(d: Deps, walletId: string, id: string): Promise<EndpointRecord> {
@@ -74,7 +74,8 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     const ep = await ownEndpoint(d, walletOf(req), req.params.id);
     const { limit, offset } = req.query as PaginationQuery;
     const page = await d.deliveries.list(d.db, ep.id, limit, offset);
-    return { ...page, items: page.items.map(toDelivery) };
+    const attempts = await d.deliveries.attemptsOf(d.db, page.items.map((r) => r.id));
+    return { ...page, items: page.items.map((r) => toDelivery(r, attempts.get(r.id) ?? [])) };
   }),
 
   routeHandler('webhook_deliveries.replay', async (req) => {
@@ -88,6 +89,6 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
       id, endpoint_id: ep.id, wallet_id: original.wallet_id, event_id: original.event_id, event: original.event, body: original.body,
       now: Math.floor(nowMs / 1000), replay_of: original.id,
     });
-    return toDelivery((await d.deliveries.get(d.db, ep.id, id))!);
+    return toDelivery((await d.deliveries.get(d.db, ep.id, id))!, []);
   }),
 ];
