@@ -113,3 +113,29 @@ export function unstorableIssues(value: unknown, where: string): ValidationIssue
   }
   return issues;
 }
+
+/**
+ * A raw query string's values that are not UTF-8 once percent-decoded (`%ED%A0%80`, a lone surrogate):
+ * the query parser would silently turn them into U+FFFD, so they are refused by name instead.
+ */
+export function undecodableQueryIssues(rawQuery: string): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  const decode = (s: string) => decodeURIComponent(s.replace(/\+/g, ' '));
+  for (const pair of rawQuery.split('&')) {
+    const eq = pair.indexOf('=');
+    const [k, v] = eq < 0 ? [pair, ''] : [pair.slice(0, eq), pair.slice(eq + 1)];
+    let name: string;
+    try {
+      name = decode(k);
+    } catch {
+      issues.push({ loc: ['query'], msg: 'Parameter names must be UTF-8', type: 'string_unstorable' });
+      continue;
+    }
+    try {
+      decode(v);
+    } catch {
+      issues.push({ loc: ['query', name], msg: 'Text must be UTF-8 without unpaired surrogates', type: 'string_unstorable' });
+    }
+  }
+  return issues;
+}

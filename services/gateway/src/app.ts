@@ -3,7 +3,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import {
-  API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, unstorableIssues, type Caller, type CallbackRequest, type RouteDef,
+  API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, undecodableQueryIssues, unstorableIssues, type Caller, type CallbackRequest, type RouteDef,
   type ValidationIssue,
 } from '@sb/contracts';
 import { BusUnavailableError, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
@@ -118,6 +118,8 @@ export function createApp(d: GatewayDeps): express.Express {
       res.set(err.headers).status(err.status).json({ detail: err.detail });
       return;
     }
+    // A path segment that is not UTF-8 once decoded (a lone surrogate, `%ED%A0%80`) names nothing.
+    if (err instanceof URIError) return void res.status(404).json({ detail: 'Not Found' });
     const e = err as { type?: string; status?: number };
     if (e?.type === 'entity.parse.failed') return void res.status(400).json({ detail: 'Malformed JSON body' });
     if (e?.type === 'entity.too.large') return void res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
@@ -158,7 +160,12 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   // Before any schema or other work: an id that cannot be stored names nothing (404); any other value
   // that cannot be stored, or nests too deep, is refused by name (422), whether or not the route reads it.
   if (unstorableIssues(req.params, 'path').length) throw new HttpError(404, 'Not Found');
-  const unstorable = [...unstorableIssues({ ...(req.query as object) }, 'query'), ...(route.rawBody ? [] : unstorableIssues(req.body, 'body'))];
+  const rawQuery = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?') + 1) : '';
+  const unstorable = [
+    ...undecodableQueryIssues(rawQuery),
+    ...unstorableIssues({ ...(req.query as object) }, 'query'),
+    ...(route.rawBody ? [] : unstorableIssues(req.body, 'body')),
+  ];
   if (unstorable.length) throw new HttpError(422, unstorable);
 
   const issues: ValidationIssue[] = [];
