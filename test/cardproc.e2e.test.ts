@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeServer, type StripeServer } from '../services/payments/test/support/stripe-server.js';
 import { call, client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
+import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
 
 /** Card checkout through Stripe Checkout (a local server speaking its API), settled only by signed webhook events via the gateway. */
 let stack: Stack;
@@ -94,6 +95,7 @@ describe('card processor (Stripe) checkout', () => {
       [payload.replace('"payment_status": "paid"', '"payment_status": "paid" '), stripe.sign(payload)], // body changed after signing
       [payload, stripe.sign(payload, { secret: 'whsec_notours' })],
       [payload, stripe.sign(payload, { timestamp: now() - 400 })],
+      [payload, stripe.sign(payload, { timestamp: now() + 400 })], // from the future: refused as stale ones are
       [payload, null],
       [payload, 'garbage'],
       ['{"id": "evt_1", "type": ', stripe.sign('{"id": "evt_1", "type": ')],
@@ -243,5 +245,15 @@ describe('card processor (Stripe) checkout', () => {
     } finally {
       await new Promise((r) => rates.close(r));
     }
+  });
+});
+
+describe('at rest', () => {
+  it('the Stripe keys and the API keys are stored nowhere in plain text; every event matches its schema', async () => {
+    await expectNoSecretAtRest(db, {
+      'provider key': [stripe.secretKey, stripe.webhookSecret],
+      'API key': stack.wallets.flatMap((w) => [w.admin_key, w.invoice_key]),
+    });
+    await expectEventsMatchSchemas(db);
   });
 });

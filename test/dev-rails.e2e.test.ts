@@ -32,6 +32,16 @@ afterAll(async () => {
 const everyRail = { allow_onchain: true, allow_cardproc: true, allow_walletproc: true };
 
 describe('dev rails', () => {
+  it('card and wallet-processor callbacks answer 400 "Invalid callback": nothing under a dev provider can verify them', async () => {
+    for (const rail of ['cardproc', 'walletproc']) {
+      for (const raw of ['{"id":"evt_1","type":"checkout.session.completed"}', '', 'not json']) {
+        const r = await anon().post(`/public/webhook/${rail}`, undefined, { raw, headers: { 'Stripe-Signature': 't=1,v1=00' } });
+        expect(r.status, `${rail} ${raw}`).toBe(400);
+        expect(r.body).toEqual({ detail: 'Invalid callback' });
+      }
+    }
+  });
+
   it('the public plan lists every configured method (NWC rides on the Lightning provider)', async () => {
     const plan = (await admin.post('/plans', { name: 'All rails', amount_sats: 25_000, interval: 'monthly', ...everyRail, allow_nwc: true })).body;
     expect((await anon().get(`/public/plan/${plan.id}`)).body.payment_methods).toEqual(['lightning', 'onchain', 'nwc', 'cardproc', 'walletproc']);

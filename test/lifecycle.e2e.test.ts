@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
+import { expectEventsMatchSchemas } from './support/contract.js';
 
 /**
  * The clock-driven life of subscriptions, through HTTP with the dev clock. This file owns its stack: it
@@ -338,6 +339,15 @@ describe('events on JetStream', () => {
       expect(seen.find((e) => e.event === 'subscription.created').data).toMatchObject({ subscriber_email: 'events@example.com', subscriber_name: 'Eve', amount_sats: 1000 });
     } finally {
       await nc.close();
+    }
+  });
+});
+
+describe('events', () => {
+  it('every event of these lifecycles matches its schema (the OpenAPI webhooks)', async () => {
+    const seen = await expectEventsMatchSchemas(stack.db);
+    for (const e of ['subscription.created', 'subscription.activated', 'subscription.renewed', 'subscription.past_due', 'renewal.reminder', 'payment.received']) {
+      expect(seen[e], e).toBeGreaterThan(0);
     }
   });
 });

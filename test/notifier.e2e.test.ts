@@ -223,6 +223,9 @@ describe('owner webhook endpoints', () => {
     expect(attempts[0].error).toBe('HTTP 500: nope 500');
     expect(attempts[2].error).toBeNull();
     expect(attempts.every((a) => Number.isInteger(a.duration_ms) && a.duration_ms >= 0)).toBe(true);
+    // The owner sees the same attempts on the delivery.
+    const listed = (await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items.find((x: { id: string }) => x.id === first.id);
+    expect(listed.attempts).toEqual(attempts.map((a) => ({ attempted_at: Number(a.attempted_at), status_code: a.status_code, error: a.error, duration_ms: a.duration_ms })));
     const received = hitsFor('/flaky', evt);
     expect(received).toHaveLength(3);
     expect(received.every((h) => h.verified)).toBe(true);

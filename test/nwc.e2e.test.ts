@@ -3,6 +3,7 @@ import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
 import { startStack, type Stack } from './support/stack.js';
+import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
 
 /**
  * NWC (NIP-47) automatic payments through HTTP, against a real NIP-01 relay on loopback and a wallet
@@ -372,5 +373,15 @@ describe('renewals', () => {
     await advanceTo(s.current_period_end + 60);
     expect(w.requests).toHaveLength(1); // never asked again
     expect((await sub(res.subscription_id)).status).toBe('past_due');
+  });
+});
+
+describe('at rest', () => {
+  it('no NWC secret or API key of this file is stored in plain text, and every event (nwc.wallet_disabled too) matches its schema', async () => {
+    await expectNoSecretAtRest(db, {
+      'NWC secret': wallets.map((w) => secretOf(w.connectionString())),
+      'API key': stack.wallets.flatMap((w) => [w.admin_key, w.invoice_key]),
+    });
+    expect((await expectEventsMatchSchemas(db))['nwc.wallet_disabled']).toBeGreaterThan(0);
   });
 });

@@ -113,10 +113,17 @@ describe('watch-only wallets', () => {
     const foreign = await stranger.post('/watchonly-wallets', { name: 'Theirs', xpub: OTHER_XPUB });
     expect(foreign.status).toBe(201);
     const base = { name: 'On-chain Gold', amount_sats: PRICE, interval: 'monthly', allow_onchain: true };
-    for (const watchonly_wallet_id of [undefined, null, foreign.body.id, 'wow_unknown']) {
+    for (const watchonly_wallet_id of [undefined, null]) {
       const res = await admin.post('/plans', { ...base, ...(watchonly_wallet_id !== undefined ? { watchonly_wallet_id } : {}) });
       expect(res.status, String(watchonly_wallet_id)).toBe(422);
       expect(res.body.detail).toEqual([{ loc: ['body', 'watchonly_wallet_id'], msg: expect.any(String), type: 'value_error' }]);
+    }
+    // Another wallet's (or no) watch-only wallet is not found, as for ids in paths, on any plan.
+    for (const watchonly_wallet_id of [foreign.body.id, 'wow_unknown']) {
+      for (const body of [{ ...base, watchonly_wallet_id }, { name: 'Lightning', amount_sats: 1000, interval: 'weekly', watchonly_wallet_id }]) {
+        const res = await admin.post('/plans', body);
+        expect(res.status, String(watchonly_wallet_id)).toBe(404);
+      }
     }
     // Lightning-only plans need none.
     expect((await admin.post('/plans', { name: 'Lightning only', amount_sats: 1000, interval: 'weekly' })).status).toBe(201);
@@ -125,7 +132,7 @@ describe('watch-only wallets', () => {
     expect(plan.status, JSON.stringify(plan.body)).toBe(201);
     planId = plan.body.id;
     expect((await admin.put(`/plans/${planId}`, { watchonly_wallet_id: null })).status).toBe(422);
-    expect((await admin.put(`/plans/${planId}`, { watchonly_wallet_id: foreign.body.id })).status).toBe(422);
+    expect((await admin.put(`/plans/${planId}`, { watchonly_wallet_id: foreign.body.id })).status).toBe(404);
     expect((await admin.put(`/plans/${planId}`, { name: 'On-chain Gold (monthly)' })).status).toBe(200);
     expect((await client(stack.api).get(`/public/plan/${planId}`)).body.payment_methods).toEqual(['lightning', 'onchain']);
   });

@@ -235,7 +235,7 @@ describe('archive', () => {
       expect(seen[0]).toMatchObject({
         event: 'plan.archived',
         wallet_id: w2.id,
-        data: { plan_id: plan.id, plan_name: 'To archive', cancelled_subscriptions: 0 },
+        data: { plan_id: plan.id, plan_name: 'To archive', status: 'archived', cancelled_subscriptions: 0 },
       });
       expect(seen[0].id).toMatch(/^evt_/);
       expect(Number.isInteger(seen[0].timestamp)).toBe(true);

@@ -212,7 +212,15 @@ describe('owner actions', () => {
     const res = await admin.del(`/plans/${p.id}`);
     expect(res.body).toMatchObject({ is_deleted: true, cancelled_subscriptions: 1 });
     expect((await invoice.get(`/subscriptions/${ids[0]}`)).body).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'plan archived' });
-    expect((await admin.del(`/plans/${p.id}`)).body.cancelled_subscriptions).toBe(0);
+    // A second archive answers the same as the first, and emits nothing more.
+    const again = await admin.del(`/plans/${p.id}`);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(res.body);
+    // plan.archived names the subscription it ended (the WebhookEvent shape), once.
+    const events = (await db.query(`SELECT payload FROM billing.outbox WHERE subject = 'events.plan.archived' AND payload->'data'->>'plan_id' = $1`, [p.id])).rows;
+    expect(events.map((r: { payload: { data: unknown } }) => r.payload.data)).toEqual([
+      expect.objectContaining({ subscription_id: ids[0], plan_id: p.id, status: 'archived', subscriber_email: 'a1@example.com', cancelled_subscriptions: 1 }),
+    ]);
     expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'late@example.com' })).status).toBe(404);
   });
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPaypalServer, type PaypalServer, type SignedDelivery } from '../services/payments/test/support/paypal-server.js';
 import { call, client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
+import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
 
 /** Wallet-processor checkout through PayPal Orders v2 (a local server speaking its API), settled only by verified webhook events via the gateway. */
 let stack: Stack;
@@ -211,5 +212,15 @@ describe('wallet processor (PayPal) checkout', () => {
     await new Promise((r) => setTimeout(r, 1000));
     expect((await owner().get(`/subscriptions/${c.subscription_id}`)).body.status).not.toBe('active');
     expect(await applied(c.subscription_id)).toBe(0);
+  });
+});
+
+describe('at rest', () => {
+  it('the PayPal client secret and the API keys are stored nowhere in plain text; every event matches its schema', async () => {
+    await expectNoSecretAtRest(db, {
+      'provider key': [paypal.clientSecret],
+      'API key': stack.wallets.flatMap((w) => [w.admin_key, w.invoice_key]),
+    });
+    await expectEventsMatchSchemas(db);
   });
 });

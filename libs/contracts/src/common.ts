@@ -14,9 +14,20 @@ export const ID_PREFIXES = {
   watchonly_wallet: 'wow_',
 } as const;
 
+/**
+ * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number)
+ * is refused with a sentence that says so, not zod's "received NaN".
+ */
+export function QueryInt(min: number, max = Number.MAX_SAFE_INTEGER) {
+  return z.preprocess(
+    (v) => (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) ? Number(v) : v),
+    z.number({ error: (i) => (i.input === undefined ? 'Field required' : 'Expected an integer') }).int().min(min).max(max),
+  );
+}
+
 export const PaginationQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  offset: z.coerce.number().int().min(0).default(0),
+  limit: QueryInt(1, 200).default(50),
+  offset: QueryInt(0).default(0),
 });
 export type PaginationQuery = z.infer<typeof PaginationQuery>;
 
@@ -58,4 +69,73 @@ export function toValidationDetail(issues: readonly z.core.$ZodIssue[], where: s
     msg: i.message,
     type: i.code,
   }));
+}
+
+/** How deep a JSON value may nest: no contract goes past a handful of levels (metadata is flat). */
+export const MAX_JSON_DEPTH = 32;
+
+// NUL (PostgreSQL text cannot hold it) and UTF-16 surrogates without their pair (not Unicode text; the
+// driver would silently turn them into U+FFFD). Neither can be stored as given.
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+export function isStorableText(s: string): boolean {
+  return !UNSTORABLE.test(s);
+}
+
+/**
+ * The edge's one check of a request part (path, query or body) before any schema or other work: every
+ * string, object keys included, must be storable text, and the value no deeper than MAX_JSON_DEPTH
+ * (deeper values overflow JSON.stringify and every recursive walk after it). Iterative, so a hostile
+ * depth cannot overflow the check itself. Answers the issues as the API's 422 detail (empty: fine).
+ */
+export function unstorableIssues(value: unknown, where: string): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  const stack: Array<{ v: unknown; loc: Array<string | number>; depth: number }> = [{ v: value, loc: [where], depth: 0 }];
+  while (stack.length && issues.length < 20) {
+    const { v, loc, depth } = stack.pop()!;
+    if (typeof v === 'string') {
+      if (!isStorableText(v)) issues.push({ loc, msg: 'Text must not contain NUL characters or unpaired surrogates', type: 'string_unstorable' });
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (depth >= MAX_JSON_DEPTH) {
+      issues.push({ loc: [where], msg: `Nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'too_deep' });
+      break;
+    }
+    for (const [k, child] of Object.entries(v)) {
+      const key = Array.isArray(v) ? Number(k) : k;
+      if (typeof key === 'string' && !isStorableText(key)) {
+        issues.push({ loc: [...loc, key.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD')], msg: 'Keys must not contain NUL characters or unpaired surrogates', type: 'key_unstorable' });
+        continue;
+      }
+      stack.push({ v: child, loc: [...loc, key], depth: depth + 1 });
+    }
+  }
+  return issues;
+}
+
+/**
+ * A raw query string's values that are not UTF-8 once percent-decoded (`%ED%A0%80`, a lone surrogate):
+ * the query parser would silently turn them into U+FFFD, so they are refused by name instead.
+ */
+export function undecodableQueryIssues(rawQuery: string): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  const decode = (s: string) => decodeURIComponent(s.replace(/\+/g, ' '));
+  for (const pair of rawQuery.split('&')) {
+    const eq = pair.indexOf('=');
+    const [k, v] = eq < 0 ? [pair, ''] : [pair.slice(0, eq), pair.slice(eq + 1)];
+    let name: string;
+    try {
+      name = decode(k);
+    } catch {
+      issues.push({ loc: ['query'], msg: 'Parameter names must be UTF-8', type: 'string_unstorable' });
+      continue;
+    }
+    try {
+      decode(v);
+    } catch {
+      issues.push({ loc: ['query', name], msg: 'Text must be UTF-8 without unpaired surrogates', type: 'string_unstorable' });
+    }
+  }
+  return issues;
 }

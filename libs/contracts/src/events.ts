@@ -25,19 +25,21 @@ export const EventName = z
 export type EventName = z.infer<typeof EventName>;
 
 /**
- * The outgoing event payload (WebhookEvent). Plan-level events (`plan.archived`) carry no
- * subscription, so `subscription_id` and `status` are optional there and present on every other event.
+ * The data of every outgoing event (the spec's WebhookEvent): the subscription, its plan, the subscriber,
+ * and `status`, the state of what the event is about (the subscription's, a payment's, `archived` for a
+ * plan, `disabled` for a wallet connection). Further keys may be present.
  */
 export const WebhookEventData = z
   .object({
-    subscription_id: z.string().optional(),
-    plan_id: z.string(),
+    subscription_id: Id,
+    plan_id: Id,
     plan_name: z.string(),
     subscriber_email: z.string().optional(),
     subscriber_name: z.string().optional(),
-    status: z.string().optional(),
+    status: z.string(),
     amount_sats: z.number().int().optional(),
   })
+  // Not a named component: each event's schema is written out whole (allOf could not relax a required field).
   .catchall(z.unknown());
 
 /**
@@ -64,8 +66,49 @@ export const SubscriptionExpiredData = WebhookEventData.extend({
   notify_subscriber: z.boolean().optional(),
 }).openapi('SubscriptionExpiredData');
 
+/**
+ * What each event's data holds beyond (or instead of) the common fields. An event not named here carries
+ * the common fields only, so a new event name fits as soon as it is in EventName; name it here when it
+ * carries more (its schema, in the OpenAPI `webhooks` and in the tests, follows).
+ */
+const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
+  'subscription.trial_ending': WebhookEventData.extend({ trial_end: UnixSeconds }),
+  'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds }),
+  'payment.received': WebhookEventData.extend({
+    payment_id: Id, amount_sats: z.number().int(), payment_method: z.string(), purpose: z.string(), status: z.literal('paid'),
+  }),
+  'payment.failed': WebhookEventData.extend({
+    payment_id: Id, amount_sats: z.number().int(), payment_method: z.string(), purpose: z.string(), status: z.literal('failed'),
+  }),
+  // One per subscription the archive cancelled (its subscriber named), or one for the plan alone when it
+  // had none: `subscription_id` only where one applies.
+  'plan.archived': WebhookEventData.extend({
+    subscription_id: Id.optional(), status: z.literal('archived'), cancelled_subscriptions: z.number().int().nonnegative(),
+  }),
+  'nwc.wallet_disabled': WebhookEventData.extend({
+    status: z.literal('disabled'), connection_id: Id, wallet_pubkey: z.string(), error_code: z.string(), last_error: z.string(),
+    consecutive_failures: z.number().int(),
+  }),
+  'payment.unapplied': PaymentUnappliedData,
+  'subscription.expired': SubscriptionExpiredData,
+};
+
+export function eventDataSchema(name: EventName): z.ZodObject {
+  return EVENT_DATA[name] ?? WebhookEventData;
+}
+
+/** The full payload of one event, as its webhook receives it (the OpenAPI `webhooks` describe each). */
+export function eventSchema(name: EventName) {
+  return z.object({ event: z.literal(name), timestamp: UnixSeconds, data: eventDataSchema(name) });
+}
+
+/** Any outgoing event payload; each event's own schema (eventSchema) says what its data holds. */
 export const WebhookEvent = z
-  .object({ event: EventName, timestamp: UnixSeconds, data: WebhookEventData })
+  .object({
+    event: EventName,
+    timestamp: UnixSeconds,
+    data: WebhookEventData.extend({ subscription_id: Id.optional() }),
+  })
   .openapi('WebhookEvent');
 export type WebhookEvent = z.infer<typeof WebhookEvent>;
 

@@ -10,9 +10,14 @@ export interface RouteDef {
   path: string;
   auth: Auth;
   summary: string;
+  /** Longer prose for the OpenAPI document (what the server does beyond the summary). */
+  description?: string;
   params?: z.ZodObject;
   query?: z.ZodObject;
+  /** The request body; on a `rawBody` route it only documents what the provider sends (never parsed here). */
   body?: z.ZodType;
+  /** Request headers the route reads beyond auth (a provider's signature), for the OpenAPI document. */
+  headers?: z.ZodObject;
   /** The body may be absent (cancel takes an optional body). */
   bodyOptional?: boolean;
   response: z.ZodType;

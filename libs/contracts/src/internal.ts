@@ -110,6 +110,12 @@ export const messages = {
     request: z.object({ payment_id: Id, preimage: Hex64 }),
     reply: z.object({ payment_id: Id, status: PaymentStatus, confirmed: z.boolean() }),
   },
+  /** The notifier asks before a webhook endpoint names a plan: is it one of the owner's (archived ones too)? */
+  planExists: {
+    subject: 'billing.internal.plan_exists',
+    request: z.object({ wallet_id: Id, id: Id }),
+    reply: z.object({ exists: z.boolean() }),
+  },
   subscribeNwc: { subject: 'billing.internal.subscribe_nwc', request: SubscribeNwc, reply: SubscribedNwc },
   /** The NWC service's portal resolves the subscriber of an X-Subscriber-Token through billing (404: unknown token). */
   subscriberOfToken: {

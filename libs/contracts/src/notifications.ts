@@ -182,10 +182,4 @@ export const notificationMessages = {
       manage_url: z.string(),
     }),
   },
-  /** The notifier checks that a plan is the owner's before storing settings for it. */
-  planOwned: {
-    subject: 'billing.internal.plan_owned',
-    request: z.object({ wallet_id: Id, plan_id: Id }),
-    reply: z.object({ exists: z.boolean() }),
-  },
 } as const;

@@ -50,7 +50,11 @@ export type PaymentListQuery = z.infer<typeof PaymentListQuery>;
 export const SubscribeRequest = z
   .strictObject({
     plan_id: Id,
-    payment_method: PaymentMethodInput,
+    payment_method: PaymentMethodInput.openapi({
+      description:
+        'One of the plan\'s `payment_methods` (`card` is an alias of `cardproc`). `nwc` is always refused here with 422 ' +
+        '(loc `body.payment_method`) naming `POST /public/subscribe/nwc`, which takes the wallet\'s connection string.',
+    }),
     email: z.email().max(254).optional(),
     name: z.string().max(200).optional(),
     messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),

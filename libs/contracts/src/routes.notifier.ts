@@ -53,6 +53,16 @@ export const WebhookDelivery = z
     delivered_at: UnixSeconds.nullable(),
     replay_of: Id.nullable().openapi({ description: 'The delivery this one replays' }),
     created_at: UnixSeconds,
+    attempts: z
+      .array(
+        z.object({
+          attempted_at: UnixSeconds,
+          status_code: z.number().int().nullable().openapi({ description: "The receiver's HTTP status; null when none came" }),
+          error: z.string().nullable(),
+          duration_ms: z.number().int().nonnegative(),
+        }),
+      )
+      .openapi({ description: 'Every attempt, oldest first' }),
   })
   .openapi('WebhookDelivery');
 export type WebhookDelivery = z.infer<typeof WebhookDelivery>;

@@ -1,3 +1,4 @@
+import { z } from './zod.js';
 import { IdParams, Paginated, PaginationQuery, SuccessMessageResponse } from './common.js';
 import { defineRoutes } from './http.js';
 import { NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
@@ -61,24 +62,47 @@ export const portalRoutes = defineRoutes([
  * body schema; the gateway sends a CallbackRequest (payments.ts) on the subject instead of a parsed body.
  * The charge server calls with GET by default, hence the GET twin of its route.
  */
+const ProviderEvent = (description: string) => z.object({}).catchall(z.unknown()).openapi({ description });
+
 export const webhookRoutes = defineRoutes([
   {
     id: 'webhooks.chargeproc', method: 'post', path: '/public/webhook/chargeproc', auth: 'none',
     summary: 'On-chain and Lightning payment confirmations from the charge server',
+    description:
+      'The body is never trusted: only the charge id is taken from it (a JSON object with `id`, or that object as a JSON-encoded ' +
+      'string), the charge is fetched from the charge server and applied when paid. Unknown or unverifiable: 400 `Invalid callback`; ' +
+      'charge server unreachable: 503 (it retries).',
+    body: ProviderEvent('The charge server\'s notification, e.g. `{"id": "<charge id>"}`'), bodyOptional: true,
     response: CallbackAck, subject: 'payments.webhooks.chargeproc', rawBody: true,
   },
   {
     id: 'webhooks.chargeproc.get', method: 'get', path: '/public/webhook/chargeproc', auth: 'none',
     summary: 'Charge-server confirmation sent with GET (its default)',
+    description: 'As the POST form; the charge id comes in the body if any, else nothing can be verified (400).',
     response: CallbackAck, subject: 'payments.webhooks.chargeproc', rawBody: true,
   },
   {
     id: 'webhooks.cardproc', method: 'post', path: '/public/webhook/cardproc', auth: 'none',
-    summary: 'Card payment confirmations (signed)', response: CallbackAck, subject: 'payments.webhooks.cardproc', rawBody: true,
+    summary: 'Card payment confirmations (signed)',
+    description:
+      'A Stripe event (`checkout.session.*`), verified with `Stripe-Signature` (HMAC-SHA256 over the exact bytes, timestamp ' +
+      'within 300 s either side) before anything is read; deduplicated by event id. Without a Stripe provider nothing can verify ' +
+      'it: 400 `Invalid callback`.',
+    body: ProviderEvent('A Stripe Event object'),
+    headers: z.object({ 'stripe-signature': z.string().openapi({ description: '`t=<unix seconds>,v1=<hex HMAC>`' }) }),
+    response: CallbackAck, subject: 'payments.webhooks.cardproc', rawBody: true,
   },
   {
     id: 'webhooks.walletproc', method: 'post', path: '/public/webhook/walletproc', auth: 'none',
     summary: 'Wallet-processor payment confirmations (verified with the processor)',
+    description:
+      'A PayPal webhook event, verified through PayPal\'s verify-webhook-signature call with its transmission headers; ' +
+      'deduplicated by event id. Without a PayPal provider nothing can verify it: 400 `Invalid callback`.',
+    body: ProviderEvent('A PayPal webhook event (`CHECKOUT.ORDER.APPROVED`, `PAYMENT.CAPTURE.COMPLETED`, `PAYMENT.CAPTURE.DENIED`)'),
+    headers: z.object({
+      'paypal-transmission-id': z.string(), 'paypal-transmission-time': z.string(), 'paypal-transmission-sig': z.string(),
+      'paypal-cert-url': z.string(), 'paypal-auth-algo': z.string(),
+    }).partial(),
     response: CallbackAck, subject: 'payments.webhooks.walletproc', rawBody: true,
   },
 ] as const);

@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, PaginationQuery, UnixSeconds } from './common.js';
+import { Id, PaginationQuery, QueryInt, UnixSeconds } from './common.js';
 import { Interval, PaymentMethod } from './plans.js';
 import { Payment } from './payments.js';
 
@@ -82,7 +82,7 @@ export const CancelRequest = z
 export type CancelRequest = z.infer<typeof CancelRequest>;
 
 export const ExtendQuery = z.strictObject({
-  days: z.coerce.number().int().min(1).max(3650).openapi({ description: 'Free days added to current_period_end' }),
+  days: QueryInt(1, 3650).openapi({ description: 'Free days added to current_period_end' }),
 });
 export type ExtendQuery = z.infer<typeof ExtendQuery>;
 

@@ -47,7 +47,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       await tx.query(`UPDATE ${SCHEMA}.applied_payments SET unapplied_reason = $2 WHERE payment_id = $1`, [p.payment_id, app.reason]);
       const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats, payment_method: p.payment_method, reason: app.reason };
       if (own) await emit(d, tx, own, 'payment.unapplied', extra);
-      else await enqueueEvent(tx, SCHEMA, d.clock, envelope.wallet_id, 'payment.unapplied', { subscription_id: p.subscription_id, plan_id: p.plan_id, plan_name: p.plan_name, ...extra });
+      else await enqueueEvent(tx, SCHEMA, d.clock, envelope.wallet_id, 'payment.unapplied', { subscription_id: p.subscription_id, status: 'unknown', plan_id: p.plan_id, plan_name: p.plan_name, ...extra });
       d.log.warn({ payment_id: p.payment_id, subscription_id: p.subscription_id, reason: app.reason }, 'paid payment recorded as not applied');
       return { result: 'unapplied', unapplied: app.reason };
     }

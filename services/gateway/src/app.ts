@@ -3,7 +3,8 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import {
-  API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, type Caller, type RouteDef, type ValidationIssue,
+  API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, undecodableQueryIssues, unstorableIssues, type Caller, type CallbackRequest, type RouteDef,
+  type ValidationIssue,
 } from '@sb/contracts';
 import { BusUnavailableError, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
 import { AuthError, type KeyResolver } from './auth.js';
@@ -93,12 +94,22 @@ export function createApp(d: GatewayDeps): express.Express {
   const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false });
   const raw = express.raw({ limit: BODY_LIMIT, type: () => true });
 
+  const methodsOf = new Map<string, string[]>();
   for (const route of routes as readonly RouteDef[]) {
     if (route.devOnly && !d.devMode) continue;
     const path = API_PREFIX + route.path.replace(/\{(\w+)\}/g, ':$1');
+    methodsOf.set(path, [...(methodsOf.get(path) ?? []), route.method.toUpperCase()]);
     app[route.method](path, route.rawBody ? raw : json, (req, res, next) => {
       res.locals.routeId = route.id;
       serve(d, route, req, res).catch(next);
+    });
+  }
+  // A known path asked with a method it does not take (HEAD is served with every GET).
+  for (const [path, methods] of methodsOf) {
+    const allow = [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].join(', ');
+    app.all(path, (_req, res) => {
+      res.locals.routeId = 'method_not_allowed';
+      res.set('Allow', allow).status(405).json({ detail: 'Method Not Allowed' });
     });
   }
 
@@ -112,6 +123,8 @@ export function createApp(d: GatewayDeps): express.Express {
       res.set(err.headers).status(err.status).json({ detail: err.detail });
       return;
     }
+    // A path segment that is not UTF-8 once decoded (a lone surrogate, `%ED%A0%80`) names nothing.
+    if (err instanceof URIError) return void res.status(404).json({ detail: 'Not Found' });
     const e = err as { type?: string; status?: number };
     if (e?.type === 'entity.parse.failed') return void res.status(400).json({ detail: 'Malformed JSON body' });
     if (e?.type === 'entity.too.large') return void res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
@@ -149,6 +162,17 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   }
   if (caller.wallet_id) limit(d.limits.perKey, caller.wallet_id);
 
+  // Before any schema or other work: an id that cannot be stored names nothing (404); any other value
+  // that cannot be stored, or nests too deep, is refused by name (422), whether or not the route reads it.
+  if (unstorableIssues(req.params, 'path').length) throw new HttpError(404, 'Not Found');
+  const rawQuery = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?') + 1) : '';
+  const unstorable = [
+    ...undecodableQueryIssues(rawQuery),
+    ...unstorableIssues({ ...(req.query as object) }, 'query'),
+    ...(route.rawBody ? [] : unstorableIssues(req.body, 'body')),
+  ];
+  if (unstorable.length) throw new HttpError(422, unstorable);
+
   const issues: ValidationIssue[] = [];
   const params = parsePart(route.params, req.params, 'path', issues) ?? {};
   const query = parsePart(route.query, { ...(req.query as object) }, 'query', issues) ?? {};
@@ -176,7 +200,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   const keyed = idemKey ? { ...caller, idempotency_key: createHash('sha256').update(`${scope}\n${idemKey}`).digest('hex') } : caller;
   const message = busRequestOf(route).parse({ caller: keyed, params, query, body });
   if (idemKey) {
-    const hash = createHash('sha256').update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(req.body ?? null)}`).digest('hex');
+    // What the route acts on, as validated: a body a route does not take is not part of the request.
+    const acted = route.rawBody ? (body as CallbackRequest).raw : (body ?? null);
+    const hash = createHash('sha256').update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(query)}\n${JSON.stringify(acted)}`).digest('hex');
     // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
     // mid-request does not lock its key for a day; a retry after the lease runs the request again.
     const leaseSeconds = Math.ceil((route.busTimeoutMs ?? d.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;

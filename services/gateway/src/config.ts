@@ -18,6 +18,7 @@ export const gatewayConfig = {
    * pick its own by sending the header. 0: the TCP peer is the client.
    */
   TRUST_PROXY: envInt(0),
+  SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): seals responses kept for Idempotency-Key replays'),
 };
 export const loadGatewayConfig = () => loadConfig(gatewayConfig);
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import type { Server } from 'node:http';
-import { BusClient, createDb, createLogger, createMetricsRegistry, initTelemetry, migrate, shutdownTelemetry } from '@sb/runtime';
+import { BusClient, createDb, createLogger, createMetricsRegistry, initTelemetry, migrate, shutdownTelemetry, SecretBox } from '@sb/runtime';
 import { createApp } from './app.js';
 import { KeyResolver } from './auth.js';
 import { loadGatewayConfig } from './config.js';
@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     publicPost: new RateLimiter(config.RATE_LIMIT_PUBLIC_POST_PER_MINUTE, 60_000),
     publicGet: new RateLimiter(config.RATE_LIMIT_PUBLIC_GET_PER_MINUTE, 60_000),
   };
-  const idempotency = new IdempotencyRepo(SCHEMA);
+  const idempotency = new IdempotencyRepo(SCHEMA, new SecretBox(config.SECRETS_KEY));
   const registry = createMetricsRegistry('gateway');
   const app = createApp({
     db,

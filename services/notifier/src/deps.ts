@@ -19,7 +19,7 @@ export interface Deps {
   notifications: NotificationsRepo;
   /** Seals webhook signing secrets, channel secrets and message bodies at rest. */
   secrets: SecretBox;
-  /** Calls to billing: a subscription's contacts and portal link, plan ownership. */
+  /** Calls to billing: a subscription's contacts and portal link, whether a plan id is the owner's. */
   bus: BusClient;
   addresses: AddressPolicy;
   webhookTimeoutMs: number;

@@ -24,7 +24,7 @@ export async function deliverDue(d: Deps): Promise<boolean> {
       );
       const now = unixSeconds(d.clock);
       const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
-      await d.deliveries.finishAttempt(d.db, row, outcome, now, next);
+      await d.db.tx((tx) => d.deliveries.finishAttempt(tx, row, outcome, now, next));
       d.log.info(
         { delivery_id: row.id, event_id: row.event_id, attempt: row.attempt_count + 1, status_code: outcome.status_code, error: outcome.error, duration_ms: outcome.duration_ms, next_attempt_at: next },
         outcome.delivered ? 'webhook delivered' : next === null ? 'webhook failed for good' : 'webhook attempt failed',

@@ -150,7 +150,7 @@ describe('card processor (Stripe Checkout) adapter', () => {
     await expect(railWith({ apiUrl: 'http://127.0.0.1:1' }).open(request())).rejects.toBeInstanceOf(ProviderUnavailableError);
   });
 
-  it('verifies webhook signatures: the SDK-signed event passes; forged, wrong secret, stale, unsigned are 400', async () => {
+  it('verifies webhook signatures: the SDK-signed event passes; forged, wrong secret, stale, future, unsigned are 400', async () => {
     const opened = await rail.open(request());
     const payload = server.eventJson('checkout.session.completed', opened.provider_ref!);
     const ok = rail.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW }));
@@ -159,6 +159,7 @@ describe('card processor (Stripe Checkout) adapter', () => {
       [payload.replace('"livemode": false', '"livemode": true'), server.sign(payload, { timestamp: NOW })],
       [payload, server.sign(payload, { timestamp: NOW, secret: 'whsec_other' })],
       [payload, server.sign(payload, { timestamp: NOW - 301 })],
+      [payload, server.sign(payload, { timestamp: NOW + 301 })],
       [payload, undefined],
       [payload, 't=1,v1=00'],
     ] as const;

@@ -66,22 +66,24 @@ export function updatePlan(plan: Plan, change: PlanUpdate, now: number, availabi
 const noWatchonly = (msg: string) => new DomainError(422, [{ loc: ['body', 'watchonly_wallet_id'], msg, type: 'value_error' }]);
 
 /**
- * With ONCHAIN_PROVIDER=esplora (`required`) on-chain payments go to fresh addresses of the owner's own
- * watch-only wallet, so a plan taking them must name one. Like the methods above, only a plan that turns
- * on-chain on or changes its wallet is checked. Throws when the id is missing; returns the id the caller
- * must look up at the payments service (then `requireWatchonlyFound`), or null when nothing needs it.
+ * A plan naming a watch-only wallet must name one of the owner's (looked up at the payments service,
+ * then `requireWatchonlyFound`), whatever the provider, so no plan is ever tied to another wallet's
+ * key. With ONCHAIN_PROVIDER=esplora (`required`) on-chain payments go to fresh addresses of that
+ * wallet, so a plan taking them must name one. Like the methods above, only a plan that sets or changes
+ * its wallet, or turns on-chain on, is checked. Throws when the id is missing; returns the id to look
+ * up, or null when nothing needs it.
  */
 export function watchonlyToLookUp(next: Plan, before: Plan | undefined, required: boolean): string | null {
-  if (!required || !next.allow_onchain) return null;
-  if (before?.allow_onchain && before.watchonly_wallet_id === next.watchonly_wallet_id) return null;
-  if (!next.watchonly_wallet_id) {
+  const changed = next.watchonly_wallet_id !== (before?.watchonly_wallet_id ?? null);
+  if (required && next.allow_onchain && !next.watchonly_wallet_id && (changed || !before?.allow_onchain)) {
     throw noWatchonly('On-chain payments need a watch-only wallet: set watchonly_wallet_id to one of yours (POST /watchonly-wallets)');
   }
-  return next.watchonly_wallet_id;
+  return next.watchonly_wallet_id && changed ? next.watchonly_wallet_id : null;
 }
 
+/** An id of another wallet's (or no) watch-only wallet is not found, as for ids in paths. */
 export function requireWatchonlyFound(exists: boolean): void {
-  if (!exists) throw noWatchonly('watchonly_wallet_id names no watch-only wallet of yours');
+  if (!exists) throw new DomainError(404, 'Watch-only wallet not found');
 }
 
 export function archivePlan(plan: Plan, now: number): { plan: Plan; changed: boolean } {

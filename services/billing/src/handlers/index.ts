@@ -4,12 +4,12 @@ import type { Scheduler } from '../scheduler.js';
 import { devClock } from './dev.clock.js';
 import { archivePlanHandler } from './plans.archive.js';
 import { createPlan } from './plans.create.js';
-import { getPlan } from './plans.get.js';
+import { getPlan, planExists } from './plans.get.js';
 import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
 import { nwcFallback, portalCancel, portalListSubscriptions, subscriberOfToken } from './portal.js';
-import { planOwned, subscriptionContact } from './notification-contacts.js';
+import { subscriptionContact } from './notification-contacts.js';
 import { getPublicPlan } from './public.plan_get.js';
 import { subscribe, subscribeNwc } from './public.subscribe.js';
 import { getSubscriber, listPlanSubscribers, listSubscribers } from './subscribers.js';
@@ -23,13 +23,13 @@ import { resumeSubscription } from './subscriptions.resume.js';
 import { updateSubscription } from './subscriptions.update.js';
 
 export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
-  listPlans(d), createPlan(d), getPlan(d), updatePlanHandler(d), archivePlanHandler(d), listArchivedPlans(d), getPublicPlan(d),
+  listPlans(d), createPlan(d), getPlan(d), planExists(d), updatePlanHandler(d), archivePlanHandler(d), listArchivedPlans(d), getPublicPlan(d),
   listPlanSubscribers(d),
   listSubscriptions(d), getSubscription(d), updateSubscription(d), pauseSubscription(d), resumeSubscription(d, scheduler),
   cancelSubscription(d), extendSubscription(d), manageLink(d), listSubscriptionPayments(d), listArchivedSubscriptions(d),
   listSubscribers(d), getSubscriber(d),
   subscribe(d), subscribeNwc(d),
   portalListSubscriptions(d), portalCancel(d), subscriberOfToken(d), nwcFallback(d),
-  subscriptionContact(d), planOwned(d),
+  subscriptionContact(d),
   ...(d.devClock ? [devClock(d, scheduler)] : []),
 ];

@@ -18,7 +18,3 @@ export const subscriptionContact = (d: Deps) =>
       manage_url: manageUrl(d.publicBaseUrl, d.secrets.open(s.token_sealed)),
     };
   });
-
-/** The notifier stores plan settings only for the owner's own plans. */
-export const planOwned = (d: Deps) =>
-  messageHandler(notificationMessages.planOwned, async ({ wallet_id, plan_id }) => ({ exists: !!(await d.plans.get(d.db, wallet_id, plan_id)) }));

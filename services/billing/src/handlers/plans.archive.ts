@@ -2,12 +2,13 @@ import { messages } from '@sb/contracts';
 import { callMessage, conflict, enqueueEvent, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import { SCHEMA, type Deps } from '../deps.js';
 import { archivePlan } from '../domain/plans.js';
-import { applyTransition } from '../transitions.js';
+import { applyTransition, emit } from '../transitions.js';
 
 /**
  * Archiving is idempotent: the first call flips the flag, cancels every live subscription of the plan
- * (access to the end of the paid period) and records `plan.archived` plus one `subscription.cancelled`
- * per subscription in the same transaction; later calls answer the archived plan and emit nothing.
+ * (access to the end of the paid period) and records one `subscription.cancelled` and one `plan.archived`
+ * per subscription (a lone `plan.archived` when there were none) in the same transaction; later calls
+ * answer the same (the archived plan and how many subscriptions it cancelled) and emit nothing.
  */
 export const archivePlanHandler = (d: Deps) =>
   routeHandler('plans.archive', async (req) => {
@@ -19,22 +20,20 @@ export const archivePlanHandler = (d: Deps) =>
       const { version, ...plan } = current;
       const now = unixSeconds(d.clock);
       const { plan: archived, changed } = archivePlan(plan, now);
-      let cancelled = 0;
-      if (changed) {
-        if (!(await d.plans.update(tx, archived, version, now))) throw conflict('Plan was changed concurrently; retry');
-        for (const sub of await d.subscriptions.liveOfPlan(tx, archived.id)) {
-          await applyTransition(d, tx, sub, { type: 'plan_archived' }, now, {}, { notify_subscriber: true });
-          cancelledIds.push(sub.id);
-          cancelled++;
-        }
-        await enqueueEvent(tx, SCHEMA, d.clock, wallet, 'plan.archived', {
-          plan_id: archived.id,
-          plan_name: archived.name,
-          amount_sats: archived.amount_sats,
-          cancelled_subscriptions: cancelled,
-        });
+      if (!changed) return { ...archived, cancelled_subscriptions: await d.subscriptions.countCancelledByArchive(tx, archived.id) };
+      if (!(await d.plans.update(tx, archived, version, now))) throw conflict('Plan was changed concurrently; retry');
+      const cancelledSubs = [];
+      for (const sub of await d.subscriptions.liveOfPlan(tx, archived.id)) {
+        cancelledSubs.push(await applyTransition(d, tx, sub, { type: 'plan_archived' }, now, {}, { notify_subscriber: true }));
+        cancelledIds.push(sub.id);
       }
-      return { ...archived, cancelled_subscriptions: cancelled };
+      const planEvent = { status: 'archived', cancelled_subscriptions: cancelledSubs.length };
+      // The WebhookEvent names a subscription: one event per subscription the archive ended, or one for the plan alone.
+      for (const sub of cancelledSubs) await emit(d, tx, sub, 'plan.archived', planEvent);
+      if (!cancelledSubs.length) {
+        await enqueueEvent(tx, SCHEMA, d.clock, wallet, 'plan.archived', { plan_id: archived.id, plan_name: archived.name, amount_sats: archived.amount_sats, ...planEvent });
+      }
+      return { ...archived, cancelled_subscriptions: cancelledSubs.length };
     });
     for (const id of cancelledIds) {
       await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: result.wallet, subscription_id: id }).catch((err) =>

@@ -150,6 +150,15 @@ export class SubscriptionsRepo {
     return rows;
   }
 
+  /** How many subscriptions archiving the plan cancelled (a repeated archive answers the same). */
+  async countCancelledByArchive(q: Queryable, planId: string): Promise<number> {
+    const { rows } = await q.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND cancel_reason = 'plan archived'`,
+      [planId],
+    );
+    return rows[0]?.n ?? 0;
+  }
+
   /** The subscription's NWC wallet is gone: it renews by invoice from now on. True when this call changed it. */
   async setNwcFallback(q: Queryable, walletId: string, id: string, now: number): Promise<boolean> {
     const { rowCount } = await q.query(

@@ -1,4 +1,4 @@
-import type { Queryable } from '@sb/runtime';
+import type { Queryable, SecretBox } from '@sb/runtime';
 
 export type IdempotencyClaim =
   | { kind: 'new' }
@@ -11,9 +11,14 @@ export type IdempotencyClaim =
  * requests with one key cannot both execute. An unfinished claim holds only for its lease (the request's
  * longest run): after that the gateway that made it is taken to be gone, and the same request may claim
  * the key again.
+ * A kept response may hold secrets (a checkout's portal link), so it is sealed with SECRETS_KEY, never
+ * stored as it was sent.
  */
 export class IdempotencyRepo {
-  constructor(private readonly schema = 'gateway') {}
+  constructor(
+    private readonly schema: string,
+    private readonly box: SecretBox,
+  ) {}
 
   async claim(q: Queryable, scope: string, key: string, requestHash: string, leaseSeconds: number): Promise<IdempotencyClaim> {
     const k = `${this.schema}.idempotency_keys`;
@@ -36,7 +41,7 @@ export class IdempotencyRepo {
     if (!row) return this.claim(q, scope, key, requestHash, leaseSeconds);
     if (row.request_hash !== requestHash) return { kind: 'mismatch' };
     if (row.status_code === null) return { kind: 'in_progress' };
-    return { kind: 'replay', status: row.status_code, body: row.response_body };
+    return { kind: 'replay', status: row.status_code, body: this.opened(row.response_body) };
   }
 
   async complete(q: Queryable, scope: string, key: string, status: number, body: unknown): Promise<void> {
@@ -44,8 +49,13 @@ export class IdempotencyRepo {
       scope,
       key,
       status,
-      JSON.stringify(body),
+      JSON.stringify({ sealed: this.box.seal(JSON.stringify(body ?? null)) }),
     ]);
+  }
+
+  private opened(stored: unknown): unknown {
+    const sealed = (stored as { sealed?: unknown } | null)?.sealed;
+    return typeof sealed === 'string' ? JSON.parse(this.box.open(sealed)) : stored;
   }
 
   /** A failure that did not come from the domain (timeout, crash) frees the key so the client can retry. */

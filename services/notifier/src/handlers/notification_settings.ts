@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
-  notificationMessages, type NotificationListQuery, type NotificationSettingsUpdate, type NotificationTestRequest, type PlanNotificationSettingsUpdate,
+  messages, notificationMessages, type NotificationListQuery, type NotificationSettingsUpdate, type NotificationTestRequest, type PlanNotificationSettingsUpdate,
 } from '@sb/contracts';
 import { callMessage, DomainError, messageHandler, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
@@ -42,7 +42,7 @@ async function save(d: Deps, walletId: string, row: string, body: NotificationSe
 }
 
 async function requireOwnPlan(d: Deps, walletId: string, planId: string): Promise<void> {
-  const { exists } = await callMessage(d.bus, notificationMessages.planOwned, { wallet_id: walletId, plan_id: planId });
+  const { exists } = await callMessage(d.bus, messages.planExists, { wallet_id: walletId, id: planId });
   if (!exists) throw notFound('Plan');
 }
 

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { PaginationQuery, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate } from '@sb/contracts';
-import { newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
+import { messages, type PaginationQuery, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate } from '@sb/contracts';
+import { callMessage, newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
 import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
-import type { DeliveryRecord } from '../store/deliveries.repo.js';
+import type { DeliveryAttempt, DeliveryRecord } from '../store/deliveries.repo.js';
 import type { EndpointRecord } from '../store/endpoints.repo.js';
 
 const ENDPOINT_ID_PREFIX = 'whe_';
@@ -14,10 +14,10 @@ const toEndpoint = (r: EndpointRecord): WebhookEndpoint => ({
   id: r.id, url: r.url, events: r.events, plan_id: r.plan_id, description: r.description, created_at: r.created_at,
 });
 
-const toDelivery = (r: DeliveryRecord): WebhookDelivery => ({
+const toDelivery = (r: DeliveryRecord, attempts: DeliveryAttempt[]): WebhookDelivery => ({
   id: r.id, endpoint_id: r.endpoint_id, event_id: r.event_id, event: r.event, status: r.status, attempt_count: r.attempt_count,
   last_status_code: r.last_status_code, last_error: r.last_error, next_attempt_at: r.next_attempt_at, delivered_at: r.delivered_at,
-  replay_of: r.replay_of, created_at: r.created_at,
+  replay_of: r.replay_of, created_at: r.created_at, attempts,
 });
 
 async function ownEndpoint(d: Deps, walletId: string, id: string): Promise<EndpointRecord> {
@@ -34,6 +34,10 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     } catch (err) {
       if (err instanceof UrlNotAllowed) throw unprocessable(['body', 'url'], `url ${err.message}`);
       throw err;
+    }
+    // A plan of another wallet (or none) is not found, as for ids in paths: no endpoint hears of it.
+    if (body.plan_id && !(await callMessage(d.bus, messages.planExists, { wallet_id: walletOf(req), id: body.plan_id })).exists) {
+      throw notFound('Plan');
     }
     // Standard Webhooks: whsec_ + base64 of the HMAC key; 24 random bytes = 192 bits.
     const secret = `whsec_${randomBytes(24).toString('base64')}`;
@@ -70,7 +74,8 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     const ep = await ownEndpoint(d, walletOf(req), req.params.id);
     const { limit, offset } = req.query as PaginationQuery;
     const page = await d.deliveries.list(d.db, ep.id, limit, offset);
-    return { ...page, items: page.items.map(toDelivery) };
+    const attempts = await d.deliveries.attemptsOf(d.db, page.items.map((r) => r.id));
+    return { ...page, items: page.items.map((r) => toDelivery(r, attempts.get(r.id) ?? [])) };
   }),
 
   routeHandler('webhook_deliveries.replay', async (req) => {
@@ -84,6 +89,6 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
       id, endpoint_id: ep.id, wallet_id: original.wallet_id, event_id: original.event_id, event: original.event, body: original.body,
       now: Math.floor(nowMs / 1000), replay_of: original.id,
     });
-    return toDelivery((await d.deliveries.get(d.db, ep.id, id))!);
+    return toDelivery((await d.deliveries.get(d.db, ep.id, id))!, []);
   }),
 ];

@@ -1,7 +1,9 @@
 import type { Paginated, WebhookDelivery } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
 
-export interface DeliveryRecord extends WebhookDelivery {
+export type DeliveryAttempt = WebhookDelivery['attempts'][number];
+
+export interface DeliveryRecord extends Omit<WebhookDelivery, 'attempts'> {
   wallet_id: string;
   body: string;
   first_attempt_at: number | null;
@@ -50,6 +52,18 @@ export class DeliveriesRepo {
     return { items: page.rows, total: count.rows[0]?.n ?? 0, limit, offset };
   }
 
+  /** The attempts of each delivery, oldest first. */
+  async attemptsOf(q: Queryable, deliveryIds: string[]): Promise<Map<string, DeliveryAttempt[]>> {
+    const { rows } = await q.query<DeliveryAttempt & { delivery_id: string }>(
+      `SELECT delivery_id, attempted_at::float8 AS attempted_at, status_code, error, duration_ms
+         FROM ${this.schema}.delivery_attempts WHERE delivery_id = ANY($1) ORDER BY id`,
+      [deliveryIds],
+    );
+    const out = new Map<string, DeliveryAttempt[]>(deliveryIds.map((id) => [id, []]));
+    for (const { delivery_id, ...a } of rows) out.get(delivery_id)?.push(a);
+    return out;
+  }
+
   /**
    * Claims due deliveries for `leaseS` seconds: SKIP LOCKED lets replicas share the work, and the moved
    * next_attempt_at keeps others off them while this one sends, without holding a transaction open over
@@ -69,7 +83,10 @@ export class DeliveriesRepo {
     return rows;
   }
 
-  /** Logs the attempt and moves the delivery on: delivered, retried at `next`, or failed for good. */
+  /**
+   * Logs the attempt and moves the delivery on: delivered, retried at `next`, or failed for good. Call it
+   * inside a transaction: the attempt row and the delivery never disagree, whenever the process dies.
+   */
   async finishAttempt(q: Queryable, d: ClaimedDelivery, o: AttemptOutcome, now: number, next: number | null): Promise<void> {
     await q.query(`INSERT INTO ${this.schema}.delivery_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)`, [
       d.id, now, o.status_code, o.error, o.duration_ms,

@@ -24,7 +24,7 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: { 
     const row = await d.connections.recordFailure(tx, conn.id, code, message, now, MAX_CONSECUTIVE_FAILURES);
     if (row && !row.is_active && conn.is_active) {
       await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', {
-        subscription_id: row.subscription_id, plan_id: row.plan_id, plan_name: row.plan_name, connection_id: row.id, subscriber_id: row.subscriber_id,
+        subscription_id: row.subscription_id, plan_id: row.plan_id, plan_name: row.plan_name, status: 'disabled', connection_id: row.id, subscriber_id: row.subscriber_id,
         wallet_pubkey: row.wallet_pubkey.slice(0, 8), error_code: code, last_error: message, consecutive_failures: row.consecutive_failures,
         ...(row.subscriber_email ? { subscriber_email: row.subscriber_email } : {}),
         ...(row.subscriber_name ? { subscriber_name: row.subscriber_name } : {}),

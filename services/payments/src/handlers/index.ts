@@ -1,4 +1,4 @@
-import type { Handler } from '@sb/runtime';
+import { DomainError, routeHandler, type Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { devPay } from './dev.pay.js';
 import { devPayInvoice } from './dev.pay_invoice.js';
@@ -17,9 +17,15 @@ import { paypalOf } from '../providers/walletproc.js';
 import { walletprocWebhook } from './webhooks.walletproc.js';
 
 /**
- * Every subject this service answers. The cardproc and walletproc callbacks only with a real provider on
- * that rail (otherwise their subjects stay unanswered, so the gateway says 503).
+ * A callback route whose rail has no real provider here (dev, or none): nothing can verify what arrives,
+ * so it is refused as any unverifiable callback is (a 503 would tell the sender to retry forever).
  */
+const unverifiable = (id: 'webhooks.cardproc' | 'webhooks.walletproc') =>
+  routeHandler(id, async () => {
+    throw new DomainError(400, 'Invalid callback');
+  });
+
+/** Every subject this service answers. */
 export const allHandlers = (d: Deps): Handler[] => [
   createPaymentHandler(d),
   confirmPreimageHandler(d),
@@ -35,9 +41,7 @@ export const allHandlers = (d: Deps): Handler[] => [
   watchonlyWalletExists(d),
   // One handler for both routes: the POST callback and its GET twin share `payments.webhooks.chargeproc`.
   chargeprocWebhook(d),
-  // Only with the Stripe rail: without it the subject stays unanswered and the gateway says 503.
-  ...(d.rails.cardproc instanceof StripeCardRail ? [cardprocWebhook(d, d.rails.cardproc)] : []),
-  // Only with the PayPal rail, likewise.
-  ...(paypalOf(d.rails) ? [walletprocWebhook(d)] : []),
+  d.rails.cardproc instanceof StripeCardRail ? cardprocWebhook(d, d.rails.cardproc) : unverifiable('webhooks.cardproc'),
+  paypalOf(d.rails) ? walletprocWebhook(d) : unverifiable('webhooks.walletproc'),
   ...(d.devMode ? [devPay(d), devPayInvoice(d)] : []),
 ];

@@ -134,6 +134,10 @@ export class StripeCardRail implements Rail {
   /** The event of a webhook delivery, verified against the endpoint secret on the exact bytes; anything else is 400. */
   verifyEvent(raw: Buffer, signature: string | undefined): StripeEvent {
     if (!signature) throw new DomainError(400, 'Invalid callback');
+    // Stripe's check refuses only old timestamps; one from the future is refused the same way, so a
+    // signature leaked with a far-future timestamp cannot be replayed for as long as it says.
+    const t = Number(/(?:^|,)\s*t=(\d{1,12})(?:,|$)/.exec(signature)?.[1]);
+    if (!Number.isFinite(t) || t > this.wall.nowMs() / 1000 + WEBHOOK_TOLERANCE_S) throw new DomainError(400, 'Invalid callback');
     // Several secrets: the platform endpoint's and a Connect endpoint's sign differently.
     for (const secret of this.s.webhookSecret.split(',').map((x) => x.trim()).filter(Boolean)) {
       try {

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { eventSchema, isStorableText, MAX_JSON_DEPTH, undecodableQueryIssues, unstorableIssues } from '../src/index.js';
+
+describe('unstorableIssues', () => {
+  it('names every string and key holding NUL or an unpaired surrogate, and lets real text through', () => {
+    expect(isStorableText('plain é 😀 \u202e')).toBe(true);
+    for (const bad of ['\u0000', 'a\u0000', '\ud800', '\udc00x', 'x\ud83d']) expect(isStorableText(bad), JSON.stringify(bad)).toBe(false);
+    const issues = unstorableIssues({ name: 'ok', description: 'x\u0000', metadata: { ['k\ud800']: 'v', k2: ['a', '\udc00'] } }, 'body');
+    expect(issues.map((i) => i.loc).sort()).toEqual([['body', 'description'], ['body', 'metadata', 'k2', 1], ['body', 'metadata', 'k\ufffd']].sort());
+    expect(unstorableIssues({ a: [1, { b: 'c' }], n: null, t: true }, 'body')).toEqual([]);
+  });
+
+  it('refuses nesting deeper than the limit without overflowing itself', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    expect(unstorableIssues(deep, 'body')).toEqual([{ loc: ['body'], msg: `Nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'too_deep' }]);
+    let ok: unknown = 1;
+    for (let i = 0; i < MAX_JSON_DEPTH; i++) ok = { a: ok };
+    expect(unstorableIssues(ok, 'body')).toEqual([]);
+  });
+});
+
+describe('undecodableQueryIssues', () => {
+  it('names query values that are not UTF-8 once percent-decoded', () => {
+    expect(undecodableQueryIssues('search=a%ED%A0%80b&limit=5')).toEqual([{ loc: ['query', 'search'], msg: expect.any(String), type: 'string_unstorable' }]);
+    expect(undecodableQueryIssues('search=%F0%9F%98%80&x=%20+y&flag')).toEqual([]);
+    expect(undecodableQueryIssues('%FF=1')).toHaveLength(1);
+  });
+});
+
+describe('event schemas', () => {
+  it('require the WebhookEvent fields, subscription_id only where one applies', () => {
+    const base = { plan_id: 'plan_1', plan_name: 'P', status: 'active' };
+    expect(eventSchema('subscription.paused').safeParse({ event: 'subscription.paused', timestamp: 1, data: base }).success).toBe(false);
+    expect(eventSchema('subscription.paused').safeParse({ event: 'subscription.paused', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success).toBe(true);
+    const archived = { event: 'plan.archived', timestamp: 1, data: { ...base, status: 'archived', cancelled_subscriptions: 0 } };
+    expect(eventSchema('plan.archived').safeParse(archived).success).toBe(true);
+    expect(eventSchema('plan.archived').safeParse({ ...archived, data: { ...archived.data, status: undefined } }).success).toBe(false);
+    expect(eventSchema('nwc.wallet_disabled').safeParse({ event: 'nwc.wallet_disabled', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success).toBe(false);
+  });
+});

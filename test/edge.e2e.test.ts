@@ -1,0 +1,238 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { call, client } from './support/http.js';
+import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
+import { newWallets, type WalletKeys } from './support/stack.js';
+
+/**
+ * The edge as a stranger meets it: text the database cannot hold, hostile nesting, ids of another
+ * wallet inside bodies, secrets at rest, wrong methods; each answered with a 4xx that changes nothing.
+ */
+const stack = inject('stack');
+const anon = client(stack.api);
+let db: pg.Pool;
+let w1: WalletKeys, w2: WalletKeys;
+let admin: ReturnType<typeof client>, invoice: ReturnType<typeof client>, other: ReturnType<typeof client>;
+let plan: { id: string }, trialPlan: { id: string }, theirPlan: { id: string };
+let sub: string, token: string;
+let doc: any;
+const secrets: Record<string, string[]> = { 'API key': [], 'portal token': [], 'webhook secret': [] };
+
+const NUL = '\u0000';
+const LONE = '\ud800';
+const count = async (sql: string, params: unknown[] = []) => (await db.query(sql, params)).rows[0].n as number;
+
+beforeAll(async () => {
+  db = new pg.Pool({ connectionString: stack.databaseUrl, max: 2 });
+  [w1, w2] = (await newWallets(stack.databaseUrl, 2)) as [WalletKeys, WalletKeys];
+  for (const w of [w1, w2]) secrets['API key']!.push(w.admin_key, w.invoice_key);
+  admin = client(stack.api, w1.admin_key);
+  invoice = client(stack.api, w1.invoice_key);
+  other = client(stack.api, w2.admin_key);
+  plan = (await admin.post('/plans', { name: 'Edge', amount_sats: 1000, interval: 'monthly' })).body;
+  trialPlan = (await admin.post('/plans', { name: 'Edge trial', amount_sats: 1000, interval: 'weekly', trial_days: 7 })).body;
+  theirPlan = (await other.post('/plans', { name: 'Theirs', amount_sats: 1000, interval: 'monthly' })).body;
+  const trial = await anon.post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', email: 'edge@example.com', name: 'Edge' });
+  expect(trial.status).toBe(201);
+  sub = trial.body.subscription_id;
+  token = new URL(trial.body.manage_url).searchParams.get('token')!;
+  secrets['portal token']!.push(token);
+  doc = (await anon.get('/openapi.json')).body;
+});
+afterAll(() => db?.end());
+
+/** Credentials an operation of the document takes, so the request passes auth and reaches the check. */
+function authFor(op: any): Record<string, string> {
+  const scheme = Object.keys(op.security?.[0] ?? {})[0];
+  if (scheme === 'AdminKey') return { 'X-Api-Key': w1.admin_key };
+  if (scheme === 'InvoiceKey') return { 'X-Api-Key': w1.invoice_key };
+  if (scheme === 'SubscriberToken') return { 'X-Subscriber-Token': token };
+  return {};
+}
+
+describe('text the database cannot hold: NUL and unpaired surrogates', () => {
+  it('an id that cannot exist is 404 on every operation with a path id, whatever its auth', async () => {
+    let checked = 0;
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      if (!path.includes('{')) continue;
+      for (const [method, op] of Object.entries<any>(item)) {
+        for (const bad of ['%00', 'pla%00n', '%ED%A0%80', '%ED%B0%80x']) {
+          const url = path.replace(/\{\w+\}/g, bad);
+          const r = await call(stack.api, method.toUpperCase(), url, { headers: { ...authFor(op), 'Idempotency-Key': `nul-${checked}` }, body: op.requestBody ? {} : undefined });
+          expect(r.status, `${method} ${url}`).toBe(404);
+          expect(r.body).toEqual({ detail: expect.any(String) });
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(60);
+  });
+
+  it('a query value is 422 naming it, percent-encoded NUL or lone surrogate alike', async () => {
+    const cases: [string, string][] = [
+      ['/subscribers?search=%00', 'search'],
+      ['/subscribers?search=a%ED%A0%80b', 'search'],
+      ['/payments?subscription_id=sub_%00', 'subscription_id'],
+      ['/payments?subscription_id=%ED%B0%80', 'subscription_id'],
+      ['/subscriptions?status=%00', 'status'],
+    ];
+    for (const [url, field] of cases) {
+      const r = await invoice.get(url);
+      expect(r.status, url).toBe(422);
+      expect(r.body.detail.map((i: { loc: unknown[] }) => i.loc), url).toContainEqual(['query', field]);
+    }
+    expect((await invoice.get('/subscribers?search=%F0%9F%98%80')).status).toBe(200); // a real (paired) emoji is text
+  });
+
+  it('a body string or metadata key/value is 422 naming the field, and nothing is stored', async () => {
+    const plans = await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id]);
+    const subscribers = await count('SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1', [w1.id]);
+    for (const bad of [NUL, LONE, `a${LONE}b`, '\udc00', `x${NUL}`]) {
+      const cases: [() => Promise<{ status: number; body: any }>, unknown[]][] = [
+        [() => admin.post('/plans', { name: bad, amount_sats: 1000, interval: 'monthly' }), ['body', 'name']],
+        [() => admin.post('/plans', { name: 'ok', description: bad, amount_sats: 1000, interval: 'monthly' }), ['body', 'description']],
+        [() => admin.put(`/plans/${plan.id}`, { description: `d${bad}` }), ['body', 'description']],
+        [() => admin.put(`/subscriptions/${sub}`, { metadata: { k: bad } }), ['body', 'metadata', 'k']],
+        [() => admin.put(`/subscriptions/${sub}`, { metadata: { [`k${NUL}`]: 'v' } }), ['body', 'metadata', 'k\ufffd']],
+        [() => anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'n@example.com', name: bad }), ['body', 'name']],
+        [() => anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'n@example.com', messenger: bad }), ['body', 'messenger']],
+        [() => anon.post('/public/subscribe', { plan_id: `${plan.id}${bad}`, payment_method: 'lightning', email: 'n@example.com' }), ['body', 'plan_id']],
+        [() => admin.post('/watchonly-wallets', { name: bad, xpub: 'zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs' }), ['body', 'name']],
+        [() => admin.post('/webhook-endpoints', { url: 'https://93.184.216.34/hook', description: bad }), ['body', 'description']],
+      ];
+      for (const [send, loc] of cases) {
+        const r = await send();
+        expect(r.status, `${JSON.stringify(bad)} ${loc.join('.')}`).toBe(422);
+        expect(r.body.detail.map((i: { loc: unknown[] }) => i.loc)).toContainEqual(loc);
+      }
+    }
+    expect(await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id])).toBe(plans);
+    expect(await count('SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1', [w1.id])).toBe(subscribers);
+    expect((await invoice.get(`/subscriptions/${sub}`)).body.metadata ?? {}).toEqual({});
+  });
+});
+
+describe('deeply nested JSON', () => {
+  const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+  const nestedObject = (n: number) => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
+
+  it('is 422 before any other work on every POST route, bodiless ones included, with or without Idempotency-Key', async () => {
+    const routes: [string, ReturnType<typeof client>, Record<string, string>?][] = [
+      [`/subscriptions/${sub}/pause`, admin],
+      [`/subscriptions/${sub}/resume`, admin],
+      [`/subscriptions/${sub}/cancel`, admin],
+      [`/subscriptions/${sub}/extend?days=1`, admin],
+      ['/plans', admin],
+      ['/webhook-endpoints', admin],
+      ['/webhook-endpoints/whe_x/deliveries/del_x/replay', admin],
+      ['/public/subscribe', anon],
+      [`/public/manage/subscription/${sub}/cancel`, anon, { 'X-Subscriber-Token': token }],
+    ];
+    const before = (await invoice.get(`/subscriptions/${sub}`)).body;
+    for (const [url, c, headers] of routes) {
+      for (const raw of [deep(20_000), nestedObject(5_000), deep(33)]) {
+        for (const idem of [true, false]) {
+          const r = await c.post(url, undefined, { raw, headers: { ...headers, ...(idem ? { 'Idempotency-Key': `deep-${url}` } : {}) } });
+          expect(r.status, `${url} ${raw.length} ${idem}`).toBe(422);
+          expect(r.body.detail[0]).toMatchObject({ loc: ['body'], type: 'too_deep' });
+        }
+      }
+    }
+    // Nothing ran: the subscription is as it was, and the keys are free for a real request.
+    expect((await invoice.get(`/subscriptions/${sub}`)).body).toEqual(before);
+    const ok = await admin.post(`/subscriptions/${sub}/pause`, undefined, { headers: { 'Idempotency-Key': `deep-/subscriptions/${sub}/pause` } });
+    expect(ok.status).toBe(200);
+    expect((await admin.post(`/subscriptions/${sub}/resume`)).status).toBe(200);
+    // 32 levels is still JSON the routes read.
+    expect((await admin.put(`/subscriptions/${sub}`, undefined, { raw: JSON.stringify({ metadata: { k: 'v' } }) })).status).toBe(200);
+  });
+});
+
+describe('ids of another wallet inside request bodies', () => {
+  it('a webhook endpoint naming another wallet\'s (or no) plan is 404 and not created', async () => {
+    const before = await count('SELECT count(*)::int AS n FROM notifier.endpoints WHERE wallet_id = $1', [w1.id]);
+    for (const plan_id of [theirPlan.id, 'plan_01NOSUCHPLAN']) {
+      const r = await admin.post('/webhook-endpoints', { url: 'https://93.184.216.34/hook', plan_id });
+      expect(r.status, plan_id).toBe(404);
+      expect(r.body.detail).toBe('Plan not found');
+    }
+    expect(await count('SELECT count(*)::int AS n FROM notifier.endpoints WHERE wallet_id = $1', [w1.id])).toBe(before);
+    const own = await admin.post('/webhook-endpoints', { url: 'https://93.184.216.34/hook', plan_id: plan.id }, { headers: { 'Idempotency-Key': 'own-endpoint' } });
+    expect(own.status).toBe(201);
+    secrets['webhook secret']!.push(own.body.secret);
+  });
+
+  it('a plan naming another wallet\'s (or no) watch-only wallet is 404, on any plan', async () => {
+    const theirs = await other.post('/watchonly-wallets', {
+      name: 'Theirs', xpub: 'xpub661MyMwAqRbcFtXgS5sYJABqqG9YLmC4Q1Rdap9gSE8NqtwybGhePY2gZ29ESFjqJoCu1Rupje8YtGqsefD265TMg7usUDFdp6W1EGMcet8',
+    });
+    expect(theirs.status).toBe(201);
+    for (const watchonly_wallet_id of [theirs.body.id, 'wow_01NOSUCHWALLET']) {
+      expect((await admin.post('/plans', { name: 'P', amount_sats: 1000, interval: 'monthly', watchonly_wallet_id })).status).toBe(404);
+      expect((await admin.put(`/plans/${plan.id}`, { watchonly_wallet_id })).status).toBe(404);
+    }
+    expect((await invoice.get(`/plans/${plan.id}`)).body.watchonly_wallet_id).toBeNull();
+  });
+});
+
+describe('HTTP conventions', () => {
+  it('a known path with a method it does not take is 405 with Allow', async () => {
+    const r = await call(stack.api, 'PATCH', `/plans/${plan.id}`, { key: w1.admin_key, body: {} });
+    expect(r.status).toBe(405);
+    expect(r.headers.get('allow')).toBe('GET, PUT, DELETE, HEAD');
+    const d = await call(stack.api, 'DELETE', '/public/subscribe');
+    expect(d.status).toBe(405);
+    expect(d.headers.get('allow')).toBe('POST');
+    expect((await call(stack.api, 'GET', '/no-such-path')).status).toBe(404);
+  });
+
+  it('extend without days says the field is required', async () => {
+    const r = await admin.post(`/subscriptions/${sub}/extend`);
+    expect(r.status).toBe(422);
+    expect(r.body.detail).toEqual([{ loc: ['query', 'days'], msg: 'Field required', type: 'invalid_type' }]);
+    const nan = await admin.post(`/subscriptions/${sub}/extend?days=abc`);
+    expect(nan.body.detail[0].msg).toBe('Expected an integer');
+  });
+
+  it('card and wallet-processor callbacks with no provider configured are 400 "Invalid callback"', async () => {
+    for (const rail of ['cardproc', 'walletproc']) {
+      const r = await anon.post(`/public/webhook/${rail}`, { id: 'evt_1', type: 'checkout.session.completed' });
+      expect(r.status, rail).toBe(400);
+      expect(r.body).toEqual({ detail: 'Invalid callback' });
+    }
+  });
+});
+
+describe('secrets at rest and the events', () => {
+  it('a checkout sent with Idempotency-Key keeps its portal link sealed: the replay shows it, the database does not', async () => {
+    const body = { plan_id: plan.id, payment_method: 'lightning', email: 'sealed@example.com' };
+    const first = await anon.post('/public/subscribe', body, { headers: { 'Idempotency-Key': 'sealed-checkout' } });
+    expect(first.status).toBe(201);
+    const again = await anon.post('/public/subscribe', body, { headers: { 'Idempotency-Key': 'sealed-checkout' } });
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(first.body);
+    secrets['portal token']!.push(new URL(first.body.manage_url).searchParams.get('token')!);
+    const stored = (await db.query(`SELECT response_body::text AS b FROM gateway.idempotency_keys WHERE key = 'sealed-checkout'`)).rows[0].b as string;
+    expect(stored).not.toContain('token');
+    expect(stored).not.toContain(first.body.payment_id);
+  });
+
+  it('no API key, portal token or webhook secret this file created is stored in plain text anywhere', async () => {
+    await expectNoSecretAtRest(db, secrets);
+  });
+
+  it('every event recorded so far (a lifecycle here, the other files before) matches its schema in the OpenAPI webhooks', async () => {
+    // A lifecycle of our own: created (trial) above, paused, resumed, extended, cancelled, plan archived.
+    expect((await admin.post(`/subscriptions/${sub}/pause`)).status).toBe(200);
+    expect((await admin.post(`/subscriptions/${sub}/resume`)).status).toBe(200);
+    expect((await admin.post(`/subscriptions/${sub}/extend?days=3`)).status).toBe(200);
+    const archived = await admin.del(`/plans/${trialPlan.id}`);
+    expect(archived.body.cancelled_subscriptions).toBe(1);
+    expect((await admin.del(`/plans/${trialPlan.id}`)).body).toEqual(archived.body);
+    expect((await admin.del(`/plans/${plan.id}`)).status).toBe(200);
+    const seen = await expectEventsMatchSchemas(db);
+    for (const e of ['subscription.created', 'subscription.paused', 'subscription.resumed', 'subscription.extended', 'subscription.cancelled', 'plan.archived']) {
+      expect(seen[e], e).toBeGreaterThan(0);
+    }
+  });
+});
