@@ -116,7 +116,14 @@ describe('database outage under load', () => {
       }
     };
     const workers = [0, 1, 2, 3].map(worker);
-    await sleep(4000);
+    // Checkouts to be paid while the database is down (dev payments: 503, paid after).
+    const held: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await req('subscribe', 'POST', '/public/subscribe', { body: { plan_id: planId, payment_method: 'lightning', email: `held${i}@example.com` } });
+      expect(r.status).toBe(201);
+      held.push(r.body.payment_id);
+    }
+    await sleep(3000);
 
     // A checkout caught by the outage after its subscription was saved and before its payment was:
     // the payments table is held locked so its payment waits, then the database stops.
@@ -149,6 +156,11 @@ describe('database outage under load', () => {
       expect(await status(`${url}/healthz`), url).toBe(200);
       expect(await status(`${url}/readyz`), url).toBe(503);
     }
+    for (const id of held) {
+      const r = await req('pay', 'POST', `/dev/payments/${id}/pay`);
+      expect(r.status).toBe(503);
+      expect(r.retryAfter).toBeTruthy();
+    }
     const lateApi = await req('late gateway', 'GET', '/plans', { key: admin, base: `${lateGateway.url}${API_PREFIX}` });
     expect(lateApi.status).toBe(503);
     expect(lateApi.retryAfter).toBeTruthy();
@@ -178,7 +190,7 @@ describe('database outage under load', () => {
     expect(during.length).toBeGreaterThan(20);
     expect(during.filter((r) => r.status !== 503).map((r) => `${r.what} ${r.status}`)).toEqual([]);
     expect(during.filter((r) => !r.retryAfter)).toEqual([]);
-    expect(new Set(during.map((r) => r.what))).toEqual(new Set(['subscribe', 'plans', 'subscriptions', 'webhook endpoints', 'public plan', 'late gateway']));
+    expect(new Set(during.map((r) => r.what))).toEqual(new Set(['subscribe', 'pay', 'plans', 'subscriptions', 'webhook endpoints', 'public plan', 'late gateway']));
     // The load went on before and after.
     expect(records.some((r) => r.end < down && r.what === 'pay' && r.status === 200)).toBe(true);
     expect(records.some((r) => r.start > recovered && r.what === 'pay' && r.status === 200)).toBe(true);
@@ -190,6 +202,10 @@ describe('database outage under load', () => {
     expect((await req('pay', 'POST', `/dev/payments/${retry.body.payment_id}/pay`)).status).toBe(200);
     paid.add(retry.body.payment_id);
 
+    for (const id of held) {
+      expect((await req('pay', 'POST', `/dev/payments/${id}/pay`)).status).toBe(200);
+      paid.add(id);
+    }
     // Payments whose pay answer was lost: paid now (or found paid already).
     for (const id of unsure) {
       const r = await req('pay', 'POST', `/dev/payments/${id}/pay`);
