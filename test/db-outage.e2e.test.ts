@@ -300,6 +300,39 @@ describe('database outage under load', () => {
   });
 });
 
+describe('POST /dev/clock with a sweep that takes long', () => {
+  it('answers 200 once the clock moved, the sweep finishing in the background', async () => {
+    await cluster.start();
+    const plan = await req('plan', 'POST', '/plans', { key: admin, body: { name: 'Slow sweep', amount_sats: 1000, interval: 'weekly', trial_days: 2 } });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await req('subscribe', 'POST', '/public/subscribe', { body: { plan_id: plan.body.id, payment_method: 'lightning', email: `slow${i}@example.com` } })).body.subscription_id);
+    }
+    const clock = await req('clock', 'POST', '/dev/clock', { key: admin, body: {} });
+    const end = (await stack.db.query('SELECT current_period_end FROM billing.subscriptions WHERE id = $1', [ids[0]])).rows[0].current_period_end as number;
+    const advance = end - DAY / 2 - clock.body.now;
+    const renewals = async () =>
+      (await stack.db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids])).rows[0].n as number;
+
+    // The sweep is held up (its table locked) far longer than the gateway's BUS_TIMEOUT_MS.
+    const locker = new pg.Client({ connectionString: stack.databaseUrl });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE billing.subscriptions IN ACCESS EXCLUSIVE MODE');
+      const moved = await req('clock', 'POST', '/dev/clock', { key: admin, body: { advance_seconds: advance } });
+      expect(moved.status).toBe(200);
+      expect(moved.body.offset_seconds - clock.body.offset_seconds).toBe(advance);
+      expect(await renewals()).toBe(0);
+      await locker.query('COMMIT');
+    } finally {
+      await locker.end();
+    }
+    expect(await until(renewals, (n) => n === 3, 30_000)).toBe(3);
+    expect((await req('clock', 'POST', '/dev/clock', { key: admin, body: {} })).body.offset_seconds - clock.body.offset_seconds).toBe(advance);
+  });
+});
+
 /** Every outbox row of every service is published, and the stream holds each event once. */
 async function expectOutboxPublishedOnce(): Promise<void> {
   const schemas = ['billing', 'payments', 'nwc', 'notifier'];

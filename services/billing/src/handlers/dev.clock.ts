@@ -6,7 +6,7 @@ import type { Scheduler } from '../scheduler.js';
  * How long the answer waits for the sweep that follows a move: well inside the route's bus wait, so
  * the caller always learns that the clock moved (a 503 would make it move the clock again on retry).
  */
-const SWEEP_WAIT_MS = 10_000;
+const SWEEP_WAIT_MS = 20_000;
 
 /**
  * DEV_MODE only: moves the shared test clock, then runs a scheduler sweep so the move shows at once.
