@@ -52,10 +52,10 @@ export async function startPgCluster(): Promise<PgCluster> {
     const [cmd, argv] = asOwner(join(bin, 'pg_ctl'), ['-D', data, ...args]);
     return run(cmd, argv, { encoding: 'utf8' });
   };
-  const [initCmd, initArgs] = asOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync']);
+  const [initCmd, initArgs] = asOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
   await run(initCmd, initArgs, { encoding: 'utf8' });
   // fsync off: an immediate stop kills processes, not the machine, so written data is in the OS cache.
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c shared_buffers=32MB`;
   const start = async () => {
     // Already running (a test that failed while it was down left it so for the next one)?
     if (await pgctl('status').then(() => true, () => false)) return;
