@@ -60,9 +60,9 @@ export function isDbUnavailable(err: unknown, depth = 0): boolean {
 /**
  * A client taken out of the pool with an 'error' listener for as long as it is out: a connection that
  * breaks meanwhile (database restart) emits 'error', which without a listener would end the process.
- * `done` gives it back, destroyed when it broke or failed with a connection error.
+ * `done` gives it back, destroyed when it broke, failed with a connection error, or `destroy` says so.
  */
-async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (err?: unknown) => void }> {
+async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (err?: unknown, destroy?: boolean) => void }> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (err: Error) => {
@@ -71,8 +71,8 @@ async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (
   client.on('error', onError);
   return {
     client,
-    done(err) {
-      if (!broken && isDbUnavailable(err)) broken = err as Error;
+    done(err, destroy = false) {
+      if (!broken && (destroy || isDbUnavailable(err))) broken = err instanceof Error ? err : new Error('connection in an unknown state');
       client.removeListener('error', onError);
       client.release(broken ?? undefined);
     },
@@ -99,6 +99,7 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
         const { client, done } = await checkout(pool);
         let begun = false;
         let failure: unknown;
+        let unknownState = false;
         try {
           await client.query('BEGIN');
           begun = true;
@@ -107,13 +108,14 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
           return result;
         } catch (err) {
           failure = err;
-          if (!isDbUnavailable(err)) await client.query('ROLLBACK').catch((e) => (failure = e));
+          // A connection whose ROLLBACK failed is in no known state: it is not given back to the pool.
+          if (!isDbUnavailable(err)) await client.query('ROLLBACK').catch(() => (unknownState = true));
           // A pooled connection that died while idle fails at BEGIN, before anything was done: once
           // more on a fresh one. Later failures are reported (the caller's work may have reached COMMIT).
           if (!begun && attempt === 1 && isDbUnavailable(err)) continue;
           throw err;
         } finally {
-          done(failure);
+          done(failure, unknownState);
         }
       }
     },
