@@ -190,7 +190,10 @@ describe('database outage under load', () => {
     expect(during.length).toBeGreaterThan(20);
     expect(during.filter((r) => r.status !== 503).map((r) => `${r.what} ${r.status}`)).toEqual([]);
     expect(during.filter((r) => !r.retryAfter)).toEqual([]);
-    expect(new Set(during.map((r) => r.what))).toEqual(new Set(['subscribe', 'pay', 'plans', 'subscriptions', 'webhook endpoints', 'public plan', 'late gateway']));
+    // Every kind of request met the outage (billing, payments, notifier and gateway paths).
+    expect([...new Set(during.map((r) => r.what))]).toEqual(
+      expect.arrayContaining(['subscribe', 'pay', 'plans', 'subscriptions', 'webhook endpoints', 'public plan', 'late gateway']),
+    );
     // The load went on before and after.
     expect(records.some((r) => r.end < down && r.what === 'pay' && r.status === 200)).toBe(true);
     expect(records.some((r) => r.start > recovered && r.what === 'pay' && r.status === 200)).toBe(true);
