@@ -27,7 +27,10 @@ beforeAll(async () => {
   stack = await startStack({ adminUrl: cluster.adminUrl, wallets: 1, env: { BUS_TIMEOUT_MS: String(BUS_TIMEOUT_MS) } });
   admin = stack.wallets[0]!.admin_key;
 });
+/** Processes a test started besides the stack, stopped even when it fails. */
+const extras: Array<{ stop(): Promise<void> }> = [];
 afterAll(async () => {
+  await Promise.allSettled(extras.map((e) => e.stop()));
   await stack?.stop();
   await cluster?.destroy();
 });
@@ -144,12 +147,14 @@ describe('database outage under load', () => {
     await cluster.crash();
     const down = Date.now();
     expect((await caught).status).toBe(503);
+    await locker.end().catch(() => undefined);
 
     // While it is down: alive, not ready; a gateway and a notifier started now wait for it.
     const [gwPort, notifierPort] = [await freePort(), await freePort()];
     const lateGateway = await startService('gateway', stack.env, { port: gwPort, waitReady: false });
     const lateNotifier = await startService('notifier', stack.env, { port: notifierPort, waitReady: false });
     const late = [lateGateway, lateNotifier];
+    extras.push(...late);
     await until(() => Promise.all(late.map((s) => status(`${s.url}/healthz`))), (s) => s.every((x) => x === 200), 30_000);
     await sleep(Math.max(0, OUTAGE_MS / 2 - (Date.now() - down)));
     for (const url of [...opsUrls(), ...late.map((s) => s.url)]) {
