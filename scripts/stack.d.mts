@@ -10,7 +10,7 @@ export function waitReady(url: string, timeoutMs?: number, child?: ChildProcess)
 export function startService(
   name: 'billing' | 'gateway' | 'payments' | 'nwc' | 'notifier',
   env: Record<string, string>,
-  opts?: { output?: 'inherit' | 'ignore' | ((line: string) => void); port?: number },
+  opts?: { output?: 'inherit' | 'ignore' | ((line: string) => void); port?: number; waitReady?: boolean },
 ): Promise<{ name: string; port: number; child: ChildProcess; lines: string[]; url: string; stop(): Promise<void> }>;
 export function stopChild(child: ChildProcess, signal?: NodeJS.Signals): Promise<void>;
 export function walletCli(databaseUrl: string, ...args: string[]): Promise<any>;

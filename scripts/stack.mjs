@@ -91,9 +91,9 @@ const SERVICES = {
 
 /**
  * Starts one service as a child process. `output` is 'inherit', 'ignore', or a function receiving each
- * line. Resolves once its /readyz answers 200.
+ * line. Resolves once its /readyz answers 200 (at once with `waitReady: false`).
  */
-export async function startService(name, env, { output = 'ignore', port } = {}) {
+export async function startService(name, env, { output = 'ignore', port, waitReady: wait = true } = {}) {
   const spec = SERVICES[name];
   port ??= await freePort();
   const child = spawn(process.execPath, [join(ROOT, spec.main)], {
@@ -120,6 +120,7 @@ export async function startService(name, env, { output = 'ignore', port } = {}) 
     }
   }
   const svc = { name, port, child, lines, url: `http://127.0.0.1:${port}`, stop: () => stopChild(child) };
+  if (!wait) return svc;
   try {
     await waitReady(`${svc.url}/readyz`, 90_000, child);
   } catch (err) {

@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { servePglite } from './pglite-server.mjs';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
+import { supervise } from './supervise.mjs';
 
 const DATA = join(ROOT, '.data');
 const stops = [];
@@ -76,13 +77,16 @@ async function main() {
       return shutdown(1);
     }
     const nats = await startNats(join(DATA, 'nats'));
-    stops.push(nats.stop);
+    const restartNats = async () => ({ ...(await startNats(join(DATA, 'nats'), { port: nats.port })), name: 'nats-server' });
+    stops.push(supervise({ ...nats, name: 'nats-server' }, restartNats, { active: () => !stopping }));
     natsUrl = nats.url;
     console.log(`nats-server with JetStream at ${natsUrl}`);
   }
 
   const common = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl };
   const print = (name) => (line) => process.stdout.write(`[${name}] ${line}\n`);
+  // A child that exits is started again on its port (it waits for the database and the bus itself).
+  const supervised = (svc) => supervise(svc, () => startService(svc.name, common, { output: print(svc.name), port: svc.port, waitReady: false }), { active: () => !stopping });
   // Billing, payments, NWC and the notifier start side by side; whichever started is stopped on the way out even if another failed.
   const started = await Promise.allSettled([
     startService('billing', common, { output: print('billing'), port: Number(process.env.BILLING_OPS_PORT ?? 9101) }),
@@ -90,11 +94,11 @@ async function main() {
     startService('nwc', common, { output: print('nwc'), port: Number(process.env.NWC_OPS_PORT ?? 9103) }),
     startService('notifier', common, { output: print('notifier'), port: Number(process.env.NOTIFIER_OPS_PORT ?? 9104) }),
   ]);
-  for (const r of started) if (r.status === 'fulfilled') stops.push(r.value.stop);
+  for (const r of started) if (r.status === 'fulfilled') stops.push(supervised(r.value));
   for (const r of started) if (r.status === 'rejected') throw r.reason;
   const port = Number(process.env.PORT ?? 8080);
   const gateway = await startService('gateway', common, { output: print('gateway'), port });
-  stops.push(gateway.stop);
+  stops.push(supervised(gateway));
 
   const wallets = await walletCli(databaseUrl, 'list');
   const api = `http://127.0.0.1:${port}${API_PREFIX}`;

@@ -44,18 +44,18 @@ export interface Stack extends StackInfo {
 }
 
 /** A database of its own for one stack, so stacks and reruns never see each other's rows. */
-export async function createDatabase(prefix: string): Promise<{ url: string; drop: () => Promise<void> }> {
+export async function createDatabase(prefix: string, adminUrl = ADMIN_DATABASE_URL): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `${prefix}_${process.pid}_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6)}`;
-  const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const url = new URL(ADMIN_DATABASE_URL);
+  const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return {
     url: url.toString(),
     drop: async () => {
-      const c = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+      const c = new pg.Client({ connectionString: adminUrl });
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
@@ -64,8 +64,9 @@ export async function createDatabase(prefix: string): Promise<{ url: string; dro
 }
 
 /** The whole system as real processes: a private nats-server, billing, gateway, and `wallets` wallets. */
-export async function startStack(opts: { env?: Record<string, string>; wallets?: number } = {}): Promise<Stack> {
-  const db = await createDatabase('sb_test');
+/** `adminUrl`: the server to create the stack's database on (default: the shared one, ADMIN_DATABASE_URL). */
+export async function startStack(opts: { env?: Record<string, string>; wallets?: number; adminUrl?: string } = {}): Promise<Stack> {
+  const db = await createDatabase('sb_test', opts.adminUrl);
   const natsDir = mkdtempSync(join(tmpdir(), 'sb-nats-'));
   const nats = await startNats(natsDir);
   const env: Record<string, string> = {
@@ -112,7 +113,8 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     natsUrl: nats.url,
     wallets,
     env,
-    db: new pg.Pool({ connectionString: db.url, max: 3 }),
+    // A connection lost while idle (a test stopping the database) must not end the test process.
+    db: new pg.Pool({ connectionString: db.url, max: 3 }).on('error', () => undefined),
     services: { billing, gateway, payments, nwc, notifier },
     async stopBilling() {
       await billing.stop();

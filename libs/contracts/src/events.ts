@@ -46,25 +46,25 @@ export const WebhookEventData = z
  * `payment.unapplied`: a paid payment (typically late) billing could not apply to any subscription; it is
  * recorded once, the payment shows `unapplied_reason`, and the owner refunds it.
  */
-export const PaymentUnappliedData = WebhookEventData.extend({
+const PaymentUnappliedData = WebhookEventData.extend({
   subscription_id: z.string(),
   status: z.string().openapi({ description: "The subscription's status" }),
   payment_id: Id,
   amount_sats: z.number().int().openapi({ description: 'What was paid' }),
   payment_method: z.string(),
   reason: z.string(),
-}).openapi('PaymentUnappliedData');
+});
 
 /**
  * `subscription.expired`: a checkout unpaid for 24 h, or a subscription left `payment_failed` through the
  * dunning window (then `notify_subscriber` is true). The contact may subscribe again.
  */
-export const SubscriptionExpiredData = WebhookEventData.extend({
+const SubscriptionExpiredData = WebhookEventData.extend({
   subscription_id: z.string(),
   status: z.literal('expired'),
   reason: z.string(),
   notify_subscriber: z.boolean().optional(),
-}).openapi('SubscriptionExpiredData');
+});
 
 /**
  * What each event's data holds beyond (or instead of) the common fields. An event not named here carries

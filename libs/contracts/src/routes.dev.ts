@@ -18,7 +18,8 @@ export const devRoutes = defineRoutes([
   {
     id: 'dev.clock', method: 'post', path: '/dev/clock', auth: 'admin', devOnly: true, bodyOptional: true,
     summary: 'Read the test clock, or move it forward by advance_seconds (all services follow)',
-    body: DevClockRequest, response: DevClockResponse, subject: 'billing.dev.clock',
+    // Billing answers within 20 s of the move, even when the sweep after it takes longer.
+    body: DevClockRequest, response: DevClockResponse, subject: 'billing.dev.clock', busTimeoutMs: 30_000,
   },
   {
     id: 'dev.payments.pay', method: 'post', path: '/dev/payments/{id}/pay', auth: 'none', devOnly: true,

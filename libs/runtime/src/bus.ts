@@ -3,6 +3,7 @@ import { headers as natsHeaders } from '@nats-io/transport-node';
 import { ClientNats, NatsRecordBuilder, ServerNats, type NatsContext } from '@nestjs/microservices';
 import { firstValueFrom, timeout, TimeoutError } from 'rxjs';
 import { BusReply, toValidationDetail, type z } from '@sb/contracts';
+import { isDbUnavailable } from './db.js';
 import { DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
@@ -75,6 +76,9 @@ export class BusClient {
   }
 }
 
+/** What a client sees while the database cannot be reached (a 503 with Retry-After). */
+export const DB_UNAVAILABLE_DETAIL = 'The database is not available right now, please retry';
+
 export interface Handler<S extends z.ZodType = z.ZodType> {
   subject: string;
   request: S;
@@ -110,6 +114,10 @@ export function registerHandlers(server: ServerNats, handlers: Handler<any>[], l
             if (err instanceof BusUnavailableError) {
               log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
               return { ok: false, status: 503, detail: 'A service needed for this request is not available, please retry' };
+            }
+            if (isDbUnavailable(err)) {
+              log.warn({ err: (err as Error).message, subject: h.subject }, 'database unavailable');
+              return { ok: false, status: 503, detail: DB_UNAVAILABLE_DETAIL };
             }
             const id = newId('err_');
             span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });

@@ -38,12 +38,55 @@ function traced(q: Queryable, system = 'postgresql'): Queryable {
   };
 }
 
+/** Connection errors of the driver and the network: the database is away, not the query wrong. */
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300|53400|58030)$/;
+const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED']);
+const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)/i;
+
+/**
+ * True when `err` says the database cannot be reached or dropped the connection (server down,
+ * restarting, refusing connections, too many clients): a 503 to retry, never a 500, never a crash.
+ */
+export function isDbUnavailable(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 4) return false;
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof e.code === 'string' && (UNAVAILABLE_SQLSTATE.test(e.code) || UNAVAILABLE_ERRNO.has(e.code))) return true;
+  if (typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message)) return true;
+  // Node's connect to "localhost" tries every address and reports an AggregateError.
+  if (Array.isArray(e.errors) && e.errors.some((x) => isDbUnavailable(x, depth + 1))) return true;
+  return isDbUnavailable(e.cause, depth + 1);
+}
+
+/**
+ * A client taken out of the pool with an 'error' listener for as long as it is out: a connection that
+ * breaks meanwhile (database restart) emits 'error', which without a listener would end the process.
+ * `done` gives it back, destroyed when it broke, failed with a connection error, or `destroy` says so.
+ */
+async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (err?: unknown, destroy?: boolean) => void }> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken ??= err;
+  };
+  client.on('error', onError);
+  return {
+    client,
+    done(err, destroy = false) {
+      if (!broken && (destroy || isDbUnavailable(err))) broken = err instanceof Error ? err : new Error('connection in an unknown state');
+      client.removeListener('error', onError);
+      client.release(broken ?? undefined);
+    },
+  };
+}
+
 export function createDb(url: string, opts: { max?: number; applicationName?: string } = {}): Db {
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
     application_name: opts.applicationName,
     connectionTimeoutMillis: 5000,
+    // A peer that vanished without closing the socket is noticed instead of waited on.
+    keepAlive: true,
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
@@ -52,23 +95,36 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
     pool,
     query: q.query,
     async tx(fn) {
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
-        const result = await fn(traced(client));
-        await client.query('COMMIT');
-        return result;
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw err;
-      } finally {
-        client.release();
+      for (let attempt = 1; ; attempt++) {
+        const { client, done } = await checkout(pool);
+        let begun = false;
+        let failure: unknown;
+        let unknownState = false;
+        try {
+          await client.query('BEGIN');
+          begun = true;
+          const result = await fn(traced(client));
+          await client.query('COMMIT');
+          return result;
+        } catch (err) {
+          failure = err;
+          // A connection whose ROLLBACK failed is in no known state: it is not given back to the pool.
+          if (!isDbUnavailable(err)) await client.query('ROLLBACK').catch(() => (unknownState = true));
+          // A pooled connection that died while idle fails at BEGIN, before anything was done: once
+          // more on a fresh one. Later failures are reported (the caller's work may have reached COMMIT).
+          if (!begun && attempt === 1 && isDbUnavailable(err)) continue;
+          throw err;
+        } finally {
+          done(failure, unknownState);
+        }
       }
     },
     async ping() {
       try {
-        await pool.query('SELECT 1');
-        return true;
+        return await Promise.race([
+          pool.query('SELECT 1').then(() => true),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 2000).unref()),
+        ]);
       } catch {
         return false;
       }
@@ -89,8 +145,9 @@ export interface Migration {
  */
 export async function migrate(db: Db, schema: string, migrations: Migration[]): Promise<number[]> {
   if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`bad schema name ${schema}`);
-  const client = await db.pool.connect();
+  const { client, done } = await checkout(db.pool);
   const applied: number[] = [];
+  let failure: unknown;
   try {
     await client.query('SELECT pg_advisory_lock(hashtext($1))', [`migrate:${schema}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
@@ -110,13 +167,39 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
         await client.query('COMMIT');
         applied.push(m.id);
       } catch (err) {
-        await client.query('ROLLBACK');
-        throw new Error(`migration ${schema} #${m.id} ${m.name} failed: ${(err as Error).message}`);
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw new Error(`migration ${schema} #${m.id} ${m.name} failed: ${(err as Error).message}`, { cause: err });
       }
     }
+  } catch (err) {
+    failure = err;
+    throw err;
   } finally {
-    await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`migrate:${schema}`]).catch(() => undefined);
-    client.release();
+    if (!isDbUnavailable(failure)) await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`migrate:${schema}`]).catch(() => undefined);
+    done(failure);
   }
   return applied;
+}
+
+/**
+ * `migrate` that waits for the database: while it cannot be reached the attempt is repeated with a
+ * backoff (0.25 s doubling up to `maxDelayMs`), so a service started during an outage comes up when the
+ * database does. Any other failure (a broken migration) is thrown.
+ */
+export async function migrateWhenReachable(
+  db: Db,
+  schema: string,
+  migrations: Migration[],
+  log: { warn(obj: object, msg: string): void },
+  maxDelayMs = 2000,
+): Promise<number[]> {
+  for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, maxDelayMs)) {
+    try {
+      return await migrate(db, schema, migrations);
+    } catch (err) {
+      if (!isDbUnavailable(err)) throw err;
+      log.warn({ err: (err as Error).message, attempt, retry_in_ms: delay }, 'database not reachable, migrations wait');
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
 }

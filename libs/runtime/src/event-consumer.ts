@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import { Counter, type Registry } from 'prom-client';
 import { EVENTS_STREAM, EventEnvelope } from '@sb/contracts';
-import type { Db } from './db.js';
+import { isDbUnavailable, type Db } from './db.js';
 import type { Logger } from './logger.js';
 import { ensureEventsStream } from './outbox.js';
 import { Poller } from './poller.js';
@@ -13,6 +13,8 @@ import { Poller } from './poller.js';
  * short enough that a poison event never loops.
  */
 export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000];
+
+const DB_UNAVAILABLE_RETRY_MS = 2_000;
 
 export interface EventConsumerOptions {
   /** The durable consumer's name: replicas of a service share it, so each event is handled by one of them. */
@@ -140,6 +142,13 @@ export class DurableEventConsumer {
       log.info({ consumer: durable, event_id: parsed.data.id, event: parsed.data.event, result }, 'event handled');
       m.ack();
     } catch (err) {
+      // The database being away is no fault of the event: it waits for the database (and could not be
+      // parked meanwhile anyway) instead of spending its retries.
+      if (isDbUnavailable(err)) {
+        log.warn({ consumer: durable, event_id: parsed.data.id }, 'event not handled: the database is unavailable; retried later');
+        m.nak(DB_UNAVAILABLE_RETRY_MS);
+        return;
+      }
       const attempt = m.info.deliveryCount;
       if (attempt > this.delays.length) {
         await this.park(m, parsed.data, errorText(err));

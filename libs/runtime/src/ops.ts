@@ -43,5 +43,9 @@ export function startOpsServer(port: number, registry: Registry, ready: Readines
       if (!done) send(res, 404, { detail: 'Not Found' });
     }, () => send(res, 500, { detail: 'ops handler failed' }));
   });
-  return new Promise((resolve) => server.listen(port, '0.0.0.0', () => resolve(server)));
+  // A port taken by another process is a failed start, reported as such (not an uncaught 'error').
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '0.0.0.0', () => resolve(server));
+  });
 }

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { EVENTS_STREAM, eventSubject, type EventEnvelope, type EventName } from '@sb/contracts';
 import type { Clock } from './clock.js';
-import type { Db, Queryable } from './db.js';
+import { isDbUnavailable, type Db, type Queryable } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 
@@ -64,6 +64,8 @@ export class OutboxRelay {
   private timer?: NodeJS.Timeout;
   private running = false;
   private stopped = false;
+  /** The database was away at the last tick: logged once, not five times a second. */
+  private dbAway = false;
 
   constructor(
     private readonly db: Db,
@@ -89,8 +91,12 @@ export class OutboxRelay {
     this.running = true;
     try {
       while (!this.stopped && (await this.publishBatch(100)) === 100);
+      if (this.dbAway) this.log.info('outbox relay: database back, publishing again');
+      this.dbAway = false;
     } catch (err) {
-      this.log.warn({ err }, 'outbox relay: publish failed, will retry');
+      const away = isDbUnavailable(err);
+      if (!away || !this.dbAway) this.log.warn({ err }, away ? 'outbox relay: database unavailable, will retry' : 'outbox relay: publish failed, will retry');
+      this.dbAway = away;
     } finally {
       this.running = false;
       this.schedule();

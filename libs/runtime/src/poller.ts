@@ -1,3 +1,4 @@
+import { isDbUnavailable } from './db.js';
 import type { Logger } from './logger.js';
 
 /**
@@ -8,6 +9,8 @@ export class Poller {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private stopped = false;
+  /** The database was away at the last tick: logged once, not at every tick of the outage. */
+  private dbAway = false;
 
   constructor(
     private readonly name: string,
@@ -27,8 +30,12 @@ export class Poller {
   private async run(): Promise<void> {
     try {
       while (!this.stopped && (await this.tick()));
+      if (this.dbAway) this.log.info({ worker: this.name }, 'database back, worker resumed');
+      this.dbAway = false;
     } catch (err) {
-      this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
+      const away = isDbUnavailable(err);
+      if (!away || !this.dbAway) this.log.warn({ err, worker: this.name }, away ? 'database unavailable, worker retries every tick' : 'worker tick failed, will retry');
+      this.dbAway = away;
     } finally {
       this.schedule();
     }

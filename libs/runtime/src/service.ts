@@ -3,7 +3,7 @@ import { Module, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { createBusServer, registerHandlers, type Handler } from './bus.js';
 import { systemClock, type Clock } from './clock.js';
-import { createDb, migrate, type Db, type Migration } from './db.js';
+import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectNats, DevClock, natsReachable, type NatsConnection } from './nats.js';
 import type { Registry } from 'prom-client';
@@ -69,12 +69,22 @@ export async function runService<C extends BaseConfig>(opts: {
   initTelemetry(opts.name);
   const config = opts.loadConfig();
   const log = createLogger(opts.name, config.LOG_LEVEL);
+  guardProcess(log);
   const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: opts.name });
-  const applied = await migrate(db, opts.schema, opts.migrations);
-  if (applied.length) log.info({ applied }, 'migrations applied');
-  const nc = await connectNats(config.NATS_URL, opts.name);
-  const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
+  // The ops endpoints come first: alive (/healthz) at once, ready (/readyz) only once the database
+  // answered, the migrations ran and the service listens on the bus.
+  let nc: NatsConnection | undefined;
+  let started = false;
   const registry = createMetricsRegistry(opts.name);
+  const ops = await startOpsServer(opts.opsPort(config), registry, async () => ({
+    database: await db.ping(),
+    bus: await natsReachable(nc),
+    started,
+  }));
+  const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
+  if (applied.length) log.info({ applied }, 'migrations applied');
+  nc = await connectNats(config.NATS_URL, opts.name);
+  const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
   const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
 
   const server = createBusServer(config.NATS_URL, opts.name);
@@ -84,11 +94,7 @@ export async function runService<C extends BaseConfig>(opts: {
   const relay = new OutboxRelay(db, opts.schema, nc, log);
   await relay.start();
   await parts.start?.();
-
-  const ops = await startOpsServer(opts.opsPort(config), registry, async () => ({
-    database: await db.ping(),
-    bus: await natsReachable(nc),
-  }));
+  started = true;
   log.info({ ops_port: opts.opsPort(config), dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
 
   let stopping = false;
@@ -100,13 +106,31 @@ export async function runService<C extends BaseConfig>(opts: {
     await parts.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
     await app.close().catch(() => undefined);
     await relay.stop();
-    await nc.drain().catch(() => undefined);
+    await nc!.drain().catch(() => undefined);
     await db.close().catch(() => undefined);
     await shutdownTelemetry();
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+/**
+ * The last line of defence: a database error that escaped every handler (an 'error' event or a
+ * rejected promise nobody awaited) is logged and the process goes on; it recovers with the database.
+ * Anything else is a bug: logged, and the process ends so that its supervisor restarts it.
+ */
+export function guardProcess(log: Logger): void {
+  process.on('unhandledRejection', (err) => {
+    if (isDbUnavailable(err)) return void log.error({ err }, 'unhandled database error (ignored)');
+    log.fatal({ err }, 'unhandled rejection');
+    process.exit(1);
+  });
+  process.on('uncaughtException', (err) => {
+    if (isDbUnavailable(err)) return void log.error({ err }, 'uncaught database error (ignored)');
+    log.fatal({ err }, 'uncaught exception');
+    process.exit(1);
+  });
 }
 
 /** The entry point of a service: a failed start is one line on stderr and exit code 1. */

@@ -28,6 +28,7 @@ main('billing', () =>
         subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
         bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'billing-client'),
+        busTimeoutMs: config.BUS_TIMEOUT_MS,
         secrets: new SecretBox(config.SECRETS_KEY),
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ID_PREFIXES, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
-import { conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
+import { ID_PREFIXES, messages, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
+import { callMessage, conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
@@ -80,6 +80,32 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
     expires_at: sub.created_at + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
   });
   return { plan, sub, manage_url, created };
+}
+
+/**
+ * A contact's checkout that never got its first payment (the payments service or the database failed
+ * after the subscription was saved, and expiring it failed as well: a database outage) is taken up
+ * again by their retry with the same method: its first payment is requested now, instead of a 409
+ * until the pending subscription expires a day later. Only once the request that saved it has surely
+ * given up (its bus wait is over); the payment's idempotency key is that request's, so a payment it
+ * did create after all is the one answered. Undefined when there is no such checkout.
+ */
+export async function unpaidCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
+  const plan = await d.plans.getPublic(d.db, input.plan_id);
+  if (!plan || !input.email) return undefined;
+  const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
+  const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
+  if (!sub || sub.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
+  const now = unixSeconds(d.clock);
+  if (now < sub.created_at + Math.ceil(d.busTimeoutMs / 1000) + 1) return undefined;
+  const existing = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id, limit: 1, offset: 0 });
+  if (existing.total > 0) return undefined;
+  const created = await requestPayment(d, plan, sub, {
+    purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
+    expires_at: now + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
+  });
+  d.log.info({ subscription_id: sub.id, payment_id: created.payment.id }, 'checkout without a payment taken up again');
+  return { plan, sub, manage_url: null, created };
 }
 
 /**

@@ -6,7 +6,7 @@ import {
   API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, undecodableQueryIssues, unstorableIssues, type Caller, type CallbackRequest, type RouteDef,
   type ValidationIssue,
 } from '@sb/contracts';
-import { BusUnavailableError, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
+import { BusUnavailableError, DB_UNAVAILABLE_DETAIL, isDbUnavailable, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import type { IdempotencyRepo } from './store/idempotency.repo.js';
@@ -31,6 +31,8 @@ export interface GatewayDeps {
 const IDEMPOTENCY_LEASE_MARGIN_S = 5;
 
 const BODY_LIMIT = '64kb';
+/** Seconds a client is asked to wait before retrying a 503 (a peer or the database away). */
+const RETRY_AFTER_S = '1';
 
 class HttpError extends Error {
   constructor(
@@ -131,6 +133,11 @@ export function createApp(d: GatewayDeps): express.Express {
     if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
       return void res.status(e.status).json({ detail: 'Bad request body' });
     }
+    // The gateway's own queries (API keys, Idempotency-Key records) while the database is away.
+    if (isDbUnavailable(err)) {
+      d.log.warn({ err: (err as Error).message }, 'database unavailable');
+      return void res.set('Retry-After', RETRY_AFTER_S).status(503).json({ detail: DB_UNAVAILABLE_DETAIL });
+    }
     const id = newId('err_');
     d.log.error({ err, error_id: id }, 'unexpected error');
     res.status(500).json({ detail: `Unexpected error! ID: ${id}` });
@@ -228,6 +235,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     } else {
       status = reply.status;
       payload = { detail: reply.detail };
+      if (status === 503) res.setHeader('Retry-After', RETRY_AFTER_S);
     }
   } catch (err) {
     if (idemKey) await d.idempotency.release(d.db, scope, idemKey).catch(() => undefined);
@@ -236,14 +244,19 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       throw new HttpError(
         503,
         err.noResponders ? 'This operation is not available right now: the service that answers it is not running' : 'Service did not answer in time, please retry',
-        { 'Retry-After': '1' },
+        { 'Retry-After': RETRY_AFTER_S },
       );
     }
     throw err;
   }
   if (idemKey) {
     if (status >= 500) await d.idempotency.release(d.db, scope, idemKey);
-    else await d.idempotency.complete(d.db, scope, idemKey, status, withoutShownOnce(payload, route.shownOnce));
+    // The request ran: a database gone just now must not turn its answer into a 503 (the retry would
+    // find the key in progress, never run it twice).
+    else await d.idempotency.complete(d.db, scope, idemKey, status, withoutShownOnce(payload, route.shownOnce)).catch((err) => {
+      if (!isDbUnavailable(err)) throw err;
+      d.log.warn({ err: (err as Error).message }, 'Idempotency-Key answer not stored: database unavailable');
+    });
   }
   res.status(status).json(payload);
 }

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
-import type { Server } from 'node:http';
-import { BusClient, createDb, createLogger, createMetricsRegistry, initTelemetry, migrate, shutdownTelemetry, SecretBox } from '@sb/runtime';
+import { createServer, type Server } from 'node:http';
+import { BusClient, createDb, createLogger, createMetricsRegistry, DB_UNAVAILABLE_DETAIL, guardProcess, initTelemetry, migrateWhenReachable, SecretBox, shutdownTelemetry } from '@sb/runtime';
 import { createApp } from './app.js';
 import { KeyResolver } from './auth.js';
 import { loadGatewayConfig } from './config.js';
@@ -15,8 +15,9 @@ async function main(): Promise<void> {
   initTelemetry('gateway');
   const config = loadGatewayConfig();
   const log = createLogger('gateway', config.LOG_LEVEL);
+  guardProcess(log);
   const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'gateway' });
-  await migrate(db, SCHEMA, migrations);
+  let migrated = false;
 
   const bus = new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS);
   // The gateway starts even while NATS is away: requests answer 503 until it is back.
@@ -40,7 +41,7 @@ async function main(): Promise<void> {
     trustProxy: config.TRUST_PROXY,
     devMode: config.DEV_MODE,
     busTimeoutMs: config.BUS_TIMEOUT_MS,
-    ready: async () => ({ database: await db.ping(), bus: await bus.reachable() }),
+    ready: async () => ({ database: migrated && (await db.ping()), bus: await bus.reachable() }),
   });
 
   const housekeeping = setInterval(() => {
@@ -49,11 +50,19 @@ async function main(): Promise<void> {
   }, 60_000);
   housekeeping.unref();
 
-  const server: Server = await new Promise((resolve) => {
-    const s = app.listen(config.PORT, config.HOST, () => resolve(s));
+  // Listening before the database answers: /healthz is 200 and /readyz 503 at once; API requests are
+  // 503 until the migrations ran.
+  const server: Server = createServer((req, res) => {
+    if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app(req, res);
+    res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+    res.end(JSON.stringify({ detail: DB_UNAVAILABLE_DETAIL }));
   });
+  await new Promise<void>((resolve) => server.listen(config.PORT, config.HOST, resolve));
   server.keepAliveTimeout = 65_000;
   log.info({ port: config.PORT }, 'gateway listening');
+  await migrateWhenReachable(db, SCHEMA, migrations, log);
+  migrated = true;
+  log.info('gateway ready');
 
   let stopping = false;
   const stop = async (signal: string) => {

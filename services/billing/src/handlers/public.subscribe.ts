@@ -1,7 +1,7 @@
 import { messages, type SubscribeRequest } from '@sb/contracts';
 import { DomainError, messageHandler, routeHandler, unprocessable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { openSubscription, pendingNwcCheckout } from '../subscribe.js';
+import { openSubscription, pendingNwcCheckout, unpaidCheckout } from '../subscribe.js';
 
 /** Public checkout: an invoice, address or processor checkout for paid plans; an active trial otherwise. */
 export const subscribe = (d: Deps) =>
@@ -11,7 +11,11 @@ export const subscribe = (d: Deps) =>
     if (body.payment_method === 'nwc') {
       throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: 'NWC subscriptions are made with POST /public/subscribe/nwc', type: 'value_error' }]);
     }
-    const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key });
+    const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key }).catch(async (err) => {
+      const retry = err instanceof DomainError && err.status === 409 ? await unpaidCheckout(d, body) : undefined;
+      if (!retry) throw err;
+      return retry;
+    });
     if (!created) {
       return {
         subscription_id: sub.id, status: 'active' as const, trial: true as const, trial_days: plan.trial_days,

@@ -1,0 +1,77 @@
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startPgCluster, type PgCluster } from '../../../test/support/pg-cluster.js';
+import { createDb, isDbUnavailable, migrateWhenReachable, type Db } from '../src/db.js';
+
+/** The database going away under the pool: a private server of this file's own, stopped abruptly. */
+let cluster: PgCluster;
+let db: Db;
+const log = pino({ level: 'silent' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  cluster = await startPgCluster();
+  db = createDb(cluster.adminUrl, { max: 3 });
+});
+afterAll(async () => {
+  await db?.close().catch(() => undefined);
+  await cluster?.destroy();
+});
+
+describe('isDbUnavailable', () => {
+  it('tells connection failures from query errors', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+    expect(isDbUnavailable(refused)).toBe(true);
+    expect(isDbUnavailable(new AggregateError([refused], ''))).toBe(true);
+    expect(isDbUnavailable(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))).toBe(true);
+    expect(isDbUnavailable(Object.assign(new Error('the database system is starting up'), { code: '57P03' }))).toBe(true);
+    expect(isDbUnavailable(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isDbUnavailable(new Error('migration x #1 failed', { cause: refused }))).toBe(true);
+    expect(isDbUnavailable(Object.assign(new Error('duplicate key'), { code: '23505' }))).toBe(false);
+    expect(isDbUnavailable(Object.assign(new Error('relation "x" does not exist'), { code: '42P01' }))).toBe(false);
+    expect(isDbUnavailable(new Error('boom'))).toBe(false);
+    expect(isDbUnavailable(undefined)).toBe(false);
+  });
+});
+
+describe('a database stopped under the pool', () => {
+  it('fails an open transaction with a connection error (no unhandled error event) and works again once it is back', async () => {
+    await db.query('SELECT 1'); // idle clients in the pool, too
+    // The connection breaks while the transaction holds it and runs no query: its 'error' event must
+    // find a listener, or the process would end.
+    const open = db.tx(async (tx) => {
+      await tx.query('SELECT 1');
+      await sleep(1500);
+      await tx.query('SELECT 2');
+    });
+    const failed = open.then(() => undefined, (err: unknown) => err);
+    await sleep(300);
+    await cluster.crash();
+    const err = await failed;
+    expect(err).toBeInstanceOf(Error);
+    expect(isDbUnavailable(err)).toBe(true);
+
+    const down = await db.query('SELECT 1').then(() => undefined, (e: unknown) => e);
+    expect(isDbUnavailable(down)).toBe(true);
+    const downTx = await db.tx((tx) => tx.query('SELECT 1')).then(() => undefined, (e: unknown) => e);
+    expect(isDbUnavailable(downTx)).toBe(true);
+    expect(await db.ping()).toBe(false);
+
+    await cluster.start();
+    expect(await db.ping()).toBe(true);
+    expect(await db.tx(async (tx) => (await tx.query<{ n: number }>('SELECT 41 + 1 AS n')).rows[0]!.n)).toBe(42);
+  });
+
+  it('migrations wait for the database and run once it answers; a broken migration is not retried', async () => {
+    await cluster.crash();
+    let applied: number[] | undefined;
+    const waiting = migrateWhenReachable(db, 'mw', [{ id: 1, name: 'one', sql: 'CREATE TABLE t (id INT)' }], log, 500).then((a) => (applied = a));
+    await sleep(1500);
+    expect(applied).toBeUndefined();
+    await cluster.start();
+    await waiting;
+    expect(applied).toEqual([1]);
+    expect((await db.query(`SELECT to_regclass('mw.t') AS t`)).rows[0].t).toBe('mw.t');
+    await expect(migrateWhenReachable(db, 'mw2', [{ id: 1, name: 'broken', sql: 'SELECT nope' }], log)).rejects.toThrow(/mw2 #1 broken/);
+  });
+});

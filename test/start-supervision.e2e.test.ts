@@ -1,0 +1,101 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, ROOT, startNats, stopChild } from '../scripts/stack.mjs';
+import { until } from './support/http.js';
+import { createDatabase } from './support/stack.js';
+
+/** `npm start` (scripts/start.mjs) restarts a child that exits, with a backoff, and Ctrl-C still stops everything. */
+let db: Awaited<ReturnType<typeof createDatabase>>;
+let nats: Awaited<ReturnType<typeof startNats>>;
+let natsDir: string;
+let start: ChildProcess | undefined;
+const lines: string[] = [];
+
+beforeAll(async () => {
+  db = await createDatabase('sb_supervise');
+  natsDir = mkdtempSync(join(tmpdir(), 'sb-nats-'));
+  nats = await startNats(natsDir);
+});
+afterAll(async () => {
+  if (start) await stopChild(start);
+  await nats?.stop();
+  if (natsDir) rmSync(natsDir, { recursive: true, force: true });
+  await db?.drop().catch(() => undefined);
+});
+
+/** The pid each supervised process runs as now, from the supervisor's lines. */
+function pids(): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const l of lines) {
+    const m = /\[supervisor\] (\S+) running as pid (\d+)/.exec(l);
+    if (m) out[m[1]!] = Number(m[2]);
+  }
+  return out;
+}
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const status = (url: string) => fetch(url, { signal: AbortSignal.timeout(5000) }).then((r) => r.status, () => 0);
+
+describe('npm start supervision', () => {
+  it('restarts a killed service with a growing backoff and logs it; SIGINT stops every process', async () => {
+    const ports = { PORT: await freePort(), BILLING_OPS_PORT: await freePort(), PAYMENTS_OPS_PORT: await freePort(), NWC_OPS_PORT: await freePort(), NOTIFIER_OPS_PORT: await freePort() };
+    start = spawn(process.execPath, [join(ROOT, 'scripts/start.mjs')], {
+      cwd: ROOT,
+      env: {
+        ...process.env, ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
+        DATABASE_URL: db.url, NATS_URL: nats.url, SECRETS_KEY: randomBytes(32).toString('hex'), LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // A process group of its own, so Ctrl-C can be sent the way a terminal does: to every process in it.
+      detached: true,
+    });
+    for (const stream of [start.stdout!, start.stderr!]) {
+      stream.setEncoding('utf8');
+      let buf = '';
+      stream.on('data', (chunk: string) => {
+        buf += chunk;
+        const parts = buf.split('\n');
+        buf = parts.pop()!;
+        lines.push(...parts);
+      });
+    }
+    await until(async () => lines.some((l) => l.includes('API ready at')), (ok) => ok, 120_000);
+    expect(lines.some((l) => l.includes('API ready at'))).toBe(true);
+    const first = pids();
+    expect(Object.keys(first).sort()).toEqual(['billing', 'gateway', 'notifier', 'nwc', 'payments']);
+    const billingReady = `http://127.0.0.1:${ports.BILLING_OPS_PORT}/readyz`;
+
+    // Killed once: restarted after 1 s; killed again soon after: after 2 s.
+    for (const [round, delay] of [[1, 1000], [2, 2000]] as const) {
+      const before = pids().billing!;
+      process.kill(before, 'SIGKILL');
+      const restarted = await until(async () => pids().billing, (p) => p !== undefined && p !== before, 30_000);
+      expect(restarted).not.toBe(before);
+      expect(lines.some((l) => l.includes(`[supervisor] billing (pid ${before}) exited with SIGKILL; restarting in ${delay} ms`)), `round ${round}`).toBe(true);
+      expect(await until(() => status(billingReady), (s) => s === 200, 60_000)).toBe(200);
+    }
+    // The restarted billing answers through the gateway.
+    const api = `http://127.0.0.1:${ports.PORT}/subscriptions_manager/api/v1`;
+    expect((await fetch(`${api}/public/plan/plan_nope`)).status).toBe(404);
+
+    // Ctrl-C (SIGINT to the whole group, as a terminal sends it): everything stops, nothing restarts.
+    const running = Object.values(pids());
+    expect(running.every(alive)).toBe(true);
+    const exited = new Promise<number | null>((r) => start!.once('exit', (code) => r(code)));
+    process.kill(-start.pid!, 'SIGINT');
+    expect(await exited).toBe(0);
+    start = undefined;
+    expect(await until(async () => running.filter(alive), (l) => l.length === 0, 10_000)).toEqual([]);
+    expect(lines.filter((l) => /restarting in/.test(l))).toHaveLength(2);
+  });
+});

@@ -1,0 +1,93 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort } from '../../scripts/stack.mjs';
+
+const run = promisify(execFile);
+
+/**
+ * A PostgreSQL server of the test's own (initdb + pg_ctl from the Debian packages), on its own port and
+ * in its own temporary directory, that the test may stop and start: the shared server on 5432 is never
+ * touched. As root (CI) the server runs as the `postgres` user, since initdb refuses root.
+ */
+export interface PgCluster {
+  port: number;
+  /** Superuser URL of the cluster's `postgres` database. */
+  adminUrl: string;
+  /** `pg_ctl stop -m immediate`: every backend killed at once, as in a crash. */
+  crash(): Promise<void>;
+  /** `pg_ctl start` (unless it runs), resolving once the server accepts connections. */
+  start(): Promise<void>;
+  /** Stops the server and removes its directory. */
+  destroy(): Promise<void>;
+}
+
+function binDir(): string {
+  const base = '/usr/lib/postgresql';
+  const versions = existsSync(base) ? readdirSync(base).filter((v) => existsSync(join(base, v, 'bin', 'initdb'))) : [];
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
+  if (!newest) throw new Error('initdb not found under /usr/lib/postgresql (Debian: apt-get install postgresql)');
+  return join(base, newest, 'bin');
+}
+
+/** The command line that runs `bin` as the server's owner: the postgres user when we are root. */
+function asOwner(bin: string, args: string[]): [string, string[]] {
+  return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
+}
+
+export async function startPgCluster(): Promise<PgCluster> {
+  const bin = binDir();
+  const dir = mkdtempSync(join(tmpdir(), 'sb-pg-'));
+  const data = join(dir, 'data');
+  const logFile = join(dir, 'server.log');
+  if (process.getuid?.() === 0) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+    chownSync(dir, uid, gid);
+  }
+  const port = await freePort();
+  const pgctl = (...args: string[]) => {
+    const [cmd, argv] = asOwner(join(bin, 'pg_ctl'), ['-D', data, ...args]);
+    return run(cmd, argv, { encoding: 'utf8' });
+  };
+  const [initCmd, initArgs] = asOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  await run(initCmd, initArgs, { encoding: 'utf8' });
+  // fsync off: an immediate stop kills processes, not the machine, so written data is in the OS cache.
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c shared_buffers=32MB`;
+  const start = async () => {
+    // Already running (a test that failed while it was down left it so for the next one)?
+    if (await pgctl('status').then(() => true, () => false)) return;
+    try {
+      await pgctl('-l', logFile, '-o', options, '-w', '-t', '60', 'start');
+    } catch (err) {
+      const log = existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-2000) : '';
+      throw new Error(`private PostgreSQL did not start: ${(err as Error).message}\n${log}`);
+    }
+  };
+  await start();
+  // A test run that ends abruptly must not leave the server behind.
+  const onExit = () => {
+    try {
+      const [cmd, argv] = asOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
+      execFileSync(cmd, argv, { stdio: 'ignore' });
+    } catch {
+      /* not running */
+    }
+  };
+  process.once('exit', onExit);
+  return {
+    port,
+    adminUrl: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    crash: async () => {
+      await pgctl('-m', 'immediate', '-w', 'stop');
+    },
+    start,
+    async destroy() {
+      process.removeListener('exit', onExit);
+      await pgctl('-m', 'fast', '-w', 'stop').catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
