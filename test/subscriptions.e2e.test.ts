@@ -81,8 +81,15 @@ describe('public checkout', () => {
     expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'bad' })).status).toBe(422);
     const first = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' });
     expect(first.status).toBe(201);
+    // While unpaid, the same contact and method get their open checkout again (the checkout page's retry),
+    // without the portal link; once it is paid, a second subscription is 409.
     const again = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'DUP@example.com' });
-    expect(again.status).toBe(409);
+    expect(again.status).toBe(201);
+    expect(again.body).toMatchObject({ subscription_id: first.body.subscription_id, payment_id: first.body.payment_id, payment_request: first.body.payment_request });
+    expect(again.body.manage_url ?? null).toBeNull();
+    expect((await anon.post(`/dev/payments/${first.body.payment_id}/pay`)).status).toBe(200);
+    await until(() => anon.get(`/public/payment/${first.body.payment_id}/status`), (r) => r.body.status === 'paid');
+    await until(() => anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' }), (r) => r.status === 409);
   });
 
   it('50 parallel identical checkouts make one subscription and one subscriber', async () => {

@@ -1,7 +1,7 @@
 import { z } from './zod.js';
 import { Id, Paginated, UnixSeconds } from './common.js';
 import { NWC_ERROR_CODES, NWCSubscriptionCreate } from './nwc.js';
-import { CheckoutResponse, Payment, PaymentStatus } from './payments.js';
+import { CheckoutResponse, Payment, PaymentStatus, PortalPayment } from './payments.js';
 import { PaymentMethod } from './plans.js';
 
 /**
@@ -88,6 +88,17 @@ export const messages = {
     subject: 'payments.internal.list_for_subscription',
     request: SubscriptionPaymentsQuery,
     reply: Paginated(Payment),
+  },
+  /** The portal's payment history: the payments of a subscriber's subscriptions (billing knows which), newest first. */
+  listPortalPayments: {
+    subject: 'payments.internal.list_portal_payments',
+    request: z.object({
+      wallet_id: Id,
+      subscription_ids: z.array(Id).max(1000),
+      limit: z.number().int().min(1).max(200).default(50),
+      offset: z.number().int().min(0).default(0),
+    }),
+    reply: Paginated(PortalPayment),
   },
   /** Billing asks before a plan names a watch-only wallet (ONCHAIN_PROVIDER=esplora): is it one of the owner's? */
   watchonlyWalletExists: {

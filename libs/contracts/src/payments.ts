@@ -43,6 +43,18 @@ export const PaymentListQuery = PaginationQuery.extend({
 });
 export type PaymentListQuery = z.infer<typeof PaymentListQuery>;
 
+/**
+ * A portal payments list item: the payment, the plan it paid for, and while it is pending what pays it
+ * (the invoice, address / BIP21 URI or processor link) and until when.
+ */
+export const PortalPayment = Payment.extend({
+  plan_name: z.string(),
+  expires_at: UnixSeconds,
+  checkout_url: z.string().nullable().optional().openapi({ description: 'Card or wallet-processor checkout link (pending payments)' }),
+  bip21_uri: z.string().nullable().optional().openapi({ description: 'BIP21 URI of an on-chain payment' }),
+}).openapi('PortalPayment');
+export type PortalPayment = z.infer<typeof PortalPayment>;
+
 /** Body of `POST /public/subscribe`. */
 export const SubscribeRequest = z
   .strictObject({

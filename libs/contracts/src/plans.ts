@@ -118,5 +118,8 @@ export const PublicPlan = Plan.pick({
       description: 'Methods a subscriber can use now: allowed by the plan and configured on the server',
     }),
   })
+  .extend({
+    checkout_url: z.string().openapi({ description: 'The hosted checkout page of this plan, to link subscribers to' }),
+  })
   .openapi('PublicPlan');
 export type PublicPlan = z.infer<typeof PublicPlan>;

@@ -1,7 +1,7 @@
 import { IdParams, Paginated, PaginationQuery, SuccessMessageResponse } from './common.js';
 import { defineRoutes } from './http.js';
 import { NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
-import { CallbackAck, PaymentStatusResponse, SubscribeRequest, SubscribeResponse } from './payments.js';
+import { CallbackAck, PaymentStatusResponse, PortalPayment, SubscribeRequest, SubscribeResponse } from './payments.js';
 import { PortalSubscription } from './subscriptions.js';
 
 /** Public checkout and NWC (no authentication); `GET /public/plan/{id}` is in the plan routes. */
@@ -43,6 +43,11 @@ export const portalRoutes = defineRoutes([
     id: 'portal.subscriptions.cancel', method: 'post', path: '/public/manage/subscription/{id}/cancel',
     auth: 'subscriber', summary: 'Cancel one of my subscriptions at the end of the current period',
     params: IdParams, response: SuccessMessageResponse, subject: 'billing.portal.cancel_subscription',
+  },
+  {
+    id: 'portal.payments.list', method: 'get', path: '/public/manage/payments', auth: 'subscriber',
+    summary: "The subscriber's payments, newest first: receipts of paid ones, and what pays an open one",
+    query: PaginationQuery, response: Paginated(PortalPayment), subject: 'billing.portal.list_payments',
   },
   {
     id: 'portal.wallets.list', method: 'get', path: '/public/manage/wallets', auth: 'subscriber',

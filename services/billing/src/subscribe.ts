@@ -14,6 +14,11 @@ export function manageUrl(base: string, token: string): string {
   return `${base.replace(/\/$/, '')}/subscriptions_manager/manage?token=${token}`;
 }
 
+/** The plan's hosted checkout page (served by the gateway from web/). */
+export function checkoutUrl(base: string, planId: string): string {
+  return `${base.replace(/\/$/, '')}/subscriptions_manager/checkout/${planId}`;
+}
+
 /** What every subscribe entry point (checkout, NWC) asks for. */
 export interface SubscribeInput {
   plan_id: string;
@@ -36,18 +41,20 @@ export interface Opened {
 }
 
 /**
- * A contact whose NWC checkout was not paid (the wallet refused or did not answer) may try again, with
- * the same or another wallet: their pending NWC subscription is reused with a payable first invoice,
- * instead of a 409 until it expires. Undefined when there is no such subscription.
+ * A contact whose checkout was not paid may try again: their pending subscription of the plan on the same
+ * method is reused with a payable first payment (the open one, or a new one when it expired: the checkout
+ * page's "fresh invoice"), instead of a 409 until it expires. For NWC the wallet refused or did not
+ * answer, and the retry may come with the same or another wallet. Undefined when there is no such
+ * subscription. No portal link is answered: the caller only proved to know the e-mail address.
  */
-export async function pendingNwcCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
+export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan || !input.email) return undefined;
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
   const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
-  if (!sub || sub.status !== 'pending' || sub.payment_method !== 'nwc') return undefined;
+  if (!sub || sub.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
   const now = unixSeconds(d.clock);
-  const o = { purpose: 'checkout' as const, description: `${plan.name} (${plan.interval})`, expires_at: now + (CHECKOUT_SECONDS.nwc ?? 3600) };
+  const o = { purpose: 'checkout' as const, description: `${plan.name} (${plan.interval})`, expires_at: now + (CHECKOUT_SECONDS[input.payment_method] ?? 86_400) };
   let created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
   // The first invoice expired meanwhile: a new one (keyed by time, one per second at most).
   if (created.payment.status !== 'pending' && created.payment.status !== 'paid') created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });

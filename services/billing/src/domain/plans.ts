@@ -89,7 +89,7 @@ export function archivePlan(plan: Plan, now: number): { plan: Plan; changed: boo
   return { plan: { ...plan, is_deleted: true, updated_at: now }, changed: true };
 }
 
-export function publicPlan(plan: Plan, availability: MethodAvailability): PublicPlan {
+export function publicPlan(plan: Plan, availability: MethodAvailability, checkoutUrl: string): PublicPlan {
   return {
     id: plan.id,
     name: plan.name,
@@ -104,5 +104,6 @@ export function publicPlan(plan: Plan, availability: MethodAvailability): Public
     allow_cardproc: plan.allow_cardproc,
     allow_walletproc: plan.allow_walletproc,
     payment_methods: allowedMethods(plan).filter((m) => availability[m] === null),
+    checkout_url: checkoutUrl,
   };
 }

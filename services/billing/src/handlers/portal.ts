@@ -1,4 +1,4 @@
-import { DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
+import { callMessage, DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
 import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
@@ -27,6 +27,16 @@ export const portalListSubscriptions = (d: Deps) =>
         return { ...rest, plan_name: names.get(x.plan_id) ?? '' };
       }),
     };
+  });
+
+/** Receipts and open payments of every subscription of the token's subscriber (payments live in the payments service). */
+export const portalListPayments = (d: Deps) =>
+  routeHandler('portal.payments.list', async (req) => {
+    const s = await subscriberOf(d, d.db, req);
+    const subs = await d.subscriptions.list(d.db, { wallet_id: s.wallet_id, subscriber_id: s.id }, 1000, 0);
+    return callMessage(d.bus, messages.listPortalPayments, {
+      wallet_id: s.wallet_id, subscription_ids: subs.items.map((x) => x.id), limit: req.query.limit, offset: req.query.offset,
+    });
   });
 
 export const portalCancel = (d: Deps) =>

@@ -5,7 +5,7 @@ import { devPayInvoice } from './dev.pay_invoice.js';
 import { confirmPreimageHandler } from './internal.confirm_preimage.js';
 import { createPaymentHandler } from './internal.create_payment.js';
 import { expireOpenPaymentsHandler } from './internal.expire_open.js';
-import { listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
+import { listPortalPaymentsHandler, listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
 import { getPayment } from './payments.get.js';
 import { listPayments } from './payments.list.js';
 import { getPaymentStatus } from './public.payment_status.js';
@@ -25,6 +25,7 @@ export const allHandlers = (d: Deps): Handler[] => [
   confirmPreimageHandler(d),
   expireOpenPaymentsHandler(d),
   listSubscriptionPaymentsHandler(d),
+  listPortalPaymentsHandler(d),
   listPayments(d),
   getPayment(d),
   getPaymentStatus(d),
