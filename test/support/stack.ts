@@ -62,7 +62,7 @@ export async function createDatabase(prefix: string): Promise<{ url: string; dro
 }
 
 /** The whole system as real processes: a private nats-server, billing, gateway, and `wallets` wallets. */
-export async function startStack(opts: { env?: Record<string, string>; wallets?: number } = {}): Promise<Stack> {
+export async function startStack(opts: { env?: Record<string, string>; wallets?: number; gatewayPort?: number } = {}): Promise<Stack> {
   const db = await createDatabase('sb_test');
   const natsDir = mkdtempSync(join(tmpdir(), 'sb-nats-'));
   const nats = await startNats(natsDir);
@@ -88,7 +88,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
   // Started side by side: none needs another to become ready, and starting Node is slow here. Whatever
   // started is stopped again if another one failed, so a failed start leaves no process behind.
   const started = await Promise.allSettled([
-    startService('billing', env), startService('gateway', env), startService('payments', env), startService('nwc', env), startService('notifier', env),
+    startService('billing', env), startService('gateway', env, opts.gatewayPort ? { port: opts.gatewayPort } : {}), startService('payments', env), startService('nwc', env), startService('notifier', env),
   ]);
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {

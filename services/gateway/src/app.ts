@@ -8,6 +8,7 @@ import {
 import { BusUnavailableError, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
+import { pagesRouter } from './pages.js';
 import type { IdempotencyRepo } from './store/idempotency.repo.js';
 
 export interface GatewayDeps {
@@ -22,6 +23,8 @@ export interface GatewayDeps {
   /** Proxy hops in front of the gateway (express's numeric `trust proxy`). */
   trustProxy: number;
   devMode: boolean;
+  /** The built pages (web/dist); see pages.ts. */
+  webDir: string;
 }
 
 const BODY_LIMIT = '64kb';
@@ -84,6 +87,8 @@ export function createApp(d: GatewayDeps): express.Express {
     res.locals.routeId = 'openapi';
     res.json(openapi);
   });
+
+  app.use(pagesRouter(d.webDir, d.log));
 
   const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false });
   const raw = express.raw({ limit: BODY_LIMIT, type: () => true });

@@ -18,6 +18,8 @@ export const gatewayConfig = {
    * pick its own by sending the header. 0: the TCP peer is the client.
    */
   TRUST_PROXY: envInt(0),
+  /** The built hosted pages (checkout, portal, API reference); default: web/dist of this checkout. */
+  WEB_DIR: z.string().min(1).optional(),
 };
 export const loadGatewayConfig = () => loadConfig(gatewayConfig);
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;
