@@ -255,6 +255,28 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('ul.wallets > li').first().textContent()).toContain('· Disconnected');
     const { rows } = await stack.db.query('SELECT is_active FROM nwc.connections WHERE subscription_id = $1', [body.subscription_id]);
     expect(rows).toEqual([{ is_active: false }]);
+    await expect.poll(async () => (await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows[0].nwc_fallback).toBe(true);
+
+    // Connect another wallet: a malformed string is refused on the page, a good one is checked and stored.
+    const other = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(other);
+    const form = page.locator('#connect-form');
+    await form.getByLabel('Subscription').selectOption(body.subscription_id);
+    await form.getByLabel('Wallet connection string').fill('nostr+walletconnect://');
+    await form.getByRole('button', { name: 'Connect wallet' }).click();
+    expect(await page.locator('#connect-nwc-error').textContent()).toBe('The wallet key in the connection string must be 64 hexadecimal characters.');
+    await form.getByLabel('Wallet connection string').fill(other.connectionString());
+    const connected = page.waitForResponse((r) => r.url().endsWith('/public/manage/wallets') && r.request().method() === 'POST');
+    await form.getByRole('button', { name: 'Connect wallet' }).click();
+    expect((await connected).status()).toBe(201);
+    await expect.poll(() => page.locator('#notice').textContent()).toBe(`Wallet ${other.pubkey.slice(0, 8)}… connected: it pays the renewals of Auto (1,500 sats per month) from now on.`);
+    expect(await page.locator('ul.wallets > li').first().textContent()).toContain(`Wallet ${other.pubkey.slice(0, 8)}… · Connected`);
+    const after = await stack.db.query('SELECT wallet_pubkey, is_active FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [body.subscription_id]);
+    expect(after.rows).toEqual([{ wallet_pubkey: wallet.pubkey, is_active: false }, { wallet_pubkey: other.pubkey, is_active: true }]);
+    expect((await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows[0].nwc_fallback).toBe(false);
+    // The new wallet pays the next renewal by itself.
+    expect((await admin.post('/dev/clock', { advance_seconds: 31 * 86400 })).status).toBe(200);
+    await expect.poll(() => other.requests.length, { timeout: 30_000 }).toBeGreaterThan(0);
     expect(problems).toEqual([]);
     await page.close();
   });

@@ -254,6 +254,8 @@ describe('GET /public/plan/{id}', () => {
       id: plan.id, name: 'Public', description: null, amount_sats: 21_000, interval: 'monthly', trial_days: 7,
       grace_period_days: 0, allow_lightning: true, allow_onchain: false, allow_nwc: false, allow_cardproc: false,
       allow_walletproc: false, payment_methods: ['lightning'],
+      // The hosted checkout page (PUBLIC_BASE_URL defaults to http://127.0.0.1:8080).
+      checkout_url: `http://127.0.0.1:8080/subscriptions_manager/checkout/${plan.id}`,
     });
     expect(JSON.stringify(res.body)).not.toContain(w0.id);
     expect(JSON.stringify(res.body)).not.toContain('acct_secret');

@@ -203,8 +203,12 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
   }
   if (wallets.length) section.append(list);
 
-  const eligible = subs.filter((s) => !TERMINAL.has(s.status));
-  if (eligible.length) {
+  // A wallet pays the renewals of subscriptions made with NWC (one whose wallet was disconnected renews
+  // by invoice until another is connected); other subscriptions keep the method they were made with.
+  const eligible = subs.filter((s) => !TERMINAL.has(s.status) && s.payment_method === 'nwc');
+  if (!eligible.length) {
+    section.append(h('p', { class: 'hint' }, 'To have a wallet pay automatically, subscribe with "Nostr Wallet Connect" on the plan\'s checkout page.'));
+  } else {
     const select = h('select', { id: 'connect-subscription', name: 'subscription' },
       ...eligible.map((s) => h('option', { value: s.id }, `${s.plan_name} (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`)));
     const input = h('textarea', { id: 'connect-nwc', rows: 3, class: 'mono', spellcheck: 'false', autocomplete: 'off', 'aria-describedby': 'connect-nwc-hint connect-nwc-error' });
@@ -240,10 +244,12 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
           input.focus();
           return;
         }
-        const r = await api<{ message: string }>('POST', '/public/manage/wallets', { token, body: { subscription_id: select.value, nwc_connection_string: input.value.trim() } });
+        const r = await api<Wallet>('POST', '/public/manage/wallets', { token, body: { subscription_id: select.value, nwc_connection_string: input.value.trim() } });
+        const plan = select.selectedOptions[0]?.textContent ?? 'your subscription';
         await reload();
         const notice = document.getElementById('notice')!;
-        notice.textContent = r.message;
+        notice.textContent = `Wallet ${r.wallet_pubkey}… connected: it pays the renewals of ${plan} from now on.`;
+        announce(notice.textContent);
         notice.focus();
       } catch (err) {
         status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';

@@ -131,6 +131,15 @@ export const messages = {
     request: SubscriptionRef,
     reply: z.object({ changed: z.boolean() }),
   },
+  /**
+   * The portal connects a wallet to one of the subscriber's NWC subscriptions: billing checks it is
+   * theirs (404), live and made with NWC (409), within the wallet's limit (422), and has it renew from the wallet again.
+   */
+  nwcReconnect: {
+    subject: 'billing.internal.nwc_reconnect',
+    request: z.object({ wallet_id: Id, subscriber_id: Id, subscription_id: Id, max_amount_sats: z.number().int().min(1).optional() }),
+    reply: z.object({ plan_id: Id, plan_name: z.string(), amount_sats: z.number().int(), subscriber_email: z.string().nullable(), subscriber_name: z.string().nullable() }),
+  },
   /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
   nwcCharge: {
     subject: 'nwc.internal.charge',
