@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 // The same launcher `npm start` uses.
@@ -16,6 +19,22 @@ import { startStack, type Stack } from './support/stack.js';
  * 360 px screen, and is captured at phone and desktop size under test-artifacts/pages/.
  */
 if (!CHROMIUM) console.warn('pages.e2e: chromium not found (apt-get install chromium, or set CHROMIUM_PATH): browser tests skipped');
+
+describe('checkout page weight', () => {
+  it("the checkout page's JavaScript is well under 100 KB compressed", () => {
+    const dist = join(import.meta.dirname, '..', 'web', 'dist');
+    const html = readFileSync(join(dist, 'checkout.html'), 'utf8');
+    const scripts = [...html.matchAll(/(?:src|href)="\/subscriptions_manager\/(assets\/[^"]+\.js)"/g)].map((m) => m[1]!);
+    expect(scripts.length).toBeGreaterThan(0);
+    const gzipped = scripts.reduce((n, f) => n + gzipSync(readFileSync(join(dist, f))).length, 0);
+    expect(gzipped).toBeLessThan(30_000);
+  });
+});
+
+// CI installs chromium (.ci/run): there a missing browser is a failure, not a skip.
+it.runIf(!CHROMIUM && !!process.env.CI)('chromium is installed for the browser tests on CI', () => {
+  expect(CHROMIUM, 'no chromium at /usr/bin/chromium or CHROMIUM_PATH').toBeDefined();
+});
 
 describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   let stack: Stack;
@@ -181,6 +200,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       } else {
         const a = page.getByRole('link', { name: label === 'Card' ? /Pay by card/ : /Pay with your online wallet/ });
         expect(await a.getAttribute('href')).toBe(c.checkout_url);
+        // Priced in fiat at FIAT_RATE_FIXED (100,000 per bitcoin): 50,000 sats are $50.00.
+        expect(await page.locator('#pay').textContent()).toContain('Pay $50.00 (50,000 sats)');
+        if (label === 'Card') await check(page, problems, 'checkout-card');
         expect(await a.getAttribute('rel')).toContain('noopener');
       }
       await pay(c.payment_id);
@@ -192,18 +214,56 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     }
   });
 
-  it('a trial plan starts without payment', async () => {
+  it('a trial plan starts without payment, by keyboard alone', async () => {
     const p = await plan({ name: 'Trial club', amount_sats: 3000, trial_days: 14 });
     const { page, problems } = await openPage(phone);
     await page.goto(p.checkout_url);
     await page.getByText('14-day free trial: nothing to pay today.').waitFor();
-    await page.getByLabel('E-mail').fill('trial@example.com');
-    await page.getByRole('button', { name: 'Start free trial' }).click();
+    const focused = () => page.evaluate(() => document.activeElement?.id || document.activeElement?.textContent?.trim());
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('Skip to content');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('method-lightning');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('contact-email');
+    await page.keyboard.type('trial@example.com');
+    await page.keyboard.press('Enter');
     await page.locator('#done').waitFor();
     expect(await page.locator('#done-message').textContent()).toBe('Your 14-day free trial of Trial club has started');
-    await page.getByRole('link', { name: 'Manage your subscription' }).click();
+    // The result takes the focus, so a screen reader reads it; the portal link is next.
+    expect(await focused()).toBe('done-heading');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('portal-link');
+    await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Trial club' }).waitFor();
     expect(await page.locator('main').textContent()).toContain('Free trial until');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('the portal shows the open renewal payment, payable right there', async () => {
+    const p = await plan({ name: 'Renew', amount_sats: 2000 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'renew@example.com' })).body;
+    await pay(sub.payment_id);
+    await until(() => admin.get(`/subscriptions/${sub.subscription_id}`), (r) => r.body.status === 'active');
+    // Monthly renewals are issued 3 days before the period ends.
+    expect((await admin.post('/dev/clock', { advance_seconds: 28 * 86400 })).status).toBe(200);
+    const renewal = await until(() => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`), (r) => r.body.items?.length === 1);
+    const due = renewal.body.items[0];
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await card.getByRole('textbox', { name: 'Invoice' }).inputValue()).toBe(due.payment_request);
+    expect(await card.getByRole('img', { name: 'QR code of the Lightning invoice' }).count()).toBe(1);
+    expect(await page.locator('.payment-row .pill-pending').count()).toBe(1);
+    await check(page, problems, 'portal-renewal-due');
+    await pay(due.id);
+    await until(() => admin.get(`/subscriptions/${sub.subscription_id}`), (r) => r.body.current_period_start > 0 && r.body.payments?.filter((x: { status: string }) => x.status === 'paid').length === 2);
+    await page.reload();
+    await page.getByRole('heading', { name: 'Payments and receipts' }).waitFor();
+    expect(await page.locator('.payment-row .pill-paid').count()).toBe(2);
+    expect(await card.getByRole('heading', { name: 'Payment due' }).count()).toBe(0);
     expect(problems).toEqual([]);
     await page.close();
   });

@@ -89,6 +89,8 @@ export const CheckoutResponse = z
     chargeproc_charge_id: z.string().nullable().optional().openapi({ description: 'Charge id at the charge server' }),
     bip21_uri: z.string().nullable().optional().openapi({ description: 'BIP21 unified payment URI' }),
     checkout_url: z.string().nullable().optional().openapi({ description: 'Redirect URL for fiat checkout' }),
+    amount_fiat: z.number().nullable().optional().openapi({ description: 'Price in fiat of a card or wallet-processor checkout' }),
+    currency: z.string().nullable().optional().openapi({ description: 'Lower-case code of amount_fiat, e.g. `usd`' }),
     qr_codes: z
       .record(z.string(), z.string())
       .nullable()
