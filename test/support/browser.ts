@@ -55,13 +55,13 @@ export async function axeViolations(page: Page): Promise<string[]> {
   return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.impact} ${v.id}: ${v.help} (${v.targets.join(', ')})`);
 }
 
-/** Full-page screenshot at phone and desktop width, written as a test artifact (git-ignored). */
-export async function screenshots(page: Page, name: string): Promise<void> {
+/** Screenshots at phone and desktop width (the whole page unless `fullPage` is false), as test artifacts (git-ignored). */
+export async function screenshots(page: Page, name: string, fullPage = true): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   const size = page.viewportSize();
   for (const [label, vp] of [['phone', PHONE], ['desktop', DESKTOP]] as const) {
     await page.setViewportSize(vp);
-    await page.screenshot({ path: join(ARTIFACTS, `${name}-${label}.png`), fullPage: true });
+    await page.screenshot({ path: join(ARTIFACTS, `${name}-${label}.png`), fullPage });
   }
   if (size) await page.setViewportSize(size);
 }
