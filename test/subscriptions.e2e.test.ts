@@ -213,6 +213,28 @@ describe('owner actions', () => {
     expect((await invoice.get(`/subscriptions/${mine.id}`)).body).toMatchObject({ status: 'cancelled', has_access: true });
   });
 
+  it("portal payments: the subscriber's own payments only, receipts and what pays an open one", async () => {
+    const p = await plan({ name: 'Paid plan' });
+    const mine = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'payer@example.com' })).body;
+    const theirs = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'other-payer@example.com' })).body;
+    const headers = { 'X-Subscriber-Token': tokenOf(mine.manage_url) };
+    expect((await anon.get('/public/manage/payments')).status).toBe(401);
+    expect((await anon.get('/public/manage/payments', { headers: { 'X-Subscriber-Token': 'f'.repeat(64) } })).status).toBe(401);
+    expect((await anon.get('/public/manage/payments?limit=0', { headers })).status).toBe(422);
+    const open = await anon.get('/public/manage/payments', { headers });
+    expect(open.status).toBe(200);
+    expect(open.body).toMatchObject({ total: 1, limit: 50, offset: 0 });
+    expect(open.body.items).toEqual([expect.objectContaining({
+      id: mine.payment_id, subscription_id: mine.subscription_id, plan_name: 'Paid plan', status: 'pending', amount_sats: 5000,
+      payment_request: mine.payment_request, expires_at: mine.expires_at,
+    })]);
+    expect(JSON.stringify(open.body)).not.toContain(theirs.payment_id);
+    expect(JSON.stringify(open.body)).not.toContain(w.id);
+    expect((await anon.post(`/dev/payments/${mine.payment_id}/pay`)).status).toBe(200);
+    const paid = await anon.get('/public/manage/payments', { headers });
+    expect(paid.body.items[0]).toMatchObject({ id: mine.payment_id, status: 'paid', paid_at: expect.any(Number) });
+  });
+
   it('archiving a plan cancels its live subscriptions, keeping access to the period end', async () => {
     const p = await plan({ trial_days: 5 });
     const ids: string[] = [];
