@@ -105,7 +105,17 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
     const res = await page.goto(`${stack.api}/docs`);
     expect(res!.status()).toBe(200);
-    expect(res!.headers()['content-security-policy']).toContain("script-src 'self'");
+    expect(res!.headers()['content-security-policy']).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    );
+    expect(res!.headers()['cache-control']).toBe('no-cache');
+    // Assets have content hashes in their names: cached for a year.
+    const asset = (await res!.text()).match(/src="(\/subscriptions_manager\/assets\/docs-[^"]+\.js)"/)![1]!;
+    const got = await fetch(`${stack.gatewayUrl}${asset}`);
+    expect(got.status).toBe(200);
+    expect(got.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    expect(got.headers.get('content-type')).toMatch(/^text\/javascript/);
+    expect((await fetch(`${stack.gatewayUrl}/subscriptions_manager/assets/nope.js`)).status).toBe(404);
     const doc = (await anon.get('/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
     const operations = Object.values(doc.paths).reduce((n, p) => n + Object.keys(p).length, 0);
     await expect.poll(() => page.locator('.opblock').count(), { timeout: 20_000 }).toBe(operations);
