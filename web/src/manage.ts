@@ -46,6 +46,9 @@ interface Wallet {
 }
 
 const TERMINAL = new Set(['cancelled', 'expired']);
+
+/** How a subscription or payment was paid, as the subscriber reads it on their portal. */
+const paidBy = (m: string) => (m === 'nwc' ? 'Your wallet, automatically (NWC)' : METHOD_LABELS[m] ?? m);
 const token = new URLSearchParams(location.search).get('token') ?? '';
 
 function badLink(): void {
@@ -87,7 +90,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
   const facts = h('dl', { class: 'facts' },
     h('dt', {}, 'Status'), h('dd', { class: `status-${s.status}` }, status),
     h('dt', {}, 'Price'), h('dd', {}, `${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval}`),
-    h('dt', {}, 'Paid by'), h('dd', {}, METHOD_LABELS[s.payment_method]?.replace(/ \(Nostr Wallet Connect\)$/, ' (NWC)') ?? s.payment_method),
+    h('dt', {}, 'Paid by'), h('dd', {}, paidBy(s.payment_method)),
     s.trial_end && s.trial_end * 1000 > Date.now() ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
     h('dt', {}, s.status === 'active' ? 'Renews on' : 'Current period ends'), h('dd', {}, date(s.current_period_end)),
     h('dt', {}, 'Access'), h('dd', {}, s.has_access ? `Yes, until at least ${date(s.current_period_end)}` : 'No'),
@@ -156,7 +159,7 @@ function paymentsSection(payments: Pay[]): HTMLElement {
           h('dt', {}, 'Plan'), h('dd', {}, p.plan_name),
           h('dt', {}, 'Amount'), h('dd', {}, `${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
           h('dt', {}, 'Paid on'), h('dd', {}, date(p.paid_at, true)),
-          h('dt', {}, 'Method'), h('dd', {}, METHOD_LABELS[p.payment_method]?.replace(/ \(Nostr Wallet Connect\)$/, ' (NWC)') ?? p.payment_method),
+          h('dt', {}, 'Method'), h('dd', {}, paidBy(p.payment_method)),
           ref ? [h('dt', {}, 'Reference'), h('dd', { class: 'mono' }, ref)] : null),
         h('button', { type: 'button', class: 'secondary', onclick: () => window.print() }, 'Print')));
     }
