@@ -140,6 +140,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Gold');
     expect(await page.locator('main').textContent()).toContain('Members-only posts and the monthly call.');
     expect(await page.locator('#price').textContent()).toBe('21,000 sats per month');
+    // A fiat rail is on: the fiat price at FIAT_RATE_FIXED (100,000 per bitcoin).
+    expect(await page.locator('#fiat-price').textContent()).toBe("About $21.00 at today's rate when paid by card.");
     expect(await page.getByRole('radio').count()).toBe(4);
     // An e-mail address is asked for, and a wrong one is said in words before anything is sent.
     await page.getByLabel('E-mail').fill('not-an-address');
@@ -231,6 +233,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const { page, problems } = await openPage(phone);
     await page.goto(p.checkout_url);
     await page.getByText('14-day free trial: nothing to pay today.').waitFor();
+    // No fiat rail on this plan: sats only.
+    expect(await page.locator('#fiat-price').count()).toBe(0);
     const focused = () => page.evaluate(() => document.activeElement?.id || document.activeElement?.textContent?.trim());
     await page.keyboard.press('Tab');
     expect(await focused()).toBe('Skip to content');

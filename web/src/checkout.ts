@@ -1,5 +1,5 @@
 import {
-  announce, api, ApiError, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable,
+  announce, api, ApiError, fiat, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable,
 } from './common.js';
 
 interface PublicPlan {
@@ -11,6 +11,7 @@ interface PublicPlan {
   trial_days: number;
   payment_methods: string[];
   available_contact_methods?: string[];
+  fiat_price?: { amount: number; currency: string };
 }
 
 interface Checkout extends Payable {
@@ -189,6 +190,9 @@ function render(plan: PublicPlan): void {
       h('h1', {}, plan.name),
       plan.description ? h('p', { class: 'description' }, plan.description) : null,
       h('p', { class: 'price', id: 'price' }, priceLine(plan)),
+      plan.fiat_price
+        ? h('p', { class: 'hint', id: 'fiat-price' }, `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${methods.includes('cardproc') ? 'card' : 'online wallet'}.`)
+        : null,
       trial ? h('p', { class: 'trial' }, `${plan.trial_days}-day free trial: nothing to pay today.`) : null),
     methods.length ? form : h('p', { class: 'error', role: 'alert' }, 'This plan cannot be paid for right now. Please contact the seller.'),
   );

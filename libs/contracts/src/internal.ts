@@ -100,6 +100,16 @@ export const messages = {
     }),
     reply: Paginated(PortalPayment),
   },
+  /**
+   * The checkout page's fiat price of a plan payable by card or wallet processor, at the current rate
+   * (billing asks; no answer in time or no rate: the plan is shown in sats only).
+   */
+  fiatQuote: {
+    subject: 'payments.internal.fiat_quote',
+    request: z.object({ amount_sats: z.number().int().positive() }),
+    reply: z.object({ amount: z.number(), currency: z.string() }),
+    timeoutMs: 2000,
+  },
   /** Billing asks before a plan names a watch-only wallet (ONCHAIN_PROVIDER=esplora): is it one of the owner's? */
   watchonlyWalletExists: {
     subject: 'payments.internal.watchonly_wallet_exists',

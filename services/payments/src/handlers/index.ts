@@ -4,6 +4,7 @@ import { devPay } from './dev.pay.js';
 import { devPayInvoice } from './dev.pay_invoice.js';
 import { confirmPreimageHandler } from './internal.confirm_preimage.js';
 import { createPaymentHandler } from './internal.create_payment.js';
+import { fiatQuoteHandler } from './internal.fiat_quote.js';
 import { expireOpenPaymentsHandler } from './internal.expire_open.js';
 import { listPortalPaymentsHandler, listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
 import { getPayment } from './payments.get.js';
@@ -26,6 +27,7 @@ export const allHandlers = (d: Deps): Handler[] => [
   expireOpenPaymentsHandler(d),
   listSubscriptionPaymentsHandler(d),
   listPortalPaymentsHandler(d),
+  fiatQuoteHandler(d),
   listPayments(d),
   getPayment(d),
   getPaymentStatus(d),
