@@ -15,10 +15,12 @@ COPY services/gateway/package.json services/gateway/
 COPY services/notifier/package.json services/notifier/
 COPY services/nwc/package.json services/nwc/
 COPY services/payments/package.json services/payments/
+COPY web/package.json web/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.base.json tsconfig.json ./
 COPY libs libs
 COPY services services
+COPY web web
 RUN npm run build
 
 FROM node:20-bookworm-slim AS runtime
@@ -32,6 +34,7 @@ COPY services/gateway/package.json services/gateway/
 COPY services/notifier/package.json services/notifier/
 COPY services/nwc/package.json services/nwc/
 COPY services/payments/package.json services/payments/
+COPY web/package.json web/
 # Workspaces are installed too (npm's default), so node_modules/@sb/* link to libs/* as in development.
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 # Only build output: sources, tests and the dev toolchain stay in the build stage.
@@ -42,6 +45,8 @@ COPY --from=build /app/services/gateway/dist services/gateway/dist
 COPY --from=build /app/services/notifier/dist services/notifier/dist
 COPY --from=build /app/services/nwc/dist services/nwc/dist
 COPY --from=build /app/services/payments/dist services/payments/dist
+# The hosted pages (checkout, portal, API reference) the gateway serves.
+COPY --from=build /app/web/dist web/dist
 # The numeric id of the image's `node` user: Kubernetes can only verify runAsNonRoot against a number.
 USER 1000:1000
 EXPOSE 8080 9101 9102 9103 9104

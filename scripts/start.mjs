@@ -112,7 +112,8 @@ async function main() {
   } else {
     console.log(`\n${wallets.length} wallet(s) exist; new keys: npm run wallet -- rotate-keys --id ${wallets[0].id}`);
   }
-  console.log(`API ready at ${api} (OpenAPI: ${api}/openapi.json). Ctrl-C stops everything.\n`);
+  console.log(`API ready at ${api} (OpenAPI: ${api}/openapi.json, API reference: ${api}/docs).`);
+  console.log(`Checkout page of a plan: http://127.0.0.1:${port}/subscriptions_manager/checkout/<plan id> (GET ${api}/public/plan/<plan id> names it). Ctrl-C stops everything.\n`);
 }
 
 main().catch((err) => {

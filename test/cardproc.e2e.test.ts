@@ -64,10 +64,13 @@ const recorded = (paymentId: string) => count(`SELECT count(*)::int AS n FROM pa
 
 describe('card processor (Stripe) checkout', () => {
   it('checkout opens a Stripe session priced in the fiat currency; GET /payments/{id} shows amount_fiat and currency', async () => {
-    const { c, session } = await checkout('priced@example.com');
+    const plan = await cardPlan('Card priced');
+    const { c, session } = await checkout('priced@example.com', plan);
     expect(c).toMatchObject({ payment_method: 'cardproc', checkout_url: session.url, payment_request: null });
     expect(c.checkout_url).toMatch(/^https:\/\/checkout\.stripe\.com\/c\/pay\/cs_test_/);
-    // 2100 sats at 50 000 EUR/BTC = 1.05 EUR = 105 cents.
+    // 2100 sats at 50 000 EUR/BTC = 1.05 EUR = 105 cents; the checkout and the public plan say so.
+    expect(c).toMatchObject({ amount_fiat: 1.05, currency: 'eur' });
+    expect((await client(stack.api).get(`/public/plan/${plan.id}`)).body.fiat_price).toEqual({ amount: 1.05, currency: 'eur' });
     expect(session.params).toMatchObject({
       mode: 'payment',
       line_items: [{ quantity: '1', price_data: { currency: 'eur', unit_amount: '105' } }],
@@ -242,6 +245,10 @@ describe('card processor (Stripe) checkout', () => {
       logs.push(...stack.services.payments.lines);
       expect(logs.some((l) => l.includes('rate source: HTTP 500'))).toBe(true);
       expect(logs.filter((l) => l.includes(stripe.secretKey) || l.includes(stripe.webhookSecret))).toEqual([]);
+      // The checkout page still gets the plan, in sats only.
+      const pub = await client(stack.api).get(`/public/plan/${plan.id}`);
+      expect(pub.status).toBe(200);
+      expect(pub.body).not.toHaveProperty('fiat_price');
     } finally {
       await new Promise((r) => rates.close(r));
     }

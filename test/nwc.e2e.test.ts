@@ -385,3 +385,45 @@ describe('at rest', () => {
     expect((await expectEventsMatchSchemas(db))['nwc.wallet_disabled']).toBeGreaterThan(0);
   });
 });
+
+describe('portal: connect a wallet', () => {
+  it('only to a live NWC subscription of the token holder; the wallet is checked and replaces the earlier one', async () => {
+    const w = await wallet();
+    const p = await plan({ allow_lightning: true });
+    const sub = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'reconnect@example.com', nwc_connection_string: w.connectionString() })).body;
+    expect(sub.status).toBe('active');
+    const headers = { 'X-Subscriber-Token': tokenOf(sub.manage_url) };
+    const byInvoice = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'invoice-payer@example.com' })).body;
+    const connect = (body: Record<string, unknown>, h: Record<string, string> = headers) => anon().post('/public/manage/wallets', body, { headers: h });
+    const next = await wallet();
+
+    expect((await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString() }, {})).status).toBe(401);
+    // Another subscriber's subscription is 404, exactly like an unknown one; their token cannot reach mine.
+    expect((await connect({ subscription_id: byInvoice.subscription_id, nwc_connection_string: next.connectionString() })).status).toBe(404);
+    const theirHeaders = { 'X-Subscriber-Token': tokenOf(byInvoice.manage_url) };
+    expect((await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString() }, theirHeaders)).status).toBe(404);
+    // Their own subscription paid by invoice keeps its method.
+    const invoiceOwn = await connect({ subscription_id: byInvoice.subscription_id, nwc_connection_string: next.connectionString() }, theirHeaders);
+    expect(invoiceOwn.status).toBe(409);
+    expect(invoiceOwn.body.detail).toMatch(/^Only a subscription made with a wallet \(NWC\)/);
+    // A string that is no wallet, and a limit below the price, change nothing.
+    const bad = await connect({ subscription_id: sub.subscription_id, nwc_connection_string: 'https://example.com' });
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail[0]).toMatchObject({ loc: ['body', 'nwc_connection_string'], msg: 'The connection string must start with nostr+walletconnect://' });
+    expect((await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString(), max_amount_sats: 10 })).status).toBe(422);
+    expect((await portal(tokenOf(sub.manage_url))).body.items.map((x: { is_active: boolean }) => x.is_active)).toEqual([true]);
+
+    const ok = await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString() });
+    expect(ok.status).toBe(201);
+    expect(ok.body).toMatchObject({ wallet_pubkey: next.pubkey.slice(0, 8), is_active: true, consecutive_failures: 0 });
+    expect(JSON.stringify(ok.body)).not.toContain(secretOf(next.connectionString()));
+    const { rows } = await db.query('SELECT wallet_pubkey, is_active, subscriber_email FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [sub.subscription_id]);
+    expect(rows).toEqual([
+      { wallet_pubkey: w.pubkey, is_active: false, subscriber_email: 'reconnect@example.com' },
+      { wallet_pubkey: next.pubkey, is_active: true, subscriber_email: 'reconnect@example.com' },
+    ]);
+    // Cancelled, it takes no wallet.
+    expect((await anon().post(`/public/manage/subscription/${sub.subscription_id}/cancel`, undefined, { headers })).status).toBe(200);
+    expect((await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString() })).status).toBe(409);
+  });
+});

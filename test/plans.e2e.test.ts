@@ -256,6 +256,8 @@ describe('GET /public/plan/{id}', () => {
       allow_walletproc: false, payment_methods: ['lightning'],
       // No mail server and no notification settings: no channel to offer.
       available_contact_methods: [],
+      // The hosted checkout page (PUBLIC_BASE_URL defaults to http://127.0.0.1:8080).
+      checkout_url: `http://127.0.0.1:8080/subscriptions_manager/checkout/${plan.id}`,
     });
     expect(JSON.stringify(res.body)).not.toContain(w0.id);
     expect(JSON.stringify(res.body)).not.toContain('acct_secret');

@@ -81,16 +81,25 @@ describe('public checkout', () => {
     expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'bad' })).status).toBe(422);
     const first = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' });
     expect(first.status).toBe(201);
+    // While unpaid, the same contact and method get their open checkout again (the checkout page's retry),
+    // without the portal link; once it is paid, a second subscription is 409.
     const again = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'DUP@example.com' });
-    expect(again.status).toBe(409);
+    expect(again.status).toBe(201);
+    expect(again.body).toMatchObject({ subscription_id: first.body.subscription_id, payment_id: first.body.payment_id, payment_request: first.body.payment_request });
+    expect(again.body.manage_url ?? null).toBeNull();
+    expect((await anon.post(`/dev/payments/${first.body.payment_id}/pay`)).status).toBe(200);
+    await until(() => anon.get(`/public/payment/${first.body.payment_id}/status`), (r) => r.body.status === 'paid');
+    await until(() => anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' }), (r) => r.status === 409);
   });
 
   it('50 parallel identical checkouts make one subscription and one subscriber', async () => {
     const p = await plan();
     const body = { plan_id: p.id, payment_method: 'lightning', email: 'rush@example.com' };
     const results = await Promise.all(Array.from({ length: 50 }, () => anon.post('/public/subscribe', body)));
-    expect(results.filter((r) => r.status === 201)).toHaveLength(1);
-    expect(results.every((r) => r.status === 201 || r.status === 409)).toBe(true);
+    // One creates the subscription (and answers the portal link); the others get the same unpaid checkout.
+    expect(results.every((r) => r.status === 201)).toBe(true);
+    expect(new Set(results.map((r) => `${r.body.subscription_id} ${r.body.payment_id}`)).size).toBe(1);
+    expect(results.filter((r) => r.body.manage_url)).toHaveLength(1);
     const subs = await db.query('SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1', [p.id]);
     expect(subs.rows[0].n).toBe(1);
     const subscribers = await db.query(`SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1 AND lower(email) = 'rush@example.com'`, [w.id]);
@@ -202,6 +211,28 @@ describe('owner actions', () => {
     const cancel = await anon.post(`/public/manage/subscription/${mine.id}/cancel`, undefined, { headers });
     expect(cancel.status).toBe(200);
     expect((await invoice.get(`/subscriptions/${mine.id}`)).body).toMatchObject({ status: 'cancelled', has_access: true });
+  });
+
+  it("portal payments: the subscriber's own payments only, receipts and what pays an open one", async () => {
+    const p = await plan({ name: 'Paid plan' });
+    const mine = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'payer@example.com' })).body;
+    const theirs = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'other-payer@example.com' })).body;
+    const headers = { 'X-Subscriber-Token': tokenOf(mine.manage_url) };
+    expect((await anon.get('/public/manage/payments')).status).toBe(401);
+    expect((await anon.get('/public/manage/payments', { headers: { 'X-Subscriber-Token': 'f'.repeat(64) } })).status).toBe(401);
+    expect((await anon.get('/public/manage/payments?limit=0', { headers })).status).toBe(422);
+    const open = await anon.get('/public/manage/payments', { headers });
+    expect(open.status).toBe(200);
+    expect(open.body).toMatchObject({ total: 1, limit: 50, offset: 0 });
+    expect(open.body.items).toEqual([expect.objectContaining({
+      id: mine.payment_id, subscription_id: mine.subscription_id, plan_name: 'Paid plan', status: 'pending', amount_sats: 5000,
+      payment_request: mine.payment_request, expires_at: mine.expires_at,
+    })]);
+    expect(JSON.stringify(open.body)).not.toContain(theirs.payment_id);
+    expect(JSON.stringify(open.body)).not.toContain(w.id);
+    expect((await anon.post(`/dev/payments/${mine.payment_id}/pay`)).status).toBe(200);
+    const paid = await anon.get('/public/manage/payments', { headers });
+    expect(paid.body.items[0]).toMatchObject({ id: mine.payment_id, status: 'paid', paid_at: expect.any(Number) });
   });
 
   it('archiving a plan cancels its live subscriptions, keeping access to the period end', async () => {

@@ -65,7 +65,7 @@ export async function createDatabase(prefix: string, adminUrl = ADMIN_DATABASE_U
 
 /** The whole system as real processes: a private nats-server, billing, gateway, and `wallets` wallets. */
 /** `adminUrl`: the server to create the stack's database on (default: the shared one, ADMIN_DATABASE_URL). */
-export async function startStack(opts: { env?: Record<string, string>; wallets?: number; adminUrl?: string } = {}): Promise<Stack> {
+export async function startStack(opts: { env?: Record<string, string>; wallets?: number; adminUrl?: string; gatewayPort?: number } = {}): Promise<Stack> {
   const db = await createDatabase('sb_test', opts.adminUrl);
   const natsDir = mkdtempSync(join(tmpdir(), 'sb-nats-'));
   const nats = await startNats(natsDir);
@@ -91,7 +91,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
   // Started side by side: none needs another to become ready, and starting Node is slow here. Whatever
   // started is stopped again if another one failed, so a failed start leaves no process behind.
   const started = await Promise.allSettled([
-    startService('billing', env), startService('gateway', env), startService('payments', env), startService('nwc', env), startService('notifier', env),
+    startService('billing', env), startService('gateway', env, opts.gatewayPort ? { port: opts.gatewayPort } : {}), startService('payments', env), startService('nwc', env), startService('notifier', env),
   ]);
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {

@@ -1,7 +1,7 @@
 import { z } from './zod.js';
 import { Id, Paginated, UnixSeconds } from './common.js';
 import { NWC_ERROR_CODES, NWCSubscriptionCreate } from './nwc.js';
-import { CheckoutResponse, Payment, PaymentStatus } from './payments.js';
+import { CheckoutResponse, Payment, PaymentStatus, PortalPayment } from './payments.js';
 import { PaymentMethod } from './plans.js';
 
 /**
@@ -95,6 +95,27 @@ export const messages = {
     request: SubscriptionPaymentsQuery,
     reply: Paginated(Payment),
   },
+  /** The portal's payment history: the payments of a subscriber's subscriptions (billing knows which), newest first. */
+  listPortalPayments: {
+    subject: 'payments.internal.list_portal_payments',
+    request: z.object({
+      wallet_id: Id,
+      subscription_ids: z.array(Id).max(1000),
+      limit: z.number().int().min(1).max(200).default(50),
+      offset: z.number().int().min(0).default(0),
+    }),
+    reply: Paginated(PortalPayment),
+  },
+  /**
+   * The checkout page's fiat price of a plan payable by card or wallet processor, at the current rate
+   * (billing asks; no answer in time or no rate: the plan is shown in sats only).
+   */
+  fiatQuote: {
+    subject: 'payments.internal.fiat_quote',
+    request: z.object({ amount_sats: z.number().int().positive() }),
+    reply: z.object({ amount: z.number(), currency: z.string() }),
+    timeoutMs: 2000,
+  },
   /** Billing asks before a plan names a watch-only wallet (ONCHAIN_PROVIDER=esplora): is it one of the owner's? */
   watchonlyWalletExists: {
     subject: 'payments.internal.watchonly_wallet_exists',
@@ -131,6 +152,15 @@ export const messages = {
     subject: 'billing.internal.nwc_fallback',
     request: SubscriptionRef,
     reply: z.object({ changed: z.boolean() }),
+  },
+  /**
+   * The portal connects a wallet to one of the subscriber's NWC subscriptions: billing checks it is
+   * theirs (404), live and made with NWC (409), within the wallet's limit (422), and has it renew from the wallet again.
+   */
+  nwcReconnect: {
+    subject: 'billing.internal.nwc_reconnect',
+    request: z.object({ wallet_id: Id, subscriber_id: Id, subscription_id: Id, max_amount_sats: z.number().int().min(1).optional() }),
+    reply: z.object({ plan_id: Id, plan_name: z.string(), amount_sats: z.number().int(), subscriber_email: z.string().nullable(), subscriber_name: z.string().nullable() }),
   },
   /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
   nwcCharge: {

@@ -99,6 +99,16 @@ export const NWCConnection = z
   .openapi('NWCConnection');
 export type NWCConnection = z.infer<typeof NWCConnection>;
 
+/** Body of `POST /public/manage/wallets`: a wallet to pay one of the subscriber's NWC subscriptions from now on. */
+export const NWCPortalConnect = z
+  .strictObject({
+    subscription_id: Id,
+    nwc_connection_string: connectionString,
+    max_amount_sats: z.number().int().min(1).optional().openapi({ description: 'Upper bound of one automatic payment' }),
+  })
+  .openapi('NWCPortalConnect');
+export type NWCPortalConnect = z.infer<typeof NWCPortalConnect>;
+
 /** A portal wallets list item: never the secret nor the full wallet pubkey. */
 export const PortalWallet = z
   .object({

@@ -46,6 +46,18 @@ export const PaymentListQuery = PaginationQuery.extend({
 });
 export type PaymentListQuery = z.infer<typeof PaymentListQuery>;
 
+/**
+ * A portal payments list item: the payment, the plan it paid for, and while it is pending what pays it
+ * (the invoice, address / BIP21 URI or processor link) and until when.
+ */
+export const PortalPayment = Payment.extend({
+  plan_name: z.string(),
+  expires_at: UnixSeconds,
+  checkout_url: z.string().nullable().optional().openapi({ description: 'Card or wallet-processor checkout link (pending payments)' }),
+  bip21_uri: z.string().nullable().optional().openapi({ description: 'BIP21 URI of an on-chain payment' }),
+}).openapi('PortalPayment');
+export type PortalPayment = z.infer<typeof PortalPayment>;
+
 /** Body of `POST /public/subscribe`. */
 export const SubscribeRequest = z
   .strictObject({
@@ -87,6 +99,8 @@ export const CheckoutResponse = z
     chargeproc_charge_id: z.string().nullable().optional().openapi({ description: 'Charge id at the charge server' }),
     bip21_uri: z.string().nullable().optional().openapi({ description: 'BIP21 unified payment URI' }),
     checkout_url: z.string().nullable().optional().openapi({ description: 'Redirect URL for fiat checkout' }),
+    amount_fiat: z.number().nullable().optional().openapi({ description: 'Price in fiat of a card or wallet-processor checkout' }),
+    currency: z.string().nullable().optional().openapi({ description: 'Lower-case code of amount_fiat, e.g. `usd`' }),
     qr_codes: z
       .record(z.string(), z.string())
       .nullable()

@@ -121,5 +121,12 @@ export const PublicPlan = Plan.pick({
       description: "Contact fields a checkout should ask for: the notification channels configured for this plan (e-mail when the notifier cannot be asked)",
     }),
   })
+  .extend({
+    checkout_url: z.string().openapi({ description: 'The hosted checkout page of this plan, to link subscribers to' }),
+    fiat_price: z
+      .object({ amount: z.number(), currency: z.string() })
+      .optional()
+      .openapi({ description: 'Price in fiat at the current rate, when the plan can be paid by card or wallet processor and a rate is available' }),
+  })
   .openapi('PublicPlan');
 export type PublicPlan = z.infer<typeof PublicPlan>;

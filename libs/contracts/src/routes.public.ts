@@ -1,8 +1,8 @@
 import { z } from './zod.js';
 import { IdParams, Paginated, PaginationQuery, SuccessMessageResponse } from './common.js';
 import { defineRoutes } from './http.js';
-import { NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
-import { CallbackAck, PaymentStatusResponse, SubscribeRequest, SubscribeResponse } from './payments.js';
+import { NWCPortalConnect, NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
+import { CallbackAck, PaymentStatusResponse, PortalPayment, SubscribeRequest, SubscribeResponse } from './payments.js';
 import { PortalSubscription } from './subscriptions.js';
 
 /** Public checkout and NWC (no authentication); `GET /public/plan/{id}` is in the plan routes. */
@@ -46,9 +46,21 @@ export const portalRoutes = defineRoutes([
     params: IdParams, response: SuccessMessageResponse, subject: 'billing.portal.cancel_subscription',
   },
   {
+    id: 'portal.payments.list', method: 'get', path: '/public/manage/payments', auth: 'subscriber',
+    summary: "The subscriber's payments, newest first: receipts of paid ones, and what pays an open one",
+    query: PaginationQuery, response: Paginated(PortalPayment), subject: 'billing.portal.list_payments',
+  },
+  {
     id: 'portal.wallets.list', method: 'get', path: '/public/manage/wallets', auth: 'subscriber',
     summary: "List the subscriber's NWC wallets", query: PaginationQuery,
     response: Paginated(PortalWallet), subject: 'nwc.portal.list_wallets',
+  },
+  {
+    id: 'portal.wallets.connect', method: 'post', path: '/public/manage/wallets', auth: 'subscriber',
+    summary: 'Connect an NWC wallet to one of my NWC subscriptions; it pays the renewals from now on (replacing an earlier wallet)',
+    body: NWCPortalConnect, response: PortalWallet, status: 201, subject: 'nwc.portal.connect_wallet',
+    // The wallet's relays get NWC_INFO_TIMEOUT_MS to deliver its info event.
+    busTimeoutMs: 30_000,
   },
   {
     id: 'portal.wallets.disconnect', method: 'delete', path: '/public/manage/wallets/{id}', auth: 'subscriber',

@@ -20,6 +20,11 @@ export function manageUrl(base: string, token: string): string {
   return `${base.replace(/\/$/, '')}/subscriptions_manager/manage?token=${token}`;
 }
 
+/** The plan's hosted checkout page (served by the gateway from web/). */
+export function checkoutUrl(base: string, planId: string): string {
+  return `${base.replace(/\/$/, '')}/subscriptions_manager/checkout/${planId}`;
+}
+
 /** What every subscribe entry point (checkout, NWC) asks for. */
 export interface SubscribeInput {
   plan_id: string;
@@ -45,18 +50,23 @@ export interface Opened {
 }
 
 /**
- * A contact whose NWC checkout was not paid (the wallet refused or did not answer) may try again, with
- * the same or another wallet: their pending NWC subscription is reused with a payable first invoice,
- * instead of a 409 until it expires. Undefined when there is no such subscription.
+ * A contact whose checkout was not paid may try again: their pending subscription of the plan on the same
+ * method is reused with a payable first payment (the open one, or a new one when it expired: the checkout
+ * page's "fresh invoice"), instead of a 409 until it expires. For NWC the wallet refused or did not
+ * answer, and the retry may come with the same or another wallet; after an outage the checkout may have
+ * no payment at all (payments or the database failed after the subscription was saved). A retry while the
+ * first request still runs gets the same payment (payments is idempotent on `checkout:<subscription>`).
+ * Undefined when there is no such subscription. No portal link is answered: the caller only proved to
+ * know the e-mail address.
  */
-export async function pendingNwcCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
+export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan || !input.email) return undefined;
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
   const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
-  if (!sub || sub.status !== 'pending' || sub.payment_method !== 'nwc') return undefined;
+  if (!sub || sub.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
   const now = unixSeconds(d.clock);
-  const o = { purpose: 'checkout' as const, description: `${plan.name} (${plan.interval})`, expires_at: now + (CHECKOUT_SECONDS.nwc ?? 3600) };
+  const o = { purpose: 'checkout' as const, description: `${plan.name} (${plan.interval})`, expires_at: now + (CHECKOUT_SECONDS[input.payment_method] ?? 86_400) };
   let created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
   // The first invoice expired meanwhile: a new one (keyed by time, one per second at most).
   if (created.payment.status !== 'pending' && created.payment.status !== 'paid') created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
@@ -80,32 +90,6 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
     expires_at: sub.created_at + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
   });
   return { plan, sub, manage_url, created };
-}
-
-/**
- * A contact's checkout that never got its first payment (the payments service or the database failed
- * after the subscription was saved, and expiring it failed as well: a database outage) is taken up
- * again by their retry with the same method: its first payment is requested now, instead of a 409
- * until the pending subscription expires a day later. Only once the request that saved it has surely
- * given up (its bus wait is over); the payment's idempotency key is that request's, so a payment it
- * did create after all is the one answered. Undefined when there is no such checkout.
- */
-export async function unpaidCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
-  const plan = await d.plans.getPublic(d.db, input.plan_id);
-  if (!plan || !input.email) return undefined;
-  const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
-  const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
-  if (!sub || sub.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
-  const now = unixSeconds(d.clock);
-  if (now < sub.created_at + Math.ceil(d.busTimeoutMs / 1000) + 1) return undefined;
-  const existing = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id, limit: 1, offset: 0 });
-  if (existing.total > 0) return undefined;
-  const created = await requestPayment(d, plan, sub, {
-    purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
-    expires_at: now + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
-  });
-  d.log.info({ subscription_id: sub.id, payment_id: created.payment.id }, 'checkout without a payment taken up again');
-  return { plan, sub, manage_url: null, created };
 }
 
 /**

@@ -83,7 +83,7 @@ describe('archivePlan', () => {
 describe('publicPlan', () => {
   it('hides the wallet and provider ids and lists only usable methods', () => {
     const p = { ...newPlan(create({ cardproc_account_id: 'acct_1' }), ids, lightningOnly), allow_onchain: true };
-    const pub = publicPlan(p, lightningOnly);
+    const pub = publicPlan(p, lightningOnly, 'https://pay.example/subscriptions_manager/checkout/' + p.id);
     expect(pub).not.toHaveProperty('wallet');
     expect(pub).not.toHaveProperty('cardproc_account_id');
     expect(pub.payment_methods).toEqual(['lightning']);

@@ -9,6 +9,7 @@ import {
 import { BusUnavailableError, DB_UNAVAILABLE_DETAIL, isDbUnavailable, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
+import { pagesRouter } from './pages.js';
 import type { IdempotencyRepo } from './store/idempotency.repo.js';
 
 export interface GatewayDeps {
@@ -25,6 +26,8 @@ export interface GatewayDeps {
   devMode: boolean;
   /** The bus wait of routes that set none (BUS_TIMEOUT_MS). */
   busTimeoutMs: number;
+  /** The built pages (web/dist); see pages.ts. */
+  webDir: string;
 }
 
 /** Added to a route's bus wait to make the lease of its in-progress Idempotency-Key claim. */
@@ -92,6 +95,8 @@ export function createApp(d: GatewayDeps): express.Express {
     res.locals.routeId = 'openapi';
     res.json(openapi);
   });
+
+  app.use(pagesRouter(d.webDir, d.log));
 
   const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false });
   const raw = express.raw({ limit: BODY_LIMIT, type: () => true });

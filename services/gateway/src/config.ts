@@ -19,6 +19,8 @@ export const gatewayConfig = {
    */
   TRUST_PROXY: envInt(0),
   SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): seals responses kept for Idempotency-Key replays'),
+  /** The built hosted pages (checkout, portal, API reference); default: web/dist of this checkout. */
+  WEB_DIR: z.string().min(1).optional(),
 };
 export const loadGatewayConfig = () => loadConfig(gatewayConfig);
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -4,6 +4,7 @@ import { BusClient, createDb, createLogger, createMetricsRegistry, DB_UNAVAILABL
 import { createApp } from './app.js';
 import { KeyResolver } from './auth.js';
 import { loadGatewayConfig } from './config.js';
+import { DEFAULT_WEB_DIR } from './pages.js';
 import { RateLimiter } from './domain/rate-limit.js';
 import { IdempotencyRepo } from './store/idempotency.repo.js';
 import { migrations } from './store/migrations.js';
@@ -41,6 +42,7 @@ async function main(): Promise<void> {
     trustProxy: config.TRUST_PROXY,
     devMode: config.DEV_MODE,
     busTimeoutMs: config.BUS_TIMEOUT_MS,
+    webDir: config.WEB_DIR ?? DEFAULT_WEB_DIR,
     ready: async () => ({ database: migrated && (await db.ping()), bus: await bus.reachable() }),
   });
 

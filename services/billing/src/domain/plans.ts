@@ -91,7 +91,7 @@ export function archivePlan(plan: Plan, now: number): { plan: Plan; changed: boo
   return { plan: { ...plan, is_deleted: true, updated_at: now }, changed: true };
 }
 
-export function publicPlan(plan: Plan, availability: MethodAvailability, contactMethods: PublicPlan['available_contact_methods'] = ['email']): PublicPlan {
+export function publicPlan(plan: Plan, availability: MethodAvailability, checkoutUrl: string): PublicPlan {
   return {
     id: plan.id,
     name: plan.name,
@@ -106,6 +106,7 @@ export function publicPlan(plan: Plan, availability: MethodAvailability, contact
     allow_cardproc: plan.allow_cardproc,
     allow_walletproc: plan.allow_walletproc,
     payment_methods: allowedMethods(plan).filter((m) => availability[m] === null),
-    available_contact_methods: contactMethods,
+    available_contact_methods: ['email'],
+    checkout_url: checkoutUrl,
   };
 }

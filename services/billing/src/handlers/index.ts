@@ -8,7 +8,7 @@ import { getPlan, planExists } from './plans.get.js';
 import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
-import { nwcFallback, portalCancel, portalListSubscriptions, subscriberOfToken } from './portal.js';
+import { nwcFallback, nwcReconnect, portalCancel, portalListPayments, portalListSubscriptions, subscriberOfToken } from './portal.js';
 import { subscriptionContact } from './notification-contacts.js';
 import { getPublicPlan } from './public.plan_get.js';
 import { subscribe, subscribeNwc } from './public.subscribe.js';
@@ -29,7 +29,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   cancelSubscription(d), extendSubscription(d), manageLink(d), listSubscriptionPayments(d), listArchivedSubscriptions(d),
   listSubscribers(d), getSubscriber(d),
   subscribe(d), subscribeNwc(d),
-  portalListSubscriptions(d), portalCancel(d), subscriberOfToken(d), nwcFallback(d),
+  portalListSubscriptions(d), portalListPayments(d), portalCancel(d), subscriberOfToken(d), nwcFallback(d), nwcReconnect(d),
   subscriptionContact(d),
   ...(d.devClock ? [devClock(d, scheduler)] : []),
 ];

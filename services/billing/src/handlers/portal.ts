@@ -1,4 +1,4 @@
-import { callMessage, DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds } from '@sb/runtime';
+import { callMessage, conflict, DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, unprocessable } from '@sb/runtime';
 import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
@@ -38,6 +38,16 @@ export const portalListSubscriptions = (d: Deps) =>
     };
   });
 
+/** Receipts and open payments of every subscription of the token's subscriber (payments live in the payments service). */
+export const portalListPayments = (d: Deps) =>
+  routeHandler('portal.payments.list', async (req) => {
+    const s = await subscriberOf(d, d.db, req);
+    const subs = await d.subscriptions.list(d.db, { wallet_id: s.wallet_id, subscriber_id: s.id }, 1000, 0);
+    return callMessage(d.bus, messages.listPortalPayments, {
+      wallet_id: s.wallet_id, subscription_ids: subs.items.map((x) => x.id), limit: req.query.limit, offset: req.query.offset,
+    });
+  });
+
 export const portalCancel = (d: Deps) =>
   routeHandler('portal.subscriptions.cancel', async (req) => {
     const { saved } = await act(
@@ -64,4 +74,24 @@ export const subscriberOfToken = (d: Deps) =>
     const s = await d.subscribers.byTokenHash(d.db, token_hash);
     if (!s) throw notFound('Subscriber');
     return { subscriber_id: s.id, wallet_id: s.wallet_id };
+  });
+
+/** A wallet connected in the portal: the subscription (the subscriber's, live, made with NWC) renews from a wallet again. */
+export const nwcReconnect = (d: Deps) =>
+  messageHandler(messages.nwcReconnect, async ({ wallet_id, subscriber_id, subscription_id, max_amount_sats }) => {
+    return d.db.tx(async (tx) => {
+      const sub = await d.subscriptions.get(tx, wallet_id, subscription_id, true);
+      if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
+      if (sub.status === 'cancelled' || sub.status === 'expired') throw conflict('This subscription has ended');
+      if (sub.payment_method !== 'nwc') throw conflict('Only a subscription made with a wallet (NWC) can be paid by a wallet; subscribe with NWC on the checkout page');
+      if (max_amount_sats !== undefined && max_amount_sats < sub.amount_sats) {
+        throw unprocessable(['body', 'max_amount_sats'], `The limit (${max_amount_sats} sats) is below the subscription's price of ${sub.amount_sats} sats`);
+      }
+      if (sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, nwc_fallback: false, updated_at: unixSeconds(d.clock) }))) throw conflict('The subscription changed meanwhile, please retry');
+      const [plan, subscriber] = await Promise.all([d.plans.get(tx, wallet_id, sub.plan_id), d.subscribers.get(tx, wallet_id, subscriber_id)]);
+      return {
+        plan_id: sub.plan_id, plan_name: plan?.name ?? '', amount_sats: sub.amount_sats,
+        subscriber_email: subscriber?.email ?? null, subscriber_name: subscriber?.name ?? null,
+      };
+    });
   });

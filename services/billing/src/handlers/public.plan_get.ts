@@ -1,17 +1,28 @@
-import { notificationMessages } from '@sb/contracts';
+import { messages, notificationMessages } from '@sb/contracts';
 import { callMessage, notFound, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { publicPlan } from '../domain/plans.js';
+import { checkoutUrl } from '../subscribe.js';
 
 export const getPublicPlan = (d: Deps) =>
   routeHandler('public.plan.get', async (req) => {
     const plan = await d.plans.getPublic(d.db, req.params.id);
     if (!plan) throw notFound('Plan');
-    // The plan's notification channels live in the notifier; a checkout page still works (asking for an
-    // e-mail address) when the notifier cannot answer.
-    const contact = await callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }).catch((err) => {
-      d.log.warn({ err: (err as Error).message, plan_id: plan.id }, 'contact methods unavailable; offering e-mail');
-      return { methods: ['email' as const] };
-    });
-    return publicPlan(plan, d.availability, contact.methods);
+    const pub = publicPlan(plan, d.availability, checkoutUrl(d.publicBaseUrl, plan.id));
+    const fiatRail = pub.payment_methods.some((m) => m === 'cardproc' || m === 'walletproc');
+    // The plan's notification channels live in the notifier, its fiat price in payments: both are courtesies
+    // of the checkout page, which still works (asking for an e-mail address, in sats) when they cannot answer.
+    const [contact, fiat] = await Promise.all([
+      callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }).catch((err) => {
+        d.log.warn({ err: (err as Error).message, plan_id: plan.id }, 'contact methods unavailable; offering e-mail');
+        return undefined;
+      }),
+      fiatRail
+        ? callMessage(d.bus, messages.fiatQuote, { amount_sats: plan.amount_sats }).catch((err) => {
+            d.log.warn({ err: String(err), plan_id: plan.id }, 'no fiat price for the public plan');
+            return undefined;
+          })
+        : undefined,
+    ]);
+    return { ...pub, ...(contact ? { available_contact_methods: contact.methods } : {}), ...(fiat ? { fiat_price: fiat } : {}) };
   });

@@ -1,7 +1,14 @@
 import { messages, type SubscribeRequest } from '@sb/contracts';
 import { DomainError, messageHandler, routeHandler, unprocessable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { openSubscription, pendingNwcCheckout, unpaidCheckout } from '../subscribe.js';
+import { openSubscription, pendingCheckout, type Opened } from '../subscribe.js';
+
+/** A 409 (the contact already subscribes) is a retry when their checkout of the plan is still unpaid. */
+const retryPending = (d: Deps, input: Parameters<typeof pendingCheckout>[1]) => async (err: unknown): Promise<Opened> => {
+  const retry = err instanceof DomainError && err.status === 409 ? await pendingCheckout(d, input) : undefined;
+  if (!retry) throw err;
+  return retry;
+};
 
 /** Public checkout: an invoice, address or processor checkout for paid plans; an active trial otherwise. */
 export const subscribe = (d: Deps) =>
@@ -11,11 +18,7 @@ export const subscribe = (d: Deps) =>
     if (body.payment_method === 'nwc') {
       throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: 'NWC subscriptions are made with POST /public/subscribe/nwc', type: 'value_error' }]);
     }
-    const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key }).catch(async (err) => {
-      const retry = err instanceof DomainError && err.status === 409 ? await unpaidCheckout(d, body) : undefined;
-      if (!retry) throw err;
-      return retry;
-    });
+    const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key }).catch(retryPending(d, body));
     if (!created) {
       return {
         subscription_id: sub.id, status: 'active' as const, trial: true as const, trial_days: plan.trial_days,
@@ -37,11 +40,7 @@ export const subscribeNwc = (d: Deps) =>
       if (body.max_amount_sats !== undefined && body.max_amount_sats < p.amount_sats) {
         throw unprocessable(['body', 'max_amount_sats'], `max_amount_sats (${body.max_amount_sats}) is below the plan's price of ${p.amount_sats} sats`);
       }
-    }).catch(async (err) => {
-      const retry = err instanceof DomainError && err.status === 409 ? await pendingNwcCheckout(d, input) : undefined;
-      if (!retry) throw err;
-      return retry;
-    });
+    }).catch(retryPending(d, input));
     const p = created?.payment;
     return {
       subscription_id: sub.id, subscriber_id: sub.subscriber_id, wallet_id: sub.wallet_id, plan_name: plan.name, manage_url,

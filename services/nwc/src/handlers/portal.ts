@@ -1,8 +1,9 @@
-import { messages, toPortalWallet, type BusRequest } from '@sb/contracts';
-import { callMessage, DomainError, notFound, routeHandler, unixSeconds } from '@sb/runtime';
+import { ID_PREFIXES, messages, toPortalWallet, type BusRequest, type NWCPortalConnect } from '@sb/contracts';
+import { callMessage, DomainError, newId, notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { tellBilling } from '../domain/charge.js';
 import { toConnection } from '../store/connections.repo.js';
+import { checked } from './public.subscribe.js';
 
 /** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
 async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: string; wallet_id: string }> {
@@ -32,4 +33,34 @@ export const disconnectWallet = (d: Deps) =>
     d.log.info({ connection_id: row.id }, 'nwc wallet disconnected');
     await tellBilling(d, row);
     return { success: true, message: 'Wallet disconnected; your subscription renews by invoice from now on' };
+  });
+
+/**
+ * A wallet connected in the portal to one of the subscriber's NWC subscriptions (billing checks which):
+ * checked like a checkout's, stored with its secret sealed, replacing the subscription's earlier wallet;
+ * it pays the renewals from now on. Nothing is charged now.
+ */
+export const connectWallet = (d: Deps) =>
+  routeHandler('portal.wallets.connect', async (req) => {
+    const s = await subscriberOf(d, req);
+    const body = req.body as NWCPortalConnect;
+    const { conn, encryption } = await checked(d, body.nwc_connection_string);
+    const sub = await callMessage(d.bus, messages.nwcReconnect, {
+      wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats,
+    });
+    const nowMs = d.clock.nowMs();
+    const now = Math.floor(nowMs / 1000);
+    const row = {
+      id: newId(ID_PREFIXES.nwc, nowMs), wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id,
+      plan_id: sub.plan_id, plan_name: sub.plan_name, wallet_pubkey: conn.pubkey, relay_url: conn.relays[0]!, relays: conn.relays,
+      secret_sealed: d.secrets.seal(conn.secret), encryption, max_amount_sats: body.max_amount_sats ?? null, is_active: true,
+      last_used_at: null, last_error: null, last_error_code: null, consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
+      subscriber_email: sub.subscriber_email, subscriber_name: sub.subscriber_name,
+    };
+    await d.db.tx(async (tx) => {
+      await d.connections.retireForSubscription(tx, row.wallet_id, row.subscription_id, now);
+      await d.connections.insert(tx, row);
+    });
+    d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
+    return toPortalWallet(toConnection(row));
   });

@@ -6,7 +6,8 @@ import { chargeConnection } from '../domain/charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 
-async function checked(d: Deps, s: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
+/** The wallet behind a connection string, checked (relay, info event, pay_invoice); 422 in words otherwise. */
+export async function checked(d: Deps, s: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
   try {
     return await d.nip47.validate(s);
   } catch (err) {

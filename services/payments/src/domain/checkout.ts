@@ -41,6 +41,7 @@ export async function checkoutOf(r: PaymentRecord): Promise<Checkout> {
     payment_hash: r.payment_hash,
     ...(r.onchain_address ? { onchain_address: r.onchain_address, bip21_uri: bip21 } : {}),
     ...(r.checkout_url ? { checkout_url: r.checkout_url } : {}),
+    ...(r.amount_fiat !== null && r.currency ? { amount_fiat: r.amount_fiat, currency: r.currency } : {}),
     ...(r.provider === 'chargeproc' ? { chargeproc_charge_id: r.provider_ref } : {}),
     qr_codes,
     expires_at: r.expires_at,

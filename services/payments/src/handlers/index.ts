@@ -4,8 +4,9 @@ import { devPay } from './dev.pay.js';
 import { devPayInvoice } from './dev.pay_invoice.js';
 import { confirmPreimageHandler } from './internal.confirm_preimage.js';
 import { createPaymentHandler } from './internal.create_payment.js';
+import { fiatQuoteHandler } from './internal.fiat_quote.js';
 import { expireOpenPaymentsHandler, markUnappliedHandler } from './internal.expire_open.js';
-import { listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
+import { listPortalPaymentsHandler, listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
 import { getPayment } from './payments.get.js';
 import { listPayments } from './payments.list.js';
 import { getPaymentStatus } from './public.payment_status.js';
@@ -32,6 +33,8 @@ export const allHandlers = (d: Deps): Handler[] => [
   expireOpenPaymentsHandler(d),
   markUnappliedHandler(d),
   listSubscriptionPaymentsHandler(d),
+  listPortalPaymentsHandler(d),
+  fiatQuoteHandler(d),
   listPayments(d),
   getPayment(d),
   getPaymentStatus(d),

@@ -20,6 +20,8 @@ export type PaymentDetails = Partial<Pick<PaymentRecord, (typeof DETAIL_COLUMNS)
 
 export interface PaymentFilters {
   subscription_id?: string;
+  /** Payments of any of these subscriptions (a subscriber's, for the portal). */
+  subscription_ids?: string[];
   status?: PaymentStatus;
   payment_method?: PaymentMethod;
 }
@@ -206,6 +208,10 @@ export class PaymentsRepo {
         values.push(v);
         where.push(`${key} = $${values.length}`);
       }
+    }
+    if (f.subscription_ids) {
+      values.push(f.subscription_ids);
+      where.push(`subscription_id = ANY($${values.length})`);
     }
     const cond = where.join(' AND ');
     const [items, count] = await Promise.all([

@@ -1,0 +1,386 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+// The same launcher `npm start` uses.
+import { freePort } from '../scripts/stack.mjs';
+import { axeViolations, CHROMIUM, DESKTOP, launch, openPage, overflowsHorizontally, PHONE, screenshots } from './support/browser.js';
+import { client, until } from './support/http.js';
+import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
+import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * The hosted pages in a real browser (Debian's chromium through playwright-core) against the whole
+ * stack: checkout by every method paid with the dev provider, the portal it links to, an expired
+ * invoice replaced, NWC on the relay and wallet of test/support, the API reference. Each page passes
+ * axe-core without serious violations, shows no console error (CSP violations included), fits a
+ * 360 px screen, and is captured at phone and desktop size under test-artifacts/pages/.
+ */
+if (!CHROMIUM) console.warn('pages.e2e: chromium not found (apt-get install chromium, or set CHROMIUM_PATH): browser tests skipped');
+
+describe('checkout page weight', () => {
+  it("the checkout page's JavaScript is well under 100 KB compressed", () => {
+    const dist = join(import.meta.dirname, '..', 'web', 'dist');
+    const html = readFileSync(join(dist, 'checkout.html'), 'utf8');
+    const scripts = [...html.matchAll(/(?:src|href)="\/subscriptions_manager\/(assets\/[^"]+\.js)"/g)].map((m) => m[1]!);
+    expect(scripts.length).toBeGreaterThan(0);
+    const gzipped = scripts.reduce((n, f) => n + gzipSync(readFileSync(join(dist, f))).length, 0);
+    expect(gzipped).toBeLessThan(30_000);
+  });
+});
+
+// CI installs chromium (.ci/run): there a missing browser is a failure, not a skip.
+it.runIf(!CHROMIUM && !!process.env.CI)('chromium is installed for the browser tests on CI', () => {
+  expect(CHROMIUM, 'no chromium at /usr/bin/chromium or CHROMIUM_PATH').toBeDefined();
+});
+
+describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
+  let stack: Stack;
+  let relay: NostrRelay;
+  let browser: Browser;
+  let phone: BrowserContext;
+  let admin: ReturnType<typeof client>;
+  let anon: ReturnType<typeof client>;
+  const nwcWallets: NwcWallet[] = [];
+
+  beforeAll(async () => {
+    // Portal and checkout links are made from PUBLIC_BASE_URL: the gateway gets that port.
+    const port = await freePort();
+    relay = await startNostrRelay();
+    [stack, browser] = await Promise.all([
+      startStack({
+        wallets: 1, gatewayPort: port,
+        env: {
+          PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev',
+          FIAT_RATE_FIXED: '100000', NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '1000',
+        },
+      }),
+      launch(),
+    ]);
+    admin = client(stack.api, stack.wallets[0]!.admin_key);
+    anon = client(stack.api);
+    phone = await browser.newContext({ viewport: PHONE, isMobile: true, hasTouch: true });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await Promise.all(nwcWallets.map((w) => w.stop()));
+    await stack?.stop();
+    await relay?.stop();
+  });
+
+  async function plan(body: Record<string, unknown>) {
+    const res = await admin.post('/plans', { interval: 'monthly', ...body });
+    expect(res.status).toBe(201);
+    const pub = await anon.get(`/public/plan/${res.body.id}`);
+    expect(pub.body.checkout_url).toBe(`${stack.gatewayUrl}/subscriptions_manager/checkout/${res.body.id}`);
+    return pub.body as { id: string; name: string; checkout_url: string; amount_sats: number };
+  }
+
+  /** Checks a page as a person with a screen reader, a keyboard or a phone would meet it. */
+  async function check(page: Page, problems: string[], name: string, fullPage = true) {
+    expect(await axeViolations(page)).toEqual([]);
+    expect(await overflowsHorizontally(page)).toBe(false);
+    expect(problems).toEqual([]);
+    await screenshots(page, name, fullPage);
+  }
+
+  /** Fills the checkout form for `method` and submits it; answers the checkout the API gave the page. */
+  async function checkout(page: Page, method: string, email: string) {
+    await page.getByRole('radio', { name: method }).check();
+    await page.getByLabel('E-mail').fill(email);
+    const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await page.getByRole('button', { name: /Continue to payment|Start free trial/ }).click();
+    const res = await answer;
+    expect(res.status()).toBe(201);
+    return (await res.json()) as { payment_id: string; subscription_id: string; manage_url?: string; payment_request?: string; checkout_url?: string; onchain_address?: string };
+  }
+
+  async function pay(paymentId: string) {
+    expect((await anon.post(`/dev/payments/${paymentId}/pay`)).status).toBe(200);
+  }
+
+  it('API reference at {api}/docs renders every operation of our OpenAPI document', async () => {
+    const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
+    const res = await page.goto(`${stack.api}/docs`);
+    expect(res!.status()).toBe(200);
+    expect(res!.headers()['content-security-policy']).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    );
+    expect(res!.headers()['cache-control']).toBe('no-cache');
+    // Assets have content hashes in their names: cached for a year.
+    const asset = (await res!.text()).match(/src="(\/subscriptions_manager\/assets\/docs-[^"]+\.js)"/)![1]!;
+    const got = await fetch(`${stack.gatewayUrl}${asset}`);
+    expect(got.status).toBe(200);
+    expect(got.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    expect(got.headers.get('content-type')).toMatch(/^text\/javascript/);
+    expect((await fetch(`${stack.gatewayUrl}/subscriptions_manager/assets/nope.js`)).status).toBe(404);
+    const doc = (await anon.get('/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
+    const operations = Object.values(doc.paths).reduce((n, p) => n + Object.keys(p).length, 0);
+    await expect.poll(() => page.locator('.opblock').count(), { timeout: 20_000 }).toBe(operations);
+    await expect.poll(() => page.locator('.opblock-summary-path').allTextContents()).toContain('/public/subscribe');
+    expect(await page.getByRole('heading', { level: 1 }).first().textContent()).toBeTruthy();
+    // The reference is long: its first screen is enough to look at.
+    await check(page, problems, 'api-reference', false);
+    // Keyboard: an operation opens with Enter, and its details pass axe too.
+    await page.locator('.opblock-summary-control').first().focus();
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('.opblock.is-open').count()).toBe(1);
+    expect(await axeViolations(page)).toEqual([]);
+    await page.close();
+  });
+
+  it('checkout by Lightning: plan, QR, copy and wallet link, paid live, then the portal shows the subscription and cancels it', async () => {
+    const p = await plan({ name: 'Gold', description: 'Members-only posts and the monthly call.', amount_sats: 21000, allow_onchain: true, allow_cardproc: true, allow_walletproc: true });
+    const { page, problems } = await openPage(phone);
+    const res = await page.goto(p.checkout_url);
+    expect(res!.status()).toBe(200);
+    expect(res!.headers()['cache-control']).toBe('no-cache');
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Gold');
+    expect(await page.locator('main').textContent()).toContain('Members-only posts and the monthly call.');
+    expect(await page.locator('#price').textContent()).toBe('21,000 sats per month');
+    // A fiat rail is on: the fiat price at FIAT_RATE_FIXED (100,000 per bitcoin).
+    expect(await page.locator('#fiat-price').textContent()).toBe("About $21.00 at today's rate when paid by card.");
+    expect(await page.getByRole('radio').count()).toBe(4);
+    // An e-mail address is asked for, and a wrong one is said in words before anything is sent.
+    await page.getByLabel('E-mail').fill('not-an-address');
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    expect(await page.locator('#contact-email-error').textContent()).toContain('e-mail address');
+    expect(await page.getByLabel('E-mail').getAttribute('aria-invalid')).toBe('true');
+    await check(page, problems, 'checkout');
+
+    const c = await checkout(page, 'Lightning', 'lightning@example.com');
+    await page.locator('#pay').waitFor();
+    expect(await page.getByRole('img', { name: 'QR code of the Lightning invoice' }).count()).toBe(1);
+    expect(await page.getByRole('textbox', { name: 'Invoice' }).inputValue()).toBe(c.payment_request);
+    expect(await page.getByRole('link', { name: 'Open in a Lightning wallet' }).getAttribute('href')).toBe(`lightning:${c.payment_request}`);
+    await page.getByRole('button', { name: 'Copy invoice' }).click();
+    await expect.poll(() => page.locator('#announcer').textContent()).toBe('Invoice copied');
+    await check(page, problems, 'checkout-lightning');
+
+    await pay(c.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await page.locator('#done-message').textContent()).toBe('Payment received: your subscription to Gold is active.');
+    const link = page.getByRole('link', { name: 'Manage your subscription' });
+    expect(await link.getAttribute('href')).toBe(c.manage_url);
+    await check(page, problems, 'checkout-paid');
+
+    // The portal link.
+    const portalRes = page.waitForResponse((r) => r.url().includes('/public/manage/subscriptions'));
+    await link.click();
+    expect((await portalRes).status()).toBe(200);
+    await page.getByRole('heading', { name: 'Your subscriptions' }).waitFor();
+    const card = page.locator(`#sub-${c.subscription_id}`);
+    expect(await card.getByRole('heading', { name: 'Gold' }).count()).toBe(1);
+    expect(await card.locator('.status-active').textContent()).toBe('Active');
+    expect(await card.textContent()).toMatch(/Access.*Yes, until at least/);
+    // Payment history with a receipt.
+    const receipt = page.locator('details.receipt').first();
+    expect(await page.locator('.payment-row .pill-paid').count()).toBe(1);
+    await receipt.locator('summary').click();
+    expect(await receipt.textContent()).toContain(c.payment_id);
+    expect(await receipt.textContent()).toContain('21,000 sats');
+    await check(page, problems, 'portal');
+
+    // Cancel, with a confirmation that says what access remains; keeping it first changes nothing.
+    await card.getByRole('button', { name: 'Cancel subscription' }).click();
+    const dialog = page.getByRole('dialog');
+    expect(await dialog.textContent()).toMatch(/You keep access until .+\. After that you will not be charged again\./);
+    await dialog.getByRole('button', { name: 'Keep subscription' }).click();
+    expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body.status).toBe('active');
+    await card.getByRole('button', { name: 'Cancel subscription' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    await expect.poll(() => page.locator('#notice').textContent()).toMatch(/^Gold is cancelled\. Access continues until /);
+    expect(await page.locator(`#sub-${c.subscription_id} .status-cancelled`).textContent()).toBe('Cancelled');
+    expect(await page.locator(`#sub-${c.subscription_id}`).getByRole('button', { name: 'Cancel subscription' }).count()).toBe(0);
+    expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body).toMatchObject({ status: 'cancelled', has_access: true });
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('checkout by on-chain, card and wallet processor: what pays each, paid live, success', async () => {
+    const p = await plan({ name: 'Every rail', amount_sats: 50000, allow_lightning: false, allow_onchain: true, allow_cardproc: true, allow_walletproc: true });
+    for (const [label, email] of [['On-chain bitcoin', 'chain@example.com'], ['Card', 'card@example.com'], ['Online wallet (PayPal)', 'paypal@example.com']] as const) {
+      const { page, problems } = await openPage(phone);
+      await page.goto(p.checkout_url);
+      const c = await checkout(page, label, email);
+      await page.locator('#pay').waitFor();
+      if (label === 'On-chain bitcoin') {
+        expect(await page.getByRole('textbox', { name: 'Address' }).inputValue()).toBe(c.onchain_address);
+        expect(await page.getByRole('img', { name: 'QR code of the bitcoin payment request' }).count()).toBe(1);
+        expect(await page.getByRole('link', { name: 'Open in a bitcoin wallet' }).getAttribute('href')).toMatch(new RegExp(`^bitcoin:${c.onchain_address}\\?amount=0\\.00050000`));
+        await check(page, problems, 'checkout-onchain');
+      } else {
+        const a = page.getByRole('link', { name: label === 'Card' ? /Pay by card/ : /Pay with your online wallet/ });
+        expect(await a.getAttribute('href')).toBe(c.checkout_url);
+        // Priced in fiat at FIAT_RATE_FIXED (100,000 per bitcoin): 50,000 sats are $50.00.
+        expect(await page.locator('#pay').textContent()).toContain('Pay $50.00 (50,000 sats)');
+        if (label === 'Card') await check(page, problems, 'checkout-card');
+        expect(await a.getAttribute('rel')).toContain('noopener');
+      }
+      await pay(c.payment_id);
+      await page.locator('#done').waitFor({ timeout: 20_000 });
+      expect(await page.locator('#done-message').textContent()).toBe('Payment received: your subscription to Every rail is active.');
+      expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(c.manage_url);
+      expect(problems).toEqual([]);
+      await page.close();
+    }
+  });
+
+  it('a trial plan starts without payment, by keyboard alone', async () => {
+    const p = await plan({ name: 'Trial club', amount_sats: 3000, trial_days: 14 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByText('14-day free trial: nothing to pay today.').waitFor();
+    // No fiat rail on this plan: sats only.
+    expect(await page.locator('#fiat-price').count()).toBe(0);
+    const focused = () => page.evaluate(() => document.activeElement?.id || document.activeElement?.textContent?.trim());
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('Skip to content');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('method-lightning');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('contact-email');
+    await page.keyboard.type('trial@example.com');
+    await page.keyboard.press('Enter');
+    await page.locator('#done').waitFor();
+    expect(await page.locator('#done-message').textContent()).toBe('Your 14-day free trial of Trial club has started');
+    // The result takes the focus, so a screen reader reads it; the portal link is next.
+    expect(await focused()).toBe('done-heading');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('portal-link');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Trial club' }).waitFor();
+    expect(await page.locator('main').textContent()).toContain('Free trial until');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('the portal shows the open renewal payment, payable right there', async () => {
+    const p = await plan({ name: 'Renew', amount_sats: 2000 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'renew@example.com' })).body;
+    await pay(sub.payment_id);
+    await until(() => admin.get(`/subscriptions/${sub.subscription_id}`), (r) => r.body.status === 'active');
+    // Monthly renewals are issued 3 days before the period ends.
+    expect((await admin.post('/dev/clock', { advance_seconds: 28 * 86400 })).status).toBe(200);
+    const renewal = await until(() => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`), (r) => r.body.items?.length === 1);
+    const due = renewal.body.items[0];
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await card.getByRole('textbox', { name: 'Invoice' }).inputValue()).toBe(due.payment_request);
+    expect(await card.getByRole('img', { name: 'QR code of the Lightning invoice' }).count()).toBe(1);
+    expect(await page.locator('.payment-row .pill-pending').count()).toBe(1);
+    await check(page, problems, 'portal-renewal-due');
+    await pay(due.id);
+    await until(() => admin.get(`/subscriptions/${sub.subscription_id}`), (r) => r.body.current_period_start > 0 && r.body.payments?.filter((x: { status: string }) => x.status === 'paid').length === 2);
+    await page.reload();
+    await page.getByRole('heading', { name: 'Payments and receipts' }).waitFor();
+    expect(await page.locator('.payment-row .pill-paid').count()).toBe(2);
+    expect(await card.getByRole('heading', { name: 'Payment due' }).count()).toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('an unknown plan and a bad or revoked portal token get a clear page', async () => {
+    const { page, problems } = await openPage(phone);
+    await page.goto(`${stack.gatewayUrl}/subscriptions_manager/checkout/plan_01JUNKJUNKJUNKJUNKJUNKJUNK`);
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
+    expect(await page.getByRole('alert').textContent()).toContain('does not exist or is no longer offered');
+    for (const url of [`/subscriptions_manager/manage?token=${'0'.repeat(64)}`, '/subscriptions_manager/manage', '/subscriptions_manager/manage?token=<script>']) {
+      const res = await page.goto(`${stack.gatewayUrl}${url}`);
+      expect(res!.status()).toBe(200);
+      expect(res!.headers()['referrer-policy']).toBe('no-referrer');
+      await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('This link does not work');
+      expect(await page.locator('main').textContent()).toContain('ask the seller to send you a new one');
+    }
+    await check(page, problems, 'portal-bad-link');
+    await page.close();
+  });
+
+  it('NWC: checkout with a wallet (checked before submit), then the portal lists, disconnects and connects wallets', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    const p = await plan({ name: 'Auto', amount_sats: 1500, allow_nwc: true });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('nwc@example.com');
+    // A malformed string is refused on the page, before anything is sent.
+    await page.getByLabel('Wallet connection string').fill('nostr+walletconnect://abc');
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    expect(await page.locator('#nwc-error').textContent()).toBe('The wallet key in the connection string must be 64 hexadecimal characters.');
+    await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+    const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc'));
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    const body = await (await answer).json();
+    await page.locator('#done').waitFor({ timeout: 30_000 });
+    expect(await page.locator('#done-message').textContent()).toBe('Your wallet paid 1500 sats; your subscription to Auto is active');
+    await page.getByRole('link', { name: 'Manage your subscription' }).click();
+    await page.getByRole('heading', { name: 'Wallets for automatic payments' }).waitFor();
+    const wallets = page.locator('ul.wallets > li');
+    expect(await wallets.count()).toBe(1);
+    expect(await wallets.first().textContent()).toContain(`Wallet ${wallet.pubkey.slice(0, 8)}… · Connected`);
+    await check(page, problems, 'portal-wallets');
+
+    await wallets.first().getByRole('button', { name: /^Disconnect/ }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
+    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected; your subscription renews by invoice from now on');
+    expect(await page.locator('ul.wallets > li').first().textContent()).toContain('· Disconnected');
+    const { rows } = await stack.db.query('SELECT is_active FROM nwc.connections WHERE subscription_id = $1', [body.subscription_id]);
+    expect(rows).toEqual([{ is_active: false }]);
+    await expect.poll(async () => (await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows[0].nwc_fallback).toBe(true);
+
+    // Connect another wallet: a malformed string is refused on the page, a good one is checked and stored.
+    const other = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(other);
+    const form = page.locator('#connect-form');
+    await form.getByLabel('Subscription').selectOption(body.subscription_id);
+    await form.getByLabel('Wallet connection string').fill('nostr+walletconnect://');
+    await form.getByRole('button', { name: 'Connect wallet' }).click();
+    expect(await page.locator('#connect-nwc-error').textContent()).toBe('The wallet key in the connection string must be 64 hexadecimal characters.');
+    await form.getByLabel('Wallet connection string').fill(other.connectionString());
+    const connected = page.waitForResponse((r) => r.url().endsWith('/public/manage/wallets') && r.request().method() === 'POST');
+    await form.getByRole('button', { name: 'Connect wallet' }).click();
+    expect((await connected).status()).toBe(201);
+    await expect.poll(() => page.locator('#notice').textContent()).toBe(`Wallet ${other.pubkey.slice(0, 8)}… connected: it pays the renewals of Auto (1,500 sats per month) from now on.`);
+    expect(await page.locator('ul.wallets > li').first().textContent()).toContain(`Wallet ${other.pubkey.slice(0, 8)}… · Connected`);
+    const after = await stack.db.query('SELECT wallet_pubkey, is_active FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [body.subscription_id]);
+    expect(after.rows).toEqual([{ wallet_pubkey: wallet.pubkey, is_active: false }, { wallet_pubkey: other.pubkey, is_active: true }]);
+    expect((await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows[0].nwc_fallback).toBe(false);
+    // The new wallet pays the next renewal by itself.
+    expect((await admin.post('/dev/clock', { advance_seconds: 31 * 86400 })).status).toBe(200);
+    await expect.poll(() => other.requests.length, { timeout: 30_000 }).toBeGreaterThan(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  // Last: it moves the stack's clock an hour on.
+  it('an invoice that expires is replaced by a fresh one on the page', async () => {
+    const p = await plan({ name: 'Fresh', amount_sats: 777 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const first = await checkout(page, 'Lightning', 'fresh@example.com');
+    await page.locator('#pay').waitFor();
+    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+    await until(() => anon.get(`/public/payment/${first.payment_id}/status`), (r) => r.body.status === 'expired');
+    const fresh = page.getByRole('button', { name: 'Get a fresh invoice' });
+    await fresh.waitFor({ timeout: 20_000 });
+    expect(await page.locator('#payment-status').textContent()).toContain('This payment request expired before it was paid.');
+    await check(page, problems, 'checkout-expired');
+    const again = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await fresh.click();
+    const second = await (await again).json();
+    expect(second.subscription_id).toBe(first.subscription_id);
+    expect(second.payment_id).not.toBe(first.payment_id);
+    await expect.poll(() => page.getByRole('textbox', { name: 'Invoice' }).inputValue()).toBe(second.payment_request);
+    await pay(second.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    // The portal link of the first answer is kept.
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(first.manage_url);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});

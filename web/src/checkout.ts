@@ -1,0 +1,285 @@
+import {
+  announce, api, ApiError, fiat, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable,
+} from './common.js';
+
+interface PublicPlan {
+  id: string;
+  name: string;
+  description?: string | null;
+  amount_sats: number;
+  interval: string;
+  trial_days: number;
+  payment_methods: string[];
+  available_contact_methods?: string[];
+  fiat_price?: { amount: number; currency: string };
+}
+
+interface Checkout extends Payable {
+  payment_id: string;
+  subscription_id?: string | null;
+  manage_url?: string | null;
+}
+
+interface Trial {
+  subscription_id: string;
+  trial: true;
+  message: string;
+  manage_url?: string | null;
+}
+
+interface NwcAnswer {
+  subscription_id: string;
+  status: 'active' | 'pending';
+  message: string;
+  error_code?: string | null;
+  manage_url?: string | null;
+}
+
+const POLL_MS = 2000;
+const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
+
+const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete: string; hint: string }> = {
+  email: { label: 'E-mail', type: 'email', autocomplete: 'email', hint: 'For receipts, reminders and your link to manage the subscription.' },
+  messenger: { label: 'Messenger username', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts by chat.' },
+  nostr: { label: 'Nostr address (npub or name@domain)', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts as Nostr direct messages.' },
+};
+
+/** The portal link, kept from the first answer (a retry answers none). */
+let manageUrl: string | null = null;
+let pollTimer: number | undefined;
+
+function priceLine(plan: PublicPlan): string {
+  return `${sats(plan.amount_sats)} per ${INTERVALS[plan.interval] ?? plan.interval}`;
+}
+
+function field(id: string, label: string, input: HTMLElement, hint?: string): HTMLElement {
+  if (hint) input.setAttribute('aria-describedby', `${id}-hint ${id}-error`);
+  else input.setAttribute('aria-describedby', `${id}-error`);
+  return h('div', { class: 'field' },
+    h('label', { for: id }, label),
+    hint ? h('p', { class: 'hint', id: `${id}-hint` }, hint) : null,
+    input,
+    h('p', { class: 'field-error', id: `${id}-error` }),
+  );
+}
+
+function fieldError(id: string, text: string | null): void {
+  const el = document.getElementById(`${id}-error`);
+  const input = document.getElementById(id);
+  if (el) el.textContent = text ?? '';
+  if (input) {
+    if (text) input.setAttribute('aria-invalid', 'true');
+    else input.removeAttribute('aria-invalid');
+  }
+}
+
+function render(plan: PublicPlan): void {
+  document.title = `Subscribe to ${plan.name}`;
+  const trial = plan.trial_days > 0;
+  const methods = plan.payment_methods;
+  const contacts = (plan.available_contact_methods?.length ? plan.available_contact_methods : ['email']).filter((c) => CONTACT_FIELDS[c]);
+
+  const methodRadios = methods.map((m, i) =>
+    h('div', { class: 'choice' },
+      h('input', { type: 'radio', name: 'method', id: `method-${m}`, value: m, checked: i === 0, onchange: () => syncMethod() }),
+      h('label', { for: `method-${m}` }, METHOD_LABELS[m] ?? m)),
+  );
+  const nwcInput = h('textarea', { id: 'nwc', name: 'nwc', rows: 3, spellcheck: 'false', autocomplete: 'off', class: 'mono' });
+  nwcInput.addEventListener('blur', () => {
+    if (nwcInput.value.trim()) fieldError('nwc', nwcShapeError(nwcInput.value));
+  });
+  const nwcBlock = h('div', { id: 'nwc-block', hidden: true },
+    field('nwc', 'Wallet connection string', nwcInput, 'From your wallet\'s "Nostr Wallet Connect" settings; starts with nostr+walletconnect://. Your wallet pays each renewal by itself.'));
+
+  const contactFields = contacts.map((c, i) => {
+    const f = CONTACT_FIELDS[c]!;
+    const input = h('input', { id: `contact-${c}`, name: c, type: f.type, autocomplete: f.autocomplete, required: contacts.length === 1 || i === 0 });
+    return field(`contact-${c}`, f.label, input, f.hint);
+  });
+
+  const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');
+  const formError = h('p', { id: 'form-error', class: 'error', role: 'alert' });
+  const form = h('form', { id: 'checkout-form', novalidate: true },
+    h('fieldset', {},
+      h('legend', {}, trial ? 'How will you pay after the trial?' : 'How would you like to pay?'),
+      ...methodRadios),
+    nwcBlock,
+    h('fieldset', {}, h('legend', {}, 'Your contact details'), ...contactFields,
+      h('div', { class: 'choice' },
+        h('input', { type: 'checkbox', id: 'reminders', name: 'reminders', checked: true }),
+        h('label', { for: 'reminders' }, 'Remind me before each renewal'))),
+    formError,
+    submit,
+  );
+
+  function method(): string {
+    return (form.querySelector('input[name=method]:checked') as HTMLInputElement | null)?.value ?? methods[0] ?? '';
+  }
+  function syncMethod(): void {
+    const nwc = method() === 'nwc';
+    nwcBlock.hidden = !nwc;
+    submit.textContent = trial ? 'Start free trial' : nwc ? 'Subscribe and let my wallet pay' : 'Continue to payment';
+  }
+
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    void onSubmit();
+  });
+
+  async function onSubmit(): Promise<void> {
+    formError.textContent = '';
+    const m = method();
+    const body: Record<string, unknown> = { plan_id: plan.id, receive_reminders: (document.getElementById('reminders') as HTMLInputElement).checked };
+    let bad = false;
+    for (const c of contacts) {
+      const input = document.getElementById(`contact-${c}`) as HTMLInputElement;
+      const v = input.value.trim();
+      let err: string | null = null;
+      if (!v && input.required) err = `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}.`;
+      else if (v && c === 'email' && !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v)) err = 'Enter an e-mail address like name@example.com.';
+      fieldError(`contact-${c}`, err);
+      if (err) bad = true;
+      if (v) body[c] = v;
+    }
+    if (m === 'nwc') {
+      const err = nwcShapeError(nwcInput.value);
+      fieldError('nwc', err);
+      if (err) bad = true;
+    }
+    if (bad) {
+      formError.textContent = 'Please correct the marked fields.';
+      (form.querySelector('[aria-invalid=true]') as HTMLElement | null)?.focus();
+      return;
+    }
+    submit.disabled = true;
+    form.setAttribute('aria-busy', 'true');
+    try {
+      if (m === 'nwc') {
+        submit.textContent = 'Checking your wallet…';
+        announce('Checking your wallet connection');
+        const check = await api<{ valid: boolean; error?: string | null }>('POST', '/public/nwc/validate', { body: { nwc_string: nwcInput.value.trim() } });
+        if (!check.valid) {
+          fieldError('nwc', check.error ?? 'This wallet connection cannot be used.');
+          formError.textContent = check.error ?? 'This wallet connection cannot be used.';
+          nwcInput.focus();
+          return;
+        }
+        submit.textContent = 'Your wallet is paying…';
+        const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() } });
+        manageUrl ??= r.manage_url ?? null;
+        if (r.status === 'active') return done(plan, r.message);
+        formError.textContent = `${r.message}${r.error_code ? ` (${r.error_code})` : ''}. You can try again, or choose another way to pay.`;
+        return;
+      }
+      const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
+      manageUrl ??= r.manage_url ?? null;
+      if ('trial' in r) return done(plan, r.message);
+      showPayment(plan, r, body, m);
+    } catch (err) {
+      formError.textContent = err instanceof ApiError ? err.message : 'Something went wrong. Please try again.';
+    } finally {
+      submit.disabled = false;
+      form.removeAttribute('aria-busy');
+      syncMethod();
+    }
+  }
+
+  setMain(
+    h('header', { class: 'plan' },
+      h('p', { class: 'eyebrow' }, 'Subscribe to'),
+      h('h1', {}, plan.name),
+      plan.description ? h('p', { class: 'description' }, plan.description) : null,
+      h('p', { class: 'price', id: 'price' }, priceLine(plan)),
+      plan.fiat_price
+        ? h('p', { class: 'hint', id: 'fiat-price' }, `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${methods.includes('cardproc') ? 'card' : 'online wallet'}.`)
+        : null,
+      trial ? h('p', { class: 'trial' }, `${plan.trial_days}-day free trial: nothing to pay today.`) : null),
+    methods.length ? form : h('p', { class: 'error', role: 'alert' }, 'This plan cannot be paid for right now. Please contact the seller.'),
+  );
+  syncMethod();
+}
+
+function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string): void {
+  window.clearTimeout(pollTimer);
+  const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, 'Waiting for your payment…');
+  const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
+  const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay'), status);
+  heading.id = 'pay-heading';
+  setMain(h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan))), section);
+  heading.focus();
+
+  const poll = async (): Promise<void> => {
+    let s: { status: string };
+    try {
+      s = await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(c.payment_id)}/status`);
+    } catch (err) {
+      status.textContent = `Still waiting for your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`;
+      pollTimer = window.setTimeout(poll, POLL_MS * 2);
+      return;
+    }
+    if (s.status === 'paid') return done(plan, `Payment received: your subscription to ${plan.name} is active.`);
+    if (s.status === 'expired' || s.status === 'failed') {
+      const again = h('button', {
+        type: 'button', id: 'fresh-invoice',
+        onclick: async () => {
+          again.disabled = true;
+          try {
+            const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
+            manageUrl ??= r.manage_url ?? null;
+            showPayment(plan, r, body, method);
+            announce('A fresh invoice is ready');
+          } catch (err) {
+            again.disabled = false;
+            status.textContent = err instanceof ApiError ? err.message : 'A new invoice could not be created.';
+          }
+        },
+      }, method === 'lightning' ? 'Get a fresh invoice' : 'Start the payment again');
+      status.replaceChildren(
+        s.status === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
+        again,
+      );
+      return;
+    }
+    pollTimer = window.setTimeout(poll, POLL_MS);
+  };
+  pollTimer = window.setTimeout(poll, POLL_MS);
+}
+
+function done(plan: PublicPlan, message: string): void {
+  window.clearTimeout(pollTimer);
+  const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
+  setMain(
+    h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan))),
+    h('section', { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
+      heading,
+      h('p', { id: 'done-message' }, message),
+      manageUrl
+        ? h('p', {}, h('a', { class: 'button', href: manageUrl, id: 'portal-link' }, 'Manage your subscription'),
+          h('span', { class: 'hint block' }, 'Keep this link: it is your key to your subscriptions, payments and receipts.'))
+        : h('p', {}, 'The link to manage your subscription is in your confirmation message.')),
+  );
+  heading.focus();
+  announce(message);
+}
+
+async function main(): Promise<void> {
+  if (!planId || planId === 'checkout') {
+    setMain(h('h1', {}, 'Plan not found'), h('p', {}, 'This checkout link names no plan. Please ask the seller for the right link.'));
+    return;
+  }
+  try {
+    render(await api<PublicPlan>('GET', `/public/plan/${encodeURIComponent(planId)}`));
+  } catch (err) {
+    const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
+    document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
+    setMain(
+      h('h1', {}, notFound ? 'Plan not found' : 'Checkout unavailable'),
+      h('p', { role: 'alert' }, notFound
+        ? 'This plan does not exist or is no longer offered. Please ask the seller for a current link.'
+        : err instanceof ApiError ? err.message : 'The plan could not be loaded.'),
+      notFound ? null : h('p', {}, h('a', { href: location.href }, 'Try again')),
+    );
+  }
+}
+
+void main();

@@ -1,0 +1,250 @@
+import { encode } from 'uqr';
+import './style.css';
+
+/** The pages are served by the gateway itself, so the API is on the same origin. */
+export const API = '/subscriptions_manager/api/v1';
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Field names as a person reads them, for validation errors. */
+const FIELD_LABELS: Record<string, string> = {
+  email: 'E-mail',
+  name: 'Name',
+  messenger: 'Messenger username',
+  nostr: 'Nostr address',
+  payment_method: 'Payment method',
+  nwc_connection_string: 'Wallet connection string',
+  nwc_string: 'Wallet connection string',
+  max_amount_sats: 'Payment limit',
+  subscription_id: 'Subscription',
+};
+
+/** An API error answer (`{"detail": string | [{loc, msg}]}`) in words. */
+export function errorText(status: number, body: unknown): string {
+  const detail = (body as { detail?: unknown } | undefined)?.detail;
+  if (Array.isArray(detail)) {
+    return detail
+      .map((d: { loc?: unknown[]; msg?: string }) => {
+        const field = String(d.loc?.[d.loc.length - 1] ?? '');
+        const label = FIELD_LABELS[field];
+        return label ? `${label}: ${d.msg ?? 'is not valid'}` : (d.msg ?? 'Something in the form is not valid');
+      })
+      .join('. ');
+  }
+  if (typeof detail === 'string' && detail) {
+    if (status === 429) return 'Too many attempts in a short time. Please wait a minute and try again.';
+    return detail.endsWith('.') ? detail : `${detail}.`;
+  }
+  if (status >= 500) return 'The service is not available right now. Please try again in a moment.';
+  return `The request failed (HTTP ${status}).`;
+}
+
+export async function api<T>(method: string, path: string, opts: { body?: unknown; token?: string } = {}): Promise<T> {
+  const headers: Record<string, string> = { Accept: 'application/json' };
+  if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+  if (opts.token) headers['X-Subscriber-Token'] = opts.token;
+  let res: Response;
+  try {
+    res = await fetch(API + path, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
+  } catch {
+    throw new ApiError(0, 'Could not reach the server. Check your connection and try again.');
+  }
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  if (!res.ok) throw new ApiError(res.status, errorText(res.status, body));
+  return body as T;
+}
+
+type Child = Node | string | null | undefined | false;
+
+/** A DOM element with attributes (`on*` functions become listeners) and children. */
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | number | boolean | ((e: Event) => void) | null | undefined> = {},
+  ...children: (Child | Child[])[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c);
+  return el;
+}
+
+/** Says something to screen-reader users without moving their focus. */
+export function announce(text: string): void {
+  const el = document.getElementById('announcer');
+  if (!el) return;
+  el.textContent = '';
+  window.setTimeout(() => (el.textContent = text), 50);
+}
+
+export function setMain(...children: Child[]): HTMLElement {
+  const main = document.getElementById('main')!;
+  main.replaceChildren(...(children.filter(Boolean) as (Node | string)[]));
+  main.removeAttribute('aria-busy');
+  return main;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** A QR code as an SVG image (one path; drawn here, so no markup from elsewhere is injected). */
+export function qrCode(text: string, label: string): SVGSVGElement {
+  const { data, size } = encode(text, { ecc: 'M', border: 2 });
+  let d = '';
+  data.forEach((row, y) => row.forEach((dark, x) => (dark ? (d += `M${x} ${y}h1v1h-1z`) : undefined)));
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${size} ${size}`);
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', label);
+  svg.setAttribute('class', 'qr');
+  svg.setAttribute('shape-rendering', 'crispEdges');
+  const bg = document.createElementNS(SVG, 'rect');
+  bg.setAttribute('width', String(size));
+  bg.setAttribute('height', String(size));
+  bg.setAttribute('fill', '#fff');
+  const path = document.createElementNS(SVG, 'path');
+  path.setAttribute('d', d);
+  path.setAttribute('fill', '#000');
+  svg.append(bg, path);
+  return svg;
+}
+
+export const sats = (n: number) => `${n.toLocaleString('en-US')} sats`;
+
+export const INTERVALS: Record<string, string> = { weekly: 'week', monthly: 'month', yearly: 'year' };
+
+export const METHOD_LABELS: Record<string, string> = {
+  lightning: 'Lightning',
+  onchain: 'On-chain bitcoin',
+  cardproc: 'Card',
+  walletproc: 'Online wallet (PayPal)',
+  nwc: 'Automatic payments from my wallet (Nostr Wallet Connect)',
+};
+
+/** A date as a person reads it, with the time in UTC (the service's dates are UTC). */
+export function date(unix: number | null | undefined, withTime = false): string {
+  if (!unix) return '—';
+  return new Intl.DateTimeFormat('en-GB', {
+    dateStyle: 'long', ...(withTime ? { timeStyle: 'short' } : {}), timeZone: 'UTC',
+  }).format(new Date(unix * 1000)) + (withTime ? ' UTC' : '');
+}
+
+export function fiat(amount: number | null | undefined, currency: string | null | undefined): string | null {
+  if (amount === null || amount === undefined || !currency) return null;
+  try {
+    return new Intl.NumberFormat('en-US', { style: 'currency', currency: currency.toUpperCase() }).format(amount);
+  } catch {
+    return `${amount} ${currency.toUpperCase()}`;
+  }
+}
+
+/** A read-only value with a copy button. */
+export function copyField(label: string, value: string, id: string): HTMLElement {
+  const input = h('input', { id, type: 'text', readonly: true, value, class: 'mono', spellcheck: 'false', autocomplete: 'off' });
+  input.value = value;
+  const button = h('button', {
+    type: 'button', class: 'secondary',
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(value);
+      } catch {
+        input.select();
+        document.execCommand('copy');
+      }
+      button.textContent = 'Copied';
+      announce(`${label} copied`);
+      window.setTimeout(() => (button.textContent = `Copy ${label.toLowerCase()}`), 2000);
+    },
+  }, `Copy ${label.toLowerCase()}`);
+  return h('div', { class: 'copy' }, h('label', { for: id }, label), h('div', { class: 'copy-row' }, input, button));
+}
+
+/** What pays a payment: a checkout answer or an open portal payment. */
+export interface Payable {
+  payment_method: string;
+  amount_sats: number;
+  payment_request?: string | null;
+  onchain_address?: string | null;
+  bip21_uri?: string | null;
+  checkout_url?: string | null;
+  amount_fiat?: number | null;
+  currency?: string | null;
+  expires_at?: number | null;
+}
+
+/** The QR code, copyable text and wallet link that pay a payment on its rail. */
+export function paymentView(p: Payable, idPrefix: string): HTMLElement {
+  const box = h('div', { class: 'payment' });
+  if (p.payment_method === 'onchain' && p.onchain_address) {
+    const uri = p.bip21_uri ?? `bitcoin:${p.onchain_address}`;
+    box.append(
+      h('p', {}, `Send ${sats(p.amount_sats)} (${(p.amount_sats / 1e8).toFixed(8)} BTC) to this bitcoin address.`),
+      qrCode(uri, 'QR code of the bitcoin payment request'),
+      copyField('Address', p.onchain_address, `${idPrefix}-address`),
+      h('p', {}, h('a', { class: 'button', href: uri }, 'Open in a bitcoin wallet')),
+    );
+  } else if (p.payment_request) {
+    const uri = `lightning:${p.payment_request}`;
+    box.append(
+      h('p', {}, `Pay ${sats(p.amount_sats)} with a Lightning wallet: scan the code, or copy the invoice.`),
+      qrCode(`lightning:${p.payment_request.toUpperCase()}`, 'QR code of the Lightning invoice'),
+      copyField('Invoice', p.payment_request, `${idPrefix}-invoice`),
+      h('p', {}, h('a', { class: 'button', href: uri }, 'Open in a Lightning wallet')),
+    );
+  } else if (p.checkout_url) {
+    const price = fiat(p.amount_fiat, p.currency);
+    box.append(
+      h('p', {}, `Pay ${price ? `${price} (${sats(p.amount_sats)})` : sats(p.amount_sats)} on the payment provider's page. This page notices the payment by itself.`),
+      h('p', {}, h('a', { class: 'button', href: p.checkout_url, target: '_blank', rel: 'noopener noreferrer' },
+        p.payment_method === 'cardproc' ? 'Pay by card' : 'Pay with your online wallet', h('span', { class: 'visually-hidden' }, ' (opens in a new tab)'))),
+    );
+  } else {
+    box.append(h('p', {}, 'This payment cannot be paid from this page.'));
+  }
+  if (p.expires_at) box.append(h('p', { class: 'hint' }, `Payable until ${date(p.expires_at, true)}.`));
+  return box;
+}
+
+/**
+ * A connection string's shape, checked before anything is sent: the service checks the wallet itself
+ * (its relay and info event) on submit. Null when the shape is right, else what is wrong.
+ */
+export function nwcShapeError(s: string): string | null {
+  const v = s.trim();
+  if (!v) return 'Paste the connection string from your wallet.';
+  if (!/^nostr\+walletconnect:\/\//i.test(v)) return 'A connection string starts with nostr+walletconnect://';
+  const rest = v.replace(/^nostr\+walletconnect:\/\//i, '');
+  const q = rest.indexOf('?');
+  const pubkey = (q < 0 ? rest : rest.slice(0, q)).replace(/\/$/, '');
+  const params = new URLSearchParams(q < 0 ? '' : rest.slice(q + 1));
+  if (!/^[0-9a-f]{64}$/i.test(pubkey)) return 'The wallet key in the connection string must be 64 hexadecimal characters.';
+  if (!params.get('relay')) return 'The connection string names no relay.';
+  if (!/^[0-9a-f]{64}$/i.test(params.get('secret') ?? '')) return 'The connection string has no valid secret.';
+  return null;
+}
+
+export const STATUS_LABELS: Record<string, string> = {
+  pending: 'Waiting for the first payment',
+  active: 'Active',
+  paused: 'Paused',
+  past_due: 'Payment overdue',
+  payment_failed: 'Payment failed',
+  cancelled: 'Cancelled',
+  expired: 'Ended',
+};

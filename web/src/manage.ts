@@ -1,0 +1,307 @@
+import {
+  announce, api, ApiError, date, fiat, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, STATUS_LABELS,
+  type Payable,
+} from './common.js';
+
+interface Page<T> {
+  items: T[];
+  total: number;
+}
+
+interface Sub {
+  id: string;
+  plan_name: string;
+  status: string;
+  amount_sats: number;
+  interval: string;
+  current_period_end: number;
+  trial_end?: number | null;
+  cancelled_at?: number | null;
+  has_access: boolean;
+  payment_method: string;
+}
+
+interface Pay extends Payable {
+  id: string;
+  subscription_id: string;
+  plan_name: string;
+  status: string;
+  created_at: number;
+  paid_at?: number | null;
+  payment_hash?: string | null;
+  onchain_txid?: string | null;
+  cardproc_payment_id?: string | null;
+  walletproc_order_id?: string | null;
+}
+
+interface Wallet {
+  id: string;
+  wallet_pubkey: string;
+  relay_url: string;
+  is_active: boolean;
+  last_used_at?: number | null;
+  last_error?: string | null;
+  consecutive_failures: number;
+  created_at: number;
+}
+
+const TERMINAL = new Set(['cancelled', 'expired']);
+
+/** How a subscription or payment was paid, as the subscriber reads it on their portal. */
+const paidBy = (m: string) => (m === 'nwc' ? 'Your wallet, automatically (NWC)' : METHOD_LABELS[m] ?? m);
+const token = new URLSearchParams(location.search).get('token') ?? '';
+
+function badLink(): void {
+  document.title = 'This link does not work';
+  setMain(
+    h('h1', {}, 'This link does not work'),
+    h('p', {}, 'The link you opened is not a valid subscription link, or it has been replaced by a newer one.'),
+    h('p', {}, 'Use the link from your most recent message about your subscription, or ask the seller to send you a new one.'),
+  );
+}
+
+/** A confirmation as a modal dialog; resolves true when confirmed. */
+function confirmDialog(title: string, text: string, yes: string, no: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const heading = h('h2', { id: 'confirm-title' }, title);
+    const dialog = h('dialog', { 'aria-labelledby': 'confirm-title', 'aria-describedby': 'confirm-text', id: 'confirm' },
+      heading, h('p', { id: 'confirm-text' }, text));
+    const close = (v: boolean) => {
+      dialog.close();
+      dialog.remove();
+      resolve(v);
+    };
+    const keep = h('button', { type: 'button', class: 'secondary', onclick: () => close(false) }, no);
+    const go = h('button', { type: 'button', class: 'danger', onclick: () => close(true) }, yes);
+    dialog.append(h('div', { class: 'actions' }, keep, go));
+    dialog.addEventListener('cancel', (e) => {
+      e.preventDefault();
+      close(false);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    keep.focus();
+  });
+}
+
+function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<void>): HTMLElement {
+  const status = STATUS_LABELS[s.status] ?? s.status;
+  const live = !TERMINAL.has(s.status);
+  const facts = h('dl', { class: 'facts' },
+    h('dt', {}, 'Status'), h('dd', { class: `status-${s.status}` }, status),
+    h('dt', {}, 'Price'), h('dd', {}, `${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval}`),
+    h('dt', {}, 'Paid by'), h('dd', {}, paidBy(s.payment_method)),
+    s.trial_end && s.trial_end * 1000 > Date.now() ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
+    h('dt', {}, s.status === 'active' ? 'Renews on' : 'Current period ends'), h('dd', {}, date(s.current_period_end)),
+    h('dt', {}, 'Access'), h('dd', {}, s.has_access ? `Yes, until at least ${date(s.current_period_end)}` : 'No'),
+  );
+  const card = h('article', { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
+    h('h3', { id: `sub-${s.id}-name` }, s.plan_name || 'Subscription'), facts);
+  if (open && live) {
+    card.append(h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` },
+      h('h4', {}, 'Payment due'), paymentView(open, `pay-${open.id}`)));
+  }
+  if (live) {
+    const msg = h('p', { class: 'status', role: 'status' });
+    const cancel = h('button', {
+      type: 'button', class: 'danger',
+      onclick: async () => {
+        const ok = await confirmDialog(
+          `Cancel ${s.plan_name}?`,
+          s.has_access
+            ? `You keep access until ${date(s.current_period_end)}. After that you will not be charged again.`
+            : 'You will not be charged again.',
+          'Cancel subscription', 'Keep subscription',
+        );
+        if (!ok) return void cancel.focus();
+        cancel.disabled = true;
+        try {
+          const r = await api<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, { token });
+          announce(r.message);
+          await reload();
+          document.getElementById('notice')!.textContent = `${s.plan_name} is cancelled. ${s.has_access ? `Access continues until ${date(s.current_period_end)}.` : ''}`;
+          (document.getElementById('notice') as HTMLElement).focus();
+        } catch (err) {
+          cancel.disabled = false;
+          msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
+        }
+      },
+    }, 'Cancel subscription');
+    card.append(h('div', { class: 'actions' }, cancel), msg);
+  }
+  return card;
+}
+
+function reference(p: Pay): string | null {
+  return p.payment_hash ?? p.onchain_txid ?? p.cardproc_payment_id ?? p.walletproc_order_id ?? null;
+}
+
+function paymentsSection(payments: Pay[]): HTMLElement {
+  const section = h('section', { 'aria-labelledby': 'payments-heading' }, h('h2', { id: 'payments-heading' }, 'Payments and receipts'));
+  if (!payments.length) {
+    section.append(h('p', {}, 'No payments yet.'));
+    return section;
+  }
+  const list = h('ul', { class: 'payments' });
+  for (const p of payments) {
+    const price = fiat(p.amount_fiat, p.currency);
+    const label = p.status === 'paid' ? 'Paid' : p.status === 'pending' ? 'Open' : p.status === 'expired' ? 'Expired, not paid' : 'Failed';
+    const item = h('li', { class: 'payment-row' },
+      h('span', {}, h('strong', {}, p.plan_name), ` · ${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
+      h('span', { class: `pill pill-${p.status}` }, label),
+      h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)));
+    if (p.status === 'paid') {
+      const ref = reference(p);
+      item.append(h('details', { class: 'receipt' },
+        h('summary', {}, 'Receipt', h('span', { class: 'visually-hidden' }, ` for ${p.plan_name}, ${date(p.paid_at)}`)),
+        h('dl', { class: 'facts' },
+          h('dt', {}, 'Receipt number'), h('dd', { class: 'mono' }, p.id),
+          h('dt', {}, 'Plan'), h('dd', {}, p.plan_name),
+          h('dt', {}, 'Amount'), h('dd', {}, `${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
+          h('dt', {}, 'Paid on'), h('dd', {}, date(p.paid_at, true)),
+          h('dt', {}, 'Method'), h('dd', {}, paidBy(p.payment_method)),
+          ref ? [h('dt', {}, 'Reference'), h('dd', { class: 'mono' }, ref)] : null),
+        h('button', { type: 'button', class: 'secondary', onclick: () => window.print() }, 'Print')));
+    }
+    list.append(item);
+  }
+  section.append(list);
+  return section;
+}
+
+function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<void>): HTMLElement {
+  const section = h('section', { 'aria-labelledby': 'wallets-heading' },
+    h('h2', { id: 'wallets-heading' }, 'Wallets for automatic payments'),
+    h('p', { class: 'hint' }, 'A connected wallet (Nostr Wallet Connect) pays your renewals by itself. Disconnect it at any time: you then pay each renewal from an invoice.'));
+  const active = wallets.filter((w) => w.is_active);
+  if (!wallets.length) section.append(h('p', {}, 'No wallet is connected.'));
+  const list = h('ul', { class: 'wallets' });
+  for (const w of wallets) {
+    const item = h('li', { class: 'card' },
+      h('p', {}, h('strong', {}, `Wallet ${w.wallet_pubkey}…`), ` · ${w.is_active ? 'Connected' : 'Disconnected'}`),
+      h('p', { class: 'hint' }, `Relay ${w.relay_url}. Connected on ${date(w.created_at)}${w.last_used_at ? `, last paid ${date(w.last_used_at)}` : ''}.`),
+      w.last_error ? h('p', { class: 'error' }, `Last payment failed: ${w.last_error}`) : null);
+    if (w.is_active) {
+      const msg = h('p', { class: 'status', role: 'status' });
+      const b = h('button', {
+        type: 'button', class: 'danger',
+        onclick: async () => {
+          const ok = await confirmDialog('Disconnect this wallet?', 'Your renewals will no longer be paid automatically; you will get an invoice instead.', 'Disconnect wallet', 'Keep connected');
+          if (!ok) return void b.focus();
+          b.disabled = true;
+          try {
+            const r = await api<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`, { token });
+            announce(r.message);
+            await reload();
+            document.getElementById('notice')!.textContent = r.message;
+          } catch (err) {
+            b.disabled = false;
+            msg.textContent = err instanceof ApiError ? err.message : 'The wallet could not be disconnected.';
+          }
+        },
+      }, 'Disconnect', h('span', { class: 'visually-hidden' }, ` wallet ${w.wallet_pubkey}`));
+      item.append(h('div', { class: 'actions' }, b), msg);
+    }
+    list.append(item);
+  }
+  if (wallets.length) section.append(list);
+
+  // A wallet pays the renewals of subscriptions made with NWC (one whose wallet was disconnected renews
+  // by invoice until another is connected); other subscriptions keep the method they were made with.
+  const eligible = subs.filter((s) => !TERMINAL.has(s.status) && s.payment_method === 'nwc');
+  if (!eligible.length) {
+    section.append(h('p', { class: 'hint' }, 'To have a wallet pay automatically, subscribe with "Nostr Wallet Connect" on the plan\'s checkout page.'));
+  } else {
+    const select = h('select', { id: 'connect-subscription', name: 'subscription' },
+      ...eligible.map((s) => h('option', { value: s.id }, `${s.plan_name} (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`)));
+    const input = h('textarea', { id: 'connect-nwc', rows: 3, class: 'mono', spellcheck: 'false', autocomplete: 'off', 'aria-describedby': 'connect-nwc-hint connect-nwc-error' });
+    const error = h('p', { id: 'connect-nwc-error', class: 'field-error' });
+    const status = h('p', { class: 'status', role: 'status', id: 'connect-status' });
+    const submit = h('button', { type: 'submit' }, 'Connect wallet');
+    const form = h('form', { id: 'connect-form', novalidate: true },
+      h('h3', {}, active.length ? 'Connect another wallet' : 'Connect a wallet'),
+      h('div', { class: 'field' }, h('label', { for: 'connect-subscription' }, 'Subscription'), select),
+      h('div', { class: 'field' },
+        h('label', { for: 'connect-nwc' }, 'Wallet connection string'),
+        h('p', { class: 'hint', id: 'connect-nwc-hint' }, 'From your wallet\'s "Nostr Wallet Connect" settings; starts with nostr+walletconnect://.'),
+        input, error),
+      submit, status);
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const shape = nwcShapeError(input.value);
+      error.textContent = shape ?? '';
+      if (shape) {
+        input.setAttribute('aria-invalid', 'true');
+        input.focus();
+        return;
+      }
+      input.removeAttribute('aria-invalid');
+      submit.disabled = true;
+      status.textContent = 'Checking your wallet…';
+      try {
+        const check = await api<{ valid: boolean; error?: string | null }>('POST', '/public/nwc/validate', { body: { nwc_string: input.value.trim() } });
+        if (!check.valid) {
+          error.textContent = check.error ?? 'This wallet connection cannot be used.';
+          status.textContent = '';
+          input.setAttribute('aria-invalid', 'true');
+          input.focus();
+          return;
+        }
+        const r = await api<Wallet>('POST', '/public/manage/wallets', { token, body: { subscription_id: select.value, nwc_connection_string: input.value.trim() } });
+        const plan = select.selectedOptions[0]?.textContent ?? 'your subscription';
+        await reload();
+        const notice = document.getElementById('notice')!;
+        notice.textContent = `Wallet ${r.wallet_pubkey}… connected: it pays the renewals of ${plan} from now on.`;
+        announce(notice.textContent);
+        notice.focus();
+      } catch (err) {
+        status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
+      } finally {
+        submit.disabled = false;
+      }
+    });
+    section.append(form);
+  }
+  return section;
+}
+
+async function load(): Promise<void> {
+  const [subs, payments, wallets] = await Promise.all([
+    api<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200', { token }),
+    api<Page<Pay>>('GET', '/public/manage/payments?limit=50', { token }),
+    api<Page<Wallet>>('GET', '/public/manage/wallets?limit=50', { token }),
+  ]);
+  const notice = document.getElementById('notice')?.textContent ?? '';
+  const openBySub = new Map<string, Pay>();
+  const now = Date.now() / 1000;
+  for (const p of payments.items) {
+    if (p.status === 'pending' && (!p.expires_at || p.expires_at > now) && !openBySub.has(p.subscription_id)) openBySub.set(p.subscription_id, p);
+  }
+  const subsSection = h('section', { 'aria-labelledby': 'subs-heading' }, h('h2', { id: 'subs-heading' }, 'Subscriptions'));
+  if (!subs.items.length) subsSection.append(h('p', {}, 'You have no subscriptions.'));
+  for (const s of subs.items) subsSection.append(subscriptionCard(s, openBySub.get(s.id), load));
+  setMain(
+    h('h1', {}, 'Your subscriptions'),
+    h('p', { id: 'notice', class: 'notice', tabindex: -1, role: 'status' }, notice),
+    subsSection,
+    paymentsSection(payments.items),
+    walletsSection(wallets.items, subs.items, load),
+  );
+}
+
+async function main(): Promise<void> {
+  if (!/^[0-9a-f]{16,128}$/i.test(token)) return badLink();
+  try {
+    await load();
+  } catch (err) {
+    if (err instanceof ApiError && (err.status === 401 || err.status === 422)) return badLink();
+    document.title = 'Subscriptions unavailable';
+    setMain(
+      h('h1', {}, 'Your subscriptions could not be loaded'),
+      h('p', { role: 'alert' }, err instanceof ApiError ? err.message : 'Something went wrong.'),
+      h('p', {}, h('a', { href: location.href }, 'Try again')),
+    );
+  }
+}
+
+void main();

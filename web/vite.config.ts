@@ -1,0 +1,26 @@
+import { resolve } from 'node:path';
+import { defineConfig } from 'vite';
+
+// Three pages, each its own entry: the gateway serves the HTML at the public URLs (checkout per plan,
+// the portal at manage_url, the API reference at {api}/docs) and the hashed assets under
+// /subscriptions_manager/assets/ with immutable caching.
+export default defineConfig({
+  root: import.meta.dirname,
+  base: '/subscriptions_manager/',
+  build: {
+    outDir: 'dist',
+    emptyOutDir: true,
+    target: 'es2020',
+    // No inline scripts or data-URL modules: the pages run under a strict Content-Security-Policy.
+    modulePreload: { polyfill: false },
+    assetsInlineLimit: 0,
+    chunkSizeWarningLimit: 2000,
+    rolldownOptions: {
+      input: {
+        checkout: resolve(import.meta.dirname, 'checkout.html'),
+        manage: resolve(import.meta.dirname, 'manage.html'),
+        docs: resolve(import.meta.dirname, 'docs.html'),
+      },
+    },
+  },
+});
