@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { dbUrlVar, provisionDbRoles } from './db-roles.mjs';
 import { servePglite } from './pglite-server.mjs';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
 
@@ -65,6 +66,15 @@ async function main() {
     console.log(`embedded PostgreSQL (PGlite) serving ${join('.data', 'pglite')} at ${databaseUrl}`);
   }
   writeFileSync(join(DATA, 'runtime.json'), JSON.stringify({ DATABASE_URL: databaseUrl }));
+  // A real PostgreSQL: one role per service, its own schema only. The embedded PGlite serves every client
+  // on its one session as one user, so roles could not be told apart there (see the README's Decisions).
+  const serviceDbUrls = {};
+  if (process.env.DATABASE_URL && process.env.DB_ROLES !== '0') {
+    const urls = await provisionDbRoles(databaseUrl);
+    for (const [service, url] of Object.entries(urls)) serviceDbUrls[dbUrlVar(service)] = url;
+    console.log('PostgreSQL roles sb_<service> provisioned (new passwords each start; DB_ROLES=0 skips)');
+  }
+  const natsCredentials = {};
 
   let natsUrl = process.env.NATS_URL;
   if (!natsUrl) {
@@ -75,13 +85,15 @@ async function main() {
       );
       return shutdown(1);
     }
-    const nats = await startNats(join(DATA, 'nats'));
+    // The production shape: each service its own NATS user with the subjects the contracts give it.
+    const nats = await startNats(join(DATA, 'nats'), { secure: true });
     stops.push(nats.stop);
     natsUrl = nats.url;
-    console.log(`nats-server with JetStream at ${natsUrl}`);
+    Object.assign(natsCredentials, nats.env);
+    console.log(`nats-server with JetStream at ${natsUrl} (users and permissions: .data/nats/nats.conf)`);
   }
 
-  const common = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl };
+  const common = { ...env, DATABASE_URL: databaseUrl, ...serviceDbUrls, ...natsCredentials, NATS_URL: natsUrl };
   const print = (name) => (line) => process.stdout.write(`[${name}] ${line}\n`);
   // Billing, payments, NWC and the notifier start side by side; whichever started is stopped on the way out even if another failed.
   const started = await Promise.allSettled([

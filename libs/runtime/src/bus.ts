@@ -6,6 +6,7 @@ import { BusReply, toValidationDetail, type z } from '@sb/contracts';
 import { DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
+import { natsOptions, type NatsSettings } from './nats.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
 /**
@@ -26,11 +27,11 @@ export class BusClient {
   private readonly client: ClientNats;
 
   constructor(
-    servers: string,
+    conn: string | NatsSettings,
     private readonly timeoutMs: number,
     name = 'gateway',
   ) {
-    this.client = new ClientNats({ servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    this.client = new ClientNats(natsOptions(conn, name) as ConstructorParameters<typeof ClientNats>[0]);
   }
 
   connect(): Promise<unknown> {
@@ -88,8 +89,8 @@ export function defineHandler<S extends z.ZodType>(h: Handler<S>): Handler<S> {
 }
 
 /** A NestJS NATS server in the service's queue group, so replicas share the load. */
-export function createBusServer(servers: string, queue: string): ServerNats {
-  return new ServerNats({ servers, queue, name: queue, maxReconnectAttempts: -1, reconnectTimeWait: 250, gracefulShutdown: true, gracePeriod: 500 });
+export function createBusServer(conn: string | NatsSettings, queue: string): ServerNats {
+  return new ServerNats({ ...(natsOptions(conn, queue) as object), queue, gracefulShutdown: true, gracePeriod: 500 });
 }
 
 /** Each handler runs in a consumer span continuing the caller's trace, with its input and output validated. */

@@ -1,12 +1,38 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { Kvm, type KV } from '@nats-io/kv';
+import { DEV_CLOCK_BUCKET, inboxPrefix } from '@sb/contracts';
 import type { Clock } from './clock.js';
 
 export type { NatsConnection };
 
+/** Where and as whom a service connects to NATS (the `NATS_*` variables of commonConfig). */
+export interface NatsSettings {
+  NATS_URL: string;
+  NATS_USER?: string;
+  NATS_PASSWORD?: string;
+  NATS_TLS_CA_FILE?: string;
+}
+
+/**
+ * The options of every NATS connection of a service: its own user (the server allows it only its
+ * subjects, see busPermissions in the contracts), replies on its own inbox prefix (the only inboxes it may
+ * read), TLS when a CA is given, and endless reconnection.
+ */
+export function natsOptions(conn: string | NatsSettings, name: string): ConnectionOptions {
+  const s: NatsSettings = typeof conn === 'string' ? { NATS_URL: conn } : conn;
+  return {
+    servers: s.NATS_URL,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    ...(s.NATS_USER ? { user: s.NATS_USER, pass: s.NATS_PASSWORD ?? '', inboxPrefix: inboxPrefix(s.NATS_USER) } : {}),
+    ...(s.NATS_TLS_CA_FILE ? { tls: { caFile: s.NATS_TLS_CA_FILE } } : {}),
+  };
+}
+
 /** A plain NATS connection (JetStream, KV, events) next to Nest's request/reply transport. */
-export function connectNats(servers: string, name: string): Promise<NatsConnection> {
-  return connect({ servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+export function connectNats(conn: string | NatsSettings, name: string): Promise<NatsConnection> {
+  return connect(natsOptions(conn, name));
 }
 
 /** True when the NATS server answers a round trip within a second. */
@@ -15,7 +41,7 @@ export async function natsReachable(nc: NatsConnection | undefined): Promise<boo
   return Promise.race([nc.rtt().then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
 }
 
-const BUCKET = 'dev_clock';
+const BUCKET = DEV_CLOCK_BUCKET;
 const KEY = 'offset_ms';
 
 /**

@@ -69,11 +69,11 @@ export async function runService<C extends BaseConfig>(opts: {
   const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: opts.name });
   const applied = await migrate(db, opts.schema, opts.migrations);
   if (applied.length) log.info({ applied }, 'migrations applied');
-  const nc = await connectNats(config.NATS_URL, opts.name);
+  const nc = await connectNats(config, opts.name);
   const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
   const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock });
 
-  const server = createBusServer(config.NATS_URL, opts.name);
+  const server = createBusServer(config, opts.name);
   registerHandlers(server, parts.handlers, log);
   const app = await NestFactory.createMicroservice(ServiceModule, { strategy: server, logger: nestLogger(log) });
   await app.listen();

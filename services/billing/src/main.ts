@@ -1,4 +1,4 @@
-import { eventSubject } from '@sb/contracts';
+import { EVENT_CONSUMERS } from '@sb/contracts';
 import { BusClient, DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
 import { loadBillingConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
@@ -26,7 +26,7 @@ main('billing', () =>
         plans: new PlansRepo(SCHEMA),
         subscriptions: new SubscriptionsRepo(SCHEMA),
         subscribers: new SubscribersRepo(SCHEMA),
-        bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'billing-client'),
+        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client'),
         secrets: new SecretBox(config.SECRETS_KEY),
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };
@@ -34,7 +34,7 @@ main('billing', () =>
       const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS);
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
-        durable: 'billing-payments', filterSubject: eventSubject('payment.received'), handle: (e) => applyPaymentEvent(deps, e), log,
+        ...EVENT_CONSUMERS.billingPayments, handle: (e) => applyPaymentEvent(deps, e), log,
       });
       return {
         handlers: allHandlers(deps, scheduler),

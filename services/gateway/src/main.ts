@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'gateway' });
   await migrate(db, SCHEMA, migrations);
 
-  const bus = new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS);
+  const bus = new BusClient(config, config.BUS_TIMEOUT_MS);
   // The gateway starts even while NATS is away: requests answer 503 until it is back.
   await bus.connect().catch((err) => log.warn({ err: String(err) }, 'NATS not reachable yet'));
 

@@ -1,3 +1,4 @@
+import { EVENT_CONSUMERS } from '@sb/contracts';
 import { createTransport } from 'nodemailer';
 import { DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
@@ -31,7 +32,7 @@ main('notifier', () =>
       if (!config.SMTP_URL) log.warn('SMTP_URL is not set: subscriber e-mails are not sent');
       if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks may target loopback and private addresses');
       // Every domain event: deliveries to matching endpoints and the subscriber's e-mail.
-      const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log });
+      const consumer = new DurableEventConsumer(nc, { ...EVENT_CONSUMERS.notifier, handle: (e) => recordEvent(deps, e), log });
       const pollers = [new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log)];
       if (config.SMTP_URL) {
         // Bounded, so a mail's lease (workers.ts) outlasts its slowest send.
