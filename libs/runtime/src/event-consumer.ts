@@ -3,6 +3,7 @@ import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMes
 import { EVENTS_STREAM, EventEnvelope } from '@sb/contracts';
 import type { Logger } from './logger.js';
 import { ensureEventsStream } from './outbox.js';
+import { consumeInTrace } from './telemetry.js';
 
 export interface EventConsumerOptions {
   /** The durable consumer's name: replicas of a service share it, so each event is handled by one of them. */
@@ -60,7 +61,8 @@ export class DurableEventConsumer {
             m.term();
             continue;
           }
-          const result = await this.o.handle(parsed.data);
+          const event = parsed.data;
+          const result = await consumeInTrace(m.subject, m.headers, { 'messaging.consumer.group.name': durable, 'messaging.message.id': event.id }, () => this.o.handle(event));
           log.info({ consumer: durable, event_id: parsed.data.id, event: parsed.data.event, result }, 'event handled');
           m.ack();
         } catch (err) {

@@ -1,3 +1,4 @@
+import { inSpan } from './telemetry.js';
 import type { Logger } from './logger.js';
 
 /**
@@ -26,7 +27,8 @@ export class Poller {
 
   private async run(): Promise<void> {
     try {
-      while (!this.stopped && (await this.tick()));
+      // Each round is a root span of its own (not part of whatever ran before); what it touches links to it.
+      while (!this.stopped && (await inSpan(`${this.name} sweep`, { root: true }, () => this.tick())));
     } catch (err) {
       this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
     } finally {

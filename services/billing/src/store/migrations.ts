@@ -1,4 +1,4 @@
-import { outboxTableSql, type Migration } from '@sb/runtime';
+import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -144,3 +144,5 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN nwc_charging_since BIGINT;
 `,
 });
+
+migrations.push(outboxTraceMigration);

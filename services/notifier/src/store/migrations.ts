@@ -1,4 +1,4 @@
-import { outboxTableSql, type Migration } from '@sb/runtime';
+import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -76,5 +76,14 @@ CREATE INDEX emails_due ON emails (next_attempt_at) WHERE status = 'pending';
 -- the runtime relays every service's outbox; the notifier emits no events of its own yet
 ${outboxTableSql}
 `,
+  },
+  outboxTraceMigration,
+  {
+    // Ids from 100 up sit clear of the numbered ones above (the runtime's shared migrations use them too).
+    id: 101,
+    name: 'trace context of webhook deliveries',
+    sql: `
+-- the trace of the event (or replay request) that made the delivery: each attempt is a span in it
+ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS trace_context JSONB;`,
   },
 ];

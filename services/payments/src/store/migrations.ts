@@ -1,4 +1,4 @@
-import { outboxTableSql, type Migration } from '@sb/runtime';
+import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -93,4 +93,5 @@ CREATE UNIQUE INDEX payments_derivation ON payments (watchonly_wallet_id, deriva
 -- its preimage, as it would from a real Lightning payment (NWC answers carry it).
 ALTER TABLE payments ADD COLUMN dev_preimage TEXT;`,
   },
+  outboxTraceMigration,
 ];
