@@ -88,15 +88,48 @@ export function defineHandler<S extends z.ZodType>(h: Handler<S>): Handler<S> {
   return h;
 }
 
+/** How long a stopping service waits for the requests it is answering (an NWC charge waits up to 45 s). */
+const DRAIN_MAX_MS = 60_000;
+
+/**
+ * Nest's server stops taking requests on close, then waits a fixed grace period before closing the
+ * connection: a reply still being worked on would be lost. This one waits until the requests in flight
+ * are answered (at most DRAIN_MAX_MS, within the pod's terminationGracePeriodSeconds of 75 s).
+ */
+class DrainingServerNats extends ServerNats {
+  inFlight = 0;
+
+  override async close(): Promise<void> {
+    // Nest keeps its subscriptions private; unsubscribing them first is what its graceful close does too.
+    const subs = (this as unknown as { subscriptions?: { unsubscribe(): void }[] }).subscriptions ?? [];
+    for (const sub of subs) sub.unsubscribe();
+    const until = Date.now() + DRAIN_MAX_MS;
+    while (this.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    await super.close();
+  }
+}
+
 /** A NestJS NATS server in the service's queue group, so replicas share the load. */
 export function createBusServer(conn: string | NatsSettings, queue: string): ServerNats {
-  return new ServerNats({ ...(natsOptions(conn, queue) as object), queue, gracefulShutdown: true, gracePeriod: 500 });
+  return new DrainingServerNats({ ...(natsOptions(conn, queue) as object), queue });
 }
 
 /** Each handler runs in a consumer span continuing the caller's trace, with its input and output validated. */
 export function registerHandlers(server: ServerNats, handlers: Handler<any>[], log: Logger): void {
   for (const h of handlers) {
     server.addHandler(h.subject, async (data: unknown, ctx: NatsContext) => {
+      if (server instanceof DrainingServerNats) server.inFlight++;
+      try {
+        return await answer(h, data, ctx, log);
+      } finally {
+        if (server instanceof DrainingServerNats) server.inFlight--;
+      }
+    });
+  }
+}
+
+/** One request: a consumer span continuing the caller's trace, input and output validated, errors mapped to replies. */
+function answer(h: Handler<any>, data: unknown, ctx: NatsContext, log: Logger): Promise<BusReply> {
       const parent = extractTraceContext(ctx.getHeaders());
       return context.with(parent, () =>
         tracer().startActiveSpan(`${h.subject} process`, { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } }, async (span): Promise<BusReply> => {
@@ -121,8 +154,6 @@ export function registerHandlers(server: ServerNats, handlers: Handler<any>[], l
           }
         }),
       );
-    });
-  }
 }
 
 export interface MessageDef<Req extends z.ZodType = z.ZodType, Rep extends z.ZodType = z.ZodType> {

@@ -40,6 +40,8 @@ export const commonConfig = {
   NATS_PASSWORD: z.string().optional(),
   /** PEM file of the CA that signed the NATS server's certificate: the connection then requires TLS. */
   NATS_TLS_CA_FILE: z.string().min(1).optional(),
+  /** Copies of the EVENTS stream in a NATS cluster (3 on a 3-server cluster: one lost server loses nothing). */
+  NATS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DEV_MODE: envBool,
 };

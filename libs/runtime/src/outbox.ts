@@ -60,7 +60,8 @@ export async function enqueueEvent(
 
 export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
-  const config = { name: EVENTS_STREAM, subjects: ['events.>'], duplicate_window: 10 * 60 * 1_000_000_000 };
+  // NATS_REPLICAS is validated with the service's config at start (commonConfig).
+  const config = { name: EVENTS_STREAM, subjects: ['events.>'], duplicate_window: 10 * 60 * 1_000_000_000, num_replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 };
   try {
     await jsm.streams.info(EVENTS_STREAM);
     await jsm.streams.update(EVENTS_STREAM, config);
