@@ -81,6 +81,7 @@ const allKnown = new Set(Object.keys(SERVICES).flatMap((s) => [...configNames(s)
 function fakeSecret(key: string): string {
   if (key === 'DATABASE_URL') return 'postgres://app:password@db.internal:5432/app';
   if (key === 'SECRETS_KEY') return 'ab'.repeat(32);
+  if (key === 'SECRETS_KEY_PREVIOUS') return 'cd'.repeat(32);
   if (key === 'SMTP_URL') return 'smtp://user:password@mail.internal:587';
   return `test-${key.toLowerCase()}`;
 }

@@ -44,4 +44,9 @@ export const commonConfig = {
   NATS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DEV_MODE: envBool,
+  /** Older SECRETS_KEYs (comma-separated) that still open what they sealed, during a key rotation. */
+  SECRETS_KEY_PREVIOUS: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}(,[0-9a-fA-F]{64})*$/, 'comma-separated keys of 32 bytes of hex (64 characters)')
+    .optional(),
 };

@@ -27,7 +27,7 @@ main('billing', () =>
         subscriptions: new SubscriptionsRepo(SCHEMA),
         subscribers: new SubscribersRepo(SCHEMA),
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client'),
-        secrets: new SecretBox(config.SECRETS_KEY),
+        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };
       await deps.bus.connect();

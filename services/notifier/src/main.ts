@@ -24,7 +24,7 @@ main('notifier', () =>
         endpoints: new EndpointsRepo(SCHEMA),
         deliveries: new DeliveriesRepo(SCHEMA),
         emails: new EmailsRepo(SCHEMA),
-        secrets: new SecretBox(config.SECRETS_KEY),
+        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
         webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
         mailEnabled: !!config.SMTP_URL,

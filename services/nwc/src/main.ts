@@ -21,7 +21,7 @@ main('nwc', () =>
           infoTimeoutMs: config.NWC_INFO_TIMEOUT_MS, replyTimeoutMs: config.NWC_REPLY_TIMEOUT_MS, relays: { allowPrivate: config.NWC_ALLOW_PRIVATE_RELAYS },
         }),
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'nwc-client'),
-        secrets: new SecretBox(config.SECRETS_KEY),
+        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
       };
       await deps.bus.connect();
       return {
