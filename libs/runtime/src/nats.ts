@@ -21,7 +21,8 @@ export interface NatsSettings {
 export function natsOptions(conn: string | NatsSettings, name: string): ConnectionOptions {
   const s: NatsSettings = typeof conn === 'string' ? { NATS_URL: conn } : conn;
   return {
-    servers: s.NATS_URL,
+    // A cluster is named by several URLs, comma-separated: the client fails over between them.
+    servers: s.NATS_URL.split(',').map((u) => u.trim()).filter(Boolean),
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
@@ -54,7 +55,7 @@ export class DevClock implements Clock {
   private constructor(private readonly kv: KV) {}
 
   static async start(nc: NatsConnection): Promise<DevClock> {
-    const kv = await new Kvm(nc).create(BUCKET, { history: 1 });
+    const kv = await new Kvm(nc).create(BUCKET, { history: 1, replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 });
     const clock = new DevClock(kv);
     const entry = await kv.get(KEY);
     if (entry?.value.length) clock.offsetMs = Number(entry.string()) || 0;
