@@ -51,21 +51,29 @@ const KEY = 'offset_ms';
  */
 export class DevClock implements Clock {
   private offsetMs = 0;
+  private revision = 0;
 
   private constructor(private readonly kv: KV) {}
 
   static async start(nc: NatsConnection): Promise<DevClock> {
     const kv = await new Kvm(nc).create(BUCKET, { history: 1, replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 });
     const clock = new DevClock(kv);
-    const entry = await kv.get(KEY);
-    if (entry?.value.length) clock.offsetMs = Number(entry.string()) || 0;
+    clock.apply(await kv.get(KEY));
     const watch = await kv.watch({ key: KEY });
     void (async () => {
-      for await (const e of watch) {
-        if (e.operation === 'PUT') clock.offsetMs = Number(e.string()) || 0;
-      }
+      for await (const e of watch) if (e.operation === 'PUT') clock.apply(e);
     })();
+    // The watch is an ephemeral consumer on one server: when that server of a cluster dies the watch may
+    // go quiet, so the key is also read every second (a replica must never run on an old time).
+    setInterval(() => void kv.get(KEY).then((e) => clock.apply(e), () => undefined), 1000).unref();
     return clock;
+  }
+
+  /** Takes a value of the key unless a newer one was seen already. */
+  private apply(e: { revision: number; value: Uint8Array; string(): string } | null): void {
+    if (!e?.value.length || e.revision < this.revision) return;
+    this.revision = e.revision;
+    this.offsetMs = Number(e.string()) || 0;
   }
 
   nowMs(): number {
@@ -78,7 +86,7 @@ export class DevClock implements Clock {
 
   async advance(ms: number): Promise<number> {
     const next = this.offsetMs + ms;
-    await this.kv.put(KEY, String(next));
+    this.revision = await this.kv.put(KEY, String(next));
     this.offsetMs = next;
     return next;
   }
