@@ -2,10 +2,12 @@
 // benchmarks, so all three run the same code the same way.
 import { spawn, execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { dbUrlVar } from './db-roles.mjs';
+import { natsPasswords, natsServerConfig, passwordVar } from './nats-config.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const API_PREFIX = '/subscriptions_manager/api/v1';
@@ -35,19 +37,32 @@ export function findNatsServer() {
   return undefined;
 }
 
-/** A nats-server with JetStream on a free loopback port, its store in `dir`. */
-export async function startNats(dir, { port } = {}) {
+/**
+ * A nats-server with JetStream on a free loopback port, its store in `dir`. `secure`: with the users and
+ * subject permissions generated from the contracts (the production shape) and fresh passwords; `env`
+ * then holds every `NATS_PASSWORD_<USER>`, for startService to hand each service its own.
+ */
+export async function startNats(dir, { port, secure = false, devMode = true, tls, passwords } = {}) {
   const bin = findNatsServer();
   if (!bin) throw new Error('nats-server not found: install it (Debian: apt-get install nats-server) or set NATS_URL');
   port ??= await freePort();
   mkdirSync(dir, { recursive: true });
-  const child = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-  const url = `nats://127.0.0.1:${port}`;
+  // A restart passes the passwords it was started with, so the services' credentials stay valid.
+  const env = secure ? (passwords ?? natsPasswords()) : {};
+  let args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir];
+  if (secure) {
+    const conf = join(dir, 'nats.conf');
+    writeFileSync(conf, natsServerConfig({ port, storeDir: dir, devMode, tls }), { mode: 0o600 });
+    args = ['-c', conf, '-l', join(dir, 'nats.log')];
+  }
+  const child = spawn(bin, args, { stdio: 'ignore', env: { ...process.env, ...env } });
+  const url = `${tls ? 'tls' : 'nats'}://127.0.0.1:${port}`;
   await waitFor(async () => {
     if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`);
     return canConnect(port);
   }, 10_000, 'nats-server');
-  return { url, port, child, stop: () => stopChild(child) };
+  const operator = secure ? { user: 'operator', pass: env[passwordVar('operator')] } : {};
+  return { url, port, child, env, operator, logFile: secure ? join(dir, 'nats.log') : undefined, stop: () => stopChild(child) };
 }
 
 function canConnect(port) {
@@ -98,7 +113,7 @@ export async function startService(name, env, { output = 'ignore', port, waitRea
   port ??= await freePort();
   const child = spawn(process.execPath, [join(ROOT, spec.main)], {
     cwd: ROOT,
-    env: { ...process.env, ...env, [spec.opsPortVar]: String(port) },
+    env: { ...ownCredentials(name, { ...process.env, ...env }), [spec.opsPortVar]: String(port) },
     stdio: ['ignore', output === 'inherit' ? 'inherit' : 'pipe', output === 'inherit' ? 'inherit' : 'pipe'],
   });
   const lines = [];
@@ -128,6 +143,21 @@ export async function startService(name, env, { output = 'ignore', port, waitRea
     throw new Error(`${name} did not start: ${err.message}\n${lines.slice(-20).join('\n')}`);
   }
   return svc;
+}
+
+/**
+ * A service is given only its own credentials: its NATS user and password when the environment carries
+ * every service's `NATS_PASSWORD_<NAME>` (a secured nats-server), its database role's URL when it carries
+ * every `DATABASE_URL_<NAME>`; the other services' secrets are removed.
+ */
+function ownCredentials(name, env) {
+  const own = { ...env };
+  const natsPassword = env[passwordVar(name)];
+  const dbUrl = env[dbUrlVar(name)];
+  for (const k of Object.keys(own)) if (k.startsWith('NATS_PASSWORD_') || k.startsWith('DATABASE_URL_')) delete own[k];
+  if (natsPassword) Object.assign(own, { NATS_USER: name, NATS_PASSWORD: natsPassword });
+  if (dbUrl) own.DATABASE_URL = dbUrl;
+  return own;
 }
 
 export function stopChild(child, signal = 'SIGTERM') {

@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { dbUrlVar, provisionDbRoles } from './db-roles.mjs';
 import { servePglite } from './pglite-server.mjs';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
 import { supervise } from './supervise.mjs';
@@ -66,6 +67,15 @@ async function main() {
     console.log(`embedded PostgreSQL (PGlite) serving ${join('.data', 'pglite')} at ${databaseUrl}`);
   }
   writeFileSync(join(DATA, 'runtime.json'), JSON.stringify({ DATABASE_URL: databaseUrl }));
+  // A real PostgreSQL: one role per service, its own schema only. The embedded PGlite serves every client
+  // on its one session as one user, so roles could not be told apart there (see the README's Decisions).
+  const serviceDbUrls = {};
+  if (process.env.DATABASE_URL && process.env.DB_ROLES !== '0') {
+    const urls = await provisionDbRoles(databaseUrl);
+    for (const [service, url] of Object.entries(urls)) serviceDbUrls[dbUrlVar(service)] = url;
+    console.log('PostgreSQL roles sb_<service> provisioned (new passwords each start; DB_ROLES=0 skips)');
+  }
+  const natsCredentials = {};
 
   let natsUrl = process.env.NATS_URL;
   if (!natsUrl) {
@@ -76,14 +86,16 @@ async function main() {
       );
       return shutdown(1);
     }
-    const nats = await startNats(join(DATA, 'nats'));
-    const restartNats = async () => ({ ...(await startNats(join(DATA, 'nats'), { port: nats.port })), name: 'nats-server' });
+    // The production shape: each service its own NATS user with the subjects the contracts give it.
+    const nats = await startNats(join(DATA, 'nats'), { secure: true });
+    const restartNats = async () => ({ ...(await startNats(join(DATA, 'nats'), { port: nats.port, secure: true, passwords: nats.env })), name: 'nats-server' });
     stops.push(supervise({ ...nats, name: 'nats-server' }, restartNats, { active: () => !stopping }));
     natsUrl = nats.url;
-    console.log(`nats-server with JetStream at ${natsUrl}`);
+    Object.assign(natsCredentials, nats.env);
+    console.log(`nats-server with JetStream at ${natsUrl} (users and permissions: .data/nats/nats.conf)`);
   }
 
-  const common = { ...env, DATABASE_URL: databaseUrl, NATS_URL: natsUrl };
+  const common = { ...env, DATABASE_URL: databaseUrl, ...serviceDbUrls, ...natsCredentials, NATS_URL: natsUrl };
   const print = (name) => (line) => process.stdout.write(`[${name}] ${line}\n`);
   // A child that exits is started again on its port (it waits for the database and the bus itself).
   const supervised = (svc) => supervise(svc, () => startService(svc.name, common, { output: print(svc.name), port: svc.port, waitReady: false }), { active: () => !stopping });

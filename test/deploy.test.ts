@@ -1,12 +1,12 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import YAML from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { commonConfig, railSelection } from '../libs/runtime/src/config.js';
 import { gatewayConfig } from '../services/gateway/src/config.js';
 import { paymentsConfig } from '../services/payments/src/config.js';
+import { canRender, K8S, render, type Doc } from './support/k8s.js';
 
 /**
  * The Kubernetes manifests (deploy/k8s) and the Dockerfile against the code they run: each overlay is
@@ -16,7 +16,6 @@ import { paymentsConfig } from '../services/payments/src/config.js';
  */
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const K8S = join(ROOT, 'deploy/k8s');
 const SECRET = 'sats-subscriptions-secrets';
 
 /** Every service of the system: the variable naming its HTTP port and its config loader (in dist/config.js). */
@@ -28,7 +27,6 @@ const SERVICES: Record<string, { portVar: string; loader: string }> = {
   notifier: { portVar: 'NOTIFIER_OPS_PORT', loader: 'loadNotifierConfig' },
 };
 
-type Doc = { kind: string; metadata: { name: string; labels?: Record<string, string> }; spec?: any; data?: Record<string, string> };
 type Container = {
   name: string;
   image: string;
@@ -42,30 +40,7 @@ type Container = {
   securityContext?: any;
 };
 
-/**
- * Rendering needs kubectl with a kustomize of v4 or later (`labels`, targeted `patches`). Where there is
- * none (CI installs only npm and Debian packages, whose kubectl 1.20 is too old), the rendered checks are
- * skipped, visibly, and the Dockerfile and Secret example checks still run.
- */
-const kustomizeVersion = (() => {
-  const r = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' });
-  return /Kustomize Version: v(\d+)/.exec(r.stdout ?? '')?.[1];
-})();
-const canRender = kustomizeVersion !== undefined && Number(kustomizeVersion) >= 4;
 if (!canRender) console.warn('deploy.test: kubectl with kustomize v4+ not found; the rendered-manifest checks are skipped');
-
-function render(overlay: string): Doc[] {
-  let out: string;
-  try {
-    out = execFileSync('kubectl', ['kustomize', join(K8S, 'overlays', overlay)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (err: any) {
-    if (err.code === 'ENOENT') {
-      throw new Error('kubectl is not on the PATH: these tests render the manifests with `kubectl kustomize`; install kubectl (v1.27 or later)');
-    }
-    throw new Error(`kubectl kustomize overlays/${overlay} failed:\n${err.stderr ?? err.message}`);
-  }
-  return YAML.parseAllDocuments(out).map((d) => d.toJS() as Doc).filter(Boolean);
-}
 
 /**
  * The variable names a service's config schema reads, from its config.ts: keys of the shape plus the
@@ -106,6 +81,7 @@ const allKnown = new Set(Object.keys(SERVICES).flatMap((s) => [...configNames(s)
 function fakeSecret(key: string): string {
   if (key === 'DATABASE_URL') return 'postgres://app:password@db.internal:5432/app';
   if (key === 'SECRETS_KEY') return 'ab'.repeat(32);
+  if (key === 'SECRETS_KEY_PREVIOUS') return 'cd'.repeat(32);
   if (key === 'SMTP_URL') return 'smtp://user:password@mail.internal:587';
   return `test-${key.toLowerCase()}`;
 }
@@ -222,7 +198,10 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
 
     for (const e of c.env ?? []) {
       const ref = e.valueFrom?.secretKeyRef;
-      if (ref) {
+      if (ref?.name === `sats-subscriptions-${name}`) {
+        // The service's own credentials, in its own Secret (scripts/k8s-secrets.mjs).
+        expect(['DATABASE_URL', 'NATS_PASSWORD']).toContain(ref.key);
+      } else if (ref) {
         expect(ref.name).toBe(SECRET);
         expect(secretNames.has(ref.key), `${ref.key} documented in secrets.example.env`).toBe(true);
       }
@@ -243,7 +222,9 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
   });
 
   it('names in its ConfigMaps and env files only variables some service reads', () => {
-    const names = docs.filter((d) => d.kind === 'ConfigMap').flatMap((d) => Object.keys(d.data ?? {}));
+    // The ConfigMaps services load as environment (NATS's and PostgreSQL's hold files).
+    const loaded = new Set(workloads(docs).flatMap((w) => (appContainer(w).envFrom ?? []).map((f) => f.configMapRef?.name)));
+    const names = docs.filter((d) => d.kind === 'ConfigMap' && loaded.has(d.metadata.name)).flatMap((d) => Object.keys(d.data ?? {}));
     expect(names.length).toBeGreaterThan(0);
     const files = [join(K8S, 'base/config.env'), join(K8S, 'overlays', overlay, 'config.env')].filter(existsSync);
     const unknown = [...names, ...files.flatMap(envFileNames)].filter((n) => !allKnown.has(n));
@@ -254,7 +235,7 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
     const read = new Set(
       docs
         .filter((d) => d.kind === 'Deployment')
-        .flatMap((d) => (appContainer(d).env ?? []).map((e) => e.valueFrom?.secretKeyRef?.key).filter(Boolean)),
+        .flatMap((d) => (appContainer(d).env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === SECRET).map((e) => e.valueFrom!.secretKeyRef!.key)),
     );
     expect([...secretNames].filter((n) => !read.has(n))).toEqual([]);
   });
@@ -289,10 +270,10 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
     const nats = find(docs, 'StatefulSet', 'nats');
     expect(nats).toBeDefined();
     const c = appContainer(nats!);
-    expect(c.image).toBe('nats:2.10-alpine');
-    const args = c.args!.join(' ');
-    expect(args).toContain('-js');
-    expect(args).toContain('-sd /data');
+    expect(c.image).toMatch(/^nats:2\.10\.\d+-alpine@sha256:[0-9a-f]{64}$/);
+    expect(c.args).toEqual(['--config', '/etc/nats/nats.conf']);
+    const conf = docs.find((d) => d.kind === 'ConfigMap' && d.metadata.name.startsWith('nats-config'))!.data!['nats.conf']!;
+    expect(conf).toMatch(/jetstream \{\s*store_dir: \/data/);
     expect((c as any).volumeMounts).toContainEqual(expect.objectContaining({ mountPath: '/data', name: 'data' }));
     expect(nats!.spec.volumeClaimTemplates.map((v: Doc) => v.metadata.name)).toContain('data');
 

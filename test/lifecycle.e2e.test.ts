@@ -310,7 +310,7 @@ describe('events on JetStream', () => {
     await admin.post(`/subscriptions/${s.subscription_id}/resume`);
     await admin.post(`/subscriptions/${s.subscription_id}/extend?days=3`);
     await admin.post(`/subscriptions/${s.subscription_id}/cancel`, { immediate: true });
-    const nc = await connect({ servers: stack.natsUrl });
+    const nc = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
     try {
       const consumer = await jetstream(nc).consumers.get('EVENTS', { filter_subjects: 'events.>' });
       const seen: any[] = [];

@@ -346,7 +346,7 @@ describe('subscriber e-mail', () => {
 
     await stack.services.notifier.stop();
     // A new durable consumer starts from the first event in the stream: everything is delivered again.
-    const nc: NatsConnection = await connect({ servers: stack.natsUrl });
+    const nc: NatsConnection = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
     try {
       const jsm = await jetstreamManager(nc);
       await jsm.consumers.delete('EVENTS', 'notifier');

@@ -133,7 +133,8 @@ describe('subscribe with NWC', () => {
     expect(res.status).toBe(201);
     expect(JSON.stringify(res.body)).not.toContain(secret);
     const { rows } = await db.query(`SELECT row_to_json(c)::text AS j, secret_sealed FROM nwc.connections c WHERE subscription_id = $1`, [res.body.subscription_id]);
-    expect(rows[0].secret_sealed).toMatch(/^[A-Za-z0-9+/]+=*$/);
+    // <key id>.<base64>: the id names the SECRETS_KEY that sealed it (rotation).
+    expect(rows[0].secret_sealed).toMatch(/^[0-9a-f]{8}\.[A-Za-z0-9+/]+=*$/);
     expect(rows[0].j).not.toContain(secret);
     const everywhere = await db.query(`SELECT count(*)::int AS n FROM nwc.outbox WHERE payload::text LIKE $1`, [`%${secret}%`]);
     expect(everywhere.rows[0].n).toBe(0);

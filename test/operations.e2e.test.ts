@@ -1,46 +1,16 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
+import { startCollector, type SpanRecord } from './support/otlp.js';
 
-/** A minimal OTLP/HTTP JSON receiver: what a collector would see from both services. */
-interface SpanRecord {
-  service: string;
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-}
-const spans: SpanRecord[] = [];
-let collector: Server;
-
-function startCollector(): Promise<string> {
-  collector = createServer((req, res) => {
-    let raw = '';
-    req.setEncoding('utf8');
-    req.on('data', (c) => (raw += c));
-    req.on('end', () => {
-      const body = JSON.parse(raw);
-      for (const rs of body.resourceSpans ?? []) {
-        const service = rs.resource.attributes.find((a: { key: string }) => a.key === 'service.name')?.value.stringValue;
-        for (const ss of rs.scopeSpans ?? []) {
-          for (const s of ss.spans ?? []) {
-            spans.push({ service, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, name: s.name, kind: s.kind });
-          }
-        }
-      }
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end('{}');
-    });
-  });
-  return new Promise((resolve) => collector.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(collector.address() as AddressInfo).port}`)));
-}
+let spans: SpanRecord[] = [];
+let collector: Awaited<ReturnType<typeof startCollector>>;
 
 let stack: Stack;
 beforeAll(async () => {
-  const otlp = await startCollector();
+  collector = await startCollector();
+  spans = collector.spans;
+  const otlp = collector.url;
   stack = await startStack({
     wallets: 2,
     env: {

@@ -218,7 +218,7 @@ describe('archive', () => {
     expect(outbox.rows).toHaveLength(1);
 
     // The relay moves it to JetStream: exactly one plan.archived event for this plan.
-    const nc = await connect({ servers: stack.natsUrl });
+    const nc = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
     try {
       const js = jetstream(nc);
       const consumer = await js.consumers.get('EVENTS', { filter_subjects: 'events.plan.archived' });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 // The same launcher `npm start` and the benchmarks use.
 import { API_PREFIX, createWallet, startNats, startService } from '../../scripts/stack.mjs';
+import { dbUrlVar, dropDbRoles, provisionDbRoles } from '../../scripts/db-roles.mjs';
 
 export const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -25,6 +26,12 @@ export interface StackInfo {
   nwcOpsUrl: string;
   databaseUrl: string;
   natsUrl: string;
+  /** The NATS operator's credentials (every subject): tests that look into the bus connect with them. */
+  natsOperator: { user?: string; pass?: string };
+  /** Every NATS user's password (`NATS_PASSWORD_<USER>`), for tests of the permissions. */
+  natsPasswords: Record<string, string>;
+  /** Each service's own database role (its schema only). */
+  serviceDbUrls: Record<string, string>;
   wallets: WalletKeys[];
 }
 
@@ -44,7 +51,7 @@ export interface Stack extends StackInfo {
 }
 
 /** A database of its own for one stack, so stacks and reruns never see each other's rows. */
-export async function createDatabase(prefix: string, adminUrl = ADMIN_DATABASE_URL): Promise<{ url: string; drop: () => Promise<void> }> {
+export async function createDatabase(prefix: string, adminUrl = ADMIN_DATABASE_URL): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
   const name = `${prefix}_${process.pid}_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6)}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
@@ -54,6 +61,7 @@ export async function createDatabase(prefix: string, adminUrl = ADMIN_DATABASE_U
   url.pathname = `/${name}`;
   return {
     url: url.toString(),
+    name,
     drop: async () => {
       const c = new pg.Client({ connectionString: adminUrl });
       await c.connect();
@@ -68,9 +76,15 @@ export async function createDatabase(prefix: string, adminUrl = ADMIN_DATABASE_U
 export async function startStack(opts: { env?: Record<string, string>; wallets?: number; adminUrl?: string; gatewayPort?: number } = {}): Promise<Stack> {
   const db = await createDatabase('sb_test', opts.adminUrl);
   const natsDir = mkdtempSync(join(tmpdir(), 'sb-nats-'));
-  const nats = await startNats(natsDir);
+  // The production shape: every service with its own NATS user and PostgreSQL role (roles are
+  // cluster-wide, so they are named after this stack's database).
+  const nats = await startNats(natsDir, { secure: true });
+  const rolePrefix = `${db.name}_`;
+  const serviceDbUrls = await provisionDbRoles(db.url, { prefix: rolePrefix });
   const env: Record<string, string> = {
     DATABASE_URL: db.url,
+    ...Object.fromEntries(Object.entries(serviceDbUrls).map(([s, u]) => [dbUrlVar(s), u])),
+    ...nats.env,
     NATS_URL: nats.url,
     LIGHTNING_PROVIDER: 'dev',
     LOG_LEVEL: 'info',
@@ -99,6 +113,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     await nats.stop();
     rmSync(natsDir, { recursive: true, force: true });
     await db.drop().catch(() => undefined);
+    await dropDbRoles(ADMIN_DATABASE_URL, { prefix: rolePrefix }).catch(() => undefined);
     throw failed.reason;
   }
   let [billing, gateway, payments, nwc, notifier] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [Service, Service, Service, Service, Service];
@@ -111,6 +126,9 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     nwcOpsUrl: nwc.url,
     databaseUrl: db.url,
     natsUrl: nats.url,
+    natsOperator: nats.operator,
+    natsPasswords: nats.env,
+    serviceDbUrls,
     wallets,
     env,
     // A connection lost while idle (a test stopping the database) must not end the test process.
@@ -150,6 +168,7 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       rmSync(natsDir, { recursive: true, force: true });
       await stack.db.end().catch(() => undefined);
       await db.drop().catch(() => undefined);
+      await dropDbRoles(ADMIN_DATABASE_URL, { prefix: rolePrefix }).catch(() => undefined);
     },
   };
   return stack;
@@ -161,6 +180,6 @@ export function newWallets(databaseUrl: string, n: number): Promise<WalletKeys[]
 }
 
 export function info(s: Stack): StackInfo {
-  const { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, wallets } = s;
-  return { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, wallets };
+  const { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, natsOperator, natsPasswords, serviceDbUrls, wallets } = s;
+  return { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, natsOperator, natsPasswords, serviceDbUrls, wallets };
 }

@@ -20,3 +20,4 @@ export * from './routes.js';
 export * from './openapi.js';
 export * from './internal.js';
 export * from './routes.dev.js';
+export * from './bus-permissions.js';

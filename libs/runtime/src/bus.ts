@@ -7,6 +7,7 @@ import { isDbUnavailable } from './db.js';
 import { DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
+import { natsOptions, type NatsSettings } from './nats.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
 /**
@@ -27,11 +28,11 @@ export class BusClient {
   private readonly client: ClientNats;
 
   constructor(
-    servers: string,
+    conn: string | NatsSettings,
     private readonly timeoutMs: number,
     name = 'gateway',
   ) {
-    this.client = new ClientNats({ servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    this.client = new ClientNats(natsOptions(conn, name) as ConstructorParameters<typeof ClientNats>[0]);
   }
 
   connect(): Promise<unknown> {
@@ -91,15 +92,48 @@ export function defineHandler<S extends z.ZodType>(h: Handler<S>): Handler<S> {
   return h;
 }
 
+/** How long a stopping service waits for the requests it is answering (an NWC charge waits up to 45 s). */
+const DRAIN_MAX_MS = 60_000;
+
+/**
+ * Nest's server stops taking requests on close, then waits a fixed grace period before closing the
+ * connection: a reply still being worked on would be lost. This one waits until the requests in flight
+ * are answered (at most DRAIN_MAX_MS, within the pod's terminationGracePeriodSeconds of 75 s).
+ */
+class DrainingServerNats extends ServerNats {
+  inFlight = 0;
+
+  override async close(): Promise<void> {
+    // Nest keeps its subscriptions private; unsubscribing them first is what its graceful close does too.
+    const subs = (this as unknown as { subscriptions?: { unsubscribe(): void }[] }).subscriptions ?? [];
+    for (const sub of subs) sub.unsubscribe();
+    const until = Date.now() + DRAIN_MAX_MS;
+    while (this.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    await super.close();
+  }
+}
+
 /** A NestJS NATS server in the service's queue group, so replicas share the load. */
-export function createBusServer(servers: string, queue: string): ServerNats {
-  return new ServerNats({ servers, queue, name: queue, maxReconnectAttempts: -1, reconnectTimeWait: 250, gracefulShutdown: true, gracePeriod: 500 });
+export function createBusServer(conn: string | NatsSettings, queue: string): ServerNats {
+  return new DrainingServerNats({ ...(natsOptions(conn, queue) as object), queue });
 }
 
 /** Each handler runs in a consumer span continuing the caller's trace, with its input and output validated. */
 export function registerHandlers(server: ServerNats, handlers: Handler<any>[], log: Logger): void {
   for (const h of handlers) {
     server.addHandler(h.subject, async (data: unknown, ctx: NatsContext) => {
+      if (server instanceof DrainingServerNats) server.inFlight++;
+      try {
+        return await answer(h, data, ctx, log);
+      } finally {
+        if (server instanceof DrainingServerNats) server.inFlight--;
+      }
+    });
+  }
+}
+
+/** One request: a consumer span continuing the caller's trace, input and output validated, errors mapped to replies. */
+function answer(h: Handler<any>, data: unknown, ctx: NatsContext, log: Logger): Promise<BusReply> {
       const parent = extractTraceContext(ctx.getHeaders());
       return context.with(parent, () =>
         tracer().startActiveSpan(`${h.subject} process`, { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } }, async (span): Promise<BusReply> => {
@@ -128,8 +162,6 @@ export function registerHandlers(server: ServerNats, handlers: Handler<any>[], l
           }
         }),
       );
-    });
-  }
 }
 
 export interface MessageDef<Req extends z.ZodType = z.ZodType, Rep extends z.ZodType = z.ZodType> {

@@ -35,6 +35,18 @@ export type RailSelection = { [K in keyof typeof railSelection]?: z.infer<(typeo
 export const commonConfig = {
   DATABASE_URL: z.string().url({ message: 'must be a postgres:// URL' }),
   NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  /** The service's own NATS user (its subject permissions are generated from the contracts); unset: no authentication. */
+  NATS_USER: z.string().regex(/^[a-z]+$/, 'a service name').optional(),
+  NATS_PASSWORD: z.string().optional(),
+  /** PEM file of the CA that signed the NATS server's certificate: the connection then requires TLS. */
+  NATS_TLS_CA_FILE: z.string().min(1).optional(),
+  /** Copies of the EVENTS stream in a NATS cluster (3 on a 3-server cluster: one lost server loses nothing). */
+  NATS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DEV_MODE: envBool,
+  /** Older SECRETS_KEYs (comma-separated) that still open what they sealed, during a key rotation. */
+  SECRETS_KEY_PREVIOUS: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}(,[0-9a-fA-F]{64})*$/, 'comma-separated keys of 32 bytes of hex (64 characters)')
+    .optional(),
 };

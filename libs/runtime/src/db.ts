@@ -150,7 +150,8 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
   let failure: unknown;
   try {
     await client.query('SELECT pg_advisory_lock(hashtext($1))', [`migrate:${schema}`]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    // A service's own role may lack CREATE on the database (its schema is provisioned for it): create only when missing.
+    await client.query(`DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '${schema}') THEN CREATE SCHEMA ${schema}; END IF; END $$`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${schema}.schema_migrations (id INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
     );

@@ -6,6 +6,7 @@ import { isDbUnavailable, type Db } from './db.js';
 import type { Logger } from './logger.js';
 import { ensureEventsStream } from './outbox.js';
 import { Poller } from './poller.js';
+import { consumeInTrace } from './telemetry.js';
 
 /**
  * Waits before the 2nd, 3rd, ... delivery of an event that failed; after the last one fails the event
@@ -138,8 +139,9 @@ export class DurableEventConsumer {
       return;
     }
     try {
-      const result = await this.o.handle(parsed.data);
-      log.info({ consumer: durable, event_id: parsed.data.id, event: parsed.data.event, result }, 'event handled');
+      const event = parsed.data;
+      const result = await consumeInTrace(m.subject, m.headers, { 'messaging.consumer.group.name': durable, 'messaging.message.id': event.id }, () => this.o.handle(event));
+      log.info({ consumer: durable, event_id: event.id, event: event.event, result }, 'event handled');
       m.ack();
     } catch (err) {
       // The database being away is no fault of the event: it waits for the database (and could not be

@@ -1,12 +1,39 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { Kvm, type KV } from '@nats-io/kv';
+import { DEV_CLOCK_BUCKET, inboxPrefix } from '@sb/contracts';
 import type { Clock } from './clock.js';
 
 export type { NatsConnection };
 
+/** Where and as whom a service connects to NATS (the `NATS_*` variables of commonConfig). */
+export interface NatsSettings {
+  NATS_URL: string;
+  NATS_USER?: string;
+  NATS_PASSWORD?: string;
+  NATS_TLS_CA_FILE?: string;
+}
+
+/**
+ * The options of every NATS connection of a service: its own user (the server allows it only its
+ * subjects, see busPermissions in the contracts), replies on its own inbox prefix (the only inboxes it may
+ * read), TLS when a CA is given, and endless reconnection.
+ */
+export function natsOptions(conn: string | NatsSettings, name: string): ConnectionOptions {
+  const s: NatsSettings = typeof conn === 'string' ? { NATS_URL: conn } : conn;
+  return {
+    // A cluster is named by several URLs, comma-separated: the client fails over between them.
+    servers: s.NATS_URL.split(',').map((u) => u.trim()).filter(Boolean),
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    ...(s.NATS_USER ? { user: s.NATS_USER, pass: s.NATS_PASSWORD ?? '', inboxPrefix: inboxPrefix(s.NATS_USER) } : {}),
+    ...(s.NATS_TLS_CA_FILE ? { tls: { caFile: s.NATS_TLS_CA_FILE } } : {}),
+  };
+}
+
 /** A plain NATS connection (JetStream, KV, events) next to Nest's request/reply transport. */
-export function connectNats(servers: string, name: string): Promise<NatsConnection> {
-  return connect({ servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+export function connectNats(conn: string | NatsSettings, name: string): Promise<NatsConnection> {
+  return connect(natsOptions(conn, name));
 }
 
 /** True when the NATS server answers a round trip within a second. */
@@ -15,7 +42,7 @@ export async function natsReachable(nc: NatsConnection | undefined): Promise<boo
   return Promise.race([nc.rtt().then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
 }
 
-const BUCKET = 'dev_clock';
+const BUCKET = DEV_CLOCK_BUCKET;
 const KEY = 'offset_ms';
 
 /**
@@ -24,21 +51,29 @@ const KEY = 'offset_ms';
  */
 export class DevClock implements Clock {
   private offsetMs = 0;
+  private revision = 0;
 
   private constructor(private readonly kv: KV) {}
 
   static async start(nc: NatsConnection): Promise<DevClock> {
-    const kv = await new Kvm(nc).create(BUCKET, { history: 1 });
+    const kv = await new Kvm(nc).create(BUCKET, { history: 1, replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 });
     const clock = new DevClock(kv);
-    const entry = await kv.get(KEY);
-    if (entry?.value.length) clock.offsetMs = Number(entry.string()) || 0;
+    clock.apply(await kv.get(KEY));
     const watch = await kv.watch({ key: KEY });
     void (async () => {
-      for await (const e of watch) {
-        if (e.operation === 'PUT') clock.offsetMs = Number(e.string()) || 0;
-      }
+      for await (const e of watch) if (e.operation === 'PUT') clock.apply(e);
     })();
+    // The watch is an ephemeral consumer on one server: when that server of a cluster dies the watch may
+    // go quiet, so the key is also read every second (a replica must never run on an old time).
+    setInterval(() => void kv.get(KEY).then((e) => clock.apply(e), () => undefined), 1000).unref();
     return clock;
+  }
+
+  /** Takes a value of the key unless a newer one was seen already. */
+  private apply(e: { revision: number; value: Uint8Array; string(): string } | null): void {
+    if (!e?.value.length || e.revision < this.revision) return;
+    this.revision = e.revision;
+    this.offsetMs = Number(e.string()) || 0;
   }
 
   nowMs(): number {
@@ -51,7 +86,7 @@ export class DevClock implements Clock {
 
   async advance(ms: number): Promise<number> {
     const next = this.offsetMs + ms;
-    await this.kv.put(KEY, String(next));
+    this.revision = await this.kv.put(KEY, String(next));
     this.offsetMs = next;
     return next;
   }

@@ -1,10 +1,12 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import { SpanKind } from '@opentelemetry/api';
+import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { EVENTS_STREAM, eventSubject, type EventEnvelope, type EventName } from '@sb/contracts';
 import type { Clock } from './clock.js';
-import { isDbUnavailable, type Db, type Queryable } from './db.js';
+import { isDbUnavailable, type Db, type Migration, type Queryable } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
+import { contextOf, injectTraceHeaders, inSpan, traceCarrier, type TraceCarrier } from './telemetry.js';
 
 /** The outbox table every event-emitting service has in its own schema (used in its first migration). */
 export const outboxTableSql = `
@@ -14,10 +16,21 @@ CREATE TABLE outbox (
   subject TEXT NOT NULL,
   payload JSONB NOT NULL,
   created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-  published_at TIMESTAMPTZ
+  published_at TIMESTAMPTZ,
+  trace_context JSONB
 );
 CREATE INDEX outbox_unpublished ON outbox (seq) WHERE published_at IS NULL;
 `;
+
+/**
+ * The trace context of each outbox row (the request or sweep that caused the event), for outboxes made
+ * before it existed. Shared migrations of the runtime take ids from 100 up, clear of each service's own.
+ */
+export const outboxTraceMigration: Migration = {
+  id: 100,
+  name: 'trace context of outbox rows',
+  sql: 'ALTER TABLE outbox ADD COLUMN IF NOT EXISTS trace_context JSONB',
+};
 
 /** Records an event in the same transaction as the state change it describes. */
 export async function enqueueEvent(
@@ -35,17 +48,20 @@ export async function enqueueEvent(
     timestamp: Math.floor(clock.nowMs() / 1000),
     data,
   };
-  await tx.query(`INSERT INTO ${schema}.outbox (event_id, subject, payload) VALUES ($1, $2, $3)`, [
+  // The event continues the trace of what caused it: the relay publishes it as a child of this context.
+  await tx.query(`INSERT INTO ${schema}.outbox (event_id, subject, payload, trace_context) VALUES ($1, $2, $3, $4)`, [
     envelope.id,
     eventSubject(event),
     JSON.stringify(envelope),
+    traceCarrier(),
   ]);
   return envelope;
 }
 
 export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
-  const config = { name: EVENTS_STREAM, subjects: ['events.>'], duplicate_window: 10 * 60 * 1_000_000_000 };
+  // NATS_REPLICAS is validated with the service's config at start (commonConfig).
+  const config = { name: EVENTS_STREAM, subjects: ['events.>'], duplicate_window: 10 * 60 * 1_000_000_000, num_replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 };
   try {
     await jsm.streams.info(EVENTS_STREAM);
     await jsm.streams.update(EVENTS_STREAM, config);
@@ -108,12 +124,21 @@ export class OutboxRelay {
     const js = this.js;
     if (!js) return 0;
     return this.db.tx(async (tx) => {
-      const { rows } = await tx.query<{ seq: number; event_id: string; subject: string; payload: unknown }>(
-        `SELECT seq, event_id, subject, payload FROM ${this.schema}.outbox WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+      const { rows } = await tx.query<{ seq: number; event_id: string; subject: string; payload: unknown; trace_context: TraceCarrier | null }>(
+        `SELECT seq, event_id, subject, payload, trace_context FROM ${this.schema}.outbox WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
         [limit],
       );
       for (const row of rows) {
-        await js.publish(row.subject, JSON.stringify(row.payload), { msgID: row.event_id });
+        // A producer span in the trace that wrote the row; its context travels in the message headers.
+        await inSpan(
+          `${row.subject} publish`,
+          { parent: contextOf(row.trace_context), kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': row.subject, 'messaging.message.id': row.event_id } },
+          async () => {
+            const h = natsHeaders();
+            injectTraceHeaders(h);
+            await js.publish(row.subject, JSON.stringify(row.payload), { msgID: row.event_id, headers: h });
+          },
+        );
       }
       if (rows.length) {
         await tx.query(`UPDATE ${this.schema}.outbox SET published_at = now() WHERE seq = ANY($1::bigint[])`, [rows.map((r) => r.seq)]);

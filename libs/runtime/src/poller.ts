@@ -1,4 +1,5 @@
 import { isDbUnavailable } from './db.js';
+import { inSpan } from './telemetry.js';
 import type { Logger } from './logger.js';
 
 /**
@@ -29,7 +30,8 @@ export class Poller {
 
   private async run(): Promise<void> {
     try {
-      while (!this.stopped && (await this.tick()));
+      // Each round is a root span of its own (not part of whatever ran before); what it touches links to it.
+      while (!this.stopped && (await inSpan(`${this.name} sweep`, { root: true }, () => this.tick())));
       if (this.dbAway) this.log.info({ worker: this.name }, 'database back, worker resumed');
       this.dbAway = false;
     } catch (err) {

@@ -1,28 +1,74 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+
+/** A key's id: the first 8 hex characters of its SHA-256 (names the key, reveals nothing of it). */
+export const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 8);
+
+function parseKey(hex: string): Buffer {
+  const key = Buffer.from(hex, 'hex');
+  if (key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes of hex (64 characters)');
+  return key;
+}
 
 /**
- * AES-256-GCM for secrets that must be shown again later (a subscriber's portal token in the owner's
- * manage link). Output: base64 of iv | tag | ciphertext.
+ * AES-256-GCM for secrets that must be shown or used again later (portal tokens, NWC secrets, webhook
+ * signing secrets). Output: `<key id>.<base64 of iv | tag | ciphertext>`; values sealed before key ids
+ * existed (no `<key id>.`) are opened with each known key in turn.
+ *
+ * Rotation: the new key becomes SECRETS_KEY and the old one goes into SECRETS_KEY_PREVIOUS, so both open;
+ * new values are sealed with the new key, and `reseal` (libs/runtime/dist/cli/reseal.js) re-seals the
+ * stored ones, after which the old key can be dropped.
  */
 export class SecretBox {
   private readonly key: Buffer;
+  readonly keyId: string;
+  private readonly keys = new Map<string, Buffer>();
 
-  constructor(hexKey: string) {
-    this.key = Buffer.from(hexKey, 'hex');
-    if (this.key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes of hex (64 characters)');
+  /** `previous`: comma-separated older keys (SECRETS_KEY_PREVIOUS) that still open what they sealed. */
+  constructor(hexKey: string, previous?: string) {
+    this.key = parseKey(hexKey);
+    this.keyId = keyId(this.key);
+    this.keys.set(this.keyId, this.key);
+    for (const hex of (previous ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+      const k = parseKey(hex);
+      this.keys.set(keyId(k), k);
+    }
   }
 
   seal(plain: string): string {
     const iv = randomBytes(12);
     const c = createCipheriv('aes-256-gcm', this.key, iv);
     const body = Buffer.concat([c.update(plain, 'utf8'), c.final()]);
-    return Buffer.concat([iv, c.getAuthTag(), body]).toString('base64');
+    return `${this.keyId}.${Buffer.concat([iv, c.getAuthTag(), body]).toString('base64')}`;
   }
 
   open(sealed: string): string {
-    const raw = Buffer.from(sealed, 'base64');
-    const d = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
-    d.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8');
+    const dot = sealed.indexOf('.');
+    if (dot < 0) {
+      // Sealed before key ids: whichever key opens it (GCM's tag proves the right one).
+      for (const key of this.keys.values()) {
+        try {
+          return decrypt(key, sealed);
+        } catch {
+          /* the next key */
+        }
+      }
+      throw new Error('sealed value opens with no known key (SECRETS_KEY, SECRETS_KEY_PREVIOUS)');
+    }
+    const id = sealed.slice(0, dot);
+    const key = this.keys.get(id);
+    if (!key) throw new Error(`sealed with key ${id}, which is neither SECRETS_KEY nor in SECRETS_KEY_PREVIOUS`);
+    return decrypt(key, sealed.slice(dot + 1));
   }
+
+  /** True when the value is not sealed with the current key (a rotation leaves it to `reseal`). */
+  isStale(sealed: string): boolean {
+    return !sealed.startsWith(`${this.keyId}.`);
+  }
+}
+
+function decrypt(key: Buffer, b64: string): string {
+  const raw = Buffer.from(b64, 'base64');
+  const d = createDecipheriv('aes-256-gcm', key, raw.subarray(0, 12));
+  d.setAuthTag(raw.subarray(12, 28));
+  return Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8');
 }

@@ -83,11 +83,11 @@ export async function runService<C extends BaseConfig>(opts: {
   }));
   const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
   if (applied.length) log.info({ applied }, 'migrations applied');
-  nc = await connectNats(config.NATS_URL, opts.name);
+  nc = await connectNats(config, opts.name);
   const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
   const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
 
-  const server = createBusServer(config.NATS_URL, opts.name);
+  const server = createBusServer(config, opts.name);
   registerHandlers(server, parts.handlers, log);
   const app = await NestFactory.createMicroservice(ServiceModule, { strategy: server, logger: nestLogger(log) });
   await app.listen();

@@ -1,4 +1,4 @@
-import { eventSubject } from '@sb/contracts';
+import { EVENT_CONSUMERS } from '@sb/contracts';
 import { BusClient, DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
 import { loadBillingConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
@@ -27,16 +27,16 @@ main('billing', () =>
         plans: new PlansRepo(SCHEMA),
         subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
-        bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'billing-client'),
+        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client'),
         busTimeoutMs: config.BUS_TIMEOUT_MS,
-        secrets: new SecretBox(config.SECRETS_KEY),
+        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };
       await deps.bus.connect();
       const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy);
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
-        durable: 'billing-payments', filterSubject: eventSubject('payment.received'), handle: (e) => applyPaymentEvent(deps, e), log,
+        ...EVENT_CONSUMERS.billingPayments, handle: (e) => applyPaymentEvent(deps, e), log,
         db, schema: SCHEMA, registry, retryDelaysMs: config.EVENT_RETRY_DELAYS_MS,
       });
       return {

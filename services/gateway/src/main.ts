@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'gateway' });
   let migrated = false;
 
-  const bus = new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS);
+  const bus = new BusClient(config, config.BUS_TIMEOUT_MS);
   // The gateway starts even while NATS is away: requests answer 503 until it is back.
   await bus.connect().catch((err) => log.warn({ err: String(err) }, 'NATS not reachable yet'));
 
@@ -29,7 +29,7 @@ async function main(): Promise<void> {
     publicPost: new RateLimiter(config.RATE_LIMIT_PUBLIC_POST_PER_MINUTE, 60_000),
     publicGet: new RateLimiter(config.RATE_LIMIT_PUBLIC_GET_PER_MINUTE, 60_000),
   };
-  const idempotency = new IdempotencyRepo(SCHEMA, new SecretBox(config.SECRETS_KEY));
+  const idempotency = new IdempotencyRepo(SCHEMA, new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS));
   const registry = createMetricsRegistry('gateway');
   const app = createApp({
     db,

@@ -1,3 +1,4 @@
+import { EVENT_CONSUMERS } from '@sb/contracts';
 import { BusClient, DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
@@ -24,8 +25,8 @@ main('notifier', () =>
         deliveries: new DeliveriesRepo(SCHEMA),
         settings: new SettingsRepo(SCHEMA),
         notifications: new NotificationsRepo(SCHEMA),
-        secrets: new SecretBox(config.SECRETS_KEY),
-        bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'notifier-client'),
+        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
+        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client'),
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
         webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
         channels: {
@@ -37,7 +38,7 @@ main('notifier', () =>
       if (!config.SMTP_URL) log.warn("SMTP_URL is not set: e-mail goes out only through owners' own mail servers");
       if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks, relays and NIP-05 lookups may target loopback and private addresses');
       // Every domain event: deliveries to matching endpoints and notifications to subscribers and the owner.
-      const consumer = new DurableEventConsumer(nc, { durable: 'notifier', filterSubject: 'events.>', handle: (e) => recordEvent(deps, e), log, db, schema: SCHEMA, registry });
+      const consumer = new DurableEventConsumer(nc, { ...EVENT_CONSUMERS.notifier, handle: (e) => recordEvent(deps, e), log, db, schema: SCHEMA, registry });
       const pollers = [
         new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log),
         new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),

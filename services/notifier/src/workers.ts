@@ -1,4 +1,5 @@
-import { unixSeconds } from '@sb/runtime';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
 import { loadRow, sendVia } from './channels/index.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
 import type { Message } from './channels/outcome.js';
@@ -17,10 +18,21 @@ export async function deliverDue(d: Deps): Promise<boolean> {
   const due = await d.db.tx((tx) => d.deliveries.claimDue(tx, unixSeconds(d.clock), BATCH, leaseS));
   await Promise.all(
     due.map(async (row) => {
-      const outcome = await openSecret(d, row.secret_sealed).then(
-        (secret) => sendWebhook({ url: row.url, secret, eventId: row.event_id, body: row.body }, { policy: d.addresses, timeoutMs: d.webhookTimeoutMs }),
-        // Only a changed SECRETS_KEY does this; it is logged as the attempt's error, never with the secret.
-        () => ({ status_code: null, error: 'signing secret cannot be opened (was SECRETS_KEY changed?)', duration_ms: 0, delivered: false }),
+      // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
+      linkActiveSpanTo(row.trace_context);
+      const outcome = await inSpan(
+        'webhook deliver',
+        { parent: contextOf(row.trace_context), kind: SpanKind.CLIENT, attributes: { 'webhook.delivery_id': row.id, 'webhook.event_id': row.event_id, 'webhook.event': row.event, 'webhook.attempt': row.attempt_count + 1 } },
+        async (span) => {
+          const o = await openSecret(d, row.secret_sealed).then(
+            (secret) => sendWebhook({ url: row.url, secret, eventId: row.event_id, body: row.body }, { policy: d.addresses, timeoutMs: d.webhookTimeoutMs }),
+            // Only a changed SECRETS_KEY does this; it is logged as the attempt's error, never with the secret.
+            () => ({ status_code: null, error: 'signing secret cannot be opened (was SECRETS_KEY changed?)', duration_ms: 0, delivered: false }),
+          );
+          if (o.status_code !== null) span.setAttribute('http.response.status_code', o.status_code);
+          if (!o.delivered) span.setStatus({ code: SpanStatusCode.ERROR, message: o.error ?? `status ${o.status_code}` });
+          return o;
+        },
       );
       const now = unixSeconds(d.clock);
       const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);

@@ -20,8 +20,8 @@ main('nwc', () =>
         nip47: new Nip47Client({
           infoTimeoutMs: config.NWC_INFO_TIMEOUT_MS, replyTimeoutMs: config.NWC_REPLY_TIMEOUT_MS, relays: { allowPrivate: config.NWC_ALLOW_PRIVATE_RELAYS },
         }),
-        bus: new BusClient(config.NATS_URL, config.BUS_TIMEOUT_MS, 'nwc-client'),
-        secrets: new SecretBox(config.SECRETS_KEY),
+        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'nwc-client'),
+        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
       };
       await deps.bus.connect();
       return {

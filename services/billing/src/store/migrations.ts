@@ -1,4 +1,4 @@
-import { outboxTableSql, type Migration } from '@sb/runtime';
+import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -175,3 +175,5 @@ migrations.push({
 ALTER TABLE subscribers ADD COLUMN contact_preference TEXT CHECK (contact_preference IN ('email', 'messenger', 'nostr'));
 `,
 });
+
+migrations.push(outboxTraceMigration);

@@ -1,5 +1,5 @@
 import type { Paginated, WebhookDelivery } from '@sb/contracts';
-import type { Queryable } from '@sb/runtime';
+import { traceCarrier, type Queryable, type TraceCarrier } from '@sb/runtime';
 
 export type DeliveryAttempt = WebhookDelivery['attempts'][number];
 
@@ -13,6 +13,7 @@ export interface DeliveryRecord extends Omit<WebhookDelivery, 'attempts'> {
 export interface ClaimedDelivery extends DeliveryRecord {
   url: string;
   secret_sealed: string;
+  trace_context: TraceCarrier | null;
 }
 
 export interface AttemptOutcome {
@@ -28,13 +29,16 @@ const COLS = `id, endpoint_id, wallet_id, event_id, event, body, replay_of, stat
 export class DeliveriesRepo {
   constructor(private readonly schema: string) {}
 
-  /** One delivery per (endpoint, event): a redelivered event finds its row and adds nothing. */
+  /**
+   * One delivery per (endpoint, event): a redelivered event finds its row and adds nothing. The delivery
+   * keeps the active trace (the event's, or the replay request's) for its attempts.
+   */
   async record(q: Queryable, r: { id: string; endpoint_id: string; wallet_id: string; event_id: string; event: string; body: string; now: number; replay_of?: string }): Promise<boolean> {
     const { rowCount } = await q.query(
-      `INSERT INTO ${this.schema}.deliveries (id, endpoint_id, wallet_id, event_id, event, body, replay_of, status, next_attempt_at, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8)
+      `INSERT INTO ${this.schema}.deliveries (id, endpoint_id, wallet_id, event_id, event, body, replay_of, status, next_attempt_at, created_at, trace_context)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8, $9)
        ON CONFLICT (endpoint_id, event_id) WHERE replay_of IS NULL DO NOTHING`,
-      [r.id, r.endpoint_id, r.wallet_id, r.event_id, r.event, r.body, r.replay_of ?? null, r.now],
+      [r.id, r.endpoint_id, r.wallet_id, r.event_id, r.event, r.body, r.replay_of ?? null, r.now, traceCarrier()],
     );
     return rowCount === 1;
   }
@@ -77,7 +81,7 @@ export class DeliveriesRepo {
           ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
        UPDATE ${this.schema}.deliveries d SET next_attempt_at = $1 + $3
          FROM due, ${this.schema}.endpoints e WHERE d.id = due.id AND e.id = d.endpoint_id
-       RETURNING ${COLS.split(',').map((c) => `d.${c.trim()}`).join(', ')}, e.url, e.secret_sealed`,
+       RETURNING ${COLS.split(',').map((c) => `d.${c.trim()}`).join(', ')}, d.trace_context, e.url, e.secret_sealed`,
       [now, limit, leaseS],
     );
     return rows;

@@ -1,4 +1,4 @@
-import { outboxTableSql, type Migration } from '@sb/runtime';
+import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -135,5 +135,14 @@ CREATE INDEX notification_attempts_of ON notification_attempts (notification_id,
 
 -- subscriber e-mails now travel as notifications (the emails table stays as the record of earlier ones)
 `,
+  },
+  outboxTraceMigration,
+  {
+    // Ids from 100 up sit clear of the numbered ones above (the runtime's shared migrations use them too).
+    id: 101,
+    name: 'trace context of webhook deliveries',
+    sql: `
+-- the trace of the event (or replay request) that made the delivery: each attempt is a span in it
+ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS trace_context JSONB;`,
   },
 ];

@@ -1,4 +1,4 @@
-import { outboxTableSql, type Migration } from '@sb/runtime';
+import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -46,4 +46,5 @@ ${outboxTableSql}`,
 ALTER TABLE connections ADD COLUMN subscriber_email TEXT;
 ALTER TABLE connections ADD COLUMN subscriber_name TEXT;`,
   },
+  outboxTraceMigration,
 ];

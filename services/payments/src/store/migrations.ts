@@ -1,4 +1,4 @@
-import { outboxTableSql, type Migration } from '@sb/runtime';
+import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -101,4 +101,5 @@ ALTER TABLE payments ADD COLUMN dev_preimage TEXT;`,
 -- The owner refunds it; GET /payments/{id} shows it.
 ALTER TABLE payments ADD COLUMN unapplied_reason TEXT;`,
   },
+  outboxTraceMigration,
 ];

@@ -1,0 +1,48 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { startNats } from '../../../scripts/stack.mjs';
+import { BusClient, createBusServer, defineHandler, registerHandlers } from '../src/bus.js';
+
+let dir: string;
+let nats: Awaited<ReturnType<typeof startNats>>;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'sb-drain-'));
+  nats = await startNats(dir);
+});
+afterAll(async () => {
+  await nats?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('a stopping service', () => {
+  it('answers the requests in flight before it closes (an NWC charge may take 45 s), and takes no new ones', async () => {
+    const server = createBusServer(nats.url, 'drain-test');
+    const slow = defineHandler({
+      subject: 'drain.slow',
+      request: z.object({ ms: z.number() }),
+      handle: async ({ ms }) => (await new Promise((r) => setTimeout(r, ms)), { waited: ms }),
+    });
+    registerHandlers(server, [slow], pino({ level: 'silent' }));
+    await new Promise<void>((resolve, reject) => server.listen((err?: unknown) => (err ? reject(err) : resolve())));
+    const bus = new BusClient(nats.url, 10_000, 'drain-client');
+    await bus.connect();
+    try {
+      const inFlight = bus.request('drain.slow', { ms: 2500 });
+      await new Promise((r) => setTimeout(r, 300));
+      const started = Date.now();
+      const closed = server.close().then(() => Date.now() - started);
+      // A request after the close began finds nobody (the subscription is gone), not a dying server.
+      await new Promise((r) => setTimeout(r, 100));
+      await expect(bus.request('drain.slow', { ms: 1 })).rejects.toThrow(/no responders/);
+      expect(await inFlight).toEqual({ ok: true, data: { waited: 2500 } });
+      // Nest's own close would have dropped it after its fixed 0.5 s grace period.
+      expect(await closed).toBeGreaterThanOrEqual(1800);
+    } finally {
+      await bus.close();
+    }
+  });
+});
