@@ -20,6 +20,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   stack?.services.billing.child.kill('SIGCONT');
+  stack?.services.payments.child.kill('SIGCONT');
   await stack?.stop();
 });
 
@@ -119,9 +120,40 @@ describe('a subscribe that answered 503', () => {
     const retry = await subscribeWith('outage-1', body);
     expect(retry.status, JSON.stringify(retry.body)).toBe(201);
     expect(retry.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id });
-    // Another key is another request: the contact already has this subscription.
-    expect((await subscribeWith('outage-2', body)).status).toBe(409);
+    expect(retry.body.manage_url).toMatch(/token=/);
+    // Another key is another request by the same contact: their unpaid checkout again, without the portal
+    // link (only the request that made it may see it).
+    const other = await subscribeWith('outage-2', body);
+    expect(other.status).toBe(201);
+    expect(other.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id, manage_url: null });
 
+    expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
+    expect((await until(() => admin.get(`/subscriptions/${made!.id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
+  });
+});
+
+describe('a subscribe whose payment request got no answer in time', () => {
+  it('keeps the checkout pending; the retry with the same Idempotency-Key answers it with the payment made meanwhile', async () => {
+    const p = await plan();
+    const body = { plan_id: p.id, payment_method: 'lightning', email: 'slow-payments@example.com' };
+    const payments = stack.services.payments.child;
+    payments.kill('SIGSTOP');
+    let first;
+    try {
+      first = await subscribeWith('slow-1', body);
+    } finally {
+      payments.kill('SIGCONT');
+    }
+    expect(first.status).toBe(503);
+    // Payments handles the request it received while frozen: the payment exists, nobody was told.
+    const [made] = await until(() => subscriptionsOf('slow-payments@example.com'), (r) => r.length === 1);
+    const [invoice] = await until(() => paymentsOf(made!.id), (r) => r.length === 1);
+    expect(invoice!.status).toBe('pending');
+    expect((await subscriptionsOf('slow-payments@example.com'))[0]!.status).toBe('pending');
+
+    const retry = await subscribeWith('slow-1', body);
+    expect(retry.status, JSON.stringify(retry.body)).toBe(201);
+    expect(retry.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id });
     expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
     expect((await until(() => admin.get(`/subscriptions/${made!.id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
   });

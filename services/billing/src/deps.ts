@@ -21,8 +21,6 @@ export interface Deps {
   subscribers: SubscribersRepo;
   /** Requests to other services (payments). */
   bus: BusClient;
-  /** How long billing waits for an answer on the bus (BUS_TIMEOUT_MS). */
-  busTimeoutMs: number;
   /** Seals portal tokens so the owner's manage link can show them again. */
   secrets: SecretBox;
   /** Base of the portal links handed to subscribers. */

@@ -28,7 +28,6 @@ main('billing', () =>
         subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client'),
-        busTimeoutMs: config.BUS_TIMEOUT_MS,
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ID_PREFIXES, messages, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
-import { callMessage, conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
+import { ID_PREFIXES, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
+import { BusUnavailableError, conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
@@ -162,6 +162,10 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
     });
     return { plan, sub, manage_url, created };
   } catch (err) {
+    // No answer in time (or the bus broke mid-request): payments may have made the payment after all, so the
+    // checkout stays pending and a retry (same Idempotency-Key, or the same contact and method) answers it
+    // with that payment; unpaid, the scheduler expires it after 24 h. Any other failure made no payment.
+    if (err instanceof BusUnavailableError && !err.noResponders) throw err;
     await d.db.tx(async (tx) => {
       await tx.query(`UPDATE billing.subscriptions SET status = 'expired', updated_at = $2, version = version + 1 WHERE id = $1 AND status = 'pending'`, [sub.id, unixSeconds(d.clock)]);
       await emit(d, tx, { ...sub, status: 'expired' }, 'subscription.expired', { reason: 'checkout could not be created' });
