@@ -218,7 +218,7 @@ describe("owners' mail servers and relays", () => {
     expect(refused[0]![1]).toMatch(/10\.0\.0\.5/);
     expect(JSON.stringify(refused)).not.toContain('pw-123');
     expect(await refusedAddresses(body('smtp://u:pw@127.0.0.1:25', ['ws://127.0.0.1:7000']), { allowPrivate: true }, dns)).toEqual([]);
-    const sent = await sendEmail('smtp://u:pw-123@127.0.0.1:9', 'a@example.com', 'b@example.com', { subject: 's', text: 't', html: '<p>t</p>' }, off);
+    const sent = await sendEmail('smtp://u:pw-123@127.0.0.1:9', { from: 'a@example.com' }, 'b@example.com', { subject: 's', text: 't', html: '<p>t</p>' }, off);
     expect(sent).toMatchObject({ delivered: false, permanent: true, error: expect.stringMatching(/^mail server not allowed/) });
   });
 });
