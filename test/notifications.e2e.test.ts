@@ -322,6 +322,15 @@ describe('subscriber and owner notices', () => {
       expect(bad.status).toBe(422);
       expect(bad.body.detail[0].loc).toEqual(['body', field]);
     }
+    // Wallet 1 has only the e-mail channel: a preference for another is refused, and nothing is stored.
+    const emailOnly = (await admin(1).post('/plans', { name: 'Mail only', amount_sats: 1000, interval: 'weekly' })).body;
+    expect((await pub().get(`/public/plan/${emailOnly.id}`)).body.available_contact_methods).toEqual(['email']);
+    const subscribersOf1 = async () => (await rows(`SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1`, [stack.wallets[1]!.id]))[0].n;
+    const before = await subscribersOf1();
+    const unoffered = await pub().post('/public/subscribe', { plan_id: emailOnly.id, payment_method: 'lightning', email: 'x@example.com', messenger: '2009', contact_preference: 'messenger' });
+    expect(unoffered.status, JSON.stringify(unoffered.body)).toBe(422);
+    expect(unoffered.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'contact_preference'], msg: expect.stringContaining('email') })]);
+    expect(await subscribersOf1()).toBe(before);
     for (const chat of ['2001', '2002', '2003']) tg.chats.add(chat);
     await subscribe('messenger', { messenger: '2001', name: 'Mia' });
     await subscribe('npub', { nostr: carolNpub });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { contactIssues } from '../src/domain/contacts.js';
+import { contactIssues, preferenceIssues } from '../src/domain/contacts.js';
 
 describe('checkout contacts', () => {
   it('takes npubs, hex keys, NIP-05 names, chat ids and usernames; refuses the rest and a preference without its contact', () => {
@@ -16,5 +16,13 @@ describe('checkout contacts', () => {
       { loc: ['body', 'nostr'], msg: 'contact_preference is nostr: give your nostr contact too', type: 'missing' },
     ]);
     expect(contactIssues({ email: 'a@example.com', contact_preference: 'email' })).toEqual([]);
+  });
+
+  it('a preferred channel must be one the plan offers', () => {
+    expect(preferenceIssues(undefined, ['email'])).toEqual([]);
+    expect(preferenceIssues('email', ['email', 'nostr'])).toEqual([]);
+    expect(preferenceIssues('messenger', ['email'])).toEqual([
+      { loc: ['body', 'contact_preference'], msg: 'this plan does not send notices by messenger: choose one of email', type: 'value_error' },
+    ]);
   });
 });

@@ -36,3 +36,9 @@ export function contactIssues(c: { messenger?: string | undefined; nostr?: strin
   if (pref && !c[pref]) issues.push({ loc: ['body', pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' });
   return issues;
 }
+
+/** A preferred channel the plan does not send on would never be used: refused, naming what is offered. */
+export function preferenceIssues(pref: Channel | undefined, offered: readonly string[]): ValidationIssue[] {
+  if (!pref || offered.includes(pref)) return [];
+  return [{ loc: ['body', 'contact_preference'], msg: `this plan does not send notices by ${pref}: choose one of ${offered.join(', ') || 'none'}`, type: 'value_error' }];
+}
