@@ -209,7 +209,21 @@ describe('HTTP conventions', () => {
     expect(r.status).toBe(422);
     expect(r.body.detail).toEqual([{ loc: ['query', 'days'], msg: 'Field required', type: 'invalid_type' }]);
     const nan = await admin.post(`/subscriptions/${sub}/extend?days=abc`);
-    expect(nan.body.detail[0].msg).toBe('Expected an integer');
+    expect(nan.body.detail[0].msg).toBe('Expected an integer from 1 to 3650');
+  });
+
+  it('an integer query value out of range is 422 naming the bound', async () => {
+    for (const [q, loc, msg] of [
+      ['limit=500', 'limit', 'Expected an integer from 1 to 200'],
+      ['limit=0', 'limit', 'Expected an integer from 1 to 200'],
+      ['offset=-1', 'offset', 'Expected an integer of at least 0'],
+    ] as const) {
+      const r = await invoice.get(`/plans?${q}`);
+      expect(r.status, q).toBe(422);
+      expect(r.body.detail, q).toEqual([expect.objectContaining({ loc: ['query', loc], msg })]);
+    }
+    const days = await admin.post(`/subscriptions/${sub}/extend?days=4000`);
+    expect(days.body.detail[0]).toMatchObject({ loc: ['query', 'days'], msg: 'Expected an integer from 1 to 3650' });
   });
 
   it('card and wallet-processor callbacks with no provider configured are 400 "Invalid callback"', async () => {
