@@ -296,7 +296,17 @@ describe('notification settings', () => {
     expect((await client(stack.api, stack.wallets[1]!.invoice_key).get(path)).status).toBe(404);
     expect((await admin(1).put(path, { inherit: true })).status).toBe(404);
     expect((await reader().get('/plans/plan_nope/notification-settings')).status).toBe(404);
-    expect((await admin().put(path, { inherit: false })).status).toBe(422);
+    // A wrong override names its field, not an opaque union error.
+    for (const [body, loc] of [
+      [{ inherit: false }, ['body', 'channels']],
+      [{ inherit: false, channels: { email: { smtp_url: 'smtp://h?sendmail=true' } } }, ['body', 'channels', 'email', 'smtp_url']],
+      [{ inherit: false, channels: {}, owner_events: ['no.such_event'] }, ['body', 'owner_events', 0]],
+      [{ channels: {} }, ['body', 'inherit']],
+    ] as const) {
+      const r = await admin().put(path, body);
+      expect(r.status, JSON.stringify(body)).toBe(422);
+      expect(r.body.detail.map((i: { loc: unknown[] }) => i.loc), JSON.stringify(r.body)).toEqual([loc]);
+    }
   });
 });
 

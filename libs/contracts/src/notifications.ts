@@ -85,8 +85,9 @@ export const NotificationSettingsUpdate = z.strictObject(settingsFields).openapi
 export type NotificationSettingsUpdate = z.infer<typeof NotificationSettingsUpdate>;
 
 /** Body of `PUT /plans/{id}/notification-settings`: inherit the wallet's, or a full override. */
+// Told apart by `inherit`, so a wrong override names its field instead of an opaque union error.
 export const PlanNotificationSettingsUpdate = z
-  .union([
+  .discriminatedUnion('inherit', [
     z.strictObject({ inherit: z.literal(true) }),
     z.strictObject({ inherit: z.literal(false), ...settingsFields }),
   ])
