@@ -598,4 +598,29 @@ describe('delivery', () => {
     // Portal tokens travel in messages: sealed too.
     expect(dump).not.toMatch(/manage\?token=/);
   });
+
+  it('an attempt is recorded together with its outcome or not at all: a failed status update leaves no attempt', async () => {
+    const w = stack.wallets[1]!;
+    await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [w.id]); // the defaults: e-mail through the server's mail server
+    const plan = (await admin(1).post('/plans', { name: 'Tx plan', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
+    // The database refuses the status update of this wallet's messages after the send (as an outage would).
+    await rows(`CREATE OR REPLACE FUNCTION public.refuse_finish() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$`);
+    await rows(`CREATE TRIGGER refuse_finish BEFORE UPDATE ON notifier.notifications FOR EACH ROW
+      WHEN (NEW.attempt_count > OLD.attempt_count AND OLD.wallet_id = '${w.id}') EXECUTE FUNCTION public.refuse_finish()`);
+    try {
+      const res = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'tx@example.com' });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      await until(async () => serverSmtp.mails.filter((m) => m.to.includes('tx@example.com')).length, (n) => n > 0);
+      await settle(800);
+      const listed = (await client(stack.api, w.invoice_key).get(`/notifications?subscription_id=${res.body.subscription_id}`)).body;
+      expect(listed.items.length).toBeGreaterThan(0);
+      for (const n of listed.items) expect(n).toMatchObject({ status: 'pending', attempt_count: 0, attempts: [] });
+      const [{ n }] = await rows(
+        `SELECT count(*)::int AS n FROM notifier.notification_attempts a JOIN notifier.notifications x ON x.id = a.notification_id WHERE x.subscription_id = $1`, [res.body.subscription_id],
+      );
+      expect(n).toBe(0);
+    } finally {
+      await rows(`DROP TRIGGER IF EXISTS refuse_finish ON notifier.notifications`);
+    }
+  });
 });
