@@ -112,6 +112,24 @@ describe('text the database cannot hold: NUL and unpaired surrogates', () => {
   });
 });
 
+describe('body bytes', () => {
+  it('a JSON body that is not valid UTF-8 is 400 saying so, and nothing is stored', async () => {
+    const plans = await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id]);
+    const json = (name: Buffer) => Buffer.concat([Buffer.from('{"name":"'), name, Buffer.from('","amount_sats":1000,"interval":"monthly"}')]);
+    // A stray continuation byte, a truncated sequence, an overlong encoding and an encoded surrogate.
+    for (const bytes of [[0x80], [0xe2, 0x82], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xff]]) {
+      const r = await admin.post('/plans', undefined, { raw: json(Buffer.from([0x41, ...bytes, 0x42])) });
+      expect(r.status, JSON.stringify(bytes)).toBe(400);
+      expect(r.body.detail).toMatch(/not valid UTF-8/);
+    }
+    expect(await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id])).toBe(plans);
+    // Valid multi-byte UTF-8 is taken as it is.
+    const ok = await admin.post('/plans', undefined, { raw: json(Buffer.from('Café ₿ 🚀')) });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    expect(ok.body.name).toBe('Café ₿ 🚀');
+  });
+});
+
 describe('deeply nested JSON', () => {
   const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
   const nestedObject = (n: number) => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
@@ -191,7 +209,21 @@ describe('HTTP conventions', () => {
     expect(r.status).toBe(422);
     expect(r.body.detail).toEqual([{ loc: ['query', 'days'], msg: 'Field required', type: 'invalid_type' }]);
     const nan = await admin.post(`/subscriptions/${sub}/extend?days=abc`);
-    expect(nan.body.detail[0].msg).toBe('Expected an integer');
+    expect(nan.body.detail[0].msg).toBe('Expected an integer from 1 to 3650');
+  });
+
+  it('an integer query value out of range is 422 naming the bound', async () => {
+    for (const [q, loc, msg] of [
+      ['limit=500', 'limit', 'Expected an integer from 1 to 200'],
+      ['limit=0', 'limit', 'Expected an integer from 1 to 200'],
+      ['offset=-1', 'offset', 'Expected an integer of at least 0'],
+    ] as const) {
+      const r = await invoice.get(`/plans?${q}`);
+      expect(r.status, q).toBe(422);
+      expect(r.body.detail, q).toEqual([expect.objectContaining({ loc: ['query', loc], msg })]);
+    }
+    const days = await admin.post(`/subscriptions/${sub}/extend?days=4000`);
+    expect(days.body.detail[0]).toMatchObject({ loc: ['query', 'days'], msg: 'Expected an integer from 1 to 3650' });
   });
 
   it('card and wallet-processor callbacks with no provider configured are 400 "Invalid callback"', async () => {

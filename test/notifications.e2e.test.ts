@@ -1,4 +1,7 @@
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -140,6 +143,16 @@ describe('notification settings', () => {
     await bad({ channels: { nostr: { relays: ['http://relay.example'] } } }, ['body', 'channels', 'nostr', 'relays', 0]);
     await bad({ channels: { nostr: { relays: [relay.url], generate_key: true, private_key: 'ab'.repeat(32) } } }, ['body', 'channels', 'nostr']);
     await bad({ channels: {}, owner_events: ['no.such_event'] }, ['body', 'owner_events', 0]);
+    // 64 hex that is no secp256k1 key: the secret out of range, the public key not on the curve.
+    for (const key of ['f'.repeat(64), '0'.repeat(64)]) {
+      await bad({ channels: { nostr: { relays: [relay.url], private_key: key } } }, ['body', 'channels', 'nostr', 'private_key']);
+    }
+    await bad({ channels: { nostr: { relays: [relay.url], owner_pubkey: '0'.repeat(64) } } }, ['body', 'channels', 'nostr', 'owner_pubkey']);
+    await bad({ channels: { nostr: { relays: [relay.url], owner_pubkey: nip19.npubEncode('0'.repeat(64)) } } }, ['body', 'channels', 'nostr', 'owner_pubkey']);
+    // A mail server URL is a host, port and login: query options would reach the mail library as transport options.
+    for (const q of ['?sendmail=true&path=/bin/cp', '?logger=true&debug=true', '/?proxy=http://10.0.0.1:3128', '/some/path', '#x']) {
+      await bad({ channels: { email: { smtp_url: `${ownSmtp.url}${q}` } } }, ['body', 'channels', 'email', 'smtp_url']);
+    }
     await bad({ channels: {}, bot_token: TOKEN }, ['body']);
 
     const put = await admin().put('/notification-settings', walletSettings());
@@ -209,6 +222,54 @@ describe('notification settings', () => {
     expect((await admin(1).post('/notification-settings/test', { channel: 'messenger', to: '1001' })).status).toBe(422); // wallet 1 has no messenger
   });
 
+  it('a mail server URL stored with query options is used as host, port and login only: no program runs', async () => {
+    const w1 = stack.wallets[1]!.id;
+    const dir = mkdtempSync(join(tmpdir(), 'sb-sendmail-'));
+    const marker = join(dir, 'ran');
+    const program = join(dir, 'sendmail');
+    writeFileSync(program, `#!/bin/sh\ntouch '${marker}'\ncat >/dev/null\n`, { mode: 0o755 });
+    try {
+      const put = await admin(1).put('/notification-settings', { channels: { email: { smtp_url: ownSmtp.url, owner_email: 'two@example.com' } } });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      // As one stored before URLs were checked: sealed with the options in its query.
+      await rows(`UPDATE notifier.settings SET secrets_sealed = $2 WHERE wallet_id = $1 AND plan_id = ''`, [
+        w1, new SecretBox(stack.env.SECRETS_KEY!).seal(JSON.stringify({ smtp_url: `${ownSmtp.url}?sendmail=true&path=${program}&logger=true&debug=true` })),
+      ]);
+      const sent = await admin(1).post('/notification-settings/test', { channel: 'email' });
+      expect(sent.body).toEqual({ channel: 'email', to: 'two@example.com', delivered: true, error: null });
+      expect(ownSmtp.mails.filter((m) => m.to.includes('two@example.com'))).toHaveLength(1);
+      expect(existsSync(marker)).toBe(false);
+    } finally {
+      await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [w1]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("through the server's mail server the From is always MAIL_FROM; the owner's gives the name and Reply-To", async () => {
+    const w1 = stack.wallets[1]!.id;
+    try {
+      const put = await admin(1).put('/notification-settings', { channels: { email: { from: 'Shop Two <ceo@bank.example>', owner_email: 'two@example.com' } } });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      expect((await admin(1).post('/notification-settings/test', { channel: 'email' })).body.delivered).toBe(true);
+      const [mail] = serverSmtp.mails.filter((m) => m.to.includes('two@example.com'));
+      expect(mail).toMatchObject({ from: 'Shop Two <billing@example.com>', replyTo: 'ceo@bank.example' });
+
+      // A bare address as from: the merchant name (else MAIL_FROM's) names the sender.
+      await admin(1).put('/notification-settings', { channels: { email: { from: 'ceo@bank.example', owner_email: 'three@example.com' } }, merchant_name: 'Two Shop' });
+      expect((await admin(1).post('/notification-settings/test', { channel: 'email' })).body.delivered).toBe(true);
+      expect(serverSmtp.mails.filter((m) => m.to.includes('three@example.com'))).toMatchObject([{ from: 'Two Shop <billing@example.com>', replyTo: 'ceo@bank.example' }]);
+      expect(ownSmtp.mails.some((m) => m.from.includes('ceo@bank.example') && m.to.some((t) => /^(two|three)@/.test(t)))).toBe(false);
+
+      // A plan override with a key that is no secp256k1 key is 422 too.
+      const plan = (await admin(1).post('/plans', { name: 'Key plan', amount_sats: 1000, interval: 'weekly' })).body;
+      const badKey = await admin(1).put(`/plans/${plan.id}/notification-settings`, { inherit: false, channels: { nostr: { private_key: 'f'.repeat(64), relays: [relay.url] } } });
+      expect(badKey.status, JSON.stringify(badKey.body)).toBe(422);
+      expect(badKey.body.detail[0].loc).toEqual(['body', 'channels', 'nostr', 'private_key']);
+    } finally {
+      await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [w1]);
+    }
+  });
+
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {
     const plan = (await admin().post('/plans', { name: 'Override plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
     const path = `/plans/${plan.id}/notification-settings`;
@@ -235,7 +296,17 @@ describe('notification settings', () => {
     expect((await client(stack.api, stack.wallets[1]!.invoice_key).get(path)).status).toBe(404);
     expect((await admin(1).put(path, { inherit: true })).status).toBe(404);
     expect((await reader().get('/plans/plan_nope/notification-settings')).status).toBe(404);
-    expect((await admin().put(path, { inherit: false })).status).toBe(422);
+    // A wrong override names its field, not an opaque union error.
+    for (const [body, loc] of [
+      [{ inherit: false }, ['body', 'channels']],
+      [{ inherit: false, channels: { email: { smtp_url: 'smtp://h?sendmail=true' } } }, ['body', 'channels', 'email', 'smtp_url']],
+      [{ inherit: false, channels: {}, owner_events: ['no.such_event'] }, ['body', 'owner_events', 0]],
+      [{ channels: {} }, ['body', 'inherit']],
+    ] as const) {
+      const r = await admin().put(path, body);
+      expect(r.status, JSON.stringify(body)).toBe(422);
+      expect(r.body.detail.map((i: { loc: unknown[] }) => i.loc), JSON.stringify(r.body)).toEqual([loc]);
+    }
   });
 });
 
@@ -255,11 +326,21 @@ describe('subscriber and owner notices', () => {
     const missing = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', email: 'x@example.com', contact_preference: 'nostr' });
     expect(missing.status).toBe(422);
     expect(missing.body.detail[0].loc).toEqual(['body', 'nostr']);
-    for (const [field, value] of [['nostr', 'not-a-key'], ['messenger', 'two words']] as const) {
+    // 64 hex (or an npub) that is no point on secp256k1 could never be written to.
+    for (const [field, value] of [['nostr', 'not-a-key'], ['nostr', '0'.repeat(64)], ['nostr', nip19.npubEncode('0'.repeat(64))], ['messenger', 'two words']] as const) {
       const bad = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', [field]: value });
       expect(bad.status).toBe(422);
       expect(bad.body.detail[0].loc).toEqual(['body', field]);
     }
+    // Wallet 1 has only the e-mail channel: a preference for another is refused, and nothing is stored.
+    const emailOnly = (await admin(1).post('/plans', { name: 'Mail only', amount_sats: 1000, interval: 'weekly' })).body;
+    expect((await pub().get(`/public/plan/${emailOnly.id}`)).body.available_contact_methods).toEqual(['email']);
+    const subscribersOf1 = async () => (await rows(`SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1`, [stack.wallets[1]!.id]))[0].n;
+    const before = await subscribersOf1();
+    const unoffered = await pub().post('/public/subscribe', { plan_id: emailOnly.id, payment_method: 'lightning', email: 'x@example.com', messenger: '2009', contact_preference: 'messenger' });
+    expect(unoffered.status, JSON.stringify(unoffered.body)).toBe(422);
+    expect(unoffered.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'contact_preference'], msg: expect.stringContaining('email') })]);
+    expect(await subscribersOf1()).toBe(before);
     for (const chat of ['2001', '2002', '2003']) tg.chats.add(chat);
     await subscribe('messenger', { messenger: '2001', name: 'Mia' });
     await subscribe('npub', { nostr: carolNpub });
@@ -516,5 +597,30 @@ describe('delivery', () => {
     for (const s of secrets) expect(dump).not.toContain(s);
     // Portal tokens travel in messages: sealed too.
     expect(dump).not.toMatch(/manage\?token=/);
+  });
+
+  it('an attempt is recorded together with its outcome or not at all: a failed status update leaves no attempt', async () => {
+    const w = stack.wallets[1]!;
+    await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [w.id]); // the defaults: e-mail through the server's mail server
+    const plan = (await admin(1).post('/plans', { name: 'Tx plan', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
+    // The database refuses the status update of this wallet's messages after the send (as an outage would).
+    await rows(`CREATE OR REPLACE FUNCTION public.refuse_finish() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$`);
+    await rows(`CREATE TRIGGER refuse_finish BEFORE UPDATE ON notifier.notifications FOR EACH ROW
+      WHEN (NEW.attempt_count > OLD.attempt_count AND OLD.wallet_id = '${w.id}') EXECUTE FUNCTION public.refuse_finish()`);
+    try {
+      const res = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'tx@example.com' });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      await until(async () => serverSmtp.mails.filter((m) => m.to.includes('tx@example.com')).length, (n) => n > 0);
+      await settle(800);
+      const listed = (await client(stack.api, w.invoice_key).get(`/notifications?subscription_id=${res.body.subscription_id}`)).body;
+      expect(listed.items.length).toBeGreaterThan(0);
+      for (const n of listed.items) expect(n).toMatchObject({ status: 'pending', attempt_count: 0, attempts: [] });
+      const [{ n }] = await rows(
+        `SELECT count(*)::int AS n FROM notifier.notification_attempts a JOIN notifier.notifications x ON x.id = a.notification_id WHERE x.subscription_id = $1`, [res.body.subscription_id],
+      );
+      expect(n).toBe(0);
+    } finally {
+      await rows(`DROP TRIGGER IF EXISTS refuse_finish ON notifier.notifications`);
+    }
   });
 });

@@ -9,11 +9,11 @@ export async function call<T = any>(
   base: string,
   method: string,
   path: string,
-  opts: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+  opts: { key?: string; body?: unknown; raw?: string | Uint8Array; headers?: Record<string, string> } = {},
 ): Promise<Res<T>> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers['X-Api-Key'] = opts.key;
-  let body: string | undefined;
+  let body: string | Uint8Array | undefined;
   if (opts.raw !== undefined) body = opts.raw;
   else if (opts.body !== undefined) body = JSON.stringify(opts.body);
   if (body !== undefined) headers['Content-Type'] ??= 'application/json';

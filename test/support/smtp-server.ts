@@ -4,6 +4,7 @@ import { SMTPServer } from 'smtp-server';
 export interface Mail {
   to: string[];
   from: string;
+  replyTo: string;
   subject: string;
   /** The text/plain part (or the whole body of a single-part mail). */
   text: string;
@@ -40,7 +41,7 @@ export function parseMail(raw: string, to: string[]): Mail {
   } else {
     text = decode(top.body, top.header('Content-Transfer-Encoding').toLowerCase()).replace(/\r\n/g, '\n');
   }
-  return { to, from: top.header('From'), subject: top.header('Subject'), text, html };
+  return { to, from: top.header('From'), replyTo: top.header('Reply-To'), subject: top.header('Subject'), text, html };
 }
 
 /** A local SMTP server (smtp-server) that takes mail with the given login and keeps what it received. */

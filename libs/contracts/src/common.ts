@@ -15,13 +15,15 @@ export const ID_PREFIXES = {
 } as const;
 
 /**
- * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number)
- * is refused with a sentence that says so, not zod's "received NaN".
+ * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number,
+ * out of range) is refused with a sentence that says so and names the bounds, not zod's "received NaN".
  */
 export function QueryInt(min: number, max = Number.MAX_SAFE_INTEGER) {
+  // One sentence for a non-number and a number out of range alike: it names the bounds.
+  const expected = max === Number.MAX_SAFE_INTEGER ? `Expected an integer of at least ${min}` : `Expected an integer from ${min} to ${max}`;
   return z.preprocess(
     (v) => (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) ? Number(v) : v),
-    z.number({ error: (i) => (i.input === undefined ? 'Field required' : 'Expected an integer') }).int().min(min).max(max),
+    z.number({ error: (i) => (i.input === undefined ? 'Field required' : expected) }).int().min(min).max(max),
   );
 }
 

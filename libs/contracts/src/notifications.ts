@@ -31,8 +31,23 @@ const relayUrl = z.string().max(500).regex(/^wss?:\/\/[^\s]+$/, 'must be a ws://
 /** A Nostr public key as npub or 64 hex. */
 const nostrPubkey = z.string().max(200).regex(/^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an npub or 64 hex characters');
 
+/**
+ * An owner's mail server: smtp:// or smtps://, a host, an optional port and login, nothing else. A query
+ * string would reach the mail library as transport options (sendmail with any program, logging of bodies,
+ * a proxy past the address checks), so none is taken.
+ */
+const smtpUrl = z.string().max(1000).refine((v) => {
+  if (!/^smtps?:\/\/[^\s/?#]+\/?$/.test(v)) return false;
+  try {
+    const u = new URL(v);
+    return !!u.hostname && !u.search && !u.hash && (u.pathname === '' || u.pathname === '/');
+  } catch {
+    return false;
+  }
+}, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query)');
+
 const EmailChannelIn = z.strictObject({
-  smtp_url: z.string().max(1000).regex(/^smtps?:\/\/[^\s]+$/, 'must be an smtp:// or smtps:// URL').nullable().optional().openapi({
+  smtp_url: smtpUrl.nullable().optional().openapi({
     description: "The owner's own mail server (secret: contains the password). Omitted: the one stored before, else the server's SMTP_URL; null: the server's",
   }),
   from: z.string().min(3).max(300).optional().openapi({ description: 'Sender; the mail server must be allowed to send for it' }),
@@ -70,8 +85,9 @@ export const NotificationSettingsUpdate = z.strictObject(settingsFields).openapi
 export type NotificationSettingsUpdate = z.infer<typeof NotificationSettingsUpdate>;
 
 /** Body of `PUT /plans/{id}/notification-settings`: inherit the wallet's, or a full override. */
+// Told apart by `inherit`, so a wrong override names its field instead of an opaque union error.
 export const PlanNotificationSettingsUpdate = z
-  .union([
+  .discriminatedUnion('inherit', [
     z.strictObject({ inherit: z.literal(true) }),
     z.strictObject({ inherit: z.literal(false), ...settingsFields }),
   ])

@@ -15,3 +15,4 @@ export * from './secrets.js';
 export * from './ssrf.js';
 export * from './route-handler.js';
 export * from './service.js';
+export * from './nostr-keys.js';

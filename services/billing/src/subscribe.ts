@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ID_PREFIXES, METHOD_FLAGS, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
-import { BusUnavailableError, conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
+import { ID_PREFIXES, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
+import { BusUnavailableError, callMessage, conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
-import { contactIssues } from './domain/contacts.js';
+import { contactIssues, preferenceIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
 import { requestPayment } from './payments-client.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -111,6 +111,15 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   check?.(plan);
   const contacts = contactIssues(input);
   if (contacts.length) throw new DomainError(422, contacts);
+  if (input.contact_preference) {
+    // The plan's channels live in the notifier; when it cannot answer, the checkout is not held up for it.
+    const offered = await callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }).catch((err) => {
+      d.log.warn({ err: (err as Error).message, plan_id: plan.id }, 'contact methods unavailable; contact_preference taken unchecked');
+      return undefined;
+    });
+    const refused = offered ? preferenceIssues(input.contact_preference, offered.methods) : [];
+    if (refused.length) throw new DomainError(422, refused);
+  }
   const again = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
   if (again) return again;
 

@@ -1,17 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import { contactIssues } from '../src/domain/contacts.js';
+import { contactIssues, preferenceIssues } from '../src/domain/contacts.js';
 
 describe('checkout contacts', () => {
   it('takes npubs, hex keys, NIP-05 names, chat ids and usernames; refuses the rest and a preference without its contact', () => {
-    const npub = 'npub1' + 'q'.repeat(58);
+    // The x of the generator point: a key on secp256k1, as npub and as hex.
+    const npub = 'npub10xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vqpkge6d';
     for (const nostr of [npub, 'a'.repeat(64), 'bob@example.com', 'bob@127.0.0.1:8080', '_@nostr.example.org']) expect(contactIssues({ nostr }), nostr).toEqual([]);
     for (const messenger of ['123456789', '-1001234', '@alice_bot', 'alice']) expect(contactIssues({ messenger }), messenger).toEqual([]);
     expect(contactIssues({ nostr: 'not a key' })[0]!.loc).toEqual(['body', 'nostr']);
     expect(contactIssues({ nostr: 'npub1short' })[0]!.loc).toEqual(['body', 'nostr']);
+    // Well-formed, but no point on the curve (or a bad checksum): no notice could ever reach it.
+    for (const nostr of ['0'.repeat(64), 'npub1' + 'q'.repeat(58)]) expect(contactIssues({ nostr })[0]!.loc, nostr).toEqual(['body', 'nostr']);
     expect(contactIssues({ messenger: 'two words' })[0]!.loc).toEqual(['body', 'messenger']);
     expect(contactIssues({ email: 'a@example.com', contact_preference: 'nostr' })).toEqual([
       { loc: ['body', 'nostr'], msg: 'contact_preference is nostr: give your nostr contact too', type: 'missing' },
     ]);
     expect(contactIssues({ email: 'a@example.com', contact_preference: 'email' })).toEqual([]);
+  });
+
+  it('a preferred channel must be one the plan offers', () => {
+    expect(preferenceIssues(undefined, ['email'])).toEqual([]);
+    expect(preferenceIssues('email', ['email', 'nostr'])).toEqual([]);
+    expect(preferenceIssues('messenger', ['email'])).toEqual([
+      { loc: ['body', 'contact_preference'], msg: 'this plan does not send notices by messenger: choose one of email', type: 'value_error' },
+    ]);
   });
 });

@@ -98,7 +98,9 @@ export function createApp(d: GatewayDeps): express.Express {
 
   app.use(pagesRouter(d.webDir, d.log));
 
-  const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false });
+  // The decoder would put U+FFFD for bytes that are not UTF-8 and the request would go on with other text
+  // than was sent: such a body is refused before it is decoded.
+  const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false, verify: (_req, _res, buf, encoding) => refuseUndecodable(buf, encoding) });
   const raw = express.raw({ limit: BODY_LIMIT, type: () => true });
 
   const methodsOf = new Map<string, string[]>();
@@ -134,6 +136,7 @@ export function createApp(d: GatewayDeps): express.Express {
     if (err instanceof URIError) return void res.status(404).json({ detail: 'Not Found' });
     const e = err as { type?: string; status?: number };
     if (e?.type === 'entity.parse.failed') return void res.status(400).json({ detail: 'Malformed JSON body' });
+    if (e?.type === NOT_DECODABLE) return void res.status(400).json({ detail: 'Request body is not valid UTF-8' });
     if (e?.type === 'entity.too.large') return void res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
     if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
       return void res.status(e.status).json({ detail: 'Bad request body' });
@@ -281,4 +284,20 @@ function limit(limiter: RateLimiter, key: string): void {
 function withoutShownOnce(payload: unknown, fields: readonly string[] | undefined): unknown {
   if (!fields?.length || !payload || typeof payload !== 'object' || Array.isArray(payload)) return payload;
   return Object.fromEntries(Object.entries(payload).filter(([k]) => !fields.includes(k)));
+}
+
+const NOT_DECODABLE = 'entity.not.decodable';
+
+function refuseUndecodable(buf: Buffer, encoding: string): void {
+  let decoder: InstanceType<typeof TextDecoder>;
+  try {
+    decoder = new TextDecoder(encoding || 'utf-8', { fatal: true });
+  } catch {
+    return; // a charset body-parser itself refuses (415)
+  }
+  try {
+    decoder.decode(buf);
+  } catch {
+    throw Object.assign(new Error('Request body is not valid UTF-8'), { status: 400, type: NOT_DECODABLE });
+  }
 }

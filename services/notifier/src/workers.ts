@@ -72,7 +72,8 @@ export async function notifyDue(d: Deps): Promise<boolean> {
       const from = n.retry_from ?? now;
       let next = outcome.delivered || outcome.permanent ? null : nextAttemptAt(n.attempt_count + 1, from, now);
       if (next !== null && outcome.retryAfterS !== undefined) next = Math.min(Math.max(next, now + outcome.retryAfterS), from + GIVE_UP_AFTER_S);
-      await d.notifications.finishAttempt(d.db, n, { ...outcome, duration_ms: Date.now() - started }, now, next);
+      // The attempt row and the status move together, or neither does (as webhook deliveries are recorded).
+      await d.db.tx((tx) => d.notifications.finishAttempt(tx, n, { ...outcome, duration_ms: Date.now() - started }, now, next));
       // The recipient is personal data: the log names the message, channel and event only.
       d.log.info(
         { notification_id: n.id, event_id: n.event_id, channel: n.channel, audience: n.audience, attempt: n.attempt_count + 1, error: outcome.error, permanent: outcome.permanent, next_attempt_at: next },

@@ -11,7 +11,7 @@ import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from 
 import { sendWebhook } from '../src/webhook-sender.js';
 import { chatIdOf } from '../src/channels/messenger.js';
 import { refusedAddresses } from '../src/channels/addresses.js';
-import { sendEmail } from '../src/channels/email.js';
+import { senderFor, sendEmail, smtpOptions } from '../src/channels/email.js';
 import { resolveRecipient, sendNostr } from '../src/channels/nostr.js';
 
 describe('SSRF address check', () => {
@@ -218,7 +218,26 @@ describe("owners' mail servers and relays", () => {
     expect(refused[0]![1]).toMatch(/10\.0\.0\.5/);
     expect(JSON.stringify(refused)).not.toContain('pw-123');
     expect(await refusedAddresses(body('smtp://u:pw@127.0.0.1:25', ['ws://127.0.0.1:7000']), { allowPrivate: true }, dns)).toEqual([]);
-    const sent = await sendEmail('smtp://u:pw-123@127.0.0.1:9', 'a@example.com', 'b@example.com', { subject: 's', text: 't', html: '<p>t</p>' }, off);
+    const sent = await sendEmail('smtp://u:pw-123@127.0.0.1:9', { from: 'a@example.com' }, 'b@example.com', { subject: 's', text: 't', html: '<p>t</p>' }, off);
     expect(sent).toMatchObject({ delivered: false, permanent: true, error: expect.stringMatching(/^mail server not allowed/) });
+  });
+});
+
+describe('mail transport and sender', () => {
+  it('the transport is the URL host, port and login only: query options never reach it', () => {
+    expect(smtpOptions('smtps://me%40shop:p%3Fss%2Fw@mail.example.com')).toMatchObject({ host: 'mail.example.com', port: 465, secure: true, auth: { user: 'me@shop', pass: 'p?ss/w' } });
+    const opts = smtpOptions('smtp://mail.example.com:2525/?sendmail=true&path=/bin/cp&logger=true&proxy=http://10.0.0.1:3128') as Record<string, unknown>;
+    expect(opts).toMatchObject({ host: 'mail.example.com', port: 2525, secure: false });
+    for (const k of ['sendmail', 'path', 'logger', 'debug', 'proxy', 'url', 'auth']) expect(opts).not.toHaveProperty(k);
+    expect(() => smtpOptions('http://mail.example.com')).toThrow();
+  });
+
+  it("through the server's mail server the From is MAIL_FROM's address; the owner's name and address go in the name and Reply-To", () => {
+    const server = 'Billing <billing@example.com>';
+    expect(senderFor(server, 'Shop <ceo@bank.example>', null, false)).toEqual({ from: { name: 'Shop', address: 'billing@example.com' }, replyTo: 'ceo@bank.example' });
+    expect(senderFor(server, 'ceo@bank.example', 'Satoshi Shop', false)).toEqual({ from: { name: 'Satoshi Shop', address: 'billing@example.com' }, replyTo: 'ceo@bank.example' });
+    expect(senderFor(server, null, null, false)).toEqual({ from: { name: 'Billing', address: 'billing@example.com' } });
+    expect(senderFor(server, 'Shop <ceo@bank.example>', null, true)).toEqual({ from: 'Shop <ceo@bank.example>' });
+    expect(senderFor(server, null, null, true)).toEqual({ from: server });
   });
 });

@@ -165,6 +165,11 @@ describe('card processor (Stripe Checkout) adapter', () => {
     ] as const;
     for (const [body, sig] of bad) expect(() => rail.verifyEvent(Buffer.from(body), sig)).toThrow(expect.objectContaining({ status: 400 }));
 
+    // Two timestamps: Stripe's check takes the last, so a future one signed there must not hide behind a current first one.
+    const future = server.sign(payload, { timestamp: NOW + 400 });
+    expect(() => rail.verifyEvent(Buffer.from(payload), `t=${NOW},${future}`)).toThrow(expect.objectContaining({ status: 400, message: 'Invalid callback' }));
+    expect(() => rail.verifyEvent(Buffer.from(payload), `${server.sign(payload, { timestamp: NOW })},t=${NOW}`)).toThrow(expect.objectContaining({ status: 400 }));
+
     // Several endpoint secrets (platform and Connect): an event signed with any of them passes, others do not.
     const both = new StripeCardRail(
       { secretKey: server.secretKey, webhookSecret: `whsec_connect, ${server.webhookSecret}`, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000 },

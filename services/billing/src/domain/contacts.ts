@@ -1,9 +1,22 @@
 import type { ValidationIssue } from '@sb/contracts';
+import { isNostrPublicKey } from '@sb/runtime';
+import * as nip19 from 'nostr-tools/nip19';
 
 type Channel = 'email' | 'messenger' | 'nostr';
 
 /** A Nostr contact the notifier can reach: an npub, a hex public key, or a NIP-05 identifier (name@domain). */
 const NOSTR = /^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64}|[a-z0-9._-]+@[a-z0-9.-]+\.[a-z]{2,}|[a-z0-9._-]+@[a-z0-9.-]+:\d{1,5})$/i;
+/** An npub or hex key is the x of a secp256k1 point (all zeros is not); a NIP-05 name is resolved later. */
+function keyOnCurve(v: string): boolean {
+  if (v.includes('@')) return true;
+  if (/^[0-9a-f]{64}$/i.test(v)) return isNostrPublicKey(v);
+  try {
+    const d = nip19.decode(v as `npub1${string}`);
+    return d.type === 'npub' && isNostrPublicKey(d.data);
+  } catch {
+    return false;
+  }
+}
 /** A messenger (Telegram) chat: a numeric chat id, or a username with or without its @. */
 const MESSENGER = /^(-?\d{1,20}|@?[A-Za-z0-9_]{3,64})$/;
 
@@ -16,10 +29,16 @@ export function contactIssues(c: { messenger?: string | undefined; nostr?: strin
   if (c.messenger !== undefined && !MESSENGER.test(c.messenger.trim())) {
     issues.push({ loc: ['body', 'messenger'], msg: 'messenger must be a numeric chat id or a @username', type: 'value_error' });
   }
-  if (c.nostr !== undefined && !NOSTR.test(c.nostr.trim())) {
+  if (c.nostr !== undefined && (!NOSTR.test(c.nostr.trim()) || !keyOnCurve(c.nostr.trim()))) {
     issues.push({ loc: ['body', 'nostr'], msg: 'nostr must be an npub or a NIP-05 identifier (name@domain)', type: 'value_error' });
   }
   const pref = c.contact_preference;
   if (pref && !c[pref]) issues.push({ loc: ['body', pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' });
   return issues;
+}
+
+/** A preferred channel the plan does not send on would never be used: refused, naming what is offered. */
+export function preferenceIssues(pref: Channel | undefined, offered: readonly string[]): ValidationIssue[] {
+  if (!pref || offered.includes(pref)) return [];
+  return [{ loc: ['body', 'contact_preference'], msg: `this plan does not send notices by ${pref}: choose one of ${offered.join(', ') || 'none'}`, type: 'value_error' }];
 }

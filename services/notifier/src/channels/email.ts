@@ -1,15 +1,61 @@
 import { createTransport } from 'nodemailer';
+import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
 import { checkWebhookUrl, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
 import { delivered, failed, type Message, type SendOutcome } from './outcome.js';
 
 /** An SMTP conversation gives up within this long. */
 export const SMTP_TIMEOUT_MS = 20_000;
 
+/** The sender of one mail: From, and where replies go when that is someone else. */
+export interface Sender {
+  from: string | { name: string; address: string };
+  replyTo?: string;
+}
+
+/** `Name <address>` or a bare address, split; undefined when no address is in it. */
+export function parseMailbox(v: string): { name: string; address: string } | undefined {
+  const m = /^\s*(?:"?([^"<]*?)"?\s*)?<([^<>\s@]+@[^<>\s@]+)>\s*$/.exec(v) ?? /^\s*()([^<>\s@]+@[^<>\s@]+)\s*$/.exec(v);
+  return m ? { name: m[1]!.trim(), address: m[2]! } : undefined;
+}
+
+/**
+ * Who a mail is from. Through the owner's own server, their `from` as it is. Through the deployment's
+ * server, always its MAIL_FROM address (no owner can send as anyone through it): the owner's `from` gives
+ * the display name (else the merchant name) and, as Reply-To, where answers go.
+ */
+export function senderFor(serverFrom: string, ownerFrom: string | null, merchantName: string | null, ownServer: boolean): Sender {
+  if (ownServer) return { from: ownerFrom ?? serverFrom };
+  const server = parseMailbox(serverFrom);
+  if (!server) return { from: serverFrom };
+  const owner = ownerFrom ? parseMailbox(ownerFrom) : undefined;
+  const name = owner?.name || merchantName || server.name;
+  return { from: { name, address: server.address }, ...(owner && owner.address !== server.address ? { replyTo: owner.address } : {}) };
+}
+
+/**
+ * The transport for a mail server URL, built from its parts only: given as `url`, nodemailer would also
+ * read transport options from the query string (sendmail with any program, logging, a proxy).
+ */
+export function smtpOptions(smtpUrl: string): SMTPTransport.Options {
+  const u = new URL(smtpUrl);
+  if ((u.protocol !== 'smtp:' && u.protocol !== 'smtps:') || !u.hostname) throw new Error('not an smtp:// or smtps:// URL');
+  const secure = u.protocol === 'smtps:';
+  return {
+    host: u.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: u.port ? Number(u.port) : secure ? 465 : 587,
+    secure,
+    ...(u.username ? { auth: { user: decodeURIComponent(u.username), pass: decodeURIComponent(u.password) } } : {}),
+    connectionTimeout: SMTP_TIMEOUT_MS,
+    greetingTimeout: SMTP_TIMEOUT_MS,
+    socketTimeout: SMTP_TIMEOUT_MS,
+  };
+}
+
 /**
  * One e-mail (text and HTML parts) over the given server: the deployment's SMTP_URL or the owner's own.
  * A 5xx answer (no such mailbox, refused sender, bad credentials) is permanent for this message.
  */
-export async function sendEmail(smtpUrl: string, from: string, to: string, m: Message, ownerServer?: AddressPolicy): Promise<SendOutcome> {
+export async function sendEmail(smtpUrl: string, from: Sender, to: string, m: Message, ownerServer?: AddressPolicy): Promise<SendOutcome> {
   if (ownerServer) {
     // The owner's server is checked again before each use (DNS can change since it was saved).
     try {
@@ -19,9 +65,15 @@ export async function sendEmail(smtpUrl: string, from: string, to: string, m: Me
       throw err;
     }
   }
-  const transport = createTransport({ url: smtpUrl, connectionTimeout: SMTP_TIMEOUT_MS, greetingTimeout: SMTP_TIMEOUT_MS, socketTimeout: SMTP_TIMEOUT_MS });
+  let options;
   try {
-    await transport.sendMail({ from, to, subject: m.subject, text: m.text, html: m.html });
+    options = smtpOptions(smtpUrl);
+  } catch {
+    return failed('the mail server address is not a valid smtp:// or smtps:// URL', true);
+  }
+  const transport = createTransport(options);
+  try {
+    await transport.sendMail({ ...from, to, subject: m.subject, text: m.text, html: m.html });
     return delivered();
   } catch (err) {
     const e = err as { message?: string; responseCode?: number };

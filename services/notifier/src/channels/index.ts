@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { defaultSettings, type Secrets, type StoredSettings } from '../domain/settings.js';
 import { WALLET_ROW } from '../store/settings.repo.js';
 import type { Queryable } from '@sb/runtime';
-import { sendEmail } from './email.js';
+import { sendEmail, senderFor } from './email.js';
 import { sendMessenger } from './messenger.js';
 import { sendNostr } from './nostr.js';
 import { failed, type Message, type SendOutcome } from './outcome.js';
@@ -43,7 +43,8 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
         const e = s.settings.channels.email;
         const smtp = s.secrets.smtp_url ?? d.channels.smtpUrl;
         if (!e || !smtp) return failed('the e-mail channel is switched off', true);
-        return await sendEmail(smtp, e.from ?? d.channels.mailFrom, to, m, s.secrets.smtp_url ? d.addresses : undefined);
+        const own = !!s.secrets.smtp_url;
+        return await sendEmail(smtp, senderFor(d.channels.mailFrom, e.from, s.settings.merchant_name ?? null, own), to, m, own ? d.addresses : undefined);
       }
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);

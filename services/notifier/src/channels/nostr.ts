@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import WebSocket from 'ws';
-import { checkWebhookUrl, guardedLookup, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
+import { checkWebhookUrl, guardedLookup, isNostrPublicKey, isNostrSecretKey, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
 import { finalizeEvent, getPublicKey, type Event } from 'nostr-tools/pure';
 import * as nip04 from 'nostr-tools/nip04';
 import * as nip17 from 'nostr-tools/nip17';
@@ -28,7 +28,11 @@ class PermanentError extends Error {}
 
 /** A key as 64 hex, from hex or its NIP-19 form (npub for public keys, nsec for secret ones). */
 function hexKey(v: string, type: 'npub' | 'nsec'): string | undefined {
-  const s = v.trim();
+  const hex = hexForm(v.trim(), type);
+  return hex && (type === 'npub' ? isNostrPublicKey(hex) : isNostrSecretKey(hex)) ? hex : undefined;
+}
+
+function hexForm(s: string, type: 'npub' | 'nsec'): string | undefined {
   if (/^[0-9a-f]{64}$/.test(s)) return s;
   if (!s.startsWith(`${type}1`)) return undefined;
   try {

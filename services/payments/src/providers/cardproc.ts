@@ -136,7 +136,9 @@ export class StripeCardRail implements Rail {
     if (!signature) throw new DomainError(400, 'Invalid callback');
     // Stripe's check refuses only old timestamps; one from the future is refused the same way, so a
     // signature leaked with a far-future timestamp cannot be replayed for as long as it says.
-    const t = Number(/(?:^|,)\s*t=(\d{1,12})(?:,|$)/.exec(signature)?.[1]);
+    // Exactly one timestamp: with several, Stripe's check takes the last and this one must see the same.
+    const ts = signature.split(',').filter((part) => /^\s*t=/.test(part));
+    const t = ts.length === 1 ? Number(/^\s*t=(\d{1,12})\s*$/.exec(ts[0]!)?.[1]) : NaN;
     if (!Number.isFinite(t) || t > this.wall.nowMs() / 1000 + WEBHOOK_TOLERANCE_S) throw new DomainError(400, 'Invalid callback');
     // Several secrets: the platform endpoint's and a Connect endpoint's sign differently.
     for (const secret of this.s.webhookSecret.split(',').map((x) => x.trim()).filter(Boolean)) {
