@@ -251,7 +251,7 @@ describe('every non-terminal state, no payment, time moves on', () => {
 
 describe('6. poison events', () => {
   async function publish(data: Record<string, unknown>, id: string) {
-    const nc = await connect({ servers: stack.natsUrl });
+    const nc = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
     try {
       const envelope = { id, event: 'payment.received', timestamp: await now(), wallet_id: stack.wallets[0]!.id, data };
       await jetstream(nc).publish('events.payment.received', JSON.stringify(envelope), { msgID: id });
