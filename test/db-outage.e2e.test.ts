@@ -349,7 +349,7 @@ async function expectOutboxPublishedOnce(): Promise<void> {
   expect(await until(pending, (ns) => ns.every((n) => n === 0), 30_000)).toEqual(schemas.map(() => 0));
   let rows = 0;
   for (const s of schemas) rows += (await stack.db.query(`SELECT count(*)::int AS n FROM ${s}.outbox`)).rows[0].n as number;
-  const nc = await connect({ servers: stack.natsUrl });
+  const nc = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
   try {
     const info = await (await jetstreamManager(nc)).streams.info('EVENTS');
     expect(info.state.messages).toBe(rows);
