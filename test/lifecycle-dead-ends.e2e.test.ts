@@ -105,7 +105,7 @@ describe('1. a late payment is recorded exactly once', () => {
 
     await pay(first.payment_id);
     const shown = await until(() => admin.get(`/payments/${first.payment_id}`), (r) => r.body.unapplied_reason !== undefined);
-    expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: 'The subscriber already has a active subscription to this plan' });
+    expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: 'The subscriber already has an active subscription to this plan' });
     const unapplied = (await events(first.subscription_id)).filter((e) => e.e === 'payment.unapplied');
     expect(unapplied).toHaveLength(1);
     expect(eventDataSchema('payment.unapplied').safeParse(unapplied[0]!.d).success).toBe(true);

@@ -23,6 +23,9 @@ export class BusUnavailableError extends Error {
   }
 }
 
+/** How long a bus request waits: a route's own wait lengthens BUS_TIMEOUT_MS, never shortens it. */
+export const busWaitMs = (busTimeoutMs: number, routeTimeoutMs?: number): number => Math.max(busTimeoutMs, routeTimeoutMs ?? 0);
+
 /** Request/reply over NATS through NestJS's client, with the W3C trace context in the message headers. */
 export class BusClient {
   private readonly client: ClientNats;
@@ -60,7 +63,7 @@ export class BusClient {
         const h = natsHeaders();
         injectTraceHeaders(h);
         const record = new NatsRecordBuilder(payload).setHeaders(h).build();
-        const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(Math.max(this.timeoutMs, timeoutMs ?? 0))));
+        const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(busWaitMs(this.timeoutMs, timeoutMs))));
         return BusReply.parse(raw);
       } catch (err) {
         span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });

@@ -16,6 +16,8 @@ import { consumeInTrace } from './telemetry.js';
 export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000];
 
 const DB_UNAVAILABLE_RETRY_MS = 2_000;
+/** Bounds the memory of redeliveries while the database was away (see `dbWaits`). */
+const MAX_DB_WAITS_TRACKED = 10_000;
 
 export interface EventConsumerOptions {
   /** The durable consumer's name: replicas of a service share it, so each event is handled by one of them. */
@@ -80,6 +82,13 @@ export class DurableEventConsumer {
   private replays?: Poller;
   private readonly delays: readonly number[];
   private readonly metrics;
+  /**
+   * Per stream sequence, the deliveries this replica nak'ed because the database was away. JetStream
+   * counts them in `deliveryCount`; they are subtracted so an outage does not use up an event's retries.
+   * Kept in memory (the database is the thing that is away): a redelivery picked up by another replica,
+   * or after a restart, counts the outage's deliveries as tries.
+   */
+  private readonly dbWaits = new Map<number, number>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -135,6 +144,7 @@ export class DurableEventConsumer {
     const parsed = EventEnvelope.safeParse(raw);
     if (!parsed.success) {
       await this.park(m, raw, `malformed event: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+      this.settle(m);
       m.term();
       return;
     }
@@ -142,24 +152,39 @@ export class DurableEventConsumer {
       const event = parsed.data;
       const result = await consumeInTrace(m.subject, m.headers, { 'messaging.consumer.group.name': durable, 'messaging.message.id': event.id }, () => this.o.handle(event));
       log.info({ consumer: durable, event_id: event.id, event: event.event, result }, 'event handled');
+      this.settle(m);
       m.ack();
     } catch (err) {
       // The database being away is no fault of the event: it waits for the database (and could not be
       // parked meanwhile anyway) instead of spending its retries.
       if (isDbUnavailable(err)) {
         log.warn({ consumer: durable, event_id: parsed.data.id }, 'event not handled: the database is unavailable; retried later');
+        this.countDbWait(m);
         m.nak(DB_UNAVAILABLE_RETRY_MS);
         return;
       }
-      const attempt = m.info.deliveryCount;
+      const attempt = m.info.deliveryCount - (this.dbWaits.get(m.seq) ?? 0);
       if (attempt > this.delays.length) {
         await this.park(m, parsed.data, errorText(err));
+        this.settle(m);
         m.term();
         return;
       }
       log.warn({ err, consumer: durable, event_id: parsed.data.id, attempt }, 'event not handled; retried later');
       m.nak(this.delays[attempt - 1]);
     }
+  }
+
+  private countDbWait(m: JsMsg): void {
+    const n = this.dbWaits.get(m.seq) ?? 0;
+    this.dbWaits.delete(m.seq); // re-inserted last: the oldest entries go first when the map is full
+    this.dbWaits.set(m.seq, n + 1);
+    if (this.dbWaits.size > MAX_DB_WAITS_TRACKED) this.dbWaits.delete(this.dbWaits.keys().next().value!);
+  }
+
+  /** The event is done with (acknowledged or terminated): its count of outage deliveries goes. */
+  private settle(m: JsMsg): void {
+    this.dbWaits.delete(m.seq);
   }
 
   /** Into the dead-letter table (once per consumer and event id), logged once, counted. */

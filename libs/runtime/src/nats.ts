@@ -1,4 +1,5 @@
 import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { DEV_CLOCK_BUCKET, inboxPrefix } from '@sb/contracts';
 import type { Clock } from './clock.js';
@@ -84,10 +85,26 @@ export class DevClock implements Clock {
     return this.offsetMs;
   }
 
+  /**
+   * Moves the shared offset by `ms` with a compare-and-set on the key's revision: of two concurrent moves
+   * (two replicas, or two requests) neither is lost; the one that lost the race reads again and retries.
+   */
   async advance(ms: number): Promise<number> {
-    const next = this.offsetMs + ms;
-    this.revision = await this.kv.put(KEY, String(next));
-    this.offsetMs = next;
-    return next;
+    for (;;) {
+      const e = await this.kv.get(KEY);
+      const current = e?.operation === 'PUT' && e.value.length ? Number(e.string()) || 0 : 0;
+      const next = current + ms;
+      try {
+        const revision = e ? await this.kv.update(KEY, String(next), e.revision) : await this.kv.create(KEY, String(next));
+        if (revision >= this.revision) {
+          this.revision = revision;
+          this.offsetMs = next;
+        }
+        return next;
+      } catch (err) {
+        const code = err instanceof JetStreamApiError ? err.code : undefined;
+        if (code !== JetStreamApiCodes.StreamWrongLastSequence && code !== JetStreamApiCodes.StreamWrongLastSequenceUnknown) throw err;
+      }
+    }
   }
 }

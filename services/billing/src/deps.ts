@@ -1,5 +1,6 @@
 import type { BusClient, Clock, Db, DevClock, Logger, SecretBox } from '@sb/runtime';
 import type { MethodAvailability } from './domain/plans.js';
+import type { SchedulePolicy } from './domain/schedule.js';
 import type { PlansRepo } from './store/plans.repo.js';
 import type { SubscribersRepo } from './store/subscribers.repo.js';
 import type { SubscriptionsRepo } from './store/subscriptions.repo.js';
@@ -19,6 +20,8 @@ export interface Deps {
   plans: PlansRepo;
   subscriptions: SubscriptionsRepo;
   subscribers: SubscribersRepo;
+  /** The dunning window (DUNNING_DAYS): also bounds when a renewal paid late is still applied. */
+  policy: SchedulePolicy;
   /** Requests to other services (payments). */
   bus: BusClient;
   /** Seals portal tokens so the owner's manage link can show them again. */

@@ -27,6 +27,7 @@ main('billing', () =>
         plans: new PlansRepo(SCHEMA),
         subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
+        policy,
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client'),
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
         publicBaseUrl: config.PUBLIC_BASE_URL,

@@ -41,7 +41,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     const live = other && other.id !== own.id ? await d.subscriptions.get(tx, envelope.wallet_id, other.id, true) : undefined;
     const forCurrent = !!own && (own.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === own.current_period_end);
     const paidAt = p.paid_at ?? now;
-    const app = applicationOf({ purpose: p.purpose, amount_sats: p.amount_sats, paid_at: paidAt, for_current_period: forCurrent }, own, live);
+    const app = applicationOf({ purpose: p.purpose, amount_sats: p.amount_sats, paid_at: paidAt, for_current_period: forCurrent }, own, live, d.policy);
 
     if (app.to === 'none') {
       await tx.query(`UPDATE ${SCHEMA}.applied_payments SET unapplied_reason = $2 WHERE payment_id = $1`, [p.payment_id, app.reason]);

@@ -37,7 +37,7 @@ const EXPECTED: Record<SubscriptionStatus, Record<keyof typeof EVENTS, Subscript
   past_due: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: 'payment_failed', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'past_due' },
   payment_failed: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: 'expired', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'payment_failed' },
   cancelled: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'cancelled' },
-  expired: { first_payment: 'active', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
+  expired: { first_payment: 'active', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
 };
 
 describe('lifecycle table', () => {

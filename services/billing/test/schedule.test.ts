@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
 import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
-import { applicationOf } from '../src/domain/payment-application.js';
+import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { periodEnd } from '../src/domain/periods.js';
 import { dueNow, nextDueAt, withdrawOpenRenewal, type Due, type ScheduleView } from '../src/domain/schedule.js';
 
@@ -162,35 +162,71 @@ describe('late payments (domain/payment-application.ts)', () => {
   const paid = (purpose: 'checkout' | 'renewal', over: { for_current_period?: boolean; amount_sats?: number } = {}) => ({
     purpose, paid_at: T0, amount_sats: 1000, for_current_period: true, ...over,
   });
-  const view = (status: SubscriptionStatus, over: { cancelled_at?: number | null; amount_sats?: number } = {}) => ({ status, cancelled_at: null, amount_sats: 1000, ...over });
+  // An activated subscription whose monthly period began at T0 - 30 days and ended at T0, with 3 grace days.
+  const view = (status: SubscriptionStatus, over: Partial<Parameters<typeof applicationOf>[1] & object> = {}) => ({
+    status, cancelled_at: null, amount_sats: 1000, current_period_start: T0 - 30 * DAY, current_period_end: T0, grace_period_days: 3,
+    pending_since: T0 - 31 * DAY, period_index: 1, trial_end: null, ...over,
+  });
+  // Its dunning window ends 3 + 14 days after the period.
+  const WINDOW_END = T0 + 17 * DAY;
 
   it('a checkout paid in time activates its subscription', () => {
-    expect(applicationOf(paid('checkout'), view('pending'), undefined)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
+    expect(applicationOf(paid('checkout'), view('pending'), undefined, POLICY)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
   });
   it('an expired checkout paid late: reactivated when the contact has nothing newer', () => {
-    expect(applicationOf(paid('checkout'), view('expired'), undefined)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
+    expect(applicationOf(paid('checkout'), view('expired'), undefined, POLICY)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
   });
   it('an expired checkout paid late while the contact has a new pending checkout: activates that one', () => {
-    expect(applicationOf(paid('checkout'), view('expired'), view('pending'))).toMatchObject({ to: 'contact_pending', event: { type: 'first_payment' } });
+    expect(applicationOf(paid('checkout'), view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'contact_pending', event: { type: 'first_payment' } });
   });
   it('... but not when it is too small for it', () => {
-    expect(applicationOf(paid('checkout', { amount_sats: 500 }), view('expired'), view('pending'))).toMatchObject({ to: 'none' });
+    expect(applicationOf(paid('checkout', { amount_sats: 500 }), view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'none' });
   });
   it('an expired checkout paid late while the contact is active again: not applied, with the reason', () => {
-    expect(applicationOf(paid('checkout'), view('expired'), view('active'))).toEqual({ to: 'none', reason: 'The subscriber already has a active subscription to this plan' });
+    expect(applicationOf(paid('checkout'), view('expired'), view('active'), POLICY)).toEqual({ to: 'none', reason: 'The subscriber already has an active subscription to this plan' });
   });
   it('a renewal for a period already paid: not applied', () => {
-    expect(applicationOf(paid('renewal', { for_current_period: false }), view('active'), undefined)).toMatchObject({ to: 'none' });
+    expect(applicationOf(paid('renewal', { for_current_period: false }), view('active'), undefined, POLICY)).toMatchObject({ to: 'none' });
   });
   it('a renewal during payment_failed: applied (new period from paid_at)', () => {
-    expect(applicationOf(paid('renewal'), view('payment_failed'), undefined)).toMatchObject({ to: 'own', event: { type: 'renewal_payment' } });
+    expect(applicationOf(paid('renewal'), view('payment_failed'), undefined, POLICY)).toMatchObject({ to: 'own', event: { type: 'renewal_payment' } });
   });
   it('a renewal after dunning expired it: the contact\'s pending checkout, or not applied', () => {
-    expect(applicationOf(paid('renewal'), view('expired'), view('pending'))).toMatchObject({ to: 'contact_pending' });
-    expect(applicationOf(paid('renewal'), view('expired'), undefined)).toMatchObject({ to: 'none' });
+    const late = { ...paid('renewal'), paid_at: WINDOW_END + 60 };
+    expect(applicationOf(late, view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'contact_pending' });
+    expect(applicationOf(late, view('expired'), undefined, POLICY)).toMatchObject({ to: 'none' });
+  });
+  it('a renewal paid inside the dunning window, handled after the sweep expired it: renewed from paid_at', () => {
+    const paidInWindow = { ...paid('renewal'), paid_at: WINDOW_END - 60 };
+    expect(applicationOf(paidInWindow, view('expired'), undefined, POLICY)).toEqual({ to: 'own', event: { type: 'renewal_payment', paid_at: WINDOW_END - 60 } });
+    const s: SubState = { ...sub('expired'), current_period_start: T0 - 30 * DAY, current_period_end: T0, grace_period_days: 3 };
+    expect(transition(s, { type: 'renewal_payment', paid_at: WINDOW_END - 60 }, WINDOW_END + DAY).next).toMatchObject({
+      status: 'active', current_period_start: WINDOW_END - 60, current_period_end: periodEnd(WINDOW_END - 60, 1, 'monthly'),
+    });
+  });
+  it('... but paid at or after the dunning end: not applied; nor when the contact has subscribed again', () => {
+    expect(applicationOf({ ...paid('renewal'), paid_at: WINDOW_END }, view('expired'), undefined, POLICY)).toEqual({
+      to: 'none', reason: 'The subscription is expired; the payment arrived too late to be applied',
+    });
+    expect(applicationOf({ ...paid('renewal'), paid_at: WINDOW_END - 60 }, view('expired'), view('active'), POLICY)).toEqual({
+      to: 'none', reason: 'The subscriber already has an active subscription to this plan',
+    });
+    expect(applicationOf({ ...paid('renewal'), paid_at: WINDOW_END - 60 }, view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'contact_pending' });
+  });
+  it('an expired resume (pending after its period ended, 24 h unpaid): applied only when paid within those 24 h', () => {
+    const resumed = view('expired', { pending_since: T0 + 2 * DAY });
+    expect(expiredAt(resumed, POLICY)).toBe(T0 + 3 * DAY);
+    expect(applicationOf({ ...paid('renewal'), paid_at: T0 + 3 * DAY - 1 }, resumed, undefined, POLICY)).toMatchObject({ to: 'own' });
+    expect(applicationOf({ ...paid('renewal'), paid_at: T0 + 3 * DAY }, resumed, undefined, POLICY)).toMatchObject({ to: 'none' });
+  });
+  it('a checkout paid after it was cancelled unpaid says so; one paid again after activation says it was paid', () => {
+    const cancelledUnpaid = view('cancelled', { period_index: 0, current_period_start: T0, current_period_end: T0, pending_since: T0 });
+    expect(applicationOf(paid('checkout'), cancelledUnpaid, undefined, POLICY)).toEqual({ to: 'none', reason: 'The subscription was cancelled before its first payment arrived' });
+    expect(applicationOf(paid('checkout'), view('cancelled'), undefined, POLICY)).toEqual({ to: 'none', reason: 'The subscription is cancelled; its first payment was already made' });
+    expect(applicationOf(paid('checkout'), view('active'), undefined, POLICY)).toEqual({ to: 'none', reason: 'The subscription is active; its first payment was already made' });
   });
   it('cancelled or paused subscriptions and unknown ones: not applied', () => {
-    for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined)).toMatchObject({ to: 'none' });
-    expect(applicationOf(paid('checkout'), undefined, undefined)).toMatchObject({ to: 'none' });
+    for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined, POLICY)).toMatchObject({ to: 'none' });
+    expect(applicationOf(paid('checkout'), undefined, undefined, POLICY)).toMatchObject({ to: 'none' });
   });
 });

@@ -6,7 +6,7 @@ import {
   API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, undecodableQueryIssues, unstorableIssues, type Caller, type CallbackRequest, type RouteDef,
   type ValidationIssue,
 } from '@sb/contracts';
-import { BusUnavailableError, DB_UNAVAILABLE_DETAIL, isDbUnavailable, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
+import { BusUnavailableError, busWaitMs, DB_UNAVAILABLE_DETAIL, isDbUnavailable, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import { pagesRouter } from './pages.js';
@@ -220,7 +220,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     const hash = createHash('sha256').update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(query)}\n${JSON.stringify(acted)}`).digest('hex');
     // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
     // mid-request does not lock its key for a day; a retry after the lease runs the request again.
-    const leaseSeconds = Math.ceil((route.busTimeoutMs ?? d.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;
+    const leaseSeconds = Math.ceil(busWaitMs(d.busTimeoutMs, route.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;
     const claim = await d.idempotency.claim(d.db, scope, idemKey, hash, leaseSeconds);
     if (claim.kind === 'mismatch') throw new HttpError(409, 'Idempotency-Key was already used with a different request');
     if (claim.kind === 'in_progress') throw new HttpError(409, 'A request with this Idempotency-Key is still in progress');

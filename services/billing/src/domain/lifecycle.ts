@@ -71,6 +71,9 @@ export const LIFECYCLE: readonly Rule[] = [
   { from: ['pending'], on: 'pending_timeout', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   { from: ['active', 'past_due'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s) => nextPeriod(s) },
   { from: ['payment_failed', 'pending'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
+  // A renewal paid inside the dunning window but handled after the sweep expired the subscription
+  // (domain/payment-application.ts decides that): renewed as it would have been in time.
+  { from: ['expired'], on: 'renewal_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
   { from: ['active'], on: 'period_end_unpaid', when: (s) => s.grace_period_days > 0, emit: 'subscription.past_due', apply: () => ({ status: 'past_due' }) },
   { from: ['active'], on: 'period_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
   { from: ['past_due'], on: 'grace_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },

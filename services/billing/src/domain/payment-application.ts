@@ -1,5 +1,7 @@
 import type { PaymentPurpose, SubscriptionStatus } from '@sb/contracts';
 import type { LifecycleEvent } from './lifecycle.js';
+import { PENDING_EXPIRY_SECONDS } from './periods.js';
+import { dunningEnd, type SchedulePolicy } from './schedule.js';
 
 /** A paid payment as billing sees it when it arrives. */
 export interface PaidPayment {
@@ -10,7 +12,28 @@ export interface PaidPayment {
   for_current_period: boolean;
 }
 
-type SubView = { status: SubscriptionStatus; cancelled_at: number | null; amount_sats: number };
+type SubView = {
+  status: SubscriptionStatus;
+  cancelled_at: number | null;
+  amount_sats: number;
+  current_period_start: number;
+  current_period_end: number;
+  grace_period_days: number;
+  pending_since: number | null;
+  /** 0 with no trial_end: never activated (a checkout not paid yet). */
+  period_index: number;
+  trial_end: number | null;
+};
+
+/**
+ * When an expired subscription stopped taking renewal payments: 24 h after it last became pending when
+ * that was after its period began (resumed after the period ended, then unpaid), else the end of its
+ * dunning window.
+ */
+export function expiredAt(s: Pick<SubView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'pending_since'>, policy: SchedulePolicy): number {
+  if (s.pending_since !== null && s.pending_since > s.current_period_start) return s.pending_since + PENDING_EXPIRY_SECONDS;
+  return dunningEnd(s, policy);
+}
 
 /**
  * Where a paid payment goes. Every paid payment is recorded once: applied to its own subscription, or to
@@ -28,14 +51,17 @@ export type Application =
  * otherwise it is recorded as not applied.
  * `own`: the payment's subscription (undefined if unknown); `live`: the contact's live subscription to
  * the same plan, when it is another one than `own`.
+ * A renewal paid while the subscription could still take it, but handled only after the sweep expired
+ * it, is applied as it would have been in time (a new period from paid_at), unless the contact has
+ * subscribed again since.
  */
-export function applicationOf(p: PaidPayment, own: SubView | undefined, live: SubView | undefined): Application {
+export function applicationOf(p: PaidPayment, own: SubView | undefined, live: SubView | undefined, policy: SchedulePolicy): Application {
   if (!own) return { to: 'none', reason: 'The subscription of this payment does not exist' };
   const first = { type: 'first_payment', paid_at: p.paid_at } as const;
   const renewal = { type: 'renewal_payment', paid_at: p.paid_at } as const;
   const elsewhere = (): Application => {
     if (!live) return { to: 'none', reason: `The subscription is ${own.status}; the payment arrived too late to be applied` };
-    if (live.status !== 'pending') return { to: 'none', reason: `The subscriber already has a ${live.status} subscription to this plan` };
+    if (live.status !== 'pending') return { to: 'none', reason: `The subscriber already has ${article(live.status)} ${live.status} subscription to this plan` };
     if (p.amount_sats < live.amount_sats) return { to: 'none', reason: `The amount is below the price of the subscriber's pending subscription (${live.amount_sats} sats)` };
     return { to: 'contact_pending', event: first };
   };
@@ -44,12 +70,18 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
     // An expired checkout paid late: reactivated, unless the contact has another live subscription to the plan.
     if (own.status === 'expired' && own.cancelled_at === null) return live ? elsewhere() : { to: 'own', event: first };
     if (own.status === 'expired') return elsewhere();
+    if (own.status === 'cancelled' && own.period_index === 0 && own.trial_end === null) {
+      return { to: 'none', reason: 'The subscription was cancelled before its first payment arrived' };
+    }
     return { to: 'none', reason: `The subscription is ${own.status}; its first payment was already made` };
   }
   if (own.status === 'pending' || own.status === 'payment_failed') return { to: 'own', event: renewal };
   if (own.status === 'active' || own.status === 'past_due') {
     return p.for_current_period ? { to: 'own', event: renewal } : { to: 'none', reason: 'The period this renewal was issued for is already paid' };
   }
+  if (own.status === 'expired' && !live && p.paid_at < expiredAt(own, policy)) return { to: 'own', event: renewal };
   if (own.status === 'expired') return elsewhere();
   return { to: 'none', reason: `The subscription is ${own.status}` };
 }
+
+const article = (word: string) => (/^[aeiou]/.test(word) ? 'an' : 'a');

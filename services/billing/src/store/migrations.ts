@@ -151,7 +151,9 @@ migrations.push({
   sql: `
 -- A pending subscription expires 24 h after it became pending (checkout or resume), whatever is updated later.
 ALTER TABLE subscriptions ADD COLUMN pending_since BIGINT;
-UPDATE subscriptions SET pending_since = updated_at WHERE status = 'pending';
+-- A checkout never activated (no period, no trial) became pending when it was created; a resumed one at its last update.
+UPDATE subscriptions SET pending_since = CASE WHEN period_index = 0 AND trial_end IS NULL THEN created_at ELSE updated_at END
+  WHERE status = 'pending';
 -- When the scheduler must next look at the row (computed by domain/schedule.ts on every save); 0: now.
 ALTER TABLE subscriptions ADD COLUMN next_due_at BIGINT;
 UPDATE subscriptions SET next_due_at = 0 WHERE status IN ('pending', 'active', 'past_due', 'payment_failed');
