@@ -464,6 +464,56 @@ describe('subscriber and owner notices', () => {
     const owner = await until(async () => tgTo('1001').filter((x) => x.text.startsWith('Payment received: Paid')), (x) => x.length >= 1);
     expect(owner[0]!.text).toContain('Amount: 1500 sats');
   });
+
+  it('renewal, expiry after dunning and the plan archive reach messenger-only and Nostr-only subscribers', async () => {
+    const daveSk = generateSecretKey();
+    const fayeSk = generateSecretKey();
+    const kept = (await admin().post('/plans', { name: 'Silver', amount_sats: 1200, interval: 'weekly', grace_period_days: 1 })).body;
+    const lapsed = (await admin().post('/plans', { name: 'Bronze', amount_sats: 800, interval: 'weekly', grace_period_days: 1 })).body;
+    for (const chat of ['2011', '2012']) tg.chats.add(chat);
+    const who = [
+      ['renewMsg', { messenger: '2011' }, kept.id], ['renewNostr', { nostr: nip19.npubEncode(getPublicKey(daveSk)) }, kept.id],
+      ['lapseMsg', { messenger: '2012' }, lapsed.id], ['lapseNostr', { nostr: nip19.npubEncode(getPublicKey(fayeSk)) }, lapsed.id],
+    ] as const;
+    for (const [name, contact, planId] of who) {
+      const co = await subscribe(name, { ...contact, receive_confirmations: true }, planId);
+      expect((await pub().post(`/dev/payments/${co.payment_id}/pay`)).status).toBe(200);
+    }
+    const status = async (name: string) => (await reader().get(`/subscriptions/${subs[name]}`)).body.status;
+    for (const [name] of who) await until(() => status(name), (s) => s === 'active');
+    const chatSays = (chat: string, text: string) => until(async () => tgTo(chat).filter((x) => x.text.includes(text)), (x) => x.length >= 1);
+    const dmSays = (sk: Uint8Array, text: string) => until(async () => dms(relay, sk).filter((x) => x.text.includes(text)), (x) => x.length >= 1);
+
+    // A week on the renewals are open; Silver's two are paid, Bronze's are not.
+    await advance(7 * 86_400 + 120);
+    const renewalOf = (name: string) =>
+      until(async () => (await rows(`SELECT id FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' AND status = 'pending'`, [subs[name]])), (r) => r.length > 0);
+    for (const name of ['renewMsg', 'renewNostr']) expect((await pub().post(`/dev/payments/${(await renewalOf(name))[0].id}/pay`)).status).toBe(200);
+    const renewed = 'Your subscription to Silver was renewed';
+    expect((await chatSays('2011', renewed))[0]!.text).toMatch(/renewed until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1200 sats/);
+    expect((await dmSays(daveSk, renewed))[0]!.text).toContain('you paid 1200 sats');
+
+    // The owner archives Silver: both are cancelled and told why.
+    expect((await admin().del(`/plans/${kept.id}`)).status).toBe(200);
+    const archived = 'was cancelled by the merchant, who discontinued the plan';
+    expect((await chatSays('2011', archived))[0]!.text).toMatch(/access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+    expect((await dmSays(daveSk, archived))[0]!.text).toContain('Your subscription to Silver was cancelled');
+
+    // Bronze unpaid: past due, then failed after the grace day, then expired after the dunning window.
+    for (const [step, next] of [[0, 'past_due'], [86_400 + 60, 'payment_failed'], [14 * 86_400 + 60, 'expired']] as const) {
+      if (step) await advance(step);
+      for (const name of ['lapseMsg', 'lapseNostr']) await until(() => status(name), (s) => s === next);
+    }
+    const expired = 'Your subscription to Bronze has expired';
+    expect(await chatSays('2012', expired)).toHaveLength(1);
+    expect(await dmSays(fayeSk, expired)).toHaveLength(1);
+    // Each on their own channel only, each notice once.
+    await settle(600);
+    expect(tgTo('2011').filter((x) => x.text.includes(renewed) || x.text.includes(archived))).toHaveLength(2);
+    expect(dms(relay, daveSk).filter((x) => x.text.includes(renewed) || x.text.includes(archived))).toHaveLength(2);
+    expect(tgTo('2012').some((x) => x.text.includes('Silver'))).toBe(false);
+    expect(dms(dmRelay, daveSk)).toEqual([]);
+  });
 });
 
 describe('delivery', () => {

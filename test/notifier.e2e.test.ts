@@ -287,6 +287,44 @@ describe('owner webhook endpoints', () => {
     expect((await reader().get(`/webhook-endpoints/${doomed.id}`)).status).toBe(404);
     expect((await admin().del(`/webhook-endpoints/${doomed.id}`)).status).toBe(404);
   });
+
+  it('an attempt is recorded together with its outcome or not at all: a refused delivery update leaves no attempt', async () => {
+    const p = await plan('Tx plan');
+    const ep = await register('/tx', { plan_id: p.id, events: ['subscription.created'] });
+    // The database refuses the update of this endpoint's delivery after the send (as an outage would).
+    await rows(`CREATE OR REPLACE FUNCTION public.refuse_delivery_finish() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$`);
+    await rows(`CREATE TRIGGER refuse_delivery_finish BEFORE UPDATE ON notifier.deliveries FOR EACH ROW
+      WHEN (NEW.attempt_count > OLD.attempt_count AND OLD.endpoint_id = '${ep.id}') EXECUTE FUNCTION public.refuse_delivery_finish()`);
+    let evt: string;
+    try {
+      const sub = await subscribe(p.id, 'tx@example.com');
+      evt = await eventId('subscription.created', sub);
+      await until(async () => hitsFor('/tx', evt), (h) => h.length > 0);
+      // The worker's recording of that attempt failed on the refused update.
+      await until(async () => stack.services.notifier.lines.filter((l) => l.includes('refused by the test')), (l) => l.length > 0);
+      const d = await deliveryOf(ep.id, evt);
+      expect(d).toMatchObject({ status: 'pending', attempt_count: 0, first_attempt_at: null, last_status_code: null });
+      expect(await attemptsOf(d.id)).toEqual([]);
+      const listed = (await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items;
+      expect(listed).toEqual([expect.objectContaining({ id: d.id, status: 'pending', attempt_count: 0, attempts: [] })]);
+    } finally {
+      await rows(`DROP TRIGGER IF EXISTS refuse_delivery_finish ON notifier.deliveries`);
+      await rows(`DROP FUNCTION IF EXISTS public.refuse_delivery_finish()`);
+    }
+    // The claim's lease (WEBHOOK_TIMEOUT_MS + 60 s) ends: the delivery is due again and goes through once.
+    await advance(3 + 60 + 1);
+    const done = await until(() => deliveryOf(ep.id, evt), (x) => x.status === 'delivered');
+    expect(done).toMatchObject({ attempt_count: 1, last_status_code: 200, last_error: null, next_attempt_at: null });
+    const attempts = await attemptsOf(done.id);
+    expect(attempts.map((a) => [a.status_code, a.error])).toEqual([[200, null]]);
+    const listed = (await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items;
+    expect(listed).toEqual([expect.objectContaining({ id: done.id, status: 'delivered', attempt_count: 1, attempts: [expect.objectContaining({ status_code: 200, error: null })] })]);
+    // Sent once unrecorded and once recorded, both with the same webhook-id; nothing more later.
+    await advance(600);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(hitsFor('/tx', evt)).toHaveLength(2);
+    expect(await attemptsOf(done.id)).toHaveLength(1);
+  });
 });
 
 describe('subscriber e-mail', () => {
