@@ -19,7 +19,8 @@ const BOT_TOKEN = '7101:AAH-pages-bot-token-secret-0123456789';
 /**
  * The hosted pages in a real browser (Debian's chromium through playwright-core) against the whole
  * stack: checkout by every method paid with the dev provider, the portal it links to, an expired
- * invoice replaced, NWC on the relay and wallet of test/support, the API reference. Each page passes
+ * invoice replaced, NWC on the relay and wallet of test/support, contacts by Telegram (the local Bot API
+ * server) or Nostr alone, the API reference. Each page passes
  * axe-core without serious violations, shows no console error (CSP violations included), fits a
  * 360 px screen, and is captured at phone and desktop size under test-artifacts/pages/.
  */
