@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import * as nip19 from 'nostr-tools/nip19';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,11 +12,15 @@ import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
 import { startStack, type Stack } from './support/stack.js';
+import { startTelegramServer, type TelegramServer } from './support/telegram-server.js';
+
+const BOT_TOKEN = '7101:AAH-pages-bot-token-secret-0123456789';
 
 /**
  * The hosted pages in a real browser (Debian's chromium through playwright-core) against the whole
  * stack: checkout by every method paid with the dev provider, the portal it links to, an expired
- * invoice replaced, NWC on the relay and wallet of test/support, the API reference. Each page passes
+ * invoice replaced, NWC on the relay and wallet of test/support, contacts by Telegram (the local Bot API
+ * server) or Nostr alone, the API reference. Each page passes
  * axe-core without serious violations, shows no console error (CSP violations included), fits a
  * 360 px screen, and is captured at phone and desktop size under test-artifacts/pages/.
  */
@@ -39,6 +45,7 @@ it.runIf(!CHROMIUM && !!process.env.CI)('chromium is installed for the browser t
 describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   let stack: Stack;
   let relay: NostrRelay;
+  let tg: TelegramServer;
   let browser: Browser;
   let phone: BrowserContext;
   let admin: ReturnType<typeof client>;
@@ -48,13 +55,15 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   beforeAll(async () => {
     // Portal and checkout links are made from PUBLIC_BASE_URL: the gateway gets that port.
     const port = await freePort();
-    relay = await startNostrRelay();
+    [relay, tg] = await Promise.all([startNostrRelay(), startTelegramServer([BOT_TOKEN])]);
     [stack, browser] = await Promise.all([
       startStack({
         wallets: 1, gatewayPort: port,
         env: {
           PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev',
           FIAT_RATE_FIXED: '100000', NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '1000',
+          // The Telegram server and the relay of test/support are on loopback.
+          MESSENGER_API_URL: tg.url, NOTIFIER_POLL_INTERVAL_MS: '200', WEBHOOK_ALLOW_PRIVATE: '1',
         },
       }),
       launch(),
@@ -68,6 +77,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await Promise.all(nwcWallets.map((w) => w.stop()));
     await stack?.stop();
     await relay?.stop();
+    await tg?.stop();
   });
 
   async function plan(body: Record<string, unknown>) {
@@ -360,6 +370,83 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   // Last: it moves the stack's clock an hour on.
+  it('a plan notifying by Telegram and Nostr: checkout with only a chat id, or only an npub; a bad npub is refused in words', async () => {
+    const p = await plan({ name: 'Chat club', amount_sats: 4000, trial_days: 7 });
+    const put = await admin.put(`/plans/${p.id}/notification-settings`, {
+      inherit: false, channels: { messenger: { bot_token: BOT_TOKEN }, nostr: { generate_key: true, relays: [relay.url] } },
+    });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect((await anon.get(`/public/plan/${p.id}`)).body.available_contact_methods).toEqual(['messenger', 'nostr']);
+    /** Starts the trial and answers the subscriber as the API and the database hold it. */
+    const subscribed = async (page: Page) => {
+      const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+      await page.keyboard.press('Enter');
+      const res = await answer;
+      expect(res.status()).toBe(201);
+      await page.locator('#done').waitFor();
+      const sub = (await admin.get(`/subscriptions/${(await res.json()).subscription_id}`)).body;
+      const who = (await admin.get(`/subscribers/${sub.subscriber_id}`)).body;
+      const [row] = (await stack.db.query('SELECT contact_preference FROM billing.subscribers WHERE id = $1', [who.id])).rows;
+      return { ...who, contact_preference: row.contact_preference };
+    };
+
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const chat = page.getByLabel('Telegram chat id');
+    const npubField = page.getByLabel('Nostr address (npub or name@domain)');
+    const pref = page.getByLabel('Send reminders and receipts by');
+    await chat.waitFor();
+    expect(await page.getByLabel('E-mail').count()).toBe(0);
+    expect(await page.locator('#contact-messenger-hint').textContent()).toMatch(/press Start first, then enter your numeric chat id/);
+    expect(await pref.locator('option').allTextContents()).toEqual(['Telegram', 'Nostr']);
+    await check(page, problems, 'checkout-contacts');
+
+    // Keyboard only: the chat id field, then the Nostr field, then the preference.
+    const focused = () => page.evaluate(() => document.activeElement?.id);
+    await chat.focus();
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('contact-nostr');
+    // A malformed npub is refused by the API (422) and said in words; typing it made Nostr the preference.
+    await page.keyboard.type('npub1notakey');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('contact-preference');
+    expect(await pref.inputValue()).toBe('nostr');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    expect(await focused()).toBe('submit');
+    const refused = page.waitForResponse((r) => r.url().endsWith('/public/subscribe'));
+    await page.keyboard.press('Enter');
+    expect((await refused).status()).toBe(422);
+    await expect.poll(() => page.locator('#form-error').textContent()).toBe('Nostr address: nostr must be an npub or a NIP-05 identifier (name@domain)');
+    expect(await page.locator('#done').count()).toBe(0);
+
+    // Only a chat id (of a chat that started the bot, as the hint asks), picked as the preference.
+    tg.chats.add('424242');
+    await npubField.fill('');
+    await chat.focus();
+    await page.keyboard.type('424242');
+    await pref.selectOption('messenger');
+    await chat.focus();
+    expect(await subscribed(page)).toMatchObject({ messenger: '424242', nostr: null, email: null, contact_preference: 'messenger' });
+    await until(async () => tg.sent.filter((m) => String(m.chat_id) === '424242'), (m) => m.length > 0);
+    expect(tg.sent.find((m) => String(m.chat_id) === '424242')!.text).toContain('Chat club');
+    await check(page, problems, 'checkout-contacts-done');
+
+    // Only an npub: the preference follows the one contact given.
+    const sk = generateSecretKey();
+    const npub = nip19.npubEncode(getPublicKey(sk));
+    await page.goto(p.checkout_url);
+    await npubField.fill(npub);
+    expect(await pref.inputValue()).toBe('nostr');
+    await npubField.focus();
+    expect(await subscribed(page)).toMatchObject({ messenger: null, nostr: npub, email: null, contact_preference: 'nostr' });
+    // A gift-wrapped direct message to that key reaches the plan's relay.
+    const wraps = await until(async () => relay.received.filter((e) => e.kind === 1059 && e.tags.some((t) => t[0] === 'p' && t[1] === getPublicKey(sk))), (e) => e.length > 0);
+    expect(wraps.length).toBeGreaterThan(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('an invoice that expires is replaced by a fresh one on the page', async () => {
     const p = await plan({ name: 'Fresh', amount_sats: 777 });
     const { page, problems } = await openPage(phone);

@@ -40,9 +40,12 @@ const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/
 
 const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete: string; hint: string }> = {
   email: { label: 'E-mail', type: 'email', autocomplete: 'email', hint: 'For receipts, reminders and your link to manage the subscription.' },
-  messenger: { label: 'Messenger username', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts by chat.' },
+  // The bot can only write to a chat the person opened with it, named by its numeric id.
+  messenger: { label: 'Telegram chat id', type: 'text', autocomplete: 'off', hint: "Open the seller's Telegram bot and press Start first, then enter your numeric chat id (like 123456789)." },
   nostr: { label: 'Nostr address (npub or name@domain)', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts as Nostr direct messages.' },
 };
+
+const CONTACT_NAMES: Record<string, string> = { email: 'E-mail', messenger: 'Telegram', nostr: 'Nostr' };
 
 /** The portal link, kept from the first answer (a retry answers none). */
 let manageUrl: string | null = null;
@@ -91,11 +94,18 @@ function render(plan: PublicPlan): void {
   const nwcBlock = h('div', { id: 'nwc-block', hidden: true },
     field('nwc', 'Wallet connection string', nwcInput, 'From your wallet\'s "Nostr Wallet Connect" settings; starts with nostr+walletconnect://. Your wallet pays each renewal by itself.'));
 
-  const contactFields = contacts.map((c, i) => {
+  const contactFields = contacts.map((c) => {
     const f = CONTACT_FIELDS[c]!;
-    const input = h('input', { id: `contact-${c}`, name: c, type: f.type, autocomplete: f.autocomplete, required: contacts.length === 1 || i === 0 });
+    const input = h('input', { id: `contact-${c}`, name: c, type: f.type, autocomplete: f.autocomplete, required: contacts.length === 1 });
+    // Filling a contact while the preferred one is empty makes it the preferred one.
+    input.addEventListener('input', () => {
+      const chosen = document.getElementById(`contact-${prefSelect.value}`) as HTMLInputElement | null;
+      if (input.value.trim() && !chosen?.value.trim()) prefSelect.value = c;
+    });
     return field(`contact-${c}`, f.label, input, f.hint);
   });
+  const prefSelect = h('select', { id: 'contact-preference', name: 'contact_preference' },
+    ...contacts.map((c) => h('option', { value: c }, CONTACT_NAMES[c] ?? c))) as HTMLSelectElement;
 
   const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');
   const formError = h('p', { id: 'form-error', class: 'error', role: 'alert' });
@@ -104,7 +114,8 @@ function render(plan: PublicPlan): void {
       h('legend', {}, trial ? 'How will you pay after the trial?' : 'How would you like to pay?'),
       ...methodRadios),
     nwcBlock,
-    h('fieldset', {}, h('legend', {}, 'Your contact details'), ...contactFields,
+    h('fieldset', {}, h('legend', {}, contacts.length > 1 ? 'Your contact details (at least one)' : 'Your contact details'), ...contactFields,
+      contacts.length > 1 ? field('contact-preference', 'Send reminders and receipts by', prefSelect) : null,
       h('div', { class: 'choice' },
         h('input', { type: 'checkbox', id: 'reminders', name: 'reminders', checked: true }),
         h('label', { for: 'reminders' }, 'Remind me before each renewal'))),
@@ -131,16 +142,20 @@ function render(plan: PublicPlan): void {
     const m = method();
     const body: Record<string, unknown> = { plan_id: plan.id, receive_reminders: (document.getElementById('reminders') as HTMLInputElement).checked };
     let bad = false;
+    const pref = contacts.length > 1 ? prefSelect.value : undefined;
+    const given = contacts.filter((c) => (document.getElementById(`contact-${c}`) as HTMLInputElement).value.trim());
     for (const c of contacts) {
       const input = document.getElementById(`contact-${c}`) as HTMLInputElement;
       const v = input.value.trim();
       let err: string | null = null;
       if (!v && input.required) err = `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}.`;
+      else if (!v && c === pref) err = given.length ? `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}, or choose another way below.` : 'Enter at least one way to reach you.';
       else if (v && c === 'email' && !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v)) err = 'Enter an e-mail address like name@example.com.';
       fieldError(`contact-${c}`, err);
       if (err) bad = true;
       if (v) body[c] = v;
     }
+    if (pref) body.contact_preference = pref;
     if (m === 'nwc') {
       const err = nwcShapeError(nwcInput.value);
       fieldError('nwc', err);
