@@ -37,8 +37,9 @@ describe('checkout page weight', () => {
   });
 });
 
-// CI installs chromium (.ci/run): there a missing browser is a failure, not a skip.
-it.runIf(!CHROMIUM && !!process.env.CI)('chromium is installed for the browser tests on CI', () => {
+// CI installs chromium (.ci/run): there a missing browser is a failure, not a skip; elsewhere a machine
+// without it only skips the browser tests.
+it.skipIf(!CHROMIUM && !process.env.CI)('chromium is installed for the browser tests', () => {
   expect(CHROMIUM, 'no chromium at /usr/bin/chromium or CHROMIUM_PATH').toBeDefined();
 });
 
