@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
+import { devClock } from './support/clock.js';
 import { expectEventsMatchSchemas } from './support/contract.js';
 
 /**
@@ -26,17 +27,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function now(): Promise<number> {
-  return (await admin.post('/dev/clock', {})).body.now;
-}
-async function advance(seconds: number): Promise<number> {
-  const res = await admin.post('/dev/clock', { advance_seconds: Math.max(0, Math.round(seconds)) });
-  expect(res.status).toBe(200);
-  return res.body.now;
-}
-async function advanceTo(t: number): Promise<number> {
-  return advance(t - (await now()));
-}
+const { now, advance, advanceTo } = devClock(() => admin);
 async function sub(id: string) {
   return (await admin.get(`/subscriptions/${id}`)).body;
 }
