@@ -1,3 +1,4 @@
+import { existsSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { tracer } from './telemetry.js';
@@ -47,6 +48,17 @@ const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying 
  * True when `err` says the database cannot be reached or dropped the connection (server down,
  * restarting, refusing connections, too many clients): a 503 to retry, never a 500, never a crash.
  */
+/**
+ * The database a command-line tool works on: DATABASE_URL, or the embedded database of a running
+ * `npm start` (which records where it listens in .data/runtime.json).
+ */
+export function cliDatabaseUrl(): string {
+  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
+  const runtime = '.data/runtime.json';
+  if (existsSync(runtime)) return JSON.parse(readFileSync(runtime, 'utf8')).DATABASE_URL;
+  throw new Error("DATABASE_URL is not set and no running 'npm start' was found (.data/runtime.json)");
+}
+
 export function isDbUnavailable(err: unknown, depth = 0): boolean {
   if (!err || typeof err !== 'object' || depth > 4) return false;
   const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };

@@ -1,6 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { createDb } from '../db.js';
+import { cliDatabaseUrl, createDb } from '../db.js';
 
 const USAGE = `usage: npm run dead-letters -- <command> [options]
   list [--schema S] [--json]                  events parked after their last retry failed
@@ -9,13 +8,6 @@ const USAGE = `usage: npm run dead-letters -- <command> [options]
 --schema: the service's schema (billing, notifier); default billing. A replayed event that is handled leaves
 the list; one that fails again stays, with its new error.
 DATABASE_URL selects the database; without it, the embedded database of a running 'npm start' is used.`;
-
-function databaseUrl(): string {
-  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
-  const runtime = '.data/runtime.json';
-  if (existsSync(runtime)) return JSON.parse(readFileSync(runtime, 'utf8')).DATABASE_URL;
-  throw new Error("DATABASE_URL is not set and no running 'npm start' was found (.data/runtime.json)");
-}
 
 async function main(): Promise<number> {
   const { positionals, values } = parseArgs({
@@ -29,7 +21,7 @@ async function main(): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const db = createDb(databaseUrl(), { max: 1, applicationName: 'dead-letters' });
+  const db = createDb(cliDatabaseUrl(), { max: 1, applicationName: 'dead-letters' });
   try {
     const exists = await db.query<{ t: string | null }>(`SELECT to_regclass($1) AS t`, [`${schema}.dead_letters`]);
     if (!exists.rows[0]?.t) {

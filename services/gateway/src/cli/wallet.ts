@@ -1,7 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 // Only the database part of the runtime: the tool starts fast without the bus and Nest.
-import { createDb, migrate } from '@sb/runtime/db';
+import { cliDatabaseUrl, createDb, migrate } from '@sb/runtime/db';
 import { migrations } from '../store/migrations.js';
 import { WalletsRepo, type WalletKeys } from '../store/wallets.repo.js';
 
@@ -10,14 +9,6 @@ const USAGE = `usage: npm run wallet -- <command> [options]
   list [--json]                   list wallets (no keys: only their hashes are stored)
   rotate-keys --id WALLET_ID [--json]  replace both keys of a wallet and print the new ones
 DATABASE_URL selects the database; without it, the embedded database of a running 'npm start' is used.`;
-
-/** `npm start` records where its embedded database listens, so this tool can reach it. */
-function databaseUrl(): string {
-  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
-  const runtime = '.data/runtime.json';
-  if (existsSync(runtime)) return JSON.parse(readFileSync(runtime, 'utf8')).DATABASE_URL;
-  throw new Error("DATABASE_URL is not set and no running 'npm start' was found (.data/runtime.json)");
-}
 
 function printKeys(k: WalletKeys, json: boolean): void {
   if (json) return void process.stdout.write(`${JSON.stringify(k)}\n`);
@@ -37,7 +28,7 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return command ? 0 : 2;
   }
-  const db = createDb(databaseUrl(), { max: 1, applicationName: 'wallet-cli' });
+  const db = createDb(cliDatabaseUrl(), { max: 1, applicationName: 'wallet-cli' });
   try {
     await migrate(db, 'gateway', migrations);
     const repo = new WalletsRepo('gateway');

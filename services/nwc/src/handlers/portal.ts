@@ -1,9 +1,9 @@
-import { ID_PREFIXES, messages, toPortalWallet, type BusRequest, type NWCPortalConnect } from '@sb/contracts';
-import { callMessage, DomainError, newId, notFound, routeHandler, unixSeconds } from '@sb/runtime';
+import { messages, toPortalWallet, type BusRequest, type NWCPortalConnect } from '@sb/contracts';
+import { callMessage, DomainError, notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { tellBilling } from '../domain/charge.js';
 import { toConnection } from '../store/connections.repo.js';
-import { checked } from './public.subscribe.js';
+import { checked, storeConnection } from './public.subscribe.js';
 
 /** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
 async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: string; wallet_id: string }> {
@@ -48,19 +48,10 @@ export const connectWallet = (d: Deps) =>
     const sub = await callMessage(d.bus, messages.nwcReconnect, {
       wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats,
     });
-    const nowMs = d.clock.nowMs();
-    const now = Math.floor(nowMs / 1000);
-    const row = {
-      id: newId(ID_PREFIXES.nwc, nowMs), wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id,
-      plan_id: sub.plan_id, plan_name: sub.plan_name, wallet_pubkey: conn.pubkey, relay_url: conn.relays[0]!, relays: conn.relays,
-      secret_sealed: d.secrets.seal(conn.secret), encryption, max_amount_sats: body.max_amount_sats ?? null, is_active: true,
-      last_used_at: null, last_error: null, last_error_code: null, consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
-      subscriber_email: sub.subscriber_email, subscriber_name: sub.subscriber_name,
-    };
-    await d.db.tx(async (tx) => {
-      await d.connections.retireForSubscription(tx, row.wallet_id, row.subscription_id, now);
-      await d.connections.insert(tx, row);
-    });
+    const row = await storeConnection(d, {
+      wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, plan_id: sub.plan_id,
+      plan_name: sub.plan_name, max_amount_sats: body.max_amount_sats ?? null, subscriber_email: sub.subscriber_email, subscriber_name: sub.subscriber_name,
+    }, conn, encryption);
     d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
     return toPortalWallet(toConnection(row));
   });

@@ -16,6 +16,37 @@ export async function checked(d: Deps, s: string): Promise<{ conn: WalletConnect
   }
 }
 
+/** Who a wallet connection pays for: the subscription and what its notices need. */
+interface ConnectionOwner {
+  wallet_id: string;
+  subscriber_id: string;
+  subscription_id: string;
+  plan_id: string;
+  plan_name: string;
+  max_amount_sats: number | null;
+  subscriber_email: string | null;
+  subscriber_name: string | null;
+}
+
+/**
+ * Stores a checked wallet for a subscription, its secret sealed, retiring the subscription's earlier
+ * connection in the same transaction (a subscription pays from one wallet at a time).
+ */
+export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: WalletConnection, encryption: Encryption) {
+  const nowMs = d.clock.nowMs();
+  const now = Math.floor(nowMs / 1000);
+  const row = {
+    ...owner, id: newId(ID_PREFIXES.nwc, nowMs), wallet_pubkey: conn.pubkey, relay_url: conn.relays[0]!, relays: conn.relays,
+    secret_sealed: d.secrets.seal(conn.secret), encryption, is_active: true, last_used_at: null, last_error: null, last_error_code: null,
+    consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
+  };
+  await d.db.tx(async (tx) => {
+    await d.connections.retireForSubscription(tx, row.wallet_id, row.subscription_id, now);
+    await d.connections.insert(tx, row);
+  });
+  return row;
+}
+
 /**
  * Subscribe with automatic payments: the wallet is checked first (nothing is created for an unusable
  * one), billing creates the subscription and its first invoice, the connection is stored with its
@@ -28,19 +59,10 @@ export const subscribe = (d: Deps) =>
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const { nwc_connection_string: _secret, ...rest } = body;
     const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
-    const nowMs = d.clock.nowMs();
-    const now = Math.floor(nowMs / 1000);
-    const row = {
-      id: newId(ID_PREFIXES.nwc, nowMs), wallet_id: sub.wallet_id, subscriber_id: sub.subscriber_id, subscription_id: sub.subscription_id,
-      plan_id: body.plan_id, plan_name: sub.plan_name, wallet_pubkey: conn.pubkey, relay_url: conn.relays[0]!, relays: conn.relays,
-      secret_sealed: d.secrets.seal(conn.secret), encryption, max_amount_sats: body.max_amount_sats ?? null, is_active: true,
-      last_used_at: null, last_error: null, last_error_code: null, consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
-      subscriber_email: body.email ?? null, subscriber_name: body.name ?? null,
-    };
-    await d.db.tx(async (tx) => {
-      await d.connections.retireForSubscription(tx, row.wallet_id, row.subscription_id, now);
-      await d.connections.insert(tx, row);
-    });
+    const row = await storeConnection(d, {
+      wallet_id: sub.wallet_id, subscriber_id: sub.subscriber_id, subscription_id: sub.subscription_id, plan_id: body.plan_id,
+      plan_name: sub.plan_name, max_amount_sats: body.max_amount_sats ?? null, subscriber_email: body.email ?? null, subscriber_name: body.name ?? null,
+    }, conn, encryption);
     d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
     const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
     if (!sub.payment) {
