@@ -83,15 +83,22 @@ export class BusClient {
 /** What a client sees while the database cannot be reached (a 503 with Retry-After). */
 export const DB_UNAVAILABLE_DETAIL = 'The database is not available right now, please retry';
 
-export interface Handler<S extends z.ZodType = z.ZodType> {
+/** A bus handler as the server runs it: `handle` is only ever given what `request` parsed. */
+export interface Handler {
   subject: string;
-  request: S;
+  request: z.ZodType;
   /** Validates what the handler answers before it leaves the service. */
   response?: z.ZodType;
-  handle(input: z.output<S>): Promise<unknown>;
+  handle(input: unknown): Promise<unknown>;
 }
 
-export function defineHandler<S extends z.ZodType>(h: Handler<S>): Handler<S> {
+/** A handler typed by its request schema; the server parses with that schema before calling it. */
+export function defineHandler<S extends z.ZodType>(h: {
+  subject: string;
+  request: S;
+  response?: z.ZodType;
+  handle(input: z.output<S>): Promise<unknown>;
+}): Handler {
   return h;
 }
 
@@ -122,7 +129,7 @@ export function createBusServer(conn: string | NatsSettings, queue: string): Ser
 }
 
 /** Each handler runs in a consumer span continuing the caller's trace, with its input and output validated. */
-export function registerHandlers(server: ServerNats, handlers: Handler<any>[], log: Logger): void {
+export function registerHandlers(server: ServerNats, handlers: Handler[], log: Logger): void {
   for (const h of handlers) {
     server.addHandler(h.subject, async (data: unknown, ctx: NatsContext) => {
       if (server instanceof DrainingServerNats) server.inFlight++;
@@ -136,7 +143,7 @@ export function registerHandlers(server: ServerNats, handlers: Handler<any>[], l
 }
 
 /** One request: a consumer span continuing the caller's trace, input and output validated, errors mapped to replies. */
-function answer(h: Handler<any>, data: unknown, ctx: NatsContext, log: Logger): Promise<BusReply> {
+function answer(h: Handler, data: unknown, ctx: NatsContext, log: Logger): Promise<BusReply> {
       const parent = extractTraceContext(ctx.getHeaders());
       return context.with(parent, () =>
         tracer().startActiveSpan(`${h.subject} process`, { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } }, async (span): Promise<BusReply> => {
@@ -193,6 +200,6 @@ export async function callMessage<Req extends z.ZodType, Rep extends z.ZodType>(
 export function messageHandler<Req extends z.ZodType, Rep extends z.ZodType>(
   msg: MessageDef<Req, Rep>,
   handle: (input: z.output<Req>) => Promise<z.input<Rep>>,
-): Handler<Req> {
-  return { subject: msg.subject, request: msg.request, response: msg.reply, handle };
+): Handler {
+  return defineHandler({ subject: msg.subject, request: msg.request, response: msg.reply, handle });
 }

@@ -1,17 +1,44 @@
-import { busRequestOf, type BusRequest, type RouteDef, routes } from '@sb/contracts';
+import { busRequestOf, type Caller, type CallbackRequest, type RouteDef, routes, type z } from '@sb/contracts';
 import { defineHandler, type Handler } from './bus.js';
 
-export type RouteId = (typeof routes)[number]['id'];
+type Route = (typeof routes)[number];
+export type RouteId = Route['id'];
+type RouteOf<I extends RouteId> = Extract<Route, { id: I }>;
 
-/** A handler for the subject of an HTTP route, its request and reply checked against that route's contract. */
-export function routeHandler(id: RouteId, handle: (req: BusRequest<any, any, any>) => Promise<unknown>): Handler {
+type SchemaOut<R, K extends string> = R extends { [P in K]: infer S extends z.ZodType } ? z.output<S> : Record<never, never>;
+type BodyOf<R> = R extends { rawBody: true }
+  ? CallbackRequest
+  : R extends { body: infer S extends z.ZodType }
+    ? R extends { bodyOptional: true }
+      ? z.output<S> | undefined
+      : z.output<S>
+    : undefined;
+
+/** What a route's handler receives: the caller and the path, query and body its contract validated. */
+export interface RouteRequest<I extends RouteId> {
+  caller: Caller;
+  params: SchemaOut<RouteOf<I>, 'params'>;
+  query: SchemaOut<RouteOf<I>, 'query'>;
+  body: BodyOf<RouteOf<I>>;
+}
+/** What a route's handler answers: anything its response schema accepts. */
+export type RouteReply<I extends RouteId> = z.input<RouteOf<I>['response']>;
+
+/** A handler for the subject of an HTTP route, its request and reply typed and checked by that route's contract. */
+export function routeHandler<I extends RouteId>(id: I, handle: (req: RouteRequest<I>) => Promise<RouteReply<I>>): Handler {
   const route = (routes as readonly RouteDef[]).find((r) => r.id === id);
   if (!route) throw new Error(`no route ${id}`);
-  return defineHandler({ subject: route.subject, request: busRequestOf(route), response: route.response, handle });
+  return defineHandler({
+    subject: route.subject,
+    request: busRequestOf(route),
+    response: route.response,
+    // The request schema is the route's own, so what it parsed is the RouteRequest the types describe.
+    handle: (req) => handle(req as RouteRequest<I>),
+  });
 }
 
 /** Owner routes always carry the wallet the gateway resolved from the API key. */
-export function walletOf(req: BusRequest): string {
+export function walletOf(req: { caller: Caller }): string {
   const w = req.caller.wallet_id;
   if (!w) throw new Error('owner route called without a wallet');
   return w;

@@ -35,14 +35,17 @@ export type LifecycleEvent =
 export const LIVE: readonly SubscriptionStatus[] = ['pending', 'active', 'paused', 'past_due', 'payment_failed'];
 export const TERMINAL: readonly SubscriptionStatus[] = ['cancelled', 'expired'];
 
-type Rule = {
+type EventType = LifecycleEvent['type'];
+type RuleOn<T extends EventType> = {
   from: readonly SubscriptionStatus[];
-  on: LifecycleEvent['type'];
+  on: T;
   /** Extra condition for this row; rows are tried in order. */
   when?: (s: SubState, now: number) => boolean;
   emit: EventName;
-  apply: (s: SubState, e: any, now: number) => Partial<SubState>;
+  apply: (s: SubState, e: Extract<LifecycleEvent, { type: T }>, now: number) => Partial<SubState>;
 };
+/** A row of the table: its `apply` sees the event it is for, typed by `on`. */
+type Rule = { [T in EventType]: RuleOn<T> }[EventType];
 
 /** A new period starting at `at`: the anchor moves there (first payment, or paid after payment_failed). */
 const freshPeriod = (s: SubState, at: number): Partial<SubState> => ({
@@ -111,7 +114,9 @@ export interface Transition {
 export function transition(s: SubState, e: LifecycleEvent, now: number): Transition {
   const rule = LIFECYCLE.find((r) => r.on === e.type && r.from.includes(s.status) && (!r.when || r.when(s, now)));
   if (!rule) throw conflict(`Cannot ${e.type.replace(/_/g, ' ')} a subscription that is ${s.status}`);
-  return { next: { ...s, ...rule.apply(s, e, now) }, event: rule.emit };
+  // The row was found by `on === e.type`, so `e` is the event its `apply` is typed for.
+  const apply = rule.apply as (s: SubState, e: LifecycleEvent, now: number) => Partial<SubState>;
+  return { next: { ...s, ...apply(s, e, now) }, event: rule.emit };
 }
 
 /** Access continues while active or past_due, and while paused or cancelled until the paid period ends. */

@@ -13,7 +13,7 @@ const retryPending = (d: Deps, input: Parameters<typeof pendingCheckout>[1]) => 
 /** Public checkout: an invoice, address or processor checkout for paid plans; an active trial otherwise. */
 export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe', async (req) => {
-    const body = req.body as SubscribeRequest;
+    const body = req.body;
     // An NWC subscription needs the wallet's connection string, which only the NWC service takes.
     if (body.payment_method === 'nwc') {
       throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: 'NWC subscriptions are made with POST /public/subscribe/nwc', type: 'value_error' }]);

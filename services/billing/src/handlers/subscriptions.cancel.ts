@@ -5,7 +5,7 @@ import { routeHandler } from '@sb/runtime';
 
 export const cancelSubscription = (d: Deps) =>
   routeHandler('subscriptions.cancel', async (req) => {
-    const body = (req.body ?? {}) as CancelRequest;
+    const body = req.body ?? {};
     const { saved } = await act(d, ownerSub(d, req), () => ({ type: 'cancel', immediate: body.immediate ?? false, reason: body.reason ?? null }));
     return {
       success: true,

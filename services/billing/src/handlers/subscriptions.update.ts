@@ -6,7 +6,7 @@ import { toSubscription } from '../store/subscriptions.repo.js';
 /** Owner settings only (metadata, notification opt-ins): no lifecycle move, no event. */
 export const updateSubscription = (d: Deps) =>
   routeHandler('subscriptions.update', async (req) => {
-    const body = req.body as SubscriptionUpdate;
+    const body = req.body;
     const sub = await d.subscriptions.get(d.db, walletOf(req), req.params.id);
     if (!sub) throw notFound('Subscription');
     const now = unixSeconds(d.clock);

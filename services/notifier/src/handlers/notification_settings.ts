@@ -75,7 +75,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     return viewSettings(s.settings, s.updatedAt);
   }),
 
-  routeHandler('notification_settings.put', async (req) => save(d, walletOf(req), WALLET_ROW, req.body as NotificationSettingsUpdate, {})),
+  routeHandler('notification_settings.put', async (req) => save(d, walletOf(req), WALLET_ROW, req.body, {})),
 
   routeHandler('plan_notification_settings.get', async (req) => {
     await requireOwnPlan(d, walletOf(req), req.params.id);
@@ -86,7 +86,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     const walletId = walletOf(req);
     const planId = req.params.id as string;
     await requireOwnPlan(d, walletId, planId);
-    const body = req.body as PlanNotificationSettingsUpdate;
+    const body = req.body;
     if (body.inherit) {
       // The override is kept aside (secrets included) but no longer applies.
       const own = await d.settings.get(d.db, walletId, planId);
@@ -100,7 +100,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
   }),
 
   routeHandler('notification_settings.test', async (req) => {
-    const body = req.body as NotificationTestRequest;
+    const body = req.body;
     const s = await loadEffective(d, d.db, walletOf(req), undefined);
     if (!s.settings.channels[body.channel]) throw unprocessable(['body', 'channel'], `the ${body.channel} channel is not configured`);
     const to = testRecipient(body.channel, body.to, ownerTargets(s.settings));
@@ -110,7 +110,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
   }),
 
   routeHandler('notifications.list', async (req) => {
-    const page = await d.notifications.list(d.db, walletOf(req), req.query as NotificationListQuery);
+    const page = await d.notifications.list(d.db, walletOf(req), req.query);
     const attempts = await d.notifications.attemptsOf(d.db, page.items.map((n) => n.id));
     return { ...page, items: page.items.map((n) => toNotification(n, attempts)) };
   }),

@@ -28,7 +28,7 @@ async function ownEndpoint(d: Deps, walletId: string, id: string): Promise<Endpo
 
 export const webhookEndpointHandlers = (d: Deps): Handler[] => [
   routeHandler('webhook_endpoints.create', async (req) => {
-    const body = req.body as WebhookEndpointCreate;
+    const body = req.body;
     try {
       await checkWebhookUrl(body.url, d.addresses);
     } catch (err) {
@@ -57,7 +57,7 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
   }),
 
   routeHandler('webhook_endpoints.list', async (req) => {
-    const { limit, offset } = req.query as PaginationQuery;
+    const { limit, offset } = req.query;
     const page = await d.endpoints.list(d.db, walletOf(req), limit, offset);
     return { ...page, items: page.items.map(toEndpoint) };
   }),
@@ -72,7 +72,7 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
 
   routeHandler('webhook_deliveries.list', async (req) => {
     const ep = await ownEndpoint(d, walletOf(req), req.params.id);
-    const { limit, offset } = req.query as PaginationQuery;
+    const { limit, offset } = req.query;
     const page = await d.deliveries.list(d.db, ep.id, limit, offset);
     const attempts = await d.deliveries.attemptsOf(d.db, page.items.map((r) => r.id));
     return { ...page, items: page.items.map((r) => toDelivery(r, attempts.get(r.id) ?? [])) };

@@ -43,7 +43,7 @@ export const disconnectWallet = (d: Deps) =>
 export const connectWallet = (d: Deps) =>
   routeHandler('portal.wallets.connect', async (req) => {
     const s = await subscriberOf(d, req);
-    const body = req.body as NWCPortalConnect;
+    const body = req.body;
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const sub = await callMessage(d.bus, messages.nwcReconnect, {
       wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats,

@@ -55,7 +55,7 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
  */
 export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe.nwc', async (req) => {
-    const body = req.body as NWCSubscriptionCreate;
+    const body = req.body;
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const { nwc_connection_string: _secret, ...rest } = body;
     const sub = await callMessage(d.bus, messages.subscribeNwc, rest);

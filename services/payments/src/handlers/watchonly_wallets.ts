@@ -18,7 +18,7 @@ function toWatchonlyWallet(r: WatchonlyWalletRecord): WatchonlyWallet {
 
 export const createWatchonlyWallet = (d: Deps) =>
   routeHandler('watchonly_wallets.create', async (req) => {
-    const body = req.body as WatchonlyWalletCreate;
+    const body = req.body;
     let key;
     try {
       key = parseExtendedKey(body.xpub);
@@ -45,7 +45,7 @@ export const createWatchonlyWallet = (d: Deps) =>
 
 export const listWatchonlyWallets = (d: Deps) =>
   routeHandler('watchonly_wallets.list', async (req) => {
-    const { limit, offset } = req.query as PaginationQuery;
+    const { limit, offset } = req.query;
     const page = await d.watchonly.list(d.db, walletOf(req), limit, offset);
     return { ...page, items: page.items.map(toWatchonlyWallet) };
   });

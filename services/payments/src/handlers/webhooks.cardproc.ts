@@ -34,7 +34,7 @@ async function confirm(d: Deps, tx: Queryable, p: PaymentRecord, s: CheckoutSess
  */
 export const cardprocWebhook = (d: Deps, rail: StripeCardRail) =>
   routeHandler('webhooks.cardproc', async (req) => {
-    const body = req.body as CallbackRequest;
+    const body = req.body;
     const event = rail.verifyEvent(Buffer.from(body.raw, 'base64'), body.headers['stripe-signature']);
     const effect = EFFECTS[event.type];
     if (!effect) return { received: true };

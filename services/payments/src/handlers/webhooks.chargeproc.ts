@@ -18,7 +18,7 @@ const invalid = () => new DomainError(400, 'Invalid callback');
  */
 export const chargeprocWebhook = (d: Deps) =>
   routeHandler('webhooks.chargeproc', async (req) => {
-    const body = req.body as CallbackRequest;
+    const body = req.body;
     const ref = callbackRef(Buffer.from(body.raw, 'base64'));
     if (!ref) throw invalid();
     const payment = await d.payments.byProviderRef(d.db, ref.provider, ref.ref);

@@ -73,7 +73,7 @@ const HANDLED = new Set(['CHECKOUT.ORDER.APPROVED', 'PAYMENT.CAPTURE.COMPLETED',
  */
 export const walletprocWebhook = (d: Deps) =>
   routeHandler('webhooks.walletproc', async (req) => {
-    const body = req.body as CallbackRequest;
+    const body = req.body;
     const paypal = paypalOf(d.rails);
     const transmission = transmissionOf(body.headers);
     const raw = Buffer.from(body.raw, 'base64').toString('utf8');
