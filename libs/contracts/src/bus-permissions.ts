@@ -1,5 +1,5 @@
 import { EVENTS_STREAM } from './bus.js';
-import { EventName, eventSubject } from './events.js';
+import { type EventName, eventSubject } from './events.js';
 import { messages as internalMessages } from './internal.js';
 import { notificationMessages } from './notifications.js';
 import { routes } from './routes.js';
@@ -21,7 +21,8 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   createPayment: ['billing'],
   expireOpenPayments: ['billing'],
   markUnapplied: ['billing'],
-  listSubscriptionPayments: ['billing', 'nwc'],
+  getPayment: ['billing', 'nwc'],
+  listSubscriptionPayments: ['billing'],
   listPortalPayments: ['billing'],
   fiatQuote: ['billing'],
   watchonlyWalletExists: ['billing'],
@@ -83,7 +84,9 @@ export function busPermissions(opts: { devMode?: boolean } = {}): Record<BusServ
   const perms = Object.fromEntries(
     BUS_SERVICES.map((s) => [s, { publish: new Set<string>(), subscribe: new Set<string>([`${inboxPrefix(s)}.>`]), allowResponses: s !== 'gateway' }]),
   ) as Record<BusService, { publish: Set<string>; subscribe: Set<string>; allowResponses: boolean }>;
-  const js = (s: BusService, ...subjects: string[]) => subjects.forEach((x) => perms[s].publish.add(x));
+  const js = (s: BusService, ...subjects: string[]) => {
+    for (const x of subjects) perms[s].publish.add(x);
+  };
 
   // Only the gateway turns HTTP into route messages (the caller it names is trusted by the owner).
   for (const r of routes) {

@@ -90,6 +90,12 @@ export const messages = {
     request: z.object({ wallet_id: Id, payment_id: Id, reason: z.string().min(1).max(500) }),
     reply: z.object({ marked: z.boolean() }),
   },
+  /** One payment of the wallet by id, as the payments service has it now (null: no such payment of this wallet). */
+  getPayment: {
+    subject: 'payments.internal.get',
+    request: z.object({ wallet_id: Id, id: Id }),
+    reply: z.object({ payment: Payment.nullable() }),
+  },
   listSubscriptionPayments: {
     subject: 'payments.internal.list_for_subscription',
     request: SubscriptionPaymentsQuery,

@@ -1,6 +1,7 @@
 import type { BusClient, Clock, Db, DevClock, Logger, SecretBox } from '@sb/runtime';
 import type { MethodAvailability } from './domain/plans.js';
 import type { SchedulePolicy } from './domain/schedule.js';
+import type { AppliedPaymentsRepo } from './store/applied-payments.repo.js';
 import type { PlansRepo } from './store/plans.repo.js';
 import type { SubscribersRepo } from './store/subscribers.repo.js';
 import type { SubscriptionsRepo } from './store/subscriptions.repo.js';
@@ -20,6 +21,7 @@ export interface Deps {
   plans: PlansRepo;
   subscriptions: SubscriptionsRepo;
   subscribers: SubscribersRepo;
+  appliedPayments: AppliedPaymentsRepo;
   /** The dunning window (DUNNING_DAYS): also bounds when a renewal paid late is still applied. */
   policy: SchedulePolicy;
   /** Requests to other services (payments). */

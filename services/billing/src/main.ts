@@ -9,6 +9,7 @@ import { Scheduler } from './scheduler.js';
 import { migrations } from './store/migrations.js';
 import { PlansRepo } from './store/plans.repo.js';
 import { SubscribersRepo } from './store/subscribers.repo.js';
+import { AppliedPaymentsRepo } from './store/applied-payments.repo.js';
 import { SubscriptionsRepo } from './store/subscriptions.repo.js';
 
 main('billing', () =>
@@ -27,6 +28,7 @@ main('billing', () =>
         plans: new PlansRepo(SCHEMA),
         subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
+        appliedPayments: new AppliedPaymentsRepo(SCHEMA),
         policy,
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client'),
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),

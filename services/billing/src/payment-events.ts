@@ -25,15 +25,8 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
   if (p.status !== 'paid') return 'ignored';
   const outcome = await d.db.tx(async (tx): Promise<Outcome> => {
     const now = unixSeconds(d.clock);
-    const fresh = await tx.query(`INSERT INTO ${SCHEMA}.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [
-      p.payment_id, p.subscription_id, now,
-    ]);
-    if (fresh.rowCount !== 1) {
-      const prior = await tx.query<{ withdraw_payment_id: string | null; subscription_id: string; unapplied_reason: string | null; withdraw_checkout: boolean }>(
-        `SELECT withdraw_payment_id, subscription_id, unapplied_reason, withdraw_checkout FROM ${SCHEMA}.applied_payments WHERE payment_id = $1`,
-        [p.payment_id],
-      );
-      const r = prior.rows[0];
+    if (!(await d.appliedPayments.claim(tx, p.payment_id, p.subscription_id, now))) {
+      const r = await d.appliedPayments.get(tx, p.payment_id);
       return { result: 'duplicate', withdraw: r?.withdraw_payment_id, withdrawCheckoutOf: r?.withdraw_checkout ? r.subscription_id : null, unapplied: r?.unapplied_reason };
     }
     const own = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
@@ -44,7 +37,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     const app = applicationOf({ purpose: p.purpose, amount_sats: p.amount_sats, paid_at: paidAt, for_current_period: forCurrent }, own, live, d.policy);
 
     if (app.to === 'none') {
-      await tx.query(`UPDATE ${SCHEMA}.applied_payments SET unapplied_reason = $2 WHERE payment_id = $1`, [p.payment_id, app.reason]);
+      await d.appliedPayments.setUnapplied(tx, p.payment_id, app.reason);
       const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats, payment_method: p.payment_method, reason: app.reason };
       if (own) await emit(d, tx, own, 'payment.unapplied', extra);
       else await enqueueEvent(tx, SCHEMA, d.clock, envelope.wallet_id, 'payment.unapplied', { subscription_id: p.subscription_id, status: 'unknown', plan_id: p.plan_id, plan_name: p.plan_name, ...extra });
@@ -59,12 +52,12 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     };
     await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null }, extra);
     if (app.to === 'contact_pending') {
-      await tx.query(`UPDATE ${SCHEMA}.applied_payments SET subscription_id = $2, withdraw_checkout = true WHERE payment_id = $1`, [p.payment_id, target.id]);
+      await d.appliedPayments.setActivatedCheckout(tx, p.payment_id, target.id);
       return { result: 'applied', withdrawCheckoutOf: target.id };
     }
     // The open replacement of a renewal paid late through an older invoice must not be paid a second time.
     const withdraw = app.event.type === 'renewal_payment' && target.renewal_payment_id !== null && target.renewal_payment_id !== p.payment_id ? target.renewal_payment_id : null;
-    if (withdraw) await tx.query(`UPDATE ${SCHEMA}.applied_payments SET withdraw_payment_id = $2 WHERE payment_id = $1`, [p.payment_id, withdraw]);
+    if (withdraw) await d.appliedPayments.setWithdraw(tx, p.payment_id, withdraw);
     return { result: 'applied', withdraw };
   });
   // Outside the transaction (it is another service); a failure throws, the event is redelivered, and the

@@ -214,9 +214,8 @@ export class Scheduler {
 
   /** A payment of the subscription, as the payments service has it now (its invoice included). */
   private async openPayment(s: SubRow, id: string) {
-    const page = await callMessage(this.d.bus, messages.listSubscriptionPayments, { wallet_id: s.wallet_id, subscription_id: s.id, limit: 20, offset: 0 });
-    const p = page.items.find((x) => x.id === id);
-    return p && (p.status === 'pending' || p.status === 'paid') && p.payment_request ? p : undefined;
+    const { payment: p } = await callMessage(this.d.bus, messages.getPayment, { wallet_id: s.wallet_id, id });
+    return p && p.subscription_id === s.id && (p.status === 'pending' || p.status === 'paid') && p.payment_request ? p : undefined;
   }
 
   /**

@@ -6,7 +6,7 @@ import { contactIssues, preferenceIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
 import { requestPayment } from './payments-client.js';
 import type { SubRow } from './store/subscriptions.repo.js';
-import { emit } from './transitions.js';
+import { applyTransition, emit } from './transitions.js';
 
 /** How long a first payment can be paid: Lightning and NWC invoices 1 h; on-chain, card and wallet processor 24 h. */
 const CHECKOUT_SECONDS: Partial<Record<PaymentMethod, number>> = { lightning: 3600, nwc: 3600 };
@@ -64,7 +64,7 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<O
   if (!plan || !input.email) return undefined;
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
   const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
-  if (!sub || sub.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
+  if (sub?.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
   const now = unixSeconds(d.clock);
   const o = { purpose: 'checkout' as const, description: `${plan.name} (${plan.interval})`, expires_at: now + (CHECKOUT_SECONDS[input.payment_method] ?? 86_400) };
   let created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
@@ -140,13 +140,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       reminder_notified_at: null, nwc_next_attempt_at: null, nwc_fallback: false, nwc_charging_since: null, checkout_key: input.checkout_key ?? null,
       created_at: now, updated_at: now,
     };
-    try {
-      await tx.query('SAVEPOINT sub');
-      await d.subscriptions.insert(tx, row);
-    } catch (err) {
-      if ((err as { code?: string }).code === '23505') throw new DuplicateCheckout();
-      throw err;
-    }
+    if (!(await d.subscriptions.insertIfNew(tx, row))) throw new DuplicateCheckout();
     const saved = { ...row, version: 1 };
     // A trial starts now: that is the subscriber's "subscription started" confirmation, if they want one.
     await emit(d, tx, saved, 'subscription.created', {
@@ -176,8 +170,8 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
     // with that payment; unpaid, the scheduler expires it after 24 h. Any other failure made no payment.
     if (err instanceof BusUnavailableError && !err.noResponders) throw err;
     await d.db.tx(async (tx) => {
-      await tx.query(`UPDATE billing.subscriptions SET status = 'expired', updated_at = $2, version = version + 1 WHERE id = $1 AND status = 'pending'`, [sub.id, unixSeconds(d.clock)]);
-      await emit(d, tx, { ...sub, status: 'expired' }, 'subscription.expired', { reason: 'checkout could not be created' });
+      const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
+      if (cur?.status === 'pending') await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason: 'checkout could not be created' });
     });
     throw err;
   }

@@ -5,12 +5,8 @@ import { transition, type LifecycleEvent } from './domain/lifecycle.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
 /** The WebhookEvent data of a subscription: what an owner's webhook needs without a second call. */
-export async function subscriptionEventData(q: Queryable, s: SubRow, extra: Record<string, unknown> = {}): Promise<EventEnvelope['data']> {
-  const { rows } = await q.query<{ plan_name: string; email: string | null; name: string | null }>(
-    `SELECT p.name AS plan_name, c.email, c.name FROM ${SCHEMA}.plans p, ${SCHEMA}.subscribers c WHERE p.id = $1 AND c.id = $2`,
-    [s.plan_id, s.subscriber_id],
-  );
-  const r = rows[0];
+async function subscriptionEventData(d: Deps, q: Queryable, s: SubRow, extra: Record<string, unknown>): Promise<EventEnvelope['data']> {
+  const r = await d.subscriptions.eventNames(q, s.plan_id, s.subscriber_id);
   return {
     subscription_id: s.id,
     plan_id: s.plan_id,
@@ -27,7 +23,7 @@ export async function subscriptionEventData(q: Queryable, s: SubRow, extra: Reco
 }
 
 export async function emit(d: Deps, q: Queryable, s: SubRow, event: EventEnvelope['event'], extra: Record<string, unknown> = {}): Promise<void> {
-  await enqueueEvent(q, SCHEMA, d.clock, s.wallet_id, event, await subscriptionEventData(q, s, extra));
+  await enqueueEvent(q, SCHEMA, d.clock, s.wallet_id, event, await subscriptionEventData(d, q, s, extra));
 }
 
 /**

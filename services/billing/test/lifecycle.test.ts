@@ -19,6 +19,7 @@ const EVENTS: Record<string, LifecycleEvent> = {
   first_payment: { type: 'first_payment', paid_at: T0 + 100 },
   renewal_payment: { type: 'renewal_payment', paid_at: T0 + 100 },
   pending_timeout: { type: 'pending_timeout' },
+  checkout_failed: { type: 'checkout_failed' },
   period_end_unpaid: { type: 'period_end_unpaid' },
   grace_end_unpaid: { type: 'grace_end_unpaid' },
   dunning_end_unpaid: { type: 'dunning_end_unpaid' },
@@ -31,13 +32,13 @@ const EVENTS: Record<string, LifecycleEvent> = {
 
 /** Written independently of the table: which status each event leads to from each status ('-' = 409). */
 const EXPECTED: Record<SubscriptionStatus, Record<keyof typeof EVENTS, SubscriptionStatus | '-'>> = {
-  pending: { first_payment: 'active', renewal_payment: 'active', pending_timeout: 'expired', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'pending' },
-  active: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: 'past_due', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'active' },
-  paused: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: 'active', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'paused' },
-  past_due: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: 'payment_failed', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'past_due' },
-  payment_failed: { first_payment: '-', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: 'expired', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'payment_failed' },
-  cancelled: { first_payment: '-', renewal_payment: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'cancelled' },
-  expired: { first_payment: 'active', renewal_payment: 'active', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
+  pending: { first_payment: 'active', renewal_payment: 'active', checkout_failed: 'expired', pending_timeout: 'expired', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'pending' },
+  active: { first_payment: '-', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: 'past_due', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'active' },
+  paused: { first_payment: '-', renewal_payment: '-', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: 'active', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'paused' },
+  past_due: { first_payment: '-', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: 'payment_failed', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'past_due' },
+  payment_failed: { first_payment: '-', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: 'expired', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'payment_failed' },
+  cancelled: { first_payment: '-', renewal_payment: '-', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'cancelled' },
+  expired: { first_payment: 'active', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
 };
 
 describe('lifecycle table', () => {

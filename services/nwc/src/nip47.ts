@@ -163,6 +163,7 @@ export class Nip47Client {
 
 /** The wallet's answer as a result: a preimage, or its NIP-47 error (unknown codes become OTHER). */
 function readAnswer(e: Event, decrypt: (s: string) => string): PayResult {
+  // biome-ignore lint/suspicious/noExplicitAny: the wallet's JSON, checked field by field below.
   let body: any;
   try {
     body = JSON.parse(decrypt(e.content));

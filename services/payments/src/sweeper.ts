@@ -1,7 +1,7 @@
 import { Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import type { Rail } from './providers/rail.js';
-import { settleFromProvider } from './domain/confirm.js';
+import { settleFromProvider } from './confirm.js';
 import { statesAllowing } from './domain/payments.js';
 
 export interface SweeperOptions {

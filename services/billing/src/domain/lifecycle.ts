@@ -23,6 +23,8 @@ export type LifecycleEvent =
   | { type: 'first_payment'; paid_at: number }
   | { type: 'renewal_payment'; paid_at: number }
   | { type: 'pending_timeout' }
+  /** The payment for a checkout could not be created: the checkout ends at once. */
+  | { type: 'checkout_failed' }
   | { type: 'period_end_unpaid' }
   | { type: 'grace_end_unpaid' }
   | { type: 'dunning_end_unpaid' }
@@ -34,6 +36,8 @@ export type LifecycleEvent =
 
 export const LIVE: readonly SubscriptionStatus[] = ['pending', 'active', 'paused', 'past_due', 'payment_failed'];
 export const TERMINAL: readonly SubscriptionStatus[] = ['cancelled', 'expired'];
+/** Live and not paused: a renewal invoice of these can be paid. */
+export const RENEWABLE: readonly SubscriptionStatus[] = LIVE.filter((s) => s !== 'paused');
 
 type EventType = LifecycleEvent['type'];
 type RuleOn<T extends EventType> = {
@@ -72,6 +76,7 @@ export const LIFECYCLE: readonly Rule[] = [
   // A late payment for a checkout that already expired is still applied (on-chain can be late).
   { from: ['expired'], on: 'first_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
   { from: ['pending'], on: 'pending_timeout', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
+  { from: ['pending'], on: 'checkout_failed', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   { from: ['active', 'past_due'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s) => nextPeriod(s) },
   { from: ['payment_failed', 'pending'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
   // A renewal paid inside the dunning window but handled after the sweep expired the subscription

@@ -1,6 +1,7 @@
 import { callMessage, conflict, DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, unprocessable } from '@sb/runtime';
 import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
+import { RENEWABLE } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act } from './subscription-action.js';
 
@@ -13,9 +14,9 @@ async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
 
 /** The renewal payment a live subscription's subscriber can pay now, as the payments service has it. */
 async function openRenewal(d: Deps, s: SubRow) {
-  if (!s.renewal_payment_id || !['pending', 'active', 'past_due', 'payment_failed'].includes(s.status)) return null;
-  const page = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: s.wallet_id, subscription_id: s.id, limit: 20, offset: 0 });
-  return page.items.find((p) => p.id === s.renewal_payment_id && p.status === 'pending') ?? null;
+  if (!s.renewal_payment_id || !RENEWABLE.includes(s.status)) return null;
+  const { payment } = await callMessage(d.bus, messages.getPayment, { wallet_id: s.wallet_id, id: s.renewal_payment_id });
+  return payment && payment.subscription_id === s.id && payment.status === 'pending' ? payment : null;
 }
 
 export const portalListSubscriptions = (d: Deps) =>

@@ -1,4 +1,4 @@
-import { messages, type SubscribeRequest } from '@sb/contracts';
+import { messages, } from '@sb/contracts';
 import { DomainError, messageHandler, routeHandler, unprocessable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { openSubscription, pendingCheckout, type Opened } from '../subscribe.js';

@@ -1,4 +1,4 @@
-import type { CancelRequest } from '@sb/contracts';
+
 import type { Deps } from '../deps.js';
 import { act, ownerSub } from './subscription-action.js';
 import { routeHandler } from '@sb/runtime';

@@ -20,7 +20,7 @@ export const resumeSubscription = (d: Deps, scheduler: Scheduler) =>
         purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`, expires_at: now + 86_400,
         idempotency_key: `resume:${saved.id}:${saved.version}`,
       });
-      await d.db.query('UPDATE billing.subscriptions SET renewal_payment_id = $2 WHERE id = $1', [saved.id, payment.id]);
+      await d.subscriptions.setRenewalPayment(d.db, saved.id, payment.id);
       if (saved.payment_method === 'nwc' && !saved.nwc_fallback && checkout.payment_request) {
         const charged = await chargeWithWallet(d, saved, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
         if (!charged.paid) d.log.info({ subscription_id: saved.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');

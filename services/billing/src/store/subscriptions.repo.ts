@@ -1,6 +1,6 @@
 import type { Paginated, PaymentMethod, Subscription, SubscriptionStatus } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
-import { hasAccess, type SubState } from '../domain/lifecycle.js';
+import { hasAccess, LIVE, type SubState } from '../domain/lifecycle.js';
 import { nextDueAt, type SchedulePolicy } from '../domain/schedule.js';
 
 export interface SubRow extends SubState {
@@ -57,6 +57,9 @@ export function toSubscription(r: SubRow, now: number): Subscription {
 
 export type SubFilter = { wallet_id: string; status?: SubscriptionStatus; statuses?: readonly SubscriptionStatus[]; plan_id?: string; subscriber_id?: string };
 
+/** The live statuses as an SQL list, from the one definition in the domain (a literal list keeps the partial indexes usable). */
+const LIVE_IN = LIVE.map((s) => `'${s}'`).join(', ');
+
 export class SubscriptionsRepo {
   constructor(
     private readonly schema = 'billing',
@@ -68,12 +71,29 @@ export class SubscriptionsRepo {
     return nextDueAt(r, r.updated_at, this.policy);
   }
 
+  /**
+   * Inserts inside a savepoint: false when the contact already has a live subscription to the plan (or the
+   * id is taken), and the caller's transaction goes on.
+   */
+  async insertIfNew(q: Queryable, r: Omit<SubRow, 'version'>): Promise<boolean> {
+    await q.query('SAVEPOINT sub_insert');
+    try {
+      await this.insert(q, r);
+      await q.query('RELEASE SAVEPOINT sub_insert');
+      return true;
+    } catch (err) {
+      if ((err as { code?: string }).code !== '23505') throw err;
+      await q.query('ROLLBACK TO SAVEPOINT sub_insert');
+      return false;
+    }
+  }
+
   async insert(q: Queryable, r: Omit<SubRow, 'version'>): Promise<void> {
     const cols = [...COLS.split(',').map((c) => c.trim()).filter((c) => c !== 'version'), 'next_due_at'];
     const row = { ...r, next_due_at: this.nextDue(r) };
     await q.query(
       `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
-      cols.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : (row as any)[c])),
+      cols.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : (row as Record<string, unknown>)[c])),
     );
   }
 
@@ -136,7 +156,7 @@ export class SubscriptionsRepo {
   /** The live subscription of a subscriber to a plan (there is at most one). */
   async liveOf(q: Queryable, subscriberId: string, planId: string): Promise<SubRow | undefined> {
     const { rows } = await q.query<SubRow>(
-      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE subscriber_id = $1 AND plan_id = $2 AND status IN ('pending','active','paused','past_due','payment_failed')`,
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE subscriber_id = $1 AND plan_id = $2 AND status IN (${LIVE_IN})`,
       [subscriberId, planId],
     );
     return rows[0];
@@ -144,7 +164,7 @@ export class SubscriptionsRepo {
 
   async liveOfPlan(q: Queryable, planId: string): Promise<SubRow[]> {
     const { rows } = await q.query<SubRow>(
-      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN ('pending','active','paused','past_due','payment_failed') FOR UPDATE`,
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN (${LIVE_IN}) FOR UPDATE`,
       [planId],
     );
     return rows;
@@ -167,6 +187,20 @@ export class SubscriptionsRepo {
       [id, walletId, now],
     );
     return rowCount === 1;
+  }
+
+  /** The renewal payment a resume created (no version change: the resume itself already moved the row). */
+  async setRenewalPayment(q: Queryable, id: string, paymentId: string): Promise<void> {
+    await q.query(`UPDATE ${this.schema}.subscriptions SET renewal_payment_id = $2 WHERE id = $1`, [id, paymentId]);
+  }
+
+  /** What an event about a subscription names besides the row: its plan's name and the subscriber's contact. */
+  async eventNames(q: Queryable, planId: string, subscriberId: string): Promise<{ plan_name: string; email: string | null; name: string | null } | undefined> {
+    const { rows } = await q.query<{ plan_name: string; email: string | null; name: string | null }>(
+      `SELECT p.name AS plan_name, c.email, c.name FROM ${this.schema}.plans p, ${this.schema}.subscribers c WHERE p.id = $1 AND c.id = $2`,
+      [planId, subscriberId],
+    );
+    return rows[0];
   }
 
   /** Records a renewal payment and the period it pays for. */

@@ -1,7 +1,7 @@
 import { messages } from '@sb/contracts';
 import { messageHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { chargeConnection } from '../domain/charge.js';
+import { chargeConnection } from '../charge.js';
 
 /** Billing's scheduler: pay a renewal with the subscription's active wallet, if it still has one. */
 export const charge = (d: Deps) =>

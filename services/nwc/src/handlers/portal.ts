@@ -1,7 +1,7 @@
-import { messages, toPortalWallet, type BusRequest, type NWCPortalConnect } from '@sb/contracts';
+import { messages, toPortalWallet, type BusRequest, } from '@sb/contracts';
 import { callMessage, DomainError, notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { tellBilling } from '../domain/charge.js';
+import { tellBilling } from '../charge.js';
 import { toConnection } from '../store/connections.repo.js';
 import { checked, storeConnection } from './public.subscribe.js';
 

@@ -1,8 +1,8 @@
-import { ID_PREFIXES, messages, type NWCSubscriptionCreate } from '@sb/contracts';
+import { ID_PREFIXES, messages, } from '@sb/contracts';
 import { callMessage, newId, routeHandler, unprocessable } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
-import { chargeConnection } from '../domain/charge.js';
+import { chargeConnection } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 

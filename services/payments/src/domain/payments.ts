@@ -1,5 +1,7 @@
 import type { Payment, PaymentEventData, PaymentMethod, PaymentPurpose, PaymentStatus } from '@sb/contracts';
-import type { ProviderName } from '../providers/rail.js';
+
+/** Who made a payment (and is asked about it): the rail's provider. */
+export type ProviderName = 'dev' | 'lnbits' | 'chargeproc' | 'esplora' | 'stripe' | 'paypal';
 
 /** A payment as stored: the contract's Payment plus what this service needs to confirm and announce it. */
 export interface PaymentRecord {

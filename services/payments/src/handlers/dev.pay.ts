@@ -1,6 +1,6 @@
 import { conflict, notFound, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { confirmPayment } from '../domain/confirm.js';
+import { confirmPayment } from '../confirm.js';
 import { toPayment } from '../domain/payments.js';
 
 /**

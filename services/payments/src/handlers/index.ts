@@ -7,7 +7,7 @@ import { createPaymentHandler } from './internal.create_payment.js';
 import { fiatQuoteHandler } from './internal.fiat_quote.js';
 import { expireOpenPaymentsHandler, markUnappliedHandler } from './internal.expire_open.js';
 import { listPortalPaymentsHandler, listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
-import { getPayment } from './payments.get.js';
+import { getPayment, getPaymentInternal } from './payments.get.js';
 import { listPayments } from './payments.list.js';
 import { getPaymentStatus } from './public.payment_status.js';
 import { createWatchonlyWallet, getWatchonlyWallet, listWatchonlyWallets, watchonlyWalletExists } from './watchonly_wallets.js';
@@ -37,6 +37,7 @@ export const allHandlers = (d: Deps): Handler[] => [
   fiatQuoteHandler(d),
   listPayments(d),
   getPayment(d),
+  getPaymentInternal(d),
   getPaymentStatus(d),
   createWatchonlyWallet(d),
   listWatchonlyWallets(d),

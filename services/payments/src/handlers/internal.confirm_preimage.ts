@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { messages } from '@sb/contracts';
 import { messageHandler, notFound, unprocessable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { confirmPayment } from '../domain/confirm.js';
+import { confirmPayment } from '../confirm.js';
 
 /**
  * A preimage is the proof that a Lightning invoice was paid: whoever learnt it (an NWC wallet's answer)

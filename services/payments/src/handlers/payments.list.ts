@@ -1,4 +1,4 @@
-import type { PaymentListQuery } from '@sb/contracts';
+
 import type { Deps } from '../deps.js';
 import { toPayment } from '../domain/payments.js';
 import { routeHandler, walletOf } from '@sb/runtime';

@@ -1,7 +1,7 @@
 import type { PaymentStatusResponse } from '@sb/contracts';
 import { notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { settleFromProvider } from '../domain/confirm.js';
+import { settleFromProvider } from '../confirm.js';
 import { railOf } from '../providers/rail.js';
 import type { PaymentRecord } from '../domain/payments.js';
 

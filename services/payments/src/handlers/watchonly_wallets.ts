@@ -1,4 +1,4 @@
-import { ID_PREFIXES, messages, type PaginationQuery, type WatchonlyWallet, type WatchonlyWalletCreate } from '@sb/contracts';
+import { ID_PREFIXES, messages, type WatchonlyWallet } from '@sb/contracts';
 import { conflict, messageHandler, newId, notFound, routeHandler, unprocessable, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { InvalidExtendedKey, parseExtendedKey, receiveAddress } from '../domain/derivation.js';
@@ -19,7 +19,7 @@ function toWatchonlyWallet(r: WatchonlyWalletRecord): WatchonlyWallet {
 export const createWatchonlyWallet = (d: Deps) =>
   routeHandler('watchonly_wallets.create', async (req) => {
     const body = req.body;
-    let key;
+    let key: ReturnType<typeof parseExtendedKey>;
     try {
       key = parseExtendedKey(body.xpub);
     } catch (err) {

@@ -1,7 +1,7 @@
-import type { CallbackRequest } from '@sb/contracts';
+
 import { routeHandler, unixSeconds, type Queryable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { confirmPaymentIn, failPaymentIn } from '../domain/confirm.js';
+import { confirmPaymentIn, failPaymentIn } from '../confirm.js';
 import { statesAllowing, type PaymentRecord } from '../domain/payments.js';
 import { paymentIntentOf, sessionRef, type CheckoutSession, type StripeCardRail } from '../providers/cardproc.js';
 
@@ -42,7 +42,7 @@ export const cardprocWebhook = (d: Deps, rail: StripeCardRail) =>
     const paymentId = session.metadata?.payment_id;
     const payment = paymentId ? await d.payments.getById(d.db, paymentId) : undefined;
     // A connected account's events carry `account`, which is part of the reference we stored.
-    if (!payment || payment.provider !== 'stripe' || payment.provider_ref !== sessionRef(session.id, event.account)) {
+    if (payment?.provider !== 'stripe' || payment.provider_ref !== sessionRef(session.id, event.account)) {
       d.log.info({ provider: 'stripe', event_id: event.id, event: event.type }, 'callback names no payment of ours; ignored');
       return { received: true };
     }

@@ -1,7 +1,7 @@
-import type { CallbackRequest } from '@sb/contracts';
+
 import { DomainError, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { settleFromProvider } from '../domain/confirm.js';
+import { settleFromProvider } from '../confirm.js';
 import { callbackRef } from '../domain/payments.js';
 import { logProviderFailure } from '../providers/lightning.js';
 import { railOf } from '../providers/rail.js';

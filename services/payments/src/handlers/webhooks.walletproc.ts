@@ -1,7 +1,7 @@
-import type { CallbackRequest } from '@sb/contracts';
+
 import { DomainError, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { confirmPaymentIn, failPaymentIn } from '../domain/confirm.js';
+import { confirmPaymentIn, failPaymentIn } from '../confirm.js';
 import type { PaymentRecord } from '../domain/payments.js';
 import { logProviderFailure } from '../providers/lightning.js';
 import type { ProviderStatus } from '../providers/rail.js';
@@ -13,10 +13,12 @@ const PROVIDER = 'paypal';
 interface WebhookEvent {
   id: string;
   event_type: string;
+  // biome-ignore lint/suspicious/noExplicitAny: PayPal's resource, read field by field by the rail.
   resource: Record<string, any>;
 }
 
 function eventOf(raw: string): WebhookEvent | undefined {
+  // biome-ignore lint/suspicious/noExplicitAny: the sender's JSON, checked field by field below.
   let e: any;
   try {
     e = JSON.parse(raw);

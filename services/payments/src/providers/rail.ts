@@ -1,10 +1,9 @@
 import type { PaymentMethod, PaymentPurpose } from '@sb/contracts';
-import type { PaymentRecord } from '../domain/payments.js';
+import type { PaymentRecord, ProviderName } from '../domain/payments.js';
 import type { FiatQuote } from '../rates.js';
 import type { LightningProvider } from './lightning.js';
 
 /** What `payments.provider` records: the adapter that opened the payment and can be asked about it. */
-export type ProviderName = 'dev' | 'lnbits' | 'chargeproc' | 'esplora' | 'stripe' | 'paypal';
 
 /** A plan's per-rail settings (the owner's watch-only wallet, connected card account, payee merchant). */
 export interface PlanRailSettings {

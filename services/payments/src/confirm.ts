@@ -1,8 +1,8 @@
 import { enqueueEvent, type Queryable } from '@sb/runtime';
 import { PaymentEventData } from '@sb/contracts';
-import { SCHEMA, type Deps } from '../deps.js';
-import type { PaymentDetails } from '../store/payments.repo.js';
-import { paymentReceivedData, statesAllowing, type PaymentRecord } from './payments.js';
+import { SCHEMA, type Deps } from './deps.js';
+import type { PaymentDetails } from './store/payments.repo.js';
+import { paymentReceivedData, statesAllowing, type PaymentRecord } from './domain/payments.js';
 
 export interface Confirmation {
   /** The payment after the call; undefined only for an unknown id. */
