@@ -12,7 +12,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { API_PREFIX, ROOT, createWallet, freePort, startNats, startService, stopChild, waitReady } from '../scripts/stack.mjs';
+import { API_PREFIX, ROOT, createWallet, startNats, startService, stopChild, waitReady } from '../scripts/stack.mjs';
 
 const DURATION = positiveInt('BENCH_DURATION', 10);
 const CONNECTIONS = positiveInt('BENCH_CONNECTIONS', 32);

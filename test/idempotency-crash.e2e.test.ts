@@ -105,7 +105,7 @@ describe('a subscribe that answered 503', () => {
     const body = { plan_id: p.id, payment_method: 'lightning', email: 'outage@example.com' };
     const billing = stack.services.billing.child;
     billing.kill('SIGSTOP');
-    let first;
+    let first: Awaited<ReturnType<typeof subscribeWith>>;
     try {
       first = await subscribeWith('outage-1', body);
     } finally {
@@ -138,7 +138,7 @@ describe('a subscribe whose payment request got no answer in time', () => {
     const body = { plan_id: p.id, payment_method: 'lightning', email: 'slow-payments@example.com' };
     const payments = stack.services.payments.child;
     payments.kill('SIGSTOP');
-    let first;
+    let first: Awaited<ReturnType<typeof subscribeWith>>;
     try {
       first = await subscribeWith('slow-1', body);
     } finally {

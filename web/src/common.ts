@@ -107,7 +107,7 @@ const SVG = 'http://www.w3.org/2000/svg';
 export function qrCode(text: string, label: string): SVGSVGElement {
   const { data, size } = encode(text, { ecc: 'M', border: 2 });
   let d = '';
-  data.forEach((row, y) => row.forEach((dark, x) => (dark ? (d += `M${x} ${y}h1v1h-1z`) : undefined)));
+  for (const [y, row] of data.entries()) for (const [x, dark] of row.entries()) if (dark) d += `M${x} ${y}h1v1h-1z`;
   const svg = document.createElementNS(SVG, 'svg');
   svg.setAttribute('viewBox', `0 0 ${size} ${size}`);
   svg.setAttribute('role', 'img');

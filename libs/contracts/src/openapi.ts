@@ -182,6 +182,7 @@ export function buildOpenApiDocument(serverUrl = API_PREFIX) {
 }
 
 /** Every parameter says what it is: its schema's description, or a sentence from its name. */
+// biome-ignore lint/suspicious/noExplicitAny: the generated OpenAPI document is plain JSON walked field by field.
 function describeParameters(doc: { paths?: Record<string, Record<string, any>> }): void {
   for (const item of Object.values(doc.paths ?? {})) {
     for (const op of Object.values(item)) {

@@ -7,6 +7,7 @@ import { tracer } from './telemetry.js';
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
 export interface Queryable {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's own default; every store call names its row type.
   query<R extends pg.QueryResultRow = any>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 

@@ -53,7 +53,7 @@ interface HeaderLike {
 }
 const natsSetter: TextMapSetter<HeaderLike> = { set: (h, k, v) => h.set(k, v) };
 const natsGetter: TextMapGetter<HeaderLike | undefined> = {
-  get: (h, k) => (h && h.has(k) ? h.get(k) : undefined),
+  get: (h, k) => (h?.has(k) ? h.get(k) : undefined),
   keys: (h) => (h ? h.keys() : []),
 };
 

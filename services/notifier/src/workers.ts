@@ -60,7 +60,7 @@ export async function notifyDue(d: Deps): Promise<boolean> {
   await Promise.all(
     due.map(async (n) => {
       const started = Date.now();
-      let outcome;
+      let outcome: Awaited<ReturnType<typeof sendVia>>;
       try {
         const message = JSON.parse(d.secrets.open(n.body_sealed)) as Message;
         outcome = await sendVia(d, n.channel, await loadRow(d, d.db, n.wallet_id, n.settings_plan_id), n.recipient, message);

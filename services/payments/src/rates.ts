@@ -75,6 +75,7 @@ export class RateSource {
   }
 
   private async fetchRate(): Promise<number> {
+    // biome-ignore lint/suspicious/noExplicitAny: the rate source's JSON, checked below.
     let body: any;
     try {
       const res = await fetch(this.s.url!, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(this.s.timeoutMs) });

@@ -4,7 +4,7 @@ import { startFakeServer, type FakeServer } from './support/http-fake.js';
 
 /** A CoinGecko-style simple-price source: `{"bitcoin": {"<currency>": <price>}}`. */
 let price = 60_000;
-let body: unknown = undefined;
+let body: unknown ;
 let source: FakeServer;
 
 beforeAll(async () => {

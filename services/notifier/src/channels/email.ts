@@ -65,7 +65,7 @@ export async function sendEmail(smtpUrl: string, from: Sender, to: string, m: Me
       throw err;
     }
   }
-  let options;
+  let options: SMTPTransport.Options;
   try {
     options = smtpOptions(smtpUrl);
   } catch {

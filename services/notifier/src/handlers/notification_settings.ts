@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
-  messages, notificationMessages, type NotificationListQuery, type NotificationSettingsUpdate, type NotificationTestRequest, type PlanNotificationSettingsUpdate,
+  messages, notificationMessages, type NotificationSettingsUpdate, type NotificationTestRequest, 
 } from '@sb/contracts';
 import { callMessage, DomainError, messageHandler, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
@@ -17,7 +17,7 @@ async function save(d: Deps, walletId: string, row: string, body: NotificationSe
   const refused = await refusedAddresses(body, d.addresses);
   if (refused.length) throw new DomainError(422, refused.map(([loc, msg]) => ({ loc, msg, type: 'value_error' })));
   const prior = await d.settings.get(d.db, walletId, row);
-  let merged;
+  let merged: ReturnType<typeof mergeSettings>;
   try {
     merged = mergeSettings(body, openSecrets(d, prior?.secrets_sealed ?? null), fallback, {
       serverMail: !!d.channels.smtpUrl,

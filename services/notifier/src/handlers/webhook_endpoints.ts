@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { messages, type PaginationQuery, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate } from '@sb/contracts';
+import { messages, type WebhookDelivery, type WebhookEndpoint, } from '@sb/contracts';
 import { callMessage, newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';

@@ -50,6 +50,7 @@ export async function fetchJson(
   provider: string,
   url: string,
   init: { method: 'GET' | 'POST'; apiKey?: string; body?: unknown; timeoutMs: number },
+  // biome-ignore lint/suspicious/noExplicitAny: a provider's JSON; each caller checks the fields it reads.
 ): Promise<any> {
   let res: Response;
   try {

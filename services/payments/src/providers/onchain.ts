@@ -32,11 +32,12 @@ const MAX_PAGES = 20;
 
 const unprocessablePlan = (msg: string) => new DomainError(422, [{ loc: ['body', 'watchonly_wallet_id'], msg, type: 'value_error' }]);
 
+// biome-ignore lint/suspicious/noExplicitAny: this guard is what turns Esplora's JSON into a typed value.
 function isTx(t: any): t is EsploraTx {
   return (
     typeof t?.txid === 'string' &&
     Array.isArray(t.vout) &&
-    t.vout.every((o: any) => Number.isSafeInteger(o?.value)) &&
+    t.vout.every((o: { value?: unknown } | null) => Number.isSafeInteger(o?.value)) &&
     typeof t.status?.confirmed === 'boolean' &&
     (!t.status.confirmed || Number.isSafeInteger(t.status.block_height))
   );

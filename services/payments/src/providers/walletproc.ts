@@ -78,6 +78,7 @@ export function orderStatus(order: PaypalOrder): ProviderStatus {
 
 interface ApiAnswer {
   status: number;
+  // biome-ignore lint/suspicious/noExplicitAny: PayPal's JSON, read field by field.
   body: any;
 }
 
