@@ -27,7 +27,7 @@ const arg = (name, def) => {
 };
 const N = arg('subscriptions', 30);
 let seed = arg('seed', Date.now() % 100000);
-const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
 const ADMIN_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 23)}]`, ...a);
@@ -56,18 +56,22 @@ async function natsCluster(dir, passwords) {
   nodes.forEach(start);
   const url = nodes.map((n) => `nats://127.0.0.1:${n.port}`).join(',');
   // JetStream answers once the cluster has a meta leader.
-  await waitFor(async () => {
-    const nc = await connect({ servers: url.split(','), user: 'operator', pass: passwords[passwordVar('operator')], timeout: 1000 }).catch(() => undefined);
-    if (!nc) return false;
-    try {
-      await (await jetstreamManager(nc)).getAccountInfo();
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await nc.close();
-    }
-  }, 60_000, 'NATS cluster');
+  await waitFor(
+    async () => {
+      const nc = await connect({ servers: url.split(','), user: 'operator', pass: passwords[passwordVar('operator')], timeout: 1000 }).catch(() => undefined);
+      if (!nc) return false;
+      try {
+        await (await jetstreamManager(nc)).getAccountInfo();
+        return true;
+      } catch {
+        return false;
+      } finally {
+        await nc.close();
+      }
+    },
+    60_000,
+    'NATS cluster',
+  );
   cleanups.push(() => Promise.all(nodes.map((n) => stopChild(n.child))));
   return { nodes, url, start };
 }
@@ -142,7 +146,13 @@ async function main() {
     replicas[name] = [await start(name), await start(name)];
     log(`${name}: 2 replicas`);
   }
-  cleanups.push(() => Promise.all(Object.values(replicas).flat().map((s) => s.stop())));
+  cleanups.push(() =>
+    Promise.all(
+      Object.values(replicas)
+        .flat()
+        .map((s) => s.stop()),
+    ),
+  );
   const wallet = await createWallet(dbUrl, 'cluster');
   const gateways = replicas.gateway.map((g) => `${g.url}${API_PREFIX}`);
 
@@ -180,7 +190,10 @@ async function main() {
   // Faults at random moments while the checkouts run: one NATS server and one replica of each service.
   const faults = [];
   const faultRun = (async () => {
-    const victims = [['nats', () => stopChild(nats.nodes[Math.floor(random() * 3)].child, 'SIGKILL')], ...Object.keys(replicas).map((name) => [name, () => replicas[name][Math.floor(random() * 2)].stop()])];
+    const victims = [
+      ['nats', () => stopChild(nats.nodes[Math.floor(random() * 3)].child, 'SIGKILL')],
+      ...Object.keys(replicas).map((name) => [name, () => replicas[name][Math.floor(random() * 2)].stop()]),
+    ];
     for (const [name, kill] of victims.sort(() => random() - 0.5)) {
       await sleep(500 + random() * 3000);
       faults.push({ name, at: Date.now() });
@@ -214,24 +227,44 @@ async function main() {
       await sleep(500);
     }
     // What the survivors said meanwhile, to see why.
-    for (const svc of Object.values(replicas).flat().filter((x) => x.child.exitCode === null && x.child.signalCode === null)) {
+    for (const svc of Object.values(replicas)
+      .flat()
+      .filter((x) => x.child.exitCode === null && x.child.signalCode === null)) {
       for (const line of svc.lines.slice(-5)) log(`  ${svc.name}: ${line.slice(0, 300)}`);
     }
     throw new Error(`not settled: ${what}`);
   };
   const ids = subs.map((s) => s.subscription_id);
-  await settle('all active', async () => (await count(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND status = 'active'`, [ids])) === N);
+  await settle(
+    'all active',
+    async () => (await count(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND status = 'active'`, [ids])) === N,
+  );
 
   // A month later: each subscription renews once (the renewal payment is paid as it appears).
-  const periodEnd = Object.fromEntries((await db.query(`SELECT id, current_period_end FROM billing.subscriptions WHERE id = ANY($1)`, [ids])).rows.map((r) => [r.id, r.current_period_end]));
+  const periodEnd = Object.fromEntries(
+    (await db.query(`SELECT id, current_period_end FROM billing.subscriptions WHERE id = ANY($1)`, [ids])).rows.map((r) => [r.id, r.current_period_end]),
+  );
   const moved = await call('POST', '/dev/clock', { advance_seconds: 29 * 86_400 }, wallet.admin_key);
   if (moved.status !== 200) throw new Error(`dev clock: ${moved.status}`);
-  await settle('renewal payments', async () => (await count(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids])) >= N, 120_000);
-  for (const r of (await db.query(`SELECT id FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal' AND status = 'pending'`, [ids])).rows) {
+  await settle(
+    'renewal payments',
+    async () => (await count(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids])) >= N,
+    120_000,
+  );
+  for (const r of (await db.query(`SELECT id FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal' AND status = 'pending'`, [ids]))
+    .rows) {
     const paid = await call('POST', `/dev/payments/${r.id}/pay`);
     if (paid.status !== 200) throw new Error(`renewal pay: ${paid.status}`);
   }
-  await settle('renewed', async () => (await count(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND current_period_start >= $2`, [ids, Math.min(...Object.values(periodEnd))])) === N, 120_000);
+  await settle(
+    'renewed',
+    async () =>
+      (await count(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND current_period_start >= $2`, [
+        ids,
+        Math.min(...Object.values(periodEnd)),
+      ])) === N,
+    120_000,
+  );
 
   // The proof.
   const results = {};
@@ -240,8 +273,13 @@ async function main() {
     log(`${ok ? 'ok  ' : 'FAIL'} ${name} ${JSON.stringify(detail)}`);
   };
   const paidPayments = (await db.query(`SELECT id FROM payments.payments WHERE subscription_id = ANY($1) AND status = 'paid'`, [ids])).rows.map((r) => r.id);
-  const applied = (await db.query(`SELECT payment_id, count(*)::int AS n FROM billing.applied_payments WHERE payment_id = ANY($1) GROUP BY payment_id`, [paidPayments])).rows;
-  check('payments applied once', paidPayments.length === 2 * N && applied.length === paidPayments.length && applied.every((r) => r.n === 1), { paid: paidPayments.length, applied: applied.length });
+  const applied = (
+    await db.query(`SELECT payment_id, count(*)::int AS n FROM billing.applied_payments WHERE payment_id = ANY($1) GROUP BY payment_id`, [paidPayments])
+  ).rows;
+  check('payments applied once', paidPayments.length === 2 * N && applied.length === paidPayments.length && applied.every((r) => r.n === 1), {
+    paid: paidPayments.length,
+    applied: applied.length,
+  });
   // Exactly one renewal paid per subscription and none left open. (A renewal invoice may have been
   // replaced: the dev clock reaches the services up to a second apart, and an invoice payments issued
   // on the old time looks expired to billing; the replaced one is expired, never paid.)
@@ -258,14 +296,30 @@ async function main() {
     replaced_invoices: renewals.reduce((a, r) => a + r.n - 1, 0),
   });
   const periods = (await db.query(`SELECT id, current_period_end FROM billing.subscriptions WHERE id = ANY($1)`, [ids])).rows;
-  check('each period advanced once', periods.every((p) => p.current_period_end > periodEnd[p.id] && p.current_period_end - periodEnd[p.id] < 32 * 86_400), { subscriptions: periods.length });
+  check(
+    'each period advanced once',
+    periods.every((p) => p.current_period_end > periodEnd[p.id] && p.current_period_end - periodEnd[p.id] < 32 * 86_400),
+    { subscriptions: periods.length },
+  );
 
   const outbox = await count(`SELECT (SELECT count(*) FROM billing.outbox) + (SELECT count(*) FROM payments.outbox) + (SELECT count(*) FROM nwc.outbox) AS n`);
-  await settle('outboxes published', async () => Number(await count(`SELECT (SELECT count(*) FROM billing.outbox WHERE published_at IS NULL) + (SELECT count(*) FROM payments.outbox WHERE published_at IS NULL) AS n`)) === 0);
+  await settle(
+    'outboxes published',
+    async () =>
+      Number(
+        await count(
+          `SELECT (SELECT count(*) FROM billing.outbox WHERE published_at IS NULL) + (SELECT count(*) FROM payments.outbox WHERE published_at IS NULL) AS n`,
+        ),
+      ) === 0,
+  );
   const nc = await connect({ servers: nats.url.split(','), user: 'operator', pass: passwords[passwordVar('operator')] });
   const stream = await (await jetstreamManager(nc)).streams.info('EVENTS');
   await nc.close();
-  check('every event in the stream once (replicated on 3)', Number(stream.state.messages) === Number(outbox) && stream.config.num_replicas === 3, { outbox: Number(outbox), stream: stream.state.messages, replicas: stream.config.num_replicas });
+  check('every event in the stream once (replicated on 3)', Number(stream.state.messages) === Number(outbox) && stream.config.num_replicas === 3, {
+    outbox: Number(outbox),
+    stream: stream.state.messages,
+    replicas: stream.config.num_replicas,
+  });
 
   // Events a killed notifier had taken come again after their ack wait (30 s), deliveries it had claimed
   // after their lease (70 s): wait for every event to have its delivery, and every delivery to be done.

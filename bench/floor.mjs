@@ -22,9 +22,22 @@ const COLUMNS = `id, wallet_id AS wallet, name, description, amount_sats, interv
   allow_lightning, allow_onchain, allow_nwc, allow_cardproc, allow_walletproc, watchonly_wallet_id,
   cardproc_account_id, walletproc_merchant_id, created_at, updated_at, is_deleted`;
 const WRITABLE = [
-  'name', 'description', 'amount_sats', 'interval', 'trial_days', 'grace_period_days', 'allow_lightning',
-  'allow_onchain', 'allow_nwc', 'allow_cardproc', 'allow_walletproc', 'watchonly_wallet_id',
-  'cardproc_account_id', 'walletproc_merchant_id', 'updated_at', 'is_deleted',
+  'name',
+  'description',
+  'amount_sats',
+  'interval',
+  'trial_days',
+  'grace_period_days',
+  'allow_lightning',
+  'allow_onchain',
+  'allow_nwc',
+  'allow_cardproc',
+  'allow_walletproc',
+  'watchonly_wallet_id',
+  'cardproc_account_id',
+  'walletproc_merchant_id',
+  'updated_at',
+  'is_deleted',
 ];
 const SQL_GET = `SELECT ${COLUMNS}, version FROM billing.plans WHERE id = $1 AND wallet_id = $2`;
 const SQL_INSERT = `INSERT INTO billing.plans (id, wallet_id, created_at, ${WRITABLE.join(', ')})
@@ -61,12 +74,25 @@ async function responder() {
       const { wallet, body } = msg.json();
       const now = Math.floor(Date.now() / 1000);
       const p = {
-        id: `plan_${randomBytes(13).toString('hex').slice(0, 26)}`, wallet, name: body.name, description: body.description ?? null,
-        amount_sats: body.amount_sats, interval: body.interval, trial_days: body.trial_days ?? 0, grace_period_days: body.grace_period_days ?? 0,
-        allow_lightning: body.allow_lightning ?? true, allow_onchain: body.allow_onchain ?? false, allow_nwc: body.allow_nwc ?? false,
-        allow_cardproc: body.allow_cardproc ?? false, allow_walletproc: body.allow_walletproc ?? false,
-        watchonly_wallet_id: body.watchonly_wallet_id ?? null, cardproc_account_id: body.cardproc_account_id ?? null,
-        walletproc_merchant_id: body.walletproc_merchant_id ?? null, created_at: now, updated_at: now, is_deleted: false,
+        id: `plan_${randomBytes(13).toString('hex').slice(0, 26)}`,
+        wallet,
+        name: body.name,
+        description: body.description ?? null,
+        amount_sats: body.amount_sats,
+        interval: body.interval,
+        trial_days: body.trial_days ?? 0,
+        grace_period_days: body.grace_period_days ?? 0,
+        allow_lightning: body.allow_lightning ?? true,
+        allow_onchain: body.allow_onchain ?? false,
+        allow_nwc: body.allow_nwc ?? false,
+        allow_cardproc: body.allow_cardproc ?? false,
+        allow_walletproc: body.allow_walletproc ?? false,
+        watchonly_wallet_id: body.watchonly_wallet_id ?? null,
+        cardproc_account_id: body.cardproc_account_id ?? null,
+        walletproc_merchant_id: body.walletproc_merchant_id ?? null,
+        created_at: now,
+        updated_at: now,
+        is_deleted: false,
       };
       pool.query(SQL_INSERT, [p.id, p.wallet, p.created_at, ...WRITABLE.map((c) => p[c] ?? null)]).then(
         () => reply(msg, 201, p),

@@ -30,7 +30,10 @@ const SERVICE_ENV = {
   SCHEDULER_INTERVAL_MS: '500',
 };
 // Renewal sweep sizes: N due subscriptions renewed by the scheduler, to show how the cost grows with N.
-const SWEEP_SIZES = (process.env.BENCH_SWEEP_SIZES ?? '10000,100000').split(',').map(Number).filter((n) => n > 0);
+const SWEEP_SIZES = (process.env.BENCH_SWEEP_SIZES ?? '10000,100000')
+  .split(',')
+  .map(Number)
+  .filter((n) => n > 0);
 
 function positiveInt(name, def) {
   const raw = process.env[name];
@@ -119,7 +122,7 @@ async function startFloor(env) {
     child.stdout.setEncoding('utf8').on('data', (chunk) => {
       buf += chunk;
       const m = /FLOOR_READY (\d+)/.exec(buf);
-      if (m) (clearTimeout(timer), resolve(Number(m[1])));
+      if (m) clearTimeout(timer), resolve(Number(m[1]));
     });
     child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`floor exited with ${code}: ${out.join('')}`))));
   });
@@ -184,7 +187,11 @@ async function renewalSweep(databaseUrl, api, wallet, size) {
   await c.connect();
   try {
     const clock = await request(`${api}/dev/clock`, { method: 'POST', key: wallet.admin_key, body: '{}' });
-    const plan = await request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: `Sweep ${size}`, amount_sats: 1000, interval: 'weekly', trial_days: 7 }) });
+    const plan = await request(`${api}/plans`, {
+      method: 'POST',
+      key: wallet.admin_key,
+      body: JSON.stringify({ name: `Sweep ${size}`, amount_sats: 1000, interval: 'weekly', trial_days: 7 }),
+    });
     const tag = randomBytes(4).toString('hex');
     const end = clock.now + 2 * 86_400;
     log(`sweep N=${size}: inserting`);
@@ -203,7 +210,11 @@ async function renewalSweep(databaseUrl, api, wallet, size) {
     );
     const t0 = performance.now();
     // The clock call also runs a sweep; the gateway may give up waiting (503) while the sweep goes on.
-    await fetch(`${api}/dev/clock`, { method: 'POST', headers: { 'x-api-key': wallet.admin_key, 'content-type': 'application/json' }, body: JSON.stringify({ advance_seconds: 1.5 * 86_400 }) });
+    await fetch(`${api}/dev/clock`, {
+      method: 'POST',
+      headers: { 'x-api-key': wallet.admin_key, 'content-type': 'application/json' },
+      body: JSON.stringify({ advance_seconds: 1.5 * 86_400 }),
+    });
     // A sweep that stops moving is a failure, not a long wait (rows the scheduler never loads, say).
     let last = -1;
     let lastMoved = performance.now();
@@ -300,10 +311,20 @@ async function main() {
     method: 'POST',
     headers: json,
     body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `first-${planId}@bench.test` }),
-    requests: [{ setupRequest: (req) => ({ ...req, body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `c${n++}-${planId}@bench.test` }) }) }],
+    requests: [
+      { setupRequest: (req) => ({ ...req, body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `c${n++}-${planId}@bench.test` }) }) },
+    ],
   });
-  const trialPlan = await step(request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: 'Bench trial', amount_sats: 1000, interval: 'monthly', trial_days: 7 }) }));
-  const paidPlan = await step(request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: 'Bench paid', amount_sats: 1000, interval: 'monthly' }) }));
+  const trialPlan = await step(
+    request(`${api}/plans`, {
+      method: 'POST',
+      key: wallet.admin_key,
+      body: JSON.stringify({ name: 'Bench trial', amount_sats: 1000, interval: 'monthly', trial_days: 7 }),
+    }),
+  );
+  const paidPlan = await step(
+    request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: 'Bench paid', amount_sats: 1000, interval: 'monthly' }) }),
+  );
   rows.push(await scenario('gateway POST /public/subscribe (trial)', subscribeOpts(trialPlan.id)));
   rows.push(await scenario('gateway POST /public/subscribe (Lightning)', subscribeOpts(paidPlan.id)));
 
@@ -314,7 +335,8 @@ async function main() {
   printTable(rows, m);
   if (sweeps.length) {
     console.log('\nrenewal sweep (scheduler creates one renewal payment per due subscription)');
-    for (const w of sweeps) console.log(`  N=${String(w.n).padStart(7)}  ${w.seconds.toFixed(1).padStart(7)} s  ${w.per_second.toFixed(0).padStart(6)} renewals/s`);
+    for (const w of sweeps)
+      console.log(`  N=${String(w.n).padStart(7)}  ${w.seconds.toFixed(1).padStart(7)} s  ${w.per_second.toFixed(0).padStart(6)} renewals/s`);
   }
   const started = new Date();
   const dir = join(ROOT, 'bench/results');

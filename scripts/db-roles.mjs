@@ -28,7 +28,9 @@ export async function provisionDbRoles(adminUrl, { prefix = 'sb_' } = {}) {
       const password = randomBytes(18).toString('base64url');
       const r = admin.escapeIdentifier(role);
       const exists = (await admin.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role])).rowCount;
-      await admin.query(`${exists ? 'ALTER' : 'CREATE'} ROLE ${r} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT PASSWORD ${admin.escapeLiteral(password)}`);
+      await admin.query(
+        `${exists ? 'ALTER' : 'CREATE'} ROLE ${r} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT PASSWORD ${admin.escapeLiteral(password)}`,
+      );
       await admin.query(`GRANT CONNECT ON DATABASE ${admin.escapeIdentifier(dbName)} TO ${r}`);
       await admin.query(`CREATE SCHEMA IF NOT EXISTS ${service} AUTHORIZATION ${r}`);
       await admin.query(`ALTER SCHEMA ${service} OWNER TO ${r}`);

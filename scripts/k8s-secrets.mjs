@@ -31,11 +31,30 @@ export function k8sSecrets({ dev = false, namespace } = {}) {
       stringData: { NATS_PASSWORD: secret(), DATABASE_URL: `postgres://${role}:${dbPassword}@${db.host}:5432/${db.name}?${db.params}` },
     });
     if (!dev) {
-      items.push({ apiVersion: 'v1', kind: 'Secret', metadata: meta(`sats-subscriptions-db-${service}`), type: 'kubernetes.io/basic-auth', stringData: { username: role, password: dbPassword } });
+      items.push({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: meta(`sats-subscriptions-db-${service}`),
+        type: 'kubernetes.io/basic-auth',
+        stringData: { username: role, password: dbPassword },
+      });
     }
   }
-  items.push({ apiVersion: 'v1', kind: 'Secret', metadata: meta('sats-subscriptions-nats'), type: 'Opaque', stringData: { [passwordVar('operator')]: secret() } });
-  if (dev) items.push({ apiVersion: 'v1', kind: 'Secret', metadata: meta('sats-subscriptions-postgres'), type: 'Opaque', stringData: { POSTGRES_PASSWORD: secret() } });
+  items.push({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: meta('sats-subscriptions-nats'),
+    type: 'Opaque',
+    stringData: { [passwordVar('operator')]: secret() },
+  });
+  if (dev)
+    items.push({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: meta('sats-subscriptions-postgres'),
+      type: 'Opaque',
+      stringData: { POSTGRES_PASSWORD: secret() },
+    });
   return items;
 }
 

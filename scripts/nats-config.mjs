@@ -52,9 +52,7 @@ export function natsServerConfig({ host = '127.0.0.1', port, storeDir, devMode =
   lines.push(`jetstream: { store_dir: ${JSON.stringify(storeDir)}${maxMemory ? `, max_memory_store: ${maxMemory}` : ''} }`);
   if (tls) lines.push(`tls: { cert_file: ${JSON.stringify(tls.certFile)}, key_file: ${JSON.stringify(tls.keyFile)} }`);
   if (cluster) {
-    lines.push(
-      `cluster: { name: ${JSON.stringify(cluster.name)}, host: ${JSON.stringify(host)}, port: ${cluster.port}, routes: ${list(cluster.routes)} }`,
-    );
+    lines.push(`cluster: { name: ${JSON.stringify(cluster.name)}, host: ${JSON.stringify(host)}, port: ${cluster.port}, routes: ${list(cluster.routes)} }`);
   }
   return `${lines.join('\n')}\n${natsAuthConfig({ devMode })}`;
 }

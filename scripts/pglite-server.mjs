@@ -13,8 +13,7 @@ export async function servePglite(db, { port, host = '127.0.0.1' }) {
   const waiting = [];
   let nextId = 1;
 
-  const acquire = (id) =>
-    owner === null || owner === id ? ((owner = id), Promise.resolve()) : new Promise((resolve) => waiting.push({ id, resolve }));
+  const acquire = (id) => (owner === null || owner === id ? ((owner = id), Promise.resolve()) : new Promise((resolve) => waiting.push({ id, resolve })));
   const release = (id) => {
     if (owner !== id || db.isInTransaction()) return;
     owner = null;

@@ -7,7 +7,15 @@ export function findNatsServer(): string | undefined;
 export function startNats(
   dir: string,
   opts?: { port?: number; secure?: boolean; devMode?: boolean; tls?: { certFile: string; keyFile: string }; passwords?: Record<string, string> },
-): Promise<{ url: string; port: number; child: ChildProcess; env: Record<string, string>; operator: { user?: string; pass?: string }; logFile?: string; stop(): Promise<void> }>;
+): Promise<{
+  url: string;
+  port: number;
+  child: ChildProcess;
+  env: Record<string, string>;
+  operator: { user?: string; pass?: string };
+  logFile?: string;
+  stop(): Promise<void>;
+}>;
 export function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void>;
 export function waitReady(url: string, timeoutMs?: number, child?: ChildProcess): Promise<void>;
 export function startService(

@@ -57,10 +57,14 @@ export async function startNats(dir, { port, secure = false, devMode = true, tls
   }
   const child = spawn(bin, args, { stdio: 'ignore', env: { ...process.env, ...env } });
   const url = `${tls ? 'tls' : 'nats'}://127.0.0.1:${port}`;
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`);
-    return canConnect(port);
-  }, 10_000, 'nats-server');
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`nats-server exited with ${child.exitCode}`);
+      return canConnect(port);
+    },
+    10_000,
+    'nats-server',
+  );
   const operator = secure ? { user: 'operator', pass: env[passwordVar('operator')] } : {};
   return { url, port, child, env, operator, logFile: secure ? join(dir, 'nats.log') : undefined, stop: () => stopChild(child) };
 }
@@ -89,11 +93,15 @@ export async function waitFor(check, timeoutMs, what) {
 }
 
 export async function waitReady(url, timeoutMs = 20_000, child) {
-  await waitFor(async () => {
-    if (child && child.exitCode !== null) throw new Error(`process exited with ${child.exitCode}`);
-    const res = await fetch(url).catch(() => undefined);
-    return res?.status === 200;
-  }, timeoutMs, url);
+  await waitFor(
+    async () => {
+      if (child && child.exitCode !== null) throw new Error(`process exited with ${child.exitCode}`);
+      const res = await fetch(url).catch(() => undefined);
+      return res?.status === 200;
+    },
+    timeoutMs,
+    url,
+  );
 }
 
 const SERVICES = {

@@ -98,7 +98,8 @@ async function main() {
   const common = { ...env, DATABASE_URL: databaseUrl, ...serviceDbUrls, ...natsCredentials, NATS_URL: natsUrl };
   const print = (name) => (line) => process.stdout.write(`[${name}] ${line}\n`);
   // A child that exits is started again on its port (it waits for the database and the bus itself).
-  const supervised = (svc) => supervise(svc, () => startService(svc.name, common, { output: print(svc.name), port: svc.port, waitReady: false }), { active: () => !stopping });
+  const supervised = (svc) =>
+    supervise(svc, () => startService(svc.name, common, { output: print(svc.name), port: svc.port, waitReady: false }), { active: () => !stopping });
   // Billing, payments, NWC and the notifier start side by side; whichever started is stopped on the way out even if another failed.
   const started = await Promise.allSettled([
     startService('billing', common, { output: print('billing'), port: Number(process.env.BILLING_OPS_PORT ?? 9101) }),
@@ -125,7 +126,9 @@ async function main() {
     console.log(`\n${wallets.length} wallet(s) exist; new keys: npm run wallet -- rotate-keys --id ${wallets[0].id}`);
   }
   console.log(`API ready at ${api} (OpenAPI: ${api}/openapi.json, API reference: ${api}/docs).`);
-  console.log(`Checkout page of a plan: http://127.0.0.1:${port}/subscriptions_manager/checkout/<plan id> (GET ${api}/public/plan/<plan id> names it). Ctrl-C stops everything.\n`);
+  console.log(
+    `Checkout page of a plan: http://127.0.0.1:${port}/subscriptions_manager/checkout/<plan id> (GET ${api}/public/plan/<plan id> names it). Ctrl-C stops everything.\n`,
+  );
 }
 
 main().catch((err) => {

@@ -38,7 +38,13 @@ const owner = () => client(stack.api, stack.wallets[0]!.invoice_key);
 const now = () => Math.floor(Date.now() / 1000);
 
 async function cardPlan(name: string, extra: object = {}) {
-  const res = await client(stack.api, stack.wallets[0]!.admin_key).post('/plans', { name, amount_sats: 2100, interval: 'monthly', allow_cardproc: true, ...extra });
+  const res = await client(stack.api, stack.wallets[0]!.admin_key).post('/plans', {
+    name,
+    amount_sats: 2100,
+    interval: 'monthly',
+    allow_cardproc: true,
+    ...extra,
+  });
   expect(res.status).toBe(201);
   return res.body;
 }
@@ -60,7 +66,8 @@ function deliver(payload: string, signature: string | null = stripe.sign(payload
 const count = async (sql: string, params: unknown[]) => (await db.query(sql, params)).rows[0].n as number;
 const receivedEvents = (subId: string, event = 'payment.received') =>
   count(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = $2 AND payload->'data'->>'subscription_id' = $1`, [subId, event]);
-const recorded = (paymentId: string) => count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE provider = 'stripe' AND payment_id = $1`, [paymentId]);
+const recorded = (paymentId: string) =>
+  count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE provider = 'stripe' AND payment_id = $1`, [paymentId]);
 
 describe('card processor (Stripe) checkout', () => {
   it('checkout opens a Stripe session priced in the fiat currency; GET /payments/{id} shows amount_fiat and currency', async () => {
@@ -139,7 +146,12 @@ describe('card processor (Stripe) checkout', () => {
     expect(await receivedEvents(c.subscription_id)).toBe(1);
     expect(await recorded(c.payment_id)).toBe(1);
     expect(await count('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [c.subscription_id])).toBe(1);
-    expect(await count(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [c.subscription_id])).toBe(1);
+    expect(
+      await count(
+        `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`,
+        [c.subscription_id],
+      ),
+    ).toBe(1);
   });
 
   it('a delayed method: completed-but-unpaid leaves it pending, async_payment_failed fails it (subscription stays pending), async_payment_succeeded pays another', async () => {
@@ -161,7 +173,10 @@ describe('card processor (Stripe) checkout', () => {
     stripe.pay(paying.session.id);
     expect((await deliver(stripe.eventJson('checkout.session.async_payment_succeeded', paying.session.id))).status).toBe(200);
     expect((await owner().get(`/payments/${paying.c.payment_id}`)).body).toMatchObject({ status: 'paid', cardproc_payment_id: expect.stringMatching(/^pi_/) });
-    const sub = await until(async () => (await owner().get(`/subscriptions/${paying.c.subscription_id}`)).body, (s) => s.status === 'active');
+    const sub = await until(
+      async () => (await owner().get(`/subscriptions/${paying.c.subscription_id}`)).body,
+      (s) => s.status === 'active',
+    );
     expect(sub.status).toBe('active');
   });
 

@@ -43,10 +43,14 @@ async function checkout(email: string, method: 'lightning' | 'onchain' = 'lightn
 /** node:http, because the charge server's default callback is a GET with a body, which fetch cannot send. */
 function hook(raw: string, method: 'POST' | 'GET' = 'POST'): Promise<{ status: number }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${stack.api}/public/webhook/chargeproc`, { method, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(raw) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
-    });
+    const req = request(
+      `${stack.api}/public/webhook/chargeproc`,
+      { method, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(raw) } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+      },
+    );
     req.on('error', reject);
     req.end(raw);
   });
@@ -59,7 +63,12 @@ describe('charge server callback', () => {
     expect(satspay.charges.get(c.chargeproc_charge_id)?.amount).toBe(2100);
     const subOf = async () => (await client(stack.api, stack.wallets[0]!.invoice_key).get(`/subscriptions/${c.subscription_id}`)).body;
 
-    for (const forged of [JSON.stringify({ id: 'nope' }), '{"id":', '"not json', JSON.stringify({ ...satspay.chargeJson(c.chargeproc_charge_id), paid: true, id: 'x' })]) {
+    for (const forged of [
+      JSON.stringify({ id: 'nope' }),
+      '{"id":',
+      '"not json',
+      JSON.stringify({ ...satspay.chargeJson(c.chargeproc_charge_id), paid: true, id: 'x' }),
+    ]) {
       const r = await hook(forged);
       expect(r.status).toBe(400);
     }
@@ -87,9 +96,15 @@ describe('charge server callback', () => {
     expect(sub.current_period_end - sub.current_period_start).toBe(7 * 86_400);
     const applied = await db.query('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [c.subscription_id]);
     expect(applied.rows[0].n).toBe(1);
-    const activated = await db.query(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [c.subscription_id]);
+    const activated = await db.query(
+      `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`,
+      [c.subscription_id],
+    );
     expect(activated.rows[0].n).toBe(1);
-    const received = await db.query(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'subscription_id' = $1`, [c.subscription_id]);
+    const received = await db.query(
+      `SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'subscription_id' = $1`,
+      [c.subscription_id],
+    );
     expect(received.rows[0].n).toBe(1);
   });
 
@@ -114,7 +129,11 @@ describe('charge server callback', () => {
     satspay.pay(charge.id, 2000); // underpaid: the charge server says unpaid
     expect((await hook(JSON.stringify(satspay.chargeJson(charge.id)))).status).toBe(200);
     expect((await subOf()).status).toBe('pending');
-    expect((await owner.get(`/payments/${c.payment_id}`)).body).toMatchObject({ status: 'pending', payment_method: 'onchain', onchain_address: charge.onchainaddress });
+    expect((await owner.get(`/payments/${c.payment_id}`)).body).toMatchObject({
+      status: 'pending',
+      payment_method: 'onchain',
+      onchain_address: charge.onchainaddress,
+    });
 
     satspay.pay(charge.id, 100);
     const body = JSON.stringify(satspay.chargeJson(charge.id));

@@ -54,7 +54,10 @@ async function req(what: string, method: string, path: string, o: { key?: string
   let rec: Rec;
   try {
     const res = await fetch(`${o.base ?? stack.api}${path}`, {
-      method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), signal: AbortSignal.timeout(60_000),
+      method,
+      headers,
+      body: o.body === undefined ? undefined : JSON.stringify(o.body),
+      signal: AbortSignal.timeout(60_000),
     });
     const text = await res.text();
     let body: unknown = text;
@@ -72,7 +75,11 @@ async function req(what: string, method: string, path: string, o: { key?: string
 }
 
 const opsUrls = () => Object.values(stack.services).map((s) => s.url);
-const status = (url: string) => fetch(url, { signal: AbortSignal.timeout(10_000) }).then((r) => r.status, () => 0);
+const status = (url: string) =>
+  fetch(url, { signal: AbortSignal.timeout(10_000) }).then(
+    (r) => r.status,
+    () => 0,
+  );
 
 /**
  * Every service process still runs (none exited, none was killed), and no database error got as far as
@@ -81,7 +88,10 @@ const status = (url: string) => fetch(url, { signal: AbortSignal.timeout(10_000)
 function expectAllAlive(extra: Array<{ name: string; lines: string[]; child: { exitCode: number | null; signalCode: string | null } }> = []): void {
   for (const s of [...Object.values(stack.services), ...extra]) {
     expect({ exit: s.child.exitCode, signal: s.child.signalCode }, s.name).toEqual({ exit: null, signal: null });
-    expect(s.lines.filter((l) => /(unhandled|uncaught) (database error|rejection|exception)/.test(l)), s.name).toEqual([]);
+    expect(
+      s.lines.filter((l) => /(unhandled|uncaught) (database error|rejection|exception)/.test(l)),
+      s.name,
+    ).toEqual([]);
   }
 }
 
@@ -89,7 +99,11 @@ function expectAllAlive(extra: Array<{ name: string; lines: string[]; child: { e
 async function restoreAndTimeReadiness(): Promise<number> {
   await cluster.start();
   const back = Date.now();
-  await until(async () => Promise.all(opsUrls().map((u) => status(`${u}/readyz`))), (s) => s.every((x) => x === 200), 30_000);
+  await until(
+    async () => Promise.all(opsUrls().map((u) => status(`${u}/readyz`))),
+    (s) => s.every((x) => x === 200),
+    30_000,
+  );
   return Date.now() - back;
 }
 
@@ -105,7 +119,9 @@ describe('database outage under load', () => {
     const unsure = new Set<string>();
     const worker = async (w: number) => {
       for (let n = 0; loading; n++) {
-        const sub = await req('subscribe', 'POST', '/public/subscribe', { body: { plan_id: planId, payment_method: 'lightning', email: `load${w}-${n}@example.com` } });
+        const sub = await req('subscribe', 'POST', '/public/subscribe', {
+          body: { plan_id: planId, payment_method: 'lightning', email: `load${w}-${n}@example.com` },
+        });
         if (sub.status === 201) {
           const pay = await req('pay', 'POST', `/dev/payments/${sub.body.payment_id}/pay`);
           (pay.status === 200 ? paid : unsure).add(sub.body.payment_id);
@@ -137,7 +153,12 @@ describe('database outage under load', () => {
     await locker.query('LOCK TABLE payments.payments IN ACCESS EXCLUSIVE MODE');
     const caught = req('subscribe', 'POST', '/public/subscribe', { body: { plan_id: planId, payment_method: 'lightning', email: 'caught@example.com' } });
     const saved = await until(
-      async () => (await stack.db.query(`SELECT s.id FROM billing.subscriptions s JOIN billing.subscribers c ON c.id = s.subscriber_id WHERE c.email = 'caught@example.com'`)).rows,
+      async () =>
+        (
+          await stack.db.query(
+            `SELECT s.id FROM billing.subscriptions s JOIN billing.subscribers c ON c.id = s.subscriber_id WHERE c.email = 'caught@example.com'`,
+          )
+        ).rows,
       (rows) => rows.length === 1,
       10_000,
     );
@@ -155,7 +176,11 @@ describe('database outage under load', () => {
     const lateNotifier = await startService('notifier', stack.env, { port: notifierPort, waitReady: false });
     const late = [lateGateway, lateNotifier];
     extras.push(...late);
-    await until(() => Promise.all(late.map((s) => status(`${s.url}/healthz`))), (s) => s.every((x) => x === 200), 30_000);
+    await until(
+      () => Promise.all(late.map((s) => status(`${s.url}/healthz`))),
+      (s) => s.every((x) => x === 200),
+      30_000,
+    );
     await sleep(Math.max(0, OUTAGE_MS / 2 - (Date.now() - down)));
     for (const url of [...opsUrls(), ...late.map((s) => s.url)]) {
       expect(await status(`${url}/healthz`), url).toBe(200);
@@ -174,7 +199,11 @@ describe('database outage under load', () => {
     const upAgainAt = Date.now();
     const readyAfter = await restoreAndTimeReadiness();
     expect(readyAfter).toBeLessThanOrEqual(5000);
-    await until(() => Promise.all(late.map((s) => status(`${s.url}/readyz`))), (s) => s.every((x) => x === 200), 20_000);
+    await until(
+      () => Promise.all(late.map((s) => status(`${s.url}/readyz`))),
+      (s) => s.every((x) => x === 200),
+      20_000,
+    );
     expect(await status(`${lateGateway.url}/readyz`)).toBe(200);
     expect(await status(`${lateNotifier.url}/readyz`)).toBe(200);
     expect((await req('late gateway', 'GET', '/plans', { key: admin, base: `${lateGateway.url}${API_PREFIX}` })).status).toBe(200);
@@ -187,7 +216,9 @@ describe('database outage under load', () => {
     await Promise.all(late.map((s) => s.stop()));
 
     // No 500, no request without an answer, none waiting past the bus timeout.
-    expect(records.filter((r) => r.status === 0 || (r.status >= 500 && r.status !== 503)).map((r) => `${r.what} ${r.status} ${JSON.stringify(r.body)}`)).toEqual([]);
+    expect(
+      records.filter((r) => r.status === 0 || (r.status >= 500 && r.status !== 503)).map((r) => `${r.what} ${r.status} ${JSON.stringify(r.body)}`),
+    ).toEqual([]);
     const slow = records.filter((r) => r.end - r.start > BUS_TIMEOUT_MS + 2000);
     expect(slow.map((r) => `${r.what} ${r.end - r.start} ms`)).toEqual([]);
     // Everything asked while the database was down is a 503 with a retry hint.
@@ -225,17 +256,23 @@ describe('database outage under load', () => {
     const wallet = stack.wallets[0]!.id;
     const applied = await until(
       async () =>
-        (await stack.db.query(
-          `SELECT p.id, s.status, (SELECT count(*)::int FROM billing.applied_payments a WHERE a.payment_id = p.id) AS n
+        (
+          await stack.db.query(
+            `SELECT p.id, s.status, (SELECT count(*)::int FROM billing.applied_payments a WHERE a.payment_id = p.id) AS n
              FROM payments.payments p JOIN billing.subscriptions s ON s.id = p.subscription_id
             WHERE p.wallet_id = $1 AND p.status = 'paid'`,
-          [wallet],
-        )).rows,
+            [wallet],
+          )
+        ).rows,
       (rows) => rows.every((r) => r.n === 1 && r.status === 'active'),
       30_000,
     );
     expect(applied.filter((r) => r.n !== 1 || r.status !== 'active')).toEqual([]);
-    for (const id of paid) expect(applied.some((r) => r.id === id), id).toBe(true);
+    for (const id of paid)
+      expect(
+        applied.some((r) => r.id === id),
+        id,
+      ).toBe(true);
     expect(applied.find((r) => r.id === retry.body.payment_id)?.status).toBe('active');
 
     await expectOutboxPublishedOnce();
@@ -262,7 +299,8 @@ describe('database outage under load', () => {
     const advance = end - DAY / 2 - clock.body.now;
 
     const renewals = async () =>
-      (await stack.db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids])).rows[0].n as number;
+      (await stack.db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids])).rows[0]
+        .n as number;
     const moving = req('clock', 'POST', '/dev/clock', { key: admin, body: { advance_seconds: advance } });
     // Stopped as soon as the sweep made its first renewals: it was under way, not done.
     const atCrash = await until(renewals, (n) => n > 0, 30_000);
@@ -314,13 +352,17 @@ describe('POST /dev/clock with a sweep that takes long', () => {
     const plan = await req('plan', 'POST', '/plans', { key: admin, body: { name: 'Slow sweep', amount_sats: 1000, interval: 'weekly', trial_days: 2 } });
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      ids.push((await req('subscribe', 'POST', '/public/subscribe', { body: { plan_id: plan.body.id, payment_method: 'lightning', email: `slow${i}@example.com` } })).body.subscription_id);
+      ids.push(
+        (await req('subscribe', 'POST', '/public/subscribe', { body: { plan_id: plan.body.id, payment_method: 'lightning', email: `slow${i}@example.com` } }))
+          .body.subscription_id,
+      );
     }
     const clock = await req('clock', 'POST', '/dev/clock', { key: admin, body: {} });
     const end = (await stack.db.query('SELECT current_period_end FROM billing.subscriptions WHERE id = $1', [ids[0]])).rows[0].current_period_end as number;
     const advance = end - DAY / 2 - clock.body.now;
     const renewals = async () =>
-      (await stack.db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids])).rows[0].n as number;
+      (await stack.db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids])).rows[0]
+        .n as number;
 
     // The sweep is held up (its table locked) far longer than the gateway's BUS_TIMEOUT_MS.
     const locker = new pg.Client({ connectionString: stack.databaseUrl });

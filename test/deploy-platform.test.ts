@@ -73,15 +73,28 @@ function peerMatches(peer: any, other: Peer): boolean {
 
 function portMatches(ports: any[] | undefined, target: Peer, port: number, protocol: string): boolean {
   if (!ports?.length) return true;
-  return ports.some((p) => (p.protocol ?? 'TCP') === protocol && (p.port === undefined || p.port === port || (typeof p.port === 'string' && target.ports?.some((c) => c.name === p.port && c.containerPort === port))));
+  return ports.some(
+    (p) =>
+      (p.protocol ?? 'TCP') === protocol &&
+      (p.port === undefined || p.port === port || (typeof p.port === 'string' && target.ports?.some((c) => c.name === p.port && c.containerPort === port))),
+  );
 }
 
 function allowed(policies: Doc[], src: Peer, dst: Peer, port: number, protocol = 'TCP'): boolean {
-  const side = (pod: Peer, type: 'Egress' | 'Ingress') => policies.filter((p) => pod.namespace === NS && !pod.ip && matches(p.spec.podSelector, pod.labels) && p.spec.policyTypes.includes(type));
+  const side = (pod: Peer, type: 'Egress' | 'Ingress') =>
+    policies.filter((p) => pod.namespace === NS && !pod.ip && matches(p.spec.podSelector, pod.labels) && p.spec.policyTypes.includes(type));
   const egress = side(src, 'Egress');
-  const egressOk = egress.length === 0 || egress.some((p) => (p.spec.egress ?? []).some((r: any) => (!r.to || r.to.some((t: any) => peerMatches(t, dst))) && portMatches(r.ports, dst, port, protocol)));
+  const egressOk =
+    egress.length === 0 ||
+    egress.some((p) =>
+      (p.spec.egress ?? []).some((r: any) => (!r.to || r.to.some((t: any) => peerMatches(t, dst))) && portMatches(r.ports, dst, port, protocol)),
+    );
   const ingress = side(dst, 'Ingress');
-  const ingressOk = ingress.length === 0 || ingress.some((p) => (p.spec.ingress ?? []).some((r: any) => (!r.from || r.from.some((f: any) => peerMatches(f, src))) && portMatches(r.ports, dst, port, protocol)));
+  const ingressOk =
+    ingress.length === 0 ||
+    ingress.some((p) =>
+      (p.spec.ingress ?? []).some((r: any) => (!r.from || r.from.some((f: any) => peerMatches(f, src))) && portMatches(r.ports, dst, port, protocol)),
+    );
   return egressOk && ingressOk;
 }
 
@@ -94,11 +107,21 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
     policies = docs.filter((d) => d.kind === 'NetworkPolicy');
     pods = new Map();
     for (const w of docs.filter((d) => d.kind === 'Deployment' || d.kind === 'StatefulSet')) {
-      pods.set(w.metadata.name, { name: w.metadata.name, namespace: NS, labels: w.spec.template.metadata.labels, ports: w.spec.template.spec.containers.flatMap((c: any) => c.ports ?? []) });
+      pods.set(w.metadata.name, {
+        name: w.metadata.name,
+        namespace: NS,
+        labels: w.spec.template.metadata.labels,
+        ports: w.spec.template.spec.containers.flatMap((c: any) => c.ports ?? []),
+      });
     }
     // CloudNativePG's instances: labels from the operator plus the Cluster's inheritedMetadata.
     for (const c of docs.filter((d) => d.kind === 'Cluster')) {
-      pods.set(`${c.metadata.name}-rw`, { name: c.metadata.name, namespace: NS, labels: { 'cnpg.io/cluster': c.metadata.name, ...c.spec.inheritedMetadata?.labels }, ports: [{ name: 'postgresql', containerPort: 5432 }] });
+      pods.set(`${c.metadata.name}-rw`, {
+        name: c.metadata.name,
+        namespace: NS,
+        labels: { 'cnpg.io/cluster': c.metadata.name, ...c.spec.inheritedMetadata?.labels },
+        ports: [{ name: 'postgresql', containerPort: 5432 }],
+      });
     }
     pods.set('ingress', { name: 'ingress-nginx-controller', namespace: 'ingress-nginx', labels: { 'app.kubernetes.io/name': 'ingress-nginx' } });
     pods.set('prometheus', { name: 'prometheus', namespace: 'monitoring', labels: { 'app.kubernetes.io/name': 'prometheus' } });
@@ -216,7 +239,7 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
   it('pins every container image by tag and digest', () => {
     for (const w of docs.filter((d) => d.kind === 'Deployment' || d.kind === 'StatefulSet')) {
       for (const c of w.spec.template.spec.containers) {
-        if (overlay === 'dev' && (w.metadata.name !== 'nats')) continue; // dev: locally built image, development PostgreSQL
+        if (overlay === 'dev' && w.metadata.name !== 'nats') continue; // dev: locally built image, development PostgreSQL
         expect(c.image, `${w.metadata.name}/${c.name}`).toMatch(/^[^@\s]+:[\w.-]+@sha256:[0-9a-f]{64}$/);
       }
     }

@@ -177,9 +177,7 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
     }
 
     const labels = dep!.spec.template.metadata.labels as Record<string, string>;
-    const svc = docs.find(
-      (d) => d.kind === 'Service' && Object.entries(d.spec.selector ?? {}).every(([k, v]) => labels[k] === v) && d.spec.selector,
-    );
+    const svc = docs.find((d) => d.kind === 'Service' && Object.entries(d.spec.selector ?? {}).every(([k, v]) => labels[k] === v) && d.spec.selector);
     expect(svc, `Service selecting ${name}`).toBeDefined();
     const targets = (svc!.spec.ports as { port: number; targetPort: string | number }[]).map((p) => portNumber(c, p.targetPort));
     expect(targets).toContain(port);

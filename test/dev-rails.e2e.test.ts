@@ -16,10 +16,15 @@ beforeAll(async () => {
   stack = await startStack({
     wallets: 1,
     env: {
-      ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev',
-      FIAT_RATE_FIXED: '80000', FIAT_CURRENCY: 'eur', PUBLIC_BASE_URL: 'http://pay.example.test',
+      ONCHAIN_PROVIDER: 'dev',
+      CARDPROC_PROVIDER: 'dev',
+      WALLETPROC_PROVIDER: 'dev',
+      FIAT_RATE_FIXED: '80000',
+      FIAT_CURRENCY: 'eur',
+      PUBLIC_BASE_URL: 'http://pay.example.test',
       // A scheduler sweeping often, as under npm start: a clock move must not be missed by a sweep in progress.
-      SCHEDULER_INTERVAL_MS: '100', BUS_TIMEOUT_MS: '60000',
+      SCHEDULER_INTERVAL_MS: '100',
+      BUS_TIMEOUT_MS: '60000',
     },
   });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
@@ -71,7 +76,10 @@ describe('dev rails', () => {
       expect(payment).toMatchObject({ amount_fiat: 20, currency: 'eur', payment_method: method, status: 'pending' });
     }
     expect((await anon().post(`/dev/payments/${c.payment_id}/pay`)).status).toBe(200);
-    const sub = await until(async () => (await admin.get(`/subscriptions/${c.subscription_id}`)).body, (s) => s.status === 'active');
+    const sub = await until(
+      async () => (await admin.get(`/subscriptions/${c.subscription_id}`)).body,
+      (s) => s.status === 'active',
+    );
     expect(sub).toMatchObject({ status: 'active', payment_method: method });
   });
 
@@ -90,7 +98,10 @@ describe('dev rails', () => {
     expect(reminder).toMatchObject({ payment_method: 'cardproc', amount_fiat: 40, currency: 'eur', due_at: sub.current_period_end });
     expect(reminder.checkout_url).toBe(`http://pay.example.test/subscriptions_manager/api/v1/dev/payments/${reminder.payment_id}/pay`);
     expect((await anon().post(`/dev/payments/${reminder.payment_id}/pay`)).status).toBe(200);
-    const renewed = await until(async () => (await admin.get(`/subscriptions/${s.subscription_id}`)).body, (x) => x.current_period_start === sub.current_period_end);
+    const renewed = await until(
+      async () => (await admin.get(`/subscriptions/${s.subscription_id}`)).body,
+      (x) => x.current_period_start === sub.current_period_end,
+    );
     expect(renewed).toMatchObject({ status: 'active', current_period_end: sub.current_period_end + 7 * DAY });
   });
 });

@@ -58,7 +58,10 @@ describe('text the database cannot hold: NUL and unpaired surrogates', () => {
       for (const [method, op] of Object.entries<any>(item)) {
         for (const bad of ['%00', 'pla%00n', '%ED%A0%80', '%ED%B0%80x']) {
           const url = path.replace(/\{\w+\}/g, bad);
-          const r = await call(stack.api, method.toUpperCase(), url, { headers: { ...authFor(op), 'Idempotency-Key': `nul-${checked}` }, body: op.requestBody ? {} : undefined });
+          const r = await call(stack.api, method.toUpperCase(), url, {
+            headers: { ...authFor(op), 'Idempotency-Key': `nul-${checked}` },
+            body: op.requestBody ? {} : undefined,
+          });
           expect(r.status, `${method} ${url}`).toBe(404);
           expect(r.body).toEqual({ detail: expect.any(String) });
           checked++;
@@ -79,7 +82,10 @@ describe('text the database cannot hold: NUL and unpaired surrogates', () => {
     for (const [url, field] of cases) {
       const r = await invoice.get(url);
       expect(r.status, url).toBe(422);
-      expect(r.body.detail.map((i: { loc: unknown[] }) => i.loc), url).toContainEqual(['query', field]);
+      expect(
+        r.body.detail.map((i: { loc: unknown[] }) => i.loc),
+        url,
+      ).toContainEqual(['query', field]);
     }
     expect((await invoice.get('/subscribers?search=%F0%9F%98%80')).status).toBe(200); // a real (paired) emoji is text
   });
@@ -95,9 +101,19 @@ describe('text the database cannot hold: NUL and unpaired surrogates', () => {
         [() => admin.put(`/subscriptions/${sub}`, { metadata: { k: bad } }), ['body', 'metadata', 'k']],
         [() => admin.put(`/subscriptions/${sub}`, { metadata: { [`k${NUL}`]: 'v' } }), ['body', 'metadata', 'k\ufffd']],
         [() => anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'n@example.com', name: bad }), ['body', 'name']],
-        [() => anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'n@example.com', messenger: bad }), ['body', 'messenger']],
+        [
+          () => anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'n@example.com', messenger: bad }),
+          ['body', 'messenger'],
+        ],
         [() => anon.post('/public/subscribe', { plan_id: `${plan.id}${bad}`, payment_method: 'lightning', email: 'n@example.com' }), ['body', 'plan_id']],
-        [() => admin.post('/watchonly-wallets', { name: bad, xpub: 'zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs' }), ['body', 'name']],
+        [
+          () =>
+            admin.post('/watchonly-wallets', {
+              name: bad,
+              xpub: 'zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs',
+            }),
+          ['body', 'name'],
+        ],
         [() => admin.post('/webhook-endpoints', { url: 'https://93.184.216.34/hook', description: bad }), ['body', 'description']],
       ];
       for (const [send, loc] of cases) {
@@ -167,7 +183,7 @@ describe('deeply nested JSON', () => {
 });
 
 describe('ids of another wallet inside request bodies', () => {
-  it('a webhook endpoint naming another wallet\'s (or no) plan is 404 and not created', async () => {
+  it("a webhook endpoint naming another wallet's (or no) plan is 404 and not created", async () => {
     const before = await count('SELECT count(*)::int AS n FROM notifier.endpoints WHERE wallet_id = $1', [w1.id]);
     for (const plan_id of [theirPlan.id, 'plan_01NOSUCHPLAN']) {
       const r = await admin.post('/webhook-endpoints', { url: 'https://93.184.216.34/hook', plan_id });
@@ -175,14 +191,19 @@ describe('ids of another wallet inside request bodies', () => {
       expect(r.body.detail).toBe('Plan not found');
     }
     expect(await count('SELECT count(*)::int AS n FROM notifier.endpoints WHERE wallet_id = $1', [w1.id])).toBe(before);
-    const own = await admin.post('/webhook-endpoints', { url: 'https://93.184.216.34/hook', plan_id: plan.id }, { headers: { 'Idempotency-Key': 'own-endpoint' } });
+    const own = await admin.post(
+      '/webhook-endpoints',
+      { url: 'https://93.184.216.34/hook', plan_id: plan.id },
+      { headers: { 'Idempotency-Key': 'own-endpoint' } },
+    );
     expect(own.status).toBe(201);
     secrets['webhook secret']!.push(own.body.secret);
   });
 
-  it('a plan naming another wallet\'s (or no) watch-only wallet is 404, on any plan', async () => {
+  it("a plan naming another wallet's (or no) watch-only wallet is 404, on any plan", async () => {
     const theirs = await other.post('/watchonly-wallets', {
-      name: 'Theirs', xpub: 'xpub661MyMwAqRbcFtXgS5sYJABqqG9YLmC4Q1Rdap9gSE8NqtwybGhePY2gZ29ESFjqJoCu1Rupje8YtGqsefD265TMg7usUDFdp6W1EGMcet8',
+      name: 'Theirs',
+      xpub: 'xpub661MyMwAqRbcFtXgS5sYJABqqG9YLmC4Q1Rdap9gSE8NqtwybGhePY2gZ29ESFjqJoCu1Rupje8YtGqsefD265TMg7usUDFdp6W1EGMcet8',
     });
     expect(theirs.status).toBe(201);
     for (const watchonly_wallet_id of [theirs.body.id, 'wow_01NOSUCHWALLET']) {
@@ -263,7 +284,14 @@ describe('secrets at rest and the events', () => {
     expect((await admin.del(`/plans/${trialPlan.id}`)).body).toEqual(archived.body);
     expect((await admin.del(`/plans/${plan.id}`)).status).toBe(200);
     const seen = await expectEventsMatchSchemas(db);
-    for (const e of ['subscription.created', 'subscription.paused', 'subscription.resumed', 'subscription.extended', 'subscription.cancelled', 'plan.archived']) {
+    for (const e of [
+      'subscription.created',
+      'subscription.paused',
+      'subscription.resumed',
+      'subscription.extended',
+      'subscription.cancelled',
+      'plan.archived',
+    ]) {
       expect(seen[e], e).toBeGreaterThan(0);
     }
   });

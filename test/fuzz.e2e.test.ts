@@ -30,8 +30,12 @@ beforeAll(async () => {
   stack = await startStack({
     wallets: 2,
     env: {
-      ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev', FIAT_RATE_FIXED: '80000',
-      PUBLIC_BASE_URL: 'http://pay.example.test', LOG_LEVEL: 'warn',
+      ONCHAIN_PROVIDER: 'dev',
+      CARDPROC_PROVIDER: 'dev',
+      WALLETPROC_PROVIDER: 'dev',
+      FIAT_RATE_FIXED: '80000',
+      PUBLIC_BASE_URL: 'http://pay.example.test',
+      LOG_LEVEL: 'warn',
     },
   });
   const [w1, w2] = stack.wallets as [Stack['wallets'][0], Stack['wallets'][0]];
@@ -60,7 +64,8 @@ beforeAll(async () => {
     const declared = op.responses[String(status)] ?? op.responses[`${String(status)[0]}XX`];
     if (!declared) return `status ${status} is not documented`;
     const media = (type ?? '').split(';')[0]!.trim();
-    if (!declared.content) return body === undefined || body === '' ? null : `status ${status} documents no body, got ${String(JSON.stringify(body)).slice(0, 200)}`;
+    if (!declared.content)
+      return body === undefined || body === '' ? null : `status ${status} documents no body, got ${String(JSON.stringify(body)).slice(0, 200)}`;
     if (!declared.content[media]) return `status ${status} answered ${media || 'no content type'}, documented: ${Object.keys(declared.content).join(', ')}`;
     const schema = declared.content[media].schema;
     // Only JSON answers are checked against a schema (an HTML page has its media type checked above).
@@ -76,8 +81,31 @@ afterAll(async () => {
 
 // ---- generators -------------------------------------------------------------------------------------
 
-const nastyStrings = ['', ' ', '\u0000', 'a\u0000b', '\ud800', 'x\udc00', '\ud83d\ude00', '\u202e', 'null', 'undefined', '0', '-1', '1e309',
-  '<script>', "' OR 1=1 --", '../../etc/passwd', '%00', '\\', '"', 'x'.repeat(300), 'é'.repeat(2000), 'plan_', 'sub_01ZZZZZZZZZZZZZZZZZZZZZZZZ'];
+const nastyStrings = [
+  '',
+  ' ',
+  '\u0000',
+  'a\u0000b',
+  '\ud800',
+  'x\udc00',
+  '\ud83d\ude00',
+  '\u202e',
+  'null',
+  'undefined',
+  '0',
+  '-1',
+  '1e309',
+  '<script>',
+  "' OR 1=1 --",
+  '../../etc/passwd',
+  '%00',
+  '\\',
+  '"',
+  'x'.repeat(300),
+  'é'.repeat(2000),
+  'plan_',
+  'sub_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
+];
 const nastyNumbers = [0, -1, 1, 2 ** 31, -(2 ** 31), 2 ** 53, -(2 ** 53), 1.5, 1e308, -1e308, Number.MIN_VALUE];
 const nastyValue = fc.oneof(
   fc.constantFrom<unknown>(null, true, false, [], {}, [[[]]], { a: { b: { c: {} } } }),
@@ -96,7 +124,8 @@ function resolve(schema: any): any {
 function valid(schemaIn: any, name = '', depth = 0): fc.Arbitrary<unknown> {
   const s = resolve(schemaIn);
   if (s.anyOf || s.oneOf) return fc.oneof(...(s.anyOf ?? s.oneOf).map((x: any) => valid(x, name, depth)));
-  if (s.allOf) return fc.tuple(...s.allOf.map((x: any) => valid(x, name, depth))).map((parts) => Object.assign({}, ...parts.filter((p) => p && typeof p === 'object')));
+  if (s.allOf)
+    return fc.tuple(...s.allOf.map((x: any) => valid(x, name, depth))).map((parts) => Object.assign({}, ...parts.filter((p) => p && typeof p === 'object')));
   if (s.const !== undefined) return fc.constant(s.const);
   if (s.enum) return fc.constantFrom(...s.enum);
   const type = Array.isArray(s.type) ? s.type : [s.type ?? 'object'];
@@ -105,17 +134,22 @@ function valid(schemaIn: any, name = '', depth = 0): fc.Arbitrary<unknown> {
 
 function validOfType(s: any, type: string, name: string, depth: number): fc.Arbitrary<unknown> {
   switch (type) {
-    case 'null': return fc.constant(null);
-    case 'boolean': return fc.boolean();
-    case 'integer': return fc.integer({ min: Math.max(s.minimum ?? -1000, -(2 ** 31)), max: Math.min(s.maximum ?? 100_000, 2 ** 31) });
-    case 'number': return fc.double({ min: s.minimum ?? -1e6, max: s.maximum ?? 1e6, noNaN: true });
+    case 'null':
+      return fc.constant(null);
+    case 'boolean':
+      return fc.boolean();
+    case 'integer':
+      return fc.integer({ min: Math.max(s.minimum ?? -1000, -(2 ** 31)), max: Math.min(s.maximum ?? 100_000, 2 ** 31) });
+    case 'number':
+      return fc.double({ min: s.minimum ?? -1e6, max: s.maximum ?? 1e6, noNaN: true });
     case 'string': {
       if (/(^|_)id$/.test(name)) return fc.constantFrom(...ids, 'plan_01NOSUCH', 'x');
       if (s.format === 'email') return fc.constantFrom('a@example.com', 'fuzz+1@example.com', 'not-an-email');
       if (s.format === 'uri' || name === 'url') return fc.constantFrom('https://93.184.216.34/h', 'http://127.0.0.1/x', 'ftp://x', 'not a url');
       return fc.string({ minLength: s.minLength ?? 0, maxLength: Math.min(s.maxLength ?? 30, 30) });
     }
-    case 'array': return depth > 3 ? fc.constant([]) : fc.array(valid(s.items ?? {}, name, depth + 1), { maxLength: 3 });
+    case 'array':
+      return depth > 3 ? fc.constant([]) : fc.array(valid(s.items ?? {}, name, depth + 1), { maxLength: 3 });
     default: {
       if (depth > 3) return fc.constant({});
       const props = Object.entries<any>(s.properties ?? {});
@@ -153,10 +187,15 @@ function bodyFor(op: any): fc.Arbitrary<{ raw?: string; type?: string; encoding?
     { arbitrary: deepJson.map((raw) => ({ raw, type: 'application/json' })), weight: 1 },
     {
       arbitrary: fc.constantFrom(
-        { raw: '{"a":', type: 'application/json' }, { raw: 'not json', type: 'text/plain' }, { raw: '<x/>', type: 'application/xml' },
-        { raw: '{}', type: 'application/json; charset=klingon' }, { raw: '\u0000\u0001', type: 'application/octet-stream' },
-        { raw: '{}', type: 'application/json', encoding: 'zstd' }, { raw: 'x'.repeat(70_000), type: 'application/json' },
-        { raw: '', type: 'application/json' }, { raw: 'a=1&b=2', type: 'application/x-www-form-urlencoded' },
+        { raw: '{"a":', type: 'application/json' },
+        { raw: 'not json', type: 'text/plain' },
+        { raw: '<x/>', type: 'application/xml' },
+        { raw: '{}', type: 'application/json; charset=klingon' },
+        { raw: '\u0000\u0001', type: 'application/octet-stream' },
+        { raw: '{}', type: 'application/json', encoding: 'zstd' },
+        { raw: 'x'.repeat(70_000), type: 'application/json' },
+        { raw: '', type: 'application/json' },
+        { raw: 'a=1&b=2', type: 'application/x-www-form-urlencoded' },
       ),
       weight: 2,
     },
@@ -167,17 +206,20 @@ function bodyFor(op: any): fc.Arbitrary<{ raw?: string; type?: string; encoding?
 const badSegments = ['%00', '%ED%A0%80', '%', '%zz', '%2F', '..%2F..', 'x'.repeat(80), '%F0%9F%98%80', '-1', '0', 'null', '%20'];
 // `.` and `..` are dot segments: the URL itself drops them, so they would name another path, not a bad id.
 const segment = () =>
-  fc.oneof(fc.constantFrom(...ids), fc.constantFrom(...badSegments), fc.string({ unit: 'grapheme', minLength: 1, maxLength: 12 }).map(encodeURIComponent))
+  fc
+    .oneof(fc.constantFrom(...ids), fc.constantFrom(...badSegments), fc.string({ unit: 'grapheme', minLength: 1, maxLength: 12 }).map(encodeURIComponent))
     .filter((x) => !/^(\.|%2e)+$/i.test(x));
 
 function queryFor(op: any): fc.Arbitrary<string> {
   const params = (op.parameters ?? []).filter((p: any) => p.in === 'query');
   const one = (p: any) =>
     fc.option(
-      fc.oneof(
-        { arbitrary: valid(p.schema, p.name).map((v) => (typeof v === 'object' ? JSON.stringify(v) : String(v))), weight: 3 },
-        { arbitrary: fc.constantFrom(...nastyStrings.filter((x) => x.isWellFormed()), ...nastyNumbers.map(String), '%ED%A0%80'), weight: 1 },
-      ).map((v) => `${p.name}=${v === '%ED%A0%80' ? v : encodeURIComponent(v)}`),
+      fc
+        .oneof(
+          { arbitrary: valid(p.schema, p.name).map((v) => (typeof v === 'object' ? JSON.stringify(v) : String(v))), weight: 3 },
+          { arbitrary: fc.constantFrom(...nastyStrings.filter((x) => x.isWellFormed()), ...nastyNumbers.map(String), '%ED%A0%80'), weight: 1 },
+        )
+        .map((v) => `${p.name}=${v === '%ED%A0%80' ? v : encodeURIComponent(v)}`),
       { nil: '' },
     );
   return fc
@@ -188,17 +230,31 @@ function queryFor(op: any): fc.Arbitrary<string> {
 function headersFor(op: any): fc.Arbitrary<Record<string, string>> {
   const scheme = Object.keys(op.security?.[0] ?? {})[0];
   const right: Record<string, string>[] =
-    scheme === 'AdminKey' ? [{ 'X-Api-Key': keys.admin }]
-      : scheme === 'InvoiceKey' ? [{ 'X-Api-Key': keys.admin }, { 'X-Api-Key': keys.invoice }]
-        : scheme === 'SubscriberToken' ? [{ 'X-Subscriber-Token': keys.token }]
+    scheme === 'AdminKey'
+      ? [{ 'X-Api-Key': keys.admin }]
+      : scheme === 'InvoiceKey'
+        ? [{ 'X-Api-Key': keys.admin }, { 'X-Api-Key': keys.invoice }]
+        : scheme === 'SubscriberToken'
+          ? [{ 'X-Subscriber-Token': keys.token }]
           : [{}];
   const wrong = fc.constantFrom<Record<string, string>>(
-    {}, { 'X-Api-Key': keys.invoice }, { 'X-Api-Key': keys.otherAdmin }, { 'X-Api-Key': 'f'.repeat(64) }, { 'X-Api-Key': '\u00e9' },
-    { 'X-Subscriber-Token': '0'.repeat(64) }, { 'X-Api-Key': keys.admin, 'X-Subscriber-Token': keys.token },
+    {},
+    { 'X-Api-Key': keys.invoice },
+    { 'X-Api-Key': keys.otherAdmin },
+    { 'X-Api-Key': 'f'.repeat(64) },
+    { 'X-Api-Key': '\u00e9' },
+    { 'X-Subscriber-Token': '0'.repeat(64) },
+    { 'X-Api-Key': keys.admin, 'X-Subscriber-Token': keys.token },
   );
   // Mostly the right credentials, so requests get past auth to the checks behind it.
   const auth = fc.oneof({ arbitrary: fc.constantFrom(...right), weight: 4 }, { arbitrary: wrong, weight: 1 });
-  const idem = fc.option(fc.oneof(fc.constantFrom('k1', 'k2', 'x'.repeat(300), ''), fc.string({ minLength: 1, maxLength: 20 }).filter((s) => /^[\x21-\x7e]+$/.test(s))), { nil: undefined });
+  const idem = fc.option(
+    fc.oneof(
+      fc.constantFrom('k1', 'k2', 'x'.repeat(300), ''),
+      fc.string({ minLength: 1, maxLength: 20 }).filter((s) => /^[\x21-\x7e]+$/.test(s)),
+    ),
+    { nil: undefined },
+  );
   // Now and then headers over Node's 16 KiB limit (431); sent as a marker, so a failure prints short.
   const huge = fc.integer({ min: 0, max: 39 }).map((n) => n === 0);
   return fc.tuple(auth, idem, huge).map(([a, k, h]) => ({ ...a, ...(k !== undefined ? { 'Idempotency-Key': k } : {}), ...(h ? { 'X-Filler': 'HUGE' } : {}) }));
@@ -234,7 +290,13 @@ describe('fuzzing every operation of the OpenAPI document', () => {
         segments: fc.array(segment(), { minLength: pathParams, maxLength: pathParams }),
         query: queryFor(op),
         headers: headersFor(op),
-        body: method === 'get' ? fc.oneof(fc.constant({}), bodyFor(op).filter((b) => (b.raw ?? '').length < 1000)) : bodyFor(op),
+        body:
+          method === 'get'
+            ? fc.oneof(
+                fc.constant({}),
+                bodyFor(op).filter((b) => (b.raw ?? '').length < 1000),
+              )
+            : bodyFor(op),
       });
       await fc.assert(
         fc.asyncProperty(request, async (r) => {
@@ -253,8 +315,16 @@ describe('fuzzing every operation of the OpenAPI document', () => {
     }
     console.log(`fuzz: ${ops.length} operations x ${RUNS} requests; statuses ${JSON.stringify(statuses)}`);
     // The generators reach past the edge: successes as well as refusals.
-    expect(Object.keys(statuses).map(Number).some((s) => s < 300)).toBe(true);
-    expect(Object.keys(statuses).map(Number).some((s) => s === 422)).toBe(true);
+    expect(
+      Object.keys(statuses)
+        .map(Number)
+        .some((s) => s < 300),
+    ).toBe(true);
+    expect(
+      Object.keys(statuses)
+        .map(Number)
+        .some((s) => s === 422),
+    ).toBe(true);
   });
 
   it('leaves every service healthy and ready', async () => {
@@ -263,7 +333,10 @@ describe('fuzzing every operation of the OpenAPI document', () => {
         const r = await fetch(`${svc.url}${probe}`, { signal: AbortSignal.timeout(5000) });
         expect(r.status, `${name}${probe}`).toBe(200);
       }
-      expect(svc.lines.filter((l) => /"level":(50|60)/.test(l)), `${name} logged errors`).toEqual([]);
+      expect(
+        svc.lines.filter((l) => /"level":(50|60)/.test(l)),
+        `${name} logged errors`,
+      ).toEqual([]);
     }
   });
 });

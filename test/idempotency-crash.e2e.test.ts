@@ -65,8 +65,14 @@ describe('the gateway killed mid-request', () => {
       billing.kill('SIGCONT');
     }
     // Billing still handles the request it had received: the subscription and its invoice exist.
-    const [made] = await until(() => subscriptionsOf('killed@example.com'), (r) => r.length === 1);
-    const [invoice] = await until(() => paymentsOf(made!.id), (r) => r.length === 1);
+    const [made] = await until(
+      () => subscriptionsOf('killed@example.com'),
+      (r) => r.length === 1,
+    );
+    const [invoice] = await until(
+      () => paymentsOf(made!.id),
+      (r) => r.length === 1,
+    );
     await stack.restartGateway();
 
     // Inside the lease the claim still stands (the first gateway might have been alive).
@@ -94,7 +100,10 @@ describe('the gateway killed mid-request', () => {
     expect((await subscribeWith('kill-me-1', { ...body, email: 'other@example.com' })).status).toBe(409);
 
     expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
-    const active = await until(() => admin.get(`/subscriptions/${made!.id}`), (r) => r.body.status === 'active');
+    const active = await until(
+      () => admin.get(`/subscriptions/${made!.id}`),
+      (r) => r.body.status === 'active',
+    );
     expect(active.body.status).toBe('active');
   });
 });
@@ -113,8 +122,14 @@ describe('a subscribe that answered 503', () => {
     }
     expect(first.status).toBe(503);
     // Billing did the work after the gateway gave up: a payable checkout nobody was told about.
-    const [made] = await until(() => subscriptionsOf('outage@example.com'), (r) => r.length === 1);
-    const [invoice] = await until(() => paymentsOf(made!.id), (r) => r.length === 1);
+    const [made] = await until(
+      () => subscriptionsOf('outage@example.com'),
+      (r) => r.length === 1,
+    );
+    const [invoice] = await until(
+      () => paymentsOf(made!.id),
+      (r) => r.length === 1,
+    );
     expect(invoice!.status).toBe('pending');
 
     const retry = await subscribeWith('outage-1', body);
@@ -128,7 +143,14 @@ describe('a subscribe that answered 503', () => {
     expect(other.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id, manage_url: null });
 
     expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
-    expect((await until(() => admin.get(`/subscriptions/${made!.id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
+    expect(
+      (
+        await until(
+          () => admin.get(`/subscriptions/${made!.id}`),
+          (r) => r.body.status === 'active',
+        )
+      ).body.status,
+    ).toBe('active');
   });
 });
 
@@ -146,8 +168,14 @@ describe('a subscribe whose payment request got no answer in time', () => {
     }
     expect(first.status).toBe(503);
     // Payments handles the request it received while frozen: the payment exists, nobody was told.
-    const [made] = await until(() => subscriptionsOf('slow-payments@example.com'), (r) => r.length === 1);
-    const [invoice] = await until(() => paymentsOf(made!.id), (r) => r.length === 1);
+    const [made] = await until(
+      () => subscriptionsOf('slow-payments@example.com'),
+      (r) => r.length === 1,
+    );
+    const [invoice] = await until(
+      () => paymentsOf(made!.id),
+      (r) => r.length === 1,
+    );
     expect(invoice!.status).toBe('pending');
     expect((await subscriptionsOf('slow-payments@example.com'))[0]!.status).toBe('pending');
 
@@ -155,6 +183,13 @@ describe('a subscribe whose payment request got no answer in time', () => {
     expect(retry.status, JSON.stringify(retry.body)).toBe(201);
     expect(retry.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id });
     expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
-    expect((await until(() => admin.get(`/subscriptions/${made!.id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
+    expect(
+      (
+        await until(
+          () => admin.get(`/subscriptions/${made!.id}`),
+          (r) => r.body.status === 'active',
+        )
+      ).body.status,
+    ).toBe('active');
   });
 });

@@ -56,13 +56,16 @@ async function payments(subId: string) {
   return rows as Array<{ id: string; status: string; purpose: string }>;
 }
 async function events(subId: string) {
-  const { rows } = await db.query(`SELECT payload->>'event' AS e, payload->'data' AS d FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [subId]);
+  const { rows } = await db.query(
+    `SELECT payload->>'event' AS e, payload->'data' AS d FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`,
+    [subId],
+  );
   return rows as Array<{ e: string; d: Record<string, any> }>;
 }
 const billingLines = (text: string) => stack.services.billing.lines.filter((l) => l.includes(text));
 
 describe('1. a late payment is recorded exactly once', () => {
-  it("an expired on-chain checkout paid after the contact opened a new one activates the new one and withdraws its payment", async () => {
+  it('an expired on-chain checkout paid after the contact opened a new one activates the new one and withdraws its payment', async () => {
     const p = await plan({ interval: 'monthly', allow_onchain: true });
     const first = await subscribe(p.id, 'late@example.com', 'onchain');
     await advance(DAY + 60);
@@ -71,12 +74,22 @@ describe('1. a late payment is recorded exactly once', () => {
     expect(second.subscription_id).not.toBe(first.subscription_id);
 
     await pay(first.payment_id);
-    const active = await until(() => sub(second.subscription_id), (x) => x.status === 'active');
+    const active = await until(
+      () => sub(second.subscription_id),
+      (x) => x.status === 'active',
+    );
     const paidAt = (await admin.get(`/payments/${first.payment_id}`)).body.paid_at;
     expect(active).toMatchObject({ status: 'active', current_period_start: paidAt });
     expect((await sub(first.subscription_id)).status).toBe('expired');
     // The new checkout's own payment is withdrawn, so the subscriber cannot pay twice.
-    expect((await until(() => payments(second.subscription_id), (r) => r[0]?.status === 'expired'))[0]!.status).toBe('expired');
+    expect(
+      (
+        await until(
+          () => payments(second.subscription_id),
+          (r) => r[0]?.status === 'expired',
+        )
+      )[0]!.status,
+    ).toBe('expired');
     const activated = (await events(second.subscription_id)).filter((e) => e.e === 'subscription.activated');
     expect(activated).toHaveLength(1);
     expect(activated[0]!.d).toMatchObject({ payment_id: first.payment_id, paid_for_subscription_id: first.subscription_id });
@@ -92,16 +105,26 @@ describe('1. a late payment is recorded exactly once', () => {
     await advance(DAY + 60);
     const second = await subscribe(p.id, 'refund@example.com', 'onchain');
     await pay(second.payment_id);
-    const active = await until(() => sub(second.subscription_id), (x) => x.status === 'active');
+    const active = await until(
+      () => sub(second.subscription_id),
+      (x) => x.status === 'active',
+    );
 
     await pay(first.payment_id);
-    const shown = await until(() => admin.get(`/payments/${first.payment_id}`), (r) => r.body.unapplied_reason !== undefined);
+    const shown = await until(
+      () => admin.get(`/payments/${first.payment_id}`),
+      (r) => r.body.unapplied_reason !== undefined,
+    );
     expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: 'The subscriber already has an active subscription to this plan' });
     const unapplied = (await events(first.subscription_id)).filter((e) => e.e === 'payment.unapplied');
     expect(unapplied).toHaveLength(1);
     expect(eventDataSchema('payment.unapplied').safeParse(unapplied[0]!.d).success).toBe(true);
     expect(unapplied[0]!.d).toMatchObject({
-      subscription_id: first.subscription_id, plan_id: p.id, payment_id: first.payment_id, amount_sats: 1000, reason: expect.stringContaining('active'),
+      subscription_id: first.subscription_id,
+      plan_id: p.id,
+      payment_id: first.payment_id,
+      amount_sats: 1000,
+      reason: expect.stringContaining('active'),
     });
     // Nothing else moved.
     expect(await sub(second.subscription_id)).toMatchObject({ status: 'active', current_period_end: active.current_period_end });
@@ -124,7 +147,12 @@ describe('2. payment_failed is no dead end', () => {
     for (let day = 2; day <= 13; day += 3) {
       await advanceTo(end + day * DAY);
       // The payments sweeper marks the replaced invoice expired a moment after the clock moved.
-      const open = (await until(() => payments(s.subscription_id), (r) => r.filter((x) => x.status === 'pending').length === 1)).filter((x) => x.status === 'pending');
+      const open = (
+        await until(
+          () => payments(s.subscription_id),
+          (r) => r.filter((x) => x.status === 'pending').length === 1,
+        )
+      ).filter((x) => x.status === 'pending');
       expect(open, `day ${day}`).toHaveLength(1);
       expect(open[0]!.purpose).toBe('renewal');
       // The portal shows the subscriber the invoice to pay now.
@@ -158,12 +186,20 @@ describe('2. payment_failed is no dead end', () => {
     expect(await payments(s.subscription_id)).toHaveLength(1);
     await advanceTo(end + 3 * DAY);
     expect((await sub(s.subscription_id)).status).toBe('payment_failed');
-    const open = (await until(() => payments(s.subscription_id), (r) => r.filter((x) => x.status === 'pending').length === 1)).filter((x) => x.status === 'pending');
+    const open = (
+      await until(
+        () => payments(s.subscription_id),
+        (r) => r.filter((x) => x.status === 'pending').length === 1,
+      )
+    ).filter((x) => x.status === 'pending');
     expect(open).toHaveLength(1);
     // Issued after the first one expired (a real invoice of a day, not the long-gone first one).
     expect((await payments(s.subscription_id)).length).toBeGreaterThan(1);
     await pay(open[0]!.id);
-    const back = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    const back = await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
     const paidAt = (await admin.get(`/payments/${open[0]!.id}`)).body.paid_at;
     expect(back).toMatchObject({ status: 'active', current_period_start: paidAt, current_period_end: paidAt + 7 * DAY, has_access: true });
   });
@@ -192,7 +228,12 @@ describe('3. resume inside the renewal lead time', () => {
     await advance(3600);
     expect((await payments(s.subscription_id)).map((x) => x.status)).toEqual(['expired', 'pending']);
     await pay(after[1]!.id);
-    expect(await until(() => sub(s.subscription_id), (x) => x.current_period_start === end)).toMatchObject({ status: 'active', current_period_start: end });
+    expect(
+      await until(
+        () => sub(s.subscription_id),
+        (x) => x.current_period_start === end,
+      ),
+    ).toMatchObject({ status: 'active', current_period_start: end });
   });
 });
 
@@ -262,7 +303,10 @@ describe('6. poison events', () => {
   it('an event that always fails is retried a bounded number of times, parked, counted, logged once, replayable; the consumer goes on', async () => {
     const id = `evt_poison_${Date.now()}`;
     await publish({ plan_id: 'plan_x', plan_name: 'x', subscription_id: 'sub_x', status: 'paid' }, id);
-    const row = await until(() => parked(id), (r) => r !== undefined);
+    const row = await until(
+      () => parked(id),
+      (r) => r !== undefined,
+    );
     // Delivered once plus the two retries of EVENT_RETRY_DELAYS_MS, then never again.
     expect(row).toMatchObject({ consumer: 'billing-payments', event: 'payment.received', deliveries: 3 });
     expect(await metric('events_parked_total')).toBe(1);
@@ -274,13 +318,23 @@ describe('6. poison events', () => {
     const p = await plan({ interval: 'monthly' });
     const s = await subscribe(p.id, 'after-poison@example.com');
     await pay(s.payment_id);
-    expect((await until(() => sub(s.subscription_id), (x) => x.status === 'active')).status).toBe('active');
+    expect(
+      (
+        await until(
+          () => sub(s.subscription_id),
+          (x) => x.status === 'active',
+        )
+      ).status,
+    ).toBe('active');
 
     const listed = JSON.parse((await deadLetters('list', '--json')).stdout);
     expect(listed.map((r: { event_id: string }) => r.event_id)).toContain(id);
     // A replay of an event that still fails leaves it parked with its new error.
     expect((await deadLetters('replay', '--id', id)).stdout).toContain('1 event');
-    const again = await until(() => parked(id), (r) => r.replays === 1 && r.replay_requested_at === null);
+    const again = await until(
+      () => parked(id),
+      (r) => r.replays === 1 && r.replay_requested_at === null,
+    );
     expect(again).toMatchObject({ replays: 1 });
   });
 
@@ -293,11 +347,34 @@ describe('6. poison events', () => {
     try {
       // A payment of the cancelled subscription: recorded as not applied, which must be told to payments.
       const id = `evt_outage_${Date.now()}`;
-      await publish({ subscription_id: s.subscription_id, plan_id: p.id, plan_name: 'Dead ends', payment_id: `pay_outage_${Date.now()}`, amount_sats: 1000, payment_method: 'lightning', purpose: 'renewal', status: 'paid', paid_at: await now() }, id);
-      expect(await until(() => parked(id), (r) => r !== undefined)).toMatchObject({ deliveries: 3 });
+      await publish(
+        {
+          subscription_id: s.subscription_id,
+          plan_id: p.id,
+          plan_name: 'Dead ends',
+          payment_id: `pay_outage_${Date.now()}`,
+          amount_sats: 1000,
+          payment_method: 'lightning',
+          purpose: 'renewal',
+          status: 'paid',
+          paid_at: await now(),
+        },
+        id,
+      );
+      expect(
+        await until(
+          () => parked(id),
+          (r) => r !== undefined,
+        ),
+      ).toMatchObject({ deliveries: 3 });
       await stack.restartPayments();
       await deadLetters('replay', '--all');
-      expect(await until(() => parked(id), (r) => r === undefined)).toBeUndefined();
+      expect(
+        await until(
+          () => parked(id),
+          (r) => r === undefined,
+        ),
+      ).toBeUndefined();
       expect(await metric('events_replayed_total')).toBe(before + 1);
       expect((await events(s.subscription_id)).filter((e) => e.e === 'payment.unapplied')).toHaveLength(1);
     } finally {

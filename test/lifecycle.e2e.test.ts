@@ -57,7 +57,10 @@ describe('renewals', () => {
     expect(renewal?.status).toBe('pending');
     expect(await events(s.subscription_id)).toEqual(['subscription.created', 'renewal.reminder', 'subscription.trial_ending']);
     await pay(renewal!.id);
-    const renewed = await until(() => sub(s.subscription_id), (x) => x.current_period_start === start.trial_end);
+    const renewed = await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_start === start.trial_end,
+    );
     expect(renewed).toMatchObject({ status: 'active', current_period_start: start.trial_end, current_period_end: start.trial_end + 7 * DAY, has_access: true });
     await advanceTo(start.trial_end + DAY);
     expect((await sub(s.subscription_id)).status).toBe('active');
@@ -71,7 +74,10 @@ describe('renewals', () => {
     const p = await plan({ interval: 'monthly' });
     const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'year@example.com' })).body;
     await pay(s.payment_id);
-    let cur = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    let cur = await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
     const ends: string[] = [];
     for (let month = 0; month < 12; month++) {
       ends.push(new Date(cur.current_period_end * 1000).toISOString().slice(0, 10));
@@ -80,16 +86,32 @@ describe('renewals', () => {
       expect(renewal, `renewal ${month + 1}`).toBeDefined();
       await pay(renewal!.id);
       const prevEnd = cur.current_period_end;
-      cur = await until(() => sub(s.subscription_id), (x) => x.current_period_start === prevEnd);
+      cur = await until(
+        () => sub(s.subscription_id),
+        (x) => x.current_period_start === prevEnd,
+      );
       expect(cur.status).toBe('active');
     }
     const y = t.getUTCFullYear() + 1;
     const leap = (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
     expect(ends).toEqual([
-      `${y}-02-${leap ? 29 : 28}`, `${y}-03-31`, `${y}-04-30`, `${y}-05-31`, `${y}-06-30`, `${y}-07-31`,
-      `${y}-08-31`, `${y}-09-30`, `${y}-10-31`, `${y}-11-30`, `${y}-12-31`, `${y + 1}-01-31`,
+      `${y}-02-${leap ? 29 : 28}`,
+      `${y}-03-31`,
+      `${y}-04-30`,
+      `${y}-05-31`,
+      `${y}-06-30`,
+      `${y}-07-31`,
+      `${y}-08-31`,
+      `${y}-09-30`,
+      `${y}-10-31`,
+      `${y}-11-30`,
+      `${y}-12-31`,
+      `${y + 1}-01-31`,
     ]);
-    const paidRenewals = await db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' AND status = 'paid'`, [s.subscription_id]);
+    const paidRenewals = await db.query(
+      `SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' AND status = 'paid'`,
+      [s.subscription_id],
+    );
     expect(paidRenewals.rows[0].n).toBe(12);
   }, 300_000);
 });
@@ -105,11 +127,19 @@ describe('unpaid renewals', () => {
     expect(await sub(s.subscription_id)).toMatchObject({ status: 'payment_failed', has_access: false });
     // The first invoice (a day's life) expired during grace: a new one goes out as it becomes payment_failed.
     expect(await events(s.subscription_id)).toEqual([
-      'subscription.created', 'renewal.reminder', 'subscription.trial_ending', 'subscription.past_due', 'renewal.reminder', 'subscription.payment_failed',
+      'subscription.created',
+      'renewal.reminder',
+      'subscription.trial_ending',
+      'subscription.past_due',
+      'renewal.reminder',
+      'subscription.payment_failed',
     ]);
     const late = await openRenewal(s.subscription_id);
     await pay(late!.id);
-    const back = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    const back = await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
     const paidAt = (await admin.get(`/payments/${late!.id}`)).body.paid_at;
     expect(back.current_period_start).toBe(paidAt);
   });
@@ -162,7 +192,10 @@ describe('renewal invoices expire and are replaced', () => {
     expect(first!.expires_at - t1).toBeLessThanOrEqual(DAY);
 
     await advanceTo(first!.expires_at + 60);
-    const afterExpiry = await until(() => renewals(s.subscription_id), (r) => r.length === 2 && r[0]!.status === 'expired');
+    const afterExpiry = await until(
+      () => renewals(s.subscription_id),
+      (r) => r.length === 2 && r[0]!.status === 'expired',
+    );
     expect(afterExpiry.map((r) => r.status)).toEqual(['expired', 'pending']);
     const sent = await reminders(s.subscription_id);
     expect(sent).toHaveLength(2);
@@ -173,7 +206,10 @@ describe('renewal invoices expire and are replaced', () => {
 
     // Into the grace period: still replaced when it expires, and the subscription is past_due.
     await advanceTo(end + DAY);
-    const inGrace = await until(() => renewals(s.subscription_id), (r) => r.length === 3 && r[1]!.status === 'expired');
+    const inGrace = await until(
+      () => renewals(s.subscription_id),
+      (r) => r.length === 3 && r[1]!.status === 'expired',
+    );
     expect(inGrace.map((r) => r.status)).toEqual(['expired', 'expired', 'pending']);
     expect((await sub(s.subscription_id)).status).toBe('past_due');
     // The last call (a day before the end, here caught up at once) always reaches the subscriber.
@@ -181,9 +217,15 @@ describe('renewal invoices expire and are replaced', () => {
 
     // The subscriber pays the first, long-expired invoice: the money counts, the period renews once.
     await pay(first!.id);
-    const renewed = await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    const renewed = await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
     expect(renewed).toMatchObject({ status: 'active', current_period_start: end });
-    const withdrawn = await until(() => renewals(s.subscription_id), (r) => r[2]!.status === 'expired');
+    const withdrawn = await until(
+      () => renewals(s.subscription_id),
+      (r) => r[2]!.status === 'expired',
+    );
     expect(withdrawn.map((r) => r.status)).toEqual(['paid', 'expired', 'expired']);
 
     // Paying a replaced invoice anyway is recorded, but does not renew a second time.
@@ -230,7 +272,14 @@ describe('pause and resume around the period end', () => {
     const renewal = await openRenewal(s.subscription_id);
     expect(renewal?.status).toBe('pending');
     await pay(renewal!.id);
-    expect((await until(() => sub(s.subscription_id), (x) => x.status === 'active')).status).toBe('active');
+    expect(
+      (
+        await until(
+          () => sub(s.subscription_id),
+          (x) => x.status === 'active',
+        )
+      ).status,
+    ).toBe('active');
   });
 });
 
@@ -240,7 +289,8 @@ describe('replicas', () => {
     try {
       const p = await plan({ interval: 'weekly', trial_days: 2 });
       const ids: string[] = [];
-      for (let i = 0; i < 12; i++) ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `r${i}@example.com` })).body.subscription_id);
+      for (let i = 0; i < 12; i++)
+        ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `r${i}@example.com` })).body.subscription_id);
       const end = (await sub(ids[0]!)).current_period_end;
       await advanceTo(end - DAY / 2);
       // Both replicas sweep (the second on its own timer after the dev clock moved).
@@ -267,7 +317,8 @@ describe('crash safety', () => {
   it('billing killed in the middle of a sweep: after a restart every renewal exists once', async () => {
     const p = await plan({ interval: 'weekly', trial_days: 2 });
     const ids: string[] = [];
-    for (let i = 0; i < 30; i++) ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `k${i}@example.com` })).body.subscription_id);
+    for (let i = 0; i < 30; i++)
+      ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `k${i}@example.com` })).body.subscription_id);
     const end = (await sub(ids[0]!)).current_period_end;
     const moving = admin.post('/dev/clock', { advance_seconds: end - DAY / 2 - (await now()) });
     await new Promise((r) => setTimeout(r, 400));
@@ -281,7 +332,10 @@ describe('crash safety', () => {
     );
     expect(rows).toHaveLength(30);
     expect(rows.every((r) => r.n === 1)).toBe(true);
-    const marked = await db.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND renewal_for = current_period_end AND renewal_payment_id IS NOT NULL`, [ids]);
+    const marked = await db.query(
+      `SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND renewal_for = current_period_end AND renewal_payment_id IS NOT NULL`,
+      [ids],
+    );
     expect(marked.rows[0].n).toBe(30);
     const reminders = await db.query(
       `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = ANY($1)`,
@@ -296,7 +350,10 @@ describe('events on JetStream', () => {
     const p = await plan({ interval: 'weekly' });
     const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'events@example.com', name: 'Eve' })).body;
     await pay(s.payment_id);
-    await until(() => sub(s.subscription_id), (x) => x.status === 'active');
+    await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
     await admin.post(`/subscriptions/${s.subscription_id}/pause`);
     await admin.post(`/subscriptions/${s.subscription_id}/resume`);
     await admin.post(`/subscriptions/${s.subscription_id}/extend?days=3`);
@@ -316,7 +373,11 @@ describe('events on JetStream', () => {
       // activates after it consumed payment.received from this stream).
       const names = seen.map((e) => e.event);
       expect(names.filter((n) => n.startsWith('subscription.'))).toEqual([
-        'subscription.created', 'subscription.activated', 'subscription.paused', 'subscription.resumed', 'subscription.extended',
+        'subscription.created',
+        'subscription.activated',
+        'subscription.paused',
+        'subscription.resumed',
+        'subscription.extended',
         'subscription.cancelled',
       ]);
       expect(names.filter((n) => n === 'payment.received')).toHaveLength(1);
@@ -327,7 +388,11 @@ describe('events on JetStream', () => {
         expect(e).toMatchObject({ wallet_id: stack.wallets[0]!.id, data: { subscription_id: s.subscription_id, plan_id: p.id, plan_name: 'Clocked' } });
         expect(Number.isInteger(e.timestamp)).toBe(true);
       }
-      expect(seen.find((e) => e.event === 'subscription.created').data).toMatchObject({ subscriber_email: 'events@example.com', subscriber_name: 'Eve', amount_sats: 1000 });
+      expect(seen.find((e) => e.event === 'subscription.created').data).toMatchObject({
+        subscriber_email: 'events@example.com',
+        subscriber_name: 'Eve',
+        amount_sats: 1000,
+      });
     } finally {
       await nc.close();
     }
@@ -337,7 +402,14 @@ describe('events on JetStream', () => {
 describe('events', () => {
   it('every event of these lifecycles matches its schema (the OpenAPI webhooks)', async () => {
     const seen = await expectEventsMatchSchemas(stack.db);
-    for (const e of ['subscription.created', 'subscription.activated', 'subscription.renewed', 'subscription.past_due', 'renewal.reminder', 'payment.received']) {
+    for (const e of [
+      'subscription.created',
+      'subscription.activated',
+      'subscription.renewed',
+      'subscription.past_due',
+      'renewal.reminder',
+      'payment.received',
+    ]) {
       expect(seen[e], e).toBeGreaterThan(0);
     }
   });

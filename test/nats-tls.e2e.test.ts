@@ -14,7 +14,23 @@ function makeCertificates(dir: string): { ca: string; cert: string; key: string 
   run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '1', '-subj', '/CN=test-ca');
   run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=127.0.0.1');
   execFileSync('sh', ['-c', `printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > ${f('ext.cnf')}`]);
-  run('x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('server.pem'), '-days', '1', '-extfile', f('ext.cnf'));
+  run(
+    'x509',
+    '-req',
+    '-in',
+    f('server.csr'),
+    '-CA',
+    f('ca.pem'),
+    '-CAkey',
+    f('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    f('server.pem'),
+    '-days',
+    '1',
+    '-extfile',
+    f('ext.cnf'),
+  );
   return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
 }
 

@@ -62,7 +62,9 @@ beforeAll(async () => {
   nip05Host = `127.0.0.1:${(nip05.address() as AddressInfo).port}`;
   // Bob reads his direct messages on another relay, and says so in his kind 10050 list on the configured one.
   const pool = new SimplePool();
-  await Promise.any(pool.publish([relay.url], finalizeEvent({ kind: 10050, created_at: Math.floor(Date.now() / 1000), tags: [['relay', dmRelay.url]], content: '' }, bobSk)));
+  await Promise.any(
+    pool.publish([relay.url], finalizeEvent({ kind: 10050, created_at: Math.floor(Date.now() / 1000), tags: [['relay', dmRelay.url]], content: '' }, bobSk)),
+  );
   pool.destroy();
   stack = await startStack({
     wallets: 2,
@@ -79,7 +81,14 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.stop();
-  await Promise.allSettled([tg?.stop(), relay?.stop(), dmRelay?.stop(), serverSmtp?.stop(), ownSmtp?.stop(), new Promise<void>((r) => (nip05 ? nip05.close(() => r()) : r()))]);
+  await Promise.allSettled([
+    tg?.stop(),
+    relay?.stop(),
+    dmRelay?.stop(),
+    serverSmtp?.stop(),
+    ownSmtp?.stop(),
+    new Promise<void>((r) => (nip05 ? nip05.close(() => r()) : r())),
+  ]);
 });
 
 const admin = (w = 0) => client(stack.api, stack.wallets[w]!.admin_key);
@@ -111,7 +120,16 @@ function dms(r: NostrRelay, sk: Uint8Array): { from: string; text: string; kind:
 const tgTo = (chat: string) => tg.sent.filter((m) => String(m.chat_id) === chat);
 const mailsTo = (to: string) => [...serverSmtp.mails, ...ownSmtp.mails].filter((m) => m.to.includes(to));
 
-const OWNER_EVENTS = ['subscription.created', 'subscription.cancelled', 'payment.received', 'payment.failed', 'subscription.payment_failed', 'subscription.expired', 'nwc.wallet_disabled', 'payment.unapplied'];
+const OWNER_EVENTS = [
+  'subscription.created',
+  'subscription.cancelled',
+  'payment.received',
+  'payment.failed',
+  'subscription.payment_failed',
+  'subscription.expired',
+  'nwc.wallet_disabled',
+  'payment.unapplied',
+];
 const walletSettings = () => ({
   channels: {
     email: { smtp_url: ownSmtp.url, from: 'Shop <shop@example.com>', owner_email: 'owner@example.com' },
@@ -128,7 +146,9 @@ describe('notification settings', () => {
     expect(initial.status).toBe(200);
     expect(initial.body).toMatchObject({
       channels: { email: { smtp_url: null, from: null, owner_email: null }, messenger: null, nostr: null },
-      owner_events: [], updated_at: null, merchant_name: null,
+      owner_events: [],
+      updated_at: null,
+      merchant_name: null,
     });
     expect(initial.body.subscriber_events).toContain('renewal.reminder');
 
@@ -160,7 +180,13 @@ describe('notification settings', () => {
     expect(put.body.channels).toEqual({
       email: { smtp_url: 'configured', from: 'Shop <shop@example.com>', owner_email: 'owner@example.com' },
       messenger: { bot_token: 'configured', owner_chat_id: '1001' },
-      nostr: { private_key: 'configured', public_key: expect.stringMatching(/^npub1/), relays: [relay.url], owner_pubkey: expect.stringMatching(/^npub1/), nip04: false },
+      nostr: {
+        private_key: 'configured',
+        public_key: expect.stringMatching(/^npub1/),
+        relays: [relay.url],
+        owner_pubkey: expect.stringMatching(/^npub1/),
+        nip04: false,
+      },
     });
     generatedNsec = put.body.generated_private_key;
     expect(generatedNsec).toMatch(/^nsec1/);
@@ -177,18 +203,28 @@ describe('notification settings', () => {
     // Secrets left out are kept: the key is not regenerated, the token still works (test send below).
     const again = await admin().put('/notification-settings', {
       ...walletSettings(),
-      channels: { email: { from: 'Shop <shop@example.com>', owner_email: 'owner@example.com' }, messenger: { owner_chat_id: '1001' }, nostr: { relays: [relay.url], owner_pubkey: walletSettings().channels.nostr.owner_pubkey } },
+      channels: {
+        email: { from: 'Shop <shop@example.com>', owner_email: 'owner@example.com' },
+        messenger: { owner_chat_id: '1001' },
+        nostr: { relays: [relay.url], owner_pubkey: walletSettings().channels.nostr.owner_pubkey },
+      },
     });
     expect(again.status).toBe(200);
     expect(again.body).not.toHaveProperty('generated_private_key');
     expect(again.body.channels).toEqual(put.body.channels);
 
-    const [stored] = await rows(`SELECT config::text AS config, secrets_sealed FROM notifier.settings WHERE wallet_id = $1 AND plan_id = ''`, [stack.wallets[0]!.id]);
+    const [stored] = await rows(`SELECT config::text AS config, secrets_sealed FROM notifier.settings WHERE wallet_id = $1 AND plan_id = ''`, [
+      stack.wallets[0]!.id,
+    ]);
     for (const secret of [TOKEN.split(':')[1]!, OWNER_SMTP_PASS, generatedHex]) {
       expect(stored.config).not.toContain(secret);
       expect(stored.secrets_sealed).not.toContain(secret);
     }
-    expect(JSON.parse(new SecretBox(stack.env.SECRETS_KEY!).open(stored.secrets_sealed))).toEqual({ smtp_url: ownSmtp.url, bot_token: TOKEN, nostr_key: generatedHex });
+    expect(JSON.parse(new SecretBox(stack.env.SECRETS_KEY!).open(stored.secrets_sealed))).toEqual({
+      smtp_url: ownSmtp.url,
+      bot_token: TOKEN,
+      nostr_key: generatedHex,
+    });
   });
 
   it('test sends go out for real on each channel and answer the provider error in words', async () => {
@@ -213,7 +249,12 @@ describe('notification settings', () => {
     expect(nip19.npubEncode(got[0]!.from)).toBe((await reader().get('/notification-settings')).body.channels.nostr.public_key);
 
     // Errors of the provider, in its words; nothing retried.
-    expect((await test({ channel: 'messenger', to: '999' })).body).toEqual({ channel: 'messenger', to: '999', delivered: false, error: '400 Bad Request: chat not found' });
+    expect((await test({ channel: 'messenger', to: '999' })).body).toEqual({
+      channel: 'messenger',
+      to: '999',
+      delivered: false,
+      error: '400 Bad Request: chat not found',
+    });
     const refused = await test({ channel: 'email', to: 'nobody@example.com' });
     expect(refused.body.delivered).toBe(false);
     expect(refused.body.error).toMatch(/550.*No such user/);
@@ -233,7 +274,8 @@ describe('notification settings', () => {
       expect(put.status, JSON.stringify(put.body)).toBe(200);
       // As one stored before URLs were checked: sealed with the options in its query.
       await rows(`UPDATE notifier.settings SET secrets_sealed = $2 WHERE wallet_id = $1 AND plan_id = ''`, [
-        w1, new SecretBox(stack.env.SECRETS_KEY!).seal(JSON.stringify({ smtp_url: `${ownSmtp.url}?sendmail=true&path=${program}&logger=true&debug=true` })),
+        w1,
+        new SecretBox(stack.env.SECRETS_KEY!).seal(JSON.stringify({ smtp_url: `${ownSmtp.url}?sendmail=true&path=${program}&logger=true&debug=true` })),
       ]);
       const sent = await admin(1).post('/notification-settings/test', { channel: 'email' });
       expect(sent.body).toEqual({ channel: 'email', to: 'two@example.com', delivered: true, error: null });
@@ -248,21 +290,31 @@ describe('notification settings', () => {
   it("through the server's mail server the From is always MAIL_FROM; the owner's gives the name and Reply-To", async () => {
     const w1 = stack.wallets[1]!.id;
     try {
-      const put = await admin(1).put('/notification-settings', { channels: { email: { from: 'Shop Two <ceo@bank.example>', owner_email: 'two@example.com' } } });
+      const put = await admin(1).put('/notification-settings', {
+        channels: { email: { from: 'Shop Two <ceo@bank.example>', owner_email: 'two@example.com' } },
+      });
       expect(put.status, JSON.stringify(put.body)).toBe(200);
       expect((await admin(1).post('/notification-settings/test', { channel: 'email' })).body.delivered).toBe(true);
       const [mail] = serverSmtp.mails.filter((m) => m.to.includes('two@example.com'));
       expect(mail).toMatchObject({ from: 'Shop Two <billing@example.com>', replyTo: 'ceo@bank.example' });
 
       // A bare address as from: the merchant name (else MAIL_FROM's) names the sender.
-      await admin(1).put('/notification-settings', { channels: { email: { from: 'ceo@bank.example', owner_email: 'three@example.com' } }, merchant_name: 'Two Shop' });
+      await admin(1).put('/notification-settings', {
+        channels: { email: { from: 'ceo@bank.example', owner_email: 'three@example.com' } },
+        merchant_name: 'Two Shop',
+      });
       expect((await admin(1).post('/notification-settings/test', { channel: 'email' })).body.delivered).toBe(true);
-      expect(serverSmtp.mails.filter((m) => m.to.includes('three@example.com'))).toMatchObject([{ from: 'Two Shop <billing@example.com>', replyTo: 'ceo@bank.example' }]);
+      expect(serverSmtp.mails.filter((m) => m.to.includes('three@example.com'))).toMatchObject([
+        { from: 'Two Shop <billing@example.com>', replyTo: 'ceo@bank.example' },
+      ]);
       expect(ownSmtp.mails.some((m) => m.from.includes('ceo@bank.example') && m.to.some((t) => /^(two|three)@/.test(t)))).toBe(false);
 
       // A plan override with a key that is no secp256k1 key is 422 too.
       const plan = (await admin(1).post('/plans', { name: 'Key plan', amount_sats: 1000, interval: 'weekly' })).body;
-      const badKey = await admin(1).put(`/plans/${plan.id}/notification-settings`, { inherit: false, channels: { nostr: { private_key: 'f'.repeat(64), relays: [relay.url] } } });
+      const badKey = await admin(1).put(`/plans/${plan.id}/notification-settings`, {
+        inherit: false,
+        channels: { nostr: { private_key: 'f'.repeat(64), relays: [relay.url] } },
+      });
       expect(badKey.status, JSON.stringify(badKey.body)).toBe(422);
       expect(badKey.body.detail[0].loc).toEqual(['body', 'channels', 'nostr', 'private_key']);
     } finally {
@@ -279,10 +331,20 @@ describe('notification settings', () => {
     expect(inherited.body).toEqual({ ...wallet, plan_id: plan.id, inherit: true });
     expect((await pub().get(`/public/plan/${plan.id}`)).body.available_contact_methods).toEqual(['email', 'messenger', 'nostr']);
 
-    const override = await admin().put(path, { inherit: false, channels: { messenger: {} }, owner_events: ['subscription.created'], subscriber_events: ['subscription.created'] });
+    const override = await admin().put(path, {
+      inherit: false,
+      channels: { messenger: {} },
+      owner_events: ['subscription.created'],
+      subscriber_events: ['subscription.created'],
+    });
     expect(override.status, JSON.stringify(override.body)).toBe(200);
     // The bot token comes from the wallet's settings; e-mail and Nostr are off for this plan.
-    expect(override.body).toMatchObject({ plan_id: plan.id, inherit: false, channels: { email: null, messenger: { bot_token: 'configured', owner_chat_id: null }, nostr: null }, owner_events: ['subscription.created'] });
+    expect(override.body).toMatchObject({
+      plan_id: plan.id,
+      inherit: false,
+      channels: { email: null, messenger: { bot_token: 'configured', owner_chat_id: null }, nostr: null },
+      owner_events: ['subscription.created'],
+    });
     expect((await reader().get(path)).body).toMatchObject({ inherit: false, channels: { email: null, nostr: null } });
     expect((await pub().get(`/public/plan/${plan.id}`)).body.available_contact_methods).toEqual(['messenger']);
     // The wallet's own settings are untouched.
@@ -305,7 +367,10 @@ describe('notification settings', () => {
     ] as const) {
       const r = await admin().put(path, body);
       expect(r.status, JSON.stringify(body)).toBe(422);
-      expect(r.body.detail.map((i: { loc: unknown[] }) => i.loc), JSON.stringify(r.body)).toEqual([loc]);
+      expect(
+        r.body.detail.map((i: { loc: unknown[] }) => i.loc),
+        JSON.stringify(r.body),
+      ).toEqual([loc]);
     }
   });
 });
@@ -323,11 +388,21 @@ describe('subscriber and owner notices', () => {
 
   it('checkout takes the contact fields and the preference; a preference without its contact is 422', async () => {
     trialPlan = (await admin().post('/plans', { name: 'Gold', amount_sats: 2100, interval: 'weekly', trial_days: 2 })).body;
-    const missing = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', email: 'x@example.com', contact_preference: 'nostr' });
+    const missing = await pub().post('/public/subscribe', {
+      plan_id: trialPlan.id,
+      payment_method: 'lightning',
+      email: 'x@example.com',
+      contact_preference: 'nostr',
+    });
     expect(missing.status).toBe(422);
     expect(missing.body.detail[0].loc).toEqual(['body', 'nostr']);
     // 64 hex (or an npub) that is no point on secp256k1 could never be written to.
-    for (const [field, value] of [['nostr', 'not-a-key'], ['nostr', '0'.repeat(64)], ['nostr', nip19.npubEncode('0'.repeat(64))], ['messenger', 'two words']] as const) {
+    for (const [field, value] of [
+      ['nostr', 'not-a-key'],
+      ['nostr', '0'.repeat(64)],
+      ['nostr', nip19.npubEncode('0'.repeat(64))],
+      ['messenger', 'two words'],
+    ] as const) {
       const bad = await pub().post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', [field]: value });
       expect(bad.status).toBe(422);
       expect(bad.body.detail[0].loc).toEqual(['body', field]);
@@ -337,7 +412,13 @@ describe('subscriber and owner notices', () => {
     expect((await pub().get(`/public/plan/${emailOnly.id}`)).body.available_contact_methods).toEqual(['email']);
     const subscribersOf1 = async () => (await rows(`SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1`, [stack.wallets[1]!.id]))[0].n;
     const before = await subscribersOf1();
-    const unoffered = await pub().post('/public/subscribe', { plan_id: emailOnly.id, payment_method: 'lightning', email: 'x@example.com', messenger: '2009', contact_preference: 'messenger' });
+    const unoffered = await pub().post('/public/subscribe', {
+      plan_id: emailOnly.id,
+      payment_method: 'lightning',
+      email: 'x@example.com',
+      messenger: '2009',
+      contact_preference: 'messenger',
+    });
     expect(unoffered.status, JSON.stringify(unoffered.body)).toBe(422);
     expect(unoffered.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'contact_preference'], msg: expect.stringContaining('email') })]);
     expect(await subscribersOf1()).toBe(before);
@@ -348,13 +429,18 @@ describe('subscriber and owner notices', () => {
     await subscribe('email', { email: 'erin@example.com' });
     await subscribe('prefers', { email: 'pat@example.com', messenger: '2002', contact_preference: 'messenger' });
     await subscribe('optout', { messenger: '2003', receive_confirmations: false, receive_reminders: false });
-    const [pref] = await rows(`SELECT s.contact_preference FROM billing.subscribers s JOIN billing.subscriptions x ON x.subscriber_id = s.id WHERE x.id = $1`, [subs.prefers]);
+    const [pref] = await rows(`SELECT s.contact_preference FROM billing.subscribers s JOIN billing.subscriptions x ON x.subscriber_id = s.id WHERE x.id = $1`, [
+      subs.prefers,
+    ]);
     expect(pref.contact_preference).toBe('messenger');
   });
 
   it('the trial start reaches each subscriber once on the channel their contact gives, with the portal link', async () => {
     const started = 'Your free trial of Gold has started';
-    const m = await until(async () => tgTo('2001'), (x) => x.length >= 1);
+    const m = await until(
+      async () => tgTo('2001'),
+      (x) => x.length >= 1,
+    );
     expect(m).toHaveLength(1);
     expect(m[0]!.token).toBe(TOKEN);
     expect(m[0]!.text).toContain(started);
@@ -362,23 +448,39 @@ describe('subscriber and owner notices', () => {
     expect(m[0]!.text).toMatch(/— Satoshi Shop$/);
     expect(m[0]!.text).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}/);
 
-    const carol = await until(async () => dms(relay, carolSk), (x) => x.length >= 1);
+    const carol = await until(
+      async () => dms(relay, carolSk),
+      (x) => x.length >= 1,
+    );
     expect(carol).toHaveLength(1);
     expect(carol[0]!.text).toContain(started);
     expect(carol[0]!.text).toMatch(/manage\?token=/);
 
     // Bob (NIP-05) is written to on his DM relay from his kind 10050 list, not on the configured one.
-    const bob = await until(async () => dms(dmRelay, bobSk), (x) => x.length >= 1);
+    const bob = await until(
+      async () => dms(dmRelay, bobSk),
+      (x) => x.length >= 1,
+    );
     expect(bob).toHaveLength(1);
     expect(bob[0]!.text).toContain(started);
     expect(dms(relay, bobSk)).toEqual([]);
 
-    const erin = await until(async () => mailsTo('erin@example.com'), (x) => x.length >= 1);
+    const erin = await until(
+      async () => mailsTo('erin@example.com'),
+      (x) => x.length >= 1,
+    );
     expect(erin.map((x) => [x.subject, x.from])).toEqual([[started, 'Shop <shop@example.com>']]);
     expect(erin[0]!.html).toMatch(/<a href="http:\/\/[^"]+manage\?token=/);
 
     // Pat prefers the messenger: nothing by e-mail. The opted-out subscriber gets no confirmation.
-    expect((await until(async () => tgTo('2002'), (x) => x.length >= 1))[0]!.text).toContain(started);
+    expect(
+      (
+        await until(
+          async () => tgTo('2002'),
+          (x) => x.length >= 1,
+        )
+      )[0]!.text,
+    ).toContain(started);
     await settle();
     expect(mailsTo('pat@example.com')).toEqual([]);
     expect(tgTo('2003')).toEqual([]);
@@ -386,12 +488,21 @@ describe('subscriber and owner notices', () => {
 
   it('owner notices of the chosen events arrive on each owner channel; others do not', async () => {
     const ownerDms = () => dms(relay, ownerSk).filter((x) => x.text.startsWith('New subscription'));
-    await until(async () => ownerDms(), (x) => x.length >= 6);
+    await until(
+      async () => ownerDms(),
+      (x) => x.length >= 6,
+    );
     expect(ownerDms()).toHaveLength(6);
-    const tgOwner = await until(async () => tgTo('1001').filter((x) => x.text.startsWith('New subscription')), (x) => x.length >= 6);
+    const tgOwner = await until(
+      async () => tgTo('1001').filter((x) => x.text.startsWith('New subscription')),
+      (x) => x.length >= 6,
+    );
     expect(tgOwner).toHaveLength(6);
     expect(tgOwner.some((x) => x.text.includes('Subscriber: erin@example.com'))).toBe(true);
-    const mails = await until(async () => mailsTo('owner@example.com').filter((x) => x.subject.startsWith('New subscription')), (x) => x.length >= 6);
+    const mails = await until(
+      async () => mailsTo('owner@example.com').filter((x) => x.subject.startsWith('New subscription')),
+      (x) => x.length >= 6,
+    );
     expect(mails).toHaveLength(6);
     expect(mails[0]!.subject).toBe('New subscription: Gold');
   });
@@ -404,8 +515,8 @@ describe('subscriber and owner notices', () => {
     expect(tgm.filter((t) => t.includes(due))).toHaveLength(1);
     expect(tgm.find((t) => t.includes(due))).toMatch(/lightning:ln\w+/);
     expect(tgm.find((t) => t.includes(due))).toContain('2100 sats');
-    expect(has((await until(async () => dms(relay, carolSk).map((x) => x.text), has)))).toBe(true);
-    expect(has((await until(async () => dms(dmRelay, bobSk).map((x) => x.text), has)))).toBe(true);
+    expect(has(await until(async () => dms(relay, carolSk).map((x) => x.text), has))).toBe(true);
+    expect(has(await until(async () => dms(dmRelay, bobSk).map((x) => x.text), has))).toBe(true);
     const erin = await until(async () => mailsTo('erin@example.com').map((x) => `${x.subject}\n${x.text}`), has);
     expect(erin.find((t) => t.includes(due))).toMatch(/lightning:ln\w+/);
     await settle();
@@ -420,15 +531,30 @@ describe('subscriber and owner notices', () => {
     }
     const cancelled = 'Your subscription to Gold was cancelled';
     for (const chat of ['2001', '2002', '2003']) {
-      const got = await until(async () => tgTo(chat).filter((x) => x.text.includes(cancelled)), (x) => x.length >= 1);
+      const got = await until(
+        async () => tgTo(chat).filter((x) => x.text.includes(cancelled)),
+        (x) => x.length >= 1,
+      );
       expect(got).toHaveLength(1);
       expect(got[0]!.text).toContain('cancelled by the merchant');
       expect(got[0]!.text).toMatch(/access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
     }
-    await until(async () => dms(relay, carolSk), (x) => x.some((y) => y.text.includes(cancelled)));
-    await until(async () => dms(dmRelay, bobSk), (x) => x.some((y) => y.text.includes(cancelled)));
-    await until(async () => mailsTo('erin@example.com'), (x) => x.some((y) => y.subject === cancelled));
-    const owner = await until(async () => tgTo('1001').filter((x) => x.text.startsWith('Subscription cancelled')), (x) => x.length >= 6);
+    await until(
+      async () => dms(relay, carolSk),
+      (x) => x.some((y) => y.text.includes(cancelled)),
+    );
+    await until(
+      async () => dms(dmRelay, bobSk),
+      (x) => x.some((y) => y.text.includes(cancelled)),
+    );
+    await until(
+      async () => mailsTo('erin@example.com'),
+      (x) => x.some((y) => y.subject === cancelled),
+    );
+    const owner = await until(
+      async () => tgTo('1001').filter((x) => x.text.startsWith('Subscription cancelled')),
+      (x) => x.length >= 6,
+    );
     expect(owner).toHaveLength(6);
   });
 
@@ -438,9 +564,22 @@ describe('subscriber and owner notices', () => {
       (b) => b.items?.filter((n: any) => n.status === 'delivered').length >= 4,
     );
     const toSubscriber = mine.items.filter((n: any) => n.audience === 'subscriber');
-    expect(toSubscriber.map((n: any) => n.event).sort()).toEqual(['renewal.reminder', 'subscription.cancelled', 'subscription.created', 'subscription.trial_ending']);
+    expect(toSubscriber.map((n: any) => n.event).sort()).toEqual([
+      'renewal.reminder',
+      'subscription.cancelled',
+      'subscription.created',
+      'subscription.trial_ending',
+    ]);
     for (const n of toSubscriber) {
-      expect(n).toMatchObject({ channel: 'messenger', recipient: '2001', status: 'delivered', attempt_count: 1, last_error: null, subscription_id: subs.messenger, plan_id: trialPlan.id });
+      expect(n).toMatchObject({
+        channel: 'messenger',
+        recipient: '2001',
+        status: 'delivered',
+        attempt_count: 1,
+        last_error: null,
+        subscription_id: subs.messenger,
+        plan_id: trialPlan.id,
+      });
       expect(n.attempts).toEqual([{ attempted_at: expect.any(Number), error: null, permanent: false, duration_ms: expect.any(Number) }]);
     }
     const nostr = (await reader().get('/notifications?channel=nostr&limit=200')).body;
@@ -458,10 +597,16 @@ describe('subscriber and owner notices', () => {
     tg.chats.add('2005');
     const co = await subscribe('paid', { messenger: '2005' }, paid.id);
     expect((await pub().post(`/dev/payments/${co.payment_id}/pay`)).status).toBe(200);
-    const got = await until(async () => tgTo('2005').filter((x) => x.text.includes('is active')), (x) => x.length >= 1);
+    const got = await until(
+      async () => tgTo('2005').filter((x) => x.text.includes('is active')),
+      (x) => x.length >= 1,
+    );
     expect(got[0]!.text).toMatch(/active until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1500 sats/);
     expect(got[0]!.text).toContain(`Payment reference: ${co.payment_id}`);
-    const owner = await until(async () => tgTo('1001').filter((x) => x.text.startsWith('Payment received: Paid')), (x) => x.length >= 1);
+    const owner = await until(
+      async () => tgTo('1001').filter((x) => x.text.startsWith('Payment received: Paid')),
+      (x) => x.length >= 1,
+    );
     expect(owner[0]!.text).toContain('Amount: 1500 sats');
   });
 
@@ -472,22 +617,39 @@ describe('subscriber and owner notices', () => {
     const lapsed = (await admin().post('/plans', { name: 'Bronze', amount_sats: 800, interval: 'weekly', grace_period_days: 1 })).body;
     for (const chat of ['2011', '2012']) tg.chats.add(chat);
     const who = [
-      ['renewMsg', { messenger: '2011' }, kept.id], ['renewNostr', { nostr: nip19.npubEncode(getPublicKey(daveSk)) }, kept.id],
-      ['lapseMsg', { messenger: '2012' }, lapsed.id], ['lapseNostr', { nostr: nip19.npubEncode(getPublicKey(fayeSk)) }, lapsed.id],
+      ['renewMsg', { messenger: '2011' }, kept.id],
+      ['renewNostr', { nostr: nip19.npubEncode(getPublicKey(daveSk)) }, kept.id],
+      ['lapseMsg', { messenger: '2012' }, lapsed.id],
+      ['lapseNostr', { nostr: nip19.npubEncode(getPublicKey(fayeSk)) }, lapsed.id],
     ] as const;
     for (const [name, contact, planId] of who) {
       const co = await subscribe(name, { ...contact, receive_confirmations: true }, planId);
       expect((await pub().post(`/dev/payments/${co.payment_id}/pay`)).status).toBe(200);
     }
     const status = async (name: string) => (await reader().get(`/subscriptions/${subs[name]}`)).body.status;
-    for (const [name] of who) await until(() => status(name), (s) => s === 'active');
-    const chatSays = (chat: string, text: string) => until(async () => tgTo(chat).filter((x) => x.text.includes(text)), (x) => x.length >= 1);
-    const dmSays = (sk: Uint8Array, text: string) => until(async () => dms(relay, sk).filter((x) => x.text.includes(text)), (x) => x.length >= 1);
+    for (const [name] of who)
+      await until(
+        () => status(name),
+        (s) => s === 'active',
+      );
+    const chatSays = (chat: string, text: string) =>
+      until(
+        async () => tgTo(chat).filter((x) => x.text.includes(text)),
+        (x) => x.length >= 1,
+      );
+    const dmSays = (sk: Uint8Array, text: string) =>
+      until(
+        async () => dms(relay, sk).filter((x) => x.text.includes(text)),
+        (x) => x.length >= 1,
+      );
 
     // A week on the renewals are open; Silver's two are paid, Bronze's are not.
     await advance(7 * 86_400 + 120);
     const renewalOf = (name: string) =>
-      until(async () => (await rows(`SELECT id FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' AND status = 'pending'`, [subs[name]])), (r) => r.length > 0);
+      until(
+        async () => await rows(`SELECT id FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' AND status = 'pending'`, [subs[name]]),
+        (r) => r.length > 0,
+      );
     for (const name of ['renewMsg', 'renewNostr']) expect((await pub().post(`/dev/payments/${(await renewalOf(name))[0].id}/pay`)).status).toBe(200);
     const renewed = 'Your subscription to Silver was renewed';
     expect((await chatSays('2011', renewed))[0]!.text).toMatch(/renewed until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1200 sats/);
@@ -500,9 +662,17 @@ describe('subscriber and owner notices', () => {
     expect((await dmSays(daveSk, archived))[0]!.text).toContain('Your subscription to Silver was cancelled');
 
     // Bronze unpaid: past due, then failed after the grace day, then expired after the dunning window.
-    for (const [step, next] of [[0, 'past_due'], [86_400 + 60, 'payment_failed'], [14 * 86_400 + 60, 'expired']] as const) {
+    for (const [step, next] of [
+      [0, 'past_due'],
+      [86_400 + 60, 'payment_failed'],
+      [14 * 86_400 + 60, 'expired'],
+    ] as const) {
       if (step) await advance(step);
-      for (const name of ['lapseMsg', 'lapseNostr']) await until(() => status(name), (s) => s === next);
+      for (const name of ['lapseMsg', 'lapseNostr'])
+        await until(
+          () => status(name),
+          (s) => s === next,
+        );
     }
     const expired = 'Your subscription to Bronze has expired';
     expect(await chatSays('2012', expired)).toHaveLength(1);
@@ -519,8 +689,12 @@ describe('subscriber and owner notices', () => {
 describe('delivery', () => {
   let plan: { id: string };
   const noticeOf = async (subscriptionId: string) =>
-    (await until(async () => (await reader().get(`/notifications?subscription_id=${subscriptionId}&channel=messenger`)).body.items, (i: any[]) => i?.some((n) => n.audience === 'subscriber' && n.attempt_count > 0)))
-      .find((n: any) => n.audience === 'subscriber');
+    (
+      await until(
+        async () => (await reader().get(`/notifications?subscription_id=${subscriptionId}&channel=messenger`)).body.items,
+        (i: any[]) => i?.some((n) => n.audience === 'subscriber' && n.attempt_count > 0),
+      )
+    ).find((n: any) => n.audience === 'subscriber');
   const subscribeChat = async (chat: string) => {
     const res = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', messenger: chat });
     expect(res.status).toBe(201);
@@ -536,12 +710,18 @@ describe('delivery', () => {
     expect(n).toMatchObject({ status: 'pending', attempt_count: 1, last_error: '500 Internal Server Error' });
     expect(n.next_attempt_at - n.attempts[0].attempted_at).toBe(30);
     await advance(31);
-    n = (await until(async () => (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find((x: any) => x.audience === 'subscriber'), (x: any) => x.attempt_count === 2));
+    n = await until(
+      async () => (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find((x: any) => x.audience === 'subscriber'),
+      (x: any) => x.attempt_count === 2,
+    );
     expect(n).toMatchObject({ status: 'pending', last_error: expect.stringMatching(/^429 Too Many Requests/) });
     expect(n.next_attempt_at - n.attempts[1].attempted_at).toBe(120);
     expect(tgTo('3001')).toEqual([]);
     await advance(121);
-    n = (await until(async () => (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find((x: any) => x.audience === 'subscriber'), (x: any) => x.status === 'delivered'));
+    n = await until(
+      async () => (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find((x: any) => x.audience === 'subscriber'),
+      (x: any) => x.status === 'delivered',
+    );
     expect(n.attempts.map((a: any) => a.error)).toEqual(['500 Internal Server Error', expect.stringMatching(/^429/), null]);
     await advance(600);
     await settle();
@@ -561,7 +741,9 @@ describe('delivery', () => {
     await advance(3600);
     await settle();
     expect(tg.calls.filter((c) => String(c.chat_id) === '3002')).toHaveLength(1);
-    expect((await reader().get(`/notifications?status=failed&channel=messenger`)).body.items.map((n: any) => n.recipient)).toEqual(expect.arrayContaining(['3002', '3003']));
+    expect((await reader().get(`/notifications?status=failed&channel=messenger`)).body.items.map((n: any) => n.recipient)).toEqual(
+      expect.arrayContaining(['3002', '3003']),
+    );
 
     expect((await reader().post(`/notifications/${b.id}/retry`)).status).toBe(403);
     expect((await admin(1).post(`/notifications/${b.id}/retry`)).status).toBe(404);
@@ -569,7 +751,10 @@ describe('delivery', () => {
     const retried = await admin().post(`/notifications/${b.id}/retry`);
     expect(retried.status).toBe(200);
     expect(retried.body).toMatchObject({ id: b.id, status: 'pending' });
-    const done = await until(async () => (await reader().get(`/notifications?subscription_id=${blocked}`)).body.items.find((x: any) => x.id === b.id), (x: any) => x.status === 'delivered');
+    const done = await until(
+      async () => (await reader().get(`/notifications?subscription_id=${blocked}`)).body.items.find((x: any) => x.id === b.id),
+      (x: any) => x.status === 'delivered',
+    );
     expect(done.attempt_count).toBe(2);
     expect(tgTo('3002')).toHaveLength(1);
     expect((await admin().post(`/notifications/${b.id}/retry`)).status).toBe(409);
@@ -577,7 +762,12 @@ describe('delivery', () => {
 
   it("the owner's choice of subscriber notices holds: only the cancellation goes out when none is chosen", async () => {
     const quiet = (await admin().post('/plans', { name: 'Quiet', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
-    const set = await admin().put(`/plans/${quiet.id}/notification-settings`, { inherit: false, channels: { messenger: {} }, owner_events: [], subscriber_events: [] });
+    const set = await admin().put(`/plans/${quiet.id}/notification-settings`, {
+      inherit: false,
+      channels: { messenger: {} },
+      owner_events: [],
+      subscriber_events: [],
+    });
     expect(set.status).toBe(200);
     tg.chats.add('3010');
     const res = await pub().post('/public/subscribe', { plan_id: quiet.id, payment_method: 'lightning', messenger: '3010' });
@@ -585,7 +775,10 @@ describe('delivery', () => {
     await settle(2000);
     expect(tgTo('3010')).toEqual([]);
     expect((await admin().post(`/subscriptions/${res.body.subscription_id}/cancel`, {})).status).toBe(200);
-    const got = await until(async () => tgTo('3010'), (x) => x.length >= 1);
+    const got = await until(
+      async () => tgTo('3010'),
+      (x) => x.length >= 1,
+    );
     expect(got.map((x) => x.text.split('\n')[0])).toEqual(['Your subscription to Quiet was cancelled']);
   });
 
@@ -595,7 +788,10 @@ describe('delivery', () => {
     const sk = generateSecretKey();
     const daveSk = generateSecretKey();
     const p = (await admin(1).post('/plans', { name: 'Relay plan', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
-    const set = await admin(1).put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { nostr: { private_key: Buffer.from(sk).toString('hex'), relays: [url] } } });
+    const set = await admin(1).put(`/plans/${p.id}/notification-settings`, {
+      inherit: false,
+      channels: { nostr: { private_key: Buffer.from(sk).toString('hex'), relays: [url] } },
+    });
     expect(set.status, JSON.stringify(set.body)).toBe(200);
     const res = await pub().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', nostr: nip19.npubEncode(getPublicKey(daveSk)) });
     expect(res.status).toBe(201);
@@ -638,12 +834,16 @@ describe('delivery', () => {
   it('no secret in any response, log line or database row in plain text', async () => {
     const generatedHex = Buffer.from(nip19.decode(generatedNsec).data as Uint8Array).toString('hex');
     const secrets = [TOKEN.split(':')[1]!, TOKEN2.split(':')[1]!, OWNER_SMTP_PASS, generatedHex, generatedNsec];
-    const logs = Object.values(stack.services).flatMap((s) => s.lines).join('\n');
+    const logs = Object.values(stack.services)
+      .flatMap((s) => s.lines)
+      .join('\n');
     expect(logs).toContain('notification delivered');
     for (const s of secrets) expect(logs).not.toContain(s);
-    const dump = (await rows(`SELECT string_agg(t::text, '\n') AS t FROM (
+    const dump = (
+      await rows(`SELECT string_agg(t::text, '\n') AS t FROM (
       SELECT s::text AS t FROM notifier.settings s UNION ALL SELECT n::text FROM notifier.notifications n
-      UNION ALL SELECT a::text FROM notifier.notification_attempts a UNION ALL SELECT k::text FROM gateway.idempotency_keys k) x`))[0].t as string;
+      UNION ALL SELECT a::text FROM notifier.notification_attempts a UNION ALL SELECT k::text FROM gateway.idempotency_keys k) x`)
+    )[0].t as string;
     for (const s of secrets) expect(dump).not.toContain(s);
     // Portal tokens travel in messages: sealed too.
     expect(dump).not.toMatch(/manage\?token=/);
@@ -660,13 +860,17 @@ describe('delivery', () => {
     try {
       const res = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'tx@example.com' });
       expect(res.status, JSON.stringify(res.body)).toBe(201);
-      await until(async () => serverSmtp.mails.filter((m) => m.to.includes('tx@example.com')).length, (n) => n > 0);
+      await until(
+        async () => serverSmtp.mails.filter((m) => m.to.includes('tx@example.com')).length,
+        (n) => n > 0,
+      );
       await settle(800);
       const listed = (await client(stack.api, w.invoice_key).get(`/notifications?subscription_id=${res.body.subscription_id}`)).body;
       expect(listed.items.length).toBeGreaterThan(0);
       for (const n of listed.items) expect(n).toMatchObject({ status: 'pending', attempt_count: 0, attempts: [] });
       const [{ n }] = await rows(
-        `SELECT count(*)::int AS n FROM notifier.notification_attempts a JOIN notifier.notifications x ON x.id = a.notification_id WHERE x.subscription_id = $1`, [res.body.subscription_id],
+        `SELECT count(*)::int AS n FROM notifier.notification_attempts a JOIN notifier.notifications x ON x.id = a.notification_id WHERE x.subscription_id = $1`,
+        [res.body.subscription_id],
       );
       expect(n).toBe(0);
     } finally {

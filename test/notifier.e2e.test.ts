@@ -15,7 +15,12 @@ import { startStack, type Stack } from './support/stack.js';
  * local HTTP receiver that verifies every Standard Webhooks signature, and a local SMTP server.
  */
 
-interface Hit { path: string; headers: IncomingHttpHeaders; body: string; verified: boolean }
+interface Hit {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  verified: boolean;
+}
 
 let stack: Stack;
 let db: Stack['db'];
@@ -47,10 +52,12 @@ function startReceiver(): Promise<void> {
       res.writeHead(status, { 'content-type': 'text/plain' }).end(status === 200 ? 'ok' : `nope ${status}`);
     });
   });
-  return new Promise((r) => receiver.listen(0, '127.0.0.1', () => {
-    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-    r();
-  }));
+  return new Promise((r) =>
+    receiver.listen(0, '127.0.0.1', () => {
+      receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+      r();
+    }),
+  );
 }
 
 beforeAll(async () => {
@@ -108,7 +115,8 @@ async function eventId(event: string, subscriptionId: string): Promise<string> {
 }
 
 const hitsFor = (path: string, id: string) => hits.filter((h) => h.path === path && h.headers['webhook-id'] === id);
-const attemptsOf = (deliveryId: string) => rows('SELECT status_code, error, attempted_at, duration_ms FROM notifier.delivery_attempts WHERE delivery_id = $1 ORDER BY id', [deliveryId]);
+const attemptsOf = (deliveryId: string) =>
+  rows('SELECT status_code, error, attempted_at, duration_ms FROM notifier.delivery_attempts WHERE delivery_id = $1 ORDER BY id', [deliveryId]);
 const deliveryOf = async (endpointId: string, evt: string) =>
   (await rows('SELECT * FROM notifier.deliveries WHERE endpoint_id = $1 AND event_id = $2 AND replay_of IS NULL', [endpointId, evt]))[0];
 const advance = async (seconds: number) => expect((await admin().post('/dev/clock', { advance_seconds: seconds })).status).toBe(200);
@@ -170,7 +178,10 @@ describe('owner webhook endpoints', () => {
 
     subA = await subscribe(planA.id, 'alice@example.com');
     createdA = await eventId('subscription.created', subA);
-    const got = await until(async () => hitsFor('/all', createdA), (h) => h.length > 0);
+    const got = await until(
+      async () => hitsFor('/all', createdA),
+      (h) => h.length > 0,
+    );
     expect(got).toHaveLength(1);
     expect(got[0]!.verified).toBe(true);
     const body = JSON.parse(got[0]!.body);
@@ -179,18 +190,40 @@ describe('owner webhook endpoints', () => {
     // Forged: the receiver's check really depends on the secret.
     expect(() => new Webhook(cancelledOnly.secret).verify(got[0]!.body, got[0]!.headers as Record<string, string>)).toThrow();
 
-    const delivered = await until(async () => (await reader().get(`/webhook-endpoints/${all.id}/deliveries`)).body, (b) => b.items?.[0]?.status === 'delivered');
-    expect(delivered.items[0]).toMatchObject({ event_id: createdA, event: 'subscription.created', attempt_count: 1, status: 'delivered', last_status_code: 200, last_error: null, next_attempt_at: null });
+    const delivered = await until(
+      async () => (await reader().get(`/webhook-endpoints/${all.id}/deliveries`)).body,
+      (b) => b.items?.[0]?.status === 'delivered',
+    );
+    expect(delivered.items[0]).toMatchObject({
+      event_id: createdA,
+      event: 'subscription.created',
+      attempt_count: 1,
+      status: 'delivered',
+      last_status_code: 200,
+      last_error: null,
+      next_attempt_at: null,
+    });
 
     const subB = await subscribe(planB.id, 'bob@example.com');
     const createdB = await eventId('subscription.created', subB);
-    await until(async () => hitsFor('/plan-b', createdB), (h) => h.length > 0);
-    expect(await admin().post(`/subscriptions/${subA}/cancel`, { immediate: true }).then((r) => r.status)).toBe(200);
+    await until(
+      async () => hitsFor('/plan-b', createdB),
+      (h) => h.length > 0,
+    );
+    expect(
+      await admin()
+        .post(`/subscriptions/${subA}/cancel`, { immediate: true })
+        .then((r) => r.status),
+    ).toBe(200);
     const cancelA = await eventId('subscription.cancelled', subA);
-    await until(async () => hitsFor('/cancelled-only', cancelA), (h) => h.length > 0);
+    await until(
+      async () => hitsFor('/cancelled-only', cancelA),
+      (h) => h.length > 0,
+    );
 
     // Each event's deliveries are recorded together: exactly the endpoints whose filters match.
-    const endpointsOf = async (evt: string) => (await rows('SELECT endpoint_id FROM notifier.deliveries WHERE event_id = $1 ORDER BY endpoint_id', [evt])).map((r) => r.endpoint_id);
+    const endpointsOf = async (evt: string) =>
+      (await rows('SELECT endpoint_id FROM notifier.deliveries WHERE event_id = $1 ORDER BY endpoint_id', [evt])).map((r) => r.endpoint_id);
     expect(await endpointsOf(createdA)).toEqual([all.id]);
     expect(await endpointsOf(createdB)).toEqual([all.id, planBOnly.id].sort());
     expect(await endpointsOf(cancelA)).toEqual([all.id, cancelledOnly.id].sort());
@@ -205,7 +238,10 @@ describe('owner webhook endpoints', () => {
     scripts['/flaky'] = [500, 500];
     const sub = await subscribe(p.id, 'flaky@example.com');
     const evt = await eventId('subscription.created', sub);
-    const first = await until(() => deliveryOf(ep.id, evt), (d) => d?.attempt_count === 1 && d.next_attempt_at !== null && d.next_attempt_at - d.first_attempt_at < 60);
+    const first = await until(
+      () => deliveryOf(ep.id, evt),
+      (d) => d?.attempt_count === 1 && d.next_attempt_at !== null && d.next_attempt_at - d.first_attempt_at < 60,
+    );
     expect(first).toMatchObject({ status: 'pending', last_status_code: 500 });
     expect(first.next_attempt_at - first.first_attempt_at).toBe(30);
     // Nothing is retried before its time.
@@ -213,10 +249,16 @@ describe('owner webhook endpoints', () => {
     expect(await attemptsOf(first.id)).toHaveLength(1);
 
     await advance(60);
-    const second = await until(() => deliveryOf(ep.id, evt), (d) => d.attempt_count === 2 && d.next_attempt_at - d.first_attempt_at < 600);
+    const second = await until(
+      () => deliveryOf(ep.id, evt),
+      (d) => d.attempt_count === 2 && d.next_attempt_at - d.first_attempt_at < 600,
+    );
     expect(second.status).toBe('pending');
     await advance(180);
-    const third = await until(() => deliveryOf(ep.id, evt), (d) => d.status === 'delivered');
+    const third = await until(
+      () => deliveryOf(ep.id, evt),
+      (d) => d.status === 'delivered',
+    );
     expect(third).toMatchObject({ attempt_count: 3, last_status_code: 200, next_attempt_at: null });
     const attempts = await attemptsOf(first.id);
     expect(attempts.map((a) => a.status_code)).toEqual([500, 500, 200]);
@@ -225,7 +267,9 @@ describe('owner webhook endpoints', () => {
     expect(attempts.every((a) => Number.isInteger(a.duration_ms) && a.duration_ms >= 0)).toBe(true);
     // The owner sees the same attempts on the delivery.
     const listed = (await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items.find((x: { id: string }) => x.id === first.id);
-    expect(listed.attempts).toEqual(attempts.map((a) => ({ attempted_at: Number(a.attempted_at), status_code: a.status_code, error: a.error, duration_ms: a.duration_ms })));
+    expect(listed.attempts).toEqual(
+      attempts.map((a) => ({ attempted_at: Number(a.attempted_at), status_code: a.status_code, error: a.error, duration_ms: a.duration_ms })),
+    );
     const received = hitsFor('/flaky', evt);
     expect(received).toHaveLength(3);
     expect(received.every((h) => h.verified)).toBe(true);
@@ -236,11 +280,17 @@ describe('owner webhook endpoints', () => {
     const ep = await register('/dead', { plan_id: p.id, events: ['subscription.created'] });
     const sub = await subscribe(p.id, 'dead@example.com');
     const evt = await eventId('subscription.created', sub);
-    let d = await until(() => deliveryOf(ep.id, evt), (x) => x?.attempt_count === 1 && x.next_attempt_at - x.first_attempt_at < 60);
+    let d = await until(
+      () => deliveryOf(ep.id, evt),
+      (x) => x?.attempt_count === 1 && x.next_attempt_at - x.first_attempt_at < 60,
+    );
     for (let day = 0; day < 5 && d.status === 'pending'; day++) {
       const before: number = d.attempt_count;
       await advance(86_400);
-      d = await until(() => deliveryOf(ep.id, evt), (x) => x.attempt_count > before);
+      d = await until(
+        () => deliveryOf(ep.id, evt),
+        (x) => x.attempt_count > before,
+      );
     }
     expect(d.status).toBe('failed');
     expect(d.next_attempt_at).toBeNull();
@@ -252,7 +302,11 @@ describe('owner webhook endpoints', () => {
     await advance(86_400);
     await new Promise((r) => setTimeout(r, 800));
     expect(await attemptsOf(d.id)).toHaveLength(attempts.length);
-    expect((await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items[0]).toMatchObject({ status: 'failed', attempt_count: attempts.length, last_status_code: 503 });
+    expect((await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items[0]).toMatchObject({
+      status: 'failed',
+      attempt_count: attempts.length,
+      last_status_code: 503,
+    });
   });
 
   it('replay sends the same event again as a new delivery with the same webhook-id', async () => {
@@ -262,11 +316,17 @@ describe('owner webhook endpoints', () => {
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ event_id: createdA, event: 'subscription.created', replay_of: original.id, status: 'pending', attempt_count: 0 });
     expect(res.body.id).not.toBe(original.id);
-    const got = await until(async () => hitsFor('/all', createdA), (h) => h.length > before);
+    const got = await until(
+      async () => hitsFor('/all', createdA),
+      (h) => h.length > before,
+    );
     expect(got).toHaveLength(before + 1);
     expect(got.at(-1)!.body).toBe(got[0]!.body);
     expect(got.at(-1)!.verified).toBe(true);
-    const list = await until(async () => (await reader().get(`/webhook-endpoints/${all.id}/deliveries?limit=200`)).body, (b) => b.items.find((i: { id: string }) => i.id === res.body.id)?.status === 'delivered');
+    const list = await until(
+      async () => (await reader().get(`/webhook-endpoints/${all.id}/deliveries?limit=200`)).body,
+      (b) => b.items.find((i: { id: string }) => i.id === res.body.id)?.status === 'delivered',
+    );
     expect(list.items[0].id).toBe(res.body.id); // newest first
     expect((await reader().post(`/webhook-endpoints/${all.id}/deliveries/${original.id}/replay`)).status).toBe(403);
     expect((await admin().post(`/webhook-endpoints/${all.id}/deliveries/whd_nope/replay`)).status).toBe(404);
@@ -292,16 +352,24 @@ describe('owner webhook endpoints', () => {
     const p = await plan('Tx plan');
     const ep = await register('/tx', { plan_id: p.id, events: ['subscription.created'] });
     // The database refuses the update of this endpoint's delivery after the send (as an outage would).
-    await rows(`CREATE OR REPLACE FUNCTION public.refuse_delivery_finish() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$`);
+    await rows(
+      `CREATE OR REPLACE FUNCTION public.refuse_delivery_finish() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$`,
+    );
     await rows(`CREATE TRIGGER refuse_delivery_finish BEFORE UPDATE ON notifier.deliveries FOR EACH ROW
       WHEN (NEW.attempt_count > OLD.attempt_count AND OLD.endpoint_id = '${ep.id}') EXECUTE FUNCTION public.refuse_delivery_finish()`);
     let evt: string;
     try {
       const sub = await subscribe(p.id, 'tx@example.com');
       evt = await eventId('subscription.created', sub);
-      await until(async () => hitsFor('/tx', evt), (h) => h.length > 0);
+      await until(
+        async () => hitsFor('/tx', evt),
+        (h) => h.length > 0,
+      );
       // The worker's recording of that attempt failed on the refused update.
-      await until(async () => stack.services.notifier.lines.filter((l) => l.includes('refused by the test')), (l) => l.length > 0);
+      await until(
+        async () => stack.services.notifier.lines.filter((l) => l.includes('refused by the test')),
+        (l) => l.length > 0,
+      );
       const d = await deliveryOf(ep.id, evt);
       expect(d).toMatchObject({ status: 'pending', attempt_count: 0, first_attempt_at: null, last_status_code: null });
       expect(await attemptsOf(d.id)).toEqual([]);
@@ -313,12 +381,17 @@ describe('owner webhook endpoints', () => {
     }
     // The claim's lease (WEBHOOK_TIMEOUT_MS + 60 s) ends: the delivery is due again and goes through once.
     await advance(3 + 60 + 1);
-    const done = await until(() => deliveryOf(ep.id, evt), (x) => x.status === 'delivered');
+    const done = await until(
+      () => deliveryOf(ep.id, evt),
+      (x) => x.status === 'delivered',
+    );
     expect(done).toMatchObject({ attempt_count: 1, last_status_code: 200, last_error: null, next_attempt_at: null });
     const attempts = await attemptsOf(done.id);
     expect(attempts.map((a) => [a.status_code, a.error])).toEqual([[200, null]]);
     const listed = (await reader().get(`/webhook-endpoints/${ep.id}/deliveries`)).body.items;
-    expect(listed).toEqual([expect.objectContaining({ id: done.id, status: 'delivered', attempt_count: 1, attempts: [expect.objectContaining({ status_code: 200, error: null })] })]);
+    expect(listed).toEqual([
+      expect.objectContaining({ id: done.id, status: 'delivered', attempt_count: 1, attempts: [expect.objectContaining({ status_code: 200, error: null })] }),
+    ]);
     // Sent once unrecorded and once recorded, both with the same webhook-id; nothing more later.
     await advance(600);
     await new Promise((r) => setTimeout(r, 600));
@@ -331,7 +404,10 @@ describe('subscriber e-mail', () => {
   const mailsTo = (to: string) => mails.filter((m) => m.to.includes(to));
 
   it('the cancellation and the renewal reminder (with its pay link) reach the subscriber', async () => {
-    const alice = await until(async () => mailsTo('alice@example.com'), (m) => m.some((x) => x.subject.includes('cancelled')));
+    const alice = await until(
+      async () => mailsTo('alice@example.com'),
+      (m) => m.some((x) => x.subject.includes('cancelled')),
+    );
     const cancelled = alice.filter((m) => m.subject === 'Your subscription to Plan A was cancelled');
     expect(cancelled).toHaveLength(1);
     expect(cancelled[0]!.text).toContain(subA);
@@ -341,33 +417,49 @@ describe('subscriber e-mail', () => {
     const p = await plan('Reminder plan', 2);
     const sub = await subscribe(p.id, 'carol@example.com');
     // Her trial's start first: once the clock has moved a day, that event would be too old to mail.
-    await until(async () => mailsTo('carol@example.com'), (m) => m.length >= 1);
+    await until(
+      async () => mailsTo('carol@example.com'),
+      (m) => m.length >= 1,
+    );
     // Weekly: the renewal (and its reminder) is due one day before the trial ends.
     await advance(86_400 + 120);
     const reminderId = await eventId('renewal.reminder', sub);
-    const hook = await until(async () => hitsFor('/all', reminderId), (h) => h.length > 0);
+    const hook = await until(
+      async () => hitsFor('/all', reminderId),
+      (h) => h.length > 0,
+    );
     const invoice: string = JSON.parse(hook[0]!.body).data.payment_request;
     expect(invoice).toMatch(/^ln/);
-    const got = await until(async () => mailsTo('carol@example.com'), (m) => m.length >= 3);
+    const got = await until(
+      async () => mailsTo('carol@example.com'),
+      (m) => m.length >= 3,
+    );
     const reminder = got.filter((m) => m.subject === 'Payment due for Reminder plan');
     expect(reminder).toHaveLength(1);
     expect(reminder[0]!.text).toContain(`lightning:${invoice}`);
     expect(reminder[0]!.text).toContain('1000 sats');
     expect(got.filter((m) => m.subject === 'Your free trial of Reminder plan is ending')).toHaveLength(1);
     // Marked sent just after the SMTP server took it.
-    const carolRows = () => rows(`SELECT status, count(*)::int AS n FROM notifier.notifications WHERE recipient = 'carol@example.com' AND channel = 'email' GROUP BY status`);
+    const carolRows = () =>
+      rows(`SELECT status, count(*)::int AS n FROM notifier.notifications WHERE recipient = 'carol@example.com' AND channel = 'email' GROUP BY status`);
     expect(await until(carolRows, (r) => r.length === 1 && r[0].status === 'delivered')).toEqual([{ status: 'delivered', n: 3 }]);
   });
 
   it('a paid activation is confirmed to a subscriber who wants confirmations, and to no one else', async () => {
     const paid = (await admin().post('/plans', { name: 'Paid plan', amount_sats: 1500, interval: 'monthly' })).body;
-    for (const [email, receive_confirmations] of [['dave@example.com', true], ['erin@example.com', false]] as const) {
+    for (const [email, receive_confirmations] of [
+      ['dave@example.com', true],
+      ['erin@example.com', false],
+    ] as const) {
       const res = await client(stack.api).post('/public/subscribe', { plan_id: paid.id, payment_method: 'lightning', email, receive_confirmations });
       expect(res.status).toBe(201);
       expect((await client(stack.api).post(`/dev/payments/${res.body.payment_id}/pay`)).status).toBe(200);
       await eventId('subscription.activated', res.body.subscription_id);
     }
-    const dave = await until(async () => mailsTo('dave@example.com'), (m) => m.length > 0);
+    const dave = await until(
+      async () => mailsTo('dave@example.com'),
+      (m) => m.length > 0,
+    );
     expect(dave.map((m) => m.subject)).toEqual(['Your subscription to Paid plan is active']);
     expect(dave[0]!.text).toContain('1500 sats');
     await new Promise((r) => setTimeout(r, 1500));
@@ -397,7 +489,10 @@ describe('subscriber e-mail', () => {
         const localhost = await admin().post('/webhook-endpoints', { url: 'http://localhost:9/hook' });
         expect(localhost.status).toBe(422);
 
-        const info = await until(() => jsm.consumers.info('EVENTS', 'notifier'), (i) => i.num_pending === 0 && i.num_ack_pending === 0 && i.delivered.stream_seq >= events);
+        const info = await until(
+          () => jsm.consumers.info('EVENTS', 'notifier'),
+          (i) => i.num_pending === 0 && i.num_ack_pending === 0 && i.delivered.stream_seq >= events,
+        );
         expect(info.num_pending).toBe(0);
         const replayed = strict.lines.filter((l) => l.includes('"event handled"'));
         expect(replayed.length).toBeGreaterThanOrEqual(events);

@@ -30,7 +30,11 @@ describe('a slow wallet', () => {
     const plan = (await admin.post('/plans', { name: 'Patient', amount_sats: 1200, interval: 'monthly', allow_nwc: true })).body;
     wallet.setBehaviour({ pay: true, delayMs: 3500 });
     const started = Date.now();
-    const res = await client(stack.api).post('/public/subscribe/nwc', { plan_id: plan.id, email: 'slow@example.com', nwc_connection_string: wallet.connectionString() });
+    const res = await client(stack.api).post('/public/subscribe/nwc', {
+      plan_id: plan.id,
+      email: 'slow@example.com',
+      nwc_connection_string: wallet.connectionString(),
+    });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     expect(res.body.status).toBe('active');
     expect(Date.now() - started).toBeGreaterThan(3500);
@@ -43,16 +47,29 @@ describe('a slow wallet', () => {
       const admin = client(stack.api, stack.wallets[0]!.admin_key);
       const plan = (await admin.post('/plans', { name: 'Two replicas', amount_sats: 1300, interval: 'weekly', grace_period_days: 2, allow_nwc: true })).body;
       wallet.setBehaviour({ pay: true });
-      const res = await client(stack.api).post('/public/subscribe/nwc', { plan_id: plan.id, email: 'replicas@example.com', nwc_connection_string: wallet.connectionString() });
+      const res = await client(stack.api).post('/public/subscribe/nwc', {
+        plan_id: plan.id,
+        email: 'replicas@example.com',
+        nwc_connection_string: wallet.connectionString(),
+      });
       expect(res.body.status).toBe('active');
-      const sub = await until(async () => (await admin.get(`/subscriptions/${res.body.subscription_id}`)).body, (x) => x.status === 'active');
+      const sub = await until(
+        async () => (await admin.get(`/subscriptions/${res.body.subscription_id}`)).body,
+        (x) => x.status === 'active',
+      );
       // The renewal's wallet answers after 4 s; both replicas sweep every 300 ms meanwhile.
       wallet.setBehaviour({ pay: true, delayMs: 4000 });
       const now = (await admin.post('/dev/clock', {})).body.now;
       await admin.post('/dev/clock', { advance_seconds: sub.current_period_end + 60 - now }); // may answer 503: the sweep waits for the wallet
-      const renewed = await until(async () => (await admin.get(`/subscriptions/${res.body.subscription_id}`)).body, (x) => x.current_period_start === sub.current_period_end, 30_000);
+      const renewed = await until(
+        async () => (await admin.get(`/subscriptions/${res.body.subscription_id}`)).body,
+        (x) => x.current_period_start === sub.current_period_end,
+        30_000,
+      );
       expect(renewed.status).toBe('active');
-      const { rows } = await db.query(`SELECT payload->>'event' AS e FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [res.body.subscription_id]);
+      const { rows } = await db.query(`SELECT payload->>'event' AS e FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [
+        res.body.subscription_id,
+      ]);
       expect(rows.map((r) => r.e)).toEqual(['subscription.created', 'subscription.activated', 'subscription.renewed']);
     } finally {
       await second.stop();

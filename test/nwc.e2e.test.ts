@@ -20,7 +20,8 @@ beforeAll(async () => {
   relay = await startNostrRelay();
   // Renewals are driven by moving the dev clock (each move runs a sweep, which waits for the wallets).
   stack = await startStack({
-    wallets: 1, env: { NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000' },
+    wallets: 1,
+    env: { NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000' },
   });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
   db = stack.db;
@@ -62,7 +63,10 @@ describe('validate', () => {
     const cases: [string, string][] = [
       [w.connectionString().replace(w.pubkey, w.pubkey.slice(0, 60)), 'The wallet public key in the connection string must be 64 hexadecimal characters'],
       [w.connectionString().replace(/secret=[0-9a-f]+/, 'secret=xyz'), 'The secret in the connection string must be 64 hexadecimal characters'],
-      [`nostr+walletconnect://${w.pubkey}?relay=${encodeURIComponent('ws://relay.example.com')}&secret=${secret}`, 'The relay relay.example.com uses unencrypted ws://; use a wss:// relay'],
+      [
+        `nostr+walletconnect://${w.pubkey}?relay=${encodeURIComponent('ws://relay.example.com')}&secret=${secret}`,
+        'The relay relay.example.com uses unencrypted ws://; use a wss:// relay',
+      ],
       ['https://example.com', 'The connection string must start with nostr+walletconnect://'],
     ];
     for (const [s, error] of cases) {
@@ -79,7 +83,8 @@ describe('validate', () => {
     expect(res.body.error).toMatch(/^The wallet has published no NIP-47 info event on its relays/);
     const readOnly = await wallet({ methods: ['get_balance', 'get_info'] });
     expect((await anon().post('/public/nwc/validate', { nwc_string: readOnly.connectionString() })).body).toEqual({
-      valid: false, error: 'This wallet connection does not allow paying invoices (pay_invoice); create a connection with payment permission',
+      valid: false,
+      error: 'This wallet connection does not allow paying invoices (pay_invoice); create a connection with payment permission',
     });
   });
 
@@ -105,7 +110,10 @@ describe('subscribe with NWC', () => {
     expect(w.requests).toHaveLength(1);
     expect(w.requests[0]).toMatchObject({ encryption: used, method: 'pay_invoice' });
 
-    const sub = await until(() => admin.get(`/subscriptions/${res.body.subscription_id}`), (r) => r.body.status === 'active');
+    const sub = await until(
+      () => admin.get(`/subscriptions/${res.body.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
     expect(sub.body).toMatchObject({ status: 'active', payment_method: 'nwc' });
     const payments = (await admin.get(`/subscriptions/${res.body.subscription_id}/payments`)).body.items;
     expect(payments).toHaveLength(1);
@@ -114,9 +122,15 @@ describe('subscribe with NWC', () => {
     // Paid twice over (dev pay by the wallet, then the preimage): recorded, announced and applied once.
     const applied = await db.query('SELECT count(*)::int AS n FROM billing.applied_payments WHERE payment_id = $1', [payments[0].id]);
     expect(applied.rows[0].n).toBe(1);
-    const announced = await db.query(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'payment_id' = $1`, [payments[0].id]);
+    const announced = await db.query(
+      `SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'payment_id' = $1`,
+      [payments[0].id],
+    );
     expect(announced.rows[0].n).toBe(1);
-    const renewed = await db.query(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [res.body.subscription_id]);
+    const renewed = await db.query(
+      `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`,
+      [res.body.subscription_id],
+    );
     expect(renewed.rows[0].n).toBe(1);
 
     const c = await connection(res.body.subscription_id);
@@ -132,7 +146,9 @@ describe('subscribe with NWC', () => {
     const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'sealed@example.com', nwc_connection_string: nwcString });
     expect(res.status).toBe(201);
     expect(JSON.stringify(res.body)).not.toContain(secret);
-    const { rows } = await db.query(`SELECT row_to_json(c)::text AS j, secret_sealed FROM nwc.connections c WHERE subscription_id = $1`, [res.body.subscription_id]);
+    const { rows } = await db.query(`SELECT row_to_json(c)::text AS j, secret_sealed FROM nwc.connections c WHERE subscription_id = $1`, [
+      res.body.subscription_id,
+    ]);
     // <key id>.<base64>: the id names the SECRETS_KEY that sealed it (rotation).
     expect(rows[0].secret_sealed).toMatch(/^[0-9a-f]{8}\.[A-Za-z0-9+/]+=*$/);
     expect(rows[0].j).not.toContain(secret);
@@ -142,7 +158,10 @@ describe('subscribe with NWC', () => {
     expect(JSON.stringify(list.body)).not.toContain(secret);
     await new Promise((r) => setTimeout(r, 300));
     for (const [name, svc] of Object.entries(stack.services)) {
-      expect(svc.lines.filter((l) => l.includes(secret)), name).toEqual([]);
+      expect(
+        svc.lines.filter((l) => l.includes(secret)),
+        name,
+      ).toEqual([]);
     }
   });
 
@@ -152,20 +171,44 @@ describe('subscribe with NWC', () => {
     const p = await plan();
     const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'broke@example.com', nwc_connection_string: w.connectionString() });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE', message: 'Your wallet did not pay the first invoice: Not enough sats' });
+    expect(res.body).toMatchObject({
+      status: 'pending',
+      error_code: 'INSUFFICIENT_BALANCE',
+      message: 'Your wallet did not pay the first invoice: Not enough sats',
+    });
     expect((await admin.get(`/subscriptions/${res.body.subscription_id}`)).body.status).toBe('pending');
-    expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error: 'Not enough sats', last_error_code: 'INSUFFICIENT_BALANCE' });
+    expect(await connection(res.body.subscription_id)).toMatchObject({
+      is_active: true,
+      consecutive_failures: 1,
+      last_error: 'Not enough sats',
+      last_error_code: 'INSUFFICIENT_BALANCE',
+    });
 
     // Topped up, the subscriber tries again (here with another wallet): the same subscription, paid now.
     const other = await wallet();
     const again = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'broke@example.com', nwc_connection_string: other.connectionString() });
     expect(again.status).toBe(201);
     expect(again.body).toMatchObject({ subscription_id: res.body.subscription_id, status: 'active' });
-    expect((await until(() => admin.get(`/subscriptions/${res.body.subscription_id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
-    const { rows } = await db.query('SELECT wallet_pubkey, is_active, secret_sealed IS NULL AS wiped FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [res.body.subscription_id]);
-    expect(rows).toEqual([{ wallet_pubkey: w.pubkey, is_active: false, wiped: true }, { wallet_pubkey: other.pubkey, is_active: true, wiped: false }]);
+    expect(
+      (
+        await until(
+          () => admin.get(`/subscriptions/${res.body.subscription_id}`),
+          (r) => r.body.status === 'active',
+        )
+      ).body.status,
+    ).toBe('active');
+    const { rows } = await db.query(
+      'SELECT wallet_pubkey, is_active, secret_sealed IS NULL AS wiped FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id',
+      [res.body.subscription_id],
+    );
+    expect(rows).toEqual([
+      { wallet_pubkey: w.pubkey, is_active: false, wiped: true },
+      { wallet_pubkey: other.pubkey, is_active: true, wiped: false },
+    ]);
     // An active subscription is still a 409 for a third attempt.
-    expect((await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'broke@example.com', nwc_connection_string: other.connectionString() })).status).toBe(409);
+    expect(
+      (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'broke@example.com', nwc_connection_string: other.connectionString() })).status,
+    ).toBe(409);
   });
 
   it('a wallet that pays but whose answer never arrives: the payment counts, the connection is not blamed', async () => {
@@ -176,16 +219,30 @@ describe('subscribe with NWC', () => {
     expect(res.status).toBe(201);
     expect(res.body.status).toBe('active');
     expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 0 });
-    expect((await until(() => admin.get(`/subscriptions/${res.body.subscription_id}`), (r) => r.body.status === 'active')).body.status).toBe('active');
+    expect(
+      (
+        await until(
+          () => admin.get(`/subscriptions/${res.body.subscription_id}`),
+          (r) => r.body.status === 'active',
+        )
+      ).body.status,
+    ).toBe('active');
   });
 
   it('refuses an unusable wallet (422 on the string), a limit below the price, and NWC through the plain checkout', async () => {
     const p = await plan();
     const bad = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'bad@example.com', nwc_connection_string: 'nostr+walletconnect://abc' });
     expect(bad.status).toBe(422);
-    expect(bad.body.detail).toEqual([{ loc: ['body', 'nwc_connection_string'], msg: 'The wallet public key in the connection string must be 64 hexadecimal characters', type: 'value_error' }]);
+    expect(bad.body.detail).toEqual([
+      { loc: ['body', 'nwc_connection_string'], msg: 'The wallet public key in the connection string must be 64 hexadecimal characters', type: 'value_error' },
+    ]);
     const w = await wallet();
-    const low = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'low@example.com', nwc_connection_string: w.connectionString(), max_amount_sats: 1499 });
+    const low = await anon().post('/public/subscribe/nwc', {
+      plan_id: p.id,
+      email: 'low@example.com',
+      nwc_connection_string: w.connectionString(),
+      max_amount_sats: 1499,
+    });
     expect(low.status).toBe(422);
     expect(low.body.detail[0].loc).toEqual(['body', 'max_amount_sats']);
     expect(w.requests).toHaveLength(0);
@@ -210,16 +267,38 @@ describe('portal wallets', () => {
   it('lists 8 pubkey characters; disconnect wipes the secret; another subscriber gets 404', async () => {
     const w = await wallet();
     const p = await plan();
-    const mine = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'portal-a@example.com', nwc_connection_string: w.connectionString(), max_amount_sats: 5000 });
+    const mine = await anon().post('/public/subscribe/nwc', {
+      plan_id: p.id,
+      email: 'portal-a@example.com',
+      nwc_connection_string: w.connectionString(),
+      max_amount_sats: 5000,
+    });
     const theirs = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'portal-b@example.com', nwc_connection_string: w.connectionString() });
     const token = tokenOf(mine.body.manage_url);
     const list = await portal(token);
     expect(list.status).toBe(200);
     expect(list.body).toMatchObject({ total: 1, limit: 50, offset: 0 });
     const item = list.body.items[0];
-    expect(item).toMatchObject({ wallet_pubkey: w.pubkey.slice(0, 8), relay_url: relay.url, max_amount_sats: 5000, is_active: true, consecutive_failures: 0, last_error: null });
+    expect(item).toMatchObject({
+      wallet_pubkey: w.pubkey.slice(0, 8),
+      relay_url: relay.url,
+      max_amount_sats: 5000,
+      is_active: true,
+      consecutive_failures: 0,
+      last_error: null,
+    });
     expect(item.id).toMatch(/^nwc_/);
-    expect(Object.keys(item).sort()).toEqual(['consecutive_failures', 'created_at', 'id', 'is_active', 'last_error', 'last_used_at', 'max_amount_sats', 'relay_url', 'wallet_pubkey']);
+    expect(Object.keys(item).sort()).toEqual([
+      'consecutive_failures',
+      'created_at',
+      'id',
+      'is_active',
+      'last_error',
+      'last_used_at',
+      'max_amount_sats',
+      'relay_url',
+      'wallet_pubkey',
+    ]);
 
     const theirId = (await connection(theirs.body.subscription_id)).id;
     const foreign = await client(stack.api).del(`/public/manage/wallets/${theirId}`, { headers: { 'X-Subscriber-Token': token } });
@@ -249,18 +328,30 @@ describe('renewals', () => {
   }
   const sub = async (id: string) => (await admin.get(`/subscriptions/${id}`)).body;
   async function renewals(subId: string) {
-    const { rows } = await db.query(`SELECT id, status, payment_method, payment_request FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' ORDER BY created_at, id`, [subId]);
+    const { rows } = await db.query(
+      `SELECT id, status, payment_method, payment_request FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' ORDER BY created_at, id`,
+      [subId],
+    );
     return rows;
   }
   async function billingEvents(subId: string) {
-    const { rows } = await db.query(`SELECT payload->>'event' AS e, payload->'data' AS d FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`, [subId]);
+    const { rows } = await db.query(
+      `SELECT payload->>'event' AS e, payload->'data' AS d FROM billing.outbox WHERE payload->'data'->>'subscription_id' = $1 ORDER BY seq`,
+      [subId],
+    );
     return rows as { e: string; d: any }[];
   }
   async function subscribed(w: NwcWallet, body: Record<string, unknown>, email: string) {
     const p = await plan(body);
     const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email, nwc_connection_string: w.connectionString() });
     expect(res.body.status).toBe('active');
-    return { res: res.body, s: await until(() => sub(res.body.subscription_id), (x) => x.status === 'active') };
+    return {
+      res: res.body,
+      s: await until(
+        () => sub(res.body.subscription_id),
+        (x) => x.status === 'active',
+      ),
+    };
   }
 
   it('charged at period end, not ahead: the wallet pays and the subscription renews once, without lapsing', async () => {
@@ -271,7 +362,10 @@ describe('renewals', () => {
     await advanceTo(end - DAY / 2);
     expect(await renewals(res.subscription_id)).toEqual([]);
     await advanceTo(end + 60);
-    const renewed = await until(() => sub(res.subscription_id), (x) => x.current_period_start === end);
+    const renewed = await until(
+      () => sub(res.subscription_id),
+      (x) => x.current_period_start === end,
+    );
     expect(renewed).toMatchObject({ status: 'active', current_period_start: end, current_period_end: end + 7 * DAY });
     expect((await renewals(res.subscription_id)).map((r) => [r.status, r.payment_method])).toEqual([['paid', 'nwc']]);
     expect(w.requests.map((r) => r.answered && 'preimage' in r.answered)).toEqual([true, true]);
@@ -303,18 +397,31 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(4);
     expect(await conn()).toMatchObject({ is_active: false, consecutive_failures: 3, secret_sealed: null });
 
-    const disabled = await db.query(`SELECT payload FROM nwc.outbox WHERE payload->>'event' = 'nwc.wallet_disabled' AND payload->'data'->>'subscription_id' = $1`, [res.subscription_id]);
+    const disabled = await db.query(
+      `SELECT payload FROM nwc.outbox WHERE payload->>'event' = 'nwc.wallet_disabled' AND payload->'data'->>'subscription_id' = $1`,
+      [res.subscription_id],
+    );
     expect(disabled.rows).toHaveLength(1);
     expect(disabled.rows[0].payload.data).toMatchObject({
-      notify_subscriber: true, error_code: 'INSUFFICIENT_BALANCE', plan_name: 'Auto', wallet_pubkey: w.pubkey.slice(0, 8), subscriber_email: 'failing-nwc@example.com',
+      notify_subscriber: true,
+      error_code: 'INSUFFICIENT_BALANCE',
+      plan_name: 'Auto',
+      wallet_pubkey: w.pubkey.slice(0, 8),
+      subscriber_email: 'failing-nwc@example.com',
     });
-    const published = await until(() => db.query(`SELECT count(*)::int AS n FROM nwc.outbox WHERE published_at IS NOT NULL AND payload->>'event' = 'nwc.wallet_disabled'`), (r) => r.rows[0].n >= 1);
+    const published = await until(
+      () => db.query(`SELECT count(*)::int AS n FROM nwc.outbox WHERE published_at IS NOT NULL AND payload->>'event' = 'nwc.wallet_disabled'`),
+      (r) => r.rows[0].n >= 1,
+    );
     expect(published.rows[0].n).toBeGreaterThanOrEqual(1);
 
     const reminders = (await billingEvents(res.subscription_id)).filter((e) => e.e === 'renewal.reminder');
     expect(reminders).toHaveLength(1);
     // The invoice of the first two attempts expired after a day; the third attempt had a new one, which the reminder carries.
-    const issued = await until(() => renewals(res.subscription_id), (r) => r.length === 2 && r[0].status === 'expired');
+    const issued = await until(
+      () => renewals(res.subscription_id),
+      (r) => r.length === 2 && r[0].status === 'expired',
+    );
     expect(issued.map((r) => r.status)).toEqual(['expired', 'pending']);
     const open = issued[1];
     expect(reminders[0]!.d).toMatchObject({ payment_id: open.id, notify_subscriber: true, due_at: end });
@@ -322,7 +429,10 @@ describe('renewals', () => {
 
     // The subscriber pays the invoice by hand: renewed, and the wallet is never asked again.
     expect((await anon().post(`/dev/payments/${open.id}/pay`)).status).toBe(200);
-    const back = await until(() => sub(res.subscription_id), (x) => x.status === 'active');
+    const back = await until(
+      () => sub(res.subscription_id),
+      (x) => x.status === 'active',
+    );
     expect(back.current_period_start).toBe(end);
     await advanceTo(back.current_period_end + 60);
     expect(w.requests).toHaveLength(4);
@@ -331,7 +441,8 @@ describe('renewals', () => {
   it('a trial on NWC: its end is announced a day before, and the wallet pays at the end', async () => {
     const w = await wallet();
     const p = await plan({ interval: 'weekly', trial_days: 3 });
-    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'trial-end-nwc@example.com', nwc_connection_string: w.connectionString() })).body;
+    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'trial-end-nwc@example.com', nwc_connection_string: w.connectionString() }))
+      .body;
     const s = await sub(res.subscription_id);
     await advanceTo(s.current_period_end - DAY / 2);
     const ending = (await billingEvents(res.subscription_id)).filter((e) => e.e === 'subscription.trial_ending');
@@ -339,7 +450,10 @@ describe('renewals', () => {
     expect(ending[0]!.d).toMatchObject({ trial_end: s.current_period_end, notify_subscriber: true });
     expect(w.requests).toHaveLength(0);
     await advanceTo(s.current_period_end + 60);
-    const renewed = await until(() => sub(res.subscription_id), (x) => x.current_period_start === s.current_period_end);
+    const renewed = await until(
+      () => sub(res.subscription_id),
+      (x) => x.current_period_start === s.current_period_end,
+    );
     expect(renewed.status).toBe('active');
     expect((await billingEvents(res.subscription_id)).filter((e) => e.e === 'subscription.trial_ending')).toHaveLength(1);
   });
@@ -352,7 +466,10 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(1); // paused: not charged at period end
     const resumed = await admin.post(`/subscriptions/${res.subscription_id}/resume`);
     expect(resumed.body.status).toBe('pending');
-    const active = await until(() => sub(res.subscription_id), (x) => x.status === 'active');
+    const active = await until(
+      () => sub(res.subscription_id),
+      (x) => x.status === 'active',
+    );
     expect(active.status).toBe('active');
     expect(w.requests.map((r) => r.answered && 'preimage' in r.answered)).toEqual([true, true]);
     expect((await renewals(res.subscription_id)).map((r) => [r.status, r.payment_method])).toEqual([['paid', 'nwc']]);
@@ -391,7 +508,8 @@ describe('portal: connect a wallet', () => {
   it('only to a live NWC subscription of the token holder; the wallet is checked and replaces the earlier one', async () => {
     const w = await wallet();
     const p = await plan({ allow_lightning: true });
-    const sub = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'reconnect@example.com', nwc_connection_string: w.connectionString() })).body;
+    const sub = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'reconnect@example.com', nwc_connection_string: w.connectionString() }))
+      .body;
     expect(sub.status).toBe('active');
     const headers = { 'X-Subscriber-Token': tokenOf(sub.manage_url) };
     const byInvoice = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'invoice-payer@example.com' })).body;
@@ -418,7 +536,10 @@ describe('portal: connect a wallet', () => {
     expect(ok.status).toBe(201);
     expect(ok.body).toMatchObject({ wallet_pubkey: next.pubkey.slice(0, 8), is_active: true, consecutive_failures: 0 });
     expect(JSON.stringify(ok.body)).not.toContain(secretOf(next.connectionString()));
-    const { rows } = await db.query('SELECT wallet_pubkey, is_active, subscriber_email FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [sub.subscription_id]);
+    const { rows } = await db.query(
+      'SELECT wallet_pubkey, is_active, subscriber_email FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id',
+      [sub.subscription_id],
+    );
     expect(rows).toEqual([
       { wallet_pubkey: w.pubkey, is_active: false, subscriber_email: 'reconnect@example.com' },
       { wallet_pubkey: next.pubkey, is_active: true, subscriber_email: 'reconnect@example.com' },

@@ -52,7 +52,10 @@ afterAll(async () => {
 /** Waits until the payments service has asked Esplora about `address` after now, and the answer has had time to be applied. */
 async function polled(address: string): Promise<void> {
   const since = Date.now();
-  const seen = await until(async () => esplora.requests.some((r) => r.at >= since && r.path === `/address/${address}/txs`), (v) => v);
+  const seen = await until(
+    async () => esplora.requests.some((r) => r.at >= since && r.path === `/address/${address}/txs`),
+    (v) => v,
+  );
   expect(seen, `no status read of ${address}`).toBe(true);
   await new Promise((r) => setTimeout(r, 1000));
 }
@@ -69,21 +72,38 @@ const subOf = async (id: string) => (await owner.get(`/subscriptions/${id}`)).bo
 async function appliedOnce(c: { payment_id: string; subscription_id: string }) {
   const applied = await db.query('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [c.subscription_id]);
   expect(applied.rows[0].n).toBe(1);
-  const received = await db.query(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'payment_id' = $1`, [c.payment_id]);
+  const received = await db.query(
+    `SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'payment_id' = $1`,
+    [c.payment_id],
+  );
   expect(received.rows[0].n).toBe(1);
-  const activated = await db.query(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [c.subscription_id]);
+  const activated = await db.query(
+    `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`,
+    [c.subscription_id],
+  );
   expect(activated.rows[0].n).toBe(1);
 }
 
 describe('watch-only wallets', () => {
-  it('the owner registers a zpub and sees its first address; private keys and garbage are 422; reads are the owner\'s own', async () => {
+  it("the owner registers a zpub and sees its first address; private keys and garbage are 422; reads are the owner's own", async () => {
     expect((await owner.post('/watchonly-wallets', { name: 'Cold', xpub: ZPUB })).status).toBe(403);
     const res = await admin.post('/watchonly-wallets', { name: 'Cold storage', xpub: ZPUB });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
-    expect(res.body).toEqual({ id: expect.stringMatching(/^wow_/), name: 'Cold storage', key_type: 'zpub', network: 'mainnet', first_address: ADDR_0, created_at: expect.any(Number) });
+    expect(res.body).toEqual({
+      id: expect.stringMatching(/^wow_/),
+      name: 'Cold storage',
+      key_type: 'zpub',
+      network: 'mainnet',
+      first_address: ADDR_0,
+      created_at: expect.any(Number),
+    });
     watchonlyId = res.body.id;
 
-    for (const [xpub, msg] of [[XPRV, /private key/], ['not a key', /Not an extended public key/], [ZPUB.slice(0, -1) + 'x', /checksum/]] as const) {
+    for (const [xpub, msg] of [
+      [XPRV, /private key/],
+      ['not a key', /Not an extended public key/],
+      [ZPUB.slice(0, -1) + 'x', /checksum/],
+    ] as const) {
       const bad = await admin.post('/watchonly-wallets', { name: 'Bad', xpub });
       expect(bad.status).toBe(422);
       expect(bad.body.detail).toEqual([{ loc: ['body', 'xpub'], msg: expect.stringMatching(msg), type: 'value_error' }]);
@@ -108,7 +128,7 @@ describe('watch-only wallets', () => {
     expect((await stranger.get('/watchonly-wallets')).body.total).toBe(1);
   });
 
-  it('a plan taking on-chain payments must name one of the owner\'s watch-only wallets', async () => {
+  it("a plan taking on-chain payments must name one of the owner's watch-only wallets", async () => {
     const stranger = client(stack.api, stack.wallets[1]!.admin_key);
     const foreign = await stranger.post('/watchonly-wallets', { name: 'Theirs', xpub: OTHER_XPUB });
     expect(foreign.status).toBe(201);
@@ -120,7 +140,10 @@ describe('watch-only wallets', () => {
     }
     // Another wallet's (or no) watch-only wallet is not found, as for ids in paths, on any plan.
     for (const watchonly_wallet_id of [foreign.body.id, 'wow_unknown']) {
-      for (const body of [{ ...base, watchonly_wallet_id }, { name: 'Lightning', amount_sats: 1000, interval: 'weekly', watchonly_wallet_id }]) {
+      for (const body of [
+        { ...base, watchonly_wallet_id },
+        { name: 'Lightning', amount_sats: 1000, interval: 'weekly', watchonly_wallet_id },
+      ]) {
         const res = await admin.post('/plans', body);
         expect(res.status, String(watchonly_wallet_id)).toBe(404);
       }
@@ -161,9 +184,19 @@ describe('on-chain payments watched through Esplora', () => {
     checkouts.push(...together);
     expect(new Set(together.map((c) => c.onchain_address))).toEqual(new Set([3, 4, 5, 6].map((i) => receiveAddress(key, i))));
 
-    const rows = (await db.query('SELECT id, onchain_address, derivation_index, watchonly_wallet_id, provider, provider_ref FROM payments.payments ORDER BY derivation_index')).rows;
+    const rows = (
+      await db.query(
+        'SELECT id, onchain_address, derivation_index, watchonly_wallet_id, provider, provider_ref FROM payments.payments ORDER BY derivation_index',
+      )
+    ).rows;
     expect(rows.map((r) => r.derivation_index)).toEqual([0, 1, 2, 3, 4, 5, 6]);
-    for (const r of rows) expect(r).toMatchObject({ watchonly_wallet_id: watchonlyId, provider: 'esplora', provider_ref: r.onchain_address, onchain_address: receiveAddress(key, r.derivation_index) });
+    for (const r of rows)
+      expect(r).toMatchObject({
+        watchonly_wallet_id: watchonlyId,
+        provider: 'esplora',
+        provider_ref: r.onchain_address,
+        onchain_address: receiveAddress(key, r.derivation_index),
+      });
     expect((await db.query('SELECT next_index FROM payments.watchonly_wallets WHERE id = $1', [watchonlyId])).rows[0].next_index).toBe(7);
   });
 
@@ -182,9 +215,15 @@ describe('on-chain payments watched through Esplora', () => {
     expect((await subOf(c.subscription_id)).status).toBe('pending');
 
     esplora.mine(1);
-    const paid = await until(() => paymentOf(c.payment_id), (p) => p.status === 'paid');
+    const paid = await until(
+      () => paymentOf(c.payment_id),
+      (p) => p.status === 'paid',
+    );
     expect(paid).toMatchObject({ status: 'paid', payment_method: 'onchain', onchain_address: ADDR_0, onchain_txid: topUp, paid_at: expect.any(Number) });
-    const sub = await until(() => subOf(c.subscription_id), (s) => s.status === 'active');
+    const sub = await until(
+      () => subOf(c.subscription_id),
+      (s) => s.status === 'active',
+    );
     expect(sub).toMatchObject({ status: 'active', payment_method: 'onchain' });
     await appliedOnce(c);
     // The surplus (999 sats) is the owner's to settle with the payer; it is in the log.
@@ -200,13 +239,30 @@ describe('on-chain payments watched through Esplora', () => {
     const now = (await admin.post('/dev/clock', {})).body.now as number;
     // Two days late: past the sweeper's general late window (one day), within the on-chain one (ONCHAIN_LATE_WINDOW_S, 7 days).
     expect((await admin.post('/dev/clock', { advance_seconds: c.expires_at - now + 2 * 86_400 })).status).toBe(200);
-    expect((await until(() => paymentOf(c.payment_id), (p) => p.status === 'expired')).status).toBe('expired');
+    expect(
+      (
+        await until(
+          () => paymentOf(c.payment_id),
+          (p) => p.status === 'expired',
+        )
+      ).status,
+    ).toBe('expired');
 
     const txid = esplora.pay(c.onchain_address, PRICE);
     esplora.mine(2);
-    const paid = await until(() => paymentOf(c.payment_id), (p) => p.status === 'paid');
+    const paid = await until(
+      () => paymentOf(c.payment_id),
+      (p) => p.status === 'paid',
+    );
     expect(paid).toMatchObject({ status: 'paid', onchain_txid: txid });
-    expect((await until(() => subOf(c.subscription_id), (s) => s.status === 'active')).status).toBe('active');
+    expect(
+      (
+        await until(
+          () => subOf(c.subscription_id),
+          (s) => s.status === 'active',
+        )
+      ).status,
+    ).toBe('active');
     await appliedOnce(c);
   });
 });

@@ -126,7 +126,8 @@ describe('rate limits', () => {
 
   it('behind one proxy (TRUST_PROXY=1) the client is the address the proxy appended, whatever the client claims', async () => {
     const anon = client(stack.api);
-    const via = (claimed: string, seenByProxy: string) => anon.get('/public/plan/plan_unknown', { headers: { 'X-Forwarded-For': `${claimed}, ${seenByProxy}` } });
+    const via = (claimed: string, seenByProxy: string) =>
+      anon.get('/public/plan/plan_unknown', { headers: { 'X-Forwarded-For': `${claimed}, ${seenByProxy}` } });
     const statuses: number[] = [];
     // A new claimed address on every request does not buy a new bucket.
     for (let i = 0; i < 7; i++) statuses.push((await via(`198.51.100.${i}`, '203.0.113.7')).status);

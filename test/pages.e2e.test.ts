@@ -59,12 +59,21 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     [relay, tg] = await Promise.all([startNostrRelay(), startTelegramServer([BOT_TOKEN])]);
     [stack, browser] = await Promise.all([
       startStack({
-        wallets: 1, gatewayPort: port,
+        wallets: 1,
+        gatewayPort: port,
         env: {
-          PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev',
-          FIAT_RATE_FIXED: '100000', NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '1000',
+          PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+          ONCHAIN_PROVIDER: 'dev',
+          CARDPROC_PROVIDER: 'dev',
+          WALLETPROC_PROVIDER: 'dev',
+          FIAT_RATE_FIXED: '100000',
+          NWC_INFO_TIMEOUT_MS: '3000',
+          NWC_REPLY_TIMEOUT_MS: '4000',
+          SCHEDULER_INTERVAL_MS: '1000',
           // The Telegram server and the relay of test/support are on loopback.
-          MESSENGER_API_URL: tg.url, NOTIFIER_POLL_INTERVAL_MS: '200', WEBHOOK_ALLOW_PRIVATE: '1',
+          MESSENGER_API_URL: tg.url,
+          NOTIFIER_POLL_INTERVAL_MS: '200',
+          WEBHOOK_ALLOW_PRIVATE: '1',
         },
       }),
       launch(),
@@ -105,7 +114,14 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('button', { name: /Continue to payment|Start free trial/ }).click();
     const res = await answer;
     expect(res.status()).toBe(201);
-    return (await res.json()) as { payment_id: string; subscription_id: string; manage_url?: string; payment_request?: string; checkout_url?: string; onchain_address?: string };
+    return (await res.json()) as {
+      payment_id: string;
+      subscription_id: string;
+      manage_url?: string;
+      payment_request?: string;
+      checkout_url?: string;
+      onchain_address?: string;
+    };
   }
 
   async function pay(paymentId: string) {
@@ -128,7 +144,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(got.headers.get('content-type')).toMatch(/^text\/javascript/);
     expect((await fetch(`${stack.gatewayUrl}/subscriptions_manager/assets/nope.js`)).status).toBe(404);
     // Swagger UI lists the outgoing webhooks (one operation per event) after the paths.
-    const doc = (await anon.get('/openapi.json')).body as { paths: Record<string, Record<string, unknown>>; webhooks?: Record<string, Record<string, unknown>> };
+    const doc = (await anon.get('/openapi.json')).body as {
+      paths: Record<string, Record<string, unknown>>;
+      webhooks?: Record<string, Record<string, unknown>>;
+    };
     const count = (items: Record<string, Record<string, unknown>> = {}) => Object.values(items).reduce((n, p) => n + Object.keys(p).length, 0);
     const operations = count(doc.paths) + count(doc.webhooks);
     await expect.poll(() => page.locator('.opblock').count(), { timeout: 20_000 }).toBe(operations);
@@ -145,7 +164,14 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('checkout by Lightning: plan, QR, copy and wallet link, paid live, then the portal shows the subscription and cancels it', async () => {
-    const p = await plan({ name: 'Gold', description: 'Members-only posts and the monthly call.', amount_sats: 21000, allow_onchain: true, allow_cardproc: true, allow_walletproc: true });
+    const p = await plan({
+      name: 'Gold',
+      description: 'Members-only posts and the monthly call.',
+      amount_sats: 21000,
+      allow_onchain: true,
+      allow_cardproc: true,
+      allow_walletproc: true,
+    });
     const { page, problems } = await openPage(phone);
     const res = await page.goto(p.checkout_url);
     expect(res!.status()).toBe(200);
@@ -214,7 +240,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
 
   it('checkout by on-chain, card and wallet processor: what pays each, paid live, success', async () => {
     const p = await plan({ name: 'Every rail', amount_sats: 50000, allow_lightning: false, allow_onchain: true, allow_cardproc: true, allow_walletproc: true });
-    for (const [label, email] of [['On-chain bitcoin', 'chain@example.com'], ['Card', 'card@example.com'], ['Online wallet (PayPal)', 'paypal@example.com']] as const) {
+    for (const [label, email] of [
+      ['On-chain bitcoin', 'chain@example.com'],
+      ['Card', 'card@example.com'],
+      ['Online wallet (PayPal)', 'paypal@example.com'],
+    ] as const) {
       const { page, problems } = await openPage(phone);
       await page.goto(p.checkout_url);
       const c = await checkout(page, label, email);
@@ -222,7 +252,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       if (label === 'On-chain bitcoin') {
         expect(await page.getByRole('textbox', { name: 'Address' }).inputValue()).toBe(c.onchain_address);
         expect(await page.getByRole('img', { name: 'QR code of the bitcoin payment request' }).count()).toBe(1);
-        expect(await page.getByRole('link', { name: 'Open in a bitcoin wallet' }).getAttribute('href')).toMatch(new RegExp(`^bitcoin:${c.onchain_address}\\?amount=0\\.00050000`));
+        expect(await page.getByRole('link', { name: 'Open in a bitcoin wallet' }).getAttribute('href')).toMatch(
+          new RegExp(`^bitcoin:${c.onchain_address}\\?amount=0\\.00050000`),
+        );
         await check(page, problems, 'checkout-onchain');
       } else {
         const a = page.getByRole('link', { name: label === 'Card' ? /Pay by card/ : /Pay with your online wallet/ });
@@ -274,10 +306,16 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const p = await plan({ name: 'Renew', amount_sats: 2000 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'renew@example.com' })).body;
     await pay(sub.payment_id);
-    await until(() => admin.get(`/subscriptions/${sub.subscription_id}`), (r) => r.body.status === 'active');
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
     // Monthly renewals are issued 3 days before the period ends.
     expect((await admin.post('/dev/clock', { advance_seconds: 28 * 86400 })).status).toBe(200);
-    const renewal = await until(() => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`), (r) => r.body.items?.length === 1);
+    const renewal = await until(
+      () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
+      (r) => r.body.items?.length === 1,
+    );
     const due = renewal.body.items[0];
     const { page, problems } = await openPage(phone);
     await page.goto(sub.manage_url);
@@ -288,7 +326,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('.payment-row .pill-pending').count()).toBe(1);
     await check(page, problems, 'portal-renewal-due');
     await pay(due.id);
-    await until(() => admin.get(`/subscriptions/${sub.subscription_id}`), (r) => r.body.current_period_start > 0 && r.body.payments?.filter((x: { status: string }) => x.status === 'paid').length === 2);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.current_period_start > 0 && r.body.payments?.filter((x: { status: string }) => x.status === 'paid').length === 2,
+    );
     await page.reload();
     await page.getByRole('heading', { name: 'Payments and receipts' }).waitFor();
     expect(await page.locator('.payment-row .pill-paid').count()).toBe(2);
@@ -302,7 +343,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.goto(`${stack.gatewayUrl}/subscriptions_manager/checkout/plan_01JUNKJUNKJUNKJUNKJUNKJUNK`);
     await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
     expect(await page.getByRole('alert').textContent()).toContain('does not exist or is no longer offered');
-    for (const url of [`/subscriptions_manager/manage?token=${'0'.repeat(64)}`, '/subscriptions_manager/manage', '/subscriptions_manager/manage?token=<script>']) {
+    for (const url of [
+      `/subscriptions_manager/manage?token=${'0'.repeat(64)}`,
+      '/subscriptions_manager/manage',
+      '/subscriptions_manager/manage?token=<script>',
+    ]) {
       const res = await page.goto(`${stack.gatewayUrl}${url}`);
       expect(res!.status()).toBe(200);
       expect(res!.headers()['referrer-policy']).toBe('no-referrer');
@@ -338,13 +383,18 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await wallets.first().textContent()).toContain(`Wallet ${wallet.pubkey.slice(0, 8)}… · Connected`);
     await check(page, problems, 'portal-wallets');
 
-    await wallets.first().getByRole('button', { name: /^Disconnect/ }).click();
+    await wallets
+      .first()
+      .getByRole('button', { name: /^Disconnect/ })
+      .click();
     await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
     await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected; your subscription renews by invoice from now on');
     expect(await page.locator('ul.wallets > li').first().textContent()).toContain('· Disconnected');
     const { rows } = await stack.db.query('SELECT is_active FROM nwc.connections WHERE subscription_id = $1', [body.subscription_id]);
     expect(rows).toEqual([{ is_active: false }]);
-    await expect.poll(async () => (await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows[0].nwc_fallback).toBe(true);
+    await expect
+      .poll(async () => (await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows[0].nwc_fallback)
+      .toBe(true);
 
     // Connect another wallet: a malformed string is refused on the page, a good one is checked and stored.
     const other = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
@@ -358,10 +408,17 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const connected = page.waitForResponse((r) => r.url().endsWith('/public/manage/wallets') && r.request().method() === 'POST');
     await form.getByRole('button', { name: 'Connect wallet' }).click();
     expect((await connected).status()).toBe(201);
-    await expect.poll(() => page.locator('#notice').textContent()).toBe(`Wallet ${other.pubkey.slice(0, 8)}… connected: it pays the renewals of Auto (1,500 sats per month) from now on.`);
+    await expect
+      .poll(() => page.locator('#notice').textContent())
+      .toBe(`Wallet ${other.pubkey.slice(0, 8)}… connected: it pays the renewals of Auto (1,500 sats per month) from now on.`);
     expect(await page.locator('ul.wallets > li').first().textContent()).toContain(`Wallet ${other.pubkey.slice(0, 8)}… · Connected`);
-    const after = await stack.db.query('SELECT wallet_pubkey, is_active FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [body.subscription_id]);
-    expect(after.rows).toEqual([{ wallet_pubkey: wallet.pubkey, is_active: false }, { wallet_pubkey: other.pubkey, is_active: true }]);
+    const after = await stack.db.query('SELECT wallet_pubkey, is_active FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id', [
+      body.subscription_id,
+    ]);
+    expect(after.rows).toEqual([
+      { wallet_pubkey: wallet.pubkey, is_active: false },
+      { wallet_pubkey: other.pubkey, is_active: true },
+    ]);
     expect((await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows[0].nwc_fallback).toBe(false);
     // The new wallet pays the next renewal by itself.
     expect((await admin.post('/dev/clock', { advance_seconds: 31 * 86400 })).status).toBe(200);
@@ -374,7 +431,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   it('a plan notifying by Telegram and Nostr: checkout with only a chat id, or only an npub; a bad npub is refused in words', async () => {
     const p = await plan({ name: 'Chat club', amount_sats: 4000, trial_days: 7 });
     const put = await admin.put(`/plans/${p.id}/notification-settings`, {
-      inherit: false, channels: { messenger: { bot_token: BOT_TOKEN }, nostr: { generate_key: true, relays: [relay.url] } },
+      inherit: false,
+      channels: { messenger: { bot_token: BOT_TOKEN }, nostr: { generate_key: true, relays: [relay.url] } },
     });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
     expect((await anon.get(`/public/plan/${p.id}`)).body.available_contact_methods).toEqual(['messenger', 'nostr']);
@@ -429,7 +487,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await pref.selectOption('messenger');
     await chat.focus();
     expect(await subscribed(page)).toMatchObject({ messenger: '424242', nostr: null, email: null, contact_preference: 'messenger' });
-    await until(async () => tg.sent.filter((m) => String(m.chat_id) === '424242'), (m) => m.length > 0);
+    await until(
+      async () => tg.sent.filter((m) => String(m.chat_id) === '424242'),
+      (m) => m.length > 0,
+    );
     expect(tg.sent.find((m) => String(m.chat_id) === '424242')!.text).toContain('Chat club');
     await check(page, problems, 'checkout-contacts-done');
 
@@ -442,7 +503,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await npubField.focus();
     expect(await subscribed(page)).toMatchObject({ messenger: null, nostr: npub, email: null, contact_preference: 'nostr' });
     // A gift-wrapped direct message to that key reaches the plan's relay.
-    const wraps = await until(async () => relay.received.filter((e) => e.kind === 1059 && e.tags.some((t) => t[0] === 'p' && t[1] === getPublicKey(sk))), (e) => e.length > 0);
+    const wraps = await until(
+      async () => relay.received.filter((e) => e.kind === 1059 && e.tags.some((t) => t[0] === 'p' && t[1] === getPublicKey(sk))),
+      (e) => e.length > 0,
+    );
     expect(wraps.length).toBeGreaterThan(0);
     expect(problems).toEqual([]);
     await page.close();
@@ -455,7 +519,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const first = await checkout(page, 'Lightning', 'fresh@example.com');
     await page.locator('#pay').waitFor();
     expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
-    await until(() => anon.get(`/public/payment/${first.payment_id}/status`), (r) => r.body.status === 'expired');
+    await until(
+      () => anon.get(`/public/payment/${first.payment_id}/status`),
+      (r) => r.body.status === 'expired',
+    );
     const fresh = page.getByRole('button', { name: 'Get a fresh invoice' });
     await fresh.waitFor({ timeout: 20_000 });
     expect(await page.locator('#payment-status').textContent()).toContain('This payment request expired before it was paid.');

@@ -5,7 +5,8 @@ import { describe, expect, inject, it } from 'vitest';
  * installed too; test/pages.e2e.test.ts drives them in chromium).
  */
 const stack = inject('stack');
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 describe('hosted pages', () => {
   const pages = [
@@ -36,8 +37,11 @@ describe('hosted pages', () => {
 
   it('serves nothing outside the built assets', async () => {
     for (const path of [
-      '/subscriptions_manager/assets/nope.js', '/subscriptions_manager/assets/..%2f..%2fpackage.json', '/subscriptions_manager/assets/%2e%2e/checkout.html',
-      '/subscriptions_manager/checkout', '/subscriptions_manager/web/dist/checkout.html',
+      '/subscriptions_manager/assets/nope.js',
+      '/subscriptions_manager/assets/..%2f..%2fpackage.json',
+      '/subscriptions_manager/assets/%2e%2e/checkout.html',
+      '/subscriptions_manager/checkout',
+      '/subscriptions_manager/web/dist/checkout.html',
     ]) {
       const res = await fetch(`${stack.gatewayUrl}${path}`);
       expect(res.status, path).toBe(404);

@@ -28,9 +28,19 @@ describe('POST /plans', () => {
     const res = await admin.post('/plans', { ...gold, description: 'All the gold' });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({
-      wallet: w0.id, name: 'Gold', description: 'All the gold', amount_sats: 21_000, interval: 'monthly',
-      trial_days: 0, grace_period_days: 0, allow_lightning: true, allow_onchain: false, allow_nwc: false,
-      allow_cardproc: false, allow_walletproc: false, is_deleted: false,
+      wallet: w0.id,
+      name: 'Gold',
+      description: 'All the gold',
+      amount_sats: 21_000,
+      interval: 'monthly',
+      trial_days: 0,
+      grace_period_days: 0,
+      allow_lightning: true,
+      allow_onchain: false,
+      allow_nwc: false,
+      allow_cardproc: false,
+      allow_walletproc: false,
+      is_deleted: false,
     });
     expect(res.body.id).toMatch(/^plan_[0-9a-z]{26}$/);
     expect(res.body.created_at).toBe(res.body.updated_at);
@@ -106,7 +116,10 @@ describe('auth matrix', () => {
 
   it.each(cases)('%s %s without a key or with an unknown key is 401', async (method, _n, path, body) => {
     for (const key of [undefined, 'f'.repeat(64), w0.admin_key.slice(0, 63)]) {
-      const res = await client(stack.api, key)[method === 'GET' ? 'get' : method === 'POST' ? 'post' : method === 'PUT' ? 'put' : 'del'](path(planId), body as never);
+      const res = await client(stack.api, key)[method === 'GET' ? 'get' : method === 'POST' ? 'post' : method === 'PUT' ? 'put' : 'del'](
+        path(planId),
+        body as never,
+      );
       expect(res.status).toBe(401);
       expect(res.body).toEqual({ detail: 'Invalid API key' });
     }
@@ -251,9 +264,19 @@ describe('GET /public/plan/{id}', () => {
     const res = await anon.get(`/public/plan/${plan.id}`);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      id: plan.id, name: 'Public', description: null, amount_sats: 21_000, interval: 'monthly', trial_days: 7,
-      grace_period_days: 0, allow_lightning: true, allow_onchain: false, allow_nwc: false, allow_cardproc: false,
-      allow_walletproc: false, payment_methods: ['lightning'],
+      id: plan.id,
+      name: 'Public',
+      description: null,
+      amount_sats: 21_000,
+      interval: 'monthly',
+      trial_days: 7,
+      grace_period_days: 0,
+      allow_lightning: true,
+      allow_onchain: false,
+      allow_nwc: false,
+      allow_cardproc: false,
+      allow_walletproc: false,
+      payment_methods: ['lightning'],
       // No mail server and no notification settings: no channel to offer.
       available_contact_methods: [],
       // The hosted checkout page (PUBLIC_BASE_URL defaults to http://127.0.0.1:8080).

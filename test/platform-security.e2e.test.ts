@@ -16,7 +16,12 @@ function connectAs(user: Service, password = stack.natsPasswords[passwordVar(use
   return connect({ servers: stack.natsUrl, user, pass: password, inboxPrefix: inboxPrefix(user), maxReconnectAttempts: 0 });
 }
 
-const caller = (w: WalletKeys) => ({ caller: { wallet_id: w.id, role: 'admin' }, params: {}, query: {}, body: { name: 'forged', amount_sats: 1000, interval: 'monthly' } });
+const caller = (w: WalletKeys) => ({
+  caller: { wallet_id: w.id, role: 'admin' },
+  params: {},
+  query: {},
+  body: { name: 'forged', amount_sats: 1000, interval: 'monthly' },
+});
 const encode = (x: unknown) => new TextEncoder().encode(JSON.stringify(x));
 /** A request as Nest's NATS transport frames it (what the services answer). */
 const nestRequest = (subject: string, data: unknown) => encode({ pattern: subject, data, id: 'test' });
@@ -65,11 +70,15 @@ describe('the bus trusts no one: each service has its own NATS user and subjects
     expect(routes.some((r) => r.subject === subject)).toBe(true);
     for (const s of ['billing', 'payments', 'nwc', 'notifier'] as const) {
       const nc = await as(s);
-      expect(await denial(nc.request(subject, nestRequest(subject, caller(wallet)), { timeout: 3000 }))).toMatch(/Permissions Violation for Publish to "billing\.plans\.create"/);
+      expect(await denial(nc.request(subject, nestRequest(subject, caller(wallet)), { timeout: 3000 }))).toMatch(
+        /Permissions Violation for Publish to "billing\.plans\.create"/,
+      );
     }
     // Another service's owner route too (payments' list of an owner's payments, asked by the notifier).
     const notifier = await as('notifier');
-    expect(await denial(notifier.request('payments.payments.list', nestRequest('payments.payments.list', caller(wallet)), { timeout: 3000 }))).toMatch(/Permissions Violation for Publish/);
+    expect(await denial(notifier.request('payments.payments.list', nestRequest('payments.payments.list', caller(wallet)), { timeout: 3000 }))).toMatch(
+      /Permissions Violation for Publish/,
+    );
     const admin = client(stack.api, wallet.admin_key);
     expect((await admin.get('/plans')).body.items).toEqual([]);
 
@@ -88,7 +97,9 @@ describe('the bus trusts no one: each service has its own NATS user and subjects
     // Its own subjects it may take (the check above would pass on a server refusing everything).
     expect(await subscriptionDenial(nwc, `${inboxPrefix('nwc')}.probe`)).toBe('allowed');
     // Service-to-service messages: only their listed senders (billing asks payments for a payment; nwc may not).
-    expect(await denial(nwc.request('payments.internal.create_payment', nestRequest('payments.internal.create_payment', {}), { timeout: 3000 }))).toMatch(/Permissions Violation for Publish/);
+    expect(await denial(nwc.request('payments.internal.create_payment', nestRequest('payments.internal.create_payment', {}), { timeout: 3000 }))).toMatch(
+      /Permissions Violation for Publish/,
+    );
     // An event is published only by the service that emits it: nobody but payments says a payment was received.
     const billing = await as('billing');
     expect(await denial(jetstream(billing).publish('events.payment.received', encode({})))).toMatch(/Permissions Violation for Publish/);
@@ -100,7 +111,9 @@ describe('the bus trusts no one: each service has its own NATS user and subjects
     // payments reads no events at all: no consumer of its own, not the notifier's, not billing's, no direct reads.
     expect(await denial(jsm.consumers.add(EVENTS_STREAM, { durable_name: 'payments-spy', ack_policy: AckPolicy.Explicit }))).toMatch(/Permissions Violation/);
     expect(await denial(jsm.consumers.info(EVENTS_STREAM, 'notifier'))).toMatch(/Permissions Violation/);
-    expect(await denial(payments.request(`$JS.API.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.notifier`, encode({ batch: 1, expires: 1_000_000_000 }), { timeout: 3000 }))).toMatch(/Permissions Violation/);
+    expect(
+      await denial(payments.request(`$JS.API.CONSUMER.MSG.NEXT.${EVENTS_STREAM}.notifier`, encode({ batch: 1, expires: 1_000_000_000 }), { timeout: 3000 })),
+    ).toMatch(/Permissions Violation/);
     expect(await denial(jsm.streams.getMessage(EVENTS_STREAM, { seq: 1 }))).toMatch(/Permissions Violation/);
     expect(await denial(jsm.streams.purge(EVENTS_STREAM))).toMatch(/Permissions Violation/);
     expect(await subscriptionDenial(payments, 'events.>')).toMatch(/Permissions Violation for Subscription/);
@@ -117,7 +130,8 @@ describe('the bus trusts no one: each service has its own NATS user and subjects
       expect(SERVICES.filter((s) => perms[s].subscribe.includes(r.subject))).toEqual([r.subject.split('.')[0]]);
     }
     expect(perms.gateway.subscribe).toEqual([`${inboxPrefix('gateway')}.>`]);
-    for (const s of SERVICES) expect(perms[s].publish.some((p) => p === '>' || p.endsWith('.>') && !p.startsWith('$JS.') && !p.startsWith('$KV.'))).toBe(false);
+    for (const s of SERVICES)
+      expect(perms[s].publish.some((p) => p === '>' || (p.endsWith('.>') && !p.startsWith('$JS.') && !p.startsWith('$KV.')))).toBe(false);
   });
 });
 

@@ -35,7 +35,10 @@ afterAll(async () => {
 
 /** The reseal command as an operator runs it. */
 async function resealCli(env: Record<string, string>): Promise<any> {
-  const { stdout } = await promisify(execFile)(process.execPath, [join(ROOT, 'libs/runtime/dist/cli/reseal.js')], { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+  const { stdout } = await promisify(execFile)(process.execPath, [join(ROOT, 'libs/runtime/dist/cli/reseal.js')], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    encoding: 'utf8',
+  });
   return JSON.parse(stdout);
 }
 
@@ -52,10 +55,11 @@ describe('SECRETS_KEY rotation', () => {
     const newKey = randomBytes(32).toString('hex');
     const oldId = new SecretBox(oldKey).keyId;
     const newId = new SecretBox(newKey).keyId;
-    const sealed = async () => [
-      ...(await stack.db.query(`SELECT token_sealed AS v FROM billing.subscribers`)).rows,
-      ...(await stack.db.query(`SELECT secret_sealed AS v FROM notifier.endpoints`)).rows,
-    ].map((r) => r.v as string);
+    const sealed = async () =>
+      [
+        ...(await stack.db.query(`SELECT token_sealed AS v FROM billing.subscribers`)).rows,
+        ...(await stack.db.query(`SELECT secret_sealed AS v FROM notifier.endpoints`)).rows,
+      ].map((r) => r.v as string);
     expect((await sealed()).every((v) => v.startsWith(`${oldId}.`))).toBe(true);
 
     // Rotate: the new key first, the old one still known, then re-seal what is stored.
@@ -75,7 +79,11 @@ describe('SECRETS_KEY rotation', () => {
     expect(link.status).toBe(200);
     expect(link.body.manage_url).toBe(checkout.manage_url);
     expect((await client(stack.api).post(`/dev/payments/${checkout.payment_id}/pay`)).status).toBe(200);
-    const hook = await until(async () => hooks.find((h) => JSON.parse(h.body).data.subscription_id === checkout.subscription_id), (h) => !!h, 30_000);
+    const hook = await until(
+      async () => hooks.find((h) => JSON.parse(h.body).data.subscription_id === checkout.subscription_id),
+      (h) => !!h,
+      30_000,
+    );
     expect(hook).toBeDefined();
     expect(() => new Webhook(endpoint.body.secret).verify(hook!.body, hook!.headers as Record<string, string>)).not.toThrow();
   });

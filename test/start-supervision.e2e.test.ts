@@ -44,16 +44,30 @@ const alive = (pid: number) => {
     return false;
   }
 };
-const status = (url: string) => fetch(url, { signal: AbortSignal.timeout(5000) }).then((r) => r.status, () => 0);
+const status = (url: string) =>
+  fetch(url, { signal: AbortSignal.timeout(5000) }).then(
+    (r) => r.status,
+    () => 0,
+  );
 
 describe('npm start supervision', () => {
   it('restarts a killed service with a growing backoff and logs it; SIGINT stops every process', async () => {
-    const ports = { PORT: await freePort(), BILLING_OPS_PORT: await freePort(), PAYMENTS_OPS_PORT: await freePort(), NWC_OPS_PORT: await freePort(), NOTIFIER_OPS_PORT: await freePort() };
+    const ports = {
+      PORT: await freePort(),
+      BILLING_OPS_PORT: await freePort(),
+      PAYMENTS_OPS_PORT: await freePort(),
+      NWC_OPS_PORT: await freePort(),
+      NOTIFIER_OPS_PORT: await freePort(),
+    };
     start = spawn(process.execPath, [join(ROOT, 'scripts/start.mjs')], {
       cwd: ROOT,
       env: {
-        ...process.env, ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
-        DATABASE_URL: db.url, NATS_URL: nats.url, SECRETS_KEY: randomBytes(32).toString('hex'), LOG_LEVEL: 'warn',
+        ...process.env,
+        ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
+        DATABASE_URL: db.url,
+        NATS_URL: nats.url,
+        SECRETS_KEY: randomBytes(32).toString('hex'),
+        LOG_LEVEL: 'warn',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
       // A process group of its own, so Ctrl-C can be sent the way a terminal does: to every process in it.
@@ -69,20 +83,40 @@ describe('npm start supervision', () => {
         lines.push(...parts);
       });
     }
-    await until(async () => lines.some((l) => l.includes('API ready at')), (ok) => ok, 120_000);
+    await until(
+      async () => lines.some((l) => l.includes('API ready at')),
+      (ok) => ok,
+      120_000,
+    );
     expect(lines.some((l) => l.includes('API ready at'))).toBe(true);
     const first = pids();
     expect(Object.keys(first).sort()).toEqual(['billing', 'gateway', 'notifier', 'nwc', 'payments']);
     const billingReady = `http://127.0.0.1:${ports.BILLING_OPS_PORT}/readyz`;
 
     // Killed once: restarted after 1 s; killed again soon after: after 2 s.
-    for (const [round, delay] of [[1, 1000], [2, 2000]] as const) {
+    for (const [round, delay] of [
+      [1, 1000],
+      [2, 2000],
+    ] as const) {
       const before = pids().billing!;
       process.kill(before, 'SIGKILL');
-      const restarted = await until(async () => pids().billing, (p) => p !== undefined && p !== before, 30_000);
+      const restarted = await until(
+        async () => pids().billing,
+        (p) => p !== undefined && p !== before,
+        30_000,
+      );
       expect(restarted).not.toBe(before);
-      expect(lines.some((l) => l.includes(`[supervisor] billing (pid ${before}) exited with SIGKILL; restarting in ${delay} ms`)), `round ${round}`).toBe(true);
-      expect(await until(() => status(billingReady), (s) => s === 200, 60_000)).toBe(200);
+      expect(
+        lines.some((l) => l.includes(`[supervisor] billing (pid ${before}) exited with SIGKILL; restarting in ${delay} ms`)),
+        `round ${round}`,
+      ).toBe(true);
+      expect(
+        await until(
+          () => status(billingReady),
+          (s) => s === 200,
+          60_000,
+        ),
+      ).toBe(200);
     }
     // The restarted billing answers through the gateway.
     const api = `http://127.0.0.1:${ports.PORT}/subscriptions_manager/api/v1`;
@@ -95,7 +129,13 @@ describe('npm start supervision', () => {
     process.kill(-start.pid!, 'SIGINT');
     expect(await exited).toBe(0);
     start = undefined;
-    expect(await until(async () => running.filter(alive), (l) => l.length === 0, 10_000)).toEqual([]);
+    expect(
+      await until(
+        async () => running.filter(alive),
+        (l) => l.length === 0,
+        10_000,
+      ),
+    ).toEqual([]);
     expect(lines.filter((l) => /restarting in/.test(l))).toHaveLength(2);
   });
 });

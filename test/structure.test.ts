@@ -30,14 +30,17 @@ describe('layout', () => {
   });
 
   it('the SQL check recognises a statement', () => {
-    expect(SQL_CALL.test("await tx.query<{ n: number }>(`SELECT 1`)")).toBe(true);
+    expect(SQL_CALL.test('await tx.query<{ n: number }>(`SELECT 1`)')).toBe(true);
     expect(SQL_CALL.test("await d.db.query('UPDATE billing.subscriptions SET x = 1')")).toBe(true);
     expect(SQL_CALL.test('const { limit } = req.query;')).toBe(false);
   });
 
   it('keeps domain/ folders free of I/O: no store, handlers, bus or database imports', () => {
     const bad = /from\s+['"](\.\.\/store\/|\.\.\/handlers\/|\.\.\/main|pg['"]|@nats-io\/|node:(http|https|net|fs|child_process)['"]|\.\.\/.*-client\.js)/;
-    const offenders = serviceFiles.filter((f) => f.includes('/domain/')).filter((f) => bad.test(readFileSync(f, 'utf8'))).map(rel);
+    const offenders = serviceFiles
+      .filter((f) => f.includes('/domain/'))
+      .filter((f) => bad.test(readFileSync(f, 'utf8')))
+      .map(rel);
     expect(offenders).toEqual([]);
   });
 

@@ -55,7 +55,10 @@ describe('public checkout', () => {
 
     const paid = await Promise.all(Array.from({ length: 5 }, () => anon.post(`/dev/payments/${res.body.payment_id}/pay`)));
     expect(paid.some((r) => r.status === 200)).toBe(true);
-    const sub = await until(() => invoice.get(`/subscriptions/${subId}`), (r) => r.body.status === 'active');
+    const sub = await until(
+      () => invoice.get(`/subscriptions/${subId}`),
+      (r) => r.body.status === 'active',
+    );
     expect(sub.body).toMatchObject({ status: 'active', has_access: true });
     expect(sub.body.payments).toEqual([expect.objectContaining({ id: res.body.payment_id, status: 'paid', amount_sats: 5000 })]);
     expect(sub.body.current_period_start).toBe(sub.body.payments[0].paid_at);
@@ -85,11 +88,21 @@ describe('public checkout', () => {
     // without the portal link; once it is paid, a second subscription is 409.
     const again = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'DUP@example.com' });
     expect(again.status).toBe(201);
-    expect(again.body).toMatchObject({ subscription_id: first.body.subscription_id, payment_id: first.body.payment_id, payment_request: first.body.payment_request });
+    expect(again.body).toMatchObject({
+      subscription_id: first.body.subscription_id,
+      payment_id: first.body.payment_id,
+      payment_request: first.body.payment_request,
+    });
     expect(again.body.manage_url ?? null).toBeNull();
     expect((await anon.post(`/dev/payments/${first.body.payment_id}/pay`)).status).toBe(200);
-    await until(() => anon.get(`/public/payment/${first.body.payment_id}/status`), (r) => r.body.status === 'paid');
-    await until(() => anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' }), (r) => r.status === 409);
+    await until(
+      () => anon.get(`/public/payment/${first.body.payment_id}/status`),
+      (r) => r.body.status === 'paid',
+    );
+    await until(
+      () => anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' }),
+      (r) => r.status === 409,
+    );
   });
 
   it('50 parallel identical checkouts make one subscription and one subscriber', async () => {
@@ -158,7 +171,11 @@ describe('owner actions', () => {
   it('keeps another wallet out (404) and the invoice key read-only (403)', async () => {
     const { id } = await trialSub('private@example.com');
     const stranger = client(stack.api, other.admin_key);
-    for (const r of [await stranger.get(`/subscriptions/${id}`), await stranger.post(`/subscriptions/${id}/pause`), await stranger.get(`/subscriptions/${id}/manage-link`)]) {
+    for (const r of [
+      await stranger.get(`/subscriptions/${id}`),
+      await stranger.post(`/subscriptions/${id}/pause`),
+      await stranger.get(`/subscriptions/${id}/manage-link`),
+    ]) {
       expect(r.status).toBe(404);
       expect(r.body).toEqual({ detail: 'Subscription not found' });
     }
@@ -224,10 +241,17 @@ describe('owner actions', () => {
     const open = await anon.get('/public/manage/payments', { headers });
     expect(open.status).toBe(200);
     expect(open.body).toMatchObject({ total: 1, limit: 50, offset: 0 });
-    expect(open.body.items).toEqual([expect.objectContaining({
-      id: mine.payment_id, subscription_id: mine.subscription_id, plan_name: 'Paid plan', status: 'pending', amount_sats: 5000,
-      payment_request: mine.payment_request, expires_at: mine.expires_at,
-    })]);
+    expect(open.body.items).toEqual([
+      expect.objectContaining({
+        id: mine.payment_id,
+        subscription_id: mine.subscription_id,
+        plan_name: 'Paid plan',
+        status: 'pending',
+        amount_sats: 5000,
+        payment_request: mine.payment_request,
+        expires_at: mine.expires_at,
+      }),
+    ]);
     expect(JSON.stringify(open.body)).not.toContain(theirs.payment_id);
     expect(JSON.stringify(open.body)).not.toContain(w.id);
     expect((await anon.post(`/dev/payments/${mine.payment_id}/pay`)).status).toBe(200);
@@ -238,7 +262,8 @@ describe('owner actions', () => {
   it('archiving a plan cancels its live subscriptions, keeping access to the period end', async () => {
     const p = await plan({ trial_days: 5 });
     const ids: string[] = [];
-    for (const e of ['a1@example.com', 'a2@example.com']) ids.push((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: e })).body.subscription_id);
+    for (const e of ['a1@example.com', 'a2@example.com'])
+      ids.push((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: e })).body.subscription_id);
     await admin.post(`/subscriptions/${ids[1]}/cancel`);
     const res = await admin.del(`/plans/${p.id}`);
     expect(res.body).toMatchObject({ is_deleted: true, cancelled_subscriptions: 1 });
@@ -248,7 +273,8 @@ describe('owner actions', () => {
     expect(again.status).toBe(200);
     expect(again.body).toEqual(res.body);
     // plan.archived names the subscription it ended (the WebhookEvent shape), once.
-    const events = (await db.query(`SELECT payload FROM billing.outbox WHERE subject = 'events.plan.archived' AND payload->'data'->>'plan_id' = $1`, [p.id])).rows;
+    const events = (await db.query(`SELECT payload FROM billing.outbox WHERE subject = 'events.plan.archived' AND payload->'data'->>'plan_id' = $1`, [p.id]))
+      .rows;
     expect(events.map((r: { payload: { data: unknown } }) => r.payload.data)).toEqual([
       expect.objectContaining({ subscription_id: ids[0], plan_id: p.id, status: 'archived', subscriber_email: 'a1@example.com', cancelled_subscriptions: 1 }),
     ]);

@@ -49,12 +49,20 @@ describe('traces across the asynchronous paths', () => {
     const traceId = paid.headers.get('x-trace-id')!;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
 
-    const hook = await until(async () => hooks.find((h) => h.body.data.subscription_id === checkout.subscription_id), (h) => !!h, 20_000);
+    const hook = await until(
+      async () => hooks.find((h) => h.body.data.subscription_id === checkout.subscription_id),
+      (h) => !!h,
+      20_000,
+    );
     expect(hook?.body.event).toBe('subscription.activated');
 
     const inTrace = () => collector.spans.filter((s) => s.traceId === traceId);
     const find = (t: SpanRecord[], service: string, name: string, kind: number) => t.find((s) => s.service === service && s.name === name && s.kind === kind);
-    const t = await until(async () => inTrace(), (t) => !!find(t, 'notifier', 'webhook deliver', CLIENT), 20_000);
+    const t = await until(
+      async () => inTrace(),
+      (t) => !!find(t, 'notifier', 'webhook deliver', CLIENT),
+      20_000,
+    );
 
     // HTTP -> payments' handler -> payment.received published by the relay -> billing applies it ->
     // subscription.activated published -> the notifier records it -> the webhook attempt.

@@ -38,7 +38,13 @@ const owner = () => client(stack.api, stack.wallets[0]!.invoice_key);
 
 async function checkout(email: string) {
   const admin = client(stack.api, stack.wallets[0]!.admin_key);
-  const plan = await admin.post('/plans', { name: `PayPal ${email}`, amount_sats: 2100, interval: 'monthly', allow_walletproc: true, walletproc_merchant_id: MERCHANT });
+  const plan = await admin.post('/plans', {
+    name: `PayPal ${email}`,
+    amount_sats: 2100,
+    interval: 'monthly',
+    allow_walletproc: true,
+    walletproc_merchant_id: MERCHANT,
+  });
   expect(plan.status).toBe(201);
   const res = await client(stack.api).post('/public/subscribe', { plan_id: plan.body.id, payment_method: 'walletproc', email });
   expect(res.status).toBe(201);
@@ -54,7 +60,8 @@ function deliver(d: SignedDelivery | { body: string; headers: Record<string, str
 const count = async (sql: string, params: unknown[]) => (await db.query(sql, params)).rows[0].n as number;
 const outboxEvents = (subId: string, event: string) =>
   count(`SELECT count(*)::int AS n FROM payments.outbox WHERE payload->>'event' = $2 AND payload->'data'->>'subscription_id' = $1`, [subId, event]);
-const recorded = (paymentId: string) => count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE provider = 'paypal' AND payment_id = $1`, [paymentId]);
+const recorded = (paymentId: string) =>
+  count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE provider = 'paypal' AND payment_id = $1`, [paymentId]);
 const applied = (subId: string) => count('SELECT count(*)::int AS n FROM billing.applied_payments WHERE subscription_id = $1', [subId]);
 const calls = (suffix: string) => paypal.requests.filter((r) => r.path.endsWith(suffix)).length;
 const paymentRow = async (id: string) => (await db.query('SELECT status, version, failure_reason FROM payments.payments WHERE id = $1', [id])).rows[0];
@@ -66,7 +73,9 @@ describe('wallet processor (PayPal) checkout', () => {
     const order = paypal.orders.get(orderId)!;
     // 2100 sats at 60 000 USD/BTC = 1.26 USD.
     expect(order.purchase_units[0]).toMatchObject({
-      custom_id: c.payment_id, amount: { currency_code: 'USD', value: '1.26' }, payee: { merchant_id: MERCHANT },
+      custom_id: c.payment_id,
+      amount: { currency_code: 'USD', value: '1.26' },
+      payee: { merchant_id: MERCHANT },
     });
     expect(order.experience_context).toMatchObject({
       return_url: `http://pay.example.test/subscriptions_manager/api/v1/public/payment/${c.payment_id}/status`,
@@ -111,7 +120,11 @@ describe('wallet processor (PayPal) checkout', () => {
 
     // Signed by PayPal but not about a payment of ours (another integration on the account; our order under
     // another payment's custom_id): acknowledged so PayPal stops retrying, neither captured nor recorded.
-    const mixed = paypal.sign({ ...event, id: 'WH-MIXED', resource: { ...(event.resource as object), purchase_units: [{ ...(event.resource as any).purchase_units[0], custom_id: other.c.payment_id }] } });
+    const mixed = paypal.sign({
+      ...event,
+      id: 'WH-MIXED',
+      resource: { ...(event.resource as object), purchase_units: [{ ...(event.resource as any).purchase_units[0], custom_id: other.c.payment_id }] },
+    });
     const stranger = paypal.sign({ ...event, id: 'WH-STRANGER', resource: { ...(event.resource as object), id: 'NOTOURORDER12345' } });
     for (const d of [mixed, stranger]) {
       const r = await deliver(d);
@@ -143,7 +156,11 @@ describe('wallet processor (PayPal) checkout', () => {
 
     // A capture event naming our payment but another order is not ours: acknowledged, ignored, not recorded.
     const completed = paypal.event('PAYMENT.CAPTURE.COMPLETED', orderId);
-    const wrongOrder = paypal.sign({ ...completed, id: 'WH-WRONGORDER', resource: { ...(completed.resource as object), supplementary_data: { related_ids: { order_id: other.orderId } } } });
+    const wrongOrder = paypal.sign({
+      ...completed,
+      id: 'WH-WRONGORDER',
+      resource: { ...(completed.resource as object), supplementary_data: { related_ids: { order_id: other.orderId } } },
+    });
     expect((await deliver(wrongOrder)).status).toBe(200);
     expect(await count(`SELECT count(*)::int AS n FROM payments.processed_callbacks WHERE event_id = 'WH-WRONGORDER'`, [])).toBe(0);
 
@@ -155,11 +172,19 @@ describe('wallet processor (PayPal) checkout', () => {
     // An event type we do not act on is acknowledged and ignored.
     expect((await deliver(paypal.sign({ ...completed, id: 'WH-REFUND', event_type: 'PAYMENT.CAPTURE.REFUNDED' }))).status).toBe(200);
 
-    await until(() => applied(c.subscription_id), (n) => n >= 1);
+    await until(
+      () => applied(c.subscription_id),
+      (n) => n >= 1,
+    );
     await new Promise((r) => setTimeout(r, 1000)); // room for a wrongly repeated application to show up
     expect(await applied(c.subscription_id)).toBe(1);
     expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(1);
-    expect(await count(`SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`, [c.subscription_id])).toBe(1);
+    expect(
+      await count(
+        `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.activated' AND payload->'data'->>'subscription_id' = $1`,
+        [c.subscription_id],
+      ),
+    ).toBe(1);
     expect(await recorded(c.payment_id)).toBe(2);
     const final = await subOf();
     expect(final).toMatchObject({ status: 'active', payment_method: 'walletproc' });
@@ -182,7 +207,9 @@ describe('wallet processor (PayPal) checkout', () => {
     expect(paypal.orders.get(orderId)!.status).toBe('APPROVED'); // PayPal voids it once the capture window ends
     expect((await paymentRow(c.payment_id)).status).toBe('expired');
     expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(0);
-    expect(stack.services.payments.lines.some((l) => l.includes(c.payment_id) && l.includes('approved order of an expired payment left uncaptured'))).toBe(true);
+    expect(stack.services.payments.lines.some((l) => l.includes(c.payment_id) && l.includes('approved order of an expired payment left uncaptured'))).toBe(
+      true,
+    );
   });
 
   it('a pending capture that PayPal then denies fails the payment; the subscription does not activate; PayPal unreachable is 503', async () => {

@@ -7,8 +7,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
  * Debian's chromium driven by playwright-core (no browser download). CHROMIUM_PATH overrides where it
  * is looked for; without one the browser tests are skipped (CI installs it, see .ci/run).
  */
-export const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser']
-  .find((p): p is string => !!p && existsSync(p));
+export const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p): p is string => !!p && existsSync(p));
 
 export const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
 
@@ -21,8 +20,14 @@ export function launch(): Promise<Browser> {
     executablePath: CHROMIUM!,
     headless: true,
     args: [
-      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-dev-shm-usage',
     ],
   });
 }
@@ -48,8 +53,11 @@ const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/
 export async function axeViolations(page: Page): Promise<string[]> {
   await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => {
-    const r = await (window as unknown as { axe: { run: (ctx: Document, o: object) => Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } })
-      .axe.run(document, { resultTypes: ['violations'] });
+    const r = await (
+      window as unknown as {
+        axe: { run: (ctx: Document, o: object) => Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> };
+      }
+    ).axe.run(document, { resultTypes: ['violations'] });
     return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.slice(0, 5).map((n) => n.target.join(' ')) }));
   });
   return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.impact} ${v.id}: ${v.help} (${v.targets.join(', ')})`);
@@ -59,7 +67,10 @@ export async function axeViolations(page: Page): Promise<string[]> {
 export async function screenshots(page: Page, name: string, fullPage = true): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   const size = page.viewportSize();
-  for (const [label, vp] of [['phone', PHONE], ['desktop', DESKTOP]] as const) {
+  for (const [label, vp] of [
+    ['phone', PHONE],
+    ['desktop', DESKTOP],
+  ] as const) {
     await page.setViewportSize(vp);
     await page.screenshot({ path: join(ARTIFACTS, `${name}-${label}.png`), fullPage });
   }

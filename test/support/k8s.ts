@@ -5,7 +5,13 @@ import YAML from 'yaml';
 
 export const K8S = join(dirname(fileURLToPath(import.meta.url)), '../../deploy/k8s');
 
-export type Doc = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: any; data?: Record<string, string> };
+export type Doc = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: any;
+  data?: Record<string, string>;
+};
 
 /**
  * Rendering needs kubectl with a kustomize of v4 or later (`labels`, targeted `patches`). Where there is
@@ -28,5 +34,7 @@ export function render(overlay: string): Doc[] {
     }
     throw new Error(`kubectl kustomize overlays/${overlay} failed:\n${err.stderr ?? err.message}`);
   }
-  return YAML.parseAllDocuments(out).map((d) => d.toJS() as Doc).filter(Boolean);
+  return YAML.parseAllDocuments(out)
+    .map((d) => d.toJS() as Doc)
+    .filter(Boolean);
 }

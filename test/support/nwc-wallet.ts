@@ -72,7 +72,16 @@ export async function startNwcWallet(o: {
     const encryption = req.tags.find((t) => t[0] === 'encryption')?.[1] === 'nip44_v2' ? 'nip44_v2' : 'nip04';
     const c = crypto(encryption, req.pubkey);
     const reply = (body: object) =>
-      publish(sign({ kind: 23195, tags: [['p', req.pubkey], ['e', req.id]], content: c.enc(JSON.stringify({ result_type: 'pay_invoice', ...body })) }));
+      publish(
+        sign({
+          kind: 23195,
+          tags: [
+            ['p', req.pubkey],
+            ['e', req.id],
+          ],
+          content: c.enc(JSON.stringify({ result_type: 'pay_invoice', ...body })),
+        }),
+      );
     const seen: WalletRequest = { client: req.pubkey, encryption, method: '?' };
     requests.push(seen);
     if (!clients.has(req.pubkey)) {
@@ -109,7 +118,9 @@ export async function startNwcWallet(o: {
 
   if (o.publishInfo !== false) {
     const enc = o.encryption === undefined ? 'nip44_v2 nip04' : o.encryption;
-    await publish(sign({ kind: 13194, content: (o.methods ?? ['pay_invoice', 'get_balance', 'get_info']).join(' '), tags: enc === null ? [] : [['encryption', enc]] }));
+    await publish(
+      sign({ kind: 13194, content: (o.methods ?? ['pay_invoice', 'get_balance', 'get_info']).join(' '), tags: enc === null ? [] : [['encryption', enc]] }),
+    );
   }
   await new Promise<void>((resolve) => {
     const onEose = (data: WebSocket.RawData) => {

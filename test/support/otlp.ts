@@ -26,9 +26,20 @@ export async function startCollector(): Promise<{ url: string; spans: SpanRecord
         const service = rs.resource.attributes.find((a: { key: string }) => a.key === 'service.name')?.value.stringValue;
         for (const ss of rs.scopeSpans ?? []) {
           for (const s of ss.spans ?? []) {
-            const attributes = Object.fromEntries((s.attributes ?? []).map((a: { key: string; value: Record<string, unknown> }) => [a.key, Object.values(a.value)[0]]));
+            const attributes = Object.fromEntries(
+              (s.attributes ?? []).map((a: { key: string; value: Record<string, unknown> }) => [a.key, Object.values(a.value)[0]]),
+            );
             const links = (s.links ?? []).map((l: { traceId: string; spanId: string }) => ({ traceId: l.traceId, spanId: l.spanId }));
-            spans.push({ service, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || undefined, name: s.name, kind: s.kind, attributes, links });
+            spans.push({
+              service,
+              traceId: s.traceId,
+              spanId: s.spanId,
+              parentSpanId: s.parentSpanId || undefined,
+              name: s.name,
+              kind: s.kind,
+              attributes,
+              links,
+            });
           }
         }
       }
@@ -36,6 +47,8 @@ export async function startCollector(): Promise<{ url: string; spans: SpanRecord
       res.end('{}');
     });
   });
-  const url = await new Promise<string>((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+  const url = await new Promise<string>((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
+  );
   return { url, spans, close: () => server.close() };
 }

@@ -58,7 +58,13 @@ export async function startPgCluster(): Promise<PgCluster> {
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c shared_buffers=32MB`;
   const start = async () => {
     // Already running (a test that failed while it was down left it so for the next one)?
-    if (await pgctl('status').then(() => true, () => false)) return;
+    if (
+      await pgctl('status').then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
     try {
       await pgctl('-l', logFile, '-o', options, '-w', '-t', '60', 'start');
     } catch (err) {

@@ -67,7 +67,12 @@ export async function startSmtpServer(user: string, pass: string, opts: { reject
       stream.setEncoding('utf8');
       stream.on('data', (c: string) => (raw += c));
       stream.on('end', () => {
-        mails.push(parseMail(raw, session.envelope.rcptTo.map((r) => r.address)));
+        mails.push(
+          parseMail(
+            raw,
+            session.envelope.rcptTo.map((r) => r.address),
+          ),
+        );
         cb();
       });
     },

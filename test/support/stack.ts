@@ -105,7 +105,11 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
   // Started side by side: none needs another to become ready, and starting Node is slow here. Whatever
   // started is stopped again if another one failed, so a failed start leaves no process behind.
   const started = await Promise.allSettled([
-    startService('billing', env), startService('gateway', env, opts.gatewayPort ? { port: opts.gatewayPort } : {}), startService('payments', env), startService('nwc', env), startService('notifier', env),
+    startService('billing', env),
+    startService('gateway', env, opts.gatewayPort ? { port: opts.gatewayPort } : {}),
+    startService('payments', env),
+    startService('nwc', env),
+    startService('notifier', env),
   ]);
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {
@@ -116,7 +120,13 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     await dropDbRoles(ADMIN_DATABASE_URL, { prefix: rolePrefix }).catch(() => undefined);
     throw failed.reason;
   }
-  let [billing, gateway, payments, nwc, notifier] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [Service, Service, Service, Service, Service];
+  let [billing, gateway, payments, nwc, notifier] = started.map((r) => (r as PromiseFulfilledResult<Service>).value) as [
+    Service,
+    Service,
+    Service,
+    Service,
+    Service,
+  ];
   const wallets = await newWallets(db.url, opts.wallets ?? 2);
   const stack: Stack = {
     api: `${gateway.url}${API_PREFIX}`,

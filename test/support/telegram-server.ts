@@ -43,7 +43,8 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
     req.on('data', (c: string) => (raw += c));
     req.on('end', () => {
       const answer = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-      const fail = (code: number, description: string, parameters?: unknown) => answer(code, { ok: false, error_code: code, description, ...(parameters ? { parameters } : {}) });
+      const fail = (code: number, description: string, parameters?: unknown) =>
+        answer(code, { ok: false, error_code: code, description, ...(parameters ? { parameters } : {}) });
       const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? '');
       if (!m) return fail(404, 'Not Found');
       const [, token, method] = m as unknown as [string, string, string];
@@ -85,14 +86,23 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
       sent.push({ token, chat_id: body.chat_id, text: body.text, message_id });
       return answer(200, {
         ok: true,
-        result: { message_id, date: Math.floor(Date.now() / 1000), chat: { id: typeof body.chat_id === 'number' ? body.chat_id : -100, type: 'private' }, text: body.text },
+        result: {
+          message_id,
+          date: Math.floor(Date.now() / 1000),
+          chat: { id: typeof body.chat_id === 'number' ? body.chat_id : -100, type: 'private' },
+          text: body.text,
+        },
       });
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    sent, calls, chats, blocked, script,
+    sent,
+    calls,
+    chats,
+    blocked,
+    script,
     stop: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

@@ -1,6 +1,4 @@
-import {
-  announce, api, ApiError, fiat, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable,
-} from './common.js';
+import { announce, api, ApiError, fiat, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable } from './common.js';
 
 interface PublicPlan {
   id: string;
@@ -41,7 +39,12 @@ const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/
 const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete: string; hint: string }> = {
   email: { label: 'E-mail', type: 'email', autocomplete: 'email', hint: 'For receipts, reminders and your link to manage the subscription.' },
   // The bot can only write to a chat the person opened with it, named by its numeric id.
-  messenger: { label: 'Telegram chat id', type: 'text', autocomplete: 'off', hint: "Open the seller's Telegram bot and press Start first, then enter your numeric chat id (like 123456789)." },
+  messenger: {
+    label: 'Telegram chat id',
+    type: 'text',
+    autocomplete: 'off',
+    hint: "Open the seller's Telegram bot and press Start first, then enter your numeric chat id (like 123456789).",
+  },
   nostr: { label: 'Nostr address (npub or name@domain)', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts as Nostr direct messages.' },
 };
 
@@ -58,7 +61,9 @@ function priceLine(plan: PublicPlan): string {
 function field(id: string, label: string, input: HTMLElement, hint?: string): HTMLElement {
   if (hint) input.setAttribute('aria-describedby', `${id}-hint ${id}-error`);
   else input.setAttribute('aria-describedby', `${id}-error`);
-  return h('div', { class: 'field' },
+  return h(
+    'div',
+    { class: 'field' },
     h('label', { for: id }, label),
     hint ? h('p', { class: 'hint', id: `${id}-hint` }, hint) : null,
     input,
@@ -83,16 +88,27 @@ function render(plan: PublicPlan): void {
   const contacts = (plan.available_contact_methods?.length ? plan.available_contact_methods : ['email']).filter((c) => CONTACT_FIELDS[c]);
 
   const methodRadios = methods.map((m, i) =>
-    h('div', { class: 'choice' },
+    h(
+      'div',
+      { class: 'choice' },
       h('input', { type: 'radio', name: 'method', id: `method-${m}`, value: m, checked: i === 0, onchange: () => syncMethod() }),
-      h('label', { for: `method-${m}` }, METHOD_LABELS[m] ?? m)),
+      h('label', { for: `method-${m}` }, METHOD_LABELS[m] ?? m),
+    ),
   );
   const nwcInput = h('textarea', { id: 'nwc', name: 'nwc', rows: 3, spellcheck: 'false', autocomplete: 'off', class: 'mono' });
   nwcInput.addEventListener('blur', () => {
     if (nwcInput.value.trim()) fieldError('nwc', nwcShapeError(nwcInput.value));
   });
-  const nwcBlock = h('div', { id: 'nwc-block', hidden: true },
-    field('nwc', 'Wallet connection string', nwcInput, 'From your wallet\'s "Nostr Wallet Connect" settings; starts with nostr+walletconnect://. Your wallet pays each renewal by itself.'));
+  const nwcBlock = h(
+    'div',
+    { id: 'nwc-block', hidden: true },
+    field(
+      'nwc',
+      'Wallet connection string',
+      nwcInput,
+      'From your wallet\'s "Nostr Wallet Connect" settings; starts with nostr+walletconnect://. Your wallet pays each renewal by itself.',
+    ),
+  );
 
   const contactFields = contacts.map((c) => {
     const f = CONTACT_FIELDS[c]!;
@@ -104,21 +120,32 @@ function render(plan: PublicPlan): void {
     });
     return field(`contact-${c}`, f.label, input, f.hint);
   });
-  const prefSelect = h('select', { id: 'contact-preference', name: 'contact_preference' },
-    ...contacts.map((c) => h('option', { value: c }, CONTACT_NAMES[c] ?? c))) as HTMLSelectElement;
+  const prefSelect = h(
+    'select',
+    { id: 'contact-preference', name: 'contact_preference' },
+    ...contacts.map((c) => h('option', { value: c }, CONTACT_NAMES[c] ?? c)),
+  ) as HTMLSelectElement;
 
   const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');
   const formError = h('p', { id: 'form-error', class: 'error', role: 'alert' });
-  const form = h('form', { id: 'checkout-form', novalidate: true },
-    h('fieldset', {},
-      h('legend', {}, trial ? 'How will you pay after the trial?' : 'How would you like to pay?'),
-      ...methodRadios),
+  const form = h(
+    'form',
+    { id: 'checkout-form', novalidate: true },
+    h('fieldset', {}, h('legend', {}, trial ? 'How will you pay after the trial?' : 'How would you like to pay?'), ...methodRadios),
     nwcBlock,
-    h('fieldset', {}, h('legend', {}, contacts.length > 1 ? 'Your contact details (at least one)' : 'Your contact details'), ...contactFields,
+    h(
+      'fieldset',
+      {},
+      h('legend', {}, contacts.length > 1 ? 'Your contact details (at least one)' : 'Your contact details'),
+      ...contactFields,
       contacts.length > 1 ? field('contact-preference', 'Send reminders and receipts by', prefSelect) : null,
-      h('div', { class: 'choice' },
+      h(
+        'div',
+        { class: 'choice' },
         h('input', { type: 'checkbox', id: 'reminders', name: 'reminders', checked: true }),
-        h('label', { for: 'reminders' }, 'Remind me before each renewal'))),
+        h('label', { for: 'reminders' }, 'Remind me before each renewal'),
+      ),
+    ),
     formError,
     submit,
   );
@@ -149,7 +176,8 @@ function render(plan: PublicPlan): void {
       const v = input.value.trim();
       let err: string | null = null;
       if (!v && input.required) err = `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}.`;
-      else if (!v && c === pref) err = given.length ? `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}, or choose another way below.` : 'Enter at least one way to reach you.';
+      else if (!v && c === pref)
+        err = given.length ? `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}, or choose another way below.` : 'Enter at least one way to reach you.';
       else if (v && c === 'email' && !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v)) err = 'Enter an e-mail address like name@example.com.';
       fieldError(`contact-${c}`, err);
       if (err) bad = true;
@@ -200,15 +228,22 @@ function render(plan: PublicPlan): void {
   }
 
   setMain(
-    h('header', { class: 'plan' },
+    h(
+      'header',
+      { class: 'plan' },
       h('p', { class: 'eyebrow' }, 'Subscribe to'),
       h('h1', {}, plan.name),
       plan.description ? h('p', { class: 'description' }, plan.description) : null,
       h('p', { class: 'price', id: 'price' }, priceLine(plan)),
       plan.fiat_price
-        ? h('p', { class: 'hint', id: 'fiat-price' }, `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${methods.includes('cardproc') ? 'card' : 'online wallet'}.`)
+        ? h(
+            'p',
+            { class: 'hint', id: 'fiat-price' },
+            `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${methods.includes('cardproc') ? 'card' : 'online wallet'}.`,
+          )
         : null,
-      trial ? h('p', { class: 'trial' }, `${plan.trial_days}-day free trial: nothing to pay today.`) : null),
+      trial ? h('p', { class: 'trial' }, `${plan.trial_days}-day free trial: nothing to pay today.`) : null,
+    ),
     methods.length ? form : h('p', { class: 'error', role: 'alert' }, 'This plan cannot be paid for right now. Please contact the seller.'),
   );
   syncMethod();
@@ -218,9 +253,18 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   window.clearTimeout(pollTimer);
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, 'Waiting for your payment…');
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
-  const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay'), status);
+  const section = h(
+    'section',
+    { id: 'pay', 'aria-labelledby': 'pay-heading' },
+    heading,
+    paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay'),
+    status,
+  );
   heading.id = 'pay-heading';
-  setMain(h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan))), section);
+  setMain(
+    h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan))),
+    section,
+  );
   heading.focus();
 
   const poll = async (): Promise<void> => {
@@ -234,21 +278,26 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     }
     if (s.status === 'paid') return done(plan, `Payment received: your subscription to ${plan.name} is active.`);
     if (s.status === 'expired' || s.status === 'failed') {
-      const again = h('button', {
-        type: 'button', id: 'fresh-invoice',
-        onclick: async () => {
-          again.disabled = true;
-          try {
-            const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-            manageUrl ??= r.manage_url ?? null;
-            showPayment(plan, r, body, method);
-            announce('A fresh invoice is ready');
-          } catch (err) {
-            again.disabled = false;
-            status.textContent = err instanceof ApiError ? err.message : 'A new invoice could not be created.';
-          }
+      const again = h(
+        'button',
+        {
+          type: 'button',
+          id: 'fresh-invoice',
+          onclick: async () => {
+            again.disabled = true;
+            try {
+              const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
+              manageUrl ??= r.manage_url ?? null;
+              showPayment(plan, r, body, method);
+              announce('A fresh invoice is ready');
+            } catch (err) {
+              again.disabled = false;
+              status.textContent = err instanceof ApiError ? err.message : 'A new invoice could not be created.';
+            }
+          },
         },
-      }, method === 'lightning' ? 'Get a fresh invoice' : 'Start the payment again');
+        method === 'lightning' ? 'Get a fresh invoice' : 'Start the payment again',
+      );
       status.replaceChildren(
         s.status === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
         again,
@@ -265,13 +314,20 @@ function done(plan: PublicPlan, message: string): void {
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
   setMain(
     h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan))),
-    h('section', { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
+    h(
+      'section',
+      { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
       heading,
       h('p', { id: 'done-message' }, message),
       manageUrl
-        ? h('p', {}, h('a', { class: 'button', href: manageUrl, id: 'portal-link' }, 'Manage your subscription'),
-          h('span', { class: 'hint block' }, 'Keep this link: it is your key to your subscriptions, payments and receipts.'))
-        : h('p', {}, 'The link to manage your subscription is in your confirmation message.')),
+        ? h(
+            'p',
+            {},
+            h('a', { class: 'button', href: manageUrl, id: 'portal-link' }, 'Manage your subscription'),
+            h('span', { class: 'hint block' }, 'Keep this link: it is your key to your subscriptions, payments and receipts.'),
+          )
+        : h('p', {}, 'The link to manage your subscription is in your confirmation message.'),
+    ),
   );
   heading.focus();
   announce(message);
@@ -289,9 +345,15 @@ async function main(): Promise<void> {
     document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
     setMain(
       h('h1', {}, notFound ? 'Plan not found' : 'Checkout unavailable'),
-      h('p', { role: 'alert' }, notFound
-        ? 'This plan does not exist or is no longer offered. Please ask the seller for a current link.'
-        : err instanceof ApiError ? err.message : 'The plan could not be loaded.'),
+      h(
+        'p',
+        { role: 'alert' },
+        notFound
+          ? 'This plan does not exist or is no longer offered. Please ask the seller for a current link.'
+          : err instanceof ApiError
+            ? err.message
+            : 'The plan could not be loaded.',
+      ),
       notFound ? null : h('p', {}, h('a', { href: location.href }, 'Try again')),
     );
   }

@@ -140,9 +140,13 @@ export const METHOD_LABELS: Record<string, string> = {
 /** A date as a person reads it, with the time in UTC (the service's dates are UTC). */
 export function date(unix: number | null | undefined, withTime = false): string {
   if (!unix) return '—';
-  return new Intl.DateTimeFormat('en-GB', {
-    dateStyle: 'long', ...(withTime ? { timeStyle: 'short' } : {}), timeZone: 'UTC',
-  }).format(new Date(unix * 1000)) + (withTime ? ' UTC' : '');
+  return (
+    new Intl.DateTimeFormat('en-GB', {
+      dateStyle: 'long',
+      ...(withTime ? { timeStyle: 'short' } : {}),
+      timeZone: 'UTC',
+    }).format(new Date(unix * 1000)) + (withTime ? ' UTC' : '')
+  );
 }
 
 export function fiat(amount: number | null | undefined, currency: string | null | undefined): string | null {
@@ -158,20 +162,25 @@ export function fiat(amount: number | null | undefined, currency: string | null 
 export function copyField(label: string, value: string, id: string): HTMLElement {
   const input = h('input', { id, type: 'text', readonly: true, value, class: 'mono', spellcheck: 'false', autocomplete: 'off' });
   input.value = value;
-  const button = h('button', {
-    type: 'button', class: 'secondary',
-    onclick: async () => {
-      try {
-        await navigator.clipboard.writeText(value);
-      } catch {
-        input.select();
-        document.execCommand('copy');
-      }
-      button.textContent = 'Copied';
-      announce(`${label} copied`);
-      window.setTimeout(() => (button.textContent = `Copy ${label.toLowerCase()}`), 2000);
+  const button = h(
+    'button',
+    {
+      type: 'button',
+      class: 'secondary',
+      onclick: async () => {
+        try {
+          await navigator.clipboard.writeText(value);
+        } catch {
+          input.select();
+          document.execCommand('copy');
+        }
+        button.textContent = 'Copied';
+        announce(`${label} copied`);
+        window.setTimeout(() => (button.textContent = `Copy ${label.toLowerCase()}`), 2000);
+      },
     },
-  }, `Copy ${label.toLowerCase()}`);
+    `Copy ${label.toLowerCase()}`,
+  );
   return h('div', { class: 'copy' }, h('label', { for: id }, label), h('div', { class: 'copy-row' }, input, button));
 }
 
@@ -210,9 +219,21 @@ export function paymentView(p: Payable, idPrefix: string): HTMLElement {
   } else if (p.checkout_url) {
     const price = fiat(p.amount_fiat, p.currency);
     box.append(
-      h('p', {}, `Pay ${price ? `${price} (${sats(p.amount_sats)})` : sats(p.amount_sats)} on the payment provider's page. This page notices the payment by itself.`),
-      h('p', {}, h('a', { class: 'button', href: p.checkout_url, target: '_blank', rel: 'noopener noreferrer' },
-        p.payment_method === 'cardproc' ? 'Pay by card' : 'Pay with your online wallet', h('span', { class: 'visually-hidden' }, ' (opens in a new tab)'))),
+      h(
+        'p',
+        {},
+        `Pay ${price ? `${price} (${sats(p.amount_sats)})` : sats(p.amount_sats)} on the payment provider's page. This page notices the payment by itself.`,
+      ),
+      h(
+        'p',
+        {},
+        h(
+          'a',
+          { class: 'button', href: p.checkout_url, target: '_blank', rel: 'noopener noreferrer' },
+          p.payment_method === 'cardproc' ? 'Pay by card' : 'Pay with your online wallet',
+          h('span', { class: 'visually-hidden' }, ' (opens in a new tab)'),
+        ),
+      ),
     );
   } else {
     box.append(h('p', {}, 'This payment cannot be paid from this page.'));

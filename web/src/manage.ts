@@ -1,5 +1,17 @@
 import {
-  announce, api, ApiError, date, fiat, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, STATUS_LABELS,
+  announce,
+  api,
+  ApiError,
+  date,
+  fiat,
+  h,
+  INTERVALS,
+  METHOD_LABELS,
+  nwcShapeError,
+  paymentView,
+  sats,
+  setMain,
+  STATUS_LABELS,
   type Payable,
 } from './common.js';
 
@@ -48,7 +60,7 @@ interface Wallet {
 const TERMINAL = new Set(['cancelled', 'expired']);
 
 /** How a subscription or payment was paid, as the subscriber reads it on their portal. */
-const paidBy = (m: string) => (m === 'nwc' ? 'Your wallet, automatically (NWC)' : METHOD_LABELS[m] ?? m);
+const paidBy = (m: string) => (m === 'nwc' ? 'Your wallet, automatically (NWC)' : (METHOD_LABELS[m] ?? m));
 const token = new URLSearchParams(location.search).get('token') ?? '';
 
 function badLink(): void {
@@ -64,8 +76,12 @@ function badLink(): void {
 function confirmDialog(title: string, text: string, yes: string, no: string): Promise<boolean> {
   return new Promise((resolve) => {
     const heading = h('h2', { id: 'confirm-title' }, title);
-    const dialog = h('dialog', { 'aria-labelledby': 'confirm-title', 'aria-describedby': 'confirm-text', id: 'confirm' },
-      heading, h('p', { id: 'confirm-text' }, text));
+    const dialog = h(
+      'dialog',
+      { 'aria-labelledby': 'confirm-title', 'aria-describedby': 'confirm-text', id: 'confirm' },
+      heading,
+      h('p', { id: 'confirm-text' }, text),
+    );
     const close = (v: boolean) => {
       dialog.close();
       dialog.remove();
@@ -87,46 +103,63 @@ function confirmDialog(title: string, text: string, yes: string, no: string): Pr
 function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<void>): HTMLElement {
   const status = STATUS_LABELS[s.status] ?? s.status;
   const live = !TERMINAL.has(s.status);
-  const facts = h('dl', { class: 'facts' },
-    h('dt', {}, 'Status'), h('dd', { class: `status-${s.status}` }, status),
-    h('dt', {}, 'Price'), h('dd', {}, `${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval}`),
-    h('dt', {}, 'Paid by'), h('dd', {}, paidBy(s.payment_method)),
+  const facts = h(
+    'dl',
+    { class: 'facts' },
+    h('dt', {}, 'Status'),
+    h('dd', { class: `status-${s.status}` }, status),
+    h('dt', {}, 'Price'),
+    h('dd', {}, `${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval}`),
+    h('dt', {}, 'Paid by'),
+    h('dd', {}, paidBy(s.payment_method)),
     s.trial_end && s.trial_end * 1000 > Date.now() ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
-    h('dt', {}, s.status === 'active' ? 'Renews on' : 'Current period ends'), h('dd', {}, date(s.current_period_end)),
-    h('dt', {}, 'Access'), h('dd', {}, s.has_access ? `Yes, until at least ${date(s.current_period_end)}` : 'No'),
+    h('dt', {}, s.status === 'active' ? 'Renews on' : 'Current period ends'),
+    h('dd', {}, date(s.current_period_end)),
+    h('dt', {}, 'Access'),
+    h('dd', {}, s.has_access ? `Yes, until at least ${date(s.current_period_end)}` : 'No'),
   );
-  const card = h('article', { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
-    h('h3', { id: `sub-${s.id}-name` }, s.plan_name || 'Subscription'), facts);
+  const card = h(
+    'article',
+    { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
+    h('h3', { id: `sub-${s.id}-name` }, s.plan_name || 'Subscription'),
+    facts,
+  );
   if (open && live) {
-    card.append(h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` },
-      h('h4', {}, 'Payment due'), paymentView(open, `pay-${open.id}`)));
+    card.append(
+      h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` }, h('h4', {}, 'Payment due'), paymentView(open, `pay-${open.id}`)),
+    );
   }
   if (live) {
     const msg = h('p', { class: 'status', role: 'status' });
-    const cancel = h('button', {
-      type: 'button', class: 'danger',
-      onclick: async () => {
-        const ok = await confirmDialog(
-          `Cancel ${s.plan_name}?`,
-          s.has_access
-            ? `You keep access until ${date(s.current_period_end)}. After that you will not be charged again.`
-            : 'You will not be charged again.',
-          'Cancel subscription', 'Keep subscription',
-        );
-        if (!ok) return void cancel.focus();
-        cancel.disabled = true;
-        try {
-          const r = await api<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, { token });
-          announce(r.message);
-          await reload();
-          document.getElementById('notice')!.textContent = `${s.plan_name} is cancelled. ${s.has_access ? `Access continues until ${date(s.current_period_end)}.` : ''}`;
-          (document.getElementById('notice') as HTMLElement).focus();
-        } catch (err) {
-          cancel.disabled = false;
-          msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
-        }
+    const cancel = h(
+      'button',
+      {
+        type: 'button',
+        class: 'danger',
+        onclick: async () => {
+          const ok = await confirmDialog(
+            `Cancel ${s.plan_name}?`,
+            s.has_access ? `You keep access until ${date(s.current_period_end)}. After that you will not be charged again.` : 'You will not be charged again.',
+            'Cancel subscription',
+            'Keep subscription',
+          );
+          if (!ok) return void cancel.focus();
+          cancel.disabled = true;
+          try {
+            const r = await api<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, { token });
+            announce(r.message);
+            await reload();
+            document.getElementById('notice')!.textContent =
+              `${s.plan_name} is cancelled. ${s.has_access ? `Access continues until ${date(s.current_period_end)}.` : ''}`;
+            (document.getElementById('notice') as HTMLElement).focus();
+          } catch (err) {
+            cancel.disabled = false;
+            msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
+          }
+        },
       },
-    }, 'Cancel subscription');
+      'Cancel subscription',
+    );
     card.append(h('div', { class: 'actions' }, cancel), msg);
   }
   return card;
@@ -146,22 +179,38 @@ function paymentsSection(payments: Pay[]): HTMLElement {
   for (const p of payments) {
     const price = fiat(p.amount_fiat, p.currency);
     const label = p.status === 'paid' ? 'Paid' : p.status === 'pending' ? 'Open' : p.status === 'expired' ? 'Expired, not paid' : 'Failed';
-    const item = h('li', { class: 'payment-row' },
+    const item = h(
+      'li',
+      { class: 'payment-row' },
       h('span', {}, h('strong', {}, p.plan_name), ` · ${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
       h('span', { class: `pill pill-${p.status}` }, label),
-      h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)));
+      h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)),
+    );
     if (p.status === 'paid') {
       const ref = reference(p);
-      item.append(h('details', { class: 'receipt' },
-        h('summary', {}, 'Receipt', h('span', { class: 'visually-hidden' }, ` for ${p.plan_name}, ${date(p.paid_at)}`)),
-        h('dl', { class: 'facts' },
-          h('dt', {}, 'Receipt number'), h('dd', { class: 'mono' }, p.id),
-          h('dt', {}, 'Plan'), h('dd', {}, p.plan_name),
-          h('dt', {}, 'Amount'), h('dd', {}, `${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
-          h('dt', {}, 'Paid on'), h('dd', {}, date(p.paid_at, true)),
-          h('dt', {}, 'Method'), h('dd', {}, paidBy(p.payment_method)),
-          ref ? [h('dt', {}, 'Reference'), h('dd', { class: 'mono' }, ref)] : null),
-        h('button', { type: 'button', class: 'secondary', onclick: () => window.print() }, 'Print')));
+      item.append(
+        h(
+          'details',
+          { class: 'receipt' },
+          h('summary', {}, 'Receipt', h('span', { class: 'visually-hidden' }, ` for ${p.plan_name}, ${date(p.paid_at)}`)),
+          h(
+            'dl',
+            { class: 'facts' },
+            h('dt', {}, 'Receipt number'),
+            h('dd', { class: 'mono' }, p.id),
+            h('dt', {}, 'Plan'),
+            h('dd', {}, p.plan_name),
+            h('dt', {}, 'Amount'),
+            h('dd', {}, `${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
+            h('dt', {}, 'Paid on'),
+            h('dd', {}, date(p.paid_at, true)),
+            h('dt', {}, 'Method'),
+            h('dd', {}, paidBy(p.payment_method)),
+            ref ? [h('dt', {}, 'Reference'), h('dd', { class: 'mono' }, ref)] : null,
+          ),
+          h('button', { type: 'button', class: 'secondary', onclick: () => window.print() }, 'Print'),
+        ),
+      );
     }
     list.append(item);
   }
@@ -170,36 +219,57 @@ function paymentsSection(payments: Pay[]): HTMLElement {
 }
 
 function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<void>): HTMLElement {
-  const section = h('section', { 'aria-labelledby': 'wallets-heading' },
+  const section = h(
+    'section',
+    { 'aria-labelledby': 'wallets-heading' },
     h('h2', { id: 'wallets-heading' }, 'Wallets for automatic payments'),
-    h('p', { class: 'hint' }, 'A connected wallet (Nostr Wallet Connect) pays your renewals by itself. Disconnect it at any time: you then pay each renewal from an invoice.'));
+    h(
+      'p',
+      { class: 'hint' },
+      'A connected wallet (Nostr Wallet Connect) pays your renewals by itself. Disconnect it at any time: you then pay each renewal from an invoice.',
+    ),
+  );
   const active = wallets.filter((w) => w.is_active);
   if (!wallets.length) section.append(h('p', {}, 'No wallet is connected.'));
   const list = h('ul', { class: 'wallets' });
   for (const w of wallets) {
-    const item = h('li', { class: 'card' },
+    const item = h(
+      'li',
+      { class: 'card' },
       h('p', {}, h('strong', {}, `Wallet ${w.wallet_pubkey}…`), ` · ${w.is_active ? 'Connected' : 'Disconnected'}`),
       h('p', { class: 'hint' }, `Relay ${w.relay_url}. Connected on ${date(w.created_at)}${w.last_used_at ? `, last paid ${date(w.last_used_at)}` : ''}.`),
-      w.last_error ? h('p', { class: 'error' }, `Last payment failed: ${w.last_error}`) : null);
+      w.last_error ? h('p', { class: 'error' }, `Last payment failed: ${w.last_error}`) : null,
+    );
     if (w.is_active) {
       const msg = h('p', { class: 'status', role: 'status' });
-      const b = h('button', {
-        type: 'button', class: 'danger',
-        onclick: async () => {
-          const ok = await confirmDialog('Disconnect this wallet?', 'Your renewals will no longer be paid automatically; you will get an invoice instead.', 'Disconnect wallet', 'Keep connected');
-          if (!ok) return void b.focus();
-          b.disabled = true;
-          try {
-            const r = await api<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`, { token });
-            announce(r.message);
-            await reload();
-            document.getElementById('notice')!.textContent = r.message;
-          } catch (err) {
-            b.disabled = false;
-            msg.textContent = err instanceof ApiError ? err.message : 'The wallet could not be disconnected.';
-          }
+      const b = h(
+        'button',
+        {
+          type: 'button',
+          class: 'danger',
+          onclick: async () => {
+            const ok = await confirmDialog(
+              'Disconnect this wallet?',
+              'Your renewals will no longer be paid automatically; you will get an invoice instead.',
+              'Disconnect wallet',
+              'Keep connected',
+            );
+            if (!ok) return void b.focus();
+            b.disabled = true;
+            try {
+              const r = await api<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`, { token });
+              announce(r.message);
+              await reload();
+              document.getElementById('notice')!.textContent = r.message;
+            } catch (err) {
+              b.disabled = false;
+              msg.textContent = err instanceof ApiError ? err.message : 'The wallet could not be disconnected.';
+            }
+          },
         },
-      }, 'Disconnect', h('span', { class: 'visually-hidden' }, ` wallet ${w.wallet_pubkey}`));
+        'Disconnect',
+        h('span', { class: 'visually-hidden' }, ` wallet ${w.wallet_pubkey}`),
+      );
       item.append(h('div', { class: 'actions' }, b), msg);
     }
     list.append(item);
@@ -212,20 +282,38 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
   if (!eligible.length) {
     section.append(h('p', { class: 'hint' }, 'To have a wallet pay automatically, subscribe with "Nostr Wallet Connect" on the plan\'s checkout page.'));
   } else {
-    const select = h('select', { id: 'connect-subscription', name: 'subscription' },
-      ...eligible.map((s) => h('option', { value: s.id }, `${s.plan_name} (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`)));
-    const input = h('textarea', { id: 'connect-nwc', rows: 3, class: 'mono', spellcheck: 'false', autocomplete: 'off', 'aria-describedby': 'connect-nwc-hint connect-nwc-error' });
+    const select = h(
+      'select',
+      { id: 'connect-subscription', name: 'subscription' },
+      ...eligible.map((s) => h('option', { value: s.id }, `${s.plan_name} (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`)),
+    );
+    const input = h('textarea', {
+      id: 'connect-nwc',
+      rows: 3,
+      class: 'mono',
+      spellcheck: 'false',
+      autocomplete: 'off',
+      'aria-describedby': 'connect-nwc-hint connect-nwc-error',
+    });
     const error = h('p', { id: 'connect-nwc-error', class: 'field-error' });
     const status = h('p', { class: 'status', role: 'status', id: 'connect-status' });
     const submit = h('button', { type: 'submit' }, 'Connect wallet');
-    const form = h('form', { id: 'connect-form', novalidate: true },
+    const form = h(
+      'form',
+      { id: 'connect-form', novalidate: true },
       h('h3', {}, active.length ? 'Connect another wallet' : 'Connect a wallet'),
       h('div', { class: 'field' }, h('label', { for: 'connect-subscription' }, 'Subscription'), select),
-      h('div', { class: 'field' },
+      h(
+        'div',
+        { class: 'field' },
         h('label', { for: 'connect-nwc' }, 'Wallet connection string'),
         h('p', { class: 'hint', id: 'connect-nwc-hint' }, 'From your wallet\'s "Nostr Wallet Connect" settings; starts with nostr+walletconnect://.'),
-        input, error),
-      submit, status);
+        input,
+        error,
+      ),
+      submit,
+      status,
+    );
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const shape = nwcShapeError(input.value);
@@ -247,7 +335,10 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
           input.focus();
           return;
         }
-        const r = await api<Wallet>('POST', '/public/manage/wallets', { token, body: { subscription_id: select.value, nwc_connection_string: input.value.trim() } });
+        const r = await api<Wallet>('POST', '/public/manage/wallets', {
+          token,
+          body: { subscription_id: select.value, nwc_connection_string: input.value.trim() },
+        });
         const plan = select.selectedOptions[0]?.textContent ?? 'your subscription';
         await reload();
         const notice = document.getElementById('notice')!;

@@ -21,13 +21,7 @@ export const Caller = z.object({
 export type Caller = z.infer<typeof Caller>;
 
 export function busRequestOf(route: RouteDef) {
-  const body = route.rawBody
-    ? CallbackRequest
-    : route.body
-      ? route.bodyOptional
-        ? route.body.optional()
-        : route.body
-      : z.undefined().optional();
+  const body = route.rawBody ? CallbackRequest : route.body ? (route.bodyOptional ? route.body.optional() : route.body) : z.undefined().optional();
   return z.object({ caller: Caller, params: route.params ?? EmptyObject, query: route.query ?? EmptyObject, body });
 }
 export type BusRequest<P = unknown, Q = unknown, B = unknown> = {

@@ -23,7 +23,11 @@ export function QueryInt(min: number, max = Number.MAX_SAFE_INTEGER) {
   const expected = max === Number.MAX_SAFE_INTEGER ? `Expected an integer of at least ${min}` : `Expected an integer from ${min} to ${max}`;
   return z.preprocess(
     (v) => (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) ? Number(v) : v),
-    z.number({ error: (i) => (i.input === undefined ? 'Field required' : expected) }).int().min(min).max(max),
+    z
+      .number({ error: (i) => (i.input === undefined ? 'Field required' : expected) })
+      .int()
+      .min(min)
+      .max(max),
   );
 }
 
@@ -51,14 +55,10 @@ export const ValidationIssue = z.object({
 export type ValidationIssue = z.infer<typeof ValidationIssue>;
 
 /** Every error answer of the API: `{"detail": ...}`; a list of issues for 422, a sentence otherwise. */
-export const ErrorBody = z
-  .object({ detail: z.union([z.string(), z.array(ValidationIssue)]) })
-  .openapi('Error');
+export const ErrorBody = z.object({ detail: z.union([z.string(), z.array(ValidationIssue)]) }).openapi('Error');
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
-export const SuccessMessageResponse = z
-  .object({ success: z.boolean(), message: z.string() })
-  .openapi('SuccessMessageResponse');
+export const SuccessMessageResponse = z.object({ success: z.boolean(), message: z.string() }).openapi('SuccessMessageResponse');
 export type SuccessMessageResponse = z.infer<typeof SuccessMessageResponse>;
 
 export const IdParams = z.strictObject({ id: Id });
@@ -108,7 +108,11 @@ export function unstorableIssues(value: unknown, where: string): ValidationIssue
     for (const [k, child] of Object.entries(v)) {
       const key = Array.isArray(v) ? Number(k) : k;
       if (typeof key === 'string' && !isStorableText(key)) {
-        issues.push({ loc: [...loc, key.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD')], msg: 'Keys must not contain NUL characters or unpaired surrogates', type: 'key_unstorable' });
+        issues.push({
+          loc: [...loc, key.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD')],
+          msg: 'Keys must not contain NUL characters or unpaired surrogates',
+          type: 'key_unstorable',
+        });
         continue;
       }
       stack.push({ v: child, loc: [...loc, key], depth: depth + 1 });

@@ -75,18 +75,32 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
   'subscription.trial_ending': WebhookEventData.extend({ trial_end: UnixSeconds }),
   'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds }),
   'payment.received': WebhookEventData.extend({
-    payment_id: Id, amount_sats: z.number().int(), payment_method: z.string(), purpose: z.string(), status: z.literal('paid'),
+    payment_id: Id,
+    amount_sats: z.number().int(),
+    payment_method: z.string(),
+    purpose: z.string(),
+    status: z.literal('paid'),
   }),
   'payment.failed': WebhookEventData.extend({
-    payment_id: Id, amount_sats: z.number().int(), payment_method: z.string(), purpose: z.string(), status: z.literal('failed'),
+    payment_id: Id,
+    amount_sats: z.number().int(),
+    payment_method: z.string(),
+    purpose: z.string(),
+    status: z.literal('failed'),
   }),
   // One per subscription the archive cancelled (its subscriber named), or one for the plan alone when it
   // had none: `subscription_id` only where one applies.
   'plan.archived': WebhookEventData.extend({
-    subscription_id: Id.optional(), status: z.literal('archived'), cancelled_subscriptions: z.number().int().nonnegative(),
+    subscription_id: Id.optional(),
+    status: z.literal('archived'),
+    cancelled_subscriptions: z.number().int().nonnegative(),
   }),
   'nwc.wallet_disabled': WebhookEventData.extend({
-    status: z.literal('disabled'), connection_id: Id, wallet_pubkey: z.string(), error_code: z.string(), last_error: z.string(),
+    status: z.literal('disabled'),
+    connection_id: Id,
+    wallet_pubkey: z.string(),
+    error_code: z.string(),
+    last_error: z.string(),
     consecutive_failures: z.number().int(),
   }),
   'payment.unapplied': PaymentUnappliedData,

@@ -58,9 +58,7 @@ export const SubscribedNwc = z.object({
   wallet_id: Id,
   plan_name: z.string(),
   /** The first payment for the wallet to pay; null for a plan with a free trial (the subscription is active). */
-  payment: z
-    .object({ id: Id, payment_request: z.string(), payment_hash: z.string(), amount_sats: z.number().int().positive() })
-    .nullable(),
+  payment: z.object({ id: Id, payment_request: z.string(), payment_hash: z.string(), amount_sats: z.number().int().positive() }).nullable(),
   manage_url: z.string().nullable().optional(),
 });
 export type SubscribedNwc = z.infer<typeof SubscribedNwc>;
@@ -166,7 +164,13 @@ export const messages = {
   nwcReconnect: {
     subject: 'billing.internal.nwc_reconnect',
     request: z.object({ wallet_id: Id, subscriber_id: Id, subscription_id: Id, max_amount_sats: z.number().int().min(1).optional() }),
-    reply: z.object({ plan_id: Id, plan_name: z.string(), amount_sats: z.number().int(), subscriber_email: z.string().nullable(), subscriber_name: z.string().nullable() }),
+    reply: z.object({
+      plan_id: Id,
+      plan_name: z.string(),
+      amount_sats: z.number().int(),
+      subscriber_email: z.string().nullable(),
+      subscriber_name: z.string().nullable(),
+    }),
   },
   /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
   nwcCharge: {
@@ -174,7 +178,11 @@ export const messages = {
     // The wallet has NWC_REPLY_TIMEOUT_MS (30 s) to answer.
     timeoutMs: 40_000,
     request: z.object({
-      wallet_id: Id, subscription_id: Id, payment_id: Id, payment_request: z.string().min(1), amount_sats: z.number().int().positive(),
+      wallet_id: Id,
+      subscription_id: Id,
+      payment_id: Id,
+      payment_request: z.string().min(1),
+      amount_sats: z.number().int().positive(),
     }),
     reply: NwcChargeResult,
   },

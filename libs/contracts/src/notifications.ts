@@ -19,32 +19,49 @@ export type NotifiableEvent = z.infer<typeof NotifiableEvent>;
  */
 export const SubscriberNotice = z
   .enum([
-    'subscription.created', 'subscription.activated', 'subscription.renewed', 'payment.received', 'renewal.reminder',
-    'subscription.trial_ending', 'subscription.past_due', 'subscription.payment_failed', 'subscription.expired', 'nwc.wallet_disabled',
+    'subscription.created',
+    'subscription.activated',
+    'subscription.renewed',
+    'payment.received',
+    'renewal.reminder',
+    'subscription.trial_ending',
+    'subscription.past_due',
+    'subscription.payment_failed',
+    'subscription.expired',
+    'nwc.wallet_disabled',
   ])
   .openapi('SubscriberNotice');
 export type SubscriberNotice = z.infer<typeof SubscriberNotice>;
 
 /** What a secret field shows once stored: the secret itself is never answered. */
 const CONFIGURED = z.literal('configured');
-const relayUrl = z.string().max(500).regex(/^wss?:\/\/[^\s]+$/, 'must be a ws:// or wss:// relay URL');
+const relayUrl = z
+  .string()
+  .max(500)
+  .regex(/^wss?:\/\/[^\s]+$/, 'must be a ws:// or wss:// relay URL');
 /** A Nostr public key as npub or 64 hex. */
-const nostrPubkey = z.string().max(200).regex(/^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an npub or 64 hex characters');
+const nostrPubkey = z
+  .string()
+  .max(200)
+  .regex(/^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an npub or 64 hex characters');
 
 /**
  * An owner's mail server: smtp:// or smtps://, a host, an optional port and login, nothing else. A query
  * string would reach the mail library as transport options (sendmail with any program, logging of bodies,
  * a proxy past the address checks), so none is taken.
  */
-const smtpUrl = z.string().max(1000).refine((v) => {
-  if (!/^smtps?:\/\/[^\s/?#]+\/?$/.test(v)) return false;
-  try {
-    const u = new URL(v);
-    return !!u.hostname && !u.search && !u.hash && (u.pathname === '' || u.pathname === '/');
-  } catch {
-    return false;
-  }
-}, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query)');
+const smtpUrl = z
+  .string()
+  .max(1000)
+  .refine((v) => {
+    if (!/^smtps?:\/\/[^\s/?#]+\/?$/.test(v)) return false;
+    try {
+      const u = new URL(v);
+      return !!u.hostname && !u.search && !u.hash && (u.pathname === '' || u.pathname === '/');
+    } catch {
+      return false;
+    }
+  }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query)');
 
 const EmailChannelIn = z.strictObject({
   smtp_url: smtpUrl.nullable().optional().openapi({
@@ -54,15 +71,27 @@ const EmailChannelIn = z.strictObject({
   owner_email: z.email().max(254).optional().openapi({ description: 'Where owner notices go by e-mail' }),
 });
 const MessengerChannelIn = z.strictObject({
-  bot_token: z.string().regex(/^\d{1,20}:[A-Za-z0-9_-]{20,100}$/, 'must be a bot token (<id>:<secret>)').optional().openapi({
-    description: 'Bot API token (secret). Required the first time; omitted later: the stored one is kept',
-  }),
-  owner_chat_id: z.string().regex(/^(-?\d{1,20}|@[A-Za-z0-9_]{4,64})$/, 'must be a numeric chat id or @channelusername').optional(),
+  bot_token: z
+    .string()
+    .regex(/^\d{1,20}:[A-Za-z0-9_-]{20,100}$/, 'must be a bot token (<id>:<secret>)')
+    .optional()
+    .openapi({
+      description: 'Bot API token (secret). Required the first time; omitted later: the stored one is kept',
+    }),
+  owner_chat_id: z
+    .string()
+    .regex(/^(-?\d{1,20}|@[A-Za-z0-9_]{4,64})$/, 'must be a numeric chat id or @channelusername')
+    .optional(),
 });
 const NostrChannelIn = z.strictObject({
-  private_key: z.string().max(200).regex(/^(nsec1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an nsec or 64 hex characters').optional().openapi({
-    description: 'The sending key (secret). Omitted: the stored one is kept, or one is generated',
-  }),
+  private_key: z
+    .string()
+    .max(200)
+    .regex(/^(nsec1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an nsec or 64 hex characters')
+    .optional()
+    .openapi({
+      description: 'The sending key (secret). Omitted: the stored one is kept, or one is generated',
+    }),
   generate_key: z.literal(true).optional().openapi({ description: 'Generate a new sending key; answered once as `generated_private_key`' }),
   relays: z.array(relayUrl).min(1).max(10),
   owner_pubkey: nostrPubkey.optional().openapi({ description: 'Where owner notices go as direct messages' }),
@@ -70,14 +99,19 @@ const NostrChannelIn = z.strictObject({
 });
 
 const settingsFields = {
-  channels: z.strictObject({
-    email: EmailChannelIn.nullable().optional(),
-    messenger: MessengerChannelIn.nullable().optional(),
-    nostr: NostrChannelIn.nullable().optional(),
-  }).openapi({ description: 'A channel set to null (or left out) is off' }),
+  channels: z
+    .strictObject({
+      email: EmailChannelIn.nullable().optional(),
+      messenger: MessengerChannelIn.nullable().optional(),
+      nostr: NostrChannelIn.nullable().optional(),
+    })
+    .openapi({ description: 'A channel set to null (or left out) is off' }),
   merchant_name: z.string().trim().min(1).max(200).optional().openapi({ description: 'Who the messages come from, named in every message' }),
   owner_events: z.array(NotifiableEvent).max(50).default([]),
-  subscriber_events: z.array(SubscriberNotice).max(50).default([...SubscriberNotice.options]),
+  subscriber_events: z
+    .array(SubscriberNotice)
+    .max(50)
+    .default([...SubscriberNotice.options]),
 };
 
 /** Body of `PUT /notification-settings`: replaces the wallet's defaults. */
@@ -87,29 +121,30 @@ export type NotificationSettingsUpdate = z.infer<typeof NotificationSettingsUpda
 /** Body of `PUT /plans/{id}/notification-settings`: inherit the wallet's, or a full override. */
 // Told apart by `inherit`, so a wrong override names its field instead of an opaque union error.
 export const PlanNotificationSettingsUpdate = z
-  .discriminatedUnion('inherit', [
-    z.strictObject({ inherit: z.literal(true) }),
-    z.strictObject({ inherit: z.literal(false), ...settingsFields }),
-  ])
+  .discriminatedUnion('inherit', [z.strictObject({ inherit: z.literal(true) }), z.strictObject({ inherit: z.literal(false), ...settingsFields })])
   .openapi('PlanNotificationSettingsUpdate');
 export type PlanNotificationSettingsUpdate = z.infer<typeof PlanNotificationSettingsUpdate>;
 
 export const NotificationSettings = z
   .object({
     channels: z.object({
-      email: z.object({
-        smtp_url: CONFIGURED.nullable().openapi({ description: "`configured`: the owner's own server; null: the server's" }),
-        from: z.string().nullable(),
-        owner_email: z.string().nullable(),
-      }).nullable(),
+      email: z
+        .object({
+          smtp_url: CONFIGURED.nullable().openapi({ description: "`configured`: the owner's own server; null: the server's" }),
+          from: z.string().nullable(),
+          owner_email: z.string().nullable(),
+        })
+        .nullable(),
       messenger: z.object({ bot_token: CONFIGURED, owner_chat_id: z.string().nullable() }).nullable(),
-      nostr: z.object({
-        private_key: CONFIGURED,
-        public_key: z.string().openapi({ description: 'npub of the sending key' }),
-        relays: z.array(z.string()),
-        owner_pubkey: z.string().nullable(),
-        nip04: z.boolean(),
-      }).nullable(),
+      nostr: z
+        .object({
+          private_key: CONFIGURED,
+          public_key: z.string().openapi({ description: 'npub of the sending key' }),
+          relays: z.array(z.string()),
+          owner_pubkey: z.string().nullable(),
+          nip04: z.boolean(),
+        })
+        .nullable(),
     }),
     merchant_name: z.string().nullable(),
     owner_events: z.array(NotifiableEvent),

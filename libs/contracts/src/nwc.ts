@@ -20,15 +20,9 @@ export const NWC_ERROR_CODES = z
 export const NWCErrorCode = NWC_ERROR_CODES;
 export type NWCErrorCode = z.infer<typeof NWC_ERROR_CODES>;
 
-const connectionString = z
-  .string()
-  .min(1)
-  .max(2000)
-  .openapi({ description: '`nostr+walletconnect://<pubkey>?relay=<url>&secret=<hex>`' });
+const connectionString = z.string().min(1).max(2000).openapi({ description: '`nostr+walletconnect://<pubkey>?relay=<url>&secret=<hex>`' });
 
-export const NWCValidateRequest = z
-  .strictObject({ nwc_string: connectionString })
-  .openapi('NWCValidateRequest');
+export const NWCValidateRequest = z.strictObject({ nwc_string: connectionString }).openapi('NWCValidateRequest');
 export type NWCValidateRequest = z.infer<typeof NWCValidateRequest>;
 
 export const NWCValidateResponse = z
@@ -69,11 +63,7 @@ export const NWCSubscriptionResponse = z
     status: z.enum(['active', 'pending']),
     message: z.string(),
     error_code: NWC_ERROR_CODES.nullable().optional().openapi({ description: 'Present only if the payment failed' }),
-    manage_url: z
-      .string()
-      .nullable()
-      .optional()
-      .openapi({ description: 'Portal link; only when this request created the subscriber' }),
+    manage_url: z.string().nullable().optional().openapi({ description: 'Portal link; only when this request created the subscriber' }),
   })
   .openapi('NWCSubscriptionResponse');
 export type NWCSubscriptionResponse = z.infer<typeof NWCSubscriptionResponse>;

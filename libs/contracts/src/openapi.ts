@@ -57,7 +57,7 @@ const TAGS: Array<{ prefix: string; name: string; description: string }> = [
   { prefix: '/public', name: 'Public', description: 'Checkout pages: public plans, subscribe, payment status, NWC (no authentication)' },
   { prefix: '/plans', name: 'Plans', description: "The wallet's plans" },
   { prefix: '/subscriptions', name: 'Subscriptions', description: 'Subscriptions and their lifecycle actions' },
-  { prefix: '/subscribers', name: 'Subscribers', description: 'Subscribers across the wallet\'s plans' },
+  { prefix: '/subscribers', name: 'Subscribers', description: "Subscribers across the wallet's plans" },
   { prefix: '/payments', name: 'Payments', description: 'Payments across subscriptions' },
   { prefix: '/archive', name: 'Archive', description: 'Archived plans and ended subscriptions' },
   { prefix: '/watchonly-wallets', name: 'Watch-only wallets', description: "The owner's on-chain watch-only wallets (extended public keys)" },
@@ -91,15 +91,27 @@ const IDEMPOTENCY_HEADER = z.object({
 });
 
 /** `plan.archived` -> `PlanArchivedEvent`. */
-const eventComponent = (name: string) => `${name.split(/[._]/).map((w) => w[0]!.toUpperCase() + w.slice(1)).join('')}Event`;
+const eventComponent = (name: string) =>
+  `${name
+    .split(/[._]/)
+    .map((w) => w[0]!.toUpperCase() + w.slice(1))
+    .join('')}Event`;
 
 /** The OpenAPI 3.1 document, generated from the route table and the event schemas: never written by hand. */
 export function buildOpenApiDocument(serverUrl = API_PREFIX) {
   const registry = new OpenAPIRegistry();
   registry.registerComponent('securitySchemes', 'AdminKey', { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The wallet's admin key" });
-  registry.registerComponent('securitySchemes', 'InvoiceKey', { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The wallet's invoice (read-only) key" });
+  registry.registerComponent('securitySchemes', 'InvoiceKey', {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Api-Key',
+    description: "The wallet's invoice (read-only) key",
+  });
   registry.registerComponent('securitySchemes', 'SubscriberToken', {
-    type: 'apiKey', in: 'header', name: 'X-Subscriber-Token', description: "A subscriber's portal token (from the manage link)",
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Subscriber-Token',
+    description: "A subscriber's portal token (from the manage link)",
   });
 
   const tags = new Map<string, string>();
@@ -131,9 +143,7 @@ export function buildOpenApiDocument(serverUrl = API_PREFIX) {
         ...(route.params ? { params: route.params } : {}),
         ...(route.query ? { query: route.query } : {}),
         ...(headers.length ? { headers: headers.length === 1 ? headers[0]! : headers[0]!.extend(headers[1]!.shape) } : {}),
-        ...(route.body
-          ? { body: { required: !route.bodyOptional, content: { 'application/json': { schema: route.body } } } }
-          : {}),
+        ...(route.body ? { body: { required: !route.bodyOptional, content: { 'application/json': { schema: route.body } } } } : {}),
       },
       responses,
     });

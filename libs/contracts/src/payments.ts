@@ -33,7 +33,8 @@ export const Payment = z
     created_at: UnixSeconds,
     paid_at: UnixSeconds.nullable().optional(),
     unapplied_reason: z.string().optional().openapi({
-      description: 'Present when the payment was paid but could not be applied to any subscription (a late payment): why. The owner refunds it; a `payment.unapplied` event was sent.',
+      description:
+        'Present when the payment was paid but could not be applied to any subscription (a late payment): why. The owner refunds it; a `payment.unapplied` event was sent.',
     }),
   })
   .openapi('Payment');
@@ -64,8 +65,8 @@ export const SubscribeRequest = z
     plan_id: Id,
     payment_method: PaymentMethodInput.openapi({
       description:
-        'One of the plan\'s `payment_methods` (`card` is an alias of `cardproc`). `nwc` is always refused here with 422 ' +
-        '(loc `body.payment_method`) naming `POST /public/subscribe/nwc`, which takes the wallet\'s connection string.',
+        "One of the plan's `payment_methods` (`card` is an alias of `cardproc`). `nwc` is always refused here with 422 " +
+        "(loc `body.payment_method`) naming `POST /public/subscribe/nwc`, which takes the wallet's connection string.",
     }),
     email: z.email().max(254).optional(),
     name: z.string().max(200).optional(),
@@ -82,11 +83,7 @@ export type SubscribeRequest = z.infer<typeof SubscribeRequest>;
 export type SubscribeRequestInput = z.input<typeof SubscribeRequest>;
 
 /** `manage_url` is present only when this request created the subscriber (never an existing subscriber's token). */
-const manageUrl = z
-  .string()
-  .nullable()
-  .optional()
-  .openapi({ description: 'Portal link; only when this request created the subscriber' });
+const manageUrl = z.string().nullable().optional().openapi({ description: 'Portal link; only when this request created the subscriber' });
 
 export const CheckoutResponse = z
   .object({
@@ -101,11 +98,7 @@ export const CheckoutResponse = z
     checkout_url: z.string().nullable().optional().openapi({ description: 'Redirect URL for fiat checkout' }),
     amount_fiat: z.number().nullable().optional().openapi({ description: 'Price in fiat of a card or wallet-processor checkout' }),
     currency: z.string().nullable().optional().openapi({ description: 'Lower-case code of amount_fiat, e.g. `usd`' }),
-    qr_codes: z
-      .record(z.string(), z.string())
-      .nullable()
-      .optional()
-      .openapi({ description: 'SVG strings keyed by mode: `lightning`, `onchain`, `bip21`' }),
+    qr_codes: z.record(z.string(), z.string()).nullable().optional().openapi({ description: 'SVG strings keyed by mode: `lightning`, `onchain`, `bip21`' }),
     expires_at: UnixSeconds,
     manage_url: manageUrl,
   })
@@ -125,9 +118,7 @@ export const TrialSubscriptionResponse = z
 export type TrialSubscriptionResponse = z.infer<typeof TrialSubscriptionResponse>;
 
 /** CheckoutResponse for paid plans, TrialSubscriptionResponse for plans with a free trial. */
-export const SubscribeResponse = z
-  .union([CheckoutResponse, TrialSubscriptionResponse])
-  .openapi('SubscribeResponse');
+export const SubscribeResponse = z.union([CheckoutResponse, TrialSubscriptionResponse]).openapi('SubscribeResponse');
 export type SubscribeResponse = z.infer<typeof SubscribeResponse>;
 
 export const PaymentStatusResponse = z

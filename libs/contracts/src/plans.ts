@@ -4,9 +4,7 @@ import { Id, UnixSeconds } from './common.js';
 export const Interval = z.enum(['weekly', 'monthly', 'yearly']).openapi('Interval');
 export type Interval = z.infer<typeof Interval>;
 
-export const PaymentMethod = z
-  .enum(['lightning', 'onchain', 'nwc', 'cardproc', 'walletproc'])
-  .openapi('PaymentMethod');
+export const PaymentMethod = z.enum(['lightning', 'onchain', 'nwc', 'cardproc', 'walletproc']).openapi('PaymentMethod');
 export type PaymentMethod = z.infer<typeof PaymentMethod>;
 
 /** The plan flag that allows each payment method. */
@@ -110,15 +108,25 @@ export type ArchivedPlan = z.infer<typeof ArchivedPlan>;
 
 /** What a would-be subscriber may see: no wallet, no provider account ids. */
 export const PublicPlan = Plan.pick({
-  id: true, name: true, description: true, amount_sats: true, interval: true, trial_days: true, grace_period_days: true,
-  allow_lightning: true, allow_onchain: true, allow_nwc: true, allow_cardproc: true, allow_walletproc: true,
+  id: true,
+  name: true,
+  description: true,
+  amount_sats: true,
+  interval: true,
+  trial_days: true,
+  grace_period_days: true,
+  allow_lightning: true,
+  allow_onchain: true,
+  allow_nwc: true,
+  allow_cardproc: true,
+  allow_walletproc: true,
 })
   .extend({
     payment_methods: z.array(PaymentMethod).openapi({
       description: 'Methods a subscriber can use now: allowed by the plan and configured on the server',
     }),
     available_contact_methods: z.array(z.enum(['email', 'messenger', 'nostr'])).openapi({
-      description: "Contact fields a checkout should ask for: the notification channels configured for this plan (e-mail when the notifier cannot be asked)",
+      description: 'Contact fields a checkout should ask for: the notification channels configured for this plan (e-mail when the notifier cannot be asked)',
     }),
   })
   .extend({

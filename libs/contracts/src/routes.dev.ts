@@ -4,7 +4,14 @@ import { defineRoutes } from './http.js';
 import { Payment } from './payments.js';
 
 export const DevClockRequest = z
-  .strictObject({ advance_seconds: z.number().int().min(0).max(20 * 365 * 86400).default(0) })
+  .strictObject({
+    advance_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(20 * 365 * 86400)
+      .default(0),
+  })
   .openapi('DevClockRequest');
 export const DevInvoiceParams = z.strictObject({ payment_hash: z.string().regex(/^[0-9a-f]{64}$/, '64 lower-case hex characters') });
 export const DevInvoicePaid = z.object({ payment_id: z.string(), preimage: z.string() }).openapi('DevInvoicePaid');
@@ -16,19 +23,39 @@ export const DevClockResponse = z.object({ now: UnixSeconds, offset_seconds: z.n
  */
 export const devRoutes = defineRoutes([
   {
-    id: 'dev.clock', method: 'post', path: '/dev/clock', auth: 'admin', devOnly: true, bodyOptional: true,
+    id: 'dev.clock',
+    method: 'post',
+    path: '/dev/clock',
+    auth: 'admin',
+    devOnly: true,
+    bodyOptional: true,
     summary: 'Read the test clock, or move it forward by advance_seconds (all services follow)',
     // Billing answers within 20 s of the move, even when the sweep after it takes longer.
-    body: DevClockRequest, response: DevClockResponse, subject: 'billing.dev.clock', busTimeoutMs: 30_000,
+    body: DevClockRequest,
+    response: DevClockResponse,
+    subject: 'billing.dev.clock',
+    busTimeoutMs: 30_000,
   },
   {
-    id: 'dev.payments.pay', method: 'post', path: '/dev/payments/{id}/pay', auth: 'none', devOnly: true,
+    id: 'dev.payments.pay',
+    method: 'post',
+    path: '/dev/payments/{id}/pay',
+    auth: 'none',
+    devOnly: true,
     summary: 'Pay a pending payment of the dev Lightning provider, as a subscriber would',
-    params: IdParams, response: Payment, subject: 'payments.dev.pay',
+    params: IdParams,
+    response: Payment,
+    subject: 'payments.dev.pay',
   },
   {
-    id: 'dev.invoices.pay', method: 'post', path: '/dev/invoices/{payment_hash}/pay', auth: 'none', devOnly: true,
+    id: 'dev.invoices.pay',
+    method: 'post',
+    path: '/dev/invoices/{payment_hash}/pay',
+    auth: 'none',
+    devOnly: true,
     summary: 'Pay a dev Lightning invoice by its payment hash and learn its preimage, as a paying wallet (an NWC test wallet) would',
-    params: DevInvoiceParams, response: DevInvoicePaid, subject: 'payments.dev.pay_invoice',
+    params: DevInvoiceParams,
+    response: DevInvoicePaid,
+    subject: 'payments.dev.pay_invoice',
   },
 ] as const);

@@ -25,16 +25,10 @@ export const SubscriberPublic = z.object(subscriberFields).openapi('SubscriberPu
 export type SubscriberPublic = z.infer<typeof SubscriberPublic>;
 
 /** `GET /subscribers/{id}`: the subscriber and all their subscriptions. */
-export const SubscriberDetail = SubscriberPublic.extend({ subscriptions: z.array(Subscription) }).openapi(
-  'SubscriberDetail',
-);
+export const SubscriberDetail = SubscriberPublic.extend({ subscriptions: z.array(Subscription) }).openapi('SubscriberDetail');
 export type SubscriberDetail = z.infer<typeof SubscriberDetail>;
 
 export const SubscriberListQuery = PaginationQuery.extend({
-  search: z
-    .string()
-    .max(200)
-    .optional()
-    .openapi({ description: 'Case-insensitive match on email, name, messenger or nostr' }),
+  search: z.string().max(200).optional().openapi({ description: 'Case-insensitive match on email, name, messenger or nostr' }),
 });
 export type SubscriberListQuery = z.infer<typeof SubscriberListQuery>;

@@ -3,9 +3,7 @@ import { Id, PaginationQuery, QueryInt, UnixSeconds } from './common.js';
 import { Interval, PaymentMethod } from './plans.js';
 import { Payment } from './payments.js';
 
-export const SubscriptionStatus = z
-  .enum(['pending', 'active', 'paused', 'past_due', 'payment_failed', 'cancelled', 'expired'])
-  .openapi('SubscriptionStatus');
+export const SubscriptionStatus = z.enum(['pending', 'active', 'paused', 'past_due', 'payment_failed', 'cancelled', 'expired']).openapi('SubscriptionStatus');
 export type SubscriptionStatus = z.infer<typeof SubscriptionStatus>;
 
 /** Owner-defined key/value pairs on a subscription. */
@@ -40,15 +38,11 @@ const subscriptionFields = {
   receive_reminders: z.boolean().optional(),
 };
 
-export const Subscription = z
-  .object({ ...subscriptionFields, metadata: z.record(z.string(), z.string()).optional() })
-  .openapi('Subscription');
+export const Subscription = z.object({ ...subscriptionFields, metadata: z.record(z.string(), z.string()).optional() }).openapi('Subscription');
 export type Subscription = z.infer<typeof Subscription>;
 
 /** `GET /subscriptions/{id}`: the subscription with its payment history (newest first). */
-export const SubscriptionWithPayments = Subscription.extend({ payments: z.array(Payment) }).openapi(
-  'SubscriptionWithPayments',
-);
+export const SubscriptionWithPayments = Subscription.extend({ payments: z.array(Payment) }).openapi('SubscriptionWithPayments');
 export type SubscriptionWithPayments = z.infer<typeof SubscriptionWithPayments>;
 
 /** Body of `PUT /subscriptions/{id}`. */

@@ -6,7 +6,13 @@ describe('unstorableIssues', () => {
     expect(isStorableText('plain é 😀 \u202e')).toBe(true);
     for (const bad of ['\u0000', 'a\u0000', '\ud800', '\udc00x', 'x\ud83d']) expect(isStorableText(bad), JSON.stringify(bad)).toBe(false);
     const issues = unstorableIssues({ name: 'ok', description: 'x\u0000', metadata: { ['k\ud800']: 'v', k2: ['a', '\udc00'] } }, 'body');
-    expect(issues.map((i) => i.loc).sort()).toEqual([['body', 'description'], ['body', 'metadata', 'k2', 1], ['body', 'metadata', 'k\ufffd']].sort());
+    expect(issues.map((i) => i.loc).sort()).toEqual(
+      [
+        ['body', 'description'],
+        ['body', 'metadata', 'k2', 1],
+        ['body', 'metadata', 'k\ufffd'],
+      ].sort(),
+    );
     expect(unstorableIssues({ a: [1, { b: 'c' }], n: null, t: true }, 'body')).toEqual([]);
   });
 
@@ -32,10 +38,14 @@ describe('event schemas', () => {
   it('require the WebhookEvent fields, subscription_id only where one applies', () => {
     const base = { plan_id: 'plan_1', plan_name: 'P', status: 'active' };
     expect(eventSchema('subscription.paused').safeParse({ event: 'subscription.paused', timestamp: 1, data: base }).success).toBe(false);
-    expect(eventSchema('subscription.paused').safeParse({ event: 'subscription.paused', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success).toBe(true);
+    expect(
+      eventSchema('subscription.paused').safeParse({ event: 'subscription.paused', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success,
+    ).toBe(true);
     const archived = { event: 'plan.archived', timestamp: 1, data: { ...base, status: 'archived', cancelled_subscriptions: 0 } };
     expect(eventSchema('plan.archived').safeParse(archived).success).toBe(true);
     expect(eventSchema('plan.archived').safeParse({ ...archived, data: { ...archived.data, status: undefined } }).success).toBe(false);
-    expect(eventSchema('nwc.wallet_disabled').safeParse({ event: 'nwc.wallet_disabled', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success).toBe(false);
+    expect(
+      eventSchema('nwc.wallet_disabled').safeParse({ event: 'nwc.wallet_disabled', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success,
+    ).toBe(false);
   });
 });

@@ -58,25 +58,29 @@ export class BusClient {
 
   /** `timeoutMs` lengthens the wait for a request known to be slow; it never shortens BUS_TIMEOUT_MS. */
   request(subject: string, payload: unknown, timeoutMs?: number): Promise<BusReply> {
-    return tracer().startActiveSpan(`${subject} send`, { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject } }, async (span) => {
-      try {
-        const h = natsHeaders();
-        injectTraceHeaders(h);
-        const record = new NatsRecordBuilder(payload).setHeaders(h).build();
-        const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(busWaitMs(this.timeoutMs, timeoutMs))));
-        return BusReply.parse(raw);
-      } catch (err) {
-        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-        if (err instanceof TimeoutError) throw new BusUnavailableError(`${subject} timed out`);
-        // Nest does not export its EmptyResponseException: NATS's no-responders status arrives as one.
-        if ((err as Error)?.constructor?.name === 'EmptyResponseException') throw new BusUnavailableError(`${subject}: no responders`, true);
-        // A malformed reply is our own bug (500), unlike a missing peer (503).
-        if ((err as Error)?.name === 'ZodError') throw err;
-        throw new BusUnavailableError(`${subject}: ${(err as Error).message ?? String(err)}`);
-      } finally {
-        span.end();
-      }
-    });
+    return tracer().startActiveSpan(
+      `${subject} send`,
+      { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject } },
+      async (span) => {
+        try {
+          const h = natsHeaders();
+          injectTraceHeaders(h);
+          const record = new NatsRecordBuilder(payload).setHeaders(h).build();
+          const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(busWaitMs(this.timeoutMs, timeoutMs))));
+          return BusReply.parse(raw);
+        } catch (err) {
+          span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+          if (err instanceof TimeoutError) throw new BusUnavailableError(`${subject} timed out`);
+          // Nest does not export its EmptyResponseException: NATS's no-responders status arrives as one.
+          if ((err as Error)?.constructor?.name === 'EmptyResponseException') throw new BusUnavailableError(`${subject}: no responders`, true);
+          // A malformed reply is our own bug (500), unlike a missing peer (503).
+          if ((err as Error)?.name === 'ZodError') throw err;
+          throw new BusUnavailableError(`${subject}: ${(err as Error).message ?? String(err)}`);
+        } finally {
+          span.end();
+        }
+      },
+    );
   }
 }
 
@@ -144,34 +148,38 @@ export function registerHandlers(server: ServerNats, handlers: Handler[], log: L
 
 /** One request: a consumer span continuing the caller's trace, input and output validated, errors mapped to replies. */
 function answer(h: Handler, data: unknown, ctx: NatsContext, log: Logger): Promise<BusReply> {
-      const parent = extractTraceContext(ctx.getHeaders());
-      return context.with(parent, () =>
-        tracer().startActiveSpan(`${h.subject} process`, { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } }, async (span): Promise<BusReply> => {
-          try {
-            const input = h.request.safeParse(data);
-            if (!input.success) return { ok: false, status: 422, detail: toValidationDetail(input.error.issues, 'message') };
-            const out = await h.handle(input.data);
-            if (h.response) h.response.parse(out);
-            return { ok: true, data: out };
-          } catch (err) {
-            if (err instanceof DomainError) return { ok: false, status: err.status, detail: err.detail };
-            if (err instanceof BusUnavailableError) {
-              log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
-              return { ok: false, status: 503, detail: 'A service needed for this request is not available, please retry' };
-            }
-            if (isDbUnavailable(err)) {
-              log.warn({ err: (err as Error).message, subject: h.subject }, 'database unavailable');
-              return { ok: false, status: 503, detail: DB_UNAVAILABLE_DETAIL };
-            }
-            const id = newId('err_');
-            span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-            log.error({ err, error_id: id, subject: h.subject }, 'handler failed');
-            return { ok: false, status: 500, detail: `Unexpected error! ID: ${id}` };
-          } finally {
-            span.end();
+  const parent = extractTraceContext(ctx.getHeaders());
+  return context.with(parent, () =>
+    tracer().startActiveSpan(
+      `${h.subject} process`,
+      { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } },
+      async (span): Promise<BusReply> => {
+        try {
+          const input = h.request.safeParse(data);
+          if (!input.success) return { ok: false, status: 422, detail: toValidationDetail(input.error.issues, 'message') };
+          const out = await h.handle(input.data);
+          if (h.response) h.response.parse(out);
+          return { ok: true, data: out };
+        } catch (err) {
+          if (err instanceof DomainError) return { ok: false, status: err.status, detail: err.detail };
+          if (err instanceof BusUnavailableError) {
+            log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
+            return { ok: false, status: 503, detail: 'A service needed for this request is not available, please retry' };
           }
-        }),
-      );
+          if (isDbUnavailable(err)) {
+            log.warn({ err: (err as Error).message, subject: h.subject }, 'database unavailable');
+            return { ok: false, status: 503, detail: DB_UNAVAILABLE_DETAIL };
+          }
+          const id = newId('err_');
+          span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+          log.error({ err, error_id: id, subject: h.subject }, 'handler failed');
+          return { ok: false, status: 500, detail: `Unexpected error! ID: ${id}` };
+        } finally {
+          span.end();
+        }
+      },
+    ),
+  );
 }
 
 export interface MessageDef<Req extends z.ZodType = z.ZodType, Rep extends z.ZodType = z.ZodType> {

@@ -36,7 +36,10 @@ export const commonConfig = {
   DATABASE_URL: z.string().url({ message: 'must be a postgres:// URL' }),
   NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
   /** The service's own NATS user (its subject permissions are generated from the contracts); unset: no authentication. */
-  NATS_USER: z.string().regex(/^[a-z]+$/, 'a service name').optional(),
+  NATS_USER: z
+    .string()
+    .regex(/^[a-z]+$/, 'a service name')
+    .optional(),
   NATS_PASSWORD: z.string().optional(),
   /** PEM file of the CA that signed the NATS server's certificate: the connection then requires TLS. */
   NATS_TLS_CA_FILE: z.string().min(1).optional(),

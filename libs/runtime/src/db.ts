@@ -22,28 +22,35 @@ function traced(q: Queryable, system = 'postgresql'): Queryable {
   return {
     query(text, values) {
       const operation = text.trimStart().split(/\s/, 1)[0]?.toUpperCase() ?? 'SQL';
-      return tracer().startActiveSpan(
-        `db ${operation}`,
-        { kind: SpanKind.CLIENT, attributes: { 'db.system': system, 'db.statement': text } },
-        async (span) => {
-          try {
-            return await q.query(text, values);
-          } catch (err) {
-            span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-            throw err;
-          } finally {
-            span.end();
-          }
-        },
-      );
+      return tracer().startActiveSpan(`db ${operation}`, { kind: SpanKind.CLIENT, attributes: { 'db.system': system, 'db.statement': text } }, async (span) => {
+        try {
+          return await q.query(text, values);
+        } catch (err) {
+          span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+          throw err;
+        } finally {
+          span.end();
+        }
+      });
     },
   };
 }
 
 /** Connection errors of the driver and the network: the database is away, not the query wrong. */
 const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300|53400|58030)$/;
-const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED']);
-const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)/i;
+const UNAVAILABLE_ERRNO = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNABORTED',
+]);
+const UNAVAILABLE_MESSAGE =
+  /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)/i;
 
 /**
  * True when `err` says the database cannot be reached or dropped the connection (server down,
@@ -134,10 +141,7 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
     },
     async ping() {
       try {
-        return await Promise.race([
-          pool.query('SELECT 1').then(() => true),
-          new Promise<boolean>((r) => setTimeout(() => r(false), 2000).unref()),
-        ]);
+        return await Promise.race([pool.query('SELECT 1').then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 2000).unref())]);
       } catch {
         return false;
       }
@@ -168,9 +172,7 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${schema}.schema_migrations (id INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
     );
-    const done = new Set(
-      (await client.query<{ id: number }>(`SELECT id FROM ${schema}.schema_migrations`)).rows.map((r) => r.id),
-    );
+    const done = new Set((await client.query<{ id: number }>(`SELECT id FROM ${schema}.schema_migrations`)).rows.map((r) => r.id));
     for (const m of [...migrations].sort((a, b) => a.id - b.id)) {
       if (done.has(m.id)) continue;
       await client.query('BEGIN');

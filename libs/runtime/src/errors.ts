@@ -10,5 +10,4 @@ export class DomainError extends Error {
 
 export const notFound = (what: string) => new DomainError(404, `${what} not found`);
 export const conflict = (why: string) => new DomainError(409, why);
-export const unprocessable = (loc: (string | number)[], msg: string, type = 'value_error') =>
-  new DomainError(422, [{ loc, msg, type }]);
+export const unprocessable = (loc: (string | number)[], msg: string, type = 'value_error') => new DomainError(422, [{ loc, msg, type }]);

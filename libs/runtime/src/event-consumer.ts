@@ -59,8 +59,18 @@ function metricsOf(registry: Registry | undefined) {
   let m = counters.get(registry);
   if (!m) {
     m = {
-      parked: new Counter({ name: 'events_parked_total', help: 'Events parked in the dead-letter table after their last retry failed', labelNames: ['consumer'], registers: [registry] }),
-      replayed: new Counter({ name: 'events_replayed_total', help: 'Parked events replayed by an operator and handled', labelNames: ['consumer'], registers: [registry] }),
+      parked: new Counter({
+        name: 'events_parked_total',
+        help: 'Events parked in the dead-letter table after their last retry failed',
+        labelNames: ['consumer'],
+        registers: [registry],
+      }),
+      replayed: new Counter({
+        name: 'events_replayed_total',
+        help: 'Parked events replayed by an operator and handled',
+        labelNames: ['consumer'],
+        registers: [registry],
+      }),
     };
     counters.set(registry, m);
   }
@@ -143,14 +153,23 @@ export class DurableEventConsumer {
     }
     const parsed = EventEnvelope.safeParse(raw);
     if (!parsed.success) {
-      await this.park(m, raw, `malformed event: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+      await this.park(
+        m,
+        raw,
+        `malformed event: ${parsed.error.issues
+          .slice(0, 3)
+          .map((i) => `${i.path.join('.')}: ${i.message}`)
+          .join('; ')}`,
+      );
       this.settle(m);
       m.term();
       return;
     }
     try {
       const event = parsed.data;
-      const result = await consumeInTrace(m.subject, m.headers, { 'messaging.consumer.group.name': durable, 'messaging.message.id': event.id }, () => this.o.handle(event));
+      const result = await consumeInTrace(m.subject, m.headers, { 'messaging.consumer.group.name': durable, 'messaging.message.id': event.id }, () =>
+        this.o.handle(event),
+      );
       log.info({ consumer: durable, event_id: event.id, event: event.event, result }, 'event handled');
       this.settle(m);
       m.ack();
@@ -200,7 +219,10 @@ export class DurableEventConsumer {
     );
     if (rowCount === 1) {
       this.metrics?.parked.inc({ consumer: durable });
-      log.error({ consumer: durable, event_id: eventId, event, deliveries: m.info.deliveryCount, error }, 'event parked in dead_letters after its last retry; replay with npm run dead-letters');
+      log.error(
+        { consumer: durable, event_id: eventId, event, deliveries: m.info.deliveryCount, error },
+        'event parked in dead_letters after its last retry; replay with npm run dead-letters',
+      );
     }
   }
 

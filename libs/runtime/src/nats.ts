@@ -23,7 +23,9 @@ export function natsOptions(conn: string | NatsSettings, name: string): Connecti
   const s: NatsSettings = typeof conn === 'string' ? { NATS_URL: conn } : conn;
   return {
     // A cluster is named by several URLs, comma-separated: the client fails over between them.
-    servers: s.NATS_URL.split(',').map((u) => u.trim()).filter(Boolean),
+    servers: s.NATS_URL.split(',')
+      .map((u) => u.trim())
+      .filter(Boolean),
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
@@ -40,7 +42,13 @@ export function connectNats(conn: string | NatsSettings, name: string): Promise<
 /** True when the NATS server answers a round trip within a second. */
 export async function natsReachable(nc: NatsConnection | undefined): Promise<boolean> {
   if (!nc || nc.isClosed()) return false;
-  return Promise.race([nc.rtt().then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
+  return Promise.race([
+    nc.rtt().then(
+      () => true,
+      () => false,
+    ),
+    new Promise<boolean>((r) => setTimeout(() => r(false), 1000)),
+  ]);
 }
 
 const BUCKET = DEV_CLOCK_BUCKET;
@@ -66,7 +74,14 @@ export class DevClock implements Clock {
     })();
     // The watch is an ephemeral consumer on one server: when that server of a cluster dies the watch may
     // go quiet, so the key is also read every second (a replica must never run on an old time).
-    setInterval(() => void kv.get(KEY).then((e) => clock.apply(e), () => undefined), 1000).unref();
+    setInterval(
+      () =>
+        void kv.get(KEY).then(
+          (e) => clock.apply(e),
+          () => undefined,
+        ),
+      1000,
+    ).unref();
     return clock;
   }
 

@@ -39,9 +39,12 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 export function startOpsServer(port: number, registry: Registry, ready: ReadinessCheck): Promise<Server> {
   const handle = opsHandler(registry, ready);
   const server = createServer((req, res) => {
-    handle(req, res).then((done) => {
-      if (!done) send(res, 404, { detail: 'Not Found' });
-    }, () => send(res, 500, { detail: 'ops handler failed' }));
+    handle(req, res).then(
+      (done) => {
+        if (!done) send(res, 404, { detail: 'Not Found' });
+      },
+      () => send(res, 500, { detail: 'ops handler failed' }),
+    );
   });
   // A port taken by another process is a failed start, reported as such (not an uncaught 'error').
   return new Promise((resolve, reject) => {

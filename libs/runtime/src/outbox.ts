@@ -61,7 +61,12 @@ export async function enqueueEvent(
 export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
   // NATS_REPLICAS is validated with the service's config at start (commonConfig).
-  const config = { name: EVENTS_STREAM, subjects: ['events.>'], duplicate_window: 10 * 60 * 1_000_000_000, num_replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 };
+  const config = {
+    name: EVENTS_STREAM,
+    subjects: ['events.>'],
+    duplicate_window: 10 * 60 * 1_000_000_000,
+    num_replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1,
+  };
   try {
     await jsm.streams.info(EVENTS_STREAM);
     await jsm.streams.update(EVENTS_STREAM, config);
@@ -132,7 +137,11 @@ export class OutboxRelay {
         // A producer span in the trace that wrote the row; its context travels in the message headers.
         await inSpan(
           `${row.subject} publish`,
-          { parent: contextOf(row.trace_context), kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': row.subject, 'messaging.message.id': row.event_id } },
+          {
+            parent: contextOf(row.trace_context),
+            kind: SpanKind.PRODUCER,
+            attributes: { 'messaging.system': 'nats', 'messaging.destination.name': row.subject, 'messaging.message.id': row.event_id },
+          },
           async () => {
             const h = natsHeaders();
             injectTraceHeaders(h);

@@ -36,7 +36,8 @@ export class Poller {
       this.dbAway = false;
     } catch (err) {
       const away = isDbUnavailable(err);
-      if (!away || !this.dbAway) this.log.warn({ err, worker: this.name }, away ? 'database unavailable, worker retries every tick' : 'worker tick failed, will retry');
+      if (!away || !this.dbAway)
+        this.log.warn({ err, worker: this.name }, away ? 'database unavailable, worker retries every tick' : 'worker tick failed, will retry');
       this.dbAway = away;
     } finally {
       this.schedule();

@@ -28,7 +28,10 @@ export class SecretBox {
     this.key = parseKey(hexKey);
     this.keyId = keyId(this.key);
     this.keys.set(this.keyId, this.key);
-    for (const hex of (previous ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const hex of (previous ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       const k = parseKey(hex);
       this.keys.set(keyId(k), k);
     }

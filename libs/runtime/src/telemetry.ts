@@ -96,23 +96,32 @@ export function inSpan<T>(
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
   const parent = opts.parent ?? context.active();
-  return tracer().startActiveSpan(name, { kind: opts.kind ?? SpanKind.INTERNAL, root: opts.root, attributes: opts.attributes, links: opts.links }, parent, async (span) => {
-    try {
-      return await fn(span);
-    } catch (err) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message ?? String(err) });
-      throw err;
-    } finally {
-      span.end();
-    }
-  });
+  return tracer().startActiveSpan(
+    name,
+    { kind: opts.kind ?? SpanKind.INTERNAL, root: opts.root, attributes: opts.attributes, links: opts.links },
+    parent,
+    async (span) => {
+      try {
+        return await fn(span);
+      } catch (err) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message ?? String(err) });
+        throw err;
+      } finally {
+        span.end();
+      }
+    },
+  );
 }
 
 /** The JetStream consumer's span for one event: a child of the span that published it (its message headers). */
 export function consumeInTrace<T>(subject: string, headers: HeaderLike | undefined, attributes: Attributes, fn: () => Promise<T>): Promise<T> {
   return inSpan(
     `${subject} process`,
-    { parent: extractTraceContext(headers), kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject, ...attributes } },
+    {
+      parent: extractTraceContext(headers),
+      kind: SpanKind.CONSUMER,
+      attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject, ...attributes },
+    },
     fn,
   );
 }

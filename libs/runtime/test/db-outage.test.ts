@@ -44,16 +44,27 @@ describe('a database stopped under the pool', () => {
       await sleep(1500);
       await tx.query('SELECT 2');
     });
-    const failed = open.then(() => undefined, (err: unknown) => err);
+    const failed = open.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     await sleep(300);
     await cluster.crash();
     const err = await failed;
     expect(err).toBeInstanceOf(Error);
     expect(isDbUnavailable(err)).toBe(true);
 
-    const down = await db.query('SELECT 1').then(() => undefined, (e: unknown) => e);
+    const down = await db.query('SELECT 1').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(isDbUnavailable(down)).toBe(true);
-    const downTx = await db.tx((tx) => tx.query('SELECT 1')).then(() => undefined, (e: unknown) => e);
+    const downTx = await db
+      .tx((tx) => tx.query('SELECT 1'))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(isDbUnavailable(downTx)).toBe(true);
     expect(await db.ping()).toBe(false);
 

@@ -46,10 +46,18 @@ describe('DurableEventConsumer', () => {
     // Two retries: a third ordinary failure would park the event. It first meets three deliveries with
     // the database away, then one ordinary failure, then succeeds.
     const outcomes: Array<() => void> = [
-      () => { throw dbDown(); },
-      () => { throw dbDown(); },
-      () => { throw dbDown(); },
-      () => { throw new Error('provider hiccup'); },
+      () => {
+        throw dbDown();
+      },
+      () => {
+        throw dbDown();
+      },
+      () => {
+        throw dbDown();
+      },
+      () => {
+        throw new Error('provider hiccup');
+      },
       () => undefined,
     ];
     expect(isDbUnavailable(dbDown())).toBe(true);
@@ -59,7 +67,11 @@ describe('DurableEventConsumer', () => {
       durable: 'ec-outage',
       filterSubject: 'events.payment.received',
       handle: async (e: EventEnvelope) => {
-        const outcome = outcomes[seen.length] ?? (() => { throw new Error('too many deliveries'); });
+        const outcome =
+          outcomes[seen.length] ??
+          (() => {
+            throw new Error('too many deliveries');
+          });
         seen.push(e.id);
         outcome();
         handled = e.id;
@@ -72,7 +84,13 @@ describe('DurableEventConsumer', () => {
     });
     await consumer.start();
     try {
-      const event: EventEnvelope = { id: 'evt_outage1', event: 'payment.received', wallet_id: 'wal_1', timestamp: 1, data: { subscription_id: 'sub_1', plan_id: 'pln_1', plan_name: 'Plan', status: 'active' } } as EventEnvelope;
+      const event: EventEnvelope = {
+        id: 'evt_outage1',
+        event: 'payment.received',
+        wallet_id: 'wal_1',
+        timestamp: 1,
+        data: { subscription_id: 'sub_1', plan_id: 'pln_1', plan_name: 'Plan', status: 'active' },
+      } as EventEnvelope;
       await jetstream(nc).publish('events.payment.received', JSON.stringify(event), { msgID: event.id });
       for (let i = 0; i < 200 && !handled; i++) await sleep(100);
       expect(handled).toBe('evt_outage1');
@@ -100,7 +118,13 @@ describe('DurableEventConsumer', () => {
     });
     await consumer.start();
     try {
-      const event = { id: 'evt_poison1', event: 'payment.failed', wallet_id: 'wal_1', timestamp: 1, data: { subscription_id: 'sub_1', plan_id: 'pln_1', plan_name: 'Plan', status: 'active' } } as EventEnvelope;
+      const event = {
+        id: 'evt_poison1',
+        event: 'payment.failed',
+        wallet_id: 'wal_1',
+        timestamp: 1,
+        data: { subscription_id: 'sub_1', plan_id: 'pln_1', plan_name: 'Plan', status: 'active' },
+      } as EventEnvelope;
       await jetstream(nc).publish('events.payment.failed', JSON.stringify(event), { msgID: event.id });
       let rows: unknown[] = [];
       for (let i = 0; i < 100 && rows.length === 0; i++) {

@@ -22,7 +22,10 @@ main('billing', () =>
     async setup({ config, log, db, nc, clock, devClock, registry }) {
       const policy = { dunning_days: config.DUNNING_DAYS };
       const deps: Deps = {
-        db, clock, devClock, log,
+        db,
+        clock,
+        devClock,
+        log,
         availability: methodAvailability(config),
         watchonlyRequired: config.ONCHAIN_PROVIDER === 'esplora',
         plans: new PlansRepo(SCHEMA),
@@ -38,8 +41,13 @@ main('billing', () =>
       const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy);
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
-        ...EVENT_CONSUMERS.billingPayments, handle: (e) => applyPaymentEvent(deps, e), log,
-        db, schema: SCHEMA, registry, retryDelaysMs: config.EVENT_RETRY_DELAYS_MS,
+        ...EVENT_CONSUMERS.billingPayments,
+        handle: (e) => applyPaymentEvent(deps, e),
+        log,
+        db,
+        schema: SCHEMA,
+        registry,
+        retryDelaysMs: config.EVENT_RETRY_DELAYS_MS,
       });
       return {
         handlers: allHandlers(deps, scheduler),

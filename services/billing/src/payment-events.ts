@@ -27,12 +27,18 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     const now = unixSeconds(d.clock);
     if (!(await d.appliedPayments.claim(tx, p.payment_id, p.subscription_id, now))) {
       const r = await d.appliedPayments.get(tx, p.payment_id);
-      return { result: 'duplicate', withdraw: r?.withdraw_payment_id, withdrawCheckoutOf: r?.withdraw_checkout ? r.subscription_id : null, unapplied: r?.unapplied_reason };
+      return {
+        result: 'duplicate',
+        withdraw: r?.withdraw_payment_id,
+        withdrawCheckoutOf: r?.withdraw_checkout ? r.subscription_id : null,
+        unapplied: r?.unapplied_reason,
+      };
     }
     const own = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
     const other = own && (await d.subscriptions.liveOf(tx, own.subscriber_id, own.plan_id));
     const live = other && other.id !== own.id ? await d.subscriptions.get(tx, envelope.wallet_id, other.id, true) : undefined;
-    const forCurrent = !!own && (own.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === own.current_period_end);
+    const forCurrent =
+      !!own && (own.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === own.current_period_end);
     const paidAt = p.paid_at ?? now;
     const app = applicationOf({ purpose: p.purpose, amount_sats: p.amount_sats, paid_at: paidAt, for_current_period: forCurrent }, own, live, d.policy);
 
@@ -40,14 +46,23 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       await d.appliedPayments.setUnapplied(tx, p.payment_id, app.reason);
       const extra = { payment_id: p.payment_id, amount_sats: p.amount_sats, payment_method: p.payment_method, reason: app.reason };
       if (own) await emit(d, tx, own, 'payment.unapplied', extra);
-      else await enqueueEvent(tx, SCHEMA, d.clock, envelope.wallet_id, 'payment.unapplied', { subscription_id: p.subscription_id, status: 'unknown', plan_id: p.plan_id, plan_name: p.plan_name, ...extra });
+      else
+        await enqueueEvent(tx, SCHEMA, d.clock, envelope.wallet_id, 'payment.unapplied', {
+          subscription_id: p.subscription_id,
+          status: 'unknown',
+          plan_id: p.plan_id,
+          plan_name: p.plan_name,
+          ...extra,
+        });
       d.log.warn({ payment_id: p.payment_id, subscription_id: p.subscription_id, reason: app.reason }, 'paid payment recorded as not applied');
       return { result: 'unapplied', unapplied: app.reason };
     }
     const target = app.to === 'own' ? own! : live!;
     // Activation and renewal confirm the payment to the subscriber when they opted into confirmations.
     const extra = {
-      payment_id: p.payment_id, amount_sats: p.amount_sats, notify_subscriber: target.receive_confirmations,
+      payment_id: p.payment_id,
+      amount_sats: p.amount_sats,
+      notify_subscriber: target.receive_confirmations,
       ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),
     };
     await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null }, extra);
@@ -56,7 +71,10 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       return { result: 'applied', withdrawCheckoutOf: target.id };
     }
     // The open replacement of a renewal paid late through an older invoice must not be paid a second time.
-    const withdraw = app.event.type === 'renewal_payment' && target.renewal_payment_id !== null && target.renewal_payment_id !== p.payment_id ? target.renewal_payment_id : null;
+    const withdraw =
+      app.event.type === 'renewal_payment' && target.renewal_payment_id !== null && target.renewal_payment_id !== p.payment_id
+        ? target.renewal_payment_id
+        : null;
     if (withdraw) await d.appliedPayments.setWithdraw(tx, p.payment_id, withdraw);
     return { result: 'applied', withdraw };
   });
@@ -69,7 +87,10 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
   if (outcome.withdrawCheckoutOf) {
     // Its checkout is its first payment; withdrawn only while still pending (never a later renewal).
     const page = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, limit: 200, offset: 0 });
-    const checkout = page.items.reduce<(typeof page.items)[number] | undefined>((a, x) => (!a || x.created_at < a.created_at || (x.created_at === a.created_at && x.id < a.id) ? x : a), undefined);
+    const checkout = page.items.reduce<(typeof page.items)[number] | undefined>(
+      (a, x) => (!a || x.created_at < a.created_at || (x.created_at === a.created_at && x.id < a.id) ? x : a),
+      undefined,
+    );
     if (checkout?.status === 'pending') {
       await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, payment_id: checkout.id });
     }

@@ -14,8 +14,13 @@ export function requestPayment(
   o: { purpose: PaymentPurpose; description: string; expires_at: number; idempotency_key: string },
 ): Promise<CreatedPayment> {
   return callMessage(d.bus, messages.createPayment, {
-    wallet_id: sub.wallet_id, subscription_id: sub.id, plan_id: sub.plan_id, plan_name: plan?.name ?? '', amount_sats: sub.amount_sats,
-    payment_method: sub.payment_method, ...o,
+    wallet_id: sub.wallet_id,
+    subscription_id: sub.id,
+    plan_id: sub.plan_id,
+    plan_name: plan?.name ?? '',
+    amount_sats: sub.amount_sats,
+    payment_method: sub.payment_method,
+    ...o,
     plan_settings: {
       watchonly_wallet_id: plan?.watchonly_wallet_id ?? null,
       cardproc_account_id: plan?.cardproc_account_id ?? null,
@@ -36,6 +41,10 @@ export function chargeWithWallet(
   payment: { id: string; payment_request: string; amount_sats: number },
 ): Promise<NwcChargeResult> {
   return callMessage(d.bus, messages.nwcCharge, {
-    wallet_id: sub.wallet_id, subscription_id: sub.id, payment_id: payment.id, payment_request: payment.payment_request, amount_sats: payment.amount_sats,
+    wallet_id: sub.wallet_id,
+    subscription_id: sub.id,
+    payment_id: payment.id,
+    payment_request: payment.payment_request,
+    amount_sats: payment.amount_sats,
   });
 }

@@ -95,9 +95,11 @@ export class Scheduler {
       case 'lapse': {
         // The subscriber hears that the subscription ended after dunning (not of an unpaid checkout's expiry).
         const extra =
-          due.event === 'dunning_end_unpaid' ? { notify_subscriber: true, reason: 'renewal unpaid at the end of the dunning window' }
-          : due.event === 'pending_timeout' ? { reason: 'checkout unpaid for 24 hours' }
-          : {};
+          due.event === 'dunning_end_unpaid'
+            ? { notify_subscriber: true, reason: 'renewal unpaid at the end of the dunning window' }
+            : due.event === 'pending_timeout'
+              ? { reason: 'checkout unpaid for 24 hours' }
+              : {};
         const saved = await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: due.event }, now, {}, extra));
         if (saved.status === 'expired') {
           await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
@@ -141,16 +143,29 @@ export class Scheduler {
     const { payment, checkout } = await this.requestRenewal(s, now, previous);
     await this.inTx(s, async (tx, cur) => {
       const row = {
-        ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: checkout.expires_at,
-        reminded_for: lastCall ? end : cur.reminded_for, reminder_notified_at: notify ? now : cur.reminder_notified_at, updated_at: now,
+        ...cur,
+        renewal_payment_id: payment.id,
+        renewal_for: end,
+        renewal_expires_at: checkout.expires_at,
+        reminded_for: lastCall ? end : cur.reminded_for,
+        reminder_notified_at: notify ? now : cur.reminder_notified_at,
+        updated_at: now,
       };
       if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
       await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
       await emit(d, tx, row, 'renewal.reminder', {
         // Whatever the method, the reminder carries what pays it: invoice, address (BIP21) or processor link.
-        payment_id: payment.id, due_at: end, payment_method: payment.payment_method, payment_request: checkout.payment_request ?? null,
-        onchain_address: checkout.onchain_address ?? null, bip21_uri: checkout.bip21_uri ?? null, checkout_url: checkout.checkout_url ?? null,
-        amount_fiat: payment.amount_fiat ?? null, currency: payment.currency ?? null, expires_at: checkout.expires_at, notify_subscriber: notify,
+        payment_id: payment.id,
+        due_at: end,
+        payment_method: payment.payment_method,
+        payment_request: checkout.payment_request ?? null,
+        onchain_address: checkout.onchain_address ?? null,
+        bip21_uri: checkout.bip21_uri ?? null,
+        checkout_url: checkout.checkout_url ?? null,
+        amount_fiat: payment.amount_fiat ?? null,
+        currency: payment.currency ?? null,
+        expires_at: checkout.expires_at,
+        notify_subscriber: notify,
         ...(previous ? { replaces_payment_id: previous } : {}),
       });
       if (due.trial_ending) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
@@ -178,16 +193,20 @@ export class Scheduler {
     }
     const row: SubRow = await this.inTx(s, async (tx, cur) => {
       const next = {
-        ...cur, renewal_payment_id: payment.id, renewal_for: end, renewal_expires_at: expiresAt, nwc_next_attempt_at: retryAt, nwc_charging_since: now,
+        ...cur,
+        renewal_payment_id: payment.id,
+        renewal_for: end,
+        renewal_expires_at: expiresAt,
+        nwc_next_attempt_at: retryAt,
+        nwc_charging_since: now,
         updated_at: now,
       };
       if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');
       await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
       return { ...next, version: cur.version + 1 };
     });
-    const result = payment.status === 'paid'
-      ? ({ paid: true } as const)
-      : await chargeWithWallet(d, s, { ...payment, payment_request: payment.payment_request! });
+    const result =
+      payment.status === 'paid' ? ({ paid: true } as const) : await chargeWithWallet(d, s, { ...payment, payment_request: payment.payment_request! });
     if (!result.paid && !('no_connection' in result) && !result.deactivated) {
       d.log.info({ subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, retry_at: retryAt }, 'nwc renewal not paid; retried later');
       // The period may lapse now (past_due / payment_failed); the retry stays scheduled.
@@ -199,14 +218,23 @@ export class Scheduler {
     const gone = !result.paid;
     await this.inTx(row, async (tx, cur) => {
       const next = {
-        ...cur, nwc_next_attempt_at: null, nwc_charging_since: null, nwc_fallback: gone,
-        reminder_notified_at: gone && cur.receive_reminders ? now : cur.reminder_notified_at, updated_at: now,
+        ...cur,
+        nwc_next_attempt_at: null,
+        nwc_charging_since: null,
+        nwc_fallback: gone,
+        reminder_notified_at: gone && cur.receive_reminders ? now : cur.reminder_notified_at,
+        updated_at: now,
       };
       if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');
       if (gone) {
         await emit(d, tx, next, 'renewal.reminder', {
-          payment_id: payment.id, due_at: end, payment_method: payment.payment_method, payment_request: payment.payment_request ?? null,
-          expires_at: expiresAt, notify_subscriber: cur.receive_reminders, reason: 'nwc_wallet_unavailable',
+          payment_id: payment.id,
+          due_at: end,
+          payment_method: payment.payment_method,
+          payment_request: payment.payment_request ?? null,
+          expires_at: expiresAt,
+          notify_subscriber: cur.receive_reminders,
+          reason: 'nwc_wallet_unavailable',
         });
       }
     });
@@ -227,7 +255,8 @@ export class Scheduler {
     const end = s.current_period_end;
     const plan = await this.d.plans.get(this.d.db, s.wallet_id, s.plan_id);
     return requestPayment(this.d, plan, s, {
-      purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`,
+      purpose: 'renewal',
+      description: `${plan?.name ?? 'Subscription'} renewal`,
       // Payable through grace and the dunning window (payments caps each invoice's life; it is reissued).
       expires_at: Math.max(dunningEnd(s, this.policy), end + 3600, now + 3600),
       idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
@@ -243,4 +272,3 @@ export class Scheduler {
     });
   }
 }
-

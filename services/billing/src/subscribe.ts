@@ -66,10 +66,15 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<O
   const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
   if (sub?.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
   const now = unixSeconds(d.clock);
-  const o = { purpose: 'checkout' as const, description: `${plan.name} (${plan.interval})`, expires_at: now + (CHECKOUT_SECONDS[input.payment_method] ?? 86_400) };
+  const o = {
+    purpose: 'checkout' as const,
+    description: `${plan.name} (${plan.interval})`,
+    expires_at: now + (CHECKOUT_SECONDS[input.payment_method] ?? 86_400),
+  };
   let created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
   // The first invoice expired meanwhile: a new one (keyed by time, one per second at most).
-  if (created.payment.status !== 'pending' && created.payment.status !== 'paid') created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
+  if (created.payment.status !== 'pending' && created.payment.status !== 'paid')
+    created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
   return { plan, sub, manage_url: null, created };
 }
 
@@ -83,11 +88,16 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
   const sub = await d.subscriptions.byCheckoutKey(d.db, plan.wallet, key);
   if (!sub || sub.plan_id !== plan.id || sub.status === 'expired' || sub.created_at < unixSeconds(d.clock) - IDEMPOTENCY_KEY_LIFE_S) return undefined;
   const subscriber = await d.subscribers.get(d.db, sub.wallet_id, sub.subscriber_id);
-  const manage_url = subscriber && (await d.subscriptions.isFirstOfSubscriber(d.db, subscriber.id, sub.id)) ? manageUrl(d.publicBaseUrl, d.secrets.open(subscriber.token_sealed)) : null;
+  const manage_url =
+    subscriber && (await d.subscriptions.isFirstOfSubscriber(d.db, subscriber.id, sub.id))
+      ? manageUrl(d.publicBaseUrl, d.secrets.open(subscriber.token_sealed))
+      : null;
   if (sub.trial_end !== null) return { plan, sub, manage_url };
   const created = await requestPayment(d, plan, sub, {
-    purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
-    expires_at: sub.created_at + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
+    purpose: 'checkout',
+    description: `${plan.name} (${plan.interval})`,
+    expires_at: sub.created_at + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400),
+    idempotency_key: `checkout:${sub.id}`,
   });
   return { plan, sub, manage_url, created };
 }
@@ -126,42 +136,71 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const nowMs = d.clock.nowMs();
   const now = Math.floor(nowMs / 1000);
   const token = randomBytes(32).toString('hex');
-  const opened: { sub: SubRow; subscriberCreated: boolean; same?: Opened } = await d.db.tx(async (tx) => {
-    const { row: subscriber, created } = await d.subscribers.upsert(tx, {
-      id: newId(ID_PREFIXES.subscriber, nowMs), wallet_id: plan.wallet, email: input.email ?? null, name: input.name ?? null,
-      messenger: input.messenger ?? null, nostr: input.nostr ?? null, contact_preference: input.contact_preference ?? null,
-      token_hash: createHash('sha256').update(token).digest('hex'), token_sealed: d.secrets.seal(token), created_at: now,
+  const opened: { sub: SubRow; subscriberCreated: boolean; same?: Opened } = await d.db
+    .tx(async (tx) => {
+      const { row: subscriber, created } = await d.subscribers.upsert(tx, {
+        id: newId(ID_PREFIXES.subscriber, nowMs),
+        wallet_id: plan.wallet,
+        email: input.email ?? null,
+        name: input.name ?? null,
+        messenger: input.messenger ?? null,
+        nostr: input.nostr ?? null,
+        contact_preference: input.contact_preference ?? null,
+        token_hash: createHash('sha256').update(token).digest('hex'),
+        token_sealed: d.secrets.seal(token),
+        created_at: now,
+      });
+      const state = startSubscription(plan, now);
+      const row: Omit<SubRow, 'version'> = {
+        ...state,
+        id: newId(ID_PREFIXES.subscription, nowMs),
+        wallet_id: plan.wallet,
+        plan_id: plan.id,
+        subscriber_id: subscriber.id,
+        payment_method: method,
+        amount_sats: plan.amount_sats,
+        receive_confirmations: input.receive_confirmations,
+        receive_reminders: input.receive_reminders,
+        metadata: {},
+        renewal_payment_id: null,
+        renewal_for: null,
+        renewal_expires_at: null,
+        reminded_for: null,
+        reminder_notified_at: null,
+        nwc_next_attempt_at: null,
+        nwc_fallback: false,
+        nwc_charging_since: null,
+        checkout_key: input.checkout_key ?? null,
+        created_at: now,
+        updated_at: now,
+      };
+      if (!(await d.subscriptions.insertIfNew(tx, row))) throw new DuplicateCheckout();
+      const saved = { ...row, version: 1 };
+      // A trial starts now: that is the subscriber's "subscription started" confirmation, if they want one.
+      await emit(d, tx, saved, 'subscription.created', {
+        payment_method: method,
+        trial: plan.trial_days > 0,
+        notify_subscriber: plan.trial_days > 0 && saved.receive_confirmations,
+      });
+      return { sub: saved, subscriberCreated: created };
+    })
+    .catch(async (err) => {
+      if (!(err instanceof DuplicateCheckout)) throw err;
+      // The same request running twice at once (a retry after the gateway's lease): the first one's answer.
+      const same = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
+      if (same) return { sub: same.sub, subscriberCreated: false, same };
+      throw conflict('This contact already has a subscription to this plan');
     });
-    const state = startSubscription(plan, now);
-    const row: Omit<SubRow, 'version'> = {
-      ...state, id: newId(ID_PREFIXES.subscription, nowMs), wallet_id: plan.wallet, plan_id: plan.id, subscriber_id: subscriber.id,
-      payment_method: method, amount_sats: plan.amount_sats, receive_confirmations: input.receive_confirmations,
-      receive_reminders: input.receive_reminders, metadata: {}, renewal_payment_id: null, renewal_for: null, renewal_expires_at: null, reminded_for: null,
-      reminder_notified_at: null, nwc_next_attempt_at: null, nwc_fallback: false, nwc_charging_since: null, checkout_key: input.checkout_key ?? null,
-      created_at: now, updated_at: now,
-    };
-    if (!(await d.subscriptions.insertIfNew(tx, row))) throw new DuplicateCheckout();
-    const saved = { ...row, version: 1 };
-    // A trial starts now: that is the subscriber's "subscription started" confirmation, if they want one.
-    await emit(d, tx, saved, 'subscription.created', {
-      payment_method: method, trial: plan.trial_days > 0, notify_subscriber: plan.trial_days > 0 && saved.receive_confirmations,
-    });
-    return { sub: saved, subscriberCreated: created };
-  }).catch(async (err) => {
-    if (!(err instanceof DuplicateCheckout)) throw err;
-    // The same request running twice at once (a retry after the gateway's lease): the first one's answer.
-    const same = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
-    if (same) return { sub: same.sub, subscriberCreated: false, same };
-    throw conflict('This contact already has a subscription to this plan');
-  });
   if (opened.same) return opened.same;
   const { sub, subscriberCreated } = opened;
   const manage_url = subscriberCreated ? manageUrl(d.publicBaseUrl, token) : null;
   if (sub.status === 'active') return { plan, sub, manage_url };
   try {
     const created = await requestPayment(d, plan, sub, {
-      purpose: 'checkout', description: `${plan.name} (${plan.interval})`,
-      expires_at: now + (CHECKOUT_SECONDS[method] ?? 86_400), idempotency_key: `checkout:${sub.id}`,
+      purpose: 'checkout',
+      description: `${plan.name} (${plan.interval})`,
+      expires_at: now + (CHECKOUT_SECONDS[method] ?? 86_400),
+      idempotency_key: `checkout:${sub.id}`,
     });
     return { plan, sub, manage_url, created };
   } catch (err) {
@@ -171,7 +210,8 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
     if (err instanceof BusUnavailableError && !err.noResponders) throw err;
     await d.db.tx(async (tx) => {
       const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
-      if (cur?.status === 'pending') await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason: 'checkout could not be created' });
+      if (cur?.status === 'pending')
+        await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason: 'checkout could not be created' });
     });
     throw err;
   }

@@ -9,9 +9,18 @@ const T0 = Date.parse('2027-01-31T00:00:00Z') / 1000;
 
 function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState {
   return {
-    status, interval: 'monthly', grace_period_days: 3, period_anchor: T0, period_index: 1,
-    current_period_start: T0, current_period_end: periodEnd(T0, 1, 'monthly'), trial_end: null,
-    cancelled_at: null, cancel_reason: null, pending_since: null, ...over,
+    status,
+    interval: 'monthly',
+    grace_period_days: 3,
+    period_anchor: T0,
+    period_index: 1,
+    current_period_start: T0,
+    current_period_end: periodEnd(T0, 1, 'monthly'),
+    trial_end: null,
+    cancelled_at: null,
+    cancel_reason: null,
+    pending_since: null,
+    ...over,
   };
 }
 
@@ -32,13 +41,104 @@ const EVENTS: Record<string, LifecycleEvent> = {
 
 /** Written independently of the table: which status each event leads to from each status ('-' = 409). */
 const EXPECTED: Record<SubscriptionStatus, Record<keyof typeof EVENTS, SubscriptionStatus | '-'>> = {
-  pending: { first_payment: 'active', renewal_payment: 'active', checkout_failed: 'expired', pending_timeout: 'expired', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'pending' },
-  active: { first_payment: '-', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: 'past_due', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'active' },
-  paused: { first_payment: '-', renewal_payment: '-', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: 'active', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'paused' },
-  past_due: { first_payment: '-', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: 'payment_failed', dunning_end_unpaid: '-', pause: 'paused', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'past_due' },
-  payment_failed: { first_payment: '-', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: 'expired', pause: '-', resume: '-', cancel: 'cancelled', plan_archived: 'cancelled', extend: 'payment_failed' },
-  cancelled: { first_payment: '-', renewal_payment: '-', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'cancelled' },
-  expired: { first_payment: 'active', renewal_payment: 'active', checkout_failed: '-', pending_timeout: '-', period_end_unpaid: '-', grace_end_unpaid: '-', dunning_end_unpaid: '-', pause: '-', resume: '-', cancel: '-', plan_archived: '-', extend: 'expired' },
+  pending: {
+    first_payment: 'active',
+    renewal_payment: 'active',
+    checkout_failed: 'expired',
+    pending_timeout: 'expired',
+    period_end_unpaid: '-',
+    grace_end_unpaid: '-',
+    dunning_end_unpaid: '-',
+    pause: '-',
+    resume: '-',
+    cancel: 'cancelled',
+    plan_archived: 'cancelled',
+    extend: 'pending',
+  },
+  active: {
+    first_payment: '-',
+    renewal_payment: 'active',
+    checkout_failed: '-',
+    pending_timeout: '-',
+    period_end_unpaid: 'past_due',
+    grace_end_unpaid: '-',
+    dunning_end_unpaid: '-',
+    pause: 'paused',
+    resume: '-',
+    cancel: 'cancelled',
+    plan_archived: 'cancelled',
+    extend: 'active',
+  },
+  paused: {
+    first_payment: '-',
+    renewal_payment: '-',
+    checkout_failed: '-',
+    pending_timeout: '-',
+    period_end_unpaid: '-',
+    grace_end_unpaid: '-',
+    dunning_end_unpaid: '-',
+    pause: '-',
+    resume: 'active',
+    cancel: 'cancelled',
+    plan_archived: 'cancelled',
+    extend: 'paused',
+  },
+  past_due: {
+    first_payment: '-',
+    renewal_payment: 'active',
+    checkout_failed: '-',
+    pending_timeout: '-',
+    period_end_unpaid: '-',
+    grace_end_unpaid: 'payment_failed',
+    dunning_end_unpaid: '-',
+    pause: 'paused',
+    resume: '-',
+    cancel: 'cancelled',
+    plan_archived: 'cancelled',
+    extend: 'past_due',
+  },
+  payment_failed: {
+    first_payment: '-',
+    renewal_payment: 'active',
+    checkout_failed: '-',
+    pending_timeout: '-',
+    period_end_unpaid: '-',
+    grace_end_unpaid: '-',
+    dunning_end_unpaid: 'expired',
+    pause: '-',
+    resume: '-',
+    cancel: 'cancelled',
+    plan_archived: 'cancelled',
+    extend: 'payment_failed',
+  },
+  cancelled: {
+    first_payment: '-',
+    renewal_payment: '-',
+    checkout_failed: '-',
+    pending_timeout: '-',
+    period_end_unpaid: '-',
+    grace_end_unpaid: '-',
+    dunning_end_unpaid: '-',
+    pause: '-',
+    resume: '-',
+    cancel: '-',
+    plan_archived: '-',
+    extend: 'cancelled',
+  },
+  expired: {
+    first_payment: 'active',
+    renewal_payment: 'active',
+    checkout_failed: '-',
+    pending_timeout: '-',
+    period_end_unpaid: '-',
+    grace_end_unpaid: '-',
+    dunning_end_unpaid: '-',
+    pause: '-',
+    resume: '-',
+    cancel: '-',
+    plan_archived: '-',
+    extend: 'expired',
+  },
 };
 
 describe('lifecycle table', () => {
@@ -69,7 +169,13 @@ describe('lifecycle details', () => {
 
   it('subscribe: a trial plan starts active until trial_end; a paid plan starts pending', () => {
     const trial = startSubscription({ interval: 'monthly', trial_days: 14, grace_period_days: 0 }, T0);
-    expect(trial).toMatchObject({ status: 'active', trial_end: T0 + 14 * DAY, current_period_end: T0 + 14 * DAY, period_anchor: T0 + 14 * DAY, period_index: 0 });
+    expect(trial).toMatchObject({
+      status: 'active',
+      trial_end: T0 + 14 * DAY,
+      current_period_end: T0 + 14 * DAY,
+      period_anchor: T0 + 14 * DAY,
+      period_index: 0,
+    });
     expect(startSubscription({ interval: 'weekly', trial_days: 0, grace_period_days: 0 }, T0).status).toBe('pending');
   });
 

@@ -19,7 +19,11 @@ afterAll(async () => {
 
 describe('migration 7 (pending_since)', () => {
   it('takes created_at for a checkout never activated and updated_at for a resumed subscription', async () => {
-    await migrate(db, 'billing', migrations.filter((m) => m.id <= 6));
+    await migrate(
+      db,
+      'billing',
+      migrations.filter((m) => m.id <= 6),
+    );
     await db.query(`INSERT INTO billing.plans (id, wallet_id, name, amount_sats, interval, trial_days, grace_period_days,
       allow_lightning, allow_onchain, allow_nwc, allow_cardproc, allow_walletproc, created_at, updated_at)
       VALUES ('pln_1', 'wal_1', 'P', 1000, 'monthly', 0, 0, true, false, false, false, false, 1, 1)`);

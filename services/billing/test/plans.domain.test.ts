@@ -8,8 +8,7 @@ import { allowedMethods, archivePlan, newPlan, publicPlan, updatePlan } from '..
 const lightningOnly = methodAvailability({ LIGHTNING_PROVIDER: 'dev' });
 const nothing = methodAvailability({});
 const ids = { id: 'plan_1', wallet: 'wal_1', now: 1_700_000_000 };
-const create = (over: Partial<PlanCreate> = {}): PlanCreate =>
-  PlanCreateSchema.parse({ name: 'Gold', amount_sats: 1000, interval: 'monthly', ...over });
+const create = (over: Partial<PlanCreate> = {}): PlanCreate => PlanCreateSchema.parse({ name: 'Gold', amount_sats: 1000, interval: 'monthly', ...over });
 
 function domainError(fn: () => unknown): DomainError {
   try {
@@ -25,8 +24,18 @@ describe('newPlan', () => {
   it('applies the create defaults', () => {
     const p = newPlan(create(), ids, lightningOnly);
     expect(p).toMatchObject({
-      id: 'plan_1', wallet: 'wal_1', trial_days: 0, grace_period_days: 0, allow_lightning: true, allow_onchain: false,
-      allow_nwc: false, allow_cardproc: false, allow_walletproc: false, is_deleted: false, created_at: ids.now, updated_at: ids.now,
+      id: 'plan_1',
+      wallet: 'wal_1',
+      trial_days: 0,
+      grace_period_days: 0,
+      allow_lightning: true,
+      allow_onchain: false,
+      allow_nwc: false,
+      allow_cardproc: false,
+      allow_walletproc: false,
+      is_deleted: false,
+      created_at: ids.now,
+      updated_at: ids.now,
     });
   });
 

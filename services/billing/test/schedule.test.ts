@@ -14,15 +14,37 @@ type Row = SubState & ScheduleView;
 
 function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
   return {
-    status, interval: 'monthly', grace_period_days: 3, period_anchor: T0, period_index: 1, current_period_start: T0, current_period_end: END,
-    trial_end: null, cancelled_at: null, cancel_reason: null, pending_since: status === 'pending' ? T0 : null, payment_method: 'lightning',
-    receive_reminders: true, renewal_for: null, renewal_payment_id: null, renewal_expires_at: null, reminded_for: null, reminder_notified_at: null,
-    nwc_next_attempt_at: null, nwc_fallback: false, nwc_charging_since: null, ...over,
+    status,
+    interval: 'monthly',
+    grace_period_days: 3,
+    period_anchor: T0,
+    period_index: 1,
+    current_period_start: T0,
+    current_period_end: END,
+    trial_end: null,
+    cancelled_at: null,
+    cancel_reason: null,
+    pending_since: status === 'pending' ? T0 : null,
+    payment_method: 'lightning',
+    receive_reminders: true,
+    renewal_for: null,
+    renewal_payment_id: null,
+    renewal_expires_at: null,
+    reminded_for: null,
+    reminder_notified_at: null,
+    nwc_next_attempt_at: null,
+    nwc_fallback: false,
+    nwc_charging_since: null,
+    ...over,
   };
 }
 /** The open renewal of the current period, issued 3 days ahead, payable until `expires`. */
 const issued = (expires: number, over: Partial<Row> = {}): Partial<Row> => ({
-  renewal_for: END, renewal_payment_id: 'pay_1', renewal_expires_at: expires, reminder_notified_at: END - 3 * DAY, ...over,
+  renewal_for: END,
+  renewal_payment_id: 'pay_1',
+  renewal_expires_at: expires,
+  reminder_notified_at: END - 3 * DAY,
+  ...over,
 });
 const GRACE_END = END + 3 * DAY;
 const DUNNING_END = GRACE_END + 14 * DAY;
@@ -31,38 +53,143 @@ const DUNNING_END = GRACE_END + 14 * DAY;
 const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kind: Due['kind'] } }> = [
   { name: 'pending before 24 h: nothing', s: sub('pending'), at: T0 + DAY - 1, due: { kind: 'none' } },
   { name: 'pending at 24 h: expires', s: sub('pending'), at: T0 + DAY, due: { kind: 'lapse', event: 'pending_timeout' } },
-  { name: 'pending counts from pending_since, not from later updates', s: sub('pending', { pending_since: T0 - DAY }), at: T0, due: { kind: 'lapse', event: 'pending_timeout' } },
+  {
+    name: 'pending counts from pending_since, not from later updates',
+    s: sub('pending', { pending_since: T0 - DAY }),
+    at: T0,
+    due: { kind: 'lapse', event: 'pending_timeout' },
+  },
   { name: 'active before the lead time: nothing', s: sub('active'), at: END - 3 * DAY - 1, due: { kind: 'none' } },
-  { name: 'active at the lead time: renewal payment, subscriber told', s: sub('active'), at: END - 3 * DAY, due: { kind: 'renewal_payment', replaces: null, last_call: false, notify_subscriber: true } },
-  { name: 'renewal of a trial announces its end', s: sub('active', { trial_end: END }), at: END - 3 * DAY, due: { kind: 'renewal_payment', trial_ending: true } },
-  { name: 'no reminders wanted: the owner still gets the event', s: sub('active', { receive_reminders: false }), at: END - 2 * DAY, due: { kind: 'renewal_payment', notify_subscriber: false } },
+  {
+    name: 'active at the lead time: renewal payment, subscriber told',
+    s: sub('active'),
+    at: END - 3 * DAY,
+    due: { kind: 'renewal_payment', replaces: null, last_call: false, notify_subscriber: true },
+  },
+  {
+    name: 'renewal of a trial announces its end',
+    s: sub('active', { trial_end: END }),
+    at: END - 3 * DAY,
+    due: { kind: 'renewal_payment', trial_ending: true },
+  },
+  {
+    name: 'no reminders wanted: the owner still gets the event',
+    s: sub('active', { receive_reminders: false }),
+    at: END - 2 * DAY,
+    due: { kind: 'renewal_payment', notify_subscriber: false },
+  },
   { name: 'renewal issued, invoice valid: nothing', s: sub('active', issued(END - DAY - 10)), at: END - 2 * DAY, due: { kind: 'none' } },
-  { name: 'invoice expired: replacement, subscriber not told again this week', s: sub('active', issued(END - 2 * DAY)), at: END - 2 * DAY, due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: false } },
+  {
+    name: 'invoice expired: replacement, subscriber not told again this week',
+    s: sub('active', issued(END - 2 * DAY)),
+    at: END - 2 * DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: false },
+  },
   { name: 'a day before the end: last call', s: sub('active', issued(END + DAY)), at: END - DAY, due: { kind: 'last_call', notify_subscriber: true } },
   { name: 'last call sent: nothing', s: sub('active', issued(END + DAY, { reminded_for: END })), at: END - 1, due: { kind: 'none' } },
-  { name: 'replacement on the last day is the last call, told', s: sub('active', issued(END - DAY)), at: END - DAY, due: { kind: 'renewal_payment', replaces: 'pay_1', last_call: true, notify_subscriber: true } },
-  { name: 'period end unpaid, grace: past_due', s: sub('active', issued(END + DAY, { reminded_for: END })), at: END, due: { kind: 'lapse', event: 'period_end_unpaid' } },
+  {
+    name: 'replacement on the last day is the last call, told',
+    s: sub('active', issued(END - DAY)),
+    at: END - DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1', last_call: true, notify_subscriber: true },
+  },
+  {
+    name: 'period end unpaid, grace: past_due',
+    s: sub('active', issued(END + DAY, { reminded_for: END })),
+    at: END,
+    due: { kind: 'lapse', event: 'period_end_unpaid' },
+  },
   { name: 'past_due, invoice expired: replacement', s: sub('past_due', issued(END + DAY)), at: END + DAY, due: { kind: 'renewal_payment', replaces: 'pay_1' } },
   { name: 'grace over: payment_failed', s: sub('past_due', issued(GRACE_END + DAY)), at: GRACE_END, due: { kind: 'lapse', event: 'grace_end_unpaid' } },
   { name: 'payment_failed, invoice valid: nothing', s: sub('payment_failed', issued(GRACE_END + DAY)), at: GRACE_END + 1, due: { kind: 'none' } },
-  { name: 'payment_failed, invoice expired: replacement (never a dead end)', s: sub('payment_failed', issued(GRACE_END + DAY)), at: GRACE_END + DAY, due: { kind: 'renewal_payment', replaces: 'pay_1' } },
-  { name: 'payment_failed, a week after the last notice: subscriber told again', s: sub('payment_failed', issued(GRACE_END + 8 * DAY, { reminder_notified_at: GRACE_END })), at: GRACE_END + 8 * DAY, due: { kind: 'renewal_payment', notify_subscriber: true } },
-  { name: 'dunning window over: expired', s: sub('payment_failed', issued(DUNNING_END + DAY)), at: DUNNING_END, due: { kind: 'lapse', event: 'dunning_end_unpaid' } },
-  { name: 'dunning over with an expired invoice: expired, no new invoice', s: sub('payment_failed', issued(DUNNING_END - 1)), at: DUNNING_END, due: { kind: 'lapse', event: 'dunning_end_unpaid' } },
-  { name: 'no grace: payment_failed at the end', s: sub('active', { grace_period_days: 0, ...issued(END + DAY, { reminded_for: END }) }), at: END, due: { kind: 'lapse', event: 'period_end_unpaid' } },
+  {
+    name: 'payment_failed, invoice expired: replacement (never a dead end)',
+    s: sub('payment_failed', issued(GRACE_END + DAY)),
+    at: GRACE_END + DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1' },
+  },
+  {
+    name: 'payment_failed, a week after the last notice: subscriber told again',
+    s: sub('payment_failed', issued(GRACE_END + 8 * DAY, { reminder_notified_at: GRACE_END })),
+    at: GRACE_END + 8 * DAY,
+    due: { kind: 'renewal_payment', notify_subscriber: true },
+  },
+  {
+    name: 'dunning window over: expired',
+    s: sub('payment_failed', issued(DUNNING_END + DAY)),
+    at: DUNNING_END,
+    due: { kind: 'lapse', event: 'dunning_end_unpaid' },
+  },
+  {
+    name: 'dunning over with an expired invoice: expired, no new invoice',
+    s: sub('payment_failed', issued(DUNNING_END - 1)),
+    at: DUNNING_END,
+    due: { kind: 'lapse', event: 'dunning_end_unpaid' },
+  },
+  {
+    name: 'no grace: payment_failed at the end',
+    s: sub('active', { grace_period_days: 0, ...issued(END + DAY, { reminded_for: END }) }),
+    at: END,
+    due: { kind: 'lapse', event: 'period_end_unpaid' },
+  },
   { name: 'paused: nothing, ever', s: sub('paused', issued(END - DAY)), at: END + 100 * DAY, due: { kind: 'none' } },
-  { name: 'resumed inside the lead time after a pause withdrew the invoice: replacement at once, subscriber told', s: sub('active', { ...issued(END + DAY), ...withdrawOpenRenewal(sub('active', issued(END + DAY)), END - 2 * DAY) }), at: END - 2 * DAY, due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: true } },
+  {
+    name: 'resumed inside the lead time after a pause withdrew the invoice: replacement at once, subscriber told',
+    s: sub('active', { ...issued(END + DAY), ...withdrawOpenRenewal(sub('active', issued(END + DAY)), END - 2 * DAY) }),
+    at: END - 2 * DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: true },
+  },
   { name: 'cancelled: nothing', s: sub('cancelled'), at: END + DAY, due: { kind: 'none' } },
   { name: 'expired: nothing', s: sub('expired'), at: END + DAY, due: { kind: 'none' } },
   { name: 'NWC: no invoice ahead', s: sub('active', { payment_method: 'nwc' }), at: END - 3 * DAY, due: { kind: 'none' } },
-  { name: 'NWC trial: its end announced a day before', s: sub('active', { payment_method: 'nwc', trial_end: END }), at: END - DAY, due: { kind: 'trial_ending' } },
-  { name: 'NWC at period end: charged, retried in an hour', s: sub('active', { payment_method: 'nwc' }), at: END, due: { kind: 'charge_wallet', first: true, retry_at: END + 3600 } },
-  { name: 'NWC while a replica waits for the wallet: nothing', s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600, nwc_charging_since: END }) }), at: END + 10, due: { kind: 'none' } },
-  { name: 'NWC paid, consumer not yet applied it: nothing, the period does not lapse', s: sub('active', { payment_method: 'nwc', ...issued(END + DAY) }), at: END + 60, due: { kind: 'none' } },
-  { name: 'NWC failed charge: period lapses meanwhile', s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }), at: END + 60, due: { kind: 'lapse', event: 'period_end_unpaid' } },
-  { name: 'NWC retry during grace: daily after that', s: sub('past_due', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }), at: END + 3600, due: { kind: 'charge_wallet', first: false, retry_at: END + 3600 + DAY } },
-  { name: 'NWC in payment_failed: invoices like everyone else', s: sub('payment_failed', { payment_method: 'nwc', ...issued(GRACE_END, { nwc_next_attempt_at: GRACE_END + 10 }) }), at: GRACE_END + DAY, due: { kind: 'renewal_payment', replaces: 'pay_1' } },
-  { name: 'NWC fallen back to invoices: invoiced ahead', s: sub('active', { payment_method: 'nwc', nwc_fallback: true }), at: END - 3 * DAY, due: { kind: 'renewal_payment' } },
+  {
+    name: 'NWC trial: its end announced a day before',
+    s: sub('active', { payment_method: 'nwc', trial_end: END }),
+    at: END - DAY,
+    due: { kind: 'trial_ending' },
+  },
+  {
+    name: 'NWC at period end: charged, retried in an hour',
+    s: sub('active', { payment_method: 'nwc' }),
+    at: END,
+    due: { kind: 'charge_wallet', first: true, retry_at: END + 3600 },
+  },
+  {
+    name: 'NWC while a replica waits for the wallet: nothing',
+    s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600, nwc_charging_since: END }) }),
+    at: END + 10,
+    due: { kind: 'none' },
+  },
+  {
+    name: 'NWC paid, consumer not yet applied it: nothing, the period does not lapse',
+    s: sub('active', { payment_method: 'nwc', ...issued(END + DAY) }),
+    at: END + 60,
+    due: { kind: 'none' },
+  },
+  {
+    name: 'NWC failed charge: period lapses meanwhile',
+    s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }),
+    at: END + 60,
+    due: { kind: 'lapse', event: 'period_end_unpaid' },
+  },
+  {
+    name: 'NWC retry during grace: daily after that',
+    s: sub('past_due', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }),
+    at: END + 3600,
+    due: { kind: 'charge_wallet', first: false, retry_at: END + 3600 + DAY },
+  },
+  {
+    name: 'NWC in payment_failed: invoices like everyone else',
+    s: sub('payment_failed', { payment_method: 'nwc', ...issued(GRACE_END, { nwc_next_attempt_at: GRACE_END + 10 }) }),
+    at: GRACE_END + DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1' },
+  },
+  {
+    name: 'NWC fallen back to invoices: invoiced ahead',
+    s: sub('active', { payment_method: 'nwc', nwc_fallback: true }),
+    at: END - 3 * DAY,
+    due: { kind: 'renewal_payment' },
+  },
 ];
 
 describe('what is due (domain/schedule.ts), row by row', () => {
@@ -109,14 +236,28 @@ describe('no dead ends: every state, no payment, time moves on', () => {
           path.push(s.status);
           break;
         case 'renewal_payment':
-          s = { ...s, renewal_for: end, renewal_payment_id: `pay_${i}`, renewal_expires_at: t + INVOICE_LIFE, reminded_for: due.last_call ? end : s.reminded_for, reminder_notified_at: due.notify_subscriber ? t : s.reminder_notified_at };
+          s = {
+            ...s,
+            renewal_for: end,
+            renewal_payment_id: `pay_${i}`,
+            renewal_expires_at: t + INVOICE_LIFE,
+            reminded_for: due.last_call ? end : s.reminded_for,
+            reminder_notified_at: due.notify_subscriber ? t : s.reminder_notified_at,
+          };
           break;
         case 'last_call':
         case 'trial_ending':
           s = { ...s, reminded_for: end };
           break;
         case 'charge_wallet': // the wallet does not pay
-          s = { ...s, renewal_for: end, renewal_payment_id: `pay_${i}`, renewal_expires_at: t + INVOICE_LIFE, nwc_next_attempt_at: due.retry_at, nwc_charging_since: null };
+          s = {
+            ...s,
+            renewal_for: end,
+            renewal_payment_id: `pay_${i}`,
+            renewal_expires_at: t + INVOICE_LIFE,
+            nwc_next_attempt_at: due.retry_at,
+            nwc_charging_since: null,
+          };
           break;
         case 'none':
           throw new Error('nextDueAt named a time with nothing due');
@@ -135,8 +276,14 @@ describe('no dead ends: every state, no payment, time moves on', () => {
         variants.push({ name: `${interval} grace ${grace} ${method} trial`, s: sub('active', { ...base, trial_end: end, period_index: 0 }) });
         variants.push({ name: `${interval} grace ${grace} ${method} past_due`, s: sub('past_due', base) });
         variants.push({ name: `${interval} grace ${grace} ${method} payment_failed`, s: sub('payment_failed', base) });
-        variants.push({ name: `${interval} grace ${grace} ${method} pending checkout`, s: { ...sub('pending', base), ...startSubscription({ interval, trial_days: 0, grace_period_days: grace }, T0), payment_method: method } });
-        variants.push({ name: `${interval} grace ${grace} ${method} resumed after its end (pending)`, s: { ...sub('paused', base), ...transition(sub('paused', base), { type: 'resume' }, end + DAY).next } });
+        variants.push({
+          name: `${interval} grace ${grace} ${method} pending checkout`,
+          s: { ...sub('pending', base), ...startSubscription({ interval, trial_days: 0, grace_period_days: grace }, T0), payment_method: method },
+        });
+        variants.push({
+          name: `${interval} grace ${grace} ${method} resumed after its end (pending)`,
+          s: { ...sub('paused', base), ...transition(sub('paused', base), { type: 'resume' }, end + DAY).next },
+        });
       }
     }
   }
@@ -160,12 +307,24 @@ describe('no dead ends: every state, no payment, time moves on', () => {
 
 describe('late payments (domain/payment-application.ts)', () => {
   const paid = (purpose: 'checkout' | 'renewal', over: { for_current_period?: boolean; amount_sats?: number } = {}) => ({
-    purpose, paid_at: T0, amount_sats: 1000, for_current_period: true, ...over,
+    purpose,
+    paid_at: T0,
+    amount_sats: 1000,
+    for_current_period: true,
+    ...over,
   });
   // An activated subscription whose monthly period began at T0 - 30 days and ended at T0, with 3 grace days.
   const view = (status: SubscriptionStatus, over: Partial<Parameters<typeof applicationOf>[1] & object> = {}) => ({
-    status, cancelled_at: null, amount_sats: 1000, current_period_start: T0 - 30 * DAY, current_period_end: T0, grace_period_days: 3,
-    pending_since: T0 - 31 * DAY, period_index: 1, trial_end: null, ...over,
+    status,
+    cancelled_at: null,
+    amount_sats: 1000,
+    current_period_start: T0 - 30 * DAY,
+    current_period_end: T0,
+    grace_period_days: 3,
+    pending_since: T0 - 31 * DAY,
+    period_index: 1,
+    trial_end: null,
+    ...over,
   });
   // Its dunning window ends 3 + 14 days after the period.
   const WINDOW_END = T0 + 17 * DAY;
@@ -177,13 +336,19 @@ describe('late payments (domain/payment-application.ts)', () => {
     expect(applicationOf(paid('checkout'), view('expired'), undefined, POLICY)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
   });
   it('an expired checkout paid late while the contact has a new pending checkout: activates that one', () => {
-    expect(applicationOf(paid('checkout'), view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'contact_pending', event: { type: 'first_payment' } });
+    expect(applicationOf(paid('checkout'), view('expired'), view('pending'), POLICY)).toMatchObject({
+      to: 'contact_pending',
+      event: { type: 'first_payment' },
+    });
   });
   it('... but not when it is too small for it', () => {
     expect(applicationOf(paid('checkout', { amount_sats: 500 }), view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'none' });
   });
   it('an expired checkout paid late while the contact is active again: not applied, with the reason', () => {
-    expect(applicationOf(paid('checkout'), view('expired'), view('active'), POLICY)).toEqual({ to: 'none', reason: 'The subscriber already has an active subscription to this plan' });
+    expect(applicationOf(paid('checkout'), view('expired'), view('active'), POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscriber already has an active subscription to this plan',
+    });
   });
   it('a renewal for a period already paid: not applied', () => {
     expect(applicationOf(paid('renewal', { for_current_period: false }), view('active'), undefined, POLICY)).toMatchObject({ to: 'none' });
@@ -191,25 +356,32 @@ describe('late payments (domain/payment-application.ts)', () => {
   it('a renewal during payment_failed: applied (new period from paid_at)', () => {
     expect(applicationOf(paid('renewal'), view('payment_failed'), undefined, POLICY)).toMatchObject({ to: 'own', event: { type: 'renewal_payment' } });
   });
-  it('a renewal after dunning expired it: the contact\'s pending checkout, or not applied', () => {
+  it("a renewal after dunning expired it: the contact's pending checkout, or not applied", () => {
     const late = { ...paid('renewal'), paid_at: WINDOW_END + 60 };
     expect(applicationOf(late, view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'contact_pending' });
     expect(applicationOf(late, view('expired'), undefined, POLICY)).toMatchObject({ to: 'none' });
   });
   it('a renewal paid inside the dunning window, handled after the sweep expired it: renewed from paid_at', () => {
     const paidInWindow = { ...paid('renewal'), paid_at: WINDOW_END - 60 };
-    expect(applicationOf(paidInWindow, view('expired'), undefined, POLICY)).toEqual({ to: 'own', event: { type: 'renewal_payment', paid_at: WINDOW_END - 60 } });
+    expect(applicationOf(paidInWindow, view('expired'), undefined, POLICY)).toEqual({
+      to: 'own',
+      event: { type: 'renewal_payment', paid_at: WINDOW_END - 60 },
+    });
     const s: SubState = { ...sub('expired'), current_period_start: T0 - 30 * DAY, current_period_end: T0, grace_period_days: 3 };
     expect(transition(s, { type: 'renewal_payment', paid_at: WINDOW_END - 60 }, WINDOW_END + DAY).next).toMatchObject({
-      status: 'active', current_period_start: WINDOW_END - 60, current_period_end: periodEnd(WINDOW_END - 60, 1, 'monthly'),
+      status: 'active',
+      current_period_start: WINDOW_END - 60,
+      current_period_end: periodEnd(WINDOW_END - 60, 1, 'monthly'),
     });
   });
   it('... but paid at or after the dunning end: not applied; nor when the contact has subscribed again', () => {
     expect(applicationOf({ ...paid('renewal'), paid_at: WINDOW_END }, view('expired'), undefined, POLICY)).toEqual({
-      to: 'none', reason: 'The subscription is expired; the payment arrived too late to be applied',
+      to: 'none',
+      reason: 'The subscription is expired; the payment arrived too late to be applied',
     });
     expect(applicationOf({ ...paid('renewal'), paid_at: WINDOW_END - 60 }, view('expired'), view('active'), POLICY)).toEqual({
-      to: 'none', reason: 'The subscriber already has an active subscription to this plan',
+      to: 'none',
+      reason: 'The subscriber already has an active subscription to this plan',
     });
     expect(applicationOf({ ...paid('renewal'), paid_at: WINDOW_END - 60 }, view('expired'), view('pending'), POLICY)).toMatchObject({ to: 'contact_pending' });
   });
@@ -221,9 +393,18 @@ describe('late payments (domain/payment-application.ts)', () => {
   });
   it('a checkout paid after it was cancelled unpaid says so; one paid again after activation says it was paid', () => {
     const cancelledUnpaid = view('cancelled', { period_index: 0, current_period_start: T0, current_period_end: T0, pending_since: T0 });
-    expect(applicationOf(paid('checkout'), cancelledUnpaid, undefined, POLICY)).toEqual({ to: 'none', reason: 'The subscription was cancelled before its first payment arrived' });
-    expect(applicationOf(paid('checkout'), view('cancelled'), undefined, POLICY)).toEqual({ to: 'none', reason: 'The subscription is cancelled; its first payment was already made' });
-    expect(applicationOf(paid('checkout'), view('active'), undefined, POLICY)).toEqual({ to: 'none', reason: 'The subscription is active; its first payment was already made' });
+    expect(applicationOf(paid('checkout'), cancelledUnpaid, undefined, POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscription was cancelled before its first payment arrived',
+    });
+    expect(applicationOf(paid('checkout'), view('cancelled'), undefined, POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscription is cancelled; its first payment was already made',
+    });
+    expect(applicationOf(paid('checkout'), view('active'), undefined, POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscription is active; its first payment was already made',
+    });
   });
   it('cancelled or paused subscriptions and unknown ones: not applied', () => {
     for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined, POLICY)).toMatchObject({ to: 'none' });

@@ -3,10 +3,31 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import {
-  API_PREFIX, buildOpenApiDocument, busRequestOf, routes, toValidationDetail, undecodableQueryIssues, unstorableIssues, type Caller, type CallbackRequest, type RouteDef,
+  API_PREFIX,
+  buildOpenApiDocument,
+  busRequestOf,
+  routes,
+  toValidationDetail,
+  undecodableQueryIssues,
+  unstorableIssues,
+  type Caller,
+  type CallbackRequest,
+  type RouteDef,
   type ValidationIssue,
 } from '@sb/contracts';
-import { BusUnavailableError, busWaitMs, DB_UNAVAILABLE_DETAIL, isDbUnavailable, newId, opsHandler, tracer, type BusClient, type Db, type Logger, type ReadinessCheck } from '@sb/runtime';
+import {
+  BusUnavailableError,
+  busWaitMs,
+  DB_UNAVAILABLE_DETAIL,
+  isDbUnavailable,
+  newId,
+  opsHandler,
+  tracer,
+  type BusClient,
+  type Db,
+  type Logger,
+  type ReadinessCheck,
+} from '@sb/runtime';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import { pagesRouter } from './pages.js';
@@ -55,8 +76,11 @@ export function createApp(d: GatewayDeps): express.Express {
 
   const requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests', labelNames: ['route', 'method', 'status'], registers: [d.registry] });
   const duration = new Histogram({
-    name: 'http_request_duration_seconds', help: 'HTTP request duration', labelNames: ['route', 'method'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: [d.registry],
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration',
+    labelNames: ['route', 'method'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [d.registry],
   });
 
   // Request id, server span (continuing an incoming traceparent), metrics and one access log line.
@@ -66,7 +90,11 @@ export function createApp(d: GatewayDeps): express.Express {
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
     const parent = propagation.extract(ROOT_CONTEXT, req.headers);
-    const span = tracer().startSpan(`HTTP ${req.method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'url.path': req.path } }, parent);
+    const span = tracer().startSpan(
+      `HTTP ${req.method}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'url.path': req.path } },
+      parent,
+    );
     res.setHeader('X-Trace-Id', span.spanContext().traceId);
     const started = performance.now();
     res.on('finish', () => {
@@ -217,7 +245,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   if (idemKey) {
     // What the route acts on, as validated: a body a route does not take is not part of the request.
     const acted = route.rawBody ? (body as CallbackRequest).raw : (body ?? null);
-    const hash = createHash('sha256').update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(query)}\n${JSON.stringify(acted)}`).digest('hex');
+    const hash = createHash('sha256')
+      .update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(query)}\n${JSON.stringify(acted)}`)
+      .digest('hex');
     // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
     // mid-request does not lock its key for a day; a retry after the lease runs the request again.
     const leaseSeconds = Math.ceil(busWaitMs(d.busTimeoutMs, route.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;
@@ -251,7 +281,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       d.log.warn({ err: err.message }, 'bus request failed');
       throw new HttpError(
         503,
-        err.noResponders ? 'This operation is not available right now: the service that answers it is not running' : 'Service did not answer in time, please retry',
+        err.noResponders
+          ? 'This operation is not available right now: the service that answers it is not running'
+          : 'Service did not answer in time, please retry',
         { 'Retry-After': RETRY_AFTER_S },
       );
     }
@@ -261,10 +293,11 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     if (status >= 500) await d.idempotency.release(d.db, scope, idemKey);
     // The request ran: a database gone just now must not turn its answer into a 503 (the retry would
     // find the key in progress, never run it twice).
-    else await d.idempotency.complete(d.db, scope, idemKey, status, withoutShownOnce(payload, route.shownOnce)).catch((err) => {
-      if (!isDbUnavailable(err)) throw err;
-      d.log.warn({ err: (err as Error).message }, 'Idempotency-Key answer not stored: database unavailable');
-    });
+    else
+      await d.idempotency.complete(d.db, scope, idemKey, status, withoutShownOnce(payload, route.shownOnce)).catch((err) => {
+        if (!isDbUnavailable(err)) throw err;
+        d.log.warn({ err: (err as Error).message }, 'Idempotency-Key answer not stored: database unavailable');
+      });
   }
   res.status(status).json(payload);
 }

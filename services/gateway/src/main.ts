@@ -1,6 +1,17 @@
 import 'reflect-metadata';
 import { createServer, type Server } from 'node:http';
-import { BusClient, createDb, createLogger, createMetricsRegistry, DB_UNAVAILABLE_DETAIL, guardProcess, initTelemetry, migrateWhenReachable, SecretBox, shutdownTelemetry } from '@sb/runtime';
+import {
+  BusClient,
+  createDb,
+  createLogger,
+  createMetricsRegistry,
+  DB_UNAVAILABLE_DETAIL,
+  guardProcess,
+  initTelemetry,
+  migrateWhenReachable,
+  SecretBox,
+  shutdownTelemetry,
+} from '@sb/runtime';
 import { createApp } from './app.js';
 import { KeyResolver } from './auth.js';
 import { loadGatewayConfig } from './config.js';

@@ -59,11 +59,15 @@ export function pagesRouter(webDir: string, log: Logger): express.Router {
   router.get(`${BASE}/manage`, page('manage'));
   router.get([`${API_PREFIX}/docs`, `${API_PREFIX}/docs/`], page('docs'));
   if (built) {
-    router.use(`${BASE}/assets`, (_req, res, next) => {
-      res.locals.routeId = 'page.assets';
-      securityHeaders(res);
-      next();
-    }, express.static(join(webDir, 'assets'), { index: false, immutable: true, maxAge: '365d', etag: true, redirect: false }));
+    router.use(
+      `${BASE}/assets`,
+      (_req, res, next) => {
+        res.locals.routeId = 'page.assets';
+        securityHeaders(res);
+        next();
+      },
+      express.static(join(webDir, 'assets'), { index: false, immutable: true, maxAge: '365d', etag: true, redirect: false }),
+    );
   }
   return router;
 }

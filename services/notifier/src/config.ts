@@ -14,7 +14,10 @@ export const loadNotifierConfig = () =>
     /** How often the delivery and notification workers look for due work. */
     NOTIFIER_POLL_INTERVAL_MS: envInt(1000, 20),
     /** Outgoing mail server, e.g. smtp://user:pass@host:587 (smtps:// for implicit TLS). Unset: only owners' own mail servers send e-mail. */
-    SMTP_URL: z.string().regex(/^smtps?:\/\//, 'must be an smtp:// or smtps:// URL').optional(),
+    SMTP_URL: z
+      .string()
+      .regex(/^smtps?:\/\//, 'must be an smtp:// or smtps:// URL')
+      .optional(),
     MAIL_FROM: z.string().min(3).default('Subscriptions <no-reply@localhost>'),
     /** The Telegram Bot API (tests point it at a local server of that protocol). */
     MESSENGER_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.telegram.org'),

@@ -43,10 +43,12 @@ export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ d
     const subId = envelope.data.subscription_id;
     if (subId && subscriberWants(envelope, s.settings.subscriber_events)) {
       // The contacts as they are now, and the portal link (never carried in events: it holds the token).
-      const contact = await callMessage(d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: subId }).catch((err) => {
-        if (err instanceof DomainError && err.status === 404) return undefined;
-        throw err;
-      });
+      const contact = await callMessage(d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: subId }).catch(
+        (err) => {
+          if (err instanceof DomainError && err.status === 404) return undefined;
+          throw err;
+        },
+      );
       if (contact) {
         const message = subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.settings.merchant_name });
         for (const t of subscriberTargets(s.settings, contact)) planned.push({ audience: 'subscriber', ...t, message });
@@ -59,16 +61,32 @@ export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ d
     let deliveries = 0;
     for (const ep of await d.endpoints.matching(tx, envelope.wallet_id, envelope.event, planId)) {
       const fresh = await d.deliveries.record(tx, {
-        id: newId(DELIVERY_ID_PREFIX, nowMs), endpoint_id: ep.id, wallet_id: envelope.wallet_id, event_id: envelope.id, event: envelope.event, body, now,
+        id: newId(DELIVERY_ID_PREFIX, nowMs),
+        endpoint_id: ep.id,
+        wallet_id: envelope.wallet_id,
+        event_id: envelope.id,
+        event: envelope.event,
+        body,
+        now,
       });
       if (fresh) deliveries++;
     }
     let notifications = 0;
     for (const p of planned) {
       const fresh = await d.notifications.record(tx, {
-        id: newId(NOTIFICATION_ID_PREFIX, nowMs), wallet_id: envelope.wallet_id, event_id: envelope.id, event: envelope.event, audience: p.audience,
-        channel: p.channel, recipient: p.to, subscription_id: envelope.data.subscription_id ?? null, plan_id: planId ?? null, settings_plan_id: s!.row,
-        subject: p.message.subject, body_sealed: d.secrets.seal(JSON.stringify(p.message)), created_at: now,
+        id: newId(NOTIFICATION_ID_PREFIX, nowMs),
+        wallet_id: envelope.wallet_id,
+        event_id: envelope.id,
+        event: envelope.event,
+        audience: p.audience,
+        channel: p.channel,
+        recipient: p.to,
+        subscription_id: envelope.data.subscription_id ?? null,
+        plan_id: planId ?? null,
+        settings_plan_id: s!.row,
+        subject: p.message.subject,
+        body_sealed: d.secrets.seal(JSON.stringify(p.message)),
+        created_at: now,
       });
       if (fresh) notifications++;
     }

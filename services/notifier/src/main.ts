@@ -20,7 +20,9 @@ main('notifier', () =>
     opsPort: (c) => c.NOTIFIER_OPS_PORT,
     async setup({ config, log, db, nc, clock, registry }) {
       const deps: Deps = {
-        db, clock, log,
+        db,
+        clock,
+        log,
         endpoints: new EndpointsRepo(SCHEMA),
         deliveries: new DeliveriesRepo(SCHEMA),
         settings: new SettingsRepo(SCHEMA),
@@ -30,8 +32,11 @@ main('notifier', () =>
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
         webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
         channels: {
-          smtpUrl: config.SMTP_URL, mailFrom: config.MAIL_FROM, messengerApiUrl: config.MESSENGER_API_URL,
-          timeoutMs: config.NOTIFY_TIMEOUT_MS, nip05Http: config.NIP05_ALLOW_HTTP,
+          smtpUrl: config.SMTP_URL,
+          mailFrom: config.MAIL_FROM,
+          messengerApiUrl: config.MESSENGER_API_URL,
+          timeoutMs: config.NOTIFY_TIMEOUT_MS,
+          nip05Http: config.NIP05_ALLOW_HTTP,
         },
       };
       await deps.bus.connect();

@@ -22,7 +22,11 @@ export async function deliverDue(d: Deps): Promise<boolean> {
       linkActiveSpanTo(row.trace_context);
       const outcome = await inSpan(
         'webhook deliver',
-        { parent: contextOf(row.trace_context), kind: SpanKind.CLIENT, attributes: { 'webhook.delivery_id': row.id, 'webhook.event_id': row.event_id, 'webhook.event': row.event, 'webhook.attempt': row.attempt_count + 1 } },
+        {
+          parent: contextOf(row.trace_context),
+          kind: SpanKind.CLIENT,
+          attributes: { 'webhook.delivery_id': row.id, 'webhook.event_id': row.event_id, 'webhook.event': row.event, 'webhook.attempt': row.attempt_count + 1 },
+        },
         async (span) => {
           const o = await openSecret(d, row.secret_sealed).then(
             (secret) => sendWebhook({ url: row.url, secret, eventId: row.event_id, body: row.body }, { policy: d.addresses, timeoutMs: d.webhookTimeoutMs }),
@@ -38,7 +42,15 @@ export async function deliverDue(d: Deps): Promise<boolean> {
       const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
       await d.db.tx((tx) => d.deliveries.finishAttempt(tx, row, outcome, now, next));
       d.log.info(
-        { delivery_id: row.id, event_id: row.event_id, attempt: row.attempt_count + 1, status_code: outcome.status_code, error: outcome.error, duration_ms: outcome.duration_ms, next_attempt_at: next },
+        {
+          delivery_id: row.id,
+          event_id: row.event_id,
+          attempt: row.attempt_count + 1,
+          status_code: outcome.status_code,
+          error: outcome.error,
+          duration_ms: outcome.duration_ms,
+          next_attempt_at: next,
+        },
         outcome.delivered ? 'webhook delivered' : next === null ? 'webhook failed for good' : 'webhook attempt failed',
       );
     }),
@@ -76,7 +88,16 @@ export async function notifyDue(d: Deps): Promise<boolean> {
       await d.db.tx((tx) => d.notifications.finishAttempt(tx, n, { ...outcome, duration_ms: Date.now() - started }, now, next));
       // The recipient is personal data: the log names the message, channel and event only.
       d.log.info(
-        { notification_id: n.id, event_id: n.event_id, channel: n.channel, audience: n.audience, attempt: n.attempt_count + 1, error: outcome.error, permanent: outcome.permanent, next_attempt_at: next },
+        {
+          notification_id: n.id,
+          event_id: n.event_id,
+          channel: n.channel,
+          audience: n.audience,
+          attempt: n.attempt_count + 1,
+          error: outcome.error,
+          permanent: outcome.permanent,
+          next_attempt_at: next,
+        },
         outcome.delivered ? 'notification delivered' : next === null ? 'notification failed for good' : 'notification attempt failed',
       );
     }),

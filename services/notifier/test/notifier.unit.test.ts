@@ -16,8 +16,27 @@ import { resolveRecipient, sendNostr } from '../src/channels/nostr.js';
 
 describe('SSRF address check', () => {
   it('refuses loopback, private, link-local, unique-local and mapped addresses; passes public ones', () => {
-    for (const a of ['127.0.0.1', '127.8.9.10', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1',
-      '0.0.0.0', '224.0.0.1', '::1', '::', 'fe80::1', 'fd12:3456::1', 'fc00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a00:1', 'not an ip']) {
+    for (const a of [
+      '127.0.0.1',
+      '127.8.9.10',
+      '10.1.2.3',
+      '172.16.0.1',
+      '172.31.255.255',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '224.0.0.1',
+      '::1',
+      '::',
+      'fe80::1',
+      'fd12:3456::1',
+      'fc00::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '::ffff:a00:1',
+      'not an ip',
+    ]) {
       expect(isPrivateAddress(a), a).toBe(true);
     }
     for (const a of ['8.8.8.8', '1.1.1.1', '172.32.0.1', '93.184.216.34', '2606:4700:4700::1111', '2001:4860:4860::8888', '::ffff:8.8.8.8']) {
@@ -86,7 +105,10 @@ describe('webhook sender', () => {
     // Another secret does not verify: the signature really depends on it.
     expect(() => new Webhook(`whsec_${Buffer.from('another-secret-of-24byte').toString('base64')}`).verify(h.body, h.headers)).toThrow();
 
-    const failed = await sendWebhook({ url: `http://127.0.0.1:${port}/fail`, secret, eventId: 'evt_2', body }, { policy: { allowPrivate: true }, timeoutMs: 2000 });
+    const failed = await sendWebhook(
+      { url: `http://127.0.0.1:${port}/fail`, secret, eventId: 'evt_2', body },
+      { policy: { allowPrivate: true }, timeoutMs: 2000 },
+    );
     expect(failed).toMatchObject({ delivered: false, status_code: 500, error: 'HTTP 500: boom' });
 
     const before = got.length;
@@ -113,14 +135,23 @@ describe('retry schedule', () => {
 
 describe('subscriber notices', () => {
   const ev = (event: EventEnvelope['event'], data: Record<string, unknown>): EventEnvelope => ({
-    id: 'evt_x', wallet_id: 'wal_x', event, timestamp: 1_700_000_000, data: { plan_id: 'plan_1', plan_name: 'Gold', subscription_id: 'sub_1', ...data },
+    id: 'evt_x',
+    wallet_id: 'wal_x',
+    event,
+    timestamp: 1_700_000_000,
+    data: { plan_id: 'plan_1', plan_name: 'Gold', subscription_id: 'sub_1', ...data },
   });
   const all = [...SubscriberNotice.options];
 
   it('cancellations always; reminders and confirmations only when the subscriber opted in and the owner left them on', () => {
     expect(subscriberWants(ev('subscription.cancelled', {}), [])).toBe(true);
     expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: true }), all)).toBe(true);
-    expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: true }), all.filter((e) => e !== 'renewal.reminder'))).toBe(false);
+    expect(
+      subscriberWants(
+        ev('renewal.reminder', { notify_subscriber: true }),
+        all.filter((e) => e !== 'renewal.reminder'),
+      ),
+    ).toBe(false);
     expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: false }), all)).toBe(false);
     expect(subscriberWants(ev('subscription.activated', {}), all)).toBe(false);
     expect(subscriberWants(ev('subscription.activated', { receive_confirmations: true }), all)).toBe(true);
@@ -140,20 +171,38 @@ describe('subscriber notices', () => {
     expect(subscriberMessage(ev('renewal.reminder', { checkout_url: 'https://pay.example/c' }), who).text).toContain('https://pay.example/c');
     const cancelled = subscriberMessage(ev('subscription.cancelled', { cancel_reason: 'cancelled by subscriber', current_period_end: 1_700_086_400 }), who);
     expect(cancelled.text).toMatch(/cancelled by you.*\n.*access continues until 2023-11-15 22:13 UTC/);
-    expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 5000, current_period_end: 1_702_000_000 }), {}).text).toMatch(/renewed until 2023-12-08 .* UTC; you paid 5000 sats/);
+    expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 5000, current_period_end: 1_702_000_000 }), {}).text).toMatch(
+      /renewed until 2023-12-08 .* UTC; you paid 5000 sats/,
+    );
     expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
   });
 });
 
 describe('notification settings', () => {
-  const o = { serverMail: true, newKey: () => 'ab'.repeat(32), toSecretHex: (v: string) => (/^[0-9a-f]{64}$/.test(v) ? v : undefined), toPubkeyHex: (v: string) => v, publicKeyOf: (h: string) => `npub-of-${h.slice(0, 4)}` };
+  const o = {
+    serverMail: true,
+    newKey: () => 'ab'.repeat(32),
+    toSecretHex: (v: string) => (/^[0-9a-f]{64}$/.test(v) ? v : undefined),
+    toPubkeyHex: (v: string) => v,
+    publicKeyOf: (h: string) => `npub-of-${h.slice(0, 4)}`,
+  };
   const base = { owner_events: [], subscriber_events: [...SubscriberNotice.options] };
 
   it('keeps stored secrets when a PUT leaves them out; generates a Nostr key when none exists; refuses a channel without its secret', () => {
-    const first = mergeSettings({ ...base, channels: { messenger: { bot_token: '1:' + 'a'.repeat(30) }, nostr: { relays: ['wss://r.example'], nip04: false } } }, {}, {}, o);
+    const first = mergeSettings(
+      { ...base, channels: { messenger: { bot_token: '1:' + 'a'.repeat(30) }, nostr: { relays: ['wss://r.example'], nip04: false } } },
+      {},
+      {},
+      o,
+    );
     expect(first.secrets).toEqual({ bot_token: '1:' + 'a'.repeat(30), nostr_key: 'ab'.repeat(32) });
     expect(first.generated).toBe('ab'.repeat(32));
-    const again = mergeSettings({ ...base, channels: { messenger: {}, nostr: { relays: ['wss://r.example'], nip04: true } } }, first.secrets, {}, { ...o, newKey: () => 'cd'.repeat(32) });
+    const again = mergeSettings(
+      { ...base, channels: { messenger: {}, nostr: { relays: ['wss://r.example'], nip04: true } } },
+      first.secrets,
+      {},
+      { ...o, newKey: () => 'cd'.repeat(32) },
+    );
     expect(again.secrets).toEqual(first.secrets);
     expect(again.generated).toBeUndefined();
     expect(() => mergeSettings({ ...base, channels: { messenger: {} } }, {}, {}, o)).toThrow(SettingsError);
@@ -166,7 +215,10 @@ describe('notification settings', () => {
   it('subscribers are reached on their preferred channel when the plan has it, else on every contact a channel covers', () => {
     const s = mergeSettings({ ...base, channels: { email: {}, messenger: { bot_token: '1:' + 'a'.repeat(30) } } }, {}, {}, o).settings;
     const c = { email: 'a@example.com', messenger: '42', nostr: 'npub1x', contact_preference: null };
-    expect(subscriberTargets(s, c)).toEqual([{ channel: 'email', to: 'a@example.com' }, { channel: 'messenger', to: '42' }]);
+    expect(subscriberTargets(s, c)).toEqual([
+      { channel: 'email', to: 'a@example.com' },
+      { channel: 'messenger', to: '42' },
+    ]);
     expect(subscriberTargets(s, { ...c, contact_preference: 'messenger' })).toEqual([{ channel: 'messenger', to: '42' }]);
     // Preferred Nostr, but the plan has no Nostr channel: every contact it covers.
     expect(subscriberTargets(s, { ...c, contact_preference: 'nostr' })).toHaveLength(2);
@@ -208,13 +260,20 @@ describe('channel addressing', () => {
 
 describe("owners' mail servers and relays", () => {
   const dns = async (host: string) => (host === 'mail.example.com' ? ['93.184.216.34'] : host === 'inside.example.com' ? ['10.0.0.5'] : []);
-  const body = (smtp: string, relays: string[]) => ({ channels: { email: { smtp_url: smtp }, nostr: { relays, nip04: false } }, owner_events: [], subscriber_events: [] });
+  const body = (smtp: string, relays: string[]) => ({
+    channels: { email: { smtp_url: smtp }, nostr: { relays, nip04: false } },
+    owner_events: [],
+    subscriber_events: [],
+  });
 
   it('must be public addresses, as webhook URLs, unless private ones are allowed; the password is never in the sentence', async () => {
     const off = { allowPrivate: false };
     expect(await refusedAddresses(body('smtp://u:pw-123@mail.example.com:587', ['wss://8.8.8.8']), off, dns)).toEqual([]);
     const refused = await refusedAddresses(body('smtps://u:pw-123@inside.example.com:465', ['ws://127.0.0.1:7000', 'wss://8.8.8.8']), off, dns);
-    expect(refused.map(([loc]) => loc)).toEqual([['body', 'channels', 'email', 'smtp_url'], ['body', 'channels', 'nostr', 'relays', 0]]);
+    expect(refused.map(([loc]) => loc)).toEqual([
+      ['body', 'channels', 'email', 'smtp_url'],
+      ['body', 'channels', 'nostr', 'relays', 0],
+    ]);
     expect(refused[0]![1]).toMatch(/10\.0\.0\.5/);
     expect(JSON.stringify(refused)).not.toContain('pw-123');
     expect(await refusedAddresses(body('smtp://u:pw@127.0.0.1:25', ['ws://127.0.0.1:7000']), { allowPrivate: true }, dns)).toEqual([]);
@@ -225,7 +284,12 @@ describe("owners' mail servers and relays", () => {
 
 describe('mail transport and sender', () => {
   it('the transport is the URL host, port and login only: query options never reach it', () => {
-    expect(smtpOptions('smtps://me%40shop:p%3Fss%2Fw@mail.example.com')).toMatchObject({ host: 'mail.example.com', port: 465, secure: true, auth: { user: 'me@shop', pass: 'p?ss/w' } });
+    expect(smtpOptions('smtps://me%40shop:p%3Fss%2Fw@mail.example.com')).toMatchObject({
+      host: 'mail.example.com',
+      port: 465,
+      secure: true,
+      auth: { user: 'me@shop', pass: 'p?ss/w' },
+    });
     const opts = smtpOptions('smtp://mail.example.com:2525/?sendmail=true&path=/bin/cp&logger=true&proxy=http://10.0.0.1:3128') as Record<string, unknown>;
     expect(opts).toMatchObject({ host: 'mail.example.com', port: 2525, secure: false });
     for (const k of ['sendmail', 'path', 'logger', 'debug', 'proxy', 'url', 'auth']) expect(opts).not.toHaveProperty(k);
@@ -234,8 +298,14 @@ describe('mail transport and sender', () => {
 
   it("through the server's mail server the From is MAIL_FROM's address; the owner's name and address go in the name and Reply-To", () => {
     const server = 'Billing <billing@example.com>';
-    expect(senderFor(server, 'Shop <ceo@bank.example>', null, false)).toEqual({ from: { name: 'Shop', address: 'billing@example.com' }, replyTo: 'ceo@bank.example' });
-    expect(senderFor(server, 'ceo@bank.example', 'Satoshi Shop', false)).toEqual({ from: { name: 'Satoshi Shop', address: 'billing@example.com' }, replyTo: 'ceo@bank.example' });
+    expect(senderFor(server, 'Shop <ceo@bank.example>', null, false)).toEqual({
+      from: { name: 'Shop', address: 'billing@example.com' },
+      replyTo: 'ceo@bank.example',
+    });
+    expect(senderFor(server, 'ceo@bank.example', 'Satoshi Shop', false)).toEqual({
+      from: { name: 'Satoshi Shop', address: 'billing@example.com' },
+      replyTo: 'ceo@bank.example',
+    });
     expect(senderFor(server, null, null, false)).toEqual({ from: { name: 'Billing', address: 'billing@example.com' } });
     expect(senderFor(server, 'Shop <ceo@bank.example>', null, true)).toEqual({ from: 'Shop <ceo@bank.example>' });
     expect(senderFor(server, null, null, true)).toEqual({ from: server });

@@ -12,7 +12,11 @@ export type ChargeOutcome = { paid: true } | { paid: false; error_code: NWCError
  * payment.received event, once). Any failure is recorded on the connection; the last allowed one
  * deactivates it, wipes its secret and announces `nwc.wallet_disabled` in the same transaction.
  */
-export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: { id: string; payment_request: string; amount_sats: number }): Promise<ChargeOutcome> {
+export async function chargeConnection(
+  d: Deps,
+  conn: ConnectionRow,
+  payment: { id: string; payment_request: string; amount_sats: number },
+): Promise<ChargeOutcome> {
   const attempt = await payWith(d, conn, payment);
   const now = unixSeconds(d.clock);
   if ('preimage' in attempt || (attempt.error.code === 'OTHER' && (await paidMeanwhile(d, conn, payment.id)))) {
@@ -25,8 +29,16 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: { 
     const row = await d.connections.recordFailure(tx, conn.id, code, message, now, MAX_CONSECUTIVE_FAILURES);
     if (row && !row.is_active && conn.is_active) {
       await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', {
-        subscription_id: row.subscription_id, plan_id: row.plan_id, plan_name: row.plan_name, status: 'disabled', connection_id: row.id, subscriber_id: row.subscriber_id,
-        wallet_pubkey: row.wallet_pubkey.slice(0, 8), error_code: code, last_error: message, consecutive_failures: row.consecutive_failures,
+        subscription_id: row.subscription_id,
+        plan_id: row.plan_id,
+        plan_name: row.plan_name,
+        status: 'disabled',
+        connection_id: row.id,
+        subscriber_id: row.subscriber_id,
+        wallet_pubkey: row.wallet_pubkey.slice(0, 8),
+        error_code: code,
+        last_error: message,
+        consecutive_failures: row.consecutive_failures,
         ...(row.subscriber_email ? { subscriber_email: row.subscriber_email } : {}),
         ...(row.subscriber_name ? { subscriber_name: row.subscriber_name } : {}),
         notify_subscriber: true,
@@ -35,7 +47,10 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: { 
     return row;
   });
   const deactivated = !!after && !after.is_active;
-  d.log.warn({ connection_id: conn.id, payment_id: payment.id, error_code: code, consecutive_failures: after?.consecutive_failures, deactivated }, 'nwc payment failed');
+  d.log.warn(
+    { connection_id: conn.id, payment_id: payment.id, error_code: code, consecutive_failures: after?.consecutive_failures, deactivated },
+    'nwc payment failed',
+  );
   return { paid: false, error_code: code, message, deactivated };
 }
 

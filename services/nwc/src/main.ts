@@ -15,10 +15,14 @@ main('nwc', () =>
     opsPort: (c) => c.NWC_OPS_PORT,
     async setup({ config, log, db, clock }) {
       const deps: Deps = {
-        db, clock, log,
+        db,
+        clock,
+        log,
         connections: new ConnectionsRepo(SCHEMA),
         nip47: new Nip47Client({
-          infoTimeoutMs: config.NWC_INFO_TIMEOUT_MS, replyTimeoutMs: config.NWC_REPLY_TIMEOUT_MS, relays: { allowPrivate: config.NWC_ALLOW_PRIVATE_RELAYS },
+          infoTimeoutMs: config.NWC_INFO_TIMEOUT_MS,
+          replyTimeoutMs: config.NWC_REPLY_TIMEOUT_MS,
+          relays: { allowPrivate: config.NWC_ALLOW_PRIVATE_RELAYS },
         }),
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'nwc-client'),
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),

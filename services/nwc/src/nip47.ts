@@ -80,11 +80,15 @@ export class Nip47Client {
     try {
       const { events, reasons } = await new Promise<{ events: Event[]; reasons: string[] }>((resolve) => {
         const events: Event[] = [];
-        pool.subscribeEose(conn.relays, { kinds: [INFO_KIND], authors: [conn.pubkey] }, {
-          maxWait: this.o.infoTimeoutMs,
-          onevent: (e) => events.push(e),
-          onclose: (r) => resolve({ events, reasons: r.map((x) => x.reason) }),
-        });
+        pool.subscribeEose(
+          conn.relays,
+          { kinds: [INFO_KIND], authors: [conn.pubkey] },
+          {
+            maxWait: this.o.infoTimeoutMs,
+            onevent: (e) => events.push(e),
+            onclose: (r) => resolve({ events, reasons: r.map((x) => x.reason) }),
+          },
+        );
       });
       const info = events.filter((e) => e.kind === INFO_KIND && e.pubkey === conn.pubkey).sort((a, b) => b.created_at - a.created_at)[0];
       if (!info) {
@@ -92,12 +96,15 @@ export class Nip47Client {
         if (unreachable) throw new WalletCheckError(`Could not connect to the wallet's relay${conn.relays.length > 1 ? 's' : ''}`);
         // Every relay said it has nothing, before the deadline: the wallet never published its capabilities there.
         if (Date.now() - started < this.o.infoTimeoutMs - 250) {
-          throw new WalletCheckError("The wallet has published no NIP-47 info event on its relays; check that the wallet service is running and the connection string is current");
+          throw new WalletCheckError(
+            'The wallet has published no NIP-47 info event on its relays; check that the wallet service is running and the connection string is current',
+          );
         }
         throw new WalletCheckError(`The wallet did not answer on any relay within ${seconds(this.o.infoTimeoutMs)}`);
       }
       const { methods, encryption } = readInfoEvent(info);
-      if (!methods.includes('pay_invoice')) throw new WalletCheckError('This wallet connection does not allow paying invoices (pay_invoice); create a connection with payment permission');
+      if (!methods.includes('pay_invoice'))
+        throw new WalletCheckError('This wallet connection does not allow paying invoices (pay_invoice); create a connection with payment permission');
       if (!encryption) throw new WalletCheckError('The wallet offers no encryption this service speaks (NIP-44 v2 or NIP-04)');
       return { conn, encryption };
     } finally {
@@ -122,7 +129,11 @@ export class Nip47Client {
         kind: REQUEST_KIND,
         created_at: now,
         // The wallet must not pay a request we stopped waiting for (NIP-40 expiration).
-        tags: [['p', c.pubkey], ['expiration', String(now + Math.ceil(this.o.replyTimeoutMs / 1000))], ...(conversationKey ? [['encryption', 'nip44_v2']] : [])],
+        tags: [
+          ['p', c.pubkey],
+          ['expiration', String(now + Math.ceil(this.o.replyTimeoutMs / 1000))],
+          ...(conversationKey ? [['encryption', 'nip44_v2']] : []),
+        ],
         content: encrypt(JSON.stringify({ method: 'pay_invoice', params: { invoice } })),
       },
       sk,
@@ -144,16 +155,20 @@ export class Nip47Client {
           if (sent) return;
           sent = true;
           const acks = pool.publish(c.relays, request);
-          void Promise.any(acks).catch(() => done(fail('OTHER', "No relay of the wallet accepted the payment request")));
+          void Promise.any(acks).catch(() => done(fail('OTHER', 'No relay of the wallet accepted the payment request')));
         };
-        pool.subscribe(c.relays, { kinds: [RESPONSE_KIND], authors: [c.pubkey], '#e': [request.id] }, {
-          oneose: send,
-          onclose: () => done(fail('OTHER', "Could not connect to the wallet's relays")),
-          onevent: (e) => {
-            if (e.pubkey !== c.pubkey || !e.tags.some((t) => t[0] === 'e' && t[1] === request.id)) return;
-            done(readAnswer(e, decrypt));
+        pool.subscribe(
+          c.relays,
+          { kinds: [RESPONSE_KIND], authors: [c.pubkey], '#e': [request.id] },
+          {
+            oneose: send,
+            onclose: () => done(fail('OTHER', "Could not connect to the wallet's relays")),
+            onevent: (e) => {
+              if (e.pubkey !== c.pubkey || !e.tags.some((t) => t[0] === 'e' && t[1] === request.id)) return;
+              done(readAnswer(e, decrypt));
+            },
           },
-        });
+        );
       });
     } finally {
       pool.destroy();

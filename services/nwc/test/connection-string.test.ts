@@ -35,11 +35,17 @@ describe('NWC connection string', () => {
   });
 
   it('refuses a wrong scheme, bad keys, a missing or repeated secret, no relay, non-WebSocket relays', () => {
-    expect(refused(`nostr+wallet://${walletPk}?${relay('wss://r.example')}&secret=${secret}`)).toBe('The connection string must start with nostr+walletconnect://');
-    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, walletPk.slice(2)))).toBe('The wallet public key in the connection string must be 64 hexadecimal characters');
+    expect(refused(`nostr+wallet://${walletPk}?${relay('wss://r.example')}&secret=${secret}`)).toBe(
+      'The connection string must start with nostr+walletconnect://',
+    );
+    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, walletPk.slice(2)))).toBe(
+      'The wallet public key in the connection string must be 64 hexadecimal characters',
+    );
     expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, `${walletPk.slice(1)}g`))).toMatch(/64 hexadecimal/);
     // 64 hex characters, but no point on the curve has this x coordinate (p + 1 is above the field).
-    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, 'f'.repeat(64)))).toBe('The wallet public key in the connection string is not a valid key');
+    expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, 'f'.repeat(64)))).toBe(
+      'The wallet public key in the connection string is not a valid key',
+    );
     expect(refused(str(`${relay('wss://r.example')}&secret=${secret.slice(1)}`))).toBe('The secret in the connection string must be 64 hexadecimal characters');
     expect(refused(str(`${relay('wss://r.example')}&secret=${'0'.repeat(64)}`))).toBe('The secret in the connection string is not a valid key');
     expect(refused(str(`${relay('wss://r.example')}`))).toBe('The connection string must contain exactly one secret');
@@ -57,7 +63,10 @@ describe('NWC connection string', () => {
 
 describe('NIP-47 info event', () => {
   it('reads methods and prefers NIP-44 v2; no encryption tag means NIP-04 only', () => {
-    expect(readInfoEvent({ content: 'pay_invoice get_balance', tags: [['encryption', 'nip44_v2 nip04']] })).toEqual({ methods: ['pay_invoice', 'get_balance'], encryption: 'nip44_v2' });
+    expect(readInfoEvent({ content: 'pay_invoice get_balance', tags: [['encryption', 'nip44_v2 nip04']] })).toEqual({
+      methods: ['pay_invoice', 'get_balance'],
+      encryption: 'nip44_v2',
+    });
     expect(readInfoEvent({ content: 'pay_invoice', tags: [] })).toEqual({ methods: ['pay_invoice'], encryption: 'nip04' });
     expect(readInfoEvent({ content: 'pay_invoice', tags: [['encryption', 'nip04']] }).encryption).toBe('nip04');
     expect(readInfoEvent({ content: 'pay_invoice', tags: [['encryption', 'nip99']] }).encryption).toBeUndefined();
@@ -77,14 +86,24 @@ describe('relay addresses', () => {
     ['wss://mixed.example', /192\.168\.1\.2/],
     ['wss://nowhere.example', /does not resolve/],
   ])('refuses %s unless private relays are allowed', async (url, why) => {
-    const err = await client(false).validate(str(`${relay(url)}&secret=${secret}`)).then(() => undefined, (e) => e);
+    const err = await client(false)
+      .validate(str(`${relay(url)}&secret=${secret}`))
+      .then(
+        () => undefined,
+        (e) => e,
+      );
     expect(err).toBeInstanceOf(WalletCheckError);
     expect(err.message).toMatch(/^The relay .* cannot be used: it /);
     expect(err.message).toMatch(why);
   });
 
   it('with private relays allowed, a loopback relay is tried (here nobody listens)', async () => {
-    const err = await client(true).validate(str(`${relay('ws://127.0.0.1:9')}&secret=${secret}`)).then(() => undefined, (e) => e);
+    const err = await client(true)
+      .validate(str(`${relay('ws://127.0.0.1:9')}&secret=${secret}`))
+      .then(
+        () => undefined,
+        (e) => e,
+      );
     expect(err).toBeInstanceOf(WalletCheckError);
     expect(err.message).not.toMatch(/cannot be used/);
   });

@@ -3,7 +3,10 @@ import { commonConfig, envInt, loadConfig, railSelection } from '@sb/runtime';
 
 export type LightningProviderName = NonNullable<PaymentsConfig['LIGHTNING_PROVIDER']>;
 
-const url = z.string().url({ message: 'must be an http(s):// URL' }).transform((u) => u.replace(/\/+$/, ''));
+const url = z
+  .string()
+  .url({ message: 'must be an http(s):// URL' })
+  .transform((u) => u.replace(/\/+$/, ''));
 const secret = z.string().min(1);
 
 export const paymentsConfig = {
@@ -39,7 +42,10 @@ export const paymentsConfig = {
   /** PayPal's REST base: live by default; https://api-m.sandbox.paypal.com for the sandbox. */
   PAYPAL_API_URL: url.default('https://api-m.paypal.com'),
   /** Fiat of card and wallet-processor payments: lower-case ISO code. */
-  FIAT_CURRENCY: z.string().regex(/^[a-z]{3}$/, 'a lower-case three-letter code such as usd').default('usd'),
+  FIAT_CURRENCY: z
+    .string()
+    .regex(/^[a-z]{3}$/, 'a lower-case three-letter code such as usd')
+    .default('usd'),
   /** Price source answering `{"bitcoin": {"<currency>": <price>}}` (CoinGecko simple price). */
   FIAT_RATE_URL: url.optional(),
   /** A fixed price of one bitcoin in FIAT_CURRENCY instead of a source (dev runs). */

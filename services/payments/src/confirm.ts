@@ -22,7 +22,12 @@ export async function confirmPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>,
 }
 
 /** confirmPayment inside the caller's transaction, so a callback's dedupe record commits with the payment or not at all. */
-export async function confirmPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, paymentId: string, details: PaymentDetails = {}): Promise<Confirmation> {
+export async function confirmPaymentIn(
+  d: Pick<Deps, 'clock' | 'payments'>,
+  tx: Queryable,
+  paymentId: string,
+  details: PaymentDetails = {},
+): Promise<Confirmation> {
   const { from, to } = statesAllowing('confirm');
   const paidAt = Math.floor(d.clock.nowMs() / 1000);
   const paid = await d.payments.transition(tx, paymentId, from, to, paidAt, details);
@@ -44,7 +49,14 @@ export async function failPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Que
   const { from, to } = statesAllowing('fail');
   const failed = await d.payments.transition(tx, paymentId, from, to, null, { failure_reason: reason });
   if (!failed) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
-  await enqueueEvent(tx, SCHEMA, d.clock, failed.wallet_id, 'payment.failed', PaymentEventData.parse({ ...paymentReceivedData(failed), status: 'failed', paid_at: null }));
+  await enqueueEvent(
+    tx,
+    SCHEMA,
+    d.clock,
+    failed.wallet_id,
+    'payment.failed',
+    PaymentEventData.parse({ ...paymentReceivedData(failed), status: 'failed', paid_at: null }),
+  );
   return { payment: failed, confirmed: true };
 }
 

@@ -32,7 +32,9 @@ main('payments', () =>
       }
       const rates = new RateSource(
         {
-          currency: config.FIAT_CURRENCY, ttlMs: config.FIAT_RATE_TTL_MS, timeoutMs: config.PROVIDER_TIMEOUT_MS,
+          currency: config.FIAT_CURRENCY,
+          ttlMs: config.FIAT_RATE_TTL_MS,
+          timeoutMs: config.PROVIDER_TIMEOUT_MS,
           ...(config.FIAT_RATE_URL ? { url: config.FIAT_RATE_URL } : {}),
           ...(config.FIAT_RATE_FIXED ? { fixed: config.FIAT_RATE_FIXED } : {}),
         },

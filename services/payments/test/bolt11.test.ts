@@ -89,7 +89,14 @@ describe('dev provider invoices', () => {
   it('encodes a known payment hash exactly', () => {
     const hash = sha256(new Uint8Array(32));
     const inv = encodeBolt11(
-      { amount_sats: 2500, timestamp: 1_496_314_658, payment_hash: hash, payment_secret: new Uint8Array(32).fill(0x11), description: '1 cup coffee', expiry_seconds: 60 },
+      {
+        amount_sats: 2500,
+        timestamp: 1_496_314_658,
+        payment_hash: hash,
+        payment_secret: new Uint8Array(32).fill(0x11),
+        description: '1 cup coffee',
+        expiry_seconds: 60,
+      },
       secp256k1.utils.randomSecretKey(),
     );
     expect(inv.startsWith('lnbc25u1pvjluez')).toBe(true); // BOLT11's own example prefix and timestamp

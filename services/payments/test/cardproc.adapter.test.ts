@@ -11,11 +11,23 @@ let server: StripeServer;
 let rail: StripeCardRail;
 
 const railWith = (o: Partial<{ secretKey: string; timeoutMs: number; apiUrl: string }> = {}) =>
-  new StripeCardRail({ secretKey: server.secretKey, webhookSecret: server.webhookSecret, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000, ...o }, clock, clock);
+  new StripeCardRail(
+    { secretKey: server.secretKey, webhookSecret: server.webhookSecret, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000, ...o },
+    clock,
+    clock,
+  );
 
 const request = (o: Partial<RailRequest> = {}): RailRequest => ({
-  payment_id: 'pay_01TEST', wallet_id: 'w1', subscription_id: 'sub_01TEST', amount_sats: 2100, memo: 'Gold (monthly)',
-  expiry_seconds: 86_400, purpose: 'checkout', plan: {}, fiat: { amount: 1.05, currency: 'eur', rate: 50_000 }, ...o,
+  payment_id: 'pay_01TEST',
+  wallet_id: 'w1',
+  subscription_id: 'sub_01TEST',
+  amount_sats: 2100,
+  memo: 'Gold (monthly)',
+  expiry_seconds: 86_400,
+  purpose: 'checkout',
+  plan: {},
+  fiat: { amount: 1.05, currency: 'eur', rate: 50_000 },
+  ...o,
 });
 const recordOf = (provider_ref: string) => ({ provider_ref }) as PaymentRecord;
 
@@ -29,7 +41,12 @@ describe('card processor (Stripe Checkout) adapter', () => {
   it('opens a Checkout Session with the documented form fields; the session id is the reference and its url the checkout', async () => {
     const opened = await rail.open(request());
     const req = server.requests.at(-1)!;
-    expect([req.method, req.path, req.headers.authorization, req.headers['stripe-account']]).toEqual(['POST', '/v1/checkout/sessions', `Bearer ${server.secretKey}`, undefined]);
+    expect([req.method, req.path, req.headers.authorization, req.headers['stripe-account']]).toEqual([
+      'POST',
+      '/v1/checkout/sessions',
+      `Bearer ${server.secretKey}`,
+      undefined,
+    ]);
     expect(req.headers['content-type']).toMatch(/^application\/x-www-form-urlencoded/);
     expect(req.form).toEqual({
       mode: 'payment',
@@ -62,7 +79,11 @@ describe('card processor (Stripe Checkout) adapter', () => {
     expect(opened.provider_ref).toBe(`acct_1Connected/${sessionId}`);
     expect(server.sessions.get(sessionId)!.account).toBe('acct_1Connected');
     expect(await rail.status(recordOf(opened.provider_ref!))).toEqual({ paid: false });
-    expect(server.requests.at(-1)!).toMatchObject({ method: 'GET', path: `/v1/checkout/sessions/${sessionId}`, headers: { 'stripe-account': 'acct_1Connected' } });
+    expect(server.requests.at(-1)!).toMatchObject({
+      method: 'GET',
+      path: `/v1/checkout/sessions/${sessionId}`,
+      headers: { 'stripe-account': 'acct_1Connected' },
+    });
     // The same session is not visible from the platform account (Stripe answers 404 there).
     await expect(rail.status(recordOf(sessionId))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
   });
@@ -100,7 +121,11 @@ describe('card processor (Stripe Checkout) adapter', () => {
     const connected = await rail.open(request({ plan: { cardproc_account_id: 'acct_1Connected' } }));
     const sessionId = connected.provider_ref!.split('/')[1]!;
     await rail.cancel(recordOf(connected.provider_ref!));
-    expect(server.requests.at(-1)!).toMatchObject({ method: 'POST', path: `/v1/checkout/sessions/${sessionId}/expire`, headers: { 'stripe-account': 'acct_1Connected' } });
+    expect(server.requests.at(-1)!).toMatchObject({
+      method: 'POST',
+      path: `/v1/checkout/sessions/${sessionId}/expire`,
+      headers: { 'stripe-account': 'acct_1Connected' },
+    });
     expect(server.sessions.get(sessionId)!.status).toBe('expired');
 
     // Stripe failing leaves the session open: that is an error for the caller to log.
@@ -124,7 +149,8 @@ describe('card processor (Stripe Checkout) adapter', () => {
   it('a refusal, a wrong key, an unknown account, a 5xx or no answer in time is ProviderUnavailableError (503) with the reason', async () => {
     // Below Stripe's minimum charge: Stripe refuses with 400 and says why.
     await expect(rail.open(request({ fiat: { amount: 0.2, currency: 'eur', rate: 50_000 } }))).rejects.toMatchObject({
-      status: 503, reason: expect.stringMatching(/HTTP 400 .*at least 50 eur/),
+      status: 503,
+      reason: expect.stringMatching(/HTTP 400 .*at least 50 eur/),
     });
     const wrongKey = railWith({ secretKey: 'sk_test_wrongwrongwrongwrong1234' });
     const err = await wrongKey.open(request()).catch((e) => e);
@@ -132,8 +158,14 @@ describe('card processor (Stripe Checkout) adapter', () => {
     expect(err.reason).toMatch(/HTTP 401/);
     expect(err.reason).not.toContain('sk_test_wrongwrongwrongwrong1234');
     expect(err.message).not.toMatch(/stripe|401/i);
-    await expect(rail.open(request({ plan: { cardproc_account_id: 'acct_unknown' } }))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 403/) });
-    await expect(rail.status(recordOf('cs_test_doesnotexist'))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404 .*No such checkout.session/) });
+    await expect(rail.open(request({ plan: { cardproc_account_id: 'acct_unknown' } }))).rejects.toMatchObject({
+      status: 503,
+      reason: expect.stringMatching(/HTTP 403/),
+    });
+    await expect(rail.status(recordOf('cs_test_doesnotexist'))).rejects.toMatchObject({
+      status: 503,
+      reason: expect.stringMatching(/HTTP 404 .*No such checkout.session/),
+    });
 
     server.faults.status = 500;
     try {
@@ -168,17 +200,27 @@ describe('card processor (Stripe Checkout) adapter', () => {
     // Two timestamps: Stripe's check takes the last, so a future one signed there must not hide behind a current first one.
     const future = server.sign(payload, { timestamp: NOW + 400 });
     expect(() => rail.verifyEvent(Buffer.from(payload), `t=${NOW},${future}`)).toThrow(expect.objectContaining({ status: 400, message: 'Invalid callback' }));
-    expect(() => rail.verifyEvent(Buffer.from(payload), `${server.sign(payload, { timestamp: NOW })},t=${NOW}`)).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => rail.verifyEvent(Buffer.from(payload), `${server.sign(payload, { timestamp: NOW })},t=${NOW}`)).toThrow(
+      expect.objectContaining({ status: 400 }),
+    );
 
     // Several endpoint secrets (platform and Connect): an event signed with any of them passes, others do not.
     const both = new StripeCardRail(
-      { secretKey: server.secretKey, webhookSecret: `whsec_connect, ${server.webhookSecret}`, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000 },
+      {
+        secretKey: server.secretKey,
+        webhookSecret: `whsec_connect, ${server.webhookSecret}`,
+        apiUrl: server.url,
+        publicBaseUrl: 'https://pay.example',
+        timeoutMs: 10_000,
+      },
       clock,
       clock,
     );
     for (const secret of ['whsec_connect', server.webhookSecret]) {
       expect(both.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW, secret })).id).toBe(ok.id);
     }
-    expect(() => both.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW, secret: 'whsec_other' }))).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => both.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW, secret: 'whsec_other' }))).toThrow(
+      expect.objectContaining({ status: 400 }),
+    );
   });
 });

@@ -10,7 +10,10 @@ let chargeproc: ChargeprocProvider;
 
 beforeAll(async () => {
   server = await startSatspayServer();
-  chargeproc = new ChargeprocProvider({ url: server.url, apiKey: server.apiKey, lnbitsWallet: server.wallet, timeoutMs: 10_000, completeLink: 'https://shop.example' }, clock);
+  chargeproc = new ChargeprocProvider(
+    { url: server.url, apiKey: server.apiKey, lnbitsWallet: server.wallet, timeoutMs: 10_000, completeLink: 'https://shop.example' },
+    clock,
+  );
 });
 afterAll(() => server?.close());
 
@@ -28,7 +31,12 @@ describe('charge server (SatsPay) adapter', () => {
       completelink: 'https://shop.example',
     });
     const charge = server.charges.get(inv.provider_ref)!;
-    expect(inv).toEqual({ payment_request: charge.payment_request, payment_hash: charge.payment_hash, provider_ref: charge.id, expires_at: 1_800_000_000 + 3600 });
+    expect(inv).toEqual({
+      payment_request: charge.payment_request,
+      payment_hash: charge.payment_hash,
+      provider_ref: charge.id,
+      expires_at: 1_800_000_000 + 3600,
+    });
     expect(decode(inv.payment_request).sections.find((s) => s.name === 'payment_hash')).toMatchObject({ value: charge.payment_hash });
   });
 
@@ -56,7 +64,10 @@ describe('charge server (SatsPay) adapter', () => {
 
   it('a wrong key, an unknown charge, a 5xx or no answer in time is ProviderUnavailableError (503)', async () => {
     const wrongKey = new ChargeprocProvider({ url: server.url, apiKey: 'nope', lnbitsWallet: server.wallet, timeoutMs: 10_000 }, clock);
-    await expect(wrongKey.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 401/) });
+    await expect(wrongKey.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
+      status: 503,
+      reason: expect.stringMatching(/HTTP 401/),
+    });
     await expect(chargeproc.getStatus('doesnotexist')).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
 
     server.faults.status = 502;
@@ -68,7 +79,10 @@ describe('charge server (SatsPay) adapter', () => {
     server.faults.delayMs = 3000;
     try {
       const impatient = new ChargeprocProvider({ url: server.url, apiKey: server.apiKey, lnbitsWallet: server.wallet, timeoutMs: 500 }, clock);
-      await expect(impatient.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/no answer within 500 ms/) });
+      await expect(impatient.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
+        status: 503,
+        reason: expect.stringMatching(/no answer within 500 ms/),
+      });
     } finally {
       delete server.faults.delayMs;
     }

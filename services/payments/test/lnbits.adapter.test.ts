@@ -25,7 +25,12 @@ describe('LNbits adapter', () => {
     expect(req.body).toEqual({ out: false, amount: 21_000, memo: 'Gold (monthly)', expiry: 900, webhook: 'https://pay.example/cb' });
 
     const stored = server.invoices.get(inv.payment_hash)!;
-    expect(inv).toEqual({ payment_request: stored.payment_request, payment_hash: stored.payment_hash, provider_ref: stored.payment_hash, expires_at: 1_800_000_900 });
+    expect(inv).toEqual({
+      payment_request: stored.payment_request,
+      payment_hash: stored.payment_hash,
+      provider_ref: stored.payment_hash,
+      expires_at: 1_800_000_900,
+    });
     const amount = decode(inv.payment_request).sections.find((s) => s.name === 'amount') as { value: string };
     expect(amount.value).toBe('21000000');
   });
@@ -56,7 +61,10 @@ describe('LNbits adapter', () => {
 
     server.faults.status = 500;
     try {
-      await expect(lnbits.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 500/) });
+      await expect(lnbits.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
+        status: 503,
+        reason: expect.stringMatching(/HTTP 500/),
+      });
     } finally {
       delete server.faults.status;
     }
@@ -65,7 +73,10 @@ describe('LNbits adapter', () => {
     try {
       const impatient = new LnbitsProvider({ url: server.url, invoiceKey: server.invoiceKey, timeoutMs: 500 }, clock);
       const started = Date.now();
-      await expect(impatient.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/no answer within 500 ms/) });
+      await expect(impatient.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
+        status: 503,
+        reason: expect.stringMatching(/no answer within 500 ms/),
+      });
       expect(Date.now() - started).toBeLessThan(2500);
     } finally {
       delete server.faults.delayMs;

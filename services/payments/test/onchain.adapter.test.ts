@@ -20,22 +20,34 @@ const allocate: AllocateIndex = async (walletId, id) => (walletId === 'wal_a' &&
 
 beforeAll(async () => {
   esplora = await startEsploraServer('mainnet');
-  rail = esploraRail({ url: esplora.url, confirmations: 2, timeoutMs: 2000, lateWindowS: 604_800, recheckAfterS: 60 }, allocate, clock, { info: (o: object) => logged.push(o) });
+  rail = esploraRail({ url: esplora.url, confirmations: 2, timeoutMs: 2000, lateWindowS: 604_800, recheckAfterS: 60 }, allocate, clock, {
+    info: (o: object) => logged.push(o),
+  });
 });
 afterAll(() => esplora?.close());
 
 const request = (plan: RailRequest['plan'], wallet_id = 'wal_a'): RailRequest => ({
-  payment_id: 'pay_x', wallet_id, subscription_id: 'sub_x', amount_sats: 10_000, memo: 'Gold', expiry_seconds: 86_400, purpose: 'checkout', plan,
+  payment_id: 'pay_x',
+  wallet_id,
+  subscription_id: 'sub_x',
+  amount_sats: 10_000,
+  memo: 'Gold',
+  expiry_seconds: 86_400,
+  purpose: 'checkout',
+  plan,
 });
 const payment = (address: string, amount_sats = 10_000) => ({ id: 'pay_x', amount_sats, onchain_address: address, provider_ref: address }) as PaymentRecord;
 
 describe('on-chain rail over Esplora', () => {
-  it('opens on the next receive address of the plan\'s watch-only wallet; no wallet or a foreign one is 422', async () => {
+  it("opens on the next receive address of the plan's watch-only wallet; no wallet or a foreign one is 422", async () => {
     const first = await rail.open(request({ watchonly_wallet_id: 'wow_a' }));
     const second = await rail.open(request({ watchonly_wallet_id: 'wow_a' }));
     expect(first).toEqual({
-      provider_ref: 'bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu', onchain_address: 'bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu',
-      expires_at: 1_800_000_000 + 86_400, watchonly_wallet_id: 'wow_a', derivation_index: 0,
+      provider_ref: 'bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu',
+      onchain_address: 'bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu',
+      expires_at: 1_800_000_000 + 86_400,
+      watchonly_wallet_id: 'wow_a',
+      derivation_index: 0,
     });
     expect(second).toMatchObject({ onchain_address: 'bc1qnjg0jd8228aq7egyzacy8cys3knf9xvrerkf9g', derivation_index: 1 });
     for (const plan of [{}, { watchonly_wallet_id: null }, { watchonly_wallet_id: 'wow_other' }]) {
@@ -98,12 +110,19 @@ describe('on-chain rail over Esplora', () => {
     await expect(rail.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/esplora GET .*HTTP 500/) });
     esplora.faults.status = undefined;
     await expect(rail.status!(payment('bc1qnotanaddress'))).rejects.toBeInstanceOf(ProviderUnavailableError);
-    const wrongApi = esploraRail({ url: `${esplora.url}/blocks`, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, { info: () => undefined });
+    const wrongApi = esploraRail({ url: `${esplora.url}/blocks`, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, {
+      info: () => undefined,
+    });
     await expect(wrongApi.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
     // Something answering 200 with other JSON (a misconfigured ESPLORA_URL) is not a list of transactions.
-    const other = await startFakeServer((r) => ({ status: 200, body: r.path.endsWith('/txs') ? { txs: [] } : [{ txid: 'x', vout: [{ value: '1' }], status: {} }] }));
+    const other = await startFakeServer((r) => ({
+      status: 200,
+      body: r.path.endsWith('/txs') ? { txs: [] } : [{ txid: 'x', vout: [{ value: '1' }], status: {} }],
+    }));
     try {
-      const misconfigured = esploraRail({ url: other.url, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, { info: () => undefined });
+      const misconfigured = esploraRail({ url: other.url, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, {
+        info: () => undefined,
+      });
       await expect(misconfigured.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/not a list of transactions/) });
     } finally {
       await other.close();

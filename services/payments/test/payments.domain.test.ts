@@ -5,9 +5,24 @@ import { z } from 'zod';
 import { PaymentEventData } from '@sb/contracts';
 
 const record: PaymentRecord = {
-  id: 'pay_1', wallet_id: 'wal_1', subscription_id: 'sub_1', plan_id: 'plan_1', plan_name: 'Gold', amount_sats: 1000,
-  status: 'paid', payment_method: 'lightning', purpose: 'checkout', payment_request: 'lnbc1', payment_hash: 'ab',
-  provider: 'dev', provider_ref: 'ab', expires_at: 200, paid_at: 150, created_at: 100, idempotency_key: 'k', version: 2,
+  id: 'pay_1',
+  wallet_id: 'wal_1',
+  subscription_id: 'sub_1',
+  plan_id: 'plan_1',
+  plan_name: 'Gold',
+  amount_sats: 1000,
+  status: 'paid',
+  payment_method: 'lightning',
+  purpose: 'checkout',
+  payment_request: 'lnbc1',
+  payment_hash: 'ab',
+  provider: 'dev',
+  provider_ref: 'ab',
+  expires_at: 200,
+  paid_at: 150,
+  created_at: 100,
+  idempotency_key: 'k',
+  version: 2,
 };
 
 describe('payment state machine', () => {
@@ -21,12 +36,26 @@ describe('payment state machine', () => {
 
   it('the resource hides wallet, provider and key; the event data fits the contract', () => {
     expect(toPayment(record)).toEqual({
-      id: 'pay_1', subscription_id: 'sub_1', amount_sats: 1000, status: 'paid', payment_method: 'lightning',
-      payment_request: 'lnbc1', payment_hash: 'ab', created_at: 100, paid_at: 150,
+      id: 'pay_1',
+      subscription_id: 'sub_1',
+      amount_sats: 1000,
+      status: 'paid',
+      payment_method: 'lightning',
+      payment_request: 'lnbc1',
+      payment_hash: 'ab',
+      created_at: 100,
+      paid_at: 150,
     });
     expect(PaymentEventData.parse(paymentReceivedData(record))).toEqual({
-      subscription_id: 'sub_1', plan_id: 'plan_1', plan_name: 'Gold', payment_id: 'pay_1', amount_sats: 1000,
-      payment_method: 'lightning', purpose: 'checkout', status: 'paid', paid_at: 150,
+      subscription_id: 'sub_1',
+      plan_id: 'plan_1',
+      plan_name: 'Gold',
+      payment_id: 'pay_1',
+      amount_sats: 1000,
+      payment_method: 'lightning',
+      purpose: 'checkout',
+      status: 'paid',
+      paid_at: 150,
     });
   });
 });

@@ -35,7 +35,10 @@ function createRequest(over: Partial<CreatePayment> = {}): CreatePayment {
 }
 
 async function rejection(p: Promise<unknown>): Promise<DomainError> {
-  const err = await p.then(() => undefined, (e) => e);
+  const err = await p.then(
+    () => undefined,
+    (e) => e,
+  );
   if (!(err instanceof DomainError)) throw new Error(`expected a DomainError, got ${err}`);
   return err;
 }
@@ -76,7 +79,13 @@ describe('payments service, dev provider (DEV_MODE)', () => {
   it('creates a pending payment with a decodable invoice and a checkout, idempotently', async () => {
     const req = createRequest();
     const first = await callMessage(s.bus, messages.createPayment, req);
-    expect(first.payment).toMatchObject({ subscription_id: req.subscription_id, amount_sats: 21_000, status: 'pending', payment_method: 'lightning', paid_at: null });
+    expect(first.payment).toMatchObject({
+      subscription_id: req.subscription_id,
+      amount_sats: 21_000,
+      status: 'pending',
+      payment_method: 'lightning',
+      paid_at: null,
+    });
     expect(first.payment.id).toMatch(/^pay_[0-9a-z]{26}$/);
     const inv = decode(first.payment.payment_request!);
     expect(inv.sections.find((x) => x.name === 'amount')).toMatchObject({ value: '21000000' });
@@ -94,7 +103,9 @@ describe('payments service, dev provider (DEV_MODE)', () => {
 
     const again = await callMessage(s.bus, messages.createPayment, req);
     expect(again).toEqual(first);
-    const racing = await Promise.all(Array.from({ length: 5 }, () => callMessage(s.bus, messages.createPayment, { ...req, idempotency_key: `${req.idempotency_key}:race` })));
+    const racing = await Promise.all(
+      Array.from({ length: 5 }, () => callMessage(s.bus, messages.createPayment, { ...req, idempotency_key: `${req.idempotency_key}:race` })),
+    );
     expect(new Set(racing.map((r) => r.payment.id)).size).toBe(1);
     const { rows } = await s.db.query('SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = $1', [req.subscription_id]);
     expect(rows[0].n).toBe(2);
@@ -118,7 +129,9 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     for (const method of ['onchain', 'cardproc', 'walletproc'] as const) {
       const err = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ payment_method: method })));
       expect(err.status).toBe(422);
-      expect(err.detail).toEqual([{ loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' }]);
+      expect(err.detail).toEqual([
+        { loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' },
+      ]);
     }
     const late = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ expires_at: now() - 5 })));
     expect(late.status).toBe(422);
@@ -183,7 +196,10 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect((await receivedEvents(s, payment.id))[0]!.event.data).toMatchObject({ payment_method: 'nwc', status: 'paid' });
 
     const other = await callMessage(s.bus, messages.createPayment, createRequest({ payment_method: 'nwc' }));
-    const first = await callMessage(s.bus, messages.confirmPreimage, { payment_id: other.payment.id, preimage: (await paymentRow(s, other.payment.id)).dev_preimage });
+    const first = await callMessage(s.bus, messages.confirmPreimage, {
+      payment_id: other.payment.id,
+      preimage: (await paymentRow(s, other.payment.id)).dev_preimage,
+    });
     expect(first).toEqual({ payment_id: other.payment.id, status: 'paid', confirmed: true });
     expect(await s.route('payments.dev.pay_invoice', { params: { payment_hash: 'cd'.repeat(32) } })).toMatchObject({ ok: false, status: 404 });
   });
@@ -215,7 +231,9 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     // With payment_id, only that one (a replaced renewal invoice); the subscription's others stay payable.
     const c = await callMessage(s.bus, messages.createPayment, createRequest({ subscription_id: sub }));
     const e = await callMessage(s.bus, messages.createPayment, createRequest({ subscription_id: sub }));
-    expect(await callMessage(s.bus, messages.expireOpenPayments, { wallet_id: WALLET, subscription_id: sub, payment_id: c.payment.id })).toEqual({ expired: 1 });
+    expect(await callMessage(s.bus, messages.expireOpenPayments, { wallet_id: WALLET, subscription_id: sub, payment_id: c.payment.id })).toEqual({
+      expired: 1,
+    });
     expect((await paymentRow(s, c.payment.id)).status).toBe('expired');
     expect((await paymentRow(s, e.payment.id)).status).toBe('pending');
   });
@@ -235,16 +253,29 @@ describe('payments service, dev provider (DEV_MODE)', () => {
 
     const paidOnly = await s.route('payments.payments.list', { wallet_id: WALLET, query: { subscription_id: sub, status: 'paid', limit: 50, offset: 0 } });
     expect(paidOnly).toMatchObject({ ok: true, data: { total: 1, items: [{ id: made[1]!.id, status: 'paid' }] } });
-    const byMethod = await s.route('payments.payments.list', { wallet_id: WALLET, query: { subscription_id: sub, payment_method: 'lightning', limit: 50, offset: 0 } });
+    const byMethod = await s.route('payments.payments.list', {
+      wallet_id: WALLET,
+      query: { subscription_id: sub, payment_method: 'lightning', limit: 50, offset: 0 },
+    });
     expect((byMethod as { data: { total: number } }).data.total).toBe(3);
-    const all = (await s.route('payments.payments.list', { wallet_id: WALLET, query: { limit: 200, offset: 0 } })) as { data: { items: { id: string; created_at: number }[] } };
+    const all = (await s.route('payments.payments.list', { wallet_id: WALLET, query: { limit: 200, offset: 0 } })) as {
+      data: { items: { id: string; created_at: number }[] };
+    };
     expect(all.data.items.map((p) => p.id)).not.toContain(foreign.payment.id);
     const ids = all.data.items.map((p) => p.id);
     expect([...ids].sort().reverse()).toEqual(ids);
 
     expect(await s.route('payments.payments.get', { wallet_id: WALLET, params: { id: made[0]!.id } })).toMatchObject({ ok: true, data: { id: made[0]!.id } });
-    expect(await s.route('payments.payments.get', { wallet_id: OTHER_WALLET, params: { id: made[0]!.id } })).toEqual({ ok: false, status: 404, detail: 'Payment not found' });
-    expect(await s.route('payments.payments.get', { wallet_id: WALLET, params: { id: 'pay_unknown' } })).toEqual({ ok: false, status: 404, detail: 'Payment not found' });
+    expect(await s.route('payments.payments.get', { wallet_id: OTHER_WALLET, params: { id: made[0]!.id } })).toEqual({
+      ok: false,
+      status: 404,
+      detail: 'Payment not found',
+    });
+    expect(await s.route('payments.payments.get', { wallet_id: WALLET, params: { id: 'pay_unknown' } })).toEqual({
+      ok: false,
+      status: 404,
+      detail: 'Payment not found',
+    });
   });
 
   it('the sweeper expires an unpaid payment at expires_at; a late payment is still recorded once', async () => {
@@ -391,7 +422,11 @@ describe('payments service, charge server provider (callbacks)', () => {
       devMode: false,
       invoiceMaxExpiryS: 86_400,
       payments: new PaymentsRepo('payments'),
-      rails: { lightning: lightningRail(new ChargeprocProvider({ url: satspay.url, apiKey: satspay.apiKey, lnbitsWallet: satspay.wallet, timeoutMs: 15_000 }, systemClock)) },
+      rails: {
+        lightning: lightningRail(
+          new ChargeprocProvider({ url: satspay.url, apiKey: satspay.apiKey, lnbitsWallet: satspay.wallet, timeoutMs: 15_000 }, systemClock),
+        ),
+      },
       rates: new RateSource({ currency: 'usd', ttlMs: 0, timeoutMs: 1000 }),
     };
     const sweepers = [new Sweeper(deps, { intervalMs: 1000, recheckAfterS: 0 }), new Sweeper(deps, { intervalMs: 1000, recheckAfterS: 0 })];

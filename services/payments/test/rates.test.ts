@@ -4,7 +4,7 @@ import { startFakeServer, type FakeServer } from './support/http-fake.js';
 
 /** A CoinGecko-style simple-price source: `{"bitcoin": {"<currency>": <price>}}`. */
 let price = 60_000;
-let body: unknown ;
+let body: unknown;
 let source: FakeServer;
 
 beforeAll(async () => {
@@ -17,7 +17,10 @@ afterAll(() => source?.close());
 const url = () => `${source.url}/api/v3/simple/price`;
 
 async function rejection(p: Promise<unknown>): Promise<RateUnavailableError> {
-  const err = await p.then(() => undefined, (e) => e);
+  const err = await p.then(
+    () => undefined,
+    (e) => e,
+  );
   if (!(err instanceof RateUnavailableError)) throw new Error(`expected RateUnavailableError, got ${err}`);
   return err;
 }

@@ -14,8 +14,14 @@ afterAll(() => server?.close());
 
 function settings(over: Partial<PaypalSettings> = {}): PaypalSettings {
   return {
-    apiUrl: server.url, clientId: server.clientId, clientSecret: server.clientSecret, webhookId: server.webhookId, timeoutMs: 10_000,
-    returnUrl: (id) => `https://pay.example/back/${id}`, cancelUrl: (id) => `https://pay.example/cancel/${id}`, ...over,
+    apiUrl: server.url,
+    clientId: server.clientId,
+    clientSecret: server.clientSecret,
+    webhookId: server.webhookId,
+    timeoutMs: 10_000,
+    returnUrl: (id) => `https://pay.example/back/${id}`,
+    cancelUrl: (id) => `https://pay.example/cancel/${id}`,
+    ...over,
   };
 }
 
@@ -23,8 +29,16 @@ let n = 0;
 function request(over: Partial<RailRequest> = {}): RailRequest {
   n++;
   return {
-    payment_id: `pay_test${n}`, wallet_id: 'w1', subscription_id: `sub_${n}`, amount_sats: 2100, memo: 'Gold (monthly)', expiry_seconds: 86_400,
-    purpose: 'checkout', plan: {}, fiat: { amount: 1.3, currency: 'usd', rate: 61_904.76 }, ...over,
+    payment_id: `pay_test${n}`,
+    wallet_id: 'w1',
+    subscription_id: `sub_${n}`,
+    amount_sats: 2100,
+    memo: 'Gold (monthly)',
+    expiry_seconds: 86_400,
+    purpose: 'checkout',
+    plan: {},
+    fiat: { amount: 1.3, currency: 'usd', rate: 61_904.76 },
+    ...over,
   };
 }
 
@@ -39,26 +53,43 @@ describe('PayPal wallet-processor adapter', () => {
 
     const [token, create] = since(from);
     expect([token!.method, token!.path, token!.headers.authorization, token!.headers['content-type'], token!.body]).toEqual([
-      'POST', '/v1/oauth2/token', `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString('base64')}`,
-      'application/x-www-form-urlencoded', 'grant_type=client_credentials',
+      'POST',
+      '/v1/oauth2/token',
+      `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString('base64')}`,
+      'application/x-www-form-urlencoded',
+      'grant_type=client_credentials',
     ]);
     expect([create!.method, create!.path, create!.headers['paypal-request-id']]).toEqual(['POST', '/v2/checkout/orders', req.payment_id]);
     expect(create!.headers.authorization).toMatch(/^Bearer A21AA/);
     expect(create!.body).toEqual({
       intent: 'CAPTURE',
-      purchase_units: [{
-        reference_id: req.subscription_id, custom_id: req.payment_id, invoice_id: req.payment_id, description: 'Gold (monthly)',
-        amount: { currency_code: 'USD', value: '1.30' },
-      }],
-      payment_source: { paypal: { experience_context: {
-        return_url: `https://pay.example/back/${req.payment_id}`, cancel_url: `https://pay.example/cancel/${req.payment_id}`,
-        user_action: 'PAY_NOW', shipping_preference: 'NO_SHIPPING',
-      } } },
+      purchase_units: [
+        {
+          reference_id: req.subscription_id,
+          custom_id: req.payment_id,
+          invoice_id: req.payment_id,
+          description: 'Gold (monthly)',
+          amount: { currency_code: 'USD', value: '1.30' },
+        },
+      ],
+      payment_source: {
+        paypal: {
+          experience_context: {
+            return_url: `https://pay.example/back/${req.payment_id}`,
+            cancel_url: `https://pay.example/cancel/${req.payment_id}`,
+            user_action: 'PAY_NOW',
+            shipping_preference: 'NO_SHIPPING',
+          },
+        },
+      },
     });
     const order = server.orders.get(opened.provider_ref!)!;
     expect(order.status).toBe('PAYER_ACTION_REQUIRED');
     expect(opened).toEqual({
-      provider_ref: order.id, walletproc_order_id: order.id, checkout_url: `${server.url}/checkoutnow?token=${order.id}`, expires_at: 1_800_000_000 + 86_400,
+      provider_ref: order.id,
+      walletproc_order_id: order.id,
+      checkout_url: `${server.url}/checkoutnow?token=${order.id}`,
+      expires_at: 1_800_000_000 + 86_400,
     });
   });
 
@@ -94,7 +125,11 @@ describe('PayPal wallet-processor adapter', () => {
     const from = server.requests.length;
     await Promise.all([paypal.getOrder(order.id), paypal.getOrder(order.id)]);
     expect(server.tokensIssued).toBe(issued + 2);
-    expect(since(from).map((r) => `${r.path.startsWith('/v1/oauth2') ? 'token' : 'get'}`).sort()).toEqual(['get', 'get', 'get', 'get', 'token']);
+    expect(
+      since(from)
+        .map((r) => `${r.path.startsWith('/v1/oauth2') ? 'token' : 'get'}`)
+        .sort(),
+    ).toEqual(['get', 'get', 'get', 'get', 'token']);
   });
 
   it('wrong credentials, an unknown order, a 5xx or no answer in time is ProviderUnavailableError; the secret is never in the reason', async () => {
@@ -105,8 +140,13 @@ describe('PayPal wallet-processor adapter', () => {
     expect(err.reason).not.toContain('not-the-secret');
 
     const paypal = new PaypalClient(settings());
-    await expect(paypal.getOrder('NOSUCHORDER12345')).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404 RESOURCE_NOT_FOUND INVALID_RESOURCE_ID debug_id/) });
-    await expect(paypal.createOrder(request({ plan: { walletproc_merchant_id: 'not a merchant' } }))).rejects.toMatchObject({ reason: expect.stringMatching(/HTTP 400 INVALID_REQUEST INVALID_PARAMETER_VALUE/) });
+    await expect(paypal.getOrder('NOSUCHORDER12345')).rejects.toMatchObject({
+      status: 503,
+      reason: expect.stringMatching(/HTTP 404 RESOURCE_NOT_FOUND INVALID_RESOURCE_ID debug_id/),
+    });
+    await expect(paypal.createOrder(request({ plan: { walletproc_merchant_id: 'not a merchant' } }))).rejects.toMatchObject({
+      reason: expect.stringMatching(/HTTP 400 INVALID_REQUEST INVALID_PARAMETER_VALUE/),
+    });
 
     server.faults.status = 503;
     try {
@@ -146,17 +186,27 @@ describe('PayPal wallet-processor adapter', () => {
     // Captured by someone else with another request id: ORDER_ALREADY_CAPTURED, so the order is read.
     const other = await rail.open(request());
     server.approve(other.provider_ref!);
-    const token = await (await fetch(`${server.url}/v1/oauth2/token`, {
-      method: 'POST', body: 'grant_type=client_credentials',
-      headers: { authorization: `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-    })).json();
+    const token = await (
+      await fetch(`${server.url}/v1/oauth2/token`, {
+        method: 'POST',
+        body: 'grant_type=client_credentials',
+        headers: {
+          authorization: `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+      })
+    ).json();
     const elsewhere = await fetch(`${server.url}/v2/checkout/orders/${other.provider_ref}/capture`, {
-      method: 'POST', body: '{}', headers: { authorization: `Bearer ${token.access_token}`, 'content-type': 'application/json', 'paypal-request-id': 'someone-else' },
+      method: 'POST',
+      body: '{}',
+      headers: { authorization: `Bearer ${token.access_token}`, 'content-type': 'application/json', 'paypal-request-id': 'someone-else' },
     });
     expect(elsewhere.status).toBe(201);
     const read = await paypal.capture(other.provider_ref!);
     expect(read.status).toBe('COMPLETED');
-    expect(since(from).some((r) => r.path.endsWith(`${other.provider_ref}/capture`) && r.headers['paypal-request-id'] === `capture-${other.provider_ref}`)).toBe(true);
+    expect(
+      since(from).some((r) => r.path.endsWith(`${other.provider_ref}/capture`) && r.headers['paypal-request-id'] === `capture-${other.provider_ref}`),
+    ).toBe(true);
 
     const pending = await rail.open(request());
     server.approve(pending.provider_ref!, 'PENDING');
@@ -188,19 +238,34 @@ describe('PayPal wallet-processor adapter', () => {
   it('sends amounts with the decimals PayPal takes for the currency: none for JPY, HUF, TWD', async () => {
     const rail = paypalRail(new PaypalClient(settings()), clock);
     const cases: [number, string, string][] = [
-      [125.99, 'jpy', '126'], [350.4, 'huf', '350'], [39.5, 'twd', '40'], [0.01, 'jpy', '1'], [1.26, 'usd', '1.26'], [12, 'eur', '12.00'],
+      [125.99, 'jpy', '126'],
+      [350.4, 'huf', '350'],
+      [39.5, 'twd', '40'],
+      [0.01, 'jpy', '1'],
+      [1.26, 'usd', '1.26'],
+      [12, 'eur', '12.00'],
     ];
     for (const [amount, currency, value] of cases) {
       const opened = await rail.open(request({ fiat: { amount, currency, rate: 1 } }));
-      expect(server.orders.get(opened.provider_ref!)!.purchase_units[0]!.amount, `${amount} ${currency}`).toEqual({ currency_code: currency.toUpperCase(), value });
+      expect(server.orders.get(opened.provider_ref!)!.purchase_units[0]!.amount, `${amount} ${currency}`).toEqual({
+        currency_code: currency.toUpperCase(),
+        value,
+      });
     }
     // The local PayPal refuses decimals there as PayPal does.
-    const token = await (await fetch(`${server.url}/v1/oauth2/token`, {
-      method: 'POST', body: 'grant_type=client_credentials',
-      headers: { authorization: `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-    })).json();
+    const token = await (
+      await fetch(`${server.url}/v1/oauth2/token`, {
+        method: 'POST',
+        body: 'grant_type=client_credentials',
+        headers: {
+          authorization: `Basic ${Buffer.from(`${server.clientId}:${server.clientSecret}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+      })
+    ).json();
     const refused = await fetch(`${server.url}/v2/checkout/orders`, {
-      method: 'POST', headers: { authorization: `Bearer ${token.access_token}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${token.access_token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'JPY', value: '125.99' } }] }),
     });
     expect([refused.status, (await refused.json()).details[0].issue]).toEqual([422, 'DECIMALS_NOT_SUPPORTED']);
@@ -209,7 +274,10 @@ describe('PayPal wallet-processor adapter', () => {
   it('a capture before approval is refused by PayPal and surfaces as ProviderUnavailableError', async () => {
     const paypal = new PaypalClient(settings());
     const { order } = await paypal.createOrder(request());
-    await expect(paypal.capture(order.id)).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 422 UNPROCESSABLE_ENTITY ORDER_NOT_APPROVED/) });
+    await expect(paypal.capture(order.id)).rejects.toMatchObject({
+      status: 503,
+      reason: expect.stringMatching(/HTTP 422 UNPROCESSABLE_ENTITY ORDER_NOT_APPROVED/),
+    });
   });
 
   it('webhook verification: SUCCESS only for the exact event PayPal signed for this webhook', async () => {
@@ -223,9 +291,13 @@ describe('PayPal wallet-processor adapter', () => {
     expect(await paypal.verifyWebhook(t, genuine.body)).toBe(true);
     const call = since(from).find((r) => r.path === '/v1/notifications/verify-webhook-signature')!;
     expect(call.body).toEqual({
-      auth_algo: 'SHA256withRSA', cert_url: genuine.headers['paypal-cert-url'], transmission_id: genuine.headers['paypal-transmission-id'],
-      transmission_sig: genuine.headers['paypal-transmission-sig'], transmission_time: genuine.headers['paypal-transmission-time'],
-      webhook_id: server.webhookId, webhook_event: event,
+      auth_algo: 'SHA256withRSA',
+      cert_url: genuine.headers['paypal-cert-url'],
+      transmission_id: genuine.headers['paypal-transmission-id'],
+      transmission_sig: genuine.headers['paypal-transmission-sig'],
+      transmission_time: genuine.headers['paypal-transmission-time'],
+      webhook_id: server.webhookId,
+      webhook_event: event,
     });
 
     expect(await paypal.verifyWebhook(t, genuine.body.replace('CHECKOUT.ORDER.APPROVED', 'PAYMENT.CAPTURE.DENIED'))).toBe(false);

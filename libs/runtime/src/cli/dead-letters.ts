@@ -12,7 +12,13 @@ DATABASE_URL selects the database; without it, the embedded database of a runnin
 async function main(): Promise<number> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { schema: { type: 'string', default: 'billing' }, consumer: { type: 'string' }, id: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' } },
+    options: {
+      schema: { type: 'string', default: 'billing' },
+      consumer: { type: 'string' },
+      id: { type: 'string' },
+      all: { type: 'boolean' },
+      json: { type: 'boolean' },
+    },
   });
   const schema = values.schema!;
   if (!/^[a-z_]+$/.test(schema)) throw new Error('--schema must be a schema name such as billing');
@@ -36,7 +42,11 @@ async function main(): Promise<number> {
       );
       if (values.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
       else if (!rows.length) process.stdout.write('no parked events\n');
-      else for (const r of rows) process.stdout.write(`${r.consumer}  ${r.event_id}  ${r.event}  deliveries=${r.deliveries} replays=${r.replays}${r.replay_requested ? ' (replay requested)' : ''}\n    ${r.error}\n`);
+      else
+        for (const r of rows)
+          process.stdout.write(
+            `${r.consumer}  ${r.event_id}  ${r.event}  deliveries=${r.deliveries} replays=${r.replays}${r.replay_requested ? ' (replay requested)' : ''}\n    ${r.error}\n`,
+          );
       return 0;
     }
     if (!values.all && !values.id) throw new Error('replay needs --id EVENT_ID or --all');

@@ -24,7 +24,12 @@ const MESSENGER = /^(-?\d{1,20}|@?[A-Za-z0-9_]{3,64})$/;
  * The contact fields a checkout gave, checked so that notices can reach them: a malformed handle would
  * only fail at the first notice. A preferred channel must come with its contact.
  */
-export function contactIssues(c: { messenger?: string | undefined; nostr?: string | undefined; email?: string | undefined; contact_preference?: Channel | undefined }): ValidationIssue[] {
+export function contactIssues(c: {
+  messenger?: string | undefined;
+  nostr?: string | undefined;
+  email?: string | undefined;
+  contact_preference?: Channel | undefined;
+}): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
   if (c.messenger !== undefined && !MESSENGER.test(c.messenger.trim())) {
     issues.push({ loc: ['body', 'messenger'], msg: 'messenger must be a numeric chat id or a @username', type: 'value_error' });
@@ -40,5 +45,11 @@ export function contactIssues(c: { messenger?: string | undefined; nostr?: strin
 /** A preferred channel the plan does not send on would never be used: refused, naming what is offered. */
 export function preferenceIssues(pref: Channel | undefined, offered: readonly string[]): ValidationIssue[] {
   if (!pref || offered.includes(pref)) return [];
-  return [{ loc: ['body', 'contact_preference'], msg: `this plan does not send notices by ${pref}: choose one of ${offered.join(', ') || 'none'}`, type: 'value_error' }];
+  return [
+    {
+      loc: ['body', 'contact_preference'],
+      msg: `this plan does not send notices by ${pref}: choose one of ${offered.join(', ') || 'none'}`,
+      type: 'value_error',
+    },
+  ];
 }

@@ -91,7 +91,9 @@ export const LIFECYCLE: readonly Rule[] = [
   { from: ['paused'], on: 'resume', when: (s, now) => now < s.current_period_end, emit: 'subscription.resumed', apply: () => ({ status: 'active' }) },
   { from: ['paused'], on: 'resume', emit: 'subscription.resumed', apply: (_s, _e, now) => ({ status: 'pending', pending_since: now }) },
   {
-    from: LIVE, on: 'cancel', emit: 'subscription.cancelled',
+    from: LIVE,
+    on: 'cancel',
+    emit: 'subscription.cancelled',
     apply: (s, e, now) => ({
       status: 'cancelled',
       cancelled_at: now,
@@ -99,9 +101,16 @@ export const LIFECYCLE: readonly Rule[] = [
       ...(e.immediate ? { current_period_end: Math.min(s.current_period_end, now) } : {}),
     }),
   },
-  { from: LIVE, on: 'plan_archived', emit: 'subscription.cancelled', apply: (_s, _e, now) => ({ status: 'cancelled', cancelled_at: now, cancel_reason: 'plan archived' }) },
   {
-    from: [...LIVE, ...TERMINAL], on: 'extend', emit: 'subscription.extended',
+    from: LIVE,
+    on: 'plan_archived',
+    emit: 'subscription.cancelled',
+    apply: (_s, _e, now) => ({ status: 'cancelled', cancelled_at: now, cancel_reason: 'plan archived' }),
+  },
+  {
+    from: [...LIVE, ...TERMINAL],
+    on: 'extend',
+    emit: 'subscription.extended',
     apply: (s, e) => ({
       current_period_end: s.current_period_end + e.days * DAY_SECONDS,
       period_anchor: s.period_anchor + e.days * DAY_SECONDS,
@@ -136,7 +145,24 @@ export function startSubscription(plan: { interval: Interval; trial_days: number
   const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null, pending_since: null };
   if (plan.trial_days > 0) {
     const trialEnd = now + plan.trial_days * DAY_SECONDS;
-    return { ...base, status: 'active', period_anchor: trialEnd, period_index: 0, current_period_start: now, current_period_end: trialEnd, trial_end: trialEnd };
+    return {
+      ...base,
+      status: 'active',
+      period_anchor: trialEnd,
+      period_index: 0,
+      current_period_start: now,
+      current_period_end: trialEnd,
+      trial_end: trialEnd,
+    };
   }
-  return { ...base, status: 'pending', pending_since: now, period_anchor: now, period_index: 0, current_period_start: now, current_period_end: now, trial_end: null };
+  return {
+    ...base,
+    status: 'pending',
+    pending_since: now,
+    period_anchor: now,
+    period_index: 0,
+    current_period_start: now,
+    current_period_end: now,
+    trial_end: null,
+  };
 }

@@ -30,7 +30,10 @@ type SubView = {
  * that was after its period began (resumed after the period ended, then unpaid), else the end of its
  * dunning window.
  */
-export function expiredAt(s: Pick<SubView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'pending_since'>, policy: SchedulePolicy): number {
+export function expiredAt(
+  s: Pick<SubView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'pending_since'>,
+  policy: SchedulePolicy,
+): number {
   if (s.pending_since !== null && s.pending_since > s.current_period_start) return s.pending_since + PENDING_EXPIRY_SECONDS;
   return dunningEnd(s, policy);
 }
@@ -40,10 +43,7 @@ export function expiredAt(s: Pick<SubView, 'current_period_start' | 'current_per
  * the contact's new pending checkout of the same plan (a late payment of an expired one), or not applied
  * with the reason the owner sees (they refund it).
  */
-export type Application =
-  | { to: 'own'; event: LifecycleEvent }
-  | { to: 'contact_pending'; event: LifecycleEvent }
-  | { to: 'none'; reason: string };
+export type Application = { to: 'own'; event: LifecycleEvent } | { to: 'contact_pending'; event: LifecycleEvent } | { to: 'none'; reason: string };
 
 /**
  * behaviour.md, "Payments": a late payment is applied to its subscription when that can still take it;
@@ -62,7 +62,8 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
   const elsewhere = (): Application => {
     if (!live) return { to: 'none', reason: `The subscription is ${own.status}; the payment arrived too late to be applied` };
     if (live.status !== 'pending') return { to: 'none', reason: `The subscriber already has ${article(live.status)} ${live.status} subscription to this plan` };
-    if (p.amount_sats < live.amount_sats) return { to: 'none', reason: `The amount is below the price of the subscriber's pending subscription (${live.amount_sats} sats)` };
+    if (p.amount_sats < live.amount_sats)
+      return { to: 'none', reason: `The amount is below the price of the subscriber's pending subscription (${live.amount_sats} sats)` };
     return { to: 'contact_pending', event: first };
   };
   if (p.purpose === 'checkout') {

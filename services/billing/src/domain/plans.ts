@@ -59,7 +59,11 @@ export function updatePlan(plan: Plan, change: PlanUpdate, now: number, availabi
   const defined = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
   const next: Plan = { ...plan, ...defined, updated_at: now };
   const before = new Set(allowedMethods(plan));
-  checkMethods(next, allowedMethods(next).filter((m) => !before.has(m)), availability);
+  checkMethods(
+    next,
+    allowedMethods(next).filter((m) => !before.has(m)),
+    availability,
+  );
   return next;
 }
 

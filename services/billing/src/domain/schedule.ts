@@ -103,14 +103,16 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
       // The subscriber hears of the first invoice and of the last call; of replacements (an invoice lives a
       // day, a grace period can last months) at most weekly. The owner's events carry every one.
-      const notify = s.receive_reminders && (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
+      const notify =
+        s.receive_reminders && (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
       return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: !previous && s.trial_end === end };
     }
   }
   if (s.status === 'active' && now >= end) return { kind: 'lapse', event: 'period_end_unpaid' };
   if (s.status === 'past_due' && now >= graceEnd(s)) return { kind: 'lapse', event: 'grace_end_unpaid' };
   if (s.status === 'payment_failed' && now >= dunningEnd(s, p)) return { kind: 'lapse', event: 'dunning_end_unpaid' };
-  if (now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS) return { kind: 'last_call', notify_subscriber: s.receive_reminders };
+  if (now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
+    return { kind: 'last_call', notify_subscriber: s.receive_reminders };
   return NONE;
 }
 

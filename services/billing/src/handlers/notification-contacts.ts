@@ -14,7 +14,11 @@ export const subscriptionContact = (d: Deps) =>
     const s = sub && (await d.subscribers.get(d.db, wallet_id, sub.subscriber_id));
     if (!s) throw notFound('Subscription');
     return {
-      email: s.email, messenger: s.messenger, nostr: s.nostr, name: s.name, contact_preference: s.contact_preference,
+      email: s.email,
+      messenger: s.messenger,
+      nostr: s.nostr,
+      name: s.name,
+      contact_preference: s.contact_preference,
       manage_url: manageUrl(d.publicBaseUrl, d.secrets.open(s.token_sealed)),
     };
   });

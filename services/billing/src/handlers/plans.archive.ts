@@ -31,7 +31,12 @@ export const archivePlanHandler = (d: Deps) =>
       // The WebhookEvent names a subscription: one event per subscription the archive ended, or one for the plan alone.
       for (const sub of cancelledSubs) await emit(d, tx, sub, 'plan.archived', planEvent);
       if (!cancelledSubs.length) {
-        await enqueueEvent(tx, SCHEMA, d.clock, wallet, 'plan.archived', { plan_id: archived.id, plan_name: archived.name, amount_sats: archived.amount_sats, ...planEvent });
+        await enqueueEvent(tx, SCHEMA, d.clock, wallet, 'plan.archived', {
+          plan_id: archived.id,
+          plan_name: archived.name,
+          amount_sats: archived.amount_sats,
+          ...planEvent,
+        });
       }
       return { ...archived, cancelled_subscriptions: cancelledSubs.length };
     });

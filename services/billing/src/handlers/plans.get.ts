@@ -11,5 +11,4 @@ export const getPlan = (d: Deps) =>
   });
 
 /** Whether a plan (archived ones too) is the owner's: the notifier checks plan ids it is given. */
-export const planExists = (d: Deps) =>
-  messageHandler(messages.planExists, async (req) => ({ exists: !!(await d.plans.get(d.db, req.wallet_id, req.id)) }));
+export const planExists = (d: Deps) => messageHandler(messages.planExists, async (req) => ({ exists: !!(await d.plans.get(d.db, req.wallet_id, req.id)) }));

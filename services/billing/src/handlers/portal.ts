@@ -45,7 +45,10 @@ export const portalListPayments = (d: Deps) =>
     const s = await subscriberOf(d, d.db, req);
     const subs = await d.subscriptions.list(d.db, { wallet_id: s.wallet_id, subscriber_id: s.id }, 1000, 0);
     return callMessage(d.bus, messages.listPortalPayments, {
-      wallet_id: s.wallet_id, subscription_ids: subs.items.map((x) => x.id), limit: req.query.limit, offset: req.query.offset,
+      wallet_id: s.wallet_id,
+      subscription_ids: subs.items.map((x) => x.id),
+      limit: req.query.limit,
+      offset: req.query.offset,
     });
   });
 
@@ -84,15 +87,20 @@ export const nwcReconnect = (d: Deps) =>
       const sub = await d.subscriptions.get(tx, wallet_id, subscription_id, true);
       if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
       if (sub.status === 'cancelled' || sub.status === 'expired') throw conflict('This subscription has ended');
-      if (sub.payment_method !== 'nwc') throw conflict('Only a subscription made with a wallet (NWC) can be paid by a wallet; subscribe with NWC on the checkout page');
+      if (sub.payment_method !== 'nwc')
+        throw conflict('Only a subscription made with a wallet (NWC) can be paid by a wallet; subscribe with NWC on the checkout page');
       if (max_amount_sats !== undefined && max_amount_sats < sub.amount_sats) {
         throw unprocessable(['body', 'max_amount_sats'], `The limit (${max_amount_sats} sats) is below the subscription's price of ${sub.amount_sats} sats`);
       }
-      if (sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, nwc_fallback: false, updated_at: unixSeconds(d.clock) }))) throw conflict('The subscription changed meanwhile, please retry');
+      if (sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, nwc_fallback: false, updated_at: unixSeconds(d.clock) })))
+        throw conflict('The subscription changed meanwhile, please retry');
       const [plan, subscriber] = await Promise.all([d.plans.get(tx, wallet_id, sub.plan_id), d.subscribers.get(tx, wallet_id, subscriber_id)]);
       return {
-        plan_id: sub.plan_id, plan_name: plan?.name ?? '', amount_sats: sub.amount_sats,
-        subscriber_email: subscriber?.email ?? null, subscriber_name: subscriber?.name ?? null,
+        plan_id: sub.plan_id,
+        plan_name: plan?.name ?? '',
+        amount_sats: sub.amount_sats,
+        subscriber_email: subscriber?.email ?? null,
+        subscriber_name: subscriber?.name ?? null,
       };
     });
   });

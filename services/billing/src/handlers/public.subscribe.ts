@@ -1,14 +1,16 @@
-import { messages, } from '@sb/contracts';
+import { messages } from '@sb/contracts';
 import { DomainError, messageHandler, routeHandler, unprocessable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { openSubscription, pendingCheckout, type Opened } from '../subscribe.js';
 
 /** A 409 (the contact already subscribes) is a retry when their checkout of the plan is still unpaid. */
-const retryPending = (d: Deps, input: Parameters<typeof pendingCheckout>[1]) => async (err: unknown): Promise<Opened> => {
-  const retry = err instanceof DomainError && err.status === 409 ? await pendingCheckout(d, input) : undefined;
-  if (!retry) throw err;
-  return retry;
-};
+const retryPending =
+  (d: Deps, input: Parameters<typeof pendingCheckout>[1]) =>
+  async (err: unknown): Promise<Opened> => {
+    const retry = err instanceof DomainError && err.status === 409 ? await pendingCheckout(d, input) : undefined;
+    if (!retry) throw err;
+    return retry;
+  };
 
 /** Public checkout: an invoice, address or processor checkout for paid plans; an active trial otherwise. */
 export const subscribe = (d: Deps) =>
@@ -21,8 +23,12 @@ export const subscribe = (d: Deps) =>
     const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key }).catch(retryPending(d, body));
     if (!created) {
       return {
-        subscription_id: sub.id, status: 'active' as const, trial: true as const, trial_days: plan.trial_days,
-        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started`, manage_url,
+        subscription_id: sub.id,
+        status: 'active' as const,
+        trial: true as const,
+        trial_days: plan.trial_days,
+        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started`,
+        manage_url,
       };
     }
     return { ...created.checkout, subscription_id: sub.id, manage_url };
@@ -43,7 +49,11 @@ export const subscribeNwc = (d: Deps) =>
     }).catch(retryPending(d, input));
     const p = created?.payment;
     return {
-      subscription_id: sub.id, subscriber_id: sub.subscriber_id, wallet_id: sub.wallet_id, plan_name: plan.name, manage_url,
+      subscription_id: sub.id,
+      subscriber_id: sub.subscriber_id,
+      wallet_id: sub.wallet_id,
+      plan_name: plan.name,
+      manage_url,
       payment: p ? { id: p.id, payment_request: p.payment_request!, payment_hash: p.payment_hash!, amount_sats: p.amount_sats } : null,
     };
   });

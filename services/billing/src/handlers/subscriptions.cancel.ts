@@ -1,4 +1,3 @@
-
 import type { Deps } from '../deps.js';
 import { act, ownerSub } from './subscription-action.js';
 import { routeHandler } from '@sb/runtime';
@@ -9,6 +8,8 @@ export const cancelSubscription = (d: Deps) =>
     const { saved } = await act(d, ownerSub(d, req), () => ({ type: 'cancel', immediate: body.immediate ?? false, reason: body.reason ?? null }));
     return {
       success: true,
-      message: body.immediate ? 'Subscription cancelled; access ended now' : `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}`,
+      message: body.immediate
+        ? 'Subscription cancelled; access ended now'
+        : `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}`,
     };
   });

@@ -15,5 +15,10 @@ export const listSubscriptionPayments = (d: Deps) =>
   routeHandler('subscriptions.payments.list', async (req) => {
     const sub = await d.subscriptions.get(d.db, walletOf(req), req.params.id);
     if (!sub) throw notFound('Subscription');
-    return callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id, limit: req.query.limit, offset: req.query.offset });
+    return callMessage(d.bus, messages.listSubscriptionPayments, {
+      wallet_id: sub.wallet_id,
+      subscription_id: sub.id,
+      limit: req.query.limit,
+      offset: req.query.offset,
+    });
   });

@@ -17,13 +17,19 @@ export const resumeSubscription = (d: Deps, scheduler: Scheduler) =>
     if (saved.status === 'pending') {
       const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
       const { payment, checkout } = await requestPayment(d, plan, saved, {
-        purpose: 'renewal', description: `${plan?.name ?? 'Subscription'} renewal`, expires_at: now + 86_400,
+        purpose: 'renewal',
+        description: `${plan?.name ?? 'Subscription'} renewal`,
+        expires_at: now + 86_400,
         idempotency_key: `resume:${saved.id}:${saved.version}`,
       });
       await d.subscriptions.setRenewalPayment(d.db, saved.id, payment.id);
       if (saved.payment_method === 'nwc' && !saved.nwc_fallback && checkout.payment_request) {
-        const charged = await chargeWithWallet(d, saved, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
-        if (!charged.paid) d.log.info({ subscription_id: saved.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');
+        const charged = await chargeWithWallet(d, saved, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({
+          paid: false as const,
+          err,
+        }));
+        if (!charged.paid)
+          d.log.info({ subscription_id: saved.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');
         // A wallet that is gone (or was just deactivated) leaves the subscription to invoices.
         if (!charged.paid && ('no_connection' in charged || ('deactivated' in charged && charged.deactivated))) {
           await d.subscriptions.setNwcFallback(d.db, saved.wallet_id, saved.id, now);

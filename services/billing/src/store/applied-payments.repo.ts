@@ -35,7 +35,10 @@ export class AppliedPaymentsRepo {
 
   /** The payment activated the contact's pending checkout `subscriptionId`, whose own checkout payment is withdrawn. */
   async setActivatedCheckout(q: Queryable, paymentId: string, subscriptionId: string): Promise<void> {
-    await q.query(`UPDATE ${this.schema}.applied_payments SET subscription_id = $2, withdraw_checkout = true WHERE payment_id = $1`, [paymentId, subscriptionId]);
+    await q.query(`UPDATE ${this.schema}.applied_payments SET subscription_id = $2, withdraw_checkout = true WHERE payment_id = $1`, [
+      paymentId,
+      subscriptionId,
+    ]);
   }
 
   async setWithdraw(q: Queryable, paymentId: string, withdrawPaymentId: string): Promise<void> {

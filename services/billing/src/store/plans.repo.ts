@@ -6,9 +6,22 @@ const COLUMNS = `id, wallet_id AS wallet, name, description, amount_sats, interv
   cardproc_account_id, walletproc_merchant_id, created_at, updated_at, is_deleted`;
 
 const WRITABLE = [
-  'name', 'description', 'amount_sats', 'interval', 'trial_days', 'grace_period_days', 'allow_lightning',
-  'allow_onchain', 'allow_nwc', 'allow_cardproc', 'allow_walletproc', 'watchonly_wallet_id',
-  'cardproc_account_id', 'walletproc_merchant_id', 'updated_at', 'is_deleted',
+  'name',
+  'description',
+  'amount_sats',
+  'interval',
+  'trial_days',
+  'grace_period_days',
+  'allow_lightning',
+  'allow_onchain',
+  'allow_nwc',
+  'allow_cardproc',
+  'allow_walletproc',
+  'watchonly_wallet_id',
+  'cardproc_account_id',
+  'walletproc_merchant_id',
+  'updated_at',
+  'is_deleted',
 ] as const;
 
 /** Persistence of plans; every read is scoped to the wallet so a foreign id looks exactly like an unknown one. */
@@ -24,10 +37,10 @@ export class PlansRepo {
   }
 
   async get(q: Queryable, walletId: string, id: string, forUpdate = false): Promise<(Plan & { version: number }) | undefined> {
-    const { rows } = await q.query(
-      `SELECT ${COLUMNS}, version FROM ${this.schema}.plans WHERE id = $1 AND wallet_id = $2${forUpdate ? ' FOR UPDATE' : ''}`,
-      [id, walletId],
-    );
+    const { rows } = await q.query(`SELECT ${COLUMNS}, version FROM ${this.schema}.plans WHERE id = $1 AND wallet_id = $2${forUpdate ? ' FOR UPDATE' : ''}`, [
+      id,
+      walletId,
+    ]);
     return rows[0];
   }
 

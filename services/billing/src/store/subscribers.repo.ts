@@ -17,7 +17,12 @@ export interface SubscriberRow {
 const COLS = 'id, wallet_id, email, name, messenger, nostr, token_hash, token_sealed, created_at, contact_preference';
 
 export const publicSubscriber = (r: SubscriberRow) => ({
-  id: r.id, email: r.email, messenger: r.messenger, nostr: r.nostr, name: r.name, created_at: r.created_at,
+  id: r.id,
+  email: r.email,
+  messenger: r.messenger,
+  nostr: r.nostr,
+  name: r.name,
+  created_at: r.created_at,
 });
 
 export class SubscribersRepo {
@@ -34,15 +39,18 @@ export class SubscribersRepo {
       [r.id, r.wallet_id, r.email, r.name, r.messenger, r.nostr, r.token_hash, r.token_sealed, r.created_at, r.contact_preference],
     );
     if (ins.rows[0]) return { row: ins.rows[0], created: true };
-    const { rows } = await q.query<SubscriberRow>(
-      `SELECT ${COLS} FROM ${this.schema}.subscribers WHERE wallet_id = $1 AND lower(email) = lower($2)`,
-      [r.wallet_id, r.email],
-    );
+    const { rows } = await q.query<SubscriberRow>(`SELECT ${COLS} FROM ${this.schema}.subscribers WHERE wallet_id = $1 AND lower(email) = lower($2)`, [
+      r.wallet_id,
+      r.email,
+    ]);
     return { row: rows[0]!, created: false };
   }
 
   async byEmail(q: Queryable, walletId: string, email: string): Promise<SubscriberRow | undefined> {
-    const { rows } = await q.query<SubscriberRow>(`SELECT ${COLS} FROM ${this.schema}.subscribers WHERE wallet_id = $1 AND lower(email) = lower($2)`, [walletId, email]);
+    const { rows } = await q.query<SubscriberRow>(`SELECT ${COLS} FROM ${this.schema}.subscribers WHERE wallet_id = $1 AND lower(email) = lower($2)`, [
+      walletId,
+      email,
+    ]);
     return rows[0];
   }
 
@@ -64,10 +72,16 @@ export class SubscribersRepo {
       const p = `$${args.push(`%${opts.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)}`;
       where.push(`(s.email ILIKE ${p} OR s.name ILIKE ${p} OR s.messenger ILIKE ${p} OR s.nostr ILIKE ${p})`);
     }
-    if (opts.planId) where.push(`EXISTS (SELECT 1 FROM ${this.schema}.subscriptions x WHERE x.subscriber_id = s.id AND x.plan_id = $${args.push(opts.planId)})`);
+    if (opts.planId)
+      where.push(`EXISTS (SELECT 1 FROM ${this.schema}.subscriptions x WHERE x.subscriber_id = s.id AND x.plan_id = $${args.push(opts.planId)})`);
     const w = where.join(' AND ');
     const [items, count] = await Promise.all([
-      q.query<SubscriberRow>(`SELECT ${COLS.split(', ').map((c) => `s.${c}`).join(', ')} FROM ${this.schema}.subscribers s WHERE ${w} ORDER BY s.created_at DESC, s.id DESC LIMIT ${limit} OFFSET ${offset}`, args),
+      q.query<SubscriberRow>(
+        `SELECT ${COLS.split(', ')
+          .map((c) => `s.${c}`)
+          .join(', ')} FROM ${this.schema}.subscribers s WHERE ${w} ORDER BY s.created_at DESC, s.id DESC LIMIT ${limit} OFFSET ${offset}`,
+        args,
+      ),
       q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.schema}.subscribers s WHERE ${w}`, args),
     ]);
     return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };

@@ -40,18 +40,49 @@ const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amo
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
-  'status', 'period_anchor', 'period_index', 'current_period_start', 'current_period_end', 'trial_end', 'cancelled_at',
-  'cancel_reason', 'receive_confirmations', 'receive_reminders', 'metadata', 'renewal_payment_id', 'renewal_for',
-  'renewal_expires_at', 'reminded_for', 'reminder_notified_at', 'nwc_next_attempt_at', 'nwc_fallback', 'nwc_charging_since', 'pending_since', 'updated_at',
+  'status',
+  'period_anchor',
+  'period_index',
+  'current_period_start',
+  'current_period_end',
+  'trial_end',
+  'cancelled_at',
+  'cancel_reason',
+  'receive_confirmations',
+  'receive_reminders',
+  'metadata',
+  'renewal_payment_id',
+  'renewal_for',
+  'renewal_expires_at',
+  'reminded_for',
+  'reminder_notified_at',
+  'nwc_next_attempt_at',
+  'nwc_fallback',
+  'nwc_charging_since',
+  'pending_since',
+  'updated_at',
 ] as const;
 
 export function toSubscription(r: SubRow, now: number): Subscription {
   return {
-    id: r.id, plan_id: r.plan_id, subscriber_id: r.subscriber_id, status: r.status,
-    current_period_start: r.current_period_start, current_period_end: r.current_period_end, trial_end: r.trial_end,
-    cancelled_at: r.cancelled_at, created_at: r.created_at, updated_at: r.updated_at, payment_method: r.payment_method,
-    amount_sats: r.amount_sats, interval: r.interval, has_access: hasAccess(r, now), cancel_reason: r.cancel_reason,
-    receive_confirmations: r.receive_confirmations, receive_reminders: r.receive_reminders, metadata: r.metadata,
+    id: r.id,
+    plan_id: r.plan_id,
+    subscriber_id: r.subscriber_id,
+    status: r.status,
+    current_period_start: r.current_period_start,
+    current_period_end: r.current_period_end,
+    trial_end: r.trial_end,
+    cancelled_at: r.cancelled_at,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    payment_method: r.payment_method,
+    amount_sats: r.amount_sats,
+    interval: r.interval,
+    has_access: hasAccess(r, now),
+    cancel_reason: r.cancel_reason,
+    receive_confirmations: r.receive_confirmations,
+    receive_reminders: r.receive_reminders,
+    metadata: r.metadata,
   };
 }
 
@@ -89,7 +120,12 @@ export class SubscriptionsRepo {
   }
 
   async insert(q: Queryable, r: Omit<SubRow, 'version'>): Promise<void> {
-    const cols = [...COLS.split(',').map((c) => c.trim()).filter((c) => c !== 'version'), 'next_due_at'];
+    const cols = [
+      ...COLS.split(',')
+        .map((c) => c.trim())
+        .filter((c) => c !== 'version'),
+      'next_due_at',
+    ];
     const row = { ...r, next_due_at: this.nextDue(r) };
     await q.query(
       `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
@@ -131,10 +167,9 @@ export class SubscriptionsRepo {
 
   /** Whether `subscriptionId` is the subscriber's first subscription (so its checkout created the subscriber). */
   async isFirstOfSubscriber(q: Queryable, subscriberId: string, subscriptionId: string): Promise<boolean> {
-    const { rows } = await q.query<{ id: string }>(
-      `SELECT id FROM ${this.schema}.subscriptions WHERE subscriber_id = $1 ORDER BY created_at, id LIMIT 1`,
-      [subscriberId],
-    );
+    const { rows } = await q.query<{ id: string }>(`SELECT id FROM ${this.schema}.subscriptions WHERE subscriber_id = $1 ORDER BY created_at, id LIMIT 1`, [
+      subscriberId,
+    ]);
     return rows[0]?.id === subscriptionId;
   }
 
@@ -163,10 +198,9 @@ export class SubscriptionsRepo {
   }
 
   async liveOfPlan(q: Queryable, planId: string): Promise<SubRow[]> {
-    const { rows } = await q.query<SubRow>(
-      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN (${LIVE_IN}) FOR UPDATE`,
-      [planId],
-    );
+    const { rows } = await q.query<SubRow>(`SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN (${LIVE_IN}) FOR UPDATE`, [
+      planId,
+    ]);
     return rows;
   }
 
@@ -206,7 +240,9 @@ export class SubscriptionsRepo {
   /** Records a renewal payment and the period it pays for. */
   async recordRenewalPayment(q: Queryable, subscriptionId: string, paymentId: string, periodEnd: number): Promise<void> {
     await q.query(`INSERT INTO ${this.schema}.renewal_payments (payment_id, subscription_id, period_end) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [
-      paymentId, subscriptionId, periodEnd,
+      paymentId,
+      subscriptionId,
+      periodEnd,
     ]);
   }
 
@@ -218,10 +254,10 @@ export class SubscriptionsRepo {
 
   /** Rows whose next due time (domain/schedule.ts `nextDueAt`, stored on every save) has come. */
   async due(q: Queryable, now: number, limit: number): Promise<SubRow[]> {
-    const { rows } = await q.query<SubRow>(
-      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE next_due_at <= $1 ORDER BY next_due_at LIMIT $2`,
-      [now, limit],
-    );
+    const { rows } = await q.query<SubRow>(`SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE next_due_at <= $1 ORDER BY next_due_at LIMIT $2`, [
+      now,
+      limit,
+    ]);
     return rows;
   }
 }

@@ -24,10 +24,13 @@ export class WalletsRepo {
     const id = newId(ID_PREFIXES.wallet);
     const admin_key = generateKey();
     const invoice_key = generateKey();
-    await q.query(
-      `INSERT INTO ${this.schema}.wallets (id, name, admin_key_hash, invoice_key_hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
-      [id, name, hashSecret(admin_key), hashSecret(invoice_key), Math.floor(Date.now() / 1000)],
-    );
+    await q.query(`INSERT INTO ${this.schema}.wallets (id, name, admin_key_hash, invoice_key_hash, created_at) VALUES ($1, $2, $3, $4, $5)`, [
+      id,
+      name,
+      hashSecret(admin_key),
+      hashSecret(invoice_key),
+      Math.floor(Date.now() / 1000),
+    ]);
     return { id, name, admin_key, invoice_key };
   }
 

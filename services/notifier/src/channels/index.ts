@@ -30,7 +30,9 @@ export async function loadEffective(d: Deps, q: Queryable, walletId: string, pla
 export async function loadRow(d: Deps, q: Queryable, walletId: string, row: string): Promise<Loaded> {
   const r = await d.settings.get(q, walletId, row);
   if (!r?.config || (row !== WALLET_ROW && r.inherit)) {
-    return row === WALLET_ROW ? { row, settings: defaultSettings(!!d.channels.smtpUrl), secrets: {}, updatedAt: null } : loadEffective(d, q, walletId, undefined);
+    return row === WALLET_ROW
+      ? { row, settings: defaultSettings(!!d.channels.smtpUrl), secrets: {}, updatedAt: null }
+      : loadEffective(d, q, walletId, undefined);
   }
   return { row, settings: r.config, secrets: openSecrets(d, r.secrets_sealed), updatedAt: r.updated_at };
 }
@@ -48,13 +50,19 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
       }
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);
-        return await sendMessenger({ apiUrl: d.channels.messengerApiUrl, token: s.secrets.bot_token, timeoutMs: d.channels.timeoutMs }, to, `${m.subject}\n\n${m.text}`);
+        return await sendMessenger(
+          { apiUrl: d.channels.messengerApiUrl, token: s.secrets.bot_token, timeoutMs: d.channels.timeoutMs },
+          to,
+          `${m.subject}\n\n${m.text}`,
+        );
       }
       case 'nostr': {
         const n = s.settings.channels.nostr;
         if (!n || !s.secrets.nostr_key) return failed('the Nostr channel is switched off', true);
         return await sendNostr({ secretHex: s.secrets.nostr_key, relays: n.relays, nip04: n.nip04 }, to, `${m.subject}\n\n${m.text}`, {
-          policy: d.addresses, timeoutMs: d.channels.timeoutMs, nip05Http: d.channels.nip05Http,
+          policy: d.addresses,
+          timeoutMs: d.channels.timeoutMs,
+          nip05Http: d.channels.nip05Http,
         });
       }
     }

@@ -25,7 +25,11 @@ export async function sendMessenger(o: { apiUrl: string; token: string; timeoutM
     res = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ chat_id: chatIdOf(chat), text: text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text, link_preview_options: { is_disabled: true } }),
+      body: JSON.stringify({
+        chat_id: chatIdOf(chat),
+        text: text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text,
+        link_preview_options: { is_disabled: true },
+      }),
       redirect: 'error',
       signal: AbortSignal.timeout(o.timeoutMs),
     });

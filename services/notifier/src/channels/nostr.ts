@@ -65,7 +65,11 @@ async function getJson(url: string, o: NostrOptions): Promise<unknown> {
     const req = send(u, { method: 'GET', headers: { accept: 'application/json' }, lookup: guardedLookup(o.policy) }, (res) => {
       if (res.statusCode !== 200) {
         res.resume();
-        return reject(new Error(`${u.host} answered ${res.statusCode} to the NIP-05 lookup${res.statusCode && res.statusCode >= 300 && res.statusCode < 400 ? ' (redirects are not followed)' : ''}`));
+        return reject(
+          new Error(
+            `${u.host} answered ${res.statusCode} to the NIP-05 lookup${res.statusCode && res.statusCode >= 300 && res.statusCode < 400 ? ' (redirects are not followed)' : ''}`,
+          ),
+        );
       }
       let raw = '';
       res.setEncoding('utf8');
@@ -137,18 +141,25 @@ export async function sendNostr(
     const listed = await new Promise<Event[]>((resolve) => {
       const events: Event[] = [];
       if (!configured.length) return resolve(events);
-      pool.subscribeEose(configured, { kinds: [DM_RELAYS_KIND], authors: [recipient.pubkey], limit: 1 }, {
-        maxWait: Math.min(o.timeoutMs, 5000),
-        onevent: (e) => events.push(e),
-        onclose: () => resolve(events),
-      });
+      pool.subscribeEose(
+        configured,
+        { kinds: [DM_RELAYS_KIND], authors: [recipient.pubkey], limit: 1 },
+        {
+          maxWait: Math.min(o.timeoutMs, 5000),
+          onevent: (e) => events.push(e),
+          onclose: () => resolve(events),
+        },
+      );
     });
     const newest = listed.filter((e) => e.pubkey === recipient.pubkey).sort((a, b) => b.created_at - a.created_at)[0];
     const dmRelays = await allowedRelays(newest ? newest.tags.filter((t) => t[0] === 'relay' && t[1]).map((t) => t[1]!) : [], o);
     const relays = dmRelays.length ? dmRelays.slice(0, 5) : configured.length ? configured : await allowedRelays(recipient.relays, o);
     if (!relays.length) return failed('no relay to publish to (none configured, none listed by the recipient)', true);
     const event = sender.nip04
-      ? finalizeEvent({ kind: 4, created_at: Math.floor(Date.now() / 1000), tags: [['p', recipient.pubkey]], content: nip04.encrypt(sk, recipient.pubkey, text) }, sk)
+      ? finalizeEvent(
+          { kind: 4, created_at: Math.floor(Date.now() / 1000), tags: [['p', recipient.pubkey]], content: nip04.encrypt(sk, recipient.pubkey, text) },
+          sk,
+        )
       : nip17.wrapEvent(sk, { publicKey: recipient.pubkey }, text);
     const acks = pool.publish(relays, event, { maxWait: o.timeoutMs });
     try {

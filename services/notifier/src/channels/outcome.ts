@@ -11,7 +11,10 @@ export interface SendOutcome {
 
 export const delivered = (): SendOutcome => ({ delivered: true, error: null, permanent: false });
 export const failed = (error: string, permanent = false, retryAfterS?: number): SendOutcome => ({
-  delivered: false, error: error.slice(0, 500), permanent, ...(retryAfterS !== undefined ? { retryAfterS } : {}),
+  delivered: false,
+  error: error.slice(0, 500),
+  permanent,
+  ...(retryAfterS !== undefined ? { retryAfterS } : {}),
 });
 
 /** A rendered message: every channel sends the text; e-mail adds the subject and the HTML part. */

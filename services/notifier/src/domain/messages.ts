@@ -51,8 +51,12 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
   const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
   const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message =>
     compose(subject, [
-      who.name ? `Hello ${who.name},` : 'Hello,', '', ...lines, '',
-      who.manageUrl ? 'Manage, pay or cancel your subscription:' : undefined, who.manageUrl ?? undefined,
+      who.name ? `Hello ${who.name},` : 'Hello,',
+      '',
+      ...lines,
+      '',
+      who.manageUrl ? 'Manage, pay or cancel your subscription:' : undefined,
+      who.manageUrl ?? undefined,
       `Subscription: ${d.subscription_id ?? '-'}`,
       who.merchant ? `— ${who.merchant}` : undefined,
     ]);
@@ -60,7 +64,8 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
     case 'subscription.cancelled': {
       const end = num(d.current_period_end);
       const reason = str(d.cancel_reason);
-      const by = reason === 'cancelled by subscriber' ? 'by you' : reason === 'plan archived' ? 'by the merchant, who discontinued the plan' : 'by the merchant';
+      const by =
+        reason === 'cancelled by subscriber' ? 'by you' : reason === 'plan archived' ? 'by the merchant, who discontinued the plan' : 'by the merchant';
       return body(
         `Your subscription to ${plan} was cancelled`,
         `Your subscription to ${plan} was cancelled ${by}. You will not be charged again.`,
@@ -81,7 +86,10 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
     }
     case 'subscription.trial_ending': {
       const end = num(d.trial_end);
-      return body(`Your free trial of ${plan} is ending`, `Your free trial of ${plan} ends${end ? ` on ${day(end)}` : ' soon'}. To keep access, pay the renewal we sent you.`);
+      return body(
+        `Your free trial of ${plan} is ending`,
+        `Your free trial of ${plan} ends${end ? ` on ${day(end)}` : ' soon'}. To keep access, pay the renewal we sent you.`,
+      );
     }
     case 'nwc.wallet_disabled':
       return body(
@@ -94,15 +102,27 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
         ? body(`Your free trial of ${plan} has started`, `Your free trial of ${plan} has started${period}. We will remind you before it ends.`)
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
-      return body(`Your subscription to ${plan} is active`, `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`, str(d.payment_id) && `Payment reference: ${d.payment_id}`);
+      return body(
+        `Your subscription to ${plan} is active`,
+        `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
+        str(d.payment_id) && `Payment reference: ${d.payment_id}`,
+      );
     case 'subscription.renewed':
-      return body(`Your subscription to ${plan} was renewed`, `Your subscription to ${plan} was renewed${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`, str(d.payment_id) && `Payment reference: ${d.payment_id}`);
+      return body(
+        `Your subscription to ${plan} was renewed`,
+        `Your subscription to ${plan} was renewed${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
+        str(d.payment_id) && `Payment reference: ${d.payment_id}`,
+      );
     case 'payment.received':
       return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`);
     case 'subscription.expired':
       return body(`Your subscription to ${plan} has expired`, `Your subscription to ${plan} has expired. You can subscribe again at any time.`);
     default:
-      return body(`News about your subscription to ${plan}`, `Your subscription to ${plan}: ${e.event.replace(/[._]/g, ' ')}.`, str(d.status) && `Status: ${d.status}`);
+      return body(
+        `News about your subscription to ${plan}`,
+        `Your subscription to ${plan}: ${e.event.replace(/[._]/g, ' ')}.`,
+        str(d.status) && `Status: ${d.status}`,
+      );
   }
 }
 

@@ -30,7 +30,10 @@ export const defaultSettings = (serverMail: boolean): StoredSettings => ({
 });
 
 export class SettingsError extends Error {
-  constructor(readonly loc: (string | number)[], msg: string) {
+  constructor(
+    readonly loc: (string | number)[],
+    msg: string,
+  ) {
     super(msg);
   }
 }
@@ -44,15 +47,22 @@ export function mergeSettings(
   input: NotificationSettingsUpdate,
   keep: Secrets,
   fallback: Secrets,
-  o: { serverMail: boolean; newKey: () => string; toSecretHex: (v: string) => string | undefined; toPubkeyHex: (v: string) => string | undefined; publicKeyOf: (hex: string) => string },
+  o: {
+    serverMail: boolean;
+    newKey: () => string;
+    toSecretHex: (v: string) => string | undefined;
+    toPubkeyHex: (v: string) => string | undefined;
+    publicKeyOf: (hex: string) => string;
+  },
 ): { settings: StoredSettings; secrets: Secrets; generated?: string } {
   const secrets: Secrets = {};
   let generated: string | undefined;
   const c = input.channels;
   let email: StoredSettings['channels']['email'] = null;
   if (c.email) {
-    const smtp = c.email.smtp_url === null ? undefined : c.email.smtp_url ?? keep.smtp_url ?? fallback.smtp_url;
-    if (!smtp && !o.serverMail) throw new SettingsError(['body', 'channels', 'email', 'smtp_url'], 'this server has no mail server of its own (SMTP_URL): give your smtp_url');
+    const smtp = c.email.smtp_url === null ? undefined : (c.email.smtp_url ?? keep.smtp_url ?? fallback.smtp_url);
+    if (!smtp && !o.serverMail)
+      throw new SettingsError(['body', 'channels', 'email', 'smtp_url'], 'this server has no mail server of its own (SMTP_URL): give your smtp_url');
     if (smtp) secrets.smtp_url = smtp;
     email = { own_smtp: !!smtp, from: c.email.from ?? null, owner_email: c.email.owner_email ?? null };
   }
@@ -76,7 +86,12 @@ export function mergeSettings(
     nostr = { public_key: o.publicKeyOf(key), relays: [...new Set(c.nostr.relays)], owner_pubkey: c.nostr.owner_pubkey ?? null, nip04: c.nostr.nip04 };
   }
   return {
-    settings: { channels: { email, messenger, nostr }, merchant_name: input.merchant_name ?? null, owner_events: [...new Set(input.owner_events)], subscriber_events: [...new Set(input.subscriber_events)] },
+    settings: {
+      channels: { email, messenger, nostr },
+      merchant_name: input.merchant_name ?? null,
+      owner_events: [...new Set(input.owner_events)],
+      subscriber_events: [...new Set(input.subscriber_events)],
+    },
     secrets,
     ...(generated ? { generated } : {}),
   };
@@ -99,8 +114,7 @@ export function viewSettings(s: StoredSettings, updatedAt: number | null): Notif
 }
 
 /** The contact fields a checkout should ask for: one per channel switched on. */
-export const contactMethods = (s: StoredSettings): ContactPreference[] =>
-  (['email', 'messenger', 'nostr'] as const).filter((ch) => s.channels[ch] !== null);
+export const contactMethods = (s: StoredSettings): ContactPreference[] => (['email', 'messenger', 'nostr'] as const).filter((ch) => s.channels[ch] !== null);
 
 export interface Contact {
   email: string | null;

@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  messages, notificationMessages, type NotificationSettingsUpdate, type NotificationTestRequest, 
-} from '@sb/contracts';
+import { messages, notificationMessages, type NotificationSettingsUpdate, type NotificationTestRequest } from '@sb/contracts';
 import { callMessage, DomainError, messageHandler, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
 import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
@@ -15,7 +13,11 @@ import { WALLET_ROW } from '../store/settings.repo.js';
 /** Stores a PUT body as the wallet's row or a plan's override; answers the view (with a generated key once). */
 async function save(d: Deps, walletId: string, row: string, body: NotificationSettingsUpdate, fallback: Secrets) {
   const refused = await refusedAddresses(body, d.addresses);
-  if (refused.length) throw new DomainError(422, refused.map(([loc, msg]) => ({ loc, msg, type: 'value_error' })));
+  if (refused.length)
+    throw new DomainError(
+      422,
+      refused.map(([loc, msg]) => ({ loc, msg, type: 'value_error' })),
+    );
   const prior = await d.settings.get(d.db, walletId, row);
   let merged: ReturnType<typeof mergeSettings>;
   try {
@@ -36,7 +38,12 @@ async function save(d: Deps, walletId: string, row: string, body: NotificationSe
   const now = unixSeconds(d.clock);
   const hasSecrets = Object.keys(merged.secrets).length > 0;
   await d.settings.put(d.db, {
-    wallet_id: walletId, plan_id: row, inherit: false, config: merged.settings, secrets_sealed: hasSecrets ? d.secrets.seal(JSON.stringify(merged.secrets)) : null, updated_at: now,
+    wallet_id: walletId,
+    plan_id: row,
+    inherit: false,
+    config: merged.settings,
+    secrets_sealed: hasSecrets ? d.secrets.seal(JSON.stringify(merged.secrets)) : null,
+    updated_at: now,
   });
   return { ...viewSettings(merged.settings, now), ...(merged.generated ? { generated_private_key: nsecOf(merged.generated) } : {}) };
 }
@@ -59,14 +66,31 @@ function testRecipient(channel: NotificationTestRequest['channel'], to: string |
   if (!target) throw unprocessable(['body', 'to'], `give "to": no owner recipient is configured for the ${channel} channel`);
   if (channel === 'email' && !/^[^\s@]+@[^\s@]+$/.test(target)) throw unprocessable(['body', 'to'], 'to must be an e-mail address');
   if (channel === 'nostr' && !isNostrContact(target)) throw unprocessable(['body', 'to'], 'to must be an npub, a hex public key or a NIP-05 identifier');
-  if (channel === 'messenger' && !/^(-?\d{1,20}|@?[A-Za-z0-9_]{4,64})$/.test(target)) throw unprocessable(['body', 'to'], 'to must be a numeric chat id or a @username');
+  if (channel === 'messenger' && !/^(-?\d{1,20}|@?[A-Za-z0-9_]{4,64})$/.test(target))
+    throw unprocessable(['body', 'to'], 'to must be a numeric chat id or a @username');
   return target;
 }
 
-export const toNotification = (r: NotificationRecord, attempts: Map<string, { attempted_at: number; error: string | null; permanent: boolean; duration_ms: number }[]>) => ({
-  id: r.id, event_id: r.event_id, event: r.event, audience: r.audience, channel: r.channel, recipient: r.recipient, subscription_id: r.subscription_id,
-  plan_id: r.plan_id, subject: r.subject, status: r.status, attempt_count: r.attempt_count, last_error: r.last_error, next_attempt_at: r.next_attempt_at,
-  delivered_at: r.delivered_at, created_at: r.created_at, attempts: attempts.get(r.id) ?? [],
+export const toNotification = (
+  r: NotificationRecord,
+  attempts: Map<string, { attempted_at: number; error: string | null; permanent: boolean; duration_ms: number }[]>,
+) => ({
+  id: r.id,
+  event_id: r.event_id,
+  event: r.event,
+  audience: r.audience,
+  channel: r.channel,
+  recipient: r.recipient,
+  subscription_id: r.subscription_id,
+  plan_id: r.plan_id,
+  subject: r.subject,
+  status: r.status,
+  attempt_count: r.attempt_count,
+  last_error: r.last_error,
+  next_attempt_at: r.next_attempt_at,
+  delivered_at: r.delivered_at,
+  created_at: r.created_at,
+  attempts: attempts.get(r.id) ?? [],
 });
 
 export const notificationHandlers = (d: Deps): Handler[] => [
@@ -90,7 +114,14 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     if (body.inherit) {
       // The override is kept aside (secrets included) but no longer applies.
       const own = await d.settings.get(d.db, walletId, planId);
-      await d.settings.put(d.db, { wallet_id: walletId, plan_id: planId, inherit: true, config: own?.config ?? null, secrets_sealed: own?.secrets_sealed ?? null, updated_at: unixSeconds(d.clock) });
+      await d.settings.put(d.db, {
+        wallet_id: walletId,
+        plan_id: planId,
+        inherit: true,
+        config: own?.config ?? null,
+        secrets_sealed: own?.secrets_sealed ?? null,
+        updated_at: unixSeconds(d.clock),
+      });
       return planView(d, walletId, planId);
     }
     const { inherit: _i, ...settings } = body;
@@ -111,7 +142,10 @@ export const notificationHandlers = (d: Deps): Handler[] => [
 
   routeHandler('notifications.list', async (req) => {
     const page = await d.notifications.list(d.db, walletOf(req), req.query);
-    const attempts = await d.notifications.attemptsOf(d.db, page.items.map((n) => n.id));
+    const attempts = await d.notifications.attemptsOf(
+      d.db,
+      page.items.map((n) => n.id),
+    );
     return { ...page, items: page.items.map((n) => toNotification(n, attempts)) };
   }),
 

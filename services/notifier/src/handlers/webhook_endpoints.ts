@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { messages, type WebhookDelivery, type WebhookEndpoint, } from '@sb/contracts';
+import { messages, type WebhookDelivery, type WebhookEndpoint } from '@sb/contracts';
 import { callMessage, newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
@@ -11,13 +11,28 @@ const ENDPOINT_ID_PREFIX = 'whe_';
 
 /** The resource as the API shows it: never the secret. */
 const toEndpoint = (r: EndpointRecord): WebhookEndpoint => ({
-  id: r.id, url: r.url, events: r.events, plan_id: r.plan_id, description: r.description, created_at: r.created_at,
+  id: r.id,
+  url: r.url,
+  events: r.events,
+  plan_id: r.plan_id,
+  description: r.description,
+  created_at: r.created_at,
 });
 
 const toDelivery = (r: DeliveryRecord, attempts: DeliveryAttempt[]): WebhookDelivery => ({
-  id: r.id, endpoint_id: r.endpoint_id, event_id: r.event_id, event: r.event, status: r.status, attempt_count: r.attempt_count,
-  last_status_code: r.last_status_code, last_error: r.last_error, next_attempt_at: r.next_attempt_at, delivered_at: r.delivered_at,
-  replay_of: r.replay_of, created_at: r.created_at, attempts,
+  id: r.id,
+  endpoint_id: r.endpoint_id,
+  event_id: r.event_id,
+  event: r.event,
+  status: r.status,
+  attempt_count: r.attempt_count,
+  last_status_code: r.last_status_code,
+  last_error: r.last_error,
+  next_attempt_at: r.next_attempt_at,
+  delivered_at: r.delivered_at,
+  replay_of: r.replay_of,
+  created_at: r.created_at,
+  attempts,
 });
 
 async function ownEndpoint(d: Deps, walletId: string, id: string): Promise<EndpointRecord> {
@@ -74,7 +89,10 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     const ep = await ownEndpoint(d, walletOf(req), req.params.id);
     const { limit, offset } = req.query;
     const page = await d.deliveries.list(d.db, ep.id, limit, offset);
-    const attempts = await d.deliveries.attemptsOf(d.db, page.items.map((r) => r.id));
+    const attempts = await d.deliveries.attemptsOf(
+      d.db,
+      page.items.map((r) => r.id),
+    );
     return { ...page, items: page.items.map((r) => toDelivery(r, attempts.get(r.id) ?? [])) };
   }),
 
@@ -86,8 +104,14 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     const id = newId(DELIVERY_ID_PREFIX, nowMs);
     // The same body and event id: receivers that dedupe on webhook-id see the replay as the same event.
     await d.deliveries.record(d.db, {
-      id, endpoint_id: ep.id, wallet_id: original.wallet_id, event_id: original.event_id, event: original.event, body: original.body,
-      now: Math.floor(nowMs / 1000), replay_of: original.id,
+      id,
+      endpoint_id: ep.id,
+      wallet_id: original.wallet_id,
+      event_id: original.event_id,
+      event: original.event,
+      body: original.body,
+      now: Math.floor(nowMs / 1000),
+      replay_of: original.id,
     });
     return toDelivery((await d.deliveries.get(d.db, ep.id, id))!, []);
   }),

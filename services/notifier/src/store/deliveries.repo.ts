@@ -33,7 +33,10 @@ export class DeliveriesRepo {
    * One delivery per (endpoint, event): a redelivered event finds its row and adds nothing. The delivery
    * keeps the active trace (the event's, or the replay request's) for its attempts.
    */
-  async record(q: Queryable, r: { id: string; endpoint_id: string; wallet_id: string; event_id: string; event: string; body: string; now: number; replay_of?: string }): Promise<boolean> {
+  async record(
+    q: Queryable,
+    r: { id: string; endpoint_id: string; wallet_id: string; event_id: string; event: string; body: string; now: number; replay_of?: string },
+  ): Promise<boolean> {
     const { rowCount } = await q.query(
       `INSERT INTO ${this.schema}.deliveries (id, endpoint_id, wallet_id, event_id, event, body, replay_of, status, next_attempt_at, created_at, trace_context)
        VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8, $9)
@@ -50,7 +53,11 @@ export class DeliveriesRepo {
 
   async list(q: Queryable, endpointId: string, limit: number, offset: number): Promise<Paginated<DeliveryRecord>> {
     const [page, count] = await Promise.all([
-      q.query<DeliveryRecord>(`SELECT ${COLS} FROM ${this.schema}.deliveries WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3`, [endpointId, limit, offset]),
+      q.query<DeliveryRecord>(`SELECT ${COLS} FROM ${this.schema}.deliveries WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3`, [
+        endpointId,
+        limit,
+        offset,
+      ]),
       q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.schema}.deliveries WHERE endpoint_id = $1`, [endpointId]),
     ]);
     return { items: page.rows, total: count.rows[0]?.n ?? 0, limit, offset };
@@ -81,7 +88,9 @@ export class DeliveriesRepo {
           ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
        UPDATE ${this.schema}.deliveries d SET next_attempt_at = $1 + $3
          FROM due, ${this.schema}.endpoints e WHERE d.id = due.id AND e.id = d.endpoint_id
-       RETURNING ${COLS.split(',').map((c) => `d.${c.trim()}`).join(', ')}, d.trace_context, e.url, e.secret_sealed`,
+       RETURNING ${COLS.split(',')
+         .map((c) => `d.${c.trim()}`)
+         .join(', ')}, d.trace_context, e.url, e.secret_sealed`,
       [now, limit, leaseS],
     );
     return rows;
@@ -93,7 +102,11 @@ export class DeliveriesRepo {
    */
   async finishAttempt(q: Queryable, d: ClaimedDelivery, o: AttemptOutcome, now: number, next: number | null): Promise<void> {
     await q.query(`INSERT INTO ${this.schema}.delivery_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)`, [
-      d.id, now, o.status_code, o.error, o.duration_ms,
+      d.id,
+      now,
+      o.status_code,
+      o.error,
+      o.duration_ms,
     ]);
     const status = o.delivered ? 'delivered' : next === null ? 'failed' : 'pending';
     await q.query(

@@ -31,12 +31,29 @@ export class NotificationsRepo {
   constructor(private readonly schema: string) {}
 
   /** Once per (event, audience, channel, recipient): a redelivered event finds its row and adds nothing. */
-  async record(q: Queryable, r: Omit<NotificationRecord, 'status' | 'attempt_count' | 'retry_from' | 'next_attempt_at' | 'last_error' | 'delivered_at'>): Promise<boolean> {
+  async record(
+    q: Queryable,
+    r: Omit<NotificationRecord, 'status' | 'attempt_count' | 'retry_from' | 'next_attempt_at' | 'last_error' | 'delivered_at'>,
+  ): Promise<boolean> {
     const { rowCount } = await q.query(
       `INSERT INTO ${this.schema}.notifications (id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id,
          subject, body_sealed, status, next_attempt_at, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $13) ON CONFLICT DO NOTHING`,
-      [r.id, r.wallet_id, r.event_id, r.event, r.audience, r.channel, r.recipient, r.subscription_id, r.plan_id, r.settings_plan_id, r.subject, r.body_sealed, r.created_at],
+      [
+        r.id,
+        r.wallet_id,
+        r.event_id,
+        r.event,
+        r.audience,
+        r.channel,
+        r.recipient,
+        r.subscription_id,
+        r.plan_id,
+        r.settings_plan_id,
+        r.subject,
+        r.body_sealed,
+        r.created_at,
+      ],
     );
     return rowCount === 1;
   }
@@ -48,7 +65,9 @@ export class NotificationsRepo {
          SELECT id FROM ${this.schema}.notifications WHERE status = 'pending' AND next_attempt_at <= $1
           ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
        UPDATE ${this.schema}.notifications n SET next_attempt_at = $1 + $3 FROM due WHERE n.id = due.id
-       RETURNING ${COLS.split(',').map((c) => `n.${c.trim()}`).join(', ')}`,
+       RETURNING ${COLS.split(',')
+         .map((c) => `n.${c.trim()}`)
+         .join(', ')}`,
       [now, limit, leaseS],
     );
     return rows;

@@ -1,4 +1,4 @@
-import { messages, toPortalWallet, type BusRequest, } from '@sb/contracts';
+import { messages, toPortalWallet, type BusRequest } from '@sb/contracts';
 import { callMessage, DomainError, notFound, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { tellBilling } from '../charge.js';
@@ -46,12 +46,26 @@ export const connectWallet = (d: Deps) =>
     const body = req.body;
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const sub = await callMessage(d.bus, messages.nwcReconnect, {
-      wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats,
+      wallet_id: s.wallet_id,
+      subscriber_id: s.subscriber_id,
+      subscription_id: body.subscription_id,
+      max_amount_sats: body.max_amount_sats,
     });
-    const row = await storeConnection(d, {
-      wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, plan_id: sub.plan_id,
-      plan_name: sub.plan_name, max_amount_sats: body.max_amount_sats ?? null, subscriber_email: sub.subscriber_email, subscriber_name: sub.subscriber_name,
-    }, conn, encryption);
+    const row = await storeConnection(
+      d,
+      {
+        wallet_id: s.wallet_id,
+        subscriber_id: s.subscriber_id,
+        subscription_id: body.subscription_id,
+        plan_id: sub.plan_id,
+        plan_name: sub.plan_name,
+        max_amount_sats: body.max_amount_sats ?? null,
+        subscriber_email: sub.subscriber_email,
+        subscriber_name: sub.subscriber_name,
+      },
+      conn,
+      encryption,
+    );
     d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
     return toPortalWallet(toConnection(row));
   });

@@ -1,4 +1,4 @@
-import { ID_PREFIXES, messages, } from '@sb/contracts';
+import { ID_PREFIXES, messages } from '@sb/contracts';
 import { callMessage, newId, routeHandler, unprocessable } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
@@ -36,9 +36,21 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
   const nowMs = d.clock.nowMs();
   const now = Math.floor(nowMs / 1000);
   const row = {
-    ...owner, id: newId(ID_PREFIXES.nwc, nowMs), wallet_pubkey: conn.pubkey, relay_url: conn.relays[0]!, relays: conn.relays,
-    secret_sealed: d.secrets.seal(conn.secret), encryption, is_active: true, last_used_at: null, last_error: null, last_error_code: null,
-    consecutive_failures: 0, created_at: now, updated_at: now, disconnected_at: null,
+    ...owner,
+    id: newId(ID_PREFIXES.nwc, nowMs),
+    wallet_pubkey: conn.pubkey,
+    relay_url: conn.relays[0]!,
+    relays: conn.relays,
+    secret_sealed: d.secrets.seal(conn.secret),
+    encryption,
+    is_active: true,
+    last_used_at: null,
+    last_error: null,
+    last_error_code: null,
+    consecutive_failures: 0,
+    created_at: now,
+    updated_at: now,
+    disconnected_at: null,
   };
   await d.db.tx(async (tx) => {
     await d.connections.retireForSubscription(tx, row.wallet_id, row.subscription_id, now);
@@ -59,10 +71,21 @@ export const subscribe = (d: Deps) =>
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const { nwc_connection_string: _secret, ...rest } = body;
     const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
-    const row = await storeConnection(d, {
-      wallet_id: sub.wallet_id, subscriber_id: sub.subscriber_id, subscription_id: sub.subscription_id, plan_id: body.plan_id,
-      plan_name: sub.plan_name, max_amount_sats: body.max_amount_sats ?? null, subscriber_email: body.email ?? null, subscriber_name: body.name ?? null,
-    }, conn, encryption);
+    const row = await storeConnection(
+      d,
+      {
+        wallet_id: sub.wallet_id,
+        subscriber_id: sub.subscriber_id,
+        subscription_id: sub.subscription_id,
+        plan_id: body.plan_id,
+        plan_name: sub.plan_name,
+        max_amount_sats: body.max_amount_sats ?? null,
+        subscriber_email: body.email ?? null,
+        subscriber_name: body.name ?? null,
+      },
+      conn,
+      encryption,
+    );
     d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
     const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
     if (!sub.payment) {
@@ -73,7 +96,9 @@ export const subscribe = (d: Deps) =>
       return { ...base, status: 'active', message: `Your wallet paid ${sub.payment.amount_sats} sats; your subscription to ${sub.plan_name} is active` };
     }
     return {
-      ...base, status: 'pending', error_code: outcome.error_code,
+      ...base,
+      status: 'pending',
+      error_code: outcome.error_code,
       message: `Your wallet did not pay the first invoice: ${outcome.message}`,
     };
   });

@@ -25,9 +25,17 @@ const INSERTED = COLS.split(',').map((c) => c.trim());
 /** The contract's view of a row: never the secret. */
 export function toConnection(r: ConnectionRow): NWCConnection {
   return {
-    id: r.id, subscriber_id: r.subscriber_id, wallet_pubkey: r.wallet_pubkey, relay_url: r.relay_url, max_amount_sats: r.max_amount_sats,
-    is_active: r.is_active, last_used_at: r.last_used_at, last_error: r.last_error, consecutive_failures: r.consecutive_failures,
-    created_at: r.created_at, updated_at: r.updated_at,
+    id: r.id,
+    subscriber_id: r.subscriber_id,
+    wallet_pubkey: r.wallet_pubkey,
+    relay_url: r.relay_url,
+    max_amount_sats: r.max_amount_sats,
+    is_active: r.is_active,
+    last_used_at: r.last_used_at,
+    last_error: r.last_error,
+    consecutive_failures: r.consecutive_failures,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
   };
 }
 
@@ -62,10 +70,12 @@ export class ConnectionsRepo {
   /** Newest first, ties broken by id (ids sort by creation time). */
   async listOfSubscriber(q: Queryable, walletId: string, subscriberId: string, limit: number, offset: number): Promise<Paginated<ConnectionRow>> {
     const [items, count] = await Promise.all([
-      q.query<ConnectionRow>(
-        `SELECT ${COLS} FROM ${this.t} WHERE wallet_id = $1 AND subscriber_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4`,
-        [walletId, subscriberId, limit, offset],
-      ),
+      q.query<ConnectionRow>(`SELECT ${COLS} FROM ${this.t} WHERE wallet_id = $1 AND subscriber_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4`, [
+        walletId,
+        subscriberId,
+        limit,
+        offset,
+      ]),
       q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.t} WHERE wallet_id = $1 AND subscriber_id = $2`, [walletId, subscriberId]),
     ]);
     return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };

@@ -44,7 +44,9 @@ export function parseExtendedKey(text: string): WatchonlyKey {
   if (raw.length !== 78) throw new InvalidExtendedKey('Not an extended public key (xpub, zpub, tpub or vpub): wrong length');
   const version = new DataView(raw.buffer, raw.byteOffset, 4).getUint32(0);
   if (PRIVATE.has(version)) {
-    throw new InvalidExtendedKey('This is an extended private key; give the watch-only extended public key (xpub, zpub, tpub or vpub) instead, and keep the private key secret');
+    throw new InvalidExtendedKey(
+      'This is an extended private key; give the watch-only extended public key (xpub, zpub, tpub or vpub) instead, and keep the private key secret',
+    );
   }
   if (WRAPPED_SEGWIT.has(version)) throw new InvalidExtendedKey('ypub/upub (P2SH-wrapped segwit) keys are not supported; export the native segwit zpub/vpub');
   const kind = PUBLIC[version];

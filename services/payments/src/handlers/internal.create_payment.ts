@@ -6,9 +6,7 @@ import { toPayment, type PaymentRecord } from '../domain/payments.js';
 import { logProviderFailure } from '../providers/lightning.js';
 
 const notConfigured = (method: string) =>
-  new DomainError(422, [
-    { loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' },
-  ]);
+  new DomainError(422, [{ loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' }]);
 
 /** The same key may only ever name the same payment. */
 function sameRequest(p: PaymentRecord, r: CreatePayment): boolean {
@@ -44,8 +42,14 @@ export const createPaymentHandler = (d: Deps) =>
     const id = newId(ID_PREFIXES.payment, nowMs);
     const opened = await logProviderFailure(d.log, { subscription_id: req.subscription_id, provider: rail.provider }, () =>
       rail.open({
-        payment_id: id, wallet_id: req.wallet_id, subscription_id: req.subscription_id, amount_sats: req.amount_sats,
-        memo: req.description, expiry_seconds: expirySeconds, purpose: req.purpose, plan: req.plan_settings ?? {},
+        payment_id: id,
+        wallet_id: req.wallet_id,
+        subscription_id: req.subscription_id,
+        amount_sats: req.amount_sats,
+        memo: req.description,
+        expiry_seconds: expirySeconds,
+        purpose: req.purpose,
+        plan: req.plan_settings ?? {},
         ...(fiat ? { fiat } : {}),
       }),
     );
@@ -79,7 +83,9 @@ export const createPaymentHandler = (d: Deps) =>
       created_at: now,
       idempotency_key: req.idempotency_key,
     };
-    const stored = (await d.payments.insert(d.db, record, rail.provider === 'dev' ? (opened.dev_preimage ?? null) : null)) ?? (await d.payments.byIdempotencyKey(d.db, req.wallet_id, req.idempotency_key));
+    const stored =
+      (await d.payments.insert(d.db, record, rail.provider === 'dev' ? (opened.dev_preimage ?? null) : null)) ??
+      (await d.payments.byIdempotencyKey(d.db, req.wallet_id, req.idempotency_key));
     if (!stored) throw new Error('payment vanished after an idempotency conflict');
     if (stored.id !== record.id && !sameRequest(stored, req)) throw conflict('Idempotency key was already used for another payment');
     return created(stored);

@@ -18,7 +18,10 @@ export const listPortalPaymentsHandler = (d: Deps) =>
     return {
       ...page,
       items: page.items.map((r) => ({
-        ...toPayment(r), plan_name: r.plan_name, expires_at: r.expires_at, checkout_url: r.checkout_url,
+        ...toPayment(r),
+        plan_name: r.plan_name,
+        expires_at: r.expires_at,
+        checkout_url: r.checkout_url,
         bip21_uri: r.onchain_address ? bip21Uri(r.onchain_address, r.amount_sats, r.payment_request) : null,
       })),
     };

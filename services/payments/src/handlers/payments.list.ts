@@ -1,4 +1,3 @@
-
 import type { Deps } from '../deps.js';
 import { toPayment } from '../domain/payments.js';
 import { routeHandler, walletOf } from '@sb/runtime';

@@ -1,4 +1,3 @@
-
 import { routeHandler, unixSeconds, type Queryable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { confirmPaymentIn, failPaymentIn } from '../confirm.js';

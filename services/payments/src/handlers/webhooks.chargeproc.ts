@@ -1,4 +1,3 @@
-
 import { DomainError, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { settleFromProvider } from '../confirm.js';

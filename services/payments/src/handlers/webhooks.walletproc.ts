@@ -1,4 +1,3 @@
-
 import { DomainError, routeHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { confirmPaymentIn, failPaymentIn } from '../confirm.js';
@@ -25,8 +24,15 @@ function eventOf(raw: string): WebhookEvent | undefined {
   } catch {
     return undefined;
   }
-  const ok = e && typeof e === 'object' && !Array.isArray(e) && typeof e.id === 'string' && e.id && typeof e.event_type === 'string'
-    && e.resource && typeof e.resource === 'object';
+  const ok =
+    e &&
+    typeof e === 'object' &&
+    !Array.isArray(e) &&
+    typeof e.id === 'string' &&
+    e.id &&
+    typeof e.event_type === 'string' &&
+    e.resource &&
+    typeof e.resource === 'object';
   return ok ? (e as WebhookEvent) : undefined;
 }
 
@@ -51,7 +57,8 @@ async function outcomeOf(d: Deps, paypal: PaypalClient, e: WebhookEvent, p: Paym
       // Only an open payment is captured: one we expired (cancelled, replaced) must not take the payer's
       // money; PayPal voids the uncaptured order when its authorization window ends.
       if (p.status !== 'pending') {
-        if (p.status === 'expired') d.log.info({ payment_id: p.id, provider: PROVIDER, event_id: e.id }, 'approved order of an expired payment left uncaptured');
+        if (p.status === 'expired')
+          d.log.info({ payment_id: p.id, provider: PROVIDER, event_id: e.id }, 'approved order of an expired payment left uncaptured');
         return { paid: false };
       }
       return orderStatus(await logProviderFailure(d.log, { payment_id: p.id, provider: PROVIDER }, () => paypal.capture(p.provider_ref!)));

@@ -72,9 +72,7 @@ export class StripeCardRail implements Rail {
       // A retry would outlast the caller's deadline; the caller (billing, the sweeper) asks again instead.
       maxNetworkRetries: 0,
       telemetry: false,
-      ...(api
-        ? { host: api.hostname, port: api.port || (api.protocol === 'https:' ? 443 : 80), protocol: api.protocol === 'https:' ? 'https' : 'http' }
-        : {}),
+      ...(api ? { host: api.hostname, port: api.port || (api.protocol === 'https:' ? 443 : 80), protocol: api.protocol === 'https:' ? 'https' : 'http' } : {}),
     });
   }
 
@@ -91,7 +89,11 @@ export class StripeCardRail implements Rail {
           line_items: [
             {
               quantity: 1,
-              price_data: { currency: req.fiat!.currency, unit_amount: stripeUnitAmount(req.fiat!.amount, req.fiat!.currency), product_data: { name: req.memo } },
+              price_data: {
+                currency: req.fiat!.currency,
+                unit_amount: stripeUnitAmount(req.fiat!.amount, req.fiat!.currency),
+                product_data: { name: req.memo },
+              },
             },
           ],
           metadata: { payment_id: req.payment_id, subscription_id: req.subscription_id },
@@ -141,7 +143,10 @@ export class StripeCardRail implements Rail {
     const t = ts.length === 1 ? Number(/^\s*t=(\d{1,12})\s*$/.exec(ts[0]!)?.[1]) : NaN;
     if (!Number.isFinite(t) || t > this.wall.nowMs() / 1000 + WEBHOOK_TOLERANCE_S) throw new DomainError(400, 'Invalid callback');
     // Several secrets: the platform endpoint's and a Connect endpoint's sign differently.
-    for (const secret of this.s.webhookSecret.split(',').map((x) => x.trim()).filter(Boolean)) {
+    for (const secret of this.s.webhookSecret
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean)) {
       try {
         return this.stripe.webhooks.constructEvent(raw, signature, secret, WEBHOOK_TOLERANCE_S, undefined, this.wall.nowMs());
       } catch {

@@ -111,11 +111,17 @@ export function chargeprocOnchainRail(
     recheckAfterS: o.recheckAfterS,
     async open(req) {
       const { charge, expires_at } = await p.createCharge({
-        amount_sats: req.amount_sats, memo: req.memo, expiry_seconds: req.expiry_seconds, lightning: withLightning, onchain: true,
+        amount_sats: req.amount_sats,
+        memo: req.memo,
+        expiry_seconds: req.expiry_seconds,
+        lightning: withLightning,
+        onchain: true,
         ...(webhookUrl ? { webhook_url: webhookUrl } : {}),
       });
       return {
-        provider_ref: charge.id, expires_at, onchain_address: charge.onchainaddress!,
+        provider_ref: charge.id,
+        expires_at,
+        onchain_address: charge.onchainaddress!,
         ...(charge.payment_request ? { payment_request: charge.payment_request, payment_hash: charge.payment_hash! } : {}),
       };
     },

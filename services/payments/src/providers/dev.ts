@@ -44,7 +44,11 @@ export class DevLightningProvider implements LightningProvider {
     );
     const payment_hash = Buffer.from(paymentHash).toString('hex');
     return {
-      payment_request, payment_hash, provider_ref: payment_hash, expires_at: now + input.expiry_seconds, dev_preimage: preimage.toString('hex'),
+      payment_request,
+      payment_hash,
+      provider_ref: payment_hash,
+      expires_at: now + input.expiry_seconds,
+      dev_preimage: preimage.toString('hex'),
     };
   }
 
@@ -68,20 +72,26 @@ export function devRails(clock: Clock, devPayUrl: (paymentId: string) => string)
   const expiry = (s: number) => unixSeconds(clock) + s;
   return [
     {
-      method: 'onchain', provider: 'dev', needsFiat: false,
+      method: 'onchain',
+      provider: 'dev',
+      needsFiat: false,
       async open(req) {
         const address = devOnchainAddress();
         return { provider_ref: address, onchain_address: address, expires_at: expiry(req.expiry_seconds) };
       },
     },
     {
-      method: 'cardproc', provider: 'dev', needsFiat: true,
+      method: 'cardproc',
+      provider: 'dev',
+      needsFiat: true,
       async open(req) {
         return { provider_ref: `cs_dev_${req.payment_id}`, checkout_url: devPayUrl(req.payment_id), expires_at: expiry(req.expiry_seconds) };
       },
     },
     {
-      method: 'walletproc', provider: 'dev', needsFiat: true,
+      method: 'walletproc',
+      provider: 'dev',
+      needsFiat: true,
       async open(req) {
         return { provider_ref: `order_dev_${req.payment_id}`, checkout_url: devPayUrl(req.payment_id), expires_at: expiry(req.expiry_seconds) };
       },

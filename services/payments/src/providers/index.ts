@@ -68,31 +68,59 @@ export function createRails(
   const pick = (method: Rail['method']) => dev.find((r) => r.method === method)!;
   if (c.ONCHAIN_PROVIDER === 'dev') rails.push(pick('onchain'));
   if (c.ONCHAIN_PROVIDER === 'chargeproc') {
-    rails.push(chargeprocOnchainRail(chargeprocOf(c, clock), {
-      withLightning: !!c.CHARGEPROC_LNBITS_WALLET, webhookUrl, lateWindowS: c.ONCHAIN_LATE_WINDOW_S, recheckAfterS: c.ONCHAIN_RECHECK_S,
-    }));
+    rails.push(
+      chargeprocOnchainRail(chargeprocOf(c, clock), {
+        withLightning: !!c.CHARGEPROC_LNBITS_WALLET,
+        webhookUrl,
+        lateWindowS: c.ONCHAIN_LATE_WINDOW_S,
+        recheckAfterS: c.ONCHAIN_RECHECK_S,
+      }),
+    );
   }
   if (c.ONCHAIN_PROVIDER === 'esplora') {
     if (!watchonly) throw new Error('ONCHAIN_PROVIDER=esplora needs the watch-only wallets');
-    const settings = { url: c.ESPLORA_URL!, confirmations: c.ONCHAIN_CONFIRMATIONS, timeoutMs: c.PROVIDER_TIMEOUT_MS,
-      lateWindowS: c.ONCHAIN_LATE_WINDOW_S, recheckAfterS: c.ONCHAIN_RECHECK_S };
+    const settings = {
+      url: c.ESPLORA_URL!,
+      confirmations: c.ONCHAIN_CONFIRMATIONS,
+      timeoutMs: c.PROVIDER_TIMEOUT_MS,
+      lateWindowS: c.ONCHAIN_LATE_WINDOW_S,
+      recheckAfterS: c.ONCHAIN_RECHECK_S,
+    };
     rails.push(esploraRail(settings, watchonly.allocate, clock, watchonly.log));
   }
   if (c.CARDPROC_PROVIDER === 'dev') rails.push(pick('cardproc'));
   if (c.CARDPROC_PROVIDER === 'stripe') {
-    rails.push(new StripeCardRail({
-      secretKey: c.STRIPE_SECRET_KEY!, webhookSecret: c.STRIPE_WEBHOOK_SECRET!, publicBaseUrl: c.PUBLIC_BASE_URL!, timeoutMs: c.PROVIDER_TIMEOUT_MS,
-      ...(c.STRIPE_API_URL ? { apiUrl: c.STRIPE_API_URL } : {}),
-    }, clock));
+    rails.push(
+      new StripeCardRail(
+        {
+          secretKey: c.STRIPE_SECRET_KEY!,
+          webhookSecret: c.STRIPE_WEBHOOK_SECRET!,
+          publicBaseUrl: c.PUBLIC_BASE_URL!,
+          timeoutMs: c.PROVIDER_TIMEOUT_MS,
+          ...(c.STRIPE_API_URL ? { apiUrl: c.STRIPE_API_URL } : {}),
+        },
+        clock,
+      ),
+    );
   }
   if (c.WALLETPROC_PROVIDER === 'dev') rails.push(pick('walletproc'));
   if (c.WALLETPROC_PROVIDER === 'paypal') {
     // The payer comes back to the payment's public status; a shop front may send them on from there.
     const backTo = (id: string) => `${c.PUBLIC_BASE_URL}${API_PREFIX}/public/payment/${id}/status`;
-    rails.push(paypalRail(new PaypalClient({
-      apiUrl: c.PAYPAL_API_URL, clientId: c.PAYPAL_CLIENT_ID!, clientSecret: c.PAYPAL_CLIENT_SECRET!, webhookId: c.PAYPAL_WEBHOOK_ID!,
-      timeoutMs: c.PROVIDER_TIMEOUT_MS, returnUrl: backTo, cancelUrl: backTo,
-    }), clock));
+    rails.push(
+      paypalRail(
+        new PaypalClient({
+          apiUrl: c.PAYPAL_API_URL,
+          clientId: c.PAYPAL_CLIENT_ID!,
+          clientSecret: c.PAYPAL_CLIENT_SECRET!,
+          webhookId: c.PAYPAL_WEBHOOK_ID!,
+          timeoutMs: c.PROVIDER_TIMEOUT_MS,
+          returnUrl: backTo,
+          cancelUrl: backTo,
+        }),
+        clock,
+      ),
+    );
   }
   return Object.fromEntries(rails.map((r) => [r.method, r]));
 }

@@ -35,7 +35,12 @@ export class LnbitsProvider implements LightningProvider {
     if (typeof payment_request !== 'string' || typeof payment_hash !== 'string' || !/^[0-9a-f]{64}$/i.test(payment_hash)) {
       throw new ProviderUnavailableError('lnbits POST /api/v1/payments: answer lacks payment_request or payment_hash');
     }
-    return { payment_request, payment_hash: payment_hash.toLowerCase(), provider_ref: payment_hash.toLowerCase(), expires_at: unixSeconds(this.clock) + input.expiry_seconds };
+    return {
+      payment_request,
+      payment_hash: payment_hash.toLowerCase(),
+      provider_ref: payment_hash.toLowerCase(),
+      expires_at: unixSeconds(this.clock) + input.expiry_seconds,
+    };
   }
 
   async getStatus(providerRef: string): Promise<{ paid: boolean }> {

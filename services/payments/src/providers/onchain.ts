@@ -115,7 +115,10 @@ export function esploraRail(s: EsploraSettings, allocate: AllocateIndex, clock: 
       if (!r.paid) return { paid: false };
       if (r.received > p.amount_sats) {
         // Nothing is refunded automatically: the owner sees the surplus here and settles it with the payer.
-        log.info({ payment_id: p.id, address, amount_sats: p.amount_sats, received_sats: r.received, surplus_sats: r.received - p.amount_sats }, 'on-chain payment exceeds its amount');
+        log.info(
+          { payment_id: p.id, address, amount_sats: p.amount_sats, received_sats: r.received, surplus_sats: r.received - p.amount_sats },
+          'on-chain payment exceeds its amount',
+        );
       }
       return { paid: true, onchain_txid: r.txid! };
     },

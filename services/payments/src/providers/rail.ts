@@ -87,10 +87,16 @@ export function lightningRail(p: LightningProvider, webhookUrl?: string, method:
     needsFiat: false,
     async open(req) {
       const inv = await p.createInvoice({
-        amount_sats: req.amount_sats, memo: req.memo, expiry_seconds: req.expiry_seconds, ...(webhookUrl ? { webhook_url: webhookUrl } : {}),
+        amount_sats: req.amount_sats,
+        memo: req.memo,
+        expiry_seconds: req.expiry_seconds,
+        ...(webhookUrl ? { webhook_url: webhookUrl } : {}),
       });
       return {
-        provider_ref: inv.provider_ref, expires_at: inv.expires_at, payment_request: inv.payment_request, payment_hash: inv.payment_hash,
+        provider_ref: inv.provider_ref,
+        expires_at: inv.expires_at,
+        payment_request: inv.payment_request,
+        payment_hash: inv.payment_hash,
         ...(inv.dev_preimage ? { dev_preimage: inv.dev_preimage } : {}),
       };
     },

@@ -111,10 +111,15 @@ export class PaypalClient {
 
   private async fetchToken(): Promise<string> {
     const basic = Buffer.from(`${this.s.clientId}:${this.s.clientSecret}`).toString('base64');
-    const a = await this.send('POST', '/v1/oauth2/token', {
-      authorization: `Basic ${basic}`,
-      'content-type': 'application/x-www-form-urlencoded',
-    }, 'grant_type=client_credentials');
+    const a = await this.send(
+      'POST',
+      '/v1/oauth2/token',
+      {
+        authorization: `Basic ${basic}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      'grant_type=client_credentials',
+    );
     // The token answer is never quoted in a reason: it holds the token.
     if (a.status !== 200) throw new ProviderUnavailableError(`paypal POST /v1/oauth2/token: HTTP ${a.status} ${String(a.body?.error ?? '')}`);
     const value = a.body?.access_token;
@@ -130,7 +135,12 @@ export class PaypalClient {
   private async send(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body?: string): Promise<ApiAnswer> {
     let res: Response;
     try {
-      res = await fetch(`${this.s.apiUrl}${path}`, { method, headers: { accept: 'application/json', ...headers }, body, signal: AbortSignal.timeout(this.s.timeoutMs) });
+      res = await fetch(`${this.s.apiUrl}${path}`, {
+        method,
+        headers: { accept: 'application/json', ...headers },
+        body,
+        signal: AbortSignal.timeout(this.s.timeoutMs),
+      });
     } catch (err) {
       const e = err as Error;
       throw new ProviderUnavailableError(`paypal ${method} ${path}: ${e.name === 'TimeoutError' ? `no answer within ${this.s.timeoutMs} ms` : e.message}`);
@@ -151,11 +161,16 @@ export class PaypalClient {
    */
   private async api(method: 'GET' | 'POST', path: string, opts: { json?: string; requestId?: string } = {}): Promise<ApiAnswer> {
     const call = (token: string) =>
-      this.send(method, path, {
-        authorization: `Bearer ${token}`,
-        ...(opts.json !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...(opts.requestId ? { 'paypal-request-id': opts.requestId } : {}),
-      }, opts.json);
+      this.send(
+        method,
+        path,
+        {
+          authorization: `Bearer ${token}`,
+          ...(opts.json !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...(opts.requestId ? { 'paypal-request-id': opts.requestId } : {}),
+        },
+        opts.json,
+      );
     const token = await this.accessToken();
     const a = await call(token);
     if (a.status !== 401) return a;

@@ -3,16 +3,38 @@ import type { Queryable } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 
 const INSERTED = [
-  'id', 'wallet_id', 'subscription_id', 'plan_id', 'plan_name', 'amount_sats', 'status', 'payment_method', 'purpose',
-  'payment_request', 'payment_hash', 'provider', 'provider_ref', 'expires_at', 'paid_at', 'created_at', 'idempotency_key',
-  'onchain_address', 'onchain_txid', 'checkout_url', 'amount_fiat', 'currency', 'fiat_rate', 'cardproc_payment_id',
-  'walletproc_order_id', 'failure_reason', 'watchonly_wallet_id', 'derivation_index',
+  'id',
+  'wallet_id',
+  'subscription_id',
+  'plan_id',
+  'plan_name',
+  'amount_sats',
+  'status',
+  'payment_method',
+  'purpose',
+  'payment_request',
+  'payment_hash',
+  'provider',
+  'provider_ref',
+  'expires_at',
+  'paid_at',
+  'created_at',
+  'idempotency_key',
+  'onchain_address',
+  'onchain_txid',
+  'checkout_url',
+  'amount_fiat',
+  'currency',
+  'fiat_rate',
+  'cardproc_payment_id',
+  'walletproc_order_id',
+  'failure_reason',
+  'watchonly_wallet_id',
+  'derivation_index',
 ] as const;
 
 // NUMERIC columns come back as strings from the driver; the record holds numbers.
-const COLUMNS = [...INSERTED, 'unapplied_reason', 'version']
-  .map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c))
-  .join(', ');
+const COLUMNS = [...INSERTED, 'unapplied_reason', 'version'].map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c)).join(', ');
 
 /** What a provider tells about a payment when it is settled. */
 const DETAIL_COLUMNS = ['onchain_txid', 'cardproc_payment_id', 'walletproc_order_id', 'failure_reason'] as const;

@@ -46,10 +46,11 @@ export class WatchonlyRepo {
   /** Newest first, ties broken by id (ids sort by creation time). */
   async list(q: Queryable, walletId: string, limit: number, offset: number): Promise<Paginated<WatchonlyWalletRecord>> {
     const [items, count] = await Promise.all([
-      q.query<WatchonlyWalletRecord>(
-        `SELECT ${COLUMNS} FROM ${this.t} WHERE wallet_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`,
-        [walletId, limit, offset],
-      ),
+      q.query<WatchonlyWalletRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE wallet_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`, [
+        walletId,
+        limit,
+        offset,
+      ]),
       q.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.t} WHERE wallet_id = $1`, [walletId]),
     ]);
     return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };

@@ -8,7 +8,16 @@ export interface EsploraTx {
   txid: string;
   version: number;
   locktime: number;
-  vin: { txid: string; vout: number; prevout: EsploraVout; scriptsig: string; scriptsig_asm: string; witness: string[]; is_coinbase: boolean; sequence: number }[];
+  vin: {
+    txid: string;
+    vout: number;
+    prevout: EsploraVout;
+    scriptsig: string;
+    scriptsig_asm: string;
+    witness: string[];
+    is_coinbase: boolean;
+    sequence: number;
+  }[];
   vout: EsploraVout[];
   size: number;
   weight: number;
@@ -83,7 +92,10 @@ export async function startEsploraServer(network: 'mainnet' | 'testnet' = 'mainn
   };
   const pays = (t: EsploraTx, a: string) => t.vout.some((o) => o.scriptpubkey_address === a) || t.vin.some((i) => i.prevout.scriptpubkey_address === a);
   const confirmedNewestFirst = (a: string) =>
-    txs.filter((t) => t.status.confirmed && pays(t, a)).reverse().sort((x, y) => (y.status as { block_height: number }).block_height - (x.status as { block_height: number }).block_height);
+    txs
+      .filter((t) => t.status.confirmed && pays(t, a))
+      .reverse()
+      .sort((x, y) => (y.status as { block_height: number }).block_height - (x.status as { block_height: number }).block_height);
 
   const answer = (path: string): { status: number; type: 'json' | 'text'; body: unknown } => {
     if (path === '/blocks/tip/height') return { status: 200, type: 'text', body: String(tip) };
@@ -137,7 +149,18 @@ export async function startEsploraServer(network: 'mainnet' | 'testnet' = 'mainn
         txid: hex(32),
         version: 2,
         locktime: 0,
-        vin: [{ txid: hex(32), vout: 0, prevout: output(changeAddress, input), scriptsig: '', scriptsig_asm: '', witness: [hex(71), hex(33)], is_coinbase: false, sequence: 0xfffffffd }],
+        vin: [
+          {
+            txid: hex(32),
+            vout: 0,
+            prevout: output(changeAddress, input),
+            scriptsig: '',
+            scriptsig_asm: '',
+            witness: [hex(71), hex(33)],
+            is_coinbase: false,
+            sequence: 0xfffffffd,
+          },
+        ],
         vout: [output(addr, sats), output(changeAddress, input - sats - fee)],
         size: 222,
         weight: 561,

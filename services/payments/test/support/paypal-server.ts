@@ -99,18 +99,30 @@ function apiError(status: number, name: string, message: string, details: { issu
   return {
     status,
     body: {
-      name, message, debug_id: randomBytes(7).toString('hex'), details,
+      name,
+      message,
+      debug_id: randomBytes(7).toString('hex'),
+      details,
       links: details.map((d) => ({ href: `https://developer.paypal.com/docs/api/orders/v2/#error-${d.issue}`, rel: 'information_link', method: 'GET' })),
     },
   };
 }
 
 const invalidRequest = (details: { field: string; issue: string; description: string }[]) =>
-  apiError(400, 'INVALID_REQUEST', 'Request is not well-formed, syntactically incorrect, or violates schema.', details.map((d) => ({ ...d, location: 'body' })));
+  apiError(
+    400,
+    'INVALID_REQUEST',
+    'Request is not well-formed, syntactically incorrect, or violates schema.',
+    details.map((d) => ({ ...d, location: 'body' })),
+  );
 const unprocessable = (issue: string, description: string) =>
-  apiError(422, 'UNPROCESSABLE_ENTITY', 'The requested action could not be performed, semantically incorrect, or failed business validation.', [{ issue, description }]);
+  apiError(422, 'UNPROCESSABLE_ENTITY', 'The requested action could not be performed, semantically incorrect, or failed business validation.', [
+    { issue, description },
+  ]);
 const notFound = () =>
-  apiError(404, 'RESOURCE_NOT_FOUND', 'The specified resource does not exist.', [{ issue: 'INVALID_RESOURCE_ID', description: 'Specified resource ID does not exist. Please check the resource ID and try again.' }]);
+  apiError(404, 'RESOURCE_NOT_FOUND', 'The specified resource does not exist.', [
+    { issue: 'INVALID_RESOURCE_ID', description: 'Specified resource ID does not exist. Please check the resource ID and try again.' },
+  ]);
 
 /** PayPal ids: 17 upper-case letters and digits. */
 const paypalId = () => Array.from(randomBytes(17), (b) => 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'[b % 36]).join('');
@@ -134,11 +146,14 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
   const orderJson = (id: string) => {
     const o = orders.get(id)!;
     return {
-      id: o.id, intent: o.intent, status: o.status,
+      id: o.id,
+      intent: o.intent,
+      status: o.status,
       payment_source: { paypal: o.payer ? { email_address: o.payer.email_address, account_id: (o.payer as any).payer_id, account_status: 'VERIFIED' } : {} },
       purchase_units: o.purchase_units,
       ...(o.payer ? { payer: o.payer } : {}),
-      create_time: o.create_time, update_time: o.update_time,
+      create_time: o.create_time,
+      update_time: o.update_time,
       links: [
         link(`${base}/v2/checkout/orders/${id}`, 'self'),
         ...(o.status === 'PAYER_ACTION_REQUIRED' ? [link(`${base}/checkoutnow?token=${id}`, 'payer-action')] : []),
@@ -158,18 +173,21 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
     if (!Array.isArray(b?.purchase_units) || b.purchase_units.length < 1 || b.purchase_units.length > 10) miss('/purchase_units');
     const u = Array.isArray(b?.purchase_units) ? b.purchase_units[0] : undefined;
     if (u) {
-      if (!u.amount) miss('/purchase_units/@reference_id==\'default\'/amount');
+      if (!u.amount) miss("/purchase_units/@reference_id=='default'/amount");
       else {
-        if (!/^[A-Z]{3}$/.test(u.amount.currency_code ?? '')) bad('/purchase_units/@reference_id==\'default\'/amount/currency_code');
+        if (!/^[A-Z]{3}$/.test(u.amount.currency_code ?? '')) bad("/purchase_units/@reference_id=='default'/amount/currency_code");
         if (typeof u.amount.value !== 'string' || !/^\d{1,10}(\.\d{2})?$/.test(u.amount.value) || Number(u.amount.value) <= 0) {
-          bad('/purchase_units/@reference_id==\'default\'/amount/value');
+          bad("/purchase_units/@reference_id=='default'/amount/value");
         }
       }
-      for (const k of ['custom_id', 'invoice_id', 'description', 'reference_id'] as const) if (u[k] !== undefined && !str(u[k], k === 'reference_id' ? 256 : 127)) bad(`/purchase_units/0/${k}`);
+      for (const k of ['custom_id', 'invoice_id', 'description', 'reference_id'] as const)
+        if (u[k] !== undefined && !str(u[k], k === 'reference_id' ? 256 : 127)) bad(`/purchase_units/0/${k}`);
       if (u.payee !== undefined && !/^[A-Z0-9]{13}$/.test(u.payee?.merchant_id ?? '')) bad('/purchase_units/0/payee/merchant_id');
     }
     const ctx = b?.payment_source?.paypal?.experience_context;
-    if (ctx) for (const k of ['return_url', 'cancel_url'] as const) if (ctx[k] !== undefined && !/^https?:\/\/\S+$/.test(ctx[k])) bad(`/payment_source/paypal/experience_context/${k}`);
+    if (ctx)
+      for (const k of ['return_url', 'cancel_url'] as const)
+        if (ctx[k] !== undefined && !/^https?:\/\/\S+$/.test(ctx[k])) bad(`/payment_source/paypal/experience_context/${k}`);
     if (problems.length) return invalidRequest(problems);
     // PayPal takes whole amounts only for these (https://developer.paypal.com/reference/currency-codes/).
     if (['HUF', 'JPY', 'TWD'].includes(u.amount.currency_code) && u.amount.value.includes('.')) {
@@ -178,10 +196,14 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
     const id = paypalId();
     const now = isoNow();
     orders.set(id, {
-      id, intent: 'CAPTURE', status: b.payment_source?.paypal ? 'PAYER_ACTION_REQUIRED' : 'CREATED',
+      id,
+      intent: 'CAPTURE',
+      status: b.payment_source?.paypal ? 'PAYER_ACTION_REQUIRED' : 'CREATED',
       purchase_units: b.purchase_units.map((p: any) => ({ reference_id: 'default', ...p })),
       ...(ctx ? { experience_context: ctx } : {}),
-      create_time: now, update_time: now, captureOutcome: 'COMPLETED',
+      create_time: now,
+      update_time: now,
+      captureOutcome: 'COMPLETED',
     });
     const o = orderJson(id);
     // The minimal representation (Prefer: return=minimal, PayPal's default).
@@ -191,17 +213,27 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
   function capture(id: string): { status: number; body: unknown } {
     const o = orders.get(id);
     if (!o) return notFound();
-    if (o.status === 'COMPLETED') return unprocessable('ORDER_ALREADY_CAPTURED', "Order already captured.If 'intent=CAPTURE' only one capture per order is allowed.");
-    if (o.status !== 'APPROVED') return unprocessable('ORDER_NOT_APPROVED', 'Payer has not yet approved the Order for payment. Please redirect the payer to the \'rel\':\'approve\' url returned as part of the HATEOAS links within the Create Order call or provide a valid payment_source in the request.');
+    if (o.status === 'COMPLETED')
+      return unprocessable('ORDER_ALREADY_CAPTURED', "Order already captured.If 'intent=CAPTURE' only one capture per order is allowed.");
+    if (o.status !== 'APPROVED')
+      return unprocessable(
+        'ORDER_NOT_APPROVED',
+        "Payer has not yet approved the Order for payment. Please redirect the payer to the 'rel':'approve' url returned as part of the HATEOAS links within the Create Order call or provide a valid payment_source in the request.",
+      );
     const now = isoNow();
     const u = o.purchase_units[0]!;
     const captureId = paypalId();
     const c: PaypalCapture = {
-      id: captureId, status: o.captureOutcome, amount: u.amount, final_capture: true,
-      ...(u.custom_id ? { custom_id: u.custom_id } : {}), ...(u.invoice_id ? { invoice_id: u.invoice_id } : {}),
+      id: captureId,
+      status: o.captureOutcome,
+      amount: u.amount,
+      final_capture: true,
+      ...(u.custom_id ? { custom_id: u.custom_id } : {}),
+      ...(u.invoice_id ? { invoice_id: u.invoice_id } : {}),
       seller_protection: { status: 'ELIGIBLE', dispute_categories: ['ITEM_NOT_RECEIVED', 'UNAUTHORIZED_TRANSACTION'] },
       supplementary_data: { related_ids: { order_id: id } },
-      create_time: now, update_time: now,
+      create_time: now,
+      update_time: now,
       links: [
         link(`${base}/v2/payments/captures/${captureId}`, 'self'),
         link(`${base}/v2/payments/captures/${captureId}/refund`, 'refund', 'POST'),
@@ -223,7 +255,12 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
     const missing = fields.filter((f) => typeof b?.[f] !== 'string' || !b[f]);
     if (b?.webhook_event === undefined) missing.push('webhook_event' as never);
     if (missing.length) {
-      return apiError(400, 'VALIDATION_ERROR', 'Invalid request - see details', missing.map((f) => ({ field: f, issue: 'MISSING_REQUIRED_PARAMETER', description: `${f} is required`, location: 'body' })));
+      return apiError(
+        400,
+        'VALIDATION_ERROR',
+        'Invalid request - see details',
+        missing.map((f) => ({ field: f, issue: 'MISSING_REQUIRED_PARAMETER', description: `${f} is required`, location: 'body' })),
+      );
     }
     let ok = b.auth_algo === 'SHA256withRSA' && b.cert_url === `${base}/v1/notifications/certs/${certId}`;
     if (ok) {
@@ -241,7 +278,10 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
       if (!basic || Buffer.from(basic, 'base64').toString('utf8') !== `${clientId}:${clientSecret}`) {
         return { status: 401, body: { error: 'invalid_client', error_description: 'Client Authentication failed' } };
       }
-      if (!String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') || new URLSearchParams(raw).get('grant_type') !== 'client_credentials') {
+      if (
+        !String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') ||
+        new URLSearchParams(raw).get('grant_type') !== 'client_credentials'
+      ) {
         return { status: 400, body: { error: 'unsupported_grant_type', error_description: 'Grant Type is NULL' } };
       }
       const token = `A21AA${randomBytes(40).toString('base64url')}`;
@@ -249,13 +289,20 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
       server.tokensIssued++;
       return {
         status: 200,
-        body: { scope: 'https://uri.paypal.com/services/payments/payment', access_token: token, token_type: 'Bearer', app_id: 'APP-80W284485P519543T', expires_in: server.tokenLifetimeS, nonce: `${isoNow()}${randomBytes(8).toString('hex')}` },
+        body: {
+          scope: 'https://uri.paypal.com/services/payments/payment',
+          access_token: token,
+          token_type: 'Bearer',
+          app_id: 'APP-80W284485P519543T',
+          expires_in: server.tokenLifetimeS,
+          nonce: `${isoNow()}${randomBytes(8).toString('hex')}`,
+        },
       };
     }
     const bearer = /^Bearer (.+)$/.exec(String(req.headers.authorization ?? ''))?.[1];
     if (!bearer || !((tokens.get(bearer) ?? 0) > Date.now())) return { status: 401, body: AUTH_FAILURE };
-    if ((req.method === 'POST') && !String(req.headers['content-type'] ?? '').startsWith('application/json')) {
-      return apiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'The server does not support the request payload\'s media type.');
+    if (req.method === 'POST' && !String(req.headers['content-type'] ?? '').startsWith('application/json')) {
+      return apiError(415, 'UNSUPPORTED_MEDIA_TYPE', "The server does not support the request payload's media type.");
     }
     if (req.method === 'POST' && req.path === '/v1/notifications/verify-webhook-signature') return verify(req.body);
 
@@ -293,7 +340,8 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
       const rec: RecordedRequest = { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0]!, headers: req.headers, body };
       requests.push(rec);
       if (server.faults.delayMs) await new Promise((r) => setTimeout(r, server.faults.delayMs));
-      if (server.faults.status) return send(res, server.faults.status, apiError(server.faults.status, 'INTERNAL_SERVER_ERROR', 'An internal server error has occurred.').body);
+      if (server.faults.status)
+        return send(res, server.faults.status, apiError(server.faults.status, 'INTERNAL_SERVER_ERROR', 'An internal server error has occurred.').body);
       const out = route(rec, raw);
       send(res, out.status, out.body);
     });
@@ -302,7 +350,15 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
   base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
 
   const server: PaypalServer = {
-    url: base, clientId, clientSecret, webhookId, requests, orders, tokensIssued: 0, tokenLifetimeS: 32_400, faults: {},
+    url: base,
+    clientId,
+    clientSecret,
+    webhookId,
+    requests,
+    orders,
+    tokensIssued: 0,
+    tokenLifetimeS: 32_400,
+    faults: {},
     revokeTokens: () => tokens.clear(),
     approve(orderId, outcome = 'COMPLETED') {
       const o = orders.get(orderId);
@@ -334,7 +390,9 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
         resource_type: approved ? 'checkout-order' : 'capture',
         resource_version: '2.0',
         event_type: eventType,
-        summary: approved ? 'An order has been approved by buyer' : `Payment ${eventType === 'PAYMENT.CAPTURE.COMPLETED' ? 'completed' : 'denied'} for ${c!.amount.value} ${c!.amount.currency_code}`,
+        summary: approved
+          ? 'An order has been approved by buyer'
+          : `Payment ${eventType === 'PAYMENT.CAPTURE.COMPLETED' ? 'completed' : 'denied'} for ${c!.amount.value} ${c!.amount.currency_code}`,
         resource: approved ? orderJson(orderId) : { ...c },
         links: [
           link(`${base}/v1/notifications/webhooks-events/WH-${orderId}`, 'self'),

@@ -75,17 +75,19 @@ export async function startSatspayServer(
         onchainwallet: b.onchainwallet !== undefined ? onchainWallet : null,
         description: b.description as string,
         onchainaddress: b.onchainwallet !== undefined ? devOnchainAddress() : null,
-        payment_request: !lightning ? '' : encodeBolt11(
-          {
-            amount_sats: b.amount as number,
-            timestamp: Math.floor(Date.now() / 1000),
-            payment_hash: hash,
-            payment_secret: randomBytes(32),
-            description: b.description as string,
-            expiry_seconds: (b.time as number) * 60,
-          },
-          nodeKey,
-        ),
+        payment_request: !lightning
+          ? ''
+          : encodeBolt11(
+              {
+                amount_sats: b.amount as number,
+                timestamp: Math.floor(Date.now() / 1000),
+                payment_hash: hash,
+                payment_secret: randomBytes(32),
+                description: b.description as string,
+                expiry_seconds: (b.time as number) * 60,
+              },
+              nodeKey,
+            ),
         payment_hash: lightning ? Buffer.from(hash).toString('hex') : '',
         webhook: (b.webhook as string | undefined) ?? null,
         completelink: (b.completelink as string | undefined) ?? null,

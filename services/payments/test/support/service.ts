@@ -44,7 +44,12 @@ export async function startPaymentsService(env: Record<string, string>): Promise
     natsUrl: nats.url,
     lines: svc.lines,
     route: (subject, r) =>
-      bus.request(subject, { caller: r.wallet_id ? { wallet_id: r.wallet_id, role: 'invoice' } : {}, params: r.params ?? {}, query: r.query ?? {}, body: r.body }),
+      bus.request(subject, {
+        caller: r.wallet_id ? { wallet_id: r.wallet_id, role: 'invoice' } : {},
+        params: r.params ?? {},
+        query: r.query ?? {},
+        body: r.body,
+      }),
     async outboxDrained() {
       const until = Date.now() + 20_000;
       while (Date.now() < until) {

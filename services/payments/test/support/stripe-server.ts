@@ -99,7 +99,17 @@ const int = (v: unknown) => (typeof v === 'string' && /^-?\d+$/.test(v) ? Number
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
 /** Stripe's minimum charge per currency, in minor units (the common ones). */
 const MINIMUM: Record<string, number> = { usd: 50, eur: 50, gbp: 30, chf: 50, cad: 50, aud: 50, jpy: 50 };
-const SESSION_PARAMS = new Set(['mode', 'line_items', 'metadata', 'client_reference_id', 'success_url', 'cancel_url', 'expires_at', 'customer_email', 'payment_intent_data']);
+const SESSION_PARAMS = new Set([
+  'mode',
+  'line_items',
+  'metadata',
+  'client_reference_id',
+  'success_url',
+  'cancel_url',
+  'expires_at',
+  'customer_email',
+  'payment_intent_data',
+]);
 
 /** Validates a Checkout Session create like Stripe does (the subset this project uses) and returns the session. */
 function createSession(form: Record<string, unknown>, account: string | null, now: number): StripeSession {
@@ -132,7 +142,12 @@ function createSession(form: Record<string, unknown>, account: string | null, no
   });
   const min = MINIMUM[currency!];
   if (min !== undefined && total < min) {
-    throw new StripeApiError(400, `The Checkout Session's total amount due must add up to at least ${min} ${currency} (minor units).`, 'line_items', 'amount_too_small');
+    throw new StripeApiError(
+      400,
+      `The Checkout Session's total amount due must add up to at least ${min} ${currency} (minor units).`,
+      'line_items',
+      'amount_too_small',
+    );
   }
   const metadata = form.metadata ?? {};
   if (!isObj(metadata)) throw invalid('metadata', 'Invalid object');
@@ -154,10 +169,23 @@ function createSession(form: Record<string, unknown>, account: string | null, no
   }
   const id = rid('cs_test_a1', 56);
   return {
-    id, object: 'checkout.session', account, amount_subtotal: total, amount_total: total,
-    client_reference_id: (form.client_reference_id as string | undefined) ?? null, created: now, currency: currency!,
-    expires_at: expires, livemode: false, metadata: metadata as Record<string, string>, mode: 'payment', payment_intent: null,
-    payment_status: 'unpaid', status: 'open', success_url: form.success_url, url: `https://checkout.stripe.com/c/pay/${id}#${rid('', 40)}`,
+    id,
+    object: 'checkout.session',
+    account,
+    amount_subtotal: total,
+    amount_total: total,
+    client_reference_id: (form.client_reference_id as string | undefined) ?? null,
+    created: now,
+    currency: currency!,
+    expires_at: expires,
+    livemode: false,
+    metadata: metadata as Record<string, string>,
+    mode: 'payment',
+    payment_intent: null,
+    payment_status: 'unpaid',
+    status: 'open',
+    success_url: form.success_url,
+    url: `https://checkout.stripe.com/c/pay/${id}#${rid('', 40)}`,
     params: form,
   };
 }
@@ -200,13 +228,19 @@ export async function startStripeServer(
   const handle = (req: StripeRequest): { status: number; body: unknown } => {
     const auth = req.headers.authorization ?? '';
     if (!auth.startsWith('Bearer ')) {
-      throw new StripeApiError(401, "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').");
+      throw new StripeApiError(
+        401,
+        "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
+      );
     }
     const key = auth.slice(7);
     if (key !== secretKey) throw new StripeApiError(401, `Invalid API Key provided: ${mask(key)}`);
     const account = (req.headers['stripe-account'] as string | undefined) ?? null;
     if (account !== null && !accounts.has(account)) {
-      throw new StripeApiError(403, `The provided key '${mask(key)}' does not have access to account '${account}' (or that account does not exist). Application access may have been revoked.`);
+      throw new StripeApiError(
+        403,
+        `The provided key '${mask(key)}' does not have access to account '${account}' (or that account does not exist). Application access may have been revoked.`,
+      );
     }
     if (req.method === 'POST' && req.path === '/v1/checkout/sessions') {
       if (!String(req.headers['content-type']).startsWith('application/x-www-form-urlencoded')) {
@@ -226,8 +260,13 @@ export async function startStripeServer(
     const ex = /^\/v1\/checkout\/sessions\/([^/]+)\/expire$/.exec(req.path);
     if (req.method === 'POST' && ex) {
       const s = sessions.get(decodeURIComponent(ex[1]!));
-      if (!s || s.account !== account) throw new StripeApiError(404, `No such checkout.session: '${decodeURIComponent(ex[1]!)}'`, 'session', 'resource_missing');
-      if (s.status !== 'open') throw new StripeApiError(400, `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of \`${s.status}\`.`);
+      if (!s || s.account !== account)
+        throw new StripeApiError(404, `No such checkout.session: '${decodeURIComponent(ex[1]!)}'`, 'session', 'resource_missing');
+      if (s.status !== 'open')
+        throw new StripeApiError(
+          400,
+          `Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of \`${s.status}\`.`,
+        );
       expireSession(s);
       return { status: 200, body: sessionJson(s.id) };
     }
@@ -240,7 +279,13 @@ export async function startStripeServer(
     req.on('data', (c) => (raw += c));
     req.on('end', async () => {
       const [path, query] = (req.url ?? '/').split('?');
-      const rec: StripeRequest = { method: req.method ?? 'GET', path: path!, headers: req.headers, raw, form: parseStripeForm(req.method === 'GET' ? (query ?? '') : raw) };
+      const rec: StripeRequest = {
+        method: req.method ?? 'GET',
+        path: path!,
+        headers: req.headers,
+        raw,
+        form: parseStripeForm(req.method === 'GET' ? (query ?? '') : raw),
+      };
       requests.push(rec);
       if (faults.delayMs) await new Promise((r) => setTimeout(r, faults.delayMs));
       let out: { status: number; body: unknown };
@@ -251,7 +296,10 @@ export async function startStripeServer(
           out = handle(rec);
         } catch (err) {
           if (!(err instanceof StripeApiError)) throw err;
-          out = { status: err.status, body: { error: { type: err.type, message: err.message, ...(err.param ? { param: err.param } : {}), ...(err.code ? { code: err.code } : {}) } } };
+          out = {
+            status: err.status,
+            body: { error: { type: err.type, message: err.message, ...(err.param ? { param: err.param } : {}), ...(err.code ? { code: err.code } : {}) } },
+          };
         }
       }
       if (res.destroyed) return;
@@ -280,22 +328,30 @@ export async function startStripeServer(
     sessionJson,
     eventJson(type, sessionId, o = {}) {
       const s = get(sessionId);
-      return JSON.stringify({
-        id: o.id ?? rid('evt_', 24),
-        object: 'event',
-        // Events of a connected account's objects name the account (Connect endpoints).
-        ...(s.account ? { account: s.account } : {}),
-        api_version: '2026-10-28.endive',
-        created: o.created ?? nowS(),
-        data: { object: sessionJson(sessionId) },
-        livemode: false,
-        pending_webhooks: 1,
-        request: { id: null, idempotency_key: null },
-        type,
-      }, null, 2);
+      return JSON.stringify(
+        {
+          id: o.id ?? rid('evt_', 24),
+          object: 'event',
+          // Events of a connected account's objects name the account (Connect endpoints).
+          ...(s.account ? { account: s.account } : {}),
+          api_version: '2026-10-28.endive',
+          created: o.created ?? nowS(),
+          data: { object: sessionJson(sessionId) },
+          livemode: false,
+          pending_webhooks: 1,
+          request: { id: null, idempotency_key: null },
+          type,
+        },
+        null,
+        2,
+      );
     },
     sign(payload, o = {}) {
-      return Stripe.webhooks.generateTestHeaderString({ payload, secret: o.secret ?? webhookSecret, ...(o.timestamp !== undefined ? { timestamp: o.timestamp } : {}) });
+      return Stripe.webhooks.generateTestHeaderString({
+        payload,
+        secret: o.secret ?? webhookSecret,
+        ...(o.timestamp !== undefined ? { timestamp: o.timestamp } : {}),
+      });
     },
     close: () =>
       new Promise((r) => {
