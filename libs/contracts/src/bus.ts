@@ -31,11 +31,32 @@ export type BusRequest<P = unknown, Q = unknown, B = unknown> = {
   body: B;
 };
 
-/** Every reply on the bus: a result, or an error with the HTTP status and detail the gateway relays. */
-export const BusReply = z.discriminatedUnion('ok', [
-  z.object({ ok: z.literal(true), data: z.unknown() }),
-  z.object({ ok: z.literal(false), status: z.number().int(), detail: z.unknown() }),
-]);
+/**
+ * What went wrong, in the domain's words. Only the gateway maps a kind to an HTTP status
+ * (services/gateway/src/errors.ts); services never speak HTTP to each other.
+ */
+export const ERROR_KINDS = ['invalid', 'unauthenticated', 'rejected', 'not_found', 'conflict', 'unavailable', 'internal'] as const;
+export const ErrorKind = z.enum(ERROR_KINDS);
+export type ErrorKind = z.infer<typeof ErrorKind>;
+
+/** A field at fault: its path inside the request body, what is wrong, and a machine-readable type. */
+export const FieldIssue = z.object({
+  field: z.array(z.union([z.string(), z.number()])),
+  msg: z.string(),
+  type: z.string(),
+  /** Where the field is when not in the body: a bus message that broke its contract says 'message'. */
+  in: z.enum(['body', 'query', 'path', 'message']).optional(),
+});
+export type FieldIssue = z.infer<typeof FieldIssue>;
+
+export const BusErrorReply = z.object({
+  ok: z.literal(false),
+  error: z.object({ kind: ErrorKind, message: z.string(), issues: z.array(FieldIssue).optional() }),
+});
+export type BusErrorReply = z.infer<typeof BusErrorReply>;
+
+/** Every reply on the bus: a result, or a domain error. */
+export const BusReply = z.discriminatedUnion('ok', [z.object({ ok: z.literal(true), data: z.unknown() }), BusErrorReply]);
 export type BusReply = z.infer<typeof BusReply>;
 
 /** Request/reply subjects are `<service>.<resource>.<verb>`; each service answers in its own queue group. */

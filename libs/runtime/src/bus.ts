@@ -2,7 +2,7 @@ import { context, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { ClientNats, NatsRecordBuilder, ServerNats, type NatsContext } from '@nestjs/microservices';
 import { firstValueFrom, timeout, TimeoutError } from 'rxjs';
-import { BusReply, toValidationDetail, type z } from '@sb/contracts';
+import { BusReply, type z } from '@sb/contracts';
 import { isDbUnavailable } from './db.js';
 import { DomainError } from './errors.js';
 import { newId } from './ids.js';
@@ -156,24 +156,32 @@ function answer(h: Handler, data: unknown, ctx: NatsContext, log: Logger): Promi
       async (span): Promise<BusReply> => {
         try {
           const input = h.request.safeParse(data);
-          if (!input.success) return { ok: false, status: 422, detail: toValidationDetail(input.error.issues, 'message') };
+          if (!input.success) {
+            const issues = input.error.issues.map((i) => ({
+              field: i.path.map((x) => (typeof x === 'symbol' ? String(x) : x)),
+              msg: i.message,
+              type: i.code,
+              in: 'message' as const,
+            }));
+            return { ok: false, error: { kind: 'invalid', message: 'The message breaks its contract', issues } };
+          }
           const out = await h.handle(input.data);
           if (h.response) h.response.parse(out);
           return { ok: true, data: out };
         } catch (err) {
-          if (err instanceof DomainError) return { ok: false, status: err.status, detail: err.detail };
+          if (err instanceof DomainError) return { ok: false, error: err.toReply() };
           if (err instanceof BusUnavailableError) {
             log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
-            return { ok: false, status: 503, detail: 'A service needed for this request is not available, please retry' };
+            return { ok: false, error: { kind: 'unavailable', message: 'A service needed for this request is not available, please retry' } };
           }
           if (isDbUnavailable(err)) {
             log.warn({ err: (err as Error).message, subject: h.subject }, 'database unavailable');
-            return { ok: false, status: 503, detail: DB_UNAVAILABLE_DETAIL };
+            return { ok: false, error: { kind: 'unavailable', message: DB_UNAVAILABLE_DETAIL } };
           }
           const id = newId('err_');
           span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
           log.error({ err, error_id: id, subject: h.subject }, 'handler failed');
-          return { ok: false, status: 500, detail: `Unexpected error! ID: ${id}` };
+          return { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${id}` } };
         } finally {
           span.end();
         }
@@ -200,7 +208,7 @@ export async function callMessage<Req extends z.ZodType, Rep extends z.ZodType>(
   payload: z.input<Req>,
 ): Promise<z.output<Rep>> {
   const reply = await bus.request(msg.subject, msg.request.parse(payload), msg.timeoutMs);
-  if (!reply.ok) throw new DomainError(reply.status, reply.detail);
+  if (!reply.ok) throw new DomainError(reply.error.kind, reply.error.message, reply.error.issues);
   return msg.reply.parse(reply.data);
 }
 

@@ -8,13 +8,13 @@ describe('checkout contacts', () => {
     for (const nostr of [npub, 'a'.repeat(64), 'bob@example.com', 'bob@127.0.0.1:8080', '_@nostr.example.org'])
       expect(contactIssues({ nostr }), nostr).toEqual([]);
     for (const messenger of ['123456789', '-1001234', '@alice_bot', 'alice']) expect(contactIssues({ messenger }), messenger).toEqual([]);
-    expect(contactIssues({ nostr: 'not a key' })[0]!.loc).toEqual(['body', 'nostr']);
-    expect(contactIssues({ nostr: 'npub1short' })[0]!.loc).toEqual(['body', 'nostr']);
+    expect(contactIssues({ nostr: 'not a key' })[0]!.field).toEqual(['nostr']);
+    expect(contactIssues({ nostr: 'npub1short' })[0]!.field).toEqual(['nostr']);
     // Well-formed, but no point on the curve (or a bad checksum): no notice could ever reach it.
-    for (const nostr of ['0'.repeat(64), 'npub1' + 'q'.repeat(58)]) expect(contactIssues({ nostr })[0]!.loc, nostr).toEqual(['body', 'nostr']);
-    expect(contactIssues({ messenger: 'two words' })[0]!.loc).toEqual(['body', 'messenger']);
+    for (const nostr of ['0'.repeat(64), 'npub1' + 'q'.repeat(58)]) expect(contactIssues({ nostr })[0]!.field, nostr).toEqual(['nostr']);
+    expect(contactIssues({ messenger: 'two words' })[0]!.field).toEqual(['messenger']);
     expect(contactIssues({ email: 'a@example.com', contact_preference: 'nostr' })).toEqual([
-      { loc: ['body', 'nostr'], msg: 'contact_preference is nostr: give your nostr contact too', type: 'missing' },
+      { field: ['nostr'], msg: 'contact_preference is nostr: give your nostr contact too', type: 'missing' },
     ]);
     expect(contactIssues({ email: 'a@example.com', contact_preference: 'email' })).toEqual([]);
   });
@@ -23,7 +23,7 @@ describe('checkout contacts', () => {
     expect(preferenceIssues(undefined, ['email'])).toEqual([]);
     expect(preferenceIssues('email', ['email', 'nostr'])).toEqual([]);
     expect(preferenceIssues('messenger', ['email'])).toEqual([
-      { loc: ['body', 'contact_preference'], msg: 'this plan does not send notices by messenger: choose one of email', type: 'value_error' },
+      { field: ['contact_preference'], msg: 'this plan does not send notices by messenger: choose one of email', type: 'value_error' },
     ]);
   });
 });

@@ -155,7 +155,7 @@ describe('lifecycle table', () => {
             err = e;
           }
           expect(err).toBeInstanceOf(DomainError);
-          expect((err as DomainError).status).toBe(409);
+          expect((err as DomainError).kind).toBe('conflict');
         } else {
           expect(transition(s, EVENTS[event]!, now).next.status).toBe(to);
         }

@@ -2,11 +2,18 @@ import { describe, expect, it } from 'vitest';
 import type { Plan, PlanCreate } from '@sb/contracts';
 import { PlanCreate as PlanCreateSchema } from '@sb/contracts';
 import { DomainError } from '@sb/runtime';
-import { methodAvailability } from '../src/domain/availability.js';
-import { allowedMethods, archivePlan, newPlan, publicPlan, updatePlan } from '../src/domain/plans.js';
+import { allowedMethods, archivePlan, type MethodAvailability, newPlan, publicPlan, updatePlan } from '../src/domain/plans.js';
 
-const lightningOnly = methodAvailability({ LIGHTNING_PROVIDER: 'dev' });
-const nothing = methodAvailability({});
+// What the payments service answers (payments.internal.methods) with only a Lightning provider, and with none.
+const missing = (m: string) => `${m} payments are not configured on this server (set LIGHTNING_PROVIDER)`;
+const nothing: MethodAvailability = {
+  lightning: missing('Lightning'),
+  nwc: missing('NWC'),
+  onchain: missing('On-chain'),
+  cardproc: missing('Card'),
+  walletproc: missing('Wallet-processor'),
+};
+const lightningOnly: MethodAvailability = { ...nothing, lightning: null, nwc: null };
 const ids = { id: 'plan_1', wallet: 'wal_1', now: 1_700_000_000 };
 const create = (over: Partial<PlanCreate> = {}): PlanCreate => PlanCreateSchema.parse({ name: 'Gold', amount_sats: 1000, interval: 'monthly', ...over });
 
@@ -41,16 +48,16 @@ describe('newPlan', () => {
 
   it('requires at least one payment method', () => {
     const err = domainError(() => newPlan(create({ allow_lightning: false }), ids, lightningOnly));
-    expect(err.status).toBe(422);
-    expect(err.detail).toEqual([{ loc: ['body'], msg: 'At least one payment method must be allowed', type: 'value_error' }]);
+    expect(err.kind).toBe('invalid');
+    expect(err.issues).toEqual([{ field: [], msg: 'At least one payment method must be allowed', type: 'value_error' }]);
   });
 
   it('refuses a method the server has no provider for, naming the configuration', () => {
     const err = domainError(() => newPlan(create(), ids, nothing));
-    expect(err.status).toBe(422);
-    expect(err.detail).toEqual([expect.objectContaining({ loc: ['body', 'allow_lightning'], msg: expect.stringContaining('LIGHTNING_PROVIDER') })]);
+    expect(err.kind).toBe('invalid');
+    expect(err.issues).toEqual([expect.objectContaining({ field: ['allow_lightning'], msg: expect.stringContaining('LIGHTNING_PROVIDER') })]);
     const card = domainError(() => newPlan(create({ allow_cardproc: true }), ids, lightningOnly));
-    expect((card.detail as { loc: string[] }[])[0]!.loc).toEqual(['body', 'allow_cardproc']);
+    expect(card.issues?.[0]?.field).toEqual(['allow_cardproc']);
   });
 });
 
@@ -68,14 +75,14 @@ describe('updatePlan', () => {
 
   it('refuses archived plans with 409', () => {
     const { plan } = archivePlan(base, ids.now);
-    expect(domainError(() => updatePlan(plan, { name: 'x' }, ids.now, lightningOnly)).status).toBe(409);
+    expect(domainError(() => updatePlan(plan, { name: 'x' }, ids.now, lightningOnly)).kind).toBe('conflict');
   });
 
   it('checks only the methods the change turns on', () => {
     // Lightning was allowed when the server had it; renaming still works after the provider went away.
     expect(updatePlan(base, { name: 'Renamed' }, ids.now, nothing).name).toBe('Renamed');
-    expect(domainError(() => updatePlan(base, { allow_walletproc: true }, ids.now, lightningOnly)).status).toBe(422);
-    expect(domainError(() => updatePlan(base, { allow_lightning: false }, ids.now, lightningOnly)).status).toBe(422);
+    expect(domainError(() => updatePlan(base, { allow_walletproc: true }, ids.now, lightningOnly)).kind).toBe('invalid');
+    expect(domainError(() => updatePlan(base, { allow_lightning: false }, ids.now, lightningOnly)).kind).toBe('invalid');
   });
 });
 

@@ -32,6 +32,7 @@ import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import { pagesRouter } from './pages.js';
 import type { IdempotencyRepo } from './store/idempotency.repo.js';
+import { httpOf } from './errors.js';
 
 export interface GatewayDeps {
   db: Db;
@@ -271,8 +272,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       status = route.status ?? 200;
       payload = out.data;
     } else {
-      status = reply.status;
-      payload = { detail: reply.detail };
+      const http = httpOf(reply.error);
+      status = http.status;
+      payload = { detail: http.detail };
       if (status === 503) res.setHeader('Retry-After', RETRY_AFTER_S);
     }
   } catch (err) {

@@ -45,7 +45,7 @@ export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ d
       // The contacts as they are now, and the portal link (never carried in events: it holds the token).
       const contact = await callMessage(d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: subId }).catch(
         (err) => {
-          if (err instanceof DomainError && err.status === 404) return undefined;
+          if (err instanceof DomainError && err.kind === 'not_found') return undefined;
           throw err;
         },
       );

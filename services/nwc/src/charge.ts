@@ -89,7 +89,7 @@ async function payWith(d: Deps, conn: ConnectionRow, payment: { id: string; paym
     await callMessage(d.bus, messages.confirmPreimage, { payment_id: payment.id, preimage: result.preimage });
     return result;
   } catch (err) {
-    if (err instanceof DomainError && err.status === 422) return fail('OTHER', 'The wallet answered with a preimage that does not belong to the invoice');
+    if (err instanceof DomainError && err.kind === 'invalid') return fail('OTHER', 'The wallet answered with a preimage that does not belong to the invoice');
     throw err;
   }
 }

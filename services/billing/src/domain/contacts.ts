@@ -1,4 +1,4 @@
-import type { ValidationIssue } from '@sb/contracts';
+import type { FieldIssue } from '@sb/contracts';
 import { isNostrPublicKey } from '@sb/runtime';
 import * as nip19 from 'nostr-tools/nip19';
 
@@ -29,25 +29,25 @@ export function contactIssues(c: {
   nostr?: string | undefined;
   email?: string | undefined;
   contact_preference?: Channel | undefined;
-}): ValidationIssue[] {
-  const issues: ValidationIssue[] = [];
+}): FieldIssue[] {
+  const issues: FieldIssue[] = [];
   if (c.messenger !== undefined && !MESSENGER.test(c.messenger.trim())) {
-    issues.push({ loc: ['body', 'messenger'], msg: 'messenger must be a numeric chat id or a @username', type: 'value_error' });
+    issues.push({ field: ['messenger'], msg: 'messenger must be a numeric chat id or a @username', type: 'value_error' });
   }
   if (c.nostr !== undefined && (!NOSTR.test(c.nostr.trim()) || !keyOnCurve(c.nostr.trim()))) {
-    issues.push({ loc: ['body', 'nostr'], msg: 'nostr must be an npub or a NIP-05 identifier (name@domain)', type: 'value_error' });
+    issues.push({ field: ['nostr'], msg: 'nostr must be an npub or a NIP-05 identifier (name@domain)', type: 'value_error' });
   }
   const pref = c.contact_preference;
-  if (pref && !c[pref]) issues.push({ loc: ['body', pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' });
+  if (pref && !c[pref]) issues.push({ field: [pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' });
   return issues;
 }
 
 /** A preferred channel the plan does not send on would never be used: refused, naming what is offered. */
-export function preferenceIssues(pref: Channel | undefined, offered: readonly string[]): ValidationIssue[] {
+export function preferenceIssues(pref: Channel | undefined, offered: readonly string[]): FieldIssue[] {
   if (!pref || offered.includes(pref)) return [];
   return [
     {
-      loc: ['body', 'contact_preference'],
+      field: ['contact_preference'],
       msg: `this plan does not send notices by ${pref}: choose one of ${offered.join(', ') || 'none'}`,
       type: 'value_error',
     },

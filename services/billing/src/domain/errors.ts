@@ -1,2 +1,2 @@
-export { conflict, DomainError, notFound } from '@sb/runtime';
-export type ValidationIssueLike = { loc: (string | number)[]; msg: string; type: string };
+export { conflict, DomainError, invalid, invalidFields, notFound, notFoundAs } from '@sb/runtime';
+export type { FieldIssue } from '@sb/contracts';

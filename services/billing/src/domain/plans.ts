@@ -1,5 +1,5 @@
 import { METHOD_FLAGS, PaymentMethod, type Plan, type PlanCreate, type PlanUpdate, type PublicPlan } from '@sb/contracts';
-import { conflict, DomainError, type ValidationIssueLike } from './errors.js';
+import { conflict, type FieldIssue, invalid, invalidFields, notFoundAs } from './errors.js';
 
 /** For each payment method: null when the server can take it, else what configuration is missing. */
 export type MethodAvailability = Record<PaymentMethod, string | null>;
@@ -16,15 +16,15 @@ export function allowedMethods(plan: Pick<Plan, (typeof METHOD_FLAGS)[PaymentMet
  * configuration does not lock owners out of editing a plan's name.
  */
 function checkMethods(next: Plan, turnedOn: PaymentMethod[], availability: MethodAvailability): void {
-  const issues: ValidationIssueLike[] = [];
+  const issues: FieldIssue[] = [];
   if (allowedMethods(next).length === 0) {
-    issues.push({ loc: ['body'], msg: 'At least one payment method must be allowed', type: 'value_error' });
+    issues.push({ field: [], msg: 'At least one payment method must be allowed', type: 'value_error' });
   }
   for (const m of turnedOn) {
     const missing = availability[m];
-    if (missing) issues.push({ loc: ['body', METHOD_FLAGS[m]], msg: missing, type: 'provider_not_configured' });
+    if (missing) issues.push({ field: [METHOD_FLAGS[m]], msg: missing, type: 'provider_not_configured' });
   }
-  if (issues.length) throw new DomainError(422, issues);
+  if (issues.length) throw invalidFields(issues);
 }
 
 export function newPlan(input: PlanCreate, ids: { id: string; wallet: string; now: number }, availability: MethodAvailability): Plan {
@@ -67,7 +67,7 @@ export function updatePlan(plan: Plan, change: PlanUpdate, now: number, availabi
   return next;
 }
 
-const noWatchonly = (msg: string) => new DomainError(422, [{ loc: ['body', 'watchonly_wallet_id'], msg, type: 'value_error' }]);
+const noWatchonly = (msg: string) => invalid(['watchonly_wallet_id'], msg, 'value_error');
 
 /**
  * A plan naming a watch-only wallet must name one of the owner's (looked up at the payments service,
@@ -87,7 +87,7 @@ export function watchonlyToLookUp(next: Plan, before: Plan | undefined, required
 
 /** An id of another wallet's (or no) watch-only wallet is not found, as for ids in paths. */
 export function requireWatchonlyFound(exists: boolean): void {
-  if (!exists) throw new DomainError(404, 'Watch-only wallet not found');
+  if (!exists) throw notFoundAs('Watch-only wallet not found');
 }
 
 export function archivePlan(plan: Plan, now: number): { plan: Plan; changed: boolean } {

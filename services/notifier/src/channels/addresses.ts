@@ -17,8 +17,7 @@ export async function refusedAddresses(body: NotificationSettingsUpdate, policy:
     }
   };
   const smtp = body.channels.email?.smtp_url;
-  if (smtp) await check(smtp, ['smtp:', 'smtps:'], ['body', 'channels', 'email', 'smtp_url'], 'smtp_url');
-  for (const [i, relay] of (body.channels.nostr?.relays ?? []).entries())
-    await check(relay, ['ws:', 'wss:'], ['body', 'channels', 'nostr', 'relays', i], 'relay');
+  if (smtp) await check(smtp, ['smtp:', 'smtps:'], ['channels', 'email', 'smtp_url'], 'smtp_url');
+  for (const [i, relay] of (body.channels.nostr?.relays ?? []).entries()) await check(relay, ['ws:', 'wss:'], ['channels', 'nostr', 'relays', i], 'relay');
   return out;
 }

@@ -62,27 +62,27 @@ export function mergeSettings(
   if (c.email) {
     const smtp = c.email.smtp_url === null ? undefined : (c.email.smtp_url ?? keep.smtp_url ?? fallback.smtp_url);
     if (!smtp && !o.serverMail)
-      throw new SettingsError(['body', 'channels', 'email', 'smtp_url'], 'this server has no mail server of its own (SMTP_URL): give your smtp_url');
+      throw new SettingsError(['channels', 'email', 'smtp_url'], 'this server has no mail server of its own (SMTP_URL): give your smtp_url');
     if (smtp) secrets.smtp_url = smtp;
     email = { own_smtp: !!smtp, from: c.email.from ?? null, owner_email: c.email.owner_email ?? null };
   }
   let messenger: StoredSettings['channels']['messenger'] = null;
   if (c.messenger) {
     const token = c.messenger.bot_token ?? keep.bot_token ?? fallback.bot_token;
-    if (!token) throw new SettingsError(['body', 'channels', 'messenger', 'bot_token'], 'bot_token is required to switch the messenger channel on');
+    if (!token) throw new SettingsError(['channels', 'messenger', 'bot_token'], 'bot_token is required to switch the messenger channel on');
     secrets.bot_token = token;
     messenger = { owner_chat_id: c.messenger.owner_chat_id ?? null };
   }
   let nostr: StoredSettings['channels']['nostr'] = null;
   if (c.nostr) {
-    if (c.nostr.private_key && c.nostr.generate_key) throw new SettingsError(['body', 'channels', 'nostr'], 'give private_key or generate_key, not both');
+    if (c.nostr.private_key && c.nostr.generate_key) throw new SettingsError(['channels', 'nostr'], 'give private_key or generate_key, not both');
     let key = c.nostr.private_key ? o.toSecretHex(c.nostr.private_key) : undefined;
-    if (c.nostr.private_key && !key) throw new SettingsError(['body', 'channels', 'nostr', 'private_key'], 'private_key is not a valid Nostr secret key');
+    if (c.nostr.private_key && !key) throw new SettingsError(['channels', 'nostr', 'private_key'], 'private_key is not a valid Nostr secret key');
     if (!key && !c.nostr.generate_key) key = keep.nostr_key ?? fallback.nostr_key;
     if (!key) generated = key = o.newKey();
     secrets.nostr_key = key;
     const owner = c.nostr.owner_pubkey ? o.toPubkeyHex(c.nostr.owner_pubkey) : undefined;
-    if (c.nostr.owner_pubkey && !owner) throw new SettingsError(['body', 'channels', 'nostr', 'owner_pubkey'], 'owner_pubkey is not a valid npub');
+    if (c.nostr.owner_pubkey && !owner) throw new SettingsError(['channels', 'nostr', 'owner_pubkey'], 'owner_pubkey is not a valid npub');
     nostr = { public_key: o.publicKeyOf(key), relays: [...new Set(c.nostr.relays)], owner_pubkey: c.nostr.owner_pubkey ?? null, nip04: c.nostr.nip04 };
   }
   return {

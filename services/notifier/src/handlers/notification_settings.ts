@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { messages, notificationMessages, type NotificationSettingsUpdate, type NotificationTestRequest } from '@sb/contracts';
-import { callMessage, DomainError, messageHandler, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
+import { callMessage, messageHandler, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid, conflict, invalidFields } from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
 import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
 import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../channels/nostr.js';
@@ -13,11 +13,7 @@ import { WALLET_ROW } from '../store/settings.repo.js';
 /** Stores a PUT body as the wallet's row or a plan's override; answers the view (with a generated key once). */
 async function save(d: Deps, walletId: string, row: string, body: NotificationSettingsUpdate, fallback: Secrets) {
   const refused = await refusedAddresses(body, d.addresses);
-  if (refused.length)
-    throw new DomainError(
-      422,
-      refused.map(([loc, msg]) => ({ loc, msg, type: 'value_error' })),
-    );
+  if (refused.length) throw invalidFields(refused.map(([field, msg]) => ({ field, msg, type: 'value_error' })));
   const prior = await d.settings.get(d.db, walletId, row);
   let merged: ReturnType<typeof mergeSettings>;
   try {
@@ -32,7 +28,7 @@ async function save(d: Deps, walletId: string, row: string, body: NotificationSe
       publicKeyOf: npubOf,
     });
   } catch (err) {
-    if (err instanceof SettingsError) throw unprocessable(err.loc, err.message);
+    if (err instanceof SettingsError) throw invalid(err.loc, err.message);
     throw err;
   }
   const now = unixSeconds(d.clock);
@@ -63,11 +59,10 @@ async function planView(d: Deps, walletId: string, planId: string) {
 /** Whom a test goes to: the given address, else the owner's own on that channel. */
 function testRecipient(channel: NotificationTestRequest['channel'], to: string | undefined, owner: { channel: string; to: string }[]): string {
   const target = to ?? owner.find((t) => t.channel === channel)?.to;
-  if (!target) throw unprocessable(['body', 'to'], `give "to": no owner recipient is configured for the ${channel} channel`);
-  if (channel === 'email' && !/^[^\s@]+@[^\s@]+$/.test(target)) throw unprocessable(['body', 'to'], 'to must be an e-mail address');
-  if (channel === 'nostr' && !isNostrContact(target)) throw unprocessable(['body', 'to'], 'to must be an npub, a hex public key or a NIP-05 identifier');
-  if (channel === 'messenger' && !/^(-?\d{1,20}|@?[A-Za-z0-9_]{4,64})$/.test(target))
-    throw unprocessable(['body', 'to'], 'to must be a numeric chat id or a @username');
+  if (!target) throw invalid(['to'], `give "to": no owner recipient is configured for the ${channel} channel`);
+  if (channel === 'email' && !/^[^\s@]+@[^\s@]+$/.test(target)) throw invalid(['to'], 'to must be an e-mail address');
+  if (channel === 'nostr' && !isNostrContact(target)) throw invalid(['to'], 'to must be an npub, a hex public key or a NIP-05 identifier');
+  if (channel === 'messenger' && !/^(-?\d{1,20}|@?[A-Za-z0-9_]{4,64})$/.test(target)) throw invalid(['to'], 'to must be a numeric chat id or a @username');
   return target;
 }
 
@@ -133,7 +128,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
   routeHandler('notification_settings.test', async (req) => {
     const body = req.body;
     const s = await loadEffective(d, d.db, walletOf(req), undefined);
-    if (!s.settings.channels[body.channel]) throw unprocessable(['body', 'channel'], `the ${body.channel} channel is not configured`);
+    if (!s.settings.channels[body.channel]) throw invalid(['channel'], `the ${body.channel} channel is not configured`);
     const to = testRecipient(body.channel, body.to, ownerTargets(s.settings));
     const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel));
     d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
@@ -153,7 +148,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     const walletId = walletOf(req);
     const outcome = await d.notifications.retry(d.db, walletId, req.params.id, unixSeconds(d.clock));
     if (outcome === 'not_found') throw notFound('Notification');
-    if (outcome === 'not_failed') throw new DomainError(409, 'Only a failed notification can be retried');
+    if (outcome === 'not_failed') throw conflict('Only a failed notification can be retried');
     const n = (await d.notifications.get(d.db, walletId, req.params.id))!;
     return toNotification(n, await d.notifications.attemptsOf(d.db, [n.id]));
   }),

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { messages, type WebhookDelivery, type WebhookEndpoint } from '@sb/contracts';
-import { callMessage, newId, notFound, routeHandler, unixSeconds, unprocessable, walletOf, type Handler } from '@sb/runtime';
+import { callMessage, newId, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
 import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
@@ -47,7 +47,7 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     try {
       await checkWebhookUrl(body.url, d.addresses);
     } catch (err) {
-      if (err instanceof UrlNotAllowed) throw unprocessable(['body', 'url'], `url ${err.message}`);
+      if (err instanceof UrlNotAllowed) throw invalid(['url'], `url ${err.message}`);
       throw err;
     }
     // A plan of another wallet (or none) is not found, as for ids in paths: no endpoint hears of it.

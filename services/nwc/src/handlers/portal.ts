@@ -1,5 +1,5 @@
 import { messages, toPortalWallet, type BusRequest } from '@sb/contracts';
-import { callMessage, DomainError, notFound, routeHandler, unixSeconds } from '@sb/runtime';
+import { callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { tellBilling } from '../charge.js';
 import { toConnection } from '../store/connections.repo.js';
@@ -8,11 +8,11 @@ import { checked, storeConnection } from './public.subscribe.js';
 /** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
 async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: string; wallet_id: string }> {
   const hash = req.caller.subscriber_token_hash;
-  if (!hash) throw new DomainError(401, 'Invalid subscriber token');
+  if (!hash) throw unauthenticated('Invalid subscriber token');
   try {
     return await callMessage(d.bus, messages.subscriberOfToken, { token_hash: hash });
   } catch (err) {
-    if (err instanceof DomainError && err.status === 404) throw new DomainError(401, 'Invalid subscriber token');
+    if (err instanceof DomainError && err.kind === 'not_found') throw unauthenticated('Invalid subscriber token');
     throw err;
   }
 }

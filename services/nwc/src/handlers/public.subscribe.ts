@@ -1,5 +1,5 @@
 import { ID_PREFIXES, messages } from '@sb/contracts';
-import { callMessage, newId, routeHandler, unprocessable } from '@sb/runtime';
+import { callMessage, newId, routeHandler, invalid } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
 import { chargeConnection } from '../charge.js';
@@ -11,7 +11,7 @@ export async function checked(d: Deps, s: string): Promise<{ conn: WalletConnect
   try {
     return await d.nip47.validate(s);
   } catch (err) {
-    if (err instanceof ConnectionStringError || err instanceof WalletCheckError) throw unprocessable(['body', 'nwc_connection_string'], err.message);
+    if (err instanceof ConnectionStringError || err instanceof WalletCheckError) throw invalid(['nwc_connection_string'], err.message);
     throw err;
   }
 }
