@@ -21,6 +21,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   createPayment: ['billing'],
   expireOpenPayments: ['billing'],
   markUnapplied: ['billing'],
+  paymentMethods: ['billing'],
   getPayment: ['billing', 'nwc'],
   listSubscriptionPayments: ['billing'],
   listPortalPayments: ['billing'],

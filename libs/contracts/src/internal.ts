@@ -88,6 +88,16 @@ export const messages = {
     request: z.object({ wallet_id: Id, payment_id: Id, reason: z.string().min(1).max(500) }),
     reply: z.object({ marked: z.boolean() }),
   },
+  /**
+   * Which payment methods this deployment takes (null) or why not (the sentence an owner or subscriber
+   * sees, naming the setting), and whether on-chain plans must name a watch-only wallet. Billing asks
+   * instead of reading the *_PROVIDER variables, so the two services cannot disagree.
+   */
+  paymentMethods: {
+    subject: 'payments.internal.methods',
+    request: z.object({}),
+    reply: z.object({ methods: z.record(PaymentMethod, z.string().nullable()), watchonly_required: z.boolean() }),
+  },
   /** One payment of the wallet by id, as the payments service has it now (null: no such payment of this wallet). */
   getPayment: {
     subject: 'payments.internal.get',

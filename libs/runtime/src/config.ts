@@ -20,18 +20,6 @@ export const envBool = z
 export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
 /** Settings every service shares. */
-/**
- * Which provider serves each payment rail (unset: the rail is off). Billing reads these to tell owners
- * which methods a plan may enable; payments reads them with each provider's own settings.
- */
-export const railSelection = {
-  LIGHTNING_PROVIDER: z.enum(['dev', 'lnbits', 'chargeproc']).optional(),
-  ONCHAIN_PROVIDER: z.enum(['dev', 'chargeproc', 'esplora']).optional(),
-  CARDPROC_PROVIDER: z.enum(['dev', 'stripe']).optional(),
-  WALLETPROC_PROVIDER: z.enum(['dev', 'paypal']).optional(),
-};
-export type RailSelection = { [K in keyof typeof railSelection]?: z.infer<(typeof railSelection)[K]> };
-
 export const commonConfig = {
   DATABASE_URL: z.string().url({ message: 'must be a postgres:// URL' }),
   NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),

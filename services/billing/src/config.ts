@@ -1,16 +1,17 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig, railSelection } from '@sb/runtime';
+import { commonConfig, envInt, loadConfig } from '@sb/runtime';
 
 export const loadBillingConfig = () =>
   loadConfig({
     ...commonConfig,
     BILLING_OPS_PORT: envInt(9101),
     DB_POOL_MAX: envInt(10, 1),
-    ...railSelection,
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts portal tokens at rest'),
     PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
     BUS_TIMEOUT_MS: envInt(5000, 100),
     SCHEDULER_INTERVAL_MS: envInt(5000, 50),
+    /** How long billing keeps the payments service's answer of which methods it takes (ms). */
+    PAYMENT_METHODS_TTL_MS: envInt(30_000, 0),
     /** payment_failed lasts this long, with a payable renewal payment, before the subscription expires. */
     DUNNING_DAYS: envInt(14, 0),
     /** Waits before each redelivery of a payment event that failed (ms, comma-separated); then it is parked. */

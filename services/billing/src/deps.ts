@@ -1,5 +1,5 @@
 import type { BusClient, Clock, Db, DevClock, Logger, SecretBox } from '@sb/runtime';
-import type { MethodAvailability } from './domain/plans.js';
+import type { PaymentMethods } from './payments-client.js';
 import type { SchedulePolicy } from './domain/schedule.js';
 import type { AppliedPaymentsRepo } from './store/applied-payments.repo.js';
 import type { PlansRepo } from './store/plans.repo.js';
@@ -15,9 +15,8 @@ export interface Deps {
   /** Present in DEV_MODE only: the movable test clock. */
   devClock?: DevClock;
   log: Logger;
-  availability: MethodAvailability;
-  /** ONCHAIN_PROVIDER=esplora: a plan taking on-chain payments must name one of the owner's watch-only wallets. */
-  watchonlyRequired?: boolean;
+  /** What the payments service takes (asked, not configured here: the two cannot disagree). */
+  methods: () => Promise<PaymentMethods>;
   plans: PlansRepo;
   subscriptions: SubscriptionsRepo;
   subscribers: SubscribersRepo;

@@ -2,7 +2,7 @@ import { EVENT_CONSUMERS } from '@sb/contracts';
 import { BusClient, DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
 import { loadBillingConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
-import { methodAvailability } from './domain/availability.js';
+import { paymentMethodsOf } from './payments-client.js';
 import { allHandlers } from './handlers/index.js';
 import { applyPaymentEvent } from './payment-events.js';
 import { Scheduler } from './scheduler.js';
@@ -21,19 +21,19 @@ main('billing', () =>
     opsPort: (c) => c.BILLING_OPS_PORT,
     async setup({ config, log, db, nc, clock, devClock, registry }) {
       const policy = { dunning_days: config.DUNNING_DAYS };
+      const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client');
       const deps: Deps = {
+        methods: paymentMethodsOf(bus, config.PAYMENT_METHODS_TTL_MS),
         db,
         clock,
         devClock,
         log,
-        availability: methodAvailability(config),
-        watchonlyRequired: config.ONCHAIN_PROVIDER === 'esplora',
         plans: new PlansRepo(SCHEMA),
         subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
         appliedPayments: new AppliedPaymentsRepo(SCHEMA),
         policy,
-        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client'),
+        bus,
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };

@@ -1,5 +1,6 @@
 import { messages, type CreatedPayment, type NwcChargeResult, type PaymentPurpose, type Plan } from '@sb/contracts';
-import { callMessage } from '@sb/runtime';
+import { type BusClient, callMessage } from '@sb/runtime';
+import type { MethodAvailability } from './domain/plans.js';
 import type { Deps } from './deps.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
@@ -47,4 +48,37 @@ export function chargeWithWallet(
     payment_request: payment.payment_request,
     amount_sats: payment.amount_sats,
   });
+}
+
+export interface PaymentMethods {
+  availability: MethodAvailability;
+  /** ONCHAIN_PROVIDER=esplora in payments: a plan taking on-chain payments must name one of the owner's watch-only wallets. */
+  watchonlyRequired: boolean;
+}
+
+/**
+ * The payments service's methods, asked at most every `ttlMs` (PAYMENT_METHODS_TTL_MS: a plan page or
+ * checkout must not cost a round trip; a provider change is a payments restart, seen within it). While payments does not answer, the last answer holds; with none yet, the caller
+ * gets the bus error (503).
+ */
+export function paymentMethodsOf(bus: BusClient, ttlMs: number, now = () => Date.now()): () => Promise<PaymentMethods> {
+  let last: { at: number; value: PaymentMethods } | undefined;
+  let asking: Promise<PaymentMethods> | undefined;
+  return () => {
+    if (last && now() - last.at < ttlMs) return Promise.resolve(last.value);
+    asking ??= callMessage(bus, messages.paymentMethods, {})
+      .then((r) => {
+        last = { at: now(), value: { availability: r.methods, watchonlyRequired: r.watchonly_required } };
+        return last.value;
+      })
+      .catch((err) => {
+        if (!last) throw err;
+        last = { at: now(), value: last.value };
+        return last.value;
+      })
+      .finally(() => {
+        asking = undefined;
+      });
+    return asking;
+  };
 }

@@ -69,7 +69,7 @@ export class Scheduler {
   }
 
   private failed(s: SubRow, err: unknown): false {
-    if (err instanceof DomainError && err.status === 409) return false; // another replica moved it first
+    if (err instanceof DomainError && err.kind === 'conflict') return false; // another replica moved it first
     this.d.log.warn({ err, subscription_id: s.id }, 'scheduler step failed; retried next tick');
     return false;
   }

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ID_PREFIXES, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
-import { BusUnavailableError, callMessage, conflict, DomainError, newId, notFound, unixSeconds } from '@sb/runtime';
+import { BusUnavailableError, callMessage, conflict, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues, preferenceIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
@@ -114,13 +114,13 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   if (!plan) throw notFound('Plan');
   const method = input.payment_method;
   if (!plan[METHOD_FLAGS[method]]) {
-    throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: `This plan does not accept ${method} payments`, type: 'method_not_allowed' }]);
+    throw invalid(['payment_method'], `This plan does not accept ${method} payments`, 'method_not_allowed');
   }
-  const missing = d.availability[method];
-  if (missing) throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: missing, type: 'provider_not_configured' }]);
+  const missing = (await d.methods()).availability[method];
+  if (missing) throw invalid(['payment_method'], missing, 'provider_not_configured');
   check?.(plan);
   const contacts = contactIssues(input);
-  if (contacts.length) throw new DomainError(422, contacts);
+  if (contacts.length) throw invalidFields(contacts);
   if (input.contact_preference) {
     // The plan's channels live in the notifier; when it cannot answer, the checkout is not held up for it.
     const offered = await callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }).catch((err) => {
@@ -128,7 +128,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       return undefined;
     });
     const refused = offered ? preferenceIssues(input.contact_preference, offered.methods) : [];
-    if (refused.length) throw new DomainError(422, refused);
+    if (refused.length) throw invalidFields(refused);
   }
   const again = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
   if (again) return again;

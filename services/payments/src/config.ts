@@ -1,7 +1,12 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig, railSelection } from '@sb/runtime';
+import { commonConfig, envInt, loadConfig } from '@sb/runtime';
+import { missingVariables, providerNames, RAIL_VARIABLES, type RailVariable } from './providers/registry.js';
 
-export type LightningProviderName = NonNullable<PaymentsConfig['LIGHTNING_PROVIDER']>;
+/** Which provider serves each rail: the values come from the provider registry (providers/registry.ts). */
+export const railSelection = Object.fromEntries(RAIL_VARIABLES.map((v) => [v, z.enum(providerNames(v)).optional()])) as Record<
+  RailVariable,
+  z.ZodOptional<z.ZodEnum<Record<string, string>>>
+>;
 
 const url = z
   .string()
@@ -66,30 +71,8 @@ export const paymentsConfig = {
 
 export type PaymentsConfig = z.infer<z.ZodObject<typeof paymentsConfig>>;
 
-type Rail = keyof typeof railSelection;
-
-/** Variables each rail's chosen provider cannot work without. */
-const REQUIRED: { [R in Rail]: Partial<Record<NonNullable<PaymentsConfig[R]>, (keyof PaymentsConfig)[]>> } = {
-  LIGHTNING_PROVIDER: {
-    lnbits: ['LNBITS_URL', 'LNBITS_INVOICE_KEY'],
-    chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_LNBITS_WALLET'],
-  },
-  ONCHAIN_PROVIDER: { chargeproc: ['CHARGEPROC_URL', 'CHARGEPROC_API_KEY', 'CHARGEPROC_ONCHAIN_WALLET'], esplora: ['ESPLORA_URL'] },
-  // Stripe refuses a Checkout Session without a success_url, which is built from PUBLIC_BASE_URL.
-  CARDPROC_PROVIDER: { stripe: ['STRIPE_SECRET_KEY', 'STRIPE_WEBHOOK_SECRET', 'PUBLIC_BASE_URL'] },
-  // PayPal sends the payer back to return_url/cancel_url, which are built from PUBLIC_BASE_URL.
-  WALLETPROC_PROVIDER: { paypal: ['PAYPAL_CLIENT_ID', 'PAYPAL_CLIENT_SECRET', 'PAYPAL_WEBHOOK_ID', 'PUBLIC_BASE_URL'] },
-};
-
-/** One line per variable a chosen provider needs and lacks. */
 export function providerConfigProblems(c: PaymentsConfig): string[] {
-  const problems: string[] = [];
-  for (const rail of Object.keys(REQUIRED) as Rail[]) {
-    const chosen = c[rail];
-    if (!chosen) continue;
-    const needs = (REQUIRED[rail] as Record<string, (keyof PaymentsConfig)[]>)[chosen] ?? [];
-    for (const k of needs) if (c[k] === undefined) problems.push(`  ${k}: required when ${rail}=${chosen}`);
-  }
+  const problems = missingVariables(c);
   const fiat = [c.CARDPROC_PROVIDER && 'CARDPROC_PROVIDER', c.WALLETPROC_PROVIDER && 'WALLETPROC_PROVIDER'].filter(Boolean);
   if (fiat.length && c.FIAT_RATE_URL === undefined && c.FIAT_RATE_FIXED === undefined) {
     problems.push(`  FIAT_RATE_URL or FIAT_RATE_FIXED: required when ${fiat.join(' or ')} is set (fiat amounts)`);

@@ -3,6 +3,7 @@ import { PaymentEventData } from '@sb/contracts';
 import { SCHEMA, type Deps } from './deps.js';
 import type { PaymentDetails } from './store/payments.repo.js';
 import { paymentReceivedData, statesAllowing, type PaymentRecord } from './domain/payments.js';
+import type { CallbackOutcome } from './providers/callback.js';
 
 export interface Confirmation {
   /** The payment after the call; undefined only for an unknown id. */
@@ -79,4 +80,20 @@ export async function settleFromProvider(
     return { payment: r.payment ?? p, changed: r.confirmed ? 'failed' : null };
   }
   return { payment: p, changed: null };
+}
+
+/** Applies what a callback says inside the transaction that records it; the change made, if any. */
+export async function applyOutcome(
+  d: Pick<Deps, 'clock' | 'payments'>,
+  tx: Queryable,
+  p: PaymentRecord,
+  o: CallbackOutcome,
+): Promise<'paid' | 'failed' | 'expired' | null> {
+  if ('paid' in o) return (await confirmPaymentIn(d, tx, p.id, o.details)).confirmed ? 'paid' : null;
+  if ('failed' in o) return (await failPaymentIn(d, tx, p.id, o.failed)).confirmed ? 'failed' : null;
+  if ('expired' in o) {
+    const { from, to } = statesAllowing('expire');
+    return (await d.payments.transition(tx, p.id, from, to)) ? 'expired' : null;
+  }
+  return null;
 }

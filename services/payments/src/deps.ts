@@ -1,5 +1,6 @@
 import type { Clock, Db, Logger } from '@sb/runtime';
 import type { Rails } from './providers/rail.js';
+import type { ProviderDef } from './providers/registry.js';
 import type { RateSource } from './rates.js';
 import type { PaymentsRepo } from './store/payments.repo.js';
 import type { WatchonlyRepo } from './store/watchonly.repo.js';
@@ -18,6 +19,8 @@ export interface Deps {
   watchonly: WatchonlyRepo;
   /** The rails this deployment has, by payment method (from the *_PROVIDER settings). */
   rails: Rails;
+  /** The providers the configuration selected (providers/registry.ts). */
+  providers: ProviderDef[];
   /** Prices card and wallet-processor payments in fiat. */
   rates: RateSource;
   /** The longest expiry of an invoice (INVOICE_MAX_EXPIRY_S). */

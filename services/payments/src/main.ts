@@ -2,7 +2,7 @@ import { main, runService } from '@sb/runtime';
 import { loadPaymentsConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { allHandlers } from './handlers/index.js';
-import { createRails, webhookUrlOf } from './providers/index.js';
+import { createRails, selectedProviders, webhookUrlOf } from './providers/registry.js';
 import { RateSource } from './rates.js';
 import { migrations } from './store/migrations.js';
 import { PaymentsRepo } from './store/payments.repo.js';
@@ -20,7 +20,8 @@ main('payments', () =>
       const payments = new PaymentsRepo(SCHEMA);
       const watchonly = new WatchonlyRepo(SCHEMA);
       const allocate = (walletId: string, id: string) => watchonly.allocateIndex(db, walletId, id);
-      const rails = createRails(config, clock, async (ref) => (await payments.byProviderRef(db, 'dev', ref))?.status, { allocate, log });
+      const devStatusOf = async (ref: string) => (await payments.byProviderRef(db, 'dev', ref))?.status;
+      const rails = createRails({ config, clock, devStatusOf, watchonly: { allocate, log } });
       const webhookUrl = webhookUrlOf(config);
       if (!Object.keys(rails).length) log.warn('no *_PROVIDER is set: every payment will be refused');
       const usesDev = Object.values(rails).some((r) => r?.provider === 'dev');
@@ -40,7 +41,18 @@ main('payments', () =>
         },
         () => clock.nowMs(),
       );
-      const deps: Deps = { db, clock, log, devMode: config.DEV_MODE, payments, watchonly, rails, rates, invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S };
+      const deps: Deps = {
+        db,
+        clock,
+        log,
+        devMode: config.DEV_MODE,
+        payments,
+        watchonly,
+        rails,
+        providers: selectedProviders(config),
+        rates,
+        invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S,
+      };
       const sweeper = new Sweeper(deps, { intervalMs: config.PAYMENTS_SWEEP_INTERVAL_MS });
       return {
         handlers: allHandlers(deps),

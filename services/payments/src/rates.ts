@@ -1,4 +1,4 @@
-import { ProviderUnavailableError } from './providers/lightning.js';
+import { ProviderUnavailableError } from './providers/http.js';
 
 /** A fiat amount for a sats amount, with the rate it was converted at (fiat per bitcoin). */
 export interface FiatQuote {

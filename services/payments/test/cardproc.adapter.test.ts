@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StripeCardRail, stripeUnitAmount } from '../src/providers/cardproc.js';
-import { ProviderUnavailableError } from '../src/providers/lightning.js';
+import { ProviderUnavailableError } from '../src/providers/http.js';
 import type { RailRequest } from '../src/providers/rail.js';
 import type { PaymentRecord } from '../src/domain/payments.js';
 import { startStripeServer, type StripeServer } from './support/stripe-server.js';
@@ -85,7 +85,7 @@ describe('card processor (Stripe Checkout) adapter', () => {
       headers: { 'stripe-account': 'acct_1Connected' },
     });
     // The same session is not visible from the platform account (Stripe answers 404 there).
-    await expect(rail.status(recordOf(sessionId))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
+    await expect(rail.status(recordOf(sessionId))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 404/) });
   });
 
   it('status: pending until Stripe says paid, then paid with the PaymentIntent; an async (unpaid) completion stays pending', async () => {
@@ -132,7 +132,7 @@ describe('card processor (Stripe Checkout) adapter', () => {
     const open = await rail.open(request());
     server.faults.status = 500;
     try {
-      await expect(rail.cancel(recordOf(open.provider_ref!))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/expire: HTTP 500/) });
+      await expect(rail.cancel(recordOf(open.provider_ref!))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/expire: HTTP 500/) });
     } finally {
       delete server.faults.status;
     }
@@ -149,7 +149,7 @@ describe('card processor (Stripe Checkout) adapter', () => {
   it('a refusal, a wrong key, an unknown account, a 5xx or no answer in time is ProviderUnavailableError (503) with the reason', async () => {
     // Below Stripe's minimum charge: Stripe refuses with 400 and says why.
     await expect(rail.open(request({ fiat: { amount: 0.2, currency: 'eur', rate: 50_000 } }))).rejects.toMatchObject({
-      status: 503,
+      kind: 'unavailable',
       reason: expect.stringMatching(/HTTP 400 .*at least 50 eur/),
     });
     const wrongKey = railWith({ secretKey: 'sk_test_wrongwrongwrongwrong1234' });
@@ -159,17 +159,17 @@ describe('card processor (Stripe Checkout) adapter', () => {
     expect(err.reason).not.toContain('sk_test_wrongwrongwrongwrong1234');
     expect(err.message).not.toMatch(/stripe|401/i);
     await expect(rail.open(request({ plan: { cardproc_account_id: 'acct_unknown' } }))).rejects.toMatchObject({
-      status: 503,
+      kind: 'unavailable',
       reason: expect.stringMatching(/HTTP 403/),
     });
     await expect(rail.status(recordOf('cs_test_doesnotexist'))).rejects.toMatchObject({
-      status: 503,
+      kind: 'unavailable',
       reason: expect.stringMatching(/HTTP 404 .*No such checkout.session/),
     });
 
     server.faults.status = 500;
     try {
-      await expect(rail.open(request())).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 500/) });
+      await expect(rail.open(request())).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 500/) });
     } finally {
       delete server.faults.status;
     }
@@ -195,13 +195,15 @@ describe('card processor (Stripe Checkout) adapter', () => {
       [payload, undefined],
       [payload, 't=1,v1=00'],
     ] as const;
-    for (const [body, sig] of bad) expect(() => rail.verifyEvent(Buffer.from(body), sig)).toThrow(expect.objectContaining({ status: 400 }));
+    for (const [body, sig] of bad) expect(() => rail.verifyEvent(Buffer.from(body), sig)).toThrow(expect.objectContaining({ kind: 'rejected' }));
 
     // Two timestamps: Stripe's check takes the last, so a future one signed there must not hide behind a current first one.
     const future = server.sign(payload, { timestamp: NOW + 400 });
-    expect(() => rail.verifyEvent(Buffer.from(payload), `t=${NOW},${future}`)).toThrow(expect.objectContaining({ status: 400, message: 'Invalid callback' }));
+    expect(() => rail.verifyEvent(Buffer.from(payload), `t=${NOW},${future}`)).toThrow(
+      expect.objectContaining({ kind: 'rejected', message: 'Invalid callback' }),
+    );
     expect(() => rail.verifyEvent(Buffer.from(payload), `${server.sign(payload, { timestamp: NOW })},t=${NOW}`)).toThrow(
-      expect.objectContaining({ status: 400 }),
+      expect.objectContaining({ kind: 'rejected' }),
     );
 
     // Several endpoint secrets (platform and Connect): an event signed with any of them passes, others do not.
@@ -220,7 +222,7 @@ describe('card processor (Stripe Checkout) adapter', () => {
       expect(both.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW, secret })).id).toBe(ok.id);
     }
     expect(() => both.verifyEvent(Buffer.from(payload), server.sign(payload, { timestamp: NOW, secret: 'whsec_other' }))).toThrow(
-      expect.objectContaining({ status: 400 }),
+      expect.objectContaining({ kind: 'rejected' }),
     );
   });
 });

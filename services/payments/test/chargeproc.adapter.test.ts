@@ -1,7 +1,7 @@
 import { decode } from 'light-bolt11-decoder';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChargeprocProvider, chargeIsPaid } from '../src/providers/chargeproc.js';
-import { ProviderUnavailableError } from '../src/providers/lightning.js';
+import { ProviderUnavailableError } from '../src/providers/http.js';
 import { startSatspayServer, type SatspayServer } from './support/satspay-server.js';
 
 const clock = { nowMs: () => 1_800_000_000_000 };
@@ -65,10 +65,10 @@ describe('charge server (SatsPay) adapter', () => {
   it('a wrong key, an unknown charge, a 5xx or no answer in time is ProviderUnavailableError (503)', async () => {
     const wrongKey = new ChargeprocProvider({ url: server.url, apiKey: 'nope', lnbitsWallet: server.wallet, timeoutMs: 10_000 }, clock);
     await expect(wrongKey.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
-      status: 503,
+      kind: 'unavailable',
       reason: expect.stringMatching(/HTTP 401/),
     });
-    await expect(chargeproc.getStatus('doesnotexist')).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
+    await expect(chargeproc.getStatus('doesnotexist')).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 404/) });
 
     server.faults.status = 502;
     try {
@@ -80,7 +80,7 @@ describe('charge server (SatsPay) adapter', () => {
     try {
       const impatient = new ChargeprocProvider({ url: server.url, apiKey: server.apiKey, lnbitsWallet: server.wallet, timeoutMs: 500 }, clock);
       await expect(impatient.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
-        status: 503,
+        kind: 'unavailable',
         reason: expect.stringMatching(/no answer within 500 ms/),
       });
     } finally {

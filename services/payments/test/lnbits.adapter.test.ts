@@ -1,6 +1,6 @@
 import { decode } from 'light-bolt11-decoder';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProviderUnavailableError } from '../src/providers/lightning.js';
+import { ProviderUnavailableError } from '../src/providers/http.js';
 import { LnbitsProvider } from '../src/providers/lnbits.js';
 import { startLnbitsServer, type LnbitsServer } from './support/lnbits-server.js';
 
@@ -53,16 +53,16 @@ describe('LNbits adapter', () => {
     const wrongKey = new LnbitsProvider({ url: server.url, invoiceKey: 'nope', timeoutMs: 10_000 }, clock);
     const e1 = await wrongKey.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 }).catch((e) => e);
     expect(e1).toBeInstanceOf(ProviderUnavailableError);
-    expect(e1.status).toBe(503);
+    expect(e1.kind).toBe('unavailable');
     expect(e1.reason).toMatch(/HTTP 401/);
-    expect(e1.detail).not.toMatch(/lnbits|401/i);
+    expect(e1.message).not.toMatch(/lnbits|401/i);
 
-    await expect(lnbits.getStatus('ab'.repeat(32))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
+    await expect(lnbits.getStatus('ab'.repeat(32))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 404/) });
 
     server.faults.status = 500;
     try {
       await expect(lnbits.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
-        status: 503,
+        kind: 'unavailable',
         reason: expect.stringMatching(/HTTP 500/),
       });
     } finally {
@@ -74,7 +74,7 @@ describe('LNbits adapter', () => {
       const impatient = new LnbitsProvider({ url: server.url, invoiceKey: server.invoiceKey, timeoutMs: 500 }, clock);
       const started = Date.now();
       await expect(impatient.createInvoice({ amount_sats: 1, memo: 'x', expiry_seconds: 60 })).rejects.toMatchObject({
-        status: 503,
+        kind: 'unavailable',
         reason: expect.stringMatching(/no answer within 500 ms/),
       });
       expect(Date.now() - started).toBeLessThan(2500);

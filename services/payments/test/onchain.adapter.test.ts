@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExtendedKey, receiveAddress } from '../src/domain/derivation.js';
 import type { PaymentRecord } from '../src/domain/payments.js';
-import { ProviderUnavailableError } from '../src/providers/lightning.js';
+import { ProviderUnavailableError } from '../src/providers/http.js';
 import { esploraRail, type AllocateIndex } from '../src/providers/onchain.js';
 import type { Rail, RailRequest } from '../src/providers/rail.js';
 import { startEsploraServer, type EsploraServer } from './support/esplora-server.js';
@@ -51,9 +51,9 @@ describe('on-chain rail over Esplora', () => {
     });
     expect(second).toMatchObject({ onchain_address: 'bc1qnjg0jd8228aq7egyzacy8cys3knf9xvrerkf9g', derivation_index: 1 });
     for (const plan of [{}, { watchonly_wallet_id: null }, { watchonly_wallet_id: 'wow_other' }]) {
-      await expect(rail.open(request(plan))).rejects.toMatchObject({ status: 422, detail: [{ loc: ['body', 'watchonly_wallet_id'] }] });
+      await expect(rail.open(request(plan))).rejects.toMatchObject({ kind: 'invalid', issues: [{ field: ['watchonly_wallet_id'] }] });
     }
-    await expect(rail.open(request({ watchonly_wallet_id: 'wow_a' }, 'wal_b'))).rejects.toMatchObject({ status: 422 });
+    await expect(rail.open(request({ watchonly_wallet_id: 'wow_a' }, 'wal_b'))).rejects.toMatchObject({ kind: 'invalid' });
     expect(rail.lateWindowS).toBe(604_800);
   });
 
@@ -107,13 +107,13 @@ describe('on-chain rail over Esplora', () => {
   it('an Esplora error, a malformed answer or no answer in time is ProviderUnavailableError (503)', async () => {
     const address = receiveAddress(key, 103);
     esplora.faults.status = 500;
-    await expect(rail.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/esplora GET .*HTTP 500/) });
+    await expect(rail.status!(payment(address))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/esplora GET .*HTTP 500/) });
     esplora.faults.status = undefined;
     await expect(rail.status!(payment('bc1qnotanaddress'))).rejects.toBeInstanceOf(ProviderUnavailableError);
     const wrongApi = esploraRail({ url: `${esplora.url}/blocks`, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, {
       info: () => undefined,
     });
-    await expect(wrongApi.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/HTTP 404/) });
+    await expect(wrongApi.status!(payment(address))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 404/) });
     // Something answering 200 with other JSON (a misconfigured ESPLORA_URL) is not a list of transactions.
     const other = await startFakeServer((r) => ({
       status: 200,
@@ -123,12 +123,15 @@ describe('on-chain rail over Esplora', () => {
       const misconfigured = esploraRail({ url: other.url, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, {
         info: () => undefined,
       });
-      await expect(misconfigured.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/not a list of transactions/) });
+      await expect(misconfigured.status!(payment(address))).rejects.toMatchObject({
+        kind: 'unavailable',
+        reason: expect.stringMatching(/not a list of transactions/),
+      });
     } finally {
       await other.close();
     }
     esplora.faults.delayMs = 3000;
-    await expect(rail.status!(payment(address))).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/no answer within 2000 ms/) });
+    await expect(rail.status!(payment(address))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/no answer within 2000 ms/) });
     esplora.faults.delayMs = undefined;
   });
 });

@@ -3,6 +3,8 @@ import { paymentsConfig, providerConfigProblems, type PaymentsConfig } from '../
 import { callbackRef, PAYMENT_TRANSITIONS, paymentReceivedData, statesAllowing, toPayment, type PaymentRecord } from '../src/domain/payments.js';
 import { z } from 'zod';
 import { PaymentEventData } from '@sb/contracts';
+import { systemClock } from '@sb/runtime';
+import { createRails, missingVariables, PROVIDERS, RAIL_VARIABLES, selectedProviders } from '../src/providers/registry.js';
 
 const record: PaymentRecord = {
   id: 'pay_1',
@@ -92,5 +94,44 @@ describe('config', () => {
     expect(c.PUBLIC_BASE_URL).toBe('https://subs.example');
     expect(c.PAYMENTS_OPS_PORT).toBe(9102);
     expect(c.PAYMENTS_SWEEP_INTERVAL_MS).toBe(1000);
+  });
+});
+
+describe('provider registry', () => {
+  const base = { DATABASE_URL: 'postgres://x@localhost/db' };
+  const parse = (env: Record<string, string>) => z.object(paymentsConfig).parse({ ...base, ...env }) as PaymentsConfig;
+  const ctx = (env: Record<string, string>) => ({ config: parse(env), clock: systemClock, devStatusOf: async () => undefined });
+
+  it('declares each provider once per rail variable, and the config takes exactly the registered names', () => {
+    const keys = PROVIDERS.map((p) => `${p.selectedBy}=${p.name}`);
+    expect(new Set(keys).size).toBe(keys.length);
+    for (const rail of RAIL_VARIABLES) {
+      for (const p of PROVIDERS.filter((x) => x.selectedBy === rail)) expect(() => parse({ [rail]: p.name })).not.toThrow();
+      expect(() => parse({ [rail]: 'nosuchprovider' })).toThrow();
+    }
+    for (const p of PROVIDERS) for (const v of p.requires) expect(Object.keys(paymentsConfig), `${p.name} requires ${v}`).toContain(v);
+  });
+
+  it('builds the rails of the selected providers only', () => {
+    expect(Object.keys(createRails(ctx({})))).toEqual([]);
+    expect(Object.keys(createRails(ctx({ LIGHTNING_PROVIDER: 'dev' }))).sort()).toEqual(['lightning', 'nwc']);
+    const all = createRails(
+      ctx({ LIGHTNING_PROVIDER: 'dev', ONCHAIN_PROVIDER: 'dev', CARDPROC_PROVIDER: 'dev', WALLETPROC_PROVIDER: 'dev', FIAT_RATE_FIXED: '1' }),
+    );
+    expect(Object.keys(all).sort()).toEqual(['cardproc', 'lightning', 'nwc', 'onchain', 'walletproc']);
+    expect(Object.values(all).every((r) => r?.provider === 'dev')).toBe(true);
+    expect(selectedProviders(parse({ CARDPROC_PROVIDER: 'stripe' })).map((p) => p.callback?.route)).toEqual(['webhooks.cardproc']);
+  });
+
+  it('names every variable a selected provider lacks', () => {
+    expect(missingVariables(parse({ CARDPROC_PROVIDER: 'stripe', WALLETPROC_PROVIDER: 'paypal' }))).toEqual([
+      '  STRIPE_SECRET_KEY: required when CARDPROC_PROVIDER=stripe',
+      '  STRIPE_WEBHOOK_SECRET: required when CARDPROC_PROVIDER=stripe',
+      '  PUBLIC_BASE_URL: required when CARDPROC_PROVIDER=stripe',
+      '  PAYPAL_CLIENT_ID: required when WALLETPROC_PROVIDER=paypal',
+      '  PAYPAL_CLIENT_SECRET: required when WALLETPROC_PROVIDER=paypal',
+      '  PAYPAL_WEBHOOK_ID: required when WALLETPROC_PROVIDER=paypal',
+      '  PUBLIC_BASE_URL: required when WALLETPROC_PROVIDER=paypal',
+    ]);
   });
 });

@@ -111,7 +111,7 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect(rows[0].n).toBe(2);
 
     const reused = await rejection(callMessage(s.bus, messages.createPayment, { ...req, subscription_id: 'sub_other' }));
-    expect(reused.status).toBe(409);
+    expect(reused.kind).toBe('conflict');
   });
 
   it('a renewal payable for weeks gets an invoice of at most INVOICE_MAX_EXPIRY_S, and no QR code (it goes out in a reminder)', async () => {
@@ -128,13 +128,11 @@ describe('payments service, dev provider (DEV_MODE)', () => {
   it('refuses methods this version has no provider for, and an expiry in the past', async () => {
     for (const method of ['onchain', 'cardproc', 'walletproc'] as const) {
       const err = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ payment_method: method })));
-      expect(err.status).toBe(422);
-      expect(err.detail).toEqual([
-        { loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' },
-      ]);
+      expect(err.kind).toBe('invalid');
+      expect(err.issues).toEqual([{ field: ['payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' }]);
     }
     const late = await rejection(callMessage(s.bus, messages.createPayment, createRequest({ expires_at: now() - 5 })));
-    expect(late.status).toBe(422);
+    expect(late.kind).toBe('invalid');
   });
 
   it('dev pay confirms once: status paid in the database and exactly one payment.received on JetStream', async () => {
@@ -182,7 +180,7 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect(payment).toMatchObject({ payment_method: 'nwc', status: 'pending' });
     expect(decode(payment.payment_request!).sections.find((x) => x.name === 'payment_hash')).toMatchObject({ value: payment.payment_hash });
     const wrong = await rejection(callMessage(s.bus, messages.confirmPreimage, { payment_id: payment.id, preimage: 'ab'.repeat(32) }));
-    expect(wrong.status).toBe(422);
+    expect(wrong.kind).toBe('invalid');
     expect((await paymentRow(s, payment.id)).status).toBe('pending');
 
     // The dev invoice route is how a test wallet pays: it learns the preimage, as from a real payment.
@@ -201,7 +199,7 @@ describe('payments service, dev provider (DEV_MODE)', () => {
       preimage: (await paymentRow(s, other.payment.id)).dev_preimage,
     });
     expect(first).toEqual({ payment_id: other.payment.id, status: 'paid', confirmed: true });
-    expect(await s.route('payments.dev.pay_invoice', { params: { payment_hash: 'cd'.repeat(32) } })).toMatchObject({ ok: false, status: 404 });
+    expect(await s.route('payments.dev.pay_invoice', { params: { payment_hash: 'cd'.repeat(32) } })).toMatchObject({ ok: false, error: { kind: 'not_found' } });
   });
 
   it('ten payments of one invoice at once: one confirmation, one event', async () => {
@@ -214,7 +212,7 @@ describe('payments service, dev provider (DEV_MODE)', () => {
   });
 
   it('dev pay: unknown id is 404', async () => {
-    expect(await pay('pay_doesnotexist')).toEqual({ ok: false, status: 404, detail: 'Payment not found' });
+    expect(await pay('pay_doesnotexist')).toEqual({ ok: false, error: { kind: 'not_found', message: 'Payment not found' } });
   });
 
   it('expireOpenPayments expires the pending payments of that subscription in that wallet only', async () => {
@@ -268,13 +266,11 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect(await s.route('payments.payments.get', { wallet_id: WALLET, params: { id: made[0]!.id } })).toMatchObject({ ok: true, data: { id: made[0]!.id } });
     expect(await s.route('payments.payments.get', { wallet_id: OTHER_WALLET, params: { id: made[0]!.id } })).toEqual({
       ok: false,
-      status: 404,
-      detail: 'Payment not found',
+      error: { kind: 'not_found', message: 'Payment not found' },
     });
     expect(await s.route('payments.payments.get', { wallet_id: WALLET, params: { id: 'pay_unknown' } })).toEqual({
       ok: false,
-      status: 404,
-      detail: 'Payment not found',
+      error: { kind: 'not_found', message: 'Payment not found' },
     });
   });
 
@@ -347,8 +343,8 @@ describe('payments service, charge server provider (callbacks)', () => {
       JSON.stringify('just a string'),
     ];
     for (const raw of bad) {
-      expect(await webhook(raw)).toEqual({ ok: false, status: 400, detail: 'Invalid callback' });
-      expect(await webhook(raw, 'GET')).toEqual({ ok: false, status: 400, detail: 'Invalid callback' });
+      expect(await webhook(raw)).toEqual({ ok: false, error: { kind: 'rejected', message: 'Invalid callback' } });
+      expect(await webhook(raw, 'GET')).toEqual({ ok: false, error: { kind: 'rejected', message: 'Invalid callback' } });
     }
     expect((await paymentRow(s, payment.id)).status).toBe('pending');
     expect(await outboxCount(s, payment.id)).toBe(0);
@@ -390,7 +386,7 @@ describe('payments service, charge server provider (callbacks)', () => {
     satspay.pay(chargeId);
     satspay.faults.status = 500;
     try {
-      expect(await webhook(JSON.stringify({ id: chargeId }))).toMatchObject({ ok: false, status: 503 });
+      expect(await webhook(JSON.stringify({ id: chargeId }))).toMatchObject({ ok: false, error: { kind: 'unavailable' } });
     } finally {
       delete satspay.faults.status;
     }
@@ -410,7 +406,7 @@ describe('payments service, charge server provider (callbacks)', () => {
 
   it('dev pay is 409 for a charge-server payment', async () => {
     const { payment } = await newCharge();
-    expect(await s.route('payments.dev.pay', { params: { id: payment.id } })).toMatchObject({ ok: false, status: 409 });
+    expect(await s.route('payments.dev.pay', { params: { id: payment.id } })).toMatchObject({ ok: false, error: { kind: 'conflict' } });
   });
 
   it('the sweeper finds a paid charge whose callback never came, once, also with two sweepers at once', async () => {

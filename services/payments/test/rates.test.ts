@@ -64,8 +64,8 @@ describe('RateSource', () => {
     source.faults.status = 500;
     try {
       const failed = await rejection(rates.quote(2_100));
-      expect(failed.status).toBe(503);
-      expect(failed.detail).toMatch(/exchange rate/);
+      expect(failed.kind).toBe('unavailable');
+      expect(failed.message).toMatch(/exchange rate/);
       expect(failed.reason).toMatch(/HTTP 500/);
     } finally {
       source.faults.status = undefined;
@@ -77,13 +77,13 @@ describe('RateSource', () => {
     body = undefined;
     source.faults.delayMs = 1000;
     try {
-      expect((await rejection(rates.quote(2_100))).status).toBe(503);
+      expect((await rejection(rates.quote(2_100))).kind).toBe('unavailable');
     } finally {
       source.faults.delayMs = undefined;
     }
     const none = new RateSource({ currency: 'usd', ttlMs: 0, timeoutMs: 300 });
     expect(none.configured).toBe(false);
-    expect((await rejection(none.quote(1))).status).toBe(503);
+    expect((await rejection(none.quote(1))).kind).toBe('unavailable');
   });
 
   it('a fixed rate needs no source', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProviderUnavailableError } from '../src/providers/lightning.js';
+import { ProviderUnavailableError } from '../src/providers/http.js';
 import type { RailRequest } from '../src/providers/rail.js';
 import { PaypalClient, paypalRail, transmissionOf, type PaypalSettings } from '../src/providers/walletproc.js';
 import { startPaypalServer, type PaypalServer } from './support/paypal-server.js';
@@ -136,12 +136,12 @@ describe('PayPal wallet-processor adapter', () => {
     const wrong = new PaypalClient(settings({ clientSecret: 'not-the-secret' }));
     const err = await wrong.getOrder('ABC').catch((e) => e);
     expect(err).toBeInstanceOf(ProviderUnavailableError);
-    expect(err).toMatchObject({ status: 503, reason: expect.stringMatching(/oauth2\/token: HTTP 401 invalid_client/) });
+    expect(err).toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/oauth2\/token: HTTP 401 invalid_client/) });
     expect(err.reason).not.toContain('not-the-secret');
 
     const paypal = new PaypalClient(settings());
     await expect(paypal.getOrder('NOSUCHORDER12345')).rejects.toMatchObject({
-      status: 503,
+      kind: 'unavailable',
       reason: expect.stringMatching(/HTTP 404 RESOURCE_NOT_FOUND INVALID_RESOURCE_ID debug_id/),
     });
     await expect(paypal.createOrder(request({ plan: { walletproc_merchant_id: 'not a merchant' } }))).rejects.toMatchObject({
@@ -157,7 +157,7 @@ describe('PayPal wallet-processor adapter', () => {
     server.faults.delayMs = 2000;
     try {
       const impatient = new PaypalClient(settings({ timeoutMs: 300 }));
-      await expect(impatient.getOrder('ABC')).rejects.toMatchObject({ status: 503, reason: expect.stringMatching(/no answer within 300 ms/) });
+      await expect(impatient.getOrder('ABC')).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/no answer within 300 ms/) });
     } finally {
       delete server.faults.delayMs;
     }
@@ -275,7 +275,7 @@ describe('PayPal wallet-processor adapter', () => {
     const paypal = new PaypalClient(settings());
     const { order } = await paypal.createOrder(request());
     await expect(paypal.capture(order.id)).rejects.toMatchObject({
-      status: 503,
+      kind: 'unavailable',
       reason: expect.stringMatching(/HTTP 422 UNPROCESSABLE_ENTITY ORDER_NOT_APPROVED/),
     });
   });

@@ -7,8 +7,9 @@ import { watchonlyWalletExists } from '../payments-client.js';
 export const createPlan = (d: Deps) =>
   routeHandler('plans.create', async (req) => {
     const now = d.clock.nowMs();
-    const plan = newPlan(req.body, { id: newId(ID_PREFIXES.plan, now), wallet: walletOf(req), now: Math.floor(now / 1000) }, d.availability);
-    const lookUp = watchonlyToLookUp(plan, undefined, !!d.watchonlyRequired);
+    const methods = await d.methods();
+    const plan = newPlan(req.body, { id: newId(ID_PREFIXES.plan, now), wallet: walletOf(req), now: Math.floor(now / 1000) }, methods.availability);
+    const lookUp = watchonlyToLookUp(plan, undefined, methods.watchonlyRequired);
     if (lookUp) requireWatchonlyFound(await watchonlyWalletExists(d, plan.wallet, lookUp));
     await d.plans.insert(d.db, plan);
     return plan;

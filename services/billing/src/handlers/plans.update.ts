@@ -8,8 +8,9 @@ export const updatePlanHandler = (d: Deps) =>
     const current = await d.plans.get(d.db, walletOf(req), req.params.id);
     if (!current) throw notFound('Plan');
     const { version, ...plan } = current;
-    const next = updatePlan(plan, req.body, unixSeconds(d.clock), d.availability);
-    const lookUp = watchonlyToLookUp(next, plan, !!d.watchonlyRequired);
+    const methods = await d.methods();
+    const next = updatePlan(plan, req.body, unixSeconds(d.clock), methods.availability);
+    const lookUp = watchonlyToLookUp(next, plan, methods.watchonlyRequired);
     if (lookUp) requireWatchonlyFound(await watchonlyWalletExists(d, plan.wallet, lookUp));
     if (!(await d.plans.update(d.db, next, version))) throw conflict('Plan was changed concurrently; retry');
     return next;

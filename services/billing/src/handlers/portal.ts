@@ -1,4 +1,4 @@
-import { callMessage, conflict, DomainError, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, unprocessable } from '@sb/runtime';
+import { callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { RENEWABLE } from '../domain/lifecycle.js';
@@ -8,7 +8,7 @@ import { act } from './subscription-action.js';
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
   const s = hash ? await d.subscribers.byTokenHash(q, hash) : undefined;
-  if (!s) throw new DomainError(401, 'Invalid subscriber token');
+  if (!s) throw unauthenticated('Invalid subscriber token');
   return s;
 }
 
@@ -90,7 +90,7 @@ export const nwcReconnect = (d: Deps) =>
       if (sub.payment_method !== 'nwc')
         throw conflict('Only a subscription made with a wallet (NWC) can be paid by a wallet; subscribe with NWC on the checkout page');
       if (max_amount_sats !== undefined && max_amount_sats < sub.amount_sats) {
-        throw unprocessable(['body', 'max_amount_sats'], `The limit (${max_amount_sats} sats) is below the subscription's price of ${sub.amount_sats} sats`);
+        throw invalid(['max_amount_sats'], `The limit (${max_amount_sats} sats) is below the subscription's price of ${sub.amount_sats} sats`);
       }
       if (sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, nwc_fallback: false, updated_at: unixSeconds(d.clock) })))
         throw conflict('The subscription changed meanwhile, please retry');

@@ -8,7 +8,7 @@ export const getPublicPlan = (d: Deps) =>
   routeHandler('public.plan.get', async (req) => {
     const plan = await d.plans.getPublic(d.db, req.params.id);
     if (!plan) throw notFound('Plan');
-    const pub = publicPlan(plan, d.availability, checkoutUrl(d.publicBaseUrl, plan.id));
+    const pub = publicPlan(plan, (await d.methods()).availability, checkoutUrl(d.publicBaseUrl, plan.id));
     const fiatRail = pub.payment_methods.some((m) => m === 'cardproc' || m === 'walletproc');
     // The plan's notification channels live in the notifier, its fiat price in payments: both are courtesies
     // of the checkout page, which still works (asking for an e-mail address, in sats) when they cannot answer.

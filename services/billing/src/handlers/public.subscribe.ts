@@ -1,5 +1,5 @@
 import { messages } from '@sb/contracts';
-import { DomainError, messageHandler, routeHandler, unprocessable } from '@sb/runtime';
+import { DomainError, messageHandler, routeHandler, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { openSubscription, pendingCheckout, type Opened } from '../subscribe.js';
 
@@ -7,7 +7,7 @@ import { openSubscription, pendingCheckout, type Opened } from '../subscribe.js'
 const retryPending =
   (d: Deps, input: Parameters<typeof pendingCheckout>[1]) =>
   async (err: unknown): Promise<Opened> => {
-    const retry = err instanceof DomainError && err.status === 409 ? await pendingCheckout(d, input) : undefined;
+    const retry = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input) : undefined;
     if (!retry) throw err;
     return retry;
   };
@@ -18,7 +18,7 @@ export const subscribe = (d: Deps) =>
     const body = req.body;
     // An NWC subscription needs the wallet's connection string, which only the NWC service takes.
     if (body.payment_method === 'nwc') {
-      throw new DomainError(422, [{ loc: ['body', 'payment_method'], msg: 'NWC subscriptions are made with POST /public/subscribe/nwc', type: 'value_error' }]);
+      throw invalid(['payment_method'], 'NWC subscriptions are made with POST /public/subscribe/nwc', 'value_error');
     }
     const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key }).catch(retryPending(d, body));
     if (!created) {
@@ -44,7 +44,7 @@ export const subscribeNwc = (d: Deps) =>
     const input = { ...body, payment_method: 'nwc' as const };
     const { plan, sub, manage_url, created } = await openSubscription(d, input, (p) => {
       if (body.max_amount_sats !== undefined && body.max_amount_sats < p.amount_sats) {
-        throw unprocessable(['body', 'max_amount_sats'], `max_amount_sats (${body.max_amount_sats}) is below the plan's price of ${p.amount_sats} sats`);
+        throw invalid(['max_amount_sats'], `max_amount_sats (${body.max_amount_sats}) is below the plan's price of ${p.amount_sats} sats`);
       }
     }).catch(retryPending(d, input));
     const p = created?.payment;

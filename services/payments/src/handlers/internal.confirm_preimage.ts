@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { messages } from '@sb/contracts';
-import { messageHandler, notFound, unprocessable } from '@sb/runtime';
+import { messageHandler, notFound, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { confirmPayment } from '../confirm.js';
 
@@ -15,7 +15,7 @@ export const confirmPreimageHandler = (d: Deps) =>
     if (!p) throw notFound('Payment');
     const hash = createHash('sha256').update(Buffer.from(req.preimage, 'hex')).digest('hex');
     if (!p.payment_hash || hash !== p.payment_hash.toLowerCase()) {
-      throw unprocessable(['body', 'preimage'], 'The preimage does not match the payment hash of this payment');
+      throw invalid(['preimage'], 'The preimage does not match the payment hash of this payment');
     }
     const { payment, confirmed } = await confirmPayment(d, p.id);
     if (confirmed) d.log.info({ payment_id: p.id, via: 'preimage' }, 'payment confirmed');

@@ -1,12 +1,11 @@
 import { ID_PREFIXES, messages, type CreatePayment } from '@sb/contracts';
-import { conflict, DomainError, messageHandler, newId, unprocessable } from '@sb/runtime';
+import { conflict, messageHandler, newId, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkoutOf } from '../domain/checkout.js';
 import { toPayment, type PaymentRecord } from '../domain/payments.js';
-import { logProviderFailure } from '../providers/lightning.js';
+import { logProviderFailure } from '../providers/http.js';
 
-const notConfigured = (method: string) =>
-  new DomainError(422, [{ loc: ['body', 'payment_method'], msg: `${method} payments are not configured on this server`, type: 'provider_not_configured' }]);
+const notConfigured = (method: string) => invalid(['payment_method'], `${method} payments are not configured on this server`, 'provider_not_configured');
 
 /** The same key may only ever name the same payment. */
 function sameRequest(p: PaymentRecord, r: CreatePayment): boolean {
@@ -36,7 +35,7 @@ export const createPaymentHandler = (d: Deps) =>
 
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);
-    if (req.expires_at - now < 1) throw unprocessable(['body', 'expires_at'], 'expires_at must be in the future');
+    if (req.expires_at - now < 1) throw invalid(['expires_at'], 'expires_at must be in the future');
     const expirySeconds = Math.min(req.expires_at - now, d.invoiceMaxExpiryS);
     const fiat = rail.needsFiat ? await logProviderFailure(d.log, { rail: 'fiat rate' }, () => d.rates.quote(req.amount_sats)) : undefined;
     const id = newId(ID_PREFIXES.payment, nowMs);

@@ -1,5 +1,5 @@
 import { ID_PREFIXES, messages, type WatchonlyWallet } from '@sb/contracts';
-import { conflict, messageHandler, newId, notFound, routeHandler, unprocessable, walletOf } from '@sb/runtime';
+import { conflict, messageHandler, newId, notFound, routeHandler, walletOf, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { InvalidExtendedKey, parseExtendedKey, receiveAddress } from '../domain/derivation.js';
 import type { WatchonlyWalletRecord } from '../store/watchonly.repo.js';
@@ -23,7 +23,7 @@ export const createWatchonlyWallet = (d: Deps) =>
     try {
       key = parseExtendedKey(body.xpub);
     } catch (err) {
-      if (err instanceof InvalidExtendedKey) throw unprocessable(['body', 'xpub'], err.message);
+      if (err instanceof InvalidExtendedKey) throw invalid(['xpub'], err.message);
       throw err;
     }
     const nowMs = d.clock.nowMs();

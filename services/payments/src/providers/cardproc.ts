@@ -1,10 +1,11 @@
 import Stripe from 'stripe';
 import { API_PREFIX } from '@sb/contracts';
-import { DomainError, systemClock, unixSeconds, type Clock } from '@sb/runtime';
+import { systemClock, unixSeconds, type Clock, rejected } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
-import { ProviderUnavailableError } from './lightning.js';
-import type { OpenedPayment, ProviderStatus, Rail, RailRequest } from './rail.js';
+import { ProviderUnavailableError } from './http.js';
+import type { OpenedPayment, ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
+import type { CallbackOutcome, CallbackReader, PaymentLookup } from './callback.js';
 
 export interface StripeSettings {
   secretKey: string;
@@ -135,13 +136,13 @@ export class StripeCardRail implements Rail {
 
   /** The event of a webhook delivery, verified against the endpoint secret on the exact bytes; anything else is 400. */
   verifyEvent(raw: Buffer, signature: string | undefined): StripeEvent {
-    if (!signature) throw new DomainError(400, 'Invalid callback');
+    if (!signature) throw rejected('Invalid callback');
     // Stripe's check refuses only old timestamps; one from the future is refused the same way, so a
     // signature leaked with a far-future timestamp cannot be replayed for as long as it says.
     // Exactly one timestamp: with several, Stripe's check takes the last and this one must see the same.
     const ts = signature.split(',').filter((part) => /^\s*t=/.test(part));
     const t = ts.length === 1 ? Number(/^\s*t=(\d{1,12})\s*$/.exec(ts[0]!)?.[1]) : NaN;
-    if (!Number.isFinite(t) || t > this.wall.nowMs() / 1000 + WEBHOOK_TOLERANCE_S) throw new DomainError(400, 'Invalid callback');
+    if (!Number.isFinite(t) || t > this.wall.nowMs() / 1000 + WEBHOOK_TOLERANCE_S) throw rejected('Invalid callback');
     // Several secrets: the platform endpoint's and a Connect endpoint's sign differently.
     for (const secret of this.s.webhookSecret
       .split(',')
@@ -153,7 +154,7 @@ export class StripeCardRail implements Rail {
         /* try the next secret */
       }
     }
-    throw new DomainError(400, 'Invalid callback');
+    throw rejected('Invalid callback');
   }
 
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -173,4 +174,37 @@ export function paymentIntentOf(session: Pick<CheckoutSession, 'payment_intent'>
   const pi = session.payment_intent;
   const id = typeof pi === 'string' ? pi : pi?.id;
   return id ? { cardproc_payment_id: id } : {};
+}
+
+/** What each Checkout Session event says happened to its payment. */
+const SESSION_OUTCOMES: Record<string, (s: CheckoutSession) => CallbackOutcome> = {
+  // 'unpaid' here is a delayed method (bank debit): its outcome comes as async_payment_succeeded / _failed.
+  'checkout.session.completed': (s) => (s.payment_status === 'paid' ? { paid: true, details: paymentIntentOf(s) } : { nothing: true }),
+  'checkout.session.async_payment_succeeded': (s) => ({ paid: true, details: paymentIntentOf(s) }),
+  'checkout.session.async_payment_failed': () => ({ failed: 'stripe: the payment method failed (async_payment_failed)' }),
+  'checkout.session.expired': () => ({ expired: true }),
+};
+
+/**
+ * Stripe's webhook (`/public/webhook/cardproc`): the event is verified (Stripe-Signature over the exact
+ * bytes, 300 s tolerance) before anything is read from it. It acts only on one of our sessions, named by
+ * `metadata.payment_id` and the session id we stored (a connected account's events carry `account`,
+ * part of that reference); anything else is acknowledged and changes nothing.
+ */
+export function stripeCallbacks(rails: Rails, payments: PaymentLookup): CallbackReader {
+  const rail = rails.cardproc;
+  if (!(rail instanceof StripeCardRail)) throw new Error('the Stripe callback reader needs the Stripe card rail');
+  return {
+    provider: 'stripe',
+    async read(body) {
+      const event = rail.verifyEvent(Buffer.from(body.raw, 'base64'), body.headers['stripe-signature']);
+      const outcome = SESSION_OUTCOMES[event.type];
+      if (!outcome) return null;
+      const session = event.data.object as CheckoutSession;
+      const paymentId = session.metadata?.payment_id;
+      const payment = paymentId ? await payments.getById(paymentId) : undefined;
+      if (payment?.provider !== 'stripe' || payment.provider_ref !== sessionRef(session.id, event.account)) return null;
+      return { payment, eventId: event.id, label: event.type, outcome: async () => outcome(session) };
+    },
+  };
 }

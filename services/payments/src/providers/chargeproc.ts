@@ -1,6 +1,9 @@
-import { unixSeconds, type Clock } from '@sb/runtime';
-import { fetchJson, ProviderUnavailableError, type CreateInvoiceInput, type Invoice, type LightningProvider } from './lightning.js';
-import type { Rail } from './rail.js';
+import { type Clock, type Logger, rejected, unixSeconds } from '@sb/runtime';
+import { callbackRef } from '../domain/payments.js';
+import type { CallbackReader, PaymentLookup } from './callback.js';
+import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
+import { fetchJson, logProviderFailure, ProviderUnavailableError } from './http.js';
+import { type Rail, type Rails, railOf } from './rail.js';
 
 export interface ChargeprocSettings {
   url: string;
@@ -126,5 +129,35 @@ export function chargeprocOnchainRail(
       };
     },
     status: (r) => p.getStatus(r.provider_ref!),
+  };
+}
+
+/**
+ * Callbacks on `/public/webhook/chargeproc` (POST and its GET twin): the charge server's charge
+ * (Lightning or on-chain), and LNbits' payment webhook when LNbits is the provider. The body is never
+ * trusted: only the charge id (or payment hash) is read from it, and the provider is asked for the
+ * payment's status, so a forged or repeated callback can only make us ask again. An unknown id or a
+ * malformed body is refused; a provider that cannot be asked is 503, so the provider calls again.
+ */
+export function chargeServerCallbacks(rails: Rails, payments: PaymentLookup, log: Logger): CallbackReader {
+  return {
+    provider: 'chargeproc',
+    async read(body) {
+      const ref = callbackRef(Buffer.from(body.raw, 'base64'));
+      const payment = ref && (await payments.byProviderRef(ref.provider, ref.ref));
+      const rail = payment && railOf(rails, payment);
+      if (!payment || !rail?.status) throw rejected('Invalid callback');
+      if (payment.status === 'paid') return null;
+      const status = rail.status.bind(rail);
+      return {
+        payment,
+        label: 'charge',
+        outcome: async () => {
+          const s = await logProviderFailure(log, { payment_id: payment.id, provider: rail.provider }, () => status(payment));
+          if (s.paid) return { paid: true, details: { onchain_txid: s.onchain_txid, cardproc_payment_id: s.cardproc_payment_id } };
+          return s.failed ? { failed: `${payment.provider} reports the payment failed` } : { nothing: true };
+        },
+      };
+    },
   };
 }

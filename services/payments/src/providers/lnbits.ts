@@ -1,5 +1,6 @@
 import { unixSeconds, type Clock } from '@sb/runtime';
-import { fetchJson, ProviderUnavailableError, type CreateInvoiceInput, type Invoice, type LightningProvider } from './lightning.js';
+import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
+import { fetchJson, ProviderUnavailableError } from './http.js';
 
 export interface LnbitsSettings {
   url: string;

@@ -1,7 +1,7 @@
-import { DomainError, unixSeconds, type Clock, type Logger } from '@sb/runtime';
+import { unixSeconds, type Clock, type Logger, invalid } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 import { receiveAddress, type Network } from '../domain/derivation.js';
-import { fetchJson, ProviderUnavailableError } from './lightning.js';
+import { fetchJson, ProviderUnavailableError } from './http.js';
 import type { ProviderStatus, Rail } from './rail.js';
 
 export interface EsploraSettings {
@@ -30,7 +30,7 @@ const CHAIN_PAGE = 25;
 /** A payment address holds one or a few transactions; this many pages is plenty and bounds dust spam. */
 const MAX_PAGES = 20;
 
-const unprocessablePlan = (msg: string) => new DomainError(422, [{ loc: ['body', 'watchonly_wallet_id'], msg, type: 'value_error' }]);
+const unprocessablePlan = (msg: string) => invalid(['watchonly_wallet_id'], msg, 'value_error');
 
 // biome-ignore lint/suspicious/noExplicitAny: this guard is what turns Esplora's JSON into a typed value.
 function isTx(t: any): t is EsploraTx {

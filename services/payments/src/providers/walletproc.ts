@@ -1,7 +1,8 @@
-import { unixSeconds, type Clock } from '@sb/runtime';
+import { type Clock, type Logger, rejected, unixSeconds } from '@sb/runtime';
+import type { CallbackOutcome, CallbackReader, PaymentLookup } from './callback.js';
 import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
-import { ProviderUnavailableError } from './lightning.js';
+import { logProviderFailure, ProviderUnavailableError } from './http.js';
 import type { ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
 
 /**
@@ -295,4 +296,85 @@ export function paypalRail(paypal: PaypalClient, clock: Clock): PaypalRail {
 export function paypalOf(rails: Rails): PaypalClient | undefined {
   const r = rails.walletproc;
   return r?.provider === 'paypal' ? (r as PaypalRail).paypal : undefined;
+}
+
+interface WebhookEvent {
+  id: string;
+  event_type: string;
+  // biome-ignore lint/suspicious/noExplicitAny: PayPal's resource, read field by field below.
+  resource: Record<string, any>;
+}
+
+function eventOf(raw: string): WebhookEvent | undefined {
+  let e: unknown;
+  try {
+    e = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  if (!e || typeof e !== 'object' || Array.isArray(e)) return undefined;
+  const o = e as Partial<WebhookEvent>;
+  const ok = typeof o.id === 'string' && o.id !== '' && typeof o.event_type === 'string' && !!o.resource && typeof o.resource === 'object';
+  return ok ? (o as WebhookEvent) : undefined;
+}
+
+const HANDLED = new Set(['CHECKOUT.ORDER.APPROVED', 'PAYMENT.CAPTURE.COMPLETED', 'PAYMENT.CAPTURE.DENIED']);
+
+/** The payment a (verified) event is about; undefined when it is not one of ours. */
+async function paymentOf(payments: PaymentLookup, e: WebhookEvent): Promise<PaymentRecord | undefined> {
+  if (e.event_type === 'CHECKOUT.ORDER.APPROVED') {
+    const order = e.resource as PaypalOrder;
+    const p = typeof order.id === 'string' ? await payments.byProviderRef('paypal', order.id) : undefined;
+    return p && order.purchase_units?.[0]?.custom_id === p.id ? p : undefined;
+  }
+  // Capture events name the payment (custom_id) and the order; both must agree with what we stored.
+  const orderId = e.resource.supplementary_data?.related_ids?.order_id;
+  const p = typeof e.resource.custom_id === 'string' ? await payments.getById(e.resource.custom_id) : undefined;
+  return p && p.provider === 'paypal' && typeof orderId === 'string' && p.provider_ref === orderId ? p : undefined;
+}
+
+/**
+ * PayPal webhook deliveries (`/public/webhook/walletproc`): each is verified by PayPal itself
+ * (verify-webhook-signature with this deployment's webhook id) before anything is read from it; an
+ * unverifiable or malformed one is refused, and a PayPal that cannot be asked is 503 (PayPal delivers again).
+ */
+export function paypalCallbacks(rails: Rails, payments: PaymentLookup, log: Logger): CallbackReader {
+  const paypal = paypalOf(rails);
+  if (!paypal) throw new Error('the PayPal callback reader needs the PayPal rail');
+  return {
+    provider: 'paypal',
+    async read(body) {
+      const transmission = transmissionOf(body.headers);
+      const raw = Buffer.from(body.raw, 'base64').toString('utf8');
+      const event = eventOf(raw);
+      if (!transmission || !event) throw rejected('Invalid callback');
+      const genuine = await logProviderFailure(log, { provider: 'paypal', event_id: event.id }, () => paypal.verifyWebhook(transmission, raw));
+      if (!genuine) throw rejected('Invalid callback');
+      if (!HANDLED.has(event.event_type)) return null;
+      const payment = await paymentOf(payments, event);
+      if (!payment) return null;
+      return { payment, eventId: event.id, label: event.event_type, outcome: () => outcomeOf(paypal, event, payment, log) };
+    },
+  };
+}
+
+/** What the event says happened, after any PayPal call it needs (so none runs inside the transaction). */
+async function outcomeOf(paypal: PaypalClient, e: WebhookEvent, p: PaymentRecord, log: Logger): Promise<CallbackOutcome> {
+  switch (e.event_type) {
+    case 'CHECKOUT.ORDER.APPROVED': {
+      // Approved is not paid: the money moves only when we capture (idempotent, so redeliveries are safe).
+      // Only an open payment is captured: one we expired (cancelled, replaced) must not take the payer's
+      // money; PayPal voids the uncaptured order when its authorization window ends.
+      if (p.status !== 'pending') {
+        if (p.status === 'expired') log.info({ payment_id: p.id, provider: 'paypal', event_id: e.id }, 'approved order of an expired payment left uncaptured');
+        return { nothing: true };
+      }
+      const status = orderStatus(await logProviderFailure(log, { payment_id: p.id, provider: 'paypal' }, () => paypal.capture(p.provider_ref!)));
+      return status.paid ? { paid: true } : status.failed ? { failed: `paypal: ${e.event_type}` } : { nothing: true };
+    }
+    case 'PAYMENT.CAPTURE.COMPLETED':
+      return e.resource.status === 'COMPLETED' ? { paid: true } : { nothing: true };
+    default: // PAYMENT.CAPTURE.DENIED
+      return { failed: `paypal: ${e.event_type}` };
+  }
 }

@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, until } from './support/http.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * Billing takes the payment methods the payments service says it has (payments.internal.methods), not
+ * *_PROVIDER variables of its own: changing a provider is a payments restart, and billing follows.
+ */
+let stack: Stack;
+let admin: ReturnType<typeof client>;
+const anon = () => client(stack.api);
+
+beforeAll(async () => {
+  stack = await startStack({ wallets: 1, env: { PAYMENT_METHODS_TTL_MS: '200', FIAT_RATE_FIXED: '80000' } });
+  admin = client(stack.api, stack.wallets[0]!.admin_key);
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('payment methods come from the payments service', () => {
+  it('refuses card plans while payments has no card rail, takes them once it has one, and holds the last answer while payments is away', async () => {
+    const refused = await admin.post('/plans', { name: 'Card', amount_sats: 2000, interval: 'monthly', allow_cardproc: true });
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'allow_cardproc'], msg: expect.stringContaining('CARDPROC_PROVIDER') })]);
+
+    const plan = await admin.post('/plans', { name: 'Both', amount_sats: 2000, interval: 'monthly' });
+    expect(plan.status).toBe(201);
+    expect((await anon().get(`/public/plan/${plan.body.id}`)).body.payment_methods).toEqual(['lightning']);
+
+    // Only the payments service learns of the card provider (billing's environment is the same object,
+    // but billing no longer reads *_PROVIDER).
+    stack.env.CARDPROC_PROVIDER = 'dev';
+    await stack.restartPayments();
+    const card = await until(
+      () => admin.post('/plans', { name: 'Card', amount_sats: 2000, interval: 'monthly', allow_cardproc: true }),
+      (r) => r.status === 201,
+    );
+    expect(card.status).toBe(201);
+    const both = await admin.put(`/plans/${plan.body.id}`, { allow_cardproc: true });
+    expect(both.status).toBe(200);
+    expect((await anon().get(`/public/plan/${plan.body.id}`)).body.payment_methods).toEqual(['lightning', 'cardproc']);
+
+    await stack.stopPayments();
+    await new Promise((r) => setTimeout(r, 400));
+    const held = await anon().get(`/public/plan/${plan.body.id}`);
+    expect(held.status).toBe(200);
+    expect(held.body.payment_methods).toEqual(['lightning', 'cardproc']);
+    await stack.restartPayments();
+  });
+});
