@@ -2,25 +2,32 @@
 // embedded PostgreSQL (PGlite, data in .data/pglite) and a nats-server from the PATH (data in .data/nats).
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { acquireLock } from './start-lock.mjs';
 import { join } from 'node:path';
 import { dbUrlVar, provisionDbRoles } from './db-roles.mjs';
 import { servePglite } from './pglite-server.mjs';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
 import { supervise } from './supervise.mjs';
 
-const DATA = join(ROOT, '.data');
+// SB_DATA_DIR: another data directory (tests run stacks side by side this way).
+const DATA = process.env.SB_DATA_DIR ?? join(ROOT, '.data');
 const stops = [];
 let stopping = false;
+let lock;
 
 async function shutdown(code = 0) {
   if (stopping) return;
   stopping = true;
   for (const stop of stops.reverse()) await stop().catch(() => undefined);
   rmSync(join(DATA, 'runtime.json'), { force: true });
+  lock?.release();
   process.exit(code);
 }
-process.on('SIGINT', () => void shutdown(0));
-process.on('SIGTERM', () => void shutdown(0));
+// Ctrl-C, `kill`, and a closed terminal (SIGHUP) stop everything; so does the end of whoever started us
+// (`npm start` killed outright): the services watch this process the same way (SB_PARENT_PID).
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => void shutdown(0));
+const parentAtStart = process.ppid;
+setInterval(() => process.ppid !== parentAtStart && void shutdown(0), 1000).unref();
 
 /** The local run keeps one generated key in .data so portal tokens sealed earlier still open. */
 function localSecretsKey() {
@@ -44,7 +51,11 @@ async function embeddedPostgres() {
 
 async function main() {
   mkdirSync(DATA, { recursive: true });
+  lock = acquireLock(DATA);
+  // Nothing of the running stack's (its runtime.json included) is touched.
+  if (!lock) process.exit(1);
   const env = {
+    SB_PARENT_PID: String(process.pid),
     DEV_MODE: '1',
     // Every rail on its dev provider (no money moves; paid with `npm run dev -- pay <payment id>`).
     LIGHTNING_PROVIDER: process.env.LIGHTNING_PROVIDER ?? 'dev',
@@ -88,7 +99,12 @@ async function main() {
     }
     // The production shape: each service its own NATS user with the subjects the contracts give it.
     const nats = await startNats(join(DATA, 'nats'), { secure: true });
-    const restartNats = async () => ({ ...(await startNats(join(DATA, 'nats'), { port: nats.port, secure: true, passwords: nats.env })), name: 'nats-server' });
+    lock.track('nats-server', nats.child.pid);
+    const restartNats = async () => {
+      const again = await startNats(join(DATA, 'nats'), { port: nats.port, secure: true, passwords: nats.env });
+      lock.track('nats-server', again.child.pid);
+      return { ...again, name: 'nats-server' };
+    };
     stops.push(supervise({ ...nats, name: 'nats-server' }, restartNats, { active: () => !stopping }));
     natsUrl = nats.url;
     Object.assign(natsCredentials, nats.env);

@@ -68,6 +68,7 @@ describe('npm start supervision', () => {
         NATS_URL: nats.url,
         SECRETS_KEY: randomBytes(32).toString('hex'),
         LOG_LEVEL: 'warn',
+        SB_DATA_DIR: natsDir,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
       // A process group of its own, so Ctrl-C can be sent the way a terminal does: to every process in it.

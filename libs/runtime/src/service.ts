@@ -111,8 +111,7 @@ export async function runService<C extends BaseConfig>(opts: {
     await shutdownTelemetry();
     process.exit(0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  stopOnSignals((why) => void stop(why));
 }
 
 /**
@@ -131,6 +130,16 @@ export function guardProcess(log: Logger): void {
     log.fatal({ err }, 'uncaught exception');
     process.exit(1);
   });
+}
+
+/**
+ * Stops on SIGTERM, SIGINT and SIGHUP (a closed terminal), and when the process that started it is gone
+ * (SB_PARENT_PID, set by `npm start`): a local stack never outlives its supervisor.
+ */
+export function stopOnSignals(stop: (why: string) => void): void {
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
+  const parent = Number(process.env.SB_PARENT_PID);
+  if (parent > 0) setInterval(() => process.ppid !== parent && stop('parent exited'), 1000).unref();
 }
 
 /** The entry point of a service: a failed start is one line on stderr and exit code 1. */

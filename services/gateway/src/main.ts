@@ -11,6 +11,7 @@ import {
   migrateWhenReachable,
   SecretBox,
   shutdownTelemetry,
+  stopOnSignals,
 } from '@sb/runtime';
 import { createApp } from './app.js';
 import { KeyResolver } from './auth.js';
@@ -89,8 +90,7 @@ async function main(): Promise<void> {
     await shutdownTelemetry();
     process.exit(0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  stopOnSignals((why) => void stop(why));
 }
 
 main().catch((err) => {
