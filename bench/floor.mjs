@@ -12,36 +12,14 @@ import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
+import { planSql } from '../services/billing/dist/store/plans.repo.js';
 
 const SUBJECT_GET = 'floor.plans.get';
 const SUBJECT_CREATE = 'floor.plans.create';
 const QUEUE = 'floor';
 
-// Copied from services/billing/src/store/plans.repo.ts.
-const COLUMNS = `id, wallet_id AS wallet, name, description, amount_sats, interval, trial_days, grace_period_days,
-  allow_lightning, allow_onchain, allow_nwc, allow_cardproc, allow_walletproc, watchonly_wallet_id,
-  cardproc_account_id, walletproc_merchant_id, created_at, updated_at, is_deleted`;
-const WRITABLE = [
-  'name',
-  'description',
-  'amount_sats',
-  'interval',
-  'trial_days',
-  'grace_period_days',
-  'allow_lightning',
-  'allow_onchain',
-  'allow_nwc',
-  'allow_cardproc',
-  'allow_walletproc',
-  'watchonly_wallet_id',
-  'cardproc_account_id',
-  'walletproc_merchant_id',
-  'updated_at',
-  'is_deleted',
-];
-const SQL_GET = `SELECT ${COLUMNS}, version FROM billing.plans WHERE id = $1 AND wallet_id = $2`;
-const SQL_INSERT = `INSERT INTO billing.plans (id, wallet_id, created_at, ${WRITABLE.join(', ')})
-       VALUES ($1, $2, $3, ${WRITABLE.map((_, i) => `$${i + 4}`).join(', ')})`;
+// The billing store's own statements (the floor runs exactly what billing runs).
+const SQL = planSql('billing');
 
 const env = (name, def) => {
   const v = process.env[name] ?? def;
@@ -61,7 +39,7 @@ async function responder() {
     callback: (err, msg) => {
       if (err) return;
       const { wallet, id } = msg.json();
-      pool.query(SQL_GET, [id, wallet]).then(
+      pool.query(SQL.get, [id, wallet]).then(
         ({ rows }) => (rows[0] ? reply(msg, 200, rows[0]) : reply(msg, 404, { detail: 'Plan not found' })),
         (e) => reply(msg, 500, { detail: e.message }),
       );
@@ -94,7 +72,7 @@ async function responder() {
         updated_at: now,
         is_deleted: false,
       };
-      pool.query(SQL_INSERT, [p.id, p.wallet, p.created_at, ...WRITABLE.map((c) => p[c] ?? null)]).then(
+      pool.query(SQL.insert, SQL.insertValues(p)).then(
         () => reply(msg, 201, p),
         (e) => reply(msg, 500, { detail: e.message }),
       );

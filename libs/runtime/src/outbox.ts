@@ -7,6 +7,7 @@ import { isDbUnavailable, type Db, type Migration, type Queryable } from './db.j
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { contextOf, injectTraceHeaders, inSpan, traceCarrier, type TraceCarrier } from './telemetry.js';
+import { Poller } from './poller.js';
 
 /** The outbox table every event-emitting service has in its own schema (used in its first migration). */
 export const outboxTableSql = `
@@ -80,48 +81,29 @@ export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
  * event id is the JetStream message id, so a crash after publishing and before marking only produces a
  * duplicate that the stream drops.
  */
+/** Events published per round. */
+const BATCH = 100;
+
 export class OutboxRelay {
   private js?: JetStreamClient;
-  private timer?: NodeJS.Timeout;
-  private running = false;
-  private stopped = false;
-  /** The database was away at the last tick: logged once, not five times a second. */
-  private dbAway = false;
+  private readonly poller: Poller;
 
   constructor(
     private readonly db: Db,
     private readonly schema: string,
     private readonly nc: NatsConnection,
-    private readonly log: Logger,
-    private readonly intervalMs = 200,
-  ) {}
+    log: Logger,
+    intervalMs = 200,
+  ) {
+    // A full batch means more may wait: the poller runs again at once. Each event's producer span
+    // continues the trace that wrote it, so the rounds themselves are not traced.
+    this.poller = new Poller('outbox relay', intervalMs, async () => (await this.publishBatch(BATCH)) === BATCH, log, false);
+  }
 
   async start(): Promise<void> {
     await ensureEventsStream(this.nc);
     this.js = jetstream(this.nc);
-    this.schedule();
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => void this.tick(), this.intervalMs);
-  }
-
-  private async tick(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (!this.stopped && (await this.publishBatch(100)) === 100);
-      if (this.dbAway) this.log.info('outbox relay: database back, publishing again');
-      this.dbAway = false;
-    } catch (err) {
-      const away = isDbUnavailable(err);
-      if (!away || !this.dbAway) this.log.warn({ err }, away ? 'outbox relay: database unavailable, will retry' : 'outbox relay: publish failed, will retry');
-      this.dbAway = away;
-    } finally {
-      this.running = false;
-      this.schedule();
-    }
+    this.poller.start();
   }
 
   /** Publishes up to `limit` pending events; returns how many. */
@@ -156,9 +138,7 @@ export class OutboxRelay {
     });
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    while (this.running) await new Promise((r) => setTimeout(r, 20));
+  stop(): Promise<void> {
+    return this.poller.stop();
   }
 }

@@ -18,6 +18,8 @@ export class Poller {
     private readonly intervalMs: number,
     private readonly tick: () => Promise<boolean>,
     private readonly log: Logger,
+    /** Each round a root span of its own; off where every unit of work carries its own trace (the outbox relay). */
+    private readonly traced = true,
   ) {}
 
   start(): void {
@@ -31,7 +33,8 @@ export class Poller {
   private async run(): Promise<void> {
     try {
       // Each round is a root span of its own (not part of whatever ran before); what it touches links to it.
-      while (!this.stopped && (await inSpan(`${this.name} sweep`, { root: true }, () => this.tick())));
+      const round = () => (this.traced ? inSpan(`${this.name} sweep`, { root: true }, () => this.tick()) : this.tick());
+      while (!this.stopped && (await round()));
       if (this.dbAway) this.log.info({ worker: this.name }, 'database back, worker resumed');
       this.dbAway = false;
     } catch (err) {

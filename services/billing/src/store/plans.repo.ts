@@ -24,23 +24,25 @@ const WRITABLE = [
   'is_deleted',
 ] as const;
 
+/** The statements of the two hot paths, shared with the bench's floor program (bench/floor.mjs) so it runs exactly these. */
+export const planSql = (schema: string) => ({
+  get: `SELECT ${COLUMNS}, version FROM ${schema}.plans WHERE id = $1 AND wallet_id = $2`,
+  insert: `INSERT INTO ${schema}.plans (id, wallet_id, created_at, ${WRITABLE.join(', ')})
+       VALUES ($1, $2, $3, ${WRITABLE.map((_, i) => `$${i + 4}`).join(', ')})`,
+  insertValues: (p: Plan) => [p.id, p.wallet, p.created_at, ...WRITABLE.map((c) => p[c] ?? null)],
+});
+
 /** Persistence of plans; every read is scoped to the wallet so a foreign id looks exactly like an unknown one. */
 export class PlansRepo {
   constructor(private readonly schema = 'billing') {}
 
   async insert(q: Queryable, p: Plan): Promise<void> {
-    await q.query(
-      `INSERT INTO ${this.schema}.plans (id, wallet_id, created_at, ${WRITABLE.join(', ')})
-       VALUES ($1, $2, $3, ${WRITABLE.map((_, i) => `$${i + 4}`).join(', ')})`,
-      [p.id, p.wallet, p.created_at, ...WRITABLE.map((c) => p[c] ?? null)],
-    );
+    const sql = planSql(this.schema);
+    await q.query(sql.insert, sql.insertValues(p));
   }
 
   async get(q: Queryable, walletId: string, id: string, forUpdate = false): Promise<(Plan & { version: number }) | undefined> {
-    const { rows } = await q.query(`SELECT ${COLUMNS}, version FROM ${this.schema}.plans WHERE id = $1 AND wallet_id = $2${forUpdate ? ' FOR UPDATE' : ''}`, [
-      id,
-      walletId,
-    ]);
+    const { rows } = await q.query(`${planSql(this.schema).get}${forUpdate ? ' FOR UPDATE' : ''}`, [id, walletId]);
     return rows[0];
   }
 
