@@ -9,7 +9,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
  */
 export const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p): p is string => !!p && existsSync(p));
 
-export const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
+const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
 
 export const PHONE = { width: 360, height: 780 };
 export const DESKTOP = { width: 1280, height: 900 };

@@ -3,7 +3,7 @@ import type { Queryable } from '@sb/runtime';
 import { expect } from 'vitest';
 
 /** Every row of every table of the services' schemas, as text: what a database dump would show. */
-export async function dumpDatabase(db: Queryable): Promise<string> {
+async function dumpDatabase(db: Queryable): Promise<string> {
   const { rows: tables } = await db.query<{ schema: string; name: string }>(
     `SELECT table_schema AS schema, table_name AS name FROM information_schema.tables
       WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2`,

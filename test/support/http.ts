@@ -1,5 +1,5 @@
 /** A thin fetch wrapper returning status, headers and parsed JSON body. */
-export interface Res<T = any> {
+interface Res<T = any> {
   status: number;
   headers: Headers;
   body: T;

@@ -2,7 +2,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { verifyEvent, type Event } from 'nostr-tools/pure';
 
 /** A NIP-01 filter as clients send it. */
-export interface Filter {
+interface Filter {
   ids?: string[];
   kinds?: number[];
   authors?: string[];

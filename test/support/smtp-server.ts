@@ -25,7 +25,7 @@ function splitPart(raw: string): { header: (name: string) => string; body: strin
 }
 
 /** Just enough MIME to read what nodemailer sends: a single part, or multipart/alternative with text and HTML. */
-export function parseMail(raw: string, to: string[]): Mail {
+function parseMail(raw: string, to: string[]): Mail {
   const top = splitPart(raw);
   const boundary = /boundary="?([^";]+)"?/i.exec(top.header('Content-Type'))?.[1];
   let text = '';

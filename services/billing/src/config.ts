@@ -21,4 +21,4 @@ export const loadBillingConfig = () =>
       .transform((v) => v.split(',').map(Number))
       .optional(),
   });
-export type BillingConfig = ReturnType<typeof loadBillingConfig>;
+type BillingConfig = ReturnType<typeof loadBillingConfig>;

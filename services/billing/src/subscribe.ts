@@ -26,7 +26,7 @@ export function checkoutUrl(base: string, planId: string): string {
 }
 
 /** What every subscribe entry point (checkout, NWC) asks for. */
-export interface SubscribeInput {
+interface SubscribeInput {
   plan_id: string;
   payment_method: PaymentMethod;
   email?: string | undefined;

@@ -34,7 +34,7 @@ import { pagesRouter } from './pages.js';
 import type { IdempotencyRepo } from './store/idempotency.repo.js';
 import { httpOf } from './errors.js';
 
-export interface GatewayDeps {
+interface GatewayDeps {
   db: Db;
   bus: BusClient;
   keys: KeyResolver;

@@ -23,4 +23,4 @@ export const gatewayConfig = {
   WEB_DIR: z.string().min(1).optional(),
 };
 export const loadGatewayConfig = () => loadConfig(gatewayConfig);
-export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;
+type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -14,7 +14,7 @@ const BASE = '/subscriptions_manager';
  * Only our own scripts, styles and API: no inline script, no eval, no other origin, no framing. `data:`
  * images are Swagger UI's icons; QR codes are SVG elements drawn by the page.
  */
-export const CONTENT_SECURITY_POLICY = [
+const CONTENT_SECURITY_POLICY = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",

@@ -28,4 +28,4 @@ export const loadNotifierConfig = () =>
     /** The notifier's own calls to billing (a subscription's contacts, plan ownership). */
     BUS_TIMEOUT_MS: envInt(5000, 100),
   });
-export type NotifierConfig = ReturnType<typeof loadNotifierConfig>;
+type NotifierConfig = ReturnType<typeof loadNotifierConfig>;

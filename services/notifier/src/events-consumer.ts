@@ -7,7 +7,7 @@ import { ownerMessage, subscriberMessage, subscriberWants } from './domain/messa
 import { ownerTargets, subscriberTargets } from './domain/settings.js';
 
 export const DELIVERY_ID_PREFIX = 'whd_';
-export const NOTIFICATION_ID_PREFIX = 'ntf_';
+const NOTIFICATION_ID_PREFIX = 'ntf_';
 /** Events older than this reach owners' webhooks but no person's inbox. */
 const NOTIFY_MAX_AGE_S = 86_400;
 

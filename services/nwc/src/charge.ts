@@ -4,7 +4,7 @@ import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
 import { chargeRefusal } from './domain/charge.js';
 import type { ConnectionRow } from './store/connections.repo.js';
 
-export type ChargeOutcome = { paid: true } | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean };
+type ChargeOutcome = { paid: true } | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean };
 
 /**
  * Pays one invoice of a subscription with its connected wallet. A preimage confirms the payment in the

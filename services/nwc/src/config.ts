@@ -15,4 +15,4 @@ export const loadNwcConfig = () =>
     /** Relays may be loopback or private addresses (local development and tests only). */
     NWC_ALLOW_PRIVATE_RELAYS: envBool,
   });
-export type NwcConfig = ReturnType<typeof loadNwcConfig>;
+type NwcConfig = ReturnType<typeof loadNwcConfig>;

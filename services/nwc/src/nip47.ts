@@ -17,11 +17,11 @@ const RESPONSE_KIND = 23195;
 export type Encryption = 'nip44_v2' | 'nip04';
 
 /** A connection as a payment needs it: the parsed string plus the encryption the wallet advertised. */
-export interface PayingConnection extends Pick<WalletConnection, 'pubkey' | 'relays' | 'secret'> {
+interface PayingConnection extends Pick<WalletConnection, 'pubkey' | 'relays' | 'secret'> {
   encryption: Encryption;
 }
 
-export type PayResult = { preimage: string } | { error: { code: NWCErrorCode; message: string } };
+type PayResult = { preimage: string } | { error: { code: NWCErrorCode; message: string } };
 
 /** The wallet cannot be used; `message` is the sentence shown to the subscriber. */
 export class WalletCheckError extends Error {}
@@ -196,4 +196,4 @@ function readAnswer(e: Event, decrypt: (s: string) => string): PayResult {
 }
 
 /** The client pubkey of a secret (the connection's identity towards the wallet). */
-export const clientPubkey = (secretHex: string) => getPublicKey(Buffer.from(secretHex, 'hex'));
+const clientPubkey = (secretHex: string) => getPublicKey(Buffer.from(secretHex, 'hex'));

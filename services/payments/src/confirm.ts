@@ -5,7 +5,7 @@ import type { PaymentDetails } from './store/payments.repo.js';
 import { paymentReceivedData, statesAllowing, type PaymentRecord } from './domain/payments.js';
 import type { CallbackOutcome } from './providers/callback.js';
 
-export interface Confirmation {
+interface Confirmation {
   /** The payment after the call; undefined only for an unknown id. */
   payment?: PaymentRecord;
   /** True for the one call that recorded the payment; every later one changes and emits nothing. */
@@ -23,12 +23,7 @@ export async function confirmPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>,
 }
 
 /** confirmPayment inside the caller's transaction, so a callback's dedupe record commits with the payment or not at all. */
-export async function confirmPaymentIn(
-  d: Pick<Deps, 'clock' | 'payments'>,
-  tx: Queryable,
-  paymentId: string,
-  details: PaymentDetails = {},
-): Promise<Confirmation> {
+async function confirmPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, paymentId: string, details: PaymentDetails = {}): Promise<Confirmation> {
   const { from, to } = statesAllowing('confirm');
   const paidAt = Math.floor(d.clock.nowMs() / 1000);
   const paid = await d.payments.transition(tx, paymentId, from, to, paidAt, details);
@@ -41,12 +36,12 @@ export async function confirmPaymentIn(
  * The provider says the payment will never arrive (declined card, denied order): pending -> failed with
  * the reason, and `payment.failed` in the outbox, once.
  */
-export async function failPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>, paymentId: string, reason: string): Promise<Confirmation> {
+async function failPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>, paymentId: string, reason: string): Promise<Confirmation> {
   return d.db.tx((tx) => failPaymentIn(d, tx, paymentId, reason));
 }
 
 /** failPayment inside the caller's transaction (see confirmPaymentIn). */
-export async function failPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, paymentId: string, reason: string): Promise<Confirmation> {
+async function failPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, paymentId: string, reason: string): Promise<Confirmation> {
   const { from, to } = statesAllowing('fail');
   const failed = await d.payments.transition(tx, paymentId, from, to, null, { failure_reason: reason });
   if (!failed) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };

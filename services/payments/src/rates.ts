@@ -7,7 +7,7 @@ export interface FiatQuote {
   rate: number;
 }
 
-export interface RateSourceSettings {
+interface RateSourceSettings {
   currency: string;
   /** CoinGecko-style simple-price URL answering `{"bitcoin": {"<currency>": <price>}}`. */
   url?: string;

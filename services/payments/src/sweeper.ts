@@ -4,7 +4,7 @@ import type { Rail } from './providers/rail.js';
 import { settleFromProvider } from './confirm.js';
 import { statesAllowing } from './domain/payments.js';
 
-export interface SweeperOptions {
+interface SweeperOptions {
   intervalMs: number;
   /** Payments expired per statement. */
   expireBatch?: number;

@@ -1,2 +1,2 @@
-export { conflict, DomainError, invalid, invalidFields, notFound, notFoundAs } from '@sb/runtime';
+export { conflict, invalid, invalidFields, notFoundAs } from '@sb/runtime';
 export type { FieldIssue } from '@sb/contracts';

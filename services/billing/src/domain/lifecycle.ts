@@ -71,7 +71,7 @@ const nextPeriod = (s: SubState): Partial<SubState> => ({
  * The whole subscription lifecycle (behaviour.md), one row per allowed move. Anything not listed is 409.
  * `emit` is the event written to the outbox in the same transaction as the move.
  */
-export const LIFECYCLE: readonly Rule[] = [
+const LIFECYCLE: readonly Rule[] = [
   { from: ['pending'], on: 'first_payment', emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
   // A late payment for a checkout that already expired is still applied (on-chain can be late).
   { from: ['expired'], on: 'first_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
@@ -119,7 +119,7 @@ export const LIFECYCLE: readonly Rule[] = [
   },
 ];
 
-export interface Transition {
+interface Transition {
   next: SubState;
   event: EventName;
 }

@@ -4,7 +4,7 @@ import { PENDING_EXPIRY_SECONDS } from './periods.js';
 import { dunningEnd, type SchedulePolicy } from './schedule.js';
 
 /** A paid payment as billing sees it when it arrives. */
-export interface PaidPayment {
+interface PaidPayment {
   purpose: PaymentPurpose;
   amount_sats: number;
   paid_at: number;

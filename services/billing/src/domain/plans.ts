@@ -4,7 +4,7 @@ import { conflict, type FieldIssue, invalid, invalidFields, notFoundAs } from '.
 /** For each payment method: null when the server can take it, else what configuration is missing. */
 export type MethodAvailability = Record<PaymentMethod, string | null>;
 
-export const METHODS = PaymentMethod.options;
+const METHODS = PaymentMethod.options;
 
 export function allowedMethods(plan: Pick<Plan, (typeof METHOD_FLAGS)[PaymentMethod]>): PaymentMethod[] {
   return METHODS.filter((m) => plan[METHOD_FLAGS[m]]);

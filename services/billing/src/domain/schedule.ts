@@ -32,12 +32,12 @@ export interface SchedulePolicy {
 }
 
 /** Replacement invoices of one renewal reach the subscriber at most this often. */
-export const NOTIFY_REPLACEMENT_EVERY_S = 7 * DAY_SECONDS;
+const NOTIFY_REPLACEMENT_EVERY_S = 7 * DAY_SECONDS;
 /** An NWC wallet that did not pay at period end is asked again after an hour, then daily, during the grace period. */
-export const NWC_FIRST_RETRY_S = 3600;
-export const NWC_RETRY_S = DAY_SECONDS;
+const NWC_FIRST_RETRY_S = 3600;
+const NWC_RETRY_S = DAY_SECONDS;
 /** Longer than a wallet may take to answer (the charge's bus wait, 40 s): a crashed replica's charge is retried after it. */
-export const NWC_CHARGE_WINDOW_S = 120;
+const NWC_CHARGE_WINDOW_S = 120;
 
 /**
  * The one thing due for a subscription at a time. The scheduler only carries these out; every
@@ -59,9 +59,9 @@ export type Due =
 const NONE: Due = { kind: 'none' };
 
 /** An NWC subscription whose wallet still pays: charged at period end, not invoiced ahead. */
-export const autoPays = (s: Pick<ScheduleView, 'payment_method' | 'nwc_fallback'>) => s.payment_method === 'nwc' && !s.nwc_fallback;
+const autoPays = (s: Pick<ScheduleView, 'payment_method' | 'nwc_fallback'>) => s.payment_method === 'nwc' && !s.nwc_fallback;
 
-export const graceEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>) => s.current_period_end + s.grace_period_days * DAY_SECONDS;
+const graceEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>) => s.current_period_end + s.grace_period_days * DAY_SECONDS;
 export const dunningEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>, p: SchedulePolicy) => graceEnd(s) + p.dunning_days * DAY_SECONDS;
 
 /**

@@ -1,7 +1,7 @@
 import type { Queryable } from '@sb/runtime';
 
 /** What an earlier handling of a paid payment recorded (its replay repeats the same calls). */
-export interface AppliedPayment {
+interface AppliedPayment {
   subscription_id: string;
   withdraw_payment_id: string | null;
   unapplied_reason: string | null;

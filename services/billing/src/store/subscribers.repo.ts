@@ -1,7 +1,7 @@
 import type { Paginated } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
 
-export interface SubscriberRow {
+interface SubscriberRow {
   id: string;
   wallet_id: string;
   email: string | null;

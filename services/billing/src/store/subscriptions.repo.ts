@@ -86,7 +86,7 @@ export function toSubscription(r: SubRow, now: number): Subscription {
   };
 }
 
-export type SubFilter = { wallet_id: string; status?: SubscriptionStatus; statuses?: readonly SubscriptionStatus[]; plan_id?: string; subscriber_id?: string };
+type SubFilter = { wallet_id: string; status?: SubscriptionStatus; statuses?: readonly SubscriptionStatus[]; plan_id?: string; subscriber_id?: string };
 
 /** The live statuses as an SQL list, from the one definition in the domain (a literal list keeps the partial indexes usable). */
 const LIVE_IN = LIVE.map((s) => `'${s}'`).join(', ');

@@ -1,6 +1,6 @@
 import type { Queryable, SecretBox } from '@sb/runtime';
 
-export type IdempotencyClaim = { kind: 'new' } | { kind: 'replay'; status: number; body: unknown } | { kind: 'mismatch' } | { kind: 'in_progress' };
+type IdempotencyClaim = { kind: 'new' } | { kind: 'replay'; status: number; body: unknown } | { kind: 'mismatch' } | { kind: 'in_progress' };
 
 /**
  * `Idempotency-Key` records, kept 24 h. A key is claimed before the request runs, so two concurrent

@@ -9,7 +9,7 @@ export interface WalletKeys {
   admin_key: string;
   invoice_key: string;
 }
-export interface WalletRow {
+interface WalletRow {
   id: string;
   name: string;
   created_at: number;

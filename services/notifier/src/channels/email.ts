@@ -13,7 +13,7 @@ export interface Sender {
 }
 
 /** `Name <address>` or a bare address, split; undefined when no address is in it. */
-export function parseMailbox(v: string): { name: string; address: string } | undefined {
+function parseMailbox(v: string): { name: string; address: string } | undefined {
   const m = /^\s*(?:"?([^"<]*?)"?\s*)?<([^<>\s@]+@[^<>\s@]+)>\s*$/.exec(v) ?? /^\s*()([^<>\s@]+@[^<>\s@]+)\s*$/.exec(v);
   return m ? { name: m[1]!.trim(), address: m[2]! } : undefined;
 }

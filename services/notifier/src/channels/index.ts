@@ -9,7 +9,7 @@ import { sendNostr } from './nostr.js';
 import { failed, type Message, type SendOutcome } from './outcome.js';
 
 /** Settings with their secrets opened, as a send needs them. */
-export interface Loaded {
+interface Loaded {
   /** The row they came from ('' = the wallet's; also for defaults). */
   row: string;
   settings: StoredSettings;

@@ -15,7 +15,7 @@ useWebSocketImplementation(WebSocket);
 const DM_RELAYS_KIND = 10050;
 const NIP05_MAX_BYTES = 64 * 1024;
 
-export interface NostrOptions {
+interface NostrOptions {
   /** Outsiders name the NIP-05 domains and DM relays this service connects to: the webhook address rules apply. */
   policy: AddressPolicy;
   timeoutMs: number;

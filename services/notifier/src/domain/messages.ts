@@ -4,7 +4,7 @@ import type { Message } from '../channels/outcome.js';
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
 const CONFIRMATIONS = new Set(['subscription.activated', 'payment.received', 'subscription.renewed']);
 /** Subscriber notices no setting turns off (behaviour.md: cancellation and plan archive always). */
-export const ALWAYS_TO_SUBSCRIBER = new Set(['subscription.cancelled']);
+const ALWAYS_TO_SUBSCRIBER = new Set(['subscription.cancelled']);
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);

@@ -1,5 +1,5 @@
 /** Waits after the 1st, 2nd, ... failed attempt; the last one repeats. */
-export const RETRY_DELAYS_S = [30, 120, 600, 3600, 6 * 3600, 12 * 3600, 24 * 3600];
+const RETRY_DELAYS_S = [30, 120, 600, 3600, 6 * 3600, 12 * 3600, 24 * 3600];
 /** A delivery is retried until this long after its first attempt, then given up. */
 export const GIVE_UP_AFTER_S = 3 * 86_400;
 

@@ -66,7 +66,7 @@ function testRecipient(channel: NotificationTestRequest['channel'], to: string |
   return target;
 }
 
-export const toNotification = (
+const toNotification = (
   r: NotificationRecord,
   attempts: Map<string, { attempted_at: number; error: string | null; permanent: boolean; duration_ms: number }[]>,
 ) => ({

@@ -4,7 +4,7 @@ import type { StoredSettings } from '../domain/settings.js';
 /** '' is the wallet's own row; a plan id names that plan's. */
 export const WALLET_ROW = '';
 
-export interface SettingsRow {
+interface SettingsRow {
   wallet_id: string;
   plan_id: string;
   inherit: boolean;

@@ -7,7 +7,7 @@ type Checkout = CreatedPayment['checkout'];
 const svg = (text: string) => QRCode.toString(text, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
 
 /** BTC with 8 decimals, as BIP21's `amount`. */
-export function btcAmount(sats: number): string {
+function btcAmount(sats: number): string {
   return (BigInt(sats) / 100_000_000n).toString() + '.' + (BigInt(sats) % 100_000_000n).toString().padStart(8, '0');
 }
 

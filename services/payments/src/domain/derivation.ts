@@ -9,7 +9,7 @@ const base58check = createBase58check(crypto.sha256);
 export type KeyType = 'xpub' | 'zpub' | 'tpub' | 'vpub';
 export type Network = 'mainnet' | 'testnet';
 
-export interface WatchonlyKey {
+interface WatchonlyKey {
   key_type: KeyType;
   network: Network;
   /** The same key with xpub/tpub version bytes: what bip32's `fromBase58` reads. */

@@ -41,7 +41,7 @@ export interface PaymentRecord {
   version: number;
 }
 
-export type PaymentChange = 'confirm' | 'expire' | 'fail';
+type PaymentChange = 'confirm' | 'expire' | 'fail';
 
 /**
  * The whole payment state machine. A provider confirming after expiry still counts (an invoice paid in
@@ -100,7 +100,7 @@ export function paymentReceivedData(r: PaymentRecord): PaymentEventData {
 }
 
 /** Which payment a provider callback names. Only this is taken from a callback; the rest is re-read from the provider. */
-export type CallbackRef = { provider: 'chargeproc'; ref: string } | { provider: 'lnbits'; ref: string };
+type CallbackRef = { provider: 'chargeproc'; ref: string } | { provider: 'lnbits'; ref: string };
 
 const REF = /^[A-Za-z0-9_-]{1,128}$/;
 

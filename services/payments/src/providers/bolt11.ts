@@ -8,7 +8,7 @@ import { bech32 } from '@scure/base';
  * var_onion_optin and payment_secret, both required, as every current node writes them), signed with a
  * recoverable secp256k1 signature.
  */
-export interface Bolt11Fields {
+interface Bolt11Fields {
   amount_sats: number;
   /** Unix seconds. */
   timestamp: number;
@@ -70,7 +70,7 @@ function wordsToPaddedBytes(words: number[]): Uint8Array {
 }
 
 /** Cuts a string to at most `max` UTF-8 bytes without splitting a character. */
-export function truncateUtf8(s: string, max: number): string {
+function truncateUtf8(s: string, max: number): string {
   let out = '';
   let used = 0;
   for (const ch of s) {

@@ -7,7 +7,7 @@ import { ProviderUnavailableError } from './http.js';
 import type { OpenedPayment, ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
 import type { CallbackOutcome, CallbackReader, PaymentLookup } from './callback.js';
 
-export interface StripeSettings {
+interface StripeSettings {
   secretKey: string;
   /** Signing secret of the webhook endpoint (`whsec_...`). */
   webhookSecret: string;
@@ -24,7 +24,7 @@ const MAX_EXPIRY_S = 24 * 3600;
 /** Stripe counts from its own clock; this margin keeps a small skew from pushing us out of its bounds. */
 const SKEW_S = 60;
 /** Signed events older than this are refused (replays). */
-export const WEBHOOK_TOLERANCE_S = 300;
+const WEBHOOK_TOLERANCE_S = 300;
 
 /** An amount in the smallest unit Stripe charges in for `currency`; three-decimal amounts must end in 0. */
 export function stripeUnitAmount(amount: number, currency: string): number {
@@ -38,7 +38,7 @@ export function stripeUnitAmount(amount: number, currency: string): number {
  * What the payment row keeps as `provider_ref`: the session id, prefixed with the connected account
  * (`acct_.../cs_...`) when the session lives there, since it can only be read back on that account.
  */
-export function sessionRef(sessionId: string, account?: string | null): string {
+function sessionRef(sessionId: string, account?: string | null): string {
   return account ? `${account}/${sessionId}` : sessionId;
 }
 
@@ -47,8 +47,8 @@ function parseRef(ref: string): { sessionId: string; account?: string } {
   return i < 0 ? { sessionId: ref } : { account: ref.slice(0, i), sessionId: ref.slice(i + 1) };
 }
 
-export type StripeEvent = Stripe.Event;
-export type CheckoutSession = Awaited<ReturnType<Stripe['checkout']['sessions']['retrieve']>>;
+type StripeEvent = Stripe.Event;
+type CheckoutSession = Awaited<ReturnType<Stripe['checkout']['sessions']['retrieve']>>;
 
 /**
  * The card processor rail over Stripe Checkout: one Checkout Session per payment (mode=payment, one
@@ -170,7 +170,7 @@ export class StripeCardRail implements Rail {
 }
 
 /** The PaymentIntent of a paid session, which is what Stripe's dashboard and refunds go by. */
-export function paymentIntentOf(session: Pick<CheckoutSession, 'payment_intent'>): { cardproc_payment_id?: string } {
+function paymentIntentOf(session: Pick<CheckoutSession, 'payment_intent'>): { cardproc_payment_id?: string } {
   const pi = session.payment_intent;
   const id = typeof pi === 'string' ? pi : pi?.id;
   return id ? { cardproc_payment_id: id } : {};

@@ -5,7 +5,7 @@ import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning
 import { fetchJson, logProviderFailure, ProviderUnavailableError } from './http.js';
 import { type Rail, type Rails, railOf } from './rail.js';
 
-export interface ChargeprocSettings {
+interface ChargeprocSettings {
   url: string;
   apiKey: string;
   /** The charge server's Lightning wallet; without it charges carry no invoice. */
@@ -29,7 +29,7 @@ export interface Charge {
   onchainaddress?: string | null;
 }
 
-export interface ChargeInput extends CreateInvoiceInput {
+interface ChargeInput extends CreateInvoiceInput {
   lightning: boolean;
   onchain: boolean;
 }

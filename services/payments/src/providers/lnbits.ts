@@ -2,7 +2,7 @@ import { unixSeconds, type Clock } from '@sb/runtime';
 import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
 import { fetchJson, ProviderUnavailableError } from './http.js';
 
-export interface LnbitsSettings {
+interface LnbitsSettings {
   url: string;
   invoiceKey: string;
   timeoutMs: number;

@@ -4,7 +4,7 @@ import { receiveAddress, type Network } from '../domain/derivation.js';
 import { fetchJson, ProviderUnavailableError } from './http.js';
 import type { ProviderStatus, Rail } from './rail.js';
 
-export interface EsploraSettings {
+interface EsploraSettings {
   /** Base of an Esplora-compatible HTTP API (Blockstream's esplora, mempool.space, electrs). */
   url: string;
   /** Blocks a transaction must be buried under, counting its own, before it counts as paid. */
@@ -47,7 +47,7 @@ function isTx(t: any): t is EsploraTx {
  * Sums what confirmed transactions pay to `address`, oldest block first, and says whether it covers
  * `amount`; the transaction that brought the sum there is the one reported.
  */
-export function settleAddress(
+function settleAddress(
   txs: EsploraTx[],
   address: string,
   amount: number,

@@ -25,7 +25,7 @@ export interface PaypalSettings {
 }
 
 /** The order as PayPal answers it; only what this service reads. */
-export interface PaypalOrder {
+interface PaypalOrder {
   id: string;
   status: 'CREATED' | 'SAVED' | 'APPROVED' | 'VOIDED' | 'COMPLETED' | 'PAYER_ACTION_REQUIRED' | string;
   purchase_units?: {
@@ -36,14 +36,14 @@ export interface PaypalOrder {
 }
 
 /** The PAYPAL-* headers of a webhook delivery (lower-cased names, as the gateway passes them). */
-export const TRANSMISSION_HEADERS = {
+const TRANSMISSION_HEADERS = {
   auth_algo: 'paypal-auth-algo',
   cert_url: 'paypal-cert-url',
   transmission_id: 'paypal-transmission-id',
   transmission_sig: 'paypal-transmission-sig',
   transmission_time: 'paypal-transmission-time',
 } as const;
-export type Transmission = Record<keyof typeof TRANSMISSION_HEADERS, string>;
+type Transmission = Record<keyof typeof TRANSMISSION_HEADERS, string>;
 
 /** The transmission fields of a delivery, or undefined when one is missing. */
 export function transmissionOf(headers: Record<string, string>): Transmission | undefined {
@@ -60,7 +60,7 @@ export function transmissionOf(headers: Record<string, string>): Transmission | 
 const PAYPAL_WHOLE = new Set(['HUF', 'TWD']);
 
 /** An amount as PayPal's `value` string: as many decimals as PayPal takes for the currency, at least one unit of the last. */
-export function paypalValue(amount: number, currency: string): string {
+function paypalValue(amount: number, currency: string): string {
   const decimals = PAYPAL_WHOLE.has(currency.toUpperCase()) ? 0 : currencyExponent(currency);
   return Math.max(amount, 10 ** -decimals).toFixed(decimals);
 }
@@ -69,7 +69,7 @@ export function paypalValue(amount: number, currency: string): string {
 const CAPTURE_FAILED = new Set(['DECLINED', 'DENIED', 'FAILED']);
 
 /** What an order says about its payment: paid once its capture completed, failed when it was declined or voided. */
-export function orderStatus(order: PaypalOrder): ProviderStatus {
+function orderStatus(order: PaypalOrder): ProviderStatus {
   if (order.status === 'VOIDED') return { paid: false, failed: true };
   const capture = order.purchase_units?.[0]?.payments?.captures?.[0];
   if (order.status === 'COMPLETED' && capture?.status === 'COMPLETED') return { paid: true };
@@ -272,7 +272,7 @@ export class PaypalClient {
   }
 }
 
-export interface PaypalRail extends Rail {
+interface PaypalRail extends Rail {
   readonly paypal: PaypalClient;
 }
 
@@ -293,7 +293,7 @@ export function paypalRail(paypal: PaypalClient, clock: Clock): PaypalRail {
 }
 
 /** The PayPal client of this deployment's wallet-processor rail, when it is PayPal. */
-export function paypalOf(rails: Rails): PaypalClient | undefined {
+function paypalOf(rails: Rails): PaypalClient | undefined {
   const r = rails.walletproc;
   return r?.provider === 'paypal' ? (r as PaypalRail).paypal : undefined;
 }

@@ -40,7 +40,7 @@ const COLUMNS = [...INSERTED, 'unapplied_reason', 'version'].map((c) => (c === '
 const DETAIL_COLUMNS = ['onchain_txid', 'cardproc_payment_id', 'walletproc_order_id', 'failure_reason'] as const;
 export type PaymentDetails = Partial<Pick<PaymentRecord, (typeof DETAIL_COLUMNS)[number]>>;
 
-export interface PaymentFilters {
+interface PaymentFilters {
   subscription_id?: string;
   /** Payments of any of these subscriptions (a subscriber's, for the portal). */
   subscription_ids?: string[];

@@ -25,7 +25,7 @@ export interface EsploraTx {
   status: { confirmed: false } | { confirmed: true; block_height: number; block_hash: string; block_time: number };
 }
 
-export interface EsploraVout {
+interface EsploraVout {
   scriptpubkey: string;
   scriptpubkey_asm: string;
   scriptpubkey_type: string;

@@ -75,7 +75,7 @@ const missing = (param: string) => new StripeApiError(400, `Missing required par
 const invalid = (param: string, message: string) => new StripeApiError(400, message, param, 'parameter_invalid_string');
 
 /** `a[b][0][c]=v` into `{a: {b: [{c: 'v'}]}}`, as Stripe reads form bodies. */
-export function parseStripeForm(raw: string): Record<string, unknown> {
+function parseStripeForm(raw: string): Record<string, unknown> {
   const root: Record<string, unknown> = {};
   for (const [key, value] of new URLSearchParams(raw)) {
     const path = key.replace(/\]/g, '').split('[');
