@@ -7,9 +7,11 @@
 // Exits non-zero when a step fails or a scenario has more than 1% non-2xx responses (or errors).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import { createServer } from 'node:http';
+import { Webhook } from 'standardwebhooks';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { API_PREFIX, ROOT, createWallet, startNats, startService, stopChild, waitReady } from '../scripts/stack.mjs';
@@ -22,6 +24,8 @@ const ADMIN_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:543
 const PLAN_BODY = JSON.stringify({ name: 'Bench', amount_sats: 1000, interval: 'monthly' });
 const SERVICE_ENV = {
   LIGHTNING_PROVIDER: 'dev',
+  // The webhook receiver listens on loopback.
+  WEBHOOK_ALLOW_PRIVATE: '1',
   LOG_LEVEL: 'warn',
   RATE_LIMIT_KEY_PER_SECOND: '1000000',
   RATE_LIMIT_PUBLIC_POST_PER_MINUTE: '100000000',
@@ -34,6 +38,27 @@ const SWEEP_SIZES = (process.env.BENCH_SWEEP_SIZES ?? '10000,100000')
   .split(',')
   .map(Number)
   .filter((n) => n > 0);
+/** Outgoing webhook deliveries measured (events written to the outbox at once). */
+const WEBHOOK_EVENTS = positiveInt('BENCH_WEBHOOK_EVENTS', 5000);
+/** Which groups run (comma-separated): gateway, subscribe, sweep, webhooks, rss; default all. */
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'gateway,subscribe,sweep,webhooks,rss').split(',').map((s) => s.trim()));
+
+/** Resident memory of a process now, in MB (Linux /proc). */
+function rssMb(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Math.round(Number(m[1]) / 1024) : 0;
+}
+
+/** Samples the peak resident memory of `pids` until the returned function is called. */
+function rssPeak(pids) {
+  let peak = 0;
+  const sample = () => {
+    for (const pid of pids) peak = Math.max(peak, rssMb(pid));
+  };
+  sample();
+  const timer = setInterval(sample, 250);
+  return () => (clearInterval(timer), sample(), peak);
+}
 
 function positiveInt(name, def) {
   const raw = process.env[name];
@@ -182,7 +207,7 @@ async function scenario(name, opts) {
  * them through checkout would take longer than the sweep itself), then the test clock moves past the
  * renewal lead time and the time until the scheduler has created all N renewal payments is measured.
  */
-async function renewalSweep(databaseUrl, api, wallet, size) {
+async function renewalSweep(databaseUrl, api, wallet, size, pids) {
   const c = new pg.Client({ connectionString: databaseUrl });
   await c.connect();
   try {
@@ -208,6 +233,7 @@ async function renewalSweep(databaseUrl, api, wallet, size) {
          true, true, $3, $3, 0 FROM generate_series(1, $5) g`,
       [wallet.id, plan.id, clock.now, end, size],
     );
+    const peak = rssPeak(pids);
     const t0 = performance.now();
     // The clock call also runs a sweep; the gateway may give up waiting (503) while the sweep goes on.
     await fetch(`${api}/dev/clock`, {
@@ -227,7 +253,72 @@ async function renewalSweep(databaseUrl, api, wallet, size) {
     }
     const seconds = (performance.now() - t0) / 1000;
     log(`sweep N=${size}: ${seconds.toFixed(1)} s`);
-    return { n: size, seconds, per_second: size / seconds };
+    return { n: size, seconds, per_second: size / seconds, rss_peak_mb: peak() };
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * Outgoing webhooks: `size` events written to billing's outbox at once (copies, each with its own id, of
+ * a real `subscription.created` of the bench wallet) are relayed to JetStream and delivered by the
+ * notifier to a local receiver that verifies every signature (Standard Webhooks). The rate is from the
+ * write to the last delivery; every event must arrive, signed.
+ */
+async function webhookDeliveries(databaseUrl, api, wallet, planId, size) {
+  const seen = new Set();
+  let forged = 0;
+  let last = 0;
+  let verifier;
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      try {
+        const event = verifier.verify(Buffer.concat(chunks).toString('utf8'), req.headers);
+        if (String(event.id).startsWith('evt_bench')) seen.add(event.id);
+        last = performance.now();
+      } catch {
+        forged++;
+      }
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push({ what: 'webhook receiver', fn: () => new Promise((resolve) => server.close(resolve)) });
+  const endpoint = await request(`${api}/webhook-endpoints`, {
+    method: 'POST',
+    key: wallet.admin_key,
+    body: JSON.stringify({ url: `http://127.0.0.1:${server.address().port}/hook`, events: ['subscription.created'] }),
+  });
+  verifier = new Webhook(endpoint.secret);
+  // One real checkout gives the event the copies are made of.
+  await request(`${api}/public/subscribe`, {
+    method: 'POST',
+    body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `hook-${Date.now()}@bench.test` }),
+  });
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    const { rows } = await c.query(`SELECT payload FROM billing.outbox WHERE subject = 'events.subscription.created' ORDER BY seq DESC LIMIT 1`);
+    if (!rows[0]) throw new Error('webhooks: no subscription.created event to copy');
+    log(`webhooks: ${size} events`);
+    const t0 = performance.now();
+    await c.query(
+      `INSERT INTO billing.outbox (event_id, subject, payload)
+       SELECT 'evt_bench' || g, 'events.subscription.created', jsonb_set($1::jsonb, '{id}', to_jsonb('evt_bench' || g)) FROM generate_series(1, $2) g`,
+      [rows[0].payload, size],
+    );
+    let lastCount = -1;
+    let lastMoved = performance.now();
+    while (seen.size < size) {
+      if (seen.size !== lastCount) [lastCount, lastMoved] = [seen.size, performance.now()];
+      if (performance.now() - lastMoved > 60_000) throw new Error(`webhooks: stalled at ${seen.size} of ${size} deliveries`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const seconds = (last - t0) / 1000;
+    log(`webhooks: ${size} delivered in ${seconds.toFixed(1)} s, ${forged} unverifiable`);
+    return { n: size, seconds, per_second: size / seconds, unverifiable: forged };
   } finally {
     await c.end();
   }
@@ -274,35 +365,45 @@ async function main() {
   await step();
   const env = { ...SERVICE_ENV, DATABASE_URL: db.url, NATS_URL: nats.url };
 
-  log('starting billing and payments');
-  const billing = await startService('billing', env); // applies the billing schema the floor also uses
-  cleanups.push({ what: 'billing', fn: billing.stop });
-  const payments = await startService('payments', env);
-  cleanups.push({ what: 'payments', fn: payments.stop });
-  await step();
-  log('starting gateway, creating wallet');
-  // Both settle before going on, so a started gateway is always registered for cleanup.
-  const [gw, wal] = await Promise.allSettled([startService('gateway', env), createWallet(db.url, 'Bench wallet')]);
-  if (gw.status === 'fulfilled') cleanups.push({ what: 'gateway', fn: gw.value.stop });
-  for (const r of [gw, wal]) if (r.status === 'rejected') throw r.reason;
-  const [gateway, wallet] = [gw.value, wal.value];
-  await step();
+  log('starting the services');
+  // Billing first: it applies the billing schema the floor also uses.
+  const services = {};
+  for (const name of ['billing', 'payments', 'nwc', 'notifier', 'gateway']) {
+    services[name] = await step(startService(name, env));
+    cleanups.push({ what: name, fn: services[name].stop });
+  }
+  const { billing, payments, gateway } = services;
+  // Idle memory: every service started and ready, nothing asked of it yet but its own timers.
+  let rssIdle;
+  if (ONLY.has('rss')) {
+    await new Promise((r) => setTimeout(r, 5000));
+    rssIdle = Object.fromEntries(Object.entries(services).map(([name, s]) => [name, rssMb(s.child.pid)]));
+    log(`idle RSS (MB): ${JSON.stringify(rssIdle)}`);
+  }
+  const wallet = await step(createWallet(db.url, 'Bench wallet'));
   const api = `${gateway.url}${API_PREFIX}`;
   const plan = await step(request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: PLAN_BODY }));
   log(`wallet ${wallet.id}, plan ${plan.id}`);
 
-  log('starting floor');
-  const floor = await step(startFloor({ DATABASE_URL: db.url, NATS_URL: nats.url, FLOOR_WALLET: wallet.id }));
-
   const post = { method: 'POST', body: PLAN_BODY };
   const json = { 'content-type': 'application/json' };
   const rows = [];
-  rows.push(await scenario('gateway GET /plans/{id}', { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } }));
-  rows.push(await scenario('gateway POST /plans', { url: `${api}/plans`, ...post, headers: { 'x-api-key': wallet.admin_key, ...json } }));
-  rows.push(await scenario('floor GET /plans/{id}', { url: `${floor.url}/plans/${plan.id}` }));
-  rows.push(await scenario('floor POST /plans', { url: `${floor.url}/plans`, ...post, headers: json }));
-  rows[0].ratio = rows[0].requests_per_sec / rows[2].requests_per_sec;
-  rows[1].ratio = rows[1].requests_per_sec / rows[3].requests_per_sec;
+  const byName = {};
+  if (ONLY.has('gateway')) {
+    log('starting floor');
+    const floor = await step(startFloor({ DATABASE_URL: db.url, NATS_URL: nats.url, FLOOR_WALLET: wallet.id }));
+    rows.push(
+      (byName.gateway_get = await scenario('gateway GET /plans/{id}', { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } })),
+    );
+    rows.push(
+      (byName.gateway_post = await scenario('gateway POST /plans', { url: `${api}/plans`, ...post, headers: { 'x-api-key': wallet.admin_key, ...json } })),
+    );
+    rows.push((byName.floor_get = await scenario('floor GET /plans/{id}', { url: `${floor.url}/plans/${plan.id}` })));
+    rows.push((byName.floor_post = await scenario('floor POST /plans', { url: `${floor.url}/plans`, ...post, headers: json })));
+    byName.gateway_get.ratio = byName.gateway_get.requests_per_sec / byName.floor_get.requests_per_sec;
+    byName.gateway_post.ratio = byName.gateway_post.requests_per_sec / byName.floor_post.requests_per_sec;
+    await stopChild(floor.child);
+  }
 
   // Public checkout: every request a new contact (a repeated one would be a 409).
   let n = 0;
@@ -315,29 +416,43 @@ async function main() {
       { setupRequest: (req) => ({ ...req, body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `c${n++}-${planId}@bench.test` }) }) },
     ],
   });
-  const trialPlan = await step(
-    request(`${api}/plans`, {
-      method: 'POST',
-      key: wallet.admin_key,
-      body: JSON.stringify({ name: 'Bench trial', amount_sats: 1000, interval: 'monthly', trial_days: 7 }),
-    }),
-  );
   const paidPlan = await step(
     request(`${api}/plans`, { method: 'POST', key: wallet.admin_key, body: JSON.stringify({ name: 'Bench paid', amount_sats: 1000, interval: 'monthly' }) }),
   );
-  rows.push(await scenario('gateway POST /public/subscribe (trial)', subscribeOpts(trialPlan.id)));
-  rows.push(await scenario('gateway POST /public/subscribe (Lightning)', subscribeOpts(paidPlan.id)));
+  if (ONLY.has('subscribe')) {
+    const trialPlan = await step(
+      request(`${api}/plans`, {
+        method: 'POST',
+        key: wallet.admin_key,
+        body: JSON.stringify({ name: 'Bench trial', amount_sats: 1000, interval: 'monthly', trial_days: 7 }),
+      }),
+    );
+    rows.push(await scenario('gateway POST /public/subscribe (trial)', subscribeOpts(trialPlan.id)));
+    rows.push((byName.subscribe_lightning = await scenario('gateway POST /public/subscribe (Lightning)', subscribeOpts(paidPlan.id))));
+  }
 
   const sweeps = [];
-  for (const size of SWEEP_SIZES) sweeps.push(await step(renewalSweep(db.url, api, wallet, size)));
+  if (ONLY.has('sweep'))
+    for (const size of SWEEP_SIZES) sweeps.push(await step(renewalSweep(db.url, api, wallet, size, [billing.child.pid, payments.child.pid])));
+  const webhooks = ONLY.has('webhooks') ? await step(webhookDeliveries(db.url, api, wallet, paidPlan.id, WEBHOOK_EVENTS)) : undefined;
 
   const m = machine();
   printTable(rows, m);
   if (sweeps.length) {
     console.log('\nrenewal sweep (scheduler creates one renewal payment per due subscription)');
     for (const w of sweeps)
-      console.log(`  N=${String(w.n).padStart(7)}  ${w.seconds.toFixed(1).padStart(7)} s  ${w.per_second.toFixed(0).padStart(6)} renewals/s`);
+      console.log(
+        `  N=${String(w.n).padStart(7)}  ${w.seconds.toFixed(1).padStart(7)} s  ${w.per_second.toFixed(0).padStart(6)} renewals/s  peak RSS ${w.rss_peak_mb} MB (billing, payments)`,
+      );
   }
+  if (webhooks?.unverifiable) process.exitCode = 1;
+  if (webhooks) console.log(`\nwebhook deliveries: ${webhooks.n} signed deliveries in ${webhooks.seconds.toFixed(1)} s = ${webhooks.per_second.toFixed(0)}/s`);
+  if (rssIdle)
+    console.log(
+      `\nidle RSS (MB): ${Object.entries(rssIdle)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
   const started = new Date();
   const dir = join(ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
@@ -346,7 +461,25 @@ async function main() {
     file,
     `${JSON.stringify({ at: started.toISOString(), machine: m, settings: { duration_s: DURATION, connections: CONNECTIONS, warmup_s: WARMUP }, results: rows, renewal_sweeps: sweeps }, null, 2)}\n`,
   );
-  console.log(`\nwritten ${file}`);
+  // The figures of the performance goals, under fixed keys, for scripts that compare runs.
+  const figure = (r) =>
+    r && { rps: +r.requests_per_sec.toFixed(1), p50_ms: r.latency_p50_ms, p99_ms: r.latency_p99_ms, errors: r.non_2xx + r.errors + r.timeouts };
+  const latest = {
+    at: started.toISOString(),
+    machine: m,
+    gateway_get: figure(byName.gateway_get),
+    floor_get: figure(byName.floor_get),
+    gateway_post: figure(byName.gateway_post),
+    floor_post: figure(byName.floor_post),
+    subscribe_lightning: figure(byName.subscribe_lightning),
+    ratio_get: byName.gateway_get && +byName.gateway_get.ratio.toFixed(3),
+    ratio_post: byName.gateway_post && +byName.gateway_post.ratio.toFixed(3),
+    sweep: sweeps.map((w) => ({ n: w.n, seconds: +w.seconds.toFixed(1), rate: Math.round(w.per_second), rss_peak_mb: w.rss_peak_mb })),
+    webhook_deliveries_per_s: webhooks && Math.round(webhooks.per_second),
+    rss_idle_mb: rssIdle,
+  };
+  writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
+  console.log(`\nwritten ${file} and ${join(dir, 'latest.json')}`);
 
   const bad = rows.filter((r) => r.failure_ratio > MAX_FAILURE_RATIO || r.ok_2xx === 0);
   if (bad.length) {

@@ -10,6 +10,11 @@ export const loadBillingConfig = () =>
     PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
     BUS_TIMEOUT_MS: envInt(5000, 100),
     SCHEDULER_INTERVAL_MS: envInt(5000, 50),
+    /**
+     * Due subscriptions handled at once by a sweep: each waits mostly on the payments service and the
+     * database, not on this process's CPU, so more at once drain a backlog faster.
+     */
+    SCHEDULER_CONCURRENCY: envInt(32, 1),
     /** How long billing keeps the payments service's answer of which methods it takes (ms). */
     PAYMENT_METHODS_TTL_MS: envInt(30_000, 0),
     /** payment_failed lasts this long, with a payable renewal payment, before the subscription expires. */

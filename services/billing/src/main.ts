@@ -38,7 +38,7 @@ main('billing', () =>
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };
       await deps.bus.connect();
-      const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy);
+      const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy, 500, config.SCHEDULER_CONCURRENCY);
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
         ...EVENT_CONSUMERS.billingPayments,

@@ -14,6 +14,7 @@ import { applyTransition, emit } from './transitions.js';
 export class Scheduler {
   private running?: Promise<number>;
   private readonly poller: Poller;
+  private plans = new Map<string, ReturnType<Deps['plans']['get']>>();
 
   constructor(
     private readonly d: Deps,
@@ -55,6 +56,7 @@ export class Scheduler {
     let passes = 0;
     for (;;) {
       const now = unixSeconds(this.d.clock);
+      this.plans = new Map();
       const due = await this.d.subscriptions.due(this.d.db, now, this.batch);
       let progressed = 0;
       for (let i = 0; i < due.length; i += this.concurrency) {
@@ -253,7 +255,7 @@ export class Scheduler {
    */
   private async requestRenewal(s: SubRow, now: number, previous: string | null) {
     const end = s.current_period_end;
-    const plan = await this.d.plans.get(this.d.db, s.wallet_id, s.plan_id);
+    const plan = await this.planOf(s);
     return requestPayment(this.d, plan, s, {
       purpose: 'renewal',
       description: `${plan?.name ?? 'Subscription'} renewal`,
@@ -261,6 +263,21 @@ export class Scheduler {
       expires_at: Math.max(dunningEnd(s, this.policy), end + 3600, now + 3600),
       idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
     });
+  }
+
+  /**
+   * The plan of a due subscription, read once per sweep pass: a backlog is mostly a few plans, and the
+   * plan gives only the invoice's description (the price is the subscription's own).
+   */
+  private planOf(s: SubRow) {
+    const key = `${s.wallet_id}/${s.plan_id}`;
+    let plan = this.plans.get(key);
+    if (!plan) {
+      plan = this.d.plans.get(this.d.db, s.wallet_id, s.plan_id);
+      this.plans.set(key, plan);
+      plan.catch(() => this.plans.delete(key));
+    }
+    return plan;
   }
 
   /** Re-reads the row under lock and runs `fn` only if nobody changed it since the sweep read it. */
