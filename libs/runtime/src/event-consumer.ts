@@ -35,6 +35,11 @@ export interface EventConsumerOptions {
   retryDelaysMs?: readonly number[];
   /** How often parked events an operator asked to replay are looked for. */
   replayPollMs?: number;
+  /**
+   * Events handled at once (default 1: in stream order). Only for a handler whose events do not depend on
+   * each other's order: each is still acknowledged only after its own effect committed.
+   */
+  concurrency?: number;
 }
 
 /** The dead-letter table; created by the consumer itself so every service using it has one. */
@@ -130,14 +135,21 @@ export class DurableEventConsumer {
       });
     const consumer = await jetstream(this.nc).consumers.get(EVENTS_STREAM, durable);
     this.messages = await consumer.consume({ max_messages: 50 });
+    const limit = Math.max(1, this.o.concurrency ?? 1);
     this.done = (async () => {
+      const inFlight = new Set<Promise<void>>();
       for await (const m of this.messages!) {
-        await this.deliver(m).catch((err) => {
-          // Parking itself failed (the database is away): the event stays in the stream for later.
-          log.error({ err, consumer: durable }, 'event could not be parked; redelivered');
-          m.nak(this.delays.at(-1));
-        });
+        const one = this.deliver(m)
+          .catch((err) => {
+            // Parking itself failed (the database is away): the event stays in the stream for later.
+            log.error({ err, consumer: durable }, 'event could not be parked; redelivered');
+            m.nak(this.delays.at(-1));
+          })
+          .finally(() => inFlight.delete(one));
+        inFlight.add(one);
+        if (inFlight.size >= limit) await Promise.race(inFlight);
       }
+      await Promise.all(inFlight);
     })();
     this.replays = new Poller(`${durable}-replays`, this.o.replayPollMs ?? 2000, () => this.replayRequested(), log);
     this.replays.start();

@@ -3,7 +3,7 @@ import { headers as natsHeaders, type NatsConnection } from '@nats-io/transport-
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { EVENTS_STREAM, eventSubject, type EventEnvelope, type EventName } from '@sb/contracts';
 import type { Clock } from './clock.js';
-import { isDbUnavailable, type Db, type Migration, type Queryable } from './db.js';
+import type { Db, Migration, Queryable } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { contextOf, injectTraceHeaders, inSpan, traceCarrier, type TraceCarrier } from './telemetry.js';

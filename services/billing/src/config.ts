@@ -26,4 +26,3 @@ export const loadBillingConfig = () =>
       .transform((v) => v.split(',').map(Number))
       .optional(),
   });
-type BillingConfig = ReturnType<typeof loadBillingConfig>;

@@ -23,4 +23,3 @@ export const gatewayConfig = {
   WEB_DIR: z.string().min(1).optional(),
 };
 export const loadGatewayConfig = () => loadConfig(gatewayConfig);
-type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -43,7 +43,15 @@ main('notifier', () =>
       if (!config.SMTP_URL) log.warn("SMTP_URL is not set: e-mail goes out only through owners' own mail servers");
       if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks, relays and NIP-05 lookups may target loopback and private addresses');
       // Every domain event: deliveries to matching endpoints and notifications to subscribers and the owner.
-      const consumer = new DurableEventConsumer(nc, { ...EVENT_CONSUMERS.notifier, handle: (e) => recordEvent(deps, e), log, db, schema: SCHEMA, registry });
+      const consumer = new DurableEventConsumer(nc, {
+        ...EVENT_CONSUMERS.notifier,
+        handle: (e) => recordEvent(deps, e),
+        log,
+        db,
+        schema: SCHEMA,
+        registry,
+        concurrency: config.NOTIFIER_EVENT_CONCURRENCY,
+      });
       const pollers = [
         new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log),
         new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),

@@ -7,7 +7,8 @@ import type { Deps } from './deps.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from './domain/retry.js';
 import { sendWebhook } from './webhook-sender.js';
 
-const BATCH = 20;
+/** Deliveries claimed and sent at once per round (each waits on its receiver, not on this process). */
+const BATCH = 100;
 
 const openSecret = async (d: Deps, sealed: string) => d.secrets.open(sealed);
 

@@ -15,4 +15,3 @@ export const loadNwcConfig = () =>
     /** Relays may be loopback or private addresses (local development and tests only). */
     NWC_ALLOW_PRIVATE_RELAYS: envBool,
   });
-type NwcConfig = ReturnType<typeof loadNwcConfig>;

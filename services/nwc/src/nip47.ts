@@ -1,6 +1,6 @@
 import { checkWebhookUrl, UrlNotAllowed, type AddressPolicy, type Resolve } from '@sb/runtime';
 import WebSocket from 'ws';
-import { finalizeEvent, getPublicKey, type Event } from 'nostr-tools/pure';
+import { finalizeEvent, type Event } from 'nostr-tools/pure';
 import * as nip04 from 'nostr-tools/nip04';
 import * as nip44 from 'nostr-tools/nip44';
 import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
@@ -194,6 +194,3 @@ function readAnswer(e: Event, decrypt: (s: string) => string): PayResult {
   if (typeof preimage === 'string' && /^[0-9a-fA-F]{64}$/.test(preimage)) return { preimage: preimage.toLowerCase() };
   return { error: { code: 'OTHER', message: 'The wallet answered without a payment preimage' } };
 }
-
-/** The client pubkey of a secret (the connection's identity towards the wallet). */
-const clientPubkey = (secretHex: string) => getPublicKey(Buffer.from(secretHex, 'hex'));
