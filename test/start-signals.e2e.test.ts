@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, ROOT } from '../scripts/stack.mjs';
 import { until } from './support/http.js';
-import { createDatabase } from './support/stack.js';
+import { alive, createDatabase } from './support/stack.js';
 
 /**
  * `npm start` stops its whole stack however it is stopped (SIGHUP of a closed terminal, SIGTERM, or
@@ -25,15 +25,6 @@ afterAll(async () => {
   await db?.drop().catch(() => undefined);
   if (data) rmSync(data, { recursive: true, force: true });
 });
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** Starts `node scripts/start.mjs` on the shared data directory and its own nats-server; resolves with its output lines. */
 async function startStack() {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, ROOT, startNats, stopChild } from '../scripts/stack.mjs';
 import { until } from './support/http.js';
-import { createDatabase } from './support/stack.js';
+import { alive, createDatabase } from './support/stack.js';
 
 /** `npm start` (scripts/start.mjs) restarts a child that exits, with a backoff, and Ctrl-C still stops everything. */
 let db: Awaited<ReturnType<typeof createDatabase>>;
@@ -36,14 +36,6 @@ function pids(): Record<string, number> {
   }
   return out;
 }
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 const status = (url: string) =>
   fetch(url, { signal: AbortSignal.timeout(5000) }).then(
     (r) => r.status,

@@ -51,6 +51,16 @@ export interface Stack extends StackInfo {
 }
 
 /** A database of its own for one stack, so stacks and reruns never see each other's rows. */
+/** Whether a process with this pid is running. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function createDatabase(prefix: string, adminUrl = ADMIN_DATABASE_URL): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
   const name = `${prefix}_${process.pid}_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6)}`;
   const admin = new pg.Client({ connectionString: adminUrl });
