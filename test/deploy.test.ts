@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { commonConfig } from '../libs/runtime/src/config.js';
 import { railSelection } from '../services/payments/src/config.js';
+import { PROVIDER_SETTINGS } from '../services/payments/src/providers/registry.js';
 import { gatewayConfig } from '../services/gateway/src/config.js';
 import { paymentsConfig } from '../services/payments/src/config.js';
 import { canRender, K8S, render, type Doc } from './support/k8s.js';
@@ -51,7 +52,7 @@ if (!canRender) console.warn('deploy.test: kubectl with kustomize v4+ not found;
 function configNames(service: string): Set<string> {
   const src = readFileSync(join(ROOT, 'services', service, 'src/config.ts'), 'utf8');
   const names = new Set([...src.matchAll(/^\s*([A-Z][A-Z0-9_]*)\s*:/gm)].map((m) => m[1]!));
-  const shared: Record<string, object> = { commonConfig, railSelection };
+  const shared: Record<string, object> = { commonConfig, railSelection, PROVIDER_SETTINGS };
   for (const [, spread] of src.matchAll(/\.\.\.(\w+)/g)) {
     const shape = shared[spread!];
     if (!shape) throw new Error(`services/${service}/src/config.ts spreads ${spread}, which this test does not know`);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { commonConfig, envInt, loadConfig } from '@sb/runtime';
-import { missingVariables, providerNames, RAIL_VARIABLES, type RailVariable } from './providers/registry.js';
+import { urlSetting as url } from './providers/http.js';
+import { missingVariables, PROVIDER_SETTINGS, providerNames, RAIL_VARIABLES, type RailVariable } from './providers/registry.js';
 
 /** Which provider serves each rail: the values come from the provider registry (providers/registry.ts). */
 export const railSelection = Object.fromEntries(RAIL_VARIABLES.map((v) => [v, z.enum(providerNames(v)).optional()])) as Record<
@@ -8,44 +9,20 @@ export const railSelection = Object.fromEntries(RAIL_VARIABLES.map((v) => [v, z.
   z.ZodOptional<z.ZodEnum<Record<string, string>>>
 >;
 
-const url = z
-  .string()
-  .url({ message: 'must be an http(s):// URL' })
-  .transform((u) => u.replace(/\/+$/, ''));
-const secret = z.string().min(1);
-
 export const paymentsConfig = {
   ...commonConfig,
   PAYMENTS_OPS_PORT: envInt(9102),
   DB_POOL_MAX: envInt(10, 1),
   /** Unset: that rail is off and its payments are refused with 422. */
   ...railSelection,
-  LNBITS_URL: url.optional(),
-  LNBITS_INVOICE_KEY: secret.optional(),
-  CHARGEPROC_URL: url.optional(),
-  CHARGEPROC_API_KEY: secret.optional(),
-  CHARGEPROC_LNBITS_WALLET: secret.optional(),
-  /** The charge server's on-chain (watch-only) wallet id, for ONCHAIN_PROVIDER=chargeproc. */
-  CHARGEPROC_ONCHAIN_WALLET: secret.optional(),
-  /** Esplora-compatible HTTP API watched for payments to owners' watch-only wallets (ONCHAIN_PROVIDER=esplora). */
-  ESPLORA_URL: url.optional(),
+  /** Each provider's own settings, declared in its module (providers/registry.ts gathers them). */
+  ...PROVIDER_SETTINGS,
   /** Confirmations (the block holding it counts as one) before an on-chain payment counts as paid. */
   ONCHAIN_CONFIRMATIONS: envInt(1, 1),
   /** How long after its checkout expires an on-chain payment is still watched (seconds): a transaction can confirm late. */
   ONCHAIN_LATE_WINDOW_S: envInt(7 * 86_400, 0),
   /** No on-chain payment is asked about again sooner (seconds): blocks come every ~10 minutes and public Esplora servers rate-limit. */
   ONCHAIN_RECHECK_S: envInt(60, 1),
-  /** Card processor (CARDPROC_PROVIDER=stripe): the secret API key and the signing secret of the endpoint registered for /public/webhook/cardproc. */
-  STRIPE_SECRET_KEY: secret.optional(),
-  STRIPE_WEBHOOK_SECRET: secret.optional(),
-  /** Stripe's API base (tests point it at a local server); unset: the SDK's default, https://api.stripe.com. */
-  STRIPE_API_URL: url.optional(),
-  /** Wallet processor (WALLETPROC_PROVIDER=paypal): REST app credentials and the id of the webhook registered for /public/webhook/walletproc. */
-  PAYPAL_CLIENT_ID: secret.optional(),
-  PAYPAL_CLIENT_SECRET: secret.optional(),
-  PAYPAL_WEBHOOK_ID: secret.optional(),
-  /** PayPal's REST base: live by default; https://api-m.sandbox.paypal.com for the sandbox. */
-  PAYPAL_API_URL: url.default('https://api-m.paypal.com'),
   /** Fiat of card and wallet-processor payments: lower-case ISO code. */
   FIAT_CURRENCY: z
     .string()

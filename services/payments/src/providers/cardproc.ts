@@ -6,6 +6,7 @@ import { currencyExponent } from '../rates.js';
 import { ProviderUnavailableError } from './http.js';
 import type { OpenedPayment, ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
 import type { CallbackOutcome, CallbackReader, PaymentLookup } from './callback.js';
+import { secretSetting, urlSetting } from './http.js';
 
 interface StripeSettings {
   secretKey: string;
@@ -208,3 +209,12 @@ export function stripeCallbacks(rails: Rails, payments: PaymentLookup): Callback
     },
   };
 }
+
+/** Stripe (CARDPROC_PROVIDER=stripe): its settings, gathered into the payments configuration by the registry. */
+export const stripeSettings = {
+  /** Card processor (CARDPROC_PROVIDER=stripe): the secret API key and the signing secret of the endpoint registered for /public/webhook/cardproc. */
+  STRIPE_SECRET_KEY: secretSetting.optional(),
+  STRIPE_WEBHOOK_SECRET: secretSetting.optional(),
+  /** Stripe's API base (tests point it at a local server); unset: the SDK's default, https://api.stripe.com. */
+  STRIPE_API_URL: urlSetting.optional(),
+};

@@ -4,6 +4,7 @@ import type { CallbackReader, PaymentLookup } from './callback.js';
 import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
 import { fetchJson, logProviderFailure, ProviderUnavailableError } from './http.js';
 import { type Rail, type Rails, railOf } from './rail.js';
+import { secretSetting, urlSetting } from './http.js';
 
 interface ChargeprocSettings {
   url: string;
@@ -161,3 +162,12 @@ export function chargeServerCallbacks(rails: Rails, payments: PaymentLookup, log
     },
   };
 }
+
+/** The charge server (SatsPay; LIGHTNING_PROVIDER / ONCHAIN_PROVIDER=chargeproc): its settings, gathered into the payments configuration by the registry. */
+export const chargeprocSettings = {
+  CHARGEPROC_URL: urlSetting.optional(),
+  CHARGEPROC_API_KEY: secretSetting.optional(),
+  CHARGEPROC_LNBITS_WALLET: secretSetting.optional(),
+  /** The charge server's on-chain (watch-only) wallet id, for ONCHAIN_PROVIDER=chargeproc. */
+  CHARGEPROC_ONCHAIN_WALLET: secretSetting.optional(),
+};

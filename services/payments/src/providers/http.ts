@@ -1,4 +1,5 @@
 import { DomainError } from '@sb/runtime';
+import { z } from 'zod';
 
 // What every provider adapter (and the rate source) shares: a neutral 503 for a provider that failed,
 // JSON over HTTP with a deadline, and logging the reason of a failure once.
@@ -64,3 +65,11 @@ export async function logProviderFailure<T>(log: { warn(obj: object, msg: string
     throw err;
   }
 }
+
+/** A provider's base URL setting (a trailing slash is dropped). */
+export const urlSetting = z
+  .string()
+  .url({ message: 'must be an http(s):// URL' })
+  .transform((u) => u.replace(/\/+$/, ''));
+/** A provider's key or secret setting. */
+export const secretSetting = z.string().min(1);

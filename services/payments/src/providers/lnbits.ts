@@ -1,6 +1,7 @@
 import { unixSeconds, type Clock } from '@sb/runtime';
 import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
 import { fetchJson, ProviderUnavailableError } from './http.js';
+import { secretSetting, urlSetting } from './http.js';
 
 interface LnbitsSettings {
   url: string;
@@ -53,3 +54,9 @@ export class LnbitsProvider implements LightningProvider {
     return { paid: res?.paid === true };
   }
 }
+
+/** LNbits (LIGHTNING_PROVIDER=lnbits): its settings, gathered into the payments configuration by the registry. */
+export const lnbitsSettings = {
+  LNBITS_URL: urlSetting.optional(),
+  LNBITS_INVOICE_KEY: secretSetting.optional(),
+};

@@ -3,6 +3,7 @@ import type { PaymentRecord } from '../domain/payments.js';
 import { receiveAddress, type Network } from '../domain/derivation.js';
 import { fetchJson, ProviderUnavailableError } from './http.js';
 import type { ProviderStatus, Rail } from './rail.js';
+import { urlSetting } from './http.js';
 
 interface EsploraSettings {
   /** Base of an Esplora-compatible HTTP API (Blockstream's esplora, mempool.space, electrs). */
@@ -124,3 +125,9 @@ export function esploraRail(s: EsploraSettings, allocate: AllocateIndex, clock: 
     },
   };
 }
+
+/** Esplora (ONCHAIN_PROVIDER=esplora): its settings, gathered into the payments configuration by the registry. */
+export const esploraSettings = {
+  /** Esplora-compatible HTTP API watched for payments to owners' watch-only wallets (ONCHAIN_PROVIDER=esplora). */
+  ESPLORA_URL: urlSetting.optional(),
+};

@@ -2,14 +2,17 @@ import { API_PREFIX, type PaymentMethod } from '@sb/contracts';
 import type { Clock, Logger } from '@sb/runtime';
 import type { PaymentsConfig } from '../config.js';
 import type { CallbackReader, CallbackRoute, PaymentLookup } from './callback.js';
-import { StripeCardRail, stripeCallbacks } from './cardproc.js';
-import { ChargeprocProvider, chargeprocOnchainRail } from './chargeproc.js';
+import { StripeCardRail, stripeCallbacks, stripeSettings } from './cardproc.js';
+import { ChargeprocProvider, chargeprocOnchainRail, chargeprocSettings } from './chargeproc.js';
 import { DevLightningProvider, devRails } from './dev.js';
 import type { LightningProvider } from './lightning.js';
-import { LnbitsProvider } from './lnbits.js';
-import { type AllocateIndex, esploraRail } from './onchain.js';
+import { LnbitsProvider, lnbitsSettings } from './lnbits.js';
+import { type AllocateIndex, esploraRail, esploraSettings } from './onchain.js';
 import { lightningRail, type Rail, type Rails } from './rail.js';
-import { PaypalClient, paypalCallbacks, paypalRail } from './walletproc.js';
+import { PaypalClient, paypalCallbacks, paypalRail, paypalSettings } from './walletproc.js';
+
+/** Every provider's own settings (each declared beside its adapter), for the payments configuration. */
+export const PROVIDER_SETTINGS = { ...lnbitsSettings, ...chargeprocSettings, ...esploraSettings, ...stripeSettings, ...paypalSettings };
 
 /** The variable that picks a provider for each rail (unset: that rail is off). */
 export const RAIL_VARIABLES = ['LIGHTNING_PROVIDER', 'ONCHAIN_PROVIDER', 'CARDPROC_PROVIDER', 'WALLETPROC_PROVIDER'] as const;

@@ -4,6 +4,7 @@ import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
 import { logProviderFailure, ProviderUnavailableError } from './http.js';
 import type { ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
+import { secretSetting, urlSetting } from './http.js';
 
 /**
  * Wallet processor: PayPal REST (OAuth2 client credentials, Orders v2, webhook verification), over plain
@@ -378,3 +379,13 @@ async function outcomeOf(paypal: PaypalClient, e: WebhookEvent, p: PaymentRecord
       return { failed: `paypal: ${e.event_type}` };
   }
 }
+
+/** PayPal (WALLETPROC_PROVIDER=paypal): its settings, gathered into the payments configuration by the registry. */
+export const paypalSettings = {
+  /** Wallet processor (WALLETPROC_PROVIDER=paypal): REST app credentials and the id of the webhook registered for /public/webhook/walletproc. */
+  PAYPAL_CLIENT_ID: secretSetting.optional(),
+  PAYPAL_CLIENT_SECRET: secretSetting.optional(),
+  PAYPAL_WEBHOOK_ID: secretSetting.optional(),
+  /** PayPal's REST base: live by default; https://api-m.sandbox.paypal.com for the sandbox. */
+  PAYPAL_API_URL: urlSetting.default('https://api-m.paypal.com'),
+};
