@@ -262,12 +262,13 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
 /**
  * Outgoing webhooks: `size` events written to billing's outbox at once (copies, each with its own id, of
  * a real `subscription.created` of the bench wallet) are relayed to JetStream and delivered by the
- * notifier to a local receiver that verifies every signature (Standard Webhooks). The rate is from the
- * write to the last delivery; every event must arrive, signed.
+ * notifier to a local receiver that verifies every signature (Standard Webhooks). The rate is from the first
+ * of these deliveries to the last; every event must arrive, signed.
  */
 async function webhookDeliveries(databaseUrl, api, wallet, planId, size) {
   const seen = new Set();
   let forged = 0;
+  let first = 0;
   let last = 0;
   let verifier;
   const server = createServer((req, res) => {
@@ -278,7 +279,10 @@ async function webhookDeliveries(databaseUrl, api, wallet, planId, size) {
         verifier.verify(Buffer.concat(chunks).toString('utf8'), req.headers);
         // The event id travels as the message id (webhook-id), which the signature covers.
         const id = String(req.headers['webhook-id']);
-        if (id.startsWith('evt_bench')) seen.add(id);
+        if (id.startsWith('evt_bench')) {
+          first ||= performance.now();
+          seen.add(id);
+        }
         last = performance.now();
       } catch {
         forged++;
@@ -315,10 +319,14 @@ async function webhookDeliveries(databaseUrl, api, wallet, planId, size) {
     let lastMoved = performance.now();
     while (seen.size < size) {
       if (seen.size !== lastCount) [lastCount, lastMoved] = [seen.size, performance.now()];
-      if (performance.now() - lastMoved > 60_000) throw new Error(`webhooks: stalled at ${seen.size} of ${size} deliveries`);
+      // The notifier may first work off the events of the checkout scenarios.
+      if (performance.now() - lastMoved > 300_000) throw new Error(`webhooks: stalled at ${seen.size} of ${size} deliveries`);
       await new Promise((r) => setTimeout(r, 100));
     }
-    const seconds = (last - t0) / 1000;
+    // From the first of these deliveries to the last: what went before is the notifier working off the
+    // checkout scenarios' events.
+    log(`webhooks: first delivery ${((first - t0) / 1000).toFixed(1)} s after the write`);
+    const seconds = (last - first) / 1000;
     log(`webhooks: ${size} delivered in ${seconds.toFixed(1)} s, ${forged} unverifiable`);
     return { n: size, seconds, per_second: size / seconds, unverifiable: forged };
   } finally {
@@ -433,10 +441,11 @@ async function main() {
     rows.push((byName.subscribe_lightning = await scenario('gateway POST /public/subscribe (Lightning)', subscribeOpts(paidPlan.id))));
   }
 
+  // Before the sweeps: their events (a reminder per renewal) would queue ahead of these in the notifier.
+  const webhooks = ONLY.has('webhooks') ? await step(webhookDeliveries(db.url, api, wallet, paidPlan.id, WEBHOOK_EVENTS)) : undefined;
   const sweeps = [];
   if (ONLY.has('sweep'))
     for (const size of SWEEP_SIZES) sweeps.push(await step(renewalSweep(db.url, api, wallet, size, [billing.child.pid, payments.child.pid])));
-  const webhooks = ONLY.has('webhooks') ? await step(webhookDeliveries(db.url, api, wallet, paidPlan.id, WEBHOOK_EVENTS)) : undefined;
 
   const m = machine();
   printTable(rows, m);
