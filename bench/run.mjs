@@ -3,7 +3,8 @@
 // nats-server and a fresh database that is dropped at the end.
 //
 // env: BENCH_DURATION (s, default 10), BENCH_CONNECTIONS (default 32), BENCH_WARMUP (s, default 2; 0 = none),
-//      DATABASE_URL (admin connection; default postgres://postgres@127.0.0.1:5432/postgres).
+//      DATABASE_URL (admin connection; default postgres://postgres@127.0.0.1:5432/postgres),
+//      BENCH_PROFILE_DIR (write a CPU profile of each service there, e.g. to open in Chrome DevTools).
 // Exits non-zero when a step fails or a scenario has more than 1% non-2xx responses (or errors).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -41,6 +42,8 @@ const SWEEP_SIZES = (process.env.BENCH_SWEEP_SIZES ?? '10000,100000')
 /** Outgoing webhook deliveries measured (events written to the outbox at once). */
 const WEBHOOK_EVENTS = positiveInt('BENCH_WEBHOOK_EVENTS', 5000);
 /** Which groups run (comma-separated): gateway, subscribe, sweep, webhooks, rss; default all. */
+/** Directory for a CPU profile of every service (node --cpu-prof), written when the services stop. */
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'gateway,subscribe,sweep,webhooks,rss').split(',').map((s) => s.trim()));
 
 /** Resident memory of a process now, in MB (Linux /proc). */
@@ -379,7 +382,9 @@ async function main() {
   // Billing first: it applies the billing schema the floor also uses.
   const services = {};
   for (const name of ['billing', 'payments', 'nwc', 'notifier', 'gateway']) {
-    services[name] = await step(startService(name, env));
+    services[name] = await step(
+      startService(name, env, { nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}.cpuprofile`] : [] }),
+    );
     cleanups.push({ what: name, fn: services[name].stop });
   }
   const { billing, payments, gateway } = services;

@@ -114,12 +114,13 @@ const SERVICES = {
 
 /**
  * Starts one service as a child process. `output` is 'inherit', 'ignore', or a function receiving each
- * line. Resolves once its /readyz answers 200 (at once with `waitReady: false`).
+ * line. Resolves once its /readyz answers 200 (at once with `waitReady: false`). `nodeArgs` go to node
+ * before the script (e.g. `--cpu-prof`, which NODE_OPTIONS refuses).
  */
-export async function startService(name, env, { output = 'ignore', port, waitReady: wait = true } = {}) {
+export async function startService(name, env, { output = 'ignore', port, waitReady: wait = true, nodeArgs = [] } = {}) {
   const spec = SERVICES[name];
   port ??= await freePort();
-  const child = spawn(process.execPath, [join(ROOT, spec.main)], {
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, spec.main)], {
     cwd: ROOT,
     env: { ...ownCredentials(name, { ...process.env, ...env }), [spec.opsPortVar]: String(port) },
     stdio: ['ignore', output === 'inherit' ? 'inherit' : 'pipe', output === 'inherit' ? 'inherit' : 'pipe'],
