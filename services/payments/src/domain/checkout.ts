@@ -1,10 +1,31 @@
-import QRCode from 'qrcode';
+import QRCode, { type QRCodeSegment } from 'qrcode';
 import type { CreatedPayment } from '@sb/contracts';
 import type { PaymentRecord } from './payments.js';
 
 type Checkout = CreatedPayment['checkout'];
 
-const svg = (text: string) => QRCode.toString(text, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
+/** QR code's alphanumeric mode: 5.5 bits a character instead of 8. */
+const ALPHANUMERIC_RUN = /[0-9A-Z $%*+\-./:]{16,}/g;
+
+/**
+ * The text cut into QR segments: long upper-case runs (an invoice, a bech32 address) in alphanumeric
+ * mode, the rest in byte mode. The library finds the optimal cut itself, but with a shortest-path search
+ * that took two thirds of a checkout's CPU in payments; a run of 16 or more characters pays for the
+ * extra segment header, so this cut is as dense for the texts we encode.
+ */
+export function qrSegments(text: string): QRCodeSegment[] {
+  const segments: QRCodeSegment[] = [];
+  let at = 0;
+  for (const m of text.matchAll(ALPHANUMERIC_RUN)) {
+    if (m.index > at) segments.push({ data: Buffer.from(text.slice(at, m.index)), mode: 'byte' });
+    segments.push({ data: m[0], mode: 'alphanumeric' });
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) segments.push({ data: Buffer.from(text.slice(at)), mode: 'byte' });
+  return segments;
+}
+
+const svg = (text: string) => QRCode.toString(qrSegments(text), { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
 
 /** BTC with 8 decimals, as BIP21's `amount`. */
 function btcAmount(sats: number): string {
@@ -27,7 +48,8 @@ export async function checkoutOf(r: PaymentRecord): Promise<Checkout> {
   const qr_codes: Record<string, string> = {};
   const bip21 = r.onchain_address ? bip21Uri(r.onchain_address, r.amount_sats, r.payment_request) : null;
   if (r.purpose === 'checkout') {
-    if (r.payment_request) qr_codes.lightning = await svg(`lightning:${r.payment_request.toUpperCase()}`);
+    // URI schemes are case-insensitive: upper case keeps the whole code in alphanumeric mode.
+    if (r.payment_request) qr_codes.lightning = await svg(`LIGHTNING:${r.payment_request.toUpperCase()}`);
     if (r.onchain_address) {
       qr_codes.onchain = await svg(bip21Uri(r.onchain_address, r.amount_sats, null, true));
       if (r.payment_request) qr_codes.bip21 = await svg(bip21Uri(r.onchain_address, r.amount_sats, r.payment_request, true));
