@@ -5,10 +5,12 @@
 // env: BENCH_DURATION (s, default 10), BENCH_CONNECTIONS (default 32), BENCH_WARMUP (s, default 2; 0 = none),
 //      DATABASE_URL (admin connection; default postgres://postgres@127.0.0.1:5432/postgres),
 //      BENCH_PROFILE_DIR (write a CPU profile of each service there, e.g. to open in Chrome DevTools).
+// Besides rates and latencies it prints the CPU time every process on the machine (services, nats-server,
+// PostgreSQL, the load generator) spent per request, delivery or renewal: the ceiling those 2 cores allow.
 // Exits non-zero when a step fails or a scenario has more than 1% non-2xx responses (or errors).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
@@ -50,6 +52,68 @@ const ONLY = new Set((process.env.BENCH_ONLY ?? 'gateway,subscribe,sweep,webhook
 function rssMb(pid) {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Math.round(Number(m[1]) / 1024) : 0;
+}
+
+/** Processes whose CPU time is counted per scenario, by name (set as they start). */
+const tracked = {};
+const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s
+
+/** CPU seconds (user + system) a process has used so far; 0 when it is gone. */
+function cpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return 0;
+  }
+}
+
+/** PostgreSQL's processes (the server is shared: its backends for this run are most of its CPU). */
+function postgresPids() {
+  const pids = [];
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres') pids.push(pid);
+    } catch {}
+  }
+  return pids;
+}
+
+/**
+ * Where the CPU goes while `fn` runs: CPU seconds of each service, nats-server, PostgreSQL and this
+ * process (the load generator or webhook receiver), per unit of work (`units(result)`), to show how
+ * far the 2 cores allow a figure to go.
+ */
+async function withCpu(fn, units) {
+  const snap = () => {
+    const t = Object.fromEntries(Object.entries(tracked).map(([k, pid]) => [k, cpuSeconds(pid)]));
+    // Per backend: one that exits meanwhile drops out of both snapshots instead of lowering the sum.
+    for (const pid of postgresPids()) t[`postgres:${pid}`] = cpuSeconds(pid);
+    const u = process.cpuUsage();
+    t.bench = (u.user + u.system) / 1e6;
+    return t;
+  };
+  const before = snap();
+  const t0 = performance.now();
+  const result = await fn();
+  const wall = (performance.now() - t0) / 1000;
+  const after = snap();
+  const n = units(result);
+  const ms_per_unit = {};
+  let total = 0;
+  const used = {};
+  for (const [k, v] of Object.entries(after)) {
+    const name = k.split(':')[0];
+    used[name] = (used[name] ?? 0) + Math.max(0, v - (before[k] ?? 0));
+  }
+  for (const [k, v] of Object.entries(used)) {
+    total += v;
+    if (v > 0.005) ms_per_unit[k] = +((v * 1000) / n).toFixed(3);
+  }
+  ms_per_unit.total = +((total * 1000) / n).toFixed(3);
+  return { result, cpu: { ms_per_unit, cores_busy: +(total / wall).toFixed(2) } };
 }
 
 /** Samples the peak resident memory of `pids` until the returned function is called. */
@@ -188,7 +252,10 @@ async function scenario(name, opts) {
     await step(cannon(opts, WARMUP));
   }
   log(`${name}: ${DURATION} s, ${CONNECTIONS} connections`);
-  const r = await step(cannon(opts, DURATION));
+  const { result: r, cpu } = await withCpu(
+    () => step(cannon(opts, DURATION)),
+    (res) => Math.max(1, res['2xx']),
+  );
   const failures = r.non2xx + r.errors + r.timeouts;
   const total = r['2xx'] + failures;
   return {
@@ -202,6 +269,7 @@ async function scenario(name, opts) {
     ok_2xx: r['2xx'],
     total,
     failure_ratio: total ? failures / total : 1,
+    cpu,
   };
 }
 
@@ -238,27 +306,35 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
     );
     const peak = rssPeak(pids);
     const t0 = performance.now();
-    // The clock call also runs a sweep; the gateway may give up waiting (503) while the sweep goes on.
-    await fetch(`${api}/dev/clock`, {
-      method: 'POST',
-      headers: { 'x-api-key': wallet.admin_key, 'content-type': 'application/json' },
-      body: JSON.stringify({ advance_seconds: 1.5 * 86_400 }),
-    });
-    // A sweep that stops moving is a failure, not a long wait (rows the scheduler never loads, say).
-    let last = -1;
-    let lastMoved = performance.now();
-    for (;;) {
-      const { rows } = await c.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1 AND renewal_for = current_period_end`, [plan.id]);
-      if (rows[0].n >= size) break;
-      if (rows[0].n !== last) [last, lastMoved] = [rows[0].n, performance.now()];
-      if (performance.now() - lastMoved > 120_000) throw new Error(`sweep N=${size} stalled for 2 minutes at ${rows[0].n} done`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    const { cpu } = await withCpu(
+      () => sweepUntilDone(c, api, wallet, plan, size),
+      () => size,
+    );
     const seconds = (performance.now() - t0) / 1000;
     log(`sweep N=${size}: ${seconds.toFixed(1)} s`);
-    return { n: size, seconds, per_second: size / seconds, rss_peak_mb: peak() };
+    return { n: size, seconds, per_second: size / seconds, rss_peak_mb: peak(), cpu };
   } finally {
     await c.end();
+  }
+}
+
+/** Moves the clock past the renewal lead time and waits until all `size` renewal payments exist. */
+async function sweepUntilDone(c, api, wallet, plan, size) {
+  // The clock call also runs a sweep; the gateway may give up waiting (503) while the sweep goes on.
+  await fetch(`${api}/dev/clock`, {
+    method: 'POST',
+    headers: { 'x-api-key': wallet.admin_key, 'content-type': 'application/json' },
+    body: JSON.stringify({ advance_seconds: 1.5 * 86_400 }),
+  });
+  // A sweep that stops moving is a failure, not a long wait (rows the scheduler never loads, say).
+  let last = -1;
+  let lastMoved = performance.now();
+  for (;;) {
+    const { rows } = await c.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1 AND renewal_for = current_period_end`, [plan.id]);
+    if (rows[0].n >= size) break;
+    if (rows[0].n !== last) [last, lastMoved] = [rows[0].n, performance.now()];
+    if (performance.now() - lastMoved > 120_000) throw new Error(`sweep N=${size} stalled for 2 minutes at ${rows[0].n} done`);
+    await new Promise((r) => setTimeout(r, 250));
   }
 }
 
@@ -313,27 +389,35 @@ async function webhookDeliveries(databaseUrl, api, wallet, planId, size) {
     if (!rows[0]) throw new Error('webhooks: no subscription.created event to copy');
     log(`webhooks: ${size} events`);
     const t0 = performance.now();
-    await c.query(
-      `INSERT INTO billing.outbox (event_id, subject, payload)
-       SELECT 'evt_bench' || g, 'events.subscription.created', jsonb_set($1::jsonb, '{id}', to_jsonb('evt_bench' || g)) FROM generate_series(1, $2) g`,
-      [rows[0].payload, size],
+    const { cpu } = await withCpu(
+      () => writeAndAwait(c, rows[0].payload, size, seen),
+      () => size,
     );
-    let lastCount = -1;
-    let lastMoved = performance.now();
-    while (seen.size < size) {
-      if (seen.size !== lastCount) [lastCount, lastMoved] = [seen.size, performance.now()];
-      // The notifier may first work off the events of the checkout scenarios.
-      if (performance.now() - lastMoved > 300_000) throw new Error(`webhooks: stalled at ${seen.size} of ${size} deliveries`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
     // From the first of these deliveries to the last: what went before is the notifier working off the
     // checkout scenarios' events.
     log(`webhooks: first delivery ${((first - t0) / 1000).toFixed(1)} s after the write`);
     const seconds = (last - first) / 1000;
     log(`webhooks: ${size} delivered in ${seconds.toFixed(1)} s, ${forged} unverifiable`);
-    return { n: size, seconds, per_second: size / seconds, unverifiable: forged };
+    return { n: size, seconds, per_second: size / seconds, unverifiable: forged, cpu };
   } finally {
     await c.end();
+  }
+}
+
+/** Writes `size` copies of an event into billing's outbox and waits until the receiver has seen them all. */
+async function writeAndAwait(c, payload, size, seen) {
+  await c.query(
+    `INSERT INTO billing.outbox (event_id, subject, payload)
+       SELECT 'evt_bench' || g, 'events.subscription.created', jsonb_set($1::jsonb, '{id}', to_jsonb('evt_bench' || g)) FROM generate_series(1, $2) g`,
+    [payload, size],
+  );
+  let lastCount = -1;
+  let lastMoved = performance.now();
+  while (seen.size < size) {
+    if (seen.size !== lastCount) [lastCount, lastMoved] = [seen.size, performance.now()];
+    // The notifier may first work off the events of the checkout scenarios.
+    if (performance.now() - lastMoved > 300_000) throw new Error(`webhooks: stalled at ${seen.size} of ${size} deliveries`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
@@ -375,6 +459,7 @@ async function main() {
   log(`database ${db.name}`);
   const nats = await startNats(join(tmp, 'nats'));
   cleanups.push({ what: 'nats-server', fn: nats.stop });
+  tracked.nats = nats.child.pid;
   await step();
   const env = { ...SERVICE_ENV, DATABASE_URL: db.url, NATS_URL: nats.url };
 
@@ -386,6 +471,7 @@ async function main() {
       startService(name, env, { nodeArgs: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}.cpuprofile`] : [] }),
     );
     cleanups.push({ what: name, fn: services[name].stop });
+    tracked[name] = services[name].child.pid;
   }
   const { billing, payments, gateway } = services;
   // Idle memory: every service started and ready, nothing asked of it yet but its own timers.
@@ -407,6 +493,7 @@ async function main() {
   if (ONLY.has('gateway')) {
     log('starting floor');
     const floor = await step(startFloor({ DATABASE_URL: db.url, NATS_URL: nats.url, FLOOR_WALLET: wallet.id }));
+    tracked.floor = floor.child.pid;
     rows.push(
       (byName.gateway_get = await scenario('gateway GET /plans/{id}', { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } })),
     );
@@ -418,6 +505,7 @@ async function main() {
     byName.gateway_get.ratio = byName.gateway_get.requests_per_sec / byName.floor_get.requests_per_sec;
     byName.gateway_post.ratio = byName.gateway_post.requests_per_sec / byName.floor_post.requests_per_sec;
     await stopChild(floor.child);
+    delete tracked.floor;
   }
 
   // Public checkout: every request a new contact (a repeated one would be a 409).
@@ -463,6 +551,23 @@ async function main() {
   }
   if (webhooks?.unverifiable) process.exitCode = 1;
   if (webhooks) console.log(`\nwebhook deliveries: ${webhooks.n} signed deliveries in ${webhooks.seconds.toFixed(1)} s = ${webhooks.per_second.toFixed(0)}/s`);
+  const cpuRows = [
+    ...rows.map((r) => [r.scenario, r.cpu, 'request']),
+    ...(webhooks ? [['webhook deliveries', webhooks.cpu, 'delivery']] : []),
+    ...sweeps.map((w) => [`renewal sweep N=${w.n}`, w.cpu, 'renewal']),
+  ];
+  if (cpuRows.length) {
+    // The ceiling: the rate at which the machine's cores would be busy with nothing but this work.
+    console.log(`\nCPU per unit of work (ms, all processes on the machine); ceiling = ${m.cores} cores / total`);
+    for (const [name, cpu, unit] of cpuRows) {
+      const { total, ...parts } = cpu.ms_per_unit;
+      const detail = Object.entries(parts)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+        .join(', ');
+      console.log(`  ${name}: ${total.toFixed(2)} ms/${unit} (${detail}); ${cpu.cores_busy} cores busy; ceiling ${Math.round((m.cores * 1000) / total)}/s`);
+    }
+  }
   if (rssIdle)
     console.log(
       `\nidle RSS (MB): ${Object.entries(rssIdle)
@@ -493,6 +598,7 @@ async function main() {
     sweep: sweeps.map((w) => ({ n: w.n, seconds: +w.seconds.toFixed(1), rate: Math.round(w.per_second), rss_peak_mb: w.rss_peak_mb })),
     webhook_deliveries_per_s: webhooks && Math.round(webhooks.per_second),
     rss_idle_mb: rssIdle,
+    cpu_ms_per_unit: Object.fromEntries(cpuRows.map(([name, cpu]) => [name, cpu.ms_per_unit])),
   };
   writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
   console.log(`\nwritten ${file} and ${join(dir, 'latest.json')}`);
