@@ -1,10 +1,11 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
+import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
 import { loadRow, sendVia } from './channels/index.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
 import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from './domain/retry.js';
+import type { AttemptOutcome } from './store/deliveries.repo.js';
 import { sendWebhook } from './webhook-sender.js';
 
 /** Deliveries claimed and sent at once per round (each waits on its receiver, not on this process). */
@@ -12,51 +13,85 @@ const BATCH = 100;
 
 const openSecret = async (d: Deps, sealed: string) => d.secrets.open(sealed);
 
-/** One round of due webhook deliveries; true when the batch was full (more may be due). */
-export async function deliverDue(d: Deps): Promise<boolean> {
-  // A claim outlives the longest send, so no other replica takes the row meanwhile.
-  const leaseS = Math.ceil(d.webhookTimeoutMs / 1000) + 60;
-  const due = await d.db.tx((tx) => d.deliveries.claimDue(tx, unixSeconds(d.clock), BATCH, leaseS));
-  await Promise.all(
-    due.map(async (row) => {
-      // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
-      linkActiveSpanTo(row.trace_context);
-      const outcome = await inSpan(
-        'webhook deliver',
-        {
-          parent: contextOf(row.trace_context),
-          kind: SpanKind.CLIENT,
-          attributes: { 'webhook.delivery_id': row.id, 'webhook.event_id': row.event_id, 'webhook.event': row.event, 'webhook.attempt': row.attempt_count + 1 },
-        },
-        async (span) => {
-          const o = await openSecret(d, row.secret_sealed).then(
-            (secret) => sendWebhook({ url: row.url, secret, eventId: row.event_id, body: row.body }, { policy: d.addresses, timeoutMs: d.webhookTimeoutMs }),
-            // Only a changed SECRETS_KEY does this; it is logged as the attempt's error, never with the secret.
-            () => ({ status_code: null, error: 'signing secret cannot be opened (was SECRETS_KEY changed?)', duration_ms: 0, delivered: false }),
-          );
-          if (o.status_code !== null) span.setAttribute('http.response.status_code', o.status_code);
-          if (!o.delivered) span.setStatus({ code: SpanStatusCode.ERROR, message: o.error ?? `status ${o.status_code}` });
-          return o;
-        },
-      );
-      const now = unixSeconds(d.clock);
-      const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
-      await d.db.tx((tx) => d.deliveries.finishAttempt(tx, row, outcome, now, next));
-      d.log.info(
-        {
-          delivery_id: row.id,
-          event_id: row.event_id,
-          attempt: row.attempt_count + 1,
-          status_code: outcome.status_code,
-          error: outcome.error,
-          duration_ms: outcome.duration_ms,
-          next_attempt_at: next,
-        },
-        outcome.delivered ? 'webhook delivered' : next === null ? 'webhook failed for good' : 'webhook attempt failed',
-      );
-    }),
-  );
-  return due.length === BATCH;
+interface Finished {
+  id: string;
+  outcome: AttemptOutcome;
+  now: number;
+  next: number | null;
+}
+
+/** Sends due webhook deliveries, round after round, and records their attempts. */
+export class WebhookWorker {
+  /**
+   * Attempts that end at about the same time are recorded in one statement (see `finishAttempts`): one
+   * round trip for many instead of a transaction each. A delivery's attempt is recorded before its round
+   * ends, so a round never claims a delivery whose last attempt is still unrecorded.
+   */
+  private readonly finished: Batcher<Finished, void>;
+
+  constructor(private readonly d: Deps) {
+    this.finished = new Batcher(
+      async (done) => {
+        await d.deliveries.finishAttempts(d.db, done);
+        return done.map(() => undefined);
+      },
+      { maxBatch: 500, span: 'webhook attempts record' },
+    );
+  }
+
+  /** One round of due webhook deliveries; true when the batch was full (more may be due). */
+  async deliverDue(): Promise<boolean> {
+    const d = this.d;
+    // A claim outlives the longest send, so no other replica takes the row meanwhile.
+    const leaseS = Math.ceil(d.webhookTimeoutMs / 1000) + 60;
+    // One statement: claimed and leased together, or not at all.
+    const due = await d.deliveries.claimDue(d.db, unixSeconds(d.clock), BATCH, leaseS);
+    await Promise.all(
+      due.map(async (row) => {
+        // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
+        linkActiveSpanTo(row.trace_context);
+        const outcome = await inSpan(
+          'webhook deliver',
+          {
+            parent: contextOf(row.trace_context),
+            kind: SpanKind.CLIENT,
+            attributes: {
+              'webhook.delivery_id': row.id,
+              'webhook.event_id': row.event_id,
+              'webhook.event': row.event,
+              'webhook.attempt': row.attempt_count + 1,
+            },
+          },
+          async (span) => {
+            const o = await openSecret(d, row.secret_sealed).then(
+              (secret) => sendWebhook({ url: row.url, secret, eventId: row.event_id, body: row.body }, { policy: d.addresses, timeoutMs: d.webhookTimeoutMs }),
+              // Only a changed SECRETS_KEY does this; it is logged as the attempt's error, never with the secret.
+              () => ({ status_code: null, error: 'signing secret cannot be opened (was SECRETS_KEY changed?)', duration_ms: 0, delivered: false }),
+            );
+            if (o.status_code !== null) span.setAttribute('http.response.status_code', o.status_code);
+            if (!o.delivered) span.setStatus({ code: SpanStatusCode.ERROR, message: o.error ?? `status ${o.status_code}` });
+            return o;
+          },
+        );
+        const now = unixSeconds(d.clock);
+        const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
+        await this.finished.add({ id: row.id, outcome, now, next });
+        d.log.info(
+          {
+            delivery_id: row.id,
+            event_id: row.event_id,
+            attempt: row.attempt_count + 1,
+            status_code: outcome.status_code,
+            error: outcome.error,
+            duration_ms: outcome.duration_ms,
+            next_attempt_at: next,
+          },
+          outcome.delivered ? 'webhook delivered' : next === null ? 'webhook failed for good' : 'webhook attempt failed',
+        );
+      }),
+    );
+    return due.length === BATCH;
+  }
 }
 
 const NOTIFY_BATCH = 10;
