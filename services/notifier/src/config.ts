@@ -14,7 +14,7 @@ export const loadNotifierConfig = () =>
     /** How often the delivery and notification workers look for due work. */
     NOTIFIER_POLL_INTERVAL_MS: envInt(1000, 20),
     /** Events turned into deliveries and notifications at once: those handled together are recorded in one transaction. */
-    NOTIFIER_EVENT_CONCURRENCY: envInt(64, 1),
+    NOTIFIER_EVENT_CONCURRENCY: envInt(200, 1),
     /** Outgoing mail server, e.g. smtp://user:pass@host:587 (smtps:// for implicit TLS). Unset: only owners' own mail servers send e-mail. */
     SMTP_URL: z
       .string()

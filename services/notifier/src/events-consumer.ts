@@ -29,9 +29,10 @@ type Recorded = { deliveries: number; notifications: number };
  * Turns domain events into the work they cause: a delivery per matching webhook endpoint, and a
  * notification per person and channel the settings in effect for the event's plan name (the subscriber
  * on the channels their contacts and preference pick, the owner on the events they chose). Events handled
- * at about the same time are recorded together, in one transaction of a few multi-row statements (round
- * trips are what costs). Every row is unique per event, so a redelivered event adds nothing; each
- * event's JetStream message is acknowledged only after that commit, so a crash before it replays the event.
+ * at about the same time are recorded together, by a few multi-row statements (round trips are what
+ * costs). Every row is unique per event, so a redelivered event adds nothing, and one replayed after a
+ * crash part-way only what is missing; each event's JetStream message is acknowledged only after all its
+ * rows are written, so a crash before that replays the event.
  */
 export class EventRecorder {
   private readonly batcher: Batcher<Pending, Recorded>;
@@ -59,57 +60,58 @@ export class EventRecorder {
       : [];
     const settings = new Map(recent.map((p, i) => [p, inEffect(d, rows[i])]));
     const planned = await Promise.all(items.map((p) => this.plan(p.envelope, settings.get(p))));
-    return d.db.tx(async (tx) => {
-      const nowMs = d.clock.nowMs();
-      const now = Math.floor(nowMs / 1000);
-      const matches = await d.endpoints.matchingMany(
-        tx,
-        items.map(({ envelope: e }) => ({ walletId: e.wallet_id, event: e.event, planId: e.data.plan_id })),
-      );
-      const fresh = await d.deliveries.recordMany(
-        tx,
-        matches.map(({ i, id }) => {
-          const { envelope: e, trace } = items[i]!;
-          // The body receivers get: the WebhookEvent; the event id travels in the webhook-id header.
-          const payload: WebhookEvent = { event: e.event, timestamp: e.timestamp, data: e.data };
-          return {
-            id: newId(DELIVERY_ID_PREFIX, nowMs),
-            endpoint_id: id,
-            wallet_id: e.wallet_id,
-            event_id: e.id,
-            event: e.event,
-            body: JSON.stringify(payload),
-            now,
-            trace,
-          };
-        }),
-      );
-      const perEvent = new Map<string, number>();
-      for (const id of fresh) perEvent.set(id, (perEvent.get(id) ?? 0) + 1);
-      const out = items.map(({ envelope }) => ({ deliveries: perEvent.get(envelope.id) ?? 0, notifications: 0 }));
-      for (const [i, { envelope }] of items.entries()) {
-        const s = settings.get(items[i]!);
-        for (const p of planned[i]!) {
-          const added = await d.notifications.record(tx, {
-            id: newId(NOTIFICATION_ID_PREFIX, nowMs),
-            wallet_id: envelope.wallet_id,
-            event_id: envelope.id,
-            event: envelope.event,
-            audience: p.audience,
-            channel: p.channel,
-            recipient: p.to,
-            subscription_id: envelope.data.subscription_id ?? null,
-            plan_id: envelope.data.plan_id ?? null,
-            settings_plan_id: s!.row,
-            subject: p.message.subject,
-            body_sealed: d.secrets.seal(JSON.stringify(p.message)),
-            created_at: now,
-          });
-          if (added) out[i]!.notifications++;
-        }
-      }
-      return out;
-    });
+    const nowMs = d.clock.nowMs();
+    const now = Math.floor(nowMs / 1000);
+    const matches = await d.endpoints.matchingMany(
+      d.db,
+      items.map(({ envelope: e }) => ({ walletId: e.wallet_id, event: e.event, planId: e.data.plan_id })),
+    );
+    const fresh = await d.deliveries.recordMany(
+      d.db,
+      matches.map(({ i, id }) => {
+        const { envelope: e, trace } = items[i]!;
+        // The body receivers get: the WebhookEvent; the event id travels in the webhook-id header.
+        const payload: WebhookEvent = { event: e.event, timestamp: e.timestamp, data: e.data };
+        return {
+          id: newId(DELIVERY_ID_PREFIX, nowMs),
+          endpoint_id: id,
+          wallet_id: e.wallet_id,
+          event_id: e.id,
+          event: e.event,
+          body: JSON.stringify(payload),
+          now,
+          trace,
+        };
+      }),
+    );
+    const notified = await d.notifications.recordMany(
+      d.db,
+      items.flatMap(({ envelope: e }, i) =>
+        planned[i]!.map((p) => ({
+          id: newId(NOTIFICATION_ID_PREFIX, nowMs),
+          wallet_id: e.wallet_id,
+          event_id: e.id,
+          event: e.event,
+          audience: p.audience,
+          channel: p.channel,
+          recipient: p.to,
+          subscription_id: e.data.subscription_id ?? null,
+          plan_id: e.data.plan_id ?? null,
+          settings_plan_id: settings.get(items[i]!)!.row,
+          subject: p.message.subject,
+          body_sealed: d.secrets.seal(JSON.stringify(p.message)),
+          created_at: now,
+        })),
+      ),
+    );
+    const count = (ids: string[]) => {
+      const n = new Map<string, number>();
+      for (const id of ids) n.set(id, (n.get(id) ?? 0) + 1);
+      return n;
+    };
+    const [deliveries, notifications] = [count(fresh), count(notified)];
+    const out = items.map(({ envelope: e }) => ({ deliveries: deliveries.get(e.id) ?? 0, notifications: notifications.get(e.id) ?? 0 }));
+    return out;
   }
 
   /** The notifications one event causes under the settings in effect (none for an old event). */
