@@ -67,6 +67,7 @@ main('notifier', () =>
         async stop() {
           await consumer.stop();
           await Promise.all(pollers.map((p) => p.stop()));
+          await webhooks.stop();
           await deps.bus.close().catch(() => undefined);
         },
         ready: { mail: !!config.SMTP_URL, allow_private_webhooks: config.WEBHOOK_ALLOW_PRIVATE, webhook_timeout_ms: config.WEBHOOK_TIMEOUT_MS },

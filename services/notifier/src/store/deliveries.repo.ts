@@ -10,7 +10,7 @@ export interface DeliveryRecord extends Omit<WebhookDelivery, 'attempts'> {
 }
 
 /** A due delivery with what sending it needs. */
-interface ClaimedDelivery extends DeliveryRecord {
+export interface ClaimedDelivery extends DeliveryRecord {
   url: string;
   secret_sealed: string;
   trace_context: TraceCarrier | null;
