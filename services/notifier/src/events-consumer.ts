@@ -10,6 +10,22 @@ export const DELIVERY_ID_PREFIX = 'whd_';
 const NOTIFICATION_ID_PREFIX = 'ntf_';
 /** Events older than this reach owners' webhooks but no person's inbox. */
 const NOTIFY_MAX_AGE_S = 86_400;
+/** Billing is asked for at most this many subscribers' contacts at once (a batch may need many). */
+const CONTACT_LOOKUPS = 16;
+
+/** `fn` over `xs`, at most `limit` at a time; results in the order of `xs`. */
+async function mapLimit<T, R>(xs: T[], limit: number, fn: (x: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(xs.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < xs.length) {
+      const i = next++;
+      out[i] = await fn(xs[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, xs.length) }, worker));
+  return out;
+}
 
 interface Planned {
   audience: 'subscriber' | 'owner';
@@ -59,7 +75,7 @@ export class EventRecorder {
         )
       : [];
     const settings = new Map(recent.map((p, i) => [p, inEffect(d, rows[i])]));
-    const planned = await Promise.all(items.map((p) => this.plan(p.envelope, settings.get(p))));
+    const planned = await mapLimit(items, CONTACT_LOOKUPS, (p) => this.plan(p.envelope, settings.get(p)));
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);
     const matches = await d.endpoints.matchingMany(
