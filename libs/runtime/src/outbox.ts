@@ -81,8 +81,8 @@ export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
  * event id is the JetStream message id, so a crash after publishing and before marking only produces a
  * duplicate that the stream drops.
  */
-/** Events published per round. */
-const BATCH = 100;
+/** Events published per round (side by side: one round trip for their acks). */
+const BATCH = 250;
 
 export class OutboxRelay {
   private js?: JetStreamClient;
