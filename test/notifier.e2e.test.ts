@@ -31,6 +31,8 @@ const hits: Hit[] = [];
 let mails: Mail[] = [];
 /** Per receiver path: the statuses to answer, in order; then 200. */
 const scripts: Record<string, number[]> = {};
+/** Receiver paths whose requests get no answer (yet): the sender waits, as on a slow receiver. */
+const holding = new Set<string>();
 const secrets: Record<string, string> = {};
 
 function startReceiver(): Promise<void> {
@@ -48,6 +50,7 @@ function startReceiver(): Promise<void> {
         /* recorded as unverified */
       }
       hits.push({ path, headers: req.headers, body, verified });
+      if (holding.has(path)) return;
       const status = scripts[path]?.shift() ?? (path.startsWith('/dead') ? 503 : verified ? 200 : 400);
       res.writeHead(status, { 'content-type': 'text/plain' }).end(status === 200 ? 'ok' : `nope ${status}`);
     });
@@ -397,6 +400,41 @@ describe('owner webhook endpoints', () => {
     await new Promise((r) => setTimeout(r, 600));
     expect(hitsFor('/tx', evt)).toHaveLength(2);
     expect(await attemptsOf(done.id)).toHaveLength(1);
+  });
+
+  it('a notifier killed with deliveries under way: after a restart each goes out again with its webhook-id; none lost, one attempt each', async () => {
+    const p = await plan('Crash plan');
+    const ep = await register('/held', { plan_id: p.id, events: ['subscription.created'] });
+    holding.add('/held');
+    const evts: string[] = [];
+    try {
+      for (const who of ['c1', 'c2', 'c3']) evts.push(await eventId('subscription.created', await subscribe(p.id, `${who}@example.com`)));
+      // Every one sent and waiting for its answer when the notifier dies.
+      await until(
+        async () => evts.map((e) => hitsFor('/held', e).length),
+        (n) => n.every((x) => x === 1),
+      );
+      const dead = stack.services.notifier.child;
+      dead.kill('SIGKILL');
+      await new Promise((r) => (dead.exitCode !== null || dead.signalCode !== null ? r(undefined) : dead.once('exit', r)));
+    } finally {
+      holding.delete('/held');
+    }
+    for (const e of evts) expect(await deliveryOf(ep.id, e)).toMatchObject({ status: 'pending', attempt_count: 0 });
+    await stack.restartNotifier();
+    // Their claims end (WEBHOOK_TIMEOUT_MS + 60 s): due again, sent again, recorded once.
+    await advance(3 + 60 + 1);
+    for (const e of evts) {
+      const d = await until(
+        () => deliveryOf(ep.id, e),
+        (x) => x.status === 'delivered',
+      );
+      expect(d).toMatchObject({ attempt_count: 1, last_status_code: 200 });
+      expect((await attemptsOf(d.id)).map((a) => a.status_code)).toEqual([200]);
+      const sent = hitsFor('/held', e);
+      expect(sent).toHaveLength(2);
+      expect(sent.every((h) => h.verified && h.headers['webhook-id'] === e)).toBe(true);
+    }
   });
 });
 

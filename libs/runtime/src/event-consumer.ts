@@ -134,8 +134,9 @@ export class DurableEventConsumer {
         if (!(await jsm.consumers.info(EVENTS_STREAM, durable).catch(() => null))) throw err;
       });
     const consumer = await jetstream(this.nc).consumers.get(EVENTS_STREAM, durable);
-    this.messages = await consumer.consume({ max_messages: 50 });
     const limit = Math.max(1, this.o.concurrency ?? 1);
+    // Enough pulled ahead to keep `limit` events under way.
+    this.messages = await consumer.consume({ max_messages: Math.max(50, limit) });
     this.done = (async () => {
       const inFlight = new Set<Promise<void>>();
       for await (const m of this.messages!) {

@@ -16,3 +16,4 @@ export * from './ssrf.js';
 export * from './route-handler.js';
 export * from './service.js';
 export * from './nostr-keys.js';
+export * from './batcher.js';

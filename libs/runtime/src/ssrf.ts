@@ -76,19 +76,8 @@ export async function checkWebhookUrl(
   resolve: Resolve = resolveAll,
   protocols: readonly string[] = ['http:', 'https:'],
 ): Promise<void> {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new UrlNotAllowed('is not a valid URL');
-  }
-  if (!protocols.includes(url.protocol)) throw new UrlNotAllowed(`must be a ${protocols.map((p) => `${p}//`).join(' or ')} URL`);
-  if (policy.allowPrivate) return;
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (isIP(host)) {
-    if (isPrivateAddress(host)) throw new UrlNotAllowed(`points at a private, loopback or link-local address (${host})`);
-    return;
-  }
+  const host = checkUrlWithoutDns(raw, policy, protocols);
+  if (host === undefined) return;
   let addresses: string[];
   try {
     addresses = await resolve(host);
@@ -98,6 +87,28 @@ export async function checkWebhookUrl(
   if (!addresses.length) throw new UrlNotAllowed(`host ${host} does not resolve`);
   const bad = addresses.find(isPrivateAddress);
   if (bad) throw new UrlNotAllowed(`host ${host} resolves to a private, loopback or link-local address (${bad})`);
+}
+
+/**
+ * The checks of `checkWebhookUrl` that need no DNS answer (form, protocol, a literal address). Returns the
+ * host name whose addresses are still to be checked, or undefined when nothing is left: enough for a
+ * client that connects through `guardedLookup`, which checks the very addresses it connects to.
+ */
+export function checkUrlWithoutDns(raw: string, policy: AddressPolicy, protocols: readonly string[] = ['http:', 'https:']): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UrlNotAllowed('is not a valid URL');
+  }
+  if (!protocols.includes(url.protocol)) throw new UrlNotAllowed(`must be a ${protocols.map((p) => `${p}//`).join(' or ')} URL`);
+  if (policy.allowPrivate) return undefined;
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (isIP(host)) {
+    if (isPrivateAddress(host)) throw new UrlNotAllowed(`points at a private, loopback or link-local address (${host})`);
+    return undefined;
+  }
+  return host;
 }
 
 /**

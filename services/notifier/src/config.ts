@@ -13,8 +13,8 @@ export const loadNotifierConfig = () =>
     WEBHOOK_ALLOW_PRIVATE: envBool,
     /** How often the delivery and notification workers look for due work. */
     NOTIFIER_POLL_INTERVAL_MS: envInt(1000, 20),
-    /** Events turned into deliveries and notifications at once (each waits mostly on the database and billing). */
-    NOTIFIER_EVENT_CONCURRENCY: envInt(16, 1),
+    /** Events turned into deliveries and notifications at once: those handled together are recorded in one transaction. */
+    NOTIFIER_EVENT_CONCURRENCY: envInt(200, 1),
     /** Outgoing mail server, e.g. smtp://user:pass@host:587 (smtps:// for implicit TLS). Unset: only owners' own mail servers send e-mail. */
     SMTP_URL: z
       .string()

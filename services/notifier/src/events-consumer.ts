@@ -1,15 +1,31 @@
 import { notificationMessages, type EventEnvelope, type NotificationChannel, type WebhookEvent } from '@sb/contracts';
-import { callMessage, DomainError, newId, unixSeconds } from '@sb/runtime';
+import { Batcher, callMessage, DomainError, newId, traceCarrier, unixSeconds, type TraceCarrier } from '@sb/runtime';
 import type { Message } from './channels/outcome.js';
-import { loadEffective } from './channels/index.js';
+import { inEffect } from './channels/index.js';
 import type { Deps } from './deps.js';
 import { ownerMessage, subscriberMessage, subscriberWants } from './domain/messages.js';
-import { ownerTargets, subscriberTargets } from './domain/settings.js';
+import { contactMethods, ownerTargets, subscriberTargets, type StoredSettings } from './domain/settings.js';
 
 export const DELIVERY_ID_PREFIX = 'whd_';
 const NOTIFICATION_ID_PREFIX = 'ntf_';
 /** Events older than this reach owners' webhooks but no person's inbox. */
 const NOTIFY_MAX_AGE_S = 86_400;
+/** Billing is asked for at most this many subscribers' contacts at once (a batch may need many). */
+const CONTACT_LOOKUPS = 16;
+
+/** `fn` over `xs`, at most `limit` at a time; results in the order of `xs`. */
+async function mapLimit<T, R>(xs: T[], limit: number, fn: (x: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(xs.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < xs.length) {
+      const i = next++;
+      out[i] = await fn(xs[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, xs.length) }, worker));
+  return out;
+}
 
 interface Planned {
   audience: 'subscriber' | 'owner';
@@ -18,32 +34,115 @@ interface Planned {
   message: Message;
 }
 
+interface Pending {
+  envelope: EventEnvelope;
+  /** The trace of the event's processing, kept with each delivery for its attempts. */
+  trace: TraceCarrier | null;
+}
+type Recorded = { deliveries: number; notifications: number };
+
 /**
- * Turns one domain event into the work it causes: a delivery per matching webhook endpoint, and a
+ * Turns domain events into the work they cause: a delivery per matching webhook endpoint, and a
  * notification per person and channel the settings in effect for the event's plan name (the subscriber
- * on the channels their contacts and preference pick, the owner on the events they chose), in one
- * transaction. Every row is unique per event, so a redelivered event adds nothing; the JetStream message
- * is acknowledged only after commit, so a crash before it replays the event.
+ * on the channels their contacts and preference pick, the owner on the events they chose). Events handled
+ * at about the same time are recorded together, by a few multi-row statements (round trips are what
+ * costs). Every row is unique per event, so a redelivered event adds nothing, and one replayed after a
+ * crash part-way only what is missing; each event's JetStream message is acknowledged only after all its
+ * rows are written, so a crash before that replays the event.
  */
-export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ deliveries: number; notifications: number }> {
-  // The body receivers get: the WebhookEvent; the event id travels in the webhook-id header.
-  const payload: WebhookEvent = { event: envelope.event, timestamp: envelope.timestamp, data: envelope.data };
-  const body = JSON.stringify(payload);
-  const planned: Planned[] = [];
-  // The consumer starts at the beginning of the stream: a first deployment (or a new durable) must not
-  // message anyone about cancellations and reminders of long ago.
-  const recent = unixSeconds(d.clock) - envelope.timestamp <= NOTIFY_MAX_AGE_S;
-  const planId = envelope.data.plan_id;
-  const s = recent ? await loadEffective(d, d.db, envelope.wallet_id, planId) : undefined;
-  if (s) {
+export class EventRecorder {
+  private readonly batcher: Batcher<Pending, Recorded>;
+
+  constructor(private readonly d: Deps) {
+    this.batcher = new Batcher((items) => this.recordAll(items), { maxBatch: 200, maxConcurrent: 2, span: 'notifier events record' });
+  }
+
+  /** Resolves once the event's deliveries and notifications are committed. */
+  record(envelope: EventEnvelope): Promise<Recorded> {
+    return this.batcher.add({ envelope, trace: traceCarrier() });
+  }
+
+  private async recordAll(items: Pending[]): Promise<Recorded[]> {
+    const d = this.d;
+    // The consumer starts at the beginning of the stream: a first deployment (or a new durable) must not
+    // message anyone about cancellations and reminders of long ago.
+    const nowS = unixSeconds(d.clock);
+    const recent = items.filter((p) => nowS - p.envelope.timestamp <= NOTIFY_MAX_AGE_S);
+    const rows = recent.length
+      ? await d.settings.effectiveMany(
+          d.db,
+          recent.map((p) => ({ walletId: p.envelope.wallet_id, planId: p.envelope.data.plan_id })),
+        )
+      : [];
+    const settings = new Map(recent.map((p, i) => [p, inEffect(d, rows[i])]));
+    const planned = await mapLimit(items, CONTACT_LOOKUPS, (p) => this.plan(p.envelope, settings.get(p)));
+    const nowMs = d.clock.nowMs();
+    const now = Math.floor(nowMs / 1000);
+    const matches = await d.endpoints.matchingMany(
+      d.db,
+      items.map(({ envelope: e }) => ({ walletId: e.wallet_id, event: e.event, planId: e.data.plan_id })),
+    );
+    const fresh = await d.deliveries.recordMany(
+      d.db,
+      matches.map(({ i, id }) => {
+        const { envelope: e, trace } = items[i]!;
+        // The body receivers get: the WebhookEvent; the event id travels in the webhook-id header.
+        const payload: WebhookEvent = { event: e.event, timestamp: e.timestamp, data: e.data };
+        return {
+          id: newId(DELIVERY_ID_PREFIX, nowMs),
+          endpoint_id: id,
+          wallet_id: e.wallet_id,
+          event_id: e.id,
+          event: e.event,
+          body: JSON.stringify(payload),
+          now,
+          trace,
+        };
+      }),
+    );
+    const notified = await d.notifications.recordMany(
+      d.db,
+      items.flatMap(({ envelope: e }, i) =>
+        planned[i]!.map((p) => ({
+          id: newId(NOTIFICATION_ID_PREFIX, nowMs),
+          wallet_id: e.wallet_id,
+          event_id: e.id,
+          event: e.event,
+          audience: p.audience,
+          channel: p.channel,
+          recipient: p.to,
+          subscription_id: e.data.subscription_id ?? null,
+          plan_id: e.data.plan_id ?? null,
+          settings_plan_id: settings.get(items[i]!)!.row,
+          subject: p.message.subject,
+          body_sealed: d.secrets.seal(JSON.stringify(p.message)),
+          created_at: now,
+        })),
+      ),
+    );
+    const count = (ids: string[]) => {
+      const n = new Map<string, number>();
+      for (const id of ids) n.set(id, (n.get(id) ?? 0) + 1);
+      return n;
+    };
+    const [deliveries, notifications] = [count(fresh), count(notified)];
+    const out = items.map(({ envelope: e }) => ({ deliveries: deliveries.get(e.id) ?? 0, notifications: notifications.get(e.id) ?? 0 }));
+    return out;
+  }
+
+  /** The notifications one event causes under the settings in effect (none for an old event). */
+  private async plan(envelope: EventEnvelope, s: { settings: StoredSettings } | undefined): Promise<Planned[]> {
+    const planned: Planned[] = [];
+    if (!s) return planned;
     if (s.settings.owner_events.includes(envelope.event)) {
       const message = ownerMessage(envelope);
       for (const t of ownerTargets(s.settings)) planned.push({ audience: 'owner', ...t, message });
     }
     const subId = envelope.data.subscription_id;
-    if (subId && subscriberWants(envelope, s.settings.subscriber_events)) {
+    // Billing is asked for the contacts only when a channel could reach the subscriber.
+    if (subId && contactMethods(s.settings).length && subscriberWants(envelope, s.settings.subscriber_events)) {
       // The contacts as they are now, and the portal link (never carried in events: it holds the token).
-      const contact = await callMessage(d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: subId }).catch(
+      const contact = await callMessage(this.d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: subId }).catch(
         (err) => {
           if (err instanceof DomainError && err.kind === 'not_found') return undefined;
           throw err;
@@ -54,42 +153,6 @@ export async function recordEvent(d: Deps, envelope: EventEnvelope): Promise<{ d
         for (const t of subscriberTargets(s.settings, contact)) planned.push({ audience: 'subscriber', ...t, message });
       }
     }
+    return planned;
   }
-  return d.db.tx(async (tx) => {
-    const nowMs = d.clock.nowMs();
-    const now = Math.floor(nowMs / 1000);
-    let deliveries = 0;
-    for (const ep of await d.endpoints.matching(tx, envelope.wallet_id, envelope.event, planId)) {
-      const fresh = await d.deliveries.record(tx, {
-        id: newId(DELIVERY_ID_PREFIX, nowMs),
-        endpoint_id: ep.id,
-        wallet_id: envelope.wallet_id,
-        event_id: envelope.id,
-        event: envelope.event,
-        body,
-        now,
-      });
-      if (fresh) deliveries++;
-    }
-    let notifications = 0;
-    for (const p of planned) {
-      const fresh = await d.notifications.record(tx, {
-        id: newId(NOTIFICATION_ID_PREFIX, nowMs),
-        wallet_id: envelope.wallet_id,
-        event_id: envelope.id,
-        event: envelope.event,
-        audience: p.audience,
-        channel: p.channel,
-        recipient: p.to,
-        subscription_id: envelope.data.subscription_id ?? null,
-        plan_id: planId ?? null,
-        settings_plan_id: s!.row,
-        subject: p.message.subject,
-        body_sealed: d.secrets.seal(JSON.stringify(p.message)),
-        created_at: now,
-      });
-      if (fresh) notifications++;
-    }
-    return { deliveries, notifications };
-  });
 }

@@ -2,14 +2,14 @@ import { EVENT_CONSUMERS } from '@sb/contracts';
 import { BusClient, DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
-import { recordEvent } from './events-consumer.js';
+import { EventRecorder } from './events-consumer.js';
 import { allHandlers } from './handlers/index.js';
 import { DeliveriesRepo } from './store/deliveries.repo.js';
 import { EndpointsRepo } from './store/endpoints.repo.js';
 import { migrations } from './store/migrations.js';
 import { NotificationsRepo } from './store/notifications.repo.js';
 import { SettingsRepo } from './store/settings.repo.js';
-import { deliverDue, notifyDue } from './workers.js';
+import { notifyDue, WebhookWorker } from './workers.js';
 
 main('notifier', () =>
   runService({
@@ -43,17 +43,19 @@ main('notifier', () =>
       if (!config.SMTP_URL) log.warn("SMTP_URL is not set: e-mail goes out only through owners' own mail servers");
       if (config.WEBHOOK_ALLOW_PRIVATE) log.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks, relays and NIP-05 lookups may target loopback and private addresses');
       // Every domain event: deliveries to matching endpoints and notifications to subscribers and the owner.
+      const recorder = new EventRecorder(deps);
       const consumer = new DurableEventConsumer(nc, {
         ...EVENT_CONSUMERS.notifier,
-        handle: (e) => recordEvent(deps, e),
+        handle: (e) => recorder.record(e),
         log,
         db,
         schema: SCHEMA,
         registry,
         concurrency: config.NOTIFIER_EVENT_CONCURRENCY,
       });
+      const webhooks = new WebhookWorker(deps);
       const pollers = [
-        new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => deliverDue(deps), log),
+        new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => webhooks.deliverDue(), log),
         new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),
       ];
       return {
@@ -65,6 +67,7 @@ main('notifier', () =>
         async stop() {
           await consumer.stop();
           await Promise.all(pollers.map((p) => p.stop()));
+          await webhooks.stop();
           await deps.bus.close().catch(() => undefined);
         },
         ready: { mail: !!config.SMTP_URL, allow_private_webhooks: config.WEBHOOK_ALLOW_PRIVATE, webhook_timeout_ms: config.WEBHOOK_TIMEOUT_MS },

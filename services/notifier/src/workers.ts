@@ -1,62 +1,117 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
+import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
 import { loadRow, sendVia } from './channels/index.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
 import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from './domain/retry.js';
+import type { AttemptOutcome, ClaimedDelivery } from './store/deliveries.repo.js';
 import { sendWebhook } from './webhook-sender.js';
 
-/** Deliveries claimed and sent at once per round (each waits on its receiver, not on this process). */
-const BATCH = 100;
+/** Deliveries under way at once (each waits on its receiver, not on this process). */
+const IN_FLIGHT = 100;
+/** Deliveries claimed at a time, as soon as this many of those under way are done. */
+const CLAIM = 50;
 
 const openSecret = async (d: Deps, sealed: string) => d.secrets.open(sealed);
 
-/** One round of due webhook deliveries; true when the batch was full (more may be due). */
-export async function deliverDue(d: Deps): Promise<boolean> {
-  // A claim outlives the longest send, so no other replica takes the row meanwhile.
-  const leaseS = Math.ceil(d.webhookTimeoutMs / 1000) + 60;
-  const due = await d.db.tx((tx) => d.deliveries.claimDue(tx, unixSeconds(d.clock), BATCH, leaseS));
-  await Promise.all(
-    due.map(async (row) => {
+interface Finished {
+  id: string;
+  outcome: AttemptOutcome;
+  now: number;
+  next: number | null;
+}
+
+/**
+ * Sends due webhook deliveries and records their attempts. Up to IN_FLIGHT are under way at once, and
+ * more are claimed whenever CLAIM of them are done: a slow receiver holds up its own deliveries, not a
+ * whole round of others.
+ */
+export class WebhookWorker {
+  /**
+   * Attempts that end at about the same time are recorded in one statement (see `finishAttempts`): one
+   * round trip for many instead of a transaction each.
+   */
+  private readonly finished: Batcher<Finished, void>;
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(private readonly d: Deps) {
+    this.finished = new Batcher(
+      async (done) => {
+        await d.deliveries.finishAttempts(d.db, done);
+        return done.map(() => undefined);
+      },
+      { maxBatch: 500, span: 'webhook attempts record' },
+    );
+  }
+
+  /**
+   * Claims due deliveries for the free places and starts them (waiting first for CLAIM places to free
+   * up); true when it claimed all it asked for (more may be due).
+   */
+  async deliverDue(): Promise<boolean> {
+    const d = this.d;
+    while (this.inFlight.size > IN_FLIGHT - CLAIM) await Promise.race(this.inFlight);
+    // A claim outlives the longest send, so no other replica takes the row meanwhile. One statement:
+    // claimed and leased together, or not at all.
+    const leaseS = Math.ceil(d.webhookTimeoutMs / 1000) + 60;
+    const want = IN_FLIGHT - this.inFlight.size;
+    const due = await d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS);
+    for (const row of due) {
       // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
       linkActiveSpanTo(row.trace_context);
-      const outcome = await inSpan(
-        'webhook deliver',
-        {
-          parent: contextOf(row.trace_context),
-          kind: SpanKind.CLIENT,
-          attributes: { 'webhook.delivery_id': row.id, 'webhook.event_id': row.event_id, 'webhook.event': row.event, 'webhook.attempt': row.attempt_count + 1 },
-        },
-        async (span) => {
-          const o = await openSecret(d, row.secret_sealed).then(
-            (secret) => sendWebhook({ url: row.url, secret, eventId: row.event_id, body: row.body }, { policy: d.addresses, timeoutMs: d.webhookTimeoutMs }),
-            // Only a changed SECRETS_KEY does this; it is logged as the attempt's error, never with the secret.
-            () => ({ status_code: null, error: 'signing secret cannot be opened (was SECRETS_KEY changed?)', duration_ms: 0, delivered: false }),
-          );
-          if (o.status_code !== null) span.setAttribute('http.response.status_code', o.status_code);
-          if (!o.delivered) span.setStatus({ code: SpanStatusCode.ERROR, message: o.error ?? `status ${o.status_code}` });
-          return o;
-        },
-      );
-      const now = unixSeconds(d.clock);
-      const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
-      await d.db.tx((tx) => d.deliveries.finishAttempt(tx, row, outcome, now, next));
-      d.log.info(
-        {
-          delivery_id: row.id,
-          event_id: row.event_id,
-          attempt: row.attempt_count + 1,
-          status_code: outcome.status_code,
-          error: outcome.error,
-          duration_ms: outcome.duration_ms,
-          next_attempt_at: next,
-        },
-        outcome.delivered ? 'webhook delivered' : next === null ? 'webhook failed for good' : 'webhook attempt failed',
-      );
-    }),
-  );
-  return due.length === BATCH;
+      const one: Promise<void> = this.deliver(row)
+        .catch((err) => {
+          // Its claim ends and it is sent again, with the same webhook-id (at least once).
+          d.log.warn({ err, delivery_id: row.id, event_id: row.event_id }, 'webhook attempt not recorded; sent again when its claim ends');
+        })
+        .finally(() => this.inFlight.delete(one));
+      this.inFlight.add(one);
+    }
+    return due.length === want;
+  }
+
+  /** Waits for the deliveries under way (each ends within WEBHOOK_TIMEOUT_MS) and their recording. */
+  async stop(): Promise<void> {
+    while (this.inFlight.size) await Promise.all(this.inFlight);
+  }
+
+  private async deliver(row: ClaimedDelivery): Promise<void> {
+    const d = this.d;
+    const outcome = await inSpan(
+      'webhook deliver',
+      {
+        parent: contextOf(row.trace_context),
+        kind: SpanKind.CLIENT,
+        attributes: { 'webhook.delivery_id': row.id, 'webhook.event_id': row.event_id, 'webhook.event': row.event, 'webhook.attempt': row.attempt_count + 1 },
+      },
+      async (span) => {
+        const o = await openSecret(d, row.secret_sealed).then(
+          (secret) => sendWebhook({ url: row.url, secret, eventId: row.event_id, body: row.body }, { policy: d.addresses, timeoutMs: d.webhookTimeoutMs }),
+          // Only a changed SECRETS_KEY does this; it is logged as the attempt's error, never with the secret.
+          () => ({ status_code: null, error: 'signing secret cannot be opened (was SECRETS_KEY changed?)', duration_ms: 0, delivered: false }),
+        );
+        if (o.status_code !== null) span.setAttribute('http.response.status_code', o.status_code);
+        if (!o.delivered) span.setStatus({ code: SpanStatusCode.ERROR, message: o.error ?? `status ${o.status_code}` });
+        return o;
+      },
+    );
+    const now = unixSeconds(d.clock);
+    const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
+    await this.finished.add({ id: row.id, outcome, now, next });
+    d.log.info(
+      {
+        delivery_id: row.id,
+        event_id: row.event_id,
+        attempt: row.attempt_count + 1,
+        status_code: outcome.status_code,
+        error: outcome.error,
+        duration_ms: outcome.duration_ms,
+        next_attempt_at: next,
+      },
+      outcome.delivered ? 'webhook delivered' : next === null ? 'webhook failed for good' : 'webhook attempt failed',
+    );
+  }
 }
 
 const NOTIFY_BATCH = 10;

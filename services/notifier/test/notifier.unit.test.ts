@@ -119,6 +119,38 @@ describe('webhook sender', () => {
     }
     expect(got.length).toBe(before);
   });
+
+  it('keeps the connection to a receiver between deliveries, each signed; one policy never uses the connections of the other', async () => {
+    const connections: string[] = [];
+    const seen: string[] = [];
+    const keep = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (c) => (raw += c));
+      req.on('end', () => {
+        seen.push(String(req.headers['webhook-id']));
+        expect(new Webhook(secret).verify(raw, req.headers as Record<string, string>)).toEqual(JSON.parse(body));
+        res.writeHead(200).end();
+      });
+    });
+    keep.on('connection', (s) => connections.push(String(s.remotePort)));
+    await new Promise<void>((r) => keep.listen(0, '127.0.0.1', r));
+    const url = `http://localhost:${(keep.address() as AddressInfo).port}/hook`;
+    try {
+      for (const id of ['evt_k1', 'evt_k2', 'evt_k3']) {
+        expect(await sendWebhook({ url, secret, eventId: id, body }, { policy: { allowPrivate: true }, timeoutMs: 2000 })).toMatchObject({ delivered: true });
+      }
+      expect(seen).toEqual(['evt_k1', 'evt_k2', 'evt_k3']);
+      expect(connections).toHaveLength(1);
+      // An open connection to a loopback receiver is no way around the address check of a stricter policy.
+      const refused = await sendWebhook({ url, secret, eventId: 'evt_k4', body }, { policy: { allowPrivate: false }, timeoutMs: 2000 });
+      expect(refused).toMatchObject({ delivered: false, status_code: null });
+      expect(refused.error).toMatch(/^URL not allowed: host localhost resolves to a private address/);
+      expect(seen).toHaveLength(3);
+    } finally {
+      keep.closeAllConnections();
+      await new Promise<void>((r) => keep.close(() => r()));
+    }
+  });
 });
 
 describe('retry schedule', () => {

@@ -1,7 +1,7 @@
 import type { NotificationChannel } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { defaultSettings, type Secrets, type StoredSettings } from '../domain/settings.js';
-import { WALLET_ROW } from '../store/settings.repo.js';
+import { WALLET_ROW, type SettingsRow } from '../store/settings.repo.js';
 import type { Queryable } from '@sb/runtime';
 import { sendEmail, senderFor } from './email.js';
 import { sendMessenger } from './messenger.js';
@@ -22,8 +22,12 @@ export const openSecrets = (d: Deps, sealed: string | null): Secrets => (sealed 
 /** The settings in effect for a plan (its override, else the wallet's, else the defaults); `planId` undefined: the wallet's. */
 export async function loadEffective(d: Deps, q: Queryable, walletId: string, planId: string | undefined): Promise<Loaded> {
   const r = await d.settings.effective(q, walletId, planId);
-  if (!r?.config) return { row: WALLET_ROW, settings: defaultSettings(!!d.channels.smtpUrl), secrets: {}, updatedAt: null };
-  return { row: r.plan_id, settings: r.config, secrets: openSecrets(d, r.secrets_sealed), updatedAt: r.updated_at };
+  return { ...inEffect(d, r), secrets: r?.config ? openSecrets(d, r.secrets_sealed) : {}, updatedAt: r?.config ? r.updated_at : null };
+}
+
+/** The row and settings that `effective` found in effect (the defaults when none); secrets left sealed. */
+export function inEffect(d: Deps, r: SettingsRow | undefined): { row: string; settings: StoredSettings } {
+  return r?.config ? { row: r.plan_id, settings: r.config } : { row: WALLET_ROW, settings: defaultSettings(!!d.channels.smtpUrl) };
 }
 
 /** The settings of one row exactly (a message is sent with the row it was recorded under). */

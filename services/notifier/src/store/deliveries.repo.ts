@@ -10,7 +10,7 @@ export interface DeliveryRecord extends Omit<WebhookDelivery, 'attempts'> {
 }
 
 /** A due delivery with what sending it needs. */
-interface ClaimedDelivery extends DeliveryRecord {
+export interface ClaimedDelivery extends DeliveryRecord {
   url: string;
   secret_sealed: string;
   trace_context: TraceCarrier | null;
@@ -44,6 +44,36 @@ export class DeliveriesRepo {
       [r.id, r.endpoint_id, r.wallet_id, r.event_id, r.event, r.body, r.replay_of ?? null, r.now, traceCarrier()],
     );
     return rowCount === 1;
+  }
+
+  /**
+   * `record` for many deliveries in one statement (a redelivered event's find their rows and add
+   * nothing); each keeps the trace it is given. Returns the event id of each delivery added.
+   */
+  async recordMany(
+    q: Queryable,
+    rs: { id: string; endpoint_id: string; wallet_id: string; event_id: string; event: string; body: string; now: number; trace: TraceCarrier | null }[],
+  ): Promise<string[]> {
+    if (!rs.length) return [];
+    const { rows } = await q.query<{ event_id: string }>(
+      `INSERT INTO ${this.schema}.deliveries (id, endpoint_id, wallet_id, event_id, event, body, status, next_attempt_at, created_at, trace_context)
+       SELECT id, endpoint_id, wallet_id, event_id, event, body, 'pending', now, now, trace::jsonb
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[])
+           AS r(id, endpoint_id, wallet_id, event_id, event, body, now, trace)
+       ON CONFLICT (endpoint_id, event_id) WHERE replay_of IS NULL DO NOTHING
+       RETURNING event_id`,
+      [
+        rs.map((r) => r.id),
+        rs.map((r) => r.endpoint_id),
+        rs.map((r) => r.wallet_id),
+        rs.map((r) => r.event_id),
+        rs.map((r) => r.event),
+        rs.map((r) => r.body),
+        rs.map((r) => r.now),
+        rs.map((r) => (r.trace ? JSON.stringify(r.trace) : null)),
+      ],
+    );
+    return rows.map((r) => r.event_id);
   }
 
   async get(q: Queryable, endpointId: string, id: string): Promise<DeliveryRecord | undefined> {
@@ -97,24 +127,33 @@ export class DeliveriesRepo {
   }
 
   /**
-   * Logs the attempt and moves the delivery on: delivered, retried at `next`, or failed for good. Call it
-   * inside a transaction: the attempt row and the delivery never disagree, whenever the process dies.
+   * Logs each attempt and moves its delivery on: delivered, retried at `next`, or failed for good. One
+   * statement for them all, so every attempt row and its delivery change together or not at all, whenever
+   * the process dies (a delivery no longer pending, deleted meanwhile, keeps its attempt but not its state).
    */
-  async finishAttempt(q: Queryable, d: ClaimedDelivery, o: AttemptOutcome, now: number, next: number | null): Promise<void> {
-    await q.query(`INSERT INTO ${this.schema}.delivery_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)`, [
-      d.id,
-      now,
-      o.status_code,
-      o.error,
-      o.duration_ms,
-    ]);
-    const status = o.delivered ? 'delivered' : next === null ? 'failed' : 'pending';
+  async finishAttempts(q: Queryable, done: { id: string; outcome: AttemptOutcome; now: number; next: number | null }[]): Promise<void> {
+    const status = done.map(({ outcome, next }) => (outcome.delivered ? 'delivered' : next === null ? 'failed' : 'pending'));
     await q.query(
-      `UPDATE ${this.schema}.deliveries
-          SET attempt_count = attempt_count + 1, first_attempt_at = COALESCE(first_attempt_at, $2), status = $3,
-              next_attempt_at = $4, last_status_code = $5, last_error = $6, delivered_at = CASE WHEN $3 = 'delivered' THEN $2 ELSE NULL END
-        WHERE id = $1 AND status = 'pending'`,
-      [d.id, now, status, status === 'pending' ? next : null, o.status_code, o.error],
+      `WITH o AS (
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::text[], $5::int[], $6::text[], $7::bigint[])
+           WITH ORDINALITY AS o(id, now, status_code, error, duration_ms, status, next, n)),
+       logged AS (
+         INSERT INTO ${this.schema}.delivery_attempts (delivery_id, attempted_at, status_code, error, duration_ms)
+         SELECT id, now, status_code, error, duration_ms FROM o ORDER BY n)
+       UPDATE ${this.schema}.deliveries d
+          SET attempt_count = d.attempt_count + 1, first_attempt_at = COALESCE(d.first_attempt_at, o.now), status = o.status,
+              next_attempt_at = o.next, last_status_code = o.status_code, last_error = o.error,
+              delivered_at = CASE WHEN o.status = 'delivered' THEN o.now ELSE NULL END
+         FROM o WHERE d.id = o.id AND d.status = 'pending'`,
+      [
+        done.map((x) => x.id),
+        done.map((x) => x.now),
+        done.map((x) => x.outcome.status_code),
+        done.map((x) => x.outcome.error),
+        done.map((x) => x.outcome.duration_ms),
+        status,
+        done.map((x, i) => (status[i] === 'pending' ? x.next : null)),
+      ],
     );
   }
 }

@@ -76,4 +76,17 @@ export class EndpointsRepo {
     );
     return rows;
   }
+
+  /** `matching` for many events in one statement: each endpoint that wants event `i` (0-based, in the order given). */
+  async matchingMany(q: Queryable, events: { walletId: string; event: EventName; planId: string | undefined }[]): Promise<{ i: number; id: string }[]> {
+    const { rows } = await q.query<{ i: number; id: string }>(
+      `SELECT k.i::int - 1 AS i, e.id
+         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(wallet_id, event, plan_id, i)
+         JOIN ${this.schema}.endpoints e ON e.wallet_id = k.wallet_id AND e.deleted_at IS NULL
+          AND (e.events IS NULL OR k.event = ANY (e.events)) AND (e.plan_id IS NULL OR e.plan_id = k.plan_id)
+        ORDER BY k.i, e.id`,
+      [events.map((e) => e.walletId), events.map((e) => e.event), events.map((e) => e.planId ?? null)],
+    );
+    return rows;
+  }
 }

@@ -30,32 +30,43 @@ const COLS = `id, wallet_id, event_id, event, audience, channel, recipient, subs
 export class NotificationsRepo {
   constructor(private readonly schema: string) {}
 
-  /** Once per (event, audience, channel, recipient): a redelivered event finds its row and adds nothing. */
-  async record(
+  /**
+   * Once per (event, audience, channel, recipient), many in one statement: a redelivered event finds its
+   * rows and adds nothing. Returns the event id of each notification added.
+   */
+  async recordMany(
     q: Queryable,
-    r: Omit<NotificationRecord, 'status' | 'attempt_count' | 'retry_from' | 'next_attempt_at' | 'last_error' | 'delivered_at'>,
-  ): Promise<boolean> {
-    const { rowCount } = await q.query(
+    rs: Omit<NotificationRecord, 'status' | 'attempt_count' | 'retry_from' | 'next_attempt_at' | 'last_error' | 'delivered_at'>[],
+  ): Promise<string[]> {
+    if (!rs.length) return [];
+    const col = <K extends keyof (typeof rs)[number]>(k: K) => rs.map((r) => r[k]);
+    const { rows } = await q.query<{ event_id: string }>(
       `INSERT INTO ${this.schema}.notifications (id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id,
          subject, body_sealed, status, next_attempt_at, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', $13, $13) ON CONFLICT DO NOTHING`,
+       SELECT id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed, 'pending',
+              created_at, created_at
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+                     $12::text[], $13::bigint[])
+           AS r(id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed, created_at)
+       ON CONFLICT DO NOTHING
+       RETURNING event_id`,
       [
-        r.id,
-        r.wallet_id,
-        r.event_id,
-        r.event,
-        r.audience,
-        r.channel,
-        r.recipient,
-        r.subscription_id,
-        r.plan_id,
-        r.settings_plan_id,
-        r.subject,
-        r.body_sealed,
-        r.created_at,
+        col('id'),
+        col('wallet_id'),
+        col('event_id'),
+        col('event'),
+        col('audience'),
+        col('channel'),
+        col('recipient'),
+        col('subscription_id'),
+        col('plan_id'),
+        col('settings_plan_id'),
+        col('subject'),
+        col('body_sealed'),
+        col('created_at'),
       ],
     );
-    return rowCount === 1;
+    return rows.map((r) => r.event_id);
   }
 
   /** Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue). */

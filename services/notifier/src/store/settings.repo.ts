@@ -4,7 +4,7 @@ import type { StoredSettings } from '../domain/settings.js';
 /** '' is the wallet's own row; a plan id names that plan's. */
 export const WALLET_ROW = '';
 
-interface SettingsRow {
+export interface SettingsRow {
   wallet_id: string;
   plan_id: string;
   inherit: boolean;
@@ -40,5 +40,19 @@ export class SettingsRepo {
       [walletId, planId ?? ''],
     );
     return rows[0];
+  }
+
+  /** `effective` for many (wallet, plan) pairs in one statement: a row or undefined per pair, in their order. */
+  async effectiveMany(q: Queryable, keys: { walletId: string; planId: string | undefined }[]): Promise<(SettingsRow | undefined)[]> {
+    const { rows } = await q.query<SettingsRow & { i: number }>(
+      `SELECT DISTINCT ON (k.i) k.i::int AS i, s.wallet_id, s.plan_id, s.inherit, s.config, s.secrets_sealed, s.updated_at
+         FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(wallet_id, plan_id, i)
+         JOIN ${this.schema}.settings s ON s.wallet_id = k.wallet_id AND (s.plan_id = '' OR (s.plan_id = k.plan_id AND NOT s.inherit))
+        ORDER BY k.i, s.plan_id DESC`,
+      [keys.map((k) => k.walletId), keys.map((k) => k.planId ?? '')],
+    );
+    const out: (SettingsRow | undefined)[] = keys.map(() => undefined);
+    for (const { i, ...row } of rows) out[i - 1] = row;
+    return out;
   }
 }

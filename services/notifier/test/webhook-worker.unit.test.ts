@@ -1,0 +1,156 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type ServerResponse, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox, systemClock } from '@sb/runtime';
+import type { Deps } from '../src/deps.js';
+import type { AttemptOutcome, ClaimedDelivery } from '../src/store/deliveries.repo.js';
+import { WebhookWorker } from '../src/workers.js';
+
+/**
+ * The delivery worker against a local receiver, with the store replaced by a queue of due deliveries
+ * and a list of recorded attempts: what it sends, when it claims more, and how attempts are recorded.
+ */
+const box = new SecretBox(randomBytes(32).toString('hex'));
+const secret = `whsec_${randomBytes(24).toString('base64')}`;
+const body = JSON.stringify({ event: 'subscription.created', timestamp: 1700000000, data: { plan_id: 'plan_1' } });
+
+let server: Server;
+let base: string;
+const got: { path: string; id: string; verified: boolean }[] = [];
+const held: ServerResponse[] = [];
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c) => (raw += c));
+    req.on('end', () => {
+      let verified = false;
+      try {
+        new Webhook(secret).verify(raw, req.headers as Record<string, string>);
+        verified = true;
+      } catch {
+        /* recorded as unverified */
+      }
+      got.push({ path: req.url ?? '', id: String(req.headers['webhook-id']), verified });
+      // The slow receiver answers only when the test lets it.
+      if (req.url === '/slow') held.push(res);
+      else res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => {
+  server.closeAllConnections();
+  return new Promise<void>((r) => server.close(() => r()));
+});
+
+function harness() {
+  const due: ClaimedDelivery[] = [];
+  const claims: number[] = [];
+  const recorded: { id: string; outcome: AttemptOutcome }[][] = [];
+  const deliveries = {
+    async claimDue(_q: unknown, _now: number, limit: number) {
+      claims.push(limit);
+      return due.splice(0, limit);
+    },
+    async finishAttempts(_q: unknown, done: { id: string; outcome: AttemptOutcome }[]) {
+      recorded.push(done.map(({ id, outcome }) => ({ id, outcome })));
+    },
+  };
+  const d = {
+    db: {},
+    clock: systemClock,
+    log: pino({ level: 'silent' }),
+    deliveries,
+    secrets: box,
+    addresses: { allowPrivate: true },
+    webhookTimeoutMs: 10_000,
+  } as unknown as Deps;
+  const row = (id: string, path: string): ClaimedDelivery => ({
+    id,
+    endpoint_id: 'wh_1',
+    wallet_id: 'wal_1',
+    event_id: `evt_${id}`,
+    event: 'subscription.created',
+    body,
+    replay_of: null,
+    status: 'pending',
+    attempt_count: 0,
+    first_attempt_at: null,
+    next_attempt_at: 0,
+    last_status_code: null,
+    last_error: null,
+    delivered_at: null,
+    created_at: 0,
+    trace_context: null,
+    url: `${base}${path}`,
+    secret_sealed: box.seal(secret),
+  });
+  return { worker: new WebhookWorker(d), due, claims, recorded, row };
+}
+
+const until = async (ok: () => boolean, ms = 5000) => {
+  for (const end = Date.now() + ms; !ok(); ) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+};
+
+describe('webhook delivery worker', () => {
+  it('a slow receiver holds up only its own delivery: later ones are claimed, sent and recorded meanwhile', async () => {
+    const h = harness();
+    h.due.push(h.row('slow1', '/slow'));
+    // Nothing more was due: the round says so without waiting for the send.
+    expect(await h.worker.deliverDue()).toBe(false);
+    await until(() => held.length === 1);
+    h.due.push(h.row('fast1', '/fast'), h.row('fast2', '/fast'));
+    expect(await h.worker.deliverDue()).toBe(false);
+    await until(() => h.recorded.flat().length === 2);
+    expect(
+      h.recorded
+        .flat()
+        .map((r) => [r.id, r.outcome.delivered])
+        .sort(),
+    ).toEqual([
+      ['fast1', true],
+      ['fast2', true],
+    ]);
+    expect(got.filter((g) => g.path === '/fast').every((g) => g.verified)).toBe(true);
+    // Stopping waits for the slow one and its record.
+    const stopped = h.worker.stop();
+    held.shift()!.writeHead(500).end('later');
+    await stopped;
+    expect(h.recorded.flat().at(-1)).toMatchObject({ id: 'slow1', outcome: { delivered: false, status_code: 500, error: 'HTTP 500: later' } });
+  });
+
+  it('keeps at most 100 under way and claims more once 50 of them are done', async () => {
+    const h = harness();
+    for (let i = 0; i < 130; i++) h.due.push(h.row(`s${i}`, '/slow'));
+    const before = held.length;
+    expect(await h.worker.deliverDue()).toBe(true);
+    expect(h.claims).toEqual([100]);
+    await until(() => held.length === before + 100);
+    // The next round waits for places: none free yet.
+    let second = false;
+    const next = h.worker.deliverDue().then((full) => (second = full));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(h.claims).toEqual([100]);
+    for (const res of held.splice(before, 49)) res.writeHead(200).end();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(h.claims).toEqual([100]);
+    held.splice(before, 1)[0]!.writeHead(200).end();
+    await next;
+    // 50 places were free: 30 were left to claim.
+    expect(h.claims).toEqual([100, 50]);
+    expect(second).toBe(false);
+    await until(() => held.length === before + 80);
+    for (const res of held.splice(before)) res.writeHead(200).end();
+    await h.worker.stop();
+    expect(h.recorded.flat()).toHaveLength(130);
+    expect(h.recorded.flat().every((r) => r.outcome.delivered)).toBe(true);
+  });
+});
