@@ -29,12 +29,14 @@ export function natsOptions(conn: string | NatsSettings, name: string): Connecti
     name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
+    // No stack trace captured per request (an Error object each): a timeout or no-responders error still says which subject.
+    noAsyncTraces: true,
     ...(s.NATS_USER ? { user: s.NATS_USER, pass: s.NATS_PASSWORD ?? '', inboxPrefix: inboxPrefix(s.NATS_USER) } : {}),
     ...(s.NATS_TLS_CA_FILE ? { tls: { caFile: s.NATS_TLS_CA_FILE } } : {}),
   };
 }
 
-/** A plain NATS connection (JetStream, KV, events) next to Nest's request/reply transport. */
+/** A plain NATS connection (JetStream, KV, events) next to the bus's request/reply connection. */
 export function connectNats(conn: string | NatsSettings, name: string): Promise<NatsConnection> {
   return connect(natsOptions(conn, name));
 }
