@@ -1,11 +1,11 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
-import { connect, errors, headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { errors, headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { BusReply, type z } from '@sb/contracts';
 import { isDbUnavailable } from './db.js';
 import { DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
-import { natsOptions, type NatsSettings } from './nats.js';
+import { connectNats, type NatsSettings } from './nats.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
 /**
@@ -78,7 +78,7 @@ export class BusClient {
    */
   connect(): Promise<NatsConnection> {
     if (this.nc && !this.nc.isClosed()) return Promise.resolve(this.nc);
-    this.connecting ??= connect(natsOptions(this.conn, this.name)).then(
+    this.connecting ??= connectNats(this.conn, this.name).then(
       (nc) => {
         this.connecting = undefined;
         if (this.closed) return nc.close().then(() => Promise.reject(new Error('bus client closed')));
@@ -200,7 +200,7 @@ export class BusServer {
   /** Connects and subscribes; resolves (and calls `callback`) once the server has the subscriptions. */
   async listen(callback?: (err?: unknown) => void): Promise<void> {
     try {
-      const nc = await connect(natsOptions(this.conn, this.queue));
+      const nc = await connectNats(this.conn, this.queue);
       this.nc = nc;
       for (const { handler, log } of this.routes) this.subscribe(nc, handler, log);
       const log = this.routes[0]?.log;
