@@ -158,7 +158,11 @@ export class BusClient {
    * Connects (once at a time). A client whose first connection failed (NATS away at start) tries again
    * on its next request; once connected, the NATS client reconnects by itself for ever.
    */
-  connect(): Promise<{ nc: NatsConnection; inbox: ReplyInbox }> {
+  async connect(): Promise<void> {
+    await this.open();
+  }
+
+  private open(): Promise<{ nc: NatsConnection; inbox: ReplyInbox }> {
     if (this.conn && !this.conn.nc.isClosed()) return Promise.resolve(this.conn);
     this.connecting ??= connectNats(this.settings, this.name).then(
       (nc) => {
@@ -204,7 +208,7 @@ export class BusClient {
     });
     try {
       const wait = busWaitMs(this.timeoutMs, timeoutMs);
-      const { inbox } = this.conn && !this.conn.nc.isClosed() ? this.conn : await withTimeout(this.connect(), wait, subject);
+      const { inbox } = this.conn && !this.conn.nc.isClosed() ? this.conn : await withTimeout(this.open(), wait, subject);
       const h = natsHeaders();
       injectTraceHeaders(h, trace.setSpan(context.active(), span));
       const request: WireRequest = { pattern: subject, data: payload, id: String(++nextRequestId) };
@@ -299,7 +303,9 @@ export class BusServer {
       callback: (err, msg) => {
         if (err) return void log.warn({ err: err.message, subject: h.subject }, 'bus subscription error');
         this.inFlight++;
-        void answer(h, msg, log).finally(() => this.inFlight--);
+        answer(h, msg, log)
+          .catch((e) => log.error({ err: e, subject: h.subject }, 'bus request not answered'))
+          .finally(() => this.inFlight--);
       },
     });
     this.subs.push(sub);
@@ -367,9 +373,21 @@ async function answer(h: Handler, msg: Msg, log: Logger): Promise<void> {
   } finally {
     span.end();
   }
-  const wire: WireReply = { response: reply, isDisposed: true, id };
+  let body: Uint8Array;
   try {
-    msg.respond(encode(wire));
+    body = encode({ response: reply, isDisposed: true, id } satisfies WireReply);
+  } catch (err) {
+    // An answer JSON cannot carry (a BigInt, a cycle) is a bug of the handler: a 500 with its id, not a timeout.
+    const errorId = newId('err_');
+    log.error({ err, error_id: errorId, subject: h.subject }, 'handler answer not serializable');
+    body = encode({
+      response: { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${errorId}` } },
+      isDisposed: true,
+      id,
+    } satisfies WireReply);
+  }
+  try {
+    msg.respond(body);
   } catch (err) {
     // The connection is closed or draining: the caller times out (a 503 it may retry).
     log.warn({ err: (err as Error).message, subject: h.subject }, 'bus reply not sent');
