@@ -1,14 +1,37 @@
-import { context, SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { headers as natsHeaders } from '@nats-io/transport-node';
-import { ClientNats, NatsRecordBuilder, ServerNats, type NatsContext } from '@nestjs/microservices';
-import { firstValueFrom, timeout, TimeoutError } from 'rxjs';
+import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { createInbox, errors, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { BusReply, type z } from '@sb/contracts';
 import { isDbUnavailable } from './db.js';
 import { DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
-import { natsOptions, type NatsSettings } from './nats.js';
+import { connectNats, natsOptions, type NatsSettings } from './nats.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
+
+/**
+ * The request/reply framing on the wire: the one NestJS's NATS transport used before (request
+ * `{pattern, data, id}`, reply `{response, isDisposed, id}`), kept so that services of the previous and
+ * the next version answer each other during a rolling update. The transport itself is the NATS client's
+ * request/reply: one PUB per request on the connection's shared reply subscription, where Nest's client
+ * subscribed and unsubscribed an inbox per request (three protocol lines, two socket writes).
+ */
+interface WireRequest {
+  pattern: string;
+  data: unknown;
+  id: string;
+}
+interface WireReply {
+  response?: unknown;
+  err?: unknown;
+  isDisposed?: boolean;
+  id?: string;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const encode = (x: unknown) => encoder.encode(JSON.stringify(x));
+/** Request ids only pair a reply with its request on one connection (a reply subject per request does that already). */
+let nextRequestId = 0;
 
 /**
  * The request could not be answered: no service listens on the subject (`noResponders`: NATS says so at
@@ -26,61 +49,181 @@ export class BusUnavailableError extends Error {
 /** How long a bus request waits: a route's own wait lengthens BUS_TIMEOUT_MS, never shortens it. */
 export const busWaitMs = (busTimeoutMs: number, routeTimeoutMs?: number): number => Math.max(busTimeoutMs, routeTimeoutMs ?? 0);
 
-/** Request/reply over NATS through NestJS's client, with the W3C trace context in the message headers. */
-export class BusClient {
-  private readonly client: ClientNats;
+interface Waiting {
+  subject: string;
+  resolve(msg: Msg): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * The replies of one connection: one subscription on `<inbox>.*`, each request waiting on a token of
+ * its own. What nats.js's `request` does too, without its per-request Error objects (built for their
+ * stack traces, even on success), deferred and timer promises: ~5% of the gateway's CPU.
+ */
+class ReplyInbox {
+  private readonly prefix: string;
+  private readonly waiting = new Map<string, Waiting>();
+  private seq = 0;
 
   constructor(
-    conn: string | NatsSettings,
-    private readonly timeoutMs: number,
-    name = 'gateway',
+    private readonly nc: NatsConnection,
+    inboxPrefix: string | undefined,
   ) {
-    this.client = new ClientNats(natsOptions(conn, name) as ConstructorParameters<typeof ClientNats>[0]);
+    const inbox = createInbox(inboxPrefix);
+    this.prefix = `${inbox}.`;
+    nc.subscribe(`${this.prefix}*`, {
+      callback: (err, msg) => {
+        if (err) return this.failAll(err);
+        const token = msg.subject.slice(this.prefix.length);
+        const w = this.waiting.get(token);
+        if (!w) return; // answered after its timeout
+        this.settle(token, w);
+        // NATS answers a request nobody listens to with an empty 503 status message.
+        if (msg.data.length === 0 && msg.headers?.code === 503) w.reject(new BusUnavailableError(`${w.subject}: no responders`, true));
+        else w.resolve(msg);
+      },
+    });
+    // A request the server refuses to publish fails at once, not at its timeout.
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type !== 'error' || !(s.error instanceof errors.PermissionViolationError)) continue;
+        const e = s.error;
+        if (e.subject.startsWith(inbox)) this.failAll(e);
+        else if (e.operation === 'publish') {
+          for (const [token, w] of this.waiting) {
+            if (w.subject !== e.subject) continue;
+            this.settle(token, w);
+            w.reject(e);
+          }
+        }
+      }
+    })();
   }
 
-  connect(): Promise<unknown> {
-    return this.client.connect();
+  request(subject: string, data: Uint8Array, headers: MsgHdrs, timeoutMs: number): Promise<Msg> {
+    const token = (++this.seq).toString(36);
+    return new Promise<Msg>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(token);
+        reject(new BusUnavailableError(`${subject} timed out`));
+      }, timeoutMs);
+      this.waiting.set(token, { subject, resolve, reject, timer });
+      try {
+        this.nc.publish(subject, data, { reply: this.prefix + token, headers });
+      } catch (err) {
+        this.settle(token, this.waiting.get(token)!);
+        reject(err);
+      }
+    });
   }
 
-  close(): Promise<void> {
-    return this.client.close();
+  private settle(token: string, w: Waiting): void {
+    clearTimeout(w.timer);
+    this.waiting.delete(token);
+  }
+
+  private failAll(err: Error): void {
+    for (const [token, w] of this.waiting) {
+      this.settle(token, w);
+      w.reject(err);
+    }
+  }
+}
+
+/** `p`, or a BusUnavailableError after `ms` (a first connection to an unreachable host can hang for long). */
+function withTimeout<T>(p: Promise<T>, ms: number, subject: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new BusUnavailableError(`${subject}: bus not reachable`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** Request/reply over NATS, with the W3C trace context in the message headers. */
+export class BusClient {
+  private conn: { nc: NatsConnection; inbox: ReplyInbox } | undefined;
+  private connecting: Promise<{ nc: NatsConnection; inbox: ReplyInbox }> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly settings: string | NatsSettings,
+    private readonly timeoutMs: number,
+    private readonly name = 'gateway',
+  ) {}
+
+  /**
+   * Connects (once at a time). A client whose first connection failed (NATS away at start) tries again
+   * on its next request; once connected, the NATS client reconnects by itself for ever.
+   */
+  async connect(): Promise<void> {
+    await this.open();
+  }
+
+  private open(): Promise<{ nc: NatsConnection; inbox: ReplyInbox }> {
+    if (this.conn && !this.conn.nc.isClosed()) return Promise.resolve(this.conn);
+    this.connecting ??= connectNats(this.settings, this.name).then(
+      (nc) => {
+        this.connecting = undefined;
+        if (this.closed) return nc.close().then(() => Promise.reject(new Error('bus client closed')));
+        this.conn = { nc, inbox: new ReplyInbox(nc, natsOptions(this.settings, this.name).inboxPrefix) };
+        return this.conn;
+      },
+      (err) => {
+        this.connecting = undefined;
+        throw err;
+      },
+    );
+    return this.connecting;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const nc = this.conn?.nc;
+    this.conn = undefined;
+    await nc?.drain().catch(() => nc.close());
   }
 
   /** True when the NATS server answers a round trip within a second. */
   async reachable(): Promise<boolean> {
-    try {
-      const nc = this.client.unwrap<{ rtt(): Promise<number> }>();
-      return await Promise.race([nc.rtt().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
-    } catch {
-      return false;
-    }
+    const nc = this.conn?.nc;
+    if (!nc || nc.isClosed()) return false;
+    return Promise.race([
+      nc.rtt().then(
+        () => true,
+        () => false,
+      ),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 1000)),
+    ]);
   }
 
   /** `timeoutMs` lengthens the wait for a request known to be slow; it never shortens BUS_TIMEOUT_MS. */
-  request(subject: string, payload: unknown, timeoutMs?: number): Promise<BusReply> {
-    return tracer().startActiveSpan(
-      `${subject} send`,
-      { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject } },
-      async (span) => {
-        try {
-          const h = natsHeaders();
-          injectTraceHeaders(h);
-          const record = new NatsRecordBuilder(payload).setHeaders(h).build();
-          const raw = await firstValueFrom(this.client.send(subject, record).pipe(timeout(busWaitMs(this.timeoutMs, timeoutMs))));
-          return BusReply.parse(raw);
-        } catch (err) {
-          span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-          if (err instanceof TimeoutError) throw new BusUnavailableError(`${subject} timed out`);
-          // Nest does not export its EmptyResponseException: NATS's no-responders status arrives as one.
-          if ((err as Error)?.constructor?.name === 'EmptyResponseException') throw new BusUnavailableError(`${subject}: no responders`, true);
-          // A malformed reply is our own bug (500), unlike a missing peer (503).
-          if ((err as Error)?.name === 'ZodError') throw err;
-          throw new BusUnavailableError(`${subject}: ${(err as Error).message ?? String(err)}`);
-        } finally {
-          span.end();
-        }
-      },
-    );
+  async request(subject: string, payload: unknown, timeoutMs?: number): Promise<BusReply> {
+    // The span is not made active: nothing runs inside it but the round trip, and its context goes out in the headers.
+    const span = tracer().startSpan(`${subject} send`, {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'messaging.system': 'nats', 'messaging.destination.name': subject },
+    });
+    try {
+      const wait = busWaitMs(this.timeoutMs, timeoutMs);
+      const { inbox } = this.conn && !this.conn.nc.isClosed() ? this.conn : await withTimeout(this.open(), wait, subject);
+      const h = natsHeaders();
+      injectTraceHeaders(h, trace.setSpan(context.active(), span));
+      const request: WireRequest = { pattern: subject, data: payload, id: String(++nextRequestId) };
+      const msg = await inbox.request(subject, encode(request), h, wait);
+      const wire = JSON.parse(decoder.decode(msg.data)) as WireReply;
+      if (wire.err !== undefined) throw new Error(typeof wire.err === 'string' ? wire.err : JSON.stringify(wire.err));
+      return BusReply.parse(wire.response);
+    } catch (err) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      // A malformed reply is our own bug (500), unlike a missing peer (503).
+      if ((err as Error)?.name === 'ZodError' || err instanceof BusUnavailableError) throw err;
+      throw new BusUnavailableError(`${subject}: ${(err as Error)?.message ?? String(err)}`);
+    } finally {
+      span.end();
+    }
   }
 }
 
@@ -91,7 +234,11 @@ export const DB_UNAVAILABLE_DETAIL = 'The database is not available right now, p
 export interface Handler {
   subject: string;
   request: z.ZodType;
-  /** Validates what the handler answers before it leaves the service. */
+  /**
+   * The schema of what the handler answers. The receiver of the reply checks it (the gateway against
+   * the route's response, `callMessage` against the message's reply): a reply is parsed once, not on
+   * both sides.
+   */
   response?: z.ZodType;
   handle(input: unknown): Promise<unknown>;
 }
@@ -110,84 +257,171 @@ export function defineHandler<S extends z.ZodType>(h: {
 const DRAIN_MAX_MS = 60_000;
 
 /**
- * Nest's server stops taking requests on close, then waits a fixed grace period before closing the
- * connection: a reply still being worked on would be lost. This one waits until the requests in flight
- * are answered (at most DRAIN_MAX_MS, within the pod's terminationGracePeriodSeconds of 75 s).
+ * A service's side of the bus: one subscription per handler subject in the service's queue group (so
+ * replicas share the load), answered through the NATS client's callbacks. On close it stops taking
+ * requests, then waits until those in flight are answered (at most DRAIN_MAX_MS, within the pod's
+ * terminationGracePeriodSeconds of 75 s) before it closes its connection.
  */
-class DrainingServerNats extends ServerNats {
+export class BusServer {
+  private nc: NatsConnection | undefined;
+  private subs: Subscription[] = [];
+  private readonly routes: { handler: Handler; log: Logger }[] = [];
   inFlight = 0;
 
-  override async close(): Promise<void> {
-    // Nest keeps its subscriptions private; unsubscribing them first is what its graceful close does too.
-    const subs = (this as unknown as { subscriptions?: { unsubscribe(): void }[] }).subscriptions ?? [];
-    for (const sub of subs) sub.unsubscribe();
+  constructor(
+    private readonly conn: string | NatsSettings,
+    private readonly queue: string,
+  ) {}
+
+  /** Adds a handler; handlers are subscribed by `listen`. */
+  add(handler: Handler, log: Logger): void {
+    this.routes.push({ handler, log });
+    if (this.nc) this.subscribe(this.nc, handler, log);
+  }
+
+  /** Connects and subscribes; resolves (and calls `callback`) once the server has the subscriptions. */
+  async listen(callback?: (err?: unknown) => void): Promise<void> {
+    try {
+      const nc = await connectNats(this.conn, this.queue);
+      this.nc = nc;
+      for (const { handler, log } of this.routes) this.subscribe(nc, handler, log);
+      const log = this.routes[0]?.log;
+      if (log) void this.logStatus(nc, log);
+      // A request that arrives right after the service says it is ready must find its subscription.
+      await nc.flush();
+    } catch (err) {
+      callback?.(err);
+      if (callback) return;
+      throw err;
+    }
+    callback?.();
+  }
+
+  private subscribe(nc: NatsConnection, h: Handler, log: Logger): void {
+    const sub = nc.subscribe(h.subject, {
+      queue: this.queue,
+      callback: (err, msg) => {
+        if (err) return void log.warn({ err: err.message, subject: h.subject }, 'bus subscription error');
+        this.inFlight++;
+        answer(h, msg, log)
+          .catch((e) => log.error({ err: e, subject: h.subject }, 'bus request not answered'))
+          .finally(() => this.inFlight--);
+      },
+    });
+    this.subs.push(sub);
+  }
+
+  /** Disconnections and reconnections of the server's connection, in the service's log. */
+  private async logStatus(nc: NatsConnection, log: Logger): Promise<void> {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') log.warn({ server: s.server }, 'NATS disconnected');
+      else if (s.type === 'reconnect') log.info({ server: s.server }, 'NATS reconnected');
+      else if (s.type === 'error') log.error({ err: String(s.error) }, 'NATS error');
+    }
+  }
+
+  async close(): Promise<void> {
+    const nc = this.nc;
+    if (!nc) return;
+    for (const sub of this.subs) sub.unsubscribe();
+    this.subs = [];
     const until = Date.now() + DRAIN_MAX_MS;
     while (this.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-    await super.close();
+    this.nc = undefined;
+    // Drain sends what is still buffered (the last replies) before it closes.
+    await nc.drain().catch(() => nc.close());
   }
 }
 
-/** A NestJS NATS server in the service's queue group, so replicas share the load. */
-export function createBusServer(conn: string | NatsSettings, queue: string): ServerNats {
-  return new DrainingServerNats({ ...(natsOptions(conn, queue) as object), queue });
+/** The bus server of a service, in the service's queue group. */
+export function createBusServer(conn: string | NatsSettings, queue: string): BusServer {
+  return new BusServer(conn, queue);
 }
 
-/** Each handler runs in a consumer span continuing the caller's trace, with its input and output validated. */
-export function registerHandlers(server: ServerNats, handlers: Handler[], log: Logger): void {
-  for (const h of handlers) {
-    server.addHandler(h.subject, async (data: unknown, ctx: NatsContext) => {
-      if (server instanceof DrainingServerNats) server.inFlight++;
-      try {
-        return await answer(h, data, ctx, log);
-      } finally {
-        if (server instanceof DrainingServerNats) server.inFlight--;
-      }
-    });
+/** Each handler runs in a consumer span continuing the caller's trace, with its input validated. */
+export function registerHandlers(server: BusServer, handlers: Handler[], log: Logger): void {
+  for (const h of handlers) server.add(h, log);
+}
+
+/** What a request carries: Nest's frame, or (from nobody today) a bare payload. */
+function unframe(msg: Msg): { data: unknown; id?: string } {
+  let wire: unknown;
+  try {
+    wire = JSON.parse(decoder.decode(msg.data));
+  } catch {
+    return { data: undefined };
   }
+  const w = wire as Partial<WireRequest> | null;
+  return w && typeof w === 'object' && 'pattern' in w && 'data' in w ? { data: w.data, id: w.id } : { data: wire };
 }
 
-/** One request: a consumer span continuing the caller's trace, input and output validated, errors mapped to replies. */
-function answer(h: Handler, data: unknown, ctx: NatsContext, log: Logger): Promise<BusReply> {
-  const parent = extractTraceContext(ctx.getHeaders());
-  return context.with(parent, () =>
-    tracer().startActiveSpan(
-      `${h.subject} process`,
-      { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } },
-      async (span): Promise<BusReply> => {
-        try {
-          const input = h.request.safeParse(data);
-          if (!input.success) {
-            const issues = input.error.issues.map((i) => ({
-              field: i.path.map((x) => (typeof x === 'symbol' ? String(x) : x)),
-              msg: i.message,
-              type: i.code,
-              in: 'message' as const,
-            }));
-            return { ok: false, error: { kind: 'invalid', message: 'The message breaks its contract', issues } };
-          }
-          const out = await h.handle(input.data);
-          if (h.response) h.response.parse(out);
-          return { ok: true, data: out };
-        } catch (err) {
-          if (err instanceof DomainError) return { ok: false, error: err.toReply() };
-          if (err instanceof BusUnavailableError) {
-            log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
-            return { ok: false, error: { kind: 'unavailable', message: 'A service needed for this request is not available, please retry' } };
-          }
-          if (isDbUnavailable(err)) {
-            log.warn({ err: (err as Error).message, subject: h.subject }, 'database unavailable');
-            return { ok: false, error: { kind: 'unavailable', message: DB_UNAVAILABLE_DETAIL } };
-          }
-          const id = newId('err_');
-          span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-          log.error({ err, error_id: id, subject: h.subject }, 'handler failed');
-          return { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${id}` } };
-        } finally {
-          span.end();
-        }
-      },
-    ),
+/**
+ * One request: a consumer span continuing the caller's trace, the input validated (the one check of a
+ * message on its way in; the receiver of the reply checks the reply), errors mapped to replies.
+ */
+async function answer(h: Handler, msg: Msg, log: Logger): Promise<void> {
+  const parent = extractTraceContext(msg.headers);
+  const span = tracer().startSpan(
+    `${h.subject} process`,
+    { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'nats', 'messaging.destination.name': h.subject } },
+    parent,
   );
+  const { data, id } = unframe(msg);
+  let reply: BusReply;
+  try {
+    reply = await context.with(trace.setSpan(parent, span), () => run(h, data, span, log));
+  } finally {
+    span.end();
+  }
+  let body: Uint8Array;
+  try {
+    body = encode({ response: reply, isDisposed: true, id } satisfies WireReply);
+  } catch (err) {
+    // An answer JSON cannot carry (a BigInt, a cycle) is a bug of the handler: a 500 with its id, not a timeout.
+    const errorId = newId('err_');
+    log.error({ err, error_id: errorId, subject: h.subject }, 'handler answer not serializable');
+    body = encode({
+      response: { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${errorId}` } },
+      isDisposed: true,
+      id,
+    } satisfies WireReply);
+  }
+  try {
+    msg.respond(body);
+  } catch (err) {
+    // The connection is closed or draining: the caller times out (a 503 it may retry).
+    log.warn({ err: (err as Error).message, subject: h.subject }, 'bus reply not sent');
+  }
+}
+
+async function run(h: Handler, data: unknown, span: Span, log: Logger): Promise<BusReply> {
+  try {
+    const input = h.request.safeParse(data);
+    if (!input.success) {
+      const issues = input.error.issues.map((i) => ({
+        field: i.path.map((x) => (typeof x === 'symbol' ? String(x) : x)),
+        msg: i.message,
+        type: i.code,
+        in: 'message' as const,
+      }));
+      return { ok: false, error: { kind: 'invalid', message: 'The message breaks its contract', issues } };
+    }
+    return { ok: true, data: await h.handle(input.data) };
+  } catch (err) {
+    if (err instanceof DomainError) return { ok: false, error: err.toReply() };
+    if (err instanceof BusUnavailableError) {
+      log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
+      return { ok: false, error: { kind: 'unavailable', message: 'A service needed for this request is not available, please retry' } };
+    }
+    if (isDbUnavailable(err)) {
+      log.warn({ err: (err as Error).message, subject: h.subject }, 'database unavailable');
+      return { ok: false, error: { kind: 'unavailable', message: DB_UNAVAILABLE_DETAIL } };
+    }
+    const id = newId('err_');
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+    log.error({ err, error_id: id, subject: h.subject }, 'handler failed');
+    return { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${id}` } };
+  }
 }
 
 export interface MessageDef<Req extends z.ZodType = z.ZodType, Rep extends z.ZodType = z.ZodType> {
@@ -199,8 +433,9 @@ export interface MessageDef<Req extends z.ZodType = z.ZodType, Rep extends z.Zod
 }
 
 /**
- * Service-to-service call of a contract message: the request is validated before it leaves, the reply
- * when it arrives; an error reply is raised as the DomainError it was.
+ * Service-to-service call of a contract message: the request is validated before it leaves (a bug of
+ * the caller is its own 500, not an `invalid` reply passed on to a client), the reply when it arrives;
+ * an error reply is raised as the DomainError it was.
  */
 export async function callMessage<Req extends z.ZodType, Rep extends z.ZodType>(
   bus: BusClient,

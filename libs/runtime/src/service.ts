@@ -1,6 +1,3 @@
-import 'reflect-metadata';
-import { Module, type LoggerService } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { createBusServer, registerHandlers, type Handler } from './bus.js';
 import { systemClock, type Clock } from './clock.js';
 import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
@@ -10,20 +7,6 @@ import type { Registry } from 'prom-client';
 import { createMetricsRegistry, startOpsServer } from './ops.js';
 import { OutboxRelay } from './outbox.js';
 import { initTelemetry, shutdownTelemetry } from './telemetry.js';
-
-@Module({})
-class ServiceModule {}
-
-/** Nest's own log lines go through pino so every line on stdout is JSON. */
-function nestLogger(log: Logger): LoggerService {
-  return {
-    log: (m) => log.info({ nest: true }, String(m)),
-    error: (m) => log.error({ nest: true }, String(m)),
-    warn: (m) => log.warn({ nest: true }, String(m)),
-    debug: (m) => log.debug({ nest: true }, String(m)),
-    verbose: (m) => log.trace({ nest: true }, String(m)),
-  };
-}
 
 interface BaseConfig {
   DATABASE_URL: string;
@@ -55,7 +38,7 @@ export interface ServiceParts {
 
 /**
  * Boots a bus service the same way everywhere: telemetry, validated config, database with its
- * migrations, NATS, the test clock in DEV_MODE, a NestJS NATS microservice in the service's queue group,
+ * migrations, NATS, the test clock in DEV_MODE, the bus server in the service's queue group,
  * the outbox relay, the ops endpoints, and an orderly shutdown on SIGTERM/SIGINT.
  */
 export async function runService<C extends BaseConfig>(opts: {
@@ -89,8 +72,7 @@ export async function runService<C extends BaseConfig>(opts: {
 
   const server = createBusServer(config, opts.name);
   registerHandlers(server, parts.handlers, log);
-  const app = await NestFactory.createMicroservice(ServiceModule, { strategy: server, logger: nestLogger(log) });
-  await app.listen();
+  await server.listen();
   const relay = new OutboxRelay(db, opts.schema, nc, log);
   await relay.start();
   await parts.start?.();
@@ -104,7 +86,7 @@ export async function runService<C extends BaseConfig>(opts: {
     log.info({ signal }, `${opts.name} stopping`);
     ops.close();
     await parts.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
-    await app.close().catch(() => undefined);
+    await server.close().catch(() => undefined);
     await relay.stop();
     await nc!.drain().catch(() => undefined);
     await db.close().catch(() => undefined);

@@ -1,4 +1,3 @@
-import 'reflect-metadata';
 import { createServer, type Server } from 'node:http';
 import {
   BusClient,

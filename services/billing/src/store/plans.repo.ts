@@ -34,15 +34,21 @@ export const planSql = (schema: string) => ({
 
 /** Persistence of plans; every read is scoped to the wallet so a foreign id looks exactly like an unknown one. */
 export class PlansRepo {
-  constructor(private readonly schema = 'billing') {}
+  /** Built once: the hot paths' statement texts were rebuilt on every call. */
+  private readonly sql: ReturnType<typeof planSql>;
+  private readonly getForUpdate: string;
+
+  constructor(private readonly schema = 'billing') {
+    this.sql = planSql(schema);
+    this.getForUpdate = `${this.sql.get} FOR UPDATE`;
+  }
 
   async insert(q: Queryable, p: Plan): Promise<void> {
-    const sql = planSql(this.schema);
-    await q.query(sql.insert, sql.insertValues(p));
+    await q.query(this.sql.insert, this.sql.insertValues(p));
   }
 
   async get(q: Queryable, walletId: string, id: string, forUpdate = false): Promise<(Plan & { version: number }) | undefined> {
-    const { rows } = await q.query(`${planSql(this.schema).get}${forUpdate ? ' FOR UPDATE' : ''}`, [id, walletId]);
+    const { rows } = await q.query(forUpdate ? this.getForUpdate : this.sql.get, [id, walletId]);
     return rows[0];
   }
 
