@@ -25,11 +25,11 @@ const WARMUP = Number(process.env.BENCH_WARMUP ?? 2);
 const MAX_FAILURE_RATIO = 0.01;
 const ADMIN_URL = process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const PLAN_BODY = JSON.stringify({ name: 'Bench', amount_sats: 1000, interval: 'monthly' });
+// Logging and tracing at their defaults (info; spans on), as in production.
 const SERVICE_ENV = {
   LIGHTNING_PROVIDER: 'dev',
   // The webhook receiver listens on loopback.
   WEBHOOK_ALLOW_PRIVATE: '1',
-  LOG_LEVEL: 'warn',
   RATE_LIMIT_KEY_PER_SECOND: '1000000',
   RATE_LIMIT_PUBLIC_POST_PER_MINUTE: '100000000',
   DEV_MODE: '1',
