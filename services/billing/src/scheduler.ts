@@ -8,8 +8,10 @@ import { applyTransition, emit, emitMany } from './transitions.js';
 
 type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
 
-/** Renewal payments per payments message and billing transaction (a sweep pass runs its batches at once). */
+/** Renewal payments per payments message and billing transaction. */
 const RENEWAL_BATCH = RENEWAL_BATCH_MAX;
+/** Batches of a sweep pass in flight at once (see `sweep`). */
+const RENEWAL_LANES = 2;
 
 /**
  * Carries out what domain/schedule.ts says is due: it loads the rows whose stored next due time has
@@ -75,11 +77,18 @@ export class Scheduler {
         if (next.kind === 'renewal_payment') renewals.push({ s, due: next });
         else others.push(s);
       }
-      const batches: Promise<number>[] = [];
-      for (let i = 0; i < renewals.length; i += RENEWAL_BATCH) {
-        const batch = renewals.slice(i, i + RENEWAL_BATCH);
-        batches.push(this.issueRenewals(batch, now).catch((err) => this.batchFailed(batch, err)));
-      }
+      // RENEWAL_LANES batches in flight, each taking the next when done: while billing saves one, the
+      // payments service is already making the next one's invoices.
+      let next = 0;
+      const lane = async () => {
+        let n = 0;
+        while (next < renewals.length) {
+          const batch = renewals.slice(next, (next += RENEWAL_BATCH));
+          n += await this.issueRenewals(batch, now).catch((err) => this.batchFailed(batch, err));
+        }
+        return n;
+      };
+      const batches = Array.from({ length: RENEWAL_LANES }, lane);
       let progressed = 0;
       for (let i = 0; i < others.length; i += this.concurrency) {
         const results = await Promise.all(others.slice(i, i + this.concurrency).map((s) => this.step(s, now).catch((err) => this.failed(s, err))));
