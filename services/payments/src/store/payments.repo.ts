@@ -91,6 +91,11 @@ export class PaymentsRepo {
   /** The payments already made under any of these (wallet, idempotency key) pairs, in one statement. */
   async byIdempotencyKeys(q: Queryable, keys: { wallet_id: string; idempotency_key: string }[]): Promise<PaymentRecord[]> {
     if (!keys.length) return [];
+    // One key (a checkout): the plain lookup, which the planner need not plan as a join.
+    if (keys.length === 1) {
+      const p = await this.byIdempotencyKey(q, keys[0]!.wallet_id, keys[0]!.idempotency_key);
+      return p ? [p] : [];
+    }
     const { rows } = await q.query<PaymentRecord>(
       `SELECT ${COLUMNS} FROM ${this.t} WHERE (wallet_id, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
       [keys.map((k) => k.wallet_id), keys.map((k) => k.idempotency_key)],
