@@ -1,5 +1,5 @@
 import { ID_PREFIXES, messages, type CreatePayment, type CreatedPayment } from '@sb/contracts';
-import { conflict, DomainError, messageHandler, newId, invalid } from '@sb/runtime';
+import { conflict, DomainError, isDbUnavailable, messageHandler, newId, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkoutOf } from '../domain/checkout.js';
 import { toPayment, type PaymentRecord } from '../domain/payments.js';
@@ -95,7 +95,7 @@ export async function createPayments(d: Deps, reqs: CreatePayment[]): Promise<(C
   const toOpen = [...firsts.values()];
   const opened: ({ payment: Omit<PaymentRecord, 'version'>; devPreimage: string | null } | DomainError)[] = [];
   for (let i = 0; i < toOpen.length; i += OPEN_CONCURRENCY)
-    opened.push(...(await Promise.all(toOpen.slice(i, i + OPEN_CONCURRENCY).map((r) => open(d, r).catch(asDomainError)))));
+    opened.push(...(await Promise.all(toOpen.slice(i, i + OPEN_CONCURRENCY).map((r) => open(d, r).catch(failureOf(d, r))))));
   const failed = new Map<string, DomainError>();
   const rows: Exclude<(typeof opened)[number], DomainError>[] = [];
   opened.forEach((o, i) => {
@@ -128,11 +128,20 @@ export async function createPayments(d: Deps, reqs: CreatePayment[]): Promise<(C
   );
 }
 
-/** Expected failures (provider unavailable, bad request) answer their own request; anything else fails the batch. */
-function asDomainError(err: unknown): DomainError {
-  if (err instanceof DomainError) return err;
-  throw err;
-}
+/**
+ * What one request's failure to open answers: an expected failure (provider unavailable, bad request) as
+ * it is; anything else logged with an id, as the bus does for a failed message, so that one bad request
+ * does not fail the other payments of its batch tick after tick. The database away fails the batch.
+ */
+const failureOf =
+  (d: Deps, req: CreatePayment) =>
+  (err: unknown): DomainError => {
+    if (err instanceof DomainError) return err;
+    if (isDbUnavailable(err)) throw err;
+    const id = newId('err_');
+    d.log.error({ err, error_id: id, subscription_id: req.subscription_id }, 'opening a payment failed');
+    return new DomainError('internal', `Unexpected error! ID: ${id}`);
+  };
 
 export const createPaymentHandler = (d: Deps) =>
   messageHandler(messages.createPayment, async (req) => {
