@@ -1,5 +1,5 @@
 import { messages, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
-import { callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/runtime';
+import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailable, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { dueNow, dunningEnd, type Due, type SchedulePolicy } from './domain/schedule.js';
@@ -84,7 +84,7 @@ export class Scheduler {
         let n = 0;
         while (next < renewals.length) {
           const batch = renewals.slice(next, (next += RENEWAL_BATCH));
-          n += await this.issueRenewals(batch, now).catch((err) => this.batchFailed(batch, err));
+          n += await this.issueRenewals(batch, now).catch((err) => this.batchFailed(batch, now, err));
         }
         return n;
       };
@@ -107,9 +107,20 @@ export class Scheduler {
     }
   }
 
-  private batchFailed(batch: Renewal[], err: unknown): number {
-    this.d.log.warn({ err, subscriptions: batch.length, first_subscription_id: batch[0]?.s.id }, 'renewal batch failed; retried next tick');
-    return 0;
+  /**
+   * A batch failed as a whole. With the database or the payments service away, it waits for the next
+   * tick; otherwise the cause may be one row's, so each is tried alone and no bad row holds back the rest.
+   */
+  private async batchFailed(batch: Renewal[], now: number, err: unknown): Promise<number> {
+    if (batch.length === 1) return Number(this.failed(batch[0]!.s, err));
+    if (isDbUnavailable(err) || err instanceof BusUnavailableError || (err instanceof DomainError && err.kind === 'unavailable')) {
+      this.d.log.warn({ err, subscriptions: batch.length, first_subscription_id: batch[0]?.s.id }, 'renewal batch failed; retried next tick');
+      return 0;
+    }
+    this.d.log.warn({ err, subscriptions: batch.length, first_subscription_id: batch[0]?.s.id }, 'renewal batch failed; its rows are tried one by one');
+    let n = 0;
+    for (const r of batch) n += await this.issueRenewals([r], now).catch((e) => Number(this.failed(r.s, e)));
+    return n;
   }
 
   private failed(s: SubRow, err: unknown): false {
