@@ -312,6 +312,17 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
     );
     const seconds = (performance.now() - t0) / 1000;
     log(`sweep N=${size}: ${seconds.toFixed(1)} s`);
+    // The reminders still have to leave billing's outbox: a relay far behind the sweep is a problem too.
+    for (;;) {
+      const { rows } = await c.query('SELECT count(*)::int AS n FROM billing.outbox WHERE published_at IS NULL');
+      if (rows[0].n === 0 || performance.now() - t0 > (seconds + 120) * 1000) {
+        log(
+          `sweep N=${size}: outbox ${rows[0].n ? `still ${rows[0].n} unpublished` : 'drained'} ${((performance.now() - t0) / 1000 - seconds).toFixed(1)} s after`,
+        );
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
     return { n: size, seconds, per_second: size / seconds, rss_peak_mb: peak(), cpu };
   } finally {
     await c.end();

@@ -345,6 +345,100 @@ describe('crash safety', () => {
   });
 });
 
+/**
+ * A sweep renews due subscriptions in batches: one payments message for the batch, then one billing
+ * transaction. These hold one row of a batch locked (as another writer would) so the batch waits between
+ * the two steps, then move that row or kill billing right there.
+ */
+describe('batched renewals', () => {
+  async function dueBatch(n: number, tag: string) {
+    const p = await plan({ interval: 'weekly', trial_days: 2 });
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++)
+      ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `${tag}${i}@example.com` })).body.subscription_id);
+    return { ids, end: (await sub(ids[0]!)).current_period_end as number };
+  }
+  /** Holds the row locked in a transaction of its own until `release` is called (with what to do to it first). */
+  async function holdRow(id: string) {
+    const other = await db.connect();
+    await other.query('BEGIN');
+    await other.query('SELECT 1 FROM billing.subscriptions WHERE id = $1 FOR UPDATE', [id]);
+    return {
+      other,
+      async release(sql?: string) {
+        if (sql) await other.query(sql, [id]);
+        await other.query(sql ? 'COMMIT' : 'ROLLBACK');
+        other.release();
+      },
+    };
+  }
+  const waitingOnLock = () =>
+    until(
+      async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
+      (n) => n > 0,
+    );
+  async function expectRenewedOnce(ids: string[]) {
+    const payments = await db.query(
+      `SELECT subscription_id, count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal' GROUP BY 1`,
+      [ids],
+    );
+    expect(payments.rows).toHaveLength(ids.length);
+    expect(payments.rows.every((r) => r.n === 1)).toBe(true);
+    const marked = await db.query(
+      `SELECT count(*)::int AS n FROM billing.subscriptions s JOIN billing.renewal_payments r ON r.payment_id = s.renewal_payment_id
+       WHERE s.id = ANY($1) AND s.renewal_for = s.current_period_end AND r.period_end = s.current_period_end`,
+      [ids],
+    );
+    expect(marked.rows[0].n).toBe(ids.length);
+    const reminders = await db.query(
+      `SELECT payload->'data'->>'subscription_id' AS id, count(*)::int AS n, min(payload->'data'->>'payment_id') AS payment_id FROM billing.outbox
+       WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = ANY($1) GROUP BY 1`,
+      [ids],
+    );
+    expect(reminders.rows).toHaveLength(ids.length);
+    expect(reminders.rows.every((r) => r.n === 1)).toBe(true);
+    const trialEnding = await db.query(
+      `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'subscription.trial_ending' AND payload->'data'->>'subscription_id' = ANY($1)`,
+      [ids],
+    );
+    expect(trialEnding.rows[0].n).toBe(ids.length);
+    return reminders.rows;
+  }
+
+  it('a row another writer moves while its batch is between payments and billing is skipped, then renewed once with the same payment', async () => {
+    const { ids, end } = await dueBatch(8, 'mv');
+    const moved = ids[3]!;
+    const held = await holdRow(moved);
+    const moving = admin.post('/dev/clock', { advance_seconds: end - DAY / 2 - (await now()) });
+    await waitingOnLock();
+    // The batch read the row before this change (an owner's edit): its compare-and-set must not overwrite it.
+    await held.release(`UPDATE billing.subscriptions SET metadata = '{"edited":"while renewing"}', version = version + 1 WHERE id = $1`);
+    expect((await moving).status).toBe(200);
+    const reminders = await expectRenewedOnce(ids);
+    const row = (await db.query('SELECT metadata, renewal_payment_id FROM billing.subscriptions WHERE id = $1', [moved])).rows[0];
+    expect(row.metadata).toEqual({ edited: 'while renewing' });
+    expect(reminders.find((r) => r.id === moved)?.payment_id).toBe(row.renewal_payment_id);
+  });
+
+  it('billing killed after payments made a batch and before billing saved it: after a restart every renewal exists once', async () => {
+    const { ids, end } = await dueBatch(10, 'kb');
+    const held = await holdRow(ids[5]!);
+    const moving = admin.post('/dev/clock', { advance_seconds: end - DAY / 2 - (await now()) });
+    await waitingOnLock();
+    const made = await db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids]);
+    expect(made.rows[0].n).toBe(ids.length);
+    stack.services.billing.child.kill('SIGKILL');
+    await held.release();
+    // Its answer never comes (the gateway gives up after BUS_TIMEOUT_MS); the clock moved all the same.
+    moving.catch(() => undefined);
+    const unsaved = await db.query('SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND renewal_payment_id IS NOT NULL', [ids]);
+    expect(unsaved.rows[0].n).toBe(0);
+    await stack.restartBilling();
+    await advance(1);
+    await expectRenewedOnce(ids);
+  });
+});
+
 describe('events on JetStream', () => {
   it('every transition of a subscription reaches the EVENTS stream once, in order, in the WebhookEvent shape', async () => {
     const p = await plan({ interval: 'weekly' });

@@ -19,6 +19,7 @@ const messages = { ...internalMessages, ...notificationMessages };
 /** Which services call each service-to-service message (its owner, the subject's first token, answers it). */
 export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   createPayment: ['billing'],
+  createPayments: ['billing'],
   expireOpenPayments: ['billing'],
   markUnapplied: ['billing'],
   paymentMethods: ['billing'],

@@ -1,4 +1,5 @@
 import { z } from './zod.js';
+import { BusErrorReply } from './bus.js';
 import { Id, Paginated, UnixSeconds } from './common.js';
 import { NWC_ERROR_CODES, NWCSubscriptionCreate } from './nwc.js';
 import { CheckoutResponse, Payment, PaymentStatus, PortalPayment } from './payments.js';
@@ -38,6 +39,16 @@ export type CreatePayment = z.infer<typeof CreatePayment>;
 export const CreatedPayment = z.object({ payment: Payment, checkout: CheckoutResponse.omit({ manage_url: true }) });
 export type CreatedPayment = z.infer<typeof CreatedPayment>;
 
+/**
+ * A renewal sweep's payments in one message (a bus round trip and a multi-row statement per batch,
+ * not per renewal). Each request keeps its own idempotency key; each answer is that payment, or the
+ * error its own `create_payment` would have raised, in request order.
+ */
+export const RENEWAL_BATCH_MAX = 100;
+export const CreatePayments = z.object({ payments: z.array(CreatePayment).min(1).max(RENEWAL_BATCH_MAX) });
+export const CreatedPayments = z.object({ results: z.array(z.union([CreatedPayment, BusErrorReply.pick({ error: true })])) });
+export type CreatedPayments = z.infer<typeof CreatedPayments>;
+
 export const SubscriptionRef = z.object({ wallet_id: Id, subscription_id: Id });
 export type SubscriptionRef = z.infer<typeof SubscriptionRef>;
 
@@ -73,6 +84,7 @@ export type NwcChargeResult = z.infer<typeof NwcChargeResult>;
 
 export const messages = {
   createPayment: { subject: 'payments.internal.create_payment', request: CreatePayment, reply: CreatedPayment },
+  createPayments: { subject: 'payments.internal.create_payments', request: CreatePayments, reply: CreatedPayments },
   /**
    * Expire every pending payment of a subscription (cancel, plan archive, pending expiry), or only
    * `payment_id` (a renewal invoice replaced by a late payment of the one before it).

@@ -59,6 +59,32 @@ export async function enqueueEvent(
   return envelope;
 }
 
+/**
+ * Records many events in one statement, in the same transaction as the state changes they describe;
+ * their outbox order (and so their publishing order) is the order given.
+ */
+export async function enqueueEvents(
+  tx: Queryable,
+  schema: string,
+  clock: Clock,
+  events: { walletId: string; event: EventName; data: EventEnvelope['data'] }[],
+): Promise<EventEnvelope[]> {
+  if (!events.length) return [];
+  const envelopes: EventEnvelope[] = events.map((e) => ({
+    id: newId('evt_', clock.nowMs()),
+    event: e.event,
+    wallet_id: e.walletId,
+    timestamp: Math.floor(clock.nowMs() / 1000),
+    data: e.data,
+  }));
+  await tx.query(
+    `INSERT INTO ${schema}.outbox (event_id, subject, payload, trace_context)
+     SELECT e.id, e.subject, e.payload, $4::jsonb FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS e(id, subject, payload, n) ORDER BY e.n`,
+    [envelopes.map((e) => e.id), envelopes.map((e) => eventSubject(e.event)), envelopes.map((e) => JSON.stringify(e)), traceCarrier()],
+  );
+  return envelopes;
+}
+
 export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
   // NATS_REPLICAS is validated with the service's config at start (commonConfig).

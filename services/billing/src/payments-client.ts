@@ -1,5 +1,5 @@
-import { messages, type CreatedPayment, type NwcChargeResult, type PaymentPurpose, type Plan } from '@sb/contracts';
-import { type BusClient, callMessage } from '@sb/runtime';
+import { messages, type CreatePayment, type CreatedPayment, type NwcChargeResult, type PaymentPurpose, type Plan } from '@sb/contracts';
+import { type BusClient, callMessage, DomainError } from '@sb/runtime';
 import type { MethodAvailability } from './domain/plans.js';
 import type { Deps } from './deps.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -8,13 +8,15 @@ import type { SubRow } from './store/subscriptions.repo.js';
  * Asks the payments service for a payment of the subscription on its method, with the plan's rail
  * settings. Idempotent on `idempotency_key`.
  */
-export function requestPayment(
-  d: Pick<Deps, 'bus'>,
-  plan: Plan | undefined,
-  sub: Pick<SubRow, 'id' | 'wallet_id' | 'plan_id' | 'amount_sats' | 'payment_method'>,
-  o: { purpose: PaymentPurpose; description: string; expires_at: number; idempotency_key: string },
-): Promise<CreatedPayment> {
-  return callMessage(d.bus, messages.createPayment, {
+export function requestPayment(d: Pick<Deps, 'bus'>, plan: Plan | undefined, sub: PaymentSub, o: PaymentAsk): Promise<CreatedPayment> {
+  return callMessage(d.bus, messages.createPayment, paymentRequest(plan, sub, o));
+}
+
+type PaymentSub = Pick<SubRow, 'id' | 'wallet_id' | 'plan_id' | 'amount_sats' | 'payment_method'>;
+type PaymentAsk = { purpose: PaymentPurpose; description: string; expires_at: number; idempotency_key: string };
+
+function paymentRequest(plan: Plan | undefined, sub: PaymentSub, o: PaymentAsk): CreatePayment {
+  return {
     wallet_id: sub.wallet_id,
     subscription_id: sub.id,
     plan_id: sub.plan_id,
@@ -27,7 +29,20 @@ export function requestPayment(
       cardproc_account_id: plan?.cardproc_account_id ?? null,
       walletproc_merchant_id: plan?.walletproc_merchant_id ?? null,
     },
-  });
+  };
+}
+
+/**
+ * `requestPayment` for many subscriptions in one message (at most RENEWAL_BATCH_MAX): each answer is
+ * that payment, or the DomainError its own request met (the others are made all the same).
+ */
+export async function requestPayments(
+  d: Pick<Deps, 'bus'>,
+  asks: { plan: Plan | undefined; sub: PaymentSub; o: PaymentAsk }[],
+): Promise<(CreatedPayment | DomainError)[]> {
+  const { results } = await callMessage(d.bus, messages.createPayments, { payments: asks.map((a) => paymentRequest(a.plan, a.sub, a.o)) });
+  if (results.length !== asks.length) throw new Error(`create_payments answered ${results.length} of ${asks.length} requests`);
+  return results.map((r) => ('error' in r ? new DomainError(r.error.kind, r.error.message, r.error.issues) : r));
 }
 
 /** Whether `id` is one of the owner's watch-only wallets (they live in the payments service). */

@@ -1,10 +1,17 @@
-import { messages } from '@sb/contracts';
-import { callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/runtime';
+import { messages, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
+import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailable, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
-import { chargeWithWallet, requestPayment } from './payments-client.js';
+import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { dueNow, dunningEnd, type Due, type SchedulePolicy } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
-import { applyTransition, emit } from './transitions.js';
+import { applyTransition, emit, emitMany } from './transitions.js';
+
+type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
+
+/** Renewal payments per payments message and billing transaction. */
+const RENEWAL_BATCH = RENEWAL_BATCH_MAX;
+/** Batches of a sweep pass in flight at once (see `sweep`). */
+const RENEWAL_LANES = 2;
 
 /**
  * Carries out what domain/schedule.ts says is due: it loads the rows whose stored next due time has
@@ -15,6 +22,8 @@ export class Scheduler {
   private running?: Promise<number>;
   private readonly poller: Poller;
   private plans = new Map<string, ReturnType<Deps['plans']['get']>>();
+  /** The last sweep stopped at its pass limit with rows still due: the poller runs again at once. */
+  private backlog = false;
 
   constructor(
     private readonly d: Deps,
@@ -24,7 +33,7 @@ export class Scheduler {
     private readonly concurrency = 8,
   ) {
     // A sweep already loops until nothing moves, so one per interval.
-    this.poller = new Poller('scheduler', intervalMs, async () => (await this.tick(), false), d.log);
+    this.poller = new Poller('scheduler', intervalMs, async () => (await this.tick(), this.backlog), d.log);
   }
 
   start(): void {
@@ -54,20 +63,64 @@ export class Scheduler {
   private async sweep(): Promise<number> {
     let seen = 0;
     let passes = 0;
+    this.backlog = false;
     for (;;) {
       const now = unixSeconds(this.d.clock);
       this.plans = new Map();
       const due = await this.d.subscriptions.due(this.d.db, now, this.batch);
+      // Renewal payments go out in batches (one payments message and one transaction each, the bulk of
+      // a backlog); the other steps one by one.
+      const renewals: Renewal[] = [];
+      const others: SubRow[] = [];
+      for (const s of due) {
+        const next = dueNow(s, now, this.policy);
+        if (next.kind === 'renewal_payment') renewals.push({ s, due: next });
+        else others.push(s);
+      }
+      // RENEWAL_LANES batches in flight, each taking the next when done: while billing saves one, the
+      // payments service is already making the next one's invoices.
+      let next = 0;
+      const lane = async () => {
+        let n = 0;
+        while (next < renewals.length) {
+          const batch = renewals.slice(next, (next += RENEWAL_BATCH));
+          n += await this.issueRenewals(batch, now).catch((err) => this.batchFailed(batch, now, err));
+        }
+        return n;
+      };
+      const batches = Array.from({ length: RENEWAL_LANES }, lane);
       let progressed = 0;
-      for (let i = 0; i < due.length; i += this.concurrency) {
-        const results = await Promise.all(due.slice(i, i + this.concurrency).map((s) => this.step(s, now).catch((err) => this.failed(s, err))));
+      for (let i = 0; i < others.length; i += this.concurrency) {
+        const results = await Promise.all(others.slice(i, i + this.concurrency).map((s) => this.step(s, now).catch((err) => this.failed(s, err))));
         progressed += results.filter(Boolean).length;
       }
+      for (const n of await Promise.all(batches)) progressed += n;
       seen += due.length;
       // A subscription moves one step per pass (renewal payment, then period end, ...): sweep again
-      // while something moved, so a clock jump is caught up at once.
-      if (progressed === 0 || ++passes >= 20) return seen;
+      // while something moved, so a clock jump is caught up at once. A backlog larger than the pass
+      // limit goes on in the next sweep, at once.
+      if (progressed === 0) return seen;
+      if (++passes >= 20) {
+        this.backlog = due.length === this.batch;
+        return seen;
+      }
     }
+  }
+
+  /**
+   * A batch failed as a whole. With the database or the payments service away, it waits for the next
+   * tick; otherwise the cause may be one row's, so each is tried alone and no bad row holds back the rest.
+   */
+  private async batchFailed(batch: Renewal[], now: number, err: unknown): Promise<number> {
+    if (batch.length === 1) return Number(this.failed(batch[0]!.s, err));
+    if (isDbUnavailable(err) || err instanceof BusUnavailableError || (err instanceof DomainError && err.kind === 'unavailable')) {
+      this.d.log.warn({ err, subscriptions: batch.length, first_subscription_id: batch[0]?.s.id }, 'renewal batch failed; retried next tick');
+      return 0;
+    }
+    this.d.log.warn({ err, subscriptions: batch.length, first_subscription_id: batch[0]?.s.id }, 'renewal batch failed; its rows are tried one by one');
+    let n = 0;
+    for (const r of batch) n += await this.issueRenewals([r], now).catch((e) => Number(this.failed(r.s, e)));
+    return n;
   }
 
   private failed(s: SubRow, err: unknown): false {
@@ -109,8 +162,7 @@ export class Scheduler {
         return true;
       }
       case 'renewal_payment':
-        await this.issueRenewal(s, now, due);
-        return true;
+        return (await this.issueRenewals([{ s, due }], now)) > 0;
       case 'charge_wallet':
         await this.chargeWallet(s, now, due.first, due.retry_at);
         return true;
@@ -133,44 +185,77 @@ export class Scheduler {
 
   /**
    * Creates the renewal payment of the current period (or its replacement for the expired `previous`)
-   * and sends it out in a reminder. The idempotency key names the period and what it replaces, so a
-   * retry after a crash, or a second replica, gets the same payment back.
+   * of each subscription and sends it out in a reminder: one payments message for the batch, then one
+   * transaction saving every row still at the version the sweep read (a row another writer moved is
+   * skipped, as a conflict), its renewal record and its events. The idempotency key names the period and
+   * what it replaces, so a retry after a crash, or a second replica, gets the same payment back. Returns
+   * how many were renewed.
    */
-  private async issueRenewal(s: SubRow, now: number, due: Extract<Due, { kind: 'renewal_payment' }>): Promise<void> {
+  private async issueRenewals(batch: Renewal[], now: number): Promise<number> {
     const d = this.d;
-    const end = s.current_period_end;
-    const previous = due.replaces;
-    const lastCall = due.last_call;
-    const notify = due.notify_subscriber;
-    const { payment, checkout } = await this.requestRenewal(s, now, previous);
-    await this.inTx(s, async (tx, cur) => {
-      const row = {
-        ...cur,
-        renewal_payment_id: payment.id,
+    const plans = await Promise.all(batch.map(({ s }) => this.planOf(s)));
+    const answers = await requestPayments(
+      d,
+      batch.map(({ s, due }, i) => ({ plan: plans[i], sub: s, o: this.renewalAsk(s, now, due.replaces, plans[i]) })),
+    );
+    const issued = batch.flatMap((r, i) => {
+      const a = answers[i]!;
+      if (a instanceof DomainError) {
+        this.failed(r.s, a);
+        return [];
+      }
+      const end = r.s.current_period_end;
+      const row: SubRow = {
+        ...r.s,
+        renewal_payment_id: a.payment.id,
         renewal_for: end,
-        renewal_expires_at: checkout.expires_at,
-        reminded_for: lastCall ? end : cur.reminded_for,
-        reminder_notified_at: notify ? now : cur.reminder_notified_at,
+        renewal_expires_at: a.checkout.expires_at,
+        reminded_for: r.due.last_call ? end : r.s.reminded_for,
+        reminder_notified_at: r.due.notify_subscriber ? now : r.s.reminder_notified_at,
         updated_at: now,
       };
-      if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
-      await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
-      await emit(d, tx, row, 'renewal.reminder', {
-        // Whatever the method, the reminder carries what pays it: invoice, address (BIP21) or processor link.
-        payment_id: payment.id,
-        due_at: end,
-        payment_method: payment.payment_method,
-        payment_request: checkout.payment_request ?? null,
-        onchain_address: checkout.onchain_address ?? null,
-        bip21_uri: checkout.bip21_uri ?? null,
-        checkout_url: checkout.checkout_url ?? null,
-        amount_fiat: payment.amount_fiat ?? null,
-        currency: payment.currency ?? null,
-        expires_at: checkout.expires_at,
-        notify_subscriber: notify,
-        ...(previous ? { replaces_payment_id: previous } : {}),
-      });
-      if (due.trial_ending) await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
+      return [{ ...r, row, created: a }];
+    });
+    if (!issued.length) return 0;
+    return d.db.tx(async (tx) => {
+      const saved = await d.subscriptions.saveMany(
+        tx,
+        issued.map((x) => x.row),
+      );
+      const done = issued.filter((x) => saved.has(x.s.id));
+      await d.subscriptions.recordRenewalPayments(
+        tx,
+        done.map(({ s, created }) => ({ subscription_id: s.id, payment_id: created.payment.id, period_end: s.current_period_end })),
+      );
+      await emitMany(
+        d,
+        tx,
+        done.flatMap(({ s, due, row, created: { payment, checkout } }) => [
+          {
+            s: row,
+            event: 'renewal.reminder' as const,
+            extra: {
+              // Whatever the method, the reminder carries what pays it: invoice, address (BIP21) or processor link.
+              payment_id: payment.id,
+              due_at: s.current_period_end,
+              payment_method: payment.payment_method,
+              payment_request: checkout.payment_request ?? null,
+              onchain_address: checkout.onchain_address ?? null,
+              bip21_uri: checkout.bip21_uri ?? null,
+              checkout_url: checkout.checkout_url ?? null,
+              amount_fiat: payment.amount_fiat ?? null,
+              currency: payment.currency ?? null,
+              expires_at: checkout.expires_at,
+              notify_subscriber: due.notify_subscriber,
+              ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
+            },
+          },
+          ...(due.trial_ending
+            ? [{ s: row, event: 'subscription.trial_ending' as const, extra: { trial_end: s.current_period_end, notify_subscriber: s.receive_reminders } }]
+            : []),
+        ]),
+      );
+      return done.length;
     });
   }
 
@@ -254,15 +339,19 @@ export class Scheduler {
    * idempotency key names the period and what it replaces, so a retry or a second replica gets it back.
    */
   private async requestRenewal(s: SubRow, now: number, previous: string | null) {
-    const end = s.current_period_end;
     const plan = await this.planOf(s);
-    return requestPayment(this.d, plan, s, {
-      purpose: 'renewal',
+    return requestPayment(this.d, plan, s, this.renewalAsk(s, now, previous, plan));
+  }
+
+  private renewalAsk(s: SubRow, now: number, previous: string | null, plan: Plan | undefined) {
+    const end = s.current_period_end;
+    return {
+      purpose: 'renewal' as const,
       description: `${plan?.name ?? 'Subscription'} renewal`,
       // Payable through grace and the dunning window (payments caps each invoice's life; it is reissued).
       expires_at: Math.max(dunningEnd(s, this.policy), end + 3600, now + 3600),
       idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
-    });
+    };
   }
 
   /**

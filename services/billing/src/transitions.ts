@@ -1,12 +1,13 @@
 import type { EventEnvelope } from '@sb/contracts';
-import { conflict, enqueueEvent, type Queryable } from '@sb/runtime';
+import { conflict, enqueueEvent, enqueueEvents, type Queryable } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { transition, type LifecycleEvent } from './domain/lifecycle.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
+type EventNames = { plan_name: string; email: string | null; name: string | null } | undefined;
+
 /** The WebhookEvent data of a subscription: what an owner's webhook needs without a second call. */
-async function subscriptionEventData(d: Deps, q: Queryable, s: SubRow, extra: Record<string, unknown>): Promise<EventEnvelope['data']> {
-  const r = await d.subscriptions.eventNames(q, s.plan_id, s.subscriber_id);
+function subscriptionEventData(s: SubRow, r: EventNames, extra: Record<string, unknown>): EventEnvelope['data'] {
   return {
     subscription_id: s.id,
     plan_id: s.plan_id,
@@ -23,7 +24,27 @@ async function subscriptionEventData(d: Deps, q: Queryable, s: SubRow, extra: Re
 }
 
 export async function emit(d: Deps, q: Queryable, s: SubRow, event: EventEnvelope['event'], extra: Record<string, unknown> = {}): Promise<void> {
-  await enqueueEvent(q, SCHEMA, d.clock, s.wallet_id, event, await subscriptionEventData(d, q, s, extra));
+  const names = await d.subscriptions.eventNames(q, s.plan_id, s.subscriber_id);
+  await enqueueEvent(q, SCHEMA, d.clock, s.wallet_id, event, subscriptionEventData(s, names, extra));
+}
+
+/** `emit` of many events (a sweep's batch) in two statements; the outbox keeps their order. */
+export async function emitMany(d: Deps, q: Queryable, events: { s: SubRow; event: EventEnvelope['event']; extra?: Record<string, unknown> }[]): Promise<void> {
+  if (!events.length) return;
+  const names = await d.subscriptions.eventNamesOf(
+    q,
+    events.map((e) => e.s),
+  );
+  await enqueueEvents(
+    q,
+    SCHEMA,
+    d.clock,
+    events.map((e) => ({
+      walletId: e.s.wallet_id,
+      event: e.event,
+      data: subscriptionEventData(e.s, names.get(`${e.s.plan_id}/${e.s.subscriber_id}`), e.extra ?? {}),
+    })),
+  );
 }
 
 /**

@@ -114,6 +114,50 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect(reused.kind).toBe('conflict');
   });
 
+  it('create_payments: a batch answers each request in order, idempotently per key, a bad request refused alone', async () => {
+    const single = createRequest({ purpose: 'renewal' });
+    const made = await callMessage(s.bus, messages.createPayment, single);
+    const batch = [single, ...Array.from({ length: 5 }, () => createRequest({ purpose: 'renewal' }))];
+    const first = await callMessage(s.bus, messages.createPayments, { payments: batch });
+    expect(first.results).toHaveLength(6);
+    const created = first.results.map((r) => {
+      if ('error' in r) throw new Error(r.error.message);
+      return r;
+    });
+    // A key already used answers its payment, whichever message made it.
+    expect(created[0]!.payment.id).toBe(made.payment.id);
+    expect(created.map((r) => r.payment.subscription_id)).toEqual(batch.map((r) => r.subscription_id));
+    for (const r of created)
+      expect(decode(r.payment.payment_request!).sections.find((x) => x.name === 'payment_hash')).toMatchObject({ value: r.payment.payment_hash });
+    // Retried whole (a crash before billing saved it), and by two replicas at once: the same payments, none more.
+    const again = await Promise.all([1, 2].map(() => callMessage(s.bus, messages.createPayments, { payments: batch })));
+    for (const a of again) expect(a).toEqual(first);
+    const { rows } = await s.db.query('SELECT subscription_id, count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) GROUP BY 1', [
+      batch.map((r) => r.subscription_id),
+    ]);
+    expect(rows.map((r) => r.n)).toEqual([1, 1, 1, 1, 1, 1]);
+
+    // Racing first calls of the same new keys: one payment per key, every answer names it.
+    const fresh = Array.from({ length: 4 }, () => createRequest({ purpose: 'renewal' }));
+    const raced = await Promise.all([1, 2, 3].map(() => callMessage(s.bus, messages.createPayments, { payments: fresh })));
+    const ids = raced.map((r) => r.results.map((x) => ('payment' in x ? x.payment.id : x.error.message)));
+    expect(ids[1]).toEqual(ids[0]);
+    expect(ids[2]).toEqual(ids[0]);
+    const stored = await s.db.query('SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1)', [fresh.map((r) => r.subscription_id)]);
+    expect(stored.rows[0].n).toBe(4);
+
+    // A reused key for another subscription, a method without a provider and a past expiry fail alone.
+    const mixed = await callMessage(s.bus, messages.createPayments, {
+      payments: [
+        { ...single, subscription_id: 'sub_other' },
+        createRequest({ payment_method: 'onchain' }),
+        createRequest({ expires_at: now() - 5 }),
+        createRequest({ purpose: 'renewal' }),
+      ],
+    });
+    expect(mixed.results.map((r) => ('error' in r ? r.error.kind : 'ok'))).toEqual(['conflict', 'invalid', 'invalid', 'ok']);
+  });
+
   it('a renewal payable for weeks gets an invoice of at most INVOICE_MAX_EXPIRY_S, and no QR code (it goes out in a reminder)', async () => {
     const wanted = now() + 30 * 86_400;
     const { payment, checkout } = await callMessage(s.bus, messages.createPayment, createRequest({ purpose: 'renewal', expires_at: wanted }));

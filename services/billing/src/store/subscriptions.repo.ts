@@ -63,6 +63,31 @@ const MUTABLE = [
   'updated_at',
 ] as const;
 
+/** SQL types of the MUTABLE columns, for the arrays of a multi-row compare-and-set. */
+const MUTABLE_TYPES: Record<(typeof MUTABLE)[number], string> = {
+  status: 'text',
+  period_anchor: 'bigint',
+  period_index: 'int',
+  current_period_start: 'bigint',
+  current_period_end: 'bigint',
+  trial_end: 'bigint',
+  cancelled_at: 'bigint',
+  cancel_reason: 'text',
+  receive_confirmations: 'boolean',
+  receive_reminders: 'boolean',
+  metadata: 'jsonb',
+  renewal_payment_id: 'text',
+  renewal_for: 'bigint',
+  renewal_expires_at: 'bigint',
+  reminded_for: 'bigint',
+  reminder_notified_at: 'bigint',
+  nwc_next_attempt_at: 'bigint',
+  nwc_fallback: 'boolean',
+  nwc_charging_since: 'bigint',
+  pending_since: 'bigint',
+  updated_at: 'bigint',
+};
+
 export function toSubscription(r: SubRow, now: number): Subscription {
   return {
     id: r.id,
@@ -151,6 +176,31 @@ export class SubscriptionsRepo {
     return rowCount === 1;
   }
 
+  /**
+   * `save` for many rows in two statements: each row is written only if its `version` is still the one
+   * given (the others were moved by another writer and are skipped, as `save` answers false). The rows
+   * are locked in id order first, so two replicas saving overlapping batches wait on each other instead
+   * of deadlocking. Returns the ids saved.
+   */
+  async saveMany(q: Queryable, rows: SubRow[]): Promise<Set<string>> {
+    if (!rows.length) return new Set();
+    const ids = rows.map((r) => r.id);
+    await q.query(`SELECT id FROM ${this.schema}.subscriptions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, [ids]);
+    const cols = MUTABLE.map((c, i) => `$${i + 4}::${MUTABLE_TYPES[c]}[]`).join(', ');
+    const { rows: saved } = await q.query<{ id: string }>(
+      `UPDATE ${this.schema}.subscriptions s SET ${MUTABLE.map((c) => `${c} = v.${c}`).join(', ')}, next_due_at = v.next_due_at, version = s.version + 1
+       FROM unnest($1::text[], $2::int[], $3::bigint[], ${cols}) AS v(id, version, next_due_at, ${MUTABLE.join(', ')})
+       WHERE s.id = v.id AND s.version = v.version RETURNING s.id`,
+      [
+        ids,
+        rows.map((r) => r.version),
+        rows.map((r) => this.nextDue(r)),
+        ...MUTABLE.map((c) => rows.map((r) => (c === 'metadata' ? JSON.stringify(r.metadata) : r[c]))),
+      ],
+    );
+    return new Set(saved.map((r) => r.id));
+  }
+
   /** Nothing was due after all (the row was looked at early): store when it next is, without a version change. */
   async setNextDue(q: Queryable, r: SubRow, now: number): Promise<void> {
     await q.query(`UPDATE ${this.schema}.subscriptions SET next_due_at = $3 WHERE id = $1 AND version = $2`, [r.id, r.version, nextDueAt(r, now, this.policy)]);
@@ -197,10 +247,12 @@ export class SubscriptionsRepo {
     return rows[0];
   }
 
+  /** Locked in id order, as `saveMany` locks: a sweep's batch and a plan archive wait on each other, never deadlock. */
   async liveOfPlan(q: Queryable, planId: string): Promise<SubRow[]> {
-    const { rows } = await q.query<SubRow>(`SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN (${LIVE_IN}) FOR UPDATE`, [
-      planId,
-    ]);
+    const { rows } = await q.query<SubRow>(
+      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND status IN (${LIVE_IN}) ORDER BY id FOR UPDATE`,
+      [planId],
+    );
     return rows;
   }
 
@@ -235,6 +287,30 @@ export class SubscriptionsRepo {
       [planId, subscriberId],
     );
     return rows[0];
+  }
+
+  /** `eventNames` of many subscriptions in one statement, by `plan_id/subscriber_id`. */
+  async eventNamesOf(
+    q: Queryable,
+    subs: { plan_id: string; subscriber_id: string }[],
+  ): Promise<Map<string, { plan_name: string; email: string | null; name: string | null }>> {
+    const { rows } = await q.query<{ plan_id: string; subscriber_id: string; plan_name: string; email: string | null; name: string | null }>(
+      `SELECT p.id AS plan_id, c.id AS subscriber_id, p.name AS plan_name, c.email, c.name
+       FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS v(plan_id, subscriber_id)) v
+       JOIN ${this.schema}.plans p ON p.id = v.plan_id JOIN ${this.schema}.subscribers c ON c.id = v.subscriber_id`,
+      [subs.map((s) => s.plan_id), subs.map((s) => s.subscriber_id)],
+    );
+    return new Map(rows.map((r) => [`${r.plan_id}/${r.subscriber_id}`, r]));
+  }
+
+  /** Records many renewal payments, each with the period it pays for, in one statement. */
+  async recordRenewalPayments(q: Queryable, items: { subscription_id: string; payment_id: string; period_end: number }[]): Promise<void> {
+    if (!items.length) return;
+    await q.query(
+      `INSERT INTO ${this.schema}.renewal_payments (payment_id, subscription_id, period_end)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT DO NOTHING`,
+      [items.map((i) => i.payment_id), items.map((i) => i.subscription_id), items.map((i) => i.period_end)],
+    );
   }
 
   /** Records a renewal payment and the period it pays for. */

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { devPay } from './dev.pay.js';
 import { devPayInvoice } from './dev.pay_invoice.js';
 import { confirmPreimageHandler } from './internal.confirm_preimage.js';
-import { createPaymentHandler } from './internal.create_payment.js';
+import { createPaymentHandler, createPaymentsHandler } from './internal.create_payment.js';
 import { fiatQuoteHandler } from './internal.fiat_quote.js';
 import { paymentMethodsHandler } from './internal.methods.js';
 import { expireOpenPaymentsHandler, markUnappliedHandler } from './internal.expire_open.js';
@@ -19,6 +19,7 @@ import { callbackHandler } from './webhooks.js';
 /** Every subject this service answers. */
 export const allHandlers = (d: Deps): Handler[] => [
   createPaymentHandler(d),
+  createPaymentsHandler(d),
   confirmPreimageHandler(d),
   expireOpenPaymentsHandler(d),
   markUnappliedHandler(d),

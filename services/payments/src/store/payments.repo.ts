@@ -72,6 +72,37 @@ export class PaymentsRepo {
     return rows[0];
   }
 
+  /**
+   * Inserts many in one statement; rows whose (wallet, idempotency key) is already used are skipped, so
+   * only the payments this call stored come back (a racing caller's are read with `byIdempotencyKeys`).
+   */
+  async insertMany(q: Queryable, rows: { payment: Omit<PaymentRecord, 'version'>; devPreimage: string | null }[]): Promise<PaymentRecord[]> {
+    if (!rows.length) return [];
+    const width = INSERTED.length + 1;
+    const values = rows.map((_, r) => `(${Array.from({ length: width }, (_, i) => `$${r * width + i + 1}`).join(', ')})`);
+    const { rows: stored } = await q.query<PaymentRecord>(
+      `INSERT INTO ${this.t} (${INSERTED.join(', ')}, dev_preimage) VALUES ${values.join(', ')}
+       ON CONFLICT ON CONSTRAINT payments_idempotency DO NOTHING RETURNING ${COLUMNS}`,
+      rows.flatMap((r) => [...INSERTED.map((c) => r.payment[c]), r.devPreimage]),
+    );
+    return stored;
+  }
+
+  /** The payments already made under any of these (wallet, idempotency key) pairs, in one statement. */
+  async byIdempotencyKeys(q: Queryable, keys: { wallet_id: string; idempotency_key: string }[]): Promise<PaymentRecord[]> {
+    if (!keys.length) return [];
+    // One key (a checkout): the plain lookup, which the planner need not plan as a join.
+    if (keys.length === 1) {
+      const p = await this.byIdempotencyKey(q, keys[0]!.wallet_id, keys[0]!.idempotency_key);
+      return p ? [p] : [];
+    }
+    const { rows } = await q.query<PaymentRecord>(
+      `SELECT ${COLUMNS} FROM ${this.t} WHERE (wallet_id, idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+      [keys.map((k) => k.wallet_id), keys.map((k) => k.idempotency_key)],
+    );
+    return rows;
+  }
+
   /** The preimage of a DEV provider invoice, by its payment hash (the dev provider's reference, so the unique index finds it). */
   async devInvoice(q: Queryable, paymentHash: string): Promise<{ id: string; dev_preimage: string } | undefined> {
     const { rows } = await q.query<{ id: string; dev_preimage: string }>(
