@@ -234,11 +234,7 @@ export const DB_UNAVAILABLE_DETAIL = 'The database is not available right now, p
 export interface Handler {
   subject: string;
   request: z.ZodType;
-  /**
-   * The schema of what the handler answers. The receiver of the reply checks it (the gateway against
-   * the route's response, `callMessage` against the message's reply): a reply is parsed once, not on
-   * both sides.
-   */
+  /** Validates what the handler answers before it leaves the service (the receiver checks it again). */
   response?: z.ZodType;
   handle(input: unknown): Promise<unknown>;
 }
@@ -406,7 +402,11 @@ async function run(h: Handler, data: unknown, span: Span, log: Logger): Promise<
       }));
       return { ok: false, error: { kind: 'invalid', message: 'The message breaks its contract', issues } };
     }
-    return { ok: true, data: await h.handle(input.data) };
+    const out = await h.handle(input.data);
+    // Both ends check a message against its contract: an answer that breaks it is this service's bug (a
+    // 500 with an error id here), not a malformed reply for the caller to puzzle over.
+    if (h.response) h.response.parse(out);
+    return { ok: true, data: out };
   } catch (err) {
     if (err instanceof DomainError) return { ok: false, error: err.toReply() };
     if (err instanceof BusUnavailableError) {

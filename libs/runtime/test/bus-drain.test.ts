@@ -46,3 +46,25 @@ describe('a stopping service', () => {
     }
   });
 });
+
+describe('a service answering', () => {
+  it('checks its answer against the contract before it leaves: a broken one is an internal error with an id', async () => {
+    const server = createBusServer(nats.url, 'contract-test');
+    const answer = (subject: string, out: unknown) =>
+      defineHandler({ subject, request: z.object({}), response: z.object({ n: z.number() }), handle: async () => out });
+    registerHandlers(server, [answer('contract.good', { n: 1 }), answer('contract.broken', { n: 'one' })], pino({ level: 'silent' }));
+    await new Promise<void>((resolve, reject) => server.listen((err?: unknown) => (err ? reject(err) : resolve())));
+    const bus = new BusClient(nats.url, 10_000, 'contract-client');
+    await bus.connect();
+    try {
+      expect(await bus.request('contract.good', {})).toEqual({ ok: true, data: { n: 1 } });
+      const broken = await bus.request('contract.broken', {});
+      expect(broken).toMatchObject({ ok: false, error: { kind: 'internal' } });
+      expect(JSON.stringify(broken)).toMatch(/Unexpected error! ID: err_/);
+      expect(JSON.stringify(broken)).not.toContain('one');
+    } finally {
+      await bus.close();
+      await server.close();
+    }
+  });
+});
