@@ -84,7 +84,11 @@ export type NwcChargeResult = z.infer<typeof NwcChargeResult>;
 
 export const messages = {
   createPayment: { subject: 'payments.internal.create_payment', request: CreatePayment, reply: CreatedPayment },
-  createPayments: { subject: 'payments.internal.create_payments', request: CreatePayments, reply: CreatedPayments },
+  /**
+   * Up to 100 payments opened 16 at a time, each at a provider that may take its PROVIDER_TIMEOUT_MS:
+   * the caller waits for the batch instead of sending it again while payments still works on it.
+   */
+  createPayments: { subject: 'payments.internal.create_payments', request: CreatePayments, reply: CreatedPayments, timeoutMs: 60_000 },
   /**
    * Expire every pending payment of a subscription (cancel, plan archive, pending expiry), or only
    * `payment_id` (a renewal invoice replaced by a late payment of the one before it).

@@ -1,4 +1,5 @@
 import { context, trace, type Link } from '@opentelemetry/api';
+import { BusUnavailableError } from './bus.js';
 import { isDbUnavailable } from './db.js';
 import { inSpan } from './telemetry.js';
 
@@ -23,7 +24,7 @@ export interface BatcherOptions {
  * statement for many rows instead of one round trip per row (socket writes are what costs). While a batch
  * is under way new items wait, so batches grow with the load instead of the round trips. Each caller
  * gets its own result, or an error: when a batch fails, each of its items is run alone, so one bad item
- * fails only its own caller (unless the database is away, which every item would meet again).
+ * fails only its own caller (unless the database or a peer service is away, which every item would meet again).
  */
 export class Batcher<I, O> {
   private readonly queue: Waiting<I, O>[] = [];
@@ -71,7 +72,9 @@ export class Batcher<I, O> {
       const out = await once(batch);
       for (const [i, w] of batch.entries()) w.resolve(out[i]!);
     } catch (err) {
-      if (batch.length === 1 || isDbUnavailable(err)) {
+      // An outage (database or a peer service away) fails every item alike: retrying them one by one
+      // would only hold the callers (and their acknowledgement deadlines) for as many timeouts.
+      if (batch.length === 1 || isDbUnavailable(err) || err instanceof BusUnavailableError) {
         for (const w of batch) w.reject(err);
         return;
       }

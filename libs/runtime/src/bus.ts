@@ -118,6 +118,11 @@ class ReplyInbox {
     });
   }
 
+  /** Requests still waiting for their reply. */
+  get pending(): number {
+    return this.waiting.size;
+  }
+
   private settle(token: string, w: Waiting): void {
     clearTimeout(w.timer);
     this.waiting.delete(token);
@@ -181,6 +186,9 @@ export class BusClient {
 
   async close(): Promise<void> {
     this.closed = true;
+    // The replies on their way are still taken (a payment made downstream is answered, not a 503).
+    const until = Date.now() + this.timeoutMs;
+    while ((this.conn?.inbox.pending ?? 0) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     const nc = this.conn?.nc;
     this.conn = undefined;
     await nc?.drain().catch(() => nc.close());

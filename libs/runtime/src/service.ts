@@ -85,8 +85,9 @@ export async function runService<C extends BaseConfig>(opts: {
     stopping = true;
     log.info({ signal }, `${opts.name} stopping`);
     ops.close();
-    await parts.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
+    // The requests being answered may call other services: the bus client of `parts` closes after them.
     await server.close().catch(() => undefined);
+    await parts.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
     await relay.stop();
     await nc!.drain().catch(() => undefined);
     await db.close().catch(() => undefined);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Batcher } from '../src/batcher.js';
+import { BusUnavailableError } from '../src/bus.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 
@@ -68,6 +69,20 @@ describe('Batcher', () => {
     );
     const results = await Promise.allSettled([1, 2, 3].map((x) => b.add(x)));
     expect(results.every((r) => r.status === 'rejected' && /ECONNREFUSED/.test((r.reason as Error).message))).toBe(true);
+    expect(calls).toBe(1);
+  });
+
+  it('when a peer service does not answer, every caller gets the error at once (no item is tried alone)', async () => {
+    let calls = 0;
+    const b = new Batcher(
+      async (): Promise<number[]> => {
+        calls++;
+        throw new BusUnavailableError('billing.internal.subscription_contact timed out');
+      },
+      { maxBatch: 100, span: 'test' },
+    );
+    const results = await Promise.allSettled([1, 2, 3].map((x) => b.add(x)));
+    expect(results.every((r) => r.status === 'rejected' && r.reason instanceof BusUnavailableError)).toBe(true);
     expect(calls).toBe(1);
   });
 });

@@ -67,4 +67,26 @@ describe('a service answering', () => {
       await server.close();
     }
   });
+
+  it('a closing client still takes the replies on their way', async () => {
+    const server = createBusServer(nats.url, 'client-close-test');
+    const slow = defineHandler({
+      subject: 'client.slow',
+      request: z.object({}),
+      handle: async () => (await new Promise((r) => setTimeout(r, 800)), { done: true }),
+    });
+    registerHandlers(server, [slow], pino({ level: 'silent' }));
+    await new Promise<void>((resolve, reject) => server.listen((err?: unknown) => (err ? reject(err) : resolve())));
+    const bus = new BusClient(nats.url, 10_000, 'client-close');
+    await bus.connect();
+    try {
+      const inFlight = bus.request('client.slow', {});
+      await new Promise((r) => setTimeout(r, 100));
+      const closed = bus.close();
+      expect(await inFlight).toEqual({ ok: true, data: { done: true } });
+      await closed;
+    } finally {
+      await server.close();
+    }
+  });
 });

@@ -82,8 +82,10 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'gateway stopping');
-    server.close();
+    // Requests under way get their answers before the bus closes (at most the longest bus wait, 45 s).
+    const drained = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
+    await Promise.race([drained, new Promise((r) => setTimeout(r, 60_000).unref())]);
     await bus.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     await shutdownTelemetry();
