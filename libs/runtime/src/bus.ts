@@ -5,7 +5,7 @@ import { isDbUnavailable } from './db.js';
 import { DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
-import { connectNats, natsOptions, type NatsSettings } from './nats.js';
+import { connectNats, natsOptions, natsReachable, type NatsSettings } from './nats.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
 /**
@@ -195,16 +195,8 @@ export class BusClient {
   }
 
   /** True when the NATS server answers a round trip within a second. */
-  async reachable(): Promise<boolean> {
-    const nc = this.conn?.nc;
-    if (!nc || nc.isClosed()) return false;
-    return Promise.race([
-      nc.rtt().then(
-        () => true,
-        () => false,
-      ),
-      new Promise<boolean>((r) => setTimeout(() => r(false), 1000)),
-    ]);
+  reachable(): Promise<boolean> {
+    return natsReachable(this.conn?.nc);
   }
 
   /** `timeoutMs` lengthens the wait for a request known to be slow; it never shortens BUS_TIMEOUT_MS. */
