@@ -33,6 +33,10 @@ export const outboxTraceMigration: Migration = {
   sql: 'ALTER TABLE outbox ADD COLUMN IF NOT EXISTS trace_context JSONB',
 };
 
+function envelopeOf(clock: Clock, walletId: string, event: EventName, data: EventEnvelope['data']): EventEnvelope {
+  return { id: newId('evt_', clock.nowMs()), event, wallet_id: walletId, timestamp: Math.floor(clock.nowMs() / 1000), data };
+}
+
 /** Records an event in the same transaction as the state change it describes. */
 export async function enqueueEvent(
   tx: Queryable,
@@ -42,13 +46,7 @@ export async function enqueueEvent(
   event: EventName,
   data: EventEnvelope['data'],
 ): Promise<EventEnvelope> {
-  const envelope: EventEnvelope = {
-    id: newId('evt_', clock.nowMs()),
-    event,
-    wallet_id: walletId,
-    timestamp: Math.floor(clock.nowMs() / 1000),
-    data,
-  };
+  const envelope = envelopeOf(clock, walletId, event, data);
   // The event continues the trace of what caused it: the relay publishes it as a child of this context.
   await tx.query(`INSERT INTO ${schema}.outbox (event_id, subject, payload, trace_context) VALUES ($1, $2, $3, $4)`, [
     envelope.id,
@@ -70,13 +68,7 @@ export async function enqueueEvents(
   events: { walletId: string; event: EventName; data: EventEnvelope['data'] }[],
 ): Promise<EventEnvelope[]> {
   if (!events.length) return [];
-  const envelopes: EventEnvelope[] = events.map((e) => ({
-    id: newId('evt_', clock.nowMs()),
-    event: e.event,
-    wallet_id: e.walletId,
-    timestamp: Math.floor(clock.nowMs() / 1000),
-    data: e.data,
-  }));
+  const envelopes = events.map((e) => envelopeOf(clock, e.walletId, e.event, e.data));
   await tx.query(
     `INSERT INTO ${schema}.outbox (event_id, subject, payload, trace_context)
      SELECT e.id, e.subject, e.payload, $4::jsonb FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS e(id, subject, payload, n) ORDER BY e.n`,
