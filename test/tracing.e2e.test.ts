@@ -58,28 +58,39 @@ describe('traces across the asynchronous paths', () => {
 
     const inTrace = () => collector.spans.filter((s) => s.traceId === traceId);
     const find = (t: SpanRecord[], service: string, name: string, kind: number) => t.find((s) => s.service === service && s.name === name && s.kind === kind);
-    const t = await until(
-      async () => inTrace(),
-      (t) => !!find(t, 'notifier', 'webhook deliver', CLIENT),
-      20_000,
-    );
-
-    // HTTP -> payments' handler -> payment.received published by the relay -> billing applies it ->
-    // subscription.activated published -> the notifier records it -> the webhook attempt.
-    const http = t.find((s) => s.service === 'gateway' && s.kind === SERVER);
-    const pay = find(t, 'payments', 'payments.dev.pay process', CONSUMER);
-    const received = find(t, 'payments', 'events.payment.received publish', PRODUCER);
-    const applied = find(t, 'billing', 'events.payment.received process', CONSUMER);
-    const activated = find(t, 'billing', 'events.subscription.activated publish', PRODUCER);
-    const recorded = find(t, 'notifier', 'events.subscription.activated process', CONSUMER);
-    const delivery = find(t, 'notifier', 'webhook deliver', CLIENT);
-    for (const span of [http, pay, received, applied, activated, recorded, delivery]) expect(span).toBeDefined();
-    const byId = new Map(t.map((s) => [s.spanId, s]));
-    const ancestors = (s: SpanRecord) => {
+    // Each service exports its spans on its own schedule: the delivery's may arrive before earlier steps'.
+    const steps = (t: SpanRecord[]) => ({
+      http: t.find((s) => s.service === 'gateway' && s.kind === SERVER),
+      pay: find(t, 'payments', 'payments.dev.pay process', CONSUMER),
+      received: find(t, 'payments', 'events.payment.received publish', PRODUCER),
+      applied: find(t, 'billing', 'events.payment.received process', CONSUMER),
+      activated: find(t, 'billing', 'events.subscription.activated publish', PRODUCER),
+      recorded: find(t, 'notifier', 'events.subscription.activated process', CONSUMER),
+      delivery: find(t, 'notifier', 'webhook deliver', CLIENT),
+    });
+    const ancestorsIn = (t: SpanRecord[], s: SpanRecord) => {
+      const byId = new Map(t.map((x) => [x.spanId, x]));
       const out: string[] = [];
       for (let p = s.parentSpanId; p; p = byId.get(p)?.parentSpanId) out.push(p);
       return out;
     };
+    // Complete once every step and the spans between them (SQL, bus) have arrived.
+    const complete = (t: SpanRecord[]) => {
+      const s = steps(t);
+      if (!Object.values(s).every(Boolean)) return false;
+      return [
+        [s.pay!, s.http!],
+        [s.received!, s.pay!],
+        [s.activated!, s.applied!],
+      ].every(([child, parent]) => ancestorsIn(t, child!).includes(parent!.spanId));
+    };
+    const t = await until(async () => inTrace(), complete, 20_000);
+
+    // HTTP -> payments' handler -> payment.received published by the relay -> billing applies it ->
+    // subscription.activated published -> the notifier records it -> the webhook attempt.
+    const { http, pay, received, applied, activated, recorded, delivery } = steps(t);
+    for (const span of [http, pay, received, applied, activated, recorded, delivery]) expect(span).toBeDefined();
+    const ancestors = (s: SpanRecord) => ancestorsIn(t, s);
     // Every step descends from the one before it (some have SQL or bus spans between them).
     expect(ancestors(pay!)).toContain(http!.spanId);
     expect(ancestors(received!)).toContain(pay!.spanId);

@@ -93,6 +93,25 @@ const KEY = 'offset_ms';
  * The test clock of DEV_MODE: real time plus an offset every service reads from one NATS KV key and
  * follows as it changes, so moving it once moves the whole system.
  */
+/** JetStream's answers while another client is adding the same stream at the same moment. */
+const STREAM_ADD_RACE = new Set([10058, 10065]);
+
+/**
+ * Runs a look-up-or-add of a JetStream stream (or KV bucket) again when it lost the race to another process
+ * adding the same stream: the server then says the name is taken or its subjects overlap, although the
+ * stream it sees is the one we asked for. Services of one system start side by side, so this happens.
+ */
+export async function creatingStream<T>(create: () => Promise<T>, attempts = 5): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await create();
+    } catch (err) {
+      if (i >= attempts || !(err instanceof JetStreamApiError) || !STREAM_ADD_RACE.has(err.code)) throw err;
+      await new Promise((r) => setTimeout(r, 50 * i));
+    }
+  }
+}
+
 export class DevClock implements Clock {
   private offsetMs = 0;
   private revision = 0;
@@ -100,7 +119,7 @@ export class DevClock implements Clock {
   private constructor(private readonly kv: KV) {}
 
   static async start(nc: NatsConnection): Promise<DevClock> {
-    const kv = await new Kvm(nc).create(BUCKET, { history: 1, replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 });
+    const kv = await creatingStream(() => new Kvm(nc).create(BUCKET, { history: 1, replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1 }));
     const clock = new DevClock(kv);
     clock.apply(await kv.get(KEY));
     const watch = await kv.watch({ key: KEY });

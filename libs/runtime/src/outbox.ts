@@ -7,6 +7,7 @@ import type { Db, Migration, Queryable } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { contextOf, injectTraceHeaders, inSpan, traceCarrier, type TraceCarrier } from './telemetry.js';
+import { creatingStream } from './nats.js';
 import { Poller } from './poller.js';
 
 /** The outbox table every event-emitting service has in its own schema (used in its first migration). */
@@ -86,12 +87,14 @@ export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
     duplicate_window: 10 * 60 * 1_000_000_000,
     num_replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1,
   };
-  try {
-    await jsm.streams.info(EVENTS_STREAM);
-    await jsm.streams.update(EVENTS_STREAM, config);
-  } catch {
-    await jsm.streams.add(config);
-  }
+  await creatingStream(async () => {
+    try {
+      await jsm.streams.info(EVENTS_STREAM);
+      await jsm.streams.update(EVENTS_STREAM, config);
+    } catch {
+      await jsm.streams.add(config);
+    }
+  });
 }
 
 /**
