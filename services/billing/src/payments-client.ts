@@ -1,5 +1,5 @@
-import { messages, type CreatePayment, type CreatedPayment, type NwcChargeResult, type PaymentPurpose, type Plan } from '@sb/contracts';
-import { type BusClient, callMessage, DomainError } from '@sb/runtime';
+import { messages, type CreatePayment, type CreatedPayment, type CreatedPayments, type NwcChargeResult, type PaymentPurpose, type Plan } from '@sb/contracts';
+import { type BusClient, BusUnavailableError, callMessage, DomainError } from '@sb/runtime';
 import type { MethodAvailability } from './domain/plans.js';
 import type { Deps } from './deps.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -40,9 +40,38 @@ export async function requestPayments(
   d: Pick<Deps, 'bus'>,
   asks: { plan: Plan | undefined; sub: PaymentSub; o: PaymentAsk }[],
 ): Promise<(CreatedPayment | DomainError)[]> {
-  const { results } = await callMessage(d.bus, messages.createPayments, { payments: asks.map((a) => paymentRequest(a.plan, a.sub, a.o)) });
+  const requests = asks.map((a) => paymentRequest(a.plan, a.sub, a.o));
+  let results: CreatedPayments['results'];
+  try {
+    ({ results } = await callMessage(d.bus, messages.createPayments, { payments: requests }));
+  } catch (err) {
+    if (!(err instanceof BusUnavailableError && err.noResponders)) throw err;
+    return oneByOne(d, requests);
+  }
   if (results.length !== asks.length) throw new Error(`create_payments answered ${results.length} of ${asks.length} requests`);
   return results.map((r) => ('error' in r ? new DomainError(r.error.kind, r.error.message, r.error.issues) : r));
+}
+
+/** Single requests under way at once when the batch message has nobody to answer it. */
+const ONE_BY_ONE_CONCURRENCY = 8;
+
+/**
+ * The batch, one request per payment: nobody answers the batch message while the payments service still
+ * runs a version from before it (a rolling update), and renewals must not stop meanwhile. Each request is
+ * idempotent on its key, so a payment the batch did make is answered again, not made twice.
+ */
+async function oneByOne(d: Pick<Deps, 'bus'>, requests: CreatePayment[]): Promise<(CreatedPayment | DomainError)[]> {
+  const out: (CreatedPayment | DomainError)[] = [];
+  for (let i = 0; i < requests.length; i += ONE_BY_ONE_CONCURRENCY) {
+    const chunk = requests.slice(i, i + ONE_BY_ONE_CONCURRENCY).map((r) =>
+      callMessage(d.bus, messages.createPayment, r).catch((err: unknown) => {
+        if (err instanceof DomainError) return err;
+        throw err;
+      }),
+    );
+    out.push(...(await Promise.all(chunk)));
+  }
+  return out;
 }
 
 /** Whether `id` is one of the owner's watch-only wallets (they live in the payments service). */
