@@ -251,6 +251,8 @@ export function defineHandler<S extends z.ZodType>(h: {
 
 /** How long a stopping service waits for the requests it is answering (an NWC charge waits up to 45 s). */
 const DRAIN_MAX_MS = 60_000;
+/** How long a closing server waits for the server to confirm its subscriptions are gone. */
+const SUB_DRAIN_MAX_MS = 2_000;
 
 /**
  * A service's side of the bus: one subscription per handler subject in the service's queue group (so
@@ -319,7 +321,10 @@ export class BusServer {
   async close(): Promise<void> {
     const nc = this.nc;
     if (!nc) return;
-    for (const sub of this.subs) sub.unsubscribe();
+    // Drained, not dropped: a request the server sent before it saw the unsubscribe is still answered.
+    // Bounded: with NATS away the drain's flush would wait for its return.
+    const drained = Promise.all(this.subs.map((sub) => sub.drain().catch(() => undefined)));
+    await Promise.race([drained, new Promise((r) => setTimeout(r, SUB_DRAIN_MAX_MS).unref())]);
     this.subs = [];
     const until = Date.now() + DRAIN_MAX_MS;
     while (this.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
@@ -369,21 +374,30 @@ async function answer(h: Handler, msg: Msg, log: Logger): Promise<void> {
   } finally {
     span.end();
   }
-  let body: Uint8Array;
-  try {
-    body = encode({ response: reply, isDisposed: true, id } satisfies WireReply);
-  } catch (err) {
-    // An answer JSON cannot carry (a BigInt, a cycle) is a bug of the handler: a 500 with its id, not a timeout.
+  // An answer JSON cannot carry (a BigInt, a cycle) or NATS cannot carry (over max_payload) is a bug of
+  // the handler: a 500 with its id for the caller, not a timeout.
+  const failed = (err: unknown, what: string) => {
     const errorId = newId('err_');
-    log.error({ err, error_id: errorId, subject: h.subject }, 'handler answer not serializable');
-    body = encode({
+    log.error({ err, error_id: errorId, subject: h.subject }, what);
+    return encode({
       response: { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${errorId}` } },
       isDisposed: true,
       id,
     } satisfies WireReply);
+  };
+  let body: Uint8Array;
+  try {
+    body = encode({ response: reply, isDisposed: true, id } satisfies WireReply);
+  } catch (err) {
+    body = failed(err, 'handler answer not serializable');
   }
   try {
-    msg.respond(body);
+    try {
+      msg.respond(body);
+    } catch (err) {
+      if (!/max_payload/.test((err as Error).message)) throw err;
+      msg.respond(failed(err, 'handler answer larger than max_payload'));
+    }
   } catch (err) {
     // The connection is closed or draining: the caller times out (a 503 it may retry).
     log.warn({ err: (err as Error).message, subject: h.subject }, 'bus reply not sent');

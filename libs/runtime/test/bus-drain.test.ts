@@ -47,6 +47,39 @@ describe('a stopping service', () => {
   });
 });
 
+describe('a replica stopping under load', () => {
+  it('answers every request the server sent it before the unsubscribe; the other replica takes the rest', async () => {
+    const replica = async () => {
+      const server = createBusServer(nats.url, 'flood');
+      registerHandlers(
+        server,
+        [defineHandler({ subject: 'flood.echo', request: z.object({ i: z.number() }), handle: async ({ i }) => ({ i }) })],
+        pino({ level: 'silent' }),
+      );
+      await new Promise<void>((resolve, reject) => server.listen((err?: unknown) => (err ? reject(err) : resolve())));
+      return server;
+    };
+    const [a, b] = [await replica(), await replica()];
+    const bus = new BusClient(nats.url, 10_000, 'flood-client');
+    await bus.connect();
+    try {
+      const asked: Promise<unknown>[] = [];
+      let closing: Promise<void> | undefined;
+      for (let i = 0; i < 4000; i++) {
+        asked.push(bus.request('flood.echo', { i }, 3_000).catch((err: Error) => err.message));
+        if (i === 2000) closing = a.close();
+        if (i % 50 === 0) await new Promise((r) => setImmediate(r));
+      }
+      const replies = await Promise.all(asked);
+      await closing;
+      expect(replies.filter((r, i) => JSON.stringify(r) !== JSON.stringify({ ok: true, data: { i } }))).toEqual([]);
+    } finally {
+      await bus.close();
+      await b.close();
+    }
+  });
+});
+
 describe('a service answering', () => {
   it('checks its answer against the contract before it leaves: a broken one is an internal error with an id', async () => {
     const server = createBusServer(nats.url, 'contract-test');
@@ -62,6 +95,30 @@ describe('a service answering', () => {
       expect(broken).toMatchObject({ ok: false, error: { kind: 'internal' } });
       expect(JSON.stringify(broken)).toMatch(/Unexpected error! ID: err_/);
       expect(JSON.stringify(broken)).not.toContain('one');
+    } finally {
+      await bus.close();
+      await server.close();
+    }
+  });
+
+  it('an answer NATS or JSON cannot carry is an internal error with an id at once, not a timeout', async () => {
+    const server = createBusServer(nats.url, 'oversize-test');
+    const answer = (subject: string, out: () => unknown) => defineHandler({ subject, request: z.object({}), handle: async () => out() });
+    registerHandlers(
+      server,
+      [answer('oversize.big', () => ({ s: 'x'.repeat(2 * 1024 * 1024) })), answer('oversize.bigint', () => ({ n: 1n }))],
+      pino({ level: 'silent' }),
+    );
+    await new Promise<void>((resolve, reject) => server.listen((err?: unknown) => (err ? reject(err) : resolve())));
+    const bus = new BusClient(nats.url, 10_000, 'oversize-client');
+    await bus.connect();
+    try {
+      for (const subject of ['oversize.big', 'oversize.bigint']) {
+        // A reply that never came would reject with a timeout here.
+        const reply = await bus.request(subject, {}, 5_000);
+        expect(reply).toMatchObject({ ok: false, error: { kind: 'internal' } });
+        expect(JSON.stringify(reply)).toMatch(/Unexpected error! ID: err_/);
+      }
     } finally {
       await bus.close();
       await server.close();
