@@ -1,5 +1,5 @@
 import { context, trace, type Link } from '@opentelemetry/api';
-import { BusUnavailableError } from './bus.js';
+import { BusUnavailableError } from './errors.js';
 import { isDbUnavailable } from './db.js';
 import { inSpan } from './telemetry.js';
 

@@ -1,11 +1,12 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
-import { createInbox, errors, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { BusReply, type z } from '@sb/contracts';
 import { isDbUnavailable } from './db.js';
-import { DomainError } from './errors.js';
+import { BusUnavailableError, DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { connectNats, natsOptions, natsReachable, type NatsSettings } from './nats.js';
+import { ReplyInbox } from './reply-inbox.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
 /**
@@ -33,108 +34,8 @@ const encode = (x: unknown) => encoder.encode(JSON.stringify(x));
 /** Request ids only pair a reply with its request on one connection (a reply subject per request does that already). */
 let nextRequestId = 0;
 
-/**
- * The request could not be answered: no service listens on the subject (`noResponders`: NATS says so at
- * once), the peer did not answer in time, or the bus itself is unreachable. The gateway answers 503.
- */
-export class BusUnavailableError extends Error {
-  constructor(
-    message: string,
-    readonly noResponders = false,
-  ) {
-    super(message);
-  }
-}
-
 /** How long a bus request waits: a route's own wait lengthens BUS_TIMEOUT_MS, never shortens it. */
 export const busWaitMs = (busTimeoutMs: number, routeTimeoutMs?: number): number => Math.max(busTimeoutMs, routeTimeoutMs ?? 0);
-
-interface Waiting {
-  subject: string;
-  resolve(msg: Msg): void;
-  reject(err: Error): void;
-  timer: NodeJS.Timeout;
-}
-
-/**
- * The replies of one connection: one subscription on `<inbox>.*`, each request waiting on a token of
- * its own. What nats.js's `request` does too, without its per-request Error objects (built for their
- * stack traces, even on success), deferred and timer promises: ~5% of the gateway's CPU.
- */
-class ReplyInbox {
-  private readonly prefix: string;
-  private readonly waiting = new Map<string, Waiting>();
-  private seq = 0;
-
-  constructor(
-    private readonly nc: NatsConnection,
-    inboxPrefix: string | undefined,
-  ) {
-    const inbox = createInbox(inboxPrefix);
-    this.prefix = `${inbox}.`;
-    nc.subscribe(`${this.prefix}*`, {
-      callback: (err, msg) => {
-        if (err) return this.failAll(err);
-        const token = msg.subject.slice(this.prefix.length);
-        const w = this.waiting.get(token);
-        if (!w) return; // answered after its timeout
-        this.settle(token, w);
-        // NATS answers a request nobody listens to with an empty 503 status message.
-        if (msg.data.length === 0 && msg.headers?.code === 503) w.reject(new BusUnavailableError(`${w.subject}: no responders`, true));
-        else w.resolve(msg);
-      },
-    });
-    // A request the server refuses to publish fails at once, not at its timeout.
-    void (async () => {
-      for await (const s of nc.status()) {
-        if (s.type !== 'error' || !(s.error instanceof errors.PermissionViolationError)) continue;
-        const e = s.error;
-        if (e.subject.startsWith(inbox)) this.failAll(e);
-        else if (e.operation === 'publish') {
-          for (const [token, w] of this.waiting) {
-            if (w.subject !== e.subject) continue;
-            this.settle(token, w);
-            w.reject(e);
-          }
-        }
-      }
-    })();
-  }
-
-  request(subject: string, data: Uint8Array, headers: MsgHdrs, timeoutMs: number): Promise<Msg> {
-    const token = (++this.seq).toString(36);
-    return new Promise<Msg>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(token);
-        reject(new BusUnavailableError(`${subject} timed out`));
-      }, timeoutMs);
-      this.waiting.set(token, { subject, resolve, reject, timer });
-      try {
-        this.nc.publish(subject, data, { reply: this.prefix + token, headers });
-      } catch (err) {
-        this.settle(token, this.waiting.get(token)!);
-        reject(err);
-      }
-    });
-  }
-
-  /** Requests still waiting for their reply. */
-  get pending(): number {
-    return this.waiting.size;
-  }
-
-  private settle(token: string, w: Waiting): void {
-    clearTimeout(w.timer);
-    this.waiting.delete(token);
-  }
-
-  private failAll(err: Error): void {
-    for (const [token, w] of this.waiting) {
-      this.settle(token, w);
-      w.reject(err);
-    }
-  }
-}
 
 /** `p`, or a BusUnavailableError after `ms` (a first connection to an unreachable host can hang for long). */
 function withTimeout<T>(p: Promise<T>, ms: number, subject: string): Promise<T> {

@@ -34,3 +34,16 @@ export const invalidFields = (issues: FieldIssue[]) => new DomainError('invalid'
 export const unavailable = (why: string) => new DomainError('unavailable', why);
 /** Not found, in a sentence of the caller's own. */
 export const notFoundAs = (sentence: string) => new DomainError('not_found', sentence);
+
+/**
+ * The request could not be answered: no service listens on the subject (`noResponders`: NATS says so at
+ * once), the peer did not answer in time, or the bus itself is unreachable. The gateway answers 503.
+ */
+export class BusUnavailableError extends Error {
+  constructor(
+    message: string,
+    readonly noResponders = false,
+  ) {
+    super(message);
+  }
+}

@@ -2,7 +2,7 @@ import { createBusServer, registerHandlers, type Handler } from './bus.js';
 import { systemClock, type Clock } from './clock.js';
 import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
 import { createLogger, type Logger } from './logger.js';
-import { connectNats, DevClock, natsReachable, type NatsConnection } from './nats.js';
+import { connectNats, DevClock, natsOptions, natsReachable, type NatsConnection } from './nats.js';
 import type { Registry } from 'prom-client';
 import { createMetricsRegistry, startOpsServer } from './ops.js';
 import { OutboxRelay } from './outbox.js';
@@ -73,7 +73,7 @@ export async function runService<C extends BaseConfig>(opts: {
   const server = createBusServer(config, opts.name);
   registerHandlers(server, parts.handlers, log);
   await server.listen();
-  const relay = new OutboxRelay(db, opts.schema, nc, log);
+  const relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
   await relay.start();
   await parts.start?.();
   started = true;

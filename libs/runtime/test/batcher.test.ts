@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Batcher } from '../src/batcher.js';
-import { BusUnavailableError } from '../src/bus.js';
+import { BusUnavailableError } from '../src/errors.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 

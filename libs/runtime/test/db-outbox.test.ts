@@ -82,7 +82,7 @@ describe('outbox', () => {
       .catch(() => undefined);
 
     const conns = await Promise.all([connectNats(nats.url, 'r1'), connectNats(nats.url, 'r2')]);
-    const relays = conns.map((nc) => new OutboxRelay(db, 'ob', nc, log, 50));
+    const relays = conns.map((nc) => new OutboxRelay(db, 'ob', nc, log, { intervalMs: 50 }));
     await Promise.all(relays.map((r) => r.start()));
     const until = Date.now() + 10_000;
     while (Date.now() < until) {
