@@ -281,9 +281,9 @@ describe('database outage under load', () => {
   it('an outage in the middle of a renewal sweep loses and doubles no renewal; the clock moves once', async () => {
     await cluster.start();
     const plan = await req('plan', 'POST', '/plans', { key: admin, body: { name: 'Sweep', amount_sats: 1000, interval: 'weekly', trial_days: 2 } });
-    // More than the two batches of 100 a sweep has in flight at once (their payments are made together),
+    // More than the four batches of 100 a sweep has in flight at once (their payments are made together),
     // so the first renewals seen are not all of them.
-    const N = 500;
+    const N = 600;
     const ids: string[] = [];
     for (let i = 0; i < N; i += 8) {
       const batch = await Promise.all(

@@ -5,7 +5,7 @@ import { SCHEMA, type Deps } from './deps.js';
 import { paymentMethodsOf } from './payments-client.js';
 import { allHandlers } from './handlers/index.js';
 import { applyPaymentEvent } from './payment-events.js';
-import { Scheduler } from './scheduler.js';
+import { Scheduler, SWEEP_PASS_ROWS } from './scheduler.js';
 import { migrations } from './store/migrations.js';
 import { PlansRepo } from './store/plans.repo.js';
 import { SubscribersRepo } from './store/subscribers.repo.js';
@@ -38,7 +38,7 @@ main('billing', () =>
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };
       await deps.bus.connect();
-      const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy, 500, config.SCHEDULER_CONCURRENCY);
+      const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy, SWEEP_PASS_ROWS, config.SCHEDULER_CONCURRENCY);
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
         ...EVENT_CONSUMERS.billingPayments,

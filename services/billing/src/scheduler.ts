@@ -10,8 +10,13 @@ type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
 
 /** Renewal payments per payments message and billing transaction. */
 const RENEWAL_BATCH = RENEWAL_BATCH_MAX;
-/** Batches of a sweep pass in flight at once (see `sweep`). */
-const RENEWAL_LANES = 2;
+/**
+ * Batches of a sweep pass in flight at once (see `sweep`): enough that billing, payments, the notifier
+ * and PostgreSQL each have work while the others do theirs (two left a third of 2 cores idle).
+ */
+const RENEWAL_LANES = 4;
+/** Due subscriptions a sweep pass loads: its batches wait for each other at the end of a pass. */
+export const SWEEP_PASS_ROWS = 2000;
 
 /**
  * Carries out what domain/schedule.ts says is due: it loads the rows whose stored next due time has
@@ -29,7 +34,7 @@ export class Scheduler {
     private readonly d: Deps,
     intervalMs: number,
     private readonly policy: SchedulePolicy,
-    private readonly batch = 500,
+    private readonly batch = SWEEP_PASS_ROWS,
     private readonly concurrency = 8,
   ) {
     // A sweep already loops until nothing moves, so one per interval.
