@@ -1,6 +1,7 @@
 import QRCode, { type QRCodeSegment } from 'qrcode';
 import type { CreatedPayment } from '@sb/contracts';
 import type { PaymentRecord } from './payments.js';
+import { useFastQrMask } from './qr-mask.js';
 
 type Checkout = CreatedPayment['checkout'];
 
@@ -25,6 +26,7 @@ export function qrSegments(text: string): QRCodeSegment[] {
   return segments;
 }
 
+useFastQrMask();
 const svg = (text: string) => QRCode.toString(qrSegments(text), { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
 
 /** BTC with 8 decimals, as BIP21's `amount`. */
