@@ -27,6 +27,7 @@ import {
   type Logger,
   type ReadinessCheck,
 } from '@sb/runtime';
+import { type ApiMatch, compileApiRoutes } from './api-routes.js';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import { pagesRouter } from './pages.js';
@@ -138,24 +139,28 @@ export function createApp(d: GatewayDeps): express.Express {
   const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false, verify: (_req, _res, buf, encoding) => refuseUndecodable(buf, encoding) });
   const raw = express.raw({ limit: BODY_LIMIT, type: () => true });
 
-  const methodsOf = new Map<string, string[]>();
-  for (const route of routes as readonly RouteDef[]) {
-    if (route.devOnly && !d.devMode) continue;
-    const path = API_PREFIX + route.path.replace(/\{(\w+)\}/g, ':$1');
-    methodsOf.set(path, [...(methodsOf.get(path) ?? []), route.method.toUpperCase()]);
-    app[route.method](path, route.rawBody ? raw : json, (req, res, next) => {
-      res.locals.routeId = route.id;
-      serve(d, route, req, res).catch(next);
-    });
-  }
-  // A known path asked with a method it does not take (HEAD is served with every GET).
-  for (const [path, methods] of methodsOf) {
-    const allow = [...methods, ...(methods.includes('GET') ? ['HEAD'] : [])].join(', ');
-    app.all(path, (_req, res) => {
+  // One middleware for every API route (see api-routes.ts): Express walked its route layers one by one.
+  const apiRoute = compileApiRoutes(
+    API_PREFIX,
+    (routes as readonly RouteDef[]).filter((r) => !r.devOnly || d.devMode),
+  );
+  app.use((req, res, next) => {
+    let match: ApiMatch | undefined;
+    try {
+      match = apiRoute(req.method, req.path);
+    } catch (err) {
+      return next(err); // a parameter that does not decode
+    }
+    if (!match) return next();
+    if (match.kind === 'method_not_allowed') {
       res.locals.routeId = 'method_not_allowed';
-      res.set('Allow', allow).status(405).json({ detail: 'Method Not Allowed' });
-    });
-  }
+      return void res.set('Allow', match.allow).status(405).json({ detail: 'Method Not Allowed' });
+    }
+    const { route, params } = match;
+    req.params = params;
+    res.locals.routeId = route.id;
+    (route.rawBody ? raw : json)(req, res, (err?: unknown) => (err ? next(err) : serve(d, route, req, res).catch(next)));
+  });
 
   // After the API routes (no path in common): an API request does not walk these layers and the pages' router first.
   const ops = opsHandler(d.registry, d.ready);
