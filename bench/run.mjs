@@ -43,9 +43,9 @@ const SWEEP_SIZES = (process.env.BENCH_SWEEP_SIZES ?? '10000,100000')
   .filter((n) => n > 0);
 /** Outgoing webhook deliveries measured (events written to the outbox at once). */
 const WEBHOOK_EVENTS = positiveInt('BENCH_WEBHOOK_EVENTS', 5000);
-/** Which groups run (comma-separated): gateway, subscribe, sweep, webhooks, rss; default all. */
 /** Directory for a CPU profile of every service (node --cpu-prof), written when the services stop. */
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
+/** Which groups run (comma-separated): gateway, subscribe, sweep, webhooks, rss; default all. */
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'gateway,subscribe,sweep,webhooks,rss').split(',').map((s) => s.trim()));
 
 /** Resident memory of a process now, in MB (Linux /proc). */
