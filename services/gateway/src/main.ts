@@ -65,8 +65,8 @@ async function main(): Promise<void> {
 
   // Listening before the database answers: /healthz is 200 and /readyz 503 at once; API requests are
   // 503 until the migrations ran.
-  const server: Server = createServer((req, res) => {
-    if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app(req, res);
+  const server: Server = createServer(app.options, (req, res) => {
+    if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app.listener(req, res);
     res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
     res.end(JSON.stringify({ detail: DB_UNAVAILABLE_DETAIL }));
   });

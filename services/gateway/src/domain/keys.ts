@@ -1,10 +1,10 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** 32 random bytes as hex, as LNbits keys are. */
 export const generateKey = () => randomBytes(32).toString('hex');
 
 /** Keys are high-entropy random strings, so a plain SHA-256 is a safe one-way store and an indexable lookup. */
-export const hashSecret = (secret: string) => createHash('sha256').update(secret, 'utf8').digest('hex');
+export const hashSecret = (secret: string) => hash('sha256', secret, 'hex');
 
 export function sameHash(a: string, b: string): boolean {
   const x = Buffer.from(a, 'hex');
