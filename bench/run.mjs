@@ -245,31 +245,68 @@ function cannon(opts, duration) {
 }
 
 async function scenario(name, opts) {
+  await prepare(name, opts);
+  log(`${name}: ${DURATION} s, ${CONNECTIONS} connections`);
+  return figures(name, [await measure(opts, DURATION)]);
+}
+
+/**
+ * The gateway and its floor, ABBA: the gateway's half before and half after the floor's whole run, so a
+ * machine that gets faster or slower during the pair (a shared VM does) moves both figures alike.
+ */
+async function pair(gateway, floor) {
+  await prepare(gateway.name, gateway.opts);
+  await prepare(floor.name, floor.opts);
+  const half = DURATION / 2;
+  log(`${gateway.name}: ${half} s, then ${floor.name}: ${DURATION} s, then ${gateway.name}: ${half} s`);
+  const first = await measure(gateway.opts, half);
+  const f = await measure(floor.opts, DURATION);
+  const second = await measure(gateway.opts, half);
+  const g = figures(gateway.name, [first, second]);
+  g.ratio = g.requests_per_sec / figures(floor.name, [f]).requests_per_sec;
+  return [g, figures(floor.name, [f])];
+}
+
+async function prepare(name, opts) {
   // Each request is checked once up front so a misconfigured scenario fails fast and clearly.
   await step(request(opts.url, { method: opts.method, key: opts.headers?.['x-api-key'], body: opts.body }));
   if (WARMUP > 0) {
     log(`${name}: warm-up ${WARMUP} s`);
     await step(cannon(opts, WARMUP));
   }
-  log(`${name}: ${DURATION} s, ${CONNECTIONS} connections`);
-  const { result: r, cpu } = await withCpu(
-    () => step(cannon(opts, DURATION)),
+}
+
+function measure(opts, duration) {
+  return withCpu(
+    () => step(cannon(opts, duration)),
     (res) => Math.max(1, res['2xx']),
   );
-  const failures = r.non2xx + r.errors + r.timeouts;
-  const total = r['2xx'] + failures;
+}
+
+/** One row from one or more runs of a scenario: rates over all of them, p50 their mean, p99 the worst. */
+function figures(name, runs) {
+  const sum = (f) => runs.reduce((a, run) => a + f(run), 0);
+  const ok = sum(({ result: r }) => r['2xx']);
+  const failures = sum(({ result: r }) => r.non2xx + r.errors + r.timeouts);
+  const total = ok + failures;
+  const ms_per_unit = {};
+  for (const { result: r, cpu } of runs) {
+    for (const [k, v] of Object.entries(cpu.ms_per_unit)) ms_per_unit[k] = (ms_per_unit[k] ?? 0) + (v * Math.max(1, r['2xx'])) / Math.max(1, ok);
+  }
+  for (const k of Object.keys(ms_per_unit)) ms_per_unit[k] = +ms_per_unit[k].toFixed(3);
+  const seconds = sum(({ result: r }) => r.duration);
   return {
     scenario: name,
-    requests_per_sec: r.requests.average,
-    latency_p50_ms: r.latency.p50,
-    latency_p99_ms: r.latency.p99,
-    non_2xx: r.non2xx,
-    errors: r.errors,
-    timeouts: r.timeouts,
-    ok_2xx: r['2xx'],
+    requests_per_sec: sum(({ result: r }) => r.requests.total) / seconds,
+    latency_p50_ms: +(sum(({ result: r }) => r.latency.p50 * r.duration) / seconds).toFixed(1),
+    latency_p99_ms: Math.max(...runs.map(({ result: r }) => r.latency.p99)),
+    non_2xx: sum(({ result: r }) => r.non2xx),
+    errors: sum(({ result: r }) => r.errors),
+    timeouts: sum(({ result: r }) => r.timeouts),
+    ok_2xx: ok,
     total,
     failure_ratio: total ? failures / total : 1,
-    cpu,
+    cpu: { ms_per_unit, cores_busy: +(sum(({ cpu, result: r }) => cpu.cores_busy * r.duration) / seconds).toFixed(2) },
   };
 }
 
@@ -505,16 +542,15 @@ async function main() {
     log('starting floor');
     const floor = await step(startFloor({ DATABASE_URL: db.url, NATS_URL: nats.url, FLOOR_WALLET: wallet.id }));
     tracked.floor = floor.child.pid;
-    rows.push(
-      (byName.gateway_get = await scenario('gateway GET /plans/{id}', { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } })),
+    [byName.gateway_get, byName.floor_get] = await pair(
+      { name: 'gateway GET /plans/{id}', opts: { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } } },
+      { name: 'floor GET /plans/{id}', opts: { url: `${floor.url}/plans/${plan.id}` } },
     );
-    rows.push(
-      (byName.gateway_post = await scenario('gateway POST /plans', { url: `${api}/plans`, ...post, headers: { 'x-api-key': wallet.admin_key, ...json } })),
+    [byName.gateway_post, byName.floor_post] = await pair(
+      { name: 'gateway POST /plans', opts: { url: `${api}/plans`, ...post, headers: { 'x-api-key': wallet.admin_key, ...json } } },
+      { name: 'floor POST /plans', opts: { url: `${floor.url}/plans`, ...post, headers: json } },
     );
-    rows.push((byName.floor_get = await scenario('floor GET /plans/{id}', { url: `${floor.url}/plans/${plan.id}` })));
-    rows.push((byName.floor_post = await scenario('floor POST /plans', { url: `${floor.url}/plans`, ...post, headers: json })));
-    byName.gateway_get.ratio = byName.gateway_get.requests_per_sec / byName.floor_get.requests_per_sec;
-    byName.gateway_post.ratio = byName.gateway_post.requests_per_sec / byName.floor_post.requests_per_sec;
+    rows.push(byName.gateway_get, byName.gateway_post, byName.floor_get, byName.floor_post);
     await stopChild(floor.child);
     delete tracked.floor;
   }
