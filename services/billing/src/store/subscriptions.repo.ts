@@ -289,18 +289,30 @@ export class SubscriptionsRepo {
     return rows[0];
   }
 
-  /** `eventNames` of many subscriptions in one statement, by `plan_id/subscriber_id`. */
+  /**
+   * `eventNames` of many subscriptions in one statement, by `plan_id/subscriber_id`. Plans and subscribers
+   * are looked up by their keys (`= ANY`): a join on an unnest of the pairs was planned, with a plans table
+   * too small for autovacuum to analyze, as a hash join reading every subscriber for each batch.
+   */
   async eventNamesOf(
     q: Queryable,
     subs: { plan_id: string; subscriber_id: string }[],
   ): Promise<Map<string, { plan_name: string; email: string | null; name: string | null }>> {
-    const { rows } = await q.query<{ plan_id: string; subscriber_id: string; plan_name: string; email: string | null; name: string | null }>(
-      `SELECT p.id AS plan_id, c.id AS subscriber_id, p.name AS plan_name, c.email, c.name
-       FROM (SELECT DISTINCT * FROM unnest($1::text[], $2::text[]) AS v(plan_id, subscriber_id)) v
-       JOIN ${this.schema}.plans p ON p.id = v.plan_id JOIN ${this.schema}.subscribers c ON c.id = v.subscriber_id`,
-      [subs.map((s) => s.plan_id), subs.map((s) => s.subscriber_id)],
+    const { rows } = await q.query<{ plan: boolean; id: string; name: string | null; email: string | null }>(
+      `SELECT true AS plan, id, name, NULL::text AS email FROM ${this.schema}.plans WHERE id = ANY($1::text[])
+       UNION ALL
+       SELECT false, id, name, email FROM ${this.schema}.subscribers WHERE id = ANY($2::text[])`,
+      [[...new Set(subs.map((s) => s.plan_id))], [...new Set(subs.map((s) => s.subscriber_id))]],
     );
-    return new Map(rows.map((r) => [`${r.plan_id}/${r.subscriber_id}`, r]));
+    const plans = new Map(rows.filter((r) => r.plan).map((r) => [r.id, r.name ?? '']));
+    const contacts = new Map(rows.filter((r) => !r.plan).map((r) => [r.id, { email: r.email, name: r.name }]));
+    const out = new Map<string, { plan_name: string; email: string | null; name: string | null }>();
+    for (const { plan_id, subscriber_id } of subs) {
+      const plan_name = plans.get(plan_id);
+      const contact = contacts.get(subscriber_id);
+      if (plan_name !== undefined && contact) out.set(`${plan_id}/${subscriber_id}`, { plan_name, ...contact });
+    }
+    return out;
   }
 
   /** Records many renewal payments, each with the period it pays for, in one statement. */
