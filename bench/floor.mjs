@@ -1,8 +1,8 @@
 // The floor: the least any implementation of GET/POST /plans can cost on this machine with this design.
 // A bare node:http server (no framework, no auth, no validation, no tracing, no logs) that, per request,
 // does one NATS request/reply to a bare NATS responder, which runs the same SQL as billing's PlansRepo
-// with a pg.Pool of the same size. Like the real system (gateway + billing), the HTTP side and the
-// responder run as two processes: `node bench/floor.mjs` forks itself with FLOOR_ROLE=responder.
+// with a pg.Pool of the same size, as named statements like the services' store. Like the real system
+// (gateway + billing), the HTTP side and the responder run as two processes: `node bench/floor.mjs` forks itself with FLOOR_ROLE=responder.
 //
 // env: NATS_URL, DATABASE_URL, FLOOR_WALLET (the wallet every request acts for), FLOOR_PORT (0 = free),
 //      DB_POOL_MAX (default 10, as billing). Prints one line `FLOOR_READY <port>` on stdout when serving.
@@ -39,7 +39,7 @@ async function responder() {
     callback: (err, msg) => {
       if (err) return;
       const { wallet, id } = msg.json();
-      pool.query(SQL.get, [id, wallet]).then(
+      pool.query({ name: 'floor_get', text: SQL.get, values: [id, wallet] }).then(
         ({ rows }) => (rows[0] ? reply(msg, 200, rows[0]) : reply(msg, 404, { detail: 'Plan not found' })),
         (e) => reply(msg, 500, { detail: e.message }),
       );
@@ -72,7 +72,7 @@ async function responder() {
         updated_at: now,
         is_deleted: false,
       };
-      pool.query(SQL.insert, SQL.insertValues(p)).then(
+      pool.query({ name: 'floor_insert', text: SQL.insert, values: SQL.insertValues(p) }).then(
         () => reply(msg, 201, p),
         (e) => reply(msg, 500, { detail: e.message }),
       );

@@ -17,6 +17,12 @@ export const envBool = z
   .optional()
   .transform((v) => v === '1' || v === 'true' || v === 'yes');
 
+/** A switch that is on unless set to 0, false or no. */
+export const envBoolOn = z
+  .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
+  .optional()
+  .transform((v) => v !== '0' && v !== 'false' && v !== 'no');
+
 export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
 /** Settings every service shares. */
@@ -33,6 +39,12 @@ export const commonConfig = {
   NATS_TLS_CA_FILE: z.string().min(1).optional(),
   /** Copies of the EVENTS stream in a NATS cluster (3 on a 3-server cluster: one lost server loses nothing). */
   NATS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
+  /**
+   * Named statements, parsed and planned once per connection. Off behind a pooler that moves a session's
+   * transactions between server connections without carrying their prepared statements (PgBouncer in
+   * transaction mode before 1.21, or without max_prepared_statements).
+   */
+  DB_PREPARED_STATEMENTS: envBoolOn,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DEV_MODE: envBool,
   /** Older SECRETS_KEYs (comma-separated) that still open what they sealed, during a key rotation. */

@@ -30,16 +30,54 @@ function operationOf(text: string): string {
 }
 
 /**
+ * Named (prepared) statements: PostgreSQL parses and plans a named statement once per connection instead
+ * of on every execution, which halves its CPU for the store's short statements. A text is named from its
+ * third execution on, so the few texts built per request (a list's LIMIT/OFFSET, a batch's row count)
+ * rarely take a name; at most `MAX_NAMED` texts are named per process, since each costs memory on every
+ * connection of the pool. A name is never given to another text: pg refuses a name reused with a new text.
+ */
+const MAX_NAMED = 300;
+const NAME_AFTER = 3;
+const named = new Map<string, string>();
+const executions = new Map<string, number>();
+function statementName(text: string): string | undefined {
+  const name = named.get(text);
+  if (name !== undefined || named.size >= MAX_NAMED) return name;
+  const n = (executions.get(text) ?? 0) + 1;
+  if (n < NAME_AFTER) {
+    if (executions.size >= 2000) executions.clear();
+    executions.set(text, n);
+    return undefined;
+  }
+  executions.delete(text);
+  const fresh = `sb${named.size}`;
+  named.set(text, fresh);
+  return fresh;
+}
+
+/**
+ * A named statement whose result columns changed type since it was prepared (a migration ran while this
+ * process was up): PostgreSQL refuses to run it on that connection again. Told by the routine, which does
+ * not depend on the server's language.
+ */
+function isStalePlan(err: unknown): boolean {
+  return (err as { routine?: unknown })?.routine === 'RevalidateCachedQuery';
+}
+
+/**
  * A client span per statement, child of the active span. It is not made the active span itself (no
  * context switch per query): nothing runs inside a statement.
  */
-function traced(q: Queryable, system = 'postgresql'): Queryable {
+function traced(q: pg.Pool | pg.PoolClient, prepared: boolean, system = 'postgresql'): Queryable {
   return {
     query<R extends pg.QueryResultRow>(text: string, values?: unknown[]) {
       const span = tracer().startSpan(`db ${operationOf(text)}`, { kind: SpanKind.CLIENT, attributes: { 'db.system': system, 'db.statement': text } });
       let pending: Promise<pg.QueryResult<R>>;
       try {
-        pending = q.query<R>(text, values);
+        const name = prepared && values !== undefined ? statementName(text) : undefined;
+        pending = name === undefined ? q.query<R>(text, values) : q.query<R>({ name, text, values });
+        // A pool's connection that failed is dropped with its statements: once more, parsed afresh.
+        if (name !== undefined && q instanceof pg.Pool) pending = pending.catch((err) => (isStalePlan(err) ? q.query<R>(text, values) : Promise.reject(err)));
       } catch (err) {
         pending = Promise.reject(err);
       }
@@ -75,10 +113,6 @@ const UNAVAILABLE_MESSAGE =
   /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)/i;
 
 /**
- * True when `err` says the database cannot be reached or dropped the connection (server down,
- * restarting, refusing connections, too many clients): a 503 to retry, never a 500, never a crash.
- */
-/**
  * The database a command-line tool works on: DATABASE_URL, or the embedded database of a running
  * `npm start` (which records where it listens in .data/runtime.json).
  */
@@ -89,10 +123,17 @@ export function cliDatabaseUrl(): string {
   throw new Error("DATABASE_URL is not set and no running 'npm start' was found (.data/runtime.json)");
 }
 
+/**
+ * True when `err` says the database cannot be reached or dropped the connection (server down,
+ * restarting, refusing connections, too many clients, a statement prepared before a migration): a 503
+ * to retry, never a 500, never a crash.
+ */
 export function isDbUnavailable(err: unknown, depth = 0): boolean {
   if (!err || typeof err !== 'object' || depth > 4) return false;
   const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
   if (typeof e.code === 'string' && (UNAVAILABLE_SQLSTATE.test(e.code) || UNAVAILABLE_ERRNO.has(e.code))) return true;
+  // Its connection is dropped (with the stale statement) and the work tried again, as after an outage.
+  if (isStalePlan(err)) return true;
   if (typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message)) return true;
   // Node's connect to "localhost" tries every address and reports an AggregateError.
   if (Array.isArray(e.errors) && e.errors.some((x) => isDbUnavailable(x, depth + 1))) return true;
@@ -121,7 +162,12 @@ async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (
   };
 }
 
-export function createDb(url: string, opts: { max?: number; applicationName?: string } = {}): Db {
+/**
+ * `preparedStatements: false` for a connection pooler that hands each transaction another server
+ * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21).
+ */
+export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean } = {}): Db {
+  const prepared = opts.preparedStatements ?? true;
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
@@ -132,7 +178,7 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
-  const q = traced(pool);
+  const q = traced(pool, prepared);
   return {
     pool,
     query: q.query,
@@ -145,7 +191,7 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
         try {
           await client.query('BEGIN');
           begun = true;
-          const result = await fn(traced(client));
+          const result = await fn(traced(client, prepared));
           await client.query('COMMIT');
           return result;
         } catch (err) {

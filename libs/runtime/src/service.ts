@@ -14,6 +14,7 @@ interface BaseConfig {
   LOG_LEVEL: string;
   DEV_MODE: boolean;
   DB_POOL_MAX: number;
+  DB_PREPARED_STATEMENTS: boolean;
 }
 
 export interface ServiceBase<C> {
@@ -53,7 +54,7 @@ export async function runService<C extends BaseConfig>(opts: {
   const config = opts.loadConfig();
   const log = createLogger(opts.name, config.LOG_LEVEL);
   guardProcess(log);
-  const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: opts.name });
+  const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: opts.name, preparedStatements: config.DB_PREPARED_STATEMENTS });
   // The ops endpoints come first: alive (/healthz) at once, ready (/readyz) only once the database
   // answered, the migrations ran and the service listens on the bus.
   let nc: NatsConnection | undefined;

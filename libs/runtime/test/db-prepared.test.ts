@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase } from '../../../test/support/stack.js';
+import { createDb, isDbUnavailable, type Db } from '../src/db.js';
+
+// One connection per pool, so that pg_prepared_statements (a per-session view) is read on the
+// connection that ran the statements.
+let url: string;
+let dropDb: () => Promise<void>;
+const pools: Db[] = [];
+const open = (preparedStatements?: boolean) => {
+  const db = createDb(url, { max: 1, preparedStatements });
+  pools.push(db);
+  return db;
+};
+const preparedTexts = async (db: Db) => (await db.query<{ statement: string }>('SELECT statement FROM pg_prepared_statements')).rows.map((r) => r.statement);
+
+beforeAll(async () => {
+  const created = await createDatabase('sb_prep');
+  url = created.url;
+  dropDb = created.drop;
+  const db = open();
+  await db.query('CREATE TABLE items (id INT PRIMARY KEY, name TEXT NOT NULL)');
+});
+afterAll(async () => {
+  await Promise.all(pools.map((p) => p.close()));
+  await dropDb?.();
+});
+
+describe('named statements', () => {
+  it('a statement run a third time is prepared on the connection and still answers', async () => {
+    const db = open();
+    const text = 'SELECT $1::int + 1 AS n';
+    for (let i = 0; i < 2; i++) expect((await db.query(text, [i])).rows[0].n).toBe(i + 1);
+    expect(await preparedTexts(db)).not.toContain(text);
+    for (let i = 2; i < 6; i++) expect((await db.query(text, [i])).rows[0].n).toBe(i + 1);
+    expect(await preparedTexts(db)).toContain(text);
+  });
+
+  it('statements without parameters and pools with the switch off prepare nothing', async () => {
+    const off = open(false);
+    for (let i = 0; i < 5; i++) await off.query('SELECT $1::text AS v', [`x${i}`]);
+    for (let i = 0; i < 5; i++) await off.query('SELECT 42 AS v');
+    expect(await preparedTexts(off)).toEqual([]);
+    const on = open();
+    for (let i = 0; i < 5; i++) await on.query('SELECT 43 AS v');
+    expect(await preparedTexts(on)).toEqual([]);
+  });
+
+  it('a prepared statement that fails rolls its transaction back and runs again afterwards', async () => {
+    const db = open();
+    const insert = 'INSERT INTO items (id, name) VALUES ($1, $2)';
+    for (let i = 1; i <= 3; i++) await db.tx((q) => q.query(insert, [i, `n${i}`]));
+    expect(await preparedTexts(db)).toContain(insert);
+    await expect(
+      db.tx(async (q) => {
+        await q.query(insert, [10, 'kept?']);
+        await q.query(insert, [1, 'duplicate']);
+      }),
+    ).rejects.toMatchObject({ code: '23505' });
+    await db.tx((q) => q.query(insert, [11, 'after']));
+    const { rows } = await db.query<{ id: number }>('SELECT id FROM items ORDER BY id');
+    expect(rows.map((r) => r.id)).toEqual([1, 2, 3, 11]);
+  });
+
+  it('a statement whose result changed type in a migration is run afresh, and fails a transaction as retryable', async () => {
+    const db = open();
+    const select = 'SELECT id, name FROM items WHERE id = $1';
+    for (let i = 0; i < 4; i++) await db.query(select, [1]);
+    expect(await preparedTexts(db)).toContain(select);
+    await db.query('ALTER TABLE items ADD COLUMN note TEXT');
+    await db.query('ALTER TABLE items ALTER COLUMN name TYPE varchar(100)');
+    expect((await db.query(select, [1])).rows).toEqual([{ id: 1, name: 'n1' }]);
+
+    // Inside a transaction the statement cannot be run again: the connection is dropped and the
+    // caller told to try again (a 503, an event redelivered), which then succeeds.
+    const tx = open();
+    const byName = 'SELECT name FROM items WHERE id = $1';
+    for (let i = 0; i < 4; i++) await tx.tx((q) => q.query(byName, [2]));
+    await tx.query('ALTER TABLE items ALTER COLUMN name TYPE varchar(200)');
+    const failure = await tx.tx((q) => q.query(byName, [2])).catch((err: unknown) => err);
+    expect(isDbUnavailable(failure)).toBe(true);
+    expect((await tx.tx((q) => q.query(byName, [2]))).rows).toEqual([{ name: 'n2' }]);
+  });
+
+  it('names at most 300 texts per process; the rest run unnamed and answer alike', async () => {
+    const db = open();
+    for (let n = 0; n < 320; n++) {
+      const text = `SELECT $1::int * ${n} AS v`;
+      for (let i = 0; i < 3; i++) expect((await db.query(text, [2])).rows[0].v).toBe(2 * n);
+    }
+    const prepared = await preparedTexts(db);
+    expect(prepared.length).toBeGreaterThan(200);
+    expect(prepared.length).toBeLessThanOrEqual(300);
+    expect(prepared).not.toContain('SELECT $1::int * 319 AS v');
+  });
+});
