@@ -76,6 +76,9 @@ async function main() {
   if (!databaseUrl) {
     databaseUrl = await embeddedPostgres();
     console.log(`embedded PostgreSQL (PGlite) serving ${join('.data', 'pglite')} at ${databaseUrl}`);
+    // PGlite serves every client on its one session, where the statement names each process gives
+    // (sb0, sb1, ...) would collide.
+    env.DB_PREPARED_STATEMENTS = '0';
   }
   writeFileSync(join(DATA, 'runtime.json'), JSON.stringify({ DATABASE_URL: databaseUrl }));
   // A real PostgreSQL: one role per service, its own schema only. The embedded PGlite serves every client
