@@ -603,6 +603,12 @@ describe('subscriber and owner notices', () => {
     );
     expect(got[0]!.text).toMatch(/active until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1500 sats/);
     expect(got[0]!.text).toContain(`Payment reference: ${co.payment_id}`);
+    // A receipt: the period paid for, the amount, how it was paid.
+    const sub = (await reader().get(`/subscriptions/${co.subscription_id}`)).body;
+    const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+    expect(got[0]!.text).toContain(`Period: ${utc(sub.current_period_start)} to ${utc(sub.current_period_end)}`);
+    expect(got[0]!.text).toContain('Amount: 1500 sats');
+    expect(got[0]!.text).toContain('Paid with: Lightning');
     const owner = await until(
       async () => tgTo('1001').filter((x) => x.text.startsWith('Payment received: Paid')),
       (x) => x.length >= 1,
@@ -652,7 +658,10 @@ describe('subscriber and owner notices', () => {
       );
     for (const name of ['renewMsg', 'renewNostr']) expect((await pub().post(`/dev/payments/${(await renewalOf(name))[0].id}/pay`)).status).toBe(200);
     const renewed = 'Your subscription to Silver was renewed';
-    expect((await chatSays('2011', renewed))[0]!.text).toMatch(/renewed until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1200 sats/);
+    const renewedText = (await chatSays('2011', renewed))[0]!.text;
+    expect(renewedText).toMatch(/renewed until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1200 sats/);
+    expect(renewedText).toMatch(/Period: \d{4}-\d\d-\d\d \d\d:\d\d UTC to \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+    expect(renewedText).toContain('Paid with: Lightning');
     expect((await dmSays(daveSk, renewed))[0]!.text).toContain('you paid 1200 sats');
 
     // The owner archives Silver: both are cancelled and told why.

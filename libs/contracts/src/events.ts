@@ -56,6 +56,19 @@ const PaymentUnappliedData = WebhookEventData.extend({
 });
 
 /**
+ * `subscription.activated` and `subscription.renewed`: a payment started a period; what a receipt says
+ * (the period it covers, the payment and how it was paid).
+ */
+const PaidPeriodData = WebhookEventData.extend({
+  subscription_id: z.string(),
+  payment_id: Id,
+  amount_sats: z.number().int().openapi({ description: 'What was paid' }),
+  payment_method: z.string(),
+  current_period_start: UnixSeconds,
+  current_period_end: UnixSeconds,
+});
+
+/**
  * `subscription.expired`: a checkout unpaid for 24 h, or a subscription left `payment_failed` through the
  * dunning window (then `notify_subscriber` is true). The contact may subscribe again.
  */
@@ -72,6 +85,8 @@ const SubscriptionExpiredData = WebhookEventData.extend({
  * carries more (its schema, in the OpenAPI `webhooks` and in the tests, follows).
  */
 const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
+  'subscription.activated': PaidPeriodData,
+  'subscription.renewed': PaidPeriodData,
   'subscription.trial_ending': WebhookEventData.extend({ trial_end: UnixSeconds }),
   'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds }),
   'payment.received': WebhookEventData.extend({

@@ -62,6 +62,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     const extra = {
       payment_id: p.payment_id,
       amount_sats: p.amount_sats,
+      payment_method: p.payment_method,
       notify_subscriber: target.receive_confirmations,
       ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),
     };

@@ -17,6 +17,7 @@ function subscriptionEventData(s: SubRow, r: EventNames, extra: Record<string, u
     status: s.status,
     amount_sats: s.amount_sats,
     // What notices say: the period a payment covers, until when a cancelled subscription keeps access, who cancelled.
+    current_period_start: s.current_period_start,
     current_period_end: s.current_period_end,
     ...(s.cancel_reason ? { cancel_reason: s.cancel_reason } : {}),
     ...extra,

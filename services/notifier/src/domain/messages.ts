@@ -1,4 +1,4 @@
-import type { EventEnvelope } from '@sb/contracts';
+import type { EventEnvelope, PaymentMethod } from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -9,6 +9,14 @@ const ALWAYS_TO_SUBSCRIBER = new Set(['subscription.cancelled']);
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 const day = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
+/** How a receipt names the way a payment was made. */
+const PAID_WITH: Record<PaymentMethod, string> = {
+  lightning: 'Lightning',
+  onchain: 'on-chain bitcoin',
+  nwc: 'your connected wallet (Nostr Wallet Connect)',
+  cardproc: 'card',
+  walletproc: 'online wallet (PayPal)',
+};
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** Whether the subscriber is to hear of this event at all: billing knows their opt-ins, the owner chose the notices. */
@@ -49,6 +57,18 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
   const plan = d.plan_name || 'your subscription';
   const amount = num(d.amount_sats) !== undefined ? `${d.amount_sats} sats` : undefined;
   const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
+  // A receipt: the period paid for, the payment's reference and how it was paid (behaviour.md).
+  const receipt = (): (string | undefined | false)[] => {
+    const start = num(d.current_period_start);
+    const end = num(d.current_period_end);
+    const method = str(d.payment_method);
+    return [
+      start !== undefined && end !== undefined && `Period: ${day(start)} to ${day(end)}`,
+      amount && `Amount: ${amount}`,
+      method && `Paid with: ${PAID_WITH[method as PaymentMethod] ?? method}`,
+      str(d.payment_id) && `Payment reference: ${d.payment_id}`,
+    ];
+  };
   const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message =>
     compose(subject, [
       who.name ? `Hello ${who.name},` : 'Hello,',
@@ -105,16 +125,18 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       return body(
         `Your subscription to ${plan} is active`,
         `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
-        str(d.payment_id) && `Payment reference: ${d.payment_id}`,
+        '',
+        ...receipt(),
       );
     case 'subscription.renewed':
       return body(
         `Your subscription to ${plan} was renewed`,
         `Your subscription to ${plan} was renewed${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
-        str(d.payment_id) && `Payment reference: ${d.payment_id}`,
+        '',
+        ...receipt(),
       );
     case 'payment.received':
-      return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`);
+      return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`, '', ...receipt());
     case 'subscription.expired':
       return body(`Your subscription to ${plan} has expired`, `Your subscription to ${plan} has expired. You can subscribe again at any time.`);
     default:
