@@ -670,11 +670,15 @@ describe('subscriber and owner notices', () => {
     expect((await chatSays('2011', archived))[0]!.text).toMatch(/access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
     expect((await dmSays(daveSk, archived))[0]!.text).toContain('Your subscription to Silver was cancelled');
 
-    // Bronze unpaid: past due, then failed after the grace day, then expired after the dunning window.
-    for (const [step, next] of [
-      [0, 'past_due'],
-      [86_400 + 60, 'payment_failed'],
-      [14 * 86_400 + 60, 'expired'],
+    // Bronze unpaid: past due, then failed after the grace day, then expired after the dunning window. The
+    // subscribers hear of each step (with until when the renewal can still be paid) before the clock moves on.
+    const overdue = 'was not paid by the end of your period';
+    const failed = 'The renewal of Bronze (800 sats) is unpaid, so your access has ended';
+    const expired = 'Your subscription to Bronze has expired';
+    for (const [step, next, notice] of [
+      [0, 'past_due', overdue],
+      [86_400 + 60, 'payment_failed', failed],
+      [14 * 86_400 + 60, 'expired', expired],
     ] as const) {
       if (step) await advance(step);
       for (const name of ['lapseMsg', 'lapseNostr'])
@@ -682,10 +686,14 @@ describe('subscriber and owner notices', () => {
           () => status(name),
           (s) => s === next,
         );
+      expect(await chatSays('2012', notice)).toHaveLength(1);
+      expect(await dmSays(fayeSk, notice)).toHaveLength(1);
     }
-    const expired = 'Your subscription to Bronze has expired';
-    expect(await chatSays('2012', expired)).toHaveLength(1);
-    expect(await dmSays(fayeSk, expired)).toHaveLength(1);
+    const [pastDueText] = await chatSays('2012', overdue);
+    expect(pastDueText!.text).toContain('Payment overdue for Bronze');
+    expect(pastDueText!.text).toMatch(/Your access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC; pay it before then/);
+    const [failedText] = await dmSays(fayeSk, failed);
+    expect(failedText!.text).toMatch(/Pay it by \d{4}-\d\d-\d\d \d\d:\d\d UTC to get your access back/);
     // Each on their own channel only, each notice once.
     await settle(600);
     expect(tgTo('2011').filter((x) => x.text.includes(renewed) || x.text.includes(archived))).toHaveLength(2);

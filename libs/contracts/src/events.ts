@@ -69,6 +69,18 @@ const PaidPeriodData = WebhookEventData.extend({
 });
 
 /**
+ * `subscription.past_due` and `subscription.payment_failed`: the period ended unpaid; the open renewal
+ * stays payable until `pay_by` (the end of the grace period, then of the dunning window).
+ */
+const DunningData = (status: 'past_due' | 'payment_failed') =>
+  WebhookEventData.extend({
+    subscription_id: z.string(),
+    status: z.literal(status),
+    pay_by: UnixSeconds.openapi({ description: 'Until when the renewal can still be paid before the next step' }),
+    notify_subscriber: z.boolean().optional(),
+  });
+
+/**
  * `subscription.expired`: a checkout unpaid for 24 h, or a subscription left `payment_failed` through the
  * dunning window (then `notify_subscriber` is true). The contact may subscribe again.
  */
@@ -85,6 +97,8 @@ const SubscriptionExpiredData = WebhookEventData.extend({
  * carries more (its schema, in the OpenAPI `webhooks` and in the tests, follows).
  */
 const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
+  'subscription.past_due': DunningData('past_due'),
+  'subscription.payment_failed': DunningData('payment_failed'),
   'subscription.activated': PaidPeriodData,
   'subscription.renewed': PaidPeriodData,
   'subscription.trial_ending': WebhookEventData.extend({ trial_end: UnixSeconds }),

@@ -153,13 +153,11 @@ export class Scheduler {
         await d.subscriptions.setNextDue(d.db, s, now);
         return false;
       case 'lapse': {
-        // The subscriber hears that the subscription ended after dunning (not of an unpaid checkout's expiry).
-        const extra =
-          due.event === 'dunning_end_unpaid'
-            ? { notify_subscriber: true, reason: 'renewal unpaid at the end of the dunning window' }
-            : due.event === 'pending_timeout'
-              ? { reason: 'checkout unpaid for 24 hours' }
-              : {};
+        const extra = {
+          ...(due.notify_subscriber ? { notify_subscriber: true } : {}),
+          ...(due.reason ? { reason: due.reason } : {}),
+          ...(due.pay_by !== undefined ? { pay_by: due.pay_by } : {}),
+        };
         const saved = await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: due.event }, now, {}, extra));
         if (saved.status === 'expired') {
           await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);

@@ -52,7 +52,12 @@ const DUNNING_END = GRACE_END + 14 * DAY;
 /** What is due, row by row: a subscription, a time, and the one thing the scheduler must do then. */
 const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kind: Due['kind'] } }> = [
   { name: 'pending before 24 h: nothing', s: sub('pending'), at: T0 + DAY - 1, due: { kind: 'none' } },
-  { name: 'pending at 24 h: expires', s: sub('pending'), at: T0 + DAY, due: { kind: 'lapse', event: 'pending_timeout' } },
+  {
+    name: 'pending at 24 h: expires, subscriber not told',
+    s: sub('pending'),
+    at: T0 + DAY,
+    due: { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false },
+  },
   {
     name: 'pending counts from pending_since, not from later updates',
     s: sub('pending', { pending_since: T0 - DAY }),
@@ -94,13 +99,24 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'renewal_payment', replaces: 'pay_1', last_call: true, notify_subscriber: true },
   },
   {
-    name: 'period end unpaid, grace: past_due',
+    name: 'period end unpaid, grace: past_due, subscriber told to pay by the end of grace',
     s: sub('active', issued(END + DAY, { reminded_for: END })),
     at: END,
-    due: { kind: 'lapse', event: 'period_end_unpaid' },
+    due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: true, pay_by: GRACE_END },
+  },
+  {
+    name: 'period end unpaid, reminders declined: past_due, subscriber not told',
+    s: sub('active', issued(END + DAY, { reminded_for: END, receive_reminders: false })),
+    at: END,
+    due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: false },
   },
   { name: 'past_due, invoice expired: replacement', s: sub('past_due', issued(END + DAY)), at: END + DAY, due: { kind: 'renewal_payment', replaces: 'pay_1' } },
-  { name: 'grace over: payment_failed', s: sub('past_due', issued(GRACE_END + DAY)), at: GRACE_END, due: { kind: 'lapse', event: 'grace_end_unpaid' } },
+  {
+    name: 'grace over: payment_failed, payable until the end of dunning',
+    s: sub('past_due', issued(GRACE_END + DAY)),
+    at: GRACE_END,
+    due: { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: true, pay_by: DUNNING_END },
+  },
   { name: 'payment_failed, invoice valid: nothing', s: sub('payment_failed', issued(GRACE_END + DAY)), at: GRACE_END + 1, due: { kind: 'none' } },
   {
     name: 'payment_failed, invoice expired: replacement (never a dead end)',
@@ -115,10 +131,10 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'renewal_payment', notify_subscriber: true },
   },
   {
-    name: 'dunning window over: expired',
-    s: sub('payment_failed', issued(DUNNING_END + DAY)),
+    name: 'dunning window over: expired, subscriber told even without reminders',
+    s: sub('payment_failed', issued(DUNNING_END + DAY, { receive_reminders: false })),
     at: DUNNING_END,
-    due: { kind: 'lapse', event: 'dunning_end_unpaid' },
+    due: { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true },
   },
   {
     name: 'dunning over with an expired invoice: expired, no new invoice',
@@ -127,10 +143,10 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'lapse', event: 'dunning_end_unpaid' },
   },
   {
-    name: 'no grace: payment_failed at the end',
+    name: 'no grace: payment_failed at the end, payable until the end of dunning',
     s: sub('active', { grace_period_days: 0, ...issued(END + DAY, { reminded_for: END }) }),
     at: END,
-    due: { kind: 'lapse', event: 'period_end_unpaid' },
+    due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: END + 14 * DAY },
   },
   { name: 'paused: nothing, ever', s: sub('paused', issued(END - DAY)), at: END + 100 * DAY, due: { kind: 'none' } },
   {

@@ -44,8 +44,18 @@ const NWC_CHARGE_WINDOW_S = 120;
  * time-driven rule of the lifecycle is decided here.
  */
 export type Due =
-  /** An unpaid checkout (or a resume after the period ended) reached its 24 h: expire it and its payments. */
-  | { kind: 'lapse'; event: Extract<LifecycleEvent['type'], 'pending_timeout' | 'period_end_unpaid' | 'grace_end_unpaid' | 'dunning_end_unpaid'> }
+  /**
+   * The period ran out unpaid (past_due, payment_failed, then expired at the end of dunning), or an unpaid
+   * checkout reached its 24 h. The subscriber hears of each step of dunning (of the first two only when
+   * they take reminders: the renewal is still payable until `pay_by`), not of an unpaid checkout's expiry.
+   */
+  | {
+      kind: 'lapse';
+      event: Extract<LifecycleEvent['type'], 'pending_timeout' | 'period_end_unpaid' | 'grace_end_unpaid' | 'dunning_end_unpaid'>;
+      notify_subscriber: boolean;
+      reason?: string;
+      pay_by?: number;
+    }
   /** Create the period's renewal payment (or a replacement of `replaces`) and send it out in a reminder. */
   | { kind: 'renewal_payment'; replaces: string | null; last_call: boolean; notify_subscriber: boolean; trial_ending: boolean }
   /** The reminder a day before the period ends, while the renewal is unpaid. */
@@ -78,7 +88,9 @@ export const dunningEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_p
  */
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
-    return now >= (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS ? { kind: 'lapse', event: 'pending_timeout' } : NONE;
+    return now >= (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS
+      ? { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: 'checkout unpaid for 24 hours' }
+      : NONE;
   }
   if (s.status !== 'active' && s.status !== 'past_due' && s.status !== 'payment_failed') return NONE;
   const end = s.current_period_end;
@@ -108,9 +120,15 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: !previous && s.trial_end === end };
     }
   }
-  if (s.status === 'active' && now >= end) return { kind: 'lapse', event: 'period_end_unpaid' };
-  if (s.status === 'past_due' && now >= graceEnd(s)) return { kind: 'lapse', event: 'grace_end_unpaid' };
-  if (s.status === 'payment_failed' && now >= dunningEnd(s, p)) return { kind: 'lapse', event: 'dunning_end_unpaid' };
+  if (s.status === 'active' && now >= end) {
+    // With grace the subscription goes past_due (access kept until the grace ends), else payment_failed.
+    const payBy = s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p);
+    return { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: s.receive_reminders, pay_by: payBy };
+  }
+  if (s.status === 'past_due' && now >= graceEnd(s))
+    return { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: s.receive_reminders, pay_by: dunningEnd(s, p) };
+  if (s.status === 'payment_failed' && now >= dunningEnd(s, p))
+    return { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: 'renewal unpaid at the end of the dunning window' };
   if (now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
     return { kind: 'last_call', notify_subscriber: s.receive_reminders };
   return NONE;

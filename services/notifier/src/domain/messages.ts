@@ -137,6 +137,26 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       );
     case 'payment.received':
       return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`, '', ...receipt());
+    case 'subscription.past_due': {
+      const payBy = num(d.pay_by);
+      return body(
+        `Payment overdue for ${plan}`,
+        `The renewal of ${plan}${amount ? ` (${amount})` : ''} was not paid by the end of your period.`,
+        payBy !== undefined ? `Your access continues until ${day(payBy)}; pay it before then to keep it.` : 'Pay it soon to keep your access.',
+        'Your subscription portal has a payable invoice.',
+      );
+    }
+    case 'subscription.payment_failed': {
+      const payBy = num(d.pay_by);
+      return body(
+        `Payment failed for ${plan}: your access has ended`,
+        `The renewal of ${plan}${amount ? ` (${amount})` : ''} is unpaid, so your access has ended for now.`,
+        payBy !== undefined
+          ? `Pay it by ${day(payBy)} to get your access back; after that the subscription ends.`
+          : 'Pay it to get your access back before the subscription ends.',
+        'Your subscription portal has a payable invoice.',
+      );
+    }
     case 'subscription.expired':
       return body(`Your subscription to ${plan} has expired`, `Your subscription to ${plan} has expired. You can subscribe again at any time.`);
     default:
