@@ -322,6 +322,27 @@ describe('notification settings', () => {
     }
   });
 
+  it("a test send for a plan goes through that plan's settings: its own bot, its channels only", async () => {
+    const plan = (await admin().post('/plans', { name: 'Own bot plan', amount_sats: 1000, interval: 'weekly' })).body;
+    const set = await admin().put(`/plans/${plan.id}/notification-settings`, {
+      inherit: false,
+      channels: { messenger: { bot_token: TOKEN2, owner_chat_id: '1003' } },
+    });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    tg.chats.add('1003');
+    const sent = await admin().post('/notification-settings/test', { channel: 'messenger', plan_id: plan.id });
+    expect(sent.body).toEqual({ channel: 'messenger', to: '1003', delivered: true, error: null });
+    expect(tgTo('1003').map((m) => [m.token, m.text.split('\n')[0]])).toEqual([[TOKEN2, 'Test notification']]);
+    // E-mail is off for this plan although the wallet has it.
+    const off = await admin().post('/notification-settings/test', { channel: 'email', plan_id: plan.id });
+    expect(off.status).toBe(422);
+    expect(off.body.detail[0]).toMatchObject({ loc: ['body', 'channel'], msg: 'the email channel is not configured for this plan' });
+    // Another wallet's plan, or none: 404, nothing sent.
+    expect((await admin(1).post('/notification-settings/test', { channel: 'messenger', plan_id: plan.id })).status).toBe(404);
+    expect((await admin().post('/notification-settings/test', { channel: 'messenger', plan_id: 'plan_nope' })).status).toBe(404);
+    expect(tgTo('1003')).toHaveLength(1);
+  });
+
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {
     const plan = (await admin().post('/plans', { name: 'Override plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
     const path = `/plans/${plan.id}/notification-settings`;

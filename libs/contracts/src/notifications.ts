@@ -165,6 +165,7 @@ export const NotificationTestRequest = z
   .strictObject({
     channel: NotificationChannel,
     to: z.string().min(1).max(254).optional().openapi({ description: "Recipient (e-mail, chat id, npub or NIP-05); omitted: the owner's own" }),
+    plan_id: Id.optional().openapi({ description: "Send through the settings in effect for this plan (its override, if any); omitted: the wallet's" }),
   })
   .openapi('NotificationTestRequest');
 export type NotificationTestRequest = z.infer<typeof NotificationTestRequest>;

@@ -127,8 +127,9 @@ export const notificationHandlers = (d: Deps): Handler[] => [
 
   routeHandler('notification_settings.test', async (req) => {
     const body = req.body;
-    const s = await loadEffective(d, d.db, walletOf(req), undefined);
-    if (!s.settings.channels[body.channel]) throw invalid(['channel'], `the ${body.channel} channel is not configured`);
+    if (body.plan_id) await requireOwnPlan(d, walletOf(req), body.plan_id);
+    const s = await loadEffective(d, d.db, walletOf(req), body.plan_id);
+    if (!s.settings.channels[body.channel]) throw invalid(['channel'], `the ${body.channel} channel is not configured${body.plan_id ? ' for this plan' : ''}`);
     const to = testRecipient(body.channel, body.to, ownerTargets(s.settings));
     const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel));
     d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
