@@ -178,6 +178,11 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
+  // A named statement is parsed once per connection but still planned for its values: PostgreSQL's
+  // generic plan, made after five runs from the table as it was then, read a wallet's whole payments
+  // through the wrong index once the table had grown (a lookup made on an empty table, until an ANALYZE).
+  // Queued on the new connection ahead of any statement; a server that refuses it plans as it likes.
+  if (prepared) pool.on('connect', (client) => void client.query('SET plan_cache_mode = force_custom_plan').catch(() => undefined));
   const q = traced(pool, prepared);
   return {
     pool,

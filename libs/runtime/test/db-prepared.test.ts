@@ -27,6 +27,31 @@ afterAll(async () => {
 });
 
 describe('named statements', () => {
+  it('are planned for their values each time: a lookup named on an empty table keeps its unique index as the table grows', async () => {
+    // The shape of payments: a unique (wallet, key) lookup beside a (wallet, created) index. A generic plan
+    // made while the table was empty read the whole wallet through the second index on every later call.
+    const setup = open(false);
+    await setup.query(
+      `CREATE TABLE pays (id TEXT PRIMARY KEY, wallet TEXT NOT NULL, sub TEXT NOT NULL, a TEXT, b TEXT, c TEXT, d BIGINT, e TEXT,
+         key TEXT NOT NULL, created BIGINT NOT NULL, UNIQUE (wallet, key))`,
+    );
+    await setup.query('CREATE INDEX pays_by_wallet ON pays (wallet, created DESC, id DESC)');
+    const db = open();
+    const lookup = 'SELECT id FROM pays WHERE wallet = $1 AND key = $2';
+    for (let i = 0; i < 10; i++) expect((await db.query(lookup, ['w', `k${i}`])).rows).toEqual([]);
+    await setup.query(`INSERT INTO pays (id, wallet, sub, key, created) SELECT 'p' || g, 'w', 's' || g, 'k' || g, g FROM generate_series(1, 20000) g`);
+    const read = async () =>
+      (await setup.query<{ n: string }>(`SELECT coalesce(sum(idx_tup_read), 0)::text AS n FROM pg_stat_user_indexes WHERE indexrelname = 'pays_by_wallet'`))
+        .rows[0]!.n;
+    const before = Number(await read());
+    for (let i = 0; i < 20; i++) expect((await db.query(lookup, ['w', `k${i + 1}`])).rows).toEqual([{ id: `p${i + 1}` }]);
+    expect(await preparedTexts(db)).toContain(lookup);
+    // Index statistics reach the view when a backend reports them (at most once a second).
+    await new Promise((r) => setTimeout(r, 1500));
+    await db.query('SELECT 1');
+    expect(Number(await read()) - before).toBeLessThan(100);
+  });
+
   it('a statement run a third time is prepared on the connection and still answers', async () => {
     const db = open();
     const text = 'SELECT $1::int + 1 AS n';
