@@ -1,70 +1,35 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, ROOT } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
+import { spawnStart, type StartedStack, untilReady } from './support/start.js';
 
 /**
  * The README's first command on a fresh machine: `npm start` without DATABASE_URL runs on the embedded
  * PGlite, which serves every service's connections on its one session. The walkthrough runs there several
  * times over, so the statements each process repeats (and would prepare under a name of its own) meet.
  */
-let child: ChildProcess;
+let stack: StartedStack;
 let data: string;
-const lines: string[] = [];
 let api: string;
 let admin: string;
 
 beforeAll(async () => {
   data = mkdtempSync(join(tmpdir(), 'sb-embedded-'));
-  const port = await freePort();
-  const ports = {
-    PORT: port,
-    BILLING_OPS_PORT: await freePort(),
-    PAYMENTS_OPS_PORT: await freePort(),
-    NWC_OPS_PORT: await freePort(),
-    NOTIFIER_OPS_PORT: await freePort(),
-  };
-  child = spawn(process.execPath, [join(ROOT, 'scripts/start.mjs')], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
-      DATABASE_URL: '',
-      NATS_URL: '',
-      DB_PREPARED_STATEMENTS: '',
-      SB_DATA_DIR: data,
-      SECRETS_KEY: randomBytes(32).toString('hex'),
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  for (const stream of [child.stdout!, child.stderr!]) {
-    stream.setEncoding('utf8');
-    stream.on('data', (chunk: string) => lines.push(...chunk.split('\n')));
-  }
-  await until(
-    async () => lines.some((l) => l.includes('API ready at')) || child.exitCode !== null,
-    (ok) => ok,
-    150_000,
-  );
-  expect(
-    lines.some((l) => l.includes('API ready at')),
-    lines.join('\n'),
-  ).toBe(true);
-  admin = /admin key:\s+([0-9a-f]{64})/.exec(lines.join('\n'))?.[1] ?? '';
-  expect(admin, lines.join('\n')).toMatch(/^[0-9a-f]{64}$/);
-  api = `http://127.0.0.1:${port}/subscriptions_manager/api/v1`;
+  stack = await spawnStart({ DATABASE_URL: '', NATS_URL: '', DB_PREPARED_STATEMENTS: '', SB_DATA_DIR: data });
+  await untilReady(stack);
+  const out = stack.lines.join('\n');
+  admin = /admin key:\s+([0-9a-f]{64})/.exec(out)?.[1] ?? '';
+  expect(admin, out).toMatch(/^[0-9a-f]{64}$/);
+  api = `http://127.0.0.1:${stack.ports.PORT}/subscriptions_manager/api/v1`;
 }, 180_000);
 
 afterAll(async () => {
+  const child = stack?.child;
   if (child && child.exitCode === null) {
-    const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000))]);
+    await Promise.race([stack.exited, new Promise((r) => setTimeout(r, 20_000))]);
     if (child.exitCode === null) child.kill('SIGKILL');
   }
   if (data) rmSync(data, { recursive: true, force: true });
@@ -110,6 +75,6 @@ describe('npm start on the embedded database', () => {
       );
       expect(pending.body.items, JSON.stringify(pending.body)).toHaveLength(1);
     }
-    expect(lines.filter((l) => /already exists|does not exist/.test(l))).toEqual([]);
+    expect(stack.lines.filter((l) => /already exists|does not exist/.test(l))).toEqual([]);
   });
 });

@@ -1,11 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, ROOT } from '../scripts/stack.mjs';
 import { until } from './support/http.js';
+import { spawnStart, type StartedStack, untilReady } from './support/start.js';
 import { alive, createDatabase } from './support/stack.js';
 
 /**
@@ -26,50 +25,13 @@ afterAll(async () => {
   if (data) rmSync(data, { recursive: true, force: true });
 });
 
-/** Starts `node scripts/start.mjs` on the shared data directory and its own nats-server; resolves with its output lines. */
+/** Starts `node scripts/start.mjs` on the shared data directory and its own nats-server. */
 async function startStack() {
-  const ports = {
-    PORT: await freePort(),
-    BILLING_OPS_PORT: await freePort(),
-    PAYMENTS_OPS_PORT: await freePort(),
-    NWC_OPS_PORT: await freePort(),
-    NOTIFIER_OPS_PORT: await freePort(),
-  };
-  const lines: string[] = [];
-  const child = spawn(process.execPath, [join(ROOT, 'scripts/start.mjs')], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
-      DATABASE_URL: db.url,
-      DB_ROLES: '0',
-      NATS_URL: '',
-      SB_DATA_DIR: data,
-      SECRETS_KEY: randomBytes(32).toString('hex'),
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  running.push(child);
-  for (const stream of [child.stdout!, child.stderr!]) {
-    stream.setEncoding('utf8');
-    stream.on('data', (chunk: string) => lines.push(...chunk.split('\n')));
-  }
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, lines, ports, exited };
+  const s = await spawnStart({ DATABASE_URL: db.url, DB_ROLES: '0', NATS_URL: '', SB_DATA_DIR: data });
+  running.push(s.child);
+  return s;
 }
-
-async function ready(s: Awaited<ReturnType<typeof startStack>>) {
-  await until(
-    async () => s.lines.some((l) => l.includes('API ready at')) || s.child.exitCode !== null,
-    (ok) => ok,
-    120_000,
-  );
-  expect(
-    s.lines.some((l) => l.includes('API ready at')),
-    s.lines.join('\n'),
-  ).toBe(true);
-}
+const ready = (s: StartedStack) => untilReady(s, 120_000);
 
 /** Every process of the stack: the services from the supervisor's lines, nats-server from the lock. */
 function pidsOf(lines: string[]): number[] {

@@ -1,11 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, ROOT, startNats, stopChild } from '../scripts/stack.mjs';
+import { startNats, stopChild } from '../scripts/stack.mjs';
 import { until } from './support/http.js';
+import { spawnStart } from './support/start.js';
 import { alive, createDatabase } from './support/stack.js';
 
 /** `npm start` (scripts/start.mjs) restarts a child that exits, with a backoff, and Ctrl-C still stops everything. */
@@ -13,7 +13,7 @@ let db: Awaited<ReturnType<typeof createDatabase>>;
 let nats: Awaited<ReturnType<typeof startNats>>;
 let natsDir: string;
 let start: ChildProcess | undefined;
-const lines: string[] = [];
+let lines: string[] = [];
 
 beforeAll(async () => {
   db = await createDatabase('sb_supervise');
@@ -44,38 +44,10 @@ const status = (url: string) =>
 
 describe('npm start supervision', () => {
   it('restarts a killed service with a growing backoff and logs it; SIGINT stops every process', async () => {
-    const ports = {
-      PORT: await freePort(),
-      BILLING_OPS_PORT: await freePort(),
-      PAYMENTS_OPS_PORT: await freePort(),
-      NWC_OPS_PORT: await freePort(),
-      NOTIFIER_OPS_PORT: await freePort(),
-    };
-    start = spawn(process.execPath, [join(ROOT, 'scripts/start.mjs')], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
-        DATABASE_URL: db.url,
-        NATS_URL: nats.url,
-        SECRETS_KEY: randomBytes(32).toString('hex'),
-        LOG_LEVEL: 'warn',
-        SB_DATA_DIR: natsDir,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // A process group of its own, so Ctrl-C can be sent the way a terminal does: to every process in it.
-      detached: true,
-    });
-    for (const stream of [start.stdout!, start.stderr!]) {
-      stream.setEncoding('utf8');
-      let buf = '';
-      stream.on('data', (chunk: string) => {
-        buf += chunk;
-        const parts = buf.split('\n');
-        buf = parts.pop()!;
-        lines.push(...parts);
-      });
-    }
+    const stack = await spawnStart({ DATABASE_URL: db.url, NATS_URL: nats.url, SB_DATA_DIR: natsDir }, { detached: true });
+    start = stack.child;
+    lines = stack.lines;
+    const { ports } = stack;
     await until(
       async () => lines.some((l) => l.includes('API ready at')),
       (ok) => ok,
