@@ -32,6 +32,9 @@ export async function provisionDbRoles(adminUrl, { prefix = 'sb_' } = {}) {
         `${exists ? 'ALTER' : 'CREATE'} ROLE ${r} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT PASSWORD ${admin.escapeLiteral(password)}`,
       );
       await admin.query(`GRANT CONNECT ON DATABASE ${admin.escapeIdentifier(dbName)} TO ${r}`);
+      // Named statements planned for their values (see the README's Decisions) on every connection of the
+      // role, also behind a pooler that hands one server connection to many clients.
+      await admin.query(`ALTER ROLE ${r} SET plan_cache_mode = force_custom_plan`);
       await admin.query(`CREATE SCHEMA IF NOT EXISTS ${service} AUTHORIZATION ${r}`);
       await admin.query(`ALTER SCHEMA ${service} OWNER TO ${r}`);
       const owned = await admin.query(

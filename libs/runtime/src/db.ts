@@ -166,6 +166,14 @@ async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (
  * `preparedStatements: false` for a connection pooler that hands each transaction another server
  * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21).
  */
+let planModeWarned = false;
+/** A server that refuses the setting (before PostgreSQL 12) still answers; said once per process. */
+function planModeRefused(err: unknown): void {
+  if (planModeWarned || isDbUnavailable(err)) return;
+  planModeWarned = true;
+  process.emitWarning(`plan_cache_mode could not be set, named statements may get generic plans: ${(err as Error).message}`);
+}
+
 export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean } = {}): Db {
   const prepared = opts.preparedStatements ?? true;
   const pool = new pg.Pool({
@@ -181,8 +189,9 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
   // A named statement is parsed once per connection but still planned for its values: PostgreSQL's
   // generic plan, made after five runs from the table as it was then, read a wallet's whole payments
   // through the wrong index once the table had grown (a lookup made on an empty table, until an ANALYZE).
-  // Queued on the new connection ahead of any statement; a server that refuses it plans as it likes.
-  if (prepared) pool.on('connect', (client) => void client.query('SET plan_cache_mode = force_custom_plan').catch(() => undefined));
+  // Queued on the new connection ahead of any statement. Behind a pooler in transaction mode a session SET
+  // does not stay with this client: there the role carries it (scripts/db-roles.mjs, ALTER ROLE ... SET).
+  if (prepared) pool.on('connect', (client) => void client.query('SET plan_cache_mode = force_custom_plan').catch(planModeRefused));
   const q = traced(pool, prepared);
   return {
     pool,

@@ -46,6 +46,7 @@ describe('named statements', () => {
     const before = Number(await read());
     for (let i = 0; i < 20; i++) expect((await db.query(lookup, ['w', `k${i + 1}`])).rows).toEqual([{ id: `p${i + 1}` }]);
     expect(await preparedTexts(db)).toContain(lookup);
+    expect((await db.query<{ plan_cache_mode: string }>('SHOW plan_cache_mode')).rows[0]!.plan_cache_mode).toBe('force_custom_plan');
     // Index statistics reach the view when a backend reports them (at most once a second).
     await new Promise((r) => setTimeout(r, 1500));
     await db.query('SELECT 1');

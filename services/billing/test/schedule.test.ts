@@ -208,6 +208,24 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
   },
 ];
 
+describe('dunning notices with no dunning window', () => {
+  it('the lapse is not announced to the subscriber when nothing is left to pay by (the expiry follows)', () => {
+    const none = { dunning_days: 0 };
+    const noGrace = sub('active', { grace_period_days: 0, ...issued(END + DAY, { reminded_for: END }) });
+    expect(dueNow(noGrace, END, none)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: false, pay_by: END });
+    expect(dueNow(sub('past_due', issued(GRACE_END + DAY)), GRACE_END, none)).toMatchObject({
+      kind: 'lapse',
+      event: 'grace_end_unpaid',
+      notify_subscriber: false,
+    });
+    expect(dueNow(sub('payment_failed', issued(GRACE_END + DAY)), GRACE_END, none)).toMatchObject({
+      kind: 'lapse',
+      event: 'dunning_end_unpaid',
+      notify_subscriber: true,
+    });
+  });
+});
+
 describe('what is due (domain/schedule.ts), row by row', () => {
   for (const row of TABLE) {
     it(row.name, () => {

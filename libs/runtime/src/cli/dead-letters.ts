@@ -27,7 +27,7 @@ async function main(): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const db = createDb(cliDatabaseUrl(), { max: 1, applicationName: 'dead-letters' });
+  const db = createDb(cliDatabaseUrl(), { max: 1, applicationName: 'dead-letters', preparedStatements: false });
   try {
     const exists = await db.query<{ t: string | null }>(`SELECT to_regclass($1) AS t`, [`${schema}.dead_letters`]);
     if (!exists.rows[0]?.t) {

@@ -28,7 +28,7 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return command ? 0 : 2;
   }
-  const db = createDb(cliDatabaseUrl(), { max: 1, applicationName: 'wallet-cli' });
+  const db = createDb(cliDatabaseUrl(), { max: 1, applicationName: 'wallet-cli', preparedStatements: false });
   try {
     await migrate(db, 'gateway', migrations);
     const repo = new WalletsRepo('gateway');

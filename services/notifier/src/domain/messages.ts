@@ -9,11 +9,14 @@ const ALWAYS_TO_SUBSCRIBER = new Set(['subscription.cancelled']);
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 const day = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
-/** How a receipt names the way a payment was made. */
+/**
+ * How a receipt names the way a payment was made. An NWC subscription's invoice is a Lightning invoice
+ * the wallet pays, or the subscriber by hand once the wallet failed: the receipt cannot tell which.
+ */
 const PAID_WITH: Record<PaymentMethod, string> = {
   lightning: 'Lightning',
   onchain: 'on-chain bitcoin',
-  nwc: 'your connected wallet (Nostr Wallet Connect)',
+  nwc: 'Lightning',
   cardproc: 'card',
   walletproc: 'online wallet (PayPal)',
 };
