@@ -168,10 +168,14 @@ async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (
  */
 let planModeWarned = false;
 /** A server that refuses the setting (before PostgreSQL 12) still answers; said once per process. */
-function planModeRefused(err: unknown): void {
-  if (planModeWarned || isDbUnavailable(err)) return;
-  planModeWarned = true;
-  process.emitWarning(`plan_cache_mode could not be set, named statements may get generic plans: ${(err as Error).message}`);
+async function setPlanMode(client: pg.ClientBase): Promise<void> {
+  try {
+    await client.query('SET plan_cache_mode = force_custom_plan');
+  } catch (err) {
+    if (planModeWarned || isDbUnavailable(err)) return;
+    planModeWarned = true;
+    process.emitWarning(`plan_cache_mode could not be set, named statements may get generic plans: ${(err as Error).message}`);
+  }
 }
 
 export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean } = {}): Db {
@@ -183,15 +187,15 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
     connectionTimeoutMillis: 5000,
     // A peer that vanished without closing the socket is noticed instead of waited on.
     keepAlive: true,
+    // A named statement is parsed once per connection but still planned for its values: PostgreSQL's
+    // generic plan, made after five runs from the table as it was then, read a wallet's whole payments
+    // through the wrong index once the table had grown (a lookup made on an empty table, until an
+    // ANALYZE). pg-pool awaits this before handing the connection out. Behind a pooler in transaction
+    // mode a session SET does not stay with this client: there the role carries it (scripts/db-roles.mjs).
+    onConnect: prepared ? setPlanMode : undefined,
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
-  // A named statement is parsed once per connection but still planned for its values: PostgreSQL's
-  // generic plan, made after five runs from the table as it was then, read a wallet's whole payments
-  // through the wrong index once the table had grown (a lookup made on an empty table, until an ANALYZE).
-  // Queued on the new connection ahead of any statement. Behind a pooler in transaction mode a session SET
-  // does not stay with this client: there the role carries it (scripts/db-roles.mjs, ALTER ROLE ... SET).
-  if (prepared) pool.on('connect', (client) => void client.query('SET plan_cache_mode = force_custom_plan').catch(planModeRefused));
   const q = traced(pool, prepared);
   return {
     pool,

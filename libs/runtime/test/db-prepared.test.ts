@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createDatabase } from '../../../test/support/stack.js';
 import { createDb, isDbUnavailable, type Db } from '../src/db.js';
 
@@ -14,6 +14,8 @@ const open = (preparedStatements?: boolean) => {
 };
 const preparedTexts = async (db: Db) => (await db.query<{ statement: string }>('SELECT statement FROM pg_prepared_statements')).rows.map((r) => r.statement);
 
+const warned = vi.spyOn(process, 'emitWarning');
+
 beforeAll(async () => {
   const created = await createDatabase('sb_prep');
   url = created.url;
@@ -27,6 +29,18 @@ afterAll(async () => {
 });
 
 describe('named statements', () => {
+  it("a new connection is handed out after its plan setting, never with a query queued behind it (pg's deprecated concurrent use)", async () => {
+    {
+      const db = createDb(url, { max: 8 });
+      pools.push(db);
+      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => db.query<{ n: number }>('SELECT $1::int AS n', [i])));
+      expect(answers.map((r) => r.rows[0]!.n)).toEqual(Array.from({ length: 24 }, (_, i) => i));
+      await Promise.all(Array.from({ length: 8 }, () => db.tx((q) => q.query('SELECT 1'))));
+      // pg says it once per process: counted from the file's first connection on.
+      expect(warned.mock.calls.map((c) => String(c[0]))).toEqual([]);
+    }
+  });
+
   it('are planned for their values each time: a lookup named on an empty table keeps its unique index as the table grows', async () => {
     // The shape of payments: a unique (wallet, key) lookup beside a (wallet, created) index. A generic plan
     // made while the table was empty read the whole wallet through the second index on every later call.
