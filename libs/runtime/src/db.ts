@@ -162,10 +162,6 @@ async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (
   };
 }
 
-/**
- * `preparedStatements: false` for a connection pooler that hands each transaction another server
- * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21).
- */
 let planModeWarned = false;
 /** A server that refuses the setting (before PostgreSQL 12) still answers; said once per process. */
 async function setPlanMode(client: pg.ClientBase): Promise<void> {
@@ -178,6 +174,10 @@ async function setPlanMode(client: pg.ClientBase): Promise<void> {
   }
 }
 
+/**
+ * `preparedStatements: false` for a connection pooler that hands each transaction another server
+ * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21).
+ */
 export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean } = {}): Db {
   const prepared = opts.preparedStatements ?? true;
   const pool = new pg.Pool({

@@ -30,15 +30,13 @@ afterAll(async () => {
 
 describe('named statements', () => {
   it("a new connection is handed out after its plan setting, never with a query queued behind it (pg's deprecated concurrent use)", async () => {
-    {
-      const db = createDb(url, { max: 8 });
-      pools.push(db);
-      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => db.query<{ n: number }>('SELECT $1::int AS n', [i])));
-      expect(answers.map((r) => r.rows[0]!.n)).toEqual(Array.from({ length: 24 }, (_, i) => i));
-      await Promise.all(Array.from({ length: 8 }, () => db.tx((q) => q.query('SELECT 1'))));
-      // pg says it once per process: counted from the file's first connection on.
-      expect(warned.mock.calls.map((c) => String(c[0]))).toEqual([]);
-    }
+    const db = createDb(url, { max: 8 });
+    pools.push(db);
+    const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => db.query<{ n: number }>('SELECT $1::int AS n', [i])));
+    expect(answers.map((r) => r.rows[0]!.n)).toEqual(Array.from({ length: 24 }, (_, i) => i));
+    await Promise.all(Array.from({ length: 8 }, () => db.tx((q) => q.query('SELECT 1'))));
+    // pg says it once per process: counted from the file's first connection on.
+    expect(warned.mock.calls.map((c) => String(c[0]))).toEqual([]);
   });
 
   it('are planned for their values each time: a lookup named on an empty table keeps its unique index as the table grows', async () => {

@@ -120,16 +120,17 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: !previous && s.trial_end === end };
     }
   }
-  if (s.status === 'active' && now >= end) {
-    // With grace the subscription goes past_due (access kept until the grace ends), else payment_failed.
-    const payBy = s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p);
-    // Without a window left (no grace and no dunning days) the expiry follows at once and says it all.
-    return { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: s.receive_reminders && payBy > now, pay_by: payBy };
-  }
-  if (s.status === 'past_due' && now >= graceEnd(s)) {
-    const payBy = dunningEnd(s, p);
-    return { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: s.receive_reminders && payBy > now, pay_by: payBy };
-  }
+  // A step of dunning, payable until `payBy`; without a window left (no grace and no dunning days) the
+  // expiry follows at once and says it all.
+  const dunningStep = (event: 'period_end_unpaid' | 'grace_end_unpaid', payBy: number): Due => ({
+    kind: 'lapse',
+    event,
+    notify_subscriber: s.receive_reminders && payBy > now,
+    pay_by: payBy,
+  });
+  // With grace the subscription goes past_due (access kept until the grace ends), else payment_failed.
+  if (s.status === 'active' && now >= end) return dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p));
+  if (s.status === 'past_due' && now >= graceEnd(s)) return dunningStep('grace_end_unpaid', dunningEnd(s, p));
   if (s.status === 'payment_failed' && now >= dunningEnd(s, p))
     return { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: 'renewal unpaid at the end of the dunning window' };
   if (now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)

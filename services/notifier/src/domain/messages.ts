@@ -72,6 +72,16 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       str(d.payment_id) && `Payment reference: ${d.payment_id}`,
     ];
   };
+  /** A step of dunning: what is unpaid, until when it can be paid (`pay_by`), where. */
+  const dunning = (subject: string, state: string, payLine: (by: string | undefined) => string): Message => {
+    const payBy = num(d.pay_by);
+    return body(
+      subject,
+      `The renewal of ${plan}${amount ? ` (${amount})` : ''} ${state}`,
+      payLine(payBy === undefined ? undefined : day(payBy)),
+      'Your subscription portal has a payable invoice.',
+    );
+  };
   const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message =>
     compose(subject, [
       who.name ? `Hello ${who.name},` : 'Hello,',
@@ -139,27 +149,15 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
         ...receipt(),
       );
     case 'payment.received':
-      return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`, '', ...receipt());
-    case 'subscription.past_due': {
-      const payBy = num(d.pay_by);
-      return body(
-        `Payment overdue for ${plan}`,
-        `The renewal of ${plan}${amount ? ` (${amount})` : ''} was not paid by the end of your period.`,
-        payBy !== undefined ? `Your access continues until ${day(payBy)}; pay it before then to keep it.` : 'Pay it soon to keep your access.',
-        'Your subscription portal has a payable invoice.',
+      return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`);
+    case 'subscription.past_due':
+      return dunning(`Payment overdue for ${plan}`, 'was not paid by the end of your period.', (by) =>
+        by ? `Your access continues until ${by}; pay it before then to keep it.` : 'Pay it soon to keep your access.',
       );
-    }
-    case 'subscription.payment_failed': {
-      const payBy = num(d.pay_by);
-      return body(
-        `Payment failed for ${plan}: your access has ended`,
-        `The renewal of ${plan}${amount ? ` (${amount})` : ''} is unpaid, so your access has ended for now.`,
-        payBy !== undefined
-          ? `Pay it by ${day(payBy)} to get your access back; after that the subscription ends.`
-          : 'Pay it to get your access back before the subscription ends.',
-        'Your subscription portal has a payable invoice.',
+    case 'subscription.payment_failed':
+      return dunning(`Payment failed for ${plan}: your access has ended`, 'is unpaid, so your access has ended for now.', (by) =>
+        by ? `Pay it by ${by} to get your access back; after that the subscription ends.` : 'Pay it to get your access back before the subscription ends.',
       );
-    }
     case 'subscription.expired':
       return body(`Your subscription to ${plan} has expired`, `Your subscription to ${plan} has expired. You can subscribe again at any time.`);
     default:
