@@ -18,6 +18,13 @@ export interface PgCluster {
   adminUrl: string;
   /** `pg_ctl stop -m immediate`: every backend killed at once, as in a crash. */
   crash(): Promise<void>;
+  /**
+   * SIGSTOP to the server and every backend: connections stay open and nothing answers, as when the
+   * database's host freezes or the network drops packets without a reset.
+   */
+  freeze(): void;
+  /** SIGCONT to the processes `freeze` stopped. */
+  thaw(): void;
   /** `pg_ctl start` (unless it runs), resolving once the server accepts connections. */
   start(): Promise<void>;
   /** Stops the server and removes its directory. */
@@ -35,6 +42,21 @@ function binDir(): string {
 /** The command line that runs `bin` as the server's owner: the postgres user when we are root. */
 function asOwner(bin: string, args: string[]): [string, string[]] {
   return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
+}
+
+/** Pids whose parent is `pid` (from /proc: procps may not be installed). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(name));
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return out;
 }
 
 export async function startPgCluster(): Promise<PgCluster> {
@@ -74,7 +96,7 @@ export async function startPgCluster(): Promise<PgCluster> {
   };
   await start();
   // A test run that ends abruptly must not leave the server behind.
-  const onExit = () => {
+  const stopNow = () => {
     try {
       const [cmd, argv] = asOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop']);
       execFileSync(cmd, argv, { stdio: 'ignore' });
@@ -82,9 +104,29 @@ export async function startPgCluster(): Promise<PgCluster> {
       /* not running */
     }
   };
+  let frozen: number[] = [];
+  const thaw = () => {
+    for (const pid of frozen.splice(0)) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        /* gone */
+      }
+    }
+  };
+  const onExit = () => {
+    thaw();
+    stopNow();
+  };
   process.once('exit', onExit);
   return {
     port,
+    freeze() {
+      const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      frozen = [postmaster, ...childrenOf(postmaster)];
+      for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    },
+    thaw,
     adminUrl: `postgres://postgres@127.0.0.1:${port}/postgres`,
     crash: async () => {
       await pgctl('-m', 'immediate', '-w', 'stop');
@@ -92,6 +134,7 @@ export async function startPgCluster(): Promise<PgCluster> {
     start,
     async destroy() {
       process.removeListener('exit', onExit);
+      thaw();
       await pgctl('-m', 'fast', '-w', 'stop').catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });
     },

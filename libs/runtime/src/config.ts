@@ -45,6 +45,12 @@ export const commonConfig = {
    * transaction mode before 1.21, or without max_prepared_statements).
    */
   DB_PREPARED_STATEMENTS: envBoolOn,
+  /**
+   * A statement not answered by then fails as "database unavailable" (503, redelivery) and its connection
+   * is dropped: a database that hangs (frozen host, network black hole) would otherwise hold the request
+   * and the pooled connection for as long as TCP keeps the socket open.
+   */
+  DB_QUERY_TIMEOUT_MS: envInt(10_000, 100),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   DEV_MODE: envBool,
   /** Older SECRETS_KEYs (comma-separated) that still open what they sealed, during a key rotation. */

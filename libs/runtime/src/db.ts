@@ -68,16 +68,17 @@ function isStalePlan(err: unknown): boolean {
  * A client span per statement, child of the active span. It is not made the active span itself (no
  * context switch per query): nothing runs inside a statement.
  */
-function traced(q: pg.Pool | pg.PoolClient, prepared: boolean, system = 'postgresql'): Queryable {
+function traced(q: pg.Pool | pg.PoolClient, prepared: boolean, timeoutMs: number, system = 'postgresql'): Queryable {
   return {
     query<R extends pg.QueryResultRow>(text: string, values?: unknown[]) {
       const span = tracer().startSpan(`db ${operationOf(text)}`, { kind: SpanKind.CLIENT, attributes: { 'db.system': system, 'db.statement': text } });
       let pending: Promise<pg.QueryResult<R>>;
       try {
         const name = prepared && values !== undefined ? statementName(text) : undefined;
-        pending = name === undefined ? q.query<R>(text, values) : q.query<R>({ name, text, values });
+        pending = q.query<R>({ name, text, values, query_timeout: timeoutMs } as pg.QueryConfig);
         // A pool's connection that failed is dropped with its statements: once more, parsed afresh.
-        if (name !== undefined && q instanceof pg.Pool) pending = pending.catch((err) => (isStalePlan(err) ? q.query<R>(text, values) : Promise.reject(err)));
+        if (name !== undefined && q instanceof pg.Pool)
+          pending = pending.catch((err) => (isStalePlan(err) ? q.query<R>({ text, values, query_timeout: timeoutMs } as pg.QueryConfig) : Promise.reject(err)));
       } catch (err) {
         pending = Promise.reject(err);
       }
@@ -110,7 +111,7 @@ const UNAVAILABLE_ERRNO = new Set([
   'ECONNABORTED',
 ]);
 const UNAVAILABLE_MESSAGE =
-  /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)/i;
+  /Connection terminated|Query read timeout|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)/i;
 
 /**
  * The database a command-line tool works on: DATABASE_URL, or the embedded database of a running
@@ -164,9 +165,9 @@ async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (
 
 let planModeWarned = false;
 /** A server that refuses the setting (before PostgreSQL 12) still answers; said once per process. */
-async function setPlanMode(client: pg.ClientBase): Promise<void> {
+async function setPlanMode(client: pg.ClientBase, timeoutMs: number): Promise<void> {
   try {
-    await client.query('SET plan_cache_mode = force_custom_plan');
+    await client.query({ text: 'SET plan_cache_mode = force_custom_plan', query_timeout: timeoutMs } as pg.QueryConfig);
   } catch (err) {
     if (planModeWarned || isDbUnavailable(err)) return;
     planModeWarned = true;
@@ -178,8 +179,11 @@ async function setPlanMode(client: pg.ClientBase): Promise<void> {
  * `preparedStatements: false` for a connection pooler that hands each transaction another server
  * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21).
  */
-export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean } = {}): Db {
+export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean; queryTimeoutMs?: number } = {}): Db {
   const prepared = opts.preparedStatements ?? true;
+  const timeoutMs = opts.queryTimeoutMs ?? 10_000;
+  /** Transaction control, bounded like every statement: a COMMIT the database never answers is a 503. */
+  const control = (client: pg.PoolClient, text: string) => client.query({ text, query_timeout: timeoutMs } as pg.QueryConfig);
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
@@ -192,11 +196,11 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
     // through the wrong index once the table had grown (a lookup made on an empty table, until an
     // ANALYZE). pg-pool awaits this before handing the connection out. Behind a pooler in transaction
     // mode a session SET does not stay with this client: there the role carries it (scripts/db-roles.mjs).
-    onConnect: prepared ? setPlanMode : undefined,
+    onConnect: prepared ? (client) => setPlanMode(client, timeoutMs) : undefined,
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
-  const q = traced(pool, prepared);
+  const q = traced(pool, prepared, timeoutMs);
   return {
     pool,
     query: q.query,
@@ -207,15 +211,15 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
         let failure: unknown;
         let unknownState = false;
         try {
-          await client.query('BEGIN');
+          await control(client, 'BEGIN');
           begun = true;
-          const result = await fn(traced(client, prepared));
-          await client.query('COMMIT');
+          const result = await fn(traced(client, prepared, timeoutMs));
+          await control(client, 'COMMIT');
           return result;
         } catch (err) {
           failure = err;
           // A connection whose ROLLBACK failed is in no known state: it is not given back to the pool.
-          if (!isDbUnavailable(err)) await client.query('ROLLBACK').catch(() => (unknownState = true));
+          if (!isDbUnavailable(err)) await control(client, 'ROLLBACK').catch(() => (unknownState = true));
           // A pooled connection that died while idle fails at BEGIN, before anything was done: once
           // more on a fresh one. Later failures are reported (the caller's work may have reached COMMIT).
           if (!begun && attempt === 1 && isDbUnavailable(err)) continue;
@@ -227,7 +231,11 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
     },
     async ping() {
       try {
-        return await Promise.race([pool.query('SELECT 1').then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 2000).unref())]);
+        // Bounded by the driver too, so that probes of a hung database do not pile up on the pool.
+        return await Promise.race([
+          pool.query({ text: 'SELECT 1', query_timeout: 2000 } as pg.QueryConfig).then(() => true),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 2000).unref()),
+        ]);
       } catch {
         return false;
       }

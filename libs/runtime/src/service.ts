@@ -15,6 +15,7 @@ interface BaseConfig {
   DEV_MODE: boolean;
   DB_POOL_MAX: number;
   DB_PREPARED_STATEMENTS: boolean;
+  DB_QUERY_TIMEOUT_MS: number;
 }
 
 export interface ServiceBase<C> {
@@ -54,7 +55,12 @@ export async function runService<C extends BaseConfig>(opts: {
   const config = opts.loadConfig();
   const log = createLogger(opts.name, config.LOG_LEVEL);
   guardProcess(log);
-  const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: opts.name, preparedStatements: config.DB_PREPARED_STATEMENTS });
+  const db = createDb(config.DATABASE_URL, {
+    max: config.DB_POOL_MAX,
+    applicationName: opts.name,
+    preparedStatements: config.DB_PREPARED_STATEMENTS,
+    queryTimeoutMs: config.DB_QUERY_TIMEOUT_MS,
+  });
   // The ops endpoints come first: alive (/healthz) at once, ready (/readyz) only once the database
   // answered, the migrations ran and the service listens on the bus.
   let nc: NatsConnection | undefined;

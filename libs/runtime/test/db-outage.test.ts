@@ -26,6 +26,7 @@ describe('isDbUnavailable', () => {
     expect(isDbUnavailable(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))).toBe(true);
     expect(isDbUnavailable(Object.assign(new Error('the database system is starting up'), { code: '57P03' }))).toBe(true);
     expect(isDbUnavailable(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isDbUnavailable(new Error('Query read timeout'))).toBe(true);
     expect(isDbUnavailable(new Error('migration x #1 failed', { cause: refused }))).toBe(true);
     expect(isDbUnavailable(Object.assign(new Error('duplicate key'), { code: '23505' }))).toBe(false);
     expect(isDbUnavailable(Object.assign(new Error('relation "x" does not exist'), { code: '42P01' }))).toBe(false);
@@ -84,5 +85,40 @@ describe('a database stopped under the pool', () => {
     expect(applied).toEqual([1]);
     expect((await db.query(`SELECT to_regclass('mw.t') AS t`)).rows[0].t).toBe('mw.t');
     await expect(migrateWhenReachable(db, 'mw2', [{ id: 1, name: 'broken', sql: 'SELECT nope' }], log)).rejects.toThrow(/mw2 #1 broken/);
+  });
+});
+
+describe('a database that hangs (every server process stopped, connections left open)', () => {
+  it('fails statements and transactions as unavailable after the query timeout, drops those connections, and works once it thaws', async () => {
+    const hung = createDb(cluster.adminUrl, { max: 2, queryTimeoutMs: 500 });
+    try {
+      await hung.query('SELECT 1');
+      cluster.freeze();
+      const started = Date.now();
+      const outcomes = await Promise.all([
+        hung.query('SELECT 1').then(
+          () => 'answered',
+          (err) => (isDbUnavailable(err) ? 'unavailable' : String(err)),
+        ),
+        hung
+          .tx((tx) => tx.query('SELECT 1'))
+          .then(
+            () => 'answered',
+            (err) => (isDbUnavailable(err) ? 'unavailable' : String(err)),
+          ),
+      ]);
+      expect(outcomes).toEqual(['unavailable', 'unavailable']);
+      // Bounded: the query timeout, or the pool's 5 s connect timeout for a connection opened meanwhile.
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // Not given back to the pool: a stuck connection would be handed to the next caller.
+      expect(hung.pool.idleCount).toBe(0);
+      expect(await hung.ping()).toBe(false);
+      cluster.thaw();
+      expect((await hung.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      expect(await hung.tx((tx) => tx.query<{ two: number }>('SELECT 2 AS two')).then((r) => r.rows)).toEqual([{ two: 2 }]);
+    } finally {
+      cluster.thaw();
+      await hung.close().catch(() => undefined);
+    }
   });
 });

@@ -28,7 +28,12 @@ async function main(): Promise<void> {
   const config = loadGatewayConfig();
   const log = createLogger('gateway', config.LOG_LEVEL);
   guardProcess(log);
-  const db = createDb(config.DATABASE_URL, { max: config.DB_POOL_MAX, applicationName: 'gateway', preparedStatements: config.DB_PREPARED_STATEMENTS });
+  const db = createDb(config.DATABASE_URL, {
+    max: config.DB_POOL_MAX,
+    applicationName: 'gateway',
+    preparedStatements: config.DB_PREPARED_STATEMENTS,
+    queryTimeoutMs: config.DB_QUERY_TIMEOUT_MS,
+  });
   let migrated = false;
 
   const bus = new BusClient(config, config.BUS_TIMEOUT_MS);

@@ -59,8 +59,17 @@ export class IdempotencyRepo {
     await q.query(`DELETE FROM ${this.schema}.idempotency_keys WHERE scope = $1 AND key = $2 AND status_code IS NULL`, [scope, key]);
   }
 
-  async purgeExpired(q: Queryable): Promise<number> {
-    const { rowCount } = await q.query(`DELETE FROM ${this.schema}.idempotency_keys WHERE created_at < now() - interval '24 hours'`);
-    return rowCount ?? 0;
+  /** In bounded batches: a backlog (after a long stop) must not become one statement past the query timeout. */
+  async purgeExpired(q: Queryable, batch = 5000): Promise<number> {
+    let purged = 0;
+    for (;;) {
+      const { rowCount } = await q.query(
+        `DELETE FROM ${this.schema}.idempotency_keys WHERE ctid = ANY (ARRAY(
+           SELECT ctid FROM ${this.schema}.idempotency_keys WHERE created_at < now() - interval '24 hours' LIMIT $1))`,
+        [batch],
+      );
+      purged += rowCount ?? 0;
+      if ((rowCount ?? 0) < batch) return purged;
+    }
   }
 }
