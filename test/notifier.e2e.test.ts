@@ -544,4 +544,22 @@ describe('subscriber e-mail', () => {
       await nc.close();
     }
   });
+  it('an event handled after the dev clock moved days ahead still reaches the subscriber: its age is its time in the stream', async () => {
+    const p = await plan('Late plan', 7);
+    // The notifier is away while the trial starts and the clock then moves two days: it handles the event
+    // with a clock two days past the event's timestamp, seconds after the event entered the stream.
+    await stack.services.notifier.stop();
+    try {
+      const sub = await subscribe(p.id, 'late@example.com');
+      await eventId('subscription.created', sub);
+      await advance(2 * 86_400);
+    } finally {
+      await stack.restartNotifier();
+    }
+    const got = await until(
+      async () => mailsTo('late@example.com'),
+      (m) => m.length >= 1,
+    );
+    expect(got.map((m) => m.subject)).toEqual(['Your free trial of Late plan has started']);
+  });
 });

@@ -24,8 +24,12 @@ export interface EventConsumerOptions {
   durable: string;
   /** One subject filter (nats-server 2.9 has no `filter_subjects`). */
   filterSubject: string;
-  /** Handles one event; must be idempotent (an event is redelivered until it was acknowledged). */
-  handle(event: EventEnvelope): Promise<unknown>;
+  /**
+   * Handles one event; must be idempotent (an event is redelivered until it was acknowledged).
+   * `storedAtMs`: when the stream stored it, by the server's wall clock (absent for a parked event an
+   * operator replays).
+   */
+  handle(event: EventEnvelope, meta: { storedAtMs?: number }): Promise<unknown>;
   log: Logger;
   /** Where events that keep failing are parked: `<schema>.dead_letters` of the service's database. */
   db: Db;
@@ -181,7 +185,7 @@ export class DurableEventConsumer {
     try {
       const event = parsed.data;
       const result = await consumeInTrace(m.subject, m.headers, { 'messaging.consumer.group.name': durable, 'messaging.message.id': event.id }, () =>
-        this.o.handle(event),
+        this.o.handle(event, { storedAtMs: m.time.getTime() }),
       );
       log.info({ consumer: durable, event_id: event.id, event: event.event, result }, 'event handled');
       this.settle(m);
@@ -256,7 +260,7 @@ export class DurableEventConsumer {
       const parsed = EventEnvelope.safeParse(r.payload);
       try {
         if (!parsed.success) throw new Error('malformed event');
-        const result = await this.o.handle(parsed.data);
+        const result = await this.o.handle(parsed.data, {});
         await db.query(`DELETE FROM ${schema}.dead_letters WHERE consumer = $1 AND event_id = $2`, [durable, r.event_id]);
         this.metrics?.replayed.inc({ consumer: durable });
         log.info({ consumer: durable, event_id: r.event_id, result }, 'parked event replayed');

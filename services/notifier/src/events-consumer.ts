@@ -10,6 +10,16 @@ export const DELIVERY_ID_PREFIX = 'whd_';
 const NOTIFICATION_ID_PREFIX = 'ntf_';
 /** Events older than this reach owners' webhooks but no person's inbox. */
 const NOTIFY_MAX_AGE_S = 86_400;
+
+/**
+ * Whether an event is too old to tell a person about. Its age is how long it has been in the stream, by
+ * the wall clock: the event's own timestamp follows the dev clock, which a test moves by days between
+ * the event and its handling. A parked event replayed by an operator has no stream time: its timestamp
+ * is compared with the service's clock.
+ */
+export function tooOldToNotify(envelope: EventEnvelope, storedAtMs: number | undefined, nowS: number, wallNowMs: number): boolean {
+  return storedAtMs === undefined ? nowS - envelope.timestamp > NOTIFY_MAX_AGE_S : wallNowMs - storedAtMs > NOTIFY_MAX_AGE_S * 1000;
+}
 /** Billing is asked for at most this many subscribers' contacts at once (a batch may need many). */
 const CONTACT_LOOKUPS = 16;
 
@@ -36,6 +46,7 @@ interface Planned {
 
 interface Pending {
   envelope: EventEnvelope;
+  storedAtMs: number | undefined;
   /** The trace of the event's processing, kept with each delivery for its attempts. */
   trace: TraceCarrier | null;
 }
@@ -58,8 +69,8 @@ export class EventRecorder {
   }
 
   /** Resolves once the event's deliveries and notifications are committed. */
-  record(envelope: EventEnvelope): Promise<Recorded> {
-    return this.batcher.add({ envelope, trace: traceCarrier() });
+  record(envelope: EventEnvelope, storedAtMs?: number): Promise<Recorded> {
+    return this.batcher.add({ envelope, storedAtMs, trace: traceCarrier() });
   }
 
   private async recordAll(items: Pending[]): Promise<Recorded[]> {
@@ -67,7 +78,8 @@ export class EventRecorder {
     // The consumer starts at the beginning of the stream: a first deployment (or a new durable) must not
     // message anyone about cancellations and reminders of long ago.
     const nowS = unixSeconds(d.clock);
-    const recent = items.filter((p) => nowS - p.envelope.timestamp <= NOTIFY_MAX_AGE_S);
+    const wallNowMs = Date.now();
+    const recent = items.filter((p) => !tooOldToNotify(p.envelope, p.storedAtMs, nowS, wallNowMs));
     const rows = recent.length
       ? await d.settings.effectiveMany(
           d.db,

@@ -46,7 +46,7 @@ main('notifier', () =>
       const recorder = new EventRecorder(deps);
       const consumer = new DurableEventConsumer(nc, {
         ...EVENT_CONSUMERS.notifier,
-        handle: (e) => recorder.record(e),
+        handle: (e, meta) => recorder.record(e, meta.storedAtMs),
         log,
         db,
         schema: SCHEMA,
