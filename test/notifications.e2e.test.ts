@@ -74,6 +74,7 @@ beforeAll(async () => {
       MAIL_FROM: 'Billing <billing@example.com>',
       NOTIFIER_POLL_INTERVAL_MS: '150',
       MESSENGER_API_URL: tg.url,
+      MESSENGER_POLL_MS: '300',
       NIP05_ALLOW_HTTP: '1',
       NOTIFY_TIMEOUT_MS: '3000',
     },
@@ -765,6 +766,60 @@ describe('delivery', () => {
     await settle();
     expect(tgTo('3001')).toHaveLength(1);
     expect(tg.calls.filter((c) => String(c.chat_id) === '3001').map((c) => c.status)).toEqual([500, 429, 200]);
+  });
+
+  it('a Telegram username is reached once it presses Start on the bot: its notice waits until then; the public plan names the bot', async () => {
+    // A bot with a webhook cannot be polled: Telegram's 409 is kept on the bot and the others go on.
+    tg.webhookSet.add(TOKEN2);
+    // The bot's username comes from its getMe, asked by the first poll.
+    const shown = await until(
+      async () => (await pub().get(`/public/plan/${plan.id}`)).body,
+      (b: any) => b.messenger_bot !== undefined,
+    );
+    expect(shown.messenger_bot).toBe('shop7001_bot');
+    const sub = await subscribeChat('@Zoe_Subscriber');
+    const n = await noticeOf(sub);
+    expect(n).toMatchObject({ status: 'pending', recipient: '@Zoe_Subscriber', attempt_count: 1 });
+    expect(n.last_error).toBe('400 Bad Request: chat not found (@Zoe_Subscriber has not pressed Start on the bot yet)');
+    expect(n.attempts[0].permanent).toBe(false);
+
+    // Someone else writing to the bot links nobody but themselves; a bot's message never links.
+    tg.press(TOKEN, 4243, 'someone_else', 'hello');
+    tg.press(TOKEN, 4242, 'zoe_subscriber');
+    const greeting = await until(
+      async () => tgTo('4242'),
+      (m) => m.length >= 1,
+    );
+    expect(greeting.map((m) => [m.token, m.text])).toEqual([[TOKEN, 'Notices about your subscriptions will come to this chat.']]);
+    expect(
+      await until(
+        () => rows(`SELECT username, chat_id FROM notifier.messenger_links WHERE bot_id = 7001 ORDER BY username`),
+        (r) => r.length === 2,
+      ),
+    ).toEqual([
+      { username: 'someone_else', chat_id: 4243 },
+      { username: 'zoe_subscriber', chat_id: 4242 },
+    ]);
+    // Only /start is answered.
+    expect(tgTo('4243')).toEqual([]);
+
+    await advance(31);
+    const done = await until(
+      async () => (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find((x: any) => x.audience === 'subscriber'),
+      (x: any) => x.status === 'delivered',
+    );
+    expect(done.attempt_count).toBe(2);
+    const got = tgTo('4242');
+    expect(got).toHaveLength(2);
+    expect(got[1]!.text).toContain('Your free trial of Delivery has started');
+    // The updates were confirmed: later polls ask past them, and nobody is greeted twice.
+    await settle();
+    const polls = tg.polls.filter((p) => p.token === TOKEN);
+    expect(polls.at(-1)!.offset).toBeGreaterThan(polls[0]!.offset);
+    expect(tgTo('4242')).toHaveLength(2);
+    const [bot2] = await rows(`SELECT last_error FROM notifier.messenger_bots WHERE bot_id = 7002`);
+    expect(bot2.last_error).toMatch(/^409 Conflict: can't use getUpdates method while webhook is active/);
+    tg.webhookSet.delete(TOKEN2);
   });
 
   it('permanent errors (bot blocked, chat not found) are not retried; the owner can retry a failed one', async () => {

@@ -72,6 +72,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
           SCHEDULER_INTERVAL_MS: '1000',
           // The Telegram server and the relay of test/support are on loopback.
           MESSENGER_API_URL: tg.url,
+          MESSENGER_POLL_MS: '300',
           NOTIFIER_POLL_INTERVAL_MS: '200',
           WEBHOOK_ALLOW_PRIVATE: '1',
         },
@@ -435,7 +436,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       channels: { messenger: { bot_token: BOT_TOKEN }, nostr: { generate_key: true, relays: [relay.url] } },
     });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
-    expect((await anon.get(`/public/plan/${p.id}`)).body.available_contact_methods).toEqual(['messenger', 'nostr']);
+    // The bot's name is known once the notifier polled it.
+    const shown = await until(
+      async () => (await anon.get(`/public/plan/${p.id}`)).body,
+      (b: any) => b.messenger_bot !== undefined,
+    );
+    expect(shown).toMatchObject({ available_contact_methods: ['messenger', 'nostr'], messenger_bot: 'shop7101_bot' });
     /** Starts the trial and answers the subscriber as the API and the database hold it. */
     const subscribed = async (page: Page) => {
       const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
@@ -451,12 +457,15 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
 
     const { page, problems } = await openPage(phone);
     await page.goto(p.checkout_url);
-    const chat = page.getByLabel('Telegram chat id');
+    const chat = page.getByLabel('Telegram username');
     const npubField = page.getByLabel('Nostr address (npub or name@domain)');
     const pref = page.getByLabel('Send reminders and receipts by');
     await chat.waitFor();
     expect(await page.getByLabel('E-mail').count()).toBe(0);
-    expect(await page.locator('#contact-messenger-hint').textContent()).toMatch(/press Start first, then enter your numeric chat id/);
+    expect(await page.locator('#contact-messenger-hint').textContent()).toBe(
+      'Enter your username (like @alice) or numeric chat id, and press Start on @shop7101_bot in Telegram: messages reach you from then on.',
+    );
+    expect(await page.getByRole('link', { name: '@shop7101_bot' }).getAttribute('href')).toBe('https://t.me/shop7101_bot');
     expect(await pref.locator('option').allTextContents()).toEqual(['Telegram', 'Nostr']);
     await check(page, problems, 'checkout-contacts');
 

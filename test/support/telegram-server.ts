@@ -21,6 +21,15 @@ export interface TelegramServer {
   blocked: Set<string>;
   /** Per chat: statuses to answer before delivering (500 = down, 429 = rate limited with retry_after). */
   script: Map<string, number[]>;
+  /**
+   * A private user writes to the bot (by default `/start`, as pressing Start does): the chat opens (the
+   * bot may write to it from now on) and the message waits in the bot's updates for `getUpdates`.
+   */
+  press(token: string, chatId: number, username: string | null, text?: string): void;
+  /** Bots with a webhook set: `getUpdates` is refused with 409, as Telegram does. */
+  webhookSet: Set<string>;
+  /** Every getUpdates call: the bot's token and the offset asked for. */
+  polls: { token: string; offset: number }[];
   stop(): Promise<void>;
 }
 
@@ -37,6 +46,25 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
   const blocked = new Set<string>();
   const script = new Map<string, number[]>();
   let nextId = 1;
+  let nextUpdate = 1;
+  const updates = new Map<string, Array<{ update_id: number; message: unknown }>>();
+  const webhookSet = new Set<string>();
+  const polls: TelegramServer['polls'] = [];
+  const press = (token: string, chatId: number, username: string | null, text = '/start') => {
+    chats.add(String(chatId));
+    const queue = updates.get(token) ?? [];
+    updates.set(token, queue);
+    queue.push({
+      update_id: nextUpdate++,
+      message: {
+        message_id: nextId++,
+        date: Math.floor(Date.now() / 1000),
+        chat: { id: chatId, type: 'private', first_name: 'Test', ...(username ? { username } : {}) },
+        from: { id: chatId, is_bot: false, first_name: 'Test', ...(username ? { username } : {}) },
+        text,
+      },
+    });
+  };
   const server: Server = createServer((req, res) => {
     let raw = '';
     req.setEncoding('utf8');
@@ -50,7 +78,24 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
       const [, token, method] = m as unknown as [string, string, string];
       if (!tokens.includes(token)) return fail(401, 'Unauthorized');
       const botId = Number(token.split(':')[0]);
-      if (method === 'getMe') return answer(200, { ok: true, result: { id: botId, is_bot: true, first_name: 'Test bot', username: 'test_bot' } });
+      if (method === 'getMe') return answer(200, { ok: true, result: { id: botId, is_bot: true, first_name: 'Test bot', username: `shop${botId}_bot` } });
+      if (method === 'getUpdates') {
+        if (webhookSet.has(token))
+          return fail(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
+        let query: { offset?: unknown; limit?: unknown } = {};
+        try {
+          query = raw ? JSON.parse(raw) : {};
+        } catch {
+          return fail(400, "Bad Request: can't parse JSON object");
+        }
+        const offset = typeof query.offset === 'number' ? query.offset : 0;
+        polls.push({ token, offset });
+        // An offset confirms every update before it: those are never answered again.
+        const queue = (updates.get(token) ?? []).filter((u) => u.update_id >= offset);
+        updates.set(token, queue);
+        const limit = typeof query.limit === 'number' ? query.limit : 100;
+        return answer(200, { ok: true, result: queue.slice(0, limit) });
+      }
       if (method !== 'sendMessage') return fail(404, 'Not Found: method not found');
       if (req.method !== 'POST' || !/application\/json/.test(req.headers['content-type'] ?? '')) return fail(400, 'Bad Request: expected a JSON POST');
       let body: { chat_id?: unknown; text?: unknown };
@@ -103,6 +148,9 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
     chats,
     blocked,
     script,
+    press,
+    webhookSet,
+    polls,
     stop: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

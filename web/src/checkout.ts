@@ -9,6 +9,7 @@ interface PublicPlan {
   trial_days: number;
   payment_methods: string[];
   available_contact_methods?: string[];
+  messenger_bot?: string;
   fiat_price?: { amount: number; currency: string };
 }
 
@@ -38,12 +39,12 @@ const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/
 
 const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete: string; hint: string }> = {
   email: { label: 'E-mail', type: 'email', autocomplete: 'email', hint: 'For receipts, reminders and your link to manage the subscription.' },
-  // The bot can only write to a chat the person opened with it, named by its numeric id.
+  // The bot can only write to a chat the person opened with it: pressing Start links their username to it.
   messenger: {
-    label: 'Telegram chat id',
+    label: 'Telegram username',
     type: 'text',
     autocomplete: 'off',
-    hint: "Open the seller's Telegram bot and press Start first, then enter your numeric chat id (like 123456789).",
+    hint: "Enter your username (like @alice) or numeric chat id, and press Start on the seller's Telegram bot: messages reach you from then on.",
   },
   nostr: { label: 'Nostr address (npub or name@domain)', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts as Nostr direct messages.' },
 };
@@ -118,7 +119,17 @@ function render(plan: PublicPlan): void {
       const chosen = document.getElementById(`contact-${prefSelect.value}`) as HTMLInputElement | null;
       if (input.value.trim() && !chosen?.value.trim()) prefSelect.value = c;
     });
-    return field(`contact-${c}`, f.label, input, f.hint);
+    const el = field(`contact-${c}`, f.label, input, f.hint);
+    if (c === 'messenger' && plan.messenger_bot) {
+      // The seller's bot by name, with the link that opens it in Telegram.
+      const bot = plan.messenger_bot;
+      el.querySelector('.hint')?.replaceChildren(
+        'Enter your username (like @alice) or numeric chat id, and press Start on ',
+        h('a', { href: `https://t.me/${encodeURIComponent(bot)}`, rel: 'noopener' }, `@${bot}`),
+        ' in Telegram: messages reach you from then on.',
+      );
+    }
+    return el;
   });
   const prefSelect = h(
     'select',

@@ -17,7 +17,7 @@ export class ApiError extends Error {
 const FIELD_LABELS: Record<string, string> = {
   email: 'E-mail',
   name: 'Name',
-  messenger: 'Telegram chat id',
+  messenger: 'Telegram username',
   nostr: 'Nostr address',
   payment_method: 'Payment method',
   nwc_connection_string: 'Wallet connection string',

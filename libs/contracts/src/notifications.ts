@@ -219,7 +219,7 @@ export const notificationMessages = {
   contactMethods: {
     subject: 'notifier.internal.contact_methods',
     request: z.object({ wallet_id: Id, plan_id: Id }),
-    reply: z.object({ methods: z.array(ContactPreference) }),
+    reply: z.object({ methods: z.array(ContactPreference), messenger_bot: z.string().optional() }),
   },
   /** The notifier asks billing whom a subscription's notices go to, and the subscriber's portal link. */
   subscriptionContact: {

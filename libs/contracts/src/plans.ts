@@ -128,6 +128,10 @@ export const PublicPlan = Plan.pick({
     available_contact_methods: z.array(z.enum(['email', 'messenger', 'nostr'])).openapi({
       description: 'Contact fields a checkout should ask for: the notification channels configured for this plan (e-mail when the notifier cannot be asked)',
     }),
+    messenger_bot: z.string().optional().openapi({
+      description:
+        "The seller's Telegram bot (username, without @), when the messenger channel is on and the bot is known: a subscriber presses Start on it, then notices to their Telegram username reach them",
+    }),
   })
   .extend({
     checkout_url: z.string().openapi({ description: 'The hosted checkout page of this plan, to link subscribers to' }),

@@ -23,6 +23,11 @@ export const loadNotifierConfig = () =>
     MAIL_FROM: z.string().min(3).default('Subscriptions <no-reply@localhost>'),
     /** The Telegram Bot API (tests point it at a local server of that protocol). */
     MESSENGER_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.telegram.org'),
+    /**
+     * How often each configured bot is asked for chats that pressed Start (getUpdates), which link a
+     * subscriber's Telegram username to the chat a bot can write to. 0: never (usernames then stay unreached).
+     */
+    MESSENGER_POLL_MS: envInt(5000, 0),
     /** One messenger call or one Nostr delivery (lookups and publishing) gives up after this long. */
     NOTIFY_TIMEOUT_MS: envInt(10_000, 100),
     /** NIP-05 identifiers are looked up over http:// (local tests only; the protocol says https). */

@@ -3,6 +3,7 @@ import type { AddressPolicy } from '@sb/runtime';
 import type { EndpointsRepo } from './store/endpoints.repo.js';
 import type { DeliveriesRepo } from './store/deliveries.repo.js';
 import type { NotificationsRepo } from './store/notifications.repo.js';
+import type { MessengerRepo } from './store/messenger.repo.js';
 import type { SettingsRepo } from './store/settings.repo.js';
 
 export const SCHEMA = 'notifier';
@@ -17,6 +18,7 @@ export interface Deps {
   deliveries: DeliveriesRepo;
   settings: SettingsRepo;
   notifications: NotificationsRepo;
+  messenger: MessengerRepo;
   /** Seals webhook signing secrets, channel secrets and message bodies at rest. */
   secrets: SecretBox;
   /** Calls to billing: a subscription's contacts and portal link, whether a plan id is the owner's. */

@@ -7,9 +7,10 @@ import { allHandlers } from './handlers/index.js';
 import { DeliveriesRepo } from './store/deliveries.repo.js';
 import { EndpointsRepo } from './store/endpoints.repo.js';
 import { migrations } from './store/migrations.js';
+import { MessengerRepo } from './store/messenger.repo.js';
 import { NotificationsRepo } from './store/notifications.repo.js';
 import { SettingsRepo } from './store/settings.repo.js';
-import { notifyDue, WebhookWorker } from './workers.js';
+import { notifyDue, pollMessengerBots, WebhookWorker } from './workers.js';
 
 main('notifier', () =>
   runService({
@@ -27,6 +28,7 @@ main('notifier', () =>
         deliveries: new DeliveriesRepo(SCHEMA),
         settings: new SettingsRepo(SCHEMA),
         notifications: new NotificationsRepo(SCHEMA),
+        messenger: new MessengerRepo(SCHEMA),
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client'),
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
@@ -57,6 +59,7 @@ main('notifier', () =>
       const pollers = [
         new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => webhooks.deliverDue(), log),
         new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),
+        ...(config.MESSENGER_POLL_MS > 0 ? [new Poller('messenger links', config.MESSENGER_POLL_MS, () => pollMessengerBots(deps), log)] : []),
       ];
       return {
         handlers: allHandlers(deps),

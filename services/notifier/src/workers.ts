@@ -1,6 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
-import { loadRow, sendVia } from './channels/index.js';
+import { loadRow, openSecrets, sendVia } from './channels/index.js';
+import { botIdOf, botUpdates, botUsername, sendMessenger } from './channels/messenger.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
 import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
@@ -159,4 +160,53 @@ export async function notifyDue(d: Deps): Promise<boolean> {
     }),
   );
   return due.length === NOTIFY_BATCH;
+}
+
+/** How long one replica holds a bot for a poll (getUpdates and getMe, each bounded by the channel timeout). */
+const BOT_LEASE_S = 120;
+/** Bots polled side by side in a round. */
+const BOTS_AT_ONCE = 8;
+/** After a failed poll: a refused token or a bot with a webhook waits longer than a network error. */
+const pollBackoffS = (code: number, retryAfterS?: number): number => retryAfterS ?? (code === 401 || code === 404 ? 600 : code === 409 ? 300 : 30);
+
+/**
+ * One round over every configured bot: the private chats that wrote to it since the last round, by
+ * username, so notices to a subscriber who gave a Telegram username reach the chat their Start opened.
+ * Each bot is leased in the database, so one replica polls it at a time (Telegram refuses two getUpdates
+ * at once); the offset saved after the links confirms those updates to Telegram. Leases use the wall
+ * clock: the dev clock moves by days.
+ */
+export async function pollMessengerBots(d: Deps): Promise<boolean> {
+  const tokens = new Map<number, string>();
+  for (const sealed of await d.messenger.sealedWithMessenger(d.db)) {
+    try {
+      const token = openSecrets(d, sealed).bot_token;
+      if (token) tokens.set(botIdOf(token), token);
+    } catch {
+      /* sealed with another SECRETS_KEY: that row's sends fail and say so */
+    }
+  }
+  const bots = [...tokens];
+  for (let i = 0; i < bots.length; i += BOTS_AT_ONCE) {
+    await Promise.all(bots.slice(i, i + BOTS_AT_ONCE).map(([botId, token]) => pollBot(d, botId, token)));
+  }
+  return false;
+}
+
+async function pollBot(d: Deps, botId: number, token: string): Promise<void> {
+  const now = Math.floor(Date.now() / 1000);
+  const lease = await d.messenger.lease(d.db, botId, now, now + BOT_LEASE_S);
+  if (!lease) return;
+  const api = { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs };
+  const username = lease.username ?? (await botUsername(api));
+  const r = await botUpdates(api, lease.next_offset);
+  if (!r.ok) {
+    await d.messenger.pollFailed(d.db, botId, r.why, now, now + pollBackoffS(r.code, r.retryAfterS));
+    // The bot id is public (it is in every link to the bot); the token never appears.
+    d.log.warn({ bot_id: botId, error: r.why }, 'messenger bot could not be polled for new chats');
+    return;
+  }
+  await d.messenger.polled(d.db, botId, { links: r.links, nextOffset: r.nextOffset, username, now });
+  // A person who pressed Start hears that it worked (once: the offset above confirmed the update).
+  for (const chat of r.started) await sendMessenger(api, chat, 'Notices about your subscriptions will come to this chat.');
 }

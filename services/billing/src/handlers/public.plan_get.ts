@@ -24,5 +24,10 @@ export const getPublicPlan = (d: Deps) =>
           })
         : undefined,
     ]);
-    return { ...pub, ...(contact ? { available_contact_methods: contact.methods } : {}), ...(fiat ? { fiat_price: fiat } : {}) };
+    return {
+      ...pub,
+      ...(contact ? { available_contact_methods: contact.methods } : {}),
+      ...(contact?.messenger_bot && contact.methods.includes('messenger') ? { messenger_bot: contact.messenger_bot } : {}),
+      ...(fiat ? { fiat_price: fiat } : {}),
+    };
   });

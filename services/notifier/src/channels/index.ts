@@ -4,7 +4,7 @@ import { defaultSettings, type Secrets, type StoredSettings } from '../domain/se
 import { WALLET_ROW, type SettingsRow } from '../store/settings.repo.js';
 import type { Queryable } from '@sb/runtime';
 import { sendEmail, senderFor } from './email.js';
-import { sendMessenger } from './messenger.js';
+import { botIdOf, sendMessenger, usernameOf } from './messenger.js';
 import { sendNostr } from './nostr.js';
 import { failed, type Message, type SendOutcome } from './outcome.js';
 
@@ -54,10 +54,16 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
       }
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);
+        const token = s.secrets.bot_token;
+        // A username goes to the private chat it opened by pressing Start (Telegram cannot write to a
+        // person by username); until it has, the message waits for it.
+        const username = usernameOf(to);
+        const chat = username === undefined ? undefined : await d.messenger.chatOf(d.db, botIdOf(token), username);
         return await sendMessenger(
-          { apiUrl: d.channels.messengerApiUrl, token: s.secrets.bot_token, timeoutMs: d.channels.timeoutMs },
-          to,
+          { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs },
+          chat ?? to,
           `${m.subject}\n\n${m.text}`,
+          username !== undefined && chat === undefined,
         );
       }
       case 'nostr': {

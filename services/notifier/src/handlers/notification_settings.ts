@@ -3,6 +3,7 @@ import { messages, notificationMessages, type NotificationSettingsUpdate, type N
 import { callMessage, messageHandler, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid, conflict, invalidFields } from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
 import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
+import { botIdOf } from '../channels/messenger.js';
 import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../channels/nostr.js';
 import type { Deps } from '../deps.js';
 import { testMessage } from '../domain/messages.js';
@@ -154,7 +155,11 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     return toNotification(n, await d.notifications.attemptsOf(d.db, [n.id]));
   }),
 
-  messageHandler(notificationMessages.contactMethods, async ({ wallet_id, plan_id }) => ({
-    methods: contactMethods((await loadEffective(d, d.db, wallet_id, plan_id)).settings),
-  })),
+  messageHandler(notificationMessages.contactMethods, async ({ wallet_id, plan_id }) => {
+    const s = await loadEffective(d, d.db, wallet_id, plan_id);
+    const token = s.settings.channels.messenger ? s.secrets.bot_token : undefined;
+    // Known once the bot was polled (its getMe): the checkout page links subscribers to it.
+    const bot = token ? await d.messenger.usernameOf(d.db, botIdOf(token)) : null;
+    return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}) };
+  }),
 ];

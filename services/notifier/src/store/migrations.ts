@@ -145,4 +145,26 @@ CREATE INDEX notification_attempts_of ON notification_attempts (notification_id,
 -- the trace of the event (or replay request) that made the delivery: each attempt is a span in it
 ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS trace_context JSONB;`,
   },
+  {
+    id: 102,
+    name: 'messenger bots polled for chats that pressed Start',
+    sql: `
+-- each configured bot: where its getUpdates stands, who polls it now (lease), its username for checkout pages
+CREATE TABLE messenger_bots (
+  bot_id BIGINT PRIMARY KEY,
+  username TEXT,
+  next_offset BIGINT NOT NULL DEFAULT 0,
+  lease_until BIGINT NOT NULL DEFAULT 0,
+  last_error TEXT,
+  polled_at BIGINT
+);
+-- a Telegram username (lower case, no @) that pressed Start on a bot, and the private chat it opened
+CREATE TABLE messenger_links (
+  bot_id BIGINT NOT NULL,
+  username TEXT NOT NULL,
+  chat_id BIGINT NOT NULL,
+  linked_at BIGINT NOT NULL,
+  PRIMARY KEY (bot_id, username)
+);`,
+  },
 ];
