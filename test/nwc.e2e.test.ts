@@ -385,6 +385,9 @@ describe('renewals', () => {
     const t1 = await advanceTo(end + 60);
     expect(await conn()).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: 'INSUFFICIENT_BALANCE' });
     expect(await sub(res.subscription_id)).toMatchObject({ status: 'past_due', has_access: true });
+    // The past-due event says the wallet is asked again (the subscriber's notice says so too).
+    const pastDue = (await billingEvents(res.subscription_id)).find((e) => e.e === 'subscription.past_due');
+    expect(pastDue?.d).toMatchObject({ status: 'past_due', wallet_retries: true, pay_by: end + 5 * 86_400 });
     // Not asked again before the hour is up.
     await advanceTo(t1 + 1800);
     expect(w.requests).toHaveLength(2);

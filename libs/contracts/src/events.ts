@@ -77,6 +77,10 @@ const DunningData = (status: 'past_due' | 'payment_failed') =>
     subscription_id: z.string(),
     status: z.literal(status),
     pay_by: UnixSeconds.openapi({ description: 'Until when the renewal can still be paid before the next step' }),
+    wallet_retries: z
+      .literal(true)
+      .optional()
+      .openapi({ description: 'NWC: the connected wallet is asked to pay again during the grace period (after 1 h, then daily)' }),
     notify_subscriber: z.boolean().optional(),
   });
 

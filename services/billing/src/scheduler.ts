@@ -157,6 +157,7 @@ export class Scheduler {
           ...(due.notify_subscriber ? { notify_subscriber: true } : {}),
           ...(due.reason ? { reason: due.reason } : {}),
           ...(due.pay_by !== undefined ? { pay_by: due.pay_by } : {}),
+          ...(due.wallet_retries ? { wallet_retries: true } : {}),
         };
         const saved = await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: due.event }, now, {}, extra));
         if (saved.status === 'expired') {

@@ -183,10 +183,16 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'none' },
   },
   {
-    name: 'NWC failed charge: period lapses meanwhile',
+    name: 'NWC failed charge: period lapses meanwhile, the subscriber told the wallet is asked again',
     s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }),
     at: END + 60,
-    due: { kind: 'lapse', event: 'period_end_unpaid' },
+    due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: GRACE_END, wallet_retries: true },
+  },
+  {
+    name: 'NWC wallet gone (invoice fallback): past_due says nothing of wallet retries',
+    s: sub('active', { payment_method: 'nwc', nwc_fallback: true, ...issued(END + DAY, { reminded_for: END }) }),
+    at: END,
+    due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: GRACE_END },
   },
   {
     name: 'NWC retry during grace: daily after that',
@@ -232,6 +238,12 @@ describe('what is due (domain/schedule.ts), row by row', () => {
       expect(dueNow(row.s, row.at, POLICY)).toMatchObject(row.due);
     });
   }
+
+  it('only a wallet that is still asked to pay makes a past-due step say so', () => {
+    const fallback = sub('active', { payment_method: 'nwc', nwc_fallback: true, ...issued(END + DAY, { reminded_for: END }) });
+    expect(dueNow(fallback, END, POLICY)).not.toHaveProperty('wallet_retries');
+    expect(dueNow(sub('active', issued(END + DAY, { reminded_for: END })), END, POLICY)).not.toHaveProperty('wallet_retries');
+  });
 
   it('nextDueAt is the first time something is due, and nothing is due before it', () => {
     for (const row of TABLE) {

@@ -208,6 +208,17 @@ describe('subscriber notices', () => {
     );
     expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
   });
+
+  it('a past-due notice says until when to pay, and for a wallet that is asked again, that it will be', () => {
+    const byInvoice = subscriberMessage(ev('subscription.past_due', { amount_sats: 1000, pay_by: 1_700_086_400 }), {});
+    expect(byInvoice.subject).toBe('Payment overdue for Gold');
+    expect(byInvoice.text).toContain('Your access continues until 2023-11-15 22:13 UTC; pay it before then to keep it.');
+    const byWallet = subscriberMessage(ev('subscription.past_due', { amount_sats: 1000, pay_by: 1_700_086_400, wallet_retries: true }), {});
+    expect(byWallet.text).toContain(
+      'Your connected wallet will be asked to pay it again until 2023-11-15 22:13 UTC, while your access continues; you can also pay it yourself.',
+    );
+    expect(byWallet.text).not.toContain('pay it before then');
+  });
 });
 
 describe('notification settings', () => {

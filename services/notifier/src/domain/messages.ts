@@ -152,7 +152,11 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`);
     case 'subscription.past_due':
       return dunning(`Payment overdue for ${plan}`, 'was not paid by the end of your period.', (by) =>
-        by ? `Your access continues until ${by}; pay it before then to keep it.` : 'Pay it soon to keep your access.',
+        d.wallet_retries === true
+          ? `Your connected wallet will be asked to pay it again${by ? ` until ${by}, while your access continues` : ''}; you can also pay it yourself.`
+          : by
+            ? `Your access continues until ${by}; pay it before then to keep it.`
+            : 'Pay it soon to keep your access.',
       );
     case 'subscription.payment_failed':
       return dunning(`Payment failed for ${plan}: your access has ended`, 'is unpaid, so your access has ended for now.', (by) =>
