@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -783,14 +784,19 @@ describe('delivery', () => {
     expect(n.last_error).toBe('400 Bad Request: chat not found (@Zoe_Subscriber has not pressed Start on the bot yet)');
     expect(n.attempts[0].permanent).toBe(false);
 
-    // Someone else writing to the bot links nobody but themselves; a bot's message never links.
+    // Someone else writing to the bot links nobody but themselves; someone without a username is told
+    // their chat id.
     tg.press(TOKEN, 4243, 'someone_else', 'hello');
+    tg.press(TOKEN, 4244, null);
     tg.press(TOKEN, 4242, 'zoe_subscriber');
     const greeting = await until(
       async () => tgTo('4242'),
       (m) => m.length >= 1,
     );
-    expect(greeting.map((m) => [m.token, m.text])).toEqual([[TOKEN, 'Notices about your subscriptions will come to this chat.']]);
+    expect(greeting.map((m) => [m.token, m.text])).toEqual([[TOKEN, 'Notices about your subscriptions for @zoe_subscriber will come to this chat.']]);
+    expect(tgTo('4244').map((m) => m.text)).toEqual([
+      "This chat's id is 4244. Give it as your Telegram contact (or set a Telegram username and give that) to get notices about your subscriptions here.",
+    ]);
     expect(
       await until(
         () => rows(`SELECT username, chat_id FROM notifier.messenger_links WHERE bot_id = 7001 ORDER BY username`),
@@ -817,8 +823,11 @@ describe('delivery', () => {
     const polls = tg.polls.filter((p) => p.token === TOKEN);
     expect(polls.at(-1)!.offset).toBeGreaterThan(polls[0]!.offset);
     expect(tgTo('4242')).toHaveLength(2);
-    const [bot2] = await rows(`SELECT last_error FROM notifier.messenger_bots WHERE bot_id = 7002`);
+    const [bot2] = await rows(`SELECT last_error, token_hash FROM notifier.messenger_bots WHERE bot_id = 7002`);
     expect(bot2.last_error).toMatch(/^409 Conflict: can't use getUpdates method while webhook is active/);
+    // What is kept of a token is its hash, never the token.
+    const [bot1] = await rows(`SELECT token_hash FROM notifier.messenger_bots WHERE bot_id = 7001`);
+    expect(bot1.token_hash).toBe(createHash('sha256').update(TOKEN).digest('hex'));
     tg.webhookSet.delete(TOKEN2);
   });
 

@@ -26,6 +26,8 @@ export interface TelegramServer {
    * bot may write to it from now on) and the message waits in the bot's updates for `getUpdates`.
    */
   press(token: string, chatId: number, username: string | null, text?: string): void;
+  /** Any update as it is (a group message, a bot's, an id out of sequence as after a week without updates). */
+  pushUpdate(token: string, update: { update_id: number; message?: unknown }): void;
   /** Bots with a webhook set: `getUpdates` is refused with 409, as Telegram does. */
   webhookSet: Set<string>;
   /** Every getUpdates call: the bot's token and the offset asked for. */
@@ -50,11 +52,14 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
   const updates = new Map<string, Array<{ update_id: number; message: unknown }>>();
   const webhookSet = new Set<string>();
   const polls: TelegramServer['polls'] = [];
-  const press = (token: string, chatId: number, username: string | null, text = '/start') => {
-    chats.add(String(chatId));
+  const pushUpdate = (token: string, update: { update_id: number; message?: unknown }) => {
     const queue = updates.get(token) ?? [];
     updates.set(token, queue);
-    queue.push({
+    queue.push({ message: undefined, ...update });
+  };
+  const press = (token: string, chatId: number, username: string | null, text = '/start') => {
+    chats.add(String(chatId));
+    pushUpdate(token, {
       update_id: nextUpdate++,
       message: {
         message_id: nextId++,
@@ -90,8 +95,12 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
         }
         const offset = typeof query.offset === 'number' ? query.offset : 0;
         polls.push({ token, offset });
-        // An offset confirms every update before it: those are never answered again.
-        const queue = (updates.get(token) ?? []).filter((u) => u.update_id >= offset);
+        // An offset one past an update confirms it and every update before it (in the order they came):
+        // those are never answered again. Ids are not always increasing: after a week without updates
+        // Telegram starts from a random one.
+        let queue = updates.get(token) ?? [];
+        const confirmed = queue.findIndex((u) => u.update_id === offset - 1);
+        if (confirmed >= 0) queue = queue.slice(confirmed + 1);
         updates.set(token, queue);
         const limit = typeof query.limit === 'number' ? query.limit : 100;
         return answer(200, { ok: true, result: queue.slice(0, limit) });
@@ -149,6 +158,7 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
     blocked,
     script,
     press,
+    pushUpdate,
     webhookSet,
     polls,
     stop: () => new Promise<void>((r) => server.close(() => r())),

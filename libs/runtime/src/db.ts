@@ -98,7 +98,8 @@ function traced(q: pg.Pool | pg.PoolClient, prepared: boolean, timeoutMs: number
 }
 
 /** Connection errors of the driver and the network: the database is away, not the query wrong. */
-const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300|53400|58030)$/;
+// 57014: cancelled, by statement_timeout (a statement past DB_QUERY_TIMEOUT_MS) or an operator: retried.
+const UNAVAILABLE_SQLSTATE = /^(08...|57014|57P0[123]|53300|53400|58030)$/;
 const UNAVAILABLE_ERRNO = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -163,15 +164,22 @@ async function checkout(pool: pg.Pool): Promise<{ client: pg.PoolClient; done: (
   };
 }
 
-let planModeWarned = false;
-/** A server that refuses the setting (before PostgreSQL 12) still answers; said once per process. */
-async function setPlanMode(client: pg.ClientBase, timeoutMs: number): Promise<void> {
-  try {
-    await client.query({ text: 'SET plan_cache_mode = force_custom_plan', query_timeout: timeoutMs } as pg.QueryConfig);
-  } catch (err) {
-    if (planModeWarned || isDbUnavailable(err)) return;
-    planModeWarned = true;
-    process.emitWarning(`plan_cache_mode could not be set, named statements may get generic plans: ${(err as Error).message}`);
+let settingWarned = false;
+/**
+ * The session settings of a new connection. One the server refuses (plan_cache_mode before PostgreSQL
+ * 12) is said once per process and the connection used as it is; a connection that does not answer is
+ * not handed out (pg-pool ends it and the caller gets the error).
+ */
+async function setUpSession(client: pg.ClientBase, settings: string[], timeoutMs: number): Promise<void> {
+  for (const text of settings) {
+    try {
+      await client.query({ text, query_timeout: timeoutMs } as pg.QueryConfig);
+    } catch (err) {
+      if (isDbUnavailable(err)) throw err;
+      if (settingWarned) continue;
+      settingWarned = true;
+      process.emitWarning(`${text} was refused (${(err as Error).message}); the connection is used without it`);
+    }
   }
 }
 
@@ -181,9 +189,13 @@ async function setPlanMode(client: pg.ClientBase, timeoutMs: number): Promise<vo
  */
 export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean; queryTimeoutMs?: number } = {}): Db {
   const prepared = opts.preparedStatements ?? true;
-  const timeoutMs = opts.queryTimeoutMs ?? 10_000;
+  const statementTimeoutMs = opts.queryTimeoutMs ?? 10_000;
+  // The server cancels (and rolls back) a statement past the timeout, so an abandoned one does not go on
+  // to commit; the driver's own wait, a little longer, covers a server that answers nothing at all.
+  const timeoutMs = statementTimeoutMs + 2000;
   /** Transaction control, bounded like every statement: a COMMIT the database never answers is a 503. */
   const control = (client: pg.PoolClient, text: string) => client.query({ text, query_timeout: timeoutMs } as pg.QueryConfig);
+  const session = [`SET statement_timeout = ${Math.floor(statementTimeoutMs)}`, ...(prepared ? ['SET plan_cache_mode = force_custom_plan'] : [])];
   const pool = new pg.Pool({
     connectionString: url,
     max: opts.max ?? 10,
@@ -196,7 +208,7 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
     // through the wrong index once the table had grown (a lookup made on an empty table, until an
     // ANALYZE). pg-pool awaits this before handing the connection out. Behind a pooler in transaction
     // mode a session SET does not stay with this client: there the role carries it (scripts/db-roles.mjs).
-    onConnect: prepared ? (client) => setPlanMode(client, timeoutMs) : undefined,
+    onConnect: (client) => setUpSession(client, session, timeoutMs),
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
@@ -260,6 +272,8 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
   const applied: number[] = [];
   let failure: unknown;
   try {
+    // Migrations (and waiting for another replica's) may take long: no statement timeout meanwhile.
+    await client.query('SET statement_timeout = 0');
     await client.query('SELECT pg_advisory_lock(hashtext($1))', [`migrate:${schema}`]);
     // A service's own role may lack CREATE on the database (its schema is provisioned for it): create only when missing.
     await client.query(`DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '${schema}') THEN CREATE SCHEMA ${schema}; END IF; END $$`);
@@ -286,7 +300,8 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
     throw err;
   } finally {
     if (!isDbUnavailable(failure)) await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`migrate:${schema}`]).catch(() => undefined);
-    done(failure);
+    // Not given back to the pool without its statement timeout.
+    done(failure, true);
   }
   return applied;
 }

@@ -122,3 +122,34 @@ describe('a database that hangs (every server process stopped, connections left 
     }
   });
 });
+
+describe('a statement past the query timeout on a live server', () => {
+  it('is cancelled by the server (not left to commit later) and reported as unavailable; migrations are not bounded', async () => {
+    const slow = createDb(cluster.adminUrl, { max: 2, queryTimeoutMs: 500 });
+    try {
+      await slow.query('CREATE TABLE IF NOT EXISTS slow_writes (n INT)');
+      const outcome = await slow.query('INSERT INTO slow_writes SELECT 1 FROM pg_sleep(1.5)').then(
+        () => 'answered',
+        (err) => (isDbUnavailable(err) ? `unavailable ${(err as { code?: string }).code}` : String(err)),
+      );
+      expect(outcome).toBe('unavailable 57014');
+      const inTx = await slow
+        .tx(async (tx) => {
+          await tx.query('INSERT INTO slow_writes VALUES (2)');
+          await tx.query('SELECT pg_sleep(1.5)');
+        })
+        .then(
+          () => 'answered',
+          (err) => (isDbUnavailable(err) ? 'unavailable' : String(err)),
+        );
+      expect(inTx).toBe('unavailable');
+      await sleep(1500);
+      expect((await slow.query('SELECT count(*)::int AS n FROM slow_writes')).rows).toEqual([{ n: 0 }]);
+      // A migration longer than the timeout runs to its end; the pool's connections keep the timeout.
+      expect(await migrateWhenReachable(slow, 'slow_mig', [{ id: 1, name: 'long', sql: 'SELECT pg_sleep(1); CREATE TABLE done (x INT)' }], log)).toEqual([1]);
+      expect((await slow.query('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '500ms' }]);
+    } finally {
+      await slow.close().catch(() => undefined);
+    }
+  });
+});

@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
 import { loadRow, openSecrets, sendVia } from './channels/index.js';
-import { botIdOf, botUpdates, botUsername, sendMessenger } from './channels/messenger.js';
+import { botIdentity, botIdOf, botUpdates, sendMessenger, tokenHashOf } from './channels/messenger.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
 import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
@@ -162,8 +163,6 @@ export async function notifyDue(d: Deps): Promise<boolean> {
   return due.length === NOTIFY_BATCH;
 }
 
-/** How long one replica holds a bot for a poll (getUpdates and getMe, each bounded by the channel timeout). */
-const BOT_LEASE_S = 120;
 /** Bots polled side by side in a round. */
 const BOTS_AT_ONCE = 8;
 /** After a failed poll: a refused token or a bot with a webhook waits longer than a network error. */
@@ -172,41 +171,79 @@ const pollBackoffS = (code: number, retryAfterS?: number): number => retryAfterS
 /**
  * One round over every configured bot: the private chats that wrote to it since the last round, by
  * username, so notices to a subscriber who gave a Telegram username reach the chat their Start opened.
- * Each bot is leased in the database, so one replica polls it at a time (Telegram refuses two getUpdates
- * at once); the offset saved after the links confirms those updates to Telegram. Leases use the wall
+ * Bots are known by the id in their tokens; every token naming an id is tried, the one getMe confirmed
+ * last first, so a revoked copy or a wrong token someone else saved under that id cannot stop the
+ * polling. Each bot is leased in the database, so one replica polls it at a time (Telegram refuses two
+ * getUpdates at once); the offset saved with the links confirms them to Telegram. Leases use the wall
  * clock: the dev clock moves by days.
  */
 export async function pollMessengerBots(d: Deps): Promise<boolean> {
-  const tokens = new Map<number, string>();
+  const tokens = new Map<number, Set<string>>();
   for (const sealed of await d.messenger.sealedWithMessenger(d.db)) {
+    let token: string | undefined;
     try {
-      const token = openSecrets(d, sealed).bot_token;
-      if (token) tokens.set(botIdOf(token), token);
+      token = openSecrets(d, sealed).bot_token;
     } catch {
       /* sealed with another SECRETS_KEY: that row's sends fail and say so */
     }
+    const id = token === undefined ? undefined : botIdOf(token);
+    if (token && id !== undefined) tokens.set(id, (tokens.get(id) ?? new Set()).add(token));
   }
   const bots = [...tokens];
   for (let i = 0; i < bots.length; i += BOTS_AT_ONCE) {
-    await Promise.all(bots.slice(i, i + BOTS_AT_ONCE).map(([botId, token]) => pollBot(d, botId, token)));
+    const results = await Promise.allSettled(bots.slice(i, i + BOTS_AT_ONCE).map(([botId, set]) => pollBot(d, botId, [...set])));
+    for (const r of results) if (r.status === 'rejected') d.log.warn({ err: (r.reason as Error)?.message }, 'messenger bot poll failed');
   }
   return false;
 }
 
-async function pollBot(d: Deps, botId: number, token: string): Promise<void> {
+async function pollBot(d: Deps, botId: number, tokens: string[]): Promise<void> {
   const now = Math.floor(Date.now() / 1000);
-  const lease = await d.messenger.lease(d.db, botId, now, now + BOT_LEASE_S);
+  // getMe and getUpdates, each bounded by the channel timeout, with room to spare.
+  const leaseS = Math.ceil((2 * d.channels.timeoutMs) / 1000) + 30;
+  const mark = randomUUID();
+  const lease = await d.messenger.lease(d.db, botId, now, now + leaseS, mark);
   if (!lease) return;
-  const api = { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs };
-  const username = lease.username ?? (await botUsername(api));
-  const r = await botUpdates(api, lease.next_offset);
-  if (!r.ok) {
-    await d.messenger.pollFailed(d.db, botId, r.why, now, now + pollBackoffS(r.code, r.retryAfterS));
-    // The bot id is public (it is in every link to the bot); the token never appears.
-    d.log.warn({ bot_id: botId, error: r.why }, 'messenger bot could not be polled for new chats');
+  const ordered = [...tokens].sort((a, b) => Number(tokenHashOf(b) === lease.token_hash) - Number(tokenHashOf(a) === lease.token_hash));
+  let failure: { code: number; why: string; retryAfterS?: number } = { code: 0, why: 'no token to poll with' };
+  for (const token of ordered) {
+    const api = { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs };
+    const hash = tokenHashOf(token);
+    let username = lease.username;
+    if (hash !== lease.token_hash || username === null) {
+      // A token is trusted for this bot id once Telegram says it is that bot's.
+      const me = await botIdentity(api);
+      if (!me.ok) {
+        failure = me;
+        if (me.code === 401 || me.code === 404) continue;
+        break;
+      }
+      if (me.id !== botId) {
+        failure = { code: 401, why: 'the token belongs to another bot' };
+        continue;
+      }
+      username = me.username;
+    }
+    const r = await botUpdates(api, lease.next_offset);
+    if (!r.ok) {
+      failure = r;
+      if (r.code === 401) continue;
+      break;
+    }
+    if (!(await d.messenger.polled(d.db, botId, mark, { links: r.links, nextOffset: r.nextOffset, username, tokenHash: hash, now }))) return;
+    // A person who pressed Start hears what it did (once: the offset above confirmed the update).
+    for (const s of r.started) {
+      await sendMessenger(
+        api,
+        s.chat_id,
+        s.username
+          ? `Notices about your subscriptions for @${s.username} will come to this chat.`
+          : `This chat's id is ${s.chat_id}. Give it as your Telegram contact (or set a Telegram username and give that) to get notices about your subscriptions here.`,
+      );
+    }
     return;
   }
-  await d.messenger.polled(d.db, botId, { links: r.links, nextOffset: r.nextOffset, username, now });
-  // A person who pressed Start hears that it worked (once: the offset above confirmed the update).
-  for (const chat of r.started) await sendMessenger(api, chat, 'Notices about your subscriptions will come to this chat.');
+  await d.messenger.pollFailed(d.db, botId, mark, failure.why, now, now + pollBackoffS(failure.code, failure.retryAfterS));
+  // The bot id is public (it is in every link to the bot); no token appears.
+  d.log.warn({ bot_id: botId, error: failure.why }, 'messenger bot could not be polled for new chats');
 }

@@ -58,12 +58,19 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
         // A username goes to the private chat it opened by pressing Start (Telegram cannot write to a
         // person by username); until it has, the message waits for it.
         const username = usernameOf(to);
-        const chat = username === undefined ? undefined : await d.messenger.chatOf(d.db, botIdOf(token), username);
+        const botId = botIdOf(token);
+        const link = username === undefined || botId === undefined ? undefined : await d.messenger.linkOf(d.db, botId, username);
+        const waiting =
+          !link || link.chat_id !== null
+            ? undefined
+            : link.bot_error
+              ? `${to} is not linked to a chat: the bot cannot be polled for new chats (${link.bot_error})`
+              : `${to} has not pressed Start on the bot yet`;
         return await sendMessenger(
           { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs },
-          chat ?? to,
+          link?.chat_id ?? to,
           `${m.subject}\n\n${m.text}`,
-          username !== undefined && chat === undefined,
+          waiting,
         );
       }
       case 'nostr': {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { delivered, failed, type SendOutcome } from './outcome.js';
 
 /** Telegram's limit for one message. */
@@ -25,8 +26,14 @@ export function usernameOf(handle: string): string | undefined {
   return typeof id === 'number' ? undefined : id.slice(1).toLowerCase();
 }
 
-/** A bot's numeric id: the part of its token before the colon. */
-export const botIdOf = (token: string): number => Number(token.split(':', 1)[0]);
+/** A bot's numeric id: the part of its token before the colon (undefined past 2^53: no Telegram id is). */
+export function botIdOf(token: string): number | undefined {
+  const id = Number(token.split(':', 1)[0]);
+  return Number.isSafeInteger(id) && id > 0 ? id : undefined;
+}
+
+/** What is kept of a token to know it again (never the token). */
+export const tokenHashOf = (token: string): string => createHash('sha256').update(token).digest('hex');
 
 type Answer<T> = { ok: true; result: T } | { ok: false; code: number; why: string; retryAfterS?: number };
 
@@ -66,11 +73,11 @@ async function callBot<T>(o: BotApi, method: string, body: unknown): Promise<Ans
 
 /**
  * One message through `sendMessage`. 400 (chat not found) and 403 (bot blocked, not started) are
- * permanent, except for a username that has not pressed Start on the bot yet (`awaitingStart`): that is
- * retried, since it opens the chat the moment it does; 429 carries `retry_after`; 5xx and network errors
- * are retried.
+ * permanent, except for a username not linked to a chat yet (`waiting` says why): that is retried, since
+ * it can be reached the moment it presses Start; 429 carries `retry_after`; 5xx and network errors are
+ * retried.
  */
-export async function sendMessenger(o: BotApi, chat: string | number, text: string, awaitingStart = false): Promise<SendOutcome> {
+export async function sendMessenger(o: BotApi, chat: string | number, text: string, waiting?: string): Promise<SendOutcome> {
   const r = await callBot(o, 'sendMessage', {
     chat_id: typeof chat === 'number' ? chat : chatIdOf(chat),
     text: text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text,
@@ -79,7 +86,7 @@ export async function sendMessenger(o: BotApi, chat: string | number, text: stri
   if (r.ok) return delivered();
   if (r.code === 429) return failed(r.why, false, r.retryAfterS);
   if (r.code >= 500 || r.code < 400) return failed(r.why);
-  if (awaitingStart && (r.code === 400 || r.code === 403)) return failed(`${r.why} (${chat} has not pressed Start on the bot yet)`);
+  if (waiting && (r.code === 400 || r.code === 403)) return failed(`${r.why} (${waiting})`);
   // 400 chat not found, 401 bad token, 403 blocked or never started, 404 no such bot: sending again cannot help.
   return failed(r.why, true);
 }
@@ -96,31 +103,45 @@ interface Update {
 }
 
 /**
- * The bot's new messages since `offset` (`getUpdates`, no long poll): the private chats of users with a
- * username, those that sent /start (to be greeted), and the offset that confirms them to Telegram.
+ * The bot's messages since `offset` (`getUpdates`, no long poll, the bot's own choice of update kinds
+ * left alone): the private chats of people with a username, the chats that sent /start (with their
+ * username, if any), and the offset that confirms this batch to Telegram: the last update's id + 1. Not
+ * the highest seen: after a week without updates Telegram numbers them afresh from a random, possibly
+ * lower, id.
  */
 export async function botUpdates(
   o: BotApi,
   offset: number,
-): Promise<{ ok: true; links: ChatLink[]; started: number[]; nextOffset: number } | { ok: false; code: number; why: string; retryAfterS?: number }> {
-  const r = await callBot<Update[]>(o, 'getUpdates', { offset, limit: 100, timeout: 0, allowed_updates: ['message'] });
+): Promise<
+  | { ok: true; links: ChatLink[]; started: { chat_id: number; username: string | null }[]; nextOffset: number }
+  | { ok: false; code: number; why: string; retryAfterS?: number }
+> {
+  const r = await callBot<Update[]>(o, 'getUpdates', { offset, limit: 100, timeout: 0 });
   if (!r.ok) return r;
   const links = new Map<string, number>();
-  const started = new Set<number>();
+  const started = new Map<number, string | null>();
   let nextOffset = offset;
   for (const u of Array.isArray(r.result) ? r.result : []) {
-    if (typeof u?.update_id === 'number' && Number.isSafeInteger(u.update_id)) nextOffset = Math.max(nextOffset, u.update_id + 1);
+    if (typeof u?.update_id === 'number' && Number.isSafeInteger(u.update_id)) nextOffset = u.update_id + 1;
     const m = u?.message;
     const chatId = m?.chat?.id;
     if (m?.chat?.type !== 'private' || typeof chatId !== 'number' || !Number.isSafeInteger(chatId) || m.from?.is_bot === true) continue;
-    if (typeof m.from?.username === 'string' && /^[A-Za-z0-9_]{4,64}$/.test(m.from.username)) links.set(m.from.username.toLowerCase(), chatId);
-    if (typeof m.text === 'string' && /^\/start\b/.test(m.text)) started.add(chatId);
+    const name = typeof m.from?.username === 'string' && /^[A-Za-z0-9_]{4,64}$/.test(m.from.username) ? m.from.username.toLowerCase() : null;
+    if (name) links.set(name, chatId);
+    if (typeof m.text === 'string' && /^\/start\b/.test(m.text)) started.set(chatId, name);
   }
-  return { ok: true, links: [...links].map(([username, chat_id]) => ({ username, chat_id })), started: [...started], nextOffset };
+  return {
+    ok: true,
+    links: [...links].map(([username, chat_id]) => ({ username, chat_id })),
+    started: [...started].map(([chat_id, username]) => ({ chat_id, username })),
+    nextOffset,
+  };
 }
 
-/** The bot's own username (`getMe`), for checkout pages to link to; null when Telegram does not say. */
-export async function botUsername(o: BotApi): Promise<string | null> {
-  const r = await callBot<{ username?: unknown }>(o, 'getMe', {});
-  return r.ok && typeof r.result?.username === 'string' ? r.result.username : null;
+/** Who the token belongs to (`getMe`): its bot's id and username. */
+export async function botIdentity(o: BotApi): Promise<{ ok: true; id: number; username: string | null } | { ok: false; code: number; why: string }> {
+  const r = await callBot<{ id?: unknown; username?: unknown }>(o, 'getMe', {});
+  if (!r.ok) return r;
+  if (typeof r.result?.id !== 'number') return { ok: false, code: 0, why: 'getMe answered no bot id' };
+  return { ok: true, id: r.result.id, username: typeof r.result.username === 'string' ? r.result.username : null };
 }

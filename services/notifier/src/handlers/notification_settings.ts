@@ -3,7 +3,7 @@ import { messages, notificationMessages, type NotificationSettingsUpdate, type N
 import { callMessage, messageHandler, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid, conflict, invalidFields } from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
 import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
-import { botIdOf } from '../channels/messenger.js';
+import { botIdOf, tokenHashOf } from '../channels/messenger.js';
 import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../channels/nostr.js';
 import type { Deps } from '../deps.js';
 import { testMessage } from '../domain/messages.js';
@@ -158,8 +158,9 @@ export const notificationHandlers = (d: Deps): Handler[] => [
   messageHandler(notificationMessages.contactMethods, async ({ wallet_id, plan_id }) => {
     const s = await loadEffective(d, d.db, wallet_id, plan_id);
     const token = s.settings.channels.messenger ? s.secrets.bot_token : undefined;
-    // Known once the bot was polled (its getMe): the checkout page links subscribers to it.
-    const bot = token ? await d.messenger.usernameOf(d.db, botIdOf(token)) : null;
+    const botId = token ? botIdOf(token) : undefined;
+    // Known once the bot was polled with this very token (its getMe): the checkout page links subscribers to it.
+    const bot = token && botId !== undefined ? await d.messenger.usernameOf(d.db, botId, tokenHashOf(token)) : null;
     return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}) };
   }),
 ];

@@ -150,11 +150,14 @@ ALTER TABLE deliveries ADD COLUMN IF NOT EXISTS trace_context JSONB;`,
     name: 'messenger bots polled for chats that pressed Start',
     sql: `
 -- each configured bot: where its getUpdates stands, who polls it now (lease), its username for checkout pages
+-- (token_hash: SHA-256 of the token getMe last confirmed for this bot id, never the token itself)
 CREATE TABLE messenger_bots (
   bot_id BIGINT PRIMARY KEY,
   username TEXT,
+  token_hash TEXT,
   next_offset BIGINT NOT NULL DEFAULT 0,
   lease_until BIGINT NOT NULL DEFAULT 0,
+  lease_token TEXT,
   last_error TEXT,
   polled_at BIGINT
 );

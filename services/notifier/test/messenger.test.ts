@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTelegramServer, type TelegramServer } from '../../../test/support/telegram-server.js';
+import { botIdentity, botIdOf, botUpdates, usernameOf } from '../src/channels/messenger.js';
+
+const TOKEN = '9001:AAH-unit-bot-token-secret-0123456789';
+let tg: TelegramServer;
+let api: { apiUrl: string; token: string; timeoutMs: number };
+beforeAll(async () => {
+  tg = await startTelegramServer([TOKEN]);
+  api = { apiUrl: tg.url, token: TOKEN, timeoutMs: 3000 };
+});
+afterAll(() => tg?.stop());
+
+const message = (chat: { id: number; type: string }, from: Record<string, unknown>, text = '/start') => ({ message_id: 1, date: 0, chat, from, text });
+
+describe('Telegram bot updates (against the local Bot API server)', () => {
+  it('links private chats of people with a username; groups, bots and chats without a username link nobody', async () => {
+    tg.pushUpdate(TOKEN, { update_id: 10, message: message({ id: -500, type: 'group' }, { id: 7, is_bot: false, username: 'in_a_group' }) });
+    tg.pushUpdate(TOKEN, { update_id: 11, message: message({ id: 600, type: 'private' }, { id: 600, is_bot: true, username: 'other_bot' }) });
+    tg.pushUpdate(TOKEN, { update_id: 12, message: message({ id: 700, type: 'private' }, { id: 700, is_bot: false }) });
+    tg.pushUpdate(TOKEN, { update_id: 13, message: message({ id: 800, type: 'private' }, { id: 800, is_bot: false, username: 'Alice_1' }, 'hi') });
+    tg.pushUpdate(TOKEN, { update_id: 14 });
+    const r = await botUpdates(api, 0);
+    expect(r).toEqual({
+      ok: true,
+      links: [{ username: 'alice_1', chat_id: 800 }],
+      started: [{ chat_id: 700, username: null }],
+      nextOffset: 15,
+    });
+    // Confirmed: asked from 15, nothing comes again.
+    expect(await botUpdates(api, 15)).toMatchObject({ ok: true, links: [], started: [], nextOffset: 15 });
+  });
+
+  it('follows ids that start again lower (after a week without updates) instead of waiting past the highest seen', async () => {
+    tg.press(TOKEN, 900, 'late_one');
+    const pressed = tg.polls.length;
+    const queue = await botUpdates(api, 15);
+    expect(tg.polls.length).toBe(pressed + 1);
+    expect(queue).toMatchObject({ ok: true, links: [{ username: 'late_one', chat_id: 900 }], started: [{ chat_id: 900, username: 'late_one' }] });
+    // The fake numbers this update 1 (below 15): the next offset is 2, which confirms it.
+    expect(queue.ok && queue.nextOffset).toBe(2);
+    expect(await botUpdates(api, 2)).toMatchObject({ ok: true, links: [], nextOffset: 2 });
+  });
+
+  it("getMe names the token's bot; an unknown token or a webhook is the Bot API's error; ids and handles are read safely", async () => {
+    expect(await botIdentity(api)).toEqual({ ok: true, id: 9001, username: 'shop9001_bot' });
+    expect(await botIdentity({ ...api, token: '9001:AAH-not-the-right-secret-000000000' })).toMatchObject({ ok: false, code: 401 });
+    tg.webhookSet.add(TOKEN);
+    expect(await botUpdates(api, 0)).toMatchObject({ ok: false, code: 409 });
+    tg.webhookSet.delete(TOKEN);
+    expect(botIdOf(TOKEN)).toBe(9001);
+    expect(botIdOf('12345678901234567890:AAH-too-big-for-an-id-0000000000')).toBeUndefined();
+    expect([usernameOf('@Alice_1'), usernameOf('alice_1'), usernameOf('424242'), usernameOf('-1001')]).toEqual(['alice_1', 'alice_1', undefined, undefined]);
+  });
+});
