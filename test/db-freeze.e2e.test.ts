@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from './support/http.js';
+import { timedCall, until } from './support/http.js';
 import { startPgCluster, type PgCluster } from './support/pg-cluster.js';
 import { startStack, type Stack } from './support/stack.js';
 
@@ -36,37 +36,10 @@ afterAll(async () => {
   await cluster?.destroy();
 });
 
-interface Answer {
-  status: number;
-  ms: number;
-  retryAfter: string | null;
-  body: unknown;
-}
 /** One request; status 0 is no answer within a minute. */
-async function req(method: string, path: string, o: { key?: string; body?: unknown; idem?: string } = {}): Promise<Answer> {
-  const start = Date.now();
-  const headers: Record<string, string> = {};
-  if (o.key) headers['X-Api-Key'] = o.key;
-  if (o.idem) headers['Idempotency-Key'] = o.idem;
-  if (o.body !== undefined) headers['Content-Type'] = 'application/json';
-  try {
-    const res = await fetch(`${stack.api}${path}`, {
-      method,
-      headers,
-      body: o.body === undefined ? undefined : JSON.stringify(o.body),
-      signal: AbortSignal.timeout(60_000),
-    });
-    const text = await res.text();
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      /* not JSON */
-    }
-    return { status: res.status, ms: Date.now() - start, retryAfter: res.headers.get('retry-after'), body };
-  } catch (err) {
-    return { status: 0, ms: Date.now() - start, retryAfter: null, body: String(err) };
-  }
+async function req(method: string, path: string, o: { key?: string; body?: unknown; idem?: string } = {}) {
+  const a = await timedCall(stack.api, method, path, { ...o, headers: o.idem ? { 'Idempotency-Key': o.idem } : {} });
+  return { ...a, ms: a.end - a.start };
 }
 
 const readiness = () =>

@@ -3,7 +3,7 @@ import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX, freePort, startService } from '../scripts/stack.mjs';
-import { until } from './support/http.js';
+import { timedCall, type TimedAnswer, until } from './support/http.js';
 import { startPgCluster, type PgCluster } from './support/pg-cluster.js';
 import { startStack, type Stack } from './support/stack.js';
 
@@ -35,41 +35,14 @@ afterAll(async () => {
   await cluster?.destroy();
 });
 
-interface Rec {
+interface Rec extends TimedAnswer {
   what: string;
-  status: number;
-  start: number;
-  end: number;
-  retryAfter: string | null;
-  body: any;
 }
 const records: Rec[] = [];
 
 /** One HTTP call, recorded; status 0 is no answer at all (connection failure or a minute without one). */
 async function req(what: string, method: string, path: string, o: { key?: string; body?: unknown; base?: string } = {}): Promise<Rec> {
-  const start = Date.now();
-  const headers: Record<string, string> = {};
-  if (o.key) headers['X-Api-Key'] = o.key;
-  if (o.body !== undefined) headers['Content-Type'] = 'application/json';
-  let rec: Rec;
-  try {
-    const res = await fetch(`${o.base ?? stack.api}${path}`, {
-      method,
-      headers,
-      body: o.body === undefined ? undefined : JSON.stringify(o.body),
-      signal: AbortSignal.timeout(60_000),
-    });
-    const text = await res.text();
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      /* not JSON */
-    }
-    rec = { what, status: res.status, start, end: Date.now(), retryAfter: res.headers.get('retry-after'), body };
-  } catch (err) {
-    rec = { what, status: 0, start, end: Date.now(), retryAfter: null, body: String(err) };
-  }
+  const rec = { what, ...(await timedCall(o.base ?? stack.api, method, path, o)) };
   records.push(rec);
   return rec;
 }

@@ -48,3 +48,43 @@ export async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, ms =
   }
   return v;
 }
+
+/** An answer with when it was asked and answered; status 0 is no answer at all (connection failure, or a minute without one). */
+export interface TimedAnswer {
+  status: number;
+  start: number;
+  end: number;
+  retryAfter: string | null;
+  body: any;
+}
+
+/** One request for tests of outages: never throws, and tells how long the answer took. */
+export async function timedCall(
+  base: string,
+  method: string,
+  path: string,
+  o: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<TimedAnswer> {
+  const start = Date.now();
+  const headers: Record<string, string> = { ...o.headers };
+  if (o.key) headers['X-Api-Key'] = o.key;
+  if (o.body !== undefined) headers['Content-Type'] = 'application/json';
+  try {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers,
+      body: o.body === undefined ? undefined : JSON.stringify(o.body),
+      signal: AbortSignal.timeout(60_000),
+    });
+    const text = await res.text();
+    let body: unknown = text;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      /* not JSON */
+    }
+    return { status: res.status, start, end: Date.now(), retryAfter: res.headers.get('retry-after'), body };
+  } catch (err) {
+    return { status: 0, start, end: Date.now(), retryAfter: null, body: String(err) };
+  }
+}
