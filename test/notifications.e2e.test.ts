@@ -823,6 +823,24 @@ describe('delivery', () => {
     const polls = tg.polls.filter((p) => p.token === TOKEN);
     expect(polls.at(-1)!.offset).toBeGreaterThan(polls[0]!.offset);
     expect(tgTo('4242')).toHaveLength(2);
+    // The username passes to someone else: the next notice (the cancellation, with the portal link) does
+    // not go to the chat that had it; the link is dropped and the notice waits for the name's new owner.
+    tg.rename(4242, 'zoe_renamed');
+    expect((await admin().post(`/subscriptions/${sub}/cancel`, {})).status).toBe(200);
+    const cancelled = await until(
+      async () =>
+        (await reader().get(`/notifications?subscription_id=${sub}&channel=messenger`)).body.items.find(
+          (x: any) => x.audience === 'subscriber' && x.event === 'subscription.cancelled' && x.attempt_count > 0,
+        ),
+      (x: any) => x !== undefined,
+    );
+    expect(cancelled).toMatchObject({
+      status: 'pending',
+      last_error: '400 Bad Request: chat not found (@Zoe_Subscriber has not pressed Start on the bot yet)',
+    });
+    expect(await rows(`SELECT chat_id FROM notifier.messenger_links WHERE bot_id = 7001 AND username = 'zoe_subscriber'`)).toEqual([]);
+    expect(tgTo('4242')).toHaveLength(2);
+
     const [bot2] = await rows(`SELECT last_error, token_hash FROM notifier.messenger_bots WHERE bot_id = 7002`);
     expect(bot2.last_error).toMatch(/^409 Conflict: can't use getUpdates method while webhook is active/);
     // What is kept of a token is its hash, never the token.

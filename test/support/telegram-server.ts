@@ -26,6 +26,8 @@ export interface TelegramServer {
    * bot may write to it from now on) and the message waits in the bot's updates for `getUpdates`.
    */
   press(token: string, chatId: number, username: string | null, text?: string): void;
+  /** A chat's user takes another username (null: none); getChat answers it from then on. */
+  rename(chatId: number, username: string | null): void;
   /** Any update as it is (a group message, a bot's, an id out of sequence as after a week without updates). */
   pushUpdate(token: string, update: { update_id: number; message?: unknown }): void;
   /** Bots with a webhook set: `getUpdates` is refused with 409, as Telegram does. */
@@ -57,8 +59,10 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
     updates.set(token, queue);
     queue.push({ message: undefined, ...update });
   };
+  const names = new Map<number, string | null>();
   const press = (token: string, chatId: number, username: string | null, text = '/start') => {
     chats.add(String(chatId));
+    names.set(chatId, username);
     pushUpdate(token, {
       update_id: nextUpdate++,
       message: {
@@ -104,6 +108,18 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
         updates.set(token, queue);
         const limit = typeof query.limit === 'number' ? query.limit : 100;
         return answer(200, { ok: true, result: queue.slice(0, limit) });
+      }
+      if (method === 'getChat') {
+        let query: { chat_id?: unknown } = {};
+        try {
+          query = raw ? JSON.parse(raw) : {};
+        } catch {
+          return fail(400, "Bad Request: can't parse JSON object");
+        }
+        const id = Number(query.chat_id);
+        if (!names.has(id) && !chats.has(String(query.chat_id))) return fail(400, 'Bad Request: chat not found');
+        const username = names.get(id);
+        return answer(200, { ok: true, result: { id, type: 'private', first_name: 'Test', ...(username ? { username } : {}) } });
       }
       if (method !== 'sendMessage') return fail(404, 'Not Found: method not found');
       if (req.method !== 'POST' || !/application\/json/.test(req.headers['content-type'] ?? '')) return fail(400, 'Bad Request: expected a JSON POST');
@@ -158,6 +174,7 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
     blocked,
     script,
     press,
+    rename: (chatId: number, username: string | null) => void names.set(chatId, username),
     pushUpdate,
     webhookSet,
     polls,

@@ -4,7 +4,7 @@ import { defaultSettings, type Secrets, type StoredSettings } from '../domain/se
 import { WALLET_ROW, type SettingsRow } from '../store/settings.repo.js';
 import type { Queryable } from '@sb/runtime';
 import { sendEmail, senderFor } from './email.js';
-import { botIdOf, sendMessenger, usernameOf } from './messenger.js';
+import { botIdOf, chatUsername, sendMessenger, usernameOf } from './messenger.js';
 import { sendNostr } from './nostr.js';
 import { failed, type Message, type SendOutcome } from './outcome.js';
 
@@ -57,21 +57,28 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
         const token = s.secrets.bot_token;
         // A username goes to the private chat it opened by pressing Start (Telegram cannot write to a
         // person by username); until it has, the message waits for it.
+        const api = { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs };
         const username = usernameOf(to);
         const botId = botIdOf(token);
         const link = username === undefined || botId === undefined ? undefined : await d.messenger.linkOf(d.db, botId, username);
+        let chat = link?.chat_id ?? null;
+        if (chat !== null && username !== undefined && botId !== undefined) {
+          // A username can pass to someone else: the message (with its portal link) goes to the chat only
+          // while that chat still carries the name.
+          const now = await chatUsername(api, chat);
+          if (!now.ok && (now.code === 0 || now.code === 429 || now.code >= 500)) return failed(now.why, false, now.retryAfterS);
+          if (!now.ok || now.username !== username) {
+            await d.messenger.unlink(d.db, botId, username, chat);
+            chat = null;
+          }
+        }
         const waiting =
-          !link || link.chat_id !== null
+          !link || chat !== null
             ? undefined
             : link.bot_error
               ? `${to} is not linked to a chat: the bot cannot be polled for new chats (${link.bot_error})`
               : `${to} has not pressed Start on the bot yet`;
-        return await sendMessenger(
-          { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs },
-          link?.chat_id ?? to,
-          `${m.subject}\n\n${m.text}`,
-          waiting,
-        );
+        return await sendMessenger(api, chat ?? to, `${m.subject}\n\n${m.text}`, waiting);
       }
       case 'nostr': {
         const n = s.settings.channels.nostr;

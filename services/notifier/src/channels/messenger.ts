@@ -145,3 +145,13 @@ export async function botIdentity(o: BotApi): Promise<{ ok: true; id: number; us
   if (typeof r.result?.id !== 'number') return { ok: false, code: 0, why: 'getMe answered no bot id' };
   return { ok: true, id: r.result.id, username: typeof r.result.username === 'string' ? r.result.username : null };
 }
+
+/** The username a chat carries now (`getChat`): a username can pass to someone else. */
+export async function chatUsername(
+  o: BotApi,
+  chatId: number,
+): Promise<{ ok: true; username: string | null } | { ok: false; code: number; why: string; retryAfterS?: number }> {
+  const r = await callBot<{ username?: unknown }>(o, 'getChat', { chat_id: chatId });
+  if (!r.ok) return r;
+  return { ok: true, username: typeof r.result?.username === 'string' ? r.result.username.toLowerCase() : null };
+}

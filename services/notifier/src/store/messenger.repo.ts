@@ -85,6 +85,11 @@ export class MessengerRepo {
     return rows[0] ?? { chat_id: null, bot_error: null };
   }
 
+  /** The chat no longer carries the username (it changed hands, or the chat is gone). */
+  async unlink(q: Queryable, botId: number, username: string, chatId: number): Promise<void> {
+    await q.query(`DELETE FROM ${this.schema}.messenger_links WHERE bot_id = $1 AND username = $2 AND chat_id = $3`, [botId, username, chatId]);
+  }
+
   /** The bot's username, when `tokenHash` is the token getMe confirmed for it (another token naming its id gets none). */
   async usernameOf(q: Queryable, botId: number, tokenHash: string): Promise<string | null> {
     const { rows } = await q.query<{ username: string | null }>(`SELECT username FROM ${this.schema}.messenger_bots WHERE bot_id = $1 AND token_hash = $2`, [
