@@ -37,6 +37,9 @@ interface NwcAnswer {
 const POLL_MS = 2000;
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 
+/** The messenger field's hint around the seller's bot, which is named (a link) once the plan names it. */
+const MESSENGER_HINT = ['Enter your username (like @alice) or numeric chat id, and press Start on ', ' in Telegram: messages reach you from then on.'] as const;
+
 const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete: string; hint: string }> = {
   email: { label: 'E-mail', type: 'email', autocomplete: 'email', hint: 'For receipts, reminders and your link to manage the subscription.' },
   // The bot can only write to a chat the person opened with it: pressing Start links their username to it.
@@ -44,7 +47,7 @@ const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete
     label: 'Telegram username',
     type: 'text',
     autocomplete: 'off',
-    hint: "Enter your username (like @alice) or numeric chat id, and press Start on the seller's Telegram bot: messages reach you from then on.",
+    hint: `${MESSENGER_HINT[0]}the seller's bot${MESSENGER_HINT[1]}`,
   },
   nostr: { label: 'Nostr address (npub or name@domain)', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts as Nostr direct messages.' },
 };
@@ -124,9 +127,9 @@ function render(plan: PublicPlan): void {
       // The seller's bot by name, with the link that opens it in Telegram.
       const bot = plan.messenger_bot;
       el.querySelector('.hint')?.replaceChildren(
-        'Enter your username (like @alice) or numeric chat id, and press Start on ',
+        MESSENGER_HINT[0],
         h('a', { href: `https://t.me/${encodeURIComponent(bot)}`, rel: 'noopener' }, `@${bot}`),
-        ' in Telegram: messages reach you from then on.',
+        MESSENGER_HINT[1],
       );
     }
     return el;

@@ -46,9 +46,9 @@ export const commonConfig = {
    */
   DB_PREPARED_STATEMENTS: envBoolOn,
   /**
-   * A statement not answered by then fails as "database unavailable" (503, redelivery) and its connection
-   * is dropped: a database that hangs (frozen host, network black hole) would otherwise hold the request
-   * and the pooled connection for as long as TCP keeps the socket open.
+   * The server cancels a statement running longer (statement_timeout: 503, redelivery); one not answered
+   * within 2 s more has its connection dropped: a database that hangs (frozen host, network black hole)
+   * would otherwise hold the request and the pooled connection for as long as TCP keeps the socket open.
    */
   DB_QUERY_TIMEOUT_MS: envInt(10_000, 100),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

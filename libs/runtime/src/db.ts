@@ -203,11 +203,11 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
     connectionTimeoutMillis: 5000,
     // A peer that vanished without closing the socket is noticed instead of waited on.
     keepAlive: true,
-    // A named statement is parsed once per connection but still planned for its values: PostgreSQL's
-    // generic plan, made after five runs from the table as it was then, read a wallet's whole payments
-    // through the wrong index once the table had grown (a lookup made on an empty table, until an
-    // ANALYZE). pg-pool awaits this before handing the connection out. Behind a pooler in transaction
-    // mode a session SET does not stay with this client: there the role carries it (scripts/db-roles.mjs).
+    // pg-pool awaits the session settings before handing the connection out. plan_cache_mode: a named
+    // statement is parsed once per connection but still planned for its values (PostgreSQL's generic
+    // plan, made after five runs from the table as it was then, read a wallet's whole payments through
+    // the wrong index once the table had grown). Behind a pooler in transaction mode a session SET does
+    // not stay with this client: there the role carries plan_cache_mode (scripts/db-roles.mjs).
     onConnect: (client) => setUpSession(client, session, timeoutMs),
   });
   // An idle client losing its connection (database restart) must not crash the process.

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
 import { loadRow, openSecrets, sendVia } from './channels/index.js';
-import { botIdentity, botIdOf, botUpdates, sendMessenger, tokenHashOf } from './channels/messenger.js';
+import { type BotFailure, botIdentity, botIdOf, botUpdates, sendMessenger, tokenHashOf } from './channels/messenger.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
 import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
@@ -205,7 +205,7 @@ async function pollBot(d: Deps, botId: number, tokens: string[]): Promise<void> 
   const lease = await d.messenger.lease(d.db, botId, now, now + leaseS, mark);
   if (!lease) return;
   const ordered = [...tokens].sort((a, b) => Number(tokenHashOf(b) === lease.token_hash) - Number(tokenHashOf(a) === lease.token_hash));
-  let failure: { code: number; why: string; retryAfterS?: number } = { code: 0, why: 'no token to poll with' };
+  let failure: BotFailure = { ok: false, code: 0, why: 'no token to poll with' };
   for (const token of ordered) {
     const api = { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs };
     const hash = tokenHashOf(token);
@@ -219,7 +219,7 @@ async function pollBot(d: Deps, botId: number, tokens: string[]): Promise<void> 
         break;
       }
       if (me.id !== botId) {
-        failure = { code: 401, why: 'the token belongs to another bot' };
+        failure = { ok: false, code: 401, why: 'the token belongs to another bot' };
         continue;
       }
       username = me.username;

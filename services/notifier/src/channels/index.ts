@@ -4,7 +4,7 @@ import { defaultSettings, type Secrets, type StoredSettings } from '../domain/se
 import { WALLET_ROW, type SettingsRow } from '../store/settings.repo.js';
 import type { Queryable } from '@sb/runtime';
 import { sendEmail, senderFor } from './email.js';
-import { botIdOf, chatUsername, sendMessenger, usernameOf } from './messenger.js';
+import { type BotApi, botIdOf, chatUsername, sendMessenger, usernameOf } from './messenger.js';
 import { sendNostr } from './nostr.js';
 import { failed, type Message, type SendOutcome } from './outcome.js';
 
@@ -41,6 +41,31 @@ export async function loadRow(d: Deps, q: Queryable, walletId: string, row: stri
   return { row, settings: r.config, secrets: openSecrets(d, r.secrets_sealed), updatedAt: r.updated_at };
 }
 
+/**
+ * Where a messenger handle is written to. A username goes to the private chat it opened by pressing
+ * Start (Telegram cannot write to a person by username), while that chat still carries the name (a
+ * username can pass to someone else, and the message carries the portal link); until then the message
+ * waits for it (`waiting` says why). A number, or a handle of a bot that cannot be read, goes as it is.
+ */
+async function messengerTarget(d: Deps, api: BotApi, to: string): Promise<{ chat: string | number; waiting?: string } | SendOutcome> {
+  const username = usernameOf(to);
+  const botId = botIdOf(api.token);
+  if (username === undefined || botId === undefined) return { chat: to };
+  const link = await d.messenger.linkOf(d.db, botId, username);
+  if (link.chat_id !== null) {
+    const now = await chatUsername(api, link.chat_id);
+    if (!now.ok && (now.code === 0 || now.code === 429 || now.code >= 500)) return failed(now.why, false, now.retryAfterS);
+    if (now.ok && now.username === username) return { chat: link.chat_id };
+    await d.messenger.unlink(d.db, botId, username, link.chat_id);
+  }
+  return {
+    chat: to,
+    waiting: link.bot_error
+      ? `${to} is not linked to a chat: the bot cannot be polled for new chats (${link.bot_error})`
+      : `${to} has not pressed Start on the bot yet`,
+  };
+}
+
 /** One message through one channel with these settings. Never throws. */
 export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, to: string, m: Message): Promise<SendOutcome> {
   try {
@@ -54,31 +79,10 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
       }
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);
-        const token = s.secrets.bot_token;
-        // A username goes to the private chat it opened by pressing Start (Telegram cannot write to a
-        // person by username); until it has, the message waits for it.
-        const api = { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs };
-        const username = usernameOf(to);
-        const botId = botIdOf(token);
-        const link = username === undefined || botId === undefined ? undefined : await d.messenger.linkOf(d.db, botId, username);
-        let chat = link?.chat_id ?? null;
-        if (chat !== null && username !== undefined && botId !== undefined) {
-          // A username can pass to someone else: the message (with its portal link) goes to the chat only
-          // while that chat still carries the name.
-          const now = await chatUsername(api, chat);
-          if (!now.ok && (now.code === 0 || now.code === 429 || now.code >= 500)) return failed(now.why, false, now.retryAfterS);
-          if (!now.ok || now.username !== username) {
-            await d.messenger.unlink(d.db, botId, username, chat);
-            chat = null;
-          }
-        }
-        const waiting =
-          !link || chat !== null
-            ? undefined
-            : link.bot_error
-              ? `${to} is not linked to a chat: the bot cannot be polled for new chats (${link.bot_error})`
-              : `${to} has not pressed Start on the bot yet`;
-        return await sendMessenger(api, chat ?? to, `${m.subject}\n\n${m.text}`, waiting);
+        const api = { apiUrl: d.channels.messengerApiUrl, token: s.secrets.bot_token, timeoutMs: d.channels.timeoutMs };
+        const target = await messengerTarget(d, api, to);
+        if ('delivered' in target) return target;
+        return await sendMessenger(api, target.chat, `${m.subject}\n\n${m.text}`, target.waiting);
       }
       case 'nostr': {
         const n = s.settings.channels.nostr;

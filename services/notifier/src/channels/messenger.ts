@@ -35,7 +35,9 @@ export function botIdOf(token: string): number | undefined {
 /** What is kept of a token to know it again (never the token). */
 export const tokenHashOf = (token: string): string => createHash('sha256').update(token).digest('hex');
 
-type Answer<T> = { ok: true; result: T } | { ok: false; code: number; why: string; retryAfterS?: number };
+/** A Bot API call that failed: Telegram's code (0: no answer at all) and words, and its retry_after. */
+export type BotFailure = { ok: false; code: number; why: string; retryAfterS?: number };
+type Answer<T> = { ok: true; result: T } | BotFailure;
 
 /**
  * One Bot API method, as JSON both ways. The token is part of the URL: no error text here ever contains
@@ -112,10 +114,7 @@ interface Update {
 export async function botUpdates(
   o: BotApi,
   offset: number,
-): Promise<
-  | { ok: true; links: ChatLink[]; started: { chat_id: number; username: string | null }[]; nextOffset: number }
-  | { ok: false; code: number; why: string; retryAfterS?: number }
-> {
+): Promise<{ ok: true; links: ChatLink[]; started: { chat_id: number; username: string | null }[]; nextOffset: number } | BotFailure> {
   const r = await callBot<Update[]>(o, 'getUpdates', { offset, limit: 100, timeout: 0 });
   if (!r.ok) return r;
   const links = new Map<string, number>();
@@ -139,7 +138,7 @@ export async function botUpdates(
 }
 
 /** Who the token belongs to (`getMe`): its bot's id and username. */
-export async function botIdentity(o: BotApi): Promise<{ ok: true; id: number; username: string | null } | { ok: false; code: number; why: string }> {
+export async function botIdentity(o: BotApi): Promise<{ ok: true; id: number; username: string | null } | BotFailure> {
   const r = await callBot<{ id?: unknown; username?: unknown }>(o, 'getMe', {});
   if (!r.ok) return r;
   if (typeof r.result?.id !== 'number') return { ok: false, code: 0, why: 'getMe answered no bot id' };
@@ -147,10 +146,7 @@ export async function botIdentity(o: BotApi): Promise<{ ok: true; id: number; us
 }
 
 /** The username a chat carries now (`getChat`): a username can pass to someone else. */
-export async function chatUsername(
-  o: BotApi,
-  chatId: number,
-): Promise<{ ok: true; username: string | null } | { ok: false; code: number; why: string; retryAfterS?: number }> {
+export async function chatUsername(o: BotApi, chatId: number): Promise<{ ok: true; username: string | null } | BotFailure> {
   const r = await callBot<{ username?: unknown }>(o, 'getChat', { chat_id: chatId });
   if (!r.ok) return r;
   return { ok: true, username: typeof r.result?.username === 'string' ? r.result.username.toLowerCase() : null };
