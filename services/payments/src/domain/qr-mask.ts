@@ -42,13 +42,13 @@ function maskBit(p: number, i: number, j: number): boolean {
   }
 }
 
-/** N1 and N3 over the line of `size` modules of `m` from `start`. */
-function linePenalty(m: Uint8Array, start: number, size: number): number {
+/** N1 and N3 over the `size` modules of `m` from `start`, `step` apart (1: a row, size: a column). */
+function linePenalty(m: Uint8Array, start: number, step: number, size: number): number {
   let points = 0;
   let last = -1;
   let same = 0;
   let bits = 0;
-  for (let k = 0, at = start; k < size; k++, at++) {
+  for (let k = 0, at = start; k < size; k++, at += step) {
     const v = m[at]!;
     if (v === last) same++;
     else {
@@ -63,13 +63,10 @@ function linePenalty(m: Uint8Array, start: number, size: number): number {
   return points;
 }
 
-/**
- * The library's N1 + N2 + N3 + N4 of a masked symbol; `t` is its transpose, so that columns are scanned
- * as rows (in memory order).
- */
-export function penalty(m: Uint8Array, t: Uint8Array, size: number): number {
+/** The library's N1 + N2 + N3 + N4 of a masked symbol with `dark` dark modules. */
+export function penalty(m: Uint8Array, size: number, dark: number): number {
   let points = 0;
-  for (let r = 0; r < size; r++) points += linePenalty(m, r * size, size) + linePenalty(t, r * size, size);
+  for (let r = 0; r < size; r++) points += linePenalty(m, r * size, 1, size) + linePenalty(m, r, size, size);
   let blocks = 0;
   for (let r = 0; r < size - 1; r++) {
     const a = r * size;
@@ -83,10 +80,26 @@ export function penalty(m: Uint8Array, t: Uint8Array, size: number): number {
     }
   }
   points += blocks * N2;
-  let dark = 0;
-  for (let i = 0; i < m.length; i++) dark += m[i]!;
-  points += Math.abs(Math.ceil((dark * 100) / m.length / 5) - 10) * N4;
-  return points;
+  return points + Math.abs(Math.ceil((dark * 100) / m.length / 5) - 10) * N4;
+}
+
+/**
+ * The eight masks of a symbol size as 0/1 arrays, 0 on its reserved modules (those are never masked).
+ * The reserved layout depends on the version alone, so one set serves every symbol of a size; the
+ * layout it was made for is kept and compared, so a symbol with another never gets a wrong mask.
+ */
+const maskSets = new Map<number, { reserved: Uint8Array; masks: Uint8Array[] }>();
+
+function masksOf(size: number, reservedBit: Uint8Array): Uint8Array[] {
+  const known = maskSets.get(size);
+  if (known && Buffer.compare(known.reserved, reservedBit) === 0) return known.masks;
+  const masks = Array.from({ length: 8 }, (_, p) => {
+    const mask = new Uint8Array(size * size);
+    for (let i = 0, at = 0; i < size; i++) for (let j = 0; j < size; j++, at++) mask[at] = !reservedBit[at] && maskBit(p, i, j) ? 1 : 0;
+    return mask;
+  });
+  maskSets.set(size, { reserved: Uint8Array.from(reservedBit), masks });
+  return masks;
 }
 
 /**
@@ -95,20 +108,20 @@ export function penalty(m: Uint8Array, t: Uint8Array, size: number): number {
  */
 export function bestMask(modules: Modules, setupFormat: (p: number) => void): number {
   const { size, data, reservedBit } = modules;
+  const masks = masksOf(size, reservedBit);
   const masked = new Uint8Array(data.length);
-  const transposed = new Uint8Array(data.length);
   let best = 0;
   let lowest = Number.POSITIVE_INFINITY;
   for (let p = 0; p < 8; p++) {
     setupFormat(p);
-    for (let i = 0, at = 0; i < size; i++) {
-      for (let j = 0; j < size; j++, at++) {
-        const v = reservedBit[at] ? data[at]! : data[at]! ^ (maskBit(p, i, j) ? 1 : 0);
-        masked[at] = v;
-        transposed[j * size + i] = v;
-      }
+    const mask = masks[p]!;
+    let dark = 0;
+    for (let at = 0; at < data.length; at++) {
+      const v = data[at]! ^ mask[at]!;
+      masked[at] = v;
+      dark += v;
     }
-    const score = penalty(masked, transposed, size);
+    const score = penalty(masked, size, dark);
     if (score < lowest) {
       lowest = score;
       best = p;
