@@ -37,6 +37,19 @@ describe('public checkout', () => {
     expect(sub).toMatchObject({ status: 'active', plan_id: p.id, has_access: true, amount_sats: 5000, interval: 'monthly', payments: [] });
     expect(sub.trial_end - sub.created_at).toBe(14 * 86_400);
     expect(sub.current_period_end).toBe(sub.trial_end);
+
+    // The event names the plan and the subscriber as stored: a returning contact keeps the stored name.
+    const other = await plan({ name: 'Other plan', trial_days: 3 });
+    const again = await anon.post('/public/subscribe', { plan_id: other.id, payment_method: 'lightning', email: 'trial@example.com', name: 'Someone' });
+    expect(again.status).toBe(201);
+    const created = await db.query(
+      `SELECT payload->'data' AS data FROM billing.outbox WHERE payload->>'event' = 'subscription.created' AND payload->'data'->>'subscription_id' = ANY($1) ORDER BY seq`,
+      [[res.body.subscription_id, again.body.subscription_id]],
+    );
+    expect(created.rows.map((r) => r.data)).toEqual([
+      expect.objectContaining({ plan_name: 'Sub plan', subscriber_email: 'Trial@Example.com', subscriber_name: 'Tess', trial: true }),
+      expect.objectContaining({ plan_name: 'Other plan', subscriber_email: 'Trial@Example.com', subscriber_name: 'Tess', trial: true }),
+    ]);
   });
 
   it('checks out a paid plan by Lightning, and the dev payment activates it exactly once', async () => {

@@ -25,6 +25,11 @@ export const CreatePayment = z.object({
   expires_at: UnixSeconds,
   /** The same key returns the same payment: a retried renewal never creates a second one. */
   idempotency_key: z.string().min(1).max(200),
+  /**
+   * The caller made the key just now (a new subscription's first payment): no payment can hold it yet,
+   * so the lookup before opening is skipped. A conflict on insert still answers the stored payment.
+   */
+  new_key: z.boolean().optional(),
   /** The plan's per-rail settings: the owner's watch-only wallet, connected card account, payee. */
   plan_settings: z
     .object({

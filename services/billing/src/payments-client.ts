@@ -13,7 +13,7 @@ export function requestPayment(d: Pick<Deps, 'bus'>, plan: Plan | undefined, sub
 }
 
 type PaymentSub = Pick<SubRow, 'id' | 'wallet_id' | 'plan_id' | 'amount_sats' | 'payment_method'>;
-type PaymentAsk = { purpose: PaymentPurpose; description: string; expires_at: number; idempotency_key: string };
+type PaymentAsk = { purpose: PaymentPurpose; description: string; expires_at: number; idempotency_key: string; new_key?: boolean };
 
 function paymentRequest(plan: Plan | undefined, sub: PaymentSub, o: PaymentAsk): CreatePayment {
   return {

@@ -177,11 +177,14 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       if (!(await d.subscriptions.insertIfNew(tx, row))) throw new DuplicateCheckout();
       const saved = { ...row, version: 1 };
       // A trial starts now: that is the subscriber's "subscription started" confirmation, if they want one.
-      await emit(d, tx, saved, 'subscription.created', {
-        payment_method: method,
-        trial: plan.trial_days > 0,
-        notify_subscriber: plan.trial_days > 0 && saved.receive_confirmations,
-      });
+      await emit(
+        d,
+        tx,
+        saved,
+        'subscription.created',
+        { payment_method: method, trial: plan.trial_days > 0, notify_subscriber: plan.trial_days > 0 && saved.receive_confirmations },
+        { plan_name: plan.name, email: subscriber.email, name: subscriber.name },
+      );
       return { sub: saved, subscriberCreated: created };
     })
     .catch(async (err) => {
@@ -201,6 +204,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       description: `${plan.name} (${plan.interval})`,
       expires_at: now + (CHECKOUT_SECONDS[method] ?? 86_400),
       idempotency_key: `checkout:${sub.id}`,
+      new_key: true,
     });
     return { plan, sub, manage_url, created };
   } catch (err) {

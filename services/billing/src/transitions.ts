@@ -4,7 +4,7 @@ import { SCHEMA, type Deps } from './deps.js';
 import { transition, type LifecycleEvent } from './domain/lifecycle.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
-type EventNames = { plan_name: string; email: string | null; name: string | null } | undefined;
+export type EventNames = { plan_name: string; email: string | null; name: string | null } | undefined;
 
 /** The WebhookEvent data of a subscription: what an owner's webhook needs without a second call. */
 function subscriptionEventData(s: SubRow, r: EventNames, extra: Record<string, unknown>): EventEnvelope['data'] {
@@ -24,8 +24,16 @@ function subscriptionEventData(s: SubRow, r: EventNames, extra: Record<string, u
   };
 }
 
-export async function emit(d: Deps, q: Queryable, s: SubRow, event: EventEnvelope['event'], extra: Record<string, unknown> = {}): Promise<void> {
-  const names = await d.subscriptions.eventNames(q, s.plan_id, s.subscriber_id);
+/** `names`: the plan's and subscriber's, when the caller has just read or written them (a statement less). */
+export async function emit(
+  d: Deps,
+  q: Queryable,
+  s: SubRow,
+  event: EventEnvelope['event'],
+  extra: Record<string, unknown> = {},
+  names?: EventNames,
+): Promise<void> {
+  names ??= await d.subscriptions.eventNames(q, s.plan_id, s.subscriber_id);
   await enqueueEvent(q, SCHEMA, d.clock, s.wallet_id, event, subscriptionEventData(s, names, extra));
 }
 

@@ -114,6 +114,21 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     expect(reused.kind).toBe('conflict');
   });
 
+  it('new_key skips the lookup but a key that was used after all still answers its one payment', async () => {
+    const req = createRequest();
+    const first = await callMessage(s.bus, messages.createPayment, { ...req, new_key: true });
+    expect(first.payment.status).toBe('pending');
+    // A caller wrong about its key (a retry claiming to be new), alone and racing: the stored payment, no second one.
+    const again = await callMessage(s.bus, messages.createPayment, { ...req, new_key: true });
+    expect(again).toEqual(first);
+    const racing = await Promise.all(Array.from({ length: 4 }, () => callMessage(s.bus, messages.createPayment, { ...req, new_key: true })));
+    for (const r of racing) expect(r).toEqual(first);
+    const { rows } = await s.db.query('SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = $1', [req.subscription_id]);
+    expect(rows[0].n).toBe(1);
+    const reused = await rejection(callMessage(s.bus, messages.createPayment, { ...req, amount_sats: 1, new_key: true }));
+    expect(reused.kind).toBe('conflict');
+  });
+
   it('create_payments: a batch answers each request in order, idempotently per key, a bad request refused alone', async () => {
     const single = createRequest({ purpose: 'renewal' });
     const made = await callMessage(s.bus, messages.createPayment, single);

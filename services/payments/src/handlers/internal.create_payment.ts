@@ -83,12 +83,15 @@ async function open(d: Deps, req: CreatePayment): Promise<{ payment: Omit<Paymen
  * stored `pending`. Idempotent on (wallet, idempotency key): a request whose key is already used answers
  * the payment the first call made. Two racing first calls may both reach the provider; only one payment
  * is stored and both answer it (the other provider object simply expires unpaid). Whatever the batch
- * size, the keys are looked up in one statement and the new payments inserted in one more, so a crash
- * anywhere leaves each key with one payment or none. Each answer is the payment or the DomainError of
- * its own request (the others go on).
+ * size, the keys are looked up in one statement (not those the caller has just made: `new_key`) and the
+ * new payments inserted in one more, so a crash anywhere leaves each key with one payment or none. Each
+ * answer is the payment or the DomainError of its own request (the others go on).
  */
 export async function createPayments(d: Deps, reqs: CreatePayment[]): Promise<(CreatedPayment | DomainError)[]> {
-  const known = new Map((await d.payments.byIdempotencyKeys(d.db, reqs)).map((p) => [keyOf(p), p]));
+  // A key the caller has just made cannot name a payment yet: not looked up (a conflict is still handled below).
+  const maybeUsed = reqs.filter((r) => !r.new_key);
+  const stored = await d.payments.byIdempotencyKeys(d.db, maybeUsed);
+  const known = new Map(stored.map((p) => [keyOf(p), p]));
   // The first request of each unknown key is opened (a key repeated in the batch is a retry of it).
   const firsts = new Map<string, CreatePayment>();
   for (const r of reqs) if (d.rails[r.payment_method] && !known.has(keyOf(r)) && !firsts.has(keyOf(r))) firsts.set(keyOf(r), r);
