@@ -128,23 +128,10 @@ export class SubscriptionsRepo {
   }
 
   /**
-   * Inserts inside a savepoint: false when the contact already has a live subscription to the plan (or the
-   * id is taken), and the caller's transaction goes on.
+   * False when the contact already has a live subscription to the plan (or the id is taken); the
+   * caller's transaction goes on. ON CONFLICT rather than a savepoint: two round trips fewer per checkout.
    */
   async insertIfNew(q: Queryable, r: Omit<SubRow, 'version'>): Promise<boolean> {
-    await q.query('SAVEPOINT sub_insert');
-    try {
-      await this.insert(q, r);
-      await q.query('RELEASE SAVEPOINT sub_insert');
-      return true;
-    } catch (err) {
-      if ((err as { code?: string }).code !== '23505') throw err;
-      await q.query('ROLLBACK TO SAVEPOINT sub_insert');
-      return false;
-    }
-  }
-
-  async insert(q: Queryable, r: Omit<SubRow, 'version'>): Promise<void> {
     const cols = [
       ...COLS.split(',')
         .map((c) => c.trim())
@@ -152,10 +139,11 @@ export class SubscriptionsRepo {
       'next_due_at',
     ];
     const row = { ...r, next_due_at: this.nextDue(r) };
-    await q.query(
-      `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')})`,
+    const { rowCount } = await q.query(
+      `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')}) ON CONFLICT DO NOTHING`,
       cols.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : (row as Record<string, unknown>)[c])),
     );
+    return rowCount === 1;
   }
 
   async get(q: Queryable, walletId: string | null, id: string, forUpdate = false): Promise<SubRow | undefined> {
