@@ -265,4 +265,27 @@ describe('on-chain payments watched through Esplora', () => {
     ).toBe('active');
     await appliedOnce(c);
   });
+
+  it("another owner over the same key never gets an address this owner's payments hold, nor makes this owner's checkout fail", async () => {
+    const key = parseExtendedKey(ZPUB);
+    const stranger = client(stack.api, stack.wallets[1]!.admin_key);
+    const theirs = (await stranger.get('/watchonly-wallets')).body.items.find((w: { key_type: string }) => w.key_type === 'zpub');
+    const plan = await stranger.post('/plans', {
+      name: 'Same key',
+      amount_sats: PRICE,
+      interval: 'monthly',
+      allow_onchain: true,
+      watchonly_wallet_id: theirs.id,
+    });
+    expect(plan.status, JSON.stringify(plan.body)).toBe(201);
+    const held = new Set((await db.query('SELECT onchain_address FROM payments.payments')).rows.map((r) => r.onchain_address));
+    // Their counter starts at 0: indexes this owner's payments hold are passed over (it failed with 500 before).
+    const res = await client(stack.api).post('/public/subscribe', { plan_id: plan.body.id, payment_method: 'onchain', email: 'theirs@example.com' });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(held.has(res.body.onchain_address)).toBe(false);
+    expect(res.body.onchain_address).toBe(receiveAddress(key, held.size));
+    // And this owner's next checkout passes over the one theirs now holds.
+    const mine = await subscribe('after-stranger@example.com');
+    expect(mine.onchain_address).toBe(receiveAddress(key, held.size + 1));
+  });
 });

@@ -21,7 +21,8 @@ main('payments', () =>
       const watchonly = new WatchonlyRepo(SCHEMA);
       const allocate = (walletId: string, id: string) => watchonly.allocateIndex(db, walletId, id);
       const devStatusOf = async (ref: string) => (await payments.byProviderRef(db, 'dev', ref))?.status;
-      const rails = createRails({ config, clock, devStatusOf, watchonly: { allocate, log } });
+      const inUse = async (address: string) => !!(await payments.byProviderRef(db, 'esplora', address));
+      const rails = createRails({ config, clock, devStatusOf, watchonly: { allocate, inUse, log } });
       const webhookUrl = webhookUrlOf(config);
       if (!Object.keys(rails).length) log.warn('no *_PROVIDER is set: every payment will be refused');
       const usesDev = Object.values(rails).some((r) => r?.provider === 'dev');

@@ -17,10 +17,13 @@ let next = 0;
 
 /** The owner `wal_a` has the watch-only wallet `wow_a`; indexes count up as the database's counter does. */
 const allocate: AllocateIndex = async (walletId, id) => (walletId === 'wal_a' && id === 'wow_a' ? { ...key, index: next++ } : undefined);
+/** Addresses other payments hold (another owner registered the same key). */
+const held = new Set<string>();
 
 beforeAll(async () => {
   esplora = await startEsploraServer('mainnet');
-  rail = esploraRail({ url: esplora.url, confirmations: 2, timeoutMs: 2000, lateWindowS: 604_800, recheckAfterS: 60 }, allocate, clock, {
+  const addresses = { allocate, inUse: async (address: string) => held.has(address) };
+  rail = esploraRail({ url: esplora.url, confirmations: 2, timeoutMs: 2000, lateWindowS: 604_800, recheckAfterS: 60 }, addresses, clock, {
     info: (o: object) => logged.push(o),
   });
 });
@@ -55,6 +58,24 @@ describe('on-chain rail over Esplora', () => {
     }
     await expect(rail.open(request({ watchonly_wallet_id: 'wow_a' }, 'wal_b'))).rejects.toMatchObject({ kind: 'invalid' });
     expect(rail.lateWindowS).toBe(604_800);
+  });
+
+  it('passes over addresses other payments hold, a bounded number at a time, and goes on from there', async () => {
+    const start = next;
+    held.add(receiveAddress(key, start)).add(receiveAddress(key, start + 1));
+    const opened = await rail.open(request({ watchonly_wallet_id: 'wow_a' }));
+    expect(opened).toMatchObject({ derivation_index: start + 2, onchain_address: receiveAddress(key, start + 2) });
+    expect(logged.splice(0)).toEqual([
+      { watchonly_wallet_id: 'wow_a', derivation_index: start },
+      { watchonly_wallet_id: 'wow_a', derivation_index: start + 1 },
+    ]);
+    // Squatted far ahead: 503 after 51 indexes, and the retry starts past them.
+    for (let i = 3; i < 3 + 60; i++) held.add(receiveAddress(key, start + i));
+    await expect(rail.open(request({ watchonly_wallet_id: 'wow_a' }))).rejects.toBeInstanceOf(ProviderUnavailableError);
+    expect(next).toBe(start + 3 + 51);
+    const after = await rail.open(request({ watchonly_wallet_id: 'wow_a' }));
+    expect(after.derivation_index).toBe(start + 63);
+    logged.splice(0);
   });
 
   it('paid only by confirmed outputs to the address adding up to the amount with enough confirmations', async () => {

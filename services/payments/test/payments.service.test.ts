@@ -10,6 +10,7 @@ import { Sweeper } from '../src/sweeper.js';
 import { lightningRail } from '../src/providers/rail.js';
 import { RateSource } from '../src/rates.js';
 import { callback, startPaymentsService, type PaymentsService } from './support/service.js';
+import { startEsploraServer, type EsploraServer } from './support/esplora-server.js';
 import { startSatspayServer, type SatspayServer } from './support/satspay-server.js';
 
 const WALLET = 'wal_test_a';
@@ -504,5 +505,59 @@ describe('payments service, charge server provider (callbacks)', () => {
     expect(await sweepers[1]!.tick()).toEqual({ confirmed: 1, expired: 0 });
     expect((await paymentRow(s, late.payment.id)).status).toBe('paid');
     expect(await receivedEvents(s, late.payment.id)).toHaveLength(1);
+  });
+});
+
+describe('payments service, on-chain over Esplora: two owners registered one key', () => {
+  const ZPUB = 'zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs';
+  let s: PaymentsService;
+  let esplora: EsploraServer;
+  const watchonly: Record<string, string> = {};
+
+  beforeAll(async () => {
+    esplora = await startEsploraServer('mainnet');
+    s = await startPaymentsService({ ONCHAIN_PROVIDER: 'esplora', ESPLORA_URL: esplora.url, PAYMENTS_SWEEP_INTERVAL_MS: '60000' });
+    for (const wallet_id of [WALLET, OTHER_WALLET]) {
+      const reply = await s.bus.request('payments.watchonly_wallets.create', {
+        caller: { wallet_id, role: 'admin' },
+        params: {},
+        query: {},
+        body: { name: 'Cold', xpub: ZPUB },
+      });
+      expect(reply).toMatchObject({ ok: true });
+      watchonly[wallet_id] = (reply as { data: { id: string } }).data.id;
+    }
+  });
+  afterAll(async () => {
+    await s?.stop();
+    await esplora?.close();
+  });
+
+  const onchain = (wallet_id: string) =>
+    createRequest({ wallet_id, payment_method: 'onchain', plan_settings: { watchonly_wallet_id: watchonly[wallet_id]! }, expires_at: now() + 86_400 });
+  const addressesOf = async (wallet_id: string) =>
+    (await s.db.query('SELECT onchain_address FROM payments.payments WHERE wallet_id = $1 ORDER BY derivation_index', [wallet_id])).rows.map(
+      (r) => r.onchain_address,
+    );
+
+  it("one owner's payments pass over the addresses the other's hold; a batch where both reach one address at once stores the rest", async () => {
+    const a = await callMessage(s.bus, messages.createPayment, onchain(WALLET));
+    const b = await callMessage(s.bus, messages.createPayment, onchain(OTHER_WALLET));
+    expect(a.payment.onchain_address).not.toBe(b.payment.onchain_address);
+    expect(s.lines.some((l) => l.includes('receive address held by another payment'))).toBe(true);
+
+    // Both counters now point at the same next index: in one batch both are opened before either is stored.
+    const [x, y, z] = [onchain(WALLET), onchain(OTHER_WALLET), onchain(OTHER_WALLET)];
+    const { results } = await callMessage(s.bus, messages.createPayments, { payments: [x, y, z] });
+    const errors = results.filter((r) => 'error' in r);
+    expect(errors).toEqual([{ error: expect.objectContaining({ kind: 'unavailable' }) }]);
+    expect(results.filter((r) => !('error' in r))).toHaveLength(2);
+    const all = [...(await addressesOf(WALLET)), ...(await addressesOf(OTHER_WALLET))];
+    expect(new Set(all).size).toBe(all.length);
+    expect(all).toHaveLength(4);
+    // The one that clashed, asked again, gets a fresh address.
+    const clashed = [x, y, z][results.findIndex((r) => 'error' in r)]!;
+    const retried = await callMessage(s.bus, messages.createPayment, clashed);
+    expect(all).not.toContain(retried.payment.onchain_address);
   });
 });

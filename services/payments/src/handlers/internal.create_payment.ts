@@ -1,8 +1,9 @@
 import { ID_PREFIXES, messages, type CreatePayment, type CreatedPayment } from '@sb/contracts';
-import { conflict, DomainError, isDbUnavailable, messageHandler, newId, invalid } from '@sb/runtime';
+import { conflict, DomainError, isDbUnavailable, messageHandler, newId, invalid, unavailable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkoutOf } from '../domain/checkout.js';
 import { toPayment, type PaymentRecord } from '../domain/payments.js';
+import { isUniqueViolation } from '../store/payments.repo.js';
 import { logProviderFailure } from '../providers/http.js';
 
 const notConfigured = (method: string) => invalid(['payment_method'], `${method} payments are not configured on this server`, 'provider_not_configured');
@@ -106,7 +107,7 @@ export async function createPayments(d: Deps, reqs: CreatePayment[]): Promise<(C
     else rows.push(o);
   });
   const fresh = new Set<string>();
-  for (const p of await d.payments.insertMany(d.db, rows)) {
+  for (const p of await store(d, rows, failed)) {
     known.set(keyOf(p), p);
     fresh.add(p.id);
   }
@@ -129,6 +130,32 @@ export async function createPayments(d: Deps, reqs: CreatePayment[]): Promise<(C
       return created(p);
     }),
   );
+}
+
+/**
+ * Stores the opened payments in one statement. A row clashing with another payment on something other
+ * than its idempotency key (its provider reference: the counters of two owners who registered one key
+ * reaching the same address at the same moment) fails that statement; then each row is stored alone, and
+ * the clashing one answers 503 (a retry opens it afresh) while the others of the batch are stored.
+ */
+async function store(d: Deps, rows: { payment: Omit<PaymentRecord, 'version'>; devPreimage: string | null }[], failed: Map<string, DomainError>) {
+  try {
+    return await d.payments.insertMany(d.db, rows);
+  } catch (err) {
+    if (!isUniqueViolation(err)) throw err;
+  }
+  const stored: PaymentRecord[] = [];
+  for (const r of rows) {
+    try {
+      const p = await d.payments.insert(d.db, r.payment, r.devPreimage);
+      if (p) stored.push(p);
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      d.log.warn({ subscription_id: r.payment.subscription_id, constraint: err.constraint }, 'payment clashes with another payment: not stored');
+      failed.set(keyOf(r.payment), unavailable('The payment could not be opened this time, please retry'));
+    }
+  }
+  return stored;
 }
 
 /**

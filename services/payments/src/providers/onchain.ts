@@ -19,6 +19,20 @@ interface EsploraSettings {
 /** The next receive index of an owner's watch-only wallet, taken for good; undefined when the owner has no such wallet. */
 export type AllocateIndex = (walletId: string, watchonlyId: string) => Promise<{ normalized: string; network: Network; index: number } | undefined>;
 
+/** Where receive addresses come from: the index counter, and whether a payment (of any owner) already has an address. */
+export interface ReceiveAddresses {
+  allocate: AllocateIndex;
+  inUse: (address: string) => Promise<boolean>;
+}
+
+/**
+ * Indexes one payment may pass over because their address is taken. Two owners may register the same
+ * key (a key is not proof of ownership, and refusing the second would let whoever knows a key squat it),
+ * each with its own counter, so one counter can reach addresses the other's payments hold. Each skip
+ * advances the counter for good, so a retry after this many goes on from there.
+ */
+const MAX_SKIPPED_ADDRESSES = 50;
+
 /** An Esplora transaction, only what is read here. */
 export interface EsploraTx {
   txid: string;
@@ -71,7 +85,7 @@ function settleAddress(
  * confirmed transactions to it add up to the amount with enough confirmations. No callbacks: the sweeper
  * asks `status` for open payments, and for expired ones during `lateWindowS` (a late payment still counts).
  */
-export function esploraRail(s: EsploraSettings, allocate: AllocateIndex, clock: Clock, log: Pick<Logger, 'info'>): Rail {
+export function esploraRail(s: EsploraSettings, addresses: ReceiveAddresses, clock: Clock, log: Pick<Logger, 'info'>): Rail {
   const get = (path: string) => fetchJson('esplora', `${s.url}${path}`, { method: 'GET', timeoutMs: s.timeoutMs });
 
   async function transactions(address: string): Promise<EsploraTx[]> {
@@ -96,16 +110,23 @@ export function esploraRail(s: EsploraSettings, allocate: AllocateIndex, clock: 
     async open(req) {
       const id = req.plan.watchonly_wallet_id;
       if (!id) throw unprocessablePlan("On-chain payments of this plan need a watch-only wallet: set the plan's watchonly_wallet_id");
-      const key = await allocate(req.wallet_id, id);
-      if (!key) throw unprocessablePlan('watchonly_wallet_id names no watch-only wallet of this wallet');
-      const address = receiveAddress(key, key.index);
-      return {
-        provider_ref: address,
-        onchain_address: address,
-        expires_at: unixSeconds(clock) + req.expiry_seconds,
-        watchonly_wallet_id: id,
-        derivation_index: key.index,
-      };
+      for (let skipped = 0; skipped <= MAX_SKIPPED_ADDRESSES; skipped++) {
+        const key = await addresses.allocate(req.wallet_id, id);
+        if (!key) throw unprocessablePlan('watchonly_wallet_id names no watch-only wallet of this wallet');
+        const address = receiveAddress(key, key.index);
+        if (await addresses.inUse(address)) {
+          log.info({ watchonly_wallet_id: id, derivation_index: key.index }, 'receive address held by another payment (the key is registered twice): skipped');
+          continue;
+        }
+        return {
+          provider_ref: address,
+          onchain_address: address,
+          expires_at: unixSeconds(clock) + req.expiry_seconds,
+          watchonly_wallet_id: id,
+          derivation_index: key.index,
+        };
+      }
+      throw new ProviderUnavailableError(`no unused receive address within ${MAX_SKIPPED_ADDRESSES} indexes of watch-only wallet ${id}; retry`);
     },
     async status(p: PaymentRecord): Promise<ProviderStatus> {
       const address = p.onchain_address ?? p.provider_ref!;

@@ -7,7 +7,7 @@ import { ChargeprocProvider, chargeprocOnchainRail, chargeprocSettings } from '.
 import { DevLightningProvider, devRails } from './dev.js';
 import type { LightningProvider } from './lightning.js';
 import { LnbitsProvider, lnbitsSettings } from './lnbits.js';
-import { type AllocateIndex, esploraRail, esploraSettings } from './onchain.js';
+import { esploraRail, esploraSettings, type ReceiveAddresses } from './onchain.js';
 import { lightningRail, type Rail, type Rails } from './rail.js';
 import { PaypalClient, paypalCallbacks, paypalRail, paypalSettings } from './walletproc.js';
 
@@ -25,7 +25,7 @@ export interface BuildContext {
   /** The dev provider's own bookkeeping: the status of one of its invoices. */
   devStatusOf: (ref: string) => Promise<string | undefined>;
   /** ONCHAIN_PROVIDER=esplora takes receive indexes of the owners' watch-only wallets (from the database). */
-  watchonly?: { allocate: AllocateIndex; log: Pick<Logger, 'info'> };
+  watchonly?: ReceiveAddresses & { log: Pick<Logger, 'info'> };
 }
 
 /**
@@ -117,7 +117,7 @@ export const PROVIDERS: readonly ProviderDef[] = [
         lateWindowS: c.ONCHAIN_LATE_WINDOW_S,
         recheckAfterS: c.ONCHAIN_RECHECK_S,
       };
-      return [esploraRail(settings, watchonly.allocate, clock, watchonly.log)];
+      return [esploraRail(settings, watchonly, clock, watchonly.log)];
     },
   },
   { selectedBy: 'CARDPROC_PROVIDER', name: 'dev', requires: [], build: devRail('cardproc') },

@@ -36,6 +36,9 @@ const INSERTED = [
 // NUMERIC columns come back as strings from the driver; the record holds numbers.
 const COLUMNS = [...INSERTED, 'unapplied_reason', 'version'].map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c)).join(', ');
 
+/** PostgreSQL's unique_violation, with the constraint it hit. */
+export const isUniqueViolation = (err: unknown): err is { code: '23505'; constraint?: string } => (err as { code?: string } | null)?.code === '23505';
+
 /** What a provider tells about a payment when it is settled. */
 const DETAIL_COLUMNS = ['onchain_txid', 'cardproc_payment_id', 'walletproc_order_id', 'failure_reason'] as const;
 export type PaymentDetails = Partial<Pick<PaymentRecord, (typeof DETAIL_COLUMNS)[number]>>;
