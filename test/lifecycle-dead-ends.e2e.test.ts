@@ -237,6 +237,86 @@ describe('3. resume inside the renewal lead time', () => {
   });
 });
 
+describe('5. extend and resume where nothing used to move (found from outside)', () => {
+  it('days added to a pending checkout are kept when its first payment arrives', async () => {
+    const p = await plan({ interval: 'weekly' });
+    const s = await subscribe(p.id, 'extend-pending@example.com');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`)).body.status).toBe('pending');
+    await pay(s.payment_id);
+    const active = await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
+    const paidAt = (await admin.get(`/payments/${s.payment_id}`)).body.paid_at;
+    expect(active).toMatchObject({ current_period_start: paidAt, current_period_end: paidAt + 17 * DAY });
+  });
+
+  it('a payment_failed subscription extended keeps a payable invoice, and the days when it is paid', async () => {
+    const p = await plan({ interval: 'weekly' });
+    const s = await subscribe(p.id, 'extend-failed@example.com');
+    await pay(s.payment_id);
+    const end = (
+      await until(
+        () => sub(s.subscription_id),
+        (x) => x.status === 'active',
+      )
+    ).current_period_end;
+    await advanceTo(end + 3600);
+    expect((await sub(s.subscription_id)).status).toBe('payment_failed');
+    const extended = await admin.post(`/subscriptions/${s.subscription_id}/extend?days=30`);
+    expect(extended.body).toMatchObject({ status: 'payment_failed', current_period_end: end + 30 * DAY });
+    // The invoice of the day expires: a new one is issued (it used to wait for the new lead time, a month on).
+    for (const day of [1, 3]) {
+      await advanceTo(end + day * DAY + 7200);
+      const open = (
+        await until(
+          () => payments(s.subscription_id),
+          (r) => r.filter((x) => x.status === 'pending').length === 1,
+        )
+      ).filter((x) => x.status === 'pending');
+      expect(open, `day ${day}`).toHaveLength(1);
+      expect(open[0]!.purpose).toBe('renewal');
+    }
+    const open = (await payments(s.subscription_id)).find((x) => x.status === 'pending')!;
+    await pay(open.id);
+    const back = await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
+    // The 30 days still ahead are kept on top of the paid week.
+    const paidAt = (await admin.get(`/payments/${open.id}`)).body.paid_at;
+    expect(back).toMatchObject({ current_period_start: paidAt, current_period_end: end + 30 * DAY + 7 * DAY });
+  });
+
+  it('resumed after its period ended: the renewal payment goes out at once, and an unpaid one ends with a notice', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const s = await subscribe(p.id, 'resume-late@example.com');
+    await pay(s.payment_id);
+    const end = (
+      await until(
+        () => sub(s.subscription_id),
+        (x) => x.status === 'active',
+      )
+    ).current_period_end;
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).status).toBe(200);
+    await advanceTo(end + DAY);
+    const resumed = await admin.post(`/subscriptions/${s.subscription_id}/resume`);
+    expect(resumed.body.status).toBe('pending');
+    const open = (await payments(s.subscription_id)).filter((x) => x.status === 'pending');
+    expect(open).toHaveLength(1);
+    const reminders = (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder');
+    expect(reminders.at(-1)!.d).toMatchObject({ payment_id: open[0]!.id, reason: 'resumed', notify_subscriber: true });
+    expect(reminders.at(-1)!.d.payment_request).toMatch(/^lnbc/);
+    expect(eventDataSchema('renewal.reminder').safeParse(reminders.at(-1)!.d).success).toBe(true);
+
+    await advance(DAY + 60);
+    expect((await sub(s.subscription_id)).status).toBe('expired');
+    const expired = (await events(s.subscription_id)).filter((e) => e.e === 'subscription.expired');
+    expect(expired).toHaveLength(1);
+    expect(expired[0]!.d).toMatchObject({ notify_subscriber: true, reason: expect.stringMatching(/resumed/) });
+  });
+});
+
 describe('4. an owner update of a pending checkout', () => {
   it('does not restart its 24 h expiry', async () => {
     const p = await plan({ interval: 'monthly', allow_onchain: true });

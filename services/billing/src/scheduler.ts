@@ -4,7 +4,7 @@ import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { dueNow, dunningEnd, type Due, type SchedulePolicy } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
-import { applyTransition, emit, emitMany } from './transitions.js';
+import { applyTransition, emit, emitMany, reminderData } from './transitions.js';
 
 type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
 
@@ -234,23 +234,12 @@ export class Scheduler {
       await emitMany(
         d,
         tx,
-        done.flatMap(({ s, due, row, created: { payment, checkout } }) => [
+        done.flatMap(({ s, due, row, created }) => [
           {
             s: row,
             event: 'renewal.reminder' as const,
             extra: {
-              // Whatever the method, the reminder carries what pays it: invoice, address (BIP21) or processor link.
-              payment_id: payment.id,
-              due_at: s.current_period_end,
-              payment_method: payment.payment_method,
-              payment_request: checkout.payment_request ?? null,
-              onchain_address: checkout.onchain_address ?? null,
-              bip21_uri: checkout.bip21_uri ?? null,
-              checkout_url: checkout.checkout_url ?? null,
-              amount_fiat: payment.amount_fiat ?? null,
-              currency: payment.currency ?? null,
-              expires_at: checkout.expires_at,
-              notify_subscriber: due.notify_subscriber,
+              ...reminderData(created, s.current_period_end, due.notify_subscriber),
               ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
             },
           },

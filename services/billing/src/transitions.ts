@@ -1,4 +1,4 @@
-import type { EventEnvelope } from '@sb/contracts';
+import type { CreatedPayment, EventEnvelope } from '@sb/contracts';
 import { conflict, enqueueEvent, enqueueEvents, type Queryable } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { transition, type LifecycleEvent } from './domain/lifecycle.js';
@@ -35,6 +35,23 @@ export async function emit(
 ): Promise<void> {
   names ??= await d.subscriptions.eventNames(q, s.plan_id, s.subscriber_id);
   await enqueueEvent(q, SCHEMA, d.clock, s.wallet_id, event, subscriptionEventData(s, names, extra));
+}
+
+/** A renewal.reminder's data: whatever the method, what pays it (invoice, address and BIP21, or processor link). */
+export function reminderData({ payment, checkout }: CreatedPayment, dueAt: number, notify: boolean): Record<string, unknown> {
+  return {
+    payment_id: payment.id,
+    due_at: dueAt,
+    payment_method: payment.payment_method,
+    payment_request: checkout.payment_request ?? null,
+    onchain_address: checkout.onchain_address ?? null,
+    bip21_uri: checkout.bip21_uri ?? null,
+    checkout_url: checkout.checkout_url ?? null,
+    amount_fiat: payment.amount_fiat ?? null,
+    currency: payment.currency ?? null,
+    expires_at: checkout.expires_at,
+    notify_subscriber: notify,
+  };
 }
 
 /** `emit` of many events (a sweep's batch) in two statements; the outbox keeps their order. */

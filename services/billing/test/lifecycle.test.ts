@@ -180,9 +180,25 @@ describe('lifecycle details', () => {
   });
 
   it('first payment starts the period at paid_at', () => {
-    const t = transition(sub('pending'), { type: 'first_payment', paid_at: T0 + 50 }, now);
+    // A checkout: no period yet (it starts and ends at the checkout's creation).
+    const checkout = sub('pending', { period_index: 0, current_period_end: T0, pending_since: T0 });
+    const t = transition(checkout, { type: 'first_payment', paid_at: T0 + 50 }, now);
     expect(t.event).toBe('subscription.activated');
     expect(t.next).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(T0 + 50, 1, 'monthly'), period_anchor: T0 + 50 });
+  });
+
+  it('days an extend added before a new period starts are kept on it (pending checkout, payment_failed)', () => {
+    const checkout = sub('pending', { period_index: 0, current_period_end: T0, pending_since: T0 });
+    const extended = transition(checkout, { type: 'extend', days: 10 }, now).next;
+    const paid = transition(extended, { type: 'first_payment', paid_at: T0 + 50 }, now).next;
+    expect(paid).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(T0 + 10 * DAY, 1, 'monthly'), period_anchor: T0 + 10 * DAY });
+
+    const failed = transition(sub('payment_failed'), { type: 'extend', days: 30 }, now).next;
+    const at = T0 + 40 * DAY;
+    const revived = transition(failed, { type: 'renewal_payment', paid_at: at }, now).next;
+    const granted = failed.current_period_end - at;
+    expect(granted).toBeGreaterThan(0);
+    expect(revived).toMatchObject({ current_period_start: at, period_anchor: at + granted, current_period_end: periodEnd(at + granted, 1, 'monthly') });
   });
 
   it('a renewal continues from the old end, computed from the anchor (31 Jan -> 28 Feb -> 31 Mar)', () => {

@@ -3,7 +3,7 @@ import type { SubscriptionStatus } from '@sb/contracts';
 import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { periodEnd } from '../src/domain/periods.js';
-import { dueNow, nextDueAt, withdrawOpenRenewal, type Due, type ScheduleView } from '../src/domain/schedule.js';
+import { carryOpenRenewal, dueNow, nextDueAt, withdrawOpenRenewal, type Due, type ScheduleView } from '../src/domain/schedule.js';
 
 const DAY = 86_400;
 const T0 = Date.parse('2027-03-01T00:00:00Z') / 1000;
@@ -63,6 +63,18 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     s: sub('pending', { pending_since: T0 - DAY }),
     at: T0,
     due: { kind: 'lapse', event: 'pending_timeout' },
+  },
+  {
+    name: 'pending since a resume after the period: expires at 24 h, subscriber told why',
+    s: sub('pending', { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY }),
+    at: T0 + 3 * DAY,
+    due: { kind: 'lapse', event: 'pending_timeout', notify_subscriber: true, reason: expect.stringMatching(/resumed/) },
+  },
+  {
+    name: 'payment_failed extended past now, its invoice expired: a new one (carried along by the extend)',
+    s: sub('payment_failed', { current_period_end: END + 30 * DAY, ...issued(END + 2 * DAY, { renewal_for: END + 30 * DAY }) }),
+    at: END + 2 * DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1' },
   },
   { name: 'active before the lead time: nothing', s: sub('active'), at: END - 3 * DAY - 1, due: { kind: 'none' } },
   {
@@ -455,5 +467,13 @@ describe('late payments (domain/payment-application.ts)', () => {
   it('cancelled or paused subscriptions and unknown ones: not applied', () => {
     for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined, POLICY)).toMatchObject({ to: 'none' });
     expect(applicationOf(paid('checkout'), undefined, undefined, POLICY)).toMatchObject({ to: 'none' });
+  });
+});
+
+describe('carryOpenRenewal', () => {
+  it('moves the renewal issued for the period end along with an extend, and nothing else', () => {
+    expect(carryOpenRenewal(sub('past_due', issued(END + DAY)), 5)).toEqual({ renewal_for: END + 5 * DAY });
+    expect(carryOpenRenewal(sub('active'), 5)).toEqual({});
+    expect(carryOpenRenewal(sub('active', { renewal_for: END - 30 * DAY }), 5)).toEqual({});
   });
 });

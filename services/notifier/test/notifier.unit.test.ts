@@ -201,6 +201,10 @@ describe('subscriber notices', () => {
     expect(reminder.text.split('\n').at(-1)).toBe('— Shop & Co');
     expect(reminder.html).toContain('— Shop &#38; Co');
     expect(subscriberMessage(ev('renewal.reminder', { checkout_url: 'https://pay.example/c' }), who).text).toContain('https://pay.example/c');
+    const resumed = subscriberMessage(ev('renewal.reminder', { reason: 'resumed', payment_request: 'lnbc1r', due_at: 1_700_086_400, amount_sats: 1000 }), who);
+    expect(resumed.text).toContain('was resumed: its new period starts when you pay 1000 sats');
+    expect(resumed.text).not.toContain('renews on');
+    expect(resumed.text).toContain('lightning:lnbc1r');
     const cancelled = subscriberMessage(ev('subscription.cancelled', { cancel_reason: 'cancelled by subscriber', current_period_end: 1_700_086_400 }), who);
     expect(cancelled.text).toMatch(/cancelled by you.*\n.*access continues until 2023-11-15 22:13 UTC/);
     expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 5000, current_period_end: 1_702_000_000 }), {}).text).toMatch(

@@ -51,14 +51,21 @@ type RuleOn<T extends EventType> = {
 /** A row of the table: its `apply` sees the event it is for, typed by `on`. */
 type Rule = { [T in EventType]: RuleOn<T> }[EventType];
 
-/** A new period starting at `at`: the anchor moves there (first payment, or paid after payment_failed). */
-const freshPeriod = (s: SubState, at: number): Partial<SubState> => ({
-  status: 'active',
-  period_anchor: at,
-  period_index: 1,
-  current_period_start: at,
-  current_period_end: periodEnd(at, 1, s.interval),
-});
+/**
+ * A new period starting at `at`: the anchor moves there (first payment, or paid after payment_failed).
+ * Days the owner granted with an extend before it (the only way the old end lies past `at`) are kept,
+ * moved onto the new period as an extend would move them.
+ */
+const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
+  const granted = Math.max(0, s.current_period_end - at);
+  return {
+    status: 'active',
+    period_anchor: at + granted,
+    period_index: 1,
+    current_period_start: at,
+    current_period_end: periodEnd(at + granted, 1, s.interval),
+  };
+};
 /** The next period continues from the old end: no gap, no overlap. */
 const nextPeriod = (s: SubState): Partial<SubState> => ({
   status: 'active',

@@ -7,6 +7,7 @@ export interface ScheduleView {
   status: SubscriptionStatus;
   interval: Interval;
   grace_period_days: number;
+  current_period_start: number;
   current_period_end: number;
   trial_end: number | null;
   pending_since: number | null;
@@ -90,9 +91,12 @@ export const dunningEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_p
  */
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
-    return now >= (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS
-      ? { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: 'checkout unpaid for 24 hours' }
-      : NONE;
+    if (now < (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS) return NONE;
+    // Resumed after its period ended (pending since after the period began): a subscriber who hears of the end.
+    const resumed = s.pending_since !== null && s.pending_since > s.current_period_start;
+    return resumed
+      ? { kind: 'lapse', event: 'pending_timeout', notify_subscriber: true, reason: 'renewal unpaid for 24 hours after the subscription was resumed' }
+      : { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: 'checkout unpaid for 24 hours' };
   }
   if (s.status !== 'active' && s.status !== 'past_due' && s.status !== 'payment_failed') return NONE;
   const end = s.current_period_end;
@@ -163,6 +167,16 @@ export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): numb
     .filter((t): t is number => t !== null && t > now)
     .sort((a, b) => a - b);
   return candidates.find((t) => dueNow(s, t, p).kind !== 'none') ?? null;
+}
+
+/**
+ * An extend moves the period end; the renewal payment already issued for that period is still the one
+ * that renews it, so it moves along: it stays payable and is replaced when it expires (past_due and
+ * payment_failed subscriptions must always have one), and no second one is issued at the new lead time.
+ */
+export function carryOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end'>, days: number): Partial<ScheduleView> {
+  if (s.renewal_for === null || s.renewal_for !== s.current_period_end) return {};
+  return { renewal_for: s.renewal_for + days * DAY_SECONDS };
 }
 
 /**

@@ -1,7 +1,9 @@
 import { routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { chargeWithWallet, requestPayment } from '../payments-client.js';
+import { PENDING_EXPIRY_SECONDS } from '../domain/periods.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
+import { emit, reminderData } from '../transitions.js';
 import type { Scheduler } from '../scheduler.js';
 import { act, ownerSub } from './subscription-action.js';
 
@@ -16,13 +18,15 @@ export const resumeSubscription = (d: Deps, scheduler: Scheduler) =>
     const { saved, now } = await act(d, ownerSub(d, req), () => ({ type: 'resume' }));
     if (saved.status === 'pending') {
       const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
-      const { payment, checkout } = await requestPayment(d, plan, saved, {
+      const created = await requestPayment(d, plan, saved, {
         purpose: 'renewal',
         description: `${plan?.name ?? 'Subscription'} renewal`,
-        expires_at: now + 86_400,
+        expires_at: now + PENDING_EXPIRY_SECONDS,
         idempotency_key: `resume:${saved.id}:${saved.version}`,
       });
+      const { payment, checkout } = created;
       await d.subscriptions.setRenewalPayment(d.db, saved.id, payment.id);
+      let paidByWallet = false;
       if (saved.payment_method === 'nwc' && !saved.nwc_fallback && checkout.payment_request) {
         const charged = await chargeWithWallet(d, saved, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({
           paid: false as const,
@@ -34,6 +38,12 @@ export const resumeSubscription = (d: Deps, scheduler: Scheduler) =>
         if (!charged.paid && ('no_connection' in charged || ('deactivated' in charged && charged.deactivated))) {
           await d.subscriptions.setNwcFallback(d.db, saved.wallet_id, saved.id, now);
         }
+        paidByWallet = charged.paid;
+      }
+      // Unless the wallet paid it, the subscriber gets the payment the new period starts with, as a reminder does.
+      if (!paidByWallet) {
+        const reminder = { ...reminderData(created, now, saved.receive_reminders), reason: 'resumed' };
+        await emit(d, d.db, { ...saved, renewal_payment_id: payment.id }, 'renewal.reminder', reminder);
       }
     }
     // Whatever is due now (a renewal payment inside the lead time) goes out before the answer.

@@ -110,7 +110,9 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       const links = payLinks(d);
       return body(
         `Payment due for ${plan}`,
-        `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
+        d.reason === 'resumed'
+          ? `Your subscription to ${plan} was resumed: its new period starts when you pay${amount ? ` ${amount}` : ''}, within a day.`
+          : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
         d.reason === 'nwc_wallet_unavailable' && 'Your connected wallet could not pay it, so please pay it yourself.',
         links.length ? 'Pay it here:' : 'Open your subscription portal to pay it.',
         ...links,
