@@ -132,6 +132,26 @@ describe('public checkout', () => {
     expect(subscribers.rows[0].n).toBe(1);
   });
 
+  it('checkouts racing the plan archive: none leaves a live subscription on the archived plan', async () => {
+    for (const extra of [{}, { trial_days: 3 }]) {
+      const p = await plan(extra);
+      const checkouts = Array.from({ length: 30 }, (_, i) =>
+        anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `race${i}-${p.id}@example.com` }),
+      );
+      await new Promise((r) => setTimeout(r, 30));
+      const archived = await admin.del(`/plans/${p.id}`);
+      expect(archived.status).toBe(200);
+      const results = await Promise.all(checkouts);
+      // Each checkout either ran before the archive (and was cancelled by it) or saw the plan gone.
+      for (const r of results) expect([201, 404]).toContain(r.status);
+      const { rows } = await db.query('SELECT status, count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1 GROUP BY status', [p.id]);
+      const made = results.filter((r) => r.status === 201).length;
+      expect(rows.filter((r) => r.status !== 'cancelled')).toEqual([]);
+      expect(rows.reduce((n, r) => n + r.n, 0)).toBe(made);
+      expect(archived.body.cancelled_subscriptions).toBe(made);
+    }
+  });
+
   it('gives a returning customer no new token', async () => {
     const [a, b] = [await plan({ trial_days: 1 }), await plan({ trial_days: 1 })];
     const first = await anon.post('/public/subscribe', { plan_id: a.id, payment_method: 'lightning', email: 'back@example.com' });

@@ -138,6 +138,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const token = randomBytes(32).toString('hex');
   const opened: { sub: SubRow; subscriberCreated: boolean; same?: Opened } = await d.db
     .tx(async (tx) => {
+      await d.plans.lockForCheckout(tx, plan.id);
       const { row: subscriber, created } = await d.subscribers.upsert(tx, {
         id: newId(ID_PREFIXES.subscriber, nowMs),
         wallet_id: plan.wallet,
@@ -174,7 +175,10 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
         created_at: now,
         updated_at: now,
       };
-      if (!(await d.subscriptions.insertIfNew(tx, row))) throw new DuplicateCheckout();
+      if (!(await d.subscriptions.insertIfNew(tx, row))) {
+        if (!(await d.plans.getPublic(tx, plan.id))) throw notFound('Plan');
+        throw new DuplicateCheckout();
+      }
       const saved = { ...row, version: 1 };
       // A trial starts now: that is the subscriber's "subscription started" confirmation, if they want one.
       await emit(

@@ -52,6 +52,19 @@ export class PlansRepo {
     return rows[0];
   }
 
+  /**
+   * Held until the transaction ends, shared by checkouts and exclusive for an archive, so that an archive
+   * cancels every subscription a checkout adds to the plan, or the checkout sees the plan gone: a row
+   * lock on the plan would write its row (and a MultiXact) at every checkout of a busy plan.
+   */
+  async lockForCheckout(q: Queryable, id: string): Promise<void> {
+    await q.query(`SELECT pg_advisory_xact_lock_shared(hashtext('billing.plans'), hashtext($1))`, [id]);
+  }
+
+  async lockForArchive(q: Queryable, id: string): Promise<void> {
+    await q.query(`SELECT pg_advisory_xact_lock(hashtext('billing.plans'), hashtext($1))`, [id]);
+  }
+
   async getPublic(q: Queryable, id: string): Promise<Plan | undefined> {
     const { rows } = await q.query(`SELECT ${COLUMNS} FROM ${this.schema}.plans WHERE id = $1 AND NOT is_deleted`, [id]);
     return rows[0];

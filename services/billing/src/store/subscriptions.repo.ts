@@ -128,8 +128,10 @@ export class SubscriptionsRepo {
   }
 
   /**
-   * False when the contact already has a live subscription to the plan (or the id is taken); the
-   * caller's transaction goes on. ON CONFLICT rather than a savepoint: two round trips fewer per checkout.
+   * False when the contact already has a live subscription to the plan (or the id is taken), or the plan
+   * is archived by now (read in this statement's snapshot: after `lockForCheckout`, an archive committed
+   * before is seen); the caller's transaction goes on. ON CONFLICT rather than a savepoint: two round
+   * trips fewer per checkout.
    */
   async insertIfNew(q: Queryable, r: Omit<SubRow, 'version'>): Promise<boolean> {
     const cols = [
@@ -140,7 +142,8 @@ export class SubscriptionsRepo {
     ];
     const row = { ...r, next_due_at: this.nextDue(r) };
     const { rowCount } = await q.query(
-      `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(', ')}) ON CONFLICT DO NOTHING`,
+      `INSERT INTO ${this.schema}.subscriptions (${cols.join(', ')}) SELECT ${cols.map((c, i) => `$${i + 1}${c === 'metadata' ? '::jsonb' : ''}`).join(', ')}
+       WHERE EXISTS (SELECT 1 FROM ${this.schema}.plans WHERE id = $${cols.indexOf('plan_id') + 1} AND NOT is_deleted) ON CONFLICT DO NOTHING`,
       cols.map((c) => (c === 'metadata' ? JSON.stringify(r.metadata) : (row as Record<string, unknown>)[c])),
     );
     return rowCount === 1;
