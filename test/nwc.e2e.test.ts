@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
@@ -86,6 +87,34 @@ describe('validate', () => {
       valid: false,
       error: 'This wallet connection does not allow paying invoices (pay_invoice); create a connection with payment permission',
     });
+  });
+
+  it('a relay that accepts TCP and never answers the handshake: not valid, and the service lives on', async () => {
+    // Found from outside: the relay timeout closed the connecting socket with nobody listening for its
+    // error, and that one unauthenticated request ended the NWC process.
+    const sockets: Socket[] = [];
+    const silentTcp = createServer((c) => {
+      sockets.push(c);
+      c.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => silentTcp.listen(0, '127.0.0.1', r));
+    const port = (silentTcp.address() as AddressInfo).port;
+    try {
+      const pid = stack.services.nwc.child.pid;
+      const w = await wallet();
+      const s = w.connectionString().replace(encodeURIComponent(relay.url), encodeURIComponent(`ws://127.0.0.1:${port}`));
+      const res = await anon().post('/public/nwc/validate', { nwc_string: s });
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ valid: false });
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(stack.services.nwc.child.exitCode).toBeNull();
+      expect(stack.services.nwc.child.pid).toBe(pid);
+      expect(stack.services.nwc.lines.some((l) => l.includes('uncaught'))).toBe(false);
+      expect((await anon().post('/public/nwc/validate', { nwc_string: w.connectionString() })).body).toMatchObject({ valid: true });
+    } finally {
+      for (const c of sockets) c.destroy();
+      silentTcp.close();
+    }
   });
 
   it('a relay nobody listens on: the wallet cannot be reached', async () => {

@@ -37,6 +37,9 @@ export const publicRoutes = defineRoutes([
     body: NWCValidateRequest,
     response: NWCValidateResponse,
     subject: 'nwc.public.validate',
+    // The wallet's relays get NWC_INFO_TIMEOUT_MS (10 s) to deliver its info event: a slow relay is an
+    // answer (`valid: false` and why), not a 503 at the default bus wait.
+    busTimeoutMs: 30_000,
   },
   {
     id: 'public.subscribe.nwc',

@@ -16,4 +16,5 @@ export * from './ssrf.js';
 export * from './route-handler.js';
 export * from './service.js';
 export * from './nostr-keys.js';
+export * from './sockets.js';
 export * from './batcher.js';

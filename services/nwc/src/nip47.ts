@@ -1,4 +1,4 @@
-import { checkWebhookUrl, UrlNotAllowed, type AddressPolicy, type Resolve } from '@sb/runtime';
+import { quietErrors, checkWebhookUrl, UrlNotAllowed, type AddressPolicy, type Resolve } from '@sb/runtime';
 import WebSocket from 'ws';
 import { finalizeEvent, type Event } from 'nostr-tools/pure';
 import * as nip04 from 'nostr-tools/nip04';
@@ -8,7 +8,7 @@ import { NWC_ERROR_CODES, type NWCErrorCode } from '@sb/contracts';
 import { parseConnectionString, type WalletConnection } from './connection-string.js';
 
 // Node 20 has no global WebSocket.
-useWebSocketImplementation(WebSocket);
+useWebSocketImplementation(quietErrors(WebSocket));
 
 const INFO_KIND = 13194;
 const REQUEST_KIND = 23194;

@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import WebSocket from 'ws';
-import { checkWebhookUrl, guardedLookup, isNostrPublicKey, isNostrSecretKey, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
+import { checkWebhookUrl, guardedLookup, isNostrPublicKey, isNostrSecretKey, quietErrors, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
 import { finalizeEvent, getPublicKey, type Event } from 'nostr-tools/pure';
 import * as nip04 from 'nostr-tools/nip04';
 import * as nip17 from 'nostr-tools/nip17';
@@ -10,7 +10,7 @@ import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
 import { delivered, failed, type SendOutcome } from './outcome.js';
 
 // Node 20 has no global WebSocket.
-useWebSocketImplementation(WebSocket);
+useWebSocketImplementation(quietErrors(WebSocket));
 
 const DM_RELAYS_KIND = 10050;
 const NIP05_MAX_BYTES = 64 * 1024;
