@@ -261,6 +261,16 @@ describe('owner actions', () => {
     const cancel = await anon.post(`/public/manage/subscription/${mine.id}/cancel`, undefined, { headers });
     expect(cancel.status).toBe(200);
     expect((await invoice.get(`/subscriptions/${mine.id}`)).body).toMatchObject({ status: 'cancelled', has_access: true });
+    expect((await anon.get('/public/manage/subscriptions', { headers })).body.items[0].cancel_reason).toBe('cancelled by subscriber');
+
+    // The owner's reason is a note for their records: the subscriber sees who cancelled, not the note.
+    const again = await trialSub('portal-note@example.com');
+    const note = 'INTERNAL: suspected fraud, see ticket 8812';
+    expect((await admin.post(`/subscriptions/${again.id}/cancel`, { reason: note })).status).toBe(200);
+    expect((await invoice.get(`/subscriptions/${again.id}`)).body.cancel_reason).toBe(note);
+    const theirView = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': tokenOf(again.manageUrl) } });
+    expect(theirView.body.items[0]).toMatchObject({ id: again.id, status: 'cancelled', cancel_reason: 'cancelled by the merchant' });
+    expect(JSON.stringify(theirView.body)).not.toContain('8812');
   });
 
   it("portal payments: the subscriber's own payments only, receipts and what pays an open one", async () => {

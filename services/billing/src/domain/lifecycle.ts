@@ -140,6 +140,15 @@ export function transition(s: SubState, e: LifecycleEvent, now: number): Transit
   return { next: { ...s, ...apply(s, e, now) }, event: rule.emit };
 }
 
+/** Cancel reasons this service writes itself; anything else is the owner's note for their own records. */
+const SERVICE_REASONS: ReadonlySet<string> = new Set(['cancelled by subscriber', 'plan archived']);
+
+/** The cancel reason as the subscriber may see it: an owner's free text (an internal note) is not theirs to read. */
+export function reasonForSubscriber(reason: string | null | undefined): string | null {
+  if (!reason) return null;
+  return SERVICE_REASONS.has(reason) ? reason : 'cancelled by the merchant';
+}
+
 /** Access continues while active or past_due, and while paused or cancelled until the paid period ends. */
 export function hasAccess(s: Pick<SubState, 'status' | 'current_period_end'>, now: number): boolean {
   if (s.status === 'active' || s.status === 'past_due') return true;

@@ -1,7 +1,7 @@
 import { callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { RENEWABLE } from '../domain/lifecycle.js';
+import { RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act } from './subscription-action.js';
 
@@ -33,7 +33,8 @@ export const portalListSubscriptions = (d: Deps) =>
       items: await Promise.all(
         page.items.map(async (x) => {
           const { metadata: _m, ...rest } = toSubscription(x, now);
-          return { ...rest, plan_name: names.get(x.plan_id) ?? '', open_payment: await openRenewal(d, x) };
+          const cancel_reason = reasonForSubscriber(rest.cancel_reason);
+          return { ...rest, cancel_reason, plan_name: names.get(x.plan_id) ?? '', open_payment: await openRenewal(d, x) };
         }),
       ),
     };
