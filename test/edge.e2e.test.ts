@@ -225,6 +225,34 @@ describe('HTTP conventions', () => {
     expect((await call(stack.api, 'GET', '/no-such-path')).status).toBe(404);
   });
 
+  it('a parameter or body a route does not take is 422 and the action does not run', async () => {
+    const doomed = (await admin.post('/plans', { name: 'Not archived', amount_sats: 1000, interval: 'monthly' })).body;
+    const dry = await admin.del(`/plans/${doomed.id}?dry_run=true`);
+    expect(dry.status).toBe(422);
+    expect(dry.body.detail).toEqual([expect.objectContaining({ loc: ['query', 'dry_run'] })]);
+    const withBody = await call(stack.api, 'DELETE', `/plans/${doomed.id}`, { key: w1.admin_key, body: { x: 1 } });
+    expect(withBody.status).toBe(422);
+    expect(withBody.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'x'] })]);
+    expect((await invoice.get(`/plans/${doomed.id}?foo=1`)).status).toBe(422);
+    expect((await invoice.get(`/plans/${doomed.id}`)).body.is_deleted).toBe(false);
+    for (const body of [{ foo: 1 }, [1, 2], 'x', 42]) {
+      const r = await call(stack.api, 'POST', `/subscriptions/${sub}/pause`, { key: w1.admin_key, body });
+      expect(r.status, JSON.stringify(body)).toBe(422);
+    }
+    const portalCancel = await call(stack.api, 'POST', `/public/manage/subscription/${sub}/cancel`, {
+      headers: { 'X-Subscriber-Token': token },
+      body: { immediate: true },
+    });
+    expect(portalCancel.status).toBe(422);
+    expect((await invoice.get(`/subscriptions/${sub}`)).body.status).toBe('active');
+    // An empty object is still what a bodiless route takes.
+    const empty = await call(stack.api, 'GET', `/plans/${doomed.id}`, { key: w1.invoice_key });
+    expect(empty.status).toBe(200);
+    const pauseEmpty = await call(stack.api, 'POST', `/subscriptions/${sub}/pause`, { key: w1.admin_key, body: {} });
+    expect(pauseEmpty.status).toBe(200);
+    expect((await admin.post(`/subscriptions/${sub}/resume`)).status).toBe(200);
+  });
+
   it('extend without days says the field is required', async () => {
     const r = await admin.post(`/subscriptions/${sub}/extend`);
     expect(r.status).toBe(422);

@@ -54,7 +54,7 @@ describe('POST /plans', () => {
     ['amount above 21M BTC', { ...gold, amount_sats: 2_100_000_000_000_001 }, ['body', 'amount_sats']],
     ['fractional amount', { ...gold, amount_sats: 1.5 }, ['body', 'amount_sats']],
     ['unknown interval', { ...gold, interval: 'daily' }, ['body', 'interval']],
-    ['unknown field', { ...gold, colour: 'gold' }, ['body']],
+    ['unknown field', { ...gold, colour: 'gold' }, ['body', 'colour']],
     ['empty name', { ...gold, name: '' }, ['body', 'name']],
     ['name over 200', { ...gold, name: 'x'.repeat(201) }, ['body', 'name']],
     ['description over 2000', { ...gold, description: 'x'.repeat(2001) }, ['body', 'description']],

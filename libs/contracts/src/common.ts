@@ -66,11 +66,12 @@ export const EmptyObject = z.strictObject({});
 
 /** zod issues as the API's 422 detail, `loc` starting with where the value came from (body, query, path). */
 export function toValidationDetail(issues: readonly z.core.$ZodIssue[], where: string): ValidationIssue[] {
-  return issues.map((i) => ({
-    loc: [where, ...i.path.map((p) => (typeof p === 'symbol' ? String(p) : p))],
-    msg: i.message,
-    type: i.code,
-  }));
+  return issues.flatMap((i): ValidationIssue[] => {
+    const loc = [where, ...i.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
+    // One issue per unknown field, located at it (zod reports them together at the object).
+    if (i.code === 'unrecognized_keys') return i.keys.map((k) => ({ loc: [...loc, k], msg: 'Unrecognized field', type: i.code }));
+    return [{ loc, msg: i.message, type: i.code }];
+  });
 }
 
 /** How deep a JSON value may nest: no contract goes past a handful of levels (metadata is flat). */

@@ -10,6 +10,7 @@ import {
   toValidationDetail,
   undecodableQueryIssues,
   unstorableIssues,
+  z,
   type Caller,
   type CallbackRequest,
   type RouteDef,
@@ -245,6 +246,13 @@ export function createApp(d: GatewayDeps): GatewayApp {
   return { options: { IncomingMessage: ApiRequest, ServerResponse: ApiResponse } as ServerOptions, listener };
 }
 
+/**
+ * What a route without a query or body schema takes: nothing. A parameter it would ignore is refused
+ * (`DELETE /plans/{id}?dry_run=true` archived the plan), as unknown fields are where there is a schema;
+ * an empty object body is still fine.
+ */
+const NOTHING = z.object({}).strict();
+
 function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown, where: string, issues: ValidationIssue[]): unknown {
   if (!schema) return undefined;
   const r = schema.safeParse(value);
@@ -281,7 +289,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
 
   const issues: ValidationIssue[] = [];
   const params = parsePart(route.params, req.params, 'path', issues) ?? {};
-  const query = parsePart(route.query, { ...(req.query as object) }, 'query', issues) ?? {};
+  const query = parsePart(route.query ?? NOTHING, { ...(req.query as object) }, 'query', issues) ?? {};
   let body: unknown;
   if (route.rawBody) {
     body = {
@@ -295,6 +303,8 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     } else if (hasBody(req)) {
       body = parsePart(route.body, req.body, 'body', issues);
     }
+  } else if (hasBody(req)) {
+    parsePart(NOTHING, req.body, 'body', issues);
   }
   if (issues.length) throw new HttpError(422, issues);
 
