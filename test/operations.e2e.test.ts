@@ -124,6 +124,20 @@ describe('rate limits', () => {
     expect(statuses.slice(5)).toEqual([429, 429, 429]);
   });
 
+  it('the subscriber portal and unknown API keys count against the address too', async () => {
+    const anon = client(stack.api);
+    const from = (address: string) => ({ 'X-Forwarded-For': address });
+    const portal: number[] = [];
+    for (let i = 0; i < 7; i++)
+      portal.push((await anon.get('/public/manage/subscriptions', { headers: { ...from('203.0.113.20'), 'X-Subscriber-Token': 'f'.repeat(64) } })).status);
+    expect(portal).toEqual([401, 401, 401, 401, 401, 429, 429]);
+    const keys: number[] = [];
+    for (let i = 0; i < 7; i++) keys.push((await anon.get('/plans', { headers: { ...from('203.0.113.21'), 'X-Api-Key': `wrong${i}` } })).status);
+    expect(keys).toEqual([401, 401, 401, 401, 401, 429, 429]);
+    // A valid key from that address is not held back by them (its own budget per key).
+    expect((await anon.get('/plans', { headers: { ...from('203.0.113.21'), 'X-Api-Key': stack.wallets[0]!.invoice_key } })).status).toBe(200);
+  });
+
   it('behind one proxy (TRUST_PROXY=1) the client is the address the proxy appended, whatever the client claims', async () => {
     const anon = client(stack.api);
     const via = (claimed: string, seenByProxy: string) =>

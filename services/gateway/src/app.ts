@@ -262,7 +262,8 @@ function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown,
 }
 
 async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response): Promise<void> {
-  if (route.auth === 'none') {
+  // Public routes, the subscriber portal's included (its token is no owner's key), count per client address.
+  if (route.auth === 'none' || route.auth === 'subscriber') {
     // Provider callbacks come in bursts from few addresses: they get the larger public budget.
     const limiter = route.method === 'get' || route.rawBody ? d.limits.publicGet : d.limits.publicPost;
     limit(limiter, `${req.ip}`);
@@ -271,6 +272,8 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   try {
     caller = await d.keys.callerFor(route.auth, req.headers);
   } catch (err) {
+    // Keys nobody has (each a database lookup) count against the address's public budget.
+    if (err instanceof AuthError && err.status === 401 && route.auth !== 'none' && route.auth !== 'subscriber') limit(d.limits.publicGet, `${req.ip}`);
     if (err instanceof AuthError) throw new HttpError(err.status, err.detail);
     throw err;
   }
