@@ -165,6 +165,11 @@ describe('notification settings', () => {
     await bad({ channels: { nostr: { relays: ['http://relay.example'] } } }, ['body', 'channels', 'nostr', 'relays', 0]);
     await bad({ channels: { nostr: { relays: [relay.url], generate_key: true, private_key: 'ab'.repeat(32) } } }, ['body', 'channels', 'nostr']);
     await bad({ channels: {}, owner_events: ['no.such_event'] }, ['body', 'owner_events', 0]);
+    // A sender is one mailbox on one line: a line break would be a header of its own (Bcc: anyone).
+    for (const from of ['x\r\nBcc: evil@example.com', 'Shop <shop@example.com>\r\nBcc: evil@example.com', '<<<>>>', 'a@b.c, c@d.e']) {
+      await bad({ channels: { email: { from } } }, ['body', 'channels', 'email', 'from']);
+    }
+    await bad({ channels: {}, merchant_name: 'Shop\r\nBcc: x@evil.com' }, ['body', 'merchant_name']);
     // 64 hex that is no secp256k1 key: the secret out of range, the public key not on the curve.
     for (const key of ['f'.repeat(64), '0'.repeat(64)]) {
       await bad({ channels: { nostr: { relays: [relay.url], private_key: key } } }, ['body', 'channels', 'nostr', 'private_key']);
@@ -175,7 +180,7 @@ describe('notification settings', () => {
     for (const q of ['?sendmail=true&path=/bin/cp', '?logger=true&debug=true', '/?proxy=http://10.0.0.1:3128', '/some/path', '#x']) {
       await bad({ channels: { email: { smtp_url: `${ownSmtp.url}${q}` } } }, ['body', 'channels', 'email', 'smtp_url']);
     }
-    await bad({ channels: {}, bot_token: TOKEN }, ['body']);
+    await bad({ channels: {}, bot_token: TOKEN }, ['body', 'bot_token']);
 
     const put = await admin().put('/notification-settings', walletSettings());
     expect(put.status, JSON.stringify(put.body)).toBe(200);

@@ -63,11 +63,30 @@ const smtpUrl = z
     }
   }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query)');
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * `Name <address>` or a bare address, split; undefined when it is not exactly one mailbox. A line break
+ * in a sender would be a header of its own (Bcc: anyone) if any mail library let it through.
+ */
+export function parseMailbox(v: string): { name: string; address: string } | undefined {
+  if (CONTROL.test(v)) return undefined;
+  const m = /^\s*(?:"?([^"<>,]*?)"?\s*)?<([^<>\s@,]+@[^<>\s@,]+)>\s*$/.exec(v) ?? /^\s*()([^<>\s@,"]+@[^<>\s@,"]+)\s*$/.exec(v);
+  return m ? { name: m[1]!.trim(), address: m[2]! } : undefined;
+}
+
 const EmailChannelIn = z.strictObject({
   smtp_url: smtpUrl.nullable().optional().openapi({
     description: "The owner's own mail server (secret: contains the password). Omitted: the one stored before, else the server's SMTP_URL; null: the server's",
   }),
-  from: z.string().min(3).max(300).optional().openapi({ description: 'Sender; the mail server must be allowed to send for it' }),
+  from: z
+    .string()
+    .min(3)
+    .max(300)
+    .refine((v) => !!parseMailbox(v), 'must be one address: name@example.com or Name <name@example.com>')
+    .optional()
+    .openapi({ description: 'Sender; the mail server must be allowed to send for it' }),
   owner_email: z.email().max(254).optional().openapi({ description: 'Where owner notices go by e-mail' }),
 });
 const MessengerChannelIn = z.strictObject({
@@ -106,7 +125,14 @@ const settingsFields = {
       nostr: NostrChannelIn.nullable().optional(),
     })
     .openapi({ description: 'A channel set to null (or left out) is off' }),
-  merchant_name: z.string().trim().min(1).max(200).optional().openapi({ description: 'Who the messages come from, named in every message' }),
+  merchant_name: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .refine((v) => !CONTROL.test(v), 'must be one line of text')
+    .optional()
+    .openapi({ description: 'Who the messages come from, named in every message' }),
   owner_events: z.array(NotifiableEvent).max(50).default([]),
   subscriber_events: z
     .array(SubscriberNotice)

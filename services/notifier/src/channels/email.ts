@@ -1,5 +1,6 @@
 import { createTransport } from 'nodemailer';
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
+import { parseMailbox } from '@sb/contracts';
 import { checkWebhookUrl, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
 import { delivered, failed, type Message, type SendOutcome } from './outcome.js';
 
@@ -10,12 +11,6 @@ export const SMTP_TIMEOUT_MS = 20_000;
 export interface Sender {
   from: string | { name: string; address: string };
   replyTo?: string;
-}
-
-/** `Name <address>` or a bare address, split; undefined when no address is in it. */
-function parseMailbox(v: string): { name: string; address: string } | undefined {
-  const m = /^\s*(?:"?([^"<]*?)"?\s*)?<([^<>\s@]+@[^<>\s@]+)>\s*$/.exec(v) ?? /^\s*()([^<>\s@]+@[^<>\s@]+)\s*$/.exec(v);
-  return m ? { name: m[1]!.trim(), address: m[2]! } : undefined;
 }
 
 /**
