@@ -1,3 +1,5 @@
+import { request } from 'node:http';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { describe, expect, inject, it } from 'vitest';
 
 /**
@@ -7,6 +9,20 @@ import { describe, expect, inject, it } from 'vitest';
 const stack = inject('stack');
 const CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/** A GET whose body is the bytes on the wire (fetch would decompress them). */
+function raw(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, string | undefined>; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    request(url, { headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers as Record<string, string | undefined>, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    })
+      .on('error', reject)
+      .end();
+  });
+}
 
 describe('hosted pages', () => {
   const pages = [
@@ -33,6 +49,48 @@ describe('hosted pages', () => {
     expect(js.status).toBe(200);
     expect(js.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
     expect(js.headers.get('content-security-policy')).toBe(CSP);
+  });
+
+  it('pages and assets go brotli- or gzip-compressed to clients that accept it, as they are to others', async () => {
+    const html = await (await fetch(`${stack.api}/docs`)).text();
+    // Swagger UI's bundle, the largest asset.
+    const url = `${stack.gatewayUrl}${html.match(/src="(\/subscriptions_manager\/assets\/docs-[^"]+\.js)"/)![1]}`;
+    const plain = await raw(url);
+    expect(plain.status).toBe(200);
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.headers.vary).toMatch(/Accept-Encoding/i);
+    expect(plain.body.length).toBeGreaterThan(1_000_000);
+    const br = await raw(url, { 'accept-encoding': 'br' });
+    expect(br.headers['content-encoding']).toBe('br');
+    expect(brotliDecompressSync(br.body).equals(plain.body)).toBe(true);
+    expect(br.body.length).toBeLessThan(plain.body.length / 3);
+    const gz = await raw(url, { 'accept-encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(gunzipSync(gz.body).equals(plain.body)).toBe(true);
+    // A browser accepts both: brotli, the smaller.
+    const both = await raw(url, { 'accept-encoding': 'gzip, deflate, br, zstd' });
+    expect(both.headers['content-encoding']).toBe('br');
+    expect(Number(both.headers['content-length'])).toBe(br.body.length);
+    // Refused by weight: as it is.
+    expect((await raw(url, { 'accept-encoding': 'br;q=0, gzip;q=0' })).headers['content-encoding']).toBeUndefined();
+    for (const r of [plain, br, gz]) {
+      expect(r.headers['cache-control']).toBe('public, max-age=31536000, immutable');
+      expect(r.headers['content-type']).toBe('text/javascript; charset=utf-8');
+      expect(r.headers['content-security-policy']).toBe(CSP);
+      expect(r.headers.etag).toBe(plain.headers.etag);
+    }
+    expect(plain.headers.etag).toMatch(/^W\/"/);
+    expect((await raw(url, { 'accept-encoding': 'br', 'if-none-match': plain.headers.etag! })).status).toBe(304);
+
+    for (const [name, page] of pages) {
+      const identity = await raw(page);
+      const zipped = await raw(page, { 'accept-encoding': 'gzip' });
+      expect(zipped.headers['content-encoding'], name).toBe('gzip');
+      expect(zipped.headers.vary, name).toMatch(/Accept-Encoding/i);
+      expect(zipped.headers['cache-control'], name).toBe('no-cache');
+      expect(gunzipSync(zipped.body).equals(identity.body), name).toBe(true);
+      expect(identity.headers['content-encoding'], name).toBeUndefined();
+    }
   });
 
   it('serves nothing outside the built assets', async () => {
