@@ -129,8 +129,54 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect((await anon.post(`/dev/payments/${paymentId}/pay`)).status).toBe(200);
   }
 
+  /** Every console error of a page, the 4xx answers `openPage` lets through included (a missing favicon is one). */
+  function allConsoleErrors(page: Page): string[] {
+    const errors: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(`${m.text()} ${m.location().url}`);
+    });
+    page.on('response', (r) => {
+      if (r.status() >= 400) errors.push(`${r.status()} ${r.url()}`);
+    });
+    return errors;
+  }
+
+  /** The WCAG contrast ratio of two computed colours (`rgb(r, g, b)`). */
+  function contrast(a: string, b: string): number {
+    const luminance = (c: string) => {
+      const [r, g, bl] = c
+        .match(/[\d.]+/g)!
+        .slice(0, 3)
+        .map((v) => {
+          const x = Number(v) / 255;
+          return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+        }) as [number, number, number];
+      return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+    };
+    const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x) as [number, number];
+    return (hi + 0.05) / (lo + 0.05);
+  }
+
+  /** The focused element's outline colour, and the background of the nearest ancestor that has one. */
+  function focusRing(page: Page) {
+    return page.evaluate(() => {
+      const el = document.activeElement as HTMLElement;
+      const style = getComputedStyle(el);
+      let bg = 'rgb(255, 255, 255)';
+      for (let n: HTMLElement | null = el.parentElement; n; n = n.parentElement) {
+        const c = getComputedStyle(n).backgroundColor;
+        if (c && c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') {
+          bg = c;
+          break;
+        }
+      }
+      return { id: el.id || el.textContent?.trim(), style: style.outlineStyle, width: style.outlineWidth, color: style.outlineColor, bg };
+    });
+  }
+
   it('API reference at {api}/docs renders every operation of our OpenAPI document', async () => {
     const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
+    const errors = allConsoleErrors(page);
     const res = await page.goto(`${stack.api}/docs`);
     expect(res!.status()).toBe(200);
     expect(res!.headers()['content-security-policy']).toBe(
@@ -161,6 +207,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.keyboard.press('Enter');
     await expect.poll(() => page.locator('.opblock.is-open').count()).toBe(1);
     expect(await axeViolations(page)).toEqual([]);
+    // Not even the browser's own request for an icon fails.
+    expect(errors).toEqual([]);
     await page.close();
   });
 
@@ -223,7 +271,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await receipt.textContent()).toContain('21,000 sats');
     await check(page, problems, 'portal');
 
-    // Cancel, with a confirmation that says what access remains; keeping it first changes nothing.
+    // Cancel, with a confirmation that says what access remains; keeping it first changes nothing. The
+    // button names its plan: every card has one.
+    expect(await card.getByRole('button', { name: 'Cancel subscription to Gold', exact: true }).count()).toBe(1);
     await card.getByRole('button', { name: 'Cancel subscription' }).click();
     const dialog = page.getByRole('dialog');
     expect(await dialog.textContent()).toMatch(/You keep access until .+\. After that you will not be charged again\./);
@@ -231,7 +281,15 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body.status).toBe('active');
     await card.getByRole('button', { name: 'Cancel subscription' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
-    await expect.poll(() => page.locator('#notice').textContent()).toMatch(/^Gold is cancelled\. Access continues until /);
+    // Said once, with the date as a person reads it (the API's message has it in ISO form), and focused.
+    await expect.poll(() => page.locator('#notice').textContent()).toMatch(/^Gold is cancelled\. Access continues until \d{1,2} [A-Z][a-z]+ \d{4}\.$/);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('notice');
+    await page.waitForTimeout(300);
+    const said = await page
+      .locator('[aria-live], [role=status], [role=alert]')
+      .evaluateAll((els) => els.map((e) => e.textContent ?? '').filter((t) => /cancelled/i.test(t)));
+    expect(said.join(' ')).not.toMatch(/\d{4}-\d\d-\d\dT/);
+    expect(said.length).toBeLessThanOrEqual(1);
     expect(await page.locator(`#sub-${c.subscription_id} .status-cancelled`).textContent()).toBe('Cancelled');
     expect(await page.locator(`#sub-${c.subscription_id}`).getByRole('button', { name: 'Cancel subscription' }).count()).toBe(0);
     expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body).toMatchObject({ status: 'cancelled', has_access: true });
@@ -299,6 +357,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Trial club' }).waitFor();
     expect(await page.locator('main').textContent()).toContain('Free trial until');
+    // Nothing is paid yet: the method pays after the trial.
+    expect(await page.locator('main').textContent()).toContain('Paid byTrial, then Lightning');
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -337,6 +397,132 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await card.getByRole('heading', { name: 'Payment due' }).count()).toBe(0);
     expect(problems).toEqual([]);
     await page.close();
+  });
+
+  it('the portal without its wallets: the rest works, an open payment paid elsewhere shows live, cancel by keyboard', async () => {
+    const p = await plan({ name: 'Live', amount_sats: 1234 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'live@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    // The NWC service does not answer: only the wallets section says so.
+    await page.route('**/public/manage/wallets?*', (r) => r.abort());
+    // A link pasted with a space after it works.
+    await page.goto(`${sub.manage_url}%20`);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await card.locator('.status-pending').textContent()).toBe('Waiting for the first payment');
+    // A period that has not started has no end to show.
+    expect(await card.textContent()).not.toMatch(/Current period ends|Renews on/);
+    await expect.poll(() => page.locator('#wallets-error').textContent()).toMatch(/^Your wallets could not be loaded\./);
+    expect(await page.getByRole('heading', { name: 'Payments and receipts' }).count()).toBe(1);
+
+    // Paid from another device while the portal is open: the card follows without a reload.
+    await pay(sub.payment_id);
+    await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 20_000 }).toBe('Active');
+    expect(await card.getByRole('heading', { name: 'Payment due' }).count()).toBe(0);
+    expect(await page.locator('.payment-row .pill-paid').count()).toBe(1);
+    await expect.poll(() => page.locator('#announcer').textContent()).toBe('Payment received for Live. Status: Active.');
+
+    // Cancelling fails on the network first: the focus stays on the button, beside the message.
+    await page.route('**/public/manage/subscription/*/cancel', (r) => r.abort());
+    const cancel = card.getByRole('button', { name: 'Cancel subscription to Live', exact: true });
+    await cancel.focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).press('Enter');
+    await expect.poll(() => card.locator('p.status').textContent()).toContain('Could not reach the server');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Cancel subscription to Live');
+    await page.unroute('**/public/manage/subscription/*/cancel');
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).press('Enter');
+    await expect.poll(() => page.locator('#notice').textContent()).toMatch(/^Live is cancelled\. Access continues until /);
+    expect(await card.locator('.status-cancelled').textContent()).toBe('Cancelled');
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.status).toBe('cancelled');
+    await check(
+      page,
+      problems.filter((m) => !/net::ERR_FAILED/.test(m)),
+      'portal-no-wallets',
+    );
+
+    // The wallets answer again: "Try again" shows them and takes the focus to them.
+    await page.unroute('**/public/manage/wallets?*');
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await expect.poll(() => page.locator('#wallets').textContent()).toContain('No wallet is connected.');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('wallets-heading');
+    expect(problems.filter((m) => !/net::ERR_FAILED/.test(m))).toEqual([]);
+    await page.close();
+  });
+
+  it('checkout: the focus after a failed submit, a passing status error cleared, a visible focus ring', async () => {
+    const p = await plan({ name: 'Focus', amount_sats: 500 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const email = page.getByLabel('E-mail');
+    await email.fill('focus@example.com');
+    // The focus ring stands out (3:1) from the page and from the grey payment panel.
+    await email.focus();
+    await page.keyboard.press('Tab');
+    const ring = await focusRing(page);
+    expect(ring).toMatchObject({ id: 'reminders', style: 'solid' });
+    expect(contrast(ring.color, ring.bg)).toBeGreaterThanOrEqual(3);
+
+    // The request fails on the network: the focus comes back to the button (it was disabled meanwhile).
+    await page.route('**/public/subscribe', (r) => r.abort());
+    await page.getByRole('button', { name: 'Continue to payment' }).press('Enter');
+    await expect.poll(() => page.locator('#form-error').textContent()).toContain('Could not reach the server');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('submit');
+    await page.unroute('**/public/subscribe');
+
+    // The status cannot be read for a while, then it can: the error goes.
+    await page.route('**/public/payment/*/status', (r) => r.abort());
+    await page.keyboard.press('Enter');
+    await page.locator('#pay').waitFor();
+    const status = page.locator('#payment-status');
+    await expect.poll(() => status.textContent(), { timeout: 10_000 }).toContain('Could not reach the server');
+    await page.unroute('**/public/payment/*/status');
+    await expect.poll(() => status.textContent(), { timeout: 10_000 }).toBe('Waiting for your payment…');
+    await page.getByRole('button', { name: 'Copy invoice' }).focus();
+    await page.keyboard.press('Shift+Tab');
+    await page.keyboard.press('Tab');
+    const inPanel = await focusRing(page);
+    expect(inPanel.id).toBe('Copy invoice');
+    expect(contrast(inPanel.color, inPanel.bg)).toBeGreaterThanOrEqual(3);
+    expect(contrast(inPanel.color, 'rgb(255, 255, 255)')).toBeGreaterThanOrEqual(3);
+    expect(problems.filter((m) => !/net::ERR_FAILED/.test(m))).toEqual([]);
+    await page.close();
+  });
+
+  it('long unbroken names, URLs and big amounts fit a 360 px screen; no page logs an error', async () => {
+    const p = await plan({
+      name: `Platinum${'X'.repeat(112)}`,
+      description: `Details at https://example.com/${'very-long-path-segment'.repeat(8)}?ref=${'0123456789'.repeat(6)}`,
+      amount_sats: 999_999_999_999,
+    });
+    const ctx = await browser.newContext({ viewport: { width: 360, height: 640 }, isMobile: true, hasTouch: true });
+    const { page, problems } = await openPage(ctx);
+    const width = () => page.evaluate(() => document.documentElement.scrollWidth);
+    await page.goto(p.checkout_url);
+    await page.locator('#price').waitFor();
+    expect(await width()).toBeLessThanOrEqual(360);
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'long@example.com' })).body;
+    await page.goto(sub.manage_url);
+    await page.locator(`#sub-${sub.subscription_id}`).getByRole('heading', { name: 'Payment due' }).waitFor();
+    await page.locator('#wallets-heading').waitFor();
+    expect(await width()).toBeLessThanOrEqual(360);
+    await screenshots(page, 'portal-long-names');
+    expect(problems).toEqual([]);
+    await ctx.close();
+
+    // Without an icon of its own a page makes the browser ask for /favicon.ico, a 404 in the console
+    // (the API reference test sees it): each page names its own, and nothing fails.
+    const desk = await openPage(await browser.newContext({ viewport: DESKTOP }));
+    const errors = allConsoleErrors(desk.page);
+    for (const url of [p.checkout_url, sub.manage_url, `${stack.api}/docs`]) {
+      await desk.page.goto(url);
+      await desk.page.waitForLoadState('networkidle');
+      expect(await desk.page.locator('link[rel=icon]').getAttribute('href'), url).toMatch(/^data:image\/svg\+xml,/);
+    }
+    expect(errors).toEqual([]);
+    expect(desk.problems).toEqual([]);
+    await desk.page.context().close();
   });
 
   it('an unknown plan and a bad or revoked portal token get a clear page', async () => {
@@ -380,6 +566,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('link', { name: 'Manage your subscription' }).click();
     await page.getByRole('heading', { name: 'Wallets for automatic payments' }).waitFor();
     const wallets = page.locator('ul.wallets > li');
+    // The wallets come from another service, after the subscriptions.
+    await wallets.first().waitFor();
     expect(await wallets.count()).toBe(1);
     expect(await wallets.first().textContent()).toContain(`Wallet ${wallet.pubkey.slice(0, 8)}… · Connected`);
     await check(page, problems, 'portal-wallets');
@@ -485,7 +673,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const refused = page.waitForResponse((r) => r.url().endsWith('/public/subscribe'));
     await page.keyboard.press('Enter');
     expect((await refused).status()).toBe(422);
-    await expect.poll(() => page.locator('#form-error').textContent()).toBe('Nostr address: nostr must be an npub or a NIP-05 identifier (name@domain)');
+    // The service's answer names the field: shown at it, as the page's own checks are, and focused.
+    await expect.poll(() => page.locator('#contact-nostr-error').textContent()).toBe('Enter an npub or a NIP-05 identifier (name@domain).');
+    expect(await npubField.getAttribute('aria-invalid')).toBe('true');
+    expect(await npubField.getAttribute('aria-describedby')).toContain('contact-nostr-error');
+    expect(await page.locator('#form-error').textContent()).toBe('Please correct the marked fields.');
+    expect(await focused()).toBe('contact-nostr');
     expect(await page.locator('#done').count()).toBe(0);
 
     // Only a chat id (of a chat that started the bot, as the hint asks), picked as the preference.

@@ -1,4 +1,4 @@
-import { announce, api, ApiError, fiat, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable } from './common.js';
+import { announce, api, ApiError, fiat, fieldMessage, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable } from './common.js';
 
 interface PublicPlan {
   id: string;
@@ -35,6 +35,7 @@ interface NwcAnswer {
 }
 
 const POLL_MS = 2000;
+const WAITING = 'Waiting for your payment…';
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 
 /** The messenger field's hint around the seller's bot, which is named (a link) once the plan names it. */
@@ -53,6 +54,16 @@ const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete
 };
 
 const CONTACT_NAMES: Record<string, string> = { email: 'E-mail', messenger: 'Telegram', nostr: 'Nostr' };
+
+/** The form field the API means by a field name in a 422 answer. */
+const FIELD_IDS: Record<string, string> = {
+  email: 'contact-email',
+  messenger: 'contact-messenger',
+  nostr: 'contact-nostr',
+  contact_preference: 'contact-preference',
+  nwc_connection_string: 'nwc',
+  nwc_string: 'nwc',
+};
 
 /** The portal link, kept from the first answer (a retry answers none). */
 let manageUrl: string | null = null;
@@ -233,11 +244,22 @@ function render(plan: PublicPlan): void {
       if ('trial' in r) return done(plan, r.message);
       showPayment(plan, r, body, m);
     } catch (err) {
-      formError.textContent = err instanceof ApiError ? err.message : 'Something went wrong. Please try again.';
+      // Problems the service finds with a field are shown at that field, as the page's own checks are.
+      const marked = err instanceof ApiError ? err.fields.filter((f) => FIELD_IDS[f.field] && document.getElementById(FIELD_IDS[f.field]!)) : [];
+      for (const f of marked) fieldError(FIELD_IDS[f.field]!, fieldMessage(f));
+      formError.textContent = marked.length
+        ? 'Please correct the marked fields.'
+        : err instanceof ApiError
+          ? err.message
+          : 'Something went wrong. Please try again.';
     } finally {
       submit.disabled = false;
       form.removeAttribute('aria-busy');
       syncMethod();
+      // Disabling the focused button dropped the focus to <body>: bring it back where the person acts next.
+      if (submit.isConnected && (!document.activeElement || document.activeElement === document.body)) {
+        ((form.querySelector('[aria-invalid=true]') as HTMLElement | null) ?? submit).focus();
+      }
     }
   }
 
@@ -265,7 +287,7 @@ function render(plan: PublicPlan): void {
 
 function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string): void {
   window.clearTimeout(pollTimer);
-  const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, 'Waiting for your payment…');
+  const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
   const section = h(
     'section',
@@ -290,6 +312,8 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       pollTimer = window.setTimeout(poll, POLL_MS * 2);
       return;
     }
+    // The server answers again: a connection error said earlier is no longer true.
+    if (status.textContent !== WAITING) status.textContent = WAITING;
     if (s.status === 'paid') return done(plan, `Payment received: your subscription to ${plan.name} is active.`);
     if (s.status === 'expired' || s.status === 'failed') {
       const again = h(
@@ -305,8 +329,10 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
               showPayment(plan, r, body, method);
               announce('A fresh invoice is ready');
             } catch (err) {
+              // The message beside the button, which takes back the focus that disabling it dropped.
               again.disabled = false;
-              status.textContent = err instanceof ApiError ? err.message : 'A new invoice could not be created.';
+              status.replaceChildren(`${err instanceof ApiError ? err.message : 'A new invoice could not be created.'} `, again);
+              again.focus();
             }
           },
         },

@@ -4,13 +4,39 @@ import './style.css';
 /** The pages are served by the gateway itself, so the API is on the same origin. */
 export const API = '/subscriptions_manager/api/v1';
 
+/** A validation problem the API names a field for (`detail: [{loc: ['body', field], msg}]`). */
+export interface FieldProblem {
+  field: string;
+  msg: string;
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    readonly fields: FieldProblem[] = [],
   ) {
     super(message);
   }
+}
+
+/** The field-level problems of an API error answer, so a page can show each beside its field. */
+function fieldProblems(body: unknown): FieldProblem[] {
+  const detail = (body as { detail?: unknown } | undefined)?.detail;
+  if (!Array.isArray(detail)) return [];
+  return detail.map((d: { loc?: unknown[]; msg?: string }) => ({ field: String(d.loc?.[d.loc.length - 1] ?? ''), msg: d.msg ?? '' })).filter((p) => p.field);
+}
+
+/**
+ * A server message about a field, worded for the person beside that field: the API's messages start
+ * with the field's own name ("nostr must be an npub…"), which the field's label already says.
+ */
+export function fieldMessage(p: FieldProblem): string {
+  let m = p.msg.trim() || 'is not valid';
+  if (m.toLowerCase().startsWith(`${p.field.toLowerCase()} `)) m = m.slice(p.field.length + 1);
+  if (/^must be /i.test(m)) m = `Enter ${m.slice('must be '.length)}`;
+  m = m.charAt(0).toUpperCase() + m.slice(1);
+  return /[.!?]$/.test(m) ? m : `${m}.`;
 }
 
 /** Field names as a person reads them, for validation errors. */
@@ -63,7 +89,7 @@ export async function api<T>(method: string, path: string, opts: { body?: unknow
   } catch {
     body = undefined;
   }
-  if (!res.ok) throw new ApiError(res.status, errorText(res.status, body));
+  if (!res.ok) throw new ApiError(res.status, errorText(res.status, body), fieldProblems(body));
   return body as T;
 }
 

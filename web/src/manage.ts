@@ -58,10 +58,27 @@ interface Wallet {
 }
 
 const TERMINAL = new Set(['cancelled', 'expired']);
+/** How often an open payment's status is asked while the page is in view (the checkout page asks every 2 s). */
+const POLL_MS = 3000;
 
 /** How a subscription or payment was paid, as the subscriber reads it on their portal. */
 const paidBy = (m: string) => (m === 'nwc' ? 'Your wallet, automatically (NWC)' : (METHOD_LABELS[m] ?? m));
-const token = new URLSearchParams(location.search).get('token') ?? '';
+// Pasted links often carry a trailing space or line break.
+const token = (new URLSearchParams(location.search).get('token') ?? '').trim();
+
+/** The open payments shown on the cards, followed until paid or over: payment id to its subscription. */
+let watched = new Map<string, Sub>();
+let pollTimer: number | undefined;
+/** Settles once the wallets section shows its list or its error (wallet actions wait for it). */
+let walletsShown: Promise<void> = Promise.resolve();
+
+/** The portal's own message after an action: focused, so a screen reader reads it once (it is not a live region). */
+function showNotice(text: string, focus = true): void {
+  const notice = document.getElementById('notice');
+  if (!notice) return;
+  notice.textContent = text;
+  if (focus) notice.focus();
+}
 
 function badLink(): void {
   document.title = 'This link does not work';
@@ -100,9 +117,13 @@ function confirmDialog(title: string, text: string, yes: string, no: string): Pr
   });
 }
 
-function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<void>): HTMLElement {
+function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, reload: () => Promise<void>): HTMLElement {
   const status = STATUS_LABELS[s.status] ?? s.status;
   const live = !TERMINAL.has(s.status);
+  const inTrial = !!s.trial_end && s.trial_end * 1000 > Date.now();
+  // A pending subscription's period starts with its first payment: it has no end to show yet.
+  const period =
+    s.status === 'pending' ? null : [h('dt', {}, s.status === 'active' ? 'Renews on' : 'Current period ends'), h('dd', {}, date(s.current_period_end))];
   const facts = h(
     'dl',
     { class: 'facts' },
@@ -111,17 +132,16 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
     h('dt', {}, 'Price'),
     h('dd', {}, `${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval}`),
     h('dt', {}, 'Paid by'),
-    h('dd', {}, paidBy(s.payment_method)),
-    s.trial_end && s.trial_end * 1000 > Date.now() ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
-    h('dt', {}, s.status === 'active' ? 'Renews on' : 'Current period ends'),
-    h('dd', {}, date(s.current_period_end)),
+    h('dd', {}, inTrial && !paidOnce ? `Trial, then ${paidBy(s.payment_method)}` : paidBy(s.payment_method)),
+    inTrial ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
+    period,
     h('dt', {}, 'Access'),
     h('dd', {}, s.has_access ? `Yes, until at least ${date(s.current_period_end)}` : 'No'),
   );
   const card = h(
     'article',
     { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
-    h('h3', { id: `sub-${s.id}-name` }, s.plan_name || 'Subscription'),
+    h('h3', { id: `sub-${s.id}-name`, tabindex: -1 }, s.plan_name || 'Subscription'),
     facts,
   );
   if (open && live) {
@@ -146,19 +166,21 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
           if (!ok) return void cancel.focus();
           cancel.disabled = true;
           try {
-            const r = await api<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, { token });
-            announce(r.message);
+            // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
+            await api<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, { token });
             await reload();
-            document.getElementById('notice')!.textContent =
-              `${s.plan_name} is cancelled. ${s.has_access ? `Access continues until ${date(s.current_period_end)}.` : ''}`;
-            (document.getElementById('notice') as HTMLElement).focus();
+            showNotice(`${s.plan_name} is cancelled.${s.has_access ? ` Access continues until ${date(s.current_period_end)}.` : ''}`);
           } catch (err) {
             cancel.disabled = false;
             msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
+            // Disabling the button dropped the focus to <body>: give it back, next to the message.
+            cancel.focus();
           }
         },
       },
       'Cancel subscription',
+      // Every card has one: the plan tells them apart in a list of buttons.
+      h('span', { class: 'visually-hidden' }, ` to ${s.plan_name || 'this subscription'}`),
     );
     card.append(h('div', { class: 'actions' }, cancel), msg);
   }
@@ -170,7 +192,7 @@ function reference(p: Pay): string | null {
 }
 
 function paymentsSection(payments: Pay[]): HTMLElement {
-  const section = h('section', { 'aria-labelledby': 'payments-heading' }, h('h2', { id: 'payments-heading' }, 'Payments and receipts'));
+  const section = h('section', { id: 'payments', 'aria-labelledby': 'payments-heading' }, h('h2', { id: 'payments-heading' }, 'Payments and receipts'));
   if (!payments.length) {
     section.append(h('p', {}, 'No payments yet.'));
     return section;
@@ -218,11 +240,15 @@ function paymentsSection(payments: Pay[]): HTMLElement {
   return section;
 }
 
+function walletsHeading(): HTMLElement {
+  return h('h2', { id: 'wallets-heading', tabindex: -1 }, 'Wallets for automatic payments');
+}
+
 function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<void>): HTMLElement {
   const section = h(
     'section',
-    { 'aria-labelledby': 'wallets-heading' },
-    h('h2', { id: 'wallets-heading' }, 'Wallets for automatic payments'),
+    { id: 'wallets', 'aria-labelledby': 'wallets-heading' },
+    walletsHeading(),
     h(
       'p',
       { class: 'hint' },
@@ -258,12 +284,13 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
             b.disabled = true;
             try {
               const r = await api<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`, { token });
-              announce(r.message);
               await reload();
-              document.getElementById('notice')!.textContent = r.message;
+              await walletsShown;
+              showNotice(r.message);
             } catch (err) {
               b.disabled = false;
               msg.textContent = err instanceof ApiError ? err.message : 'The wallet could not be disconnected.';
+              b.focus();
             }
           },
         },
@@ -341,14 +368,13 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
         });
         const plan = select.selectedOptions[0]?.textContent ?? 'your subscription';
         await reload();
-        const notice = document.getElementById('notice')!;
-        notice.textContent = `Wallet ${r.wallet_pubkey}… connected: it pays the renewals of ${plan} from now on.`;
-        announce(notice.textContent);
-        notice.focus();
+        await walletsShown;
+        showNotice(`Wallet ${r.wallet_pubkey}… connected: it pays the renewals of ${plan} from now on.`);
       } catch (err) {
         status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
       } finally {
         submit.disabled = false;
+        if (submit.isConnected && document.activeElement === document.body) submit.focus();
       }
     });
     section.append(form);
@@ -356,29 +382,182 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
   return section;
 }
 
-async function load(): Promise<void> {
-  const [subs, payments, wallets] = await Promise.all([
+type Outcome<T> = { ok: T } | { err: unknown };
+const settle = <T>(p: Promise<T>): Promise<Outcome<T>> =>
+  p.then(
+    (ok) => ({ ok }),
+    (err: unknown) => ({ err }),
+  );
+
+function fetchWallets(): Promise<Outcome<Page<Wallet>>> {
+  return settle(api<Page<Wallet>>('GET', '/public/manage/wallets?limit=50', { token }));
+}
+
+/**
+ * Puts the wallets in place of `holder` once they arrive. They come from another service than the
+ * subscriptions: when that request fails only this section says so (with a retry), the rest works.
+ */
+async function showWallets(holder: HTMLElement, request: Promise<Outcome<Page<Wallet>>>, subs: Sub[], focus = false): Promise<void> {
+  const r = await request;
+  if ('ok' in r) {
+    const section = walletsSection(r.ok.items, subs, load);
+    holder.replaceWith(section);
+    if (focus) section.querySelector<HTMLElement>('#wallets-heading')?.focus();
+    return;
+  }
+  const retry = h(
+    'button',
+    {
+      type: 'button',
+      class: 'secondary',
+      onclick: () => {
+        retry.disabled = true;
+        retry.textContent = 'Loading…';
+        walletsShown = showWallets(section, fetchWallets(), subs, true);
+      },
+    },
+    'Try again',
+  );
+  const section = h(
+    'section',
+    { id: 'wallets', 'aria-labelledby': 'wallets-heading' },
+    walletsHeading(),
+    h(
+      'p',
+      { class: 'error', role: 'alert', id: 'wallets-error' },
+      `Your wallets could not be loaded. ${r.err instanceof ApiError ? r.err.message : 'Something went wrong.'}`,
+    ),
+    h('div', { class: 'actions' }, retry),
+  );
+  holder.replaceWith(section);
+  if (focus) retry.focus();
+}
+
+function subscriptionsAndPayments(): Promise<[Page<Sub>, Page<Pay>]> {
+  return Promise.all([
     api<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200', { token }),
     api<Page<Pay>>('GET', '/public/manage/payments?limit=50', { token }),
-    api<Page<Wallet>>('GET', '/public/manage/wallets?limit=50', { token }),
   ]);
-  const notice = document.getElementById('notice')?.textContent ?? '';
-  const openBySub = new Map<string, Pay>();
+}
+
+/** Each subscription's open payment: the newest pending one that can still be paid. */
+function openPayments(payments: Pay[]): Map<string, Pay> {
+  const open = new Map<string, Pay>();
   const now = Date.now() / 1000;
-  for (const p of payments.items) {
-    if (p.status === 'pending' && (!p.expires_at || p.expires_at > now) && !openBySub.has(p.subscription_id)) openBySub.set(p.subscription_id, p);
-  }
+  for (const p of payments) if (p.status === 'pending' && (!p.expires_at || p.expires_at > now) && !open.has(p.subscription_id)) open.set(p.subscription_id, p);
+  return open;
+}
+
+const paidSubs = (payments: Pay[]) => new Set(payments.filter((p) => p.status === 'paid').map((p) => p.subscription_id));
+
+async function load(): Promise<void> {
+  const wallets = fetchWallets();
+  const [subs, payments] = await subscriptionsAndPayments();
+  const notice = document.getElementById('notice')?.textContent ?? '';
+  const open = openPayments(payments.items);
+  const paid = paidSubs(payments.items);
   const subsSection = h('section', { 'aria-labelledby': 'subs-heading' }, h('h2', { id: 'subs-heading' }, 'Subscriptions'));
   if (!subs.items.length) subsSection.append(h('p', {}, 'You have no subscriptions.'));
-  for (const s of subs.items) subsSection.append(subscriptionCard(s, openBySub.get(s.id), load));
+  for (const s of subs.items) subsSection.append(subscriptionCard(s, open.get(s.id), paid.has(s.id), load));
+  const walletsHolder = h(
+    'section',
+    { id: 'wallets', 'aria-labelledby': 'wallets-heading', 'aria-busy': 'true' },
+    walletsHeading(),
+    h('p', { class: 'loading' }, 'Loading your wallets…'),
+  );
   setMain(
     h('h1', {}, 'Your subscriptions'),
-    h('p', { id: 'notice', class: 'notice', tabindex: -1, role: 'status' }, notice),
+    h('p', { id: 'notice', class: 'notice', tabindex: -1 }, notice),
     subsSection,
     paymentsSection(payments.items),
-    walletsSection(wallets.items, subs.items, load),
+    walletsHolder,
   );
+  watch(subs.items, open);
+  walletsShown = showWallets(walletsHolder, wallets, subs.items);
 }
+
+/** Follows the open payments shown on the cards, as the checkout page follows its own. */
+function watch(subs: Sub[], open: Map<string, Pay>): void {
+  watched = new Map();
+  for (const s of subs) {
+    const p = open.get(s.id);
+    if (p && !TERMINAL.has(s.status)) watched.set(p.id, s);
+  }
+  schedulePoll();
+}
+
+function schedulePoll(): void {
+  window.clearTimeout(pollTimer);
+  pollTimer = undefined;
+  if (watched.size && document.visibilityState === 'visible') pollTimer = window.setTimeout(() => void poll(), POLL_MS);
+}
+
+async function poll(): Promise<void> {
+  const snapshot = watched;
+  for (const [id, sub] of snapshot) {
+    let status: string;
+    try {
+      status = (await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(id)}/status`)).status;
+    } catch {
+      continue; // asked again on the next round
+    }
+    if (status === 'pending') continue;
+    snapshot.delete(id);
+    await refreshCard(sub, id, status);
+  }
+  // A reload in the meantime started following its own payments.
+  if (snapshot === watched) schedulePoll();
+}
+
+const sleep = (ms: number) => new Promise((r) => window.setTimeout(r, ms));
+
+/**
+ * Redraws one subscription's card and the payments after its open payment was paid (or expired),
+ * without reloading the page (a half-filled form elsewhere stays). Billing applies a payment from its
+ * event a moment after the payment itself is settled: asked again until the subscription shows it.
+ */
+async function refreshCard(before: Sub, paymentId: string, status: string): Promise<void> {
+  let subs: Page<Sub> | undefined;
+  let payments: Page<Pay> | undefined;
+  for (let attempt = 0; attempt < 10; attempt++) {
+    try {
+      [subs, payments] = await subscriptionsAndPayments();
+    } catch {
+      await sleep(1000);
+      continue;
+    }
+    const now = subs.items.find((s) => s.id === before.id);
+    const moved = !now || now.status !== before.status || now.current_period_end !== before.current_period_end;
+    if (status !== 'paid' || moved) break;
+    await sleep(1000);
+  }
+  if (!subs || !payments) return;
+  const sub = subs.items.find((s) => s.id === before.id);
+  const old = document.getElementById(`sub-${before.id}`);
+  if (!sub || !old) return;
+  const open = openPayments(payments.items);
+  const card = subscriptionCard(sub, open.get(sub.id), paidSubs(payments.items).has(sub.id), load);
+  const hadFocus = old.contains(document.activeElement);
+  old.replaceWith(card);
+  document.getElementById('payments')?.replaceWith(paymentsSection(payments.items));
+  if (hadFocus) card.querySelector<HTMLElement>('h3')?.focus();
+  const next = open.get(sub.id);
+  if (next && next.id !== paymentId && !TERMINAL.has(sub.status)) watched.set(next.id, sub);
+  const plan = sub.plan_name || 'your subscription';
+  const text =
+    status === 'paid'
+      ? `Payment received for ${plan}. Status: ${STATUS_LABELS[sub.status] ?? sub.status}.`
+      : `The payment due for ${plan} ${status === 'expired' ? 'expired' : 'failed'} before it was paid. Nothing was charged.`;
+  showNotice(text, false);
+  announce(text);
+}
+
+// A hidden page asks nothing; it catches up when it is shown again, and stops for good when left.
+document.addEventListener('visibilitychange', schedulePoll);
+window.addEventListener('pagehide', () => window.clearTimeout(pollTimer));
+window.addEventListener('pageshow', (e) => {
+  if (e.persisted) schedulePoll();
+});
 
 async function main(): Promise<void> {
   if (!/^[0-9a-f]{16,128}$/i.test(token)) return badLink();
