@@ -34,28 +34,55 @@ for (const [net, bits] of [
 ] as const)
   blocked.addSubnet(net, bits, 'ipv6');
 
+/** IPv6 ranges refused whole: local-use NAT64 (a local translator) and Teredo (an IPv4 host behind a tunnel). */
+for (const [net, bits] of [
+  ['64:ff9b:1::', 48],
+  ['2001::', 32],
+] as const)
+  blocked.addSubnet(net, bits, 'ipv6');
+
 /** True for any address a webhook must not be sent to. Unparseable input counts as private. */
 export function isPrivateAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4');
   if (family !== 6) return true;
-  const lower = address.toLowerCase();
-  // An IPv4 address wrapped in IPv6 (::ffff:10.0.0.1, NAT64 64:ff9b::a00:1) reaches that IPv4 host.
-  const embedded = embeddedIpv4(lower);
+  // An IPv4 address inside IPv6 reaches that IPv4 host, whichever way it is spelled.
+  const embedded = embeddedIpv4(address);
   if (embedded) return isPrivateAddress(embedded);
-  return blocked.check(lower, 'ipv6');
+  return blocked.check(address, 'ipv6');
 }
 
-function embeddedIpv4(v6: string): string | undefined {
-  const m = /^(?:::ffff:|::ffff:0:|64:ff9b::)(.+)$/.exec(v6);
-  if (!m) return undefined;
-  const tail = m[1]!;
-  if (isIP(tail) === 4) return tail;
-  const parts = tail.split(':');
-  if (parts.length !== 2) return undefined;
-  const n = (parseInt(parts[0]!, 16) << 16) | parseInt(parts[1]!, 16);
-  if (Number.isNaN(n)) return undefined;
-  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+/** The 16 bytes of a valid IPv6 address (any spelling: `::`, a dotted IPv4 tail, a zone). */
+function ipv6Bytes(address: string): number[] {
+  let text = address.replace(/%.*$/, '').toLowerCase();
+  let tail: number[] = [];
+  const dotted = /:(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (dotted) {
+    tail = dotted[1]!.split('.').map(Number);
+    text = `${text.slice(0, dotted.index)}:0:0`;
+  }
+  const [head, rest] = text.split('::') as [string, string | undefined];
+  const left = head ? head.split(':') : [];
+  const right = rest ? rest.split(':') : [];
+  const groups = rest === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  const bytes = groups.flatMap((g) => [parseInt(g, 16) >> 8, parseInt(g, 16) & 255]);
+  if (tail.length) bytes.splice(12, 4, ...tail);
+  return bytes;
+}
+
+/**
+ * The IPv4 address an IPv6 one carries: IPv4-compatible (::a.b.c.d), IPv4-mapped (::ffff:a.b.c.d),
+ * IPv4-translated (::ffff:0:a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:AABB:CCDD::).
+ */
+function embeddedIpv4(address: string): string | undefined {
+  const b = ipv6Bytes(address);
+  const zero = (from: number, to: number) => b.slice(from, to).every((x) => x === 0);
+  const v4 = (at: number) => b.slice(at, at + 4).join('.');
+  if (zero(0, 10) && ((b[10] === 0xff && b[11] === 0xff) || (b[10] === 0 && b[11] === 0))) return v4(12);
+  if (zero(0, 8) && b[8] === 0xff && b[9] === 0xff && zero(10, 12)) return v4(12);
+  if (b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zero(4, 12)) return v4(12);
+  if (b[0] === 0x20 && b[1] === 0x02) return v4(2);
+  return undefined;
 }
 
 export interface AddressPolicy {
@@ -102,6 +129,8 @@ export function checkUrlWithoutDns(raw: string, policy: AddressPolicy, protocols
     throw new UrlNotAllowed('is not a valid URL');
   }
   if (!protocols.includes(url.protocol)) throw new UrlNotAllowed(`must be a ${protocols.map((p) => `${p}//`).join(' or ')} URL`);
+  // Port 0 is no port: clients connect to the scheme's default instead of what the URL says.
+  if (url.port === '0') throw new UrlNotAllowed('names port 0');
   if (policy.allowPrivate) return undefined;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host)) {

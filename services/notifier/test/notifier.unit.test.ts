@@ -44,6 +44,27 @@ describe('SSRF address check', () => {
     }
   });
 
+  it('refuses IPv4 hosts inside IPv6 however spelled, local NAT64 and Teredo (found from outside)', () => {
+    for (const a of [
+      '::127.0.0.1',
+      '0:0:0:0:0:0:7f00:1',
+      '::ffff:0:7f00:1',
+      '::ffff:0:10.0.0.1',
+      '2002:7f00:1::',
+      '2002:c0a8:101::1',
+      '64:ff9b:1::a00:1',
+      '2001::1',
+      '0::ffff:7f00:1',
+    ]) {
+      expect(isPrivateAddress(a), a).toBe(true);
+    }
+    for (const a of ['2002:808:808::1', '64:ff9b::808:808', '::ffff:0:8.8.8.8']) expect(isPrivateAddress(a), a).toBe(false);
+  });
+
+  it('refuses port 0 (clients would connect to the default port instead)', async () => {
+    await expect(checkWebhookUrl('https://1.1.1.1:0/h', { allowPrivate: false })).rejects.toThrow(/port 0/);
+  });
+
   const off = { allowPrivate: false };
   const dns = (answers: Record<string, string[]>) => async (host: string) => {
     const a = answers[host];
