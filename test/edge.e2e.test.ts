@@ -253,6 +253,19 @@ describe('HTTP conventions', () => {
     expect((await admin.post(`/subscriptions/${sub}/resume`)).status).toBe(200);
   });
 
+  it('headers or a URL too large for the server are 431 with the JSON error body', async () => {
+    for (const [what, path, headers] of [
+      ['API key', '/plans', { 'X-Api-Key': 'k'.repeat(100_000) }],
+      ['query', `/plans?x=${'q'.repeat(100_000)}`, { 'X-Api-Key': w1.invoice_key }],
+      ['path id', `/plans/${'p'.repeat(100_000)}`, { 'X-Api-Key': w1.invoice_key }],
+    ] as const) {
+      const res = await fetch(`${stack.api}${path}`, { headers });
+      expect(res.status, what).toBe(431);
+      expect(res.headers.get('content-type'), what).toMatch(/^application\/json/);
+      expect(await res.json(), what).toEqual({ detail: expect.stringMatching(/too large/) });
+    }
+  });
+
   it('extend without days says the field is required', async () => {
     const r = await admin.post(`/subscriptions/${sub}/extend`);
     expect(r.status).toBe(422);

@@ -1,4 +1,5 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import {
   BusClient,
   createDb,
@@ -75,6 +76,7 @@ async function main(): Promise<void> {
     res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
     res.end(JSON.stringify({ detail: DB_UNAVAILABLE_DETAIL }));
   });
+  server.on('clientError', answerClientError);
   await new Promise<void>((resolve) => server.listen(config.PORT, config.HOST, resolve));
   server.keepAliveTimeout = 65_000;
   log.info({ port: config.PORT }, 'gateway listening');
@@ -103,3 +105,18 @@ main().catch((err) => {
   process.stderr.write(`gateway failed to start: ${err?.stack ?? err}\n`);
   process.exit(1);
 });
+
+/** What Node answers a request it cannot read (headers too large, malformed), with the API's JSON error body. */
+const CLIENT_ERRORS: Record<string, [number, string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'Request headers (or the URL) are too large'],
+  HPE_URI_TOO_LONG: [414, 'The URL is too long'],
+};
+
+function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
+  const [status, detail] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'The request could not be read as HTTP'];
+  const body = JSON.stringify({ detail });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
