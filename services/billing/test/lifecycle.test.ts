@@ -236,6 +236,12 @@ describe('lifecycle details', () => {
     const at = transition(s, { type: 'cancel', immediate: true }, now).next;
     expect(at.current_period_end).toBe(now);
     expect(hasAccess(at, now)).toBe(false);
+    expect(at.trial_end).toBeNull();
+    // A trial cancelled at once ended then too (found from outside: trial_end stayed days after the end).
+    const trial = startSubscription({ interval: 'monthly', trial_days: 10, grace_period_days: 0 }, now - DAY);
+    const ended = transition(trial, { type: 'cancel', immediate: true }, now).next;
+    expect(ended).toMatchObject({ current_period_end: now, trial_end: now });
+    expect(transition(trial, { type: 'cancel', immediate: false }, now).next.trial_end).toBe(trial.trial_end);
   });
 
   it('extend moves the period end, the anchor and a running trial', () => {

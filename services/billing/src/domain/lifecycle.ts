@@ -105,7 +105,8 @@ const LIFECYCLE: readonly Rule[] = [
       status: 'cancelled',
       cancelled_at: now,
       cancel_reason: e.reason ?? null,
-      ...(e.immediate ? { current_period_end: Math.min(s.current_period_end, now) } : {}),
+      // At once: the period (and a trial still running) ends now.
+      ...(e.immediate ? { current_period_end: Math.min(s.current_period_end, now), trial_end: s.trial_end === null ? null : Math.min(s.trial_end, now) } : {}),
     }),
   },
   {
