@@ -238,6 +238,29 @@ describe('3. resume inside the renewal lead time', () => {
 });
 
 describe('5. extend and resume where nothing used to move (found from outside)', () => {
+  it('an unpaid checkout chosen again with another method is replaced; its invoice paid after all activates the new one', async () => {
+    const p = await plan({ interval: 'monthly', allow_onchain: true });
+    const first = await subscribe(p.id, 'switch@example.com', 'lightning');
+    // Back on the page, on-chain this time: a new checkout instead of a 409 for a day.
+    const second = await subscribe(p.id, 'switch@example.com', 'onchain');
+    expect(second.subscription_id).not.toBe(first.subscription_id);
+    expect(await sub(first.subscription_id)).toMatchObject({ status: 'expired' });
+    expect(await sub(second.subscription_id)).toMatchObject({ status: 'pending', payment_method: 'onchain' });
+    expect((await anon().get(`/public/payment/${first.payment_id}/status`)).body.status).toBe('expired');
+    const expired = (await events(first.subscription_id)).filter((e) => e.e === 'subscription.expired');
+    expect(expired.at(-1)!.d).toMatchObject({ reason: 'replaced by a checkout paid by onchain' });
+    // Asked again on-chain: the same new checkout.
+    expect((await subscribe(p.id, 'switch@example.com', 'onchain')).subscription_id).toBe(second.subscription_id);
+
+    await pay(first.payment_id);
+    const active = await until(
+      () => sub(second.subscription_id),
+      (x) => x.status === 'active',
+    );
+    expect(active.status).toBe('active');
+    expect((await anon().get(`/public/payment/${second.payment_id}/status`)).body.status).toBe('expired');
+  });
+
   it('days added to a pending checkout are kept when its first payment arrives', async () => {
     const p = await plan({ interval: 'weekly' });
     const s = await subscribe(p.id, 'extend-pending@example.com');

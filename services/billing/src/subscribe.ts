@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ID_PREFIXES, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
+import { ID_PREFIXES, messages, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
 import { BusUnavailableError, callMessage, conflict, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues, preferenceIssues } from './domain/contacts.js';
@@ -64,7 +64,8 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<O
   if (!plan || !input.email) return undefined;
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
   const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
-  if (sub?.status !== 'pending' || sub.payment_method !== input.payment_method) return undefined;
+  if (sub?.status !== 'pending') return undefined;
+  if (sub.payment_method !== input.payment_method) return switchedCheckout(d, input, sub);
   const now = unixSeconds(d.clock);
   const o = {
     purpose: 'checkout' as const,
@@ -76,6 +77,27 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<O
   if (created.payment.status !== 'pending' && created.payment.status !== 'paid')
     created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
   return { plan, sub, manage_url: null, created };
+}
+
+/**
+ * The contact's unpaid checkout of the plan on another method (they went back and chose again, say after
+ * a reload): it expires and a checkout on the method chosen now takes its place, instead of a 409 for 24
+ * hours. Its payment made after all still counts: a late payment activates the contact's newer pending
+ * checkout. Not for NWC (a checkout there holds a wallet connection) nor for a subscription pending
+ * since a resume (it has periods behind it).
+ */
+async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Promise<Opened | undefined> {
+  if (sub.period_index !== 0 || sub.trial_end !== null || sub.payment_method === 'nwc' || input.payment_method === 'nwc') return undefined;
+  await d.db.tx(async (tx) => {
+    const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
+    if (cur?.status !== 'pending' || cur.payment_method !== sub.payment_method) return;
+    const reason = `replaced by a checkout paid by ${input.payment_method}`;
+    await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason });
+  });
+  await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id }).catch((err) =>
+    d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payments of a replaced checkout'),
+  );
+  return openSubscription(d, input);
 }
 
 /**
