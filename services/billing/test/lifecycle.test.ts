@@ -191,7 +191,11 @@ describe('lifecycle details', () => {
     const checkout = sub('pending', { period_index: 0, current_period_end: T0, pending_since: T0 });
     const extended = transition(checkout, { type: 'extend', days: 10 }, now).next;
     const paid = transition(extended, { type: 'first_payment', paid_at: T0 + 50 }, now).next;
-    expect(paid).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(T0 + 10 * DAY, 1, 'monthly'), period_anchor: T0 + 10 * DAY });
+    const anchor = T0 + 50 + 10 * DAY;
+    expect(paid).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(anchor, 1, 'monthly'), period_anchor: anchor });
+    // A payment older than the checkout it activates (a late one, applied to the contact's newer checkout) grants nothing.
+    const newer = sub('pending', { period_index: 0, current_period_start: T0 + 100, current_period_end: T0 + 100, pending_since: T0 + 100 });
+    expect(transition(newer, { type: 'first_payment', paid_at: T0 }, now).next).toMatchObject({ period_anchor: T0, current_period_end: periodEnd(T0, 1, 'monthly') });
 
     const failed = transition(sub('payment_failed'), { type: 'extend', days: 30 }, now).next;
     const at = T0 + 40 * DAY;

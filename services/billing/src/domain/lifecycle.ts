@@ -53,11 +53,13 @@ type Rule = { [T in EventType]: RuleOn<T> }[EventType];
 
 /**
  * A new period starting at `at`: the anchor moves there (first payment, or paid after payment_failed).
- * Days the owner granted with an extend before it (the only way the old end lies past `at`) are kept,
- * moved onto the new period as an extend would move them.
+ * Days the owner granted with an extend before it are kept, moved onto the new period as an extend would
+ * move them: a checkout's whole extension (its "period" is empty until paid), else the days of the old
+ * end still ahead of `at`.
  */
 const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
-  const granted = Math.max(0, s.current_period_end - at);
+  const checkout = s.period_index === 0 && s.trial_end === null;
+  const granted = Math.max(0, checkout ? s.current_period_end - s.current_period_start : s.current_period_end - at);
   return {
     status: 'active',
     period_anchor: at + granted,

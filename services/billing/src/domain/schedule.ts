@@ -170,11 +170,13 @@ export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): numb
 }
 
 /**
- * An extend moves the period end; the renewal payment already issued for that period is still the one
- * that renews it, so it moves along: it stays payable and is replaced when it expires (past_due and
- * payment_failed subscriptions must always have one), and no second one is issued at the new lead time.
+ * An extend moves the period end. A past_due or payment_failed subscription must always have a payable
+ * renewal payment (behaviour.md), so the one issued for its period moves along with the end: it stays
+ * issued and is replaced whenever it expires. Any other keeps its open payment (it still pays the
+ * renewal) and gets a new one at the new lead time: carried along, it would be replaced daily until then.
  */
-export function carryOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end'>, days: number): Partial<ScheduleView> {
+export function carryOpenRenewal(s: Pick<ScheduleView, 'status' | 'renewal_for' | 'current_period_end'>, days: number): Partial<ScheduleView> {
+  if (s.status !== 'past_due' && s.status !== 'payment_failed') return {};
   if (s.renewal_for === null || s.renewal_for !== s.current_period_end) return {};
   return { renewal_for: s.renewal_for + days * DAY_SECONDS };
 }
