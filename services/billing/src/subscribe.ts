@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ID_PREFIXES, messages, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
-import { BusUnavailableError, callMessage, conflict, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
+import { BusUnavailableError, callMessage, conflict, DomainError, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues, preferenceIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
@@ -59,13 +59,13 @@ export interface Opened {
  * Undefined when there is no such subscription. No portal link is answered: the caller only proved to
  * know the e-mail address.
  */
-export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<Opened | undefined> {
+export async function pendingCheckout(d: Deps, input: SubscribeInput, switchMethod = true): Promise<Opened | undefined> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan || !input.email) return undefined;
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
   const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
   if (sub?.status !== 'pending') return undefined;
-  if (sub.payment_method !== input.payment_method) return switchedCheckout(d, input, sub);
+  if (sub.payment_method !== input.payment_method) return switchMethod ? switchedCheckout(d, input, sub) : undefined;
   const now = unixSeconds(d.clock);
   const o = {
     purpose: 'checkout' as const,
@@ -83,11 +83,13 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput): Promise<O
  * The contact's unpaid checkout of the plan on another method (they went back and chose again, say after
  * a reload): it expires and a checkout on the method chosen now takes its place, instead of a 409 for 24
  * hours. Its payment made after all still counts: a late payment activates the contact's newer pending
- * checkout. Not for NWC (a checkout there holds a wallet connection) nor for a subscription pending
- * since a resume (it has periods behind it).
+ * checkout. Not from on-chain (a transaction may be on its way: it confirms late, and the subscriber
+ * would pay twice), not to or from NWC (a checkout there holds a wallet connection), nor for a
+ * subscription pending since a resume (it has periods behind it).
  */
 async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Promise<Opened | undefined> {
-  if (sub.period_index !== 0 || sub.trial_end !== null || sub.payment_method === 'nwc' || input.payment_method === 'nwc') return undefined;
+  const fixed = sub.payment_method === 'onchain' || sub.payment_method === 'nwc' || input.payment_method === 'nwc';
+  if (fixed || sub.period_index !== 0 || sub.trial_end !== null) return undefined;
   await d.db.tx(async (tx) => {
     const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
     if (cur?.status !== 'pending' || cur.payment_method !== sub.payment_method) return;
@@ -97,7 +99,12 @@ async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Pr
   await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id }).catch((err) =>
     d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payments of a replaced checkout'),
   );
-  return openSubscription(d, input);
+  // Two switches at once: the one that lost answers the checkout the other opened, when it is its method.
+  return openSubscription(d, input).catch(async (err) => {
+    const same = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input, false) : undefined;
+    if (!same) throw err;
+    return same;
+  });
 }
 
 /**

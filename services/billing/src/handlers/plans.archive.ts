@@ -15,6 +15,8 @@ export const archivePlanHandler = (d: Deps) =>
     const cancelledIds: string[] = [];
     const result = await d.db.tx(async (tx) => {
       const wallet = walletOf(req);
+      // Another wallet's plan is not found before anything waits on it.
+      if (!(await d.plans.get(tx, wallet, req.params.id))) throw notFound('Plan');
       // Checkouts under way finish first (their subscriptions are cancelled below); later ones see the plan gone.
       await d.plans.lockForArchive(tx, req.params.id);
       const current = await d.plans.get(tx, wallet, req.params.id, true);
