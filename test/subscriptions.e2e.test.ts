@@ -188,6 +188,7 @@ describe('owner actions', () => {
     const cancelled = await admin.post(`/subscriptions/${id}/cancel`, { reason: 'moving on' });
     expect(cancelled.status).toBe(200);
     expect(cancelled.body.success).toBe(true);
+    expect(cancelled.body.message).toMatch(/^Subscription cancelled; access continues until \d{4}-/);
     const after = (await invoice.get(`/subscriptions/${id}`)).body;
     expect(after).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'moving on' });
     expect((await admin.post(`/subscriptions/${id}/cancel`)).status).toBe(409);
@@ -198,7 +199,13 @@ describe('owner actions', () => {
     const { id } = await trialSub('now@example.com');
     const res = await admin.post(`/subscriptions/${id}/cancel`, { immediate: true });
     expect(res.status).toBe(200);
+    expect(res.body.message).toBe('Subscription cancelled; no access remains');
     expect((await invoice.get(`/subscriptions/${id}`)).body).toMatchObject({ status: 'cancelled', has_access: false });
+    // A checkout never paid had no access to keep (found from outside: "access continues until" now).
+    const p = await plan();
+    const pending = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'never-paid@example.com' });
+    const cancelPending = await admin.post(`/subscriptions/${pending.body.subscription_id}/cancel`);
+    expect(cancelPending.body.message).toBe('Subscription cancelled; no access remains');
   });
 
   it('keeps another wallet out (404) and the invoice key read-only (403)', async () => {

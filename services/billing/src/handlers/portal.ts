@@ -3,7 +3,7 @@ import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
-import { act } from './subscription-action.js';
+import { act, cancelledMessage } from './subscription-action.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -55,7 +55,7 @@ export const portalListPayments = (d: Deps) =>
 
 export const portalCancel = (d: Deps) =>
   routeHandler('portal.subscriptions.cancel', async (req) => {
-    const { saved } = await act(
+    const { saved, now } = await act(
       d,
       async (tx) => {
         const s = await subscriberOf(d, tx, req);
@@ -64,7 +64,7 @@ export const portalCancel = (d: Deps) =>
       },
       () => ({ type: 'cancel', immediate: false, reason: 'cancelled by subscriber' }),
     );
-    return { success: true, message: `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}` };
+    return { success: true, message: cancelledMessage(saved, now) };
   });
 
 /** A subscription whose NWC wallet is gone renews by invoice (idempotent). */

@@ -1,7 +1,7 @@
 import { messages, type BusRequest } from '@sb/contracts';
 import { callMessage, notFound, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import type { LifecycleEvent } from '../domain/lifecycle.js';
+import { hasAccess, type LifecycleEvent } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { applyTransition } from '../transitions.js';
 
@@ -35,3 +35,10 @@ export const ownerSub = (d: Deps, req: BusRequest<{ id: string }>) => (tx: Param
   d.subscriptions.get(tx, req.caller.wallet_id!, req.params.id, true);
 
 export const asSubscription = (r: { saved: SubRow; now: number }) => toSubscription(r.saved, r.now);
+
+/** The cancel answer's sentence: until when access remains, or that none does (at once, or never paid). */
+export function cancelledMessage(saved: SubRow, now: number): string {
+  return hasAccess(saved, now)
+    ? `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}`
+    : 'Subscription cancelled; no access remains';
+}
