@@ -72,8 +72,11 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
  */
 export function parseMailbox(v: string): { name: string; address: string } | undefined {
   if (CONTROL.test(v)) return undefined;
-  const m = /^\s*(?:"?([^"<>,]*?)"?\s*)?<([^<>\s@,]+@[^<>\s@,]+)>\s*$/.exec(v) ?? /^\s*()([^<>\s@,"]+@[^<>\s@,"]+)\s*$/.exec(v);
-  return m ? { name: m[1]!.trim(), address: m[2]! } : undefined;
+  // The name: a quoted string (commas and escaped quotes allowed inside), or plain words.
+  const m = /^\s*(?:"((?:[^"\\]|\\.)*)"|([^"<>,]*?))\s*<([^<>\s@,"]+@[^<>\s@,"]+)>\s*$/.exec(v);
+  if (m) return { name: (m[1]?.replace(/\\(.)/g, '$1') ?? m[2]!).trim(), address: m[3]! };
+  const bare = /^\s*([^<>\s@,"]+@[^<>\s@,"]+)\s*$/.exec(v);
+  return bare ? { name: '', address: bare[1]! } : undefined;
 }
 
 const EmailChannelIn = z.strictObject({
