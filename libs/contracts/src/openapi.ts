@@ -8,7 +8,7 @@ import { routes } from './routes.js';
 const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' as const, minimum: 0 } } };
 
 /** Error answers every operation may give (some only for some auth kinds or methods, see errorsOf). */
-const ERRORS: Record<string, { description: string; headers?: typeof retryAfter; empty?: boolean }> = {
+const ERRORS: Record<string, { description: string; headers?: typeof retryAfter }> = {
   '400': { description: 'Malformed JSON, or a body the server cannot read' },
   '401': { description: 'Missing or unknown API key or subscriber token' },
   '403': { description: 'Admin key required' },
@@ -22,7 +22,7 @@ const ERRORS: Record<string, { description: string; headers?: typeof retryAfter;
       '(query, body, metadata keys), and JSON nested deeper than 32 levels, whether or not the route reads the body',
   },
   '429': { description: 'Rate limited', headers: retryAfter },
-  '431': { description: 'Request headers too large (answered by the HTTP server, without a body)', empty: true },
+  '431': { description: 'Request headers or URL too large (answered before any route, with the same error body)' },
   '500': { description: 'Unexpected error; detail names an error id to report (`Unexpected error! ID: err_...`)' },
   '503': { description: 'A backing service is not running or did not answer in time, or a provider is unreachable', headers: retryAfter },
 };
@@ -127,7 +127,7 @@ export function buildOpenApiDocument(serverUrl = API_PREFIX) {
       responses[code] = {
         description: e.description,
         ...(e.headers ? { headers: e.headers } : {}),
-        ...(e.empty ? {} : { content: { 'application/json': { schema: ErrorBody } } }),
+        content: { 'application/json': { schema: ErrorBody } },
       };
     }
     const headers = [route.headers, route.method === 'post' ? IDEMPOTENCY_HEADER : undefined].filter((h): h is z.ZodObject => !!h);

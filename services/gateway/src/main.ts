@@ -106,14 +106,15 @@ main().catch((err) => {
   process.exit(1);
 });
 
-/** What Node answers a request it cannot read (headers too large, malformed), with the API's JSON error body. */
+/** What Node answers a request it cannot read (headers too large, too slow, malformed), with the API's JSON error body. */
 const CLIENT_ERRORS: Record<string, [number, string]> = {
   HPE_HEADER_OVERFLOW: [431, 'Request headers (or the URL) are too large'],
-  HPE_URI_TOO_LONG: [414, 'The URL is too long'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'The request took too long to arrive'],
 };
 
-function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
-  if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
+function answerClientError(err: Error & { code?: string }, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }): void {
+  // As Node's own handler: nothing more on a socket that is gone or already carries an answer.
+  if (err.code === 'ECONNRESET' || !socket.writable || socket._httpMessage?.headersSent) return void socket.destroy();
   const [status, detail] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'The request could not be read as HTTP'];
   const body = JSON.stringify({ detail });
   socket.end(
