@@ -63,6 +63,17 @@ async function events(subId: string) {
   return rows as Array<{ e: string; d: Record<string, any> }>;
 }
 const billingLines = (text: string) => stack.services.billing.lines.filter((l) => l.includes(text));
+/** A paid subscription of a new plan of `interval`: its id and the end of its first period. */
+async function paidSubscription(interval: string, email: string) {
+  const p = await plan({ interval });
+  const s = await subscribe(p.id, email);
+  await pay(s.payment_id);
+  const { current_period_end: end } = await until(
+    () => sub(s.subscription_id),
+    (x) => x.status === 'active',
+  );
+  return { s, end: end as number };
+}
 
 describe('1. a late payment is recorded exactly once', () => {
   it('an expired on-chain checkout paid after the contact opened a new one activates the new one and withdraws its payment', async () => {
@@ -275,15 +286,7 @@ describe('5. extend and resume where nothing used to move (found from outside)',
   });
 
   it('a payment_failed subscription extended keeps a payable invoice, and the days when it is paid', async () => {
-    const p = await plan({ interval: 'weekly' });
-    const s = await subscribe(p.id, 'extend-failed@example.com');
-    await pay(s.payment_id);
-    const end = (
-      await until(
-        () => sub(s.subscription_id),
-        (x) => x.status === 'active',
-      )
-    ).current_period_end;
+    const { s, end } = await paidSubscription('weekly', 'extend-failed@example.com');
     await advanceTo(end + 3600);
     expect((await sub(s.subscription_id)).status).toBe('payment_failed');
     const extended = await admin.post(`/subscriptions/${s.subscription_id}/extend?days=30`);
@@ -312,15 +315,7 @@ describe('5. extend and resume where nothing used to move (found from outside)',
   });
 
   it('resumed after its period ended: the renewal payment goes out at once, and an unpaid one ends with a notice', async () => {
-    const p = await plan({ interval: 'monthly' });
-    const s = await subscribe(p.id, 'resume-late@example.com');
-    await pay(s.payment_id);
-    const end = (
-      await until(
-        () => sub(s.subscription_id),
-        (x) => x.status === 'active',
-      )
-    ).current_period_end;
+    const { s, end } = await paidSubscription('monthly', 'resume-late@example.com');
     expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).status).toBe(200);
     await advanceTo(end + DAY);
     const resumed = await admin.post(`/subscriptions/${s.subscription_id}/resume`);
