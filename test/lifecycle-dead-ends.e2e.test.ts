@@ -63,6 +63,17 @@ async function events(subId: string) {
   return rows as Array<{ e: string; d: Record<string, any> }>;
 }
 const billingLines = (text: string) => stack.services.billing.lines.filter((l) => l.includes(text));
+/** The one open payment of the subscription, once the payments sweeper has expired the one it replaced. */
+async function onePending(subId: string) {
+  const open = (
+    await until(
+      () => payments(subId),
+      (r) => r.filter((x) => x.status === 'pending').length === 1,
+    )
+  ).filter((x) => x.status === 'pending');
+  expect(open).toHaveLength(1);
+  return open[0]!;
+}
 /** A paid subscription of a new plan of `interval`: its id and the end of its first period. */
 async function paidSubscription(interval: string, email: string) {
   const p = await plan({ interval });
@@ -157,18 +168,11 @@ describe('2. payment_failed is no dead end', () => {
     // Invoices live a day; every few days there is still one to pay.
     for (let day = 2; day <= 13; day += 3) {
       await advanceTo(end + day * DAY);
-      // The payments sweeper marks the replaced invoice expired a moment after the clock moved.
-      const open = (
-        await until(
-          () => payments(s.subscription_id),
-          (r) => r.filter((x) => x.status === 'pending').length === 1,
-        )
-      ).filter((x) => x.status === 'pending');
-      expect(open, `day ${day}`).toHaveLength(1);
-      expect(open[0]!.purpose).toBe('renewal');
+      const open = await onePending(s.subscription_id);
+      expect(open.purpose, `day ${day}`).toBe('renewal');
       // The portal shows the subscriber the invoice to pay now.
       const portal = await anon().get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': new URL(s.manage_url).searchParams.get('token')! } });
-      expect(portal.body.items[0]).toMatchObject({ id: s.subscription_id, status: 'payment_failed', open_payment: { id: open[0]!.id, status: 'pending' } });
+      expect(portal.body.items[0]).toMatchObject({ id: s.subscription_id, status: 'payment_failed', open_payment: { id: open.id, status: 'pending' } });
       expect(portal.body.items[0].open_payment.payment_request).toMatch(/^lnbc/);
     }
     const reminders = (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder');
@@ -294,14 +298,7 @@ describe('5. extend and resume where nothing used to move (found from outside)',
     // The invoice of the day expires: a new one is issued (it used to wait for the new lead time, a month on).
     for (const day of [1, 3]) {
       await advanceTo(end + day * DAY + 7200);
-      const open = (
-        await until(
-          () => payments(s.subscription_id),
-          (r) => r.filter((x) => x.status === 'pending').length === 1,
-        )
-      ).filter((x) => x.status === 'pending');
-      expect(open, `day ${day}`).toHaveLength(1);
-      expect(open[0]!.purpose).toBe('renewal');
+      expect((await onePending(s.subscription_id)).purpose, `day ${day}`).toBe('renewal');
     }
     const open = (await payments(s.subscription_id)).find((x) => x.status === 'pending')!;
     await pay(open.id);

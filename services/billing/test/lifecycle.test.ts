@@ -195,7 +195,10 @@ describe('lifecycle details', () => {
     expect(paid).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(anchor, 1, 'monthly'), period_anchor: anchor });
     // A payment older than the checkout it activates (a late one, applied to the contact's newer checkout) grants nothing.
     const newer = sub('pending', { period_index: 0, current_period_start: T0 + 100, current_period_end: T0 + 100, pending_since: T0 + 100 });
-    expect(transition(newer, { type: 'first_payment', paid_at: T0 }, now).next).toMatchObject({ period_anchor: T0, current_period_end: periodEnd(T0, 1, 'monthly') });
+    expect(transition(newer, { type: 'first_payment', paid_at: T0 }, now).next).toMatchObject({
+      period_anchor: T0,
+      current_period_end: periodEnd(T0, 1, 'monthly'),
+    });
 
     const failed = transition(sub('payment_failed'), { type: 'extend', days: 30 }, now).next;
     const at = T0 + 40 * DAY;
