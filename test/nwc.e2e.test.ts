@@ -194,6 +194,22 @@ describe('subscribe with NWC', () => {
     }
   });
 
+  it('five checkouts of one contact at once with five wallets leave one active connection (found from outside)', async () => {
+    const broke = await Promise.all(Array.from({ length: 5 }, () => wallet()));
+    for (const w of broke) w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });
+    const p = await plan();
+    const results = await Promise.all(
+      broke.map((w) => anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'five@example.com', nwc_connection_string: w.connectionString() })),
+    );
+    for (const r of results) expect(r.status, JSON.stringify(r.body)).toBe(201);
+    const subId = results[0]!.body.subscription_id;
+    expect(new Set(results.map((r) => r.body.subscription_id))).toEqual(new Set([subId]));
+    const { rows } = await db.query('SELECT is_active, secret_sealed IS NULL AS wiped FROM nwc.connections WHERE subscription_id = $1', [subId]);
+    expect(rows).toHaveLength(5);
+    expect(rows.filter((r) => r.is_active)).toEqual([{ is_active: true, wiped: false }]);
+    expect(rows.filter((r) => !r.is_active).every((r) => r.wiped)).toBe(true);
+  });
+
   it('a wallet answering INSUFFICIENT_BALANCE: 201 pending with the code; the failure is counted on the connection', async () => {
     const w = await wallet();
     w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });

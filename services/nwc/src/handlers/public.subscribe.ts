@@ -53,6 +53,7 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
     disconnected_at: null,
   };
   await d.db.tx(async (tx) => {
+    await d.connections.lockSubscription(tx, row.subscription_id);
     await d.connections.retireForSubscription(tx, row.wallet_id, row.subscription_id, now);
     await d.connections.insert(tx, row);
   });

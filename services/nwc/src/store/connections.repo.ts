@@ -82,6 +82,14 @@ export class ConnectionsRepo {
   }
 
   /** Disconnect by its subscriber: inactive, secret wiped. Undefined when it is not theirs (or unknown). Idempotent. */
+  /**
+   * Held until the transaction ends: connecting wallets for one subscription one at a time, so that each
+   * retires the one before it (two at once each saw none to retire, and both stayed active).
+   */
+  async lockSubscription(q: Queryable, subscriptionId: string): Promise<void> {
+    await q.query(`SELECT pg_advisory_xact_lock(hashtext('nwc.connections'), hashtext($1))`, [subscriptionId]);
+  }
+
   /** The subscription's earlier connections are retired when a new wallet is connected for it (a retried checkout). */
   async retireForSubscription(q: Queryable, walletId: string, subscriptionId: string, now: number): Promise<void> {
     await q.query(
