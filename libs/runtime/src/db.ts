@@ -187,6 +187,16 @@ async function setUpSession(client: pg.ClientBase, settings: string[], timeoutMs
  * `preparedStatements: false` for a connection pooler that hands each transaction another server
  * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21).
  */
+/**
+ * A lock on `name` (and a `key` within it) held until the transaction ends: PostgreSQL's advisory locks,
+ * which write no row. A shared one waits only for exclusive ones.
+ */
+export async function lockUntilCommit(tx: Queryable, name: string, key?: string, shared = false): Promise<void> {
+  const fn = shared ? 'pg_advisory_xact_lock_shared' : 'pg_advisory_xact_lock';
+  if (key === undefined) await tx.query(`SELECT ${fn}(hashtext($1))`, [name]);
+  else await tx.query(`SELECT ${fn}(hashtext($1), hashtext($2))`, [name, key]);
+}
+
 export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean; queryTimeoutMs?: number } = {}): Db {
   const prepared = opts.preparedStatements ?? true;
   const statementTimeoutMs = opts.queryTimeoutMs ?? 10_000;

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import { Counter, type Registry } from 'prom-client';
 import { EVENTS_STREAM, EventEnvelope } from '@sb/contracts';
-import { isDbUnavailable, type Db } from './db.js';
+import { isDbUnavailable, lockUntilCommit, type Db } from './db.js';
 import type { Logger } from './logger.js';
 import { ensureEventsStream } from './outbox.js';
 import { Poller } from './poller.js';
@@ -121,7 +121,7 @@ export class DurableEventConsumer {
     const { durable, filterSubject, log, db, schema } = this.o;
     await db.tx(async (tx) => {
       // Replicas start together: one creates the table, the others wait for it.
-      await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`${schema}.dead_letters`]);
+      await lockUntilCommit(tx, `${schema}.dead_letters`);
       await tx.query(deadLetterTableSql(schema));
     });
     await ensureEventsStream(this.nc);

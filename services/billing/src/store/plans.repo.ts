@@ -1,5 +1,5 @@
 import type { Paginated, Plan } from '@sb/contracts';
-import type { Queryable } from '@sb/runtime';
+import { lockUntilCommit, type Queryable } from '@sb/runtime';
 
 const COLUMNS = `id, wallet_id AS wallet, name, description, amount_sats, interval, trial_days, grace_period_days,
   allow_lightning, allow_onchain, allow_nwc, allow_cardproc, allow_walletproc, watchonly_wallet_id,
@@ -58,11 +58,11 @@ export class PlansRepo {
    * lock on the plan would write its row (and a MultiXact) at every checkout of a busy plan.
    */
   async lockForCheckout(q: Queryable, id: string): Promise<void> {
-    await q.query(`SELECT pg_advisory_xact_lock_shared(hashtext('billing.plans'), hashtext($1))`, [id]);
+    await lockUntilCommit(q, 'billing.plans', id, true);
   }
 
   async lockForArchive(q: Queryable, id: string): Promise<void> {
-    await q.query(`SELECT pg_advisory_xact_lock(hashtext('billing.plans'), hashtext($1))`, [id]);
+    await lockUntilCommit(q, 'billing.plans', id);
   }
 
   async getPublic(q: Queryable, id: string): Promise<Plan | undefined> {

@@ -1,5 +1,5 @@
 import type { NWCConnection, NWCErrorCode, Paginated } from '@sb/contracts';
-import type { Queryable } from '@sb/runtime';
+import { lockUntilCommit, type Queryable } from '@sb/runtime';
 import type { Encryption } from '../nip47.js';
 
 /** A stored connection: the contract's NWCConnection plus what this service needs to pay with it. */
@@ -87,7 +87,7 @@ export class ConnectionsRepo {
    * retires the one before it (two at once each saw none to retire, and both stayed active).
    */
   async lockSubscription(q: Queryable, subscriptionId: string): Promise<void> {
-    await q.query(`SELECT pg_advisory_xact_lock(hashtext('nwc.connections'), hashtext($1))`, [subscriptionId]);
+    await lockUntilCommit(q, 'nwc.connections', subscriptionId);
   }
 
   /** The subscription's earlier connections are retired when a new wallet is connected for it (a retried checkout). */
