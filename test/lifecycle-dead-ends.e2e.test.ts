@@ -311,6 +311,46 @@ describe('5. extend and resume where nothing used to move (found from outside)',
     expect(back).toMatchObject({ current_period_start: paidAt, current_period_end: end + 30 * DAY + 7 * DAY });
   });
 
+  it('extended while past_due, an invoice of the unpaid period paid late still renews it and withdraws its replacement', async () => {
+    const p = await plan({ interval: 'weekly', grace_period_days: 5 });
+    const s = await subscribe(p.id, 'extend-late@example.com');
+    await pay(s.payment_id);
+    const { current_period_end: end } = await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'active',
+    );
+    await advanceTo(end - DAY / 2);
+    const first = await onePending(s.subscription_id);
+    // Past due, and the first invoice (a day long) replaced by a new one.
+    await advanceTo(end + DAY + 7200);
+    expect((await sub(s.subscription_id)).status).toBe('past_due');
+    const second = await onePending(s.subscription_id);
+    expect(second.id).not.toBe(first.id);
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`)).body).toMatchObject({
+      status: 'past_due',
+      current_period_end: end + 10 * DAY,
+    });
+
+    // The first invoice, paid after all (an on-chain or provider confirmation can come late).
+    await pay(first.id);
+    const renewed = await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_start !== end - 7 * DAY,
+    );
+    expect(renewed).toMatchObject({ current_period_start: end + 10 * DAY, current_period_end: end + 17 * DAY });
+    const paid = (await admin.get(`/payments/${first.id}`)).body;
+    expect(paid.status).toBe('paid');
+    expect(paid.unapplied_reason).toBeUndefined();
+    expect((await events(s.subscription_id)).filter((e) => e.e === 'payment.unapplied')).toHaveLength(0);
+    // Its replacement is withdrawn: the week is not paid twice.
+    expect(
+      await until(
+        async () => (await payments(s.subscription_id)).find((x) => x.id === second.id)!.status,
+        (st) => st === 'expired',
+      ),
+    ).toBe('expired');
+  });
+
   it('resumed after its period ended: the renewal payment goes out at once, and an unpaid one ends with a notice', async () => {
     const { s, end } = await paidSubscription('monthly', 'resume-late@example.com');
     expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).status).toBe(200);

@@ -5,21 +5,27 @@ import { hasAccess, type LifecycleEvent } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { applyTransition } from '../transitions.js';
 
+type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
+
 /**
  * An owner or subscriber action on one subscription: locate it within the caller's scope (404 outside),
- * apply the lifecycle move, and expire its open payments when it leaves billing.
+ * apply the lifecycle move, and expire its open payments when it leaves billing. `also` writes what the
+ * move implies elsewhere, in the same transaction.
  */
 export async function act(
   d: Deps,
-  find: (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0]) => Promise<SubRow | undefined>,
+  find: (tx: Tx) => Promise<SubRow | undefined>,
   event: (s: SubRow, now: number) => LifecycleEvent,
   bookkeeping: (s: SubRow, now: number) => Partial<SubRow> = () => ({}),
+  also?: (tx: Tx, before: SubRow, saved: SubRow) => Promise<void>,
 ) {
   const now = unixSeconds(d.clock);
   const saved = await d.db.tx(async (tx) => {
     const sub = await find(tx);
     if (!sub) throw notFound('Subscription');
-    return applyTransition(d, tx, sub, event(sub, now), now, bookkeeping(sub, now));
+    const saved = await applyTransition(d, tx, sub, event(sub, now), now, bookkeeping(sub, now));
+    await also?.(tx, sub, saved);
+    return saved;
   });
   if (saved.status === 'cancelled' || saved.status === 'paused') {
     // Best effort: an open renewal invoice must not be paid for a subscription that stopped billing;
@@ -31,8 +37,7 @@ export async function act(
   return { saved, now };
 }
 
-export const ownerSub = (d: Deps, req: BusRequest<{ id: string }>) => (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0]) =>
-  d.subscriptions.get(tx, req.caller.wallet_id!, req.params.id, true);
+export const ownerSub = (d: Deps, req: BusRequest<{ id: string }>) => (tx: Tx) => d.subscriptions.get(tx, req.caller.wallet_id!, req.params.id, true);
 
 export const asSubscription = (r: { saved: SubRow; now: number }) => toSubscription(r.saved, r.now);
 

@@ -179,3 +179,12 @@ ALTER TABLE subscribers ADD COLUMN contact_preference TEXT CHECK (contact_prefer
 });
 
 migrations.push(outboxTraceMigration);
+
+migrations.push({
+  id: 11,
+  name: 'renewal payments by subscription',
+  sql: `
+-- An extend moves the period the subscription's renewal payments were issued for (subscriptions.extend).
+CREATE INDEX renewal_payments_subscription ON renewal_payments (subscription_id, period_end);
+`,
+});

@@ -325,6 +325,12 @@ export class SubscriptionsRepo {
     ]);
   }
 
+  /** The renewal payments issued for the period ending at `from` now pay the one ending at `to` (an extend). */
+  async moveRenewalPeriod(q: Queryable, subscriptionId: string, from: number, to: number): Promise<void> {
+    if (from === to) return;
+    await q.query(`UPDATE ${this.schema}.renewal_payments SET period_end = $3 WHERE subscription_id = $1 AND period_end = $2`, [subscriptionId, from, to]);
+  }
+
   /** The period end a renewal payment was issued for, if it is one. */
   async renewalPeriodOf(q: Queryable, paymentId: string): Promise<number | undefined> {
     const { rows } = await q.query<{ period_end: number }>(`SELECT period_end FROM ${this.schema}.renewal_payments WHERE payment_id = $1`, [paymentId]);
