@@ -83,7 +83,9 @@ describe('card processor (Stripe) checkout', () => {
       line_items: [{ quantity: '1', price_data: { currency: 'eur', unit_amount: '105' } }],
       metadata: { payment_id: c.payment_id, subscription_id: c.subscription_id },
       client_reference_id: c.payment_id,
-      success_url: `http://pay.example.test/subscriptions_manager/api/v1/public/payment/${c.payment_id}/status`,
+      // Back to the checkout page, which follows the payment.
+      success_url: `http://pay.example.test/subscriptions_manager/checkout/${plan.id}?payment=${c.payment_id}`,
+      cancel_url: `http://pay.example.test/subscriptions_manager/checkout/${plan.id}?payment=${c.payment_id}`,
     });
     expect(session.expires_at - now()).toBeGreaterThan(23 * 3600);
     expect(session.expires_at - now()).toBeLessThanOrEqual(24 * 3600);

@@ -332,6 +332,55 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     }
   });
 
+  it("card and wallet processor: the processor's page (dev), then back on the checkout page that follows the payment", async () => {
+    const p = await plan({ name: 'Processor return', amount_sats: 20000, allow_lightning: false, allow_cardproc: true, allow_walletproc: true });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const c = await checkout(page, 'Card', 'return@example.com');
+    // The link opens the processor's page in a new tab; the dev provider's stands in for Stripe's.
+    const [proc] = await Promise.all([page.context().waitForEvent('page'), page.getByRole('link', { name: /Pay by card/ }).click()]);
+    const procProblems: string[] = [];
+    proc.on('pageerror', (e) => procProblems.push(`page error: ${e.message}`));
+    await proc.waitForLoadState();
+    expect(proc.url()).toBe(`${p.checkout_url}?payment=${c.payment_id}&processor=dev`);
+    await proc.getByRole('button', { name: 'Pay (test payment)' }).waitFor();
+    await check(proc, procProblems, 'processor-dev');
+    await proc.getByRole('button', { name: 'Pay (test payment)' }).click();
+    // Back where the processor returns the payer: the payment's page, paid.
+    await proc.locator('#done').waitFor({ timeout: 20_000 });
+    expect(new URL(proc.url()).search).toBe(`?payment=${c.payment_id}`);
+    expect(await proc.locator('#done-message').textContent()).toBe('Payment received: your subscription to Processor return is active.');
+    expect(await proc.locator('#done').textContent()).toContain('The link to manage your subscription is in your confirmation message.');
+    await check(proc, procProblems, 'processor-return-paid');
+    // The tab that opened it saw the payment too, and keeps the portal link.
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(c.manage_url);
+    expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body.status).toBe('active');
+    await proc.close();
+
+    // Left the wallet processor without paying: the page says so and offers a fresh start.
+    const { page: back, problems: backProblems } = await openPage(phone);
+    await back.goto(p.checkout_url);
+    const w = await checkout(back, 'Online wallet (PayPal)', 'left@example.com');
+    const procUrl = await back.getByRole('link', { name: /Pay with your online wallet/ }).getAttribute('href');
+    await back.goto(procUrl!);
+    await back.getByRole('button', { name: 'Cancel' }).click();
+    await back.getByText(/^Not paid yet\. If you have paid/).waitFor();
+    expect(await back.locator('#payment-status').getAttribute('role')).toBe('status');
+    await check(back, backProblems, 'processor-return-unpaid');
+    expect((await admin.get(`/subscriptions/${w.subscription_id}`)).body.status).toBe('pending');
+    // Paid elsewhere after all (a processor's confirmation can come later): the page follows it.
+    await pay(w.payment_id);
+    await back.locator('#done').waitFor({ timeout: 20_000 });
+    // A payment id that is not ours: a clear sentence, nothing else.
+    await back.goto(`${p.checkout_url}?payment=pay_doesnotexist`);
+    await back.getByText('This payment is not known here.', { exact: false }).waitFor();
+    expect(await back.getByRole('link', { name: 'Start again' }).getAttribute('href')).toBe(new URL(p.checkout_url).pathname);
+    expect(problems).toEqual([]);
+    await page.close();
+    await back.close();
+  });
+
   it('a trial plan starts without payment, by keyboard alone', async () => {
     const p = await plan({ name: 'Trial club', amount_sats: 3000, trial_days: 14 });
     const { page, problems } = await openPage(phone);

@@ -50,7 +50,7 @@ async function checkout(email: string) {
   expect(res.status).toBe(201);
   const order = [...paypal.orders.values()].find((o) => o.purchase_units[0]!.custom_id === res.body.payment_id)!;
   expect(order).toBeTruthy();
-  return { c: res.body, orderId: order.id };
+  return { c: { ...res.body, plan_id: plan.body.id as string }, orderId: order.id };
 }
 
 function deliver(d: SignedDelivery | { body: string; headers: Record<string, string> }) {
@@ -77,10 +77,9 @@ describe('wallet processor (PayPal) checkout', () => {
       amount: { currency_code: 'USD', value: '1.26' },
       payee: { merchant_id: MERCHANT },
     });
-    expect(order.experience_context).toMatchObject({
-      return_url: `http://pay.example.test/subscriptions_manager/api/v1/public/payment/${c.payment_id}/status`,
-      cancel_url: `http://pay.example.test/subscriptions_manager/api/v1/public/payment/${c.payment_id}/status`,
-    });
+    // Approved or cancelled, the payer comes back to the checkout page, which follows the payment.
+    const back = `http://pay.example.test/subscriptions_manager/checkout/${c.plan_id}?payment=${c.payment_id}`;
+    expect(order.experience_context).toMatchObject({ return_url: back, cancel_url: back });
     expect(c.expires_at - Math.floor(Date.now() / 1000)).toBeGreaterThan(23 * 3600);
     const p = await owner().get(`/payments/${c.payment_id}`);
     expect(p.status).toBe(200);

@@ -37,6 +37,9 @@ interface NwcAnswer {
 const POLL_MS = 2000;
 const WAITING = 'Waiting for your payment…';
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
+const query = new URLSearchParams(location.search);
+/** A payment this page follows: where a card or wallet processor sends the payer back. */
+const returnedPayment = query.get('payment');
 
 /** The messenger field's hint around the seller's bot, which is named (a link) once the plan names it. */
 const MESSENGER_HINT = ['Enter your username (like @alice) or numeric chat id, and press Start on ', ' in Telegram: messages reach you from then on.'] as const;
@@ -72,6 +75,12 @@ let pollTimer: number | undefined;
 function priceLine(plan: PublicPlan): string {
   return `${sats(plan.amount_sats)} per ${INTERVALS[plan.interval] ?? plan.interval}`;
 }
+
+function planHeader(plan: PublicPlan): HTMLElement {
+  return h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan)));
+}
+
+const paidMessage = (plan: PublicPlan) => `Payment received: your subscription to ${plan.name} is active.`;
 
 function field(id: string, label: string, input: HTMLElement, hint?: string): HTMLElement {
   if (hint) input.setAttribute('aria-describedby', `${id}-hint ${id}-error`);
@@ -297,10 +306,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     status,
   );
   heading.id = 'pay-heading';
-  setMain(
-    h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan))),
-    section,
-  );
+  setMain(planHeader(plan), section);
   heading.focus();
 
   const poll = async (): Promise<void> => {
@@ -314,7 +320,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     }
     // The server answers again: a connection error said earlier is no longer true.
     if (status.textContent !== WAITING) status.textContent = WAITING;
-    if (s.status === 'paid') return done(plan, `Payment received: your subscription to ${plan.name} is active.`);
+    if (s.status === 'paid') return done(plan, paidMessage(plan));
     if (s.status === 'expired' || s.status === 'failed') {
       const again = h(
         'button',
@@ -353,7 +359,7 @@ function done(plan: PublicPlan, message: string): void {
   window.clearTimeout(pollTimer);
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
   setMain(
-    h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan))),
+    planHeader(plan),
     h(
       'section',
       { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
@@ -373,13 +379,96 @@ function done(plan: PublicPlan, message: string): void {
   announce(message);
 }
 
+/**
+ * Back from a card or wallet processor (or any link naming a payment): the payment's state, followed
+ * until it is settled. The dev processors send the payer here first, to a button that pays.
+ */
+function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolean): void {
+  window.clearTimeout(pollTimer);
+  const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, 'Checking your payment…');
+  const heading = h('h2', { tabindex: -1, id: 'pay-heading' }, `Your payment for ${plan.name}`);
+  const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, status);
+  setMain(planHeader(plan), section);
+  heading.focus();
+  const again = () => h('a', { href: location.pathname, id: 'start-again' }, 'Start again');
+
+  let said = '';
+  const say = (...content: (string | HTMLElement)[]) => {
+    const text = content.map((c) => (typeof c === 'string' ? c : c.textContent)).join('');
+    // The live region speaks only when what it says changes.
+    if (text !== said) status.replaceChildren(...content);
+    said = text;
+  };
+  const poll = async (): Promise<void> => {
+    let s: { status: string };
+    try {
+      s = await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
+    } catch (err) {
+      if (err instanceof ApiError && (err.status === 404 || err.status === 422)) {
+        say('This payment is not known here. Nothing was charged through this link. ', again());
+        return;
+      }
+      say(`Still checking your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`);
+      pollTimer = window.setTimeout(poll, POLL_MS * 2);
+      return;
+    }
+    if (s.status === 'paid') return done(plan, paidMessage(plan));
+    if (s.status === 'expired') return say('This payment expired before it was paid. Nothing was charged. ', again());
+    if (s.status === 'failed') return say('The payment failed. Nothing was charged. ', again());
+    say(
+      'Not paid yet. If you have paid, this page shows it as soon as the payment provider confirms it; if you left without paying, go back to the page you came from, or ',
+      again(),
+      '.',
+    );
+    pollTimer = window.setTimeout(poll, POLL_MS);
+  };
+  if (devProcessor) {
+    // Stands in for the processor's own page: nothing is charged anywhere.
+    const back = () => history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(paymentId)}`);
+    const payButton = h('button', { type: 'button', id: 'dev-pay' }, 'Pay (test payment)');
+    const cancelButton = h('button', { type: 'button', id: 'dev-cancel', class: 'secondary' }, 'Cancel');
+    const box = h(
+      'div',
+      { id: 'dev-processor', class: 'payment' },
+      h('p', {}, 'Test payment page of the dev provider: no card or account is charged.'),
+      h('p', {}, payButton, ' ', cancelButton),
+    );
+    payButton.addEventListener('click', async () => {
+      payButton.disabled = true;
+      try {
+        await api('POST', `/dev/payments/${encodeURIComponent(paymentId)}/pay`);
+        box.remove();
+        back();
+        void poll();
+      } catch (err) {
+        payButton.disabled = false;
+        status.textContent = err instanceof ApiError ? err.message : 'The test payment could not be made.';
+        payButton.focus();
+      }
+    });
+    cancelButton.addEventListener('click', () => {
+      box.remove();
+      back();
+      void poll();
+      heading.focus();
+    });
+    section.insertBefore(box, status);
+    say('Not paid yet.');
+    return;
+  }
+
+  void poll();
+}
+
 async function main(): Promise<void> {
   if (!planId || planId === 'checkout') {
     setMain(h('h1', {}, 'Plan not found'), h('p', {}, 'This checkout link names no plan. Please ask the seller for the right link.'));
     return;
   }
   try {
-    render(await api<PublicPlan>('GET', `/public/plan/${encodeURIComponent(planId)}`));
+    const plan = await api<PublicPlan>('GET', `/public/plan/${encodeURIComponent(planId)}`);
+    if (returnedPayment) followPayment(plan, returnedPayment, query.get('processor') === 'dev');
+    else render(plan);
   } catch (err) {
     const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
     document.title = notFound ? 'Plan not found' : 'Checkout unavailable';

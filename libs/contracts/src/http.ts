@@ -43,3 +43,19 @@ export function defineRoutes<const T extends readonly RouteDef[]>(routes: T): T 
 }
 
 export const API_PREFIX = '/subscriptions_manager/api/v1';
+
+const pageBase = (base: string) => `${base.replace(/\/$/, '')}/subscriptions_manager`;
+
+/**
+ * The plan's hosted checkout page (served by the gateway from web/). With a payment, the page follows
+ * that payment: where a card or wallet processor sends the payer back.
+ */
+export function checkoutPageUrl(base: string, planId: string, paymentId?: string): string {
+  const page = `${pageBase(base)}/checkout/${encodeURIComponent(planId)}`;
+  return paymentId ? `${page}?payment=${encodeURIComponent(paymentId)}` : page;
+}
+
+/** The subscriber portal of the holder of `token`. */
+export function managePageUrl(base: string, token: string): string {
+  return `${pageBase(base)}/manage?token=${token}`;
+}

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ID_PREFIXES, messages, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
+import { ID_PREFIXES, managePageUrl, messages, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
 import { BusUnavailableError, callMessage, conflict, DomainError, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues, preferenceIssues } from './domain/contacts.js';
@@ -15,15 +15,6 @@ const CHECKOUT_SECONDS: Partial<Record<PaymentMethod, number>> = { lightning: 36
 const IDEMPOTENCY_KEY_LIFE_S = 86_400;
 
 class DuplicateCheckout extends Error {}
-
-export function manageUrl(base: string, token: string): string {
-  return `${base.replace(/\/$/, '')}/subscriptions_manager/manage?token=${token}`;
-}
-
-/** The plan's hosted checkout page (served by the gateway from web/). */
-export function checkoutUrl(base: string, planId: string): string {
-  return `${base.replace(/\/$/, '')}/subscriptions_manager/checkout/${planId}`;
-}
 
 /** What every subscribe entry point (checkout, NWC) asks for. */
 interface SubscribeInput {
@@ -119,7 +110,7 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
   const subscriber = await d.subscribers.get(d.db, sub.wallet_id, sub.subscriber_id);
   const manage_url =
     subscriber && (await d.subscriptions.isFirstOfSubscriber(d.db, subscriber.id, sub.id))
-      ? manageUrl(d.publicBaseUrl, d.secrets.open(subscriber.token_sealed))
+      ? managePageUrl(d.publicBaseUrl, d.secrets.open(subscriber.token_sealed))
       : null;
   if (sub.trial_end !== null) return { plan, sub, manage_url };
   const created = await requestPayment(d, plan, sub, {
@@ -229,7 +220,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
     });
   if (opened.same) return opened.same;
   const { sub, subscriberCreated } = opened;
-  const manage_url = subscriberCreated ? manageUrl(d.publicBaseUrl, token) : null;
+  const manage_url = subscriberCreated ? managePageUrl(d.publicBaseUrl, token) : null;
   if (sub.status === 'active') return { plan, sub, manage_url };
   try {
     const created = await requestPayment(d, plan, sub, {

@@ -21,6 +21,7 @@ const request = (o: Partial<RailRequest> = {}): RailRequest => ({
   payment_id: 'pay_01TEST',
   wallet_id: 'w1',
   subscription_id: 'sub_01TEST',
+  plan_id: 'pln_01TEST',
   amount_sats: 2100,
   memo: 'Gold (monthly)',
   expiry_seconds: 86_400,
@@ -53,7 +54,8 @@ describe('card processor (Stripe Checkout) adapter', () => {
       line_items: [{ quantity: '1', price_data: { currency: 'eur', unit_amount: '105', product_data: { name: 'Gold (monthly)' } } }],
       metadata: { payment_id: 'pay_01TEST', subscription_id: 'sub_01TEST' },
       client_reference_id: 'pay_01TEST',
-      success_url: 'https://pay.example/subscriptions_manager/api/v1/public/payment/pay_01TEST/status',
+      success_url: 'https://pay.example/subscriptions_manager/checkout/pln_01TEST?payment=pay_01TEST',
+      cancel_url: 'https://pay.example/subscriptions_manager/checkout/pln_01TEST?payment=pay_01TEST',
       expires_at: String(NOW + 86_400 - 60),
     });
     const session = server.sessions.get(opened.provider_ref!)!;

@@ -33,6 +33,7 @@ const request = (plan: RailRequest['plan'], wallet_id = 'wal_a'): RailRequest =>
   payment_id: 'pay_x',
   wallet_id,
   subscription_id: 'sub_x',
+  plan_id: 'pln_x',
   amount_sats: 10_000,
   memo: 'Gold',
   expiry_seconds: 86_400,

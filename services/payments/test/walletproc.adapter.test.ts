@@ -19,8 +19,7 @@ function settings(over: Partial<PaypalSettings> = {}): PaypalSettings {
     clientSecret: server.clientSecret,
     webhookId: server.webhookId,
     timeoutMs: 10_000,
-    returnUrl: (id) => `https://pay.example/back/${id}`,
-    cancelUrl: (id) => `https://pay.example/cancel/${id}`,
+    returnUrl: (r) => `https://pay.example/back/${r.plan_id}/${r.payment_id}`,
     ...over,
   };
 }
@@ -32,6 +31,7 @@ function request(over: Partial<RailRequest> = {}): RailRequest {
     payment_id: `pay_test${n}`,
     wallet_id: 'w1',
     subscription_id: `sub_${n}`,
+    plan_id: 'pln_gold',
     amount_sats: 2100,
     memo: 'Gold (monthly)',
     expiry_seconds: 86_400,
@@ -75,8 +75,8 @@ describe('PayPal wallet-processor adapter', () => {
       payment_source: {
         paypal: {
           experience_context: {
-            return_url: `https://pay.example/back/${req.payment_id}`,
-            cancel_url: `https://pay.example/cancel/${req.payment_id}`,
+            return_url: `https://pay.example/back/pln_gold/${req.payment_id}`,
+            cancel_url: `https://pay.example/back/pln_gold/${req.payment_id}`,
             user_action: 'PAY_NOW',
             shipping_preference: 'NO_SHIPPING',
           },

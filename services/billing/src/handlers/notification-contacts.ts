@@ -1,7 +1,6 @@
-import { notificationMessages } from '@sb/contracts';
+import { managePageUrl, notificationMessages } from '@sb/contracts';
 import { messageHandler, notFound } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { manageUrl } from '../subscribe.js';
 
 /**
  * Whom a subscription's notices reach, asked by the notifier when it handles an event: the contacts as
@@ -19,6 +18,6 @@ export const subscriptionContact = (d: Deps) =>
       nostr: s.nostr,
       name: s.name,
       contact_preference: s.contact_preference,
-      manage_url: manageUrl(d.publicBaseUrl, d.secrets.open(s.token_sealed)),
+      manage_url: managePageUrl(d.publicBaseUrl, d.secrets.open(s.token_sealed)),
     };
   });

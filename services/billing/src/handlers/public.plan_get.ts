@@ -1,14 +1,13 @@
-import { messages, notificationMessages } from '@sb/contracts';
+import { checkoutPageUrl, messages, notificationMessages } from '@sb/contracts';
 import { callMessage, notFound, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { publicPlan } from '../domain/plans.js';
-import { checkoutUrl } from '../subscribe.js';
 
 export const getPublicPlan = (d: Deps) =>
   routeHandler('public.plan.get', async (req) => {
     const plan = await d.plans.getPublic(d.db, req.params.id);
     if (!plan) throw notFound('Plan');
-    const pub = publicPlan(plan, (await d.methods()).availability, checkoutUrl(d.publicBaseUrl, plan.id));
+    const pub = publicPlan(plan, (await d.methods()).availability, checkoutPageUrl(d.publicBaseUrl, plan.id));
     const fiatRail = pub.payment_methods.some((m) => m === 'cardproc' || m === 'walletproc');
     // The plan's notification channels live in the notifier, its fiat price in payments: both are courtesies
     // of the checkout page, which still works (asking for an e-mail address, in sats) when they cannot answer.

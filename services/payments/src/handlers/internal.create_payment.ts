@@ -38,6 +38,7 @@ async function open(d: Deps, req: CreatePayment): Promise<{ payment: Omit<Paymen
       payment_id: id,
       wallet_id: req.wallet_id,
       subscription_id: req.subscription_id,
+      plan_id: req.plan_id,
       amount_sats: req.amount_sats,
       memo: req.description,
       expiry_seconds: expirySeconds,

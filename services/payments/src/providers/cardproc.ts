@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { API_PREFIX } from '@sb/contracts';
+import { checkoutPageUrl } from '@sb/contracts';
 import { systemClock, unixSeconds, type Clock, rejected } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
@@ -100,8 +100,9 @@ export class StripeCardRail implements Rail {
           ],
           metadata: { payment_id: req.payment_id, subscription_id: req.subscription_id },
           client_reference_id: req.payment_id,
-          // The public status of the payment: the payer lands on its answer (pending until the event arrives, then paid).
-          success_url: `${this.s.publicBaseUrl}${API_PREFIX}/public/payment/${req.payment_id}/status`,
+          // The checkout page following this payment: the payer sees it confirmed there (pending until the event arrives).
+          success_url: checkoutPageUrl(this.s.publicBaseUrl, req.plan_id, req.payment_id),
+          cancel_url: checkoutPageUrl(this.s.publicBaseUrl, req.plan_id, req.payment_id),
           expires_at: expiresAt,
         },
         account ? { stripeAccount: account } : undefined,

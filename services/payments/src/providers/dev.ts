@@ -6,7 +6,7 @@ import { bech32 } from '@scure/base';
 import { unixSeconds, type Clock } from '@sb/runtime';
 import { encodeBolt11 } from './bolt11.js';
 import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
-import type { Rail } from './rail.js';
+import type { Rail, RailRequest } from './rail.js';
 
 /**
  * DEV PROVIDER: for local runs and tests only; no money moves. It issues well-formed, correctly signed
@@ -65,10 +65,10 @@ export function devOnchainAddress(): string {
 
 /**
  * DEV PROVIDER rails for on-chain, card and wallet-processor payments: an unused address, or a
- * checkout URL that names the dev pay endpoint. As with dev invoices, nothing can pay them but
+ * checkout URL (the checkout page's stand-in for a processor's page). As with dev invoices, nothing can pay them but
  * `POST /dev/payments/{id}/pay` (DEV_MODE), through the same confirmation path as real providers.
  */
-export function devRails(clock: Clock, devPayUrl: (paymentId: string) => string): Rail[] {
+export function devRails(clock: Clock, devPayUrl: (req: Pick<RailRequest, 'plan_id' | 'payment_id'>) => string): Rail[] {
   const expiry = (s: number) => unixSeconds(clock) + s;
   return [
     {
@@ -85,7 +85,7 @@ export function devRails(clock: Clock, devPayUrl: (paymentId: string) => string)
       provider: 'dev',
       needsFiat: true,
       async open(req) {
-        return { provider_ref: `cs_dev_${req.payment_id}`, checkout_url: devPayUrl(req.payment_id), expires_at: expiry(req.expiry_seconds) };
+        return { provider_ref: `cs_dev_${req.payment_id}`, checkout_url: devPayUrl(req), expires_at: expiry(req.expiry_seconds) };
       },
     },
     {
@@ -93,7 +93,7 @@ export function devRails(clock: Clock, devPayUrl: (paymentId: string) => string)
       provider: 'dev',
       needsFiat: true,
       async open(req) {
-        return { provider_ref: `order_dev_${req.payment_id}`, checkout_url: devPayUrl(req.payment_id), expires_at: expiry(req.expiry_seconds) };
+        return { provider_ref: `order_dev_${req.payment_id}`, checkout_url: devPayUrl(req), expires_at: expiry(req.expiry_seconds) };
       },
     },
   ];

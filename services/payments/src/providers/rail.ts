@@ -17,6 +17,8 @@ export interface RailRequest {
   payment_id: string;
   wallet_id: string;
   subscription_id: string;
+  /** The plan's checkout page follows the payment: where a processor sends the payer back. */
+  plan_id: string;
   amount_sats: number;
   /** Shown to the payer. */
   memo: string;

@@ -1,4 +1,4 @@
-import { API_PREFIX, type PaymentMethod } from '@sb/contracts';
+import { API_PREFIX, checkoutPageUrl, type PaymentMethod } from '@sb/contracts';
 import type { Clock, Logger } from '@sb/runtime';
 import type { PaymentsConfig } from '../config.js';
 import type { CallbackReader, CallbackRoute, PaymentLookup } from './callback.js';
@@ -8,7 +8,7 @@ import { DevLightningProvider, devRails } from './dev.js';
 import type { LightningProvider } from './lightning.js';
 import { LnbitsProvider, lnbitsSettings } from './lnbits.js';
 import { esploraRail, esploraSettings, type ReceiveAddresses } from './onchain.js';
-import { lightningRail, type Rail, type Rails } from './rail.js';
+import { lightningRail, type Rail, type RailRequest, type Rails } from './rail.js';
 import { PaypalClient, paypalCallbacks, paypalRail, paypalSettings } from './walletproc.js';
 
 /** Every provider's own settings (each declared beside its adapter), for the payments configuration. */
@@ -67,8 +67,10 @@ const lightningRails = (p: LightningProvider, ctx: BuildContext): Rail[] => {
   return [lightningRail(p, hook), lightningRail(p, hook, 'nwc')];
 };
 
+/** The dev processors' "payment page" is the checkout page in its dev mode: a button that pays through the dev endpoint. */
 const devRail = (method: PaymentMethod) => (ctx: BuildContext) => {
-  const payUrl = (id: string) => `${ctx.config.PUBLIC_BASE_URL ?? ''}${API_PREFIX}/dev/payments/${id}/pay`;
+  const payUrl = (r: Pick<RailRequest, 'plan_id' | 'payment_id'>) =>
+    `${checkoutPageUrl(ctx.config.PUBLIC_BASE_URL ?? '', r.plan_id, r.payment_id)}&processor=dev`;
   return devRails(ctx.clock, payUrl).filter((r) => r.method === method);
 };
 
@@ -147,16 +149,14 @@ export const PROVIDERS: readonly ProviderDef[] = [
     // PayPal sends the payer back to return_url/cancel_url, which are built from PUBLIC_BASE_URL.
     requires: ['PAYPAL_CLIENT_ID', 'PAYPAL_CLIENT_SECRET', 'PAYPAL_WEBHOOK_ID', 'PUBLIC_BASE_URL'],
     build: ({ config: c, clock }) => {
-      // The payer comes back to the payment's public status; a shop front may send them on from there.
-      const backTo = (id: string) => `${c.PUBLIC_BASE_URL}${API_PREFIX}/public/payment/${id}/status`;
       const client = new PaypalClient({
         apiUrl: c.PAYPAL_API_URL,
         clientId: c.PAYPAL_CLIENT_ID!,
         clientSecret: c.PAYPAL_CLIENT_SECRET!,
         webhookId: c.PAYPAL_WEBHOOK_ID!,
         timeoutMs: c.PROVIDER_TIMEOUT_MS,
-        returnUrl: backTo,
-        cancelUrl: backTo,
+        // The checkout page following the payment: paid, or not yet (cancelled at PayPal).
+        returnUrl: (r) => checkoutPageUrl(c.PUBLIC_BASE_URL!, r.plan_id, r.payment_id),
       });
       return [paypalRail(client, clock)];
     },

@@ -20,9 +20,8 @@ export interface PaypalSettings {
   /** The id PayPal gave the webhook registered for /public/webhook/walletproc: its signatures are verified against it. */
   webhookId: string;
   timeoutMs: number;
-  /** Where PayPal sends the payer after approving, and after cancelling; PayPal appends `token` (the order id) and `PayerID`. */
-  returnUrl: (paymentId: string) => string;
-  cancelUrl: (paymentId: string) => string;
+  /** Where PayPal sends the payer after approving or cancelling; PayPal appends `token` (the order id) and `PayerID`. */
+  returnUrl: (req: Pick<RailRequest, 'plan_id' | 'payment_id'>) => string;
 }
 
 /** The order as PayPal answers it; only what this service reads. */
@@ -216,8 +215,8 @@ export class PaypalClient {
       payment_source: {
         paypal: {
           experience_context: {
-            return_url: this.s.returnUrl(req.payment_id),
-            cancel_url: this.s.cancelUrl(req.payment_id),
+            return_url: this.s.returnUrl(req),
+            cancel_url: this.s.returnUrl(req),
             user_action: 'PAY_NOW',
             // Subscriptions ship nothing.
             shipping_preference: 'NO_SHIPPING',
