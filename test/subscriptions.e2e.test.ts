@@ -37,6 +37,10 @@ describe('public checkout', () => {
     expect(sub).toMatchObject({ status: 'active', plan_id: p.id, has_access: true, amount_sats: 5000, interval: 'monthly', payments: [] });
     expect(sub.trial_end - sub.created_at).toBe(14 * 86_400);
     expect(sub.current_period_end).toBe(sub.trial_end);
+    // The answer says when the trial ends (the first payment is due then).
+    expect(res.body.message).toBe(
+      `Your 14-day free trial of ${p.name} has started; it ends on ${new Date(sub.trial_end * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+    );
 
     // The event names the plan and the subscriber as stored: a returning contact keeps the stored name.
     const other = await plan({ name: 'Other plan', trial_days: 3 });

@@ -3,6 +3,9 @@ import { z } from './zod.js';
 export const Id = z.string().min(1).max(64);
 export const UnixSeconds = z.number().int().nonnegative();
 
+/** A time as the service words it to people (answers and notices): `2026-12-09 14:05 UTC`. */
+export const utcMinute = (unix: number) => `${new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+
 export const ID_PREFIXES = {
   plan: 'plan_',
   subscription: 'sub_',

@@ -1,4 +1,4 @@
-import { messages } from '@sb/contracts';
+import { messages, utcMinute } from '@sb/contracts';
 import { DomainError, messageHandler, routeHandler, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { openSubscription, pendingCheckout, type Opened } from '../subscribe.js';
@@ -27,7 +27,8 @@ export const subscribe = (d: Deps) =>
         status: 'active' as const,
         trial: true as const,
         trial_days: plan.trial_days,
-        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started`,
+        // When the first payment is due is what a person starting a trial wants to know.
+        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started; it ends on ${utcMinute(sub.trial_end ?? sub.current_period_end)}`,
         manage_url,
       };
     }

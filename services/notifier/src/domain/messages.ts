@@ -1,4 +1,4 @@
-import type { EventEnvelope, PaymentMethod } from '@sb/contracts';
+import { utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -8,7 +8,6 @@ const ALWAYS_TO_SUBSCRIBER = new Set(['subscription.cancelled']);
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-const day = (unix: number) => new Date(unix * 1000).toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
 /**
  * How a receipt names the way a payment was made. An NWC subscription's invoice is a Lightning invoice
  * the wallet pays, or the subscriber by hand once the wallet failed: the receipt cannot tell which.
