@@ -581,6 +581,14 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.goto(`${stack.gatewayUrl}/subscriptions_manager/checkout/plan_01JUNKJUNKJUNKJUNKJUNKJUNK`);
     await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
     expect(await page.getByRole('alert').textContent()).toContain('does not exist or is no longer offered');
+    // Archived while its form is open: the submit ends on the same page, not on a form that cannot succeed.
+    const gone = await plan({ name: 'Archived meanwhile', amount_sats: 1000 });
+    await page.goto(gone.checkout_url);
+    await page.getByLabel('E-mail').fill('late@example.com');
+    expect((await admin.del(`/plans/${gone.id}`)).status).toBe(200);
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
+    expect(await page.locator('form').count()).toBe(0);
     for (const url of [
       `/subscriptions_manager/manage?token=${'0'.repeat(64)}`,
       '/subscriptions_manager/manage',

@@ -253,6 +253,8 @@ function render(plan: PublicPlan): void {
       if ('trial' in r) return done(plan, r.message);
       showPayment(plan, r, body, m);
     } catch (err) {
+      // Archived (or deleted) while the form was open: nothing on this form can succeed any more.
+      if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
       // Problems the service finds with a field are shown at that field, as the page's own checks are.
       const marked = err instanceof ApiError ? err.fields.filter((f) => FIELD_IDS[f.field] && document.getElementById(FIELD_IDS[f.field]!)) : [];
       for (const f of marked) fieldError(FIELD_IDS[f.field]!, fieldMessage(f));
@@ -470,22 +472,28 @@ async function main(): Promise<void> {
     if (returnedPayment) followPayment(plan, returnedPayment, query.get('processor') === 'dev');
     else render(plan);
   } catch (err) {
-    const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
-    document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
-    setMain(
-      h('h1', {}, notFound ? 'Plan not found' : 'Checkout unavailable'),
-      h(
-        'p',
-        { role: 'alert' },
-        notFound
-          ? 'This plan does not exist or is no longer offered. Please ask the seller for a current link.'
-          : err instanceof ApiError
-            ? err.message
-            : 'The plan could not be loaded.',
-      ),
-      notFound ? null : h('p', {}, h('a', { href: location.href }, 'Try again')),
-    );
+    planUnavailable(err);
   }
+}
+
+/** The plan cannot be had: gone (not found), or the service cannot say now. */
+function planUnavailable(err: unknown): void {
+  window.clearTimeout(pollTimer);
+  const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
+  document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
+  setMain(
+    h('h1', {}, notFound ? 'Plan not found' : 'Checkout unavailable'),
+    h(
+      'p',
+      { role: 'alert' },
+      notFound
+        ? 'This plan does not exist or is no longer offered. Please ask the seller for a current link.'
+        : err instanceof ApiError
+          ? err.message
+          : 'The plan could not be loaded.',
+    ),
+    notFound ? null : h('p', {}, h('a', { href: location.href }, 'Try again')),
+  );
 }
 
 void main();
