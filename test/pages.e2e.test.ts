@@ -466,6 +466,24 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await expect.poll(() => page.locator('#wallets-error').textContent()).toMatch(/^Your wallets could not be loaded\./);
     expect(await page.getByRole('heading', { name: 'Payments and receipts' }).count()).toBe(1);
 
+    // Hidden and shown again while a round of status questions is under way: no second round beside it.
+    let inFlight = 0;
+    let most = 0;
+    await page.route('**/public/payment/*/status', async (r) => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((done) => setTimeout(done, 7000));
+      inFlight--;
+      await r.continue().catch(() => {});
+    });
+    await expect.poll(() => inFlight, { timeout: 10_000 }).toBe(1);
+    for (let i = 0; i < 3; i++) {
+      await page.evaluate(() => document.dispatchEvent(new Event('visibilitychange')));
+      await page.waitForTimeout(1500);
+    }
+    await page.waitForTimeout(2000);
+    expect(most).toBe(1);
+    await page.unroute('**/public/payment/*/status');
+
     // Paid from another device while the portal is open: the card follows without a reload.
     await pay(sub.payment_id);
     await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 20_000 }).toBe('Active');

@@ -486,27 +486,35 @@ function watch(subs: Sub[], open: Map<string, Pay>): void {
   schedulePoll();
 }
 
+/** A round under way: the page becoming visible again must not start a second one beside it. */
+let polling = false;
+
 function schedulePoll(): void {
   window.clearTimeout(pollTimer);
   pollTimer = undefined;
-  if (watched.size && document.visibilityState === 'visible') pollTimer = window.setTimeout(() => void poll(), POLL_MS);
+  if (!polling && watched.size && document.visibilityState === 'visible') pollTimer = window.setTimeout(() => void poll(), POLL_MS);
 }
 
 async function poll(): Promise<void> {
   const snapshot = watched;
-  for (const [id, sub] of snapshot) {
-    let status: string;
-    try {
-      status = (await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(id)}/status`)).status;
-    } catch {
-      continue; // asked again on the next round
+  polling = true;
+  try {
+    for (const [id, sub] of snapshot) {
+      let status: string;
+      try {
+        status = (await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(id)}/status`)).status;
+      } catch {
+        continue; // asked again on the next round
+      }
+      if (status === 'pending') continue;
+      snapshot.delete(id);
+      await refreshCard(sub, id, status);
     }
-    if (status === 'pending') continue;
-    snapshot.delete(id);
-    await refreshCard(sub, id, status);
+  } finally {
+    polling = false;
   }
-  // A reload in the meantime started following its own payments.
-  if (snapshot === watched) schedulePoll();
+  // The next round follows what is watched now (a reload in the meantime replaced the snapshot).
+  schedulePoll();
 }
 
 const sleep = (ms: number) => new Promise((r) => window.setTimeout(r, ms));
