@@ -221,6 +221,38 @@ describe('2. payment_failed is no dead end', () => {
 });
 
 describe('3. resume inside the renewal lead time', () => {
+  it('pause and resume racing each other leave one payable renewal invoice, the one billing follows (found from outside)', async () => {
+    const p = await plan({ interval: 'weekly' });
+    const subs = await Promise.all(Array.from({ length: 8 }, (_, i) => subscribe(p.id, `race-${i}@example.com`)));
+    await Promise.all(subs.map((s) => pay(s.payment_id)));
+    const { current_period_end: end } = await until(
+      () => sub(subs[0]!.subscription_id),
+      (x) => x.status === 'active',
+    );
+    await advanceTo(end - DAY / 2);
+    const path = (s: { subscription_id: string }, action: string) => `/subscriptions/${s.subscription_id}/${action}`;
+    await Promise.all(
+      subs.map(async (s) => {
+        for (let round = 0; round < 3; round++) {
+          expect((await admin.post(path(s, 'pause'))).status).toBe(200);
+          // The owner's two clicks cross: either may be applied last.
+          await Promise.all([admin.post(path(s, 'resume')), admin.post(path(s, 'pause'))]);
+          if ((await sub(s.subscription_id)).status === 'paused') expect((await admin.post(path(s, 'resume'))).status).toBe(200);
+        }
+      }),
+    );
+    // The payments service hears of every withdrawal after billing's answer: give the last ones time to land.
+    await new Promise((r) => setTimeout(r, 1500));
+    for (const s of subs) {
+      const { rows } = await db.query('SELECT renewal_payment_id FROM billing.subscriptions WHERE id = $1', [s.subscription_id]);
+      const open = (await payments(s.subscription_id)).filter((x) => x.status === 'pending');
+      expect(
+        open.map((x) => x.id),
+        s.subscription_id,
+      ).toEqual([rows[0].renewal_payment_id]);
+    }
+  });
+
   it('issues the renewal payment and its reminder at once, exactly once', async () => {
     const p = await plan({ interval: 'monthly', trial_days: 10 });
     const s = await subscribe(p.id, 'resume@example.com');

@@ -20,17 +20,20 @@ export async function act(
   also?: (tx: Tx, before: SubRow, saved: SubRow) => Promise<void>,
 ) {
   const now = unixSeconds(d.clock);
-  const saved = await d.db.tx(async (tx) => {
+  const { before, saved } = await d.db.tx(async (tx) => {
     const sub = await find(tx);
     if (!sub) throw notFound('Subscription');
     const saved = await applyTransition(d, tx, sub, event(sub, now), now, bookkeeping(sub, now));
     await also?.(tx, sub, saved);
-    return saved;
+    return { before: sub, saved };
   });
-  if (saved.status === 'cancelled' || saved.status === 'paused') {
-    // Best effort: an open renewal invoice must not be paid for a subscription that stopped billing;
-    // the payments sweeper expires it by time anyway.
-    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: saved.wallet_id, subscription_id: saved.id }).catch((err) =>
+  // Best effort: an open renewal invoice must not be paid for a subscription that stopped billing; the
+  // payments sweeper expires it by time anyway. A pause withdraws only the invoice it saw: a resume
+  // committed since may already have issued the next one, which must stay payable.
+  const withdraw =
+    saved.status === 'cancelled' ? {} : saved.status === 'paused' && before.renewal_payment_id ? { payment_id: before.renewal_payment_id } : null;
+  if (withdraw) {
+    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: saved.wallet_id, subscription_id: saved.id, ...withdraw }).catch((err) =>
       d.log.warn({ err, subscription_id: saved.id }, 'could not expire open payments'),
     );
   }
