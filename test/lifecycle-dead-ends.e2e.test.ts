@@ -308,6 +308,29 @@ describe('5. extend and resume where nothing used to move (found from outside)',
     expect((await anon().get(`/public/payment/${second.payment_id}/status`)).body.status).toBe('expired');
   });
 
+  it('a checkout just paid is not replaced by another method: 409, one subscription, paid once (found from outside)', async () => {
+    const p = await plan({ interval: 'monthly', allow_onchain: true });
+    for (let i = 0; i < 5; i++) {
+      const email = `paid-switch-${i}@example.com`;
+      const first = await subscribe(p.id, email, 'lightning');
+      await pay(first.payment_id);
+      // At once, before billing may have heard of the payment: the page's back button, then another method.
+      const again = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'onchain', email });
+      expect(again.status, `${i}: ${again.body.subscription_id ?? again.body.detail}`).toBe(409);
+      expect(
+        await until(
+          async () => (await sub(first.subscription_id)).status,
+          (st) => st === 'active',
+        ),
+      ).toBe('active');
+      const { rows } = await db.query(
+        'SELECT count(*)::int AS n FROM billing.subscriptions s JOIN billing.subscribers b ON b.id = s.subscriber_id WHERE s.plan_id = $1 AND b.email = $2',
+        [p.id, email],
+      );
+      expect(rows[0].n).toBe(1);
+    }
+  });
+
   it('days added to a pending checkout are kept when its first payment arrives', async () => {
     const p = await plan({ interval: 'weekly' });
     const s = await subscribe(p.id, 'extend-pending@example.com');

@@ -81,15 +81,19 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput, switchMeth
 async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Promise<Opened | undefined> {
   const fixed = sub.payment_method === 'onchain' || sub.payment_method === 'nwc' || input.payment_method === 'nwc';
   if (fixed || sub.period_index !== 0 || sub.trial_end !== null) return undefined;
+  // Its payment is withdrawn first, and the checkout replaced only if nothing of it was paid: billing
+  // hears of a payment some time after payments recorded it, and a paid checkout must not be replaced
+  // (the subscriber would be asked to pay twice).
+  const ref = { wallet_id: sub.wallet_id, subscription_id: sub.id };
+  await callMessage(d.bus, messages.expireOpenPayments, ref);
+  const paid = (await callMessage(d.bus, messages.listSubscriptionPayments, { ...ref, limit: 200, offset: 0 })).items.some((p) => p.status === 'paid');
+  if (paid) throw conflict('This contact already has a subscription to this plan');
   await d.db.tx(async (tx) => {
     const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
     if (cur?.status !== 'pending' || cur.payment_method !== sub.payment_method) return;
     const reason = `replaced by a checkout paid by ${input.payment_method}`;
     await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason });
   });
-  await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id }).catch((err) =>
-    d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payments of a replaced checkout'),
-  );
   // Two switches at once: the one that lost answers the checkout the other opened, when it is its method.
   return openSubscription(d, input).catch(async (err) => {
     const same = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input, false) : undefined;
