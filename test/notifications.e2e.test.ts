@@ -786,8 +786,10 @@ describe('delivery', () => {
     const sub = await subscribeChat('@Zoe_Subscriber');
     const n = await noticeOf(sub);
     expect(n).toMatchObject({ status: 'pending', recipient: '@Zoe_Subscriber', attempt_count: 1 });
-    expect(n.last_error).toBe('400 Bad Request: chat not found (@Zoe_Subscriber has not pressed Start on the bot yet)');
+    expect(n.last_error).toBe('@Zoe_Subscriber has not pressed Start on the bot yet');
     expect(n.attempts[0].permanent).toBe(false);
+    // Nothing was sent to "@Zoe_Subscriber": Telegram would deliver it to a public channel of that name.
+    expect(tg.calls.filter((c) => String(c.chat_id).toLowerCase() === '@zoe_subscriber')).toEqual([]);
 
     // Someone else writing to the bot links nobody but themselves; someone without a username is told
     // their chat id.
@@ -841,8 +843,9 @@ describe('delivery', () => {
     );
     expect(cancelled).toMatchObject({
       status: 'pending',
-      last_error: '400 Bad Request: chat not found (@Zoe_Subscriber has not pressed Start on the bot yet)',
+      last_error: '@Zoe_Subscriber has not pressed Start on the bot yet',
     });
+    expect(tg.calls.filter((c) => String(c.chat_id).toLowerCase() === '@zoe_subscriber')).toEqual([]);
     expect(await rows(`SELECT chat_id FROM notifier.messenger_links WHERE bot_id = 7001 AND username = 'zoe_subscriber'`)).toEqual([]);
     expect(tgTo('4242')).toHaveLength(2);
 

@@ -47,7 +47,7 @@ export async function loadRow(d: Deps, q: Queryable, walletId: string, row: stri
  * username can pass to someone else, and the message carries the portal link); until then the message
  * waits for it (`waiting` says why). A number, or a handle of a bot that cannot be read, goes as it is.
  */
-async function messengerTarget(d: Deps, api: BotApi, to: string): Promise<{ chat: string | number; waiting?: string } | SendOutcome> {
+async function messengerTarget(d: Deps, api: BotApi, to: string): Promise<{ chat: string | number } | SendOutcome> {
   const username = usernameOf(to);
   const botId = botIdOf(api.token);
   if (username === undefined || botId === undefined) return { chat: to };
@@ -58,12 +58,11 @@ async function messengerTarget(d: Deps, api: BotApi, to: string): Promise<{ chat
     if (now.ok && now.username === username) return { chat: link.chat_id };
     await d.messenger.unlink(d.db, botId, username, link.chat_id);
   }
-  return {
-    chat: to,
-    waiting: link.bot_error
-      ? `${to} is not linked to a chat: the bot cannot be polled for new chats (${link.bot_error})`
-      : `${to} has not pressed Start on the bot yet`,
-  };
+  // Not sent to "@name": a bot cannot write to a person by username, and Telegram would deliver it to a
+  // public channel or group of that name instead (the portal link with it). The notice waits for Start.
+  return failed(
+    link.bot_error ? `${to} is not linked to a chat: the bot cannot be polled for new chats (${link.bot_error})` : `${to} has not pressed Start on the bot yet`,
+  );
 }
 
 /** One message through one channel with these settings. Never throws. */
@@ -82,7 +81,7 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
         const api = { apiUrl: d.channels.messengerApiUrl, token: s.secrets.bot_token, timeoutMs: d.channels.timeoutMs };
         const target = await messengerTarget(d, api, to);
         if ('delivered' in target) return target;
-        return await sendMessenger(api, target.chat, `${m.subject}\n\n${m.text}`, target.waiting);
+        return await sendMessenger(api, target.chat, `${m.subject}\n\n${m.text}`);
       }
       case 'nostr': {
         const n = s.settings.channels.nostr;

@@ -79,7 +79,7 @@ async function callBot<T>(o: BotApi, method: string, body: unknown): Promise<Ans
  * it can be reached the moment it presses Start; 429 carries `retry_after`; 5xx and network errors are
  * retried.
  */
-export async function sendMessenger(o: BotApi, chat: string | number, text: string, waiting?: string): Promise<SendOutcome> {
+export async function sendMessenger(o: BotApi, chat: string | number, text: string): Promise<SendOutcome> {
   const r = await callBot(o, 'sendMessage', {
     chat_id: typeof chat === 'number' ? chat : chatIdOf(chat),
     text: text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text,
@@ -88,7 +88,6 @@ export async function sendMessenger(o: BotApi, chat: string | number, text: stri
   if (r.ok) return delivered();
   if (r.code === 429) return failed(r.why, false, r.retryAfterS);
   if (r.code >= 500 || r.code < 400) return failed(r.why);
-  if (waiting && (r.code === 400 || r.code === 403)) return failed(`${r.why} (${waiting})`);
   // 400 chat not found, 401 bad token, 403 blocked or never started, 404 no such bot: sending again cannot help.
   return failed(r.why, true);
 }
