@@ -607,6 +607,15 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('button', { name: 'Continue to payment' }).click();
     await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
     expect(await page.locator('form').count()).toBe(0);
+    // Archived while its invoice is shown: the invoice is withdrawn, and no fresh one is offered in vain.
+    const goneLater = await plan({ name: 'Archived at the invoice', amount_sats: 1000 });
+    await page.goto(goneLater.checkout_url);
+    await checkout(page, 'Lightning', 'late2@example.com');
+    await page.locator('#pay').waitFor();
+    expect((await admin.del(`/plans/${goneLater.id}`)).status).toBe(200);
+    await page.getByRole('button', { name: 'Get a fresh invoice' }).click({ timeout: 20_000 });
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
+    expect(await page.getByRole('button', { name: 'Get a fresh invoice' }).count()).toBe(0);
     for (const url of [
       `/subscriptions_manager/manage?token=${'0'.repeat(64)}`,
       '/subscriptions_manager/manage',
@@ -816,6 +825,30 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#done').waitFor({ timeout: 20_000 });
     // The portal link of the first answer is kept.
     expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(first.manage_url);
+
+    // Reached by Telegram only: without an e-mail address the fresh invoice belongs to a new checkout,
+    // and the portal link shown at the end is that one's, which holds the paid subscription.
+    const chatOnly = await plan({ name: 'Fresh chat', amount_sats: 888 });
+    const put = await admin.put(`/plans/${chatOnly.id}/notification-settings`, { inherit: false, channels: { messenger: { bot_token: BOT_TOKEN } } });
+    expect(put.status).toBe(200);
+    await page.goto(chatOnly.checkout_url);
+    await page.getByLabel('Telegram username').fill('5551');
+    const answered = () => page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    let next = answered();
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    const chatFirst = await (await next).json();
+    await page.locator('#pay').waitFor();
+    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+    next = answered();
+    await page.getByRole('button', { name: 'Get a fresh invoice' }).click({ timeout: 20_000 });
+    const chatSecond = await (await next).json();
+    await pay(chatSecond.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    const link = await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href');
+    expect(link).toBe(chatSecond.manage_url ?? chatFirst.manage_url);
+    await page.goto(link!);
+    const card = page.locator(`#sub-${chatSecond.subscription_id}`);
+    await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 20_000 }).toBe('Active');
     expect(problems).toEqual([]);
     await page.close();
   });

@@ -68,7 +68,11 @@ const FIELD_IDS: Record<string, string> = {
   nwc_string: 'nwc',
 };
 
-/** The portal link, kept from the first answer (a retry answers none). */
+/**
+ * The portal link: the latest answer's that has one. A retry of the same subscriber answers none; a
+ * retry that made a new subscriber (no e-mail address to find the first by) answers theirs, which holds
+ * the checkout paid in the end.
+ */
 let manageUrl: string | null = null;
 let pollTimer: number | undefined;
 
@@ -243,13 +247,13 @@ function render(plan: PublicPlan): void {
         }
         submit.textContent = 'Your wallet is paying…';
         const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() } });
-        manageUrl ??= r.manage_url ?? null;
+        manageUrl = r.manage_url ?? manageUrl;
         if (r.status === 'active') return done(plan, r.message);
         formError.textContent = `${r.message}${r.error_code ? ` (${r.error_code})` : ''}. You can try again, or choose another way to pay.`;
         return;
       }
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
-      manageUrl ??= r.manage_url ?? null;
+      manageUrl = r.manage_url ?? manageUrl;
       if ('trial' in r) return done(plan, r.message);
       showPayment(plan, r, body, m);
     } catch (err) {
@@ -333,10 +337,12 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
             again.disabled = true;
             try {
               const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-              manageUrl ??= r.manage_url ?? null;
+              manageUrl = r.manage_url ?? manageUrl;
               showPayment(plan, r, body, method);
               announce('A fresh invoice is ready');
             } catch (err) {
+              // The plan was archived meanwhile: no invoice can be had any more.
+              if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
               // The message beside the button, which takes back the focus that disabling it dropped.
               again.disabled = false;
               status.replaceChildren(`${err instanceof ApiError ? err.message : 'A new invoice could not be created.'} `, again);
