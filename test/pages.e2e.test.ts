@@ -415,7 +415,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('the portal shows the open renewal payment, payable right there', async () => {
-    const p = await plan({ name: 'Renew', amount_sats: 2000 });
+    const p = await plan({ name: 'Renew', amount_sats: 2000, grace_period_days: 3 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'renew@example.com' })).body;
     await pay(sub.payment_id);
     await until(
@@ -437,10 +437,29 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await card.getByRole('img', { name: 'QR code of the Lightning invoice' }).count()).toBe(1);
     expect(await page.locator('.payment-row .pill-pending').count()).toBe(1);
     await check(page, problems, 'portal-renewal-due');
-    await pay(due.id);
+    // Past its period end, in grace: access lasts until the grace ends, and the card says so.
+    const { current_period_end: end } = (await admin.get(`/subscriptions/${sub.subscription_id}`)).body;
+    const { now } = (await admin.post('/dev/clock', {})).body;
+    expect((await admin.post('/dev/clock', { advance_seconds: end - now + 3600 })).status).toBe(200);
     await until(
       () => admin.get(`/subscriptions/${sub.subscription_id}`),
-      (r) => r.body.current_period_start > 0 && r.body.payments?.filter((x: { status: string }) => x.status === 'paid').length === 2,
+      (r) => r.body.status === 'past_due',
+    );
+    await page.reload();
+    await card.locator('.status-past_due').waitFor();
+    const graceEnd = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' }).format(new Date((end + 3 * 86400) * 1000));
+    const access = await card.locator('dt:text-is("Access") + dd').textContent();
+    expect(access).toMatch(new RegExp(`^Yes, until ${graceEnd}.* UTC: pay the payment due to keep it$`));
+    expect(await card.textContent()).toContain('Period ended');
+    // The invoice of the day (the first may have been replaced when it expired).
+    const open = await until(
+      () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
+      (r) => r.body.items?.length === 1,
+    );
+    await pay(open.body.items[0].id);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active' && r.body.payments?.filter((x: { status: string }) => x.status === 'paid').length === 2,
     );
     await page.reload();
     await page.getByRole('heading', { name: 'Payments and receipts' }).waitFor();

@@ -30,6 +30,8 @@ interface Sub {
   trial_end?: number | null;
   cancelled_at?: number | null;
   has_access: boolean;
+  /** Until when access lasts unless a payment renews it (past_due: the end of its grace period). */
+  access_until?: number | null;
   payment_method: string;
 }
 
@@ -117,13 +119,25 @@ function confirmDialog(title: string, text: string, yes: string, no: string): Pr
   });
 }
 
+/** Whether the subscriber has access, and until when: renewing, running out (grace) or ending. */
+function accessLine(s: Sub): string {
+  if (!s.has_access) return 'No';
+  const until = s.access_until ?? s.current_period_end;
+  if (s.status === 'active') return `Yes, until at least ${date(until)}`;
+  if (s.status === 'past_due') return `Yes, until ${date(until, true)}: pay the payment due to keep it`;
+  return `Yes, until ${date(until)}`;
+}
+
 function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, reload: () => Promise<void>): HTMLElement {
   const status = STATUS_LABELS[s.status] ?? s.status;
   const live = !TERMINAL.has(s.status);
   const inTrial = !!s.trial_end && s.trial_end * 1000 > Date.now();
   // A pending subscription's period starts with its first payment: it has no end to show yet.
+  const ended = s.status === 'past_due' || s.status === 'payment_failed';
   const period =
-    s.status === 'pending' ? null : [h('dt', {}, s.status === 'active' ? 'Renews on' : 'Current period ends'), h('dd', {}, date(s.current_period_end))];
+    s.status === 'pending'
+      ? null
+      : [h('dt', {}, s.status === 'active' ? 'Renews on' : ended ? 'Period ended' : 'Current period ends'), h('dd', {}, date(s.current_period_end))];
   const facts = h(
     'dl',
     { class: 'facts' },
@@ -136,7 +150,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
     inTrial ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
     period,
     h('dt', {}, 'Access'),
-    h('dd', {}, s.has_access ? `Yes, until at least ${date(s.current_period_end)}` : 'No'),
+    h('dd', {}, accessLine(s)),
   );
   const card = h(
     'article',

@@ -102,6 +102,9 @@ export const PortalSubscription = z
   .object({
     ...subscriptionFields,
     plan_name: z.string(),
+    access_until: UnixSeconds.nullable().optional().openapi({
+      description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',
+    }),
     open_payment: Payment.nullable().optional().openapi({
       description: 'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed',
     }),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
 import { DomainError } from '@sb/runtime';
-import { hasAccess, startSubscription, transition, type LifecycleEvent, type SubState } from '../src/domain/lifecycle.js';
+import { accessUntil, hasAccess, startSubscription, transition, type LifecycleEvent, type SubState } from '../src/domain/lifecycle.js';
 import { periodEnd } from '../src/domain/periods.js';
 
 const DAY = 86_400;
@@ -226,6 +226,15 @@ describe('lifecycle details', () => {
     expect(transition(sub('active', { grace_period_days: 2 }), EVENTS.period_end_unpaid!, now).event).toBe('subscription.past_due');
     const t = transition(sub('active', { grace_period_days: 0 }), EVENTS.period_end_unpaid!, now);
     expect(t).toMatchObject({ event: 'subscription.payment_failed', next: { status: 'payment_failed' } });
+  });
+
+  it('access lasts until the period end; while past_due until the grace ends; none without access', () => {
+    const end = sub('active').current_period_end;
+    expect(accessUntil(sub('active'), now)).toBe(end);
+    expect(accessUntil(sub('past_due', { grace_period_days: 3 }), end + 60)).toBe(end + 3 * DAY);
+    expect(accessUntil(sub('paused'), now)).toBe(end);
+    expect(accessUntil(sub('payment_failed'), end + 60)).toBeNull();
+    expect(accessUntil(sub('cancelled'), end)).toBeNull();
   });
 
   it('resume: before the period end back to active, after it to pending', () => {

@@ -159,6 +159,15 @@ export function hasAccess(s: Pick<SubState, 'status' | 'current_period_end'>, no
   return false;
 }
 
+/**
+ * Until when access lasts unless a payment renews it: the period's end; while past_due, the end of the
+ * grace period. Null without access.
+ */
+export function accessUntil(s: Pick<SubState, 'status' | 'current_period_end' | 'grace_period_days'>, now: number): number | null {
+  if (!hasAccess(s, now)) return null;
+  return s.status === 'past_due' ? s.current_period_end + s.grace_period_days * DAY_SECONDS : s.current_period_end;
+}
+
 /** The "(new)" rows: a plan with a trial starts active until trial_end; a paid plan starts pending. */
 export function startSubscription(plan: { interval: Interval; trial_days: number; grace_period_days: number }, now: number): SubState {
   const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null, pending_since: null };

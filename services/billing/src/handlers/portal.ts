@@ -1,7 +1,7 @@
 import { callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
+import { accessUntil, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
 
@@ -34,7 +34,8 @@ export const portalListSubscriptions = (d: Deps) =>
         page.items.map(async (x) => {
           const { metadata: _m, ...rest } = toSubscription(x, now);
           const cancel_reason = reasonForSubscriber(rest.cancel_reason);
-          return { ...rest, cancel_reason, plan_name: names.get(x.plan_id) ?? '', open_payment: await openRenewal(d, x) };
+          const access_until = accessUntil(x, now);
+          return { ...rest, cancel_reason, access_until, plan_name: names.get(x.plan_id) ?? '', open_payment: await openRenewal(d, x) };
         }),
       ),
     };
