@@ -13,6 +13,7 @@ function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState
     interval: 'monthly',
     grace_period_days: 3,
     period_anchor: T0,
+    anchor_index: 0,
     period_index: 1,
     current_period_start: T0,
     current_period_end: periodEnd(T0, 1, 'monthly'),
@@ -235,6 +236,30 @@ describe('lifecycle details', () => {
     expect(accessUntil(sub('paused'), now)).toBe(end);
     expect(accessUntil(sub('payment_failed'), end + 60)).toBeNull();
     expect(accessUntil(sub('cancelled'), end)).toBeNull();
+  });
+
+  it('an extend re-anchors the periods at the new end: whole months from it (found from outside: 33-day months)', () => {
+    const feb21 = Date.UTC(2027, 1, 21, 10) / 1000;
+    const s = sub('active', { period_anchor: feb21, period_index: 1, current_period_start: feb21, current_period_end: periodEnd(feb21, 1, 'monthly') });
+    const extended = transition(s, { type: 'extend', days: 15 }, feb21 + DAY).next;
+    const apr5 = Date.UTC(2027, 3, 5, 10) / 1000;
+    expect(extended.current_period_end).toBe(apr5);
+    const renewed = transition(extended, { type: 'renewal_payment', paid_at: apr5 - DAY }, apr5 - DAY).next;
+    expect(renewed).toMatchObject({ current_period_start: apr5, current_period_end: Date.UTC(2027, 4, 5, 10) / 1000 });
+    const next = transition(renewed, { type: 'renewal_payment', paid_at: renewed.current_period_end }, renewed.current_period_end).next;
+    expect(next.current_period_end).toBe(Date.UTC(2027, 5, 5, 10) / 1000);
+    // The end of a long month is kept as the month allows: 31 Jan + 1 month ends on the last of February.
+    const jan21 = Date.UTC(2027, 0, 21) / 1000;
+    const long = transition(
+      sub('past_due', { period_anchor: jan21 - 2 * 31 * DAY, period_index: 3, current_period_start: jan21 - 31 * DAY, current_period_end: jan21 }),
+      { type: 'extend', days: 10 },
+      jan21,
+    ).next;
+    const back = transition(long, { type: 'renewal_payment', paid_at: jan21 }, jan21).next;
+    expect(back).toMatchObject({ current_period_start: jan21 + 10 * DAY, current_period_end: Date.UTC(2027, 1, 28) / 1000 });
+    expect(transition(back, { type: 'renewal_payment', paid_at: back.current_period_end }, back.current_period_end).next.current_period_end).toBe(
+      Date.UTC(2027, 2, 31) / 1000,
+    );
   });
 
   it('resume: before the period end back to active, after it to pending', () => {

@@ -18,6 +18,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     interval: 'monthly',
     grace_period_days: 3,
     period_anchor: T0,
+    anchor_index: 0,
     period_index: 1,
     current_period_start: T0,
     current_period_end: END,

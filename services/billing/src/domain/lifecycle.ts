@@ -7,8 +7,10 @@ export interface SubState {
   status: SubscriptionStatus;
   interval: Interval;
   grace_period_days: number;
-  /** Periods are computed from this anchor: period k ends at periodEnd(anchor, k). */
+  /** Periods are computed from this anchor: period k ends at periodEnd(anchor, k - anchor_index). */
   period_anchor: number;
+  /** The period the anchor was set in: 0 from a start, the period extended when an extend re-anchored. */
+  anchor_index: number;
   period_index: number;
   current_period_start: number;
   current_period_end: number;
@@ -63,6 +65,7 @@ const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
   return {
     status: 'active',
     period_anchor: at + granted,
+    anchor_index: 0,
     period_index: 1,
     current_period_start: at,
     current_period_end: periodEnd(at + granted, 1, s.interval),
@@ -73,7 +76,7 @@ const nextPeriod = (s: SubState): Partial<SubState> => ({
   status: 'active',
   period_index: s.period_index + 1,
   current_period_start: s.current_period_end,
-  current_period_end: periodEnd(s.period_anchor, s.period_index + 1, s.interval),
+  current_period_end: periodEnd(s.period_anchor, s.period_index + 1 - s.anchor_index, s.interval),
 });
 
 /**
@@ -121,9 +124,12 @@ const LIFECYCLE: readonly Rule[] = [
     from: [...LIVE, ...TERMINAL],
     on: 'extend',
     emit: 'subscription.extended',
+    // Later periods count whole intervals from the new end (a month after it, its day of the month kept):
+    // moving the anchor by the same days would land elsewhere when the months differ in length.
     apply: (s, e) => ({
       current_period_end: s.current_period_end + e.days * DAY_SECONDS,
-      period_anchor: s.period_anchor + e.days * DAY_SECONDS,
+      period_anchor: s.current_period_end + e.days * DAY_SECONDS,
+      anchor_index: s.period_index,
       ...(s.trial_end !== null && s.trial_end >= s.current_period_end ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
     }),
   },
@@ -177,6 +183,7 @@ export function startSubscription(plan: { interval: Interval; trial_days: number
       ...base,
       status: 'active',
       period_anchor: trialEnd,
+      anchor_index: 0,
       period_index: 0,
       current_period_start: now,
       current_period_end: trialEnd,
@@ -188,6 +195,7 @@ export function startSubscription(plan: { interval: Interval; trial_days: number
     status: 'pending',
     pending_since: now,
     period_anchor: now,
+    anchor_index: 0,
     period_index: 0,
     current_period_start: now,
     current_period_end: now,

@@ -182,9 +182,11 @@ migrations.push(outboxTraceMigration);
 
 migrations.push({
   id: 11,
-  name: 'renewal payments by subscription',
+  name: 'renewal payments by subscription; periods re-anchored by an extend',
   sql: `
 -- An extend moves the period the subscription's renewal payments were issued for (subscriptions.extend).
 CREATE INDEX renewal_payments_subscription ON renewal_payments (subscription_id, period_end);
+-- An extend re-anchors the periods at the new end (domain/lifecycle.ts): the period it did so in.
+ALTER TABLE subscriptions ADD COLUMN anchor_index INT NOT NULL DEFAULT 0;
 `,
 });

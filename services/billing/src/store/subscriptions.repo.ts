@@ -34,7 +34,7 @@ export interface SubRow extends SubState {
 }
 
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
-  period_anchor, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
+  period_anchor, anchor_index, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
   receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
   reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, pending_since, checkout_key, created_at, updated_at, version`;
 
@@ -42,6 +42,7 @@ const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amo
 const MUTABLE = [
   'status',
   'period_anchor',
+  'anchor_index',
   'period_index',
   'current_period_start',
   'current_period_end',
@@ -67,6 +68,7 @@ const MUTABLE = [
 const MUTABLE_TYPES: Record<(typeof MUTABLE)[number], string> = {
   status: 'text',
   period_anchor: 'bigint',
+  anchor_index: 'int',
   period_index: 'int',
   current_period_start: 'bigint',
   current_period_end: 'bigint',
