@@ -193,6 +193,30 @@ describe('PUT /plans/{id}', () => {
     expect(cleared.body.description).toBeNull();
   });
 
+  it('edits of different fields at once all land (found from outside: 409 "changed concurrently")', async () => {
+    const created = (await admin.post('/plans', { ...gold, name: 'Busy' })).body;
+    const edits = [
+      { description: 'one' },
+      { grace_period_days: 4 },
+      { trial_days: 2 },
+      { amount_sats: 22_000 },
+      { description: 'one', trial_days: 2 },
+      { name: 'Busy plan' },
+      { interval: 'yearly' },
+      { grace_period_days: 4, description: 'one' },
+    ];
+    const answers = await Promise.all(edits.map((e) => admin.put(`/plans/${created.id}`, e)));
+    expect(answers.map((r) => r.status)).toEqual(edits.map(() => 200));
+    expect((await invoice.get(`/plans/${created.id}`)).body).toMatchObject({
+      name: 'Busy plan',
+      description: 'one',
+      grace_period_days: 4,
+      trial_days: 2,
+      amount_sats: 22_000,
+      interval: 'yearly',
+    });
+  });
+
   it('validates like create and rejects turning every method off', async () => {
     const created = (await admin.post('/plans', gold)).body;
     for (const body of [{ amount_sats: 0 }, { interval: 'hourly' }, { wallet: 'x' }, { allow_lightning: false }, { is_deleted: false }]) {

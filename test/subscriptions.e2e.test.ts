@@ -233,6 +233,14 @@ describe('owner actions', () => {
     expect(upd.status).toBe(200);
     expect(upd.body).toMatchObject({ metadata: { crm: '42' }, receive_reminders: false, status: 'active' });
     expect((await admin.put(`/subscriptions/${id}`, { status: 'cancelled' })).status).toBe(422);
+    // Settings changed beside lifecycle moves and each other wait their turn (found from outside: 409s).
+    const before = (await admin.get(`/subscriptions/${id}`)).body.current_period_end;
+    const crossing = await Promise.all([
+      ...Array.from({ length: 12 }, (_, i) => admin.put(`/subscriptions/${id}`, { metadata: { crm: String(i) } })),
+      ...Array.from({ length: 4 }, () => admin.post(`/subscriptions/${id}/extend?days=1`)),
+    ]);
+    expect(crossing.map((r) => r.status)).toEqual(crossing.map(() => 200));
+    expect((await admin.get(`/subscriptions/${id}`)).body.current_period_end).toBe(before + 4 * 86_400);
     const active = await invoice.get('/subscriptions?status=active&limit=2');
     expect(active.status).toBe(200);
     expect(active.body.items.every((s: { status: string }) => s.status === 'active')).toBe(true);

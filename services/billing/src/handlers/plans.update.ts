@@ -3,15 +3,25 @@ import type { Deps } from '../deps.js';
 import { requireWatchonlyFound, updatePlan, watchonlyToLookUp } from '../domain/plans.js';
 import { watchonlyWalletExists } from '../payments-client.js';
 
+const ATTEMPTS = 20;
+
+/**
+ * A partial update, saved by compare-and-set on the plan's version. When another writer saved the plan in
+ * between (two owners' edits of different fields at once), it is read and applied again, so both land;
+ * only a plan that keeps changing under it ends in 409. Not under a row lock: checking a watch-only
+ * wallet asks the payments service.
+ */
 export const updatePlanHandler = (d: Deps) =>
   routeHandler('plans.update', async (req) => {
-    const current = await d.plans.get(d.db, walletOf(req), req.params.id);
-    if (!current) throw notFound('Plan');
-    const { version, ...plan } = current;
-    const methods = await d.methods();
-    const next = updatePlan(plan, req.body, unixSeconds(d.clock), methods.availability);
-    const lookUp = watchonlyToLookUp(next, plan, methods.watchonlyRequired);
-    if (lookUp) requireWatchonlyFound(await watchonlyWalletExists(d, plan.wallet, lookUp));
-    if (!(await d.plans.update(d.db, next, version))) throw conflict('Plan was changed concurrently; retry');
-    return next;
+    for (let i = 0; i < ATTEMPTS; i++) {
+      const current = await d.plans.get(d.db, walletOf(req), req.params.id);
+      if (!current) throw notFound('Plan');
+      const { version, ...plan } = current;
+      const methods = await d.methods();
+      const next = updatePlan(plan, req.body, unixSeconds(d.clock), methods.availability);
+      const lookUp = watchonlyToLookUp(next, plan, methods.watchonlyRequired);
+      if (lookUp) requireWatchonlyFound(await watchonlyWalletExists(d, plan.wallet, lookUp));
+      if (await d.plans.update(d.db, next, version)) return next;
+    }
+    throw conflict('Plan was changed concurrently; retry');
   });
