@@ -314,6 +314,19 @@ describe('notification settings', () => {
       expect(serverSmtp.mails.filter((m) => m.to.includes('three@example.com'))).toMatchObject([
         { from: 'Two Shop <billing@example.com>', replyTo: 'ceo@bank.example' },
       ]);
+      // The server's mail server is no relay for owners (found from outside: 40 test mails to 40
+      // strangers under a name of the owner's choosing): a test goes to the owner's own address only.
+      const sentBefore = serverSmtp.mails.length;
+      const elsewhere = await admin(1).post('/notification-settings/test', { channel: 'email', to: 'victim@example.org' });
+      expect(elsewhere.status).toBe(422);
+      expect(elsewhere.body.detail[0]).toMatchObject({ loc: ['body', 'to'] });
+      expect((await admin(1).post('/notification-settings/test', { channel: 'email', to: 'THREE@example.com' })).body.delivered).toBe(true);
+      expect(serverSmtp.mails.slice(sentBefore).map((m) => m.to)).toEqual([['THREE@example.com']]);
+      // Names that read as something else are refused: a direction override, an invisible space.
+      for (const name of ['Shop \u202eLAPYAP', 'Pay\u200bPal']) {
+        expect((await admin(1).put('/notification-settings', { merchant_name: name })).status, name).toBe(422);
+        expect((await admin(1).put('/notification-settings', { channels: { email: { from: `${name} <a@b.example>` } } })).status, name).toBe(422);
+      }
       expect(ownSmtp.mails.some((m) => m.from.includes('ceo@bank.example') && m.to.some((t) => /^(two|three)@/.test(t)))).toBe(false);
 
       // A plan override with a key that is no secp256k1 key is 422 too.

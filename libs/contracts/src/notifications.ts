@@ -63,8 +63,13 @@ const smtpUrl = z
     }
   }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query)');
 
+/**
+ * Characters refused in names shown to people (sender, merchant): control characters (header injection),
+ * direction overrides and invisible ones that make a name read as something else ("…moc.lapyap"). The
+ * joiners emoji and some scripts need are kept.
+ */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
-const CONTROL = /[\u0000-\u001f\u007f]/;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
 
 /**
  * `Name <address>` or a bare address, split; undefined when it is not exactly one mailbox. A line break
@@ -133,7 +138,7 @@ const settingsFields = {
     .trim()
     .min(1)
     .max(200)
-    .refine((v) => !CONTROL.test(v), 'must be one line of text')
+    .refine((v) => !CONTROL.test(v), 'must be one line of text without invisible or direction-changing characters')
     .optional()
     .openapi({ description: 'Who the messages come from, named in every message' }),
   owner_events: z.array(NotifiableEvent).max(50).default([]),

@@ -57,11 +57,24 @@ async function planView(d: Deps, walletId: string, planId: string) {
   return { plan_id: planId, inherit, ...viewSettings(s.settings, s.updatedAt) };
 }
 
-/** Whom a test goes to: the given address, else the owner's own on that channel. */
-function testRecipient(channel: NotificationTestRequest['channel'], to: string | undefined, owner: { channel: string; to: string }[]): string {
-  const target = to ?? owner.find((t) => t.channel === channel)?.to;
+/**
+ * Whom a test goes to: the given address, else the owner's own on that channel. Through the server's mail
+ * server (not the owner's own) only to the owner's own address: else any owner could have the operator's
+ * server send mail under a name of their choosing to anyone.
+ */
+function testRecipient(
+  channel: NotificationTestRequest['channel'],
+  to: string | undefined,
+  owner: { channel: string; to: string }[],
+  serverMail: boolean,
+): string {
+  const own = owner.find((t) => t.channel === channel)?.to;
+  const target = to ?? own;
   if (!target) throw invalid(['to'], `give "to": no owner recipient is configured for the ${channel} channel`);
   if (channel === 'email' && !/^[^\s@]+@[^\s@]+$/.test(target)) throw invalid(['to'], 'to must be an e-mail address');
+  if (channel === 'email' && serverMail && target.toLowerCase() !== own?.toLowerCase()) {
+    throw invalid(['to'], "through the server's mail server a test goes only to the owner's own address (owner_email); with your own smtp_url, to anyone");
+  }
   if (channel === 'nostr' && !isNostrContact(target)) throw invalid(['to'], 'to must be an npub, a hex public key or a NIP-05 identifier');
   if (channel === 'messenger' && !/^(-?\d{1,20}|@?[A-Za-z0-9_]{4,64})$/.test(target)) throw invalid(['to'], 'to must be a numeric chat id or a @username');
   return target;
@@ -131,7 +144,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     if (body.plan_id) await requireOwnPlan(d, walletOf(req), body.plan_id);
     const s = await loadEffective(d, d.db, walletOf(req), body.plan_id);
     if (!s.settings.channels[body.channel]) throw invalid(['channel'], `the ${body.channel} channel is not configured${body.plan_id ? ' for this plan' : ''}`);
-    const to = testRecipient(body.channel, body.to, ownerTargets(s.settings));
+    const to = testRecipient(body.channel, body.to, ownerTargets(s.settings), !s.secrets.smtp_url);
     const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel));
     d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
     return { channel: body.channel, to, delivered: outcome.delivered, error: outcome.error };
