@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTelegramServer, type TelegramServer } from '../../../test/support/telegram-server.js';
-import { botIdentity, botIdOf, botUpdates, usernameOf } from '../src/channels/messenger.js';
+import { botIdentity, botIdOf, botUpdates, sendMessenger, usernameOf } from '../src/channels/messenger.js';
 
 const TOKEN = '9001:AAH-unit-bot-token-secret-0123456789';
 let tg: TelegramServer;
@@ -51,5 +51,25 @@ describe('Telegram bot updates (against the local Bot API server)', () => {
     expect(botIdOf(TOKEN)).toBe(9001);
     expect(botIdOf('12345678901234567890:AAH-too-big-for-an-id-0000000000')).toBeUndefined();
     expect([usernameOf('@Alice_1'), usernameOf('alice_1'), usernameOf('424242'), usernameOf('-1001')]).toEqual(['alice_1', 'alice_1', undefined, undefined]);
+  });
+});
+
+describe('Telegram answers that are not the Bot API', () => {
+  it("a 200 that is no Bot API answer is retried and says so, not '200 OK' (found from outside)", async () => {
+    const { createServer } = await import('node:http');
+    const server = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': req.url?.includes('sendMessage') ? 'text/html' : 'application/json' });
+      res.end(req.url?.includes('sendMessage') ? '<html>captive portal</html>' : '{"ok": false}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const { port } = server.address() as { port: number };
+    try {
+      const proxy = { apiUrl: `http://127.0.0.1:${port}`, token: TOKEN, timeoutMs: 3000 };
+      const sent = await sendMessenger(proxy, 42, 'hello');
+      expect(sent).toMatchObject({ delivered: false, permanent: false, error: '200 OK, but not a Bot API answer' });
+      expect(await botIdentity(proxy)).toMatchObject({ ok: false, why: '200 OK, but not a Bot API answer' });
+    } finally {
+      server.close();
+    }
   });
 });

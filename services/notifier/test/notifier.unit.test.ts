@@ -313,6 +313,12 @@ describe('channel addressing', () => {
       expect(asked).toBe(1);
       await expect(resolveRecipient(`carl@${host}`, { ...o, policy: { allowPrivate: true } })).rejects.toThrow(/knows no Nostr key for carl/);
       expect(await sendNostr(sender, 'npub1nope', 'hi', o)).toMatchObject({ delivered: false, permanent: true });
+      // Every configured relay refused by the policy: the reason says that, not "none configured".
+      expect(await sendNostr(sender, 'ab'.repeat(32), 'hi', o)).toMatchObject({
+        delivered: false,
+        permanent: true,
+        error: 'no relay to publish to: the configured relays are not allowed (ws://127.0.0.1:9: private, local or malformed)',
+      });
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }

@@ -69,15 +69,17 @@ async function callBot<T>(o: BotApi, method: string, body: unknown): Promise<Ans
   }
   if (res.ok && answer.ok === true) return { ok: true, result: answer.result as T };
   const code = answer.error_code ?? res.status;
-  const why = `${code} ${typeof answer.description === 'string' ? answer.description.slice(0, 300) : res.statusText}`;
+  // A 2xx that is not a Bot API answer (a proxy's page, `{"ok": false}` without a reason) says so.
+  const said =
+    typeof answer.description === 'string' ? answer.description.slice(0, 300) : res.ok ? `${res.statusText}, but not a Bot API answer` : res.statusText;
+  const why = `${code} ${said}`;
   return code === 429 ? { ok: false, code, why, retryAfterS: Math.max(1, Number(answer.parameters?.retry_after) || 30) } : { ok: false, code, why };
 }
 
 /**
  * One message through `sendMessage`. 400 (chat not found) and 403 (bot blocked, not started) are
- * permanent, except for a username not linked to a chat yet (`waiting` says why): that is retried, since
- * it can be reached the moment it presses Start; 429 carries `retry_after`; 5xx and network errors are
- * retried.
+ * permanent; 429 carries `retry_after`; 5xx, network errors and answers that are not the Bot API's are
+ * retried. (A username not linked to a chat yet is never sent to: see channels/index.ts.)
  */
 export async function sendMessenger(o: BotApi, chat: string | number, text: string): Promise<SendOutcome> {
   const r = await callBot(o, 'sendMessage', {

@@ -154,7 +154,15 @@ export async function sendNostr(
     const newest = listed.filter((e) => e.pubkey === recipient.pubkey).sort((a, b) => b.created_at - a.created_at)[0];
     const dmRelays = await allowedRelays(newest ? newest.tags.filter((t) => t[0] === 'relay' && t[1]).map((t) => t[1]!) : [], o);
     const relays = dmRelays.length ? dmRelays.slice(0, 5) : configured.length ? configured : await allowedRelays(recipient.relays, o);
-    if (!relays.length) return failed('no relay to publish to (none configured, none listed by the recipient)', true);
+    if (!relays.length) {
+      // Configured relays all refused by the address policy: that, not "none configured", is the reason.
+      if (sender.relays.length)
+        return failed(
+          `no relay to publish to: the configured relays are not allowed (${sender.relays.slice(0, 3).join(', ')}: private, local or malformed)`,
+          true,
+        );
+      return failed('no relay to publish to (none configured, none listed by the recipient)', true);
+    }
     const event = sender.nip04
       ? finalizeEvent(
           { kind: 4, created_at: Math.floor(Date.now() / 1000), tags: [['p', recipient.pubkey]], content: nip04.encrypt(sk, recipient.pubkey, text) },
