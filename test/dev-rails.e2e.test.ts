@@ -71,7 +71,8 @@ describe('dev rails', () => {
       expect(payment).toMatchObject({ onchain_address: c.onchain_address });
       expect(payment.amount_fiat ?? null).toBeNull();
     } else {
-      expect(c.checkout_url).toBe(`http://pay.example.test/subscriptions_manager/api/v1/dev/payments/${c.payment_id}/pay`);
+      // The dev processors' page: the plan's checkout page, following this payment, in its test mode.
+      expect(c.checkout_url).toBe(`http://pay.example.test/subscriptions_manager/checkout/${plan.id}?payment=${c.payment_id}&processor=dev`);
       // 25 000 sats at 80 000 EUR per bitcoin.
       expect(payment).toMatchObject({ amount_fiat: 20, currency: 'eur', payment_method: method, status: 'pending' });
     }
@@ -96,7 +97,7 @@ describe('dev rails', () => {
     expect(rows).toHaveLength(1);
     const reminder = rows[0].d;
     expect(reminder).toMatchObject({ payment_method: 'cardproc', amount_fiat: 40, currency: 'eur', due_at: sub.current_period_end });
-    expect(reminder.checkout_url).toBe(`http://pay.example.test/subscriptions_manager/api/v1/dev/payments/${reminder.payment_id}/pay`);
+    expect(reminder.checkout_url).toBe(`http://pay.example.test/subscriptions_manager/checkout/${plan.id}?payment=${reminder.payment_id}&processor=dev`);
     expect((await anon().post(`/dev/payments/${reminder.payment_id}/pay`)).status).toBe(200);
     const renewed = await until(
       async () => (await admin.get(`/subscriptions/${s.subscription_id}`)).body,
