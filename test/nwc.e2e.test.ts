@@ -1,4 +1,5 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
@@ -114,6 +115,40 @@ describe('validate', () => {
     } finally {
       for (const c of sockets) c.destroy();
       silentTcp.close();
+    }
+  });
+
+  it('a relay flooding forged info events does not hold the service: the honest relay is heard (found from outside)', async () => {
+    // Answers every subscription with 20,000 events of the right kind and author whose signatures are
+    // forged: each checked would hold the event loop about a millisecond.
+    const flood = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    flood.on('connection', (ws) => {
+      ws.on('error', () => undefined);
+      ws.on('message', (raw) => {
+        const msg = JSON.parse(String(raw));
+        if (msg[0] !== 'REQ') return;
+        const author = msg[2]?.authors?.[0] ?? '00'.repeat(32);
+        for (let i = 0; i < 20_000; i++) {
+          const id = i.toString(16).padStart(64, '0');
+          ws.send(
+            JSON.stringify(['EVENT', msg[1], { id, pubkey: author, created_at: 1, kind: 13194, tags: [], content: 'pay_invoice', sig: 'ab'.repeat(64) }]),
+          );
+        }
+        ws.send(JSON.stringify(['EOSE', msg[1]]));
+      });
+    });
+    await new Promise<void>((r) => flood.once('listening', () => r()));
+    try {
+      const w = await wallet();
+      const floodUrl = `ws://127.0.0.1:${(flood.address() as AddressInfo).port}`;
+      const s = w
+        .connectionString()
+        .replace(`relay=${encodeURIComponent(relay.url)}`, `relay=${encodeURIComponent(floodUrl)}&relay=${encodeURIComponent(relay.url)}`);
+      expect(s).toContain(encodeURIComponent(floodUrl));
+      expect((await anon().post('/public/nwc/validate', { nwc_string: s })).body).toMatchObject({ valid: true });
+    } finally {
+      for (const c of flood.clients) c.terminate();
+      flood.close();
     }
   });
 

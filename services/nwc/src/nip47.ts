@@ -1,14 +1,9 @@
-import { quietErrors, checkWebhookUrl, UrlNotAllowed, type AddressPolicy, type Resolve } from '@sb/runtime';
-import WebSocket from 'ws';
+import { relayPool, checkWebhookUrl, UrlNotAllowed, type AddressPolicy, type Resolve } from '@sb/runtime';
 import { finalizeEvent, type Event } from 'nostr-tools/pure';
 import * as nip04 from 'nostr-tools/nip04';
 import * as nip44 from 'nostr-tools/nip44';
-import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
 import { NWC_ERROR_CODES, type NWCErrorCode } from '@sb/contracts';
 import { parseConnectionString, type WalletConnection } from './connection-string.js';
-
-// Node 20 has no global WebSocket.
-useWebSocketImplementation(quietErrors(WebSocket));
 
 const INFO_KIND = 13194;
 const REQUEST_KIND = 23194;
@@ -75,7 +70,7 @@ export class Nip47Client {
   async validate(connectionString: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
     const conn = parseConnectionString(connectionString);
     await this.checkRelays(conn);
-    const pool = new SimplePool();
+    const pool = relayPool();
     const started = Date.now();
     try {
       const { events, reasons } = await new Promise<{ events: Event[]; reasons: string[] }>((resolve) => {
@@ -139,7 +134,7 @@ export class Nip47Client {
       sk,
     );
     const fail = (code: NWCErrorCode, message: string): PayResult => ({ error: { code, message } });
-    const pool = new SimplePool();
+    const pool = relayPool();
     try {
       return await new Promise<PayResult>((resolve) => {
         const timer = setTimeout(

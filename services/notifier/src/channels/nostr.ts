@@ -1,16 +1,11 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import WebSocket from 'ws';
-import { checkWebhookUrl, guardedLookup, isNostrPublicKey, isNostrSecretKey, quietErrors, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
+import { checkWebhookUrl, guardedLookup, isNostrPublicKey, isNostrSecretKey, relayPool, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
 import { finalizeEvent, getPublicKey, type Event } from 'nostr-tools/pure';
 import * as nip04 from 'nostr-tools/nip04';
 import * as nip17 from 'nostr-tools/nip17';
 import * as nip19 from 'nostr-tools/nip19';
-import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
 import { delivered, failed, type SendOutcome } from './outcome.js';
-
-// Node 20 has no global WebSocket.
-useWebSocketImplementation(quietErrors(WebSocket));
 
 const DM_RELAYS_KIND = 10050;
 const NIP05_MAX_BYTES = 64 * 1024;
@@ -134,7 +129,7 @@ export async function sendNostr(
   o: NostrOptions,
 ): Promise<SendOutcome> {
   const sk = Buffer.from(sender.secretHex, 'hex');
-  const pool = new SimplePool();
+  const pool = relayPool();
   try {
     const recipient = await resolveRecipient(to, o);
     const configured = await allowedRelays(sender.relays, o);
