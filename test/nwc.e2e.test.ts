@@ -521,6 +521,31 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(4);
   });
 
+  it('a wallet connected again after the fallback to invoices is charged for the open renewal (found from outside: free access)', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'monthly', grace_period_days: 5 }, 'reconnect-after-fallback@example.com');
+    const end = s.current_period_end;
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const t1 = await advanceTo(end + 60);
+    const t2 = await advanceTo(t1 + 3600 + 60);
+    await advanceTo(t2 + DAY + 60);
+    expect(await connection(res.subscription_id)).toMatchObject({ is_active: false, consecutive_failures: 3 });
+    expect(await sub(res.subscription_id)).toMatchObject({ status: 'past_due' });
+
+    // A wallet with money, connected in the portal.
+    const next = await wallet();
+    const headers = { 'X-Subscriber-Token': tokenOf(res.manage_url) };
+    const ok = await anon().post('/public/manage/wallets', { subscription_id: res.subscription_id, nwc_connection_string: next.connectionString() }, { headers });
+    expect(ok.status).toBe(201);
+    await advanceTo((await now()) + 120);
+    const renewed = await until(
+      () => sub(res.subscription_id),
+      (x) => x.current_period_start === end,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end });
+    expect(next.requests.filter((r) => r.answered && 'preimage' in r.answered)).toHaveLength(1);
+  });
+
   it('a trial on NWC: its end is announced a day before, and the wallet pays at the end', async () => {
     const w = await wallet();
     const p = await plan({ interval: 'weekly', trial_days: 3 });

@@ -3,7 +3,7 @@ import type { SubscriptionStatus } from '@sb/contracts';
 import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { periodEnd } from '../src/domain/periods.js';
-import { carryOpenRenewal, dueNow, nextDueAt, withdrawOpenRenewal, type Due, type ScheduleView } from '../src/domain/schedule.js';
+import { carryOpenRenewal, dueNow, nextDueAt, walletReconnected, withdrawOpenRenewal, type Due, type ScheduleView } from '../src/domain/schedule.js';
 
 const DAY = 86_400;
 const T0 = Date.parse('2027-03-01T00:00:00Z') / 1000;
@@ -206,6 +206,26 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }),
     at: END + 60,
     due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: GRACE_END, wallet_retries: true },
+  },
+  {
+    name: 'NWC wallet connected again in grace (found from outside: nothing was ever due): charged at once',
+    s: sub('past_due', {
+      payment_method: 'nwc',
+      ...issued(END + DAY),
+      ...walletReconnected({ renewal_for: END, current_period_end: END }, END + 2 * DAY),
+    }),
+    at: END + 2 * DAY,
+    due: { kind: 'charge_wallet', first: false },
+  },
+  {
+    name: 'NWC wallet connected again after the grace: the subscription lapses as unpaid',
+    s: sub('past_due', {
+      payment_method: 'nwc',
+      ...issued(END + DAY),
+      ...walletReconnected({ renewal_for: END, current_period_end: END }, GRACE_END + DAY),
+    }),
+    at: GRACE_END + DAY,
+    due: { kind: 'lapse', event: 'grace_end_unpaid' },
   },
   {
     name: 'NWC wallet gone (invoice fallback): past_due says nothing of wallet retries',

@@ -182,6 +182,17 @@ export function carryOpenRenewal(s: Pick<ScheduleView, 'status' | 'renewal_for' 
 }
 
 /**
+ * A wallet connected again after the subscription fell back to invoices: renewals go to the wallet again,
+ * and a renewal already issued for the period is charged to it at the period end (at once when that has
+ * passed), as a retry is. Left without an attempt time it would read as "paid by the wallet, waiting for
+ * the payment" and nothing would ever be due again: access without payment, for good.
+ */
+export function walletReconnected(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end'>, now: number): Partial<ScheduleView> {
+  const issued = s.renewal_for !== null && s.renewal_for === s.current_period_end;
+  return { nwc_fallback: false, ...(issued ? { nwc_next_attempt_at: Math.max(now, s.current_period_end), nwc_charging_since: null } : {}) };
+}
+
+/**
  * A pause withdraws the open renewal payment: it counts as expired from now, so a resume while the
  * subscription can still renew issues a new one at once, and the subscriber (whose invoice stopped
  * working) hears of it.

@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import { accessUntil, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
+import { walletReconnected } from '../domain/schedule.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -94,7 +95,8 @@ export const nwcReconnect = (d: Deps) =>
       if (max_amount_sats !== undefined && max_amount_sats < sub.amount_sats) {
         throw invalid(['max_amount_sats'], `The limit (${max_amount_sats} sats) is below the subscription's price of ${sub.amount_sats} sats`);
       }
-      if (sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, nwc_fallback: false, updated_at: unixSeconds(d.clock) })))
+      const now = unixSeconds(d.clock);
+      if (sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, ...walletReconnected(sub, now), updated_at: now })))
         throw conflict('The subscription changed meanwhile, please retry');
       const [plan, subscriber] = await Promise.all([d.plans.get(tx, wallet_id, sub.plan_id), d.subscribers.get(tx, wallet_id, subscriber_id)]);
       return {
