@@ -2,7 +2,7 @@ import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { decode } from 'light-bolt11-decoder';
 import { describe, expect, it } from 'vitest';
-import { bolt11SigningDigest, encodeAmount, encodeBolt11, MAX_DESCRIPTION_BYTES } from '../src/providers/bolt11.js';
+import { bolt11SigningDigest, encodeAmount, encodeBolt11, MAX_DESCRIPTION_BYTES, readBolt11 } from '../src/providers/bolt11.js';
 import { DevLightningProvider } from '../src/providers/dev.js';
 
 const section = (inv: ReturnType<typeof decode>, name: string): any => (inv.sections.find((s) => s.name === name) as { value?: unknown } | undefined)?.value;
@@ -101,5 +101,28 @@ describe('dev provider invoices', () => {
     );
     expect(inv.startsWith('lnbc25u1pvjluez')).toBe(true); // BOLT11's own example prefix and timestamp
     expect(section(decode(inv), 'payment_hash')).toBe(Buffer.from(hash).toString('hex'));
+  });
+});
+
+describe('readBolt11', () => {
+  it("reads a provider's invoice: amount in msat and payment hash, as a decoder does", () => {
+    const hash = sha256(new TextEncoder().encode('read me'));
+    for (const sats of [1, 21, 2500, 100_000, 123_456_789, 300_000_000]) {
+      const inv = encodeBolt11(
+        { amount_sats: sats, timestamp: 1_700_000_000, payment_hash: hash, payment_secret: new Uint8Array(32).fill(7), description: 'x', expiry_seconds: 60 },
+        secp256k1.utils.randomSecretKey(),
+      );
+      expect(readBolt11(inv)).toEqual({ msat: BigInt(sats) * 1000n, payment_hash: Buffer.from(hash).toString('hex') });
+      expect(BigInt(section(decode(inv), 'amount') as string)).toBe(BigInt(sats) * 1000n);
+      expect(readBolt11(inv.toUpperCase())?.msat).toBe(BigInt(sats) * 1000n);
+    }
+    // BOLT11's own examples: any amount (no amount in the prefix), and 2500u, 20m, 10 pico-BTC (1 msat).
+    expect(
+      readBolt11(
+        'lnbc1pvjluezpp5qqqsyqcyq5rqwzqfqqqsyqcyq5rqwzqfqqqsyqcyq5rqwzqfqypqdpl2pkx2ctnv5sxxmmwwd5kgetjypeh2ursdae8g6twvus8g6rfwvs8qun0dfjkxaq8rkx3yf5tcsyz3d73gafnh3cax9rn449d9p5uxz9ezhhypd0elx87sjle52x86fux2ypatgddc6k63n7erqz25le42c4u4ecky03ylcqca784w',
+      )?.msat,
+    ).toBeNull();
+    expect(readBolt11('not an invoice')).toBeUndefined();
+    expect(readBolt11('bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq')).toBeUndefined();
   });
 });

@@ -50,16 +50,17 @@ describe('charge server (SatsPay) adapter', () => {
 
   it('a charge is paid only when its balance covers its amount', async () => {
     const inv = await chargeproc.createInvoice({ amount_sats: 1000, memo: 'x', expiry_seconds: 600 });
-    expect(await chargeproc.getStatus(inv.provider_ref)).toEqual({ paid: false });
+    expect(await chargeproc.getStatus(inv.provider_ref, 1000)).toEqual({ paid: false });
     const req = server.requests.at(-1)!;
     expect([req.method, req.path, req.headers['x-api-key']]).toEqual(['GET', `/satspay/api/v1/charge/${inv.provider_ref}`, server.apiKey]);
     server.pay(inv.provider_ref, 400); // underpaid
-    expect(await chargeproc.getStatus(inv.provider_ref)).toEqual({ paid: false });
+    expect(await chargeproc.getStatus(inv.provider_ref, 1000)).toEqual({ paid: false });
     server.pay(inv.provider_ref);
-    expect(await chargeproc.getStatus(inv.provider_ref)).toEqual({ paid: true });
-    expect(chargeIsPaid({ amount: 10, balance: 0, paid: true })).toBe(true);
-    expect(chargeIsPaid({ amount: 10, balance: 11 })).toBe(true);
-    expect(chargeIsPaid({ amount: 10, balance: 9 })).toBe(false);
+    expect(await chargeproc.getStatus(inv.provider_ref, 1000)).toEqual({ paid: true });
+    // The balance against the payment's own amount: not the charge's `paid` flag (found from outside).
+    expect(chargeIsPaid({ balance: 0 }, 10)).toBe(false);
+    expect(chargeIsPaid({ balance: 11 }, 10)).toBe(true);
+    expect(chargeIsPaid({ balance: 9 }, 10)).toBe(false);
   });
 
   it('a wrong key, an unknown charge, a 5xx or no answer in time is ProviderUnavailableError (503)', async () => {
@@ -68,11 +69,11 @@ describe('charge server (SatsPay) adapter', () => {
       kind: 'unavailable',
       reason: expect.stringMatching(/HTTP 401/),
     });
-    await expect(chargeproc.getStatus('doesnotexist')).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 404/) });
+    await expect(chargeproc.getStatus('doesnotexist', 1)).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 404/) });
 
     server.faults.status = 502;
     try {
-      await expect(chargeproc.getStatus('anything')).rejects.toBeInstanceOf(ProviderUnavailableError);
+      await expect(chargeproc.getStatus('anything', 1)).rejects.toBeInstanceOf(ProviderUnavailableError);
     } finally {
       delete server.faults.status;
     }
@@ -85,6 +86,18 @@ describe('charge server (SatsPay) adapter', () => {
       });
     } finally {
       delete server.faults.delayMs;
+    }
+  });
+
+  it('a charge for another amount is not handed out (found from outside)', async () => {
+    server.faults.billsSats = 1;
+    try {
+      await expect(chargeproc.createInvoice({ amount_sats: 2000, memo: 'x', expiry_seconds: 600 })).rejects.toMatchObject({
+        kind: 'unavailable',
+        reason: 'chargeproc POST /satspay/api/v1/charge: the charge is for 1 sats, not 2000',
+      });
+    } finally {
+      delete server.faults.billsSats;
     }
   });
 });

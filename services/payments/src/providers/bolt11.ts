@@ -111,3 +111,36 @@ export function bolt11SigningDigest(invoice: string): { digest: Uint8Array; sign
   const sig = bech32.fromWords(words.slice(-104));
   return { digest: sha256(new Uint8Array([...new TextEncoder().encode(prefix), ...wordsToPaddedBytes(data)])), signature: sig };
 }
+
+const MULTIPLIER_PICO: Record<string, bigint> = { m: 1_000_000_000n, u: 1_000_000n, n: 1_000n, p: 1n };
+
+/**
+ * What a provider's invoice says it charges and for which hash: the amount in millisatoshis (null: an
+ * invoice for any amount) and the `p` field. Undefined when it is no BOLT11 invoice.
+ */
+export function readBolt11(invoice: string): { msat: bigint | null; payment_hash: string | null } | undefined {
+  let decoded: { prefix: string; words: number[] };
+  try {
+    decoded = bech32.decode(invoice.toLowerCase() as `${string}1${string}`, false);
+  } catch {
+    return undefined;
+  }
+  const hrp = /^ln(?:bcrt|bc|tbs|tb|sb)(\d+)?([munp])?$/.exec(decoded.prefix);
+  if (!hrp) return undefined;
+  // Amounts are in BTC times the multiplier; 1 BTC is 10^11 msat, 1 pico-BTC a tenth of a msat.
+  const msat = hrp[1] === undefined ? null : hrp[2] ? (BigInt(hrp[1]) * MULTIPLIER_PICO[hrp[2]]!) / 10n : BigInt(hrp[1]) * 100_000_000_000n;
+  const data = decoded.words.slice(7, -104);
+  let payment_hash: string | null = null;
+  for (let i = 0; i + 3 <= data.length; ) {
+    const tag = data[i]!;
+    const len = (data[i + 1]! << 5) | data[i + 2]!;
+    const value = data.slice(i + 3, i + 3 + len);
+    if (tag === TAG.p && len === 52)
+      payment_hash =
+        Buffer.from(bech32.fromWordsUnsafe(value) ?? [])
+          .toString('hex')
+          .slice(0, 64) || null;
+    i += 3 + len;
+  }
+  return { msat, payment_hash };
+}

@@ -1,7 +1,7 @@
 import { type Clock, type Logger, rejected, unixSeconds } from '@sb/runtime';
 import { callbackRef } from '../domain/payments.js';
 import type { CallbackReader, PaymentLookup } from './callback.js';
-import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
+import { checkInvoice, type CreateInvoiceInput, type Invoice, type LightningProvider } from './lightning.js';
 import { fetchJson, logProviderFailure, ProviderUnavailableError } from './http.js';
 import { type Rail, type Rails, railOf } from './rail.js';
 import { secretSetting, urlSetting } from './http.js';
@@ -35,9 +35,13 @@ interface ChargeInput extends CreateInvoiceInput {
   onchain: boolean;
 }
 
-/** Paid when the charge says so or its balance covers its amount (an underpayment stays unpaid). */
-export function chargeIsPaid(c: Pick<Charge, 'amount' | 'balance' | 'paid'>): boolean {
-  return c.paid === true || (typeof c.balance === 'number' && typeof c.amount === 'number' && c.amount > 0 && c.balance >= c.amount);
+/**
+ * Paid when the charge's balance covers the payment's own amount (providers.md: `paid` is `balance >=
+ * amount`): not on the charge's `paid` flag or its own `amount` alone, which a charge made for less would
+ * satisfy. An underpayment stays unpaid.
+ */
+export function chargeIsPaid(c: Pick<Charge, 'balance'>, amountSats: number): boolean {
+  return typeof c.balance === 'number' && amountSats > 0 && c.balance >= amountSats;
 }
 
 /**
@@ -73,6 +77,15 @@ export class ChargeprocProvider implements LightningProvider {
       !input.onchain || (typeof charge?.onchainaddress === 'string' && charge.onchainaddress) ? null : 'onchainaddress',
     ].filter(Boolean);
     if (lacks.length) throw new ProviderUnavailableError(`chargeproc POST /satspay/api/v1/charge: answer lacks ${lacks.join(', ')}`);
+    if (typeof charge!.amount === 'number' && charge!.amount !== input.amount_sats) {
+      throw new ProviderUnavailableError(`chargeproc POST /satspay/api/v1/charge: the charge is for ${charge!.amount} sats, not ${input.amount_sats}`);
+    }
+    if (input.lightning)
+      checkInvoice(
+        'chargeproc POST /satspay/api/v1/charge',
+        { payment_request: charge!.payment_request!, payment_hash: charge!.payment_hash! },
+        input.amount_sats,
+      );
     const validMinutes = typeof charge!.time === 'number' && charge!.time > 0 ? charge!.time : minutes;
     return { charge: charge as Charge, expires_at: unixSeconds(this.clock) + validMinutes * 60 };
   }
@@ -92,8 +105,8 @@ export class ChargeprocProvider implements LightningProvider {
     return charge as Charge;
   }
 
-  async getStatus(providerRef: string): Promise<{ paid: boolean }> {
-    return { paid: chargeIsPaid(await this.getCharge(providerRef)) };
+  async getStatus(providerRef: string, amountSats: number): Promise<{ paid: boolean }> {
+    return { paid: chargeIsPaid(await this.getCharge(providerRef), amountSats) };
   }
 }
 
@@ -129,7 +142,7 @@ export function chargeprocOnchainRail(
         ...(charge.payment_request ? { payment_request: charge.payment_request, payment_hash: charge.payment_hash! } : {}),
       };
     },
-    status: (r) => p.getStatus(r.provider_ref!),
+    status: (r) => p.getStatus(r.provider_ref!, r.amount_sats),
   };
 }
 

@@ -45,15 +45,42 @@ export async function fetchJson(
     const why = e.name === 'TimeoutError' ? `no answer within ${init.timeoutMs} ms` : e.message;
     throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: ${why}`);
   }
-  const text = await res.text().catch(() => '');
+  const where = `${provider} ${init.method} ${new URL(url).pathname}`;
+  const text = await boundedText(res, MAX_ANSWER_BYTES).catch((err: Error) => {
+    throw new ProviderUnavailableError(`${where}: ${err.message}`);
+  });
   if (!res.ok) {
-    throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: HTTP ${res.status} ${text.slice(0, 200)}`);
+    // An error page may echo the request (a proxy's, say): the key it carried never reaches the log.
+    const said = init.apiKey ? text.split(init.apiKey).join('[key]') : text;
+    throw new ProviderUnavailableError(`${where}: HTTP ${res.status} ${said.slice(0, 200)}`);
   }
   try {
     return JSON.parse(text);
   } catch {
     throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: answer is not JSON`);
   }
+}
+
+/** No provider answer we read is near this; an endless one must not fill the process's memory. */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
+/** The body as text, refused (and the rest not read) past `max` bytes. */
+async function boundedText(res: Response, max: number): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => undefined);
+      throw new Error(`answer larger than ${max} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** Runs a provider call; a ProviderUnavailableError is logged with its reason (the caller only sees a neutral 503). */

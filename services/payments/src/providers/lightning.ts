@@ -1,4 +1,6 @@
 import type { ProviderName } from '../domain/payments.js';
+import { readBolt11 } from './bolt11.js';
+import { ProviderUnavailableError } from './http.js';
 
 export type LightningProviderName = Extract<ProviderName, 'dev' | 'lnbits' | 'chargeproc'>;
 
@@ -26,5 +28,21 @@ export interface Invoice {
 export interface LightningProvider {
   readonly name: LightningProviderName;
   createInvoice(input: CreateInvoiceInput): Promise<Invoice>;
-  getStatus(providerRef: string): Promise<{ paid: boolean }>;
+  /** Paid only when the provider says so for at least `amountSats` (the payment's own amount). */
+  getStatus(providerRef: string, amountSats: number): Promise<{ paid: boolean }>;
+}
+
+/**
+ * A provider's invoice is handed to the payer only when it charges what was asked, for the hash the
+ * provider named (the one its status is asked by): a provider answering otherwise (misconfigured, or
+ * not ours) is treated as unavailable, never as a smaller bill.
+ */
+export function checkInvoice(provider: string, inv: { payment_request: string; payment_hash: string }, amountSats: number): void {
+  const read = readBolt11(inv.payment_request);
+  if (!read) throw new ProviderUnavailableError(`${provider}: the answer's invoice is not a BOLT11 invoice`);
+  if (read.msat !== BigInt(amountSats) * 1000n) {
+    throw new ProviderUnavailableError(`${provider}: the invoice charges ${read.msat === null ? 'any amount' : `${read.msat} msat`}, not ${amountSats} sats`);
+  }
+  if (read.payment_hash !== inv.payment_hash.toLowerCase())
+    throw new ProviderUnavailableError(`${provider}: the invoice's payment hash is not the one answered`);
 }

@@ -1,5 +1,5 @@
 import { unixSeconds, type Clock } from '@sb/runtime';
-import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
+import { checkInvoice, type CreateInvoiceInput, type Invoice, type LightningProvider } from './lightning.js';
 import { fetchJson, ProviderUnavailableError } from './http.js';
 import { secretSetting, urlSetting } from './http.js';
 
@@ -37,6 +37,7 @@ export class LnbitsProvider implements LightningProvider {
     if (typeof payment_request !== 'string' || typeof payment_hash !== 'string' || !/^[0-9a-f]{64}$/i.test(payment_hash)) {
       throw new ProviderUnavailableError('lnbits POST /api/v1/payments: answer lacks payment_request or payment_hash');
     }
+    checkInvoice('lnbits POST /api/v1/payments', { payment_request, payment_hash }, input.amount_sats);
     return {
       payment_request,
       payment_hash: payment_hash.toLowerCase(),
@@ -45,13 +46,15 @@ export class LnbitsProvider implements LightningProvider {
     };
   }
 
-  async getStatus(providerRef: string): Promise<{ paid: boolean }> {
+  async getStatus(providerRef: string, amountSats: number): Promise<{ paid: boolean }> {
     const res = await fetchJson('lnbits', `${this.s.url}/api/v1/payments/${encodeURIComponent(providerRef)}`, {
       method: 'GET',
       apiKey: this.s.invoiceKey,
       timeoutMs: this.s.timeoutMs,
     });
-    return { paid: res?.paid === true };
+    // details.amount is in msat; an answer that says paid for less is not this payment paid.
+    const msat = res?.details?.amount;
+    return { paid: res?.paid === true && (typeof msat !== 'number' || msat >= amountSats * 1000) };
   }
 }
 

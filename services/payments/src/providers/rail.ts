@@ -102,7 +102,7 @@ export function lightningRail(p: LightningProvider, webhookUrl?: string, method:
         ...(inv.dev_preimage ? { dev_preimage: inv.dev_preimage } : {}),
       };
     },
-    ...(p.name === 'dev' ? {} : { status: (r: PaymentRecord) => p.getStatus(r.provider_ref!) }),
+    ...(p.name === 'dev' ? {} : { status: (r: PaymentRecord) => p.getStatus(r.provider_ref!, r.amount_sats) }),
   };
 }
 

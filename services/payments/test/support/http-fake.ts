@@ -12,6 +12,10 @@ export interface RecordedRequest {
 export interface Faults {
   status?: number;
   delayMs?: number;
+  /** A provider that bills this many sats whatever it was asked (its invoices and charges). */
+  billsSats?: number;
+  /** The error body of `status` instead of FastAPI's (a proxy's page, say). */
+  errorBody?: string;
 }
 
 export interface FakeServer {
@@ -41,6 +45,10 @@ export async function startFakeServer(route: Route): Promise<FakeServer> {
       const rec: RecordedRequest = { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0]!, headers: req.headers, body };
       requests.push(rec);
       if (faults.delayMs) await new Promise((r) => setTimeout(r, faults.delayMs));
+      if (faults.status && faults.errorBody !== undefined) {
+        res.writeHead(faults.status, { 'content-type': 'text/html' }).end(faults.errorBody);
+        return;
+      }
       if (faults.status) return send(res, faults.status, { detail: 'Internal Server Error' });
       const out = route(rec) ?? { status: 404, body: { detail: 'Not Found' } };
       send(res, out.status, out.body);

@@ -50,7 +50,7 @@ export async function startLnbitsServer(invoiceKey = randomBytes(16).toString('h
       const payment_hash = Buffer.from(hash).toString('hex');
       const payment_request = encodeBolt11(
         {
-          amount_sats: b.amount as number,
+          amount_sats: fake.faults.billsSats ?? (b.amount as number),
           timestamp: Math.floor(Date.now() / 1000),
           payment_hash: hash,
           payment_secret: randomBytes(32),
@@ -63,7 +63,7 @@ export async function startLnbitsServer(invoiceKey = randomBytes(16).toString('h
         payment_hash,
         payment_request,
         checking_id: payment_hash,
-        amount: b.amount as number,
+        amount: fake.faults.billsSats ?? (b.amount as number),
         memo: b.memo as string,
         expiry: (b.expiry as number | undefined) ?? 3600,
         ...(typeof b.webhook === 'string' ? { webhook: b.webhook } : {}),

@@ -79,7 +79,7 @@ export async function startSatspayServer(
           ? ''
           : encodeBolt11(
               {
-                amount_sats: b.amount as number,
+                amount_sats: fake.faults.billsSats ?? (b.amount as number),
                 timestamp: Math.floor(Date.now() / 1000),
                 payment_hash: hash,
                 payment_secret: randomBytes(32),
@@ -93,7 +93,7 @@ export async function startSatspayServer(
         completelink: (b.completelink as string | undefined) ?? null,
         completelinktext: 'Back to Merchant',
         time: b.time as number,
-        amount: b.amount as number,
+        amount: fake.faults.billsSats ?? (b.amount as number),
         balance: 0,
         pending: 0,
         timestamp: Math.floor(Date.now() / 1000),
