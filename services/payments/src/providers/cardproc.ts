@@ -202,7 +202,9 @@ export function stripeCallbacks(rails: Rails, payments: PaymentLookup): Callback
       const event = rail.verifyEvent(Buffer.from(body.raw, 'base64'), body.headers['stripe-signature']);
       const outcome = SESSION_OUTCOMES[event.type];
       if (!outcome) return null;
-      const session = event.data.object as CheckoutSession;
+      // Signed, yet not shaped as Stripe sends a session event (no object): nothing of ours.
+      const session = event.data?.object as CheckoutSession | null | undefined;
+      if (!session || typeof session !== 'object') return null;
       const paymentId = session.metadata?.payment_id;
       const payment = paymentId ? await payments.getById(paymentId) : undefined;
       if (payment?.provider !== 'stripe' || payment.provider_ref !== sessionRef(session.id, event.account)) return null;
