@@ -535,7 +535,11 @@ describe('renewals', () => {
     // A wallet with money, connected in the portal.
     const next = await wallet();
     const headers = { 'X-Subscriber-Token': tokenOf(res.manage_url) };
-    const ok = await anon().post('/public/manage/wallets', { subscription_id: res.subscription_id, nwc_connection_string: next.connectionString() }, { headers });
+    const ok = await anon().post(
+      '/public/manage/wallets',
+      { subscription_id: res.subscription_id, nwc_connection_string: next.connectionString() },
+      { headers },
+    );
     expect(ok.status).toBe(201);
     await advanceTo((await now()) + 120);
     const renewed = await until(
