@@ -233,6 +233,13 @@ describe('owner actions', () => {
     expect(upd.status).toBe(200);
     expect(upd.body).toMatchObject({ metadata: { crm: '42' }, receive_reminders: false, status: 'active' });
     expect((await admin.put(`/subscriptions/${id}`, { status: 'cancelled' })).status).toBe(422);
+    // A key JavaScript cannot hold as data was dropped, wiping the metadata (found from outside): 422 now.
+    for (const metadata of [{ ['__proto__']: { x: 'y' } }, { a: '1', ['__proto__']: 'b' }]) {
+      const bad = await admin.put(`/subscriptions/${id}`, { metadata });
+      expect(bad.status).toBe(422);
+      expect(bad.body.detail[0]).toMatchObject({ loc: ['body', 'metadata', '__proto__'] });
+    }
+    expect((await admin.get(`/subscriptions/${id}`)).body.metadata).toEqual({ crm: '42' });
     // Settings changed beside lifecycle moves and each other wait their turn (found from outside: 409s).
     const before = (await admin.get(`/subscriptions/${id}`)).body.current_period_end;
     const crossing = await Promise.all([

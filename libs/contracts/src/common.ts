@@ -119,6 +119,12 @@ export function unstorableIssues(value: unknown, where: string): ValidationIssue
         });
         continue;
       }
+      // JavaScript objects cannot hold it as data: the schemas drop it, and a metadata write would
+      // silently lose it (and what it replaced).
+      if (key === '__proto__') {
+        issues.push({ loc: [...loc, key], msg: 'A key named __proto__ is not accepted', type: 'key_unstorable' });
+        continue;
+      }
       stack.push({ v: child, loc: [...loc, key], depth: depth + 1 });
     }
   }
