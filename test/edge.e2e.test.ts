@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { call, client } from './support/http.js';
@@ -264,6 +265,31 @@ describe('HTTP conventions', () => {
       expect(res.headers.get('content-type'), what).toMatch(/^application\/json/);
       expect(await res.json(), what).toEqual({ detail: expect.stringMatching(/too large/) });
     }
+  });
+
+  it('a request without Host, or with an Expect the server does not meet, gets the JSON error body too (found from outside)', async () => {
+    const { hostname, port } = new URL(stack.api);
+    const raw = (text: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), hostname, () => socket.write(text));
+        let got = '';
+        socket.on('data', (d) => {
+          got += d;
+        });
+        socket.on('end', () => resolve(got));
+        socket.on('error', reject);
+        setTimeout(() => socket.end(), 3000);
+      });
+    const path = new URL(stack.api).pathname;
+    const noHost = await raw(`GET ${path}/plans HTTP/1.1\r\nX-Api-Key: ${w1.invoice_key}\r\nConnection: close\r\n\r\n`);
+    expect(noHost).toMatch(/^HTTP\/1\.1 400 /);
+    expect(noHost).toMatch(/content-type: application\/json/i);
+    expect(noHost).toContain('{"detail":"An HTTP/1.1 request needs a Host header"}');
+    const expect200 = await raw(
+      `POST ${path}/public/nwc/validate HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+    );
+    expect(expect200).toMatch(/^HTTP\/1\.1 417 /);
+    expect(expect200).toContain('{"detail":"Only \\"Expect: 100-continue\\" is supported"}');
   });
 
   it('extend without days says the field is required', async () => {

@@ -1,4 +1,4 @@
-import { createServer, STATUS_CODES, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import {
   BusClient,
@@ -71,12 +71,14 @@ async function main(): Promise<void> {
 
   // Listening before the database answers: /healthz is 200 and /readyz 503 at once; API requests are
   // 503 until the migrations ran.
-  const server: Server = createServer(app.options, (req, res) => {
+  // Node's own answers to a missing Host and an unknown Expect have no body: ours carry the JSON error.
+  const server: Server = createServer({ ...app.options, requireHostHeader: false }, (req, res) => {
+    if (req.httpVersion === '1.1' && !req.headers.host) return void answerJson(res, 400, 'An HTTP/1.1 request needs a Host header');
     if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app.listener(req, res);
-    res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
-    res.end(JSON.stringify({ detail: DB_UNAVAILABLE_DETAIL }));
+    answerJson(res, 503, DB_UNAVAILABLE_DETAIL, { 'retry-after': '1' });
   });
   server.on('clientError', answerClientError);
+  server.on('checkExpectation', (_req, res) => answerJson(res, 417, 'Only "Expect: 100-continue" is supported'));
   await new Promise<void>((resolve) => server.listen(config.PORT, config.HOST, resolve));
   server.keepAliveTimeout = 65_000;
   log.info({ port: config.PORT }, 'gateway listening');
@@ -111,6 +113,10 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   HPE_HEADER_OVERFLOW: [431, 'Request headers (or the URL) are too large'],
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'The request took too long to arrive'],
 };
+
+function answerJson(res: ServerResponse, status: number, detail: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify({ detail }));
+}
 
 function answerClientError(err: Error & { code?: string }, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }): void {
   // As Node's own handler: nothing more on a socket that is gone or already carries an answer.
