@@ -247,6 +247,15 @@ describe('notification settings', () => {
     tg.chats.add('1001');
     expect((await test({ channel: 'messenger' })).body).toEqual({ channel: 'messenger', to: '1001', delivered: true, error: null });
     expect(tgTo('1001').map((m) => [m.token, m.text.split('\n')[0]])).toEqual([[TOKEN, 'Test notification']]);
+    // An owner's @channel (owner_chat_id takes one) goes to it as it is: no Start to wait for.
+    tg.chats.add('@shop_channel');
+    expect((await test({ channel: 'messenger', to: '@shop_channel' })).body).toEqual({
+      channel: 'messenger',
+      to: '@shop_channel',
+      delivered: true,
+      error: null,
+    });
+    expect(tgTo('@shop_channel')).toHaveLength(1);
 
     const nostr = await test({ channel: 'nostr' });
     expect(nostr.body).toMatchObject({ channel: 'nostr', delivered: true, error: null });

@@ -133,7 +133,7 @@ export async function notifyDue(d: Deps): Promise<boolean> {
       let outcome: Awaited<ReturnType<typeof sendVia>>;
       try {
         const message = JSON.parse(d.secrets.open(n.body_sealed)) as Message;
-        outcome = await sendVia(d, n.channel, await loadRow(d, d.db, n.wallet_id, n.settings_plan_id), n.recipient, message);
+        outcome = await sendVia(d, n.channel, await loadRow(d, d.db, n.wallet_id, n.settings_plan_id), n.recipient, message, n.audience);
       } catch {
         // Only a changed SECRETS_KEY (or a database error) gets here; never with a secret in the words.
         outcome = { delivered: false, error: 'message or channel secrets cannot be opened (was SECRETS_KEY changed?)', permanent: false };

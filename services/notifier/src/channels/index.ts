@@ -44,10 +44,11 @@ export async function loadRow(d: Deps, q: Queryable, walletId: string, row: stri
 /**
  * Where a messenger handle is written to. A username goes to the private chat it opened by pressing
  * Start (Telegram cannot write to a person by username), while that chat still carries the name (a
- * username can pass to someone else, and the message carries the portal link); until then the message
- * waits for it (`waiting` says why). A number, or a handle of a bot that cannot be read, goes as it is.
+ * username can pass to someone else, and the message carries the portal link); until then a subscriber's
+ * message waits for it. An owner's `@name` not linked to a private chat is their channel or group
+ * (`owner_chat_id` takes one) and goes as it is, as does a number or a handle of a bot that cannot be read.
  */
-async function messengerTarget(d: Deps, api: BotApi, to: string): Promise<{ chat: string | number } | SendOutcome> {
+async function messengerTarget(d: Deps, api: BotApi, to: string, audience: Audience): Promise<{ chat: string | number } | SendOutcome> {
   const username = usernameOf(to);
   const botId = botIdOf(api.token);
   if (username === undefined || botId === undefined) return { chat: to };
@@ -58,6 +59,7 @@ async function messengerTarget(d: Deps, api: BotApi, to: string): Promise<{ chat
     if (now.ok && now.username === username) return { chat: link.chat_id };
     await d.messenger.unlink(d.db, botId, username, link.chat_id);
   }
+  if (audience === 'owner') return { chat: to };
   // Not sent to "@name": a bot cannot write to a person by username, and Telegram would deliver it to a
   // public channel or group of that name instead (the portal link with it). The notice waits for Start.
   return failed(
@@ -65,8 +67,10 @@ async function messengerTarget(d: Deps, api: BotApi, to: string): Promise<{ chat
   );
 }
 
+export type Audience = 'subscriber' | 'owner';
+
 /** One message through one channel with these settings. Never throws. */
-export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, to: string, m: Message): Promise<SendOutcome> {
+export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, to: string, m: Message, audience: Audience): Promise<SendOutcome> {
   try {
     switch (channel) {
       case 'email': {
@@ -79,7 +83,7 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);
         const api = { apiUrl: d.channels.messengerApiUrl, token: s.secrets.bot_token, timeoutMs: d.channels.timeoutMs };
-        const target = await messengerTarget(d, api, to);
+        const target = await messengerTarget(d, api, to, audience);
         if ('delivered' in target) return target;
         return await sendMessenger(api, target.chat, `${m.subject}\n\n${m.text}`);
       }

@@ -145,7 +145,8 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     const s = await loadEffective(d, d.db, walletOf(req), body.plan_id);
     if (!s.settings.channels[body.channel]) throw invalid(['channel'], `the ${body.channel} channel is not configured${body.plan_id ? ' for this plan' : ''}`);
     const to = testRecipient(body.channel, body.to, ownerTargets(s.settings), !s.secrets.smtp_url);
-    const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel));
+    // A test is the owner's own message, to the address they name.
+    const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel), 'owner');
     d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
     return { channel: body.channel, to, delivered: outcome.delivered, error: outcome.error };
   }),
