@@ -447,10 +447,12 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         await api('POST', `/dev/payments/${encodeURIComponent(paymentId)}/pay`);
         box.remove();
         back();
+        // The focused button is gone: the focus goes where the outcome is told.
+        heading.focus();
         void poll();
       } catch (err) {
         payButton.disabled = false;
-        status.textContent = err instanceof ApiError ? err.message : 'The test payment could not be made.';
+        say(err instanceof ApiError ? err.message : 'The test payment could not be made.');
         payButton.focus();
       }
     });

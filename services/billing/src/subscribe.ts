@@ -94,6 +94,10 @@ async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Pr
     const reason = `replaced by a checkout paid by ${input.payment_method}`;
     await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason });
   });
+  // A retry on the old method in another tab may have issued a fresh invoice in between: withdrawn too.
+  await callMessage(d.bus, messages.expireOpenPayments, ref).catch((err) =>
+    d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payments of a replaced checkout'),
+  );
   // Two switches at once: the one that lost answers the checkout the other opened, when it is its method.
   return openSubscription(d, input).catch(async (err) => {
     const same = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input, false) : undefined;

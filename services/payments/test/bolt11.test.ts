@@ -1,3 +1,4 @@
+import { bech32 } from '@scure/base';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { decode } from 'light-bolt11-decoder';
@@ -122,6 +123,21 @@ describe('readBolt11', () => {
         'lnbc1pvjluezpp5qqqsyqcyq5rqwzqfqqqsyqcyq5rqwzqfqqqsyqcyq5rqwzqfqypqdpl2pkx2ctnv5sxxmmwwd5kgetjypeh2ursdae8g6twvus8g6rfwvs8qun0dfjkxaq8rkx3yf5tcsyz3d73gafnh3cax9rn449d9p5uxz9ezhhypd0elx87sjle52x86fux2ypatgddc6k63n7erqz25le42c4u4ecky03ylcqca784w',
       )?.msat,
     ).toBeNull();
+    // Pico amounts, by hand (the encoder never writes them): 10p is 1 msat; 25p is no whole msat (invalid).
+    const { words } = bech32.decode(
+      encodeBolt11(
+        { amount_sats: 1, timestamp: 1_700_000_000, payment_hash: hash, payment_secret: new Uint8Array(32), description: 'p', expiry_seconds: 60 },
+        secp256k1.utils.randomSecretKey(),
+      ) as `${string}1${string}`,
+      false,
+    );
+    expect(readBolt11(bech32.encode('lnbc10p', words, false))?.msat).toBe(1n);
+    expect(readBolt11(bech32.encode('lnbc2500000p', words, false))?.msat).toBe(250_000n);
+    expect(readBolt11(bech32.encode('lnbc25p', words, false))).toBeUndefined();
+    // Two `p` fields: the first is the one a payer's wallet reads, and the one read here.
+    const other = bech32.toWords(sha256(new TextEncoder().encode('other')));
+    const twoHashes = [...words.slice(0, 7), 1, 1, 20, ...other, ...words.slice(7)];
+    expect(readBolt11(bech32.encode('lnbc10n', twoHashes, false))?.payment_hash).toBe(Buffer.from(sha256(new TextEncoder().encode('other'))).toString('hex'));
     expect(readBolt11('not an invoice')).toBeUndefined();
     expect(readBolt11('bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq')).toBeUndefined();
   });

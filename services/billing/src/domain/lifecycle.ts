@@ -1,6 +1,6 @@
 import type { EventName, Interval, SubscriptionStatus } from '@sb/contracts';
 import { conflict } from './errors.js';
-import { DAY_SECONDS, periodEnd } from './periods.js';
+import { DAY_SECONDS, graceEnd, periodEnd } from './periods.js';
 
 /** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
 export interface SubState {
@@ -171,7 +171,7 @@ export function hasAccess(s: Pick<SubState, 'status' | 'current_period_end'>, no
  */
 export function accessUntil(s: Pick<SubState, 'status' | 'current_period_end' | 'grace_period_days'>, now: number): number | null {
   if (!hasAccess(s, now)) return null;
-  return s.status === 'past_due' ? s.current_period_end + s.grace_period_days * DAY_SECONDS : s.current_period_end;
+  return s.status === 'past_due' ? graceEnd(s) : s.current_period_end;
 }
 
 /** The "(new)" rows: a plan with a trial starts active until trial_end; a paid plan starts pending. */

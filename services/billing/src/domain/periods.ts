@@ -10,6 +10,9 @@ export const REMINDER_BEFORE_END_SECONDS = DAY;
 export const PENDING_EXPIRY_SECONDS = DAY;
 export const DAY_SECONDS = DAY;
 
+/** When the grace period after a period's end runs out (access ends there unless a payment renews it). */
+export const graceEnd = (s: { current_period_end: number; grace_period_days: number }) => s.current_period_end + s.grace_period_days * DAY;
+
 function daysInMonth(year: number, month0: number): number {
   return new Date(Date.UTC(year, month0 + 1, 0)).getUTCDate();
 }

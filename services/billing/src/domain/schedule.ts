@@ -1,6 +1,6 @@
 import type { Interval, PaymentMethod, SubscriptionStatus } from '@sb/contracts';
 import type { LifecycleEvent } from './lifecycle.js';
-import { DAY_SECONDS, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
+import { DAY_SECONDS, graceEnd, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
 
 /** What the time-driven rules read of a subscription: its lifecycle fields and the renewal bookkeeping. */
 export interface ScheduleView {
@@ -74,7 +74,6 @@ const NONE: Due = { kind: 'none' };
 /** An NWC subscription whose wallet still pays: charged at period end, not invoiced ahead. */
 const autoPays = (s: Pick<ScheduleView, 'payment_method' | 'nwc_fallback'>) => s.payment_method === 'nwc' && !s.nwc_fallback;
 
-const graceEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>) => s.current_period_end + s.grace_period_days * DAY_SECONDS;
 export const dunningEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>, p: SchedulePolicy) => graceEnd(s) + p.dunning_days * DAY_SECONDS;
 
 /**

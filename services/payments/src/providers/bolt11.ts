@@ -127,7 +127,9 @@ export function readBolt11(invoice: string): { msat: bigint | null; payment_hash
   }
   const hrp = /^ln(?:bcrt|bc|tbs|tb|sb)(\d+)?([munp])?$/.exec(decoded.prefix);
   if (!hrp) return undefined;
-  // Amounts are in BTC times the multiplier; 1 BTC is 10^11 msat, 1 pico-BTC a tenth of a msat.
+  // Amounts are in BTC times the multiplier; 1 BTC is 10^11 msat, 1 pico-BTC a tenth of a msat (BOLT11:
+  // a pico amount that is not a whole msat makes the invoice invalid).
+  if (hrp[2] === 'p' && hrp[1] !== undefined && BigInt(hrp[1]) % 10n !== 0n) return undefined;
   const msat = hrp[1] === undefined ? null : hrp[2] ? (BigInt(hrp[1]) * MULTIPLIER_PICO[hrp[2]]!) / 10n : BigInt(hrp[1]) * 100_000_000_000n;
   const data = decoded.words.slice(7, -104);
   let payment_hash: string | null = null;
@@ -135,7 +137,8 @@ export function readBolt11(invoice: string): { msat: bigint | null; payment_hash
     const tag = data[i]!;
     const len = (data[i + 1]! << 5) | data[i + 2]!;
     const value = data.slice(i + 3, i + 3 + len);
-    if (tag === TAG.p && len === 52)
+    // The first `p` field: the one payers' wallets (LND) read; a second must not be what is checked.
+    if (tag === TAG.p && len === 52 && payment_hash === null)
       payment_hash =
         Buffer.from(bech32.fromWordsUnsafe(value) ?? [])
           .toString('hex')
