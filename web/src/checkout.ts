@@ -315,52 +315,79 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   setMain(planHeader(plan), section);
   heading.focus();
 
+  followStatus(
+    c.payment_id,
+    POLL_MS,
+    (settled) => {
+      if (settled === 'paid') return done(plan, paidMessage(plan));
+      if (settled === 'expired' || settled === 'failed') {
+        const again = h(
+          'button',
+          {
+            type: 'button',
+            id: 'fresh-invoice',
+            onclick: async () => {
+              again.disabled = true;
+              try {
+                const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
+                manageUrl = r.manage_url ?? manageUrl;
+                showPayment(plan, r, body, method);
+                announce('A fresh invoice is ready');
+              } catch (err) {
+                // The plan was archived meanwhile: no invoice can be had any more.
+                if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
+                // The message beside the button, which takes back the focus that disabling it dropped.
+                again.disabled = false;
+                status.replaceChildren(`${err instanceof ApiError ? err.message : 'A new invoice could not be created.'} `, again);
+                again.focus();
+              }
+            },
+          },
+          method === 'lightning' ? 'Get a fresh invoice' : 'Start the payment again',
+        );
+        status.replaceChildren(
+          settled === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
+          again,
+        );
+      }
+    },
+    (err) => {
+      status.textContent = `Still waiting for your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`;
+      return false;
+    },
+    // The server answers again: a connection error said earlier is no longer true.
+    () => {
+      if (status.textContent !== WAITING) status.textContent = WAITING;
+    },
+  );
+}
+
+/**
+ * Asks for a payment's status, the first time after `firstMs`, then every POLL_MS while it is pending;
+ * `settled` hears any other status (the asking stops). A failed ask goes to `unreadable`, and is asked
+ * again after twice the wait unless that answers true (nothing more to ask).
+ */
+function followStatus(
+  paymentId: string,
+  firstMs: number,
+  settled: (status: string) => void,
+  unreadable: (err: unknown) => boolean,
+  pending?: () => void,
+): void {
+  window.clearTimeout(pollTimer);
   const poll = async (): Promise<void> => {
     let s: { status: string };
     try {
-      s = await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(c.payment_id)}/status`);
+      s = await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
     } catch (err) {
-      status.textContent = `Still waiting for your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`;
-      pollTimer = window.setTimeout(poll, POLL_MS * 2);
+      if (!unreadable(err)) pollTimer = window.setTimeout(poll, POLL_MS * 2);
       return;
     }
-    // The server answers again: a connection error said earlier is no longer true.
-    if (status.textContent !== WAITING) status.textContent = WAITING;
-    if (s.status === 'paid') return done(plan, paidMessage(plan));
-    if (s.status === 'expired' || s.status === 'failed') {
-      const again = h(
-        'button',
-        {
-          type: 'button',
-          id: 'fresh-invoice',
-          onclick: async () => {
-            again.disabled = true;
-            try {
-              const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-              manageUrl = r.manage_url ?? manageUrl;
-              showPayment(plan, r, body, method);
-              announce('A fresh invoice is ready');
-            } catch (err) {
-              // The plan was archived meanwhile: no invoice can be had any more.
-              if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
-              // The message beside the button, which takes back the focus that disabling it dropped.
-              again.disabled = false;
-              status.replaceChildren(`${err instanceof ApiError ? err.message : 'A new invoice could not be created.'} `, again);
-              again.focus();
-            }
-          },
-        },
-        method === 'lightning' ? 'Get a fresh invoice' : 'Start the payment again',
-      );
-      status.replaceChildren(
-        s.status === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
-        again,
-      );
-      return;
-    }
+    if (s.status !== 'pending') return settled(s.status);
+    pending?.();
     pollTimer = window.setTimeout(poll, POLL_MS);
   };
-  pollTimer = window.setTimeout(poll, POLL_MS);
+  pollTimer = window.setTimeout(poll, firstMs);
 }
 
 function done(plan: PublicPlan, message: string): void {
@@ -407,29 +434,29 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     if (text !== said) status.replaceChildren(...content);
     said = text;
   };
-  const poll = async (): Promise<void> => {
-    let s: { status: string };
-    try {
-      s = await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
-    } catch (err) {
-      if (err instanceof ApiError && (err.status === 404 || err.status === 422)) {
-        say('This payment is not known here. Nothing was charged through this link. ', again());
-        return;
-      }
-      say(`Still checking your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`);
-      pollTimer = window.setTimeout(poll, POLL_MS * 2);
-      return;
-    }
-    if (s.status === 'paid') return done(plan, paidMessage(plan));
-    if (s.status === 'expired') return say('This payment expired before it was paid. Nothing was charged. ', again());
-    if (s.status === 'failed') return say('The payment failed. Nothing was charged. ', again());
-    say(
-      'Not paid yet. If you have paid, this page shows it as soon as the payment provider confirms it; if you left without paying, go back to the page you came from, or ',
-      again(),
-      '.',
+  const poll = () =>
+    followStatus(
+      paymentId,
+      0,
+      (settled) => {
+        if (settled === 'paid') return done(plan, paidMessage(plan));
+        say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
+      },
+      (err) => {
+        if (err instanceof ApiError && (err.status === 404 || err.status === 422)) {
+          say('This payment is not known here. Nothing was charged through this link. ', again());
+          return true;
+        }
+        say(`Still checking your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`);
+        return false;
+      },
+      () =>
+        say(
+          'Not paid yet. If you have paid, this page shows it as soon as the payment provider confirms it; if you left without paying, go back to the page you came from, or ',
+          again(),
+          '.',
+        ),
     );
-    pollTimer = window.setTimeout(poll, POLL_MS);
-  };
   if (devProcessor) {
     // Stands in for the processor's own page: nothing is charged anywhere.
     const back = () => history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(paymentId)}`);
@@ -449,7 +476,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         back();
         // The focused button is gone: the focus goes where the outcome is told.
         heading.focus();
-        void poll();
+        poll();
       } catch (err) {
         payButton.disabled = false;
         say(err instanceof ApiError ? err.message : 'The test payment could not be made.');
@@ -459,7 +486,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     cancelButton.addEventListener('click', () => {
       box.remove();
       back();
-      void poll();
+      poll();
       heading.focus();
     });
     section.insertBefore(box, status);
@@ -467,7 +494,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     return;
   }
 
-  void poll();
+  poll();
 }
 
 async function main(): Promise<void> {

@@ -84,6 +84,8 @@ export class StripeCardRail implements Rail {
     // Stripe bounds `expires_at` by its own (wall) clock; our record follows this service's clock.
     const expiresAt = unixSeconds(this.wall) + life;
     const account = req.plan.cardproc_account_id || undefined;
+    // The checkout page following this payment, paid or not: the payer sees it confirmed there (pending until the event arrives).
+    const back = checkoutPageUrl(this.s.publicBaseUrl, req.plan_id, req.payment_id);
     const session = await this.call('POST /v1/checkout/sessions', () =>
       this.stripe.checkout.sessions.create(
         {
@@ -100,9 +102,8 @@ export class StripeCardRail implements Rail {
           ],
           metadata: { payment_id: req.payment_id, subscription_id: req.subscription_id },
           client_reference_id: req.payment_id,
-          // The checkout page following this payment: the payer sees it confirmed there (pending until the event arrives).
-          success_url: checkoutPageUrl(this.s.publicBaseUrl, req.plan_id, req.payment_id),
-          cancel_url: checkoutPageUrl(this.s.publicBaseUrl, req.plan_id, req.payment_id),
+          success_url: back,
+          cancel_url: back,
           expires_at: expiresAt,
         },
         account ? { stripeAccount: account } : undefined,

@@ -6,7 +6,7 @@ import { bech32 } from '@scure/base';
 import { unixSeconds, type Clock } from '@sb/runtime';
 import { encodeBolt11 } from './bolt11.js';
 import type { CreateInvoiceInput, Invoice, LightningProvider } from './lightning.js';
-import type { Rail, RailRequest } from './rail.js';
+import type { PayerReturnUrl, Rail } from './rail.js';
 
 /**
  * DEV PROVIDER: for local runs and tests only; no money moves. It issues well-formed, correctly signed
@@ -68,7 +68,7 @@ export function devOnchainAddress(): string {
  * checkout URL (the checkout page's stand-in for a processor's page). As with dev invoices, nothing can pay them but
  * `POST /dev/payments/{id}/pay` (DEV_MODE), through the same confirmation path as real providers.
  */
-export function devRails(clock: Clock, devPayUrl: (req: Pick<RailRequest, 'plan_id' | 'payment_id'>) => string): Rail[] {
+export function devRails(clock: Clock, devPayUrl: PayerReturnUrl): Rail[] {
   const expiry = (s: number) => unixSeconds(clock) + s;
   return [
     {

@@ -29,6 +29,9 @@ export interface RailRequest {
   fiat?: FiatQuote;
 }
 
+/** Where a processor sends the payer once they are done on its page (the checkout page following the payment). */
+export type PayerReturnUrl = (req: Pick<RailRequest, 'plan_id' | 'payment_id'>) => string;
+
 /** What a rail made at its provider; the payment row is built from it. */
 export interface OpenedPayment {
   provider_ref: string | null;

@@ -8,7 +8,7 @@ import { DevLightningProvider, devRails } from './dev.js';
 import type { LightningProvider } from './lightning.js';
 import { LnbitsProvider, lnbitsSettings } from './lnbits.js';
 import { esploraRail, esploraSettings, type ReceiveAddresses } from './onchain.js';
-import { lightningRail, type Rail, type RailRequest, type Rails } from './rail.js';
+import { lightningRail, type PayerReturnUrl, type Rail, type Rails } from './rail.js';
 import { PaypalClient, paypalCallbacks, paypalRail, paypalSettings } from './walletproc.js';
 
 /** Every provider's own settings (each declared beside its adapter), for the payments configuration. */
@@ -69,8 +69,7 @@ const lightningRails = (p: LightningProvider, ctx: BuildContext): Rail[] => {
 
 /** The dev processors' "payment page" is the checkout page in its dev mode: a button that pays through the dev endpoint. */
 const devRail = (method: PaymentMethod) => (ctx: BuildContext) => {
-  const payUrl = (r: Pick<RailRequest, 'plan_id' | 'payment_id'>) =>
-    `${checkoutPageUrl(ctx.config.PUBLIC_BASE_URL ?? '', r.plan_id, r.payment_id)}&processor=dev`;
+  const payUrl: PayerReturnUrl = (r) => `${checkoutPageUrl(ctx.config.PUBLIC_BASE_URL ?? '', r.plan_id, r.payment_id)}&processor=dev`;
   return devRails(ctx.clock, payUrl).filter((r) => r.method === method);
 };
 

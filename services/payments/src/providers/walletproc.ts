@@ -3,7 +3,7 @@ import type { CallbackOutcome, CallbackReader, PaymentLookup } from './callback.
 import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
 import { logProviderFailure, ProviderUnavailableError } from './http.js';
-import type { ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
+import type { PayerReturnUrl, ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
 import { secretSetting, urlSetting } from './http.js';
 
 /**
@@ -21,7 +21,7 @@ export interface PaypalSettings {
   webhookId: string;
   timeoutMs: number;
   /** Where PayPal sends the payer after approving or cancelling; PayPal appends `token` (the order id) and `PayerID`. */
-  returnUrl: (req: Pick<RailRequest, 'plan_id' | 'payment_id'>) => string;
+  returnUrl: PayerReturnUrl;
 }
 
 /** The order as PayPal answers it; only what this service reads. */
