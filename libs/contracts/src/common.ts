@@ -25,7 +25,8 @@ export function QueryInt(min: number, max = Number.MAX_SAFE_INTEGER) {
   // One sentence for a non-number and a number out of range alike: it names the bounds.
   const expected = max === Number.MAX_SAFE_INTEGER ? `Expected an integer of at least ${min}` : `Expected an integer from ${min} to ${max}`;
   return z.preprocess(
-    (v) => (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) ? Number(v) : v),
+    // Past 2^53 the number would not be the one written: left a string, it is refused once as not a number.
+    (v) => (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) && Number.isSafeInteger(Number(v)) ? Number(v) : v),
     z
       .number({ error: (i) => (i.input === undefined ? 'Field required' : expected) })
       .int()
