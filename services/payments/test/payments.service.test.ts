@@ -3,7 +3,7 @@ import { decode } from 'light-bolt11-decoder';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { messages, type CreatePayment } from '@sb/contracts';
-import { callMessage, DomainError, systemClock } from '@sb/runtime';
+import { BusClient, callMessage, DomainError, systemClock } from '@sb/runtime';
 import { PaymentsRepo } from '../src/store/payments.repo.js';
 import { ChargeprocProvider } from '../src/providers/chargeproc.js';
 import { Sweeper } from '../src/sweeper.js';
@@ -559,5 +559,24 @@ describe('payments service, on-chain over Esplora: two owners registered one key
     const clashed = [x, y, z][results.findIndex((r) => 'error' in r)]!;
     const retried = await callMessage(s.bus, messages.createPayment, clashed);
     expect(all).not.toContain(retried.payment.onchain_address);
+  });
+
+  it('a status poll answers the stored status before the gateway gives up on a slow Esplora, and the check it began still applies', async () => {
+    const { payment } = await callMessage(s.bus, messages.createPayment, onchain(WALLET));
+    esplora.pay(payment.onchain_address!, payment.amount_sats);
+    esplora.mine(1);
+    // Each call within the provider timeout (4 s), the two a status check makes past the gateway's 5 s.
+    esplora.faults.delayMs = 3_000;
+    const gateway = new BusClient(s.natsUrl, 5_000, 'gateway-like');
+    await gateway.connect();
+    try {
+      const reply = await gateway.request('payments.public.payment_status', { caller: {}, params: { id: payment.id }, query: {} });
+      expect(reply).toMatchObject({ ok: true, data: { payment_id: payment.id, status: 'pending' } });
+    } finally {
+      await gateway.close();
+    }
+    await waitUntil(async () => (await paymentRow(s, payment.id)).status === 'paid', 15_000, 'the slow check applied').finally(() => {
+      esplora.faults.delayMs = 0;
+    });
   });
 });

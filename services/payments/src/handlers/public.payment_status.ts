@@ -5,6 +5,12 @@ import { settleFromProvider } from '../confirm.js';
 import { railOf } from '../providers/rail.js';
 import type { PaymentRecord } from '../domain/payments.js';
 
+/**
+ * The poll is answered within this however slow the provider (a block explorer makes two calls of up to
+ * PROVIDER_TIMEOUT_MS each): the gateway gives up on any answer after BUS_TIMEOUT_MS (5 s).
+ */
+const PROVIDER_CHECK_DEADLINE_MS = 2_500;
+
 const answer = (p: PaymentRecord): PaymentStatusResponse => ({
   payment_id: p.id,
   status: p.status,
@@ -15,7 +21,7 @@ const answer = (p: PaymentRecord): PaymentStatusResponse => ({
 /**
  * The checkout page polls this. A pending payment is first checked with its provider, so a payer sees
  * "paid" as soon as the provider knows, callback or not. A provider that does not answer leaves the
- * stored status as the answer (the poll comes again).
+ * stored status as the answer, and so does one that answers too slowly (the poll comes again).
  */
 export const getPaymentStatus = (d: Deps) =>
   routeHandler('public.payment.status', async (req) => {
@@ -26,10 +32,20 @@ export const getPaymentStatus = (d: Deps) =>
     // A rail with a recheck interval (public block explorers rate-limit) is asked at most that often,
     // however often anyone polls: this endpoint is public.
     if (rail.recheckAfterS !== undefined && !(await d.payments.stampCheck(d.db, p.id, unixSeconds(d.clock), rail.recheckAfterS))) return answer(p);
+    const checked = rail.status!(p)
+      .then(async (s) => (await settleFromProvider(d, p, s, 'status poll')).payment)
+      .catch((err) => {
+        d.log.warn({ err, payment_id: p.id }, 'status poll: provider check failed');
+        return p;
+      });
+    // A check past the deadline goes on: what it finds is applied, and the next poll answers it.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<PaymentRecord>((resolve) => {
+      timer = setTimeout(() => resolve(p), PROVIDER_CHECK_DEADLINE_MS);
+    });
     try {
-      return answer((await settleFromProvider(d, p, await rail.status!(p), 'status poll')).payment);
-    } catch (err) {
-      d.log.warn({ err, payment_id: p.id }, 'status poll: provider check failed');
-      return answer(p);
+      return answer(await Promise.race([checked, late]));
+    } finally {
+      clearTimeout(timer);
     }
   });
