@@ -285,6 +285,14 @@ describe('lifecycle details', () => {
     expect(transition(trial, { type: 'cancel', immediate: false }, now).next.trial_end).toBe(trial.trial_end);
   });
 
+  it('an immediate cancel after a renewal paid early ends a period that had not begun: it starts no later than it ends', () => {
+    // Found from outside: the renewed period (starting at the old end) kept its start after the new end.
+    const s = { ...sub('active'), current_period_start: now + 3 * DAY, current_period_end: now + 33 * DAY };
+    const at = transition(s, { type: 'cancel', immediate: true }, now).next;
+    expect(at).toMatchObject({ status: 'cancelled', current_period_start: now, current_period_end: now });
+    expect(hasAccess(at, now)).toBe(false);
+  });
+
   it('extend moves the period end, the anchor and a running trial', () => {
     const trial = startSubscription({ interval: 'monthly', trial_days: 7, grace_period_days: 0 }, T0);
     const t = transition(trial, { type: 'extend', days: 3 }, T0);

@@ -110,8 +110,15 @@ const LIFECYCLE: readonly Rule[] = [
       status: 'cancelled',
       cancelled_at: now,
       cancel_reason: e.reason ?? null,
-      // At once: the period (and a trial still running) ends now.
-      ...(e.immediate ? { current_period_end: Math.min(s.current_period_end, now), trial_end: s.trial_end === null ? null : Math.min(s.trial_end, now) } : {}),
+      // At once: the period (and a trial still running) ends now; a period paid ahead that had not begun
+      // (a renewal paid early) ends before it starts, so it starts now too.
+      ...(e.immediate
+        ? {
+            current_period_start: Math.min(s.current_period_start, now),
+            current_period_end: Math.min(s.current_period_end, now),
+            trial_end: s.trial_end === null ? null : Math.min(s.trial_end, now),
+          }
+        : {}),
     }),
   },
   {
