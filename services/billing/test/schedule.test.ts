@@ -162,6 +162,26 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'lapse', event: 'dunning_end_unpaid' },
   },
   {
+    // Found from outside: after a long outage (or clock jump) an invoice and a "pay now" reminder went out
+    // in the sweep that also expired the subscription.
+    name: 'first seen after its dunning window: no invoice, no reminder; it lapses untold of a date gone by',
+    s: sub('active'),
+    at: DUNNING_END + DAY,
+    due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: false },
+  },
+  {
+    name: 'past_due first seen after its dunning window: no invoice either',
+    s: sub('past_due'),
+    at: DUNNING_END,
+    due: { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: false },
+  },
+  {
+    name: 'first seen during grace: the invoice it still needs',
+    s: sub('active'),
+    at: END + DAY,
+    due: { kind: 'renewal_payment', replaces: null, notify_subscriber: true },
+  },
+  {
     name: 'no grace: payment_failed at the end, payable until the end of dunning',
     s: sub('active', { grace_period_days: 0, ...issued(END + DAY, { reminded_for: END }) }),
     at: END,

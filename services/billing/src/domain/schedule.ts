@@ -111,8 +111,9 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     // Another replica is waiting for the wallet (a crashed one only holds this for NWC_CHARGE_WINDOW_S).
     if (issued && s.nwc_charging_since !== null && now - s.nwc_charging_since < NWC_CHARGE_WINDOW_S) return NONE;
   } else {
-    // Also when the clock is already past the end: the subscriber still needs something to pay.
-    const firstDue = !issued && now >= end - RENEWAL_LEAD_SECONDS[s.interval];
+    // Also when the clock is already past the end: the subscriber still needs something to pay, until the
+    // dunning window is over too (then nothing is payable any more, and the steps below lapse it).
+    const firstDue = !issued && now >= end - RENEWAL_LEAD_SECONDS[s.interval] && now < dunningEnd(s, p);
     // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one.
     const replace = issued && s.renewal_expires_at !== null && now >= s.renewal_expires_at && now < dunningEnd(s, p);
     if (firstDue || replace) {
