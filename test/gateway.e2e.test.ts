@@ -68,6 +68,36 @@ describe('Idempotency-Key', () => {
     expect(b.status).toBe(201);
     expect(b.body.id).not.toBe(a.body.id);
   });
+
+  it("keys are per subscriber token: another token, or none valid, never replays a subscriber's answer nor spoils theirs", async () => {
+    // Found from outside: portal keys shared one public scope, so a wrong token got the owner's 200 replayed
+    // and a stranger's 404 under the same key was replayed to the real subscriber, whose cancel never ran.
+    const anon = client(stack.api);
+    const plan = (await admin.post('/plans', { name: 'Portal idem', amount_sats: 1000, interval: 'weekly', trial_days: 7 })).body;
+    const start = async (email: string) => {
+      const r = await anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email });
+      expect(r.status).toBe(201);
+      return { id: r.body.subscription_id as string, token: new URL(r.body.manage_url).searchParams.get('token')! };
+    };
+    const [victim, stranger] = [await start('victim@example.com'), await start('stranger@example.com')];
+    const cancel = (who: { token: string }, sub: string, key: string) =>
+      anon.post(`/public/manage/subscription/${sub}/cancel`, undefined, { headers: { 'X-Subscriber-Token': who.token, 'Idempotency-Key': key } });
+
+    const first = `cancel-${stranger.id}`;
+    expect((await cancel(stranger, stranger.id, first)).status).toBe(200);
+    for (const who of [victim, { token: 'not-a-token' }]) {
+      const again = await cancel(who, stranger.id, first);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(again.status).toBe(who === victim ? 404 : 401);
+    }
+
+    const key = `cancel-${victim.id}`;
+    expect((await cancel(stranger, victim.id, key)).status).toBe(404);
+    const own = await cancel(victim, victim.id, key);
+    expect(own.status).toBe(200);
+    expect(own.headers.get('idempotent-replayed')).toBeNull();
+    expect((await admin.get(`/subscriptions/${victim.id}`)).body.status).toBe('cancelled');
+  });
 });
 
 describe('HTTP conventions', () => {

@@ -315,7 +315,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   if (idemKey !== undefined && (idemKey.length < 1 || idemKey.length > 255)) {
     throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg: 'Must be 1 to 255 characters', type: 'string_length' }]);
   }
-  const scope = caller.wallet_id ?? 'public';
+  // A key belongs to whoever holds the credential: a portal request's to its token (by the token's hash),
+  // so another token, valid or not, never gets a subscriber's answer replayed nor spoils their key.
+  const scope = caller.wallet_id ?? (caller.subscriber_token_hash ? `subscriber:${caller.subscriber_token_hash}` : 'public');
   const keyed = idemKey ? { ...caller, idempotency_key: createHash('sha256').update(`${scope}\n${idemKey}`).digest('hex') } : caller;
   // Built from the parts validated above (the owner validates the message once more as it receives it):
   // parsing it here again, with a schema built per request, was a zod compilation per request.
