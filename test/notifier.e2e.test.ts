@@ -158,6 +158,15 @@ describe('owner webhook endpoints', () => {
     expect(ftp.body.detail[0].loc).toEqual(['body', 'url']);
     expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, events: ['no.such_event'] })).status).toBe(422);
     expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, secret: 'mine' })).status).toBe(422);
+    // Found from outside: a password in the URL was stored and shown in clear, to the invoice key too.
+    const count = async () => (await rows('SELECT count(*)::int AS n FROM notifier.endpoints')).at(0).n;
+    const before = await count();
+    for (const url of [`${receiverUrl.replace('://', '://user:pw@')}/x`, `${receiverUrl.replace('://', '://token@')}/x`]) {
+      const creds = await admin().post('/webhook-endpoints', { url });
+      expect(creds.status, url).toBe(422);
+      expect(creds.body.detail[0]).toMatchObject({ loc: ['body', 'url'], msg: expect.stringContaining('credentials') });
+    }
+    expect(await count()).toBe(before);
 
     // With an Idempotency-Key the secret is still shown once: a replay answers the endpoint without it,
     // and the gateway's replay store never holds it.

@@ -16,7 +16,13 @@ import {
 /** Body of `POST /webhook-endpoints`. */
 export const WebhookEndpointCreate = z
   .strictObject({
-    url: z.url({ protocol: /^https?$/, message: 'must be an http:// or https:// URL' }).max(2000),
+    url: z
+      .url({ protocol: /^https?$/, message: 'must be an http:// or https:// URL' })
+      .max(2000)
+      // Credentials in the URL would be shown to every reader of the endpoint (the invoice key too).
+      .refine((u) => !URL.canParse(u) || (!new URL(u).username && !new URL(u).password), {
+        message: 'must not carry credentials (user:password@): deliveries are signed, so verify the webhook-signature header instead',
+      }),
     events: z.array(EventName).min(1).optional().openapi({ description: 'Only these events; omitted: every event' }),
     plan_id: Id.optional().openapi({ description: "Only this plan's events" }),
     description: z.string().max(500).optional(),
