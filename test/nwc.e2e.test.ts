@@ -330,6 +330,15 @@ describe('subscribe with NWC', () => {
     expect(rows[0].n).toBe(0);
     const plain = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'nwc', email: 'plain@example.com' });
     expect(plain.status).toBe(422);
+    // Found from outside: the refusal named a payment_method field this route does not have.
+    const invoiceOnly = await plan({ allow_nwc: false, allow_lightning: true });
+    const refused = await anon().post('/public/subscribe/nwc', {
+      plan_id: invoiceOnly.id,
+      email: 'nonwc@example.com',
+      nwc_connection_string: w.connectionString(),
+    });
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail).toEqual([{ loc: ['body', 'plan_id'], msg: 'This plan does not accept nwc payments', type: 'method_not_allowed' }]);
   });
 
   it('a free trial: active at once, nothing paid, the wallet connected for the renewals', async () => {
@@ -633,6 +642,9 @@ describe('portal: connect a wallet', () => {
     expect((await connect({ subscription_id: byInvoice.subscription_id, nwc_connection_string: next.connectionString() })).status).toBe(404);
     const theirHeaders = { 'X-Subscriber-Token': tokenOf(byInvoice.manage_url) };
     expect((await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString() }, theirHeaders)).status).toBe(404);
+    // Found from outside: the wallet named was contacted first, so a relay nobody listens on answered 422.
+    const unreachable = next.connectionString().replace(encodeURIComponent(relay.url), encodeURIComponent('ws://127.0.0.1:9'));
+    expect((await connect({ subscription_id: byInvoice.subscription_id, nwc_connection_string: unreachable })).status).toBe(404);
     // Their own subscription paid by invoice keeps its method.
     const invoiceOwn = await connect({ subscription_id: byInvoice.subscription_id, nwc_connection_string: next.connectionString() }, theirHeaders);
     expect(invoiceOwn.status).toBe(409);

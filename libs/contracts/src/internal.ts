@@ -194,7 +194,14 @@ export const messages = {
    */
   nwcReconnect: {
     subject: 'billing.internal.nwc_reconnect',
-    request: z.object({ wallet_id: Id, subscriber_id: Id, subscription_id: Id, max_amount_sats: z.number().int().min(1).optional() }),
+    request: z.object({
+      wallet_id: Id,
+      subscriber_id: Id,
+      subscription_id: Id,
+      max_amount_sats: z.number().int().min(1).optional(),
+      /** Only the checks (the token holder's live NWC subscription), nothing changed: asked before the wallet is contacted. */
+      check_only: z.boolean().optional(),
+    }),
     reply: z.object({
       plan_id: Id,
       plan_name: z.string(),

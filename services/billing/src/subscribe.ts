@@ -141,11 +141,13 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan) throw notFound('Plan');
   const method = input.payment_method;
+  // The NWC checkout has no payment_method field: there the plan is what refuses.
+  const field = method === 'nwc' ? 'plan_id' : 'payment_method';
   if (!plan[METHOD_FLAGS[method]]) {
-    throw invalid(['payment_method'], `This plan does not accept ${method} payments`, 'method_not_allowed');
+    throw invalid([field], `This plan does not accept ${method} payments`, 'method_not_allowed');
   }
   const missing = (await d.methods()).availability[method];
-  if (missing) throw invalid(['payment_method'], missing, 'provider_not_configured');
+  if (missing) throw invalid([field], missing, 'provider_not_configured');
   check?.(plan);
   const contacts = contactIssues(input);
   if (contacts.length) throw invalidFields(contacts);

@@ -85,7 +85,7 @@ export const subscriberOfToken = (d: Deps) =>
 
 /** A wallet connected in the portal: the subscription (the subscriber's, live, made with NWC) renews from a wallet again. */
 export const nwcReconnect = (d: Deps) =>
-  messageHandler(messages.nwcReconnect, async ({ wallet_id, subscriber_id, subscription_id, max_amount_sats }) => {
+  messageHandler(messages.nwcReconnect, async ({ wallet_id, subscriber_id, subscription_id, max_amount_sats, check_only }) => {
     return d.db.tx(async (tx) => {
       const sub = await d.subscriptions.get(tx, wallet_id, subscription_id, true);
       if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
@@ -96,7 +96,7 @@ export const nwcReconnect = (d: Deps) =>
         throw invalid(['max_amount_sats'], `The limit (${max_amount_sats} sats) is below the subscription's price of ${sub.amount_sats} sats`);
       }
       const now = unixSeconds(d.clock);
-      if (sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, ...walletReconnected(sub, now), updated_at: now })))
+      if (!check_only && sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, ...walletReconnected(sub, now), updated_at: now })))
         throw conflict('The subscription changed meanwhile, please retry');
       const [plan, subscriber] = await Promise.all([d.plans.get(tx, wallet_id, sub.plan_id), d.subscribers.get(tx, wallet_id, subscriber_id)]);
       return {

@@ -44,13 +44,11 @@ export const connectWallet = (d: Deps) =>
   routeHandler('portal.wallets.connect', async (req) => {
     const s = await subscriberOf(d, req);
     const body = req.body;
+    const target = { wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats };
+    // Another subscriber's subscription is refused before any relay the caller named is contacted.
+    await callMessage(d.bus, messages.nwcReconnect, { ...target, check_only: true });
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
-    const sub = await callMessage(d.bus, messages.nwcReconnect, {
-      wallet_id: s.wallet_id,
-      subscriber_id: s.subscriber_id,
-      subscription_id: body.subscription_id,
-      max_amount_sats: body.max_amount_sats,
-    });
+    const sub = await callMessage(d.bus, messages.nwcReconnect, target);
     const row = await storeConnection(
       d,
       {
