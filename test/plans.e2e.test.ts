@@ -24,6 +24,15 @@ beforeAll(async () => {
 afterAll(() => db.end());
 
 describe('POST /plans', () => {
+  it('takes a plan as a read answers it: the nullable fields may be null (found from outside: 422)', async () => {
+    const read = (await admin.post('/plans', { ...gold, name: 'Copied' })).body;
+    expect(read).toMatchObject({ description: null, cardproc_account_id: null, walletproc_merchant_id: null, watchonly_wallet_id: null });
+    const { name, amount_sats, interval, description, cardproc_account_id, walletproc_merchant_id, watchonly_wallet_id } = read;
+    const copy = await admin.post('/plans', { name, amount_sats, interval, description, cardproc_account_id, walletproc_merchant_id, watchonly_wallet_id });
+    expect(copy.status, JSON.stringify(copy.body)).toBe(201);
+    expect(copy.body).toMatchObject({ name: 'Copied', description: null, cardproc_account_id: null, walletproc_merchant_id: null, watchonly_wallet_id: null });
+  });
+
   it('creates a plan with the documented defaults and stores it', async () => {
     const res = await admin.post('/plans', { ...gold, description: 'All the gold' });
     expect(res.status).toBe(201);

@@ -60,12 +60,13 @@ export const Plan = z
   .openapi('Plan');
 export type Plan = z.infer<typeof Plan>;
 
+/** A plan read back may be posted again: the fields a read answers with null take null (as absent). */
 export const PlanCreate = z
   .strictObject({
     name: planFields.name,
     amount_sats: planFields.amount_sats,
     interval: planFields.interval,
-    description: planFields.description.optional(),
+    description: planFields.description.nullable().optional(),
     trial_days: planFields.trial_days.default(0),
     grace_period_days: planFields.grace_period_days.default(0),
     allow_lightning: planFields.allow_lightning.default(true),
@@ -73,9 +74,9 @@ export const PlanCreate = z
     allow_nwc: planFields.allow_nwc.default(false),
     allow_cardproc: planFields.allow_cardproc.default(false),
     allow_walletproc: planFields.allow_walletproc.default(false),
-    watchonly_wallet_id: planFields.watchonly_wallet_id.optional(),
-    cardproc_account_id: planFields.cardproc_account_id.optional(),
-    walletproc_merchant_id: planFields.walletproc_merchant_id.optional(),
+    watchonly_wallet_id: planFields.watchonly_wallet_id.nullable().optional(),
+    cardproc_account_id: planFields.cardproc_account_id.nullable().optional(),
+    walletproc_merchant_id: planFields.walletproc_merchant_id.nullable().optional(),
   })
   .openapi('PlanCreate');
 export type PlanCreate = z.infer<typeof PlanCreate>;
