@@ -397,7 +397,7 @@ describe('portal wallets', () => {
 
     const gone = await client(stack.api).del(`/public/manage/wallets/${item.id}`, { headers: { 'X-Subscriber-Token': token } });
     expect(gone.status).toBe(200);
-    expect(gone.body).toEqual({ success: true, message: 'Wallet disconnected; your subscription renews by invoice from now on' });
+    expect(gone.body).toEqual({ success: true, message: 'Wallet disconnected: it pays nothing more; any further renewal is paid by invoice' });
     const row = await connection(mine.body.subscription_id);
     expect(row).toMatchObject({ is_active: false, secret_sealed: null });
     expect(Number(row.disconnected_at)).toBeGreaterThan(0);

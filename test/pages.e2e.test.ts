@@ -682,7 +682,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       .getByRole('button', { name: /^Disconnect/ })
       .click();
     await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
-    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected; your subscription renews by invoice from now on');
+    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected: it pays nothing more; any further renewal is paid by invoice');
     expect(await page.locator('ul.wallets > li').first().textContent()).toContain('· Disconnected');
     const { rows } = await stack.db.query('SELECT is_active FROM nwc.connections WHERE subscription_id = $1', [body.subscription_id]);
     expect(rows).toEqual([{ is_active: false }]);
