@@ -350,7 +350,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await proc.locator('#done').waitFor({ timeout: 20_000 });
     expect(new URL(proc.url()).search).toBe(`?payment=${c.payment_id}`);
     expect(await proc.locator('#done-message').textContent()).toBe('Payment received: your subscription to Processor return is active.');
-    expect(await proc.locator('#done').textContent()).toContain('The link to manage your subscription is in your confirmation message.');
+    // The processor's tab has the portal link this browser was given (found from outside: it had none).
+    expect(await proc.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(c.manage_url);
     await check(proc, procProblems, 'processor-return-paid');
     // The tab that opened it saw the payment too, and keeps the portal link.
     await page.locator('#done').waitFor({ timeout: 20_000 });
@@ -817,6 +818,130 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(wraps.length).toBeGreaterThan(0);
     expect(problems).toEqual([]);
     await page.close();
+  });
+
+  it('a reload, Back and a second try keep the payment and the portal link (found from outside: both lost)', async () => {
+    const p = await plan({ name: 'Kept', amount_sats: 4321 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    // No channel is set up: the e-mail field does not promise messages.
+    expect(await page.locator('#contact-email-hint').textContent()).toBe(
+      'So the seller knows who subscribed. No messages are sent: keep the link shown once you have paid.',
+    );
+    const c = await checkout(page, 'Lightning', 'kept@example.com');
+    await page.locator('#pay').waitFor();
+    expect(new URL(page.url()).searchParams.get('payment')).toBe(c.payment_id);
+    await page.reload();
+    await page.locator('#pay').waitFor();
+    expect(await page.getByRole('textbox', { name: 'Invoice' }).inputValue()).toBe(c.payment_request);
+    // Text at twice the size (a phone's setting): the invoice and its button wrap, nothing leaves the screen.
+    await page.evaluate(() => {
+      document.documentElement.style.fontSize = '200%';
+    });
+    expect(await overflowsHorizontally(page)).toBe(false);
+    await page.evaluate(() => {
+      document.documentElement.style.fontSize = '';
+    });
+    await check(page, problems, 'checkout-reloaded');
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    await page.goForward();
+    await page.locator('#pay').waitFor();
+    await pay(c.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(c.manage_url);
+
+    // The same contact once more, in another tab: already subscribed, and the way to it.
+    const again = await openPage(phone);
+    await again.page.goto(p.checkout_url);
+    await again.page.getByLabel('E-mail').fill('kept@example.com');
+    const refused = again.page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await again.page.getByRole('button', { name: 'Continue to payment' }).click();
+    expect((await refused).status()).toBe(409);
+    const error = again.page.locator('#form-error');
+    await expect.poll(() => error.textContent()).toContain('already has a subscription');
+    expect(await error.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(c.manage_url);
+    // Another contact's refusal on this browser does not get that link.
+    const other = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'other-kept@example.com' });
+    await pay(other.body.payment_id);
+    await until(
+      () => admin.get(`/subscriptions/${other.body.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    await again.page.getByLabel('E-mail').fill('other-kept@example.com');
+    await again.page.getByRole('button', { name: 'Continue to payment' }).click();
+    await expect.poll(() => error.textContent()).toBe('This contact already has a subscription to this plan.');
+    expect(again.problems).toEqual([]);
+    await again.page.close();
+    await page.close();
+  });
+
+  it('without JavaScript each page says what it needs instead of loading for ever', async () => {
+    const p = await plan({ name: 'No script', amount_sats: 1000 });
+    const noJs = await browser.newContext({ viewport: PHONE, javaScriptEnabled: false });
+    const page = await noJs.newPage();
+    const trial = await plan({ name: 'No script trial', amount_sats: 1000, trial_days: 3 });
+    const sub = await anon.post('/public/subscribe', { plan_id: trial.id, payment_method: 'lightning', email: 'nojs@example.com' });
+    for (const [url, says] of [
+      [p.checkout_url, 'This checkout needs JavaScript'],
+      [sub.body.manage_url, 'This page needs JavaScript to show your subscriptions'],
+      [`${stack.api}/docs`, 'This reference needs JavaScript'],
+    ] as const) {
+      await page.goto(url);
+      expect(await page.locator('main').textContent(), url).toContain(says);
+      expect(await page.locator('main').getAttribute('aria-busy'), url).toBeNull();
+    }
+    expect(await page.getByRole('link', { name: 'openapi.json' }).getAttribute('href')).toBe('/subscriptions_manager/api/v1/openapi.json');
+    await noJs.close();
+  });
+
+  it('NWC: a wallet that cannot pay leaves the way to the subscription, payable another way (found from outside: none)', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    wallet.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough money' });
+    const p = await plan({ name: 'Broke', amount_sats: 1500, allow_nwc: true, allow_lightning: true });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('broke-page@example.com');
+    await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+    const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc'));
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    const body = await (await answer).json();
+    expect(body.status).toBe('pending');
+    const link = page.locator('#form-error').getByRole('link', { name: 'the page of your subscription' });
+    await link.waitFor();
+    expect(await link.getAttribute('href')).toBe(body.manage_url);
+    await link.click();
+    // There the first payment is open, by invoice.
+    await page.getByRole('heading', { name: 'Your subscriptions' }).waitFor();
+    await expect.poll(() => page.getByRole('textbox', { name: 'Invoice' }).count(), { timeout: 20_000 }).toBe(1);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('the portal in two tabs: a cancel in one, then in the other, shows what it is now (found from outside: a contradiction)', async () => {
+    const p = await plan({ name: 'Two tabs', amount_sats: 1000, trial_days: 5 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'tabs@example.com' })).body;
+    const [one, two] = [await openPage(phone), await openPage(phone)];
+    for (const t of [one, two]) {
+      await t.page.goto(sub.manage_url);
+      await t.page.locator(`#sub-${sub.subscription_id}`).waitFor();
+    }
+    const cancelIn = async (page: Page) => {
+      await page.locator(`#sub-${sub.subscription_id}`).getByRole('button', { name: 'Cancel subscription' }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    };
+    await cancelIn(one.page);
+    await expect.poll(() => one.page.locator(`#sub-${sub.subscription_id} .status-cancelled`).count()).toBe(1);
+    await cancelIn(two.page);
+    await expect.poll(() => two.page.locator('#notice').textContent()).toBe('Two tabs: Cannot cancel a subscription that is cancelled.');
+    const card = two.page.locator(`#sub-${sub.subscription_id}`);
+    expect(await card.locator('.status-cancelled').textContent()).toBe('Cancelled');
+    expect(await card.getByRole('button', { name: 'Cancel subscription' }).count()).toBe(0);
+    expect(two.problems).toEqual([]);
+    await one.page.close();
+    await two.page.close();
   });
 
   it('an invoice that expires is replaced by a fresh one on the page', async () => {

@@ -37,9 +37,6 @@ interface NwcAnswer {
 const POLL_MS = 2000;
 const WAITING = 'Waiting for your payment…';
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
-const query = new URLSearchParams(location.search);
-/** A payment this page follows: where a card or wallet processor sends the payer back. */
-const returnedPayment = query.get('payment');
 
 /** The messenger field's hint around the seller's bot, which is named (a link) once the plan names it. */
 const MESSENGER_HINT = ['Enter your username (like @alice) or numeric chat id, and press Start on ', ' in Telegram: messages reach you from then on.'] as const;
@@ -75,6 +72,74 @@ const FIELD_IDS: Record<string, string> = {
  */
 let manageUrl: string | null = null;
 let pollTimer: number | undefined;
+
+/**
+ * The portal links this browser was given, for two days, by the contact and plan they were given for
+ * and by payment. The answer that carries one is the only copy the page gets (a retry of the same
+ * contact answers none, and the seller may send no messages): a reload, Back, the processor's tab or a
+ * second try would otherwise lose it. The browser's history holds the same link once it is opened, so
+ * keeping it here holds nothing new on this device.
+ */
+const KEPT_LINKS = 'sb-portal-links';
+const KEEP_MS = 2 * 86_400_000;
+
+function keptLinks(): Record<string, { url: string; at: number }> {
+  try {
+    const all = JSON.parse(localStorage.getItem(KEPT_LINKS) ?? '{}') as Record<string, { url: string; at: number }>;
+    return Object.fromEntries(Object.entries(all).filter(([, v]) => typeof v?.url === 'string' && Date.now() - v.at < KEEP_MS));
+  } catch {
+    // Storage off (private mode, a policy) or garbled: nothing kept.
+    return {};
+  }
+}
+const kept = (key: string): string | null => keptLinks()[key]?.url ?? null;
+const contactKey = (plan: PublicPlan, body: Record<string, unknown>) =>
+  `contact:${plan.id}:${['email', 'messenger', 'nostr'].map((c) => String(body[c] ?? '').toLowerCase()).join('|')}`;
+const paymentKey = (paymentId: string) => `payment:${paymentId}`;
+
+/**
+ * The portal link for an answer to `body`: its own, else the one this browser was given for the same
+ * contact and plan; kept under both, and under the answer's payment for the page that follows it.
+ */
+function remember(plan: PublicPlan, body: Record<string, unknown>, answer: { manage_url?: string | null; payment_id?: string }): void {
+  const url = answer.manage_url ?? kept(contactKey(plan, body));
+  if (!url) return;
+  manageUrl = url;
+  const at = Date.now();
+  const more = { [contactKey(plan, body)]: { url, at }, ...(answer.payment_id ? { [paymentKey(answer.payment_id)]: { url, at } } : {}) };
+  try {
+    localStorage.setItem(KEPT_LINKS, JSON.stringify({ ...keptLinks(), ...more }));
+  } catch {
+    // Not kept: the page still shows it while open.
+  }
+}
+
+/** The checkout a payment view shows, kept for this tab so that a reload shows the same invoice again. */
+interface ShownPayment {
+  c: Checkout;
+  body: Record<string, unknown>;
+  method: string;
+}
+const shownKey = (paymentId: string) => `sb-payment-${paymentId}`;
+function shownPayment(paymentId: string): ShownPayment | null {
+  try {
+    return JSON.parse(sessionStorage.getItem(shownKey(paymentId)) ?? 'null') as ShownPayment | null;
+  } catch {
+    return null;
+  }
+}
+
+function portalLinkParagraph(paymentId?: string): HTMLElement | null {
+  const url = manageUrl ?? (paymentId ? kept(paymentKey(paymentId)) : null);
+  return url
+    ? h(
+        'p',
+        {},
+        h('a', { class: 'button', href: url, id: 'portal-link' }, 'Manage your subscription'),
+        h('span', { class: 'hint block' }, 'Keep this link: it is your key to your subscriptions, payments and receipts.'),
+      )
+    : null;
+}
 
 function priceLine(plan: PublicPlan): string {
   return `${sats(plan.amount_sats)} per ${INTERVALS[plan.interval] ?? plan.interval}`;
@@ -146,7 +211,14 @@ function render(plan: PublicPlan): void {
       const chosen = document.getElementById(`contact-${prefSelect.value}`) as HTMLInputElement | null;
       if (input.value.trim() && !chosen?.value.trim()) prefSelect.value = c;
     });
-    const el = field(`contact-${c}`, f.label, input, f.hint);
+    // A seller who sends no messages (no channel set up): the address only says who subscribed.
+    const silent = c === 'email' && !plan.available_contact_methods?.length;
+    const el = field(
+      `contact-${c}`,
+      f.label,
+      input,
+      silent ? 'So the seller knows who subscribed. No messages are sent: keep the link shown once you have paid.' : f.hint,
+    );
     if (c === 'messenger' && plan.messenger_bot) {
       // The seller's bot by name, with the link that opens it in Telegram.
       const bot = plan.messenger_bot;
@@ -247,14 +319,24 @@ function render(plan: PublicPlan): void {
         }
         submit.textContent = 'Your wallet is paying…';
         const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() } });
-        manageUrl = r.manage_url ?? manageUrl;
+        remember(plan, body, r);
         if (r.status === 'active') return done(plan, r.message);
-        formError.textContent = `${r.message}${r.error_code ? ` (${r.error_code})` : ''}. You can try again, or choose another way to pay.`;
+        // The subscription exists now, waiting for its first payment: this contact cannot start another,
+        // so the way on is another wallet here, or its own page, where it is payable by invoice.
+        const link = manageUrl;
+        formError.replaceChildren(
+          `${r.message}${r.error_code ? ` (${r.error_code})` : ''}. You can try again with another wallet`,
+          ...(link ? [', or pay another way on ', h('a', { href: link, id: 'portal-link' }, 'the page of your subscription'), '.'] : ['.']),
+        );
         return;
       }
+      submit.textContent = 'Creating your payment…';
+      announce('Creating your payment');
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
-      manageUrl = r.manage_url ?? manageUrl;
+      remember(plan, body, r);
       if ('trial' in r) return done(plan, r.message);
+      // In the address, so that a reload or Back comes back to this payment, not to an empty form.
+      history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);
     } catch (err) {
       // Archived (or deleted) while the form was open: nothing on this form can succeed any more.
@@ -267,6 +349,9 @@ function render(plan: PublicPlan): void {
         : err instanceof ApiError
           ? err.message
           : 'Something went wrong. Please try again.';
+      // Already subscribed (this contact, this plan): the way to it, if this browser was given it.
+      const link = err instanceof ApiError && err.status === 409 ? kept(contactKey(plan, body)) : null;
+      if (link) formError.append(' ', h('a', { href: link, id: 'portal-link' }, 'Manage your subscription'), '.');
     } finally {
       submit.disabled = false;
       form.removeAttribute('aria-busy');
@@ -302,6 +387,11 @@ function render(plan: PublicPlan): void {
 
 function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string): void {
   window.clearTimeout(pollTimer);
+  try {
+    sessionStorage.setItem(shownKey(c.payment_id), JSON.stringify({ c, body, method } satisfies ShownPayment));
+  } catch {
+    // Not kept: a reload then follows the payment without its invoice.
+  }
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
   const section = h(
@@ -319,7 +409,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     c.payment_id,
     POLL_MS,
     (settled) => {
-      if (settled === 'paid') return done(plan, paidMessage(plan));
+      if (settled === 'paid') return done(plan, paidMessage(plan), c.payment_id);
       if (settled === 'expired' || settled === 'failed') {
         const again = h(
           'button',
@@ -330,7 +420,8 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
               again.disabled = true;
               try {
                 const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-                manageUrl = r.manage_url ?? manageUrl;
+                remember(plan, body, r);
+                history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
                 showPayment(plan, r, body, method);
                 announce('A fresh invoice is ready');
               } catch (err) {
@@ -390,7 +481,8 @@ function followStatus(
   pollTimer = window.setTimeout(poll, firstMs);
 }
 
-function done(plan: PublicPlan, message: string): void {
+/** Subscribed: the message, and the portal link this page has (for `paymentId`, if it follows one). */
+function done(plan: PublicPlan, message: string, paymentId?: string): void {
   window.clearTimeout(pollTimer);
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
   setMain(
@@ -400,14 +492,14 @@ function done(plan: PublicPlan, message: string): void {
       { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
       heading,
       h('p', { id: 'done-message' }, message),
-      manageUrl
-        ? h(
-            'p',
-            {},
-            h('a', { class: 'button', href: manageUrl, id: 'portal-link' }, 'Manage your subscription'),
-            h('span', { class: 'hint block' }, 'Keep this link: it is your key to your subscriptions, payments and receipts.'),
-          )
-        : h('p', {}, 'The link to manage your subscription is in your confirmation message.'),
+      portalLinkParagraph(paymentId) ??
+        h(
+          'p',
+          {},
+          plan.available_contact_methods?.length
+            ? 'The link to manage your subscription is in your confirmation message.'
+            : 'Ask the seller for the link to manage your subscription.',
+        ),
     ),
   );
   heading.focus();
@@ -439,7 +531,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       paymentId,
       0,
       (settled) => {
-        if (settled === 'paid') return done(plan, paidMessage(plan));
+        if (settled === 'paid') return done(plan, paidMessage(plan), paymentId);
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
       },
       (err) => {
@@ -498,18 +590,28 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
 }
 
 async function main(): Promise<void> {
+  window.clearTimeout(pollTimer);
   if (!planId || planId === 'checkout') {
     setMain(h('h1', {}, 'Plan not found'), h('p', {}, 'This checkout link names no plan. Please ask the seller for the right link.'));
     return;
   }
   try {
     const plan = await api<PublicPlan>('GET', `/public/plan/${encodeURIComponent(planId)}`);
-    if (returnedPayment) followPayment(plan, returnedPayment, query.get('processor') === 'dev');
+    // A payment named in the address: where a card or wallet processor sends the payer back, or this
+    // page's own payment after a reload or Back (shown again as it was, if this tab showed it).
+    const query = new URLSearchParams(location.search);
+    const paymentId = query.get('payment');
+    const shown = paymentId ? shownPayment(paymentId) : null;
+    if (shown && query.get('processor') !== 'dev') showPayment(plan, shown.c, shown.body, shown.method);
+    else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
     else render(plan);
   } catch (err) {
     planUnavailable(err);
   }
 }
+
+// Back and Forward between the form and a payment view show what the address names.
+window.addEventListener('popstate', () => void main());
 
 /** The plan cannot be had: gone (not found), or the service cannot say now. */
 function planUnavailable(err: unknown): void {

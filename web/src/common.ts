@@ -1,6 +1,10 @@
 import { encode } from 'uqr';
 import './style.css';
 
+// Busy until a page puts its content in (setMain); set here, not in the HTML, so that without
+// JavaScript the page is not announced as loading for ever.
+document.getElementById('main')?.setAttribute('aria-busy', 'true');
+
 /** The pages are served by the gateway itself, so the API is on the same origin. */
 export const API = '/subscriptions_manager/api/v1';
 

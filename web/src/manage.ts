@@ -185,6 +185,11 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
             await reload();
             showNotice(`${s.plan_name} is cancelled.${s.has_access ? ` Access continues until ${date(s.current_period_end)}.` : ''}`);
           } catch (err) {
+            // Changed elsewhere meanwhile (another tab, the seller): what it is now, not a card that contradicts it.
+            if (err instanceof ApiError && err.status === 409) {
+              await reload().catch(() => undefined);
+              return showNotice(`${s.plan_name}: ${err.message}`);
+            }
             cancel.disabled = false;
             msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
             // Disabling the button dropped the focus to <body>: give it back, next to the message.
@@ -277,7 +282,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
       'li',
       { class: 'card' },
       h('p', {}, h('strong', {}, `Wallet ${w.wallet_pubkey}…`), ` · ${w.is_active ? 'Connected' : 'Disconnected'}`),
-      h('p', { class: 'hint' }, `Relay ${w.relay_url}. Connected on ${date(w.created_at)}${w.last_used_at ? `, last paid ${date(w.last_used_at)}` : ''}.`),
+      h('p', { class: 'hint' }, `Relay ${w.relay_url}. Connected on ${date(w.created_at)}${w.last_used_at ? `, last used ${date(w.last_used_at)}` : ''}.`),
       w.last_error ? h('p', { class: 'error' }, `Last payment failed: ${w.last_error}`) : null,
     );
     if (w.is_active) {
