@@ -99,7 +99,10 @@ function traced(q: pg.Pool | pg.PoolClient, prepared: boolean, timeoutMs: number
 
 /** Connection errors of the driver and the network: the database is away, not the query wrong. */
 // 57014: cancelled, by statement_timeout (a statement past DB_QUERY_TIMEOUT_MS) or an operator: retried.
-const UNAVAILABLE_SQLSTATE = /^(08...|57014|57P0[123]|53300|53400|58030)$/;
+// 28000/28P01/3D000: a connection refused (pg_hba, a password changed under us, the database dropped):
+// an operator's fix away, like a server that is down. 55000 "not currently accepting connections" is
+// told by its message (the code names other states too).
+const UNAVAILABLE_SQLSTATE = /^(08...|57014|57P0[123]|53300|53400|58030|28000|28P01|3D000)$/;
 const UNAVAILABLE_ERRNO = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -112,7 +115,7 @@ const UNAVAILABLE_ERRNO = new Set([
   'ECONNABORTED',
 ]);
 const UNAVAILABLE_MESSAGE =
-  /Connection terminated|Query read timeout|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)/i;
+  /Connection terminated|Query read timeout|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)|is not currently accepting connections/i;
 
 /**
  * The database a command-line tool works on: DATABASE_URL, or the embedded database of a running

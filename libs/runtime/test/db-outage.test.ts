@@ -35,6 +35,42 @@ describe('isDbUnavailable', () => {
   });
 });
 
+describe('a database refusing connections', () => {
+  it('is unavailable (503), not a query error (found from outside: 500s): closed to connections, or gone', async () => {
+    await db.query('CREATE DATABASE closed_for_test');
+    const url = new URL(cluster.adminUrl);
+    url.pathname = '/closed_for_test';
+    const closed = createDb(url.toString(), { max: 2 });
+    try {
+      await closed.query('SELECT 1');
+      await db.query('ALTER DATABASE closed_for_test ALLOW_CONNECTIONS false');
+      await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'closed_for_test'`);
+      for (let i = 0; i < 2; i++) {
+        const err = await closed.query('SELECT 1').then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err, String(err)).toBeInstanceOf(Error);
+        expect(isDbUnavailable(err), String(err)).toBe(true);
+      }
+      await db.query('ALTER DATABASE closed_for_test ALLOW_CONNECTIONS true');
+      expect((await closed.query<{ n: number }>('SELECT 1 AS n')).rows[0]!.n).toBe(1);
+    } finally {
+      await closed.close().catch(() => undefined);
+      await db.query('DROP DATABASE IF EXISTS closed_for_test WITH (FORCE)');
+    }
+    const missing = new URL(cluster.adminUrl);
+    missing.pathname = '/no_such_database';
+    const gone = createDb(missing.toString(), { max: 1 });
+    const err = await gone.query('SELECT 1').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await gone.close().catch(() => undefined);
+    expect(isDbUnavailable(err), String(err)).toBe(true);
+  });
+});
+
 describe('a database stopped under the pool', () => {
   it('fails an open transaction with a connection error (no unhandled error event) and works again once it is back', async () => {
     await db.query('SELECT 1'); // idle clients in the pool, too
