@@ -56,6 +56,8 @@ interface GatewayDeps {
 
 /** Added to a route's bus wait to make the lease of its in-progress Idempotency-Key claim. */
 const IDEMPOTENCY_LEASE_MARGIN_S = 5;
+/** How soon a key whose release met the database away is tried again. */
+const RELEASE_RETRY_MS = 500;
 
 const BODY_LIMIT = '64kb';
 /** Seconds a client is asked to wait before retrying a 503 (a peer or the database away). */
@@ -322,18 +324,18 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   // Built from the parts validated above (the owner validates the message once more as it receives it):
   // parsing it here again, with a schema built per request, was a zod compilation per request.
   const message = { caller: keyed, params, query, body };
+  // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
+  // mid-request does not lock its key for a day; a retry after the lease runs the request again.
+  const leaseSeconds = Math.ceil(busWaitMs(d.busTimeoutMs, route.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;
   if (idemKey) {
     // What the route acts on, as validated: a body a route does not take is not part of the request.
     const acted = route.rawBody ? (body as CallbackRequest).raw : (body ?? null);
     const hash = createHash('sha256')
       .update(`${route.id}\n${JSON.stringify(params)}\n${JSON.stringify(query)}\n${JSON.stringify(acted)}`)
       .digest('hex');
-    // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
-    // mid-request does not lock its key for a day; a retry after the lease runs the request again.
-    const leaseSeconds = Math.ceil(busWaitMs(d.busTimeoutMs, route.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;
     const claim = await d.idempotency.claim(d.db, scope, idemKey, hash, leaseSeconds);
     if (claim.kind === 'mismatch') throw new HttpError(409, 'Idempotency-Key was already used with a different request');
-    if (claim.kind === 'in_progress') throw new HttpError(409, 'A request with this Idempotency-Key is still in progress');
+    if (claim.kind === 'in_progress') throw new HttpError(409, 'A request with this Idempotency-Key is still in progress', { 'Retry-After': RETRY_AFTER_S });
     if (claim.kind === 'replay') {
       res.setHeader('Idempotent-Replayed', 'true');
       res.status(claim.status).json(claim.body);
@@ -357,7 +359,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       if (status === 503) res.setHeader('Retry-After', RETRY_AFTER_S);
     }
   } catch (err) {
-    if (idemKey) await d.idempotency.release(d.db, scope, idemKey).catch(() => undefined);
+    if (idemKey) await releaseKey(d, scope, idemKey, leaseSeconds);
     if (err instanceof BusUnavailableError) {
       d.log.warn({ err: err.message }, 'bus request failed');
       throw new HttpError(
@@ -371,7 +373,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     throw err;
   }
   if (idemKey) {
-    if (status >= 500) await d.idempotency.release(d.db, scope, idemKey);
+    if (status >= 500) await releaseKey(d, scope, idemKey, leaseSeconds);
     // The request ran: a database gone just now must not turn its answer into a 503 (the retry would
     // find the key in progress, never run it twice).
     else
@@ -381,6 +383,22 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       });
   }
   res.status(status).json(payload);
+}
+
+/**
+ * Frees the key of a request that failed, so that the client's retry runs it. With the database away
+ * just then (the likely cause of the failure) the release is tried again in the background until shortly
+ * before the claim's lease ends; until it lands every retry would meet "still in progress". It stops
+ * before the lease ends, so it never frees a claim a later request took.
+ */
+function releaseKey(d: GatewayDeps, scope: string, key: string, leaseSeconds: number): Promise<void> {
+  const until = Date.now() + (leaseSeconds - IDEMPOTENCY_LEASE_MARGIN_S) * 1000;
+  const attempt = (): Promise<void> =>
+    d.idempotency.release(d.db, scope, key).catch((err) => {
+      if (!isDbUnavailable(err)) d.log.error({ err }, 'Idempotency-Key not released');
+      else if (Date.now() + RELEASE_RETRY_MS < until) setTimeout(() => void attempt(), RELEASE_RETRY_MS).unref();
+    });
+  return attempt();
 }
 
 /** The JSON parser turns an empty body into `{}`; a request that sent no bytes has no body. */
