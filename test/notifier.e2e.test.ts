@@ -414,6 +414,20 @@ describe('owner webhook endpoints', () => {
     expect(await attemptsOf(done.id)).toHaveLength(1);
   });
 
+  it('a hung notifier does not take the public plan with it: the checkout page gets it, offering e-mail (found from outside: 503)', async () => {
+    const p = await plan('Hung notifier plan');
+    const notifier = stack.services.notifier.child;
+    notifier.kill('SIGSTOP');
+    try {
+      const res = await client(stack.api).get(`/public/plan/${p.id}`);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body).toMatchObject({ id: p.id, name: 'Hung notifier plan' });
+      expect(res.body.available_contact_methods).toEqual(['email']);
+    } finally {
+      notifier.kill('SIGCONT');
+    }
+  });
+
   it('a notifier killed with deliveries under way: after a restart each goes out again with its webhook-id; none lost, one attempt each', async () => {
     const p = await plan('Crash plan');
     const ep = await register('/held', { plan_id: p.id, events: ['subscription.created'] });

@@ -1,5 +1,5 @@
 import type { PaymentStatusResponse } from '@sb/contracts';
-import { notFound, routeHandler, unixSeconds } from '@sb/runtime';
+import { notFound, routeHandler, unixSeconds, within } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { settleFromProvider } from '../confirm.js';
 import { railOf } from '../providers/rail.js';
@@ -39,13 +39,5 @@ export const getPaymentStatus = (d: Deps) =>
         return p;
       });
     // A check past the deadline goes on: what it finds is applied, and the next poll answers it.
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<PaymentRecord>((resolve) => {
-      timer = setTimeout(() => resolve(p), PROVIDER_CHECK_DEADLINE_MS);
-    });
-    try {
-      return answer(await Promise.race([checked, late]));
-    } finally {
-      clearTimeout(timer);
-    }
+    return answer(await within(checked, PROVIDER_CHECK_DEADLINE_MS, () => p));
   });
