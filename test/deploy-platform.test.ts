@@ -265,6 +265,8 @@ describe.skipIf(!canRender)('overlay prod', () => {
     }
     const ingress = docs.find((d) => d.kind === 'Ingress')!;
     expect(ingress.spec.rules[0].http.paths[0].backend.service).toEqual({ name: 'gateway', port: { name: 'http' } });
+    // The API and the pages, not the gateway's /metrics, /healthz and /readyz (found from outside: public).
+    expect(ingress.spec.rules[0].http.paths.map((p: { path: string }) => p.path)).toEqual(['/subscriptions_manager']);
     expect(ingress.spec.tls[0].secretName).toBeTruthy();
     const nats = docs.find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'nats')!;
     expect(nats.spec.replicas).toBe(3);
