@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -191,5 +192,40 @@ describe('a subscribe whose payment request got no answer in time', () => {
         )
       ).body.status,
     ).toBe('active');
+  });
+});
+
+describe('the gateway stopped (SIGTERM) with a keep-alive connection busy', () => {
+  it('answers the request under way and closes that connection, so the client reconnects elsewhere (found from outside: kept alive)', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const url = new URL(`${stack.api}/plans`);
+    const post = () =>
+      new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+        const req = http.request(
+          url,
+          { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-api-key': stack.wallets[0]!.admin_key } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection }));
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ name: 'Drained', amount_sats: 1000, interval: 'weekly' }));
+      });
+    expect(await post()).toEqual({ status: 201, connection: 'keep-alive' });
+    const billing = stack.services.billing.child;
+    billing.kill('SIGSTOP');
+    try {
+      const underWay = post();
+      await new Promise((r) => setTimeout(r, 500));
+      stack.services.gateway.child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      billing.kill('SIGCONT');
+      expect(await underWay).toEqual({ status: 201, connection: 'close' });
+    } finally {
+      billing.kill('SIGCONT');
+      agent.destroy();
+      await stack.restartGateway();
+    }
   });
 });

@@ -72,7 +72,16 @@ async function main(): Promise<void> {
   // Listening before the database answers: /healthz is 200 and /readyz 503 at once; API requests are
   // 503 until the migrations ran.
   // Node's own answers to a missing Host and an unknown Expect have no body: ours carry the JSON error.
+  // Draining, each answer closes its connection (those under way when the stop came too), so a keep-alive
+  // client reconnects to another replica rather than feeding this one until the drain's time is up.
+  let stopping = false;
+  const underWay = new Set<ServerResponse>();
   const server: Server = createServer({ ...app.options, requireHostHeader: false }, (req, res) => {
+    if (stopping) res.setHeader('connection', 'close');
+    else {
+      underWay.add(res);
+      res.once('close', () => underWay.delete(res));
+    }
     if (req.httpVersion === '1.1' && !req.headers.host) return void answerJson(res, 400, 'An HTTP/1.1 request needs a Host header');
     if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app.listener(req, res);
     answerJson(res, 503, DB_UNAVAILABLE_DETAIL, { 'retry-after': '1' });
@@ -86,12 +95,12 @@ async function main(): Promise<void> {
   migrated = true;
   log.info('gateway ready');
 
-  let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'gateway stopping');
     // Requests under way get their answers before the bus closes (at most the longest bus wait, 45 s).
+    for (const res of underWay) if (!res.headersSent) res.setHeader('connection', 'close');
     const drained = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     await Promise.race([drained, new Promise((r) => setTimeout(r, 60_000).unref())]);
