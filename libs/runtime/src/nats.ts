@@ -1,7 +1,8 @@
-import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import { connect, errors, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { DEV_CLOCK_BUCKET, inboxPrefix } from '@sb/contracts';
+import type { Logger } from './logger.js';
 import type { Clock } from './clock.js';
 
 export type { NatsConnection };
@@ -41,6 +42,31 @@ export async function connectNats(conn: string | NatsSettings, name: string): Pr
   const nc = await connect(natsOptions(conn, name));
   coalesceWrites(nc);
   return nc;
+}
+
+/** Nobody answers at the address (yet): a server still starting, or its DNS name not there yet. */
+function natsUnreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return err instanceof errors.ConnectionError || code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ETIMEDOUT';
+}
+
+/**
+ * `connectNats` for a service's start: while no NATS server answers (it starts after the services, as on
+ * Kubernetes) the service waits, saying where it looks, with a backoff of `retryMs` doubling to 30 s. A
+ * refused login or a malformed address is a setting to fix: thrown at once.
+ */
+export async function connectNatsWhenReachable(conn: string | NatsSettings, name: string, log: Pick<Logger, 'warn'>, retryMs = 1000): Promise<NatsConnection> {
+  // Without credentials a URL may carry (nats://user:pass@host).
+  const where = ([] as string[]).concat(natsOptions(conn, name).servers ?? []).map((u) => u.replace(/\/\/[^@/]*@/, '//'));
+  for (let wait = retryMs; ; wait = Math.min(wait * 2, 30_000)) {
+    try {
+      return await connectNats(conn, name);
+    } catch (err) {
+      if (!natsUnreachable(err)) throw err;
+      log.warn({ err: String(err), nats_servers: where, retry_in_ms: wait }, 'NATS not reachable yet; waiting for it');
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
 }
 
 /** The part of nats.js's protocol handler that `coalesceWrites` replaces (not in its public types). */

@@ -2,7 +2,7 @@ import { createBusServer, registerHandlers, type Handler } from './bus.js';
 import { systemClock, type Clock } from './clock.js';
 import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
 import { createLogger, type Logger } from './logger.js';
-import { connectNats, DevClock, natsOptions, natsReachable, type NatsConnection } from './nats.js';
+import { connectNatsWhenReachable, DevClock, natsOptions, natsReachable, type NatsConnection } from './nats.js';
 import type { Registry } from 'prom-client';
 import { createMetricsRegistry, startOpsServer } from './ops.js';
 import { OutboxRelay } from './outbox.js';
@@ -73,7 +73,7 @@ export async function runService<C extends BaseConfig>(opts: {
   }));
   const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
   if (applied.length) log.info({ applied }, 'migrations applied');
-  nc = await connectNats(config, opts.name);
+  nc = await connectNatsWhenReachable(config, opts.name, log);
   const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
   const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
 
