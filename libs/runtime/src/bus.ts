@@ -49,10 +49,15 @@ function withTimeout<T>(p: Promise<T>, ms: number, subject: string): Promise<T> 
 }
 
 /** Request/reply over NATS, with the W3C trace context in the message headers. */
+/** How long a request waits for a dropped NATS connection to come back before it is answered unavailable. */
+const RECONNECT_GRACE_MS = 1000;
+
 export class BusClient {
   private conn: { nc: NatsConnection; inbox: ReplyInbox } | undefined;
   private connecting: Promise<{ nc: NatsConnection; inbox: ReplyInbox }> | undefined;
   private closed = false;
+  /** Set while the connection is down (the client reconnects by itself): resolves when it is back. */
+  private down: { back: Promise<void>; resolve: () => void } | undefined;
 
   constructor(
     private readonly settings: string | NatsSettings,
@@ -75,6 +80,7 @@ export class BusClient {
         this.connecting = undefined;
         if (this.closed) return nc.close().then(() => Promise.reject(new Error('bus client closed')));
         this.conn = { nc, inbox: new ReplyInbox(nc, natsOptions(this.settings, this.name).inboxPrefix) };
+        void this.watch(nc);
         return this.conn;
       },
       (err) => {
@@ -83,6 +89,23 @@ export class BusClient {
       },
     );
     return this.connecting;
+  }
+
+  /** Follows the connection's state, so that requests while it is down fail at once rather than at their timeout. */
+  private async watch(nc: NatsConnection): Promise<void> {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect' && !this.down) {
+        let resolve!: () => void;
+        const back = new Promise<void>((r) => (resolve = r));
+        this.down = { back, resolve };
+      } else if (s.type === 'reconnect' && this.down) {
+        this.down.resolve();
+        this.down = undefined;
+      }
+    }
+    // Closed for good: the next request opens a new connection.
+    this.down?.resolve();
+    this.down = undefined;
   }
 
   async close(): Promise<void> {
@@ -109,6 +132,10 @@ export class BusClient {
     });
     try {
       const wait = busWaitMs(this.timeoutMs, timeoutMs);
+      // NATS away: a reconnect in the next moment is waited for, a longer outage answered at once (503),
+      // not after the whole bus wait of every request.
+      if (this.down) await Promise.race([this.down.back, new Promise((r) => setTimeout(r, RECONNECT_GRACE_MS).unref())]);
+      if (this.down) throw new BusUnavailableError(`${subject}: NATS is not connected`);
       const { inbox } = this.conn && !this.conn.nc.isClosed() ? this.conn : await withTimeout(this.open(), wait, subject);
       const h = natsHeaders();
       injectTraceHeaders(h, trace.setSpan(context.active(), span));

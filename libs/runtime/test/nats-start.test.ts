@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, startNats, startService } from '../../../scripts/stack.mjs';
 import { createDatabase } from '../../../test/support/stack.js';
+import { BusClient } from '../src/bus.js';
+import { BusUnavailableError } from '../src/errors.js';
 import { connectNatsWhenReachable } from '../src/nats.js';
 
 /**
@@ -78,5 +80,41 @@ describe('a service starting before NATS', () => {
     );
     expect(String(err)).toMatch(/Authorization/i);
     expect(lines).toEqual([]);
+  });
+});
+
+describe('a bus client whose NATS server went away', () => {
+  it('answers a request unavailable at once, not at the end of its wait, and works again once NATS is back', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sb-nats-away-'));
+    dirs.push(dir);
+    const port = await freePort();
+    let nats = await startNats(dir, { port });
+    const client = new BusClient(nats.url, 30_000, 'test');
+    await client.connect();
+    const server = await connectNatsWhenReachable(nats.url, 'responder', { warn: () => undefined });
+    const answer = () =>
+      server.subscribe('test.echo', {
+        callback: (_err, m) => m.respond(JSON.stringify({ response: { ok: true, data: 'pong' }, isDisposed: true, id: '1' })),
+      });
+    answer();
+    await server.flush();
+    expect(await client.request('test.echo', {})).toEqual({ ok: true, data: 'pong' });
+    await nats.stop();
+    const err = await client.request('test.echo', {}).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(BusUnavailableError);
+    expect(String(err)).toContain('NATS is not connected');
+    nats = await startNats(dir, { port });
+    stops.push(nats.stop);
+    let back: unknown;
+    for (let i = 0; i < 50 && !back; i++) {
+      back = await client.request('test.echo', {}).catch(() => undefined);
+      if (!back) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(back).toEqual({ ok: true, data: 'pong' });
+    await client.close();
+    await server.close();
   });
 });
