@@ -57,6 +57,19 @@ export async function provisionDbRoles(adminUrl, { prefix = 'sb_' } = {}) {
   return urls;
 }
 
+/**
+ * `sb_<database>_`: the role prefix of one database's services (roles are shared by every database of a
+ * server). Kept within PostgreSQL's 63 bytes with the longest service name.
+ */
+export function dbRolePrefix(databaseUrl) {
+  const db = decodeURIComponent(new URL(databaseUrl).pathname.slice(1)) || 'postgres';
+  const name = db
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, '_')
+    .slice(0, 63 - 'sb__'.length - 'payments'.length);
+  return `sb_${name}_`;
+}
+
 /** Drops the roles of a prefix (the test stacks' cleanup; their database is dropped first). */
 export async function dropDbRoles(adminUrl, { prefix }) {
   const admin = new pg.Client({ connectionString: adminUrl });

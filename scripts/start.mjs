@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { acquireLock } from './start-lock.mjs';
 import { join } from 'node:path';
-import { dbUrlVar, provisionDbRoles } from './db-roles.mjs';
+import { dbRolePrefix, dbUrlVar, provisionDbRoles } from './db-roles.mjs';
 import { servePglite } from './pglite-server.mjs';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
 import { supervise } from './supervise.mjs';
@@ -85,9 +85,12 @@ async function main() {
   // on its one session as one user, so roles could not be told apart there (see the README's Decisions).
   const serviceDbUrls = {};
   if (process.env.DATABASE_URL && process.env.DB_ROLES !== '0') {
-    const urls = await provisionDbRoles(databaseUrl);
+    // Roles are the server's, databases share them: named after this database, so that a start against
+    // another database of the same server never changes this one's passwords.
+    const prefix = dbRolePrefix(databaseUrl);
+    const urls = await provisionDbRoles(databaseUrl, { prefix });
     for (const [service, url] of Object.entries(urls)) serviceDbUrls[dbUrlVar(service)] = url;
-    console.log('PostgreSQL roles sb_<service> provisioned (new passwords each start; DB_ROLES=0 skips)');
+    console.log(`PostgreSQL roles ${prefix}<service> provisioned (new passwords each start; DB_ROLES=0 skips)`);
   }
   const natsCredentials = {};
 

@@ -3,10 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { dbRolePrefix, dropDbRoles } from '../scripts/db-roles.mjs';
 import { startNats, stopChild } from '../scripts/stack.mjs';
 import { until } from './support/http.js';
 import { spawnStart } from './support/start.js';
-import { alive, createDatabase } from './support/stack.js';
+import { ADMIN_DATABASE_URL, alive, createDatabase } from './support/stack.js';
 
 /** `npm start` (scripts/start.mjs) restarts a child that exits, with a backoff, and Ctrl-C still stops everything. */
 let db: Awaited<ReturnType<typeof createDatabase>>;
@@ -25,6 +27,7 @@ afterAll(async () => {
   await nats?.stop();
   if (natsDir) rmSync(natsDir, { recursive: true, force: true });
   await db?.drop().catch(() => undefined);
+  if (db) await dropDbRoles(ADMIN_DATABASE_URL, { prefix: dbRolePrefix(db.url) }).catch(() => undefined);
 });
 
 /** The pid each supervised process runs as now, from the supervisor's lines. */
@@ -54,6 +57,20 @@ describe('npm start supervision', () => {
       120_000,
     );
     expect(lines.some((l) => l.includes('API ready at'))).toBe(true);
+    // Each service connects as a role of this database's own (found from outside: sb_<service> were shared
+    // by every database of the server, and each start changed the others' passwords).
+    const prefix = dbRolePrefix(db.url);
+    expect(prefix).toBe(`sb_${db.name}_`);
+    expect(lines.some((l) => l.includes(`PostgreSQL roles ${prefix}<service> provisioned`))).toBe(true);
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    const users = (
+      await admin.query('SELECT DISTINCT usename FROM pg_stat_activity WHERE datname = current_database() AND usename LIKE $1', [`${prefix}%`])
+    ).rows
+      .map((r) => r.usename)
+      .sort();
+    await admin.end();
+    expect(users).toEqual(['billing', 'gateway', 'notifier', 'nwc', 'payments'].map((s) => `${prefix}${s}`));
     const first = pids();
     expect(Object.keys(first).sort()).toEqual(['billing', 'gateway', 'notifier', 'nwc', 'payments']);
     const billingReady = `http://127.0.0.1:${ports.BILLING_OPS_PORT}/readyz`;

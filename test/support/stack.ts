@@ -7,7 +7,7 @@ import pg from 'pg';
 import { API_PREFIX, createWallet, startNats, startService } from '../../scripts/stack.mjs';
 import { dbUrlVar, dropDbRoles, provisionDbRoles } from '../../scripts/db-roles.mjs';
 
-const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export interface WalletKeys {
   id: string;
