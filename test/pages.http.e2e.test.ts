@@ -93,6 +93,23 @@ describe('hosted pages', () => {
     }
   });
 
+  it('the OpenAPI document the reference loads goes compressed and is revalidated, not sent whole each visit (found from outside)', async () => {
+    const url = `${stack.api}/openapi.json`;
+    const plain = await raw(url);
+    expect(plain.status).toBe(200);
+    expect(plain.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(JSON.parse(plain.body.toString('utf8')).openapi).toMatch(/^3\./);
+    const gz = await raw(url, { 'accept-encoding': 'gzip' });
+    expect(gz.headers['content-encoding']).toBe('gzip');
+    expect(gunzipSync(gz.body).equals(plain.body)).toBe(true);
+    expect(gz.body.length).toBeLessThan(plain.body.length / 5);
+    for (const r of [plain, gz]) {
+      expect(r.headers['cache-control']).toBe('no-cache');
+      expect(r.headers.etag).toBe(plain.headers.etag);
+    }
+    expect((await raw(url, { 'accept-encoding': 'gzip', 'if-none-match': plain.headers.etag! })).status).toBe(304);
+  });
+
   it('serves nothing outside the built assets', async () => {
     for (const path of [
       '/subscriptions_manager/assets/nope.js',

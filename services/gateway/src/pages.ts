@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,7 +59,7 @@ type Encoding = 'br' | 'gzip';
  * (brotli at its best quality takes seconds for Swagger UI's 1.5 MB bundle, so not at every start of
  * the gateway). Until brotli is ready a client that also accepts gzip gets gzip, which takes milliseconds.
  */
-class StaticFile {
+export class StaticFile {
   readonly type: string;
   readonly compressible: boolean;
   private ready: Partial<Record<Encoding, Buffer | null>> = {};
@@ -123,8 +124,14 @@ function acceptedEncodings(header: string | undefined): Encoding[] {
   return (['br', 'gzip'] as const).filter((e) => weight(e) > 0).sort((a, b) => weight(b) - weight(a));
 }
 
+/** A document made at start (the OpenAPI JSON), served like a built file: compressed, with a strong ETag. */
+export function jsonFile(value: unknown): StaticFile {
+  const body = Buffer.from(JSON.stringify(value));
+  return new StaticFile(body, '.json', `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`);
+}
+
 /** Sends a page or an asset, compressed when the client accepts it. */
-async function sendFile(req: Request, res: Response, file: StaticFile): Promise<void> {
+export async function sendFile(req: Request, res: Response, file: StaticFile): Promise<void> {
   if (file.compressible) res.vary('Accept-Encoding');
   const { body, encoding } = await file.negotiate(req);
   if (encoding) res.setHeader('Content-Encoding', encoding);
