@@ -564,7 +564,7 @@ describe('subscriber and owner notices', () => {
     const tgm = await until(async () => tgTo('2001').map((x) => x.text), has);
     expect(tgm.filter((t) => t.includes(due))).toHaveLength(1);
     expect(tgm.find((t) => t.includes(due))).toMatch(/lightning:ln\w+/);
-    expect(tgm.find((t) => t.includes(due))).toContain('2100 sats');
+    expect(tgm.find((t) => t.includes(due))).toContain('2,100 sats');
     expect(has(await until(async () => dms(relay, carolSk).map((x) => x.text), has))).toBe(true);
     expect(has(await until(async () => dms(dmRelay, bobSk).map((x) => x.text), has))).toBe(true);
     const erin = await until(async () => mailsTo('erin@example.com').map((x) => `${x.subject}\n${x.text}`), has);
@@ -651,19 +651,19 @@ describe('subscriber and owner notices', () => {
       async () => tgTo('2005').filter((x) => x.text.includes('is active')),
       (x) => x.length >= 1,
     );
-    expect(got[0]!.text).toMatch(/active until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1500 sats/);
+    expect(got[0]!.text).toMatch(/active until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1,500 sats/);
     expect(got[0]!.text).toContain(`Payment reference: ${co.payment_id}`);
     // A receipt: the period paid for, the amount, how it was paid.
     const sub = (await reader().get(`/subscriptions/${co.subscription_id}`)).body;
     const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
     expect(got[0]!.text).toContain(`Period: ${utc(sub.current_period_start)} to ${utc(sub.current_period_end)}`);
-    expect(got[0]!.text).toContain('Amount: 1500 sats');
+    expect(got[0]!.text).toContain('Amount: 1,500 sats');
     expect(got[0]!.text).toContain('Paid with: Lightning');
     const owner = await until(
       async () => tgTo('1001').filter((x) => x.text.startsWith('Payment received: Paid')),
       (x) => x.length >= 1,
     );
-    expect(owner[0]!.text).toContain('Amount: 1500 sats');
+    expect(owner[0]!.text).toContain('Amount: 1,500 sats');
   });
 
   it('renewal, expiry after dunning and the plan archive reach messenger-only and Nostr-only subscribers', async () => {
@@ -709,10 +709,10 @@ describe('subscriber and owner notices', () => {
     for (const name of ['renewMsg', 'renewNostr']) expect((await pub().post(`/dev/payments/${(await renewalOf(name))[0].id}/pay`)).status).toBe(200);
     const renewed = 'Your subscription to Silver was renewed';
     const renewedText = (await chatSays('2011', renewed))[0]!.text;
-    expect(renewedText).toMatch(/renewed until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1200 sats/);
+    expect(renewedText).toMatch(/renewed until \d{4}-\d\d-\d\d \d\d:\d\d UTC; you paid 1,200 sats/);
     expect(renewedText).toMatch(/Period: \d{4}-\d\d-\d\d \d\d:\d\d UTC to \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
     expect(renewedText).toContain('Paid with: Lightning');
-    expect((await dmSays(daveSk, renewed))[0]!.text).toContain('you paid 1200 sats');
+    expect((await dmSays(daveSk, renewed))[0]!.text).toContain('you paid 1,200 sats');
 
     // The owner archives Silver: both are cancelled and told why.
     expect((await admin().del(`/plans/${kept.id}`)).status).toBe(200);

@@ -169,7 +169,7 @@ describe('subscribe with NWC', () => {
     const nwcString = w.connectionString();
     const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: `nwc-${used}@example.com`, nwc_connection_string: nwcString });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ status: 'active', message: 'Your wallet paid 1500 sats; your subscription to Auto is active' });
+    expect(res.body).toMatchObject({ status: 'active', message: 'Your wallet paid 1,500 sats: your subscription to Auto is active.' });
     expect(res.body.error_code ?? null).toBeNull();
     expect(w.requests).toHaveLength(1);
     expect(w.requests[0]).toMatchObject({ encryption: used, method: 'pay_invoice' });

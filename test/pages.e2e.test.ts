@@ -668,7 +668,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
     const body = await (await answer).json();
     await page.locator('#done').waitFor({ timeout: 30_000 });
-    expect(await page.locator('#done-message').textContent()).toBe('Your wallet paid 1500 sats; your subscription to Auto is active');
+    expect(await page.locator('#done-message').textContent()).toBe('Your wallet paid 1,500 sats: your subscription to Auto is active.');
     await page.getByRole('link', { name: 'Manage your subscription' }).click();
     await page.getByRole('heading', { name: 'Wallets for automatic payments' }).waitFor();
     const wallets = page.locator('ul.wallets > li');

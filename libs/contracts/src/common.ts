@@ -17,6 +17,9 @@ export const ID_PREFIXES = {
   watchonly_wallet: 'wow_',
 } as const;
 
+/** An amount as people read it in messages: "21,000 sats". */
+export const satsText = (n: number): string => `${n.toLocaleString('en-US')} sats`;
+
 /**
  * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number,
  * out of range) is refused with a sentence that says so and names the bounds, not zod's "received NaN".

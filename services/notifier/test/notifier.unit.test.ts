@@ -215,7 +215,7 @@ describe('subscriber notices', () => {
     const who = { name: 'Ann', manageUrl: 'http://x/subscriptions_manager/manage?token=t0k', merchant: 'Shop & Co' };
     const reminder = subscriberMessage(ev('renewal.reminder', { payment_request: 'lnbc10n1xyz', due_at: 1_700_086_400, amount_sats: 1000 }), who);
     expect(reminder.text).toContain('lightning:lnbc10n1xyz');
-    expect(reminder.text).toContain('1000 sats');
+    expect(reminder.text).toContain('1,000 sats');
     expect(reminder.text).toContain('2023-11-15 22:13 UTC');
     expect(reminder.text).toContain(who.manageUrl);
     expect(reminder.html).toContain('<a href="lightning:lnbc10n1xyz">');
@@ -223,13 +223,13 @@ describe('subscriber notices', () => {
     expect(reminder.html).toContain('— Shop &#38; Co');
     expect(subscriberMessage(ev('renewal.reminder', { checkout_url: 'https://pay.example/c' }), who).text).toContain('https://pay.example/c');
     const resumed = subscriberMessage(ev('renewal.reminder', { reason: 'resumed', payment_request: 'lnbc1r', due_at: 1_700_086_400, amount_sats: 1000 }), who);
-    expect(resumed.text).toContain('was resumed: its new period starts when you pay 1000 sats');
+    expect(resumed.text).toContain('was resumed: its new period starts when you pay 1,000 sats');
     expect(resumed.text).not.toContain('renews on');
     expect(resumed.text).toContain('lightning:lnbc1r');
     const cancelled = subscriberMessage(ev('subscription.cancelled', { cancel_reason: 'cancelled by subscriber', current_period_end: 1_700_086_400 }), who);
     expect(cancelled.text).toMatch(/cancelled by you.*\n.*access continues until 2023-11-15 22:13 UTC/);
     expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 5000, current_period_end: 1_702_000_000 }), {}).text).toMatch(
-      /renewed until 2023-12-08 .* UTC; you paid 5000 sats/,
+      /renewed until 2023-12-08 .* UTC; you paid 5,000 sats/,
     );
     expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
   });

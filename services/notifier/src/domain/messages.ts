@@ -1,4 +1,4 @@
-import { utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
+import { satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -57,7 +57,7 @@ function payLinks(d: Record<string, unknown>): string[] {
 export function subscriberMessage(e: EventEnvelope, who: { name?: string | null; manageUrl?: string | null; merchant?: string | null }): Message {
   const d = e.data;
   const plan = d.plan_name || 'your subscription';
-  const amount = num(d.amount_sats) !== undefined ? `${d.amount_sats} sats` : undefined;
+  const amount = num(d.amount_sats) !== undefined ? satsText(d.amount_sats as number) : undefined;
   const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
   // A receipt: the period paid for, the payment's reference and how it was paid (behaviour.md).
   const receipt = (): (string | undefined | false)[] => {
@@ -199,7 +199,7 @@ export function ownerMessage(e: EventEnvelope): Message {
     `Plan: ${d.plan_name || '-'} (${d.plan_id})`,
     str(d.subscription_id) && `Subscription: ${d.subscription_id}${str(d.status) ? ` (${d.status})` : ''}`,
     who && `Subscriber: ${who}`,
-    num(d.amount_sats) !== undefined && `Amount: ${d.amount_sats} sats`,
+    num(d.amount_sats) !== undefined && `Amount: ${satsText(d.amount_sats as number)}`,
     str(d.payment_id) && `Payment: ${d.payment_id}`,
     str(d.reason) && `Reason: ${d.reason}`,
     str(d.last_error) && `Last error: ${d.last_error}`,

@@ -1,4 +1,4 @@
-import { ID_PREFIXES, messages } from '@sb/contracts';
+import { ID_PREFIXES, messages, satsText } from '@sb/contracts';
 import { callMessage, newId, routeHandler, invalid } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
@@ -94,7 +94,7 @@ export const subscribe = (d: Deps) =>
     }
     const outcome = await chargeConnection(d, row, sub.payment);
     if (outcome.paid) {
-      return { ...base, status: 'active', message: `Your wallet paid ${sub.payment.amount_sats} sats; your subscription to ${sub.plan_name} is active` };
+      return { ...base, status: 'active', message: `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name} is active.` };
     }
     return {
       ...base,
