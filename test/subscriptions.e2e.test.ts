@@ -32,6 +32,7 @@ describe('public checkout', () => {
     const res = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'Trial@Example.com', name: 'Tess' });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ status: 'active', trial: true, trial_days: 14 });
+    expect(res.body.trial_end).toBe((await invoice.get(`/subscriptions/${res.body.subscription_id}`)).body.trial_end);
     expect(res.body.manage_url).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}$/);
     const sub = (await invoice.get(`/subscriptions/${res.body.subscription_id}`)).body;
     expect(sub).toMatchObject({ status: 'active', plan_id: p.id, has_access: true, amount_sats: 5000, interval: 'monthly', payments: [] });

@@ -1,4 +1,19 @@
-import { announce, api, ApiError, fiat, fieldMessage, h, INTERVALS, METHOD_LABELS, nwcShapeError, paymentView, sats, setMain, type Payable } from './common.js';
+import {
+  announce,
+  api,
+  ApiError,
+  date,
+  fiat,
+  fieldMessage,
+  h,
+  INTERVALS,
+  METHOD_LABELS,
+  nwcShapeError,
+  paymentView,
+  sats,
+  setMain,
+  type Payable,
+} from './common.js';
 
 interface PublicPlan {
   id: string;
@@ -22,6 +37,7 @@ interface Checkout extends Payable {
 interface Trial {
   subscription_id: string;
   trial: true;
+  trial_end?: number;
   message: string;
   manage_url?: string | null;
 }
@@ -334,7 +350,12 @@ function render(plan: PublicPlan): void {
       announce('Creating your payment');
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
       remember(plan, body, r);
-      if ('trial' in r) return done(plan, r.message);
+      // The page's own words for the trial: its end as every date here reads, and what comes after it.
+      if ('trial' in r)
+        return done(
+          plan,
+          r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message,
+        );
       // In the address, so that a reload or Back comes back to this payment, not to an empty form.
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);

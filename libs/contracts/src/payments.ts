@@ -111,6 +111,7 @@ export const TrialSubscriptionResponse = z
     status: z.literal('active'),
     trial: z.literal(true),
     trial_days: z.number().int(),
+    trial_end: UnixSeconds.optional().openapi({ description: 'When the trial ends and the first payment is due' }),
     message: z.string(),
     manage_url: manageUrl,
   })

@@ -22,13 +22,15 @@ export const subscribe = (d: Deps) =>
     }
     const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key }).catch(retryPending(d, body));
     if (!created) {
+      const trialEnd = sub.trial_end ?? sub.current_period_end;
       return {
         subscription_id: sub.id,
         status: 'active' as const,
         trial: true as const,
         trial_days: plan.trial_days,
+        trial_end: trialEnd,
         // When the first payment is due is what a person starting a trial wants to know.
-        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started; it ends on ${utcMinute(sub.trial_end ?? sub.current_period_end)}`,
+        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started; it ends on ${utcMinute(trialEnd)}`,
         manage_url,
       };
     }
