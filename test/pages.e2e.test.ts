@@ -237,6 +237,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('#contact-email-error').textContent()).toContain('e-mail address');
     expect(await page.getByLabel('E-mail').getAttribute('aria-invalid')).toBe('true');
     await check(page, problems, 'checkout');
+    // Every choice is a finger's width tall, its label the target (found from outside: 20 px radios).
+    const heights = await page.locator('.choice label').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().height));
+    expect(heights.length).toBe(5);
+    for (const hgt of heights) expect(hgt).toBeGreaterThanOrEqual(44);
 
     const c = await checkout(page, 'Lightning', 'lightning@example.com');
     await page.locator('#pay').waitFor();
@@ -265,6 +269,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await card.textContent()).toMatch(/Access.*Yes, until at least/);
     // Payment history with a receipt.
     const receipt = page.locator('details.receipt').first();
+    expect((await receipt.locator('summary').boundingBox())!.height).toBeGreaterThanOrEqual(44);
     expect(await page.locator('.payment-row .pill-paid').count()).toBe(1);
     await receipt.locator('summary').click();
     expect(await receipt.textContent()).toContain(c.payment_id);
@@ -827,7 +832,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.goto(p.checkout_url);
     // No channel is set up: the e-mail field does not promise messages.
     expect(await page.locator('#contact-email-hint').textContent()).toBe(
-      'So the seller knows who subscribed. No messages are sent: keep the link shown once you have paid.',
+      'So the seller can reach you. Keep the link shown once you have paid: it manages your subscription.',
     );
     const c = await checkout(page, 'Lightning', 'kept@example.com');
     await page.locator('#pay').waitFor();

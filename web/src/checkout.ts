@@ -227,13 +227,13 @@ function render(plan: PublicPlan): void {
       const chosen = document.getElementById(`contact-${prefSelect.value}`) as HTMLInputElement | null;
       if (input.value.trim() && !chosen?.value.trim()) prefSelect.value = c;
     });
-    // A seller who sends no messages (no channel set up): the address only says who subscribed.
+    // No channel set up here: nothing promises our messages (the seller may write through webhooks).
     const silent = c === 'email' && !plan.available_contact_methods?.length;
     const el = field(
       `contact-${c}`,
       f.label,
       input,
-      silent ? 'So the seller knows who subscribed. No messages are sent: keep the link shown once you have paid.' : f.hint,
+      silent ? 'So the seller can reach you. Keep the link shown once you have paid: it manages your subscription.' : f.hint,
     );
     if (c === 'messenger' && plan.messenger_bot) {
       // The seller's bot by name, with the link that opens it in Telegram.
