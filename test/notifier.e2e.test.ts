@@ -324,6 +324,21 @@ describe('owner webhook endpoints', () => {
     });
   });
 
+  it('metrics count the attempts by outcome, and the outbox backlog is on every service (found from outside: none)', async () => {
+    const text = await (await fetch(`${stack.services.notifier.url}/metrics`)).text();
+    const count = (outcome: string) => Number(text.match(new RegExp(`^webhook_attempts_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\d+)`, 'm'))?.[1] ?? 0);
+    // The tests above delivered, retried (500 twice) and gave up (a receiver always failing).
+    expect(count('delivered')).toBeGreaterThan(0);
+    expect(count('retried')).toBeGreaterThan(0);
+    expect(count('failed')).toBeGreaterThan(0);
+    expect(text).toMatch(/^# TYPE notification_attempts_total counter$/m);
+    for (const url of [stack.services.billing.url, stack.services.payments.url, stack.services.notifier.url]) {
+      const m = await (await fetch(`${url}/metrics`)).text();
+      expect(m, url).toMatch(/^outbox_unpublished_events\{service="\w+"\} \d+$/m);
+      expect(m, url).toMatch(/^outbox_oldest_unpublished_seconds\{service="\w+"\} [\d.e+-]+$/m);
+    }
+  });
+
   it('replay sends the same event again as a new delivery with the same webhook-id', async () => {
     const original = await deliveryOf(all.id, createdA);
     const before = hitsFor('/all', createdA).length;
@@ -501,7 +516,7 @@ describe('subscriber e-mail', () => {
     const reminder = got.filter((m) => m.subject === 'Payment due for Reminder plan');
     expect(reminder).toHaveLength(1);
     expect(reminder[0]!.text).toContain(`lightning:${invoice}`);
-    expect(reminder[0]!.text).toContain('1000 sats');
+    expect(reminder[0]!.text).toContain('1,000 sats');
     expect(got.filter((m) => m.subject === 'Your free trial of Reminder plan is ending')).toHaveLength(1);
     // Marked sent just after the SMTP server took it.
     const carolRows = () =>
@@ -525,7 +540,7 @@ describe('subscriber e-mail', () => {
       (m) => m.length > 0,
     );
     expect(dave.map((m) => m.subject)).toEqual(['Your subscription to Paid plan is active']);
-    expect(dave[0]!.text).toContain('1500 sats');
+    expect(dave[0]!.text).toContain('1,500 sats');
     await new Promise((r) => setTimeout(r, 1500));
     expect(mailsTo('erin@example.com')).toEqual([]);
   });

@@ -1,6 +1,7 @@
 import { SpanKind } from '@opentelemetry/api';
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { JetStreamApiError, jetstreamManager } from '@nats-io/jetstream';
+import { Gauge, type Registry } from 'prom-client';
 import { EVENTS_STREAM, eventSubject, type EventEnvelope, type EventName } from '@sb/contracts';
 import type { Clock } from './clock.js';
 import type { Db, Migration, Queryable } from './db.js';
@@ -162,6 +163,50 @@ export class OutboxRelay {
     await ensureEventsStream(this.nc);
     this.stream = new StreamPublisher(this.nc, this.inboxPrefix);
     this.poller.start();
+  }
+
+  /**
+   * Events written and not yet on the stream, and how long the oldest has waited: the relay's lag, on
+   * /metrics (`outbox_unpublished_events`, `outbox_oldest_unpublished_seconds`).
+   */
+  watchBacklog(registry: Registry): void {
+    const db = this.db;
+    const schema = this.schema;
+    let last: Promise<{ n: number; age: number }> | undefined;
+    // One query per scrape for both gauges: the second takes the first's answer.
+    const backlog = () =>
+      (last ??= db
+        .query<{ n: number; age: number | null }>(
+          `SELECT count(*)::int AS n, extract(epoch FROM now() - min(created_at))::float8 AS age FROM ${schema}.outbox WHERE published_at IS NULL`,
+        )
+        .then((r) => ({ n: r.rows[0]!.n, age: r.rows[0]!.age ?? 0 }))
+        .finally(() => setImmediate(() => (last = undefined))));
+    new Gauge({
+      name: 'outbox_unpublished_events',
+      help: 'Events written to the outbox and not yet published to the stream',
+      registers: [registry],
+      async collect() {
+        this.set(
+          await backlog().then(
+            (b) => b.n,
+            () => Number.NaN,
+          ),
+        );
+      },
+    });
+    new Gauge({
+      name: 'outbox_oldest_unpublished_seconds',
+      help: 'How long the oldest unpublished outbox event has waited (0 when none)',
+      registers: [registry],
+      async collect() {
+        this.set(
+          await backlog().then(
+            (b) => b.age,
+            () => Number.NaN,
+          ),
+        );
+      },
+    });
   }
 
   /** Publishes up to `limit` pending events; returns how many. */

@@ -81,6 +81,7 @@ export async function runService<C extends BaseConfig>(opts: {
   registerHandlers(server, parts.handlers, log);
   await server.listen();
   const relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
+  relay.watchBacklog(registry);
   await relay.start();
   await parts.start?.();
   started = true;

@@ -5,6 +5,7 @@ import type { DeliveriesRepo } from './store/deliveries.repo.js';
 import type { NotificationsRepo } from './store/notifications.repo.js';
 import type { MessengerRepo } from './store/messenger.repo.js';
 import type { SettingsRepo } from './store/settings.repo.js';
+import type { NotifierMetrics } from './metrics.js';
 
 export const SCHEMA = 'notifier';
 
@@ -25,6 +26,7 @@ export interface Deps {
   bus: BusClient;
   addresses: AddressPolicy;
   webhookTimeoutMs: number;
+  metrics: NotifierMetrics;
   channels: {
     /** The deployment's mail server; owners may bring their own. */
     smtpUrl: string | undefined;

@@ -3,6 +3,7 @@ import { BusClient, DurableEventConsumer, main, Poller, runService, SecretBox } 
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { EventRecorder } from './events-consumer.js';
+import { notifierMetrics } from './metrics.js';
 import { allHandlers } from './handlers/index.js';
 import { DeliveriesRepo } from './store/deliveries.repo.js';
 import { EndpointsRepo } from './store/endpoints.repo.js';
@@ -33,6 +34,7 @@ main('notifier', () =>
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client'),
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
         webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
+        metrics: notifierMetrics(registry),
         channels: {
           smtpUrl: config.SMTP_URL,
           mailFrom: config.MAIL_FROM,

@@ -8,6 +8,7 @@ import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from './domain/retry.js';
 import type { AttemptOutcome, ClaimedDelivery } from './store/deliveries.repo.js';
+import { outcomeLabel } from './metrics.js';
 import { sendWebhook } from './webhook-sender.js';
 
 /** Deliveries under way at once (each waits on its receiver, not on this process). */
@@ -101,6 +102,7 @@ export class WebhookWorker {
     const now = unixSeconds(d.clock);
     const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
     await this.finished.add({ id: row.id, outcome, now, next });
+    d.metrics.webhookAttempts.inc({ outcome: outcomeLabel(outcome.delivered, next) });
     d.log.info(
       {
         delivery_id: row.id,
@@ -144,6 +146,7 @@ export async function notifyDue(d: Deps): Promise<boolean> {
       if (next !== null && outcome.retryAfterS !== undefined) next = Math.min(Math.max(next, now + outcome.retryAfterS), from + GIVE_UP_AFTER_S);
       // The attempt row and the status move together, or neither does (as webhook deliveries are recorded).
       await d.db.tx((tx) => d.notifications.finishAttempt(tx, n, { ...outcome, duration_ms: Date.now() - started }, now, next));
+      d.metrics.notificationAttempts.inc({ channel: n.channel, outcome: outcomeLabel(outcome.delivered, next) });
       // The recipient is personal data: the log names the message, channel and event only.
       d.log.info(
         {

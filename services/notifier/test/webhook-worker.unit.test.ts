@@ -8,6 +8,8 @@ import { SecretBox, systemClock } from '@sb/runtime';
 import type { Deps } from '../src/deps.js';
 import type { AttemptOutcome, ClaimedDelivery } from '../src/store/deliveries.repo.js';
 import { WebhookWorker } from '../src/workers.js';
+import { Registry } from 'prom-client';
+import { notifierMetrics } from '../src/metrics.js';
 
 /**
  * The delivery worker against a local receiver, with the store replaced by a queue of due deliveries
@@ -69,6 +71,7 @@ function harness() {
     secrets: box,
     addresses: { allowPrivate: true },
     webhookTimeoutMs: 10_000,
+    metrics: notifierMetrics(new Registry()),
   } as unknown as Deps;
   const row = (id: string, path: string): ClaimedDelivery => ({
     id,
