@@ -135,9 +135,11 @@ export function createApp(d: GatewayDeps): GatewayApp {
       span.end();
       const seconds = (performance.now() - started) / 1000;
       metricsOf(route, req.method, res.statusCode).observe(seconds);
-      if (d.log.isLevelEnabled('info')) {
+      // Probes and scrapes come every few seconds from the kubelet and Prometheus: debug, not info.
+      const level = route === 'ops' ? 'debug' : 'info';
+      if (d.log.isLevelEnabled(level)) {
         context.with(trace.setSpan(parent, span), () =>
-          d.log.info({ req_id: requestId, method: req.method, path: req.path, route, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request'),
+          d.log[level]({ req_id: requestId, method: req.method, path: req.path, route, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request'),
         );
       }
     });
@@ -169,6 +171,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
   // After the API routes (no path in common): an API request does not walk these layers and the pages' router first.
   const ops = opsHandler(d.registry, d.ready);
   app.get(['/healthz', '/readyz', '/metrics'], (req, res, next) => {
+    res.locals.routeId = 'ops';
     ops(req, res).then((done) => (done ? undefined : next()), next);
   });
 
