@@ -294,6 +294,15 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
       `CREATE TABLE IF NOT EXISTS ${schema}.schema_migrations (id INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
     );
     const done = new Set((await client.query<{ id: number }>(`SELECT id FROM ${schema}.schema_migrations`)).rows.map((r) => r.id));
+    // A database a newer version migrated: this version would read and write rows whose meaning changed
+    // (found from outside: an old billing gave re-anchored periods two months for one payment).
+    const known = new Set(migrations.map((m) => m.id));
+    const unknown = [...done].filter((id) => !known.has(id)).sort((a, b) => a - b);
+    if (unknown.length) {
+      throw new Error(
+        `${schema}: the database was migrated by a newer version (migration ${unknown.join(', ')}, unknown to this one). Start that version or a later one: downgrades are not supported.`,
+      );
+    }
     for (const m of [...migrations].sort((a, b) => a.id - b.id)) {
       if (done.has(m.id)) continue;
       await client.query('BEGIN');

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPgCluster, type PgCluster } from '../../../test/support/pg-cluster.js';
-import { createDb, isDbUnavailable, migrateWhenReachable, type Db } from '../src/db.js';
+import { createDb, isDbUnavailable, migrate, migrateWhenReachable, type Db } from '../src/db.js';
 
 /** The database going away under the pool: a private server of this file's own, stopped abruptly. */
 let cluster: PgCluster;
@@ -32,6 +32,21 @@ describe('isDbUnavailable', () => {
     expect(isDbUnavailable(Object.assign(new Error('relation "x" does not exist'), { code: '42P01' }))).toBe(false);
     expect(isDbUnavailable(new Error('boom'))).toBe(false);
     expect(isDbUnavailable(undefined)).toBe(false);
+  });
+});
+
+describe('migrations', () => {
+  it('a version older than the database (a downgrade) refuses to start, naming both; the same version starts', async () => {
+    const one = { id: 1, name: 'one', sql: 'CREATE TABLE t1 (id INT)' };
+    const two = { id: 2, name: 'two', sql: 'ALTER TABLE t1 ADD COLUMN x INT' };
+    expect(await migrate(db, 'downgrade', [one, two])).toEqual([1, 2]);
+    expect(await migrate(db, 'downgrade', [one, two])).toEqual([]);
+    const err = await migrate(db, 'downgrade', [one]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(String(err)).toContain('downgrade: the database was migrated by a newer version (migration 2, unknown to this one)');
+    expect(isDbUnavailable(err)).toBe(false);
   });
 });
 

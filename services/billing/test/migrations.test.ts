@@ -51,3 +51,33 @@ describe('migration 7 (pending_since)', () => {
     ]);
   });
 });
+
+describe('migration 12 (anchor_index, again)', () => {
+  it('adds the column to a database whose migration 11 was the early one without it, and changes nothing elsewhere', async () => {
+    const created = await createDatabase('sb_bm12');
+    const early = createDb(created.url, { max: 2 });
+    try {
+      const others = migrations.filter((m) => m.id !== 11 && m.id !== 12);
+      await migrate(early, 'billing', others);
+      // The early migration 11: the index only.
+      await migrate(early, 'billing', [
+        ...others,
+        {
+          id: 11,
+          name: 'renewal payments by subscription',
+          sql: 'CREATE INDEX renewal_payments_subscription ON renewal_payments (subscription_id, period_end);',
+        },
+      ]);
+      const column = `SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = 'billing' AND table_name = 'subscriptions' AND column_name = 'anchor_index'`;
+      expect((await early.query(column)).rows[0].n).toBe(0);
+      expect(await migrate(early, 'billing', migrations)).toEqual([12]);
+      expect((await early.query(column)).rows[0].n).toBe(1);
+    } finally {
+      await early.close();
+      await created.drop();
+    }
+    // The database of this file, migrated from the start: 12 runs and finds the column there.
+    await migrate(db, 'billing', migrations);
+    expect((await db.query(`SELECT count(*)::int AS n FROM billing.schema_migrations WHERE id = 12`)).rows[0].n).toBe(1);
+  });
+});
