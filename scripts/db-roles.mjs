@@ -37,14 +37,26 @@ export async function provisionDbRoles(adminUrl, { prefix = 'sb_' } = {}) {
       await admin.query(`ALTER ROLE ${r} SET plan_cache_mode = force_custom_plan`);
       await admin.query(`CREATE SCHEMA IF NOT EXISTS ${service} AUTHORIZATION ${r}`);
       await admin.query(`ALTER SCHEMA ${service} OWNER TO ${r}`);
+      // A sequence of a serial or identity column goes with its table (PostgreSQL refuses to move it
+      // alone); tables first. All of a schema in one transaction: never left half with another owner
+      // (found from outside: a foreign key check then ran as an owner without USAGE on the schema).
       const owned = await admin.query(
         `SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'S', 'v', 'm') AND pg_get_userbyid(c.relowner) <> $2`,
+          WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'S', 'v', 'm') AND pg_get_userbyid(c.relowner) <> $2
+            AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+          ORDER BY c.relkind = 'S', c.relname`,
         [service, role],
       );
-      for (const t of owned.rows) {
-        const kind = t.relkind === 'S' ? 'SEQUENCE' : t.relkind === 'v' ? 'VIEW' : t.relkind === 'm' ? 'MATERIALIZED VIEW' : 'TABLE';
-        await admin.query(`ALTER ${kind} ${service}.${admin.escapeIdentifier(t.relname)} OWNER TO ${r}`);
+      await admin.query('BEGIN');
+      try {
+        for (const t of owned.rows) {
+          const kind = t.relkind === 'S' ? 'SEQUENCE' : t.relkind === 'v' ? 'VIEW' : t.relkind === 'm' ? 'MATERIALIZED VIEW' : 'TABLE';
+          await admin.query(`ALTER ${kind} ${service}.${admin.escapeIdentifier(t.relname)} OWNER TO ${r}`);
+        }
+        await admin.query('COMMIT');
+      } catch (err) {
+        await admin.query('ROLLBACK').catch(() => undefined);
+        throw err;
       }
       const url = new URL(adminUrl);
       url.username = role;
