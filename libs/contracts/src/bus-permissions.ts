@@ -34,6 +34,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   subscriberOfToken: ['nwc'],
   nwcFallback: ['nwc'],
   nwcReconnect: ['nwc'],
+  nwcReconnectCheck: ['nwc'],
   nwcCharge: ['billing'],
   contactMethods: ['billing'],
   subscriptionContact: ['notifier'],

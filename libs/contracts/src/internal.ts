@@ -87,6 +87,15 @@ export const NwcChargeResult = z.union([
 ]);
 export type NwcChargeResult = z.infer<typeof NwcChargeResult>;
 
+const NwcReconnectRequest = z.object({ wallet_id: Id, subscriber_id: Id, subscription_id: Id, max_amount_sats: z.number().int().min(1).optional() });
+const NwcReconnectReply = z.object({
+  plan_id: Id,
+  plan_name: z.string(),
+  amount_sats: z.number().int(),
+  subscriber_email: z.string().nullable(),
+  subscriber_name: z.string().nullable(),
+});
+
 export const messages = {
   createPayment: { subject: 'payments.internal.create_payment', request: CreatePayment, reply: CreatedPayment },
   /**
@@ -194,21 +203,18 @@ export const messages = {
    */
   nwcReconnect: {
     subject: 'billing.internal.nwc_reconnect',
-    request: z.object({
-      wallet_id: Id,
-      subscriber_id: Id,
-      subscription_id: Id,
-      max_amount_sats: z.number().int().min(1).optional(),
-      /** Only the checks (the token holder's live NWC subscription), nothing changed: asked before the wallet is contacted. */
-      check_only: z.boolean().optional(),
-    }),
-    reply: z.object({
-      plan_id: Id,
-      plan_name: z.string(),
-      amount_sats: z.number().int(),
-      subscriber_email: z.string().nullable(),
-      subscriber_name: z.string().nullable(),
-    }),
+    request: NwcReconnectRequest,
+    reply: NwcReconnectReply,
+  },
+  /**
+   * The checks of `nwcReconnect` alone, nothing changed: asked before the wallet the caller named is
+   * contacted. A subject of its own, so that a billing of an earlier version (no responders) is told
+   * apart from one that answers: a field on nwcReconnect would be dropped there and reconnect at once.
+   */
+  nwcReconnectCheck: {
+    subject: 'billing.internal.nwc_reconnect_check',
+    request: NwcReconnectRequest,
+    reply: NwcReconnectReply,
   },
   /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
   nwcCharge: {

@@ -8,7 +8,7 @@ import { getPlan, planExists } from './plans.get.js';
 import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
-import { nwcFallback, nwcReconnect, portalCancel, portalListPayments, portalListSubscriptions, subscriberOfToken } from './portal.js';
+import { nwcFallback, nwcReconnect, nwcReconnectCheck, portalCancel, portalListPayments, portalListSubscriptions, subscriberOfToken } from './portal.js';
 import { subscriptionContact } from './notification-contacts.js';
 import { getPublicPlan } from './public.plan_get.js';
 import { subscribe, subscribeNwc } from './public.subscribe.js';
@@ -52,6 +52,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   subscriberOfToken(d),
   nwcFallback(d),
   nwcReconnect(d),
+  nwcReconnectCheck(d),
   subscriptionContact(d),
   ...(d.devClock ? [devClock(d, scheduler)] : []),
 ];

@@ -84,8 +84,8 @@ export const subscriberOfToken = (d: Deps) =>
   });
 
 /** A wallet connected in the portal: the subscription (the subscriber's, live, made with NWC) renews from a wallet again. */
-export const nwcReconnect = (d: Deps) =>
-  messageHandler(messages.nwcReconnect, async ({ wallet_id, subscriber_id, subscription_id, max_amount_sats, check_only }) => {
+const reconnect = (d: Deps, check_only: boolean) =>
+  messageHandler(check_only ? messages.nwcReconnectCheck : messages.nwcReconnect, async ({ wallet_id, subscriber_id, subscription_id, max_amount_sats }) => {
     return d.db.tx(async (tx) => {
       const sub = await d.subscriptions.get(tx, wallet_id, subscription_id, true);
       if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
@@ -108,3 +108,6 @@ export const nwcReconnect = (d: Deps) =>
       };
     });
   });
+export const nwcReconnect = (d: Deps) => reconnect(d, false);
+/** The same checks, nothing changed: the NWC service asks before it contacts the wallet. */
+export const nwcReconnectCheck = (d: Deps) => reconnect(d, true);

@@ -1,5 +1,5 @@
 import { messages, toPortalWallet, type BusRequest } from '@sb/contracts';
-import { callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated } from '@sb/runtime';
+import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { tellBilling } from '../charge.js';
 import { toConnection } from '../store/connections.repo.js';
@@ -45,8 +45,11 @@ export const connectWallet = (d: Deps) =>
     const s = await subscriberOf(d, req);
     const body = req.body;
     const target = { wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats };
-    // Another subscriber's subscription is refused before any relay the caller named is contacted.
-    await callMessage(d.bus, messages.nwcReconnect, { ...target, check_only: true });
+    // Another subscriber's subscription is refused before any relay the caller named is contacted (by a
+    // billing of an earlier version, without the check, after: as it was then).
+    await callMessage(d.bus, messages.nwcReconnectCheck, target).catch((err) => {
+      if (!(err instanceof BusUnavailableError && err.noResponders)) throw err;
+    });
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const sub = await callMessage(d.bus, messages.nwcReconnect, target);
     const row = await storeConnection(
