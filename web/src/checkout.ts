@@ -81,72 +81,50 @@ const FIELD_IDS: Record<string, string> = {
   nwc_string: 'nwc',
 };
 
-/**
- * The portal link: the latest answer's that has one. A retry of the same subscriber answers none; a
- * retry that made a new subscriber (no e-mail address to find the first by) answers theirs, which holds
- * the checkout paid in the end.
- */
-let manageUrl: string | null = null;
 let pollTimer: number | undefined;
 
 /**
- * The portal links this browser was given, for two days, by the contact and plan they were given for
- * and by payment. The answer that carries one is the only copy the page gets (a retry of the same
- * contact answers none, and the seller may send no messages): a reload, Back, the processor's tab or a
- * second try would otherwise lose it. The browser's history holds the same link once it is opened, so
- * keeping it here holds nothing new on this device.
+ * What this tab keeps (sessionStorage: gone with the tab, never read by another tab or a later visitor
+ * of the same computer), per payment: the checkout it showed, so that a reload or Back shows the same
+ * invoice, and the portal link its answer carried, shown once it is paid. A retry of the same contact is
+ * answered without a link (knowing someone's address must not hand out their portal): a fresh invoice
+ * carries over the link of the payment it replaces.
  */
-const KEPT_LINKS = 'sb-portal-links';
-const KEEP_MS = 2 * 86_400_000;
-
-function keptLinks(): Record<string, { url: string; at: number }> {
+function tabGet<T>(key: string): T | null {
   try {
-    const all = JSON.parse(localStorage.getItem(KEPT_LINKS) ?? '{}') as Record<string, { url: string; at: number }>;
-    return Object.fromEntries(Object.entries(all).filter(([, v]) => typeof v?.url === 'string' && Date.now() - v.at < KEEP_MS));
+    return JSON.parse(sessionStorage.getItem(key) ?? 'null') as T | null;
   } catch {
-    // Storage off (private mode, a policy) or garbled: nothing kept.
-    return {};
+    // Storage off (a policy, private mode) or garbled: nothing kept.
+    return null;
   }
 }
-const kept = (key: string): string | null => keptLinks()[key]?.url ?? null;
-const contactKey = (plan: PublicPlan, body: Record<string, unknown>) =>
-  `contact:${plan.id}:${['email', 'messenger', 'nostr'].map((c) => String(body[c] ?? '').toLowerCase()).join('|')}`;
-const paymentKey = (paymentId: string) => `payment:${paymentId}`;
-
-/**
- * The portal link for an answer to `body`: its own, else the one this browser was given for the same
- * contact and plan; kept under both, and under the answer's payment for the page that follows it.
- */
-function remember(plan: PublicPlan, body: Record<string, unknown>, answer: { manage_url?: string | null; payment_id?: string }): void {
-  const url = answer.manage_url ?? kept(contactKey(plan, body));
-  if (!url) return;
-  manageUrl = url;
-  const at = Date.now();
-  const more = { [contactKey(plan, body)]: { url, at }, ...(answer.payment_id ? { [paymentKey(answer.payment_id)]: { url, at } } : {}) };
+function tabSet(key: string, value: unknown): void {
   try {
-    localStorage.setItem(KEPT_LINKS, JSON.stringify({ ...keptLinks(), ...more }));
+    sessionStorage.setItem(key, JSON.stringify(value));
   } catch {
-    // Not kept: the page still shows it while open.
+    // Not kept: the page still shows it while it is open.
   }
 }
+const linkOf = (paymentId: string): string | null => tabGet<string>(`sb-link-${paymentId}`);
+function keepLink(paymentId: string, url: string | null | undefined): void {
+  if (url) tabSet(`sb-link-${paymentId}`, url);
+}
 
-/** The checkout a payment view shows, kept for this tab so that a reload shows the same invoice again. */
+/** The checkout a payment view shows. */
 interface ShownPayment {
   c: Checkout;
   body: Record<string, unknown>;
   method: string;
 }
-const shownKey = (paymentId: string) => `sb-payment-${paymentId}`;
-function shownPayment(paymentId: string): ShownPayment | null {
-  try {
-    return JSON.parse(sessionStorage.getItem(shownKey(paymentId)) ?? 'null') as ShownPayment | null;
-  } catch {
-    return null;
-  }
+const shownPayment = (paymentId: string): ShownPayment | null => tabGet<ShownPayment>(`sb-payment-${paymentId}`);
+
+/** A subscription that started without a payment view (a trial, a wallet that paid): its result, for a reload. */
+interface Subscribed {
+  message: string;
+  link: string | null;
 }
 
-function portalLinkParagraph(paymentId?: string): HTMLElement | null {
-  const url = manageUrl ?? (paymentId ? kept(paymentKey(paymentId)) : null);
+function portalLinkParagraph(url: string | null): HTMLElement | null {
   return url
     ? h(
         'p',
@@ -335,13 +313,13 @@ function render(plan: PublicPlan): void {
         }
         submit.textContent = 'Your wallet is paying…';
         const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() } });
-        remember(plan, body, r);
-        if (r.status === 'active') return done(plan, r.message);
+        if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
         // The subscription exists now, waiting for its first payment: this contact cannot start another,
         // so the way on is another wallet here, or its own page, where it is payable by invoice.
-        const link = manageUrl;
+        const link = r.manage_url ?? null;
+        const code = r.error_code && !r.message.includes(r.error_code) ? ` (${r.error_code})` : '';
         formError.replaceChildren(
-          `${r.message}${r.error_code ? ` (${r.error_code})` : ''}. You can try again with another wallet`,
+          `${r.message}${code}. You can try again with another wallet`,
           ...(link ? [', or pay another way on ', h('a', { href: link, id: 'portal-link' }, 'the page of your subscription'), '.'] : ['.']),
         );
         return;
@@ -349,13 +327,12 @@ function render(plan: PublicPlan): void {
       submit.textContent = 'Creating your payment…';
       announce('Creating your payment');
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
-      remember(plan, body, r);
       // The page's own words for the trial: its end as every date here reads, and what comes after it.
-      if ('trial' in r)
-        return done(
-          plan,
-          r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message,
-        );
+      if ('trial' in r) {
+        const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
+        return subscribed(plan, r.subscription_id, message, r.manage_url ?? null);
+      }
+      keepLink(r.payment_id, r.manage_url);
       // In the address, so that a reload or Back comes back to this payment, not to an empty form.
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);
@@ -370,9 +347,12 @@ function render(plan: PublicPlan): void {
         : err instanceof ApiError
           ? err.message
           : 'Something went wrong. Please try again.';
-      // Already subscribed (this contact, this plan): the way to it, if this browser was given it.
-      const link = err instanceof ApiError && err.status === 409 ? kept(contactKey(plan, body)) : null;
-      if (link) formError.append(' ', h('a', { href: link, id: 'portal-link' }, 'Manage your subscription'), '.');
+      // Already subscribed (this contact, this plan): where its link is. The link itself is never given for
+      // an address typed here (anyone may know it).
+      if (err instanceof ApiError && err.status === 409 && !marked.length)
+        formError.append(
+          ` ${plan.available_contact_methods?.length ? 'Its link to manage it was shown when it started and is in your messages about it.' : 'Its link to manage it was shown when it started; the seller can send it to you again.'}`,
+        );
     } finally {
       submit.disabled = false;
       form.removeAttribute('aria-busy');
@@ -406,32 +386,26 @@ function render(plan: PublicPlan): void {
   syncMethod();
 }
 
-function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string): void {
+/** `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone). */
+function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string, restored = false): void {
   window.clearTimeout(pollTimer);
-  try {
-    sessionStorage.setItem(shownKey(c.payment_id), JSON.stringify({ c, body, method } satisfies ShownPayment));
-  } catch {
-    // Not kept: a reload then follows the payment without its invoice.
-  }
+  tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method } satisfies ShownPayment);
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
-  const section = h(
-    'section',
-    { id: 'pay', 'aria-labelledby': 'pay-heading' },
-    heading,
-    paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay'),
-    status,
-  );
+  const view = paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay');
+  const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, view, status);
   heading.id = 'pay-heading';
   setMain(planHeader(plan), section);
   heading.focus();
 
   followStatus(
     c.payment_id,
-    POLL_MS,
-    (settled) => {
-      if (settled === 'paid') return done(plan, paidMessage(plan), c.payment_id);
+    restored ? 0 : POLL_MS,
+    ({ status: settled }) => {
+      if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(c.payment_id));
       if (settled === 'expired' || settled === 'failed') {
+        // What can no longer be paid is not left on the screen to be paid.
+        view.remove();
         const again = h(
           'button',
           {
@@ -441,7 +415,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
               again.disabled = true;
               try {
                 const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-                remember(plan, body, r);
+                keepLink(r.payment_id, r.manage_url ?? linkOf(c.payment_id));
                 history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
                 showPayment(plan, r, body, method);
                 announce('A fresh invoice is ready');
@@ -479,31 +453,44 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
  * `settled` hears any other status (the asking stops). A failed ask goes to `unreadable`, and is asked
  * again after twice the wait unless that answers true (nothing more to ask).
  */
+interface PaymentStatus {
+  status: string;
+  plan_id?: string;
+}
+
 function followStatus(
   paymentId: string,
   firstMs: number,
-  settled: (status: string) => void,
+  settled: (s: PaymentStatus) => void,
   unreadable: (err: unknown) => boolean,
-  pending?: () => void,
+  pending?: (s: PaymentStatus) => boolean | void,
 ): void {
   window.clearTimeout(pollTimer);
   const poll = async (): Promise<void> => {
-    let s: { status: string };
+    let s: PaymentStatus;
     try {
-      s = await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
+      s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
     } catch (err) {
       if (!unreadable(err)) pollTimer = window.setTimeout(poll, POLL_MS * 2);
       return;
     }
-    if (s.status !== 'pending') return settled(s.status);
-    pending?.();
+    if (s.status !== 'pending') return settled(s);
+    // `pending` answers false when there is nothing more to follow.
+    if (pending?.(s) === false) return;
     pollTimer = window.setTimeout(poll, POLL_MS);
   };
   pollTimer = window.setTimeout(poll, firstMs);
 }
 
-/** Subscribed: the message, and the portal link this page has (for `paymentId`, if it follows one). */
-function done(plan: PublicPlan, message: string, paymentId?: string): void {
+/** Subscribed without a payment view: said, and kept in the address and this tab for a reload. */
+function subscribed(plan: PublicPlan, subscriptionId: string, message: string, link: string | null): void {
+  tabSet(`sb-subscribed-${subscriptionId}`, { message, link } satisfies Subscribed);
+  history.replaceState(null, '', `${location.pathname}?subscribed=${encodeURIComponent(subscriptionId)}`);
+  done(plan, message, link);
+}
+
+/** Subscribed: the message, and the portal link this tab was given for it (else where to find it). */
+function done(plan: PublicPlan, message: string, link: string | null): void {
   window.clearTimeout(pollTimer);
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
   setMain(
@@ -513,13 +500,11 @@ function done(plan: PublicPlan, message: string, paymentId?: string): void {
       { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
       heading,
       h('p', { id: 'done-message' }, message),
-      portalLinkParagraph(paymentId) ??
+      portalLinkParagraph(link) ??
         h(
           'p',
           {},
-          plan.available_contact_methods?.length
-            ? 'The link to manage your subscription is in your confirmation message.'
-            : 'Ask the seller for the link to manage your subscription.',
+          `The link to manage your subscription is on the page where you started${plan.available_contact_methods?.length ? ' and in your confirmation message' : ''}.`,
         ),
     ),
   );
@@ -539,6 +524,12 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
   setMain(planHeader(plan), section);
   heading.focus();
   const again = () => h('a', { href: location.pathname, id: 'start-again' }, 'Start again');
+  // A link naming another plan's payment (found from outside: shown as this plan's subscription).
+  const ofPlan = (answer: PaymentStatus): boolean => {
+    if (!answer.plan_id || answer.plan_id === plan.id) return true;
+    say('This payment is not for this plan. Nothing was charged through this link. ', again());
+    return false;
+  };
 
   let said = '';
   const say = (...content: (string | HTMLElement)[]) => {
@@ -551,8 +542,10 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     followStatus(
       paymentId,
       0,
-      (settled) => {
-        if (settled === 'paid') return done(plan, paidMessage(plan), paymentId);
+      (answer) => {
+        if (!ofPlan(answer)) return;
+        const settled = answer.status;
+        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId));
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
       },
       (err) => {
@@ -563,12 +556,14 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         say(`Still checking your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`);
         return false;
       },
-      () =>
+      (answer) => {
+        if (!ofPlan(answer)) return false;
         say(
           'Not paid yet. If you have paid, this page shows it as soon as the payment provider confirms it; if you left without paying, go back to the page you came from, or ',
           again(),
           '.',
-        ),
+        );
+      },
     );
   if (devProcessor) {
     // Stands in for the processor's own page: nothing is charged anywhere.
@@ -623,16 +618,25 @@ async function main(): Promise<void> {
     const query = new URLSearchParams(location.search);
     const paymentId = query.get('payment');
     const shown = paymentId ? shownPayment(paymentId) : null;
-    if (shown && query.get('processor') !== 'dev') showPayment(plan, shown.c, shown.body, shown.method);
+    const started = tabGet<Subscribed>(`sb-subscribed-${query.get('subscribed')}`);
+    if (shown && shown.body.plan_id === plan.id && query.get('processor') !== 'dev') showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
+    else if (started) done(plan, started.message, started.link);
     else render(plan);
   } catch (err) {
     planUnavailable(err);
   }
 }
 
-// Back and Forward between the form and a payment view show what the address names.
-window.addEventListener('popstate', () => void main());
+// Back and Forward between the form and a payment view show what the address names; the focus goes to
+// the content, as after any change of view (not left on the page's body).
+window.addEventListener(
+  'popstate',
+  () =>
+    void main().then(() => {
+      if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
+    }),
+);
 
 /** The plan cannot be had: gone (not found), or the service cannot say now. */
 function planUnavailable(err: unknown): void {

@@ -128,6 +128,7 @@ export const PaymentStatusResponse = z
     status: z.enum(['pending', 'paid', 'expired', 'failed']),
     paid_at: UnixSeconds.nullable().optional(),
     subscription_id: Id,
+    plan_id: Id.optional().openapi({ description: "The plan the payment is for (the checkout page checks a payment link names its plan's)" }),
   })
   .openapi('PaymentStatusResponse');
 export type PaymentStatusResponse = z.infer<typeof PaymentStatusResponse>;

@@ -16,6 +16,7 @@ const answer = (p: PaymentRecord): PaymentStatusResponse => ({
   status: p.status,
   paid_at: p.paid_at,
   subscription_id: p.subscription_id,
+  plan_id: p.plan_id,
 });
 
 /**
