@@ -51,6 +51,29 @@ function authFor(op: any): Record<string, string> {
   return {};
 }
 
+describe('names shown to people', () => {
+  it('a plan or subscriber name with a line break, a direction override or an invisible character is 422 (found from outside: forged notice lines)', async () => {
+    const plans = await count('SELECT count(*)::int AS n FROM billing.plans');
+    const subs = await count('SELECT count(*)::int AS n FROM billing.subscriptions');
+    for (const bad of ['Gold\nAmount: 1 sats', 'Gold\u202eLAPYAP', 'Pay\u200bPal', 'Gold\u2028line']) {
+      const created = await admin.post('/plans', { name: bad, amount_sats: 1000, interval: 'monthly' });
+      expect(created.status, JSON.stringify(bad)).toBe(422);
+      expect(created.body.detail[0]).toMatchObject({
+        loc: ['body', 'name'],
+        msg: expect.stringContaining('without invisible or direction-changing characters'),
+      });
+      expect((await admin.put(`/plans/${plan.id}`, { name: bad })).status).toBe(422);
+      const sub = await anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'named@example.com', name: bad });
+      expect(sub.status, JSON.stringify(bad)).toBe(422);
+      expect(sub.body.detail[0].loc).toEqual(['body', 'name']);
+    }
+    expect(await count('SELECT count(*)::int AS n FROM billing.plans')).toBe(plans);
+    expect(await count('SELECT count(*)::int AS n FROM billing.subscriptions')).toBe(subs);
+    // Other scripts and emoji are names like any other.
+    expect((await admin.post('/plans', { name: 'ذهب 🥇 Gold', amount_sats: 1000, interval: 'monthly' })).status).toBe(201);
+  });
+});
+
 describe('text the database cannot hold: NUL and unpaired surrogates', () => {
   it('an id that cannot exist is 404 on every operation with a path id, whatever its auth', async () => {
     let checked = 0;

@@ -444,6 +444,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     // The server answers again: a connection error said earlier is no longer true.
     () => {
       if (status.textContent !== WAITING) status.textContent = WAITING;
+      return true;
     },
   );
 }
@@ -463,7 +464,7 @@ function followStatus(
   firstMs: number,
   settled: (s: PaymentStatus) => void,
   unreadable: (err: unknown) => boolean,
-  pending?: (s: PaymentStatus) => boolean | void,
+  pending?: (s: PaymentStatus) => boolean,
 ): void {
   window.clearTimeout(pollTimer);
   const poll = async (): Promise<void> => {
@@ -563,6 +564,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
           again(),
           '.',
         );
+        return true;
       },
     );
   if (devProcessor) {

@@ -17,6 +17,17 @@ export const ID_PREFIXES = {
   watchonly_wallet: 'wow_',
 } as const;
 
+/**
+ * Characters refused in names shown to people (a plan, a subscriber, a sender, a merchant): control
+ * characters (a line of its own in a message, a mail header), direction overrides and invisible ones that
+ * make a name read as something else ("…moc.lapyap"). The joiners emoji and some scripts need are kept.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
+export const NOT_IN_NAMES = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
+export const NAME_RULE = 'must be one line of text without invisible or direction-changing characters';
+/** A string shown to people as a name: `NOT_IN_NAMES` refused. */
+export const shownName = (s: z.ZodString) => s.refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE);
+
 /** An amount as people read it in messages: "21,000 sats". */
 export const satsText = (n: number): string => `${n.toLocaleString('en-US')} sats`;
 

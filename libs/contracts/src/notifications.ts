@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, PaginationQuery, UnixSeconds } from './common.js';
+import { Id, NAME_RULE, NOT_IN_NAMES, PaginationQuery, UnixSeconds } from './common.js';
 import { EventName } from './events.js';
 import { ContactPreference } from './nwc.js';
 
@@ -64,19 +64,11 @@ const smtpUrl = z
   }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query)');
 
 /**
- * Characters refused in names shown to people (sender, merchant): control characters (header injection),
- * direction overrides and invisible ones that make a name read as something else ("…moc.lapyap"). The
- * joiners emoji and some scripts need are kept.
- */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
-
-/**
  * `Name <address>` or a bare address, split; undefined when it is not exactly one mailbox. A line break
  * in a sender would be a header of its own (Bcc: anyone) if any mail library let it through.
  */
 export function parseMailbox(v: string): { name: string; address: string } | undefined {
-  if (CONTROL.test(v)) return undefined;
+  if (NOT_IN_NAMES.test(v)) return undefined;
   // The name: a quoted string (commas and escaped quotes allowed inside), or plain words.
   const m = /^\s*(?:"((?:[^"\\]|\\.)*)"|([^"<>,]*?))\s*<([^<>\s@,"]+@[^<>\s@,"]+)>\s*$/.exec(v);
   if (m) return { name: (m[1]?.replace(/\\(.)/g, '$1') ?? m[2]!).trim(), address: m[3]! };
@@ -138,7 +130,7 @@ const settingsFields = {
     .trim()
     .min(1)
     .max(200)
-    .refine((v) => !CONTROL.test(v), 'must be one line of text without invisible or direction-changing characters')
+    .refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE)
     .optional()
     .openapi({ description: 'Who the messages come from, named in every message' }),
   owner_events: z.array(NotifiableEvent).max(50).default([]),

@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, UnixSeconds } from './common.js';
+import { Id, shownName, UnixSeconds } from './common.js';
 
 /** NIP-47 error codes; `error_code` of a failed NWC payment is one of them. */
 export const NWC_ERROR_CODES = z
@@ -41,7 +41,7 @@ export const NWCSubscriptionCreate = z
   .strictObject({
     plan_id: Id,
     email: z.email().max(254).optional(),
-    name: z.string().max(200).optional(),
+    name: shownName(z.string().max(200)).optional(),
     messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),
     nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
     nwc_connection_string: connectionString,

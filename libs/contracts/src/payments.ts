@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, PaginationQuery, UnixSeconds } from './common.js';
+import { Id, PaginationQuery, shownName, UnixSeconds } from './common.js';
 import { PaymentMethod } from './plans.js';
 
 export const PaymentStatus = z.enum(['pending', 'paid', 'failed', 'expired']).openapi('PaymentStatus');
@@ -69,7 +69,7 @@ export const SubscribeRequest = z
         "(loc `body.payment_method`) naming `POST /public/subscribe/nwc`, which takes the wallet's connection string.",
     }),
     email: z.email().max(254).optional(),
-    name: z.string().max(200).optional(),
+    name: shownName(z.string().max(200)).optional(),
     messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),
     nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
     contact_preference: z.enum(['email', 'messenger', 'nostr']).optional().openapi({

@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, UnixSeconds } from './common.js';
+import { Id, shownName, UnixSeconds } from './common.js';
 
 export const Interval = z.enum(['weekly', 'monthly', 'yearly']).openapi('Interval');
 export type Interval = z.infer<typeof Interval>;
@@ -19,7 +19,7 @@ export const METHOD_FLAGS = {
 export const MAX_AMOUNT_SATS = 2_100_000_000_000_000;
 
 const planFields = {
-  name: z.string().trim().min(1).max(200),
+  name: shownName(z.string().trim().min(1).max(200)),
   description: z.string().max(2000),
   amount_sats: z.number().int().min(1).max(MAX_AMOUNT_SATS),
   interval: Interval,

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '@sb/contracts';
-import { SubscriberNotice } from '@sb/contracts';
-import { subscriberMessage, subscriberWants } from '../src/domain/messages.js';
+import { EventName, SubscriberNotice } from '@sb/contracts';
+import { ownerMessage, subscriberMessage, subscriberWants } from '../src/domain/messages.js';
 import { contactMethods, mergeSettings, SettingsError, subscriberTargets, viewSettings } from '../src/domain/settings.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
 import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '@sb/runtime';
@@ -243,6 +243,59 @@ describe('subscriber notices', () => {
       'Your connected wallet will be asked to pay it again until 2023-11-15 22:13 UTC, while your access continues; you can also pay it yourself.',
     );
     expect(byWallet.text).not.toContain('pay it before then');
+  });
+
+  // Found by reading every message a lifecycle sends (a helper session with real SMTP, Telegram and Nostr).
+  it('names and plan names cannot write lines of their own, nor turn a line around', () => {
+    const forged = 'Frank\nAmount: 1 sats\nPay here instead: https://evil.example/pay';
+    const owner = ownerMessage(ev('subscription.created', { subscriber_name: forged, plan_name: 'Gold\u202eevil', amount_sats: 1000, status: 'pending' }));
+    const lines = owner.text.split('\n');
+    expect(lines.filter((l) => l.startsWith('Amount:'))).toEqual(['Amount: 1,000 sats']);
+    expect(lines.some((l) => l.startsWith('Pay here instead'))).toBe(false);
+    expect(lines).toContain('Subscriber: Frank Amount: 1 sats Pay here instead: https://evil.example/pay');
+    expect(owner.text).not.toMatch(/[\u202a-\u202e\u2066-\u2069\u200b]/);
+    const greeting = subscriberMessage(ev('subscription.activated', {}), { name: 'Zed\u202e\u200bX\r\nBcc: x' }).text.split('\n')[0];
+    expect(greeting).toBe('Hello Zed X Bcc: x,');
+  });
+
+  it('a reminder after the period ended says it is overdue, not that it renews on a date gone by', () => {
+    const late = subscriberMessage(
+      ev('renewal.reminder', { reason: 'nwc_wallet_unavailable', due_at: 1_700_000_000 - 3600, amount_sats: 3000, payment_request: 'lnbc1' }),
+      {},
+    );
+    expect(late.text).toContain('The renewal of Gold (3,000 sats) was due on 2023-11-14 21:13 UTC and is not paid yet.');
+    expect(late.text).not.toContain('renews on');
+  });
+
+  it('a trial says when it ends and what follows; a cancelled checkout never paid charged nothing; an ended one is not managed', () => {
+    const trial = subscriberMessage(ev('subscription.created', { trial: true, current_period_end: 1_700_086_400, amount_sats: 2100 }), {});
+    expect(trial.text).toContain('Your free trial of Gold has started; it ends on 2023-11-15 22:13 UTC.');
+    expect(trial.text).toContain('After it, each renewal costs 2,100 sats; we will remind you before it ends.');
+    const never = subscriberMessage(
+      ev('subscription.cancelled', { cancel_reason: 'plan archived', current_period_start: 1_699_000_000, current_period_end: 1_699_000_000 }),
+      { manageUrl: 'http://x/manage?token=t' },
+    );
+    expect(never.text).toContain('was cancelled by the merchant, who discontinued the plan. Nothing was charged.');
+    expect(never.text).not.toContain('access');
+    const expired = subscriberMessage(ev('subscription.expired', {}), { manageUrl: 'http://x/manage?token=t' });
+    expect(expired.text).toContain('Your subscriptions and receipts:');
+    expect(expired.text).not.toContain('Manage, pay or cancel');
+    // The subscription's id is for receipts (a reference), not every message.
+    expect(expired.text).not.toContain('sub_1');
+    expect(subscriberMessage(ev('subscription.renewed', { payment_id: 'pay_1', amount_sats: 1 }), {}).text).toContain('Subscription reference: sub_1');
+  });
+
+  it("owner notices have a title for every event, and put a payment's status beside the payment", () => {
+    for (const event of EventName.options) expect(ownerMessage(ev(event, { status: 'x' })).subject, event).not.toContain(event);
+    const paid = ownerMessage(ev('payment.received', { payment_id: 'pay_1', status: 'paid', amount_sats: 1000 })).text;
+    expect(paid).toContain('Subscription: sub_1\n');
+    expect(paid).toContain('Payment: pay_1 (paid)');
+    const extended = ownerMessage(ev('subscription.extended', { status: 'active', days: 10, current_period_end: 1_700_086_400 })).text;
+    expect(extended).toContain('Extended by: 10 days');
+    expect(extended).toContain('Period ends: 2023-11-15 22:13 UTC');
+    expect(ownerMessage(ev('subscription.cancelled', { status: 'cancelled', cancel_reason: 'chargeback fraud suspect' })).text).toContain(
+      'Cancel reason: chargeback fraud suspect',
+    );
   });
 });
 

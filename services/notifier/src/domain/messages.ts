@@ -21,6 +21,19 @@ const PAID_WITH: Record<PaymentMethod, string> = {
 };
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+/**
+ * Line breaks, other control characters, direction overrides and invisible characters in text that came
+ * from outside (a subscriber's name, a plan's name, a wallet's error): each becomes a space, so that no
+ * one writes lines of their own into a message ("Amount: 1 sats", a link to pay elsewhere) or turns the
+ * rest of a line around.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced.
+const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]+/g;
+const clean = (v: string): string => v.replace(UNSAFE_TEXT, ' ').replace(/ {2,}/g, ' ').trim();
+/** The event's data with every text value cleaned. */
+const cleaned = (data: Record<string, unknown>): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(data).map(([k, v]) => [k, typeof v === 'string' ? clean(v) : v]));
+
 /** Whether the subscriber is to hear of this event at all: billing knows their opt-ins, the owner chose the notices. */
 export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]): boolean {
   if (ALWAYS_TO_SUBSCRIBER.has(e.event)) return true;
@@ -54,8 +67,9 @@ function payLinks(d: Record<string, unknown>): string[] {
  * The message a subscriber gets for an event. `manageUrl` is the portal (manage, pay, cancel), in every
  * message; the reader's name comes from billing.
  */
-export function subscriberMessage(e: EventEnvelope, who: { name?: string | null; manageUrl?: string | null; merchant?: string | null }): Message {
-  const d = e.data;
+export function subscriberMessage(e: EventEnvelope, reader: { name?: string | null; manageUrl?: string | null; merchant?: string | null }): Message {
+  const d = cleaned(e.data);
+  const who = { ...reader, name: reader.name ? clean(reader.name) : null, merchant: reader.merchant ? clean(reader.merchant) : null };
   const plan = d.plan_name || 'your subscription';
   const amount = num(d.amount_sats) !== undefined ? satsText(d.amount_sats as number) : undefined;
   const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
@@ -69,6 +83,7 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       amount && `Amount: ${amount}`,
       method && `Paid with: ${PAID_WITH[method as PaymentMethod] ?? method}`,
       str(d.payment_id) && `Payment reference: ${d.payment_id}`,
+      str(d.subscription_id) && `Subscription reference: ${d.subscription_id}`,
     ];
   };
   /** A step of dunning: what is unpaid, until when it can be paid (`pay_by`), where. */
@@ -81,27 +96,32 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       'Your subscription portal has a payable invoice.',
     );
   };
-  const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message =>
+  /** `over`: nothing left to pay or cancel (expired, ended), the portal still has the history and receipts. */
+  const message = (over: boolean, subject: string, ...lines: (string | undefined | false | null)[]): Message =>
     compose(subject, [
       who.name ? `Hello ${who.name},` : 'Hello,',
       '',
       ...lines,
       '',
-      who.manageUrl ? 'Manage, pay or cancel your subscription:' : undefined,
+      who.manageUrl ? (over ? 'Your subscriptions and receipts:' : 'Manage, pay or cancel your subscription:') : undefined,
       who.manageUrl ?? undefined,
-      `Subscription: ${d.subscription_id ?? '-'}`,
       who.merchant ? `— ${who.merchant}` : undefined,
     ]);
+  const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message => message(false, subject, ...lines);
   switch (e.event) {
     case 'subscription.cancelled': {
       const end = num(d.current_period_end);
       const reason = str(d.cancel_reason);
       const by =
         reason === 'cancelled by subscriber' ? 'by you' : reason === 'plan archived' ? 'by the merchant, who discontinued the plan' : 'by the merchant';
-      return body(
+      // A checkout never paid has no period (it starts and ends at once): nothing was charged, no access to end.
+      const neverPaid = end !== undefined && end === num(d.current_period_start);
+      const continues = end !== undefined && end > e.timestamp;
+      return message(
+        !continues,
         `Your subscription to ${plan} was cancelled`,
-        `Your subscription to ${plan} was cancelled ${by}. You will not be charged again.`,
-        end !== undefined && end > e.timestamp ? `Your access continues until ${day(end)}.` : 'Your access has ended.',
+        `Your subscription to ${plan} was cancelled ${by}. ${neverPaid ? 'Nothing was charged.' : 'You will not be charged again.'}`,
+        neverPaid ? undefined : continues ? `Your access continues until ${day(end)}.` : 'Your access has ended.',
       );
     }
     case 'renewal.reminder': {
@@ -111,7 +131,10 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
         `Payment due for ${plan}`,
         d.reason === 'resumed'
           ? `Your subscription to ${plan} was resumed: its new period starts when you pay${amount ? ` ${amount}` : ''}, within a day.`
-          : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
+          : due !== undefined && due <= e.timestamp
+            ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
+              `The renewal of ${plan}${amount ? ` (${amount})` : ''} was due on ${day(due)} and is not paid yet.`
+            : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
         d.reason === 'nwc_wallet_unavailable' && 'Your connected wallet could not pay it, so please pay it yourself.',
         links.length ? 'Pay it here:' : 'Open your subscription portal to pay it.',
         ...links,
@@ -133,7 +156,11 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
       );
     case 'subscription.created':
       return d.trial === true
-        ? body(`Your free trial of ${plan} has started`, `Your free trial of ${plan} has started${period}. We will remind you before it ends.`)
+        ? body(
+            `Your free trial of ${plan} has started`,
+            `Your free trial of ${plan} has started${num(d.current_period_end) !== undefined ? `; it ends on ${day(d.current_period_end as number)}` : ''}.`,
+            `After it${amount ? `, each renewal costs ${amount}` : ', the subscription is paid'}; we will remind you before it ends.`,
+          )
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
       return body(
@@ -164,7 +191,11 @@ export function subscriberMessage(e: EventEnvelope, who: { name?: string | null;
         by ? `Pay it by ${by} to get your access back; after that the subscription ends.` : 'Pay it to get your access back before the subscription ends.',
       );
     case 'subscription.expired':
-      return body(`Your subscription to ${plan} has expired`, `Your subscription to ${plan} has expired. You can subscribe again at any time.`);
+      return message(
+        true,
+        `Your subscription to ${plan} has expired`,
+        `Your subscription to ${plan} has expired. You can subscribe again at any time from the merchant's checkout page.`,
+      );
     default:
       return body(
         `News about your subscription to ${plan}`,
@@ -187,20 +218,32 @@ const OWNER_TITLES: Record<string, string> = {
   'nwc.wallet_disabled': 'NWC wallet disabled',
   'payment.unapplied': 'Payment not applied: refund it',
   'plan.archived': 'Plan archived',
+  'renewal.reminder': 'Renewal payment requested',
+  'subscription.trial_ending': 'Trial ending',
+  'subscription.paused': 'Subscription paused',
+  'subscription.resumed': 'Subscription resumed',
+  'subscription.extended': 'Subscription extended',
 };
 
 /** What the owner gets for an event they chose: what happened, to whom, for how much. */
 export function ownerMessage(e: EventEnvelope): Message {
-  const d = e.data;
+  const d = cleaned(e.data);
   const title = OWNER_TITLES[e.event] ?? e.event;
   const who = str(d.subscriber_email) ?? str(d.subscriber_name);
+  // `status` is the state of what the event is about: shown beside that (a payment's beside the payment).
+  const about = e.event.startsWith('payment.') ? 'payment' : e.event.startsWith('subscription.') || e.event === 'renewal.reminder' ? 'subscription' : 'other';
+  const status = (of: string) => (about === of && str(d.status) ? ` (${d.status})` : '');
+  const end = num(d.current_period_end);
   return compose(`${title}: ${d.plan_name || d.plan_id}`, [
     `${title} (${e.event}) on ${day(e.timestamp)}.`,
     `Plan: ${d.plan_name || '-'} (${d.plan_id})`,
-    str(d.subscription_id) && `Subscription: ${d.subscription_id}${str(d.status) ? ` (${d.status})` : ''}`,
+    str(d.subscription_id) && `Subscription: ${d.subscription_id}${status('subscription')}`,
     who && `Subscriber: ${who}`,
     num(d.amount_sats) !== undefined && `Amount: ${satsText(d.amount_sats as number)}`,
-    str(d.payment_id) && `Payment: ${d.payment_id}`,
+    str(d.payment_id) && `Payment: ${d.payment_id}${status('payment')}`,
+    e.event === 'subscription.extended' && num(d.days) !== undefined && `Extended by: ${d.days} days`,
+    (e.event === 'subscription.extended' || e.event === 'subscription.cancelled') && end !== undefined && `Period ends: ${day(end)}`,
+    str(d.cancel_reason) && `Cancel reason: ${d.cancel_reason}`,
     str(d.reason) && `Reason: ${d.reason}`,
     str(d.last_error) && `Last error: ${d.last_error}`,
   ]);
