@@ -159,6 +159,10 @@ describe('database outage under load', () => {
       expect(await status(`${url}/healthz`), url).toBe(200);
       expect(await status(`${url}/readyz`), url).toBe(503);
     }
+    // Kubernetes' readiness of the gateway: a gateway that never migrated is not (found in review: it was
+    // /healthz, so a rollout went on to gateways that could serve nothing); one that did stays ready.
+    expect(await status(`${lateGateway.url}/startedz`)).toBe(503);
+    expect(await status(`${stack.gatewayUrl}/startedz`)).toBe(200);
     for (const id of held) {
       const r = await req('pay', 'POST', `/dev/payments/${id}/pay`);
       expect(r.status).toBe(503);

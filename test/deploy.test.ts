@@ -172,8 +172,9 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
     const port = Number(set ?? schemaDefault);
     expect(port, `${portVar} of ${name}`).toBeGreaterThan(0);
 
-    // The gateway answers outages itself (JSON 503): unready, all its replicas would leave at once.
-    expect(c.readinessProbe?.httpGet?.path).toBe(name === 'gateway' ? '/healthz' : '/readyz');
+    // The gateway answers outages itself (JSON 503): unready, all its replicas would leave at once. It is
+    // ready once its migrations ran.
+    expect(c.readinessProbe?.httpGet?.path).toBe(name === 'gateway' ? '/startedz' : '/readyz');
     expect(c.livenessProbe?.httpGet?.path).toBe('/healthz');
     for (const probe of [c.readinessProbe, c.livenessProbe, c.startupProbe].filter(Boolean)) {
       expect(portNumber(c, probe.httpGet.port), `${name} probe port`).toBe(port);

@@ -146,6 +146,17 @@ export function isDbUnavailable(err: unknown, depth = 0): boolean {
 }
 
 /**
+ * A login refused (password, pg_hba) or a database that does not exist: at start, a setting to fix, said
+ * at once (the process ends) rather than waited on; once running, unavailable like any outage (a
+ * password rotated under a running service is answered 503 until it is given the new one).
+ */
+function loginRefused(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 4) return false;
+  const e = err as { code?: unknown; cause?: unknown };
+  return (typeof e.code === 'string' && /^(28000|28P01|3D000)$/.test(e.code)) || loginRefused(e.cause, depth + 1);
+}
+
+/**
  * A client taken out of the pool with an 'error' listener for as long as it is out: a connection that
  * breaks meanwhile (database restart) emits 'error', which without a listener would end the process.
  * `done` gives it back, destroyed when it broke, failed with a connection error, or `destroy` says so.
@@ -344,7 +355,7 @@ export async function migrateWhenReachable(
     try {
       return await migrate(db, schema, migrations);
     } catch (err) {
-      if (!isDbUnavailable(err)) throw err;
+      if (!isDbUnavailable(err) || loginRefused(err)) throw err;
       log.warn({ err: (err as Error).message, attempt, retry_in_ms: delay }, 'database not reachable, migrations wait');
       await new Promise((r) => setTimeout(r, delay));
     }

@@ -83,6 +83,9 @@ async function main(): Promise<void> {
       res.once('close', () => underWay.delete(res));
     }
     if (req.httpVersion === '1.1' && !req.headers.host) return void answerJson(res, 400, 'An HTTP/1.1 request needs a Host header');
+    // Kubernetes' readiness of the gateway: able to serve once its migrations ran, and so from then on (an
+    // outage later is answered by the gateway itself, a JSON 503, which /readyz reports).
+    if (req.url === '/startedz') return void answerJson(res, migrated ? 200 : 503, migrated ? 'started' : 'starting: the database has not answered yet');
     if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app.listener(req, res);
     answerJson(res, 503, DB_UNAVAILABLE_DETAIL, { 'retry-after': '1' });
   });

@@ -200,7 +200,10 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     const { payment } = await callMessage(s.bus, messages.createPayment, req);
 
     const status0 = await s.route('payments.public.payment_status', { params: { id: payment.id } });
-    expect(status0).toEqual({ ok: true, data: { payment_id: payment.id, status: 'pending', paid_at: null, subscription_id: req.subscription_id } });
+    expect(status0).toEqual({
+      ok: true,
+      data: { payment_id: payment.id, status: 'pending', paid_at: null, subscription_id: req.subscription_id, plan_id: req.plan_id },
+    });
 
     const reply = await pay(payment.id);
     expect(reply.ok).toBe(true);
