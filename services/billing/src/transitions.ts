@@ -90,6 +90,7 @@ export async function applyTransition(
   const row: SubRow = { ...sub, ...next, ...bookkeeping, updated_at: now };
   if (!(await d.subscriptions.save(q, row))) throw conflict('Subscription was changed concurrently; retry');
   const saved = { ...row, version: sub.version + 1 };
-  await emit(d, q, saved, event, extra);
+  // What it was before: a notice about a checkout never paid is not one about a paid subscription.
+  await emit(d, q, saved, event, { previous_status: sub.status, ...extra });
   return saved;
 }

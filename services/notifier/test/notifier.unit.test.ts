@@ -272,11 +272,28 @@ describe('subscriber notices', () => {
     expect(trial.text).toContain('Your free trial of Gold has started; it ends on 2023-11-15 22:13 UTC.');
     expect(trial.text).toContain('After it, each renewal costs 2,100 sats; we will remind you before it ends.');
     const never = subscriberMessage(
-      ev('subscription.cancelled', { cancel_reason: 'plan archived', current_period_start: 1_699_000_000, current_period_end: 1_699_000_000 }),
+      ev('subscription.cancelled', {
+        cancel_reason: 'plan archived',
+        previous_status: 'pending',
+        current_period_start: 1_699_000_000,
+        current_period_end: 1_699_000_000,
+      }),
       { manageUrl: 'http://x/manage?token=t' },
     );
     expect(never.text).toContain('was cancelled by the merchant, who discontinued the plan. Nothing was charged.');
     expect(never.text).not.toContain('access');
+    // Cancelled at once after paying a period ahead: its period also starts and ends now (found in review).
+    const paidAhead = subscriberMessage(
+      ev('subscription.cancelled', {
+        cancel_reason: 'fraud',
+        previous_status: 'active',
+        current_period_start: 1_700_000_000,
+        current_period_end: 1_700_000_000,
+      }),
+      {},
+    );
+    expect(paidAhead.text).toContain('was cancelled by the merchant. You will not be charged again.');
+    expect(paidAhead.text).toContain('Your access has ended.');
     const expired = subscriberMessage(ev('subscription.expired', {}), { manageUrl: 'http://x/manage?token=t' });
     expect(expired.text).toContain('Your subscriptions and receipts:');
     expect(expired.text).not.toContain('Manage, pay or cancel');

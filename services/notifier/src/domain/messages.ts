@@ -114,8 +114,9 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
       const reason = str(d.cancel_reason);
       const by =
         reason === 'cancelled by subscriber' ? 'by you' : reason === 'plan archived' ? 'by the merchant, who discontinued the plan' : 'by the merchant';
-      // A checkout never paid has no period (it starts and ends at once): nothing was charged, no access to end.
-      const neverPaid = end !== undefined && end === num(d.current_period_start);
+      // A checkout never paid (pending, with no period: it starts and ends at once): nothing was charged, no
+      // access to end. Not an immediate cancel of a period paid ahead, which also starts and ends now.
+      const neverPaid = d.previous_status === 'pending' && end !== undefined && end === num(d.current_period_start);
       const continues = end !== undefined && end > e.timestamp;
       return message(
         !continues,
