@@ -332,6 +332,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
   // mid-request does not lock its key for a day; a retry after the lease runs the request again.
   const leaseSeconds = Math.ceil(busWaitMs(d.busTimeoutMs, route.busTimeoutMs) / 1000) + IDEMPOTENCY_LEASE_MARGIN_S;
+  // Until when a failed request may still free its key: the claim's lease, less the margin (it is counted
+  // from just before the claim, so never past the lease the database counts).
+  const releaseBy = Date.now() + (leaseSeconds - IDEMPOTENCY_LEASE_MARGIN_S) * 1000;
   if (idemKey) {
     // What the route acts on, as validated: a body a route does not take is not part of the request.
     const acted = route.rawBody ? (body as CallbackRequest).raw : (body ?? null);
@@ -364,7 +367,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       if (status === 503) res.setHeader('Retry-After', RETRY_AFTER_S);
     }
   } catch (err) {
-    if (idemKey) await releaseKey(d, scope, idemKey, leaseSeconds);
+    if (idemKey) await releaseKey(d, scope, idemKey, releaseBy);
     if (err instanceof BusUnavailableError) {
       d.log.warn({ err: err.message }, 'bus request failed');
       throw new HttpError(
@@ -378,7 +381,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     throw err;
   }
   if (idemKey) {
-    if (status >= 500) await releaseKey(d, scope, idemKey, leaseSeconds);
+    if (status >= 500) await releaseKey(d, scope, idemKey, releaseBy);
     // The request ran: a database gone just now must not turn its answer into a 503 (the retry would
     // find the key in progress, never run it twice).
     else
@@ -393,11 +396,10 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
 /**
  * Frees the key of a request that failed, so that the client's retry runs it. With the database away
  * just then (the likely cause of the failure) the release is tried again in the background until shortly
- * before the claim's lease ends; until it lands every retry would meet "still in progress". It stops
- * before the lease ends, so it never frees a claim a later request took.
+ * before the claim's lease ends (`until`, counted from the claim); until it lands every retry would meet
+ * "still in progress". It stops before the lease ends, so it never frees a claim a later request took.
  */
-function releaseKey(d: GatewayDeps, scope: string, key: string, leaseSeconds: number): Promise<void> {
-  const until = Date.now() + (leaseSeconds - IDEMPOTENCY_LEASE_MARGIN_S) * 1000;
+function releaseKey(d: GatewayDeps, scope: string, key: string, until: number): Promise<void> {
   const attempt = (): Promise<void> =>
     d.idempotency.release(d.db, scope, key).catch((err) => {
       if (!isDbUnavailable(err)) d.log.error({ err }, 'Idempotency-Key not released');
