@@ -284,6 +284,11 @@ export interface Migration {
   id: number;
   name: string;
   sql: string;
+  /**
+   * An older version still reads and writes correctly after it (an index, a column it ignores with a
+   * default): a rollback past it is allowed. Without it, an older version refuses the database.
+   */
+  compatible?: true;
 }
 
 /**
@@ -304,11 +309,16 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${schema}.schema_migrations (id INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
     );
-    const done = new Set((await client.query<{ id: number }>(`SELECT id FROM ${schema}.schema_migrations`)).rows.map((r) => r.id));
+    await client.query(`ALTER TABLE ${schema}.schema_migrations ADD COLUMN IF NOT EXISTS compatible BOOLEAN NOT NULL DEFAULT false`);
+    const rows = (await client.query<{ id: number; compatible: boolean }>(`SELECT id, compatible FROM ${schema}.schema_migrations`)).rows;
+    const done = new Set(rows.map((r) => r.id));
     // A database a newer version migrated: this version would read and write rows whose meaning changed
     // (found from outside: an old billing gave re-anchored periods two months for one payment).
     const known = new Set(migrations.map((m) => m.id));
-    const unknown = [...done].filter((id) => !known.has(id)).sort((a, b) => a - b);
+    const unknown = rows
+      .filter((r) => !known.has(r.id) && !r.compatible)
+      .map((r) => r.id)
+      .sort((a, b) => a - b);
     if (unknown.length) {
       throw new Error(
         `${schema}: the database was migrated by a newer version (migration ${unknown.join(', ')}, unknown to this one). Start that version or a later one: downgrades are not supported.`,
@@ -320,7 +330,7 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
       try {
         await client.query(`SET LOCAL search_path TO ${schema}`);
         await client.query(m.sql);
-        await client.query(`INSERT INTO ${schema}.schema_migrations (id, name) VALUES ($1, $2)`, [m.id, m.name]);
+        await client.query(`INSERT INTO ${schema}.schema_migrations (id, name, compatible) VALUES ($1, $2, $3)`, [m.id, m.name, m.compatible === true]);
         await client.query('COMMIT');
         applied.push(m.id);
       } catch (err) {

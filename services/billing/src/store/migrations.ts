@@ -194,6 +194,7 @@ ALTER TABLE subscriptions ADD COLUMN anchor_index INT NOT NULL DEFAULT 0;
 migrations.push({
   id: 12,
   name: 'anchor_index where an early migration 11 left it out',
+  compatible: true,
   // A commit between two releases had migration 11 as the index alone: a database migrated by it has id
   // 11 recorded and no column (found from outside). Everywhere else the column exists and this is a no-op.
   sql: `
