@@ -256,6 +256,10 @@ describe('subscriber notices', () => {
     expect(owner.text).not.toMatch(/[\u202a-\u202e\u2066-\u2069\u200b]/);
     const greeting = subscriberMessage(ev('subscription.activated', {}), { name: 'Zed\u202e\u200bX\r\nBcc: x' }).text.split('\n')[0];
     expect(greeting).toBe('Hello Zed X Bcc: x,');
+    // The joiners of emoji and of some scripts stay (found in review: they became spaces).
+    for (const name of ['👨‍👩‍👧 Family', 'می‌شود']) {
+      expect(subscriberMessage(ev('subscription.activated', {}), { name }).text.split('\n')[0]).toBe(`Hello ${name},`);
+    }
   });
 
   it('a reminder after the period ended says it is overdue, not that it renews on a date gone by', () => {

@@ -1,4 +1,4 @@
-import { satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
+import { NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -25,10 +25,9 @@ const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
  * Line breaks, other control characters, direction overrides and invisible characters in text that came
  * from outside (a subscriber's name, a plan's name, a wallet's error): each becomes a space, so that no
  * one writes lines of their own into a message ("Amount: 1 sats", a link to pay elsewhere) or turns the
- * rest of a line around.
+ * rest of a line around. The same characters the API refuses in names (joiners of emoji and scripts stay).
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced.
-const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]+/g;
+const UNSAFE_TEXT = new RegExp(`${NOT_IN_NAMES.source}+`, 'g');
 const clean = (v: string): string => v.replace(UNSAFE_TEXT, ' ').replace(/ {2,}/g, ' ').trim();
 /** The event's data with every text value cleaned. */
 const cleaned = (data: Record<string, unknown>): Record<string, unknown> =>
