@@ -48,10 +48,10 @@ function withTimeout<T>(p: Promise<T>, ms: number, subject: string): Promise<T> 
   ]).finally(() => clearTimeout(timer));
 }
 
-/** Request/reply over NATS, with the W3C trace context in the message headers. */
 /** How long a request waits for a dropped NATS connection to come back before it is answered unavailable. */
 const RECONNECT_GRACE_MS = 1000;
 
+/** Request/reply over NATS, with the W3C trace context in the message headers. */
 export class BusClient {
   private conn: { nc: NatsConnection; inbox: ReplyInbox } | undefined;
   private connecting: Promise<{ nc: NatsConnection; inbox: ReplyInbox }> | undefined;
@@ -80,7 +80,8 @@ export class BusClient {
         this.connecting = undefined;
         if (this.closed) return nc.close().then(() => Promise.reject(new Error('bus client closed')));
         this.conn = { nc, inbox: new ReplyInbox(nc, natsOptions(this.settings, this.name).inboxPrefix) };
-        void this.watch(nc);
+        // Should it ever fail, requests go on with their timeouts, as before it.
+        this.watch(nc).catch(() => undefined);
         return this.conn;
       },
       (err) => {

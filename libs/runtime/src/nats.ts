@@ -44,10 +44,19 @@ export async function connectNats(conn: string | NatsSettings, name: string): Pr
   return nc;
 }
 
-/** Nobody answers at the address (yet): a server still starting, or its DNS name not there yet. */
+/** Network errors of a server not (yet) listening or not (yet) in DNS. */
+const NOT_UP = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+/**
+ * Nobody answers at the address (yet): a server still starting, or its DNS name not there yet. nats.js
+ * wraps its own setting errors in the same ConnectionError (an unreadable NATS_TLS_CA_FILE): those are
+ * told apart by their cause.
+ */
 function natsUnreachable(err: unknown): boolean {
-  const code = (err as { code?: unknown })?.code;
-  return err instanceof errors.ConnectionError || code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ETIMEDOUT';
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
+  const code = e?.code ?? e?.cause?.code;
+  if (typeof code === 'string') return NOT_UP.has(code);
+  return err instanceof errors.ConnectionError && /refused|timeout/i.test((err as Error).message);
 }
 
 /**

@@ -81,6 +81,20 @@ describe('a service starting before NATS', () => {
     expect(String(err)).toMatch(/Authorization/i);
     expect(lines).toEqual([]);
   });
+
+  it('a CA file that cannot be read is a setting to fix too (found in review: waited for ever)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sb-nats-ca-'));
+    dirs.push(dir);
+    const nats = await startNats(dir, {});
+    stops.push(nats.stop);
+    const { lines, log } = recorder();
+    const err = await connectNatsWhenReachable({ NATS_URL: nats.url, NATS_TLS_CA_FILE: join(dir, 'no-such-ca.pem') }, 'test', log, 100).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(Error);
+    expect(lines).toEqual([]);
+  });
 });
 
 describe('a bus client whose NATS server went away', () => {
