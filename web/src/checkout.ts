@@ -82,14 +82,24 @@ const FIELD_IDS: Record<string, string> = {
 };
 
 let pollTimer: number | undefined;
+/** Which following is current: an answer to an earlier one (a request under way when the view changed) is dropped. */
+let following = 0;
+
+/** Stops following a payment: its timer, and a status request under way. */
+function stopFollowing(): void {
+  window.clearTimeout(pollTimer);
+  following++;
+}
 
 /**
- * What this tab keeps (sessionStorage: gone with the tab, never read by another tab or a later visitor
- * of the same computer), per payment: the checkout it showed, so that a reload or Back shows the same
- * invoice, and the portal link its answer carried, shown once it is paid. A retry of the same contact is
- * answered without a link (knowing someone's address must not hand out their portal): a fresh invoice
- * carries over the link of the payment it replaces.
+ * What this tab keeps (sessionStorage: gone with the tab; a duplicated or restored tab keeps a copy),
+ * per payment: the checkout it showed, so that a reload or Back shows the same invoice, and the portal
+ * link its answer carried, shown once it is paid. A link is kept for 30 minutes, and forgotten when its
+ * result is left by Back or Forward (the next person at this tab must not find it there). A retry of the
+ * same contact is answered without a link (knowing someone's address must not hand out their portal): a
+ * fresh invoice carries over the link of the payment it replaces.
  */
+const LINK_KEPT_MS = 30 * 60_000;
 function tabGet<T>(key: string): T | null {
   try {
     return JSON.parse(sessionStorage.getItem(key) ?? 'null') as T | null;
@@ -105,9 +115,24 @@ function tabSet(key: string, value: unknown): void {
     // Not kept: the page still shows it while it is open.
   }
 }
-const linkOf = (paymentId: string): string | null => tabGet<string>(`sb-link-${paymentId}`);
+function linkOf(paymentId: string): string | null {
+  const kept = tabGet<{ url: string; at: number }>(`sb-link-${paymentId}`);
+  return kept && typeof kept.url === 'string' && Date.now() - kept.at < LINK_KEPT_MS ? kept.url : null;
+}
 function keepLink(paymentId: string, url: string | null | undefined): void {
-  if (url) tabSet(`sb-link-${paymentId}`, url);
+  if (url) tabSet(`sb-link-${paymentId}`, { url, at: Date.now() });
+}
+/** The storage keys whose link the result on screen shows: forgotten when it is left. */
+let shownLinkKeys: string[] = [];
+function forgetShownLinks(): void {
+  for (const key of shownLinkKeys) {
+    try {
+      sessionStorage.removeItem(key);
+    } catch {
+      // Storage off: nothing was kept.
+    }
+  }
+  shownLinkKeys = [];
 }
 
 /** The checkout a payment view shows. */
@@ -122,6 +147,7 @@ const shownPayment = (paymentId: string): ShownPayment | null => tabGet<ShownPay
 interface Subscribed {
   message: string;
   link: string | null;
+  at: number;
 }
 
 function portalLinkParagraph(url: string | null): HTMLElement | null {
@@ -388,7 +414,7 @@ function render(plan: PublicPlan): void {
 
 /** `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone). */
 function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string, restored = false): void {
-  window.clearTimeout(pollTimer);
+  stopFollowing();
   tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method } satisfies ShownPayment);
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
@@ -402,7 +428,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     c.payment_id,
     restored ? 0 : POLL_MS,
     ({ status: settled }) => {
-      if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(c.payment_id));
+      if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(c.payment_id), [`sb-link-${c.payment_id}`]);
       if (settled === 'expired' || settled === 'failed') {
         // What can no longer be paid is not left on the screen to be paid.
         view.remove();
@@ -466,15 +492,19 @@ function followStatus(
   unreadable: (err: unknown) => boolean,
   pending?: (s: PaymentStatus) => boolean,
 ): void {
-  window.clearTimeout(pollTimer);
+  stopFollowing();
+  const mine = following;
   const poll = async (): Promise<void> => {
     let s: PaymentStatus;
     try {
       s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
     } catch (err) {
+      if (mine !== following) return;
       if (!unreadable(err)) pollTimer = window.setTimeout(poll, POLL_MS * 2);
       return;
     }
+    // The view changed while it was asked (Back, a fresh invoice): this answer is no one's any more.
+    if (mine !== following) return;
     if (s.status !== 'pending') return settled(s);
     // `pending` answers false when there is nothing more to follow.
     if (pending?.(s) === false) return;
@@ -485,14 +515,18 @@ function followStatus(
 
 /** Subscribed without a payment view: said, and kept in the address and this tab for a reload. */
 function subscribed(plan: PublicPlan, subscriptionId: string, message: string, link: string | null): void {
-  tabSet(`sb-subscribed-${subscriptionId}`, { message, link } satisfies Subscribed);
+  tabSet(`sb-subscribed-${subscriptionId}`, { message, link, at: Date.now() } satisfies Subscribed);
   history.replaceState(null, '', `${location.pathname}?subscribed=${encodeURIComponent(subscriptionId)}`);
-  done(plan, message, link);
+  done(plan, message, link, [`sb-subscribed-${subscriptionId}`]);
 }
 
-/** Subscribed: the message, and the portal link this tab was given for it (else where to find it). */
-function done(plan: PublicPlan, message: string, link: string | null): void {
-  window.clearTimeout(pollTimer);
+/**
+ * Subscribed: the message, and the portal link this tab was given for it (else where to find it).
+ * `linkKeys`: where that link is kept, forgotten once this result is left.
+ */
+function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = []): void {
+  stopFollowing();
+  shownLinkKeys = link ? linkKeys : [];
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
   setMain(
     planHeader(plan),
@@ -518,7 +552,7 @@ function done(plan: PublicPlan, message: string, link: string | null): void {
  * until it is settled. The dev processors send the payer here first, to a button that pays.
  */
 function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolean): void {
-  window.clearTimeout(pollTimer);
+  stopFollowing();
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, 'Checking your payment…');
   const heading = h('h2', { tabindex: -1, id: 'pay-heading' }, `Your payment for ${plan.name}`);
   const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, status);
@@ -546,7 +580,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       (answer) => {
         if (!ofPlan(answer)) return;
         const settled = answer.status;
-        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId));
+        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`]);
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
       },
       (err) => {
@@ -608,7 +642,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
 }
 
 async function main(): Promise<void> {
-  window.clearTimeout(pollTimer);
+  stopFollowing();
   if (!planId || planId === 'checkout') {
     setMain(h('h1', {}, 'Plan not found'), h('p', {}, 'This checkout link names no plan. Please ask the seller for the right link.'));
     return;
@@ -620,10 +654,11 @@ async function main(): Promise<void> {
     const query = new URLSearchParams(location.search);
     const paymentId = query.get('payment');
     const shown = paymentId ? shownPayment(paymentId) : null;
-    const started = tabGet<Subscribed>(`sb-subscribed-${query.get('subscribed')}`);
+    const kept = tabGet<Subscribed>(`sb-subscribed-${query.get('subscribed')}`);
+    const started = kept && Date.now() - kept.at < LINK_KEPT_MS ? kept : null;
     if (shown && shown.body.plan_id === plan.id && query.get('processor') !== 'dev') showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
-    else if (started) done(plan, started.message, started.link);
+    else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`]);
     else render(plan);
   } catch (err) {
     planUnavailable(err);
@@ -632,17 +667,16 @@ async function main(): Promise<void> {
 
 // Back and Forward between the form and a payment view show what the address names; the focus goes to
 // the content, as after any change of view (not left on the page's body).
-window.addEventListener(
-  'popstate',
-  () =>
-    void main().then(() => {
-      if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
-    }),
-);
+window.addEventListener('popstate', () => {
+  forgetShownLinks();
+  void main().then(() => {
+    if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
+  });
+});
 
 /** The plan cannot be had: gone (not found), or the service cannot say now. */
 function planUnavailable(err: unknown): void {
-  window.clearTimeout(pollTimer);
+  stopFollowing();
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
   document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
   setMain(
