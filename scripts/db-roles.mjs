@@ -6,7 +6,7 @@
 //
 //   DATABASE_URL=postgres://postgres@host/db node scripts/db-roles.mjs [--prefix sb_]
 //   prints one DATABASE_URL per service (new passwords each run; the old ones stop working)
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
@@ -35,24 +35,13 @@ export async function provisionDbRoles(adminUrl, { prefix = 'sb_' } = {}) {
       // Named statements planned for their values (see the README's Decisions) on every connection of the
       // role, also behind a pooler that hands one server connection to many clients.
       await admin.query(`ALTER ROLE ${r} SET plan_cache_mode = force_custom_plan`);
-      await admin.query(`CREATE SCHEMA IF NOT EXISTS ${service} AUTHORIZATION ${r}`);
-      await admin.query(`ALTER SCHEMA ${service} OWNER TO ${r}`);
-      // A sequence of a serial or identity column goes with its table (PostgreSQL refuses to move it
-      // alone); tables first. All of a schema in one transaction: never left half with another owner
-      // (found from outside: a foreign key check then ran as an owner without USAGE on the schema).
-      const owned = await admin.query(
-        `SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'S', 'v', 'm') AND pg_get_userbyid(c.relowner) <> $2
-            AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
-          ORDER BY c.relkind = 'S', c.relname`,
-        [service, role],
-      );
+      // The schema and all in it in one transaction: never left half with another owner (found from
+      // outside: a foreign key check then ran as an owner without USAGE on the schema).
       await admin.query('BEGIN');
       try {
-        for (const t of owned.rows) {
-          const kind = t.relkind === 'S' ? 'SEQUENCE' : t.relkind === 'v' ? 'VIEW' : t.relkind === 'm' ? 'MATERIALIZED VIEW' : 'TABLE';
-          await admin.query(`ALTER ${kind} ${service}.${admin.escapeIdentifier(t.relname)} OWNER TO ${r}`);
-        }
+        await admin.query(`CREATE SCHEMA IF NOT EXISTS ${service} AUTHORIZATION ${r}`);
+        await admin.query(`ALTER SCHEMA ${service} OWNER TO ${r}`);
+        await takeOver(admin, service, role, r);
         await admin.query('COMMIT');
       } catch (err) {
         await admin.query('ROLLBACK').catch(() => undefined);
@@ -69,17 +58,32 @@ export async function provisionDbRoles(adminUrl, { prefix = 'sb_' } = {}) {
   return urls;
 }
 
+/** Hands `role` the tables, views and free-standing sequences of `schema` that another role owns. */
+async function takeOver(admin, schema, role, r) {
+  // A sequence of a serial or identity column goes with its table (PostgreSQL refuses to move it alone).
+  const owned = await admin.query(
+    `SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'S', 'v', 'm') AND pg_get_userbyid(c.relowner) <> $2
+        AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+      ORDER BY c.relkind = 'S', c.relname`,
+    [schema, role],
+  );
+  for (const t of owned.rows) {
+    const kind = t.relkind === 'S' ? 'SEQUENCE' : t.relkind === 'v' ? 'VIEW' : t.relkind === 'm' ? 'MATERIALIZED VIEW' : 'TABLE';
+    await admin.query(`ALTER ${kind} ${schema}.${admin.escapeIdentifier(t.relname)} OWNER TO ${r}`);
+  }
+}
+
 /**
  * `sb_<database>_`: the role prefix of one database's services (roles are shared by every database of a
  * server). Kept within PostgreSQL's 63 bytes with the longest service name.
  */
 export function dbRolePrefix(databaseUrl) {
   const db = decodeURIComponent(new URL(databaseUrl).pathname.slice(1)) || 'postgres';
-  const name = db
-    .toLowerCase()
-    .replace(/[^a-z0-9_]/g, '_')
-    .slice(0, 63 - 'sb__'.length - 'payments'.length);
-  return `sb_${name}_`;
+  const plain = db.toLowerCase().replace(/[^a-z0-9_]/g, '_');
+  // Names that only read alike here ("shop-a", "Shop_A") keep roles of their own: a hash of the exact name.
+  const tag = plain === db ? '' : `_${createHash('sha256').update(db).digest('hex').slice(0, 8)}`;
+  return `sb_${plain.slice(0, 63 - 'sb__'.length - 'payments'.length - tag.length)}${tag}_`;
 }
 
 /** Drops the roles of a prefix (the test stacks' cleanup; their database is dropped first). */
