@@ -167,6 +167,12 @@ describe('owner webhook endpoints', () => {
       expect(creds.body.detail[0]).toMatchObject({ loc: ['body', 'url'], msg: expect.stringContaining('credentials') });
     }
     expect(await count()).toBe(before);
+    // One stored before they were refused is shown without them (and still delivered to as stored).
+    const old = await admin().post('/webhook-endpoints', { url: `${receiverUrl}/old-creds` });
+    await db.query('UPDATE notifier.endpoints SET url = $2 WHERE id = $1', [old.body.id, `${receiverUrl.replace('://', '://user:pw@')}/old-creds`]);
+    expect((await reader().get(`/webhook-endpoints/${old.body.id}`)).body.url).toBe(`${receiverUrl.replace('://', '://***@')}/old-creds`);
+    expect(JSON.stringify((await reader().get('/webhook-endpoints')).body)).not.toContain('user:pw');
+    expect((await admin().del(`/webhook-endpoints/${old.body.id}`)).status).toBe(200);
 
     // With an Idempotency-Key the secret is still shown once: a replay answers the endpoint without it,
     // and the gateway's replay store never holds it.

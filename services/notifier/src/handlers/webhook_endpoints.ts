@@ -10,9 +10,15 @@ import type { EndpointRecord } from '../store/endpoints.repo.js';
 const ENDPOINT_ID_PREFIX = 'whe_';
 
 /** The resource as the API shows it: never the secret. */
+/**
+ * Credentials in an endpoint's URL (accepted before they were refused) are not shown: every reader of the
+ * endpoint, the invoice key too, would see them. Deliveries still use the stored URL.
+ */
+const shownUrl = (url: string): string => url.replace(/^(https?:\/\/)[^@/?#]*@/i, '$1***@');
+
 const toEndpoint = (r: EndpointRecord): WebhookEndpoint => ({
   id: r.id,
-  url: r.url,
+  url: shownUrl(r.url),
   events: r.events,
   plan_id: r.plan_id,
   description: r.description,
