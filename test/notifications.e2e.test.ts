@@ -372,6 +372,23 @@ describe('notification settings', () => {
     expect(tgTo('1003')).toHaveLength(1);
   });
 
+  it("a plan's own settings without a merchant name still sign subscriber messages with the wallet's (found from outside)", async () => {
+    const plan = (await admin().post('/plans', { name: 'Unsigned plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+    const set = await admin().put(`/plans/${plan.id}/notification-settings`, { inherit: false, channels: { messenger: { bot_token: TOKEN2 } } });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expect(set.body.merchant_name ?? null).toBeNull();
+    tg.chats.add('1005');
+    const started = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', messenger: '1005' });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const got = await until(
+      async () => tgTo('1005'),
+      (m) => m.length > 0,
+    );
+    // The wallet's name, as the first test of this file set it.
+    expect((await reader().get('/notification-settings')).body.merchant_name).toBe('Satoshi Shop');
+    expect(got[0]!.text.split('\n').at(-1)).toBe('— Satoshi Shop');
+  });
+
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {
     const plan = (await admin().post('/plans', { name: 'Override plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
     const path = `/plans/${plan.id}/notification-settings`;

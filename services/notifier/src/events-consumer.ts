@@ -86,7 +86,10 @@ export class EventRecorder {
           recent.map((p) => ({ walletId: p.envelope.wallet_id, planId: p.envelope.data.plan_id })),
         )
       : [];
-    const settings = new Map(recent.map((p, i) => [p, inEffect(d, rows[i])]));
+    // Every subscriber message names the merchant: a plan's override without a name has the wallet's.
+    const settings = new Map(
+      recent.map((p, i) => [p, { ...inEffect(d, rows[i]), merchant: rows[i]?.config?.merchant_name ?? rows[i]?.wallet_merchant_name ?? null }]),
+    );
     const planned = await mapLimit(items, CONTACT_LOOKUPS, (p) => this.plan(p.envelope, settings.get(p)));
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);
@@ -143,7 +146,7 @@ export class EventRecorder {
   }
 
   /** The notifications one event causes under the settings in effect (none for an old event). */
-  private async plan(envelope: EventEnvelope, s: { settings: StoredSettings } | undefined): Promise<Planned[]> {
+  private async plan(envelope: EventEnvelope, s: { settings: StoredSettings; merchant: string | null } | undefined): Promise<Planned[]> {
     const planned: Planned[] = [];
     if (!s) return planned;
     if (s.settings.owner_events.includes(envelope.event)) {
@@ -161,7 +164,7 @@ export class EventRecorder {
         },
       );
       if (contact) {
-        const message = subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.settings.merchant_name });
+        const message = subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.merchant });
         for (const t of subscriberTargets(s.settings, contact)) planned.push({ audience: 'subscriber', ...t, message });
       }
     }

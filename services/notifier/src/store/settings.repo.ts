@@ -42,16 +42,23 @@ export class SettingsRepo {
     return rows[0];
   }
 
-  /** `effective` for many (wallet, plan) pairs in one statement: a row or undefined per pair, in their order. */
-  async effectiveMany(q: Queryable, keys: { walletId: string; planId: string | undefined }[]): Promise<(SettingsRow | undefined)[]> {
-    const { rows } = await q.query<SettingsRow & { i: number }>(
-      `SELECT DISTINCT ON (k.i) k.i::int AS i, s.wallet_id, s.plan_id, s.inherit, s.config, s.secrets_sealed, s.updated_at
+  /**
+   * `effective` for many (wallet, plan) pairs in one statement: a row or undefined per pair, in their
+   * order, with the wallet's own merchant name (a plan's override may leave it out).
+   */
+  async effectiveMany(
+    q: Queryable,
+    keys: { walletId: string; planId: string | undefined }[],
+  ): Promise<((SettingsRow & { wallet_merchant_name: string | null }) | undefined)[]> {
+    const { rows } = await q.query<SettingsRow & { i: number; wallet_merchant_name: string | null }>(
+      `SELECT DISTINCT ON (k.i) k.i::int AS i, s.wallet_id, s.plan_id, s.inherit, s.config, s.secrets_sealed, s.updated_at,
+              (SELECT w.config->>'merchant_name' FROM ${this.schema}.settings w WHERE w.wallet_id = k.wallet_id AND w.plan_id = '') AS wallet_merchant_name
          FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(wallet_id, plan_id, i)
          JOIN ${this.schema}.settings s ON s.wallet_id = k.wallet_id AND (s.plan_id = '' OR (s.plan_id = k.plan_id AND NOT s.inherit))
         ORDER BY k.i, s.plan_id DESC`,
       [keys.map((k) => k.walletId), keys.map((k) => k.planId ?? '')],
     );
-    const out: (SettingsRow | undefined)[] = keys.map(() => undefined);
+    const out: ((SettingsRow & { wallet_merchant_name: string | null }) | undefined)[] = keys.map(() => undefined);
     for (const { i, ...row } of rows) out[i - 1] = row;
     return out;
   }
