@@ -102,7 +102,8 @@ function traced(q: pg.Pool | pg.PoolClient, prepared: boolean, timeoutMs: number
 // 28000/28P01/3D000: a connection refused (pg_hba, a password changed under us, the database dropped):
 // an operator's fix away, like a server that is down. 55000 "not currently accepting connections" is
 // told by its message (the code names other states too).
-const UNAVAILABLE_SQLSTATE = /^(08...|57014|57P0[123]|53300|53400|58030|28000|28P01|3D000)$/;
+const UNAVAILABLE_SQLSTATE = /^(08...|57014|57P0[123]|53300|53400|58030)$/;
+const LOGIN_REFUSED_SQLSTATE = /^(28000|28P01|3D000)$/;
 const UNAVAILABLE_ERRNO = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -136,7 +137,7 @@ export function cliDatabaseUrl(): string {
 export function isDbUnavailable(err: unknown, depth = 0): boolean {
   if (!err || typeof err !== 'object' || depth > 4) return false;
   const e = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
-  if (typeof e.code === 'string' && (UNAVAILABLE_SQLSTATE.test(e.code) || UNAVAILABLE_ERRNO.has(e.code))) return true;
+  if (typeof e.code === 'string' && (UNAVAILABLE_SQLSTATE.test(e.code) || LOGIN_REFUSED_SQLSTATE.test(e.code) || UNAVAILABLE_ERRNO.has(e.code))) return true;
   // Its connection is dropped (with the stale statement) and the work tried again, as after an outage.
   if (isStalePlan(err)) return true;
   if (typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message)) return true;
@@ -153,7 +154,7 @@ export function isDbUnavailable(err: unknown, depth = 0): boolean {
 function loginRefused(err: unknown, depth = 0): boolean {
   if (!err || typeof err !== 'object' || depth > 4) return false;
   const e = err as { code?: unknown; cause?: unknown };
-  return (typeof e.code === 'string' && /^(28000|28P01|3D000)$/.test(e.code)) || loginRefused(e.cause, depth + 1);
+  return (typeof e.code === 'string' && LOGIN_REFUSED_SQLSTATE.test(e.code)) || loginRefused(e.cause, depth + 1);
 }
 
 /**

@@ -181,32 +181,20 @@ export class OutboxRelay {
         )
         .then((r) => ({ n: r.rows[0]!.n, age: r.rows[0]!.age ?? 0 }))
         .finally(() => setImmediate(() => (last = undefined))));
-    new Gauge({
-      name: 'outbox_unpublished_events',
-      help: 'Events written to the outbox and not yet published to the stream',
-      registers: [registry],
-      async collect() {
-        this.set(
-          await backlog().then(
-            (b) => b.n,
-            () => Number.NaN,
-          ),
-        );
-      },
-    });
-    new Gauge({
-      name: 'outbox_oldest_unpublished_seconds',
-      help: 'How long the oldest unpublished outbox event has waited (0 when none)',
-      registers: [registry],
-      async collect() {
-        this.set(
-          await backlog().then(
-            (b) => b.age,
-            () => Number.NaN,
-          ),
-        );
-      },
-    });
+    const gauges: [string, string, (b: { n: number; age: number }) => number][] = [
+      ['outbox_unpublished_events', 'Events written to the outbox and not yet published to the stream', (b) => b.n],
+      ['outbox_oldest_unpublished_seconds', 'How long the oldest unpublished outbox event has waited (0 when none)', (b) => b.age],
+    ];
+    for (const [name, help, pick] of gauges) {
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        async collect() {
+          this.set(await backlog().then(pick, () => Number.NaN));
+        },
+      });
+    }
   }
 
   /** Publishes up to `limit` pending events; returns how many. */
