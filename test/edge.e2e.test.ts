@@ -315,6 +315,29 @@ describe('HTTP conventions', () => {
     expect(expect200).toContain('{"detail":"Only \\"Expect: 100-continue\\" is supported"}');
   });
 
+  it('a body declared over the limit is 413 before it is sent, and a client that goes on sending is cut off (found from outside)', async () => {
+    const { hostname, port } = new URL(stack.api);
+    const path = new URL(stack.api).pathname;
+    const socket = connect(Number(port), hostname);
+    let got = '';
+    socket.on('data', (d) => {
+      got += d;
+    });
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => undefined); // the cut may reach a client still writing as a reset
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(`POST ${path}/public/subscribe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{"plan_id":"`);
+    // The old gateway read all 50 MB before answering: no answer came while the body was not sent.
+    await expect.poll(() => got, { timeout: 5000 }).toMatch(/^HTTP\/1\.1 413 /);
+    expect(got).toMatch(/connection: close/i);
+    expect(got).toContain('{"detail":"Request body is larger than 64kb"}');
+    // Writing on: the gateway stops reading it and closes the connection.
+    const chunk = 'x'.repeat(64 * 1024);
+    const writing = setInterval(() => socket.writable && socket.write(chunk), 10);
+    await closed;
+    clearInterval(writing);
+  });
+
   it('extend without days says the field is required', async () => {
     const r = await admin.post(`/subscriptions/${sub}/extend`);
     expect(r.status).toBe(422);

@@ -60,6 +60,13 @@ const IDEMPOTENCY_LEASE_MARGIN_S = 5;
 const RELEASE_RETRY_MS = 500;
 
 const BODY_LIMIT = '64kb';
+const BODY_LIMIT_BYTES = 64 * 1024;
+/**
+ * How long the rest of a refused oversized body is read and dropped before the connection is cut: a client
+ * that stops sending on the 413 reads it whole (cutting at once can reset the connection under an unread
+ * answer), one that goes on sending is stopped.
+ */
+const OVERSIZED_LINGER_MS = 1000;
 /** Seconds a client is asked to wait before retrying a 503 (a peer or the database away). */
 const RETRY_AFTER_S = '1';
 
@@ -244,6 +251,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
         const { route, params } = match;
         req.params = params;
         res.locals.routeId = route.id;
+        if (Number(req.headers['content-length']) > BODY_LIMIT_BYTES) return refuseOversized(req, res);
         (route.rawBody ? raw : json)(req, res, (err?: unknown) => (err ? fail(err, res) : serve(d, route, req, res).catch((e) => fail(e, res))));
       });
     } catch (err) {
@@ -251,6 +259,17 @@ export function createApp(d: GatewayDeps): GatewayApp {
     }
   };
   return { options: { IncomingMessage: ApiRequest, ServerResponse: ApiResponse } as ServerOptions, listener };
+}
+
+/**
+ * A body declared larger than the limit is refused before any of it is read: the body parser would read
+ * it all (to keep the connection usable) before answering, so a client sending megabytes would wait for
+ * its whole upload and the gateway would read it for nothing.
+ */
+function refuseOversized(req: Request, res: Response): void {
+  res.setHeader('Connection', 'close');
+  res.once('finish', () => setTimeout(() => req.socket.destroy(), OVERSIZED_LINGER_MS).unref());
+  res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
 }
 
 /**
