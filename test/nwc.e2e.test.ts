@@ -352,6 +352,110 @@ describe('subscribe with NWC', () => {
   });
 });
 
+describe('failed charges (found from outside)', () => {
+  async function nwcEvents(subscriptionId: string, event: string) {
+    const { rows } = await db.query(
+      `SELECT payload, published_at FROM nwc.outbox WHERE payload->>'event' = $1 AND payload->'data'->>'subscription_id' = $2 ORDER BY seq`,
+      [event, subscriptionId],
+    );
+    return rows as { payload: { data: Record<string, unknown> }; published_at: Date | null }[];
+  }
+
+  it('a refused checkout is announced to the owner as payment.failed with the NIP-47 error, once, through the outbox', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'refused-event@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    const c = await connection(res.body.subscription_id);
+    const payment = (await admin.get(`/subscriptions/${res.body.subscription_id}/payments`)).body.items[0];
+    const published = await until(
+      () => nwcEvents(res.body.subscription_id, 'payment.failed'),
+      (rows) => rows.length > 0 && rows.every((r) => r.published_at !== null),
+    );
+    expect(published).toHaveLength(1);
+    expect(published[0]!.payload.data).toMatchObject({
+      status: 'failed',
+      payment_id: payment.id,
+      amount_sats: 1500,
+      payment_method: 'nwc',
+      purpose: 'checkout',
+      plan_id: p.id,
+      plan_name: 'Auto',
+      subscriber_email: 'refused-event@example.com',
+      error_code: 'INSUFFICIENT_BALANCE',
+      error_message: 'Not enough sats',
+      connection_id: c.id,
+      consecutive_failures: 1,
+      wallet_disabled: false,
+      notify_subscriber: false,
+    });
+    expect(published[0]!.payload.data.attempt_id).toMatch(/^nwa_/);
+    // The payment itself stays payable.
+    expect(payment.status).toBe('pending');
+  });
+
+  it.each([
+    ['answers the error, then pays and answers again', 'answer'],
+    ['answers the error, then pays without a word', 'silently'],
+  ] as const)('a wallet that %s: the checkout is active, no failure is counted or announced', async (_name, thenPay) => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INTERNAL', message: 'Try again', thenPay });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', {
+      plan_id: p.id,
+      email: `then-pay-${thenPay}@example.com`,
+      nwc_connection_string: w.connectionString(),
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.status).toBe('active');
+    expect(res.body.error_code ?? null).toBeNull();
+    expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 0, last_error: null });
+    expect(await nwcEvents(res.body.subscription_id, 'payment.failed')).toEqual([]);
+    const sub = await until(
+      () => admin.get(`/subscriptions/${res.body.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect(sub.body.status).toBe('active');
+  });
+
+  it('six identical checkouts at once ask the wallet once and all answer the payment', async () => {
+    const w = await wallet();
+    w.setBehaviour({ pay: true, delayMs: 1500 });
+    const p = await plan();
+    const nwcString = w.connectionString();
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'six@example.com', nwc_connection_string: nwcString })),
+    );
+    for (const r of results) expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(new Set(results.map((r) => r.body.subscription_id)).size).toBe(1);
+    expect(results.map((r) => r.body.status)).toEqual(Array(6).fill('active'));
+    expect(w.requests).toHaveLength(1);
+    const payments = (await admin.get(`/subscriptions/${results[0]!.body.subscription_id}/payments`)).body.items;
+    expect(payments.map((x: { status: string }) => x.status)).toEqual(['paid']);
+  });
+
+  it('six identical checkouts at once with a refusing wallet: asked once, one failure counted and announced', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'QUOTA_EXCEEDED', message: 'Budget spent' });
+    const p = await plan();
+    const nwcString = w.connectionString();
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'six-refused@example.com', nwc_connection_string: nwcString }),
+      ),
+    );
+    for (const r of results) expect(r.body).toMatchObject({ status: 'pending', error_code: 'QUOTA_EXCEEDED' });
+    expect(w.requests).toHaveLength(1);
+    const subId = results[0]!.body.subscription_id;
+    expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
+    // The connections the checkouts stored replaced each other: none was deactivated by the failure.
+    expect(await nwcEvents(subId, 'nwc.wallet_disabled')).toEqual([]);
+    const { rows } = await db.query('SELECT sum(consecutive_failures)::int AS n FROM nwc.connections WHERE subscription_id = $1', [subId]);
+    expect(rows[0].n).toBe(1);
+  });
+});
+
 describe('portal wallets', () => {
   it('lists 8 pubkey characters; disconnect wipes the secret; another subscriber gets 404', async () => {
     const w = await wallet();
@@ -488,6 +592,17 @@ describe('renewals', () => {
     await advanceTo(t2 + DAY + 60);
     expect(w.requests).toHaveLength(4);
     expect(await conn()).toMatchObject({ is_active: false, consecutive_failures: 3, secret_sealed: null });
+    // The owner heard of each failed attempt (found from outside: only of the deactivation).
+    const failed = await db.query(
+      `SELECT payload->'data' AS d FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1 ORDER BY seq`,
+      [res.subscription_id],
+    );
+    expect(failed.rows.map((r) => [r.d.purpose, r.d.error_code, r.d.consecutive_failures, r.d.wallet_disabled])).toEqual([
+      ['renewal', 'INSUFFICIENT_BALANCE', 1, false],
+      ['renewal', 'INSUFFICIENT_BALANCE', 2, false],
+      ['renewal', 'INSUFFICIENT_BALANCE', 3, true],
+    ]);
+    expect(new Set(failed.rows.map((r) => r.d.attempt_id)).size).toBe(3);
 
     const disabled = await db.query(
       `SELECT payload FROM nwc.outbox WHERE payload->>'event' = 'nwc.wallet_disabled' AND payload->'data'->>'subscription_id' = $1`,

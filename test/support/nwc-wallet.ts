@@ -5,7 +5,11 @@ import * as nip04 from 'nostr-tools/nip04';
 import * as nip44 from 'nostr-tools/nip44';
 
 /** What the wallet does with the next pay_invoice requests. */
-export type WalletBehaviour = { pay: true; delayMs?: number; noAnswer?: boolean } | { error: string; message?: string } | { silent: true };
+export type WalletBehaviour =
+  | { pay: true; delayMs?: number; noAnswer?: boolean }
+  /** `thenPay`: after the error answer the wallet pays anyway, and says so in a second answer ('answer') or not ('silently'). */
+  | { error: string; message?: string; thenPay?: 'answer' | 'silently' }
+  | { silent: true };
 
 export interface WalletRequest {
   client: string;
@@ -93,21 +97,35 @@ export async function startNwcWallet(o: {
     seen.invoice = body.params?.invoice;
     if (body.method !== 'pay_invoice') return reply({ result: null, error: { code: 'NOT_IMPLEMENTED', message: 'Only pay_invoice' } });
     if ('silent' in behaviour) return;
-    if ('error' in behaviour) {
-      seen.answered = { error: behaviour.error };
-      return reply({ result: null, error: { code: behaviour.error, message: behaviour.message ?? `Wallet says ${behaviour.error}` } });
+    const b = behaviour;
+    if ('error' in b) {
+      seen.answered = { error: b.error };
+      await reply({ result: null, error: { code: b.error, message: b.message ?? `Wallet says ${b.error}` } });
+      if (!b.thenPay) return;
+      const preimage = await devPay(seen.invoice!);
+      if (preimage && b.thenPay === 'answer') {
+        seen.answered = { preimage };
+        await reply({ result: { preimage }, error: null });
+      }
+      return;
     }
-    if (behaviour.delayMs) await new Promise((r) => setTimeout(r, behaviour.delayMs)); // a wallet asking its user first
-    const hash = decode(seen.invoice!).sections.find((s) => s.name === 'payment_hash') as { value: string } | undefined;
-    const res = await fetch(`${o.api}/dev/invoices/${hash?.value}/pay`, { method: 'POST' });
-    if (res.status !== 200) {
+    if (b.delayMs) await new Promise((r) => setTimeout(r, b.delayMs)); // a wallet asking its user first
+    const preimage = await devPay(seen.invoice!);
+    if (!preimage) {
       seen.answered = { error: 'PAYMENT_FAILED' };
-      return reply({ result: null, error: { code: 'PAYMENT_FAILED', message: `dev pay answered ${res.status}` } });
+      return reply({ result: null, error: { code: 'PAYMENT_FAILED', message: 'dev pay refused' } });
     }
-    const { preimage } = (await res.json()) as { preimage: string };
-    if (behaviour.noAnswer) return; // paid, but the answer never reaches the relay
+    if (b.noAnswer) return; // paid, but the answer never reaches the relay
     seen.answered = { preimage };
     return reply({ result: { preimage }, error: null });
+  }
+
+  /** Pays a dev invoice as a wallet does; its preimage, or undefined when the dev provider refused. */
+  async function devPay(invoice: string): Promise<string | undefined> {
+    const hash = decode(invoice).sections.find((s) => s.name === 'payment_hash') as { value: string } | undefined;
+    const res = await fetch(`${o.api}/dev/invoices/${hash?.value}/pay`, { method: 'POST' });
+    if (res.status !== 200) return undefined;
+    return ((await res.json()) as { preimage: string }).preimage;
   }
 
   ws.on('message', (data) => {

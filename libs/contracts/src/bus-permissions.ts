@@ -40,8 +40,11 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   subscriptionContact: ['notifier'],
 };
 
-/** The one service that writes each event to its outbox (and so publishes it to the EVENTS stream). */
-export const EVENT_EMITTERS: Record<EventName, BusService> = {
+/**
+ * The services that write each event to their outbox (and so publish it to the EVENTS stream): one, except
+ * `payment.failed`, which payments emits when a provider fails a payment and nwc when a wallet fails a charge.
+ */
+export const EVENT_EMITTERS: Record<EventName, BusService | BusService[]> = {
   'subscription.created': 'billing',
   'subscription.activated': 'billing',
   'subscription.renewed': 'billing',
@@ -54,7 +57,7 @@ export const EVENT_EMITTERS: Record<EventName, BusService> = {
   'subscription.extended': 'billing',
   'subscription.trial_ending': 'billing',
   'payment.received': 'payments',
-  'payment.failed': 'payments',
+  'payment.failed': ['payments', 'nwc'],
   'renewal.reminder': 'billing',
   'plan.archived': 'billing',
   'nwc.wallet_disabled': 'nwc',
@@ -101,8 +104,8 @@ export function busPermissions(opts: { devMode?: boolean } = {}): Record<BusServ
     for (const s of MESSAGE_SENDERS[key as keyof typeof messages]) perms[s].publish.add(m.subject);
   }
   const stream = EVENTS_STREAM;
-  for (const [event, s] of Object.entries(EVENT_EMITTERS)) {
-    perms[s].publish.add(eventSubject(event as EventName));
+  for (const [event, emitters] of Object.entries(EVENT_EMITTERS)) {
+    for (const s of [emitters].flat()) perms[s].publish.add(eventSubject(event as EventName));
   }
   // Every service's outbox relay (and each consumer) makes sure the stream exists with its configuration:
   // whichever starts first creates it. Nothing else of JetStream is theirs (no purge, delete, other streams).

@@ -114,12 +114,20 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
     purpose: z.string(),
     status: z.literal('paid'),
   }),
+  // From payments when a provider fails the payment for good; from nwc for each charge the subscriber's
+  // wallet refused or left unanswered (the payment itself stays payable): then with the NWC fields below.
   'payment.failed': WebhookEventData.extend({
     payment_id: Id,
     amount_sats: z.number().int(),
     payment_method: z.string(),
     purpose: z.string(),
     status: z.literal('failed'),
+    error_code: z.string().optional().openapi({ description: 'NWC: the NIP-47 error code of the failed charge (OTHER for no answer in time)' }),
+    error_message: z.string().optional().openapi({ description: "NWC: the wallet's error message, or why the charge got no answer" }),
+    attempt_id: z.string().optional().openapi({ description: 'NWC: the charge attempt; one event per attempt' }),
+    connection_id: Id.optional(),
+    consecutive_failures: z.number().int().optional(),
+    wallet_disabled: z.boolean().optional().openapi({ description: 'NWC: this failure deactivated the wallet (nwc.wallet_disabled follows)' }),
   }),
   // One per subscription the archive cancelled (its subscriber named), or one for the plan alone when it
   // had none: `subscription_id` only where one applies.

@@ -1,57 +1,96 @@
 import { messages, type NWCErrorCode } from '@sb/contracts';
-import { callMessage, DomainError, enqueueEvent, unixSeconds } from '@sb/runtime';
+import { callMessage, DomainError, enqueueEvent, newId, unixSeconds } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
-import { chargeRefusal } from './domain/charge.js';
+import { chargeFailedData, chargeRefusal, sharedOutcome, walletDisabledData, type AttemptOutcome } from './domain/charge.js';
 import type { ConnectionRow } from './store/connections.repo.js';
 
 type ChargeOutcome = { paid: true } | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean };
 
+/** A payment as a charge needs it. */
+interface ChargedPayment {
+  id: string;
+  payment_request: string;
+  amount_sats: number;
+  purpose: 'checkout' | 'renewal';
+}
+
+/** How often a charge waiting for another attempt of the same payment looks whether it ended. */
+const ATTEMPT_POLL_MS = 200;
+
 /**
- * Pays one invoice of a subscription with its connected wallet. A preimage confirms the payment in the
- * payments service (which checks it against the payment hash; billing applies it from the
- * payment.received event, once). Any failure is recorded on the connection; the last allowed one
- * deactivates it, wipes its secret and announces `nwc.wallet_disabled` in the same transaction.
+ * Pays one invoice of a subscription with its connected wallet. Charges of the same payment at once (a
+ * checkout sent six times, a renewal and a retried one, on any replica) share one pay_invoice request:
+ * one claims the payment (nwc.charge_attempts), the others wait for its outcome. See runAttempt.
  */
-export async function chargeConnection(
-  d: Deps,
-  conn: ConnectionRow,
-  payment: { id: string; payment_request: string; amount_sats: number },
-): Promise<ChargeOutcome> {
-  const attempt = await payWith(d, conn, payment);
+export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: ChargedPayment): Promise<ChargeOutcome> {
+  for (;;) {
+    const id = newId('nwa_', d.clock.nowMs());
+    const claim = await d.attempts.claim(d.db, { id, payment_id: payment.id, connection_id: conn.id, wallet_pubkey: conn.wallet_pubkey }, d.attemptLeaseMs);
+    if (claim.mine) return runAttempt(d, conn, payment, id);
+    if (!claim.current) continue;
+    const ended = await endOf(d, claim.current.id);
+    const shared = ended && sharedOutcome(ended, conn.wallet_pubkey);
+    if (shared) {
+      d.log.info({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id, paid: shared.paid }, 'nwc charge shared an attempt in flight');
+      if (shared.paid) return shared;
+      const now = await d.connections.get(d.db, conn.id);
+      return { paid: false, error_code: shared.code, message: shared.message, deactivated: !now?.is_active };
+    }
+  }
+}
+
+/** The attempt once it ended (undefined: its lease ran out first, so the payment may be claimed again). */
+async function endOf(d: Deps, attemptId: string) {
+  for (;;) {
+    const a = await d.attempts.get(d.db, attemptId);
+    if (!a || a.outcome !== null) return a;
+    if (a.lapsed) return undefined;
+    await new Promise((r) => setTimeout(r, ATTEMPT_POLL_MS));
+  }
+}
+
+/**
+ * One pay_invoice request. A preimage confirms the payment in the payments service (which checks it
+ * against the payment hash; billing applies it from the payment.received event, once). Whatever the
+ * wallet answered, an invoice that is paid counts as paid. Otherwise, in one transaction and once per
+ * attempt: the failure is counted on the connection, `payment.failed` goes to the owner, and the last
+ * allowed failure deactivates the connection, wipes its secret and announces `nwc.wallet_disabled`.
+ */
+async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment, attemptId: string): Promise<ChargeOutcome> {
+  let outcome: AttemptOutcome;
+  try {
+    const attempt = await payWith(d, conn, payment);
+    outcome = 'preimage' in attempt || (await paidMeanwhile(d, conn, payment.id)) ? { paid: true } : { paid: false, ...attempt.error };
+  } catch (err) {
+    // Nothing known of the wallet's answer: the next charge of the payment may ask it again at once.
+    await d.attempts.finish(d.db, attemptId, 'abandoned').catch(() => undefined);
+    throw err;
+  }
   const now = unixSeconds(d.clock);
-  if ('preimage' in attempt || (attempt.error.code === 'OTHER' && (await paidMeanwhile(d, conn, payment.id)))) {
-    await d.connections.recordSuccess(d.db, conn.id, now);
+  if (outcome.paid) {
+    await d.db.tx(async (tx) => {
+      await d.attempts.finish(tx, attemptId, 'paid');
+      await d.connections.recordSuccess(tx, conn.id, now);
+    });
     d.log.info({ connection_id: conn.id, payment_id: payment.id }, 'nwc payment paid');
     return { paid: true };
   }
-  const { code, message } = attempt.error;
+  const error = { code: outcome.code, message: outcome.message };
   const after = await d.db.tx(async (tx) => {
-    const row = await d.connections.recordFailure(tx, conn.id, code, message, now, MAX_CONSECUTIVE_FAILURES);
-    if (row && !row.is_active && conn.is_active) {
-      await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', {
-        subscription_id: row.subscription_id,
-        plan_id: row.plan_id,
-        plan_name: row.plan_name,
-        status: 'disabled',
-        connection_id: row.id,
-        subscriber_id: row.subscriber_id,
-        wallet_pubkey: row.wallet_pubkey.slice(0, 8),
-        error_code: code,
-        last_error: message,
-        consecutive_failures: row.consecutive_failures,
-        ...(row.subscriber_email ? { subscriber_email: row.subscriber_email } : {}),
-        ...(row.subscriber_name ? { subscriber_name: row.subscriber_name } : {}),
-        notify_subscriber: true,
-      });
-    }
+    if (!(await d.attempts.finish(tx, attemptId, 'failed', error))) return undefined;
+    const row = await d.connections.recordFailure(tx, conn.id, error.code, error.message, now, MAX_CONSECUTIVE_FAILURES);
+    if (!row) return undefined;
+    await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'payment.failed', chargeFailedData(row, payment, attemptId, error));
+    if (row.deactivated) await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', walletDisabledData(row, error));
     return row;
   });
+  // For billing, a connection that is no longer active (deactivated now or before) means invoices from now on.
   const deactivated = !!after && !after.is_active;
   d.log.warn(
-    { connection_id: conn.id, payment_id: payment.id, error_code: code, consecutive_failures: after?.consecutive_failures, deactivated },
+    { connection_id: conn.id, payment_id: payment.id, error_code: error.code, consecutive_failures: after?.consecutive_failures, deactivated },
     'nwc payment failed',
   );
-  return { paid: false, error_code: code, message, deactivated };
+  return { paid: false, error_code: error.code, message: error.message, deactivated };
 }
 
 /**
@@ -66,8 +105,9 @@ export async function tellBilling(d: Deps, conn: Pick<ConnectionRow, 'wallet_id'
 }
 
 /**
- * We stopped waiting (no answer in time, a relay dropped) but the wallet may have paid anyway: the
- * provider confirmed the payment. That is a success, not a failure that could deactivate a working wallet.
+ * The wallet refused, or we stopped waiting (no answer in time, a relay dropped), but it may have paid
+ * anyway: the provider confirmed the payment. That is a success, not a failure that could deactivate a
+ * working wallet, whatever error code the wallet answered.
  */
 async function paidMeanwhile(d: Deps, conn: ConnectionRow, paymentId: string): Promise<boolean> {
   const found = await callMessage(d.bus, messages.getPayment, { wallet_id: conn.wallet_id, id: paymentId }).catch(() => undefined);
@@ -75,7 +115,7 @@ async function paidMeanwhile(d: Deps, conn: ConnectionRow, paymentId: string): P
 }
 
 /** The wallet's answer, with the preimage already accepted by the payments service. */
-async function payWith(d: Deps, conn: ConnectionRow, payment: { id: string; payment_request: string; amount_sats: number }) {
+async function payWith(d: Deps, conn: ConnectionRow, payment: ChargedPayment) {
   const fail = (code: NWCErrorCode, message: string) => ({ error: { code, message } }) as const;
   // A connection without its secret is one that was deactivated (the secret is wiped with it).
   const refused = chargeRefusal({ ...conn, is_active: conn.is_active && !!conn.secret_sealed }, payment.amount_sats);

@@ -1,5 +1,6 @@
 import type { BusClient, Clock, Db, Logger, SecretBox } from '@sb/runtime';
 import type { Nip47Client } from './nip47.js';
+import type { AttemptsRepo } from './store/attempts.repo.js';
 import type { ConnectionsRepo } from './store/connections.repo.js';
 
 export const SCHEMA = 'nwc';
@@ -13,6 +14,12 @@ export interface Deps {
   clock: Clock;
   log: Logger;
   connections: ConnectionsRepo;
+  attempts: AttemptsRepo;
+  /**
+   * How long a charge attempt holds its payment before another may ask the wallet again (the replica
+   * charging it stopped): longer than the wallet's reply timeout and the bus calls after it.
+   */
+  attemptLeaseMs: number;
   nip47: Nip47Client;
   /** Requests to billing and payments. */
   bus: BusClient;

@@ -3,6 +3,7 @@ import { loadNwcConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { allHandlers } from './handlers/index.js';
 import { Nip47Client } from './nip47.js';
+import { AttemptsRepo } from './store/attempts.repo.js';
 import { ConnectionsRepo } from './store/connections.repo.js';
 import { migrations } from './store/migrations.js';
 
@@ -19,6 +20,10 @@ main('nwc', () =>
         clock,
         log,
         connections: new ConnectionsRepo(SCHEMA),
+        attempts: new AttemptsRepo(SCHEMA),
+        // The wallet's reply timeout, the wait for a second answer, then confirming the preimage and asking
+        // payments whether the invoice is paid (a bus call each), with room to spare.
+        attemptLeaseMs: config.NWC_REPLY_TIMEOUT_MS + 2 * config.BUS_TIMEOUT_MS + 15_000,
         nip47: new Nip47Client({
           infoTimeoutMs: config.NWC_INFO_TIMEOUT_MS,
           replyTimeoutMs: config.NWC_REPLY_TIMEOUT_MS,

@@ -8,6 +8,8 @@ import { parseConnectionString, type WalletConnection } from './connection-strin
 const INFO_KIND = 13194;
 const REQUEST_KIND = 23194;
 const RESPONSE_KIND = 23195;
+/** How long a wallet's error answer waits for a second answer with the preimage (it paid after all). */
+const SECOND_ANSWER_MS = 2_000;
 
 export type Encryption = 'nip44_v2' | 'nip04';
 
@@ -110,8 +112,9 @@ export class Nip47Client {
   /**
    * Sends one pay_invoice request (kind 23194) and waits for the wallet's answer (kind 23195 naming the
    * request) within the reply timeout. The subscription for the answer is open before the request goes
-   * out: requests and answers are ephemeral kinds, relays do not keep them. Never throws: every failure
-   * is a NIP-47 error (a timeout or an unreadable answer is OTHER).
+   * out: requests and answers are ephemeral kinds, relays do not keep them. An error answer is held for
+   * SECOND_ANSWER_MS in case a success follows. Never throws: every failure is a NIP-47 error (a timeout
+   * or an unreadable answer is OTHER).
    */
   async payInvoice(c: PayingConnection, invoice: string): Promise<PayResult> {
     const sk = Buffer.from(c.secret, 'hex');
@@ -138,11 +141,16 @@ export class Nip47Client {
     try {
       return await new Promise<PayResult>((resolve) => {
         const timer = setTimeout(
-          () => resolve(fail('OTHER', `The wallet did not answer the payment request within ${seconds(this.o.replyTimeoutMs)}`)),
+          () => done(refusal ?? fail('OTHER', `The wallet did not answer the payment request within ${seconds(this.o.replyTimeoutMs)}`)),
           this.o.replyTimeoutMs,
         );
+        // A wallet may answer an error and then pay the same request (and answer again): an error is
+        // final only once SECOND_ANSWER_MS passed without a preimage.
+        let refusal: PayResult | undefined;
+        let refusalTimer: NodeJS.Timeout | undefined;
         const done = (r: PayResult) => {
           clearTimeout(timer);
+          clearTimeout(refusalTimer);
           resolve(r);
         };
         let sent = false;
@@ -157,10 +165,14 @@ export class Nip47Client {
           { kinds: [RESPONSE_KIND], authors: [c.pubkey], '#e': [request.id] },
           {
             oneose: send,
-            onclose: () => done(fail('OTHER', "Could not connect to the wallet's relays")),
+            onclose: () => done(refusal ?? fail('OTHER', "Could not connect to the wallet's relays")),
             onevent: (e) => {
               if (e.pubkey !== c.pubkey || !e.tags.some((t) => t[0] === 'e' && t[1] === request.id)) return;
-              done(readAnswer(e, decrypt));
+              const answer = readAnswer(e, decrypt);
+              if ('preimage' in answer) return done(answer);
+              if (refusal) return;
+              refusal = answer;
+              refusalTimer = setTimeout(() => done(answer), SECOND_ANSWER_MS);
             },
           },
         );

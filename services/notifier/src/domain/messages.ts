@@ -246,6 +246,8 @@ export function ownerMessage(e: EventEnvelope): Message {
     str(d.cancel_reason) && `Cancel reason: ${d.cancel_reason}`,
     str(d.reason) && `Reason: ${d.reason}`,
     str(d.last_error) && `Last error: ${d.last_error}`,
+    // NWC payment.failed: one charge the wallet refused; the payment stays payable.
+    e.event === 'payment.failed' && str(d.error_code) && `Wallet answer: ${d.error_code}${str(d.error_message) ? ` (${d.error_message})` : ''}`,
   ]);
 }
 

@@ -14,3 +14,89 @@ export function chargeRefusal(
   }
   return null;
 }
+
+/** How an attempt to charge a payment ended, as the charging code and the events see it. */
+export type AttemptOutcome = { paid: true } | { paid: false; code: NWCErrorCode; message: string };
+
+/**
+ * What a charge that found another attempt of the same payment in flight takes from it once it ended:
+ * a paid payment is paid for everyone; a refusal holds for the same wallet (asking it again at once would
+ * get the same answer), not for another wallet the subscriber connected meanwhile, nor an attempt
+ * abandoned by a replica that stopped. Null: charge with this connection.
+ */
+export function sharedOutcome(
+  ended: { outcome: 'paid' | 'failed' | 'abandoned' | null; wallet_pubkey: string; error_code: NWCErrorCode | null; error_message: string | null },
+  walletPubkey: string,
+): AttemptOutcome | null {
+  if (ended.outcome === 'paid') return { paid: true };
+  if (ended.outcome === 'failed' && ended.wallet_pubkey === walletPubkey) {
+    return { paid: false, code: ended.error_code ?? 'OTHER', message: ended.error_message ?? 'The wallet did not pay' };
+  }
+  return null;
+}
+
+/** The connection as the events about it need it. */
+interface ChargedConnection {
+  id: string;
+  subscription_id: string;
+  plan_id: string;
+  plan_name: string;
+  subscriber_id: string;
+  wallet_pubkey: string;
+  consecutive_failures: number;
+  subscriber_email: string | null;
+  subscriber_name: string | null;
+}
+
+const subscriberOf = (c: ChargedConnection) => ({
+  ...(c.subscriber_email ? { subscriber_email: c.subscriber_email } : {}),
+  ...(c.subscriber_name ? { subscriber_name: c.subscriber_name } : {}),
+});
+
+/**
+ * `payment.failed` for one charge the wallet refused or left unanswered (the payment stays payable). The
+ * owner's event only: the subscriber hears of their wallet when it is deactivated (nwc.wallet_disabled).
+ */
+export function chargeFailedData(
+  after: ChargedConnection & { deactivated: boolean },
+  payment: { id: string; amount_sats: number; purpose: 'checkout' | 'renewal' },
+  attemptId: string,
+  error: { code: NWCErrorCode; message: string },
+) {
+  return {
+    subscription_id: after.subscription_id,
+    plan_id: after.plan_id,
+    plan_name: after.plan_name,
+    ...subscriberOf(after),
+    status: 'failed',
+    payment_id: payment.id,
+    amount_sats: payment.amount_sats,
+    payment_method: 'nwc',
+    purpose: payment.purpose,
+    error_code: error.code,
+    error_message: error.message,
+    attempt_id: attemptId,
+    connection_id: after.id,
+    consecutive_failures: after.consecutive_failures,
+    wallet_disabled: after.deactivated,
+    notify_subscriber: false,
+  };
+}
+
+/** `nwc.wallet_disabled`: the failure that deactivated the connection; the subscriber is told. */
+export function walletDisabledData(after: ChargedConnection, error: { code: NWCErrorCode; message: string }) {
+  return {
+    subscription_id: after.subscription_id,
+    plan_id: after.plan_id,
+    plan_name: after.plan_name,
+    status: 'disabled',
+    connection_id: after.id,
+    subscriber_id: after.subscriber_id,
+    wallet_pubkey: after.wallet_pubkey.slice(0, 8),
+    error_code: error.code,
+    last_error: error.message,
+    consecutive_failures: after.consecutive_failures,
+    ...subscriberOf(after),
+    notify_subscriber: true,
+  };
+}

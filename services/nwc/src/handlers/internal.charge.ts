@@ -8,6 +8,12 @@ export const charge = (d: Deps) =>
   messageHandler(messages.nwcCharge, async (req) => {
     const conn = await d.connections.activeForSubscription(d.db, req.wallet_id, req.subscription_id);
     if (!conn) return { paid: false as const, no_connection: true as const };
-    const outcome = await chargeConnection(d, conn, { id: req.payment_id, payment_request: req.payment_request, amount_sats: req.amount_sats });
+    const outcome = await chargeConnection(d, conn, {
+      id: req.payment_id,
+      payment_request: req.payment_request,
+      amount_sats: req.amount_sats,
+      // Billing's scheduler and resume charge renewal payments only.
+      purpose: 'renewal',
+    });
     return outcome.paid ? { paid: true as const } : { paid: false as const, error_code: outcome.error_code, deactivated: outcome.deactivated };
   });

@@ -92,7 +92,7 @@ export const subscribe = (d: Deps) =>
     if (!sub.payment) {
       return { ...base, status: 'active', message: `Your free trial of ${sub.plan_name} has started; your wallet will pay the renewals automatically` };
     }
-    const outcome = await chargeConnection(d, row, sub.payment);
+    const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout' });
     if (outcome.paid) {
       return { ...base, status: 'active', message: `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name} is active.` };
     }

@@ -118,14 +118,24 @@ export class ConnectionsRepo {
 
   /**
    * A failed request, counted under the row lock; at `maxFailures` in a row the connection is
-   * deactivated and its secret wiped. Returns the row after the change (undefined: it vanished).
+   * deactivated and its secret wiped. Returns the row after the change (undefined: it vanished), with
+   * `deactivated` true only when this failure deactivated it (not one retired or disconnected meanwhile).
    */
-  async recordFailure(q: Queryable, id: string, code: NWCErrorCode, message: string, now: number, maxFailures: number): Promise<ConnectionRow | undefined> {
-    const { rows } = await q.query<ConnectionRow>(
-      `UPDATE ${this.t} SET consecutive_failures = consecutive_failures + 1, last_error = $2, last_error_code = $3, last_used_at = $4, updated_at = $4,
+  async recordFailure(
+    q: Queryable,
+    id: string,
+    code: NWCErrorCode,
+    message: string,
+    now: number,
+    maxFailures: number,
+  ): Promise<(ConnectionRow & { deactivated: boolean }) | undefined> {
+    const { rows } = await q.query<ConnectionRow & { deactivated: boolean }>(
+      `WITH before AS (SELECT id AS locked_id, is_active AS was_active FROM ${this.t} WHERE id = $1 FOR UPDATE)
+       UPDATE ${this.t} SET consecutive_failures = consecutive_failures + 1, last_error = $2, last_error_code = $3, last_used_at = $4, updated_at = $4,
          is_active = is_active AND consecutive_failures + 1 < $5,
          secret_sealed = CASE WHEN is_active AND consecutive_failures + 1 < $5 THEN secret_sealed ELSE NULL END
-       WHERE id = $1 RETURNING ${COLS}`,
+       FROM before WHERE id = before.locked_id
+       RETURNING ${COLS}, (before.was_active AND NOT is_active) AS deactivated`,
       [id, message, code, now, maxFailures],
     );
     return rows[0];

@@ -46,5 +46,28 @@ ${outboxTableSql}`,
 ALTER TABLE connections ADD COLUMN subscriber_email TEXT;
 ALTER TABLE connections ADD COLUMN subscriber_name TEXT;`,
   },
+  {
+    id: 3,
+    name: 'charge attempts',
+    sql: `
+-- One row per pay_invoice request sent to a wallet for a payment. At most one is in flight per payment
+-- (outcome NULL): concurrent charges of the payment, on any replica, wait for it instead of asking the
+-- wallet again. lease_until (database time: the dev clock may jump) frees a payment whose charging
+-- replica died; the request's NIP-40 expiration ends before it, so the wallet cannot pay that one later.
+CREATE TABLE charge_attempts (
+  id TEXT PRIMARY KEY,
+  payment_id TEXT NOT NULL,
+  connection_id TEXT NOT NULL,
+  wallet_pubkey TEXT NOT NULL,
+  started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  lease_until TIMESTAMPTZ NOT NULL,
+  outcome TEXT CHECK (outcome IN ('paid', 'failed', 'abandoned')),
+  error_code TEXT,
+  error_message TEXT,
+  finished_at TIMESTAMPTZ
+);
+CREATE UNIQUE INDEX charge_attempts_in_flight ON charge_attempts (payment_id) WHERE outcome IS NULL;
+CREATE INDEX charge_attempts_by_payment ON charge_attempts (payment_id, started_at);`,
+  },
   outboxTraceMigration,
 ];

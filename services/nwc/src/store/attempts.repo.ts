@@ -1,0 +1,67 @@
+import type { NWCErrorCode } from '@sb/contracts';
+import type { Queryable } from '@sb/runtime';
+
+/** A pay_invoice request sent (or being sent) to a wallet for a payment. */
+export interface AttemptRow {
+  id: string;
+  payment_id: string;
+  connection_id: string;
+  wallet_pubkey: string;
+  outcome: 'paid' | 'failed' | 'abandoned' | null;
+  error_code: NWCErrorCode | null;
+  error_message: string | null;
+  /** Its lease ran out (database time) while it was still in flight: the replica charging it is gone. */
+  lapsed: boolean;
+}
+
+const COLS = 'id, payment_id, connection_id, wallet_pubkey, outcome, error_code, error_message, (outcome IS NULL AND lease_until < now()) AS lapsed';
+
+export class AttemptsRepo {
+  constructor(private readonly schema = 'nwc') {}
+
+  private get t() {
+    return `${this.schema}.charge_attempts`;
+  }
+
+  /**
+   * Claims the payment for a new attempt: `mine` when the row was inserted, else the attempt already in
+   * flight (undefined when it ended between the two statements: claim again). An in-flight attempt past
+   * its lease is abandoned first.
+   */
+  async claim(
+    q: Queryable,
+    a: { id: string; payment_id: string; connection_id: string; wallet_pubkey: string },
+    leaseMs: number,
+  ): Promise<{ mine: true } | { mine: false; current: AttemptRow | undefined }> {
+    await q.query(`UPDATE ${this.t} SET outcome = 'abandoned', finished_at = now() WHERE payment_id = $1 AND outcome IS NULL AND lease_until < now()`, [
+      a.payment_id,
+    ]);
+    const inserted = await q.query(
+      `INSERT INTO ${this.t} (id, payment_id, connection_id, wallet_pubkey, lease_until) VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')
+       ON CONFLICT (payment_id) WHERE outcome IS NULL DO NOTHING RETURNING id`,
+      [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs],
+    );
+    if (inserted.rowCount) return { mine: true };
+    const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome IS NULL`, [a.payment_id]);
+    return { mine: false, current: rows[0] };
+  }
+
+  async get(q: Queryable, id: string): Promise<AttemptRow | undefined> {
+    const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE id = $1`, [id]);
+    return rows[0];
+  }
+
+  /**
+   * Records how the attempt ended, once: false when it had already ended (the outcome of an attempt is
+   * counted and announced by whoever records it). An attempt abandoned for its lease may still end as
+   * what its wallet answered.
+   */
+  async finish(q: Queryable, id: string, outcome: 'paid' | 'failed' | 'abandoned', error?: { code: NWCErrorCode; message: string }): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.t} SET outcome = $2, error_code = $3, error_message = $4, finished_at = now()
+       WHERE id = $1 AND (outcome IS NULL OR (outcome = 'abandoned' AND $2 <> 'abandoned'))`,
+      [id, outcome, error?.code ?? null, error?.message ?? null],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+}
