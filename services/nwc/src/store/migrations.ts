@@ -49,6 +49,8 @@ ALTER TABLE connections ADD COLUMN subscriber_name TEXT;`,
   {
     id: 3,
     name: 'charge attempts',
+    // A table the previous version does not read: it runs on this schema too (a rollback is allowed).
+    compatible: true,
     sql: `
 -- One row per pay_invoice request sent to a wallet for a payment. At most one is in flight per payment
 -- (outcome NULL): concurrent charges of the payment, on any replica, wait for it instead of asking the
