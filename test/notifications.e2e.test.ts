@@ -389,6 +389,24 @@ describe('notification settings', () => {
     expect(got[0]!.text.split('\n').at(-1)).toBe('— Satoshi Shop');
   });
 
+  it("a plan's own e-mail settings without a merchant name send as the wallet's name, not the server's (found from outside)", async () => {
+    const plan = (await admin().post('/plans', { name: 'Unsigned mail', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+    // Its own settings, through the server's mail server (smtp_url null), with neither a from nor a name.
+    const set = await admin().put(`/plans/${plan.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: null } } });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expect([set.body.merchant_name ?? null, set.body.channels.email.from ?? null]).toEqual([null, null]);
+    const started = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'unsigned@example.com' });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const got = await until(
+      async () => mailsTo('unsigned@example.com'),
+      (m) => m.length > 0,
+    );
+    expect((await reader().get('/notification-settings')).body.merchant_name).toBe('Satoshi Shop');
+    // MAIL_FROM's address (the server's mail server), the wallet's name: as the message's own signature.
+    expect(got[0]!.from).toBe('Satoshi Shop <billing@example.com>');
+    expect(got[0]!.text.split('\n').at(-1)).toMatch(/ Satoshi Shop$/);
+  });
+
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {
     const plan = (await admin().post('/plans', { name: 'Override plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
     const path = `/plans/${plan.id}/notification-settings`;
