@@ -64,6 +64,24 @@ export const SubscriptionUpdate = z
   });
 export type SubscriptionUpdate = z.infer<typeof SubscriptionUpdate>;
 
+/** Body of the portal's `PATCH /public/manage/subscription/{id}`: the subscriber's own notice opt-ins. */
+export const PortalSubscriptionUpdate = z
+  .strictObject({
+    receive_reminders: z.boolean().optional().openapi({ description: 'Renewal reminders, trial endings and overdue notices' }),
+    receive_confirmations: z.boolean().optional().openapi({ description: 'Confirmations and receipts (activation, renewal)' }),
+  })
+  .refine((b) => b.receive_reminders !== undefined || b.receive_confirmations !== undefined, {
+    message: 'Give at least one of receive_reminders, receive_confirmations',
+  })
+  .openapi('PortalSubscriptionUpdate', {
+    description: 'Which notices of this subscription the subscriber gets; at least one field. Cancellations and plan archive notices are always sent.',
+  });
+export type PortalSubscriptionUpdate = z.infer<typeof PortalSubscriptionUpdate>;
+
+/** What a one-click unsubscribe token turns off. */
+export const UnsubscribeKind = z.enum(['reminders', 'confirmations']);
+export type UnsubscribeKind = z.infer<typeof UnsubscribeKind>;
+
 /** Optional body of `POST /subscriptions/{id}/cancel`. */
 export const CancelRequest = z
   .strictObject({

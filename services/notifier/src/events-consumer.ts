@@ -3,7 +3,7 @@ import { Batcher, callMessage, DomainError, newId, traceCarrier, unixSeconds, ty
 import type { Message } from './channels/outcome.js';
 import { inEffect, merchantOf } from './channels/index.js';
 import type { Deps } from './deps.js';
-import { ownerMessage, subscriberMessage, subscriberWants } from './domain/messages.js';
+import { optOutKind, ownerMessage, subscriberMessage, subscriberWants } from './domain/messages.js';
 import { contactMethods, ownerTargets, subscriberTargets, type StoredSettings } from './domain/settings.js';
 
 export const DELIVERY_ID_PREFIX = 'whd_';
@@ -161,7 +161,12 @@ export class EventRecorder {
         },
       );
       if (contact) {
-        const message = subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.merchant });
+        const kind = optOutKind(envelope.event);
+        const unsubscribe = kind && contact.unsubscribe_urls?.[kind];
+        const message = {
+          ...subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.merchant }),
+          ...(unsubscribe ? { unsubscribe } : {}),
+        };
         for (const t of subscriberTargets(s.settings, contact)) planned.push({ audience: 'subscriber', ...t, message });
       }
     }
