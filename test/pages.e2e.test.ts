@@ -1039,6 +1039,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(problems).toEqual([]);
     await page.close();
   });
+
   it('the portal: notice switches by keyboard, saved, their state announced; a failed save says so and puts the switch back', async () => {
     const p = await plan({ name: 'Switches', amount_sats: 1500, trial_days: 14 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'switches@example.com' })).body;
@@ -1114,5 +1115,47 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     } finally {
       await smtp.stop();
     }
+  });
+
+  /** A time as the portal words it (common.ts `date` with the time). */
+  const pageTime = (unix: number) =>
+    `${new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' }).format(new Date(unix * 1000))} UTC`;
+
+  // Last: it moves the clock past a period's end.
+  it('a subscription in payment_failed says until when it can still be renewed: the end of the dunning window (found from outside)', async () => {
+    const p = await plan({ name: 'Rescue', amount_sats: 1500 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'rescue@example.com' })).body;
+    await pay(sub.payment_id);
+    const active = await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    const end = active.body.current_period_end as number;
+    const { now } = (await admin.post('/dev/clock', {})).body;
+    expect((await admin.post('/dev/clock', { advance_seconds: end - now + 3600 })).status).toBe(200);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'payment_failed',
+    );
+    await until(
+      () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
+      (r) => r.body.items?.length === 1,
+    );
+    // No grace: the dunning window (DUNNING_DAYS, 14) starts at the period's end.
+    const payBy = end + 14 * 86_400;
+    const token = new URL(sub.manage_url).searchParams.get('token')!;
+    const listed = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } });
+    expect(listed.body.items[0]).toMatchObject({ id: sub.subscription_id, status: 'payment_failed', pay_by: payBy });
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await card.locator('dt:text-is("Can be renewed until") + dd').textContent()).toBe(pageTime(payBy));
+    // Not the invoice's own expiry (an hour or a day): a fresh invoice follows it until then.
+    expect(await card.locator('.open-payment .hint').last().textContent()).toBe(
+      `Pay by ${pageTime(payBy)} to keep your subscription; a new invoice replaces this one if it expires first.`,
+    );
+    await check(page, problems, 'portal-payment-failed');
+    await page.close();
   });
 });

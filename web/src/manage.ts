@@ -32,6 +32,8 @@ interface Sub {
   has_access: boolean;
   /** Until when access lasts unless a payment renews it (past_due: the end of its grace period). */
   access_until?: number | null;
+  /** past_due, payment_failed: until when the renewal can still be paid to keep the subscription. */
+  pay_by?: number | null;
   payment_method: string;
   receive_reminders?: boolean;
   receive_confirmations?: boolean;
@@ -201,6 +203,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
     period,
     h('dt', {}, 'Access'),
     h('dd', {}, accessLine(s)),
+    s.pay_by ? [h('dt', {}, 'Can be renewed until'), h('dd', {}, date(s.pay_by, true))] : null,
   );
   const card = h(
     'article',
@@ -210,7 +213,12 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
   );
   if (open && live) {
     card.append(
-      h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` }, h('h4', {}, 'Payment due'), paymentView(open, `pay-${open.id}`)),
+      h(
+        'section',
+        { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` },
+        h('h4', {}, 'Payment due'),
+        paymentView(open, `pay-${open.id}`, s.pay_by),
+      ),
     );
   }
   if (live) {

@@ -123,6 +123,13 @@ export const PortalSubscription = z
     access_until: UnixSeconds.nullable().optional().openapi({
       description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',
     }),
+    pay_by: UnixSeconds.nullable()
+      .optional()
+      .openapi({
+        description:
+          'While past_due or payment_failed: until when the renewal can still be paid to keep the subscription (the end of the dunning window; ' +
+          'the open invoice may expire sooner and is then replaced); null otherwise',
+      }),
     open_payment: Payment.nullable().optional().openapi({
       description: 'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed',
     }),

@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { accessUntil, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
-import { walletReconnected } from '../domain/schedule.js';
+import { renewableUntil, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
@@ -26,7 +26,8 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   const { metadata: _m, ...rest } = toSubscription(x, now);
   const cancel_reason = reasonForSubscriber(rest.cancel_reason);
   const access_until = accessUntil(x, now);
-  return { ...rest, cancel_reason, access_until, plan_name: planName, open_payment: await openRenewal(d, x) };
+  const pay_by = renewableUntil(x, d.policy);
+  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment: await openRenewal(d, x) };
 }
 
 export const portalListSubscriptions = (d: Deps) =>
