@@ -389,6 +389,24 @@ describe('notification settings', () => {
     expect(got[0]!.text.split('\n').at(-1)).toBe('— Satoshi Shop');
   });
 
+  it("a plan's own e-mail settings without a merchant name send as the wallet's name, not the server's (found from outside)", async () => {
+    const plan = (await admin().post('/plans', { name: 'Unsigned mail', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+    // Its own settings, through the server's mail server (smtp_url null), with neither a from nor a name.
+    const set = await admin().put(`/plans/${plan.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: null } } });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expect([set.body.merchant_name ?? null, set.body.channels.email.from ?? null]).toEqual([null, null]);
+    const started = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'unsigned@example.com' });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const got = await until(
+      async () => mailsTo('unsigned@example.com'),
+      (m) => m.length > 0,
+    );
+    expect((await reader().get('/notification-settings')).body.merchant_name).toBe('Satoshi Shop');
+    // MAIL_FROM's address (the server's mail server), the wallet's name: as the message's own signature.
+    expect(got[0]!.from).toBe('Satoshi Shop <billing@example.com>');
+    expect(got[0]!.text.split('\n').at(-1)).toMatch(/ Satoshi Shop$/);
+  });
+
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {
     const plan = (await admin().post('/plans', { name: 'Override plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
     const path = `/plans/${plan.id}/notification-settings`;
@@ -1043,5 +1061,106 @@ describe('delivery', () => {
     } finally {
       await rows(`DROP TRIGGER IF EXISTS refuse_finish ON notifier.notifications`);
     }
+  });
+});
+
+describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
+  // Last in the file: it moves the clock a week on.
+  it('reminders and receipts carry List-Unsubscribe for their kind, a cancel none; its POST turns that kind off, its GET nothing', async () => {
+    const w = stack.wallets[1]!;
+    await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [w.id]); // the defaults: e-mail through the server's mail server
+    const owner = client(stack.api, w.admin_key);
+    const plan = (await owner.post('/plans', { name: 'Oneclick', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+    const to = 'oneclick@example.com';
+    const res = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: to });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const sub = res.body.subscription_id as string;
+    const portalToken = new URL(res.body.manage_url).searchParams.get('token')!;
+    const mail = async (subject: RegExp) =>
+      (await until(
+        async () => mailsTo(to).find((m) => subject.test(m.subject)),
+        (m) => !!m,
+      ))!;
+    const target = (header: string) => {
+      const url = /^<(https?:\/\/[^>]+)>$/.exec(header)?.[1];
+      expect(url, header).toBeDefined();
+      return new URL(url!);
+    };
+    const flags = async () =>
+      (await rows('SELECT receive_reminders, receive_confirmations FROM billing.subscriptions WHERE id = $1', [sub]))[0] as Record<string, boolean>;
+
+    // The trial's start is a confirmation: its header unsubscribes from confirmations.
+    const started = await mail(/free trial of Oneclick has started/);
+    expect(started.headers['list-unsubscribe-post']).toBe('List-Unsubscribe=One-Click');
+    const confirmations = target(started.headers['list-unsubscribe']!);
+
+    await advance(86_400 + 120);
+    const reminder = await mail(/^Payment due for Oneclick/);
+    expect(reminder.headers['list-unsubscribe-post']).toBe('List-Unsubscribe=One-Click');
+    const reminders = target(reminder.headers['list-unsubscribe']!);
+    expect(target((await mail(/trial of Oneclick is ending/)).headers['list-unsubscribe']!).href).toBe(reminders.href);
+    // Made from PUBLIC_BASE_URL like the portal link, a URL of its own per kind, and never the portal token
+    // (mail providers keep and fetch these URLs).
+    expect(reminders.origin).toBe(new URL(res.body.manage_url).origin);
+    expect(reminders.pathname).toMatch(/\/subscriptions_manager\/api\/v1\/public\/unsubscribe\/[^/]+$/);
+    expect(reminders.href).not.toBe(confirmations.href);
+    for (const u of [reminders, confirmations]) expect(u.href).not.toContain(portalToken);
+    const at = (u: URL) => `${stack.gatewayUrl}${u.pathname}`;
+
+    // A GET (a link scanner, a person opening it) changes nothing: it is a page that asks first.
+    const page = await fetch(at(reminders));
+    expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
+    expect(await flags()).toEqual({ receive_reminders: true, receive_confirmations: true });
+
+    // The mail provider's POST (RFC 8058): reminders off, confirmations untouched; again: 200, still off.
+    const oneClick = (u: URL, init: RequestInit = {}) =>
+      fetch(at(u), { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click', ...init });
+    const first = await oneClick(reminders);
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({ success: true, message: expect.stringContaining('no longer get reminders for Oneclick') });
+    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: true });
+    const form = new FormData();
+    form.set('List-Unsubscribe', 'One-Click');
+    expect((await oneClick(reminders, { headers: {}, body: form })).status).toBe(200); // multipart, as RFC 8058 prefers
+    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: true });
+    // A token changed on the way (its kind swapped, its signature cut) names nothing.
+    const [id, , mac] = decodeURIComponent(reminders.pathname.split('/').pop()!).split('.');
+    for (const forged of [`${id}.confirmations.${mac}`, `${id}.reminders.${mac!.slice(0, -2)}AA`, 'sub_x', `${sub}.reminders.`]) {
+      const r = await oneClick(new URL(`${reminders.origin}${reminders.pathname.replace(/[^/]+$/, forged)}`));
+      expect(r.status, forged).toBe(404);
+    }
+    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: true });
+
+    // The renewal paid: its receipt still comes, with the confirmations header.
+    const due = (await until(
+      async () => (await client(stack.api, w.invoice_key).get(`/payments?subscription_id=${sub}&status=pending`)).body.items,
+      (i: any[]) => i?.length === 1,
+    ))![0];
+    expect((await pub().post(`/dev/payments/${due.id}/pay`)).status).toBe(200);
+    const receipt = await mail(/Oneclick (is active|was renewed)/);
+    expect(target(receipt.headers['list-unsubscribe']!).href).toBe(confirmations.href);
+
+    // The next period's reminder is made, and not sent by e-mail.
+    await until(
+      () => owner.get(`/subscriptions/${sub}`),
+      (r) => r.body.status === 'active' && r.body.payments?.some((p: { status: string }) => p.status === 'paid'),
+    );
+    await advance(7 * 86_400);
+    const reminderEvents = async () =>
+      rows(
+        `SELECT payload->'data' AS data FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = $1 ORDER BY seq`,
+        [sub],
+      );
+    const events = await until(reminderEvents, (e) => e.length === 2);
+    expect(events.map((e) => e.data.notify_subscriber)).toEqual([true, false]);
+
+    // A cancellation is always sent: no unsubscribe header. Sent after the reminder, it also shows that
+    // the notifier has handled that event by now.
+    expect((await owner.post(`/subscriptions/${sub}/cancel`, {})).status).toBe(200);
+    const cancelled = await mail(/Oneclick was cancelled/);
+    expect(cancelled.headers['list-unsubscribe']).toBeUndefined();
+    expect(cancelled.headers['list-unsubscribe-post']).toBeUndefined();
+    await settle();
+    expect(mailsTo(to).filter((m) => /^Payment due/.test(m.subject))).toHaveLength(1);
   });
 });

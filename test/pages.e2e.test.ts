@@ -11,6 +11,7 @@ import { axeViolations, CHROMIUM, DESKTOP, launch, openPage, overflowsHorizontal
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
+import { startSmtpServer } from './support/smtp-server.js';
 import { startStack, type Stack } from './support/stack.js';
 import { startTelegramServer, type TelegramServer } from './support/telegram-server.js';
 
@@ -1036,6 +1037,125 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const card = page.locator(`#sub-${chatSecond.subscription_id}`);
     await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 20_000 }).toBe('Active');
     expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('the portal: notice switches by keyboard, saved, their state announced; a failed save says so and puts the switch back', async () => {
+    const p = await plan({ name: 'Switches', amount_sats: 1500, trial_days: 14 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'switches@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const group = card.getByRole('group', { name: 'Messages we send you about Switches' });
+    const reminders = group.getByRole('checkbox', { name: /^Payment reminders/ });
+    const confirmations = group.getByRole('checkbox', { name: /^Confirmations and receipts/ });
+    const status = card.locator(`#notices-${sub.subscription_id}-status`);
+    await reminders.waitFor();
+    expect([await reminders.isChecked(), await confirmations.isChecked()]).toEqual([true, true]);
+    expect(await status.getAttribute('role')).toBe('status');
+
+    // Space on the focused switch saves it; the live region says what it is now; the focus stays.
+    await reminders.focus();
+    await page.keyboard.press('Space');
+    await expect.poll(() => status.textContent()).toBe('Reminders for Switches are off.');
+    expect(await reminders.isChecked()).toBe(false);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe(`notices-${sub.subscription_id}-receive_reminders`);
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_reminders: false, receive_confirmations: true });
+    await page.reload();
+    await reminders.waitFor();
+    expect([await reminders.isChecked(), await confirmations.isChecked()]).toEqual([false, true]);
+
+    // The save fails on the network: said in words, the switch as it was, the focus on it.
+    await page.route('**/public/manage/subscription/*', (r) => r.abort());
+    await confirmations.focus();
+    await page.keyboard.press('Space');
+    await expect.poll(() => status.textContent()).toMatch(/^Confirmations could not be changed: Could not reach the server/);
+    expect(await confirmations.isChecked()).toBe(true);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe(`notices-${sub.subscription_id}-receive_confirmations`);
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_confirmations).toBe(true);
+    await page.unroute('**/public/manage/subscription/*');
+    await page.keyboard.press('Space');
+    await expect.poll(() => status.textContent()).toBe('Confirmations for Switches are off.');
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_confirmations).toBe(false);
+    await check(
+      page,
+      problems.filter((m) => !/net::ERR_FAILED/.test(m)),
+      'portal-notices',
+    );
+    await page.close();
+  });
+
+  it('a List-Unsubscribe link opened in a browser asks first; its button turns that kind of message off', async () => {
+    const smtp = await startSmtpServer('pages', 'pages-pass');
+    try {
+      const p = await plan({ name: 'Letters', amount_sats: 1500, trial_days: 14 });
+      const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: smtp.url } } });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'letters@example.com' })).body;
+      const mail = await until(
+        async () => smtp.mails.find((m) => m.to.includes('letters@example.com')),
+        (m) => !!m,
+      );
+      const url = /^<(.+)>$/.exec(mail!.headers['list-unsubscribe'] ?? '')?.[1];
+      expect(url).toMatch(new RegExp(`^${stack.gatewayUrl}/subscriptions_manager/api/v1/public/unsubscribe/`));
+      const { page, problems } = await openPage(phone);
+      await page.goto(url!);
+      await page.getByRole('heading', { name: 'Stop confirmations and receipts?' }).waitFor();
+      // Opening it changed nothing.
+      expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_confirmations).toBe(true);
+      await check(page, problems, 'unsubscribe');
+      await page.getByRole('button', { name: 'Stop confirmations' }).focus();
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { name: 'Done' }).waitFor();
+      expect(await page.locator('#result').textContent()).toContain('no longer get confirmations and receipts for Letters');
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+      expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
+      expect(problems).toEqual([]);
+      await page.close();
+    } finally {
+      await smtp.stop();
+    }
+  });
+
+  /** A time as the portal words it (common.ts `date` with the time). */
+  const pageTime = (unix: number) =>
+    `${new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' }).format(new Date(unix * 1000))} UTC`;
+
+  // Last: it moves the clock past a period's end.
+  it('a subscription in payment_failed says until when it can still be renewed: the end of the dunning window (found from outside)', async () => {
+    const p = await plan({ name: 'Rescue', amount_sats: 1500 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'rescue@example.com' })).body;
+    await pay(sub.payment_id);
+    const active = await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    const end = active.body.current_period_end as number;
+    const { now } = (await admin.post('/dev/clock', {})).body;
+    expect((await admin.post('/dev/clock', { advance_seconds: end - now + 3600 })).status).toBe(200);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'payment_failed',
+    );
+    await until(
+      () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
+      (r) => r.body.items?.length === 1,
+    );
+    // No grace: the dunning window (DUNNING_DAYS, 14) starts at the period's end.
+    const payBy = end + 14 * 86_400;
+    const token = new URL(sub.manage_url).searchParams.get('token')!;
+    const listed = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } });
+    expect(listed.body.items[0]).toMatchObject({ id: sub.subscription_id, status: 'payment_failed', pay_by: payBy });
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await card.locator('dt:text-is("Can be renewed until") + dd').textContent()).toBe(pageTime(payBy));
+    // Not the invoice's own expiry (an hour or a day): a fresh invoice follows it until then.
+    expect(await card.locator('.open-payment .hint').last().textContent()).toBe(
+      `Pay by ${pageTime(payBy)} to keep your subscription; a new invoice replaces this one if it expires first.`,
+    );
+    await check(page, problems, 'portal-payment-failed');
     await page.close();
   });
 });

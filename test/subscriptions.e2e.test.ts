@@ -300,6 +300,52 @@ describe('owner actions', () => {
     expect(JSON.stringify(theirView.body)).not.toContain('8812');
   });
 
+  it("portal notice switches: the subscriber's own subscription only, validated, kept, Idempotency-Key per token", async () => {
+    const mine = await trialSub('switches@example.com');
+    const theirs = await trialSub('switches-other@example.com');
+    const headers = { 'X-Subscriber-Token': tokenOf(mine.manageUrl) };
+    const path = (id: string) => `/public/manage/subscription/${id}`;
+    expect((await anon.patch(path(mine.id), { receive_reminders: false })).status).toBe(401);
+    // Another subscriber's subscription is as unknown as one that does not exist: same status, same words.
+    const stranger = await anon.patch(path(theirs.id), { receive_reminders: false }, { headers });
+    const unknown = await anon.patch(path('sub_nope'), { receive_reminders: false }, { headers });
+    expect([stranger.status, unknown.status]).toEqual([404, 404]);
+    expect(stranger.body).toEqual(unknown.body);
+    expect((await invoice.get(`/subscriptions/${theirs.id}`)).body.receive_reminders).toBe(true);
+    // Bad bodies: nothing to change, a wrong type, an unknown field (422 naming it), not JSON (400).
+    for (const body of [{}, { receive_reminders: 'no' }, { receive_reminders: false, status: 'cancelled' }]) {
+      const bad = await anon.patch(path(mine.id), body, { headers });
+      expect(bad.status, JSON.stringify(body)).toBe(422);
+      expect(Array.isArray(bad.body.detail)).toBe(true);
+    }
+    expect((await anon.patch(path(mine.id), undefined, { headers })).status).toBe(422);
+    expect((await anon.patch(path(mine.id), undefined, { headers, raw: '{"receive_reminders":' })).status).toBe(400);
+
+    const off = await anon.patch(path(mine.id), { receive_reminders: false }, { headers });
+    expect(off.status, JSON.stringify(off.body)).toBe(200);
+    expect(off.body).toMatchObject({ id: mine.id, plan_name: 'Sub plan', receive_reminders: false, receive_confirmations: true, status: 'active' });
+    expect(off.body).not.toHaveProperty('metadata');
+    expect((await invoice.get(`/subscriptions/${mine.id}`)).body).toMatchObject({ receive_reminders: false, receive_confirmations: true });
+    const both = await anon.patch(path(mine.id), { receive_reminders: true, receive_confirmations: false }, { headers });
+    expect(both.body).toMatchObject({ receive_reminders: true, receive_confirmations: false });
+    const listed = (await anon.get('/public/manage/subscriptions', { headers })).body.items[0];
+    expect(listed).toMatchObject({ id: mine.id, receive_reminders: true, receive_confirmations: false });
+    const row = await db.query('SELECT receive_reminders, receive_confirmations FROM billing.subscriptions WHERE id = $1', [mine.id]);
+    expect(row.rows[0]).toEqual({ receive_reminders: true, receive_confirmations: false });
+
+    // An Idempotency-Key as on the portal's POSTs: replayed for the same request, 409 for another, and
+    // scoped to the token (another subscriber's same key runs their own request).
+    const key = { ...headers, 'Idempotency-Key': 'switch-1' };
+    const first = await anon.patch(path(mine.id), { receive_confirmations: true }, { headers: key });
+    expect(first.status).toBe(200);
+    const replay = await anon.patch(path(mine.id), { receive_confirmations: true }, { headers: key });
+    expect([replay.status, replay.headers.get('idempotent-replayed')]).toEqual([200, 'true']);
+    expect((await anon.patch(path(mine.id), { receive_confirmations: false }, { headers: key })).status).toBe(409);
+    const theirsKey = { 'X-Subscriber-Token': tokenOf(theirs.manageUrl), 'Idempotency-Key': 'switch-1' };
+    const other = await anon.patch(path(theirs.id), { receive_confirmations: false }, { headers: theirsKey });
+    expect([other.status, other.headers.get('idempotent-replayed'), other.body.receive_confirmations]).toEqual([200, null, false]);
+  });
+
   it("portal payments: the subscriber's own payments only, receipts and what pays an open one", async () => {
     const p = await plan({ name: 'Paid plan' });
     const mine = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'payer@example.com' })).body;

@@ -20,6 +20,7 @@ export default defineConfig({
         checkout: resolve(import.meta.dirname, 'checkout.html'),
         manage: resolve(import.meta.dirname, 'manage.html'),
         docs: resolve(import.meta.dirname, 'docs.html'),
+        unsubscribe: resolve(import.meta.dirname, 'unsubscribe.html'),
       },
     },
   },

@@ -32,6 +32,7 @@ export const client = (base: string, key?: string) => ({
   get: <T = any>(path: string, o: Parameters<typeof call>[3] = {}) => call<T>(base, 'GET', path, { key, ...o }),
   post: <T = any>(path: string, body?: unknown, o: Parameters<typeof call>[3] = {}) => call<T>(base, 'POST', path, { key, body, ...o }),
   put: <T = any>(path: string, body?: unknown, o: Parameters<typeof call>[3] = {}) => call<T>(base, 'PUT', path, { key, body, ...o }),
+  patch: <T = any>(path: string, body?: unknown, o: Parameters<typeof call>[3] = {}) => call<T>(base, 'PATCH', path, { key, body, ...o }),
   del: <T = any>(path: string, o: Parameters<typeof call>[3] = {}) => call<T>(base, 'DELETE', path, { key, ...o }),
 });
 

@@ -10,6 +10,8 @@ export interface Mail {
   text: string;
   /** The text/html part, when there is one. */
   html: string | undefined;
+  /** The top-level header fields by lower-case name (folded lines joined), e.g. `list-unsubscribe`. */
+  headers: Record<string, string>;
 }
 
 const decode = (body: string, cte: string) => {
@@ -18,10 +20,17 @@ const decode = (body: string, cte: string) => {
   return body;
 };
 
-function splitPart(raw: string): { header: (name: string) => string; body: string } {
+function splitPart(raw: string): { header: (name: string) => string; headers: Record<string, string>; body: string } {
   const at = raw.indexOf('\r\n\r\n');
   const head = raw.slice(0, at).replace(/\r\n[ \t]+/g, ' ');
-  return { header: (name) => new RegExp(`^${name}: (.*)$`, 'im').exec(head)?.[1]?.trim() ?? '', body: raw.slice(at + 4) };
+  const headers = Object.fromEntries(
+    head
+      .split('\r\n')
+      .map((l) => /^([^:\s]+):\s*(.*)$/.exec(l))
+      .filter((m): m is RegExpExecArray => !!m)
+      .map((m) => [m[1]!.toLowerCase(), m[2]!.trim()]),
+  );
+  return { header: (name) => new RegExp(`^${name}: (.*)$`, 'im').exec(head)?.[1]?.trim() ?? '', headers, body: raw.slice(at + 4) };
 }
 
 /** Just enough MIME to read what nodemailer sends: a single part, or multipart/alternative with text and HTML. */
@@ -41,7 +50,7 @@ function parseMail(raw: string, to: string[]): Mail {
   } else {
     text = decode(top.body, top.header('Content-Transfer-Encoding').toLowerCase()).replace(/\r\n/g, '\n');
   }
-  return { to, from: top.header('From'), replyTo: top.header('Reply-To'), subject: top.header('Subject'), text, html };
+  return { to, from: top.header('From'), replyTo: top.header('Reply-To'), subject: top.header('Subject'), text, html, headers: top.headers };
 }
 
 /** A local SMTP server (smtp-server) that takes mail with the given login and keeps what it received. */

@@ -227,8 +227,12 @@ export interface Payable {
   expires_at?: number | null;
 }
 
-/** The QR code, copyable text and wallet link that pay a payment on its rail. */
-export function paymentView(p: Payable, idPrefix: string): HTMLElement {
+/**
+ * The QR code, copyable text and wallet link that pay a payment on its rail. `payBy`: an overdue renewal's
+ * last day (the end of the dunning window), said instead of the invoice's own expiry, which a fresh
+ * invoice follows.
+ */
+export function paymentView(p: Payable, idPrefix: string, payBy?: number | null): HTMLElement {
   const box = h('div', { class: 'payment' });
   if (p.payment_method === 'onchain' && p.onchain_address) {
     const uri = p.bip21_uri ?? `bitcoin:${p.onchain_address}`;
@@ -268,7 +272,9 @@ export function paymentView(p: Payable, idPrefix: string): HTMLElement {
   } else {
     box.append(h('p', {}, 'This payment cannot be paid from this page.'));
   }
-  if (p.expires_at) box.append(h('p', { class: 'hint' }, `Payable until ${date(p.expires_at, true)}.`));
+  if (payBy)
+    box.append(h('p', { class: 'hint' }, `Pay by ${date(payBy, true)} to keep your subscription; a new invoice replaces this one if it expires first.`));
+  else if (p.expires_at) box.append(h('p', { class: 'hint' }, `Payable until ${date(p.expires_at, true)}.`));
   return box;
 }
 

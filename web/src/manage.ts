@@ -32,7 +32,11 @@ interface Sub {
   has_access: boolean;
   /** Until when access lasts unless a payment renews it (past_due: the end of its grace period). */
   access_until?: number | null;
+  /** past_due, payment_failed: until when the renewal can still be paid to keep the subscription. */
+  pay_by?: number | null;
   payment_method: string;
+  receive_reminders?: boolean;
+  receive_confirmations?: boolean;
 }
 
 interface Pay extends Payable {
@@ -128,6 +132,54 @@ function accessLine(s: Sub): string {
   return `Yes, until ${date(until)}`;
 }
 
+/** The two notices a subscriber can turn off, as the switches name them. */
+const NOTICES = [
+  { field: 'receive_reminders', label: 'Payment reminders', hint: 'renewal due, trial ending, payment overdue', name: 'Reminders' },
+  { field: 'receive_confirmations', label: 'Confirmations and receipts', hint: 'subscription started, payment received', name: 'Confirmations' },
+] as const;
+
+/**
+ * The subscription's notice switches: real checkboxes, each saved as it changes (PATCH of that field);
+ * the result is said in the section's status line (a live region), a failure too, with the switch put back.
+ */
+function noticesSection(s: Sub): HTMLElement {
+  const plan = s.plan_name || 'this subscription';
+  // Always in the page (not hidden while empty), so screen readers take it as a live region from the start.
+  const status = h('p', { class: 'notices-status', role: 'status', id: `notices-${s.id}-status` });
+  const boxes = NOTICES.map((n) => {
+    const id = `notices-${s.id}-${n.field}`;
+    const box = h('input', { type: 'checkbox', id, name: n.field });
+    box.checked = s[n.field] !== false;
+    box.addEventListener('change', async () => {
+      const wanted = box.checked;
+      box.disabled = true;
+      status.textContent = 'Saving…';
+      try {
+        const saved = await api<Sub>('PATCH', `/public/manage/subscription/${encodeURIComponent(s.id)}`, { token, body: { [n.field]: wanted } });
+        s[n.field] = saved[n.field];
+        box.checked = saved[n.field] !== false;
+        status.textContent = `${n.name} for ${plan} are ${box.checked ? 'on' : 'off'}.`;
+      } catch (err) {
+        box.checked = !wanted;
+        status.textContent = `${n.name} could not be changed: ${err instanceof ApiError ? err.message : 'something went wrong.'}`;
+      } finally {
+        box.disabled = false;
+        // Disabling it dropped the focus to <body>: back to the switch the person was using.
+        box.focus();
+      }
+    });
+    return h('div', { class: 'choice' }, box, h('label', { for: id }, h('span', {}, `${n.label} `, h('span', { class: 'hint inline' }, `(${n.hint})`))));
+  });
+  return h(
+    'fieldset',
+    { class: 'notices' },
+    h('legend', {}, 'Messages we send you', h('span', { class: 'visually-hidden' }, ` about ${plan}`)),
+    ...boxes,
+    h('p', { class: 'hint' }, 'Cancellation notices are always sent.'),
+    status,
+  );
+}
+
 function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, reload: () => Promise<void>): HTMLElement {
   const status = STATUS_LABELS[s.status] ?? s.status;
   const live = !TERMINAL.has(s.status);
@@ -151,6 +203,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
     period,
     h('dt', {}, 'Access'),
     h('dd', {}, accessLine(s)),
+    s.pay_by ? [h('dt', {}, 'Can be renewed until'), h('dd', {}, date(s.pay_by, true))] : null,
   );
   const card = h(
     'article',
@@ -160,7 +213,12 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
   );
   if (open && live) {
     card.append(
-      h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` }, h('h4', {}, 'Payment due'), paymentView(open, `pay-${open.id}`)),
+      h(
+        'section',
+        { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` },
+        h('h4', {}, 'Payment due'),
+        paymentView(open, `pay-${open.id}`, s.pay_by),
+      ),
     );
   }
   if (live) {
@@ -201,7 +259,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
       // Every card has one: the plan tells them apart in a list of buttons.
       h('span', { class: 'visually-hidden' }, ` to ${s.plan_name || 'this subscription'}`),
     );
-    card.append(h('div', { class: 'actions' }, cancel), msg);
+    card.append(noticesSection(s), h('div', { class: 'actions' }, cancel), msg);
   }
   return card;
 }

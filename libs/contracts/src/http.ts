@@ -5,7 +5,7 @@ export type Auth = 'invoice' | 'admin' | 'subscriber' | 'none';
 /** One HTTP route of the API: the gateway serves it and the OpenAPI document describes it from this. */
 export interface RouteDef {
   id: string;
-  method: 'get' | 'post' | 'put' | 'delete';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   /** Relative to `{api}`, with `{name}` path parameters as in the interface spec. */
   path: string;
   auth: Auth;
@@ -20,6 +20,12 @@ export interface RouteDef {
   headers?: z.ZodObject;
   /** The body may be absent (cancel takes an optional body). */
   bodyOptional?: boolean;
+  /**
+   * The body is a form (RFC 8058's one-click POST sends `List-Unsubscribe=One-Click` as
+   * multipart/form-data or application/x-www-form-urlencoded): the gateway does not read it, the route acts
+   * on its path alone; `body` only documents it.
+   */
+  formBody?: boolean;
   response: z.ZodType;
   /** HTTP status of a success; 200 unless said. */
   status?: number;
@@ -53,6 +59,14 @@ const pageBase = (base: string) => `${base.replace(/\/$/, '')}/subscriptions_man
 export function checkoutPageUrl(base: string, planId: string, paymentId?: string): string {
   const page = `${pageBase(base)}/checkout/${encodeURIComponent(planId)}`;
   return paymentId ? `${page}?payment=${encodeURIComponent(paymentId)}` : page;
+}
+
+/**
+ * The one-click unsubscribe URL of an e-mail's List-Unsubscribe header (RFC 8058): a POST turns one kind
+ * of notice off; a GET shows a page that asks first. `token` is purpose-limited, never the portal's.
+ */
+export function unsubscribeUrl(base: string, token: string): string {
+  return `${base.replace(/\/$/, '')}${API_PREFIX}/public/unsubscribe/${token}`;
 }
 
 /** The subscriber portal of the holder of `token`. */

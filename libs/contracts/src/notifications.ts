@@ -258,6 +258,8 @@ export const notificationMessages = {
       name: z.string().nullable(),
       contact_preference: ContactPreference.nullable(),
       manage_url: z.string(),
+      /** One-click unsubscribe URLs (RFC 8058) per kind of notice; absent from a billing older than them. */
+      unsubscribe_urls: z.object({ reminders: z.string(), confirmations: z.string() }).optional(),
     }),
   },
 } as const;

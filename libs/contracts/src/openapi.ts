@@ -130,7 +130,7 @@ export function buildOpenApiDocument(serverUrl = API_PREFIX) {
         content: { 'application/json': { schema: ErrorBody } },
       };
     }
-    const headers = [route.headers, route.method === 'post' ? IDEMPOTENCY_HEADER : undefined].filter((h): h is z.ZodObject => !!h);
+    const headers = [route.headers, route.method === 'post' || route.method === 'patch' ? IDEMPOTENCY_HEADER : undefined].filter((h): h is z.ZodObject => !!h);
     registry.registerPath({
       operationId: route.id,
       method: route.method,
@@ -143,7 +143,16 @@ export function buildOpenApiDocument(serverUrl = API_PREFIX) {
         ...(route.params ? { params: route.params } : {}),
         ...(route.query ? { query: route.query } : {}),
         ...(headers.length ? { headers: headers.length === 1 ? headers[0]! : headers[0]!.extend(headers[1]!.shape) } : {}),
-        ...(route.body ? { body: { required: !route.bodyOptional, content: { 'application/json': { schema: route.body } } } } : {}),
+        ...(route.body
+          ? {
+              body: {
+                required: !route.bodyOptional,
+                content: route.formBody
+                  ? { 'multipart/form-data': { schema: route.body }, 'application/x-www-form-urlencoded': { schema: route.body } }
+                  : { 'application/json': { schema: route.body } },
+              },
+            }
+          : {}),
       },
       responses,
     });

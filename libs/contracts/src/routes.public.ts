@@ -3,7 +3,7 @@ import { IdParams, Paginated, PaginationQuery, SuccessMessageResponse } from './
 import { defineRoutes } from './http.js';
 import { NWCPortalConnect, NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
 import { CallbackAck, PaymentStatusResponse, PortalPayment, SubscribeRequest, SubscribeResponse } from './payments.js';
-import { PortalSubscription } from './subscriptions.js';
+import { PortalSubscription, PortalSubscriptionUpdate } from './subscriptions.js';
 
 /** Public checkout and NWC (no authentication); `GET /public/plan/{id}` is in the plan routes. */
 export const publicRoutes = defineRoutes([
@@ -56,6 +56,27 @@ export const publicRoutes = defineRoutes([
     // earlier would tell the client to retry a checkout the wallet may have paid.
     busTimeoutMs: 75_000,
   },
+  {
+    id: 'public.unsubscribe',
+    method: 'post',
+    path: '/public/unsubscribe/{token}',
+    auth: 'none',
+    summary: "One-click unsubscribe (RFC 8058): the List-Unsubscribe URL of a subscriber's e-mail",
+    description:
+      'Turns off the kind of notice the e-mail was (`receive_reminders` for a reminder, `receive_confirmations` for a ' +
+      'confirmation or receipt) for that one subscription; idempotent (200 again when already off). The token is ' +
+      'purpose-limited (it names the subscription and the kind, signed by the server) and is not the portal token. The body ' +
+      '(`List-Unsubscribe=One-Click`) is not read. A GET of the same URL changes nothing: it answers a page that asks first. ' +
+      'An unknown or altered token: 404.',
+    params: z.object({ token: z.string().min(1).max(200).openapi({ description: 'From the e-mail header' }) }),
+    body: z
+      .object({ 'List-Unsubscribe': z.literal('One-Click') })
+      .openapi({ description: 'As RFC 8058 sends it (multipart/form-data or application/x-www-form-urlencoded); not read' }),
+    bodyOptional: true,
+    formBody: true,
+    response: SuccessMessageResponse,
+    subject: 'billing.public.unsubscribe',
+  },
 ] as const);
 
 /** Subscriber portal (header X-Subscriber-Token): only the token's own subscriber is visible. */
@@ -79,6 +100,20 @@ export const portalRoutes = defineRoutes([
     params: IdParams,
     response: SuccessMessageResponse,
     subject: 'billing.portal.cancel_subscription',
+  },
+  {
+    id: 'portal.subscriptions.update',
+    method: 'patch',
+    path: '/public/manage/subscription/{id}',
+    auth: 'subscriber',
+    summary: 'Choose which notices of one of my subscriptions I get (reminders, confirmations)',
+    description:
+      'Sets `receive_reminders` and/or `receive_confirmations`; answers the subscription as the portal lists it. Another ' +
+      "subscriber's subscription is 404 like an unknown one. An `Idempotency-Key` is honoured as on the portal's POSTs.",
+    params: IdParams,
+    body: PortalSubscriptionUpdate,
+    response: PortalSubscription,
+    subject: 'billing.portal.update_subscription',
   },
   {
     id: 'portal.payments.list',

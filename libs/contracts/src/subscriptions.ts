@@ -64,6 +64,24 @@ export const SubscriptionUpdate = z
   });
 export type SubscriptionUpdate = z.infer<typeof SubscriptionUpdate>;
 
+/** Body of the portal's `PATCH /public/manage/subscription/{id}`: the subscriber's own notice opt-ins. */
+export const PortalSubscriptionUpdate = z
+  .strictObject({
+    receive_reminders: z.boolean().optional().openapi({ description: 'Renewal reminders, trial endings and overdue notices' }),
+    receive_confirmations: z.boolean().optional().openapi({ description: 'Confirmations and receipts (activation, renewal)' }),
+  })
+  .refine((b) => b.receive_reminders !== undefined || b.receive_confirmations !== undefined, {
+    message: 'Give at least one of receive_reminders, receive_confirmations',
+  })
+  .openapi('PortalSubscriptionUpdate', {
+    description: 'Which notices of this subscription the subscriber gets; at least one field. Cancellations and plan archive notices are always sent.',
+  });
+export type PortalSubscriptionUpdate = z.infer<typeof PortalSubscriptionUpdate>;
+
+/** What a one-click unsubscribe token turns off. */
+export const UnsubscribeKind = z.enum(['reminders', 'confirmations']);
+export type UnsubscribeKind = z.infer<typeof UnsubscribeKind>;
+
 /** Optional body of `POST /subscriptions/{id}/cancel`. */
 export const CancelRequest = z
   .strictObject({
@@ -105,6 +123,13 @@ export const PortalSubscription = z
     access_until: UnixSeconds.nullable().optional().openapi({
       description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',
     }),
+    pay_by: UnixSeconds.nullable()
+      .optional()
+      .openapi({
+        description:
+          'While past_due or payment_failed: until when the renewal can still be paid to keep the subscription (the end of the dunning window; ' +
+          'the open invoice may expire sooner and is then replaced); null otherwise',
+      }),
     open_payment: Payment.nullable().optional().openapi({
       description: 'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed',
     }),

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** A key's id: the first 8 hex characters of its SHA-256 (names the key, reveals nothing of it). */
 export const keyId = (key: Buffer) => createHash('sha256').update(key).digest('hex').slice(0, 8);
@@ -63,10 +63,31 @@ export class SecretBox {
     return decrypt(key, sealed.slice(dot + 1));
   }
 
+  /**
+   * A MAC (HMAC-SHA256, base64url) of `message` for one purpose: the key is derived per purpose, so a
+   * value signed for one use is never valid for another, and SECRETS_KEY itself never signs anything.
+   */
+  sign(purpose: string, message: string): string {
+    return mac(this.key, purpose, message).toString('base64url');
+  }
+
+  /** Whether `signature` is `sign(purpose, message)` under SECRETS_KEY or a previous key (links outlive a rotation). */
+  verify(purpose: string, message: string, signature: string): boolean {
+    const given = Buffer.from(signature, 'base64url');
+    if (given.length !== 32 || given.toString('base64url') !== signature) return false;
+    for (const key of this.keys.values()) if (timingSafeEqual(given, mac(key, purpose, message))) return true;
+    return false;
+  }
+
   /** True when the value is not sealed with the current key (a rotation leaves it to `reseal`). */
   isStale(sealed: string): boolean {
     return !sealed.startsWith(`${this.keyId}.`);
   }
+}
+
+function mac(key: Buffer, purpose: string, message: string): Buffer {
+  const derived = createHmac('sha256', key).update(`purpose:${purpose}`).digest();
+  return createHmac('sha256', derived).update(message).digest();
 }
 
 function decrypt(key: Buffer, b64: string): string {

@@ -163,19 +163,8 @@ export function createApp(d: GatewayDeps): GatewayApp {
     API_PREFIX,
     (routes as readonly RouteDef[]).filter((r) => !r.devOnly || d.devMode),
   );
-  app.use((req, res, next) => {
-    let match: ApiMatch | undefined;
-    try {
-      match = apiRoute(req.method, req.path);
-    } catch (err) {
-      return next(err); // a parameter that does not decode
-    }
-    if (match?.kind !== 'method_not_allowed') return next();
-    res.locals.routeId = 'method_not_allowed';
-    res.set('Allow', match.allow).status(405).json({ detail: 'Method Not Allowed' });
-  });
-
-  // After the API routes (no path in common): an API request does not walk these layers and the pages' router first.
+  // An API route's request never walks these layers (the listener serves it); what no route takes (an
+  // unknown path, a method a path does not take) does, and the 405 is answered last.
   const ops = opsHandler(d.registry, d.ready);
   app.get(['/healthz', '/readyz', '/metrics'], (req, res, next) => {
     res.locals.routeId = 'ops';
@@ -190,7 +179,20 @@ export function createApp(d: GatewayDeps): GatewayApp {
     sendFile(req, res, openapi).catch(next);
   });
 
+  // Before the 405 answer: the GET of a List-Unsubscribe URL (whose route takes POST) is a page.
   app.use(pagesRouter(d.webDir, d.log));
+
+  app.use((req, res, next) => {
+    let match: ApiMatch | undefined;
+    try {
+      match = apiRoute(req.method, req.path);
+    } catch (err) {
+      return next(err); // a parameter that does not decode
+    }
+    if (match?.kind !== 'method_not_allowed') return next();
+    res.locals.routeId = 'method_not_allowed';
+    res.set('Allow', match.allow).status(405).json({ detail: 'Method Not Allowed' });
+  });
 
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ detail: 'Not Found' });
@@ -252,7 +254,9 @@ export function createApp(d: GatewayDeps): GatewayApp {
         req.params = params;
         res.locals.routeId = route.id;
         if (Number(req.headers['content-length']) > BODY_LIMIT_BYTES) return refuseOversized(req, res);
-        (route.rawBody ? raw : json)(req, res, (err?: unknown) => (err ? fail(err, res) : serve(d, route, req, res).catch((e) => fail(e, res))));
+        (route.rawBody || route.formBody ? raw : json)(req, res, (err?: unknown) =>
+          err ? fail(err, res) : serve(d, route, req, res).catch((e) => fail(e, res)),
+        );
       });
     } catch (err) {
       fail(err, res);
@@ -290,8 +294,9 @@ function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown,
 async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response): Promise<void> {
   // Public routes, the subscriber portal's included (its token is no owner's key), count per client address.
   if (route.auth === 'none' || route.auth === 'subscriber') {
-    // Provider callbacks come in bursts from few addresses: they get the larger public budget.
-    const limiter = route.method === 'get' || route.rawBody ? d.limits.publicGet : d.limits.publicPost;
+    // Provider callbacks and mail providers' one-click unsubscribes come in bursts from few addresses:
+    // they get the larger public budget.
+    const limiter = route.method === 'get' || route.rawBody || route.formBody ? d.limits.publicGet : d.limits.publicPost;
     limit(limiter, `${req.ip}`);
   }
   let caller: Caller;
@@ -312,7 +317,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   const unstorable = [
     ...undecodableQueryIssues(rawQuery),
     ...unstorableIssues({ ...(req.query as object) }, 'query'),
-    ...(route.rawBody ? [] : unstorableIssues(req.body, 'body')),
+    ...(route.rawBody || route.formBody ? [] : unstorableIssues(req.body, 'body')),
   ];
   if (unstorable.length) throw new HttpError(422, unstorable);
 
@@ -326,6 +331,8 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : String(v ?? '')])),
       method: req.method === 'GET' ? 'GET' : 'POST',
     };
+  } else if (route.formBody) {
+    // Read (up to the limit) and left: the route acts on its path, whatever form encoding the sender chose.
   } else if (route.body) {
     if (!hasBody(req) && !route.bodyOptional) {
       issues.push({ loc: ['body'], msg: 'Field required', type: 'missing' });
@@ -337,7 +344,8 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   }
   if (issues.length) throw new HttpError(422, issues);
 
-  const idemKey = route.method === 'post' ? req.get('idempotency-key') : undefined;
+  // PATCH (the portal's settings) takes a key as the portal's POSTs do; PUT and DELETE need none.
+  const idemKey = route.method === 'post' || route.method === 'patch' ? req.get('idempotency-key') : undefined;
   if (idemKey !== undefined && (idemKey.length < 1 || idemKey.length > 255)) {
     throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg: 'Must be 1 to 255 characters', type: 'string_length' }]);
   }

@@ -167,7 +167,7 @@ export function pagesRouter(webDir: string, log: Logger): express.Router {
   const built = existsSync(join(webDir, 'checkout.html'));
   if (!built) log.warn({ web_dir: webDir }, 'hosted pages are not built (npm run build): checkout, portal and API reference answer 404');
   const html = (name: string) => (built ? new StaticFile(readFileSync(join(webDir, name)), '.html') : undefined);
-  const pages = { checkout: html('checkout.html'), manage: html('manage.html'), docs: html('docs.html') };
+  const pages = { checkout: html('checkout.html'), manage: html('manage.html'), docs: html('docs.html'), unsubscribe: html('unsubscribe.html') };
 
   const page = (id: keyof typeof pages) => (req: Request, res: Response, next: express.NextFunction) => {
     res.locals.routeId = `page.${id}`;
@@ -180,6 +180,9 @@ export function pagesRouter(webDir: string, log: Logger): express.Router {
   router.get(`${BASE}/checkout/:planId`, page('checkout'));
   router.get(`${BASE}/manage`, page('manage'));
   router.get([`${API_PREFIX}/docs`, `${API_PREFIX}/docs/`], page('docs'));
+  // A List-Unsubscribe URL opened in a browser (or fetched by a link scanner): a page that asks, and
+  // POSTs the same URL only when its button is pressed. Nothing changes on a GET.
+  router.get(`${API_PREFIX}/public/unsubscribe/:token`, page('unsubscribe'));
   if (built) {
     const assets = readAssets(join(webDir, 'assets'));
     router.use(`${BASE}/assets`, (req, res, next) => {

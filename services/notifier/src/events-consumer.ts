@@ -1,9 +1,9 @@
 import { notificationMessages, type EventEnvelope, type NotificationChannel, type WebhookEvent } from '@sb/contracts';
 import { Batcher, callMessage, DomainError, newId, traceCarrier, unixSeconds, type TraceCarrier } from '@sb/runtime';
 import type { Message } from './channels/outcome.js';
-import { inEffect } from './channels/index.js';
+import { inEffect, merchantOf } from './channels/index.js';
 import type { Deps } from './deps.js';
-import { ownerMessage, subscriberMessage, subscriberWants } from './domain/messages.js';
+import { optOutKind, ownerMessage, subscriberMessage, subscriberWants } from './domain/messages.js';
 import { contactMethods, ownerTargets, subscriberTargets, type StoredSettings } from './domain/settings.js';
 
 export const DELIVERY_ID_PREFIX = 'whd_';
@@ -86,10 +86,7 @@ export class EventRecorder {
           recent.map((p) => ({ walletId: p.envelope.wallet_id, planId: p.envelope.data.plan_id })),
         )
       : [];
-    // Every subscriber message names the merchant: a plan's override without a name has the wallet's.
-    const settings = new Map(
-      recent.map((p, i) => [p, { ...inEffect(d, rows[i]), merchant: rows[i]?.config?.merchant_name ?? rows[i]?.wallet_merchant_name ?? null }]),
-    );
+    const settings = new Map(recent.map((p, i) => [p, { ...inEffect(d, rows[i]), merchant: merchantOf(rows[i]) }]));
     const planned = await mapLimit(items, CONTACT_LOOKUPS, (p) => this.plan(p.envelope, settings.get(p)));
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);
@@ -164,7 +161,12 @@ export class EventRecorder {
         },
       );
       if (contact) {
-        const message = subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.merchant });
+        const kind = optOutKind(envelope.event);
+        const unsubscribe = kind && contact.unsubscribe_urls?.[kind];
+        const message = {
+          ...subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.merchant }),
+          ...(unsubscribe ? { unsubscribe } : {}),
+        };
         for (const t of subscriberTargets(s.settings, contact)) planned.push({ audience: 'subscriber', ...t, message });
       }
     }

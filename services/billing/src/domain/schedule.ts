@@ -77,6 +77,14 @@ const autoPays = (s: Pick<ScheduleView, 'payment_method' | 'nwc_fallback'>) => s
 export const dunningEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>, p: SchedulePolicy) => graceEnd(s) + p.dunning_days * DAY_SECONDS;
 
 /**
+ * Until when an unpaid renewal can still be paid and the subscription kept (past_due, payment_failed):
+ * the end of the dunning window, not the expiry of the invoice open now (one replaces it when it expires).
+ * Null in every other state.
+ */
+export const renewableUntil = (s: Pick<ScheduleView, 'status' | 'current_period_end' | 'grace_period_days'>, p: SchedulePolicy): number | null =>
+  s.status === 'past_due' || s.status === 'payment_failed' ? dunningEnd(s, p) : null;
+
+/**
  * What is due for `s` at `now` (behaviour.md, "Renewals" and the lifecycle table's time-driven rows):
  * - pending: expires 24 h after it became pending;
  * - a renewal payment a lead time before the period ends (weekly 1 day, monthly 3, yearly 7), with a

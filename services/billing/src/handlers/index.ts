@@ -8,7 +8,17 @@ import { getPlan, planExists } from './plans.get.js';
 import { listPlans } from './plans.list.js';
 import { listArchivedPlans } from './plans.list_archived.js';
 import { updatePlanHandler } from './plans.update.js';
-import { nwcFallback, nwcReconnect, nwcReconnectCheck, portalCancel, portalListPayments, portalListSubscriptions, subscriberOfToken } from './portal.js';
+import {
+  nwcFallback,
+  nwcReconnect,
+  nwcReconnectCheck,
+  portalCancel,
+  portalListPayments,
+  portalListSubscriptions,
+  portalUpdate,
+  publicUnsubscribe,
+  subscriberOfToken,
+} from './portal.js';
 import { subscriptionContact } from './notification-contacts.js';
 import { getPublicPlan } from './public.plan_get.js';
 import { subscribe, subscribeNwc } from './public.subscribe.js';
@@ -49,6 +59,8 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   portalListSubscriptions(d),
   portalListPayments(d),
   portalCancel(d),
+  portalUpdate(d),
+  publicUnsubscribe(d),
   subscriberOfToken(d),
   nwcFallback(d),
   nwcReconnect(d),

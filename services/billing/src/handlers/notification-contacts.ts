@@ -1,6 +1,7 @@
-import { managePageUrl, notificationMessages } from '@sb/contracts';
+import { managePageUrl, notificationMessages, unsubscribeUrl } from '@sb/contracts';
 import { messageHandler, notFound } from '@sb/runtime';
 import type { Deps } from '../deps.js';
+import { unsubscribeToken } from '../domain/unsubscribe.js';
 
 /**
  * Whom a subscription's notices reach, asked by the notifier when it handles an event: the contacts as
@@ -19,5 +20,10 @@ export const subscriptionContact = (d: Deps) =>
       name: s.name,
       contact_preference: s.contact_preference,
       manage_url: managePageUrl(d.publicBaseUrl, d.secrets.open(s.token_sealed)),
+      // For e-mail headers, which mail providers store and fetch: purpose-limited, never the portal token.
+      unsubscribe_urls: {
+        reminders: unsubscribeUrl(d.publicBaseUrl, unsubscribeToken(d.secrets, sub.id, 'reminders')),
+        confirmations: unsubscribeUrl(d.publicBaseUrl, unsubscribeToken(d.secrets, sub.id, 'confirmations')),
+      },
     };
   });

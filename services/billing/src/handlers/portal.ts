@@ -4,7 +4,8 @@ import type { Deps } from '../deps.js';
 import { accessUntil, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
-import { walletReconnected } from '../domain/schedule.js';
+import { renewableUntil, walletReconnected } from '../domain/schedule.js';
+import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -20,6 +21,15 @@ async function openRenewal(d: Deps, s: SubRow) {
   return payment && payment.subscription_id === s.id && payment.status === 'pending' ? payment : null;
 }
 
+/** A subscription as its subscriber sees it in the portal (no owner metadata, the reason in their words). */
+async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
+  const { metadata: _m, ...rest } = toSubscription(x, now);
+  const cancel_reason = reasonForSubscriber(rest.cancel_reason);
+  const access_until = accessUntil(x, now);
+  const pay_by = renewableUntil(x, d.policy);
+  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment: await openRenewal(d, x) };
+}
+
 export const portalListSubscriptions = (d: Deps) =>
   routeHandler('portal.subscriptions.list', async (req) => {
     const s = await subscriberOf(d, d.db, req);
@@ -29,16 +39,55 @@ export const portalListSubscriptions = (d: Deps) =>
       if (!names.has(sub.plan_id)) names.set(sub.plan_id, (await d.plans.get(d.db, s.wallet_id, sub.plan_id))?.name ?? '');
     }
     const now = unixSeconds(d.clock);
+    return { ...page, items: await Promise.all(page.items.map((x) => portalItem(d, x, names.get(x.plan_id) ?? '', now))) };
+  });
+
+/**
+ * The subscriber's own notice opt-ins of one subscription. Settings only, as the owner's update: no
+ * lifecycle move, no event; the row is locked while it changes. Another subscriber's is 404 like an
+ * unknown one (nothing tells a stranger's id from a wrong one).
+ */
+export const portalUpdate = (d: Deps) =>
+  routeHandler('portal.subscriptions.update', async (req) => {
+    const saved = await d.db.tx(async (tx) => {
+      const s = await subscriberOf(d, tx, req);
+      const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
+      if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
+      const next = {
+        ...sub,
+        receive_reminders: req.body.receive_reminders ?? sub.receive_reminders,
+        receive_confirmations: req.body.receive_confirmations ?? sub.receive_confirmations,
+        updated_at: unixSeconds(d.clock),
+      };
+      if (!(await d.subscriptions.save(tx, next))) throw conflict('Subscription was changed concurrently; retry');
+      return next;
+    });
+    const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
+    return portalItem(d, saved, plan?.name ?? '', unixSeconds(d.clock));
+  });
+
+/**
+ * RFC 8058 one-click unsubscribe from an e-mail's List-Unsubscribe URL: the token's kind of notice off
+ * for its subscription. Idempotent (already off: 200 again, nothing written); whatever the token does not
+ * verify for is 404, as an unknown subscription.
+ */
+export const publicUnsubscribe = (d: Deps) =>
+  routeHandler('public.unsubscribe', async (req) => {
+    const t = readUnsubscribeToken(d.secrets, req.params.token);
+    if (!t) throw notFound('Subscription');
+    const field = OPT_IN_OF[t.kind];
+    const sub = await d.db.tx(async (tx) => {
+      const sub = await d.subscriptions.get(tx, null, t.subscriptionId, true);
+      if (!sub) throw notFound('Subscription');
+      if (sub[field] && !(await d.subscriptions.save(tx, { ...sub, [field]: false, updated_at: unixSeconds(d.clock) })))
+        throw conflict('Subscription was changed concurrently; retry');
+      return sub;
+    });
+    const plan = await d.plans.get(d.db, sub.wallet_id, sub.plan_id);
+    const what = t.kind === 'reminders' ? 'reminders' : 'confirmations and receipts';
     return {
-      ...page,
-      items: await Promise.all(
-        page.items.map(async (x) => {
-          const { metadata: _m, ...rest } = toSubscription(x, now);
-          const cancel_reason = reasonForSubscriber(rest.cancel_reason);
-          const access_until = accessUntil(x, now);
-          return { ...rest, cancel_reason, access_until, plan_name: names.get(x.plan_id) ?? '', open_payment: await openRenewal(d, x) };
-        }),
-      ),
+      success: true,
+      message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. Cancellation notices are still sent; your subscription portal can turn them back on.`,
     };
   });
 

@@ -68,7 +68,9 @@ export async function sendEmail(smtpUrl: string, from: Sender, to: string, m: Me
   }
   const transport = createTransport(options);
   try {
-    await transport.sendMail({ ...from, to, subject: m.subject, text: m.text, html: m.html });
+    // RFC 2369 / 8058: mail providers offer their own unsubscribe button and POST this URL when pressed.
+    const headers = m.unsubscribe ? { 'List-Unsubscribe': `<${m.unsubscribe}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' } : undefined;
+    await transport.sendMail({ ...from, to, subject: m.subject, text: m.text, html: m.html, ...(headers ? { headers } : {}) });
     return delivered();
   } catch (err) {
     const e = err as { message?: string; responseCode?: number };

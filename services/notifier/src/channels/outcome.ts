@@ -22,4 +22,9 @@ export interface Message {
   subject: string;
   text: string;
   html: string;
+  /**
+   * The one-click unsubscribe URL (RFC 8058) of the kind of notice this is; e-mail sends it as
+   * List-Unsubscribe. None on notices that are always sent (cancellation, plan archive, expiry).
+   */
+  unsubscribe?: string;
 }

@@ -6,6 +6,22 @@ const CONFIRMATIONS = new Set(['subscription.activated', 'payment.received', 'su
 /** Subscriber notices no setting turns off (behaviour.md: cancellation and plan archive always). */
 const ALWAYS_TO_SUBSCRIBER = new Set(['subscription.cancelled']);
 
+/**
+ * Which opt-in a subscriber notice is sent under (billing marks it `notify_subscriber` from that one), so
+ * which one its one-click unsubscribe turns off. Notices not here are always sent and offer none.
+ */
+const OPT_OUT_KIND: Record<string, 'reminders' | 'confirmations'> = {
+  'renewal.reminder': 'reminders',
+  'subscription.trial_ending': 'reminders',
+  'subscription.past_due': 'reminders',
+  'subscription.payment_failed': 'reminders',
+  'subscription.created': 'confirmations',
+  'subscription.activated': 'confirmations',
+  'subscription.renewed': 'confirmations',
+  'payment.received': 'confirmations',
+};
+export const optOutKind = (event: string): 'reminders' | 'confirmations' | undefined => OPT_OUT_KIND[event];
+
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v.length ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 /**

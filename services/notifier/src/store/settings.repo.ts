@@ -11,14 +11,22 @@ export interface SettingsRow {
   config: StoredSettings | null;
   secrets_sealed: string | null;
   updated_at: number;
+  /** The wallet's own merchant name, read with the row (a plan's override may leave it out). */
+  wallet_merchant_name?: string | null;
 }
 
 export class SettingsRepo {
   constructor(private readonly schema: string) {}
 
+  /** The wallet's merchant name beside a row `s` of the settings table. */
+  private get walletName(): string {
+    return `(SELECT w.config->>'merchant_name' FROM ${this.schema}.settings w WHERE w.wallet_id = s.wallet_id AND w.plan_id = '') AS wallet_merchant_name`;
+  }
+
   async get(q: Queryable, walletId: string, planId: string): Promise<SettingsRow | undefined> {
     const { rows } = await q.query<SettingsRow>(
-      `SELECT wallet_id, plan_id, inherit, config, secrets_sealed, updated_at FROM ${this.schema}.settings WHERE wallet_id = $1 AND plan_id = $2`,
+      `SELECT s.wallet_id, s.plan_id, s.inherit, s.config, s.secrets_sealed, s.updated_at, ${this.walletName}
+         FROM ${this.schema}.settings s WHERE s.wallet_id = $1 AND s.plan_id = $2`,
       [walletId, planId],
     );
     return rows[0];
@@ -35,8 +43,8 @@ export class SettingsRepo {
   /** The row that applies to a plan's notices: its own override, else the wallet's (undefined: defaults). */
   async effective(q: Queryable, walletId: string, planId: string | undefined): Promise<SettingsRow | undefined> {
     const { rows } = await q.query<SettingsRow>(
-      `SELECT wallet_id, plan_id, inherit, config, secrets_sealed, updated_at FROM ${this.schema}.settings
-        WHERE wallet_id = $1 AND (plan_id = '' OR (plan_id = $2 AND NOT inherit)) ORDER BY plan_id DESC LIMIT 1`,
+      `SELECT s.wallet_id, s.plan_id, s.inherit, s.config, s.secrets_sealed, s.updated_at, ${this.walletName} FROM ${this.schema}.settings s
+        WHERE s.wallet_id = $1 AND (s.plan_id = '' OR (s.plan_id = $2 AND NOT s.inherit)) ORDER BY s.plan_id DESC LIMIT 1`,
       [walletId, planId ?? ''],
     );
     return rows[0];
@@ -46,19 +54,15 @@ export class SettingsRepo {
    * `effective` for many (wallet, plan) pairs in one statement: a row or undefined per pair, in their
    * order, with the wallet's own merchant name (a plan's override may leave it out).
    */
-  async effectiveMany(
-    q: Queryable,
-    keys: { walletId: string; planId: string | undefined }[],
-  ): Promise<((SettingsRow & { wallet_merchant_name: string | null }) | undefined)[]> {
-    const { rows } = await q.query<SettingsRow & { i: number; wallet_merchant_name: string | null }>(
-      `SELECT DISTINCT ON (k.i) k.i::int AS i, s.wallet_id, s.plan_id, s.inherit, s.config, s.secrets_sealed, s.updated_at,
-              (SELECT w.config->>'merchant_name' FROM ${this.schema}.settings w WHERE w.wallet_id = k.wallet_id AND w.plan_id = '') AS wallet_merchant_name
+  async effectiveMany(q: Queryable, keys: { walletId: string; planId: string | undefined }[]): Promise<(SettingsRow | undefined)[]> {
+    const { rows } = await q.query<SettingsRow & { i: number }>(
+      `SELECT DISTINCT ON (k.i) k.i::int AS i, s.wallet_id, s.plan_id, s.inherit, s.config, s.secrets_sealed, s.updated_at, ${this.walletName}
          FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(wallet_id, plan_id, i)
          JOIN ${this.schema}.settings s ON s.wallet_id = k.wallet_id AND (s.plan_id = '' OR (s.plan_id = k.plan_id AND NOT s.inherit))
         ORDER BY k.i, s.plan_id DESC`,
       [keys.map((k) => k.walletId), keys.map((k) => k.planId ?? '')],
     );
-    const out: ((SettingsRow & { wallet_merchant_name: string | null }) | undefined)[] = keys.map(() => undefined);
+    const out: (SettingsRow | undefined)[] = keys.map(() => undefined);
     for (const { i, ...row } of rows) out[i - 1] = row;
     return out;
   }
