@@ -427,6 +427,45 @@ describe('5. extend and resume where nothing used to move (found from outside)',
   });
 });
 
+describe('5b. a resume whose renewal payment could not be made', () => {
+  it('resumed after its period while the payments service is away: the resume stands, and the payment and its reminder follow once', async () => {
+    const { s, end } = await paidSubscription('monthly', 'resume-away@example.com');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).status).toBe(200);
+    await advanceTo(end + DAY);
+    await stack.stopPayments();
+    try {
+      // The old code committed the resume and then answered 503: pending with nothing to pay, and a retry
+      // was 409 (not paused), so the subscription expired a day later without the subscriber ever paid.
+      const resumed = await admin.post(`/subscriptions/${s.subscription_id}/resume`);
+      expect(resumed.status, JSON.stringify(resumed.body)).toBe(200);
+      expect(resumed.body.status).toBe('pending');
+    } finally {
+      await stack.restartPayments();
+    }
+    expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toHaveLength(0);
+    await advance(180);
+    const open = await onePending(s.subscription_id);
+    const resumedReminders = async () => (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder' && e.d.reason === 'resumed');
+    const reminders = await until(resumedReminders, (r) => r.length > 0);
+    expect(reminders).toHaveLength(1);
+    expect(reminders[0]!.d).toMatchObject({ payment_id: open.id, notify_subscriber: true });
+    expect((await sub(s.subscription_id)).status).toBe('pending');
+    // Later sweeps neither make another nor send it again; paid, it renews.
+    await advance(3600);
+    expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toEqual([open]);
+    expect(await resumedReminders()).toHaveLength(1);
+    await pay(open.id);
+    expect(
+      (
+        await until(
+          () => sub(s.subscription_id),
+          (x) => x.status === 'active',
+        )
+      ).status,
+    ).toBe('active');
+  });
+});
+
 describe('4. an owner update of a pending checkout', () => {
   it('does not restart its 24 h expiry', async () => {
     const p = await plan({ interval: 'monthly', allow_onchain: true });

@@ -2,6 +2,7 @@ import { messages, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
 import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailable, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
+import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
 import { dueNow, dunningEnd, type Due, type SchedulePolicy } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit, emitMany, reminderData } from './transitions.js';
@@ -170,6 +171,9 @@ export class Scheduler {
       case 'charge_wallet':
         await this.chargeWallet(s, now, due.first, due.retry_at);
         return true;
+      case 'resume_payment':
+        await this.issueResumePayment(s, now);
+        return true;
       case 'trial_ending':
         await this.inTx(s, async (tx, cur) => {
           const row = { ...cur, reminded_for: end, updated_at: now };
@@ -250,6 +254,40 @@ export class Scheduler {
       );
       return done.length;
     });
+  }
+
+  /**
+   * The renewal payment of a subscription resumed after its period ended, sent in a reminder unless its
+   * NWC wallet pays it at once: by the resume itself, or by a sweep when the resume could not. The
+   * idempotency key names the resumed row's version, so both get the same payment, and it is linked and
+   * sent once. A wallet that fails leaves the payment open for the subscriber to pay.
+   */
+  async issueResumePayment(s: SubRow, now: number): Promise<void> {
+    const d = this.d;
+    const plan = await d.plans.get(d.db, s.wallet_id, s.plan_id);
+    const created = await requestPayment(d, plan, s, {
+      purpose: 'renewal',
+      description: `${plan?.name ?? 'Subscription'} renewal`,
+      expires_at: (s.pending_since ?? now) + PENDING_EXPIRY_SECONDS,
+      idempotency_key: `resume:${s.id}:${s.version}`,
+    });
+    const { payment, checkout } = created;
+    const row = { ...s, renewal_payment_id: payment.id };
+    const reminder = { ...reminderData(created, now, s.receive_reminders), reason: 'resumed' };
+    if (!(s.payment_method === 'nwc' && !s.nwc_fallback && checkout.payment_request)) {
+      await d.db.tx(async (tx) => {
+        if (await d.subscriptions.linkResumePayment(tx, s.id, payment.id)) await emit(d, tx, row, 'renewal.reminder', reminder);
+      });
+      return;
+    }
+    if (!(await d.subscriptions.linkResumePayment(d.db, s.id, payment.id))) return;
+    const charged = await chargeWithWallet(d, s, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
+    if (charged.paid) return;
+    d.log.info({ subscription_id: s.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');
+    // A wallet that is gone (or was just deactivated) leaves the subscription to invoices.
+    if ('no_connection' in charged || ('deactivated' in charged && charged.deactivated)) await d.subscriptions.setNwcFallback(d.db, s.wallet_id, s.id, now);
+    // The subscriber gets the payment the new period starts with, as a reminder does.
+    await emit(d, d.db, row, 'renewal.reminder', reminder);
   }
 
   /**

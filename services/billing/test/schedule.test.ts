@@ -3,7 +3,16 @@ import type { SubscriptionStatus } from '@sb/contracts';
 import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { periodEnd } from '../src/domain/periods.js';
-import { carryOpenRenewal, dueNow, nextDueAt, walletReconnected, withdrawOpenRenewal, type Due, type ScheduleView } from '../src/domain/schedule.js';
+import {
+  carryOpenRenewal,
+  dueNow,
+  nextDueAt,
+  resumeBookkeeping,
+  walletReconnected,
+  withdrawOpenRenewal,
+  type Due,
+  type ScheduleView,
+} from '../src/domain/schedule.js';
 
 const DAY = 86_400;
 const T0 = Date.parse('2027-03-01T00:00:00Z') / 1000;
@@ -70,6 +79,24 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     s: sub('pending', { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY }),
     at: T0 + 3 * DAY,
     due: { kind: 'lapse', event: 'pending_timeout', notify_subscriber: true, reason: expect.stringMatching(/resumed/) },
+  },
+  {
+    name: 'resumed after the period, its payment not made two minutes on (payments away, a crash): made now',
+    s: sub('pending', { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY }),
+    at: T0 + 2 * DAY + 120,
+    due: { kind: 'resume_payment' },
+  },
+  {
+    name: 'resumed after the period, within two minutes: nothing (the resume is making it)',
+    s: sub('pending', { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY }),
+    at: T0 + 2 * DAY + 119,
+    due: { kind: 'none' },
+  },
+  {
+    name: 'resumed after the period, its payment made: nothing until 24 h',
+    s: sub('pending', { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY, renewal_payment_id: 'pay_2' }),
+    at: T0 + 3 * DAY - 1,
+    due: { kind: 'none' },
   },
   {
     name: 'payment_failed extended past now, its invoice expired: a new one (carried along by the extend)',
@@ -364,6 +391,9 @@ describe('no dead ends: every state, no payment, time moves on', () => {
             nwc_charging_since: null,
           };
           break;
+        case 'resume_payment': // made and linked; nobody pays it
+          s = { ...s, renewal_payment_id: `pay_${i}` };
+          break;
         case 'none':
           throw new Error('nextDueAt named a time with nothing due');
       }
@@ -387,7 +417,11 @@ describe('no dead ends: every state, no payment, time moves on', () => {
         });
         variants.push({
           name: `${interval} grace ${grace} ${method} resumed after its end (pending)`,
-          s: { ...sub('paused', base), ...transition(sub('paused', base), { type: 'resume' }, end + DAY).next },
+          s: {
+            ...sub('paused', base),
+            ...transition(sub('paused', base), { type: 'resume' }, end + DAY).next,
+            ...resumeBookkeeping(sub('paused', base), end + DAY),
+          },
         });
       }
     }

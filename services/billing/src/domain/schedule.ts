@@ -39,6 +39,12 @@ const NWC_FIRST_RETRY_S = 3600;
 const NWC_RETRY_S = DAY_SECONDS;
 /** Longer than a wallet may take to answer (the charge's bus wait, 40 s): a crashed replica's charge is retried after it. */
 const NWC_CHARGE_WINDOW_S = 120;
+/**
+ * Longer than a resume takes to make its renewal payment (an NWC wallet's charge included, 45 s): a resume
+ * whose payment was not made by then (the payments service away, a crash after the commit) gets it from
+ * the scheduler.
+ */
+const RESUME_PAYMENT_AFTER_S = 120;
 
 /**
  * The one thing due for a subscription at a time. The scheduler only carries these out; every
@@ -67,6 +73,8 @@ export type Due =
   | { kind: 'charge_wallet'; first: boolean; retry_at: number }
   /** NWC: no invoice goes ahead of time, but the end of a trial is announced a day before. */
   | { kind: 'trial_ending' }
+  /** Resumed after its period ended and still without the renewal payment the resume makes (see resumeBookkeeping). */
+  | { kind: 'resume_payment' }
   | { kind: 'none' };
 
 const NONE: Due = { kind: 'none' };
@@ -98,9 +106,13 @@ export const renewableUntil = (s: Pick<ScheduleView, 'status' | 'current_period_
  */
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
-    if (now < (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS) return NONE;
-    // Resumed after its period ended (pending since after the period began): a subscriber who hears of the end.
+    // Resumed after its period ended (pending since after the period began), not a checkout.
     const resumed = s.pending_since !== null && s.pending_since > s.current_period_start;
+    if (now < (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS) {
+      const unpayable = resumed && s.renewal_payment_id === null && now >= (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S;
+      return unpayable ? { kind: 'resume_payment' } : NONE;
+    }
+    // A resumed subscriber hears of the end.
     return resumed
       ? { kind: 'lapse', event: 'pending_timeout', notify_subscriber: true, reason: 'renewal unpaid for 24 hours after the subscription was resumed' }
       : { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: 'checkout unpaid for 24 hours' };
@@ -163,6 +175,7 @@ export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): numb
   const end = s.current_period_end;
   const candidates = [
     (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS,
+    (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S,
     end - RENEWAL_LEAD_SECONDS[s.interval],
     end - REMINDER_BEFORE_END_SECONDS,
     end,
@@ -208,4 +221,13 @@ export function walletReconnected(s: Pick<ScheduleView, 'renewal_for' | 'current
 export function withdrawOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end' | 'renewal_expires_at'>, now: number): Partial<ScheduleView> {
   if (s.renewal_for !== s.current_period_end) return {};
   return { renewal_expires_at: Math.min(s.renewal_expires_at ?? now, now), reminder_notified_at: null };
+}
+
+/**
+ * Resumed after the period ended (pending, behaviour.md): the renewal payment the pause withdrew is let
+ * go, so that one missing is the resume's own payment not made yet, and the scheduler makes it
+ * (`resume_payment`) if the resume could not. Resumed within the period: nothing changes here.
+ */
+export function resumeBookkeeping(s: Pick<ScheduleView, 'current_period_end'>, now: number): Partial<ScheduleView> {
+  return now >= s.current_period_end ? { renewal_payment_id: null } : {};
 }

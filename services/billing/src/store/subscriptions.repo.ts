@@ -269,8 +269,16 @@ export class SubscriptionsRepo {
   }
 
   /** The renewal payment a resume created (no version change: the resume itself already moved the row). */
-  async setRenewalPayment(q: Queryable, id: string, paymentId: string): Promise<void> {
-    await q.query(`UPDATE ${this.schema}.subscriptions SET renewal_payment_id = $2 WHERE id = $1`, [id, paymentId]);
+  /**
+   * Links a resume's renewal payment to the pending subscription, once: false when one is linked already
+   * (the resume and a later sweep both made it: the subscriber is sent it once) or it is no longer pending.
+   */
+  async linkResumePayment(q: Queryable, id: string, paymentId: string): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.schema}.subscriptions SET renewal_payment_id = $2 WHERE id = $1 AND status = 'pending' AND renewal_payment_id IS NULL`,
+      [id, paymentId],
+    );
+    return (rowCount ?? 0) > 0;
   }
 
   /** What an event about a subscription names besides the row: its plan's name and the subscriber's contact. */
