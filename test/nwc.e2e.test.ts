@@ -711,6 +711,40 @@ describe('renewals', () => {
     expect((await renewals(res.subscription_id)).map((r) => [r.status, r.payment_method])).toEqual([['paid', 'nwc']]);
   });
 
+  it('resumed after the period ended, billing killed while the wallet is asked: the reminder follows once, after the charge window (review finding)', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly' }, 'resume-killed@example.com');
+    expect((await admin.post(`/subscriptions/${res.subscription_id}/pause`)).body.status).toBe('paused');
+    await advanceTo(s.current_period_end + DAY);
+    w.setBehaviour({ silent: true });
+    // Its answer never comes (the gateway gives up after BUS_TIMEOUT_MS): not awaited.
+    void admin.post(`/subscriptions/${res.subscription_id}/resume`).catch(() => undefined);
+    // The payment is linked and the wallet asked: billing dies before the wallet's (non-)answer.
+    await until(
+      async () => w.requests.length,
+      (n) => n === 2,
+    );
+    const billing = stack.services.billing.child;
+    await new Promise<void>((resolve) => {
+      billing.once('exit', () => resolve());
+      billing.kill('SIGKILL');
+    });
+    await stack.restartBilling();
+    const resumedReminders = async () => (await billingEvents(res.subscription_id)).filter((e) => e.e === 'renewal.reminder' && e.d.reason === 'resumed');
+    expect(await resumedReminders()).toEqual([]);
+    // The old code never sent it: the subscriber had nothing to pay until the subscription expired.
+    await advanceTo((await now()) + 180);
+    const reminders = await until(resumedReminders, (r) => r.length > 0);
+    expect(reminders).toHaveLength(1);
+    const open = (await renewals(res.subscription_id)).filter((p) => p.status === 'pending');
+    expect(open).toHaveLength(1);
+    expect(reminders[0]!.d).toMatchObject({ payment_id: open[0].id, payment_request: open[0].payment_request });
+    await advanceTo((await now()) + 3600);
+    expect(await resumedReminders()).toHaveLength(1);
+    expect(w.requests).toHaveLength(2); // the wallet is not asked again by the repair
+    expect((await sub(res.subscription_id)).status).toBe('pending');
+  });
+
   it('a disconnected wallet: the subscription renews by invoice, with the usual lead time', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'gone-nwc@example.com');

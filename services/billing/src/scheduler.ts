@@ -258,9 +258,11 @@ export class Scheduler {
 
   /**
    * The renewal payment of a subscription resumed after its period ended, sent in a reminder unless its
-   * NWC wallet pays it at once: by the resume itself, or by a sweep when the resume could not. The
-   * idempotency key names the resumed row's version, so both get the same payment, and it is linked and
-   * sent once. A wallet that fails leaves the payment open for the subscriber to pay.
+   * NWC wallet pays it at once: by the resume itself, or by a sweep when the resume could not make it or
+   * stopped while the wallet was asked. The idempotency key names the resume (its pending_since), so all
+   * of them get the same payment; it is linked once, and its reminder sent once (in the transaction that
+   * links it, or for a wallet's charge the one that ends it). A wallet that fails leaves the payment open
+   * for the subscriber to pay.
    */
   async issueResumePayment(s: SubRow, now: number): Promise<void> {
     const d = this.d;
@@ -269,25 +271,38 @@ export class Scheduler {
       purpose: 'renewal',
       description: `${plan?.name ?? 'Subscription'} renewal`,
       expires_at: (s.pending_since ?? now) + PENDING_EXPIRY_SECONDS,
-      idempotency_key: `resume:${s.id}:${s.version}`,
+      idempotency_key: `resume:${s.id}:${s.pending_since}`,
     });
     const { payment, checkout } = created;
     const row = { ...s, renewal_payment_id: payment.id };
     const reminder = { ...reminderData(created, now, s.receive_reminders), reason: 'resumed' };
+    const remind = async () => {
+      await d.db.tx(async (tx) => {
+        if (await d.subscriptions.settleResumeCharge(tx, s.id)) await emit(d, tx, row, 'renewal.reminder', reminder);
+      });
+    };
+    // Linked already, its wallet asked by a resume that stopped before the answer: the reminder, unless paid.
+    if (s.renewal_payment_id === payment.id) {
+      if (payment.status === 'paid') await d.subscriptions.settleResumeCharge(d.db, s.id);
+      else await remind();
+      return;
+    }
     if (!(s.payment_method === 'nwc' && !s.nwc_fallback && checkout.payment_request)) {
       await d.db.tx(async (tx) => {
-        if (await d.subscriptions.linkResumePayment(tx, s.id, payment.id)) await emit(d, tx, row, 'renewal.reminder', reminder);
+        if (await d.subscriptions.linkResumePayment(tx, s.id, payment.id, null)) await emit(d, tx, row, 'renewal.reminder', reminder);
       });
       return;
     }
-    if (!(await d.subscriptions.linkResumePayment(d.db, s.id, payment.id))) return;
+    if (!(await d.subscriptions.linkResumePayment(d.db, s.id, payment.id, now))) return;
     const charged = await chargeWithWallet(d, s, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
-    if (charged.paid) return;
+    if (charged.paid) {
+      await d.subscriptions.settleResumeCharge(d.db, s.id);
+      return;
+    }
     d.log.info({ subscription_id: s.id, payment_id: payment.id, result: charged }, 'resume: the NWC wallet did not pay; the invoice stays open');
     // A wallet that is gone (or was just deactivated) leaves the subscription to invoices.
     if ('no_connection' in charged || ('deactivated' in charged && charged.deactivated)) await d.subscriptions.setNwcFallback(d.db, s.wallet_id, s.id, now);
-    // The subscriber gets the payment the new period starts with, as a reminder does.
-    await emit(d, d.db, row, 'renewal.reminder', reminder);
+    await remind();
   }
 
   /**

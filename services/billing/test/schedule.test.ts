@@ -93,6 +93,30 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'none' },
   },
   {
+    name: 'resumed after the period, its wallet asked and no answer recorded after the charge window: the reminder now',
+    s: sub('pending', {
+      current_period_end: T0 + DAY,
+      pending_since: T0 + 2 * DAY,
+      payment_method: 'nwc',
+      renewal_payment_id: 'pay_2',
+      nwc_charging_since: T0 + 2 * DAY + 1,
+    }),
+    at: T0 + 2 * DAY + 121,
+    due: { kind: 'resume_payment' },
+  },
+  {
+    name: 'resumed after the period, its wallet being asked: nothing within the charge window',
+    s: sub('pending', {
+      current_period_end: T0 + DAY,
+      pending_since: T0 + 2 * DAY,
+      payment_method: 'nwc',
+      renewal_payment_id: 'pay_2',
+      nwc_charging_since: T0 + 2 * DAY + 1,
+    }),
+    at: T0 + 2 * DAY + 120,
+    due: { kind: 'none' },
+  },
+  {
     name: 'resumed after the period, its payment made: nothing until 24 h',
     s: sub('pending', { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY, renewal_payment_id: 'pay_2' }),
     at: T0 + 3 * DAY - 1,
@@ -391,8 +415,8 @@ describe('no dead ends: every state, no payment, time moves on', () => {
             nwc_charging_since: null,
           };
           break;
-        case 'resume_payment': // made and linked; nobody pays it
-          s = { ...s, renewal_payment_id: `pay_${i}` };
+        case 'resume_payment': // made and linked, the reminder sent; nobody pays it
+          s = { ...s, renewal_payment_id: s.renewal_payment_id ?? `pay_${i}`, nwc_charging_since: null };
           break;
         case 'none':
           throw new Error('nextDueAt named a time with nothing due');

@@ -73,7 +73,10 @@ export type Due =
   | { kind: 'charge_wallet'; first: boolean; retry_at: number }
   /** NWC: no invoice goes ahead of time, but the end of a trial is announced a day before. */
   | { kind: 'trial_ending' }
-  /** Resumed after its period ended and still without the renewal payment the resume makes (see resumeBookkeeping). */
+  /**
+   * Resumed after its period ended, and the resume did not finish: its renewal payment not made (see
+   * resumeBookkeeping), or its NWC wallet asked and no reminder sent after the charge window.
+   */
   | { kind: 'resume_payment' }
   | { kind: 'none' };
 
@@ -109,8 +112,11 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     // Resumed after its period ended (pending since after the period began), not a checkout.
     const resumed = s.pending_since !== null && s.pending_since > s.current_period_start;
     if (now < (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS) {
-      const unpayable = resumed && s.renewal_payment_id === null && now >= (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S;
-      return unpayable ? { kind: 'resume_payment' } : NONE;
+      if (!resumed) return NONE;
+      // Its payment not made, or its wallet asked by a resume that stopped before the answer (no reminder yet).
+      const unmade = s.renewal_payment_id === null && now >= (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S;
+      const unanswered = s.renewal_payment_id !== null && s.nwc_charging_since !== null && now >= s.nwc_charging_since + NWC_CHARGE_WINDOW_S;
+      return unmade || unanswered ? { kind: 'resume_payment' } : NONE;
     }
     // A resumed subscriber hears of the end.
     return resumed

@@ -268,15 +268,27 @@ export class SubscriptionsRepo {
     return rowCount === 1;
   }
 
-  /** The renewal payment a resume created (no version change: the resume itself already moved the row). */
   /**
    * Links a resume's renewal payment to the pending subscription, once: false when one is linked already
-   * (the resume and a later sweep both made it: the subscriber is sent it once) or it is no longer pending.
+   * (the resume and a later sweep both made it: the subscriber is sent it once) or it is no longer
+   * pending. `chargingSince`: an NWC wallet is being asked to pay it, and the reminder is owed until
+   * `settleResumeCharge`.
    */
-  async linkResumePayment(q: Queryable, id: string, paymentId: string): Promise<boolean> {
+  async linkResumePayment(q: Queryable, id: string, paymentId: string, chargingSince: number | null): Promise<boolean> {
     const { rowCount } = await q.query(
-      `UPDATE ${this.schema}.subscriptions SET renewal_payment_id = $2 WHERE id = $1 AND status = 'pending' AND renewal_payment_id IS NULL`,
-      [id, paymentId],
+      `UPDATE ${this.schema}.subscriptions SET renewal_payment_id = $2, nwc_charging_since = $3, version = version + 1
+       WHERE id = $1 AND status = 'pending' AND renewal_payment_id IS NULL`,
+      [id, paymentId, chargingSince],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  /** Ends a resume's wallet charge, once: true for the caller that ended it (and sends the reminder if owed). */
+  async settleResumeCharge(q: Queryable, id: string): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.schema}.subscriptions SET nwc_charging_since = NULL, version = version + 1
+       WHERE id = $1 AND status = 'pending' AND nwc_charging_since IS NOT NULL`,
+      [id],
     );
     return (rowCount ?? 0) > 0;
   }
