@@ -315,24 +315,31 @@ describe('HTTP conventions', () => {
     expect(expect200).toContain('{"detail":"Only \\"Expect: 100-continue\\" is supported"}');
   });
 
-  it('a body declared over the limit is 413 before it is sent, and a client that goes on sending is cut off (found from outside)', async () => {
+  it('a body declared over the limit is 413 before it is sent; a client that goes on sending is read for a while, then cut off (found from outside)', async () => {
     const { hostname, port } = new URL(stack.api);
     const path = new URL(stack.api).pathname;
-    const socket = connect(Number(port), hostname);
+    // A client that does not stop at the server's FIN (curl uploading, say): it keeps writing.
+    const socket = connect({ port: Number(port), host: hostname, allowHalfOpen: true });
     let got = '';
     socket.on('data', (d) => {
       got += d;
     });
     const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-    socket.on('error', () => undefined); // the cut may reach a client still writing as a reset
+    const errors: string[] = [];
+    socket.on('error', (err) => errors.push(err.message));
     await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
     socket.write(`POST ${path}/public/subscribe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{"plan_id":"`);
     // The old gateway read all 50 MB before answering: no answer came while the body was not sent.
     await expect.poll(() => got, { timeout: 5000 }).toMatch(/^HTTP\/1\.1 413 /);
-    expect(got).toMatch(/connection: close/i);
     expect(got).toContain('{"detail":"Request body is larger than 64kb"}');
-    // Writing on: the gateway stops reading it and closes the connection.
-    const chunk = 'x'.repeat(64 * 1024);
+    // Writing on right after the answer is not met with a reset (which can cost a client the 413 itself):
+    // the rest is read and dropped for a while, then the gateway closes the connection.
+    const chunk = 'x'.repeat(16 * 1024);
+    for (let i = 0; i < 10; i++) {
+      socket.write(chunk);
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    expect(errors).toEqual([]);
     const writing = setInterval(() => socket.writable && socket.write(chunk), 10);
     await closed;
     clearInterval(writing);

@@ -268,11 +268,17 @@ export function createApp(d: GatewayDeps): GatewayApp {
 /**
  * A body declared larger than the limit is refused before any of it is read: the body parser would read
  * it all (to keep the connection usable) before answering, so a client sending megabytes would wait for
- * its whole upload and the gateway would read it for nothing.
+ * its whole upload and the gateway would read it for nothing. The connection is then half-closed (the
+ * answer, then FIN) and what the client still sends is dropped for a while before it is cut: closed at
+ * once with unread bytes, the client's TCP stack would get a reset and could lose the 413 (`Connection:
+ * close` would make Node do just that).
  */
 function refuseOversized(req: Request, res: Response): void {
-  res.setHeader('Connection', 'close');
-  res.once('finish', () => setTimeout(() => req.socket.destroy(), OVERSIZED_LINGER_MS).unref());
+  const socket = req.socket;
+  res.once('finish', () => {
+    socket.end();
+    setTimeout(() => socket.destroy(), OVERSIZED_LINGER_MS).unref();
+  });
   res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
 }
 
