@@ -1130,6 +1130,11 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
       expect(r.status, forged).toBe(404);
     }
     expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: true });
+    // The link's token never expires: the gateway's access log shows the route, not the token (review finding).
+    const token = decodeURIComponent(reminders.pathname.split('/').pop()!);
+    const logged = stack.services.gateway.lines.filter((l) => l.includes('/public/unsubscribe/'));
+    expect(logged.length).toBeGreaterThan(0);
+    expect(logged.filter((l) => l.includes(token.split('.').pop()!))).toEqual([]);
 
     // The renewal paid: its receipt still comes, with the confirmations header.
     const due = (await until(

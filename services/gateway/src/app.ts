@@ -129,7 +129,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
     const parent = propagation.extract(ROOT_CONTEXT, req.headers);
     const span = tracer().startSpan(
       `HTTP ${req.method}`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'url.path': req.path } },
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'url.path': shownPath(req.path) } },
       parent,
     );
     res.setHeader('X-Trace-Id', span.spanContext().traceId);
@@ -146,7 +146,10 @@ export function createApp(d: GatewayDeps): GatewayApp {
       const level = route === 'ops' ? 'debug' : 'info';
       if (d.log.isLevelEnabled(level)) {
         context.with(trace.setSpan(parent, span), () =>
-          d.log[level]({ req_id: requestId, method: req.method, path: req.path, route, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request'),
+          d.log[level](
+            { req_id: requestId, method: req.method, path: shownPath(req.path), route, status: res.statusCode, ms: Math.round(seconds * 1000) },
+            'request',
+          ),
         );
       }
     });
@@ -264,6 +267,12 @@ export function createApp(d: GatewayDeps): GatewayApp {
   };
   return { options: { IncomingMessage: ApiRequest, ServerResponse: ApiResponse } as ServerOptions, listener };
 }
+
+/**
+ * The path as logs and traces show it: an unsubscribe link's token (it never expires, and logs reach more
+ * people than the database) is left out.
+ */
+const shownPath = (path: string) => path.replace(/(\/public\/unsubscribe\/)[^/]+/, '$1{token}');
 
 /**
  * A body declared larger than the limit is refused before any of it is read: the body parser would read
