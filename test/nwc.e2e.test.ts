@@ -23,7 +23,13 @@ beforeAll(async () => {
   // Renewals are driven by moving the dev clock (each move runs a sweep, which waits for the wallets).
   stack = await startStack({
     wallets: 1,
-    env: { NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '4000', SCHEDULER_INTERVAL_MS: '60000', BUS_TIMEOUT_MS: '60000' },
+    env: {
+      NWC_INFO_TIMEOUT_MS: '3000',
+      NWC_REPLY_TIMEOUT_MS: '4000',
+      SCHEDULER_INTERVAL_MS: '60000',
+      BUS_TIMEOUT_MS: '60000',
+      NWC_SWEEP_INTERVAL_MS: '500',
+    },
   });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
   db = stack.db;
@@ -391,6 +397,7 @@ describe('failed charges (found from outside)', () => {
       notify_subscriber: false,
     });
     expect(published[0]!.payload.data.attempt_id).toMatch(/^nwa_/);
+    expect(published[0]!.payload.data.wallet_asked).toBe(true);
     // The payment itself stays payable.
     expect(payment.status).toBe('pending');
   });
@@ -419,6 +426,94 @@ describe('failed charges (found from outside)', () => {
     expect(sub.body.status).toBe('active');
   });
 
+  it('a refusal after which the wallet will not pay (INSUFFICIENT_BALANCE) is final at once, not held 2 s for a second answer', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'final-at-once@example.com', nwc_connection_string: w.connectionString() });
+    const answeredAfter = Date.now() - w.requests[0]!.answeredAt!;
+    expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    expect(answeredAfter).toBeLessThan(1500);
+  });
+
+  it("a wallet's long error message is kept to 500 characters, never half of one, in the table, the connection and the event", async () => {
+    const w = await wallet();
+    const kept = `${'a'.repeat(499)}😀`;
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: `${kept}${'b'.repeat(1000)}` });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'long-error@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE', message: `Your wallet did not pay the first invoice: ${kept}` });
+    const c = await connection(res.body.subscription_id);
+    expect(c.last_error).toBe(kept);
+    const attempts = await db.query('SELECT error_message FROM nwc.charge_attempts WHERE connection_id = $1', [c.id]);
+    expect(attempts.rows).toEqual([{ error_message: kept }]);
+    const [event] = await nwcEvents(res.body.subscription_id, 'payment.failed');
+    expect(event!.payload.data.error_message).toBe(kept);
+  });
+
+  it('a wallet that paid while the payments service was away: asked once, no failure, paid once payments is back', async () => {
+    // Found in review: the unconfirmed preimage abandoned the attempt, so the waiting checkout asked the
+    // wallet again; it refused the paid invoice and the failure was counted and announced.
+    const w = await wallet();
+    const p = await plan();
+    let stopped = false;
+    w.setBehaviour({
+      pay: true,
+      delayMs: 1000,
+      afterPay: async () => {
+        if (stopped) return;
+        stopped = true;
+        await stack.stopPayments();
+      },
+    });
+    const nwcString = w.connectionString();
+    let subId: string;
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 2 }, () =>
+          anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'payments-away@example.com', nwc_connection_string: nwcString }),
+        ),
+      );
+      for (const r of results) expect(r.status, JSON.stringify(r.body)).toBe(201);
+      subId = results[0]!.body.subscription_id;
+      expect(results.map((r) => [r.body.subscription_id, r.body.status, r.body.error_code ?? null])).toEqual(Array(2).fill([subId, 'pending', null]));
+      expect(results[0]!.body.message).toBe('Your wallet paid 1,500 sats: your subscription to Auto becomes active once the payment is confirmed.');
+      expect(w.requests).toHaveLength(1);
+      expect(await nwcEvents(subId, 'payment.failed')).toEqual([]);
+      const failures = await db.query('SELECT sum(consecutive_failures)::int AS n FROM nwc.connections WHERE subscription_id = $1', [subId]);
+      expect(failures.rows[0].n).toBe(0);
+      const { rows } = await db.query(
+        `SELECT a.outcome, a.unconfirmed_preimage IS NOT NULL AS unconfirmed FROM nwc.charge_attempts a JOIN nwc.connections c ON c.id = a.connection_id
+         WHERE c.subscription_id = $1`,
+        [subId],
+      );
+      expect(rows).toEqual([{ outcome: 'paid', unconfirmed: true }]);
+    } finally {
+      await stack.restartPayments();
+    }
+    // The sweeper gives the preimage to payments once it is back.
+    const confirmed = await until(
+      async () =>
+        (
+          await db.query(
+            `SELECT a.unconfirmed_preimage FROM nwc.charge_attempts a JOIN nwc.connections c ON c.id = a.connection_id WHERE c.subscription_id = $1`,
+            [subId],
+          )
+        ).rows,
+      (rows) => rows.length === 1 && rows[0].unconfirmed_preimage === null,
+    );
+    expect(confirmed).toHaveLength(1);
+    const active = await until(
+      () => admin.get(`/subscriptions/${subId}`),
+      (r) => r.body.status === 'active',
+    );
+    expect(active.body.status).toBe('active');
+    expect((await admin.get(`/subscriptions/${subId}/payments`)).body.items.map((x: { status: string }) => x.status)).toEqual(['paid']);
+    expect(w.requests).toHaveLength(1);
+    expect(await nwcEvents(subId, 'payment.failed')).toEqual([]);
+  });
+
   it('six identical checkouts at once ask the wallet once and all answer the payment', async () => {
     const w = await wallet();
     w.setBehaviour({ pay: true, delayMs: 1500 });
@@ -437,7 +532,9 @@ describe('failed charges (found from outside)', () => {
 
   it('six identical checkouts at once with a refusing wallet: asked once, one failure counted and announced', async () => {
     const w = await wallet();
-    w.setBehaviour({ error: 'QUOTA_EXCEEDED', message: 'Budget spent' });
+    // The refusal comes after a second (the wallet asks its user): the six are in flight together. A
+    // refusal is final at once, so a checkout arriving after it asks the wallet again.
+    w.setBehaviour({ error: 'QUOTA_EXCEEDED', message: 'Budget spent', delayMs: 1500 });
     const p = await plan();
     const nwcString = w.connectionString();
     const results = await Promise.all(
@@ -745,6 +842,27 @@ describe('renewals', () => {
     expect((await sub(res.subscription_id)).status).toBe('pending');
   });
 
+  it("a renewal above the connection's limit is refused without asking the wallet: counted, announced with wallet_asked false", async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'over-limit-nwc@example.com');
+    await db.query('UPDATE nwc.connections SET max_amount_sats = 1000 WHERE subscription_id = $1 AND is_active', [res.subscription_id]);
+    await advanceTo(s.current_period_end + 60);
+    expect(w.requests).toHaveLength(1); // the checkout only
+    expect(await connection(res.subscription_id)).toMatchObject({ consecutive_failures: 1, last_error_code: 'QUOTA_EXCEEDED' });
+    const failed = await until(
+      async () =>
+        (
+          await db.query(
+            `SELECT payload->'data' AS d FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1`,
+            [res.subscription_id],
+          )
+        ).rows,
+      (rows) => rows.length === 1,
+    );
+    expect(failed[0].d).toMatchObject({ purpose: 'renewal', error_code: 'QUOTA_EXCEEDED', wallet_asked: false, consecutive_failures: 1 });
+    expect(failed[0].d.attempt_id).toMatch(/^nwa_/);
+  });
+
   it('a disconnected wallet: the subscription renews by invoice, with the usual lead time', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'gone-nwc@example.com');
@@ -761,6 +879,26 @@ describe('renewals', () => {
     await advanceTo(s.current_period_end + 60);
     expect(w.requests).toHaveLength(1); // never asked again
     expect((await sub(res.subscription_id)).status).toBe('past_due');
+  });
+});
+
+describe('charge attempts', () => {
+  it('are deleted 30 days after they finished, never while in flight', async () => {
+    const row = (id: string, outcome: string | null, finishedDaysAgo: number | null, preimage: string | null = null) =>
+      db.query(
+        `INSERT INTO nwc.charge_attempts (id, payment_id, connection_id, wallet_pubkey, started_at, lease_until, outcome, finished_at, unconfirmed_preimage)
+         VALUES ($1, $1, 'nwc_prune', 'aa', now() - interval '40 days', now() + interval '1 day', $2, now() - $3 * interval '1 day', $4)`,
+        [id, outcome, finishedDaysAgo, preimage],
+      );
+    await row('nwa_prune_old_paid', 'paid', 31);
+    await row('nwa_prune_old_failed', 'failed', 45);
+    await row('nwa_prune_recent', 'failed', 29);
+    await row('nwa_prune_in_flight', null, null);
+    const kept = await until(
+      async () => (await db.query(`SELECT id FROM nwc.charge_attempts WHERE id LIKE 'nwa_prune_%' ORDER BY id`)).rows.map((r) => r.id),
+      (ids) => ids.length === 2,
+    );
+    expect(kept).toEqual(['nwa_prune_in_flight', 'nwa_prune_recent']);
   });
 });
 

@@ -6,9 +6,10 @@ import * as nip44 from 'nostr-tools/nip44';
 
 /** What the wallet does with the next pay_invoice requests. */
 export type WalletBehaviour =
-  | { pay: true; delayMs?: number; noAnswer?: boolean }
+  /** `afterPay`: runs once the invoice is paid, before the answer goes out (a service stopped meanwhile). */
+  | { pay: true; delayMs?: number; noAnswer?: boolean; afterPay?: () => Promise<void> }
   /** `thenPay`: after the error answer the wallet pays anyway, and says so in a second answer ('answer') or not ('silently'). */
-  | { error: string; message?: string; thenPay?: 'answer' | 'silently' }
+  | { error: string; message?: string; thenPay?: 'answer' | 'silently'; delayMs?: number }
   | { silent: true };
 
 export interface WalletRequest {
@@ -19,6 +20,8 @@ export interface WalletRequest {
   invoice?: string;
   /** What the wallet answered: the preimage or the error code (undefined: nothing). */
   answered?: { preimage: string } | { error: string };
+  /** When (Date.now()) the wallet sent its (last) answer to the relay. */
+  answeredAt?: number;
 }
 
 export interface NwcWallet {
@@ -75,8 +78,9 @@ export async function startNwcWallet(o: {
   async function answer(req: Event): Promise<void> {
     const encryption = req.tags.find((t) => t[0] === 'encryption')?.[1] === 'nip44_v2' ? 'nip44_v2' : 'nip04';
     const c = crypto(encryption, req.pubkey);
-    const reply = (body: object) =>
-      publish(
+    const reply = (body: object) => {
+      seen.answeredAt = Date.now();
+      return publish(
         sign({
           kind: 23195,
           tags: [
@@ -86,6 +90,7 @@ export async function startNwcWallet(o: {
           content: c.enc(JSON.stringify({ result_type: 'pay_invoice', ...body })),
         }),
       );
+    };
     const seen: WalletRequest = { client: req.pubkey, encryption, method: '?' };
     requests.push(seen);
     if (!clients.has(req.pubkey)) {
@@ -99,6 +104,7 @@ export async function startNwcWallet(o: {
     if ('silent' in behaviour) return;
     const b = behaviour;
     if ('error' in b) {
+      if (b.delayMs) await new Promise((r) => setTimeout(r, b.delayMs));
       seen.answered = { error: b.error };
       await reply({ result: null, error: { code: b.error, message: b.message ?? `Wallet says ${b.error}` } });
       if (!b.thenPay) return;
@@ -115,6 +121,7 @@ export async function startNwcWallet(o: {
       seen.answered = { error: 'PAYMENT_FAILED' };
       return reply({ result: null, error: { code: 'PAYMENT_FAILED', message: 'dev pay refused' } });
     }
+    await b.afterPay?.();
     if (b.noAnswer) return; // paid, but the answer never reaches the relay
     seen.answered = { preimage };
     return reply({ result: { preimage }, error: null });

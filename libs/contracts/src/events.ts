@@ -114,8 +114,9 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
     purpose: z.string(),
     status: z.literal('paid'),
   }),
-  // From payments when a provider fails the payment for good; from nwc for each charge the subscriber's
-  // wallet refused or left unanswered (the payment itself stays payable): then with the NWC fields below.
+  // From payments when a provider fails the payment for good; from nwc for each failed charge with the
+  // subscriber's wallet (refused or left unanswered by it, or refused here without asking it; the payment
+  // itself stays payable): then with the NWC fields below.
   'payment.failed': WebhookEventData.extend({
     payment_id: Id,
     amount_sats: z.number().int(),
@@ -125,6 +126,10 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
     error_code: z.string().optional().openapi({ description: 'NWC: the NIP-47 error code of the failed charge (OTHER for no answer in time)' }),
     error_message: z.string().optional().openapi({ description: "NWC: the wallet's error message, or why the charge got no answer" }),
     attempt_id: z.string().optional().openapi({ description: 'NWC: the charge attempt; one event per attempt' }),
+    wallet_asked: z
+      .boolean()
+      .optional()
+      .openapi({ description: 'NWC: false when the charge was refused without asking the wallet (connection inactive, amount above its limit)' }),
     connection_id: Id.optional(),
     consecutive_failures: z.number().int().optional(),
     wallet_disabled: z.boolean().optional().openapi({ description: 'NWC: this failure deactivated the wallet (nwc.wallet_disabled follows)' }),

@@ -1,10 +1,15 @@
 import { messages, type NWCErrorCode } from '@sb/contracts';
-import { callMessage, DomainError, enqueueEvent, newId, unixSeconds } from '@sb/runtime';
+import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, unixSeconds } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
-import { chargeFailedData, chargeRefusal, sharedOutcome, walletDisabledData, type AttemptOutcome } from './domain/charge.js';
+import { chargeFailedData, chargeRefusal, clipMessage, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
+import type { AttemptRow } from './store/attempts.repo.js';
 import type { ConnectionRow } from './store/connections.repo.js';
 
-type ChargeOutcome = { paid: true } | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean };
+/**
+ * `confirmed` false: the wallet paid (it answered the preimage) but the payments service could not be
+ * told yet; the sweeper and the next charge of the payment tell it.
+ */
+type ChargeOutcome = { paid: true; confirmed: boolean } | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean };
 
 /** A payment as a charge needs it. */
 interface ChargedPayment {
@@ -14,73 +19,143 @@ interface ChargedPayment {
   purpose: 'checkout' | 'renewal';
 }
 
-/** How often a charge waiting for another attempt of the same payment looks whether it ended. */
-const ATTEMPT_POLL_MS = 200;
+/** What a charge answers before its caller stops waiting, so that the answer still reaches it. */
+const ANSWER_MARGIN_MS = 2_000;
+
+/** Until when (wall-clock ms) a charge may answer a bus caller that waits `routeWaitMs` (its message's or route's own wait). */
+export const answerBy = (d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | undefined): number =>
+  Date.now() + busWaitMs(d.busTimeoutMs, routeWaitMs) - ANSWER_MARGIN_MS;
+
+const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
 
 /**
  * Pays one invoice of a subscription with its connected wallet. Charges of the same payment at once (a
  * checkout sent six times, a renewal and a retried one, on any replica) share one pay_invoice request:
- * one claims the payment (nwc.charge_attempts), the others wait for its outcome. See runAttempt.
+ * one claims the payment (nwc.charge_attempts), the others wait for its outcome until `answerByMs` (then
+ * they answer OTHER, as for a wallet that did not answer). A payment an attempt paid is never asked of a
+ * wallet again. See runAttempt.
  */
-export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: ChargedPayment): Promise<ChargeOutcome> {
+export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: ChargedPayment, answerByMs: number): Promise<ChargeOutcome> {
   for (;;) {
     const id = newId('nwa_', d.clock.nowMs());
     const claim = await d.attempts.claim(d.db, { id, payment_id: payment.id, connection_id: conn.id, wallet_pubkey: conn.wallet_pubkey }, d.attemptLeaseMs);
     if (claim.mine) return runAttempt(d, conn, payment, id);
+    if ('paid' in claim) {
+      const paid = await settled(d, claim.paid);
+      if (paid) return paid;
+      continue;
+    }
     if (!claim.current) continue;
-    const ended = await endOf(d, claim.current.id);
+    const ended = await endOf(d, claim.current.id, answerByMs);
+    if (ended === 'caller gone') {
+      d.log.warn({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id }, 'nwc charge stopped waiting for an attempt in flight');
+      return unpaid(d, conn, { code: 'OTHER', message: 'Another charge of this invoice is still waiting for the wallet to answer' });
+    }
     const shared = ended && sharedOutcome(ended, conn.wallet_pubkey);
     if (shared) {
       d.log.info({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id, paid: shared.paid }, 'nwc charge shared an attempt in flight');
-      if (shared.paid) return shared;
-      const now = await d.connections.get(d.db, conn.id);
-      return { paid: false, error_code: shared.code, message: shared.message, deactivated: !now?.is_active };
+      if (!shared.paid) return unpaid(d, conn, shared);
+      const paid = await settled(d, ended);
+      if (paid) return paid;
     }
   }
 }
 
-/** The attempt once it ended (undefined: its lease ran out first, so the payment may be claimed again). */
-async function endOf(d: Deps, attemptId: string) {
+/** Not paid, with whether the connection is still active (for billing: invoices from now on if not). */
+async function unpaid(d: Deps, conn: ConnectionRow, error: { code: NWCErrorCode; message: string }): Promise<ChargeOutcome> {
+  const now = await d.connections.get(d.db, conn.id);
+  return { paid: false, error_code: error.code, message: error.message, deactivated: !now?.is_active };
+}
+
+/**
+ * The attempt once it ended (undefined: its lease ran out first, so the payment may be claimed again;
+ * 'caller gone': `answerByMs` came first). Looks after 200 ms, then less and less often (up to 2 s).
+ */
+async function endOf(d: Deps, attemptId: string, answerByMs: number): Promise<AttemptRow | undefined | 'caller gone'> {
+  let pause: number | undefined;
   for (;;) {
     const a = await d.attempts.get(d.db, attemptId);
     if (!a || a.outcome !== null) return a;
     if (a.lapsed) return undefined;
-    await new Promise((r) => setTimeout(r, ATTEMPT_POLL_MS));
+    const next = nextLook(pause, Date.now(), answerByMs);
+    if (next === null) return 'caller gone';
+    pause = next;
+    await new Promise((r) => setTimeout(r, next));
   }
 }
 
 /**
- * One pay_invoice request. A preimage confirms the payment in the payments service (which checks it
- * against the payment hash; billing applies it from the payment.received event, once). Whatever the
- * wallet answered, an invoice that is paid counts as paid. Otherwise, in one transaction and once per
- * attempt: the failure is counted on the connection, `payment.failed` goes to the owner, and the last
- * allowed failure deactivates the connection, wipes its secret and announces `nwc.wallet_disabled`.
+ * A paid attempt of the payment: paid for this charge too, its preimage confirmed now if the payments
+ * service has not taken it yet. Undefined: the payments service refused that preimage, nothing was paid.
+ */
+async function settled(d: Deps, attempt: AttemptRow): Promise<ChargeOutcome | undefined> {
+  if (!attempt.unconfirmed_preimage) return { paid: true, confirmed: true };
+  const result = await confirmAttempt(d, attempt);
+  return result === 'refuted' ? undefined : { paid: true, confirmed: result === 'confirmed' };
+}
+
+/**
+ * Gives the payments service the preimage a paid attempt could not confirm when the wallet answered (the
+ * sweeper and the next charge of the payment call it). A refused preimage ends the attempt failed (the
+ * wallet did not pay); an unreachable payments service leaves it for the next try.
+ */
+export async function confirmAttempt(
+  d: Deps,
+  attempt: Pick<AttemptRow, 'id' | 'payment_id' | 'unconfirmed_preimage'>,
+): Promise<'confirmed' | 'refuted' | 'unavailable'> {
+  const log = { attempt_id: attempt.id, payment_id: attempt.payment_id };
+  const result = await confirmPreimage(d, attempt.payment_id, attempt.unconfirmed_preimage!);
+  if (result === 'unavailable') return result;
+  if (result === 'wrong') {
+    await d.attempts.refuted(d.db, attempt.id, { code: 'OTHER', message: WRONG_PREIMAGE });
+    d.log.error(log, 'the payments service refused the preimage of a paid nwc attempt');
+    return 'refuted';
+  }
+  await d.attempts.confirmed(d.db, attempt.id);
+  d.log.info(log, 'nwc preimage confirmed');
+  return 'confirmed';
+}
+
+/**
+ * One pay_invoice request. A preimage is a payment: the wallet is never asked for this payment again,
+ * and the preimage goes to the payments service (which checks it against the payment hash; billing
+ * applies it from the payment.received event, once); when that service cannot be reached the attempt is
+ * paid all the same, its preimage kept for the sweeper. Whatever the wallet answered, an invoice that is
+ * paid counts as paid. Otherwise, in one transaction and once per attempt: the failure is counted on the
+ * connection, `payment.failed` goes to the owner, and the last allowed failure deactivates the
+ * connection, wipes its secret and announces `nwc.wallet_disabled`.
  */
 async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment, attemptId: string): Promise<ChargeOutcome> {
-  let outcome: AttemptOutcome;
+  let answer: WalletAnswer;
   try {
-    const attempt = await payWith(d, conn, payment);
-    outcome = 'preimage' in attempt || (await paidMeanwhile(d, conn, payment.id)) ? { paid: true } : { paid: false, ...attempt.error };
+    answer = await askWallet(d, conn, payment);
   } catch (err) {
-    // Nothing known of the wallet's answer: the next charge of the payment may ask it again at once.
+    // No request went out: the next charge of the payment may ask the wallet at once.
     await d.attempts.finish(d.db, attemptId, 'abandoned').catch(() => undefined);
     throw err;
   }
   const now = unixSeconds(d.clock);
-  if (outcome.paid) {
+  let unconfirmed: string | undefined;
+  if ('preimage' in answer) {
+    const confirmed = await confirmPreimage(d, payment.id, answer.preimage);
+    if (confirmed === 'wrong') answer = { error: { code: 'OTHER', message: WRONG_PREIMAGE }, walletAsked: true };
+    else if (confirmed === 'unavailable') unconfirmed = answer.preimage;
+  }
+  if ('preimage' in answer || (await paidMeanwhile(d, conn, payment.id))) {
     await d.db.tx(async (tx) => {
-      await d.attempts.finish(tx, attemptId, 'paid');
+      await d.attempts.finish(tx, attemptId, 'paid', { unconfirmedPreimage: unconfirmed });
       await d.connections.recordSuccess(tx, conn.id, now);
     });
-    d.log.info({ connection_id: conn.id, payment_id: payment.id }, 'nwc payment paid');
-    return { paid: true };
+    d.log.info({ connection_id: conn.id, payment_id: payment.id, confirmed: !unconfirmed }, 'nwc payment paid');
+    return { paid: true, confirmed: !unconfirmed };
   }
-  const error = { code: outcome.code, message: outcome.message };
+  const error = { code: answer.error.code, message: clipMessage(answer.error.message) };
   const after = await d.db.tx(async (tx) => {
-    if (!(await d.attempts.finish(tx, attemptId, 'failed', error))) return undefined;
+    if (!(await d.attempts.finish(tx, attemptId, 'failed', { error }))) return undefined;
     const row = await d.connections.recordFailure(tx, conn.id, error.code, error.message, now, MAX_CONSECUTIVE_FAILURES);
     if (!row) return undefined;
-    await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'payment.failed', chargeFailedData(row, payment, attemptId, error));
+    const attempt = { id: attemptId, walletAsked: answer.walletAsked };
+    await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'payment.failed', chargeFailedData(row, payment, attempt, error));
     if (row.deactivated) await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', walletDisabledData(row, error));
     return row;
   });
@@ -114,22 +189,30 @@ async function paidMeanwhile(d: Deps, conn: ConnectionRow, paymentId: string): P
   return found?.payment?.status === 'paid' && found.payment.subscription_id === conn.subscription_id;
 }
 
-/** The wallet's answer, with the preimage already accepted by the payments service. */
-async function payWith(d: Deps, conn: ConnectionRow, payment: ChargedPayment) {
-  const fail = (code: NWCErrorCode, message: string) => ({ error: { code, message } }) as const;
+/** The preimage given to the payments service: taken, refused (not this invoice's), or not known yet (it is away). */
+async function confirmPreimage(d: Deps, paymentId: string, preimage: string): Promise<'confirmed' | 'wrong' | 'unavailable'> {
+  try {
+    await callMessage(d.bus, messages.confirmPreimage, { payment_id: paymentId, preimage });
+    return 'confirmed';
+  } catch (err) {
+    if (err instanceof DomainError && (err.kind === 'invalid' || err.kind === 'not_found')) return 'wrong';
+    d.log.warn({ payment_id: paymentId, err: (err as Error).message }, 'nwc preimage not confirmed: the payments service is away; tried again later');
+    return 'unavailable';
+  }
+}
+
+/** The wallet's answer; `walletAsked` false for a refusal decided here, without a request. */
+type WalletAnswer = { preimage: string } | { error: { code: NWCErrorCode; message: string }; walletAsked: boolean };
+
+async function askWallet(d: Deps, conn: ConnectionRow, payment: ChargedPayment): Promise<WalletAnswer> {
   // A connection without its secret is one that was deactivated (the secret is wiped with it).
   const refused = chargeRefusal({ ...conn, is_active: conn.is_active && !!conn.secret_sealed }, payment.amount_sats);
-  if (refused || !conn.secret_sealed) return { error: refused ?? { code: 'UNAUTHORIZED' as const, message: 'The wallet connection is no longer active' } };
+  if (refused || !conn.secret_sealed) {
+    return { error: refused ?? { code: 'UNAUTHORIZED', message: 'The wallet connection is no longer active' }, walletAsked: false };
+  }
   const result = await d.nip47.payInvoice(
     { pubkey: conn.wallet_pubkey, relays: conn.relays, secret: d.secrets.open(conn.secret_sealed), encryption: conn.encryption },
     payment.payment_request,
   );
-  if ('error' in result) return result;
-  try {
-    await callMessage(d.bus, messages.confirmPreimage, { payment_id: payment.id, preimage: result.preimage });
-    return result;
-  } catch (err) {
-    if (err instanceof DomainError && err.kind === 'invalid') return fail('OTHER', 'The wallet answered with a preimage that does not belong to the invoice');
-    throw err;
-  }
+  return 'error' in result ? { ...result, walletAsked: true } : result;
 }

@@ -12,6 +12,8 @@ export const loadNwcConfig = () =>
     NWC_INFO_TIMEOUT_MS: envInt(10_000, 100),
     /** How long a wallet gets to answer a pay_invoice request; then the attempt counts as failed (OTHER). */
     NWC_REPLY_TIMEOUT_MS: envInt(30_000, 100),
+    /** How often paid charges whose preimage the payments service could not take yet are confirmed again (and old attempts pruned). */
+    NWC_SWEEP_INTERVAL_MS: envInt(15_000, 100),
     /** Relays may be loopback or private addresses (local development and tests only). */
     NWC_ALLOW_PRIVATE_RELAYS: envBool,
   });

@@ -20,6 +20,8 @@ export interface Deps {
    * charging it stopped): longer than the wallet's reply timeout and the bus calls after it.
    */
   attemptLeaseMs: number;
+  /** BUS_TIMEOUT_MS: with a message's own wait, how long a caller waits for a charge's answer. */
+  busTimeoutMs: number;
   nip47: Nip47Client;
   /** Requests to billing and payments. */
   bus: BusClient;

@@ -4,12 +4,19 @@ import * as nip04 from 'nostr-tools/nip04';
 import * as nip44 from 'nostr-tools/nip44';
 import { NWC_ERROR_CODES, type NWCErrorCode } from '@sb/contracts';
 import { parseConnectionString, type WalletConnection } from './connection-string.js';
+import { clipMessage } from './domain/charge.js';
 
 const INFO_KIND = 13194;
 const REQUEST_KIND = 23194;
 const RESPONSE_KIND = 23195;
 /** How long a wallet's error answer waits for a second answer with the preimage (it paid after all). */
 const SECOND_ANSWER_MS = 2_000;
+/**
+ * The errors after which the wallet may still pay the same request (a retry inside it, a route found
+ * late): held for SECOND_ANSWER_MS. Any other refusal (no balance, over budget, not allowed, rate
+ * limited) is final at once.
+ */
+const MAY_PAY_LATER: ReadonlySet<NWCErrorCode> = new Set(['INTERNAL', 'OTHER', 'PAYMENT_FAILED']);
 
 export type Encryption = 'nip44_v2' | 'nip04';
 
@@ -112,8 +119,8 @@ export class Nip47Client {
   /**
    * Sends one pay_invoice request (kind 23194) and waits for the wallet's answer (kind 23195 naming the
    * request) within the reply timeout. The subscription for the answer is open before the request goes
-   * out: requests and answers are ephemeral kinds, relays do not keep them. An error answer is held for
-   * SECOND_ANSWER_MS in case a success follows. Never throws: every failure is a NIP-47 error (a timeout
+   * out: requests and answers are ephemeral kinds, relays do not keep them. An error answer after which
+   * the wallet may still pay (MAY_PAY_LATER) is held for SECOND_ANSWER_MS in case a success follows. Never throws: every failure is a NIP-47 error (a timeout
    * or an unreadable answer is OTHER).
    */
   async payInvoice(c: PayingConnection, invoice: string): Promise<PayResult> {
@@ -144,7 +151,7 @@ export class Nip47Client {
           () => done(refusal ?? fail('OTHER', `The wallet did not answer the payment request within ${seconds(this.o.replyTimeoutMs)}`)),
           this.o.replyTimeoutMs,
         );
-        // A wallet may answer an error and then pay the same request (and answer again): an error is
+        // A wallet may answer an error and then pay the same request (and answer again): such an error is
         // final only once SECOND_ANSWER_MS passed without a preimage.
         let refusal: PayResult | undefined;
         let refusalTimer: NodeJS.Timeout | undefined;
@@ -169,7 +176,7 @@ export class Nip47Client {
             onevent: (e) => {
               if (e.pubkey !== c.pubkey || !e.tags.some((t) => t[0] === 'e' && t[1] === request.id)) return;
               const answer = readAnswer(e, decrypt);
-              if ('preimage' in answer) return done(answer);
+              if ('preimage' in answer || !MAY_PAY_LATER.has(answer.error.code)) return done(answer);
               if (refusal) return;
               refusal = answer;
               refusalTimer = setTimeout(() => done(answer), SECOND_ANSWER_MS);
@@ -194,7 +201,7 @@ function readAnswer(e: Event, decrypt: (s: string) => string): PayResult {
   }
   if (body?.error) {
     const code = NWC_ERROR_CODES.safeParse(body.error.code);
-    const message = typeof body.error.message === 'string' && body.error.message ? body.error.message.slice(0, 500) : 'The wallet refused the payment';
+    const message = typeof body.error.message === 'string' && body.error.message ? clipMessage(body.error.message) : 'The wallet refused the payment';
     return { error: { code: code.success ? code.data : 'OTHER', message } };
   }
   const preimage = body?.result?.preimage;

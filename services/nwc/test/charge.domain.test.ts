@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chargeRefusal, sharedOutcome } from '../src/domain/charge.js';
+import { chargeRefusal, clipMessage, nextLook, sharedOutcome } from '../src/domain/charge.js';
 
 describe('chargeRefusal', () => {
   it('asks an active connection within its limit', () => {
@@ -33,5 +33,32 @@ describe('sharedOutcome', () => {
   });
   it('an abandoned attempt leaves the payment to be charged again', () => {
     expect(sharedOutcome(ended('abandoned'), 'aa')).toBeNull();
+  });
+});
+
+describe('nextLook', () => {
+  it('a waiting charge looks after 200 ms, then doubles the pause up to 2 s', () => {
+    const pauses: number[] = [];
+    let pause: number | undefined;
+    for (let i = 0; i < 7; i++) {
+      pause = nextLook(pause, 0, 60_000)!;
+      pauses.push(pause);
+    }
+    expect(pauses).toEqual([200, 400, 800, 1600, 2000, 2000, 2000]);
+  });
+  it("never sleeps past the caller's deadline, and stops at it", () => {
+    expect(nextLook(1600, 10_000, 10_500)).toBe(500);
+    expect(nextLook(undefined, 10_000, 10_050)).toBe(50);
+    expect(nextLook(400, 10_000, 10_000)).toBeNull();
+    expect(nextLook(400, 10_001, 10_000)).toBeNull();
+  });
+});
+
+describe('clipMessage', () => {
+  it('keeps 500 characters, never half of one (a lone surrogate is refused by JSONB)', () => {
+    expect(clipMessage('short')).toBe('short');
+    const long = `${'a'.repeat(499)}😀${'b'.repeat(100)}`;
+    expect(clipMessage(long)).toBe(`${'a'.repeat(499)}😀`);
+    expect(clipMessage('x'.repeat(2000))).toHaveLength(500);
   });
 });

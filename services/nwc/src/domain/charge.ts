@@ -15,6 +15,29 @@ export function chargeRefusal(
   return null;
 }
 
+/** The longest error message stored or announced (a wallet's own text may be any length). */
+export const MAX_ERROR_MESSAGE_CHARS = 500;
+
+/** `message` cut to MAX_ERROR_MESSAGE_CHARS characters, never inside one (a lone surrogate is not valid JSONB). */
+export const clipMessage = (message: string): string => {
+  if (message.length <= MAX_ERROR_MESSAGE_CHARS) return message;
+  return Array.from(message).slice(0, MAX_ERROR_MESSAGE_CHARS).join('');
+};
+
+/** The first and the longest pause of a charge waiting for another attempt of its payment to end. */
+const FIRST_LOOK_MS = 200;
+const LONGEST_LOOK_MS = 2_000;
+
+/**
+ * How long a charge waiting for another attempt sleeps before it looks again: 200 ms, doubling up to 2 s,
+ * never past `untilMs` (the caller stops waiting then). Null: the deadline has come.
+ */
+export function nextLook(previousMs: number | undefined, nowMs: number, untilMs: number): number | null {
+  const left = untilMs - nowMs;
+  if (left <= 0) return null;
+  return Math.min(previousMs === undefined ? FIRST_LOOK_MS : Math.min(previousMs * 2, LONGEST_LOOK_MS), left);
+}
+
 /** How an attempt to charge a payment ended, as the charging code and the events see it. */
 export type AttemptOutcome = { paid: true } | { paid: false; code: NWCErrorCode; message: string };
 
@@ -54,13 +77,15 @@ const subscriberOf = (c: ChargedConnection) => ({
 });
 
 /**
- * `payment.failed` for one charge the wallet refused or left unanswered (the payment stays payable). The
- * owner's event only: the subscriber hears of their wallet when it is deactivated (nwc.wallet_disabled).
+ * `payment.failed` for one failed charge (the payment stays payable): the wallet refused or left it
+ * unanswered (`wallet_asked: true`), or the charge was refused here without a request (`wallet_asked:
+ * false`: the connection is no longer active, or the amount is above its limit). The owner's event only:
+ * the subscriber hears of their wallet when it is deactivated (nwc.wallet_disabled).
  */
 export function chargeFailedData(
   after: ChargedConnection & { deactivated: boolean },
   payment: { id: string; amount_sats: number; purpose: 'checkout' | 'renewal' },
-  attemptId: string,
+  attempt: { id: string; walletAsked: boolean },
   error: { code: NWCErrorCode; message: string },
 ) {
   return {
@@ -74,8 +99,9 @@ export function chargeFailedData(
     payment_method: 'nwc',
     purpose: payment.purpose,
     error_code: error.code,
-    error_message: error.message,
-    attempt_id: attemptId,
+    error_message: clipMessage(error.message),
+    attempt_id: attempt.id,
+    wallet_asked: attempt.walletAsked,
     connection_id: after.id,
     consecutive_failures: after.consecutive_failures,
     wallet_disabled: after.deactivated,
@@ -94,7 +120,7 @@ export function walletDisabledData(after: ChargedConnection, error: { code: NWCE
     subscriber_id: after.subscriber_id,
     wallet_pubkey: after.wallet_pubkey.slice(0, 8),
     error_code: error.code,
-    last_error: error.message,
+    last_error: clipMessage(error.message),
     consecutive_failures: after.consecutive_failures,
     ...subscriberOf(after),
     notify_subscriber: true,

@@ -1,8 +1,8 @@
-import { ID_PREFIXES, messages, satsText } from '@sb/contracts';
+import { ID_PREFIXES, messages, publicRoutes, satsText } from '@sb/contracts';
 import { callMessage, newId, routeHandler, invalid } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
-import { chargeConnection } from '../charge.js';
+import { answerBy, chargeConnection } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 
@@ -60,6 +60,9 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
   return row;
 }
 
+/** How long the gateway waits for this route (its own wait, lengthened by BUS_TIMEOUT_MS). */
+const SUBSCRIBE_WAIT_MS = publicRoutes.find((r) => r.id === 'public.subscribe.nwc')?.busTimeoutMs;
+
 /**
  * Subscribe with automatic payments: the wallet is checked first (nothing is created for an unusable
  * one), billing creates the subscription and its first invoice, the connection is stored with its
@@ -68,6 +71,7 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
  */
 export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe.nwc', async (req) => {
+    const by = answerBy(d, SUBSCRIBE_WAIT_MS);
     const body = req.body;
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const { nwc_connection_string: _secret, ...rest } = body;
@@ -92,7 +96,14 @@ export const subscribe = (d: Deps) =>
     if (!sub.payment) {
       return { ...base, status: 'active', message: `Your free trial of ${sub.plan_name} has started; your wallet will pay the renewals automatically` };
     }
-    const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout' });
+    const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout' }, by);
+    if (outcome.paid && !outcome.confirmed) {
+      return {
+        ...base,
+        status: 'pending',
+        message: `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name} becomes active once the payment is confirmed.`,
+      };
+    }
     if (outcome.paid) {
       return { ...base, status: 'active', message: `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name} is active.` };
     }

@@ -10,11 +10,14 @@ export interface AttemptRow {
   outcome: 'paid' | 'failed' | 'abandoned' | null;
   error_code: NWCErrorCode | null;
   error_message: string | null;
+  /** Paid, but the payments service has not confirmed this preimage yet. */
+  unconfirmed_preimage: string | null;
   /** Its lease ran out (database time) while it was still in flight: the replica charging it is gone. */
   lapsed: boolean;
 }
 
-const COLS = 'id, payment_id, connection_id, wallet_pubkey, outcome, error_code, error_message, (outcome IS NULL AND lease_until < now()) AS lapsed';
+const COLS =
+  'id, payment_id, connection_id, wallet_pubkey, outcome, error_code, error_message, unconfirmed_preimage, (outcome IS NULL AND lease_until < now()) AS lapsed';
 
 export class AttemptsRepo {
   constructor(private readonly schema = 'nwc') {}
@@ -25,14 +28,16 @@ export class AttemptsRepo {
 
   /**
    * Claims the payment for a new attempt: `mine` when the row was inserted, else the attempt already in
-   * flight (undefined when it ended between the two statements: claim again). An in-flight attempt past
-   * its lease is abandoned first.
+   * flight (undefined when it ended between the two statements: claim again), or `paid`: an attempt of
+   * the payment was paid, its wallet must not be asked again (looked up once the claim is in: an attempt
+   * that was in flight ended before it, so its outcome is seen). An in-flight attempt past its lease is
+   * abandoned first.
    */
   async claim(
     q: Queryable,
     a: { id: string; payment_id: string; connection_id: string; wallet_pubkey: string },
     leaseMs: number,
-  ): Promise<{ mine: true } | { mine: false; current: AttemptRow | undefined }> {
+  ): Promise<{ mine: true } | { mine: false; current: AttemptRow | undefined } | { mine: false; paid: AttemptRow }> {
     await q.query(`UPDATE ${this.t} SET outcome = 'abandoned', finished_at = now() WHERE payment_id = $1 AND outcome IS NULL AND lease_until < now()`, [
       a.payment_id,
     ]);
@@ -41,7 +46,14 @@ export class AttemptsRepo {
        ON CONFLICT (payment_id) WHERE outcome IS NULL DO NOTHING RETURNING id`,
       [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs],
     );
-    if (inserted.rowCount) return { mine: true };
+    if (inserted.rowCount) {
+      const paid = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome = 'paid' ORDER BY started_at DESC LIMIT 1`, [
+        a.payment_id,
+      ]);
+      if (!paid.rows[0]) return { mine: true };
+      await q.query(`DELETE FROM ${this.t} WHERE id = $1`, [a.id]);
+      return { mine: false, paid: paid.rows[0] };
+    }
     const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome IS NULL`, [a.payment_id]);
     return { mine: false, current: rows[0] };
   }
@@ -56,12 +68,48 @@ export class AttemptsRepo {
    * counted and announced by whoever records it). An attempt abandoned for its lease may still end as
    * what its wallet answered.
    */
-  async finish(q: Queryable, id: string, outcome: 'paid' | 'failed' | 'abandoned', error?: { code: NWCErrorCode; message: string }): Promise<boolean> {
+  async finish(
+    q: Queryable,
+    id: string,
+    outcome: 'paid' | 'failed' | 'abandoned',
+    o: { error?: { code: NWCErrorCode; message: string }; unconfirmedPreimage?: string } = {},
+  ): Promise<boolean> {
     const { rowCount } = await q.query(
-      `UPDATE ${this.t} SET outcome = $2, error_code = $3, error_message = $4, finished_at = now()
+      `UPDATE ${this.t} SET outcome = $2, error_code = $3, error_message = $4, unconfirmed_preimage = $5, finished_at = now()
        WHERE id = $1 AND (outcome IS NULL OR (outcome = 'abandoned' AND $2 <> 'abandoned'))`,
-      [id, outcome, error?.code ?? null, error?.message ?? null],
+      [id, outcome, o.error?.code ?? null, o.error?.message ?? null, o.unconfirmedPreimage ?? null],
     );
     return (rowCount ?? 0) > 0;
+  }
+
+  /** Paid attempts whose preimage still waits for the payments service, oldest first. */
+  async unconfirmed(q: Queryable, limit: number): Promise<AttemptRow[]> {
+    const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE unconfirmed_preimage IS NOT NULL ORDER BY finished_at LIMIT $1`, [limit]);
+    return rows;
+  }
+
+  /** The payments service took the preimage (or answered for the payment otherwise): nothing left to confirm. */
+  async confirmed(q: Queryable, id: string): Promise<void> {
+    await q.query(`UPDATE ${this.t} SET unconfirmed_preimage = NULL WHERE id = $1`, [id]);
+  }
+
+  /** The payments service refused the preimage: the wallet did not pay, the attempt failed. */
+  async refuted(q: Queryable, id: string, error: { code: NWCErrorCode; message: string }): Promise<void> {
+    await q.query(`UPDATE ${this.t} SET outcome = 'failed', error_code = $2, error_message = $3, unconfirmed_preimage = NULL WHERE id = $1`, [
+      id,
+      error.code,
+      error.message,
+    ]);
+  }
+
+  /** Deletes up to `limit` attempts finished more than `days` ago (nothing left to confirm); how many. */
+  async prune(q: Queryable, days: number, limit: number): Promise<number> {
+    const { rowCount } = await q.query(
+      `DELETE FROM ${this.t} WHERE id IN (
+         SELECT id FROM ${this.t} WHERE outcome IS NOT NULL AND finished_at < now() - $1 * interval '1 day' AND unconfirmed_preimage IS NULL
+         ORDER BY finished_at LIMIT $2)`,
+      [days, limit],
+    );
+    return rowCount ?? 0;
   }
 }

@@ -71,5 +71,19 @@ CREATE TABLE charge_attempts (
 CREATE UNIQUE INDEX charge_attempts_in_flight ON charge_attempts (payment_id) WHERE outcome IS NULL;
 CREATE INDEX charge_attempts_by_payment ON charge_attempts (payment_id, started_at);`,
   },
+  {
+    id: 4,
+    name: 'unconfirmed preimages and pruning of charge attempts',
+    // A column and indexes the previous version ignores: a rollback is allowed.
+    compatible: true,
+    sql: `
+-- The preimage of a paid attempt while the payments service has not confirmed it (it was away when the
+-- wallet answered): confirmed again by the sweeper and by the next charge of the payment, whose wallet
+-- is never asked again. NULL once confirmed (and for every attempt not paid).
+ALTER TABLE charge_attempts ADD COLUMN unconfirmed_preimage TEXT;
+CREATE INDEX charge_attempts_unconfirmed ON charge_attempts (finished_at) WHERE unconfirmed_preimage IS NOT NULL;
+-- Finished attempts are deleted after 30 days, a bounded batch per sweep.
+CREATE INDEX charge_attempts_finished ON charge_attempts (finished_at) WHERE outcome IS NOT NULL;`,
+  },
   outboxTraceMigration,
 ];
