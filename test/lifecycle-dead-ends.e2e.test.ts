@@ -74,6 +74,12 @@ async function onePending(subId: string) {
   expect(open).toHaveLength(1);
   return open[0]!;
 }
+/** The subscription once billing has applied its payment (or as it is after the wait). */
+const activeOnce = (subId: string) =>
+  until(
+    () => sub(subId),
+    (x) => x.status === 'active',
+  );
 /** A paid subscription of a new plan of `interval`: its id and the end of its first period. */
 async function paidSubscription(interval: string, email: string) {
   const p = await plan({ interval });
@@ -455,14 +461,7 @@ describe('5b. a resume whose renewal payment could not be made', () => {
     expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toEqual([open]);
     expect(await resumedReminders()).toHaveLength(1);
     await pay(open.id);
-    expect(
-      (
-        await until(
-          () => sub(s.subscription_id),
-          (x) => x.status === 'active',
-        )
-      ).status,
-    ).toBe('active');
+    expect((await activeOnce(s.subscription_id)).status).toBe('active');
   });
 });
 
@@ -547,14 +546,7 @@ describe('6. poison events', () => {
     const p = await plan({ interval: 'monthly' });
     const s = await subscribe(p.id, 'after-poison@example.com');
     await pay(s.payment_id);
-    expect(
-      (
-        await until(
-          () => sub(s.subscription_id),
-          (x) => x.status === 'active',
-        )
-      ).status,
-    ).toBe('active');
+    expect((await activeOnce(s.subscription_id)).status).toBe('active');
 
     const listed = JSON.parse((await deadLetters('list', '--json')).stdout);
     expect(listed.map((r: { event_id: string }) => r.event_id)).toContain(id);
