@@ -11,16 +11,46 @@ import { supervise } from './supervise.mjs';
 
 // SB_DATA_DIR: another data directory (tests run stacks side by side this way).
 const DATA = process.env.SB_DATA_DIR ?? join(ROOT, '.data');
+/** What shutdown stops, last started first: `[name, stop]`. */
 const stops = [];
 let stopping = false;
 let lock;
+/** How long one step of the shutdown may take, and the whole of it: Ctrl-C always ends `npm start`. */
+const STOP_STEP_MS = 10_000;
+const SHUTDOWN_MS = 45_000;
+
+// However this process ends (shutdown, an error, or nothing left to run), a start that held the lock
+// leaves neither it nor runtime.json behind: the wallet tool would send its commands to a dead address.
+process.on('exit', () => {
+  if (!lock) return;
+  rmSync(join(DATA, 'runtime.json'), { force: true });
+  lock.release();
+});
+
+/** True when `promise` settles (either way) within `ms`. */
+function settlesWithin(promise, ms) {
+  let timer;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const settled = promise.then(
+    () => true,
+    () => true,
+  );
+  return Promise.race([settled, late]).finally(() => clearTimeout(timer));
+}
 
 async function shutdown(code = 0) {
   if (stopping) return;
   stopping = true;
-  for (const stop of stops.reverse()) await stop().catch(() => undefined);
-  rmSync(join(DATA, 'runtime.json'), { force: true });
-  lock?.release();
+  // Referenced on purpose: a stop that never settles must not let the process end before the cleanup.
+  setTimeout(() => {
+    console.error(`[start] shutdown took over ${SHUTDOWN_MS / 1000} s; exiting anyway`);
+    process.exit(code);
+  }, SHUTDOWN_MS);
+  for (const [name, stop] of stops.reverse()) {
+    if (!(await settlesWithin(stop(), STOP_STEP_MS))) console.error(`[start] ${name} did not stop within ${STOP_STEP_MS / 1000} s; going on`);
+  }
   process.exit(code);
 }
 // Ctrl-C, `kill`, and a closed terminal (SIGHUP) stop everything; so does the end of whoever started us
@@ -42,10 +72,13 @@ async function embeddedPostgres() {
   mkdirSync(dir, { recursive: true });
   const db = await PGlite.create(dir);
   const server = await servePglite(db, { port: Number(process.env.PGLITE_PORT ?? 0) });
-  stops.push(async () => {
-    await server.stop();
-    await db.close();
-  });
+  stops.push([
+    'embedded PostgreSQL',
+    async () => {
+      await server.stop();
+      await db.close();
+    },
+  ]);
   return `postgres://postgres@127.0.0.1:${server.port}/postgres?sslmode=disable`;
 }
 
@@ -111,7 +144,7 @@ async function main() {
       lock.track('nats-server', again.child.pid);
       return { ...again, name: 'nats-server' };
     };
-    stops.push(supervise({ ...nats, name: 'nats-server' }, restartNats, { active: () => !stopping }));
+    stops.push(['nats-server', supervise({ ...nats, name: 'nats-server' }, restartNats, { active: () => !stopping })]);
     natsUrl = nats.url;
     Object.assign(natsCredentials, nats.env);
     console.log(`nats-server with JetStream at ${natsUrl} (users and permissions: .data/nats/nats.conf)`);
@@ -129,11 +162,11 @@ async function main() {
     startService('nwc', common, { output: print('nwc'), port: Number(process.env.NWC_OPS_PORT ?? 9103) }),
     startService('notifier', common, { output: print('notifier'), port: Number(process.env.NOTIFIER_OPS_PORT ?? 9104) }),
   ]);
-  for (const r of started) if (r.status === 'fulfilled') stops.push(supervised(r.value));
+  for (const r of started) if (r.status === 'fulfilled') stops.push([r.value.name, supervised(r.value)]);
   for (const r of started) if (r.status === 'rejected') throw r.reason;
   const port = Number(process.env.PORT ?? 8080);
   const gateway = await startService('gateway', common, { output: print('gateway'), port });
-  stops.push(supervised(gateway));
+  stops.push(['gateway', supervised(gateway)]);
 
   const wallets = await walletCli(databaseUrl, 'list');
   const api = `http://127.0.0.1:${port}${API_PREFIX}`;

@@ -1,14 +1,20 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, until } from './support/http.js';
 import { spawnStart, type StartedStack, untilReady } from './support/start.js';
+import { ROOT } from '../scripts/stack.mjs';
 
 /**
  * The README's first command on a fresh machine: `npm start` without DATABASE_URL runs on the embedded
  * PGlite, which serves every service's connections on its one session. The walkthrough runs there several
  * times over, so the statements each process repeats (and would prepare under a name of its own) meet.
+ * A client of that session killed inside its transaction must not stop the others, and Ctrl-C must end
+ * it all and clean up even with a client still connected.
  */
 let stack: StartedStack;
 let data: string;
@@ -16,7 +22,8 @@ let api: string;
 let admin: string;
 
 beforeAll(async () => {
-  data = mkdtempSync(join(tmpdir(), 'sb-embedded-'));
+  // Named `.data` in a directory of its own: the wallet tool run there looks for `.data/runtime.json`.
+  data = join(mkdtempSync(join(tmpdir(), 'sb-embedded-')), '.data');
   stack = await spawnStart({ DATABASE_URL: '', NATS_URL: '', DB_PREPARED_STATEMENTS: '', SB_DATA_DIR: data });
   await untilReady(stack);
   const out = stack.lines.join('\n');
@@ -32,7 +39,7 @@ afterAll(async () => {
     await Promise.race([stack.exited, new Promise((r) => setTimeout(r, 20_000))]);
     if (child.exitCode === null) child.kill('SIGKILL');
   }
-  if (data) rmSync(data, { recursive: true, force: true });
+  if (data) rmSync(dirname(data), { recursive: true, force: true });
 });
 
 describe('npm start on the embedded database', () => {
@@ -77,4 +84,55 @@ describe('npm start on the embedded database', () => {
     }
     expect(stack.lines.filter((l) => /already exists|does not exist/.test(l))).toEqual([]);
   });
+
+  it('a process killed with SIGKILL inside its transaction leaves the database to the others', async () => {
+    const { DATABASE_URL } = JSON.parse(readFileSync(join(data, 'runtime.json'), 'utf8'));
+    // A process of its own (as a service is) that opens a transaction, writes, says so and waits.
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const c = new (require('pg').Client)(process.argv[1]);
+         c.connect().then(() => c.query('BEGIN')).then(() => c.query('CREATE TABLE held (n int)')).then(() => console.log('holding'));
+         setInterval(() => {}, 1000);`,
+        DATABASE_URL,
+      ],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    await new Promise((resolve) => holder.stdout!.once('data', resolve));
+    const owner = client(api, admin);
+    // Sent while the transaction holds the session; answered once its process is gone.
+    const during = owner.post('/plans', { name: 'During', amount_sats: 1000, interval: 'weekly' });
+    await new Promise((r) => setTimeout(r, 100));
+    holder.kill('SIGKILL');
+    const started = Date.now();
+    expect((await during).status).toBe(201);
+    const after = await owner.post('/plans', { name: 'After', amount_sats: 1000, interval: 'weekly' });
+    expect(after.status, JSON.stringify(after.body)).toBe(201);
+    expect(Date.now() - started).toBeLessThan(5000);
+    // Its transaction was rolled back.
+    const c = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 5000, query_timeout: 5000 });
+    await c.connect();
+    expect((await c.query("SELECT to_regclass('held') AS t")).rows[0].t).toBeNull();
+    await c.end();
+  });
+
+  it('Ctrl-C ends it with a client still inside a transaction, and leaves no runtime.json or lock', async () => {
+    const { DATABASE_URL } = JSON.parse(readFileSync(join(data, 'runtime.json'), 'utf8'));
+    const c = new pg.Client(DATABASE_URL);
+    c.on('error', () => undefined);
+    await c.connect();
+    await c.query('BEGIN');
+    stack.child.kill('SIGINT');
+    const code = await Promise.race([stack.exited, new Promise((r) => setTimeout(() => r('still running'), 60_000))]);
+    expect(code).toBe(0);
+    expect(existsSync(join(data, 'runtime.json'))).toBe(false);
+    expect(existsSync(join(data, 'start.lock'))).toBe(false);
+    // The wallet tool says nothing runs, rather than failing to connect to the address that was.
+    const wallet = await promisify(execFile)(process.execPath, [join(ROOT, 'services/gateway/dist/cli/wallet.js'), 'list'], {
+      cwd: dirname(data),
+      env: { ...process.env, DATABASE_URL: '' },
+    }).catch((err: { stderr: string }) => err);
+    expect(wallet.stderr).toContain("no running 'npm start' was found");
+  }, 90_000);
 });
