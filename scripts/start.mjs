@@ -113,7 +113,7 @@ async function main() {
     // (sb0, sb1, ...) would collide.
     env.DB_PREPARED_STATEMENTS = '0';
   }
-  writeFileSync(join(DATA, 'runtime.json'), JSON.stringify({ DATABASE_URL: databaseUrl }));
+  writeFileSync(join(DATA, 'runtime.json'), JSON.stringify({ DATABASE_URL: databaseUrl, pid: process.pid }));
   // A real PostgreSQL: one role per service, its own schema only. The embedded PGlite serves every client
   // on its one session as one user, so roles could not be told apart there (see the README's Decisions).
   const serviceDbUrls = {};

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -134,5 +134,12 @@ describe('npm start on the embedded database', () => {
       env: { ...process.env, DATABASE_URL: '' },
     }).catch((err: { stderr: string }) => err);
     expect(wallet.stderr).toContain("no running 'npm start' was found");
+    // Nor after an `npm start` killed outright, whose runtime.json is left behind (found from outside: ECONNREFUSED).
+    writeFileSync(join(data, 'runtime.json'), JSON.stringify({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/postgres', pid: 2 ** 22 + 1 })); // above any pid Linux gives
+    const stale = await promisify(execFile)(process.execPath, [join(ROOT, 'services/gateway/dist/cli/wallet.js'), 'list'], {
+      cwd: dirname(data),
+      env: { ...process.env, DATABASE_URL: '' },
+    }).catch((err: { stderr: string }) => err);
+    expect(stale.stderr).toContain("no running 'npm start' was found");
   }, 90_000);
 });

@@ -125,8 +125,19 @@ const UNAVAILABLE_MESSAGE =
 export function cliDatabaseUrl(): string {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
   const runtime = '.data/runtime.json';
-  if (existsSync(runtime)) return JSON.parse(readFileSync(runtime, 'utf8')).DATABASE_URL;
+  // An `npm start` killed outright leaves its file behind: its address would only be refused.
+  const recorded = existsSync(runtime) ? (JSON.parse(readFileSync(runtime, 'utf8')) as { DATABASE_URL: string; pid?: number }) : undefined;
+  if (recorded && (recorded.pid === undefined || processAlive(recorded.pid))) return recorded.DATABASE_URL;
   throw new Error("DATABASE_URL is not set and no running 'npm start' was found (.data/runtime.json)");
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /**
