@@ -883,22 +883,26 @@ describe('renewals', () => {
 });
 
 describe('charge attempts', () => {
-  it('are deleted 30 days after they finished, never while in flight', async () => {
-    const row = (id: string, outcome: string | null, finishedDaysAgo: number | null, preimage: string | null = null) =>
+  it('are deleted 30 days after they finished, never while in flight; one left in flight a day past its lease ends abandoned', async () => {
+    const row = (id: string, outcome: string | null, finishedDaysAgo: number | null, leaseDaysLeft = 1) =>
       db.query(
-        `INSERT INTO nwc.charge_attempts (id, payment_id, connection_id, wallet_pubkey, started_at, lease_until, outcome, finished_at, unconfirmed_preimage)
-         VALUES ($1, $1, 'nwc_prune', 'aa', now() - interval '40 days', now() + interval '1 day', $2, now() - $3 * interval '1 day', $4)`,
-        [id, outcome, finishedDaysAgo, preimage],
+        `INSERT INTO nwc.charge_attempts (id, payment_id, connection_id, wallet_pubkey, started_at, lease_until, outcome, finished_at)
+         VALUES ($1, $1, 'nwc_prune', 'aa', now() - interval '40 days', now() + $4 * interval '1 day', $2, now() - $3 * interval '1 day')`,
+        [id, outcome, finishedDaysAgo, leaseDaysLeft],
       );
     await row('nwa_prune_old_paid', 'paid', 31);
     await row('nwa_prune_old_failed', 'failed', 45);
     await row('nwa_prune_recent', 'failed', 29);
     await row('nwa_prune_in_flight', null, null);
-    const kept = await until(
-      async () => (await db.query(`SELECT id FROM nwc.charge_attempts WHERE id LIKE 'nwa_prune_%' ORDER BY id`)).rows.map((r) => r.id),
-      (ids) => ids.length === 2,
-    );
-    expect(kept).toEqual(['nwa_prune_in_flight', 'nwa_prune_recent']);
+    // Its replica died 40 days ago and its payment was never charged again (review finding: kept for good).
+    await row('nwa_prune_orphan', null, null, -40);
+    const left = async () => (await db.query(`SELECT id, outcome FROM nwc.charge_attempts WHERE id LIKE 'nwa_prune_%' ORDER BY id`)).rows;
+    const kept = await until(left, (rows) => rows.length === 3 && rows.some((r) => r.id === 'nwa_prune_orphan' && r.outcome === 'abandoned'));
+    expect(kept).toEqual([
+      { id: 'nwa_prune_in_flight', outcome: null },
+      { id: 'nwa_prune_orphan', outcome: 'abandoned' },
+      { id: 'nwa_prune_recent', outcome: 'failed' },
+    ]);
   });
 });
 

@@ -79,9 +79,14 @@ export const SubscribedNwc = z.object({
 });
 export type SubscribedNwc = z.infer<typeof SubscribedNwc>;
 
-/** What `nwc.internal.charge` answers: paid, or why not (NIP-47 error code; `deactivated` once the connection gave up). */
+/**
+ * What `nwc.internal.charge` answers: paid, or why not (NIP-47 error code; `deactivated` once the connection
+ * gave up). `confirmed` false: the wallet answered a preimage the payments service could not check yet
+ * (it was away); nwc gives it again until it can, and a preimage it refuses was no payment (absent: an
+ * older nwc, confirmed).
+ */
 export const NwcChargeResult = z.union([
-  z.object({ paid: z.literal(true) }),
+  z.object({ paid: z.literal(true), confirmed: z.boolean().optional() }),
   z.object({ paid: z.literal(false), error_code: NWC_ERROR_CODES, deactivated: z.boolean() }),
   z.object({ paid: z.literal(false), no_connection: z.literal(true) }),
 ]);

@@ -66,7 +66,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       notify_subscriber: target.receive_confirmations,
       ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),
     };
-    await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null }, extra);
+    await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null, nwc_charging_since: null }, extra);
     if (app.to === 'contact_pending') {
       await d.appliedPayments.setActivatedCheckout(tx, p.payment_id, target.id);
       return { result: 'applied', withdrawCheckoutOf: target.id };

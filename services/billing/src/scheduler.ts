@@ -1,4 +1,4 @@
-import { messages, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
+import { messages, type NwcChargeResult, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
 import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailable, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
@@ -288,13 +288,19 @@ export class Scheduler {
       return;
     }
     if (!(s.payment_method === 'nwc' && !s.nwc_fallback && checkout.payment_request)) {
-      await d.db.tx(async (tx) => {
-        if (await d.subscriptions.linkResumePayment(tx, s.id, payment.id, null)) await emit(d, tx, row, 'renewal.reminder', reminder);
+      const linked = await d.db.tx(async (tx) => {
+        if (!(await d.subscriptions.linkResumePayment(tx, s.id, payment.id, null))) return false;
+        await emit(d, tx, row, 'renewal.reminder', reminder);
+        return true;
       });
+      if (!linked) await this.withdrawUnlinked(s, payment.id);
       return;
     }
-    if (!(await d.subscriptions.linkResumePayment(d.db, s.id, payment.id, now))) return;
+    if (!(await d.subscriptions.linkResumePayment(d.db, s.id, payment.id, now))) return this.withdrawUnlinked(s, payment.id);
     const charged = await chargeWithWallet(d, s, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
+    // A preimage not checked yet leaves the charge recorded: after the charge window, a sweep sends the
+    // reminder unless the payment is paid by then.
+    if (charged.paid && charged.confirmed === false) return;
     if (charged.paid) {
       await d.subscriptions.settleResumeCharge(d.db, s.id);
       return;
@@ -303,6 +309,16 @@ export class Scheduler {
     // A wallet that is gone (or was just deactivated) leaves the subscription to invoices.
     if ('no_connection' in charged || ('deactivated' in charged && charged.deactivated)) await d.subscriptions.setNwcFallback(d.db, s.wallet_id, s.id, now);
     await remind();
+  }
+
+  /**
+   * A resume's payment made after the subscription moved on (cancelled, or activated by the invoice the
+   * pause withdrew, paid late): nobody was sent it, so it must not stay payable.
+   */
+  private async withdrawUnlinked(s: SubRow, paymentId: string): Promise<void> {
+    const cur = await this.d.subscriptions.get(this.d.db, s.wallet_id, s.id);
+    if (cur?.renewal_payment_id === paymentId) return;
+    await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id, payment_id: paymentId });
   }
 
   /**
@@ -338,10 +354,16 @@ export class Scheduler {
       await d.subscriptions.recordRenewalPayment(tx, s.id, payment.id, end);
       return { ...next, version: cur.version + 1 };
     });
-    const result =
-      payment.status === 'paid' ? ({ paid: true } as const) : await chargeWithWallet(d, s, { ...payment, payment_request: payment.payment_request! });
-    if (!result.paid && !('no_connection' in result) && !result.deactivated) {
-      d.log.info({ subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, retry_at: retryAt }, 'nwc renewal not paid; retried later');
+    const result: NwcChargeResult =
+      payment.status === 'paid' ? { paid: true } : await chargeWithWallet(d, s, { ...payment, payment_request: payment.payment_request! });
+    // Paid by a preimage the payments service could not check yet: not paid until it does (a refused one
+    // paid nothing), so the retry stays scheduled; that charge takes the checked answer, or asks again.
+    const unconfirmed = result.paid && result.confirmed === false;
+    if (unconfirmed || (!result.paid && !('no_connection' in result) && !result.deactivated)) {
+      d.log.info(
+        { subscription_id: s.id, payment_id: payment.id, ...(result.paid ? { unconfirmed } : { error_code: result.error_code }), retry_at: retryAt },
+        'nwc renewal not paid; retried later',
+      );
       // The period may lapse now (past_due / payment_failed); the retry stays scheduled.
       await this.inTx(row, async (tx, cur) => {
         if (!(await d.subscriptions.save(tx, { ...cur, nwc_charging_since: null }))) throw conflict('moved');

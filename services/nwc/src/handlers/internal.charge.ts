@@ -21,5 +21,7 @@ export const charge = (d: Deps) =>
       },
       by,
     );
-    return outcome.paid ? { paid: true as const } : { paid: false as const, error_code: outcome.error_code, deactivated: outcome.deactivated };
+    return outcome.paid
+      ? { paid: true as const, confirmed: outcome.confirmed }
+      : { paid: false as const, error_code: outcome.error_code, deactivated: outcome.deactivated };
   });

@@ -102,8 +102,13 @@ export class AttemptsRepo {
     ]);
   }
 
-  /** Deletes up to `limit` attempts finished more than `days` ago (nothing left to confirm); how many. */
+  /**
+   * Deletes up to `limit` attempts finished more than `days` ago (nothing left to confirm); how many. An
+   * attempt whose replica died and whose payment was never charged again would stay in flight for good:
+   * a day past its lease it is ended as abandoned first, and deleted with the others later.
+   */
   async prune(q: Queryable, days: number, limit: number): Promise<number> {
+    await q.query(`UPDATE ${this.t} SET outcome = 'abandoned', finished_at = now() WHERE outcome IS NULL AND lease_until < now() - interval '1 day'`);
     const { rowCount } = await q.query(
       `DELETE FROM ${this.t} WHERE id IN (
          SELECT id FROM ${this.t} WHERE outcome IS NOT NULL AND finished_at < now() - $1 * interval '1 day' AND unconfirmed_preimage IS NULL
