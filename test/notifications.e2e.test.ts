@@ -1167,5 +1167,17 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     expect(cancelled.headers['list-unsubscribe-post']).toBeUndefined();
     await settle();
     expect(mailsTo(to).filter((m) => /^Payment due/.test(m.subject))).toHaveLength(1);
+
+    // Found from outside: a link with a tracker's parameter was 422, and one Idempotency-Key used on two
+    // links (a mail client's retries) was 409 on the second, which stayed subscribed.
+    const keyed = (u: URL, query = '') =>
+      fetch(`${at(u)}${query}`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'Idempotency-Key': 'mail-client-1' },
+        body: 'List-Unsubscribe=One-Click',
+      });
+    expect((await keyed(reminders, '?utm_source=newsletter')).status).toBe(200);
+    expect((await keyed(confirmations)).status).toBe(200);
+    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: false });
   });
 });

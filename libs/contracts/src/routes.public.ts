@@ -69,6 +69,8 @@ export const publicRoutes = defineRoutes([
       '(`List-Unsubscribe=One-Click`) is not read. A GET of the same URL changes nothing: it answers a page that asks first. ' +
       'An unknown or altered token: 404.',
     params: z.object({ token: z.string().min(1).max(200).openapi({ description: 'From the e-mail header' }) }),
+    // A link people follow may come with parameters a mail tracker added (utm_source=...): not ours to refuse.
+    query: z.looseObject({}),
     body: z
       .object({ 'List-Unsubscribe': z.literal('One-Click') })
       .openapi({ description: 'As RFC 8058 sends it (multipart/form-data or application/x-www-form-urlencoded); not read' }),

@@ -366,7 +366,15 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   }
   // A key belongs to whoever holds the credential: a portal request's to its token (by the token's hash),
   // so another token, valid or not, never gets a subscriber's answer replayed nor spoils their key.
-  const scope = caller.wallet_id ?? (caller.subscriber_token_hash ? `subscriber:${caller.subscriber_token_hash}` : 'public');
+  // An anonymous request's key is its route's and path's (an unsubscribe link is its own credential: another
+  // link's request with the same key is not "the same key with another body"); hashed, as the path may hold a token.
+  const scope =
+    caller.wallet_id ??
+    (caller.subscriber_token_hash
+      ? `subscriber:${caller.subscriber_token_hash}`
+      : `public:${createHash('sha256')
+          .update(`${route.id}\n${JSON.stringify(params)}`)
+          .digest('hex')}`);
   const keyed = idemKey ? { ...caller, idempotency_key: createHash('sha256').update(`${scope}\n${idemKey}`).digest('hex') } : caller;
   // Built from the parts validated above (the owner validates the message once more as it receives it):
   // parsing it here again, with a schema built per request, was a zod compilation per request.
