@@ -484,6 +484,19 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('a subscription that ended before any payment shows no period (found from outside: "Current period ends" a past date)', async () => {
+    const p = await plan({ name: 'Never paid', amount_sats: 1000 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'never-paid@example.com' })).body;
+    expect((await admin.post(`/subscriptions/${sub.subscription_id}/cancel`, {})).status).toBe(200);
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.locator('.status-cancelled').waitFor();
+    expect(await card.textContent()).not.toMatch(/Current period ends|Renews on|Period ended/);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('the portal without its wallets: the rest works, an open payment paid elsewhere shows live, cancel by keyboard', async () => {
     const p = await plan({ name: 'Live', amount_sats: 1234 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'live@example.com' })).body;

@@ -184,10 +184,11 @@ function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, relo
   const status = STATUS_LABELS[s.status] ?? s.status;
   const live = !TERMINAL.has(s.status);
   const inTrial = !!s.trial_end && s.trial_end * 1000 > Date.now();
-  // A pending subscription's period starts with its first payment: it has no end to show yet.
-  const ended = s.status === 'past_due' || s.status === 'payment_failed';
+  // A pending subscription's period starts with its first payment: it has no end to show yet; one that
+  // ended before any payment never had a period (found from outside: "Current period ends" a past date).
+  const ended = s.status === 'past_due' || s.status === 'payment_failed' || (!live && s.current_period_end * 1000 <= Date.now());
   const period =
-    s.status === 'pending'
+    s.status === 'pending' || (!live && !paidOnce && !s.trial_end)
       ? null
       : [h('dt', {}, s.status === 'active' ? 'Renews on' : ended ? 'Period ended' : 'Current period ends'), h('dd', {}, date(s.current_period_end))];
   const facts = h(
