@@ -464,7 +464,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await card.locator('.status-past_due').waitFor();
     const graceEnd = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' }).format(new Date((end + 3 * 86400) * 1000));
     const access = await card.locator('dt:text-is("Access") + dd').textContent();
-    expect(access).toMatch(new RegExp(`^Yes, until ${graceEnd}.* UTC: pay the payment due to keep it$`));
+    expect(access).toMatch(new RegExp(`^Yes, until ${graceEnd}.* UTC: pay before then to keep access without a break$`));
     expect(await card.textContent()).toContain('Period ended');
     // The invoice of the day (the first may have been replaced when it expired).
     const open = await until(

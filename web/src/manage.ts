@@ -128,7 +128,7 @@ function accessLine(s: Sub): string {
   if (!s.has_access) return 'No';
   const until = s.access_until ?? s.current_period_end;
   if (s.status === 'active') return `Yes, until at least ${date(until)}`;
-  if (s.status === 'past_due') return `Yes, until ${date(until, true)}: pay the payment due to keep it`;
+  if (s.status === 'past_due') return `Yes, until ${date(until, true)}: pay before then to keep access without a break`;
   return `Yes, until ${date(until)}`;
 }
 
