@@ -332,6 +332,7 @@ describe('HTTP conventions', () => {
     // The old gateway read all 50 MB before answering: no answer came while the body was not sent.
     await expect.poll(() => got, { timeout: 5000 }).toMatch(/^HTTP\/1\.1 413 /);
     expect(got).toContain('{"detail":"Request body is larger than 64kb"}');
+    expect(got).toMatch(/\r\nconnection: close\r\n/i); // a pooling client must not reuse it
     // Writing on right after the answer is not met with a reset (which can cost a client the 413 itself):
     // the rest is read and dropped for a while, then the gateway closes the connection.
     const chunk = 'x'.repeat(16 * 1024);

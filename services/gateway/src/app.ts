@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { IncomingMessage, type RequestListener, ServerResponse, type ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { context, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { Counter, Histogram, type Registry } from 'prom-client';
@@ -277,17 +278,18 @@ const shownPath = (path: string) => path.replace(/(\/public\/unsubscribe\/)[^/]+
 /**
  * A body declared larger than the limit is refused before any of it is read: the body parser would read
  * it all (to keep the connection usable) before answering, so a client sending megabytes would wait for
- * its whole upload and the gateway would read it for nothing. The connection is then half-closed (the
- * answer, then FIN) and what the client still sends is dropped for a while before it is cut: closed at
- * once with unread bytes, the client's TCP stack would get a reset and could lose the 413 (`Connection:
- * close` would make Node do just that).
+ * its whole upload and the gateway would read it for nothing. The answer says `Connection: close`; Node
+ * would then destroy the socket at once, and a client still sending would get a reset that can cost it
+ * the 413: the connection is half-closed instead (the answer, then FIN), what still comes is dropped for
+ * a while, and then it is cut.
  */
 function refuseOversized(req: Request, res: Response): void {
-  const socket = req.socket;
-  res.once('finish', () => {
+  const socket = req.socket as Socket & { destroySoon?: () => void };
+  socket.destroySoon = () => {
     socket.end();
     setTimeout(() => socket.destroy(), OVERSIZED_LINGER_MS).unref();
-  });
+  };
+  res.setHeader('Connection', 'close');
   res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
 }
 
