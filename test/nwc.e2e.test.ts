@@ -863,6 +863,39 @@ describe('renewals', () => {
     expect(failed[0].d.attempt_id).toMatch(/^nwa_/);
   });
 
+  it('a renewal answered by a preimage nobody could check, refused later, is not paid: the wallet is asked again (review finding)', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'fake-preimage@example.com');
+    const end = s.current_period_end;
+    // At the period end the wallet answers a made-up preimage while the payments service is away.
+    w.setBehaviour({ pay: true, fakePreimage: true, afterPay: () => stack.stopPayments() });
+    await advanceTo(end + 60);
+    await until(
+      async () => w.requests.filter((r) => r.answered).length,
+      (n) => n === 2,
+    );
+    w.setBehaviour({ pay: true });
+    await stack.restartPayments();
+    // nwc gives the kept preimage to payments again: refused, the attempt paid nothing.
+    const lastAttempt = async () =>
+      (
+        await db.query(
+          `SELECT a.outcome FROM nwc.charge_attempts a JOIN payments.payments p ON p.id = a.payment_id
+           WHERE p.subscription_id = $1 AND p.purpose = 'renewal' ORDER BY a.started_at DESC LIMIT 1`,
+          [res.subscription_id],
+        )
+      ).rows[0]?.outcome;
+    expect(await until(lastAttempt, (o) => o === 'failed', 40_000)).toBe('failed');
+    // The old billing took the unchecked preimage as paid and never charged again: active, unpaid, for good.
+    await advanceTo(end + 60 + 3600 + 60);
+    const renewed = await until(
+      () => sub(res.subscription_id),
+      (x) => x.current_period_start === end && x.status === 'active',
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end });
+    expect(w.requests.map((r) => (r.answered && 'preimage' in r.answered ? 'preimage' : r.answered?.error))).toEqual(['preimage', 'preimage', 'preimage']);
+  });
+
   it('a disconnected wallet: the subscription renews by invoice, with the usual lead time', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'gone-nwc@example.com');

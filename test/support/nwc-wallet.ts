@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
 import { decode } from 'light-bolt11-decoder';
 import { finalizeEvent, generateSecretKey, getPublicKey, type Event, type EventTemplate } from 'nostr-tools/pure';
@@ -6,8 +7,11 @@ import * as nip44 from 'nostr-tools/nip44';
 
 /** What the wallet does with the next pay_invoice requests. */
 export type WalletBehaviour =
-  /** `afterPay`: runs once the invoice is paid, before the answer goes out (a service stopped meanwhile). */
-  | { pay: true; delayMs?: number; noAnswer?: boolean; afterPay?: () => Promise<void> }
+  /**
+   * `afterPay`: runs once the invoice is paid, before the answer goes out (a service stopped meanwhile).
+   * `fakePreimage`: a faulty wallet: it pays nothing and answers a made-up preimage.
+   */
+  | { pay: true; delayMs?: number; noAnswer?: boolean; afterPay?: () => Promise<void>; fakePreimage?: boolean }
   /** `thenPay`: after the error answer the wallet pays anyway, and says so in a second answer ('answer') or not ('silently'). */
   | { error: string; message?: string; thenPay?: 'answer' | 'silently'; delayMs?: number }
   | { silent: true };
@@ -116,7 +120,7 @@ export async function startNwcWallet(o: {
       return;
     }
     if (b.delayMs) await new Promise((r) => setTimeout(r, b.delayMs)); // a wallet asking its user first
-    const preimage = await devPay(seen.invoice!);
+    const preimage = b.fakePreimage ? randomBytes(32).toString('hex') : await devPay(seen.invoice!);
     if (!preimage) {
       seen.answered = { error: 'PAYMENT_FAILED' };
       return reply({ result: null, error: { code: 'PAYMENT_FAILED', message: 'dev pay refused' } });
