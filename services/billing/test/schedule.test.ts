@@ -59,6 +59,15 @@ const issued = (expires: number, over: Partial<Row> = {}): Partial<Row> => ({
 const GRACE_END = END + 3 * DAY;
 const DUNNING_END = GRACE_END + 14 * DAY;
 
+/** Resumed after its period (ended at T0 + 1 day) on T0 + 2 days; its NWC wallet asked a second later. */
+const RESUME_CHARGING = sub('pending', {
+  current_period_end: T0 + DAY,
+  pending_since: T0 + 2 * DAY,
+  payment_method: 'nwc',
+  renewal_payment_id: 'pay_2',
+  nwc_charging_since: T0 + 2 * DAY + 1,
+});
+
 /** What is due, row by row: a subscription, a time, and the one thing the scheduler must do then. */
 const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kind: Due['kind'] } }> = [
   { name: 'pending before 24 h: nothing', s: sub('pending'), at: T0 + DAY - 1, due: { kind: 'none' } },
@@ -94,25 +103,13 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
   },
   {
     name: 'resumed after the period, its wallet asked and no answer recorded after the charge window: the reminder now',
-    s: sub('pending', {
-      current_period_end: T0 + DAY,
-      pending_since: T0 + 2 * DAY,
-      payment_method: 'nwc',
-      renewal_payment_id: 'pay_2',
-      nwc_charging_since: T0 + 2 * DAY + 1,
-    }),
+    s: RESUME_CHARGING,
     at: T0 + 2 * DAY + 121,
     due: { kind: 'resume_payment' },
   },
   {
     name: 'resumed after the period, its wallet being asked: nothing within the charge window',
-    s: sub('pending', {
-      current_period_end: T0 + DAY,
-      pending_since: T0 + 2 * DAY,
-      payment_method: 'nwc',
-      renewal_payment_id: 'pay_2',
-      nwc_charging_since: T0 + 2 * DAY + 1,
-    }),
+    s: RESUME_CHARGING,
     at: T0 + 2 * DAY + 120,
     due: { kind: 'none' },
   },
