@@ -874,8 +874,12 @@ describe('renewals', () => {
       async () => w.requests.filter((r) => r.answered).length,
       (n) => n === 2,
     );
+    // Not taken as paid, nor as refused: the charge stays under way and the period does not lapse on it
+    // (third review: past_due, and the subscriber told so, five seconds after their wallet had paid).
+    const held = (await db.query('SELECT status FROM billing.subscriptions WHERE id = $1', [res.subscription_id])).rows[0];
     w.setBehaviour({ pay: true });
     await stack.restartPayments();
+    expect(held.status).toBe('active');
     // nwc gives the kept preimage to payments again: refused, the attempt paid nothing.
     const lastAttempt = async () =>
       (

@@ -3,7 +3,7 @@ import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailabl
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
-import { dueNow, dunningEnd, type Due, type SchedulePolicy } from './domain/schedule.js';
+import { dueNow, dunningEnd, type Due, type SchedulePolicy, uncheckedRecheckAt } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit, emitMany, reminderData } from './transitions.js';
 
@@ -318,7 +318,10 @@ export class Scheduler {
   private async withdrawUnlinked(s: SubRow, paymentId: string): Promise<void> {
     const cur = await this.d.subscriptions.get(this.d.db, s.wallet_id, s.id);
     if (cur?.renewal_payment_id === paymentId) return;
-    await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id, payment_id: paymentId });
+    await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id, payment_id: paymentId }).catch((err) =>
+      // It expires by itself at the end of the resume's 24 hours.
+      this.d.log.warn({ err, subscription_id: s.id, payment_id: paymentId }, 'resume payment left unlinked could not be withdrawn'),
+    );
   }
 
   /**
@@ -356,14 +359,18 @@ export class Scheduler {
     });
     const result: NwcChargeResult =
       payment.status === 'paid' ? { paid: true } : await chargeWithWallet(d, s, { ...payment, payment_request: payment.payment_request! });
-    // Paid by a preimage the payments service could not check yet: not paid until it does (a refused one
-    // paid nothing), so the retry stays scheduled; that charge takes the checked answer, or asks again.
-    const unconfirmed = result.paid && result.confirmed === false;
-    if (unconfirmed || (!result.paid && !('no_connection' in result) && !result.deactivated)) {
-      d.log.info(
-        { subscription_id: s.id, payment_id: payment.id, ...(result.paid ? { unconfirmed } : { error_code: result.error_code }), retry_at: retryAt },
-        'nwc renewal not paid; retried later',
-      );
+    // Paid by a preimage the payments service could not check yet: not paid until it is (a refused one paid
+    // nothing). The charge stays under way, so the period does not lapse on it, and is made again soon.
+    if (result.paid && result.confirmed === false) {
+      const recheckAt = uncheckedRecheckAt(now);
+      d.log.info({ subscription_id: s.id, payment_id: payment.id, recheck_at: recheckAt }, 'nwc renewal paid by a preimage not checked yet');
+      await this.inTx(row, async (tx, cur) => {
+        if (!(await d.subscriptions.save(tx, { ...cur, nwc_next_attempt_at: recheckAt }))) throw conflict('moved');
+      });
+      return;
+    }
+    if (!result.paid && !('no_connection' in result) && !result.deactivated) {
+      d.log.info({ subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, retry_at: retryAt }, 'nwc renewal not paid; retried later');
       // The period may lapse now (past_due / payment_failed); the retry stays scheduled.
       await this.inTx(row, async (tx, cur) => {
         if (!(await d.subscriptions.save(tx, { ...cur, nwc_charging_since: null }))) throw conflict('moved');

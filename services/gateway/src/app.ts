@@ -368,15 +368,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   }
   // A key belongs to whoever holds the credential: a portal request's to its token (by the token's hash),
   // so another token, valid or not, never gets a subscriber's answer replayed nor spoils their key.
-  // An anonymous request's key is its route's and path's (an unsubscribe link is its own credential: another
-  // link's request with the same key is not "the same key with another body"); hashed, as the path may hold a token.
-  const scope =
-    caller.wallet_id ??
-    (caller.subscriber_token_hash
-      ? `subscriber:${caller.subscriber_token_hash}`
-      : `public:${createHash('sha256')
-          .update(`${route.id}\n${JSON.stringify(params)}`)
-          .digest('hex')}`);
+  const scope = idemKey
+    ? (caller.wallet_id ?? (caller.subscriber_token_hash ? `subscriber:${caller.subscriber_token_hash}` : anonymousScope(route, params)))
+    : '';
   const keyed = idemKey ? { ...caller, idempotency_key: createHash('sha256').update(`${scope}\n${idemKey}`).digest('hex') } : caller;
   // Built from the parts validated above (the owner validates the message once more as it receives it):
   // parsing it here again, with a schema built per request, was a zod compilation per request.
@@ -451,6 +445,18 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
  * before the claim's lease ends (`until`, counted from the claim); until it lands every retry would meet
  * "still in progress". It stops before the lease ends, so it never frees a claim a later request took.
  */
+/**
+ * An anonymous request's key scope: one for all routes without path parameters (as keys stored by earlier
+ * versions are), and its own for a path that is a credential (an unsubscribe link: another link's request
+ * with the same key is not "the same key with another body"); hashed, as that path holds a token.
+ */
+function anonymousScope(route: RouteDef, params: object): string {
+  if (!Object.keys(params).length) return 'public';
+  return `public:${createHash('sha256')
+    .update(`${route.id}\n${JSON.stringify(params)}`)
+    .digest('hex')}`;
+}
+
 function releaseKey(d: GatewayDeps, scope: string, key: string, until: number): Promise<void> {
   const attempt = (): Promise<void> =>
     d.idempotency.release(d.db, scope, key).catch((err) => {

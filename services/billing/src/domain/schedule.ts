@@ -237,3 +237,10 @@ export function withdrawOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'curre
 export function resumeBookkeeping(s: Pick<ScheduleView, 'current_period_end'>, now: number): Partial<ScheduleView> {
   return now >= s.current_period_end ? { renewal_payment_id: null } : {};
 }
+
+/**
+ * An NWC charge answered by a preimage the payments service could not check yet (it was away): held as a
+ * charge under way, so the period does not lapse on it, and charged again after the charge window, which
+ * takes the checked answer (a refused preimage paid nothing, and the wallet is asked again).
+ */
+export const uncheckedRecheckAt = (now: number) => now + NWC_CHARGE_WINDOW_S;
