@@ -74,6 +74,23 @@ export async function emitMany(d: Deps, q: Queryable, events: { s: SubRow; event
 }
 
 /**
+ * Settings only (metadata, notice opt-ins), from the owner, the portal or an unsubscribe link: no
+ * lifecycle move, no event. The caller read the row locked in `q`'s transaction, as lifecycle moves do,
+ * so a change beside them waits its turn instead of answering 409.
+ */
+export async function saveSettings(
+  d: Deps,
+  q: Queryable,
+  sub: SubRow,
+  changes: Partial<Pick<SubRow, 'metadata' | 'receive_reminders' | 'receive_confirmations'>>,
+  now: number,
+): Promise<SubRow> {
+  const next = { ...sub, ...changes, updated_at: now };
+  if (!(await d.subscriptions.save(q, next))) throw conflict('Subscription was changed concurrently; retry');
+  return next;
+}
+
+/**
  * One lifecycle move: the pure transition, one compare-and-set on the row, and its event in the outbox,
  * all inside the caller's transaction. A lost race is 409 and changes nothing.
  */

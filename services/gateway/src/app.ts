@@ -440,12 +440,6 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
 }
 
 /**
- * Frees the key of a request that failed, so that the client's retry runs it. With the database away
- * just then (the likely cause of the failure) the release is tried again in the background until shortly
- * before the claim's lease ends (`until`, counted from the claim); until it lands every retry would meet
- * "still in progress". It stops before the lease ends, so it never frees a claim a later request took.
- */
-/**
  * An anonymous request's key scope: one for all routes without path parameters (as keys stored by earlier
  * versions are), and its own for a path that is a credential (an unsubscribe link: another link's request
  * with the same key is not "the same key with another body"); hashed, as that path holds a token.
@@ -457,6 +451,12 @@ function anonymousScope(route: RouteDef, params: object): string {
     .digest('hex')}`;
 }
 
+/**
+ * Frees the key of a request that failed, so that the client's retry runs it. With the database away
+ * just then (the likely cause of the failure) the release is tried again in the background until shortly
+ * before the claim's lease ends (`until`, counted from the claim); until it lands every retry would meet
+ * "still in progress". It stops before the lease ends, so it never frees a claim a later request took.
+ */
 function releaseKey(d: GatewayDeps, scope: string, key: string, until: number): Promise<void> {
   const attempt = (): Promise<void> =>
     d.idempotency.release(d.db, scope, key).catch((err) => {

@@ -6,6 +6,7 @@ import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
 import { renewableUntil, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
+import { saveSettings } from '../transitions.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -43,9 +44,8 @@ export const portalListSubscriptions = (d: Deps) =>
   });
 
 /**
- * The subscriber's own notice opt-ins of one subscription. Settings only, as the owner's update: no
- * lifecycle move, no event; the row is locked while it changes. Another subscriber's is 404 like an
- * unknown one (nothing tells a stranger's id from a wrong one).
+ * The subscriber's own notice opt-ins of one subscription (see saveSettings). Another subscriber's is 404
+ * like an unknown one (nothing tells a stranger's id from a wrong one).
  */
 export const portalUpdate = (d: Deps) =>
   routeHandler('portal.subscriptions.update', async (req) => {
@@ -53,14 +53,14 @@ export const portalUpdate = (d: Deps) =>
       const s = await subscriberOf(d, tx, req);
       const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
       if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
-      const next = {
-        ...sub,
-        receive_reminders: req.body.receive_reminders ?? sub.receive_reminders,
-        receive_confirmations: req.body.receive_confirmations ?? sub.receive_confirmations,
-        updated_at: unixSeconds(d.clock),
-      };
-      if (!(await d.subscriptions.save(tx, next))) throw conflict('Subscription was changed concurrently; retry');
-      return next;
+      const { receive_reminders, receive_confirmations } = req.body;
+      return saveSettings(
+        d,
+        tx,
+        sub,
+        { receive_reminders: receive_reminders ?? sub.receive_reminders, receive_confirmations: receive_confirmations ?? sub.receive_confirmations },
+        unixSeconds(d.clock),
+      );
     });
     const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
     return portalItem(d, saved, plan?.name ?? '', unixSeconds(d.clock));
@@ -79,8 +79,7 @@ export const publicUnsubscribe = (d: Deps) =>
     const sub = await d.db.tx(async (tx) => {
       const sub = await d.subscriptions.get(tx, null, t.subscriptionId, true);
       if (!sub) throw notFound('Subscription');
-      if (sub[field] && !(await d.subscriptions.save(tx, { ...sub, [field]: false, updated_at: unixSeconds(d.clock) })))
-        throw conflict('Subscription was changed concurrently; retry');
+      if (sub[field]) await saveSettings(d, tx, sub, { [field]: false }, unixSeconds(d.clock));
       return sub;
     });
     const plan = await d.plans.get(d.db, sub.wallet_id, sub.plan_id);
