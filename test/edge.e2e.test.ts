@@ -354,6 +354,25 @@ describe('HTTP conventions', () => {
     expect(nan.body.detail[0].msg).toBe('Expected an integer from 1 to 3650');
   });
 
+  it('an extend that would end the period after 9999-12-31 is 422 and changes nothing (found from outside: the portal could not show the date)', async () => {
+    const c = await anon.post('/public/subscribe', { plan_id: trialPlan.id, payment_method: 'lightning', email: 'far@example.com' });
+    expect(c.status).toBe(201);
+    const id = c.body.subscription_id;
+    // Repeated extends got there (27,000 calls); the row is set near the end instead.
+    const nearEnd = 253_402_300_799 - 100 * 86_400;
+    await db.query('UPDATE billing.subscriptions SET current_period_end = $2, trial_end = $2, period_anchor = $2 WHERE id = $1', [id, nearEnd]);
+    const over = await admin.post(`/subscriptions/${id}/extend?days=3650`);
+    expect(over.status).toBe(422);
+    expect(over.body.detail).toEqual([
+      { loc: ['query', 'days'], msg: 'The period would end after 9999-12-31; at most 100 more days can be added', type: 'value_error' },
+    ]);
+    expect((await admin.get(`/subscriptions/${id}`)).body.current_period_end).toBe(nearEnd);
+    const last = await admin.post(`/subscriptions/${id}/extend?days=100`);
+    expect(last.status).toBe(200);
+    expect(last.body.current_period_end).toBe(253_402_300_799);
+    expect((await admin.post(`/subscriptions/${id}/extend?days=1`)).status).toBe(422);
+  });
+
   it('an integer query value out of range is 422 naming the bound', async () => {
     for (const [q, loc, msg] of [
       ['limit=500', 'limit', 'Expected an integer from 1 to 200'],

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
 import { DomainError } from '@sb/runtime';
 import { accessUntil, hasAccess, startSubscription, transition, type LifecycleEvent, type SubState } from '../src/domain/lifecycle.js';
-import { periodEnd } from '../src/domain/periods.js';
+import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 
 const DAY = 86_400;
 const T0 = Date.parse('2027-01-31T00:00:00Z') / 1000;
@@ -186,6 +186,18 @@ describe('lifecycle details', () => {
     const t = transition(checkout, { type: 'first_payment', paid_at: T0 + 50 }, now);
     expect(t.event).toBe('subscription.activated');
     expect(t.next).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(T0 + 50, 1, 'monthly'), period_anchor: T0 + 50 });
+  });
+
+  it('an extend past 9999-12-31 is 422 on days, naming how many days are left (found from outside: the portal could not write the date)', () => {
+    const late = sub('active', { current_period_end: LATEST_TIME - 10 * DAY });
+    expect(transition(late, { type: 'extend', days: 10 }, now).next.current_period_end).toBe(LATEST_TIME);
+    expect(() => transition(late, { type: 'extend', days: 11 }, now)).toThrow(DomainError);
+    expect(() => transition(late, { type: 'extend', days: 11 }, now)).toThrow(
+      expect.objectContaining({
+        kind: 'invalid',
+        issues: [{ in: 'query', field: ['days'], msg: 'The period would end after 9999-12-31; at most 10 more days can be added', type: 'value_error' }],
+      }),
+    );
   });
 
   it('days an extend added before a new period starts are kept on it (pending checkout, payment_failed)', () => {

@@ -1,6 +1,6 @@
 import type { EventName, Interval, SubscriptionStatus } from '@sb/contracts';
-import { conflict } from './errors.js';
-import { DAY_SECONDS, graceEnd, periodEnd } from './periods.js';
+import { conflict, invalidFields } from './errors.js';
+import { DAY_SECONDS, graceEnd, LATEST_TIME, periodEnd } from './periods.js';
 
 /** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
 export interface SubState {
@@ -133,12 +133,20 @@ const LIFECYCLE: readonly Rule[] = [
     emit: 'subscription.extended',
     // Later periods count whole intervals from the new end (a month after it, its day of the month kept):
     // moving the anchor by the same days would land elsewhere when the months differ in length.
-    apply: (s, e) => ({
-      current_period_end: s.current_period_end + e.days * DAY_SECONDS,
-      period_anchor: s.current_period_end + e.days * DAY_SECONDS,
-      anchor_index: s.period_index,
-      ...(s.trial_end !== null && s.trial_end >= s.current_period_end ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
-    }),
+    apply: (s, e) => {
+      const end = s.current_period_end + e.days * DAY_SECONDS;
+      if (end > LATEST_TIME) {
+        const left = Math.floor((LATEST_TIME - s.current_period_end) / DAY_SECONDS);
+        const msg = `The period would end after 9999-12-31; at most ${Math.max(0, left)} more days can be added`;
+        throw invalidFields([{ in: 'query', field: ['days'], msg, type: 'value_error' }]);
+      }
+      return {
+        current_period_end: end,
+        period_anchor: end,
+        anchor_index: s.period_index,
+        ...(s.trial_end !== null && s.trial_end >= s.current_period_end ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
+      };
+    },
   },
 ];
 

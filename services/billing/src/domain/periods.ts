@@ -9,6 +9,11 @@ export const REMINDER_BEFORE_END_SECONDS = DAY;
 /** A paid plan's first payment must arrive within this time, else the subscription expires. */
 export const PENDING_EXPIRY_SECONDS = DAY;
 export const DAY_SECONDS = DAY;
+/**
+ * The latest time a period may end: 9999-12-31 23:59:59 UTC. Past it a date has no four-digit year (the
+ * pages and notices write dates, and past year 275760 JavaScript cannot write them at all).
+ */
+export const LATEST_TIME = 253_402_300_799;
 
 /** When the grace period after a period's end runs out (access ends there unless a payment renews it). */
 export const graceEnd = (s: { current_period_end: number; grace_period_days: number }) => s.current_period_end + s.grace_period_days * DAY;
