@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
@@ -97,6 +98,35 @@ describe('Idempotency-Key', () => {
     expect(own.status).toBe(200);
     expect(own.headers.get('idempotent-replayed')).toBeNull();
     expect((await admin.get(`/subscriptions/${victim.id}`)).body.status).toBe('cancelled');
+  });
+
+  it("an anonymous key is the client's: another address sending the same key and body is not replayed the checkout's portal link", async () => {
+    // Found from outside: anonymous keys shared one scope, so anyone who guessed a key and a victim's
+    // e-mail got the victim's manage_url replayed (a token of an existing subscriber).
+    const plan = (await admin.post('/plans', { name: 'Anon idem', amount_sats: 1000, interval: 'weekly' })).body;
+    const checkout = JSON.stringify({ plan_id: plan.id, payment_method: 'lightning', email: 'anon-idem@example.com' });
+    const from = (localAddress: string) =>
+      new Promise<{ status: number; replayed: unknown; body: any }>((resolve, reject) => {
+        const url = new URL(`${stack.api}/public/subscribe`);
+        const req = request(url, { method: 'POST', localAddress, headers: { 'Content-Type': 'application/json', 'Idempotency-Key': 'guessable-1' } }, (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode!, replayed: res.headers['idempotent-replayed'], body: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+        req.end(checkout);
+      });
+    const victim = await from('127.0.0.1');
+    expect(victim.status).toBe(201);
+    expect(victim.body.manage_url).toContain('token=');
+    const retry = await from('127.0.0.1');
+    expect(retry.replayed).toBe('true');
+    expect(retry.body).toEqual(victim.body);
+    const other = await from('127.0.0.2');
+    expect(other.replayed).toBeUndefined();
+    expect(other.status).toBe(201);
+    expect(other.body.manage_url ?? null).toBeNull();
+    expect(JSON.stringify(other.body)).not.toContain(new URL(victim.body.manage_url).searchParams.get('token')!);
   });
 });
 

@@ -369,7 +369,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   // A key belongs to whoever holds the credential: a portal request's to its token (by the token's hash),
   // so another token, valid or not, never gets a subscriber's answer replayed nor spoils their key.
   const scope = idemKey
-    ? (caller.wallet_id ?? (caller.subscriber_token_hash ? `subscriber:${caller.subscriber_token_hash}` : anonymousScope(route, params)))
+    ? (caller.wallet_id ?? (caller.subscriber_token_hash ? `subscriber:${caller.subscriber_token_hash}` : anonymousScope(route, params, req.ip)))
     : '';
   const keyed = idemKey ? { ...caller, idempotency_key: createHash('sha256').update(`${scope}\n${idemKey}`).digest('hex') } : caller;
   // Built from the parts validated above (the owner validates the message once more as it receives it):
@@ -440,14 +440,16 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
 }
 
 /**
- * An anonymous request's key scope: one for all routes without path parameters (as keys stored by earlier
- * versions are), and its own for a path that is a credential (an unsubscribe link: another link's request
- * with the same key is not "the same key with another body"); hashed, as that path holds a token.
+ * An anonymous request's key scope: the client's address (as the proxies we trust report it), so that
+ * another client sending the same key and body is not replayed the first one's answer (a checkout's
+ * portal link; found from outside); and for a path that is a credential (an unsubscribe link) that path
+ * too: another link's request with the same key is not "the same key with another body". Hashed: the
+ * scope is stored, and holds an address and a token.
  */
-function anonymousScope(route: RouteDef, params: object): string {
-  if (!Object.keys(params).length) return 'public';
+function anonymousScope(route: RouteDef, params: object, address: string | undefined): string {
+  const perPath = Object.keys(params).length ? `\n${route.id}\n${JSON.stringify(params)}` : '';
   return `public:${createHash('sha256')
-    .update(`${route.id}\n${JSON.stringify(params)}`)
+    .update(`${address ?? ''}${perPath}`)
     .digest('hex')}`;
 }
 
