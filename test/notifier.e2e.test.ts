@@ -156,6 +156,10 @@ describe('owner webhook endpoints', () => {
     const ftp = await admin().post('/webhook-endpoints', { url: 'ftp://example.com/hook' });
     expect(ftp.status).toBe(422);
     expect(ftp.body.detail[0].loc).toEqual(['body', 'url']);
+    // Found from outside: a URL too long was said not to be a URL.
+    const long = await admin().post('/webhook-endpoints', { url: `https://example.com/${'x'.repeat(2000)}` });
+    expect(long.status).toBe(422);
+    expect(long.body.detail).toEqual([{ loc: ['body', 'url'], msg: 'must be at most 2000 characters', type: 'too_big' }]);
     expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, events: ['no.such_event'] })).status).toBe(422);
     expect((await admin().post('/webhook-endpoints', { url: `${receiverUrl}/x`, secret: 'mine' })).status).toBe(422);
     // Found from outside: a password in the URL was stored and shown in clear, to the invoice key too.

@@ -18,7 +18,7 @@ export const WebhookEndpointCreate = z
   .strictObject({
     url: z
       .url({ protocol: /^https?$/, message: 'must be an http:// or https:// URL' })
-      .max(2000)
+      .max(2000, { error: 'must be at most 2000 characters' })
       // Credentials in the URL would be shown to every reader of the endpoint (the invoice key too).
       .refine((u) => !URL.canParse(u) || (!new URL(u).username && !new URL(u).password), {
         message: 'must not carry credentials (user:password@): deliveries are signed, so verify the webhook-signature header instead',
