@@ -1102,7 +1102,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const smtp = await startSmtpServer('pages', 'pages-pass');
     try {
       const p = await plan({ name: 'Letters', amount_sats: 1500, trial_days: 14 });
-      const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: smtp.url } } });
+      const put = await admin.put(`/plans/${p.id}/notification-settings`, {
+        inherit: false,
+        channels: { email: { smtp_url: smtp.url } },
+        merchant_name: 'Pages Shop',
+      });
       expect(put.status, JSON.stringify(put.body)).toBe(200);
       const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'letters@example.com' })).body;
       const mail = await until(
@@ -1114,6 +1118,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       const { page, problems } = await openPage(phone);
       await page.goto(url!);
       await page.getByRole('heading', { name: 'Stop confirmations and receipts?' }).waitFor();
+      // It names what stops, for which plan of which merchant (review finding).
+      expect(await page.locator('#what').textContent()).toMatch(/^You will no longer get confirmations and receipts .* for Letters from Pages Shop\./);
       // Opening it changed nothing.
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_confirmations).toBe(true);
       await check(page, problems, 'unsubscribe');
@@ -1124,6 +1130,18 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
       expect(problems).toEqual([]);
+
+      // Opened again: already stopped, nothing to press.
+      await page.goto(url!);
+      await page.getByRole('heading', { name: 'Already stopped' }).waitFor();
+      expect(await page.getByRole('button').count()).toBe(0);
+      // A garbled or forged link says at once that it does not work: no button to press first (review finding).
+      for (const bad of [url!.replace(/\.[^.]+$/, '.AAAA'), url!.replace('.confirmations.', '.reminders.')]) {
+        await page.goto(bad);
+        await page.getByRole('heading', { name: 'This link does not work' }).waitFor();
+        expect(await page.getByRole('button').count(), bad).toBe(0);
+      }
+      await check(page, problems, 'unsubscribe-bad-link');
       await page.close();
     } finally {
       await smtp.stop();
