@@ -130,7 +130,8 @@ export const portalRoutes = defineRoutes([
     summary: 'Choose which notices of one of my subscriptions I get (reminders, confirmations)',
     description:
       'Sets `receive_reminders` and/or `receive_confirmations`; answers the subscription as the portal lists it. Another ' +
-      "subscriber's subscription is 404 like an unknown one. An `Idempotency-Key` is honoured as on the portal's POSTs.",
+      "subscriber's subscription is 404 like an unknown one; an ended one (cancelled or expired: it gets no more reminders " +
+      "or confirmations) is 409. An `Idempotency-Key` is honoured as on the portal's POSTs.",
     params: IdParams,
     body: PortalSubscriptionUpdate,
     response: PortalSubscription,

@@ -144,6 +144,9 @@ export const PortalSubscription = z
     open_payment: Payment.nullable().optional().openapi({
       description: 'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed',
     }),
+    ever_paid: z.boolean().optional().openapi({
+      description: 'Whether a payment was ever applied to it (a checkout that ended unpaid, or a trial never paid for, never was)',
+    }),
   })
   .openapi('PortalSubscription');
 export type PortalSubscription = z.infer<typeof PortalSubscription>;

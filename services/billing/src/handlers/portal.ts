@@ -1,7 +1,7 @@
 import { callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, notificationMessages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { accessUntil, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
+import { accessUntil, RENEWABLE, reasonForSubscriber, TERMINAL } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
 import { renewableUntil, walletReconnected } from '../domain/schedule.js';
@@ -29,7 +29,9 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   const cancel_reason = reasonForSubscriber(rest.cancel_reason);
   const access_until = accessUntil(x, now);
   const pay_by = renewableUntil(x, d.policy);
-  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment: await openRenewal(d, x) };
+  // A period is counted only once paid (a trial is period 0): the payments list may not reach that far back.
+  const ever_paid = x.period_index > 0;
+  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment: await openRenewal(d, x), ever_paid };
 }
 
 export const portalListSubscriptions = (d: Deps) =>
@@ -54,6 +56,9 @@ export const portalUpdate = (d: Deps) =>
       const s = await subscriberOf(d, tx, req);
       const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
       if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
+      // An ended subscription is sent neither (no renewal, no payment applies to it; cancellation notices
+      // go regardless): a switch there would claim a choice that does nothing.
+      if (TERMINAL.includes(sub.status)) throw conflict(`This subscription has ended (${sub.status}): it gets no more reminders or confirmations`);
       const { receive_reminders, receive_confirmations } = req.body;
       return saveSettings(
         d,
