@@ -497,6 +497,50 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('an ended subscription paid once shows its period when its payment is older than the newest 50 (review finding)', async () => {
+    const email = 'many-payments@example.com';
+    const p = await plan({ name: 'Paid long ago', amount_sats: 1000 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email })).body;
+    await pay(sub.payment_id);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect((await admin.post(`/subscriptions/${sub.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+    // Fifty newer payments of the same subscriber: checkouts of other plans, left open.
+    for (let i = 0; i < 50; i++) {
+      const other = await plan({ name: `Newer ${i}`, amount_sats: 1000 });
+      expect((await anon.post('/public/subscribe', { plan_id: other.id, payment_method: 'lightning', email })).status).toBe(201);
+    }
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.locator('.status-cancelled').waitFor();
+    expect(await card.textContent()).toContain('Period ended');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('a notice switch refused with 401 (the link revoked meanwhile) shows the bad-link view, as on load (review finding)', async () => {
+    const p = await plan({ name: 'Revoked', amount_sats: 1000, trial_days: 7 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'revoked@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const reminders = page.locator(`#sub-${sub.subscription_id}`).getByRole('checkbox', { name: /^Payment reminders/ });
+    await reminders.waitFor();
+    await stack.db.query(`UPDATE billing.subscribers SET token_hash = 'revoked' WHERE id = (SELECT subscriber_id FROM billing.subscriptions WHERE id = $1)`, [
+      sub.subscription_id,
+    ]);
+    await reminders.focus();
+    await page.keyboard.press('Space');
+    await page.getByRole('heading', { name: 'This link does not work' }).waitFor();
+    expect(await page.title()).toBe('This link does not work');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_reminders).toBe(true);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('the portal without its wallets: the rest works, an open payment paid elsewhere shows live, cancel by keyboard', async () => {
     const p = await plan({ name: 'Live', amount_sats: 1234 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'live@example.com' })).body;
