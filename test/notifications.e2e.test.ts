@@ -1065,6 +1065,66 @@ describe('delivery', () => {
 });
 
 describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
+  it('OPTIONS and a method it does not take name every method the URL serves (review finding)', async () => {
+    const at = `${stack.api}/public/unsubscribe/sub_x.reminders.${'A'.repeat(43)}`;
+    const methods = (r: Response) => new Set(r.headers.get('allow')?.split(/,\s*/));
+    for (const method of ['OPTIONS', 'PUT', 'DELETE']) {
+      const r = await fetch(at, { method });
+      expect([r.status, methods(r)], method).toEqual([405, new Set(['GET', 'HEAD', 'POST'])]);
+    }
+  });
+
+  it('its GET as JSON names merchant, plan and notices and changes nothing (review finding)', async () => {
+    const w = stack.wallets[1]!;
+    try {
+      const put = await admin(1).put('/notification-settings', { channels: { email: {} }, merchant_name: 'Letter Shop' });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const plan = (await admin(1).post('/plans', { name: 'Readlink', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+      const to = 'readlink@example.com';
+      const res = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: to });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      const sub = res.body.subscription_id as string;
+      const started = await until(
+        async () => mailsTo(to).find((m) => /free trial of Readlink has started/.test(m.subject)),
+        (m) => !!m,
+      );
+      const link = new URL(/^<(.+)>$/.exec(started!.headers['list-unsubscribe']!)![1]!);
+      const at = (token = decodeURIComponent(link.pathname.split('/').pop()!)) =>
+        `${stack.gatewayUrl}${link.pathname.replace(/[^/]+$/, encodeURIComponent(token))}`;
+      const asJson = (url: string, method = 'GET') => fetch(url, { method, headers: { Accept: 'application/json' } });
+      const flags = async () =>
+        (await rows('SELECT receive_reminders, receive_confirmations FROM billing.subscriptions WHERE id = $1', [sub]))[0] as Record<string, boolean>;
+
+      // What the page names before anything is pressed; a browser's GET of the same URL is the page.
+      const read = await asJson(at());
+      expect(read.status).toBe(200);
+      expect(await read.json()).toEqual({ kind: 'confirmations', plan_name: 'Readlink', merchant_name: 'Letter Shop', receiving: true });
+      const page = await fetch(at(), { headers: { Accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' } });
+      expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
+      expect((await fetch(at(), { method: 'HEAD', headers: { Accept: 'application/json' } })).status).toBe(200);
+      expect(await flags()).toEqual({ receive_reminders: true, receive_confirmations: true });
+
+      // A forged or garbled token is 404 at once, read or posted, and changes nothing. The MAC in standard
+      // base64 (`+`, `/`) is another spelling of the same link: refused, one token has one spelling.
+      const [id, kind, mac] = decodeURIComponent(link.pathname.split('/').pop()!).split('.') as [string, string, string];
+      const standard = mac.replace(/-/g, '+').replace(/_/g, '/');
+      const forged = [`${id}.reminders.${mac}`, `${id}.${kind}.${mac.slice(0, -2)}AA`, 'garbled', `${id}.${kind}.${mac}=`];
+      if (standard !== mac) forged.push(`${id}.${kind}.${standard}`); // a MAC without `-` or `_` (1 in 4) is spelt the same
+      for (const token of forged) {
+        expect((await asJson(at(token))).status, token).toBe(404);
+        expect((await asJson(at(token), 'POST')).status, token).toBe(404);
+      }
+      expect(await flags()).toEqual({ receive_reminders: true, receive_confirmations: true });
+
+      // Used: the same GET says so.
+      expect((await asJson(at(), 'POST')).status).toBe(200);
+      expect((await (await asJson(at())).json()).receiving).toBe(false);
+      expect(await flags()).toEqual({ receive_reminders: true, receive_confirmations: false });
+    } finally {
+      await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [w.id]);
+    }
+  });
+
   // Last in the file: it moves the clock a week on.
   it('reminders and receipts carry List-Unsubscribe for their kind, a cancel none; its POST turns that kind off, its GET nothing', async () => {
     const w = stack.wallets[1]!;
@@ -1107,8 +1167,9 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     for (const u of [reminders, confirmations]) expect(u.href).not.toContain(portalToken);
     const at = (u: URL) => `${stack.gatewayUrl}${u.pathname}`;
 
-    // A GET (a link scanner, a person opening it) changes nothing: it is a page that asks first.
-    const page = await fetch(at(reminders));
+    // A GET (a link scanner, a person opening it) changes nothing: a browser gets a page that asks first.
+    const page = await fetch(at(reminders), { headers: { Accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+    expect((await fetch(at(reminders))).status).toBe(200); // a client that takes anything: the JSON
     expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
     expect(await flags()).toEqual({ receive_reminders: true, receive_confirmations: true });
 

@@ -497,6 +497,50 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('an ended subscription paid once shows its period when its payment is older than the newest 50 (review finding)', async () => {
+    const email = 'many-payments@example.com';
+    const p = await plan({ name: 'Paid long ago', amount_sats: 1000 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email })).body;
+    await pay(sub.payment_id);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect((await admin.post(`/subscriptions/${sub.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+    // Fifty newer payments of the same subscriber: checkouts of other plans, left open.
+    for (let i = 0; i < 50; i++) {
+      const other = await plan({ name: `Newer ${i}`, amount_sats: 1000 });
+      expect((await anon.post('/public/subscribe', { plan_id: other.id, payment_method: 'lightning', email })).status).toBe(201);
+    }
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.locator('.status-cancelled').waitFor();
+    expect(await card.textContent()).toContain('Period ended');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('a notice switch refused with 401 (the link revoked meanwhile) shows the bad-link view, as on load (review finding)', async () => {
+    const p = await plan({ name: 'Revoked', amount_sats: 1000, trial_days: 7 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'revoked@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const reminders = page.locator(`#sub-${sub.subscription_id}`).getByRole('checkbox', { name: /^Payment reminders/ });
+    await reminders.waitFor();
+    await stack.db.query(`UPDATE billing.subscribers SET token_hash = 'revoked' WHERE id = (SELECT subscriber_id FROM billing.subscriptions WHERE id = $1)`, [
+      sub.subscription_id,
+    ]);
+    await reminders.focus();
+    await page.keyboard.press('Space');
+    await page.getByRole('heading', { name: 'This link does not work' }).waitFor();
+    expect(await page.title()).toBe('This link does not work');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_reminders).toBe(true);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('the portal without its wallets: the rest works, an open payment paid elsewhere shows live, cancel by keyboard', async () => {
     const p = await plan({ name: 'Live', amount_sats: 1234 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'live@example.com' })).body;
@@ -1102,7 +1146,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const smtp = await startSmtpServer('pages', 'pages-pass');
     try {
       const p = await plan({ name: 'Letters', amount_sats: 1500, trial_days: 14 });
-      const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: smtp.url } } });
+      const put = await admin.put(`/plans/${p.id}/notification-settings`, {
+        inherit: false,
+        channels: { email: { smtp_url: smtp.url } },
+        merchant_name: 'Pages Shop',
+      });
       expect(put.status, JSON.stringify(put.body)).toBe(200);
       const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'letters@example.com' })).body;
       const mail = await until(
@@ -1114,6 +1162,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       const { page, problems } = await openPage(phone);
       await page.goto(url!);
       await page.getByRole('heading', { name: 'Stop confirmations and receipts?' }).waitFor();
+      // It names what stops, for which plan of which merchant (review finding).
+      expect(await page.locator('#what').textContent()).toMatch(/^You will no longer get confirmations and receipts .* for Letters from Pages Shop\./);
       // Opening it changed nothing.
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_confirmations).toBe(true);
       await check(page, problems, 'unsubscribe');
@@ -1124,6 +1174,18 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
       expect(problems).toEqual([]);
+
+      // Opened again: already stopped, nothing to press.
+      await page.goto(url!);
+      await page.getByRole('heading', { name: 'Already stopped' }).waitFor();
+      expect(await page.getByRole('button').count()).toBe(0);
+      // A garbled or forged link says at once that it does not work: no button to press first (review finding).
+      for (const bad of [url!.replace(/\.[^.]+$/, '.AAAA'), url!.replace('.confirmations.', '.reminders.')]) {
+        await page.goto(bad);
+        await page.getByRole('heading', { name: 'This link does not work' }).waitFor();
+        expect(await page.getByRole('button').count(), bad).toBe(0);
+      }
+      await check(page, problems, 'unsubscribe-bad-link');
       await page.close();
     } finally {
       await smtp.stop();

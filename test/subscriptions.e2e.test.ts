@@ -346,6 +346,44 @@ describe('owner actions', () => {
     expect([other.status, other.headers.get('idempotent-replayed'), other.body.receive_confirmations]).toEqual([200, null, false]);
   });
 
+  it('portal notice switches of an ended subscription are 409 and change nothing; ever_paid says whether it was paid (review findings)', async () => {
+    const p = await plan({ name: 'Ending plan' });
+    const paid = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'ending@example.com' })).body;
+    const headers = { 'X-Subscriber-Token': tokenOf(paid.manage_url) };
+    const path = `/public/manage/subscription/${paid.subscription_id}`;
+    const listed = async () =>
+      (await anon.get('/public/manage/subscriptions', { headers })).body.items.find((x: { id: string }) => x.id === paid.subscription_id);
+    expect(await listed()).toMatchObject({ status: 'pending', ever_paid: false });
+    expect((await anon.post(`/dev/payments/${paid.payment_id}/pay`)).status).toBe(200);
+    await until(listed, (x) => x?.status === 'active');
+    expect(await listed()).toMatchObject({ ever_paid: true });
+    // Cancelled at the period's end: access goes on, but no renewal (so no reminder) and no payment follows.
+    expect((await anon.post(`${path}/cancel`, undefined, { headers })).status).toBe(200);
+    expect(await listed()).toMatchObject({ status: 'cancelled', has_access: true, ever_paid: true });
+    const refused = await anon.patch(path, { receive_reminders: false, receive_confirmations: false }, { headers });
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail).toMatch(/has ended \(cancelled\).*no more reminders or confirmations/);
+    const row = await db.query('SELECT receive_reminders, receive_confirmations FROM billing.subscriptions WHERE id = $1', [paid.subscription_id]);
+    expect(row.rows[0]).toMatchObject({ receive_reminders: true, receive_confirmations: true });
+
+    // Cancelled before any payment: never paid; a trial never paid for neither.
+    const unpaid = (
+      await anon.post('/public/subscribe', { plan_id: (await plan({ name: 'Never' })).id, payment_method: 'lightning', email: 'ending@example.com' })
+    ).body;
+    expect((await admin.post(`/subscriptions/${unpaid.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+    const trial = (
+      await anon.post('/public/subscribe', {
+        plan_id: (await plan({ name: 'Trial only', trial_days: 5 })).id,
+        payment_method: 'lightning',
+        email: 'ending@example.com',
+      })
+    ).body;
+    const items = (await anon.get('/public/manage/subscriptions', { headers })).body.items as { id: string; ever_paid: boolean; status: string }[];
+    expect(items.find((x) => x.id === unpaid.subscription_id)).toMatchObject({ status: 'cancelled', ever_paid: false });
+    expect(items.find((x) => x.id === trial.subscription_id)).toMatchObject({ status: 'active', ever_paid: false });
+    expect((await anon.patch(`/public/manage/subscription/${unpaid.subscription_id}`, { receive_reminders: false }, { headers })).status).toBe(409);
+  });
+
   it("portal payments: the subscriber's own payments only, receipts and what pays an open one", async () => {
     const p = await plan({ name: 'Paid plan' });
     const mine = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'payer@example.com' })).body;

@@ -37,6 +37,8 @@ interface Sub {
   payment_method: string;
   receive_reminders?: boolean;
   receive_confirmations?: boolean;
+  /** A payment was applied to it once (the payments listed may not reach back that far). */
+  ever_paid?: boolean;
 }
 
 interface Pay extends Payable {
@@ -87,12 +89,16 @@ function showNotice(text: string, focus = true): void {
 }
 
 function badLink(): void {
+  // Refused after the page showed (the link replaced meanwhile): nothing on it is followed any more.
+  watched = new Map();
+  window.clearTimeout(pollTimer);
   document.title = 'This link does not work';
-  setMain(
+  const main = setMain(
     h('h1', {}, 'This link does not work'),
     h('p', {}, 'The link you opened is not a valid subscription link, or it has been replaced by a newer one.'),
     h('p', {}, 'Use the link from your most recent message about your subscription, or ask the seller to send you a new one.'),
   );
+  main.focus();
 }
 
 /** A confirmation as a modal dialog; resolves true when confirmed. */
@@ -160,6 +166,8 @@ function noticesSection(s: Sub): HTMLElement {
         box.checked = saved[n.field] !== false;
         status.textContent = `${n.name} for ${plan} are ${box.checked ? 'on' : 'off'}.`;
       } catch (err) {
+        // The link was replaced or revoked meanwhile: the same view as when it is refused on load.
+        if (err instanceof ApiError && err.status === 401) return badLink();
         box.checked = !wanted;
         status.textContent = `${n.name} could not be changed: ${err instanceof ApiError ? err.message : 'something went wrong.'}`;
       } finally {
@@ -180,7 +188,8 @@ function noticesSection(s: Sub): HTMLElement {
   );
 }
 
-function subscriptionCard(s: Sub, open: Pay | undefined, paidOnce: boolean, reload: () => Promise<void>): HTMLElement {
+function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<void>): HTMLElement {
+  const paidOnce = s.ever_paid === true;
   const status = STATUS_LABELS[s.status] ?? s.status;
   const live = !TERMINAL.has(s.status);
   const inTrial = !!s.trial_end && s.trial_end * 1000 > Date.now();
@@ -526,17 +535,14 @@ function openPayments(payments: Pay[]): Map<string, Pay> {
   return open;
 }
 
-const paidSubs = (payments: Pay[]) => new Set(payments.filter((p) => p.status === 'paid').map((p) => p.subscription_id));
-
 async function load(): Promise<void> {
   const wallets = fetchWallets();
   const [subs, payments] = await subscriptionsAndPayments();
   const notice = document.getElementById('notice')?.textContent ?? '';
   const open = openPayments(payments.items);
-  const paid = paidSubs(payments.items);
   const subsSection = h('section', { 'aria-labelledby': 'subs-heading' }, h('h2', { id: 'subs-heading' }, 'Subscriptions'));
   if (!subs.items.length) subsSection.append(h('p', {}, 'You have no subscriptions.'));
-  for (const s of subs.items) subsSection.append(subscriptionCard(s, open.get(s.id), paid.has(s.id), load));
+  for (const s of subs.items) subsSection.append(subscriptionCard(s, open.get(s.id), load));
   const walletsHolder = h(
     'section',
     { id: 'wallets', 'aria-labelledby': 'wallets-heading', 'aria-busy': 'true' },
@@ -622,7 +628,7 @@ async function refreshCard(before: Sub, paymentId: string, status: string): Prom
   const old = document.getElementById(`sub-${before.id}`);
   if (!sub || !old) return;
   const open = openPayments(payments.items);
-  const card = subscriptionCard(sub, open.get(sub.id), paidSubs(payments.items).has(sub.id), load);
+  const card = subscriptionCard(sub, open.get(sub.id), load);
   const hadFocus = old.contains(document.activeElement);
   old.replaceWith(card);
   document.getElementById('payments')?.replaceWith(paymentsSection(payments.items));

@@ -1,37 +1,76 @@
-import { ApiError, errorText, h, setMain } from './common.js';
+import { api, ApiError, errorText, h, setMain } from './common.js';
 
 /**
- * The page a GET of a List-Unsubscribe URL answers: link scanners and mail programs fetch that URL, so
- * only the POST this page sends (the one a mail program's own button sends, RFC 8058) turns anything off.
- * The token's middle part names the kind of message; the server checks the whole token.
+ * The page a browser opening a List-Unsubscribe URL gets: link scanners and mail programs fetch that URL,
+ * so only the POST this page sends (the one a mail program's own button sends, RFC 8058) turns anything
+ * off. It first asks the same URL as JSON what the link names (the server checks the whole token), so a
+ * link that is not ours says so at once, and a good one names the merchant, the plan and the messages.
  */
-const kind = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() ?? '').split('.')[1];
-const WORDS: Record<string, { title: string; what: string; button: string }> = {
+interface Link {
+  kind: 'reminders' | 'confirmations';
+  plan_name: string;
+  merchant_name: string | null;
+  receiving: boolean;
+}
+
+const WORDS: Record<Link['kind'], { title: string; what: string; button: string; off: string }> = {
   reminders: {
     title: 'Stop payment reminders?',
-    what: 'You will no longer get reminders (renewal due, trial ending, payment overdue) for this subscription. Cancellation notices are still sent, and your subscription portal can turn reminders back on.',
+    what: 'reminders (renewal due, trial ending, payment overdue)',
     button: 'Stop reminders',
+    off: 'reminders',
   },
   confirmations: {
     title: 'Stop confirmations and receipts?',
-    what: 'You will no longer get confirmations and receipts for this subscription; the receipts stay in your subscription portal. Cancellation notices are still sent, and the portal can turn them back on.',
+    what: 'confirmations and receipts (subscription started, payment received); the receipts stay in your subscription portal',
     button: 'Stop confirmations',
+    off: 'confirmations and receipts',
   },
 };
 
-const words = kind ? WORDS[kind] : undefined;
-const form = document.getElementById('form') as HTMLFormElement;
-const button = document.getElementById('stop') as HTMLButtonElement;
-const error = document.getElementById('error')!;
-if (words) {
-  document.title = words.title;
-  document.getElementById('title')!.textContent = words.title;
-  document.getElementById('what')!.textContent = words.what;
-  button.textContent = words.button;
+const token = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() ?? '');
+const path = `/public/unsubscribe/${encodeURIComponent(token)}`;
+
+/** Replaces the page's content and moves the focus there, which a screen reader then reads. */
+function show(title: string, ...children: Parameters<typeof setMain>): void {
+  document.title = title;
+  setMain(h('h1', {}, title), ...children).focus();
 }
 
-form.addEventListener('submit', async (e) => {
-  e.preventDefault();
+const badLink = () =>
+  show(
+    'This link does not work',
+    h('p', {}, 'The link is not one we sent, or it was changed on the way. Use your subscription portal to choose which messages you get.'),
+  );
+
+function ask(link: Link): void {
+  const words = WORDS[link.kind];
+  const plan = link.plan_name || 'this subscription';
+  const subscription = link.merchant_name ? `${plan} from ${link.merchant_name}` : plan;
+  if (!link.receiving) {
+    show('Already stopped', h('p', { id: 'what' }, `You no longer get ${words.off} for ${subscription}. Your subscription portal can turn them back on.`));
+    return;
+  }
+  const button = h('button', { type: 'submit', id: 'stop' }, words.button);
+  const error = h('p', { class: 'error', id: 'error', role: 'alert' });
+  const form = h('form', { method: 'post', id: 'form' }, button);
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    void stop(button, error);
+  });
+  show(
+    words.title,
+    h(
+      'p',
+      { id: 'what' },
+      `You will no longer get ${words.what} for ${subscription}. Cancellation notices are still sent, and your subscription portal can turn them back on.`,
+    ),
+    form,
+    error,
+  );
+}
+
+async function stop(button: HTMLButtonElement, error: HTMLElement): Promise<void> {
   button.disabled = true;
   error.textContent = '';
   try {
@@ -44,21 +83,32 @@ form.addEventListener('submit', async (e) => {
     });
     const body = (await res.json().catch(() => undefined)) as { message?: string } | undefined;
     if (res.status === 404) {
-      document.title = 'This link does not work';
-      const main = setMain(
-        h('h1', {}, 'This link does not work'),
-        h('p', {}, 'The link is not one we sent, or it was changed on the way. Use your subscription portal to choose which messages you get.'),
-      );
-      return void main.focus();
+      badLink();
+      return;
     }
     if (!res.ok) throw new ApiError(res.status, errorText(res.status, body));
-    document.title = 'Done';
-    const main = setMain(h('h1', {}, 'Done'), h('p', { id: 'result' }, body?.message ?? 'You will no longer get these messages.'));
-    // The page changed under the focus: move it to the result, which a screen reader then reads.
-    main.focus();
+    show('Done', h('p', { id: 'result' }, body?.message ?? 'You will no longer get these messages.'));
   } catch (err) {
     button.disabled = false;
     error.textContent = err instanceof ApiError ? err.message : 'Something went wrong. Please try again.';
     button.focus();
   }
-});
+}
+
+async function main(): Promise<void> {
+  try {
+    ask(await api<Link>('GET', path));
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) {
+      badLink();
+      return;
+    }
+    show(
+      'This link could not be checked',
+      h('p', { role: 'alert' }, err instanceof ApiError ? err.message : 'Something went wrong.'),
+      h('p', {}, h('a', { href: location.href }, 'Try again')),
+    );
+  }
+}
+
+void main();

@@ -34,6 +34,11 @@ export interface RouteDef {
    * the service can verify signatures on the exact bytes received.
    */
   rawBody?: boolean;
+  /**
+   * A GET whose URL people open in a browser (a List-Unsubscribe link): a request that prefers HTML to JSON
+   * gets the hosted page of the same URL (the gateway's pages.ts), whose script asks the route as JSON.
+   */
+  page?: boolean;
   /** Exists only in DEV_MODE (test clock, dev provider); absent from the OpenAPI document. */
   devOnly?: boolean;
   /** The NATS subject that answers it. */

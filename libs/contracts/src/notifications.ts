@@ -241,11 +241,16 @@ export type NotificationListQuery = z.infer<typeof NotificationListQuery>;
 
 /** Bus messages of notifications between billing and the notifier. */
 export const notificationMessages = {
-  /** Billing's public plan asks which contact fields a checkout of this plan should offer. */
+  /** Billing's public plan asks which contact fields a checkout of this plan should offer (and whose name its messages carry). */
   contactMethods: {
     subject: 'notifier.internal.contact_methods',
     request: z.object({ wallet_id: Id, plan_id: Id }),
-    reply: z.object({ methods: z.array(ContactPreference), messenger_bot: z.string().optional() }),
+    reply: z.object({
+      methods: z.array(ContactPreference),
+      messenger_bot: z.string().optional(),
+      /** The name the plan's subscriber messages are signed with (an unsubscribe link's page names it); absent from an older notifier. */
+      merchant_name: z.string().nullable().optional(),
+    }),
   },
   /** The notifier asks billing whom a subscription's notices go to, and the subscriber's portal link. */
   subscriptionContact: {

@@ -3,7 +3,10 @@ import { IdParams, Paginated, PaginationQuery, SuccessMessageResponse } from './
 import { defineRoutes } from './http.js';
 import { NWCPortalConnect, NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
 import { CallbackAck, PaymentStatusResponse, PortalPayment, SubscribeRequest, SubscribeResponse } from './payments.js';
-import { PortalSubscription, PortalSubscriptionUpdate } from './subscriptions.js';
+import { PortalSubscription, PortalSubscriptionUpdate, UnsubscribeLink } from './subscriptions.js';
+
+/** The token of a one-click unsubscribe URL (domain/unsubscribe.ts in billing reads it). */
+const UnsubscribeParams = z.object({ token: z.string().min(1).max(200).openapi({ description: 'From the e-mail header' }) });
 
 /** Public checkout and NWC (no authentication); `GET /public/plan/{id}` is in the plan routes. */
 export const publicRoutes = defineRoutes([
@@ -57,6 +60,22 @@ export const publicRoutes = defineRoutes([
     busTimeoutMs: 75_000,
   },
   {
+    id: 'public.unsubscribe.get',
+    method: 'get',
+    path: '/public/unsubscribe/{token}',
+    auth: 'none',
+    summary: 'What a one-click unsubscribe URL would turn off (changes nothing)',
+    description:
+      "The subscription's plan and merchant and the kind of notice the token names, and whether it is still on; changes " +
+      'nothing. A request that prefers `text/html` to JSON (a browser opening the link) gets the hosted page instead, ' +
+      'which asks this and offers the POST. An unknown or altered token: 404.',
+    params: UnsubscribeParams,
+    query: z.looseObject({}),
+    response: UnsubscribeLink,
+    page: true,
+    subject: 'billing.public.unsubscribe_link',
+  },
+  {
     id: 'public.unsubscribe',
     method: 'post',
     path: '/public/unsubscribe/{token}',
@@ -66,9 +85,9 @@ export const publicRoutes = defineRoutes([
       'Turns off the kind of notice the e-mail was (`receive_reminders` for a reminder, `receive_confirmations` for a ' +
       'confirmation or receipt) for that one subscription; idempotent (200 again when already off). The token is ' +
       'purpose-limited (it names the subscription and the kind, signed by the server) and is not the portal token. The body ' +
-      '(`List-Unsubscribe=One-Click`) is not read. A GET of the same URL changes nothing: it answers a page that asks first. ' +
+      '(`List-Unsubscribe=One-Click`) is not read. A GET of the same URL changes nothing: a browser gets a page that asks first. ' +
       'An unknown or altered token: 404.',
-    params: z.object({ token: z.string().min(1).max(200).openapi({ description: 'From the e-mail header' }) }),
+    params: UnsubscribeParams,
     // A link people follow may come with parameters a mail tracker added (utm_source=...): not ours to refuse.
     query: z.looseObject({}),
     body: z
@@ -111,7 +130,8 @@ export const portalRoutes = defineRoutes([
     summary: 'Choose which notices of one of my subscriptions I get (reminders, confirmations)',
     description:
       'Sets `receive_reminders` and/or `receive_confirmations`; answers the subscription as the portal lists it. Another ' +
-      "subscriber's subscription is 404 like an unknown one. An `Idempotency-Key` is honoured as on the portal's POSTs.",
+      "subscriber's subscription is 404 like an unknown one; an ended one (cancelled or expired: it gets no more reminders " +
+      "or confirmations) is 409. An `Idempotency-Key` is honoured as on the portal's POSTs.",
     params: IdParams,
     body: PortalSubscriptionUpdate,
     response: PortalSubscription,

@@ -82,6 +82,17 @@ export type PortalSubscriptionUpdate = z.infer<typeof PortalSubscriptionUpdate>;
 export const UnsubscribeKind = z.enum(['reminders', 'confirmations']);
 export type UnsubscribeKind = z.infer<typeof UnsubscribeKind>;
 
+/** `GET /public/unsubscribe/{token}` as JSON: what the link's POST would turn off, for the page that asks first. */
+export const UnsubscribeLink = z
+  .object({
+    kind: UnsubscribeKind.openapi({ description: 'reminders: renewal due, trial ending; confirmations: subscription started, payment received' }),
+    plan_name: z.string(),
+    merchant_name: z.string().nullable().openapi({ description: "The name the merchant's messages are signed with; null when none is set" }),
+    receiving: z.boolean().openapi({ description: 'Whether this kind of notice is still on (false: the link was used already, or the portal turned it off)' }),
+  })
+  .openapi('UnsubscribeLink');
+export type UnsubscribeLink = z.infer<typeof UnsubscribeLink>;
+
 /** Optional body of `POST /subscriptions/{id}/cancel`. */
 export const CancelRequest = z
   .strictObject({
@@ -132,6 +143,9 @@ export const PortalSubscription = z
       }),
     open_payment: Payment.nullable().optional().openapi({
       description: 'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed',
+    }),
+    ever_paid: z.boolean().optional().openapi({
+      description: 'Whether a payment was ever applied to it (a checkout that ended unpaid, or a trial never paid for, never was)',
     }),
   })
   .openapi('PortalSubscription');

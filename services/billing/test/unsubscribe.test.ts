@@ -28,6 +28,22 @@ describe('one-click unsubscribe tokens', () => {
     expect(readUnsubscribeToken(new SecretBox(hex()), token)).toBeUndefined();
   });
 
+  it('have one spelling: the MAC in standard base64, padded or with other unused bits is not the token', () => {
+    const box = new SecretBox(hex());
+    // A subscription whose MAC has a character base64url spells differently from base64.
+    const [sub, mac] = Array.from({ length: 64 }, (_, i) => `${SUB}${i}`)
+      .map((s) => [s, unsubscribeToken(box, s, 'reminders').split('.')[2]!] as const)
+      .find(([, m]) => /[-_]/.test(m))!;
+    // 43 characters carry 258 bits: the last one's low 2 bits are not the MAC's, and another value there decodes the same.
+    const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const loose = `${mac.slice(0, -1)}${B64URL[B64URL.indexOf(mac.at(-1)!) ^ 1]}`;
+    expect(Buffer.from(loose, 'base64url')).toEqual(Buffer.from(mac, 'base64url'));
+    for (const other of [mac.replace(/-/g, '+').replace(/_/g, '/'), `${mac}=`, loose]) {
+      expect(readUnsubscribeToken(box, `${sub}.reminders.${other}`), other).toBeUndefined();
+    }
+    expect(readUnsubscribeToken(box, `${sub}.reminders.${mac}`)).toEqual({ subscriptionId: sub, kind: 'reminders' });
+  });
+
   it('keep working through a SECRETS_KEY rotation while the old key is a previous one', () => {
     const [oldKey, newKey] = [hex(), hex()];
     const sent = unsubscribeToken(new SecretBox(oldKey), SUB, 'confirmations');

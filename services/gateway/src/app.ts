@@ -183,9 +183,8 @@ export function createApp(d: GatewayDeps): GatewayApp {
     sendFile(req, res, openapi).catch(next);
   });
 
-  // Before the 405 answer: the GET of a List-Unsubscribe URL (whose route takes POST) is a page.
-  app.use(pagesRouter(d.webDir, d.log));
-
+  // Before the pages: a route's path asked with another method (OPTIONS too) is the 405 that names all of
+  // the path's methods, where the router would answer an OPTIONS of a page's path with its GET alone.
   app.use((req, res, next) => {
     let match: ApiMatch | undefined;
     try {
@@ -197,6 +196,9 @@ export function createApp(d: GatewayDeps): GatewayApp {
     res.locals.routeId = 'method_not_allowed';
     res.set('Allow', match.allow).status(405).json({ detail: 'Method Not Allowed' });
   });
+
+  // The GET of a List-Unsubscribe URL from a browser (see RouteDef.page) is a page.
+  app.use(pagesRouter(d.webDir, d.log));
 
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ detail: 'Not Found' });
@@ -253,7 +255,9 @@ export function createApp(d: GatewayDeps): GatewayApp {
         } catch {
           match = undefined; // Express answers it (api-routes.ts throws where Express would)
         }
-        if (match?.kind !== 'route') return void app(req, res);
+        // The URL of a route that is also a page (RouteDef.page): a browser, which prefers HTML, gets the page
+        // (pages.ts); any other client the route's JSON, as everywhere in the API.
+        if (match?.kind !== 'route' || (match.route.page && req.accepts(['json', 'html']) === 'html')) return void app(req, res);
         const { route, params } = match;
         req.params = params;
         res.locals.routeId = route.id;

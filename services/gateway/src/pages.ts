@@ -180,8 +180,8 @@ export function pagesRouter(webDir: string, log: Logger): express.Router {
   router.get(`${BASE}/checkout/:planId`, page('checkout'));
   router.get(`${BASE}/manage`, page('manage'));
   router.get([`${API_PREFIX}/docs`, `${API_PREFIX}/docs/`], page('docs'));
-  // A List-Unsubscribe URL opened in a browser (or fetched by a link scanner): a page that asks, and
-  // POSTs the same URL only when its button is pressed. Nothing changes on a GET.
+  // A List-Unsubscribe URL opened in a browser: a page that asks (what the link turns off, from the same
+  // URL's JSON), and POSTs the same URL only when its button is pressed. Nothing changes on a GET.
   router.get(`${API_PREFIX}/public/unsubscribe/:token`, page('unsubscribe'));
   if (built) {
     const assets = readAssets(join(webDir, 'assets'));

@@ -17,6 +17,7 @@ import {
   portalListSubscriptions,
   portalUpdate,
   publicUnsubscribe,
+  publicUnsubscribeLink,
   subscriberOfToken,
 } from './portal.js';
 import { subscriptionContact } from './notification-contacts.js';
@@ -61,6 +62,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   portalCancel(d),
   portalUpdate(d),
   publicUnsubscribe(d),
+  publicUnsubscribeLink(d),
   subscriberOfToken(d),
   nwcFallback(d),
   nwcReconnect(d),

@@ -1,12 +1,13 @@
 import { callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
-import { messages, type BusRequest } from '@sb/contracts';
+import { messages, notificationMessages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { accessUntil, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
+import { accessUntil, RENEWABLE, reasonForSubscriber, TERMINAL } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
 import { renewableUntil, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
+import { courtesy } from './courtesy.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -28,7 +29,9 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   const cancel_reason = reasonForSubscriber(rest.cancel_reason);
   const access_until = accessUntil(x, now);
   const pay_by = renewableUntil(x, d.policy);
-  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment: await openRenewal(d, x) };
+  // A period is counted only once paid (a trial is period 0): the payments list may not reach that far back.
+  const ever_paid = x.period_index > 0;
+  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment: await openRenewal(d, x), ever_paid };
 }
 
 export const portalListSubscriptions = (d: Deps) =>
@@ -53,6 +56,9 @@ export const portalUpdate = (d: Deps) =>
       const s = await subscriberOf(d, tx, req);
       const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
       if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
+      // An ended subscription is sent neither (no renewal, no payment applies to it; cancellation notices
+      // go regardless): a switch there would claim a choice that does nothing.
+      if (TERMINAL.includes(sub.status)) throw conflict(`This subscription has ended (${sub.status}): it gets no more reminders or confirmations`);
       const { receive_reminders, receive_confirmations } = req.body;
       return saveSettings(
         d,
@@ -66,6 +72,31 @@ export const portalUpdate = (d: Deps) =>
     return portalItem(d, saved, plan?.name ?? '', unixSeconds(d.clock));
   });
 
+/** The subscription and kind of notice a one-click unsubscribe token names; 404 for anything else. */
+async function linked(d: Deps, q: Queryable, token: string, lock: boolean) {
+  const t = readUnsubscribeToken(d.secrets, token);
+  const sub = t && (await d.subscriptions.get(q, null, t.subscriptionId, lock));
+  if (!t || !sub) throw notFound('Subscription');
+  return { sub, kind: t.kind, field: OPT_IN_OF[t.kind] };
+}
+
+/**
+ * What a one-click unsubscribe URL turns off, for the page a browser opening it gets: mail scanners
+ * fetch these links, so nothing changes here. The merchant's name lives in the notifier: without its
+ * answer the page names the plan alone.
+ */
+export const publicUnsubscribeLink = (d: Deps) =>
+  routeHandler('public.unsubscribe.get', async (req) => {
+    const { sub, kind, field } = await linked(d, d.db, req.params.token, false);
+    const [plan, contact] = await Promise.all([
+      d.plans.get(d.db, sub.wallet_id, sub.plan_id),
+      courtesy(d, callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: sub.wallet_id, plan_id: sub.plan_id }), 'merchant name', {
+        subscription_id: sub.id,
+      }),
+    ]);
+    return { kind, plan_name: plan?.name ?? '', merchant_name: contact?.merchant_name ?? null, receiving: sub[field] };
+  });
+
 /**
  * RFC 8058 one-click unsubscribe from an e-mail's List-Unsubscribe URL: the token's kind of notice off
  * for its subscription. Idempotent (already off: 200 again, nothing written); whatever the token does not
@@ -73,17 +104,13 @@ export const portalUpdate = (d: Deps) =>
  */
 export const publicUnsubscribe = (d: Deps) =>
   routeHandler('public.unsubscribe', async (req) => {
-    const t = readUnsubscribeToken(d.secrets, req.params.token);
-    if (!t) throw notFound('Subscription');
-    const field = OPT_IN_OF[t.kind];
-    const sub = await d.db.tx(async (tx) => {
-      const sub = await d.subscriptions.get(tx, null, t.subscriptionId, true);
-      if (!sub) throw notFound('Subscription');
-      if (sub[field]) await saveSettings(d, tx, sub, { [field]: false }, unixSeconds(d.clock));
-      return sub;
+    const { sub, kind } = await d.db.tx(async (tx) => {
+      const l = await linked(d, tx, req.params.token, true);
+      if (l.sub[l.field]) await saveSettings(d, tx, l.sub, { [l.field]: false }, unixSeconds(d.clock));
+      return l;
     });
     const plan = await d.plans.get(d.db, sub.wallet_id, sub.plan_id);
-    const what = t.kind === 'reminders' ? 'reminders' : 'confirmations and receipts';
+    const what = kind === 'reminders' ? 'reminders' : 'confirmations and receipts';
     return {
       success: true,
       message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. Cancellation notices are still sent; your subscription portal can turn them back on.`,

@@ -175,6 +175,6 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     const botId = token ? botIdOf(token) : undefined;
     // Known once the bot was polled with this very token (its getMe): the checkout page links subscribers to it.
     const bot = token && botId !== undefined ? await d.messenger.usernameOf(d.db, botId, tokenHashOf(token)) : null;
-    return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}) };
+    return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}), merchant_name: s.merchant };
   }),
 ];
