@@ -514,6 +514,60 @@ describe('failed charges (found from outside)', () => {
     expect(await nwcEvents(subId, 'payment.failed')).toEqual([]);
   });
 
+  it('a kept preimage the payments service refuses later is announced as payment.failed, once, and counted (review finding)', async () => {
+    const w = await wallet();
+    const p = await plan();
+    // A faulty wallet answers a made-up preimage while the payments service is away: the attempt is kept as paid.
+    w.setBehaviour({ pay: true, fakePreimage: true, afterPay: () => stack.stopPayments() });
+    let subId: string;
+    try {
+      const res = await anon().post('/public/subscribe/nwc', {
+        plan_id: p.id,
+        email: 'refuted-later@example.com',
+        nwc_connection_string: w.connectionString(),
+      });
+      expect(res.body).toMatchObject({ status: 'pending' });
+      expect(res.body.error_code ?? null).toBeNull();
+      subId = res.body.subscription_id;
+    } finally {
+      w.setBehaviour({ pay: true });
+      await stack.restartPayments();
+    }
+    // The sweeper gives the preimage to payments, which refuses it. The old code ended the attempt failed in silence.
+    const failed = await until(
+      () => nwcEvents(subId, 'payment.failed'),
+      (rows) => rows.length > 0,
+      20_000,
+    );
+    const { rows: attempts } = await db.query(
+      `SELECT a.id, a.outcome, a.error_code FROM nwc.charge_attempts a JOIN nwc.connections c ON c.id = a.connection_id WHERE c.subscription_id = $1`,
+      [subId],
+    );
+    expect(attempts).toEqual([{ id: expect.stringMatching(/^nwa_/), outcome: 'failed', error_code: 'OTHER' }]);
+    const c = await connection(subId);
+    expect(c).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: 'OTHER' });
+    expect(failed.map((e) => e.payload.data)).toEqual([
+      expect.objectContaining({
+        status: 'failed',
+        payment_method: 'nwc',
+        purpose: 'checkout',
+        amount_sats: 1500,
+        error_code: 'OTHER',
+        error_message: 'The wallet answered with a preimage that does not belong to the invoice',
+        attempt_id: attempts[0].id,
+        wallet_asked: true,
+        connection_id: c.id,
+        consecutive_failures: 1,
+        wallet_disabled: false,
+        notify_subscriber: false,
+      }),
+    ]);
+    // Once: later sweeps find nothing left to confirm.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
+    expect(w.requests).toHaveLength(1);
+  });
+
   it('six identical checkouts at once ask the wallet once and all answer the payment', async () => {
     const w = await wallet();
     w.setBehaviour({ pay: true, delayMs: 1500 });

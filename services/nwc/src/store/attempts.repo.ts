@@ -14,10 +14,14 @@ export interface AttemptRow {
   unconfirmed_preimage: string | null;
   /** Its lease ran out (database time) while it was still in flight: the replica charging it is gone. */
   lapsed: boolean;
+  /** What it charged (null on attempts of earlier versions). */
+  amount_sats: number | null;
+  purpose: 'checkout' | 'renewal' | null;
 }
 
 const COLS =
-  'id, payment_id, connection_id, wallet_pubkey, outcome, error_code, error_message, unconfirmed_preimage, (outcome IS NULL AND lease_until < now()) AS lapsed';
+  'id, payment_id, connection_id, wallet_pubkey, outcome, error_code, error_message, unconfirmed_preimage, amount_sats::int AS amount_sats, purpose, ' +
+  '(outcome IS NULL AND lease_until < now()) AS lapsed';
 
 export class AttemptsRepo {
   constructor(private readonly schema = 'nwc') {}
@@ -35,16 +39,17 @@ export class AttemptsRepo {
    */
   async claim(
     q: Queryable,
-    a: { id: string; payment_id: string; connection_id: string; wallet_pubkey: string },
+    a: { id: string; payment_id: string; connection_id: string; wallet_pubkey: string; amount_sats: number; purpose: 'checkout' | 'renewal' },
     leaseMs: number,
   ): Promise<{ mine: true } | { mine: false; current: AttemptRow | undefined } | { mine: false; paid: AttemptRow }> {
     await q.query(`UPDATE ${this.t} SET outcome = 'abandoned', finished_at = now() WHERE payment_id = $1 AND outcome IS NULL AND lease_until < now()`, [
       a.payment_id,
     ]);
     const inserted = await q.query(
-      `INSERT INTO ${this.t} (id, payment_id, connection_id, wallet_pubkey, lease_until) VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')
+      `INSERT INTO ${this.t} (id, payment_id, connection_id, wallet_pubkey, lease_until, amount_sats, purpose)
+       VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond', $6, $7)
        ON CONFLICT (payment_id) WHERE outcome IS NULL DO NOTHING RETURNING id`,
-      [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs],
+      [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs, a.amount_sats, a.purpose],
     );
     if (inserted.rowCount) {
       const paid = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome = 'paid' ORDER BY started_at DESC LIMIT 1`, [
@@ -93,13 +98,16 @@ export class AttemptsRepo {
     await q.query(`UPDATE ${this.t} SET unconfirmed_preimage = NULL WHERE id = $1`, [id]);
   }
 
-  /** The payments service refused the preimage: the wallet did not pay, the attempt failed. */
-  async refuted(q: Queryable, id: string, error: { code: NWCErrorCode; message: string }): Promise<void> {
-    await q.query(`UPDATE ${this.t} SET outcome = 'failed', error_code = $2, error_message = $3, unconfirmed_preimage = NULL WHERE id = $1`, [
-      id,
-      error.code,
-      error.message,
-    ]);
+  /**
+   * The payments service refused the preimage: the wallet did not pay, the attempt failed. True for the
+   * one caller that ended it so (the sweeper and a charge may both have tried): it counts and announces it.
+   */
+  async refuted(q: Queryable, id: string, error: { code: NWCErrorCode; message: string }): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.t} SET outcome = 'failed', error_code = $2, error_message = $3, unconfirmed_preimage = NULL WHERE id = $1 AND unconfirmed_preimage IS NOT NULL`,
+      [id, error.code, error.message],
+    );
+    return (rowCount ?? 0) > 0;
   }
 
   /**
