@@ -796,6 +796,34 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(4);
   });
 
+  it('a checkout the wallet paid after the service looked stops counting as a failure, and never adds to a deactivation (review finding)', async () => {
+    const w = await wallet();
+    // The wallet refuses, is asked whether it paid (2 s), and pays a second later without a word.
+    w.setBehaviour({ error: 'INTERNAL', message: 'Try again', thenPay: 'silently', thenPayAfterMs: 3000 });
+    const p = await plan({ interval: 'monthly', grace_period_days: 5 });
+    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'paid-late@example.com', nwc_connection_string: w.connectionString() }))
+      .body;
+    expect(res).toMatchObject({ status: 'pending', error_code: 'INTERNAL' });
+    const active = await until(
+      () => sub(res.subscription_id),
+      (x) => x.status === 'active',
+    );
+    // The failure is taken back once the invoice turns out paid (the old code kept it: 1, 'Try again').
+    const forgiven = await until(
+      () => connection(res.subscription_id),
+      (c) => c.consecutive_failures === 0,
+    );
+    expect(forgiven).toMatchObject({ is_active: true, consecutive_failures: 0, last_error: null, last_error_code: null });
+    const { rows } = await db.query('SELECT outcome, error_code FROM nwc.charge_attempts WHERE connection_id = $1', [forgiven.id]);
+    expect(rows).toEqual([{ outcome: 'paid', error_code: 'INTERNAL' }]);
+    // Two renewal failures later the wallet is still connected (the old code counted three and deactivated it).
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const t1 = await advanceTo(active.current_period_end + 60);
+    await advanceTo(t1 + 3600 + 60);
+    expect(w.requests).toHaveLength(3);
+    expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 2, last_error_code: 'INSUFFICIENT_BALANCE' });
+  });
+
   it('a wallet connected again after the fallback to invoices is charged for the open renewal (found from outside: free access)', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'monthly', grace_period_days: 5 }, 'reconnect-after-fallback@example.com');

@@ -213,9 +213,20 @@ export async function tellBilling(d: Deps, conn: Pick<ConnectionRow, 'wallet_id'
  * anyway: the provider confirmed the payment. That is a success, not a failure that could deactivate a
  * working wallet, whatever error code the wallet answered.
  */
-async function paidMeanwhile(d: Deps, conn: ConnectionRow, paymentId: string): Promise<boolean> {
+async function paidMeanwhile(d: Deps, conn: Pick<ConnectionRow, 'wallet_id' | 'subscription_id'>, paymentId: string): Promise<boolean> {
   const found = await callMessage(d.bus, messages.getPayment, { wallet_id: conn.wallet_id, id: paymentId }).catch(() => undefined);
   return found?.payment?.status === 'paid' && found.payment.subscription_id === conn.subscription_id;
+}
+
+/**
+ * A failed attempt whose invoice got paid after the charge asked (the wallet paid late): no failure after
+ * all. Its attempt becomes paid and its connection's count forgets it (the sweeper looks for a while).
+ */
+export async function forgiveIfPaidLate(d: Deps, attempt: Pick<AttemptRow, 'id' | 'payment_id'> & { wallet_id: string; subscription_id: string }) {
+  if (!(await paidMeanwhile(d, attempt, attempt.payment_id))) return;
+  if (await d.db.tx((tx) => d.attempts.paidLate(tx, attempt.id))) {
+    d.log.info({ attempt_id: attempt.id, payment_id: attempt.payment_id }, 'nwc payment paid after its charge failed: the failure no longer counts');
+  }
 }
 
 /** The preimage given to the payments service: taken, refused (not this invoice's), or not known yet (it is away). */

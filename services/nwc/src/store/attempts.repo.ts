@@ -19,9 +19,11 @@ export interface AttemptRow {
   purpose: 'checkout' | 'renewal' | null;
 }
 
-const COLS =
-  'id, payment_id, connection_id, wallet_pubkey, outcome, error_code, error_message, unconfirmed_preimage, amount_sats::int AS amount_sats, purpose, ' +
-  '(outcome IS NULL AND lease_until < now()) AS lapsed';
+/** The columns of an AttemptRow, of the table named `a` when `p` is 'a.'. */
+const cols = (p = '') =>
+  `${p}id, ${p}payment_id, ${p}connection_id, ${p}wallet_pubkey, ${p}outcome, ${p}error_code, ${p}error_message, ${p}unconfirmed_preimage, ` +
+  `${p}amount_sats::int AS amount_sats, ${p}purpose, (${p}outcome IS NULL AND ${p}lease_until < now()) AS lapsed`;
+const COLS = cols();
 
 export class AttemptsRepo {
   constructor(private readonly schema = 'nwc') {}
@@ -108,6 +110,46 @@ export class AttemptsRepo {
       [id, error.code, error.message],
     );
     return (rowCount ?? 0) > 0;
+  }
+
+  /**
+   * Failed attempts finished less than `seconds` ago whose failure still counts on an active connection
+   * (the invoice may have been paid after the charge asked whether it was), with the
+   * connection's wallet and subscription (the payment is looked up with them). Newest first: a wallet
+   * that pays late does so within moments.
+   */
+  async recentlyFailed(q: Queryable, seconds: number, limit: number): Promise<(AttemptRow & { wallet_id: string; subscription_id: string })[]> {
+    const { rows } = await q.query<AttemptRow & { wallet_id: string; subscription_id: string }>(
+      `SELECT ${cols('a.')}, c.wallet_id, c.subscription_id
+       FROM ${this.t} a JOIN ${this.schema}.connections c ON c.id = a.connection_id
+       WHERE a.outcome = 'failed' AND a.finished_at > now() - $1 * interval '1 second' AND c.is_active AND c.consecutive_failures > 0
+       ORDER BY a.finished_at DESC LIMIT $2`,
+      [seconds, limit],
+    );
+    return rows;
+  }
+
+  /**
+   * A failed attempt whose invoice turned out paid: it is paid (the wallet is not asked for the payment
+   * again), and its connection counts only the failures after it, as if it had succeeded then. False
+   * when it is no longer a failure (another replica got there first).
+   */
+  async paidLate(q: Queryable, id: string): Promise<boolean> {
+    const { rows } = await q.query<{ connection_id: string; finished_at: Date }>(
+      `UPDATE ${this.t} SET outcome = 'paid' WHERE id = $1 AND outcome = 'failed' RETURNING connection_id, finished_at`,
+      [id],
+    );
+    const a = rows[0];
+    if (!a) return false;
+    await q.query(
+      `WITH later AS (SELECT count(*)::int AS n FROM ${this.t} WHERE connection_id = $1 AND outcome = 'failed' AND finished_at > $2)
+       UPDATE ${this.schema}.connections SET consecutive_failures = later.n,
+         last_error = CASE WHEN later.n = 0 THEN NULL ELSE last_error END,
+         last_error_code = CASE WHEN later.n = 0 THEN NULL ELSE last_error_code END
+       FROM later WHERE id = $1 AND is_active`,
+      [a.connection_id, a.finished_at],
+    );
+    return true;
   }
 
   /**
