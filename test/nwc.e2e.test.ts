@@ -924,6 +924,44 @@ describe('renewals', () => {
     expect((await sub(res.subscription_id)).status).toBe('pending');
   });
 
+  it("a wallet connected in the portal while a resume's charge is under way leaves the resume its reminder (review finding)", async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'resume-reconnect@example.com');
+    // A refused renewal issues the period's renewal (past_due); paused, then resumed after the end.
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    await advanceTo(s.current_period_end + 60);
+    expect(await sub(res.subscription_id)).toMatchObject({ status: 'past_due' });
+    expect((await admin.post(`/subscriptions/${res.subscription_id}/pause`)).body.status).toBe('paused');
+    await advanceTo(s.current_period_end + DAY);
+    w.setBehaviour({ silent: true });
+    const resumed = admin.post(`/subscriptions/${res.subscription_id}/resume`);
+    await until(
+      async () => w.requests.length,
+      (n) => n === 3,
+    );
+    // While the wallet is asked the subscriber swaps wallets in the portal: disconnect, then connect another.
+    const headers = { 'X-Subscriber-Token': tokenOf(res.manage_url) };
+    const old = (await portal(tokenOf(res.manage_url))).body.items[0].id;
+    expect((await client(stack.api).del(`/public/manage/wallets/${old}`, { headers })).status).toBe(200);
+    const next = await wallet();
+    const connected = await anon().post(
+      '/public/manage/wallets',
+      { subscription_id: res.subscription_id, nwc_connection_string: next.connectionString() },
+      { headers },
+    );
+    expect(connected.status).toBe(201);
+    expect((await resumed).body.status).toBe('pending');
+    // The wallet never answered: the open renewal goes to the subscriber (the old reconnect cleared the
+    // charge's marker, so neither the resume nor the scheduler's repair ever sent it).
+    const resumedReminders = async () => (await billingEvents(res.subscription_id)).filter((e) => e.e === 'renewal.reminder' && e.d.reason === 'resumed');
+    await advanceTo((await now()) + 180);
+    const reminders = await until(resumedReminders, (r) => r.length > 0);
+    expect(reminders).toHaveLength(1);
+    const open = (await renewals(res.subscription_id)).filter((p) => p.status === 'pending');
+    expect(open).toHaveLength(1);
+    expect(reminders[0]!.d).toMatchObject({ payment_id: open[0].id });
+  });
+
   it("a renewal above the connection's limit is refused without asking the wallet: counted, announced with wallet_asked false", async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'over-limit-nwc@example.com');
