@@ -960,6 +960,10 @@ describe('renewals', () => {
     const open = (await renewals(res.subscription_id)).filter((p) => p.status === 'pending');
     expect(open).toHaveLength(1);
     expect(reminders[0]!.d).toMatchObject({ payment_id: open[0].id });
+    // The old wallet's failure does not turn the subscription to invoices: the new wallet pays from now on
+    // (found alongside: the charge of the retired connection answered "deactivated").
+    const { rows } = await db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [res.subscription_id]);
+    expect(rows).toEqual([{ nwc_fallback: false }]);
   });
 
   it("a renewal above the connection's limit is refused without asking the wallet: counted, announced with wallet_asked false", async () => {

@@ -65,10 +65,17 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
   }
 }
 
-/** Not paid, with whether the connection is still active (for billing: invoices from now on if not). */
+/** Not paid, with whether the subscription still has an active wallet (for billing: invoices from now on if not). */
 async function unpaid(d: Deps, conn: ConnectionRow, error: { code: NWCErrorCode; message: string }): Promise<ChargeOutcome> {
-  const now = await d.connections.get(d.db, conn.id);
-  return { paid: false, error_code: error.code, message: error.message, deactivated: !now?.is_active };
+  return { paid: false, error_code: error.code, message: error.message, deactivated: await walletGone(d, conn) };
+}
+
+/**
+ * No active connection pays for the subscription any more (this one deactivated or disconnected). A
+ * connection retired by a wallet connected meanwhile is not that: the new wallet pays from now on.
+ */
+async function walletGone(d: Deps, conn: Pick<ConnectionRow, 'wallet_id' | 'subscription_id'>): Promise<boolean> {
+  return !(await d.connections.activeForSubscription(d.db, conn.wallet_id, conn.subscription_id));
 }
 
 /**
@@ -188,8 +195,8 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     if (!(await d.attempts.finish(tx, attemptId, 'failed', { error }))) return undefined;
     return countFailure(d, tx, conn.id, payment, { id: attemptId, walletAsked }, error);
   });
-  // For billing, a connection that is no longer active (deactivated now or before) means invoices from now on.
-  const deactivated = !!after && !after.is_active;
+  // For billing, a subscription without an active wallet (deactivated now or before) means invoices from now on.
+  const deactivated = !!after && !after.is_active && (await walletGone(d, conn));
   d.log.warn(
     { connection_id: conn.id, payment_id: payment.id, error_code: error.code, consecutive_failures: after?.consecutive_failures, deactivated },
     'nwc payment failed',
