@@ -568,6 +568,53 @@ describe('failed charges (found from outside)', () => {
     expect(w.requests).toHaveLength(1);
   });
 
+  it('the same checkout again (same Idempotency-Key, its answer lost) answers the refusal recorded, without asking the wallet (review finding)', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats', delayMs: 1500 });
+    const p = await plan();
+    const body = { plan_id: p.id, email: 'same-key-refused@example.com', nwc_connection_string: w.connectionString() };
+    const headers = { 'Idempotency-Key': 'nwc-same-key-refused' };
+    const first = anon()
+      .post('/public/subscribe/nwc', body, { headers })
+      .catch((err) => err);
+    await until(
+      async () => w.requests.length,
+      (n) => n === 1,
+    );
+    // The gateway dies while the wallet decides: the client never gets the answer nwc still records.
+    stack.services.gateway.child.kill('SIGKILL');
+    expect(await first).toBeInstanceOf(Error);
+    await stack.restartGateway();
+    const attempts = () =>
+      db.query(
+        `SELECT a.outcome, c.subscription_id FROM nwc.charge_attempts a JOIN nwc.connections c ON c.id = a.connection_id WHERE c.subscriber_email = $1`,
+        [body.email],
+      );
+    const recorded = await until(attempts, (r) => r.rows.length === 1 && r.rows[0].outcome === 'failed');
+    expect(recorded.rows).toHaveLength(1);
+    const subId = recorded.rows[0].subscription_id;
+    // The dead gateway's claim holds for its lease (the route's 75 s wait and a margin); aged past it
+    // here instead of waited out.
+    await db.query(`UPDATE gateway.idempotency_keys SET created_at = created_at - interval '10 minutes' WHERE key = $1`, [headers['Idempotency-Key']]);
+    w.setBehaviour({ pay: true });
+    const again = await anon().post('/public/subscribe/nwc', body, { headers });
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect(again.body).toMatchObject({
+      subscription_id: subId,
+      status: 'pending',
+      error_code: 'INSUFFICIENT_BALANCE',
+      message: 'Your wallet did not pay the first invoice: Not enough sats',
+    });
+    // The old code asked the wallet again (which paid this time) and answered active.
+    expect(w.requests).toHaveLength(1);
+    expect((await attempts()).rows).toHaveLength(1);
+    expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
+    // A new request (another key) is a new question: the wallet is asked again.
+    const retry = await anon().post('/public/subscribe/nwc', body, { headers: { 'Idempotency-Key': 'nwc-same-key-refused-2' } });
+    expect(retry.body).toMatchObject({ subscription_id: subId, status: 'active' });
+    expect(w.requests).toHaveLength(2);
+  });
+
   it('six identical checkouts at once ask the wallet once and all answer the payment', async () => {
     const w = await wallet();
     w.setBehaviour({ pay: true, delayMs: 1500 });

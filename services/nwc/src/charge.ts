@@ -17,6 +17,8 @@ interface ChargedPayment {
   payment_request: string;
   amount_sats: number;
   purpose: 'checkout' | 'renewal';
+  /** The checkout request's Idempotency-Key (hashed by the gateway): its run again answers this run's refusal. */
+  request_key?: string;
 }
 
 /** What a charge answers before its caller stops waiting, so that the answer still reaches it. */
@@ -40,7 +42,15 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
     const id = newId('nwa_', d.clock.nowMs());
     const claim = await d.attempts.claim(
       d.db,
-      { id, payment_id: payment.id, connection_id: conn.id, wallet_pubkey: conn.wallet_pubkey, amount_sats: payment.amount_sats, purpose: payment.purpose },
+      {
+        id,
+        payment_id: payment.id,
+        connection_id: conn.id,
+        wallet_pubkey: conn.wallet_pubkey,
+        amount_sats: payment.amount_sats,
+        purpose: payment.purpose,
+        request_key: payment.request_key ?? null,
+      },
       d.attemptLeaseMs,
     );
     if (claim.mine) return runAttempt(d, conn, payment, id);

@@ -41,17 +41,25 @@ export class AttemptsRepo {
    */
   async claim(
     q: Queryable,
-    a: { id: string; payment_id: string; connection_id: string; wallet_pubkey: string; amount_sats: number; purpose: 'checkout' | 'renewal' },
+    a: {
+      id: string;
+      payment_id: string;
+      connection_id: string;
+      wallet_pubkey: string;
+      amount_sats: number;
+      purpose: 'checkout' | 'renewal';
+      request_key: string | null;
+    },
     leaseMs: number,
   ): Promise<{ mine: true } | { mine: false; current: AttemptRow | undefined } | { mine: false; paid: AttemptRow }> {
     await q.query(`UPDATE ${this.t} SET outcome = 'abandoned', finished_at = now() WHERE payment_id = $1 AND outcome IS NULL AND lease_until < now()`, [
       a.payment_id,
     ]);
     const inserted = await q.query(
-      `INSERT INTO ${this.t} (id, payment_id, connection_id, wallet_pubkey, lease_until, amount_sats, purpose)
-       VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond', $6, $7)
+      `INSERT INTO ${this.t} (id, payment_id, connection_id, wallet_pubkey, lease_until, amount_sats, purpose, request_key)
+       VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond', $6, $7, $8)
        ON CONFLICT (payment_id) WHERE outcome IS NULL DO NOTHING RETURNING id`,
-      [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs, a.amount_sats, a.purpose],
+      [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs, a.amount_sats, a.purpose, a.request_key],
     );
     if (inserted.rowCount) {
       const paid = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome = 'paid' ORDER BY started_at DESC LIMIT 1`, [
@@ -63,6 +71,15 @@ export class AttemptsRepo {
     }
     const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome IS NULL`, [a.payment_id]);
     return { mine: false, current: rows[0] };
+  }
+
+  /** The refusal a wallet answered to an earlier run of the same request (`requestKey`) for the payment, if any. */
+  async refusalOf(q: Queryable, paymentId: string, requestKey: string): Promise<AttemptRow | undefined> {
+    const { rows } = await q.query<AttemptRow>(
+      `SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND request_key = $2 AND outcome = 'failed' ORDER BY started_at DESC LIMIT 1`,
+      [paymentId, requestKey],
+    );
+    return rows[0];
   }
 
   async get(q: Queryable, id: string): Promise<AttemptRow | undefined> {

@@ -93,7 +93,9 @@ CREATE INDEX charge_attempts_finished ON charge_attempts (finished_at) WHERE out
     sql: `
 -- The payment's amount and purpose, so that a failure found after the charge answered (a kept preimage
 -- the payments service refused later) is announced like any other. NULL on rows of earlier versions.
-ALTER TABLE charge_attempts ADD COLUMN amount_sats BIGINT, ADD COLUMN purpose TEXT;`,
+-- request_key: the checkout request's Idempotency-Key (as the gateway hashed it), so that the same request
+-- sent again is answered the wallet's recorded refusal instead of asking the wallet again.
+ALTER TABLE charge_attempts ADD COLUMN amount_sats BIGINT, ADD COLUMN purpose TEXT, ADD COLUMN request_key TEXT;`,
   },
   outboxTraceMigration,
 ];
