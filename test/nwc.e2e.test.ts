@@ -1,6 +1,7 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '@sb/runtime';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
@@ -613,6 +614,48 @@ describe('failed charges (found from outside)', () => {
     const retry = await anon().post('/public/subscribe/nwc', body, { headers: { 'Idempotency-Key': 'nwc-same-key-refused-2' } });
     expect(retry.body).toMatchObject({ subscription_id: subId, status: 'active' });
     expect(w.requests).toHaveLength(2);
+  });
+
+  it("a charge waiting for another attempt answers by the wait its caller states, not by nwc's own BUS_TIMEOUT_MS (review finding)", async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'caller-wait@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    const payment = (await admin.get(`/subscriptions/${res.body.subscription_id}/payments`)).body.items[0];
+    // Billing's side of the bus, with its own NATS user and a shorter bus wait than nwc's 60 s.
+    const bus = new BusClient({ ...stack.env, NATS_USER: 'billing', NATS_PASSWORD: stack.natsPasswords.NATS_PASSWORD_BILLING }, 3000, 'billing-client');
+    await bus.connect();
+    try {
+      const charge = (waitMs: number) =>
+        bus.request(
+          'nwc.internal.charge',
+          {
+            wallet_id: stack.wallets[0]!.id,
+            subscription_id: res.body.subscription_id,
+            payment_id: payment.id,
+            payment_request: payment.payment_request,
+            amount_sats: payment.amount_sats,
+            wait_ms: waitMs,
+          },
+          waitMs,
+        );
+      w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats', delayMs: 3000 });
+      const first = charge(30_000);
+      await until(
+        async () => w.requests.length,
+        (n) => n === 2,
+      );
+      const started = Date.now();
+      // The old nwc waited for the attempt until its own deadline (58 s): this caller was long gone.
+      const second = await charge(3000);
+      expect(second).toEqual({ ok: true, data: { paid: false, error_code: 'OTHER', deactivated: false } });
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect((await first).data).toMatchObject({ paid: false, error_code: 'INSUFFICIENT_BALANCE' });
+      expect(w.requests).toHaveLength(2);
+    } finally {
+      await bus.close();
+    }
   });
 
   it('six identical checkouts at once ask the wallet once and all answer the payment', async () => {

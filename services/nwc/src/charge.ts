@@ -24,9 +24,13 @@ interface ChargedPayment {
 /** What a charge answers before its caller stops waiting, so that the answer still reaches it. */
 const ANSWER_MARGIN_MS = 2_000;
 
-/** Until when (wall-clock ms) a charge may answer a bus caller that waits `routeWaitMs` (its message's or route's own wait). */
-export const answerBy = (d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | undefined): number =>
-  Date.now() + busWaitMs(d.busTimeoutMs, routeWaitMs) - ANSWER_MARGIN_MS;
+/**
+ * Until when (wall-clock ms) a charge may answer a bus caller: by the wait the caller said it has
+ * (`callerWaitMs`), else the one it would have with this service's BUS_TIMEOUT_MS and the message's or
+ * route's own wait (`routeWaitMs`; a caller of an earlier version says nothing).
+ */
+export const answerBy = (d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | undefined, callerWaitMs?: number): number =>
+  Date.now() + (callerWaitMs ?? busWaitMs(d.busTimeoutMs, routeWaitMs)) - ANSWER_MARGIN_MS;
 
 const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
 
