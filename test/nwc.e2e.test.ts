@@ -1,6 +1,7 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '@sb/runtime';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
@@ -514,6 +515,149 @@ describe('failed charges (found from outside)', () => {
     expect(await nwcEvents(subId, 'payment.failed')).toEqual([]);
   });
 
+  it('a kept preimage the payments service refuses later is announced as payment.failed, once, and counted (review finding)', async () => {
+    const w = await wallet();
+    const p = await plan();
+    // A faulty wallet answers a made-up preimage while the payments service is away: the attempt is kept as paid.
+    w.setBehaviour({ pay: true, fakePreimage: true, afterPay: () => stack.stopPayments() });
+    let subId: string;
+    try {
+      const res = await anon().post('/public/subscribe/nwc', {
+        plan_id: p.id,
+        email: 'refuted-later@example.com',
+        nwc_connection_string: w.connectionString(),
+      });
+      expect(res.body).toMatchObject({ status: 'pending' });
+      expect(res.body.error_code ?? null).toBeNull();
+      subId = res.body.subscription_id;
+    } finally {
+      w.setBehaviour({ pay: true });
+      await stack.restartPayments();
+    }
+    // The sweeper gives the preimage to payments, which refuses it. The old code ended the attempt failed in silence.
+    const failed = await until(
+      () => nwcEvents(subId, 'payment.failed'),
+      (rows) => rows.length > 0,
+      20_000,
+    );
+    const { rows: attempts } = await db.query(
+      `SELECT a.id, a.outcome, a.error_code FROM nwc.charge_attempts a JOIN nwc.connections c ON c.id = a.connection_id WHERE c.subscription_id = $1`,
+      [subId],
+    );
+    expect(attempts).toEqual([{ id: expect.stringMatching(/^nwa_/), outcome: 'failed', error_code: 'OTHER' }]);
+    const c = await connection(subId);
+    expect(c).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: 'OTHER' });
+    expect(failed.map((e) => e.payload.data)).toEqual([
+      expect.objectContaining({
+        status: 'failed',
+        payment_method: 'nwc',
+        purpose: 'checkout',
+        amount_sats: 1500,
+        error_code: 'OTHER',
+        error_message: 'The wallet answered with a preimage that does not belong to the invoice',
+        attempt_id: attempts[0].id,
+        wallet_asked: true,
+        connection_id: c.id,
+        consecutive_failures: 1,
+        wallet_disabled: false,
+        notify_subscriber: false,
+      }),
+    ]);
+    // Once: later sweeps find nothing left to confirm.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
+    expect(w.requests).toHaveLength(1);
+  });
+
+  it('the same checkout again (same Idempotency-Key, its answer lost) answers the refusal recorded, without asking the wallet (review finding)', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats', delayMs: 1500 });
+    const p = await plan();
+    const body = { plan_id: p.id, email: 'same-key-refused@example.com', nwc_connection_string: w.connectionString() };
+    const headers = { 'Idempotency-Key': 'nwc-same-key-refused' };
+    const first = anon()
+      .post('/public/subscribe/nwc', body, { headers })
+      .catch((err) => err);
+    await until(
+      async () => w.requests.length,
+      (n) => n === 1,
+    );
+    // The gateway dies while the wallet decides: the client never gets the answer nwc still records.
+    stack.services.gateway.child.kill('SIGKILL');
+    expect(await first).toBeInstanceOf(Error);
+    await stack.restartGateway();
+    const attempts = () =>
+      db.query(
+        `SELECT a.outcome, c.subscription_id FROM nwc.charge_attempts a JOIN nwc.connections c ON c.id = a.connection_id WHERE c.subscriber_email = $1`,
+        [body.email],
+      );
+    const recorded = await until(attempts, (r) => r.rows.length === 1 && r.rows[0].outcome === 'failed');
+    expect(recorded.rows).toHaveLength(1);
+    const subId = recorded.rows[0].subscription_id;
+    // The dead gateway's claim holds for its lease (the route's 75 s wait and a margin); aged past it
+    // here instead of waited out.
+    await db.query(`UPDATE gateway.idempotency_keys SET created_at = created_at - interval '10 minutes' WHERE key = $1`, [headers['Idempotency-Key']]);
+    w.setBehaviour({ pay: true });
+    const again = await anon().post('/public/subscribe/nwc', body, { headers });
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect(again.body).toMatchObject({
+      subscription_id: subId,
+      status: 'pending',
+      error_code: 'INSUFFICIENT_BALANCE',
+      message: 'Your wallet did not pay the first invoice: Not enough sats',
+    });
+    // The old code asked the wallet again (which paid this time) and answered active.
+    expect(w.requests).toHaveLength(1);
+    expect((await attempts()).rows).toHaveLength(1);
+    expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
+    // A new request (another key) is a new question: the wallet is asked again.
+    const retry = await anon().post('/public/subscribe/nwc', body, { headers: { 'Idempotency-Key': 'nwc-same-key-refused-2' } });
+    expect(retry.body).toMatchObject({ subscription_id: subId, status: 'active' });
+    expect(w.requests).toHaveLength(2);
+  });
+
+  it("a charge waiting for another attempt answers by the wait its caller states, not by nwc's own BUS_TIMEOUT_MS (review finding)", async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'caller-wait@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    const payment = (await admin.get(`/subscriptions/${res.body.subscription_id}/payments`)).body.items[0];
+    // Billing's side of the bus, with its own NATS user and a shorter bus wait than nwc's 60 s.
+    const bus = new BusClient({ ...stack.env, NATS_USER: 'billing', NATS_PASSWORD: stack.natsPasswords.NATS_PASSWORD_BILLING }, 3000, 'billing-client');
+    await bus.connect();
+    try {
+      const charge = (waitMs: number) =>
+        bus.request(
+          'nwc.internal.charge',
+          {
+            wallet_id: stack.wallets[0]!.id,
+            subscription_id: res.body.subscription_id,
+            payment_id: payment.id,
+            payment_request: payment.payment_request,
+            amount_sats: payment.amount_sats,
+            wait_ms: waitMs,
+          },
+          waitMs,
+        );
+      w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats', delayMs: 3000 });
+      const first = charge(30_000);
+      await until(
+        async () => w.requests.length,
+        (n) => n === 2,
+      );
+      const started = Date.now();
+      // The old nwc waited for the attempt until its own deadline (58 s): this caller was long gone.
+      const second = await charge(3000);
+      expect(second).toEqual({ ok: true, data: { paid: false, error_code: 'OTHER', deactivated: false } });
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect((await first).data).toMatchObject({ paid: false, error_code: 'INSUFFICIENT_BALANCE' });
+      expect(w.requests).toHaveLength(2);
+    } finally {
+      await bus.close();
+    }
+  });
+
   it('six identical checkouts at once ask the wallet once and all answer the payment', async () => {
     const w = await wallet();
     w.setBehaviour({ pay: true, delayMs: 1500 });
@@ -742,6 +886,34 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(4);
   });
 
+  it('a checkout the wallet paid after the service looked stops counting as a failure, and never adds to a deactivation (review finding)', async () => {
+    const w = await wallet();
+    // The wallet refuses, is asked whether it paid (2 s), and pays a second later without a word.
+    w.setBehaviour({ error: 'INTERNAL', message: 'Try again', thenPay: 'silently', thenPayAfterMs: 3000 });
+    const p = await plan({ interval: 'monthly', grace_period_days: 5 });
+    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'paid-late@example.com', nwc_connection_string: w.connectionString() }))
+      .body;
+    expect(res).toMatchObject({ status: 'pending', error_code: 'INTERNAL' });
+    const active = await until(
+      () => sub(res.subscription_id),
+      (x) => x.status === 'active',
+    );
+    // The failure is taken back once the invoice turns out paid (the old code kept it: 1, 'Try again').
+    const forgiven = await until(
+      () => connection(res.subscription_id),
+      (c) => c.consecutive_failures === 0,
+    );
+    expect(forgiven).toMatchObject({ is_active: true, consecutive_failures: 0, last_error: null, last_error_code: null });
+    const { rows } = await db.query('SELECT outcome, error_code FROM nwc.charge_attempts WHERE connection_id = $1', [forgiven.id]);
+    expect(rows).toEqual([{ outcome: 'paid', error_code: 'INTERNAL' }]);
+    // Two renewal failures later the wallet is still connected (the old code counted three and deactivated it).
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const t1 = await advanceTo(active.current_period_end + 60);
+    await advanceTo(t1 + 3600 + 60);
+    expect(w.requests).toHaveLength(3);
+    expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 2, last_error_code: 'INSUFFICIENT_BALANCE' });
+  });
+
   it('a wallet connected again after the fallback to invoices is charged for the open renewal (found from outside: free access)', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'monthly', grace_period_days: 5 }, 'reconnect-after-fallback@example.com');
@@ -840,6 +1012,48 @@ describe('renewals', () => {
     expect(await resumedReminders()).toHaveLength(1);
     expect(w.requests).toHaveLength(2); // the wallet is not asked again by the repair
     expect((await sub(res.subscription_id)).status).toBe('pending');
+  });
+
+  it("a wallet connected in the portal while a resume's charge is under way leaves the resume its reminder (review finding)", async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'resume-reconnect@example.com');
+    // A refused renewal issues the period's renewal (past_due); paused, then resumed after the end.
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    await advanceTo(s.current_period_end + 60);
+    expect(await sub(res.subscription_id)).toMatchObject({ status: 'past_due' });
+    expect((await admin.post(`/subscriptions/${res.subscription_id}/pause`)).body.status).toBe('paused');
+    await advanceTo(s.current_period_end + DAY);
+    w.setBehaviour({ silent: true });
+    const resumed = admin.post(`/subscriptions/${res.subscription_id}/resume`);
+    await until(
+      async () => w.requests.length,
+      (n) => n === 3,
+    );
+    // While the wallet is asked the subscriber swaps wallets in the portal: disconnect, then connect another.
+    const headers = { 'X-Subscriber-Token': tokenOf(res.manage_url) };
+    const old = (await portal(tokenOf(res.manage_url))).body.items[0].id;
+    expect((await client(stack.api).del(`/public/manage/wallets/${old}`, { headers })).status).toBe(200);
+    const next = await wallet();
+    const connected = await anon().post(
+      '/public/manage/wallets',
+      { subscription_id: res.subscription_id, nwc_connection_string: next.connectionString() },
+      { headers },
+    );
+    expect(connected.status).toBe(201);
+    expect((await resumed).body.status).toBe('pending');
+    // The wallet never answered: the open renewal goes to the subscriber (the old reconnect cleared the
+    // charge's marker, so neither the resume nor the scheduler's repair ever sent it).
+    const resumedReminders = async () => (await billingEvents(res.subscription_id)).filter((e) => e.e === 'renewal.reminder' && e.d.reason === 'resumed');
+    await advanceTo((await now()) + 180);
+    const reminders = await until(resumedReminders, (r) => r.length > 0);
+    expect(reminders).toHaveLength(1);
+    const open = (await renewals(res.subscription_id)).filter((p) => p.status === 'pending');
+    expect(open).toHaveLength(1);
+    expect(reminders[0]!.d).toMatchObject({ payment_id: open[0].id });
+    // The old wallet's failure does not turn the subscription to invoices: the new wallet pays from now on
+    // (found alongside: the charge of the retired connection answered "deactivated").
+    const { rows } = await db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [res.subscription_id]);
+    expect(rows).toEqual([{ nwc_fallback: false }]);
   });
 
   it("a renewal above the connection's limit is refused without asking the wallet: counted, announced with wallet_asked false", async () => {

@@ -12,8 +12,11 @@ export type WalletBehaviour =
    * `fakePreimage`: a faulty wallet: it pays nothing and answers a made-up preimage.
    */
   | { pay: true; delayMs?: number; noAnswer?: boolean; afterPay?: () => Promise<void>; fakePreimage?: boolean }
-  /** `thenPay`: after the error answer the wallet pays anyway, and says so in a second answer ('answer') or not ('silently'). */
-  | { error: string; message?: string; thenPay?: 'answer' | 'silently'; delayMs?: number }
+  /**
+   * `thenPay`: after the error answer the wallet pays anyway, and says so in a second answer ('answer') or
+   * not ('silently'); `thenPayAfterMs` later (a wallet paying after the service looked whether it had).
+   */
+  | { error: string; message?: string; thenPay?: 'answer' | 'silently'; thenPayAfterMs?: number; delayMs?: number }
   | { silent: true };
 
 export interface WalletRequest {
@@ -112,6 +115,7 @@ export async function startNwcWallet(o: {
       seen.answered = { error: b.error };
       await reply({ result: null, error: { code: b.error, message: b.message ?? `Wallet says ${b.error}` } });
       if (!b.thenPay) return;
+      if (b.thenPayAfterMs) await new Promise((r) => setTimeout(r, b.thenPayAfterMs));
       const preimage = await devPay(seen.invoice!);
       if (preimage && b.thenPay === 'answer') {
         seen.answered = { preimage };

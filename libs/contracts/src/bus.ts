@@ -17,6 +17,11 @@ export const Caller = z.object({
    * double when the gateway runs a request again (its first answer was lost) keys the effect by it.
    */
   idempotency_key: z.string().optional(),
+  /**
+   * How long the gateway waits for the answer (set on routes with a wait of their own): a service that
+   * must answer in time counts from it instead of assuming the gateway's BUS_TIMEOUT_MS is its own.
+   */
+  wait_ms: z.number().int().positive().optional(),
 });
 export type Caller = z.infer<typeof Caller>;
 

@@ -232,6 +232,12 @@ export const messages = {
       payment_id: Id,
       payment_request: z.string().min(1),
       amount_sats: z.number().int().positive(),
+      /**
+       * How long the caller waits for the answer from sending it (its own BUS_TIMEOUT_MS and this
+       * message's wait): a charge waiting for another attempt answers before then. Absent (an older
+       * billing): the NWC service assumes its own BUS_TIMEOUT_MS.
+       */
+      wait_ms: z.number().int().positive().optional(),
     }),
     reply: NwcChargeResult,
   },

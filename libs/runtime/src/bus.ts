@@ -124,6 +124,11 @@ export class BusClient {
     return natsReachable(this.conn?.nc);
   }
 
+  /** How long a request waits for its answer (`timeoutMs`: the message's or route's own wait): told to an answerer that must answer in time. */
+  waitMs(timeoutMs?: number): number {
+    return busWaitMs(this.timeoutMs, timeoutMs);
+  }
+
   /** `timeoutMs` lengthens the wait for a request known to be slow; it never shortens BUS_TIMEOUT_MS. */
   async request(subject: string, payload: unknown, timeoutMs?: number): Promise<BusReply> {
     // The span is not made active: nothing runs inside it but the round trip, and its context goes out in the headers.

@@ -1,5 +1,5 @@
 import { messages, type NWCErrorCode } from '@sb/contracts';
-import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, unixSeconds } from '@sb/runtime';
+import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unixSeconds } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
 import { chargeFailedData, chargeRefusal, clipMessage, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
 import type { AttemptRow } from './store/attempts.repo.js';
@@ -17,14 +17,20 @@ interface ChargedPayment {
   payment_request: string;
   amount_sats: number;
   purpose: 'checkout' | 'renewal';
+  /** The checkout request's Idempotency-Key (hashed by the gateway): its run again answers this run's refusal. */
+  request_key?: string;
 }
 
 /** What a charge answers before its caller stops waiting, so that the answer still reaches it. */
 const ANSWER_MARGIN_MS = 2_000;
 
-/** Until when (wall-clock ms) a charge may answer a bus caller that waits `routeWaitMs` (its message's or route's own wait). */
-export const answerBy = (d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | undefined): number =>
-  Date.now() + busWaitMs(d.busTimeoutMs, routeWaitMs) - ANSWER_MARGIN_MS;
+/**
+ * Until when (wall-clock ms) a charge may answer a bus caller: by the wait the caller said it has
+ * (`callerWaitMs`), else the one it would have with this service's BUS_TIMEOUT_MS and the message's or
+ * route's own wait (`routeWaitMs`; a caller of an earlier version says nothing).
+ */
+export const answerBy = (d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | undefined, callerWaitMs?: number): number =>
+  Date.now() + (callerWaitMs ?? busWaitMs(d.busTimeoutMs, routeWaitMs)) - ANSWER_MARGIN_MS;
 
 const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
 
@@ -38,7 +44,19 @@ const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong
 export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: ChargedPayment, answerByMs: number): Promise<ChargeOutcome> {
   for (;;) {
     const id = newId('nwa_', d.clock.nowMs());
-    const claim = await d.attempts.claim(d.db, { id, payment_id: payment.id, connection_id: conn.id, wallet_pubkey: conn.wallet_pubkey }, d.attemptLeaseMs);
+    const claim = await d.attempts.claim(
+      d.db,
+      {
+        id,
+        payment_id: payment.id,
+        connection_id: conn.id,
+        wallet_pubkey: conn.wallet_pubkey,
+        amount_sats: payment.amount_sats,
+        purpose: payment.purpose,
+        request_key: payment.request_key ?? null,
+      },
+      d.attemptLeaseMs,
+    );
     if (claim.mine) return runAttempt(d, conn, payment, id);
     if ('paid' in claim) {
       const paid = await settled(d, claim.paid);
@@ -61,10 +79,17 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
   }
 }
 
-/** Not paid, with whether the connection is still active (for billing: invoices from now on if not). */
+/** Not paid, with whether the subscription still has an active wallet (for billing: invoices from now on if not). */
 async function unpaid(d: Deps, conn: ConnectionRow, error: { code: NWCErrorCode; message: string }): Promise<ChargeOutcome> {
-  const now = await d.connections.get(d.db, conn.id);
-  return { paid: false, error_code: error.code, message: error.message, deactivated: !now?.is_active };
+  return { paid: false, error_code: error.code, message: error.message, deactivated: await walletGone(d, conn) };
+}
+
+/**
+ * No active connection pays for the subscription any more (this one deactivated or disconnected). A
+ * connection retired by a wallet connected meanwhile is not that: the new wallet pays from now on.
+ */
+async function walletGone(d: Deps, conn: Pick<ConnectionRow, 'wallet_id' | 'subscription_id'>): Promise<boolean> {
+  return !(await d.connections.activeForSubscription(d.db, conn.wallet_id, conn.subscription_id));
 }
 
 /**
@@ -97,18 +122,28 @@ async function settled(d: Deps, attempt: AttemptRow): Promise<ChargeOutcome | un
 /**
  * Gives the payments service the preimage a paid attempt could not confirm when the wallet answered (the
  * sweeper and the next charge of the payment call it). A refused preimage ends the attempt failed (the
- * wallet did not pay); an unreachable payments service leaves it for the next try.
+ * wallet did not pay): counted on its connection and announced as `payment.failed`, once, as if the
+ * wallet had answered so at once. An unreachable payments service leaves it for the next try.
  */
 export async function confirmAttempt(
   d: Deps,
-  attempt: Pick<AttemptRow, 'id' | 'payment_id' | 'unconfirmed_preimage'>,
+  attempt: Pick<AttemptRow, 'id' | 'payment_id' | 'connection_id' | 'unconfirmed_preimage' | 'amount_sats' | 'purpose'>,
 ): Promise<'confirmed' | 'refuted' | 'unavailable'> {
   const log = { attempt_id: attempt.id, payment_id: attempt.payment_id };
   const result = await confirmPreimage(d, attempt.payment_id, attempt.unconfirmed_preimage!);
   if (result === 'unavailable') return result;
   if (result === 'wrong') {
-    await d.attempts.refuted(d.db, attempt.id, { code: 'OTHER', message: WRONG_PREIMAGE });
-    d.log.error(log, 'the payments service refused the preimage of a paid nwc attempt');
+    const error = { code: 'OTHER' as const, message: WRONG_PREIMAGE };
+    const after = await d.db.tx(async (tx) => {
+      if (!(await d.attempts.refuted(tx, attempt.id, error))) return undefined;
+      // Attempts of an earlier version do not say what they charged: ended, not announced.
+      if (attempt.amount_sats === null || attempt.purpose === null) return undefined;
+      const payment = { id: attempt.payment_id, amount_sats: attempt.amount_sats, purpose: attempt.purpose };
+      return countFailure(d, tx, attempt.connection_id, payment, { id: attempt.id, walletAsked: true }, error);
+    });
+    d.log.error({ ...log, consecutive_failures: after?.consecutive_failures }, 'the payments service refused the preimage of a paid nwc attempt');
+    // No charge is waiting for this answer: billing hears of a deactivation here.
+    if (after?.deactivated) await tellBilling(d, after);
     return 'refuted';
   }
   await d.attempts.confirmed(d.db, attempt.id);
@@ -117,13 +152,32 @@ export async function confirmAttempt(
 }
 
 /**
+ * A failed charge, in the caller's transaction: counted on the connection, `payment.failed` to the owner,
+ * and the last allowed failure deactivates the connection, wipes its secret and announces
+ * `nwc.wallet_disabled`. The connection after it (undefined: it vanished).
+ */
+async function countFailure(
+  d: Deps,
+  tx: Queryable,
+  connectionId: string,
+  payment: { id: string; amount_sats: number; purpose: 'checkout' | 'renewal' },
+  attempt: { id: string; walletAsked: boolean },
+  error: { code: NWCErrorCode; message: string },
+) {
+  const row = await d.connections.recordFailure(tx, connectionId, error.code, error.message, unixSeconds(d.clock), MAX_CONSECUTIVE_FAILURES);
+  if (!row) return undefined;
+  await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'payment.failed', chargeFailedData(row, payment, attempt, error));
+  if (row.deactivated) await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', walletDisabledData(row, error));
+  return row;
+}
+
+/**
  * One pay_invoice request. A preimage is a payment: the wallet is never asked for this payment again,
  * and the preimage goes to the payments service (which checks it against the payment hash; billing
  * applies it from the payment.received event, once); when that service cannot be reached the attempt is
  * paid all the same, its preimage kept for the sweeper. Whatever the wallet answered, an invoice that is
- * paid counts as paid. Otherwise, in one transaction and once per attempt: the failure is counted on the
- * connection, `payment.failed` goes to the owner, and the last allowed failure deactivates the
- * connection, wipes its secret and announces `nwc.wallet_disabled`.
+ * paid counts as paid. Otherwise, in one transaction and once per attempt, the failure is counted
+ * (countFailure).
  */
 async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment, attemptId: string): Promise<ChargeOutcome> {
   let answer: WalletAnswer;
@@ -150,17 +204,13 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     return { paid: true, confirmed: !unconfirmed };
   }
   const error = { code: answer.error.code, message: clipMessage(answer.error.message) };
+  const walletAsked = answer.walletAsked;
   const after = await d.db.tx(async (tx) => {
     if (!(await d.attempts.finish(tx, attemptId, 'failed', { error }))) return undefined;
-    const row = await d.connections.recordFailure(tx, conn.id, error.code, error.message, now, MAX_CONSECUTIVE_FAILURES);
-    if (!row) return undefined;
-    const attempt = { id: attemptId, walletAsked: answer.walletAsked };
-    await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'payment.failed', chargeFailedData(row, payment, attempt, error));
-    if (row.deactivated) await enqueueEvent(tx, SCHEMA, d.clock, row.wallet_id, 'nwc.wallet_disabled', walletDisabledData(row, error));
-    return row;
+    return countFailure(d, tx, conn.id, payment, { id: attemptId, walletAsked }, error);
   });
-  // For billing, a connection that is no longer active (deactivated now or before) means invoices from now on.
-  const deactivated = !!after && !after.is_active;
+  // For billing, a subscription without an active wallet (deactivated now or before) means invoices from now on.
+  const deactivated = !!after && !after.is_active && (await walletGone(d, conn));
   d.log.warn(
     { connection_id: conn.id, payment_id: payment.id, error_code: error.code, consecutive_failures: after?.consecutive_failures, deactivated },
     'nwc payment failed',
@@ -184,9 +234,20 @@ export async function tellBilling(d: Deps, conn: Pick<ConnectionRow, 'wallet_id'
  * anyway: the provider confirmed the payment. That is a success, not a failure that could deactivate a
  * working wallet, whatever error code the wallet answered.
  */
-async function paidMeanwhile(d: Deps, conn: ConnectionRow, paymentId: string): Promise<boolean> {
+async function paidMeanwhile(d: Deps, conn: Pick<ConnectionRow, 'wallet_id' | 'subscription_id'>, paymentId: string): Promise<boolean> {
   const found = await callMessage(d.bus, messages.getPayment, { wallet_id: conn.wallet_id, id: paymentId }).catch(() => undefined);
   return found?.payment?.status === 'paid' && found.payment.subscription_id === conn.subscription_id;
+}
+
+/**
+ * A failed attempt whose invoice got paid after the charge asked (the wallet paid late): no failure after
+ * all. Its attempt becomes paid and its connection's count forgets it (the sweeper looks for a while).
+ */
+export async function forgiveIfPaidLate(d: Deps, attempt: Pick<AttemptRow, 'id' | 'payment_id'> & { wallet_id: string; subscription_id: string }) {
+  if (!(await paidMeanwhile(d, attempt, attempt.payment_id))) return;
+  if (await d.db.tx((tx) => d.attempts.paidLate(tx, attempt.id))) {
+    d.log.info({ attempt_id: attempt.id, payment_id: attempt.payment_id }, 'nwc payment paid after its charge failed: the failure no longer counts');
+  }
 }
 
 /** The preimage given to the payments service: taken, refused (not this invoice's), or not known yet (it is away). */

@@ -1,16 +1,19 @@
 import { Poller } from '@sb/runtime';
-import { confirmAttempt } from './charge.js';
+import { confirmAttempt, forgiveIfPaidLate } from './charge.js';
 import type { Deps } from './deps.js';
+import { LATE_PAYMENT_WINDOW_S } from './domain/charge.js';
 
-/** How many paid attempts one round tries to confirm, and how many old attempts it deletes. */
+/** How many paid attempts one round tries to confirm, failed ones it looks at again, and old attempts it deletes. */
 const CONFIRM_BATCH = 20;
+const RECHECK_BATCH = 100;
 const PRUNE_BATCH = 1_000;
 /** Finished attempts are kept this long (the in-flight claim needs none of them; they explain a charge). */
 const KEEP_DAYS = 30;
 
 /**
  * Each round: preimages the payments service could not take when the wallet paid (it was away) are given
- * to it again, until it is back; attempts finished more than 30 days ago are deleted, a batch at a time
+ * to it again, until it is back; failures of the last minutes whose invoice got paid meanwhile stop
+ * counting (LATE_PAYMENT_WINDOW_S); attempts finished more than 30 days ago are deleted, a batch at a time
  * (a full batch runs the next round at once).
  */
 export function attemptsSweeper(d: Deps, intervalMs: number): Poller {
@@ -22,6 +25,7 @@ export function attemptsSweeper(d: Deps, intervalMs: number): Poller {
         // Payments is still away: the rest waits for the next round.
         if ((await confirmAttempt(d, attempt)) === 'unavailable') break;
       }
+      for (const attempt of await d.attempts.recentlyFailed(d.db, LATE_PAYMENT_WINDOW_S, RECHECK_BATCH)) await forgiveIfPaidLate(d, attempt);
       return (await d.attempts.prune(d.db, KEEP_DAYS, PRUNE_BATCH)) === PRUNE_BATCH;
     },
     d.log,

@@ -212,11 +212,13 @@ export function carryOpenRenewal(s: Pick<ScheduleView, 'status' | 'renewal_for' 
  * A wallet connected again after the subscription fell back to invoices: renewals go to the wallet again,
  * and a renewal already issued for the period is charged to it at the period end (at once when that has
  * passed), as a retry is. Left without an attempt time it would read as "paid by the wallet, waiting for
- * the payment" and nothing would ever be due again: access without payment, for good.
+ * the payment" and nothing would ever be due again: access without payment, for good. A charge under
+ * way keeps its marker (nwc_charging_since): a resume's charge owes its reminder until it ends, and a due
+ * retry is not held by it.
  */
 export function walletReconnected(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end'>, now: number): Partial<ScheduleView> {
   const issued = s.renewal_for !== null && s.renewal_for === s.current_period_end;
-  return { nwc_fallback: false, ...(issued ? { nwc_next_attempt_at: Math.max(now, s.current_period_end), nwc_charging_since: null } : {}) };
+  return { nwc_fallback: false, ...(issued ? { nwc_next_attempt_at: Math.max(now, s.current_period_end) } : {}) };
 }
 
 /**

@@ -24,6 +24,13 @@ export const clipMessage = (message: string): string => {
   return Array.from(message).slice(0, MAX_ERROR_MESSAGE_CHARS).join('');
 };
 
+/**
+ * How long after a failed charge its invoice is looked at again: a wallet may pay after its error answer
+ * (or after we stopped waiting). Its request expires (NIP-40) with our wait, so an honest wallet pays
+ * within moments; a payment found paid in this time takes the failure back.
+ */
+export const LATE_PAYMENT_WINDOW_S = 600;
+
 /** The first and the longest pause of a charge waiting for another attempt of its payment to end. */
 const FIRST_LOOK_MS = 200;
 const LONGEST_LOOK_MS = 2_000;

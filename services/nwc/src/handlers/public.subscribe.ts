@@ -1,4 +1,4 @@
-import { ID_PREFIXES, messages, publicRoutes, satsText } from '@sb/contracts';
+import { ID_PREFIXES, messages, type NWCErrorCode, publicRoutes, satsText } from '@sb/contracts';
 import { callMessage, newId, routeHandler, invalid } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
@@ -71,11 +71,22 @@ const SUBSCRIBE_WAIT_MS = publicRoutes.find((r) => r.id === 'public.subscribe.nw
  */
 export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe.nwc', async (req) => {
-    const by = answerBy(d, SUBSCRIBE_WAIT_MS);
+    const by = answerBy(d, SUBSCRIBE_WAIT_MS, req.caller.wait_ms);
     const body = req.body;
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const { nwc_connection_string: _secret, ...rest } = body;
     const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
+    const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
+    const notPaid = (error: { code: NWCErrorCode; message: string }) => ({
+      ...base,
+      status: 'pending' as const,
+      error_code: error.code,
+      message: `Your wallet did not pay the first invoice: ${error.message}`,
+    });
+    // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
+    const key = req.caller.idempotency_key;
+    const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key) : undefined;
+    if (recorded) return notPaid({ code: recorded.error_code ?? 'OTHER', message: recorded.error_message ?? 'The wallet did not pay' });
     const row = await storeConnection(
       d,
       {
@@ -92,11 +103,10 @@ export const subscribe = (d: Deps) =>
       encryption,
     );
     d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
-    const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
     if (!sub.payment) {
       return { ...base, status: 'active', message: `Your free trial of ${sub.plan_name} has started; your wallet will pay the renewals automatically` };
     }
-    const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout' }, by);
+    const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
     if (outcome.paid && !outcome.confirmed) {
       return {
         ...base,
@@ -107,10 +117,5 @@ export const subscribe = (d: Deps) =>
     if (outcome.paid) {
       return { ...base, status: 'active', message: `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name} is active.` };
     }
-    return {
-      ...base,
-      status: 'pending',
-      error_code: outcome.error_code,
-      message: `Your wallet did not pay the first invoice: ${outcome.message}`,
-    };
+    return notPaid({ code: outcome.error_code, message: outcome.message });
   });

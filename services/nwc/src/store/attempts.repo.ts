@@ -14,10 +14,16 @@ export interface AttemptRow {
   unconfirmed_preimage: string | null;
   /** Its lease ran out (database time) while it was still in flight: the replica charging it is gone. */
   lapsed: boolean;
+  /** What it charged (null on attempts of earlier versions). */
+  amount_sats: number | null;
+  purpose: 'checkout' | 'renewal' | null;
 }
 
-const COLS =
-  'id, payment_id, connection_id, wallet_pubkey, outcome, error_code, error_message, unconfirmed_preimage, (outcome IS NULL AND lease_until < now()) AS lapsed';
+/** The columns of an AttemptRow, of the table named `a` when `p` is 'a.'. */
+const cols = (p = '') =>
+  `${p}id, ${p}payment_id, ${p}connection_id, ${p}wallet_pubkey, ${p}outcome, ${p}error_code, ${p}error_message, ${p}unconfirmed_preimage, ` +
+  `${p}amount_sats::int AS amount_sats, ${p}purpose, (${p}outcome IS NULL AND ${p}lease_until < now()) AS lapsed`;
+const COLS = cols();
 
 export class AttemptsRepo {
   constructor(private readonly schema = 'nwc') {}
@@ -35,16 +41,25 @@ export class AttemptsRepo {
    */
   async claim(
     q: Queryable,
-    a: { id: string; payment_id: string; connection_id: string; wallet_pubkey: string },
+    a: {
+      id: string;
+      payment_id: string;
+      connection_id: string;
+      wallet_pubkey: string;
+      amount_sats: number;
+      purpose: 'checkout' | 'renewal';
+      request_key: string | null;
+    },
     leaseMs: number,
   ): Promise<{ mine: true } | { mine: false; current: AttemptRow | undefined } | { mine: false; paid: AttemptRow }> {
     await q.query(`UPDATE ${this.t} SET outcome = 'abandoned', finished_at = now() WHERE payment_id = $1 AND outcome IS NULL AND lease_until < now()`, [
       a.payment_id,
     ]);
     const inserted = await q.query(
-      `INSERT INTO ${this.t} (id, payment_id, connection_id, wallet_pubkey, lease_until) VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')
+      `INSERT INTO ${this.t} (id, payment_id, connection_id, wallet_pubkey, lease_until, amount_sats, purpose, request_key)
+       VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond', $6, $7, $8)
        ON CONFLICT (payment_id) WHERE outcome IS NULL DO NOTHING RETURNING id`,
-      [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs],
+      [a.id, a.payment_id, a.connection_id, a.wallet_pubkey, leaseMs, a.amount_sats, a.purpose, a.request_key],
     );
     if (inserted.rowCount) {
       const paid = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome = 'paid' ORDER BY started_at DESC LIMIT 1`, [
@@ -56,6 +71,15 @@ export class AttemptsRepo {
     }
     const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND outcome IS NULL`, [a.payment_id]);
     return { mine: false, current: rows[0] };
+  }
+
+  /** The refusal a wallet answered to an earlier run of the same request (`requestKey`) for the payment, if any. */
+  async refusalOf(q: Queryable, paymentId: string, requestKey: string): Promise<AttemptRow | undefined> {
+    const { rows } = await q.query<AttemptRow>(
+      `SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND request_key = $2 AND outcome = 'failed' ORDER BY started_at DESC LIMIT 1`,
+      [paymentId, requestKey],
+    );
+    return rows[0];
   }
 
   async get(q: Queryable, id: string): Promise<AttemptRow | undefined> {
@@ -93,13 +117,56 @@ export class AttemptsRepo {
     await q.query(`UPDATE ${this.t} SET unconfirmed_preimage = NULL WHERE id = $1`, [id]);
   }
 
-  /** The payments service refused the preimage: the wallet did not pay, the attempt failed. */
-  async refuted(q: Queryable, id: string, error: { code: NWCErrorCode; message: string }): Promise<void> {
-    await q.query(`UPDATE ${this.t} SET outcome = 'failed', error_code = $2, error_message = $3, unconfirmed_preimage = NULL WHERE id = $1`, [
-      id,
-      error.code,
-      error.message,
-    ]);
+  /**
+   * The payments service refused the preimage: the wallet did not pay, the attempt failed. True for the
+   * one caller that ended it so (the sweeper and a charge may both have tried): it counts and announces it.
+   */
+  async refuted(q: Queryable, id: string, error: { code: NWCErrorCode; message: string }): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.t} SET outcome = 'failed', error_code = $2, error_message = $3, unconfirmed_preimage = NULL WHERE id = $1 AND unconfirmed_preimage IS NOT NULL`,
+      [id, error.code, error.message],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  /**
+   * Failed attempts finished less than `seconds` ago whose failure still counts on an active connection
+   * (the invoice may have been paid after the charge asked whether it was), with the
+   * connection's wallet and subscription (the payment is looked up with them). Newest first: a wallet
+   * that pays late does so within moments.
+   */
+  async recentlyFailed(q: Queryable, seconds: number, limit: number): Promise<(AttemptRow & { wallet_id: string; subscription_id: string })[]> {
+    const { rows } = await q.query<AttemptRow & { wallet_id: string; subscription_id: string }>(
+      `SELECT ${cols('a.')}, c.wallet_id, c.subscription_id
+       FROM ${this.t} a JOIN ${this.schema}.connections c ON c.id = a.connection_id
+       WHERE a.outcome = 'failed' AND a.finished_at > now() - $1 * interval '1 second' AND c.is_active AND c.consecutive_failures > 0
+       ORDER BY a.finished_at DESC LIMIT $2`,
+      [seconds, limit],
+    );
+    return rows;
+  }
+
+  /**
+   * A failed attempt whose invoice turned out paid: it is paid (the wallet is not asked for the payment
+   * again), and its connection counts only the failures after it, as if it had succeeded then. False
+   * when it is no longer a failure (another replica got there first).
+   */
+  async paidLate(q: Queryable, id: string): Promise<boolean> {
+    const { rows } = await q.query<{ connection_id: string; finished_at: Date }>(
+      `UPDATE ${this.t} SET outcome = 'paid' WHERE id = $1 AND outcome = 'failed' RETURNING connection_id, finished_at`,
+      [id],
+    );
+    const a = rows[0];
+    if (!a) return false;
+    await q.query(
+      `WITH later AS (SELECT count(*)::int AS n FROM ${this.t} WHERE connection_id = $1 AND outcome = 'failed' AND finished_at > $2)
+       UPDATE ${this.schema}.connections SET consecutive_failures = later.n,
+         last_error = CASE WHEN later.n = 0 THEN NULL ELSE last_error END,
+         last_error_code = CASE WHEN later.n = 0 THEN NULL ELSE last_error_code END
+       FROM later WHERE id = $1 AND is_active`,
+      [a.connection_id, a.finished_at],
+    );
+    return true;
   }
 
   /**

@@ -85,5 +85,17 @@ CREATE INDEX charge_attempts_unconfirmed ON charge_attempts (finished_at) WHERE 
 -- Finished attempts are deleted after 30 days, a bounded batch per sweep.
 CREATE INDEX charge_attempts_finished ON charge_attempts (finished_at) WHERE outcome IS NOT NULL;`,
   },
+  {
+    id: 5,
+    name: 'what a charge attempt paid for',
+    // Columns the previous version neither writes nor reads: a rollback is allowed.
+    compatible: true,
+    sql: `
+-- The payment's amount and purpose, so that a failure found after the charge answered (a kept preimage
+-- the payments service refused later) is announced like any other. NULL on rows of earlier versions.
+-- request_key: the checkout request's Idempotency-Key (as the gateway hashed it), so that the same request
+-- sent again is answered the wallet's recorded refusal instead of asking the wallet again.
+ALTER TABLE charge_attempts ADD COLUMN amount_sats BIGINT, ADD COLUMN purpose TEXT, ADD COLUMN request_key TEXT;`,
+  },
   outboxTraceMigration,
 ];
