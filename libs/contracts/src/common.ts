@@ -28,8 +28,8 @@ export const NAME_RULE = 'must be one line of text without invisible or directio
 /** A string shown to people as a name: `NOT_IN_NAMES` refused. */
 export const shownName = (s: z.ZodString) => s.refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE);
 
-/** An amount as people read it in messages: "21,000 sats". */
-export const satsText = (n: number): string => `${n.toLocaleString('en-US')} sats`;
+/** An amount as people read it in messages: "21,000 sats", "1 sat". */
+export const satsText = (n: number): string => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
 
 /**
  * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number,
