@@ -12,7 +12,7 @@ import * as nip17 from 'nostr-tools/nip17';
 import * as nip19 from 'nostr-tools/nip19';
 import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
 import { SecretBox } from '@sb/runtime';
-import { freePort } from '../scripts/stack.mjs';
+import { createWallet, freePort } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startSmtpServer } from './support/smtp-server.js';
@@ -405,6 +405,22 @@ describe('notification settings', () => {
     // MAIL_FROM's address (the server's mail server), the wallet's name: as the message's own signature.
     expect(got[0]!.from).toBe('Satoshi Shop <billing@example.com>');
     expect(got[0]!.text.split('\n').at(-1)).toMatch(/ Satoshi Shop$/);
+  });
+
+  it('a wallet without notification settings is named by its own name in the sender and signature (found from outside)', async () => {
+    const bakery = await createWallet(stack.databaseUrl, 'Corner Bakery');
+    const owner = client(stack.api, bakery.admin_key);
+    expect((await owner.get('/notification-settings')).body.merchant_name ?? null).toBeNull();
+    const plan = (await owner.post('/plans', { name: 'Bread', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+    const started = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'baker@example.com' });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const got = await until(
+      async () => mailsTo('baker@example.com'),
+      (m) => m.length > 0,
+    );
+    // Not MAIL_FROM's name ("Billing"): the subscriber knows whose subscription this is.
+    expect(got[0]!.from).toBe('Corner Bakery <billing@example.com>');
+    expect(got[0]!.text.split('\n').at(-1)).toMatch(/ Corner Bakery$/);
   });
 
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {

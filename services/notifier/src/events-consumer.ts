@@ -164,7 +164,11 @@ export class EventRecorder {
         const kind = optOutKind(envelope.event);
         const unsubscribe = kind && contact.unsubscribe_urls?.[kind];
         const message = {
-          ...subscriberMessage(envelope, { name: contact.name, manageUrl: contact.manage_url, merchant: s.merchant }),
+          ...subscriberMessage(envelope, {
+            name: contact.name,
+            manageUrl: contact.manage_url,
+            merchant: s.merchant ?? (await this.d.walletNames.of(envelope.wallet_id)),
+          }),
           ...(unsubscribe ? { unsubscribe } : {}),
         };
         for (const t of subscriberTargets(s.settings, contact)) planned.push({ audience: 'subscriber', ...t, message });

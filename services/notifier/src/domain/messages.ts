@@ -44,7 +44,7 @@ const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
  * rest of a line around. The same characters the API refuses in names (joiners of emoji and scripts stay).
  */
 const UNSAFE_TEXT = new RegExp(`${NOT_IN_NAMES.source}+`, 'g');
-const clean = (v: string): string => v.replace(UNSAFE_TEXT, ' ').replace(/ {2,}/g, ' ').trim();
+export const clean = (v: string): string => v.replace(UNSAFE_TEXT, ' ').replace(/ {2,}/g, ' ').trim();
 /** The event's data with every text value cleaned. */
 const cleaned = (data: Record<string, unknown>): Record<string, unknown> =>
   Object.fromEntries(Object.entries(data).map(([k, v]) => [k, typeof v === 'string' ? clean(v) : v]));
