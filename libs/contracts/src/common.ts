@@ -32,6 +32,22 @@ export const shownName = (s: z.ZodString) => s.refine((v) => !NOT_IN_NAMES.test(
 export const satsText = (n: number): string => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
 
 /**
+ * A fiat amount as people read it in messages, with its ISO code: "$21.00 USD", "¥2,100 JPY" (as many
+ * decimals as the currency has), "CHF 21.00" (a code that is its own symbol is not said twice).
+ */
+export function fiatText(amount: number, currency: string): string {
+  const code = currency.toUpperCase();
+  let shown: string;
+  try {
+    shown = new Intl.NumberFormat('en-US', { style: 'currency', currency: code }).format(amount);
+  } catch {
+    // Not an ISO 4217 code Intl knows: the number and the code as given.
+    return `${amount.toLocaleString('en-US')} ${code}`;
+  }
+  return shown.includes(code) ? shown : `${shown} ${code}`;
+}
+
+/**
  * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number,
  * out of range) is refused with a sentence that says so and names the bounds, not zod's "received NaN".
  */

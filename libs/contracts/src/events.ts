@@ -59,10 +59,17 @@ const PaymentUnappliedData = WebhookEventData.extend({
  * `subscription.activated` and `subscription.renewed`: a payment started a period; what a receipt says
  * (the period it covers, the payment and how it was paid).
  */
+/** What a card or wallet-processor payment charged (absent for bitcoin payments). */
+const FiatCharged = {
+  amount_fiat: z.number().optional().openapi({ description: 'Card and wallet-processor payments: what was charged, in `currency`' }),
+  currency: z.string().optional().openapi({ description: 'Lower-case ISO 4217 code of `amount_fiat`, e.g. `usd`' }),
+};
+
 const PaidPeriodData = WebhookEventData.extend({
   subscription_id: z.string(),
   payment_id: Id,
   amount_sats: z.number().int().openapi({ description: 'What was paid' }),
+  ...FiatCharged,
   payment_method: z.string(),
   current_period_start: UnixSeconds,
   current_period_end: UnixSeconds,
@@ -110,6 +117,7 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
   'payment.received': WebhookEventData.extend({
     payment_id: Id,
     amount_sats: z.number().int(),
+    ...FiatCharged,
     payment_method: z.string(),
     purpose: z.string(),
     status: z.literal('paid'),

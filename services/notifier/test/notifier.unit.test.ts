@@ -234,6 +234,30 @@ describe('subscriber notices', () => {
     expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
   });
 
+  it('card and PayPal receipts and reminders say what was charged in fiat, with the sats beside it (found from outside)', () => {
+    const paid = {
+      payment_id: 'pay_1',
+      amount_sats: 21_000,
+      amount_fiat: 21,
+      currency: 'usd',
+      current_period_start: 1_700_000_000,
+      current_period_end: 1_702_592_000,
+    };
+    const card = subscriberMessage(ev('subscription.activated', { ...paid, payment_method: 'cardproc' }), {});
+    expect(card.text).toContain('Amount: $21.00 USD (21,000 sats)');
+    expect(card.text).toContain('you paid $21.00 USD (21,000 sats)');
+    expect(card.text).toContain('Paid with: card');
+    const yen = subscriberMessage(ev('subscription.renewed', { ...paid, amount_fiat: 2100, currency: 'jpy', payment_method: 'walletproc' }), {});
+    expect(yen.text).toContain('Amount: ¥2,100 JPY (21,000 sats)');
+    const reminder = subscriberMessage(ev('renewal.reminder', { ...paid, due_at: 1_700_086_400, checkout_url: 'https://pay.example/c' }), {});
+    expect(reminder.text).toContain('renews on 2023-11-15 22:13 UTC for $21.00 USD (21,000 sats).');
+    const overdue = subscriberMessage(ev('renewal.reminder', { ...paid, due_at: 1_699_000_000 }), {});
+    expect(overdue.text).toContain('The renewal of Gold ($21.00 USD, 21,000 sats) was due on');
+    expect(ownerMessage(ev('payment.received', { ...paid, payment_method: 'cardproc' })).text).toContain('Amount: $21.00 USD (21,000 sats)');
+    // Bitcoin payments: the sats alone, as before.
+    expect(subscriberMessage(ev('subscription.activated', { ...paid, amount_fiat: undefined, currency: undefined }), {}).text).toContain('Amount: 21,000 sats');
+  });
+
   it('a past-due notice says until when to pay, and for a wallet that is asked again, that it will be', () => {
     const byInvoice = subscriberMessage(ev('subscription.past_due', { amount_sats: 1000, pay_by: 1_700_086_400 }), {});
     expect(byInvoice.subject).toBe('Payment overdue for Gold');

@@ -1,4 +1,4 @@
-import { NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
+import { fiatText, NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -35,6 +35,19 @@ const PAID_WITH: Record<PaymentMethod, string> = {
   cardproc: 'card',
   walletproc: 'online wallet (PayPal)',
 };
+/**
+ * The amount of an event as a message says it: what was charged in fiat first when it was (card, PayPal),
+ * with the sats beside it: "$21.00 USD (21,000 sats)"; `aside` is the same in parentheses after a name,
+ * " ($21.00 USD, 21,000 sats)", never parentheses in parentheses.
+ */
+function amountOf(d: Record<string, unknown>): { text: string; aside: string } | undefined {
+  const sats = num(d.amount_sats);
+  if (sats === undefined) return undefined;
+  const fiat = num(d.amount_fiat);
+  const currency = str(d.currency);
+  if (fiat === undefined || !currency) return { text: satsText(sats), aside: ` (${satsText(sats)})` };
+  return { text: `${fiatText(fiat, currency)} (${satsText(sats)})`, aside: ` (${fiatText(fiat, currency)}, ${satsText(sats)})` };
+}
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
@@ -86,7 +99,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
   const d = cleaned(e.data);
   const who = { ...reader, name: reader.name ? clean(reader.name) : null, merchant: reader.merchant ? clean(reader.merchant) : null };
   const plan = d.plan_name || 'your subscription';
-  const amount = num(d.amount_sats) !== undefined ? satsText(d.amount_sats as number) : undefined;
+  const { text: amount, aside } = amountOf(d) ?? { text: undefined, aside: '' };
   const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
   // A receipt: the period paid for, the payment's reference and how it was paid (behaviour.md).
   const receipt = (): (string | undefined | false)[] => {
@@ -106,7 +119,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
     const payBy = num(d.pay_by);
     return body(
       subject,
-      `The renewal of ${plan}${amount ? ` (${amount})` : ''} ${state}`,
+      `The renewal of ${plan}${aside} ${state}`,
       payLine(payBy === undefined ? undefined : day(payBy)),
       'Your subscription portal has a payable invoice.',
     );
@@ -149,7 +162,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
           ? `Your subscription to ${plan} was resumed: its new period starts when you pay${amount ? ` ${amount}` : ''}, within a day.`
           : due !== undefined && due <= e.timestamp
             ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
-              `The renewal of ${plan}${amount ? ` (${amount})` : ''} was due on ${day(due)} and is not paid yet.`
+              `The renewal of ${plan}${aside} was due on ${day(due)} and is not paid yet.`
             : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
         d.reason === 'nwc_wallet_unavailable' && 'Your connected wallet could not pay it, so please pay it yourself.',
         links.length ? 'Pay it here:' : 'Open your subscription portal to pay it.',
@@ -250,12 +263,13 @@ export function ownerMessage(e: EventEnvelope): Message {
   const about = e.event.startsWith('payment.') ? 'payment' : e.event.startsWith('subscription.') || e.event === 'renewal.reminder' ? 'subscription' : 'other';
   const status = (of: string) => (about === of && str(d.status) ? ` (${d.status})` : '');
   const end = num(d.current_period_end);
+  const amount = amountOf(d)?.text;
   return compose(`${title}: ${d.plan_name || d.plan_id}`, [
     `${title} (${e.event}) on ${day(e.timestamp)}.`,
     `Plan: ${d.plan_name || '-'} (${d.plan_id})`,
     str(d.subscription_id) && `Subscription: ${d.subscription_id}${status('subscription')}`,
     who && `Subscriber: ${who}`,
-    num(d.amount_sats) !== undefined && `Amount: ${satsText(d.amount_sats as number)}`,
+    amount && `Amount: ${amount}`,
     str(d.payment_id) && `Payment: ${d.payment_id}${status('payment')}`,
     e.event === 'subscription.extended' && num(d.days) !== undefined && `Extended by: ${d.days} days`,
     (e.event === 'subscription.extended' || e.event === 'subscription.cancelled') && end !== undefined && `Period ends: ${day(end)}`,
