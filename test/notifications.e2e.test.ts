@@ -547,7 +547,9 @@ describe('subscriber and owner notices', () => {
     expect(m[0]!.text).toContain(started);
     expect(m[0]!.text).toContain('Hello Mia,');
     expect(m[0]!.text).toMatch(/— Satoshi Shop$/);
-    expect(m[0]!.text).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}/);
+    expect(m[0]!.text).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}\nYou also choose there which notices you get\./);
+    // The one-click link is for e-mail (with its header); a chat points to the portal only.
+    expect(m[0]!.text).not.toContain('Stop these');
 
     const carol = await until(
       async () => dms(relay, carolSk),
@@ -1114,6 +1116,11 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     const reminder = await mail(/^Payment due for Oneclick/);
     expect(reminder.headers['list-unsubscribe-post']).toBe('List-Unsubscribe=One-Click');
     const reminders = target(reminder.headers['list-unsubscribe']!);
+    // Visible too, not only to mail programs that show the header (found from outside): the same link, whose GET asks first.
+    expect(reminder.text).toContain(`Stop these reminders: ${reminders.href}`);
+    expect(reminder.html).toContain(`Stop these reminders: <a href="${reminders.href}">`);
+    expect(reminder.text).toContain('You also choose there which notices you get.');
+    expect(started.text).toContain(`Stop these confirmations: ${confirmations.href}`);
     expect(target((await mail(/trial of Oneclick is ending/)).headers['list-unsubscribe']!).href).toBe(reminders.href);
     // Made from PUBLIC_BASE_URL like the portal link, a URL of its own per kind, and never the portal token
     // (mail providers keep and fetch these URLs).

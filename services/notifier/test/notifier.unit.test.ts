@@ -228,6 +228,9 @@ describe('subscriber notices', () => {
     expect(resumed.text).toContain('lightning:lnbc1r');
     const cancelled = subscriberMessage(ev('subscription.cancelled', { cancel_reason: 'cancelled by subscriber', current_period_end: 1_700_086_400 }), who);
     expect(cancelled.text).toMatch(/cancelled by you.*\n.*access continues until 2023-11-15 22:13 UTC/);
+    // Nothing left to pay or cancel (found from outside: "Manage, pay or cancel" under a cancellation).
+    expect(cancelled.text).toContain(`Manage your subscription:\n${who.manageUrl}`);
+    expect(cancelled.text).not.toContain('pay or cancel');
     expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 5000, current_period_end: 1_702_000_000 }), {}).text).toMatch(
       /renewed until 2023-12-08 .* UTC; you paid 5,000 sats/,
     );
@@ -256,6 +259,25 @@ describe('subscriber notices', () => {
     expect(ownerMessage(ev('payment.received', { ...paid, payment_method: 'cardproc' })).text).toContain('Amount: $21.00 USD (21,000 sats)');
     // Bitcoin payments: the sats alone, as before.
     expect(subscriberMessage(ev('subscription.activated', { ...paid, amount_fiat: undefined, currency: undefined }), {}).text).toContain('Amount: 21,000 sats');
+  });
+
+  it('e-mail shows the one-click link of its kind; every message says the portal is where notices are chosen (found from outside)', () => {
+    const who = { manageUrl: 'http://x/manage?token=t', merchant: 'Shop', unsubscribe: 'http://x/api/v1/public/unsubscribe/u1' };
+    const reminder = subscriberMessage(ev('renewal.reminder', { due_at: 1_700_086_400, amount_sats: 1000 }), who);
+    expect(reminder.text).toContain(
+      'http://x/manage?token=t\nYou also choose there which notices you get.\nStop these reminders: http://x/api/v1/public/unsubscribe/u1\n— Shop',
+    );
+    expect(reminder.html).toContain('<p>Stop these reminders: <a href="http://x/api/v1/public/unsubscribe/u1">http://x/api/v1/public/unsubscribe/u1</a></p>');
+    expect(reminder.unsubscribe).toBe(who.unsubscribe);
+    expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 1000 }), who).text).toContain(
+      'Stop these confirmations: http://x/api/v1/public/unsubscribe/u1',
+    );
+    // Always-sent notices offer no unsubscribe; a chat message (no link given) only the portal.
+    const cancelled = subscriberMessage(ev('subscription.cancelled', { current_period_end: 1_700_086_400 }), who);
+    expect([cancelled.text.includes('Stop these'), cancelled.unsubscribe]).toEqual([false, undefined]);
+    const chat = subscriberMessage(ev('renewal.reminder', { due_at: 1_700_086_400 }), { ...who, unsubscribe: undefined });
+    expect(chat.text).toContain('You also choose there which notices you get.');
+    expect(chat.text).not.toContain('Stop these');
   });
 
   it('a past-due notice says until when to pay, and for a wallet that is asked again, that it will be', () => {

@@ -70,13 +70,27 @@ export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]
   return opted && ownerChoice.includes(e.event);
 }
 
+/** A line of our own words followed by a link of ours (never a URL that came in the event's text). */
+type LinkLine = { label: string; url: string };
+type Line = string | LinkLine | undefined | false | null;
+
 /** Lines as text and as HTML (links made clickable). */
-function compose(subject: string, lines: (string | undefined | false | null)[]): Message {
-  const kept = lines.filter((l): l is string => typeof l === 'string');
+function compose(subject: string, lines: Line[]): Message {
+  const kept = lines.filter((l): l is string | LinkLine => typeof l === 'string' || (!!l && typeof l === 'object'));
+  const link = (url: string) => `<a href="${esc(url)}">${esc(url)}</a>`;
   const html = kept
-    .map((l) => (l === '' ? '' : /^(https?:|lightning:|bitcoin:)\S+$/.test(l) ? `<p><a href="${esc(l)}">${esc(l)}</a></p>` : `<p>${esc(l)}</p>`))
+    .map((l) =>
+      typeof l === 'object'
+        ? `<p>${esc(l.label)} ${link(l.url)}</p>`
+        : l === ''
+          ? ''
+          : /^(https?:|lightning:|bitcoin:)\S+$/.test(l)
+            ? `<p>${link(l)}</p>`
+            : `<p>${esc(l)}</p>`,
+    )
     .join('\n');
-  return { subject, text: kept.join('\n'), html: `<!doctype html><html><body style="font-family:sans-serif">\n${html}\n</body></html>` };
+  const text = kept.map((l) => (typeof l === 'object' ? `${l.label} ${l.url}` : l)).join('\n');
+  return { subject, text, html: `<!doctype html><html><body style="font-family:sans-serif">\n${html}\n</body></html>` };
 }
 
 /** Whatever pays the renewal: processor checkout page, Lightning invoice, on-chain BIP21 URI. */
@@ -92,10 +106,14 @@ function payLinks(d: Record<string, unknown>): string[] {
 }
 
 /**
- * The message a subscriber gets for an event. `manageUrl` is the portal (manage, pay, cancel), in every
- * message; the reader's name comes from billing.
+ * The message a subscriber gets for an event. `manageUrl` is the portal (manage, pay, cancel, which
+ * notices), in every message; the reader's name comes from billing. `unsubscribe`: the one-click link of
+ * this kind of notice, given for e-mail (it also goes in the List-Unsubscribe header there).
  */
-export function subscriberMessage(e: EventEnvelope, reader: { name?: string | null; manageUrl?: string | null; merchant?: string | null }): Message {
+export function subscriberMessage(
+  e: EventEnvelope,
+  reader: { name?: string | null; manageUrl?: string | null; merchant?: string | null; unsubscribe?: string | null },
+): Message {
   const d = cleaned(e.data);
   const who = { ...reader, name: reader.name ? clean(reader.name) : null, merchant: reader.merchant ? clean(reader.merchant) : null };
   const plan = d.plan_name || 'your subscription';
@@ -124,18 +142,28 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
       'Your subscription portal has a payable invoice.',
     );
   };
-  /** `over`: nothing left to pay or cancel (expired, ended), the portal still has the history and receipts. */
-  const message = (over: boolean, subject: string, ...lines: (string | undefined | false | null)[]): Message =>
-    compose(subject, [
+  const kind = optOutKind(e.event);
+  /**
+   * What the portal offers in the subscription's state: `open` everything; `cancelled` (access continues)
+   * nothing to pay or cancel any more; `over` (expired, ended) the history and receipts only.
+   */
+  const FOOTER = { open: 'Manage, pay or cancel your subscription:', cancelled: 'Manage your subscription:', over: 'Your subscriptions and receipts:' };
+  const message = (state: keyof typeof FOOTER, subject: string, ...lines: Line[]): Message => ({
+    ...compose(subject, [
       who.name ? `Hello ${who.name},` : 'Hello,',
       '',
       ...lines,
       '',
-      who.manageUrl ? (over ? 'Your subscriptions and receipts:' : 'Manage, pay or cancel your subscription:') : undefined,
+      who.manageUrl ? FOOTER[state] : undefined,
       who.manageUrl ?? undefined,
+      // Where notices are switched off, on every channel (an ended subscription has no switches left).
+      who.manageUrl && state !== 'over' && 'You also choose there which notices you get.',
+      kind && who.unsubscribe && { label: kind === 'reminders' ? 'Stop these reminders:' : 'Stop these confirmations:', url: who.unsubscribe },
       who.merchant ? `— ${who.merchant}` : undefined,
-    ]);
-  const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message => message(false, subject, ...lines);
+    ]),
+    ...(kind && who.unsubscribe ? { unsubscribe: who.unsubscribe } : {}),
+  });
+  const body = (subject: string, ...lines: Line[]): Message => message('open', subject, ...lines);
   switch (e.event) {
     case 'subscription.cancelled': {
       const end = num(d.current_period_end);
@@ -147,7 +175,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
       const neverPaid = d.previous_status === 'pending' && end !== undefined && end === num(d.current_period_start);
       const continues = end !== undefined && end > e.timestamp;
       return message(
-        !continues,
+        continues ? 'cancelled' : 'over',
         `Your subscription to ${plan} was cancelled`,
         `Your subscription to ${plan} was cancelled ${by}. ${neverPaid ? 'Nothing was charged.' : 'You will not be charged again.'}`,
         neverPaid ? undefined : continues ? `Your access continues until ${day(end)}.` : 'Your access has ended.',
@@ -221,7 +249,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
       );
     case 'subscription.expired':
       return message(
-        true,
+        'over',
         `Your subscription to ${plan} has expired`,
         `Your subscription to ${plan} has expired. You can subscribe again at any time from the merchant's checkout page.`,
       );
