@@ -38,6 +38,7 @@ export const WebhookEventData = z
     subscriber_name: z.string().optional(),
     status: z.string(),
     amount_sats: z.number().int().optional(),
+    interval: z.string().optional().openapi({ description: "Subscription events: the plan's billing interval (`weekly`, `monthly`, `yearly`)" }),
   })
   // Not a named component: each event's schema is written out whole (allOf could not relax a required field).
   .catchall(z.unknown());
@@ -88,6 +89,8 @@ const DunningData = (status: 'past_due' | 'payment_failed') =>
       .literal(true)
       .optional()
       .openapi({ description: 'NWC: the connected wallet is asked to pay again during the grace period (after 1 h, then daily)' }),
+    wallet_failed: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet was asked to pay the renewal and did not' }),
+    after_trial: z.literal(true).optional().openapi({ description: 'The period that ended unpaid was a free trial' }),
     notify_subscriber: z.boolean().optional(),
   });
 
@@ -112,7 +115,10 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
   'subscription.payment_failed': DunningData('payment_failed'),
   'subscription.activated': PaidPeriodData,
   'subscription.renewed': PaidPeriodData,
-  'subscription.trial_ending': WebhookEventData.extend({ trial_end: UnixSeconds }),
+  'subscription.trial_ending': WebhookEventData.extend({
+    trial_end: UnixSeconds,
+    wallet_pays: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet will be asked to pay the first renewal' }),
+  }),
   'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds }),
   'payment.received': WebhookEventData.extend({
     payment_id: Id,

@@ -286,9 +286,23 @@ describe('subscriber notices', () => {
     expect(byInvoice.text).toContain('Your access continues until 2023-11-15 22:13 UTC; pay it before then to keep it.');
     const byWallet = subscriberMessage(ev('subscription.past_due', { amount_sats: 1000, pay_by: 1_700_086_400, wallet_retries: true }), {});
     expect(byWallet.text).toContain(
-      'Your connected wallet will be asked to pay it again until 2023-11-15 22:13 UTC, while your access continues; you can also pay it yourself.',
+      'Your connected wallet could not pay it and will be asked again until 2023-11-15 22:13 UTC, while your access continues; you can also pay it yourself.',
     );
     expect(byWallet.text).not.toContain('pay it before then');
+  });
+
+  it('a wallet that did not pay is said to have failed, and the notices that follow agree (found from outside)', () => {
+    // Grace 0: one failure ends access; the notice names the wallet and how to pay.
+    const ended = subscriberMessage(ev('subscription.payment_failed', { amount_sats: 21_000, pay_by: 1_700_086_400, wallet_failed: true }), {});
+    expect(ended.text).toContain(
+      'The renewal of Gold (21,000 sats) is unpaid, so your access has ended for now.\nYour connected wallet could not pay it and is no longer asked to.\nPay it by 2023-11-15 22:13 UTC to get your access back',
+    );
+    // The past-due notice of a wallet still asked does not also say it is no longer asked.
+    const retried = subscriberMessage(ev('subscription.past_due', { amount_sats: 1, pay_by: 1_700_086_400, wallet_failed: true, wallet_retries: true }), {});
+    expect(retried.text).not.toContain('no longer asked');
+    // Then the wallet is disconnected: the reminder says it is no longer asked, not that it "could not pay" as news.
+    const after = subscriberMessage(ev('renewal.reminder', { reason: 'nwc_wallet_unavailable', due_at: 1_699_000_000, payment_request: 'lnbc1' }), {});
+    expect(after.text).toContain('Your connected wallet is no longer asked to pay it (it failed or was disconnected), so please pay it yourself.');
   });
 
   // Found by reading every message a lifecycle sends (a helper session with real SMTP, Telegram and Nostr).
@@ -320,7 +334,17 @@ describe('subscriber notices', () => {
   it('a trial says when it ends and what follows; a cancelled checkout never paid charged nothing; an ended one is not managed', () => {
     const trial = subscriberMessage(ev('subscription.created', { trial: true, current_period_end: 1_700_086_400, amount_sats: 2100 }), {});
     expect(trial.text).toContain('Your free trial of Gold has started; it ends on 2023-11-15 22:13 UTC.');
-    expect(trial.text).toContain('After it, each renewal costs 2,100 sats; we will remind you before it ends.');
+    expect(trial.text).toContain('After it, the subscription costs 2,100 sats each period; we will remind you before it ends.');
+    // With the plan's interval (found from outside: the amount without what it is for).
+    const monthly = subscriberMessage(ev('subscription.created', { trial: true, amount_sats: 5000, interval: 'monthly' }), {});
+    expect(monthly.text).toContain('After it, the subscription costs 5,000 sats per month; we will remind you before it ends.');
+    const ending = subscriberMessage(ev('subscription.trial_ending', { trial_end: 1_700_086_400, amount_sats: 5000 }), {});
+    expect(ending.text).toContain('Your free trial of Gold ends on 2023-11-15 22:13 UTC.\nTo keep access, pay the renewal of 5,000 sats we sent you.');
+    const byWallet = subscriberMessage(ev('subscription.trial_ending', { trial_end: 1_700_086_400, amount_sats: 5000, wallet_pays: true }), {});
+    expect(byWallet.text).toContain('Your connected wallet will then be asked to pay the renewal of 5,000 sats.');
+    expect(byWallet.text).not.toContain('we sent you');
+    const lapsed = subscriberMessage(ev('subscription.past_due', { amount_sats: 5000, pay_by: 1_700_086_400, after_trial: true }), {});
+    expect(lapsed.text).toContain('The renewal of Gold (5,000 sats) was not paid by the end of your free trial.');
     const never = subscriberMessage(
       ev('subscription.cancelled', {
         cancel_reason: 'plan archived',

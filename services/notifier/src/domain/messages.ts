@@ -48,6 +48,8 @@ function amountOf(d: Record<string, unknown>): { text: string; aside: string } |
   if (fiat === undefined || !currency) return { text: satsText(sats), aside: ` (${satsText(sats)})` };
   return { text: `${fiatText(fiat, currency)} (${satsText(sats)})`, aside: ` (${fiatText(fiat, currency)}, ${satsText(sats)})` };
 }
+/** A plan's interval as "per …" says it. */
+const PER: Record<string, string> = { weekly: 'week', monthly: 'month', yearly: 'year' };
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
@@ -119,6 +121,7 @@ export function subscriberMessage(
   const plan = d.plan_name || 'your subscription';
   const { text: amount, aside } = amountOf(d) ?? { text: undefined, aside: '' };
   const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
+  const per = PER[str(d.interval) ?? ''];
   // A receipt: the period paid for, the payment's reference and how it was paid (behaviour.md).
   const receipt = (): (string | undefined | false)[] => {
     const start = num(d.current_period_start);
@@ -138,6 +141,8 @@ export function subscriberMessage(
     return body(
       subject,
       `The renewal of ${plan}${aside} ${state}`,
+      // Its retries are over (or it was never to retry): said before how to pay by hand.
+      d.wallet_failed === true && d.wallet_retries !== true && 'Your connected wallet could not pay it and is no longer asked to.',
       payLine(payBy === undefined ? undefined : day(payBy)),
       'Your subscription portal has a payable invoice.',
     );
@@ -192,7 +197,9 @@ export function subscriberMessage(
             ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
               `The renewal of ${plan}${aside} was due on ${day(due)} and is not paid yet.`
             : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
-        d.reason === 'nwc_wallet_unavailable' && 'Your connected wallet could not pay it, so please pay it yourself.',
+        // After the past-due notice said the wallet would be asked again: it no longer is (disconnected).
+        d.reason === 'nwc_wallet_unavailable' &&
+          'Your connected wallet is no longer asked to pay it (it failed or was disconnected), so please pay it yourself.',
         links.length ? 'Pay it here:' : 'Open your subscription portal to pay it.',
         ...links,
         num(d.expires_at) !== undefined && `This payment request is valid until ${day(d.expires_at as number)}; the portal always has a payable one.`,
@@ -202,7 +209,10 @@ export function subscriberMessage(
       const end = num(d.trial_end);
       return body(
         `Your free trial of ${plan} is ending`,
-        `Your free trial of ${plan} ends${end ? ` on ${day(end)}` : ' soon'}. To keep access, pay the renewal we sent you.`,
+        `Your free trial of ${plan} ends${end ? ` on ${day(end)}` : ' soon'}.`,
+        d.wallet_pays === true
+          ? `Your connected wallet will then be asked to pay the renewal${amount ? ` of ${amount}` : ''}.`
+          : `To keep access, pay the renewal${amount ? ` of ${amount}` : ''} we sent you.`,
       );
     }
     case 'nwc.wallet_disabled':
@@ -216,7 +226,7 @@ export function subscriberMessage(
         ? body(
             `Your free trial of ${plan} has started`,
             `Your free trial of ${plan} has started${num(d.current_period_end) !== undefined ? `; it ends on ${day(d.current_period_end as number)}` : ''}.`,
-            `After it${amount ? `, each renewal costs ${amount}` : ', the subscription is paid'}; we will remind you before it ends.`,
+            `After it${amount ? `, the subscription costs ${amount}${per ? ` per ${per}` : ' each period'}` : ', the subscription is paid'}; we will remind you before it ends.`,
           )
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
@@ -236,9 +246,9 @@ export function subscriberMessage(
     case 'payment.received':
       return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`);
     case 'subscription.past_due':
-      return dunning(`Payment overdue for ${plan}`, 'was not paid by the end of your period.', (by) =>
+      return dunning(`Payment overdue for ${plan}`, `was not paid by the end of your ${d.after_trial === true ? 'free trial' : 'period'}.`, (by) =>
         d.wallet_retries === true
-          ? `Your connected wallet will be asked to pay it again${by ? ` until ${by}, while your access continues` : ''}; you can also pay it yourself.`
+          ? `Your connected wallet could not pay it and will be asked again${by ? ` until ${by}, while your access continues` : ''}; you can also pay it yourself.`
           : by
             ? `Your access continues until ${by}; pay it before then to keep it.`
             : 'Pay it soon to keep your access.',
