@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeServer, type StripeServer } from '../services/payments/test/support/stripe-server.js';
 import { call, client, until } from './support/http.js';
+import { startSmtpServer } from './support/smtp-server.js';
 import { startStack, type Stack } from './support/stack.js';
 import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
 
@@ -10,12 +11,17 @@ import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contra
 let stack: Stack;
 let stripe: StripeServer;
 let db: Stack['db'];
+let smtp: Awaited<ReturnType<typeof startSmtpServer>>;
 
 beforeAll(async () => {
   stripe = await startStripeServer({ accounts: ['acct_1Connected'] });
+  smtp = await startSmtpServer('mailer', 'mail-pass');
   stack = await startStack({
     wallets: 1,
     env: {
+      SMTP_URL: smtp.url,
+      MAIL_FROM: 'Billing <billing@example.com>',
+      NOTIFIER_POLL_INTERVAL_MS: '150',
       CARDPROC_PROVIDER: 'stripe',
       STRIPE_SECRET_KEY: stripe.secretKey,
       STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
@@ -32,6 +38,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   await stripe?.close();
+  await smtp?.stop();
 });
 
 const owner = () => client(stack.api, stack.wallets[0]!.invoice_key);
@@ -156,6 +163,20 @@ describe('card processor (Stripe) checkout', () => {
         [c.subscription_id],
       ),
     ).toBe(1);
+  });
+
+  it('the receipt mailed to the subscriber says what the card was charged, with the sats beside it (found from outside)', async () => {
+    const { c, session } = await checkout('receipt@example.com');
+    stripe.pay(session.id);
+    expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
+    const mail = await until(
+      async () => smtp.mails.filter((m) => m.to.includes('receipt@example.com') && m.subject.includes('is active')),
+      (m) => m.length > 0,
+    );
+    // 2100 sats at 50 000 EUR/BTC: 1.05 EUR charged to the card.
+    expect(mail[0]!.text).toContain('Amount: €1.05 EUR (2,100 sats)');
+    expect(mail[0]!.text).toContain('Paid with: card');
+    expect(mail[0]!.text).toContain(`Payment reference: ${c.payment_id}`);
   });
 
   it('a delayed method: completed-but-unpaid leaves it pending, async_payment_failed fails it (subscription stays pending), async_payment_succeeded pays another', async () => {

@@ -12,7 +12,7 @@ import * as nip17 from 'nostr-tools/nip17';
 import * as nip19 from 'nostr-tools/nip19';
 import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
 import { SecretBox } from '@sb/runtime';
-import { freePort } from '../scripts/stack.mjs';
+import { createWallet, freePort } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startSmtpServer } from './support/smtp-server.js';
@@ -407,6 +407,22 @@ describe('notification settings', () => {
     expect(got[0]!.text.split('\n').at(-1)).toMatch(/ Satoshi Shop$/);
   });
 
+  it('a wallet without notification settings is named by its own name in the sender and signature (found from outside)', async () => {
+    const bakery = await createWallet(stack.databaseUrl, 'Corner Bakery');
+    const owner = client(stack.api, bakery.admin_key);
+    expect((await owner.get('/notification-settings')).body.merchant_name ?? null).toBeNull();
+    const plan = (await owner.post('/plans', { name: 'Bread', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
+    const started = await pub().post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'baker@example.com' });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const got = await until(
+      async () => mailsTo('baker@example.com'),
+      (m) => m.length > 0,
+    );
+    // Not MAIL_FROM's name ("Billing"): the subscriber knows whose subscription this is.
+    expect(got[0]!.from).toBe('Corner Bakery <billing@example.com>');
+    expect(got[0]!.text.split('\n').at(-1)).toMatch(/ Corner Bakery$/);
+  });
+
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {
     const plan = (await admin().post('/plans', { name: 'Override plan', amount_sats: 1000, interval: 'weekly', trial_days: 2 })).body;
     const path = `/plans/${plan.id}/notification-settings`;
@@ -531,7 +547,9 @@ describe('subscriber and owner notices', () => {
     expect(m[0]!.text).toContain(started);
     expect(m[0]!.text).toContain('Hello Mia,');
     expect(m[0]!.text).toMatch(/— Satoshi Shop$/);
-    expect(m[0]!.text).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}/);
+    expect(m[0]!.text).toMatch(/\/subscriptions_manager\/manage\?token=[0-9a-f]{64}\nYou also choose there which notices you get\./);
+    // The one-click link is for e-mail (with its header); a chat points to the portal only.
+    expect(m[0]!.text).not.toContain('Stop these');
 
     const carol = await until(
       async () => dms(relay, carolSk),
@@ -1158,6 +1176,11 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     const reminder = await mail(/^Payment due for Oneclick/);
     expect(reminder.headers['list-unsubscribe-post']).toBe('List-Unsubscribe=One-Click');
     const reminders = target(reminder.headers['list-unsubscribe']!);
+    // Visible too, not only to mail programs that show the header (found from outside): the same link, whose GET asks first.
+    expect(reminder.text).toContain(`Stop these reminders: ${reminders.href}`);
+    expect(reminder.html).toContain(`Stop these reminders: <a href="${reminders.href}">`);
+    expect(reminder.text).toContain('You also choose there which notices you get.');
+    expect(started.text).toContain(`Stop these confirmations: ${confirmations.href}`);
     expect(target((await mail(/trial of Oneclick is ending/)).headers['list-unsubscribe']!).href).toBe(reminders.href);
     // Made from PUBLIC_BASE_URL like the portal link, a URL of its own per kind, and never the portal token
     // (mail providers keep and fetch these URLs).

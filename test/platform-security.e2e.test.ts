@@ -129,7 +129,9 @@ describe('the bus trusts no one: each service has its own NATS user and subjects
       expect(SERVICES.filter((s) => perms[s].publish.includes(r.subject))).toEqual(['gateway']);
       expect(SERVICES.filter((s) => perms[s].subscribe.includes(r.subject))).toEqual([r.subject.split('.')[0]]);
     }
-    expect(perms.gateway.subscribe).toEqual([`${inboxPrefix('gateway')}.>`]);
+    // The gateway answers one message only: a wallet's name, to the notifier alone.
+    expect(perms.gateway.subscribe).toEqual([`${inboxPrefix('gateway')}.>`, 'gateway.internal.wallet_name']);
+    expect(SERVICES.filter((s) => perms[s].publish.includes('gateway.internal.wallet_name'))).toEqual(['notifier']);
     for (const s of SERVICES)
       expect(perms[s].publish.some((p) => p === '>' || (p.endsWith('.>') && !p.startsWith('$JS.') && !p.startsWith('$KV.')))).toBe(false);
   });

@@ -15,7 +15,12 @@ export interface Mail {
 }
 
 const decode = (body: string, cte: string) => {
-  if (cte === 'quoted-printable') return body.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+  // Each =XX is one byte of UTF-8 ("—" is three): read as bytes, then as UTF-8.
+  if (cte === 'quoted-printable')
+    return Buffer.from(
+      body.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16))),
+      'latin1',
+    ).toString('utf8');
   if (cte === 'base64') return Buffer.from(body, 'base64').toString('utf8');
   return body;
 };

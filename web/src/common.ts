@@ -155,7 +155,8 @@ export function qrCode(text: string, label: string): SVGSVGElement {
   return svg;
 }
 
-export const sats = (n: number) => `${n.toLocaleString('en-US')} sats`;
+/** As satsText of the contracts (the pages do not bundle them): "1 sat", "2 sats". */
+export const sats = (n: number) => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
 
 export const INTERVALS: Record<string, string> = { weekly: 'week', monthly: 'month', yearly: 'year' };
 

@@ -38,6 +38,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   nwcCharge: ['billing'],
   contactMethods: ['billing'],
   subscriptionContact: ['notifier'],
+  walletName: ['notifier'],
 };
 
 /**
@@ -146,6 +147,14 @@ export function busPermissions(opts: { devMode?: boolean } = {}): Record<BusServ
     }
   }
   return Object.fromEntries(
-    BUS_SERVICES.map((s) => [s, { publish: [...perms[s].publish].sort(), subscribe: [...perms[s].subscribe].sort(), allowResponses: perms[s].allowResponses }]),
+    BUS_SERVICES.map((s) => [
+      s,
+      // The gateway answers one message (a wallet's name, to the notifier): it may reply to those only.
+      {
+        publish: [...perms[s].publish].sort(),
+        subscribe: [...perms[s].subscribe].sort(),
+        allowResponses: perms[s].allowResponses || perms[s].subscribe.size > 1,
+      },
+    ]),
   ) as Record<BusService, BusPermission>;
 }

@@ -28,8 +28,24 @@ export const NAME_RULE = 'must be one line of text without invisible or directio
 /** A string shown to people as a name: `NOT_IN_NAMES` refused. */
 export const shownName = (s: z.ZodString) => s.refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE);
 
-/** An amount as people read it in messages: "21,000 sats". */
-export const satsText = (n: number): string => `${n.toLocaleString('en-US')} sats`;
+/** An amount as people read it in messages: "21,000 sats", "1 sat". */
+export const satsText = (n: number): string => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
+
+/**
+ * A fiat amount as people read it in messages, with its ISO code: "$21.00 USD", "¥2,100 JPY" (as many
+ * decimals as the currency has), "CHF 21.00" (a code that is its own symbol is not said twice).
+ */
+export function fiatText(amount: number, currency: string): string {
+  const code = currency.toUpperCase();
+  let shown: string;
+  try {
+    shown = new Intl.NumberFormat('en-US', { style: 'currency', currency: code }).format(amount);
+  } catch {
+    // Not an ISO 4217 code Intl knows: the number and the code as given.
+    return `${amount.toLocaleString('en-US')} ${code}`;
+  }
+  return shown.includes(code) ? shown : `${shown} ${code}`;
+}
 
 /**
  * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number,

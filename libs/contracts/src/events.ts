@@ -38,6 +38,7 @@ export const WebhookEventData = z
     subscriber_name: z.string().optional(),
     status: z.string(),
     amount_sats: z.number().int().optional(),
+    interval: z.string().optional().openapi({ description: "Subscription events: the plan's billing interval (`weekly`, `monthly`, `yearly`)" }),
   })
   // Not a named component: each event's schema is written out whole (allOf could not relax a required field).
   .catchall(z.unknown());
@@ -59,10 +60,17 @@ const PaymentUnappliedData = WebhookEventData.extend({
  * `subscription.activated` and `subscription.renewed`: a payment started a period; what a receipt says
  * (the period it covers, the payment and how it was paid).
  */
+/** What a card or wallet-processor payment charged (absent for bitcoin payments). */
+const FiatCharged = {
+  amount_fiat: z.number().optional().openapi({ description: 'Card and wallet-processor payments: what was charged, in `currency`' }),
+  currency: z.string().optional().openapi({ description: 'Lower-case ISO 4217 code of `amount_fiat`, e.g. `usd`' }),
+};
+
 const PaidPeriodData = WebhookEventData.extend({
   subscription_id: z.string(),
   payment_id: Id,
   amount_sats: z.number().int().openapi({ description: 'What was paid' }),
+  ...FiatCharged,
   payment_method: z.string(),
   current_period_start: UnixSeconds,
   current_period_end: UnixSeconds,
@@ -81,6 +89,8 @@ const DunningData = (status: 'past_due' | 'payment_failed') =>
       .literal(true)
       .optional()
       .openapi({ description: 'NWC: the connected wallet is asked to pay again during the grace period (after 1 h, then daily)' }),
+    wallet_failed: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet was asked to pay the renewal and did not' }),
+    after_trial: z.literal(true).optional().openapi({ description: 'The period that ended unpaid was a free trial' }),
     notify_subscriber: z.boolean().optional(),
   });
 
@@ -105,11 +115,15 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
   'subscription.payment_failed': DunningData('payment_failed'),
   'subscription.activated': PaidPeriodData,
   'subscription.renewed': PaidPeriodData,
-  'subscription.trial_ending': WebhookEventData.extend({ trial_end: UnixSeconds }),
+  'subscription.trial_ending': WebhookEventData.extend({
+    trial_end: UnixSeconds,
+    wallet_pays: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet will be asked to pay the first renewal' }),
+  }),
   'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds }),
   'payment.received': WebhookEventData.extend({
     payment_id: Id,
     amount_sats: z.number().int(),
+    ...FiatCharged,
     payment_method: z.string(),
     purpose: z.string(),
     status: z.literal('paid'),

@@ -257,5 +257,8 @@ export const PaymentEventData = z.object({
   purpose: PaymentPurpose,
   status: z.enum(['paid', 'failed']),
   paid_at: UnixSeconds.nullable().optional(),
+  /** What a card or wallet-processor payment charged, in fiat (absent for bitcoin payments). */
+  amount_fiat: z.number().nullable().optional(),
+  currency: z.string().nullable().optional(),
 });
 export type PaymentEventData = z.infer<typeof PaymentEventData>;

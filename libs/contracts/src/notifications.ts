@@ -267,4 +267,13 @@ export const notificationMessages = {
       unsubscribe_urls: z.object({ reminders: z.string(), confirmations: z.string() }).optional(),
     }),
   },
+  /**
+   * The notifier asks the gateway for a wallet's name (given when the wallet was created): it names the
+   * merchant in subscriber messages when the owner saved no `merchant_name`.
+   */
+  walletName: {
+    subject: 'gateway.internal.wallet_name',
+    request: z.object({ wallet_id: Id }),
+    reply: z.object({ name: z.string() }),
+  },
 } as const;

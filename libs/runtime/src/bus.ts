@@ -5,7 +5,7 @@ import { isDbUnavailable } from './db.js';
 import { BusUnavailableError, DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
-import { connectNats, natsOptions, natsReachable, type NatsSettings } from './nats.js';
+import { connectNats, connectNatsWhenReachable, natsOptions, natsReachable, type NatsSettings } from './nats.js';
 import { ReplyInbox } from './reply-inbox.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
@@ -214,19 +214,27 @@ export class BusServer {
   /** Connects and subscribes; resolves (and calls `callback`) once the server has the subscriptions. */
   async listen(callback?: (err?: unknown) => void): Promise<void> {
     try {
-      const nc = await connectNats(this.conn, this.queue);
-      this.nc = nc;
-      for (const { handler, log } of this.routes) this.subscribe(nc, handler, log);
-      const log = this.routes[0]?.log;
-      if (log) void this.logStatus(nc, log);
-      // A request that arrives right after the service says it is ready must find its subscription.
-      await nc.flush();
+      await this.attach(await connectNats(this.conn, this.queue));
     } catch (err) {
       callback?.(err);
       if (callback) return;
       throw err;
     }
     callback?.();
+  }
+
+  /** `listen` for a process that starts without NATS (the gateway): waits for it, then subscribes. */
+  async listenWhenReachable(log: Logger): Promise<void> {
+    await this.attach(await connectNatsWhenReachable(this.conn, this.queue, log));
+  }
+
+  private async attach(nc: NatsConnection): Promise<void> {
+    this.nc = nc;
+    for (const { handler, log } of this.routes) this.subscribe(nc, handler, log);
+    const log = this.routes[0]?.log;
+    if (log) void this.logStatus(nc, log);
+    // A request that arrives right after the service says it is ready must find its subscription.
+    await nc.flush();
   }
 
   private subscribe(nc: NatsConnection, h: Handler, log: Logger): void {

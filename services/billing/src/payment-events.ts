@@ -62,6 +62,8 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     const extra = {
       payment_id: p.payment_id,
       amount_sats: p.amount_sats,
+      // A receipt says what was charged: the fiat amount of a card or wallet-processor payment.
+      ...(typeof p.amount_fiat === 'number' && p.currency ? { amount_fiat: p.amount_fiat, currency: p.currency } : {}),
       payment_method: p.payment_method,
       notify_subscriber: target.receive_confirmations,
       ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),

@@ -159,6 +159,8 @@ export class Scheduler {
           ...(due.reason ? { reason: due.reason } : {}),
           ...(due.pay_by !== undefined ? { pay_by: due.pay_by } : {}),
           ...(due.wallet_retries ? { wallet_retries: true } : {}),
+          ...(due.wallet_failed ? { wallet_failed: true } : {}),
+          ...(due.after_trial ? { after_trial: true } : {}),
         };
         const saved = await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: due.event }, now, {}, extra));
         if (saved.status === 'expired') {
@@ -178,7 +180,8 @@ export class Scheduler {
         await this.inTx(s, async (tx, cur) => {
           const row = { ...cur, reminded_for: end, updated_at: now };
           if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
-          await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, notify_subscriber: cur.receive_reminders });
+          // The connected wallet pays the first renewal: no invoice was sent to pay.
+          await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, wallet_pays: true, notify_subscriber: cur.receive_reminders });
         });
         return true;
       case 'last_call':

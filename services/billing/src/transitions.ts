@@ -16,6 +16,8 @@ function subscriptionEventData(s: SubRow, r: EventNames, extra: Record<string, u
     ...(r?.name ? { subscriber_name: r.name } : {}),
     status: s.status,
     amount_sats: s.amount_sats,
+    // What notices say the amount is for ("5,000 sats per month").
+    interval: s.interval,
     // What notices say: the period a payment covers, until when a cancelled subscription keeps access, who cancelled.
     current_period_start: s.current_period_start,
     current_period_end: s.current_period_end,

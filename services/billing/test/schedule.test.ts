@@ -273,7 +273,19 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     name: 'NWC failed charge: period lapses meanwhile, the subscriber told the wallet is asked again',
     s: sub('active', { payment_method: 'nwc', ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }),
     at: END + 60,
-    due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: GRACE_END, wallet_retries: true },
+    due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: GRACE_END, wallet_retries: true, wallet_failed: true },
+  },
+  {
+    name: 'NWC without grace (found from outside): access ends, and the notice says the wallet did not pay',
+    s: sub('active', { payment_method: 'nwc', grace_period_days: 0, ...issued(END + DAY, { nwc_next_attempt_at: END + 3600 }) }),
+    at: END + 60,
+    due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: END + 14 * DAY, wallet_failed: true },
+  },
+  {
+    name: 'a free trial that ended unpaid: the past-due notice says so (found from outside)',
+    s: sub('active', { trial_end: END, ...issued(END + DAY, { reminded_for: END }) }),
+    at: END,
+    due: { kind: 'lapse', event: 'period_end_unpaid', pay_by: GRACE_END, after_trial: true },
   },
   {
     name: 'NWC wallet connected again in grace (found from outside: nothing was ever due): charged at once',
@@ -350,6 +362,10 @@ describe('what is due (domain/schedule.ts), row by row', () => {
     const fallback = sub('active', { payment_method: 'nwc', nwc_fallback: true, ...issued(END + DAY, { reminded_for: END }) });
     expect(dueNow(fallback, END, POLICY)).not.toHaveProperty('wallet_retries');
     expect(dueNow(sub('active', issued(END + DAY, { reminded_for: END })), END, POLICY)).not.toHaveProperty('wallet_retries');
+    for (const s of [fallback, sub('active', issued(END + DAY, { reminded_for: END }))]) {
+      expect(dueNow(s, END, POLICY)).not.toHaveProperty('wallet_failed');
+      expect(dueNow(s, END, POLICY)).not.toHaveProperty('after_trial');
+    }
   });
 
   it('nextDueAt is the first time something is due, and nothing is due before it', () => {

@@ -2,6 +2,7 @@ import { createServer, STATUS_CODES, type Server, type ServerResponse } from 'no
 import type { Duplex } from 'node:stream';
 import {
   BusClient,
+  createBusServer,
   createDb,
   createLogger,
   createMetricsRegistry,
@@ -9,11 +10,13 @@ import {
   guardProcess,
   initTelemetry,
   migrateWhenReachable,
+  registerHandlers,
   SecretBox,
   shutdownTelemetry,
   stopOnSignals,
 } from '@sb/runtime';
 import { createApp } from './app.js';
+import { walletName } from './bus-handlers.js';
 import { KeyResolver } from './auth.js';
 import { loadGatewayConfig } from './config.js';
 import { DEFAULT_WEB_DIR } from './pages.js';
@@ -46,12 +49,16 @@ async function main(): Promise<void> {
     publicPost: new RateLimiter(config.RATE_LIMIT_PUBLIC_POST_PER_MINUTE, 60_000),
     publicGet: new RateLimiter(config.RATE_LIMIT_PUBLIC_GET_PER_MINUTE, 60_000),
   };
+  const wallets = new WalletsRepo(SCHEMA);
+  // Answers the notifier (a wallet's name) once the database is migrated; NATS may come later.
+  const answers = createBusServer(config, 'gateway');
+  registerHandlers(answers, [walletName(db, wallets)], log);
   const idempotency = new IdempotencyRepo(SCHEMA, new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS));
   const registry = createMetricsRegistry('gateway');
   const app = createApp({
     db,
     bus,
-    keys: new KeyResolver(db, new WalletsRepo(SCHEMA), config.KEY_CACHE_TTL_MS),
+    keys: new KeyResolver(db, wallets, config.KEY_CACHE_TTL_MS),
     idempotency,
     limits,
     log,
@@ -96,6 +103,7 @@ async function main(): Promise<void> {
   log.info({ port: config.PORT }, 'gateway listening');
   await migrateWhenReachable(db, SCHEMA, migrations, log);
   migrated = true;
+  void answers.listenWhenReachable(log).catch((err) => log.error({ err }, 'gateway cannot answer bus messages'));
   log.info('gateway ready');
 
   const stop = async (signal: string) => {
@@ -107,6 +115,7 @@ async function main(): Promise<void> {
     const drained = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     await Promise.race([drained, new Promise((r) => setTimeout(r, 60_000).unref())]);
+    await answers.close().catch(() => undefined);
     await bus.close().catch(() => undefined);
     await db.close().catch(() => undefined);
     await shutdownTelemetry();

@@ -6,6 +6,7 @@ import type { NotificationsRepo } from './store/notifications.repo.js';
 import type { MessengerRepo } from './store/messenger.repo.js';
 import type { SettingsRepo } from './store/settings.repo.js';
 import type { NotifierMetrics } from './metrics.js';
+import type { WalletNames } from './wallet-names.js';
 
 export const SCHEMA = 'notifier';
 
@@ -24,6 +25,8 @@ export interface Deps {
   secrets: SecretBox;
   /** Calls to billing: a subscription's contacts and portal link, whether a plan id is the owner's. */
   bus: BusClient;
+  /** Who signs and sends subscriber messages when the owner saved no merchant name. */
+  walletNames: WalletNames;
   addresses: AddressPolicy;
   webhookTimeoutMs: number;
   metrics: NotifierMetrics;

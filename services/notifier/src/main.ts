@@ -11,6 +11,7 @@ import { migrations } from './store/migrations.js';
 import { MessengerRepo } from './store/messenger.repo.js';
 import { NotificationsRepo } from './store/notifications.repo.js';
 import { SettingsRepo } from './store/settings.repo.js';
+import { WalletNames } from './wallet-names.js';
 import { notifyDue, pollMessengerBots, WebhookWorker } from './workers.js';
 
 main('notifier', () =>
@@ -21,6 +22,7 @@ main('notifier', () =>
     loadConfig: loadNotifierConfig,
     opsPort: (c) => c.NOTIFIER_OPS_PORT,
     async setup({ config, log, db, nc, clock, registry }) {
+      const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client');
       const deps: Deps = {
         db,
         clock,
@@ -31,7 +33,8 @@ main('notifier', () =>
         notifications: new NotificationsRepo(SCHEMA),
         messenger: new MessengerRepo(SCHEMA),
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
-        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client'),
+        bus,
+        walletNames: new WalletNames(bus, log),
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
         webhookTimeoutMs: config.WEBHOOK_TIMEOUT_MS,
         metrics: notifierMetrics(registry),

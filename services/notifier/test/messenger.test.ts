@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTelegramServer, type TelegramServer } from '../../../test/support/telegram-server.js';
-import { botIdentity, botIdOf, botUpdates, sendMessenger, usernameOf } from '../src/channels/messenger.js';
+import { botIdentity, botIdOf, botUpdates, fitText, sendMessenger, usernameOf } from '../src/channels/messenger.js';
 
 const TOKEN = '9001:AAH-unit-bot-token-secret-0123456789';
 let tg: TelegramServer;
@@ -51,6 +51,26 @@ describe('Telegram bot updates (against the local Bot API server)', () => {
     expect(botIdOf(TOKEN)).toBe(9001);
     expect(botIdOf('12345678901234567890:AAH-too-big-for-an-id-0000000000')).toBeUndefined();
     expect([usernameOf('@Alice_1'), usernameOf('alice_1'), usernameOf('424242'), usernameOf('-1001')]).toEqual(['alice_1', 'alice_1', undefined, undefined]);
+  });
+});
+
+describe('messages longer than Telegram takes (found from outside)', () => {
+  it('cut in the body, never between the halves of an emoji: the portal link and signature at the end stay', async () => {
+    tg.chats.add('4242');
+    const footer = '\n\nManage, pay or cancel your subscription:\nhttp://x/manage?token=abc\n— Shop';
+    // An emoji (two UTF-16 units) across every position the cut could fall on.
+    const body = `Subject\n\nHello,\n\n${'😀'.repeat(2500)}`;
+    for (const extra of ['', 'x']) {
+      const text = `${body}${extra}${footer}`;
+      expect((await sendMessenger(api, 4242, text)).delivered).toBe(true);
+      const got = tg.sent.at(-1)!.text;
+      expect(got.length).toBeLessThanOrEqual(4096);
+      expect(got.endsWith(`…${footer}`)).toBe(true);
+      expect(got.startsWith('Subject\n\nHello,')).toBe(true);
+      expect(got.isWellFormed()).toBe(true);
+    }
+    for (let max = 60; max < 70; max++) expect(fitText(`${'😀'.repeat(40)}${footer}`, max).isWellFormed()).toBe(true);
+    expect(fitText('short')).toBe('short');
   });
 });
 

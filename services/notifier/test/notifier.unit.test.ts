@@ -228,10 +228,56 @@ describe('subscriber notices', () => {
     expect(resumed.text).toContain('lightning:lnbc1r');
     const cancelled = subscriberMessage(ev('subscription.cancelled', { cancel_reason: 'cancelled by subscriber', current_period_end: 1_700_086_400 }), who);
     expect(cancelled.text).toMatch(/cancelled by you.*\n.*access continues until 2023-11-15 22:13 UTC/);
+    // Nothing left to pay or cancel (found from outside: "Manage, pay or cancel" under a cancellation).
+    expect(cancelled.text).toContain(`Manage your subscription:\n${who.manageUrl}`);
+    expect(cancelled.text).not.toContain('pay or cancel');
     expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 5000, current_period_end: 1_702_000_000 }), {}).text).toMatch(
       /renewed until 2023-12-08 .* UTC; you paid 5,000 sats/,
     );
     expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
+  });
+
+  it('card and PayPal receipts and reminders say what was charged in fiat, with the sats beside it (found from outside)', () => {
+    const paid = {
+      payment_id: 'pay_1',
+      amount_sats: 21_000,
+      amount_fiat: 21,
+      currency: 'usd',
+      current_period_start: 1_700_000_000,
+      current_period_end: 1_702_592_000,
+    };
+    const card = subscriberMessage(ev('subscription.activated', { ...paid, payment_method: 'cardproc' }), {});
+    expect(card.text).toContain('Amount: $21.00 USD (21,000 sats)');
+    expect(card.text).toContain('you paid $21.00 USD (21,000 sats)');
+    expect(card.text).toContain('Paid with: card');
+    const yen = subscriberMessage(ev('subscription.renewed', { ...paid, amount_fiat: 2100, currency: 'jpy', payment_method: 'walletproc' }), {});
+    expect(yen.text).toContain('Amount: ¥2,100 JPY (21,000 sats)');
+    const reminder = subscriberMessage(ev('renewal.reminder', { ...paid, due_at: 1_700_086_400, checkout_url: 'https://pay.example/c' }), {});
+    expect(reminder.text).toContain('renews on 2023-11-15 22:13 UTC for $21.00 USD (21,000 sats).');
+    const overdue = subscriberMessage(ev('renewal.reminder', { ...paid, due_at: 1_699_000_000 }), {});
+    expect(overdue.text).toContain('The renewal of Gold ($21.00 USD, 21,000 sats) was due on');
+    expect(ownerMessage(ev('payment.received', { ...paid, payment_method: 'cardproc' })).text).toContain('Amount: $21.00 USD (21,000 sats)');
+    // Bitcoin payments: the sats alone, as before.
+    expect(subscriberMessage(ev('subscription.activated', { ...paid, amount_fiat: undefined, currency: undefined }), {}).text).toContain('Amount: 21,000 sats');
+  });
+
+  it('e-mail shows the one-click link of its kind; every message says the portal is where notices are chosen (found from outside)', () => {
+    const who = { manageUrl: 'http://x/manage?token=t', merchant: 'Shop', unsubscribe: 'http://x/api/v1/public/unsubscribe/u1' };
+    const reminder = subscriberMessage(ev('renewal.reminder', { due_at: 1_700_086_400, amount_sats: 1000 }), who);
+    expect(reminder.text).toContain(
+      'http://x/manage?token=t\nYou also choose there which notices you get.\nStop these reminders: http://x/api/v1/public/unsubscribe/u1\n— Shop',
+    );
+    expect(reminder.html).toContain('<p>Stop these reminders: <a href="http://x/api/v1/public/unsubscribe/u1">http://x/api/v1/public/unsubscribe/u1</a></p>');
+    expect(reminder.unsubscribe).toBe(who.unsubscribe);
+    expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 1000 }), who).text).toContain(
+      'Stop these confirmations: http://x/api/v1/public/unsubscribe/u1',
+    );
+    // Always-sent notices offer no unsubscribe; a chat message (no link given) only the portal.
+    const cancelled = subscriberMessage(ev('subscription.cancelled', { current_period_end: 1_700_086_400 }), who);
+    expect([cancelled.text.includes('Stop these'), cancelled.unsubscribe]).toEqual([false, undefined]);
+    const chat = subscriberMessage(ev('renewal.reminder', { due_at: 1_700_086_400 }), { ...who, unsubscribe: undefined });
+    expect(chat.text).toContain('You also choose there which notices you get.');
+    expect(chat.text).not.toContain('Stop these');
   });
 
   it('a past-due notice says until when to pay, and for a wallet that is asked again, that it will be', () => {
@@ -240,9 +286,23 @@ describe('subscriber notices', () => {
     expect(byInvoice.text).toContain('Your access continues until 2023-11-15 22:13 UTC; pay it before then to keep it.');
     const byWallet = subscriberMessage(ev('subscription.past_due', { amount_sats: 1000, pay_by: 1_700_086_400, wallet_retries: true }), {});
     expect(byWallet.text).toContain(
-      'Your connected wallet will be asked to pay it again until 2023-11-15 22:13 UTC, while your access continues; you can also pay it yourself.',
+      'Your connected wallet could not pay it and will be asked again until 2023-11-15 22:13 UTC, while your access continues; you can also pay it yourself.',
     );
     expect(byWallet.text).not.toContain('pay it before then');
+  });
+
+  it('a wallet that did not pay is said to have failed, and the notices that follow agree (found from outside)', () => {
+    // Grace 0: one failure ends access; the notice names the wallet and how to pay.
+    const ended = subscriberMessage(ev('subscription.payment_failed', { amount_sats: 21_000, pay_by: 1_700_086_400, wallet_failed: true }), {});
+    expect(ended.text).toContain(
+      'The renewal of Gold (21,000 sats) is unpaid, so your access has ended for now.\nYour connected wallet could not pay it and is no longer asked to.\nPay it by 2023-11-15 22:13 UTC to get your access back',
+    );
+    // The past-due notice of a wallet still asked does not also say it is no longer asked.
+    const retried = subscriberMessage(ev('subscription.past_due', { amount_sats: 1, pay_by: 1_700_086_400, wallet_failed: true, wallet_retries: true }), {});
+    expect(retried.text).not.toContain('no longer asked');
+    // Then the wallet is disconnected: the reminder says it is no longer asked, not that it "could not pay" as news.
+    const after = subscriberMessage(ev('renewal.reminder', { reason: 'nwc_wallet_unavailable', due_at: 1_699_000_000, payment_request: 'lnbc1' }), {});
+    expect(after.text).toContain('Your connected wallet is no longer asked to pay it (it failed or was disconnected), so please pay it yourself.');
   });
 
   // Found by reading every message a lifecycle sends (a helper session with real SMTP, Telegram and Nostr).
@@ -274,7 +334,17 @@ describe('subscriber notices', () => {
   it('a trial says when it ends and what follows; a cancelled checkout never paid charged nothing; an ended one is not managed', () => {
     const trial = subscriberMessage(ev('subscription.created', { trial: true, current_period_end: 1_700_086_400, amount_sats: 2100 }), {});
     expect(trial.text).toContain('Your free trial of Gold has started; it ends on 2023-11-15 22:13 UTC.');
-    expect(trial.text).toContain('After it, each renewal costs 2,100 sats; we will remind you before it ends.');
+    expect(trial.text).toContain('After it, the subscription costs 2,100 sats each period; we will remind you before it ends.');
+    // With the plan's interval (found from outside: the amount without what it is for).
+    const monthly = subscriberMessage(ev('subscription.created', { trial: true, amount_sats: 5000, interval: 'monthly' }), {});
+    expect(monthly.text).toContain('After it, the subscription costs 5,000 sats per month; we will remind you before it ends.');
+    const ending = subscriberMessage(ev('subscription.trial_ending', { trial_end: 1_700_086_400, amount_sats: 5000 }), {});
+    expect(ending.text).toContain('Your free trial of Gold ends on 2023-11-15 22:13 UTC.\nTo keep access, pay the renewal of 5,000 sats we sent you.');
+    const byWallet = subscriberMessage(ev('subscription.trial_ending', { trial_end: 1_700_086_400, amount_sats: 5000, wallet_pays: true }), {});
+    expect(byWallet.text).toContain('Your connected wallet will then be asked to pay the renewal of 5,000 sats.');
+    expect(byWallet.text).not.toContain('we sent you');
+    const lapsed = subscriberMessage(ev('subscription.past_due', { amount_sats: 5000, pay_by: 1_700_086_400, after_trial: true }), {});
+    expect(lapsed.text).toContain('The renewal of Gold (5,000 sats) was not paid by the end of your free trial.');
     const never = subscriberMessage(
       ev('subscription.cancelled', {
         cancel_reason: 'plan archived',

@@ -64,6 +64,10 @@ export type Due =
       pay_by?: number;
       /** NWC: the wallet is asked again through the grace period (the subscriber may also pay by hand). */
       wallet_retries?: true;
+      /** NWC: the connected wallet was asked and did not pay (notices say so, not just "unpaid"). */
+      wallet_failed?: true;
+      /** The period that ended unpaid was a free trial. */
+      after_trial?: true;
     }
   /** Create the period's renewal payment (or a replacement of `replaces`) and send it out in a reminder. */
   | { kind: 'renewal_payment'; replaces: string | null; last_call: boolean; notify_subscriber: boolean; trial_ending: boolean }
@@ -160,6 +164,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     notify_subscriber: s.receive_reminders && payBy > now,
     pay_by: payBy,
     ...(event === 'period_end_unpaid' && autoPays(s) && now < graceEnd(s) ? { wallet_retries: true as const } : {}),
+    ...(autoPays(s) ? { wallet_failed: true as const } : {}),
+    ...(s.trial_end === end ? { after_trial: true as const } : {}),
   });
   // With grace the subscription goes past_due (access kept until the grace ends), else payment_failed.
   if (s.status === 'active' && now >= end) return dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p));

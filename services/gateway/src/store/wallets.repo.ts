@@ -49,6 +49,12 @@ export class WalletsRepo {
     return rows;
   }
 
+  /** A wallet's name (undefined: no such wallet). */
+  async nameOf(q: Queryable, id: string): Promise<string | undefined> {
+    const { rows } = await q.query<{ name: string }>(`SELECT name FROM ${this.schema}.wallets WHERE id = $1`, [id]);
+    return rows[0]?.name;
+  }
+
   async findByKeyHash(q: Queryable, hash: string): Promise<{ id: string; admin_key_hash: string; invoice_key_hash: string } | undefined> {
     const { rows } = await q.query(
       `SELECT id, admin_key_hash, invoice_key_hash FROM ${this.schema}.wallets WHERE admin_key_hash = $1 OR invoice_key_hash = $1`,

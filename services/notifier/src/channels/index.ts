@@ -10,12 +10,16 @@ import { failed, type Message, type SendOutcome } from './outcome.js';
 
 /** Settings with their secrets opened, as a send needs them. */
 interface Loaded {
+  walletId: string;
   /** The row they came from ('' = the wallet's; also for defaults). */
   row: string;
   settings: StoredSettings;
   secrets: Secrets;
   updatedAt: number | null;
-  /** Who signs subscriber messages and names the e-mail sender: the row's merchant name, else the wallet's. */
+  /**
+   * Who signs subscriber messages and names the e-mail sender: the row's merchant name, else the wallet
+   * settings'; null: the wallet's own name, asked only when a mail is sent (see WalletNames).
+   */
   merchant: string | null;
 }
 
@@ -27,7 +31,13 @@ export const openSecrets = (d: Deps, sealed: string | null): Secrets => (sealed 
 /** The settings in effect for a plan (its override, else the wallet's, else the defaults); `planId` undefined: the wallet's. */
 export async function loadEffective(d: Deps, q: Queryable, walletId: string, planId: string | undefined): Promise<Loaded> {
   const r = await d.settings.effective(q, walletId, planId);
-  return { ...inEffect(d, r), secrets: r?.config ? openSecrets(d, r.secrets_sealed) : {}, updatedAt: r?.config ? r.updated_at : null, merchant: merchantOf(r) };
+  return {
+    walletId,
+    ...inEffect(d, r),
+    secrets: r?.config ? openSecrets(d, r.secrets_sealed) : {},
+    updatedAt: r?.config ? r.updated_at : null,
+    merchant: merchantOf(r),
+  };
 }
 
 /** The row and settings that `effective` found in effect (the defaults when none); secrets left sealed. */
@@ -40,10 +50,10 @@ export async function loadRow(d: Deps, q: Queryable, walletId: string, row: stri
   const r = await d.settings.get(q, walletId, row);
   if (!r?.config || (row !== WALLET_ROW && r.inherit)) {
     return row === WALLET_ROW
-      ? { row, settings: defaultSettings(!!d.channels.smtpUrl), secrets: {}, updatedAt: null, merchant: null }
+      ? { walletId, row, settings: defaultSettings(!!d.channels.smtpUrl), secrets: {}, updatedAt: null, merchant: null }
       : loadEffective(d, q, walletId, undefined);
   }
-  return { row, settings: r.config, secrets: openSecrets(d, r.secrets_sealed), updatedAt: r.updated_at, merchant: merchantOf(r) };
+  return { walletId, row, settings: r.config, secrets: openSecrets(d, r.secrets_sealed), updatedAt: r.updated_at, merchant: merchantOf(r) };
 }
 
 /**
@@ -83,7 +93,8 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
         const smtp = s.secrets.smtp_url ?? d.channels.smtpUrl;
         if (!e || !smtp) return failed('the e-mail channel is switched off', true);
         const own = !!s.secrets.smtp_url;
-        return await sendEmail(smtp, senderFor(d.channels.mailFrom, e.from, s.merchant, own), to, m, own ? d.addresses : undefined);
+        const merchant = s.merchant ?? (own ? null : await d.walletNames.of(s.walletId));
+        return await sendEmail(smtp, senderFor(d.channels.mailFrom, e.from, merchant, own), to, m, own ? d.addresses : undefined);
       }
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);

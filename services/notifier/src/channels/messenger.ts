@@ -1,8 +1,29 @@
 import { createHash } from 'node:crypto';
 import { delivered, failed, type SendOutcome } from './outcome.js';
 
-/** Telegram's limit for one message. */
+/** Telegram's limit for one message (counted here in UTF-16 units, never more than Telegram's count). */
 const MAX_TEXT = 4096;
+
+/** `s` cut to at most `n` UTF-16 units, never between the two halves of a code point. */
+const cutAt = (s: string, n: number): string => {
+  if (s.length <= n) return s;
+  const code = s.charCodeAt(n - 1);
+  return s.slice(0, code >= 0xd800 && code <= 0xdbff ? n - 1 : n);
+};
+
+/**
+ * A message within Telegram's limit. A message ends with its footer (after the last blank line: the
+ * portal link and the signature), which must survive: the body before it is cut instead, marked "…".
+ */
+export function fitText(text: string, max = MAX_TEXT): string {
+  if (text.length <= max) return text;
+  const at = text.lastIndexOf('\n\n');
+  const footer = at >= 0 ? text.slice(at) : '';
+  const room = max - footer.length - 1;
+  // A footer too long to leave room for anything (never ours): the start of the text, as it comes.
+  if (room <= 0) return `${cutAt(text, max - 1)}…`;
+  return `${cutAt(text.slice(0, at), room)}…${footer}`;
+}
 
 export interface BotApi {
   apiUrl: string;
@@ -84,7 +105,7 @@ async function callBot<T>(o: BotApi, method: string, body: unknown): Promise<Ans
 export async function sendMessenger(o: BotApi, chat: string | number, text: string): Promise<SendOutcome> {
   const r = await callBot(o, 'sendMessage', {
     chat_id: typeof chat === 'number' ? chat : chatIdOf(chat),
-    text: text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text,
+    text: fitText(text),
     link_preview_options: { is_disabled: true },
   });
   if (r.ok) return delivered();

@@ -1,4 +1,4 @@
-import { NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
+import { fiatText, NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -35,6 +35,21 @@ const PAID_WITH: Record<PaymentMethod, string> = {
   cardproc: 'card',
   walletproc: 'online wallet (PayPal)',
 };
+/**
+ * The amount of an event as a message says it: what was charged in fiat first when it was (card, PayPal),
+ * with the sats beside it: "$21.00 USD (21,000 sats)"; `aside` is the same in parentheses after a name,
+ * " ($21.00 USD, 21,000 sats)", never parentheses in parentheses.
+ */
+function amountOf(d: Record<string, unknown>): { text: string; aside: string } | undefined {
+  const sats = num(d.amount_sats);
+  if (sats === undefined) return undefined;
+  const fiat = num(d.amount_fiat);
+  const currency = str(d.currency);
+  if (fiat === undefined || !currency) return { text: satsText(sats), aside: ` (${satsText(sats)})` };
+  return { text: `${fiatText(fiat, currency)} (${satsText(sats)})`, aside: ` (${fiatText(fiat, currency)}, ${satsText(sats)})` };
+}
+/** A plan's interval as "per …" says it. */
+const PER: Record<string, string> = { weekly: 'week', monthly: 'month', yearly: 'year' };
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
@@ -44,7 +59,7 @@ const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
  * rest of a line around. The same characters the API refuses in names (joiners of emoji and scripts stay).
  */
 const UNSAFE_TEXT = new RegExp(`${NOT_IN_NAMES.source}+`, 'g');
-const clean = (v: string): string => v.replace(UNSAFE_TEXT, ' ').replace(/ {2,}/g, ' ').trim();
+export const clean = (v: string): string => v.replace(UNSAFE_TEXT, ' ').replace(/ {2,}/g, ' ').trim();
 /** The event's data with every text value cleaned. */
 const cleaned = (data: Record<string, unknown>): Record<string, unknown> =>
   Object.fromEntries(Object.entries(data).map(([k, v]) => [k, typeof v === 'string' ? clean(v) : v]));
@@ -57,13 +72,27 @@ export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]
   return opted && ownerChoice.includes(e.event);
 }
 
+/** A line of our own words followed by a link of ours (never a URL that came in the event's text). */
+type LinkLine = { label: string; url: string };
+type Line = string | LinkLine | undefined | false | null;
+
 /** Lines as text and as HTML (links made clickable). */
-function compose(subject: string, lines: (string | undefined | false | null)[]): Message {
-  const kept = lines.filter((l): l is string => typeof l === 'string');
+function compose(subject: string, lines: Line[]): Message {
+  const kept = lines.filter((l): l is string | LinkLine => typeof l === 'string' || (!!l && typeof l === 'object'));
+  const link = (url: string) => `<a href="${esc(url)}">${esc(url)}</a>`;
   const html = kept
-    .map((l) => (l === '' ? '' : /^(https?:|lightning:|bitcoin:)\S+$/.test(l) ? `<p><a href="${esc(l)}">${esc(l)}</a></p>` : `<p>${esc(l)}</p>`))
+    .map((l) =>
+      typeof l === 'object'
+        ? `<p>${esc(l.label)} ${link(l.url)}</p>`
+        : l === ''
+          ? ''
+          : /^(https?:|lightning:|bitcoin:)\S+$/.test(l)
+            ? `<p>${link(l)}</p>`
+            : `<p>${esc(l)}</p>`,
+    )
     .join('\n');
-  return { subject, text: kept.join('\n'), html: `<!doctype html><html><body style="font-family:sans-serif">\n${html}\n</body></html>` };
+  const text = kept.map((l) => (typeof l === 'object' ? `${l.label} ${l.url}` : l)).join('\n');
+  return { subject, text, html: `<!doctype html><html><body style="font-family:sans-serif">\n${html}\n</body></html>` };
 }
 
 /** Whatever pays the renewal: processor checkout page, Lightning invoice, on-chain BIP21 URI. */
@@ -79,15 +108,20 @@ function payLinks(d: Record<string, unknown>): string[] {
 }
 
 /**
- * The message a subscriber gets for an event. `manageUrl` is the portal (manage, pay, cancel), in every
- * message; the reader's name comes from billing.
+ * The message a subscriber gets for an event. `manageUrl` is the portal (manage, pay, cancel, which
+ * notices), in every message; the reader's name comes from billing. `unsubscribe`: the one-click link of
+ * this kind of notice, given for e-mail (it also goes in the List-Unsubscribe header there).
  */
-export function subscriberMessage(e: EventEnvelope, reader: { name?: string | null; manageUrl?: string | null; merchant?: string | null }): Message {
+export function subscriberMessage(
+  e: EventEnvelope,
+  reader: { name?: string | null; manageUrl?: string | null; merchant?: string | null; unsubscribe?: string | null },
+): Message {
   const d = cleaned(e.data);
   const who = { ...reader, name: reader.name ? clean(reader.name) : null, merchant: reader.merchant ? clean(reader.merchant) : null };
   const plan = d.plan_name || 'your subscription';
-  const amount = num(d.amount_sats) !== undefined ? satsText(d.amount_sats as number) : undefined;
+  const { text: amount, aside } = amountOf(d) ?? { text: undefined, aside: '' };
   const period = num(d.current_period_end) !== undefined ? ` until ${day(d.current_period_end as number)}` : '';
+  const per = PER[str(d.interval) ?? ''];
   // A receipt: the period paid for, the payment's reference and how it was paid (behaviour.md).
   const receipt = (): (string | undefined | false)[] => {
     const start = num(d.current_period_start);
@@ -106,23 +140,35 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
     const payBy = num(d.pay_by);
     return body(
       subject,
-      `The renewal of ${plan}${amount ? ` (${amount})` : ''} ${state}`,
+      `The renewal of ${plan}${aside} ${state}`,
+      // Its retries are over (or it was never to retry): said before how to pay by hand.
+      d.wallet_failed === true && d.wallet_retries !== true && 'Your connected wallet could not pay it and is no longer asked to.',
       payLine(payBy === undefined ? undefined : day(payBy)),
       'Your subscription portal has a payable invoice.',
     );
   };
-  /** `over`: nothing left to pay or cancel (expired, ended), the portal still has the history and receipts. */
-  const message = (over: boolean, subject: string, ...lines: (string | undefined | false | null)[]): Message =>
-    compose(subject, [
+  const kind = optOutKind(e.event);
+  /**
+   * What the portal offers in the subscription's state: `open` everything; `cancelled` (access continues)
+   * nothing to pay or cancel any more; `over` (expired, ended) the history and receipts only.
+   */
+  const FOOTER = { open: 'Manage, pay or cancel your subscription:', cancelled: 'Manage your subscription:', over: 'Your subscriptions and receipts:' };
+  const message = (state: keyof typeof FOOTER, subject: string, ...lines: Line[]): Message => ({
+    ...compose(subject, [
       who.name ? `Hello ${who.name},` : 'Hello,',
       '',
       ...lines,
       '',
-      who.manageUrl ? (over ? 'Your subscriptions and receipts:' : 'Manage, pay or cancel your subscription:') : undefined,
+      who.manageUrl ? FOOTER[state] : undefined,
       who.manageUrl ?? undefined,
+      // Where notices are switched off, on every channel (an ended subscription has no switches left).
+      who.manageUrl && state !== 'over' && 'You also choose there which notices you get.',
+      kind && who.unsubscribe && { label: kind === 'reminders' ? 'Stop these reminders:' : 'Stop these confirmations:', url: who.unsubscribe },
       who.merchant ? `— ${who.merchant}` : undefined,
-    ]);
-  const body = (subject: string, ...lines: (string | undefined | false | null)[]): Message => message(false, subject, ...lines);
+    ]),
+    ...(kind && who.unsubscribe ? { unsubscribe: who.unsubscribe } : {}),
+  });
+  const body = (subject: string, ...lines: Line[]): Message => message('open', subject, ...lines);
   switch (e.event) {
     case 'subscription.cancelled': {
       const end = num(d.current_period_end);
@@ -134,7 +180,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
       const neverPaid = d.previous_status === 'pending' && end !== undefined && end === num(d.current_period_start);
       const continues = end !== undefined && end > e.timestamp;
       return message(
-        !continues,
+        continues ? 'cancelled' : 'over',
         `Your subscription to ${plan} was cancelled`,
         `Your subscription to ${plan} was cancelled ${by}. ${neverPaid ? 'Nothing was charged.' : 'You will not be charged again.'}`,
         neverPaid ? undefined : continues ? `Your access continues until ${day(end)}.` : 'Your access has ended.',
@@ -149,9 +195,11 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
           ? `Your subscription to ${plan} was resumed: its new period starts when you pay${amount ? ` ${amount}` : ''}, within a day.`
           : due !== undefined && due <= e.timestamp
             ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
-              `The renewal of ${plan}${amount ? ` (${amount})` : ''} was due on ${day(due)} and is not paid yet.`
+              `The renewal of ${plan}${aside} was due on ${day(due)} and is not paid yet.`
             : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
-        d.reason === 'nwc_wallet_unavailable' && 'Your connected wallet could not pay it, so please pay it yourself.',
+        // After the past-due notice said the wallet would be asked again: it no longer is (disconnected).
+        d.reason === 'nwc_wallet_unavailable' &&
+          'Your connected wallet is no longer asked to pay it (it failed or was disconnected), so please pay it yourself.',
         links.length ? 'Pay it here:' : 'Open your subscription portal to pay it.',
         ...links,
         num(d.expires_at) !== undefined && `This payment request is valid until ${day(d.expires_at as number)}; the portal always has a payable one.`,
@@ -161,7 +209,10 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
       const end = num(d.trial_end);
       return body(
         `Your free trial of ${plan} is ending`,
-        `Your free trial of ${plan} ends${end ? ` on ${day(end)}` : ' soon'}. To keep access, pay the renewal we sent you.`,
+        `Your free trial of ${plan} ends${end ? ` on ${day(end)}` : ' soon'}.`,
+        d.wallet_pays === true
+          ? `Your connected wallet will then be asked to pay the renewal${amount ? ` of ${amount}` : ''}.`
+          : `To keep access, pay the renewal${amount ? ` of ${amount}` : ''} we sent you.`,
       );
     }
     case 'nwc.wallet_disabled':
@@ -175,7 +226,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
         ? body(
             `Your free trial of ${plan} has started`,
             `Your free trial of ${plan} has started${num(d.current_period_end) !== undefined ? `; it ends on ${day(d.current_period_end as number)}` : ''}.`,
-            `After it${amount ? `, each renewal costs ${amount}` : ', the subscription is paid'}; we will remind you before it ends.`,
+            `After it${amount ? `, the subscription costs ${amount}${per ? ` per ${per}` : ' each period'}` : ', the subscription is paid'}; we will remind you before it ends.`,
           )
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
@@ -195,9 +246,9 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
     case 'payment.received':
       return body(`Payment received for ${plan}`, `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Thank you!`);
     case 'subscription.past_due':
-      return dunning(`Payment overdue for ${plan}`, 'was not paid by the end of your period.', (by) =>
+      return dunning(`Payment overdue for ${plan}`, `was not paid by the end of your ${d.after_trial === true ? 'free trial' : 'period'}.`, (by) =>
         d.wallet_retries === true
-          ? `Your connected wallet will be asked to pay it again${by ? ` until ${by}, while your access continues` : ''}; you can also pay it yourself.`
+          ? `Your connected wallet could not pay it and will be asked again${by ? ` until ${by}, while your access continues` : ''}; you can also pay it yourself.`
           : by
             ? `Your access continues until ${by}; pay it before then to keep it.`
             : 'Pay it soon to keep your access.',
@@ -208,7 +259,7 @@ export function subscriberMessage(e: EventEnvelope, reader: { name?: string | nu
       );
     case 'subscription.expired':
       return message(
-        true,
+        'over',
         `Your subscription to ${plan} has expired`,
         `Your subscription to ${plan} has expired. You can subscribe again at any time from the merchant's checkout page.`,
       );
@@ -250,12 +301,13 @@ export function ownerMessage(e: EventEnvelope): Message {
   const about = e.event.startsWith('payment.') ? 'payment' : e.event.startsWith('subscription.') || e.event === 'renewal.reminder' ? 'subscription' : 'other';
   const status = (of: string) => (about === of && str(d.status) ? ` (${d.status})` : '');
   const end = num(d.current_period_end);
+  const amount = amountOf(d)?.text;
   return compose(`${title}: ${d.plan_name || d.plan_id}`, [
     `${title} (${e.event}) on ${day(e.timestamp)}.`,
     `Plan: ${d.plan_name || '-'} (${d.plan_id})`,
     str(d.subscription_id) && `Subscription: ${d.subscription_id}${status('subscription')}`,
     who && `Subscriber: ${who}`,
-    num(d.amount_sats) !== undefined && `Amount: ${satsText(d.amount_sats as number)}`,
+    amount && `Amount: ${amount}`,
     str(d.payment_id) && `Payment: ${d.payment_id}${status('payment')}`,
     e.event === 'subscription.extended' && num(d.days) !== undefined && `Extended by: ${d.days} days`,
     (e.event === 'subscription.extended' || e.event === 'subscription.cancelled') && end !== undefined && `Period ends: ${day(end)}`,

@@ -96,6 +96,7 @@ export function paymentReceivedData(r: PaymentRecord): PaymentEventData {
     purpose: r.purpose,
     status: 'paid',
     paid_at: r.paid_at,
+    ...(r.amount_fiat !== null && r.currency ? { amount_fiat: r.amount_fiat, currency: r.currency } : {}),
   };
 }
 
