@@ -891,6 +891,65 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('on-chain, Back, then Lightning for the same contact: this tab offers its payment, another tab says it is unpaid (found from outside)', async () => {
+    const p = await plan({ name: 'Chain first', amount_sats: 6000, allow_onchain: true });
+    const email = 'chain-first@example.com';
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const c = await checkout(page, 'On-chain bitcoin', email);
+    await page.locator('#pay').waitFor();
+    // The invoice is shown: the live region no longer says it is being created (found from outside).
+    await page.waitForTimeout(300);
+    expect(await page.locator('#announcer').textContent()).toBe('');
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    /** Submits the form by Lightning; answers the 409's detail. */
+    const lightning = async (tab: Page) => {
+      await tab.getByRole('radio', { name: 'Lightning' }).check();
+      await tab.getByLabel('E-mail').fill(email);
+      const refused = tab.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+      await tab.getByRole('button', { name: 'Continue to payment' }).click();
+      const res = await refused;
+      expect(res.status()).toBe(409);
+      return ((await res.json()) as { detail: string }).detail;
+    };
+    // Not "already has a subscription… in your messages": nothing is paid, no message was sent.
+    expect(await lightning(page)).toBe('This contact has an unpaid checkout of this plan, open until it is paid or expires (within 24 hours of its start)');
+    const error = page.locator('#form-error');
+    await expect.poll(() => error.textContent()).toBe('You have an open checkout for this plan: Show its payment');
+    await page.waitForTimeout(300);
+    expect(await page.locator('#announcer').textContent()).toBe('');
+    await check(page, problems, 'checkout-open-in-this-tab');
+    await error.getByRole('button', { name: 'Show its payment' }).click();
+    await page.locator('#pay').waitFor();
+    expect(await page.getByRole('textbox', { name: 'Address' }).inputValue()).toBe(c.onchain_address);
+    expect(new URL(page.url()).searchParams.get('payment')).toBe(c.payment_id);
+
+    // Another tab does not hold it: the truth, and the way on.
+    const other = await openPage(phone);
+    await other.page.goto(p.checkout_url);
+    await lightning(other.page);
+    const otherError = other.page.locator('#form-error');
+    await expect
+      .poll(() => otherError.textContent())
+      .toBe(
+        'This contact has an unpaid checkout of this plan, open until it is paid or expires (within 24 hours of its start). Pay it where it was started, or wait until it expires and start again here.',
+      );
+    // Paid: now it is a subscription, and its link was shown when it started.
+    await pay(c.payment_id);
+    const active = await until(
+      () => admin.get(`/subscriptions/${c.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect(active.body.status).toBe('active');
+    await other.page.reload();
+    await lightning(other.page);
+    await expect.poll(() => otherError.textContent()).toMatch(/^This contact already has a subscription to this plan\. Its link to manage it was shown/);
+    expect(other.problems).toEqual([]);
+    await other.page.close();
+    await page.close();
+  });
+
   it('a reload, Back and a second try keep the payment and the portal link (found from outside: both lost)', async () => {
     const p = await plan({ name: 'Kept', amount_sats: 4321 });
     const { page, problems } = await openPage(phone);

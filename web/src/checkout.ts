@@ -143,6 +143,23 @@ interface ShownPayment {
 }
 const shownPayment = (paymentId: string): ShownPayment | null => tabGet<ShownPayment>(`sb-payment-${paymentId}`);
 
+/** The newest checkout this tab showed for the plan and the contact given in `body` (its payment may have expired since). */
+function openCheckoutOf(body: Record<string, unknown>): ShownPayment | null {
+  let found: ShownPayment | null = null;
+  try {
+    for (let i = 0; i < sessionStorage.length; i++) {
+      const key = sessionStorage.key(i);
+      const kept = key?.startsWith('sb-payment-') ? tabGet<ShownPayment>(key) : null;
+      if (!kept?.c?.payment_id || kept.body?.plan_id !== body.plan_id) continue;
+      if (!Object.keys(CONTACT_FIELDS).some((c) => body[c] && kept.body[c] === body[c])) continue;
+      if (!found || (kept.c.expires_at ?? 0) > (found.c.expires_at ?? 0)) found = kept;
+    }
+  } catch {
+    // Storage off: nothing kept.
+  }
+  return found;
+}
+
 /** A subscription that started without a payment view (a trial, a wallet that paid): its result, for a reload. */
 interface Subscribed {
   message: string;
@@ -373,13 +390,10 @@ function render(plan: PublicPlan): void {
         : err instanceof ApiError
           ? err.message
           : 'Something went wrong. Please try again.';
-      // Already subscribed (this contact, this plan): where its link is. The link itself is never given for
-      // an address typed here (anyone may know it).
-      if (err instanceof ApiError && err.status === 409 && !marked.length)
-        formError.append(
-          ` ${plan.available_contact_methods?.length ? 'Its link to manage it was shown when it started and is in your messages about it.' : 'Its link to manage it was shown when it started; the seller can send it to you again.'}`,
-        );
+      if (err instanceof ApiError && err.status === 409 && !marked.length) conflictHelp(plan, body, err.message, formError);
     } finally {
+      // Still on the form: its outcome is the form's alert, not what was under way.
+      if (form.isConnected) announce('');
       submit.disabled = false;
       form.removeAttribute('aria-busy');
       syncMethod();
@@ -412,9 +426,34 @@ function render(plan: PublicPlan): void {
   syncMethod();
 }
 
+/**
+ * A 409 at checkout: this contact already has a checkout of this plan. This tab's own open checkout is
+ * offered again; an unpaid one elsewhere is said by the service (paid, or wait for its expiry); only a
+ * paid subscription has had a message with its link. The link itself is never given for an address typed
+ * here (anyone may know it).
+ */
+function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, said: string, formError: HTMLElement): void {
+  const open = openCheckoutOf(body);
+  if (open) {
+    const show = h('button', { type: 'button', id: 'show-open-checkout', class: 'secondary' }, 'Show its payment');
+    show.addEventListener('click', () => {
+      history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(open.c.payment_id)}`);
+      showPayment(plan, open.c, open.body, open.method, true);
+    });
+    formError.replaceChildren('You have an open checkout for this plan: ', show);
+    return;
+  }
+  if (!/already has a subscription/.test(said)) return void formError.append(' Pay it where it was started, or wait until it expires and start again here.');
+  formError.append(
+    ` ${plan.available_contact_methods?.length ? 'Its link to manage it was shown when it started and is in your messages about it.' : 'Its link to manage it was shown when it started; the seller can send it to you again.'}`,
+  );
+}
+
 /** `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone). */
 function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string, restored = false): void {
   stopFollowing();
+  // The focused heading says what is shown: "Creating your payment" is over.
+  announce('');
   tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method } satisfies ShownPayment);
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
@@ -677,6 +716,7 @@ window.addEventListener('popstate', () => {
 /** The plan cannot be had: gone (not found), or the service cannot say now. */
 function planUnavailable(err: unknown): void {
   stopFollowing();
+  announce('');
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
   document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
   setMain(
