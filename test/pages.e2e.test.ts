@@ -1003,6 +1003,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#done').waitFor({ timeout: 20_000 });
     expect(await page.getByRole('link', { name: 'Manage your subscription' }).count()).toBe(0);
     expect(await page.locator('#done').textContent()).not.toContain(c.manage_url!);
+    // This is the page where they started: it does not send them to it (found from outside).
+    expect(await page.locator('#link-elsewhere').textContent()).toBe(
+      'The link to manage your subscriptions was shown when you first subscribed; the seller can send it to you again.',
+    );
 
     // The same contact once more, in another tab: already subscribed, told where its link is, never given
     // it for an address typed here.

@@ -560,10 +560,23 @@ function subscribed(plan: PublicPlan, subscriptionId: string, message: string, l
 }
 
 /**
- * Subscribed: the message, and the portal link this tab was given for it (else where to find it).
- * `linkKeys`: where that link is kept, forgotten once this result is left.
+ * Where the portal link is when this tab has none: this tab started the checkout without being given one
+ * (the contact subscribed before: their link came then), or the checkout was started in another tab.
  */
-function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = []): void {
+function linkElsewhere(plan: PublicPlan, startedHere: boolean): string {
+  const messages = !!plan.available_contact_methods?.length;
+  if (!startedHere) return `The link to manage your subscription is on the page where you started${messages ? ' and in your confirmation message' : ''}.`;
+  return messages
+    ? 'The link to manage your subscriptions is in your confirmation message.'
+    : 'The link to manage your subscriptions was shown when you first subscribed; the seller can send it to you again.';
+}
+
+/**
+ * Subscribed: the message, and the portal link this tab was given for it (else where to find it).
+ * `linkKeys`: where that link is kept, forgotten once this result is left. `startedHere`: this tab
+ * started the checkout (else the link may be in the tab that did).
+ */
+function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = [], startedHere = true): void {
   stopFollowing();
   shownLinkKeys = link ? linkKeys : [];
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
@@ -574,12 +587,7 @@ function done(plan: PublicPlan, message: string, link: string | null, linkKeys: 
       { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
       heading,
       h('p', { id: 'done-message' }, message),
-      portalLinkParagraph(link) ??
-        h(
-          'p',
-          {},
-          `The link to manage your subscription is on the page where you started${plan.available_contact_methods?.length ? ' and in your confirmation message' : ''}.`,
-        ),
+      portalLinkParagraph(link) ?? h('p', { id: 'link-elsewhere' }, linkElsewhere(plan, startedHere)),
     ),
   );
   heading.focus();
@@ -619,7 +627,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       (answer) => {
         if (!ofPlan(answer)) return;
         const settled = answer.status;
-        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`]);
+        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], !!shownPayment(paymentId));
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
       },
       (err) => {
