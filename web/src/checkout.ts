@@ -503,7 +503,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       }
     },
     (err) => {
-      status.textContent = `Still waiting for your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`;
+      status.textContent = stillChecking(err);
       return false;
     },
     // The server answers again: a connection error said earlier is no longer true.
@@ -512,6 +512,15 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       return true;
     },
   );
+}
+
+/**
+ * A status that could not be read: the page asks again by itself, so the API's "please retry" or "check
+ * your connection and try again" is not for the person.
+ */
+function stillChecking(err: unknown): string {
+  const why = err instanceof ApiError && err.status === 0 ? 'The server cannot be reached just now' : 'The service did not answer just now';
+  return `Still checking your payment… ${why}; this page asks again by itself.`;
 }
 
 /**
@@ -635,7 +644,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
           say('This payment is not known here. Nothing was charged through this link. ', again());
           return true;
         }
-        say(`Still checking your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`);
+        say(stillChecking(err));
         return false;
       },
       (answer) => {
