@@ -230,7 +230,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('main').textContent()).toContain('Members-only posts and the monthly call.');
     expect(await page.locator('#price').textContent()).toBe('21,000 sats per month');
     // A fiat rail is on: the fiat price at FIAT_RATE_FIXED (100,000 per bitcoin).
-    expect(await page.locator('#fiat-price').textContent()).toBe("About $21.00 at today's rate when paid by card.");
+    // Both fiat rails are named (found from outside: PayPal left out).
+    expect(await page.locator('#fiat-price').textContent()).toBe("About $21.00 at today's rate when paid by card or online wallet (PayPal).");
     expect(await page.getByRole('radio').count()).toBe(4);
     // An e-mail address is asked for, and a wrong one is said in words before anything is sent.
     await page.getByLabel('E-mail').fill('not-an-address');

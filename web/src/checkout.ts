@@ -178,6 +178,11 @@ function portalLinkParagraph(url: string | null): HTMLElement | null {
     : null;
 }
 
+/** The methods priced in fiat, as the fiat hint names them. */
+function fiatRails(methods: string[]): string {
+  return [methods.includes('cardproc') && 'card', methods.includes('walletproc') && 'online wallet (PayPal)'].filter(Boolean).join(' or ');
+}
+
 function priceLine(plan: PublicPlan): string {
   return `${sats(plan.amount_sats)} per ${INTERVALS[plan.interval] ?? plan.interval}`;
 }
@@ -416,7 +421,7 @@ function render(plan: PublicPlan): void {
         ? h(
             'p',
             { class: 'hint', id: 'fiat-price' },
-            `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${methods.includes('cardproc') ? 'card' : 'online wallet'}.`,
+            `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${fiatRails(methods)}.`,
           )
         : null,
       trial ? h('p', { class: 'trial' }, `${plan.trial_days}-day free trial: nothing to pay today.`) : null,
