@@ -698,6 +698,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
 
   it('an unknown plan and a bad or revoked portal token get a clear page', async () => {
     const { page, problems } = await openPage(phone);
+    // No plan id at all: the page says so (found from outside: the API's JSON 404).
+    for (const path of ['/subscriptions_manager/checkout', '/subscriptions_manager/checkout/']) {
+      expect((await page.goto(`${stack.gatewayUrl}${path}`))!.status()).toBe(200);
+      await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
+      expect(await page.locator('main').textContent()).toContain('This checkout link names no plan.');
+    }
     await page.goto(`${stack.gatewayUrl}/subscriptions_manager/checkout/plan_01JUNKJUNKJUNKJUNKJUNKJUNK`);
     await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
     expect(await page.getByRole('alert').textContent()).toContain('does not exist or is no longer offered');
