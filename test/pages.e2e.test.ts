@@ -367,12 +367,21 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body.status).toBe('active');
     await proc.close();
 
-    // Left the wallet processor without paying: the page says so and offers a fresh start.
+    // Left the wallet processor without paying, in the tab that started the payment: the payment again,
+    // with its pay link (found from outside: "Not paid yet… go back to the page you came from").
     const { page: back, problems: backProblems } = await openPage(phone);
     await back.goto(p.checkout_url);
     const w = await checkout(back, 'Online wallet (PayPal)', 'left@example.com');
     const procUrl = await back.getByRole('link', { name: /Pay with your online wallet/ }).getAttribute('href');
     await back.goto(procUrl!);
+    await back.getByRole('button', { name: 'Cancel' }).click();
+    await back.getByRole('heading', { name: 'Pay 20,000 sats for Processor return' }).waitFor();
+    expect(await back.getByRole('link', { name: /Pay with your online wallet/ }).getAttribute('href')).toBe(procUrl);
+    expect(new URL(back.url()).search).toBe(`?payment=${w.payment_id}`);
+    // In a tab that never showed it: the page says it is not paid and offers a fresh start.
+    await back.goto(procUrl!);
+    await back.evaluate(() => sessionStorage.clear());
+    await back.reload();
     await back.getByRole('button', { name: 'Cancel' }).click();
     await back.getByText(/^Not paid yet\. If you have paid/).waitFor();
     expect(await back.locator('#payment-status').getAttribute('role')).toBe('status');

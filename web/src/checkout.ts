@@ -689,8 +689,11 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       }
     });
     cancelButton.addEventListener('click', () => {
-      box.remove();
       back();
+      // This tab showed the payment: shown again, with what pays it, as a real processor's cancel URL shows it.
+      const shown = shownPayment(paymentId);
+      if (shown && shown.body.plan_id === plan.id) return showPayment(plan, shown.c, shown.body, shown.method, true);
+      box.remove();
       poll();
       heading.focus();
     });
