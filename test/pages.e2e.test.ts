@@ -976,6 +976,24 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('the checkout page names the seller when the notification settings name one (found from outside: never named)', async () => {
+    const p = await plan({ name: 'Gold', amount_sats: 2100 });
+    expect((await anon.get(`/public/plan/${p.id}`)).body.merchant_name).toBeUndefined();
+    const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: {}, merchant_name: 'Satoshi Shop' });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect((await anon.get(`/public/plan/${p.id}`)).body.merchant_name).toBe('Satoshi Shop');
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.locator('#seller').waitFor();
+    expect(await page.locator('header.plan > *').allTextContents()).toEqual(['Subscribe to', 'Gold', 'by Satoshi Shop', '2,100 sats per month']);
+    expect(await page.title()).toBe('Subscribe to Gold by Satoshi Shop');
+    await check(page, problems, 'checkout-seller');
+    await checkout(page, 'Lightning', 'seller@example.com');
+    await page.locator('#pay').waitFor();
+    expect(await page.locator('#seller').textContent()).toBe('by Satoshi Shop');
+    await page.close();
+  });
+
   it('a reload, Back and a second try keep the payment and the portal link (found from outside: both lost)', async () => {
     const p = await plan({ name: 'Kept', amount_sats: 4321 });
     const { page, problems } = await openPage(phone);

@@ -25,6 +25,7 @@ interface PublicPlan {
   payment_methods: string[];
   available_contact_methods?: string[];
   messenger_bot?: string;
+  merchant_name?: string;
   fiat_price?: { amount: number; currency: string };
 }
 
@@ -187,8 +188,18 @@ function priceLine(plan: PublicPlan): string {
   return `${sats(plan.amount_sats)} per ${INTERVALS[plan.interval] ?? plan.interval}`;
 }
 
+/** Who sells it, when the seller set a name: a person should know whom they pay. */
+const sellerLine = (plan: PublicPlan) => (plan.merchant_name ? h('p', { class: 'seller', id: 'seller' }, `by ${plan.merchant_name}`) : null);
+
 function planHeader(plan: PublicPlan): HTMLElement {
-  return h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan)));
+  return h(
+    'header',
+    { class: 'plan' },
+    h('p', { class: 'eyebrow' }, 'Subscribe to'),
+    h('h1', {}, plan.name),
+    sellerLine(plan),
+    h('p', { class: 'price' }, priceLine(plan)),
+  );
 }
 
 const paidMessage = (plan: PublicPlan) => `Payment received: your subscription to ${plan.name} is active.`;
@@ -217,7 +228,7 @@ function fieldError(id: string, text: string | null): void {
 }
 
 function render(plan: PublicPlan): void {
-  document.title = `Subscribe to ${plan.name}`;
+  document.title = `Subscribe to ${plan.name}${plan.merchant_name ? ` by ${plan.merchant_name}` : ''}`;
   const trial = plan.trial_days > 0;
   const methods = plan.payment_methods;
   const contacts = (plan.available_contact_methods?.length ? plan.available_contact_methods : ['email']).filter((c) => CONTACT_FIELDS[c]);
@@ -415,6 +426,7 @@ function render(plan: PublicPlan): void {
       { class: 'plan' },
       h('p', { class: 'eyebrow' }, 'Subscribe to'),
       h('h1', {}, plan.name),
+      sellerLine(plan),
       plan.description ? h('p', { class: 'description' }, plan.description) : null,
       h('p', { class: 'price', id: 'price' }, priceLine(plan)),
       plan.fiat_price
