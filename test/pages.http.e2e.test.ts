@@ -110,12 +110,21 @@ describe('hosted pages', () => {
     expect((await raw(url, { 'accept-encoding': 'gzip', 'if-none-match': plain.headers.etag! })).status).toBe(304);
   });
 
+  it('a checkout URL without a plan id is the checkout page (which says so), not a JSON 404 (found from outside)', async () => {
+    for (const path of ['/subscriptions_manager/checkout', '/subscriptions_manager/checkout/']) {
+      const res = await fetch(`${stack.gatewayUrl}${path}`);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get('content-type'), path).toBe('text/html; charset=utf-8');
+      expect(res.headers.get('content-security-policy'), path).toBe(CSP);
+      expect(await res.text(), path).toMatch(/src="\/subscriptions_manager\/assets\/checkout-[^"]+\.js"/);
+    }
+  });
+
   it('serves nothing outside the built assets', async () => {
     for (const path of [
       '/subscriptions_manager/assets/nope.js',
       '/subscriptions_manager/assets/..%2f..%2fpackage.json',
       '/subscriptions_manager/assets/%2e%2e/checkout.html',
-      '/subscriptions_manager/checkout',
       '/subscriptions_manager/web/dist/checkout.html',
     ]) {
       const res = await fetch(`${stack.gatewayUrl}${path}`);

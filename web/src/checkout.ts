@@ -25,6 +25,7 @@ interface PublicPlan {
   payment_methods: string[];
   available_contact_methods?: string[];
   messenger_bot?: string;
+  merchant_name?: string;
   fiat_price?: { amount: number; currency: string };
 }
 
@@ -143,6 +144,23 @@ interface ShownPayment {
 }
 const shownPayment = (paymentId: string): ShownPayment | null => tabGet<ShownPayment>(`sb-payment-${paymentId}`);
 
+/** The newest checkout this tab showed for the plan and the contact given in `body` (its payment may have expired since). */
+function openCheckoutOf(body: Record<string, unknown>): ShownPayment | null {
+  let found: ShownPayment | null = null;
+  try {
+    for (let i = 0; i < sessionStorage.length; i++) {
+      const key = sessionStorage.key(i);
+      const kept = key?.startsWith('sb-payment-') ? tabGet<ShownPayment>(key) : null;
+      if (!kept?.c?.payment_id || kept.body?.plan_id !== body.plan_id) continue;
+      if (!Object.keys(CONTACT_FIELDS).some((c) => body[c] && kept.body[c] === body[c])) continue;
+      if (!found || (kept.c.expires_at ?? 0) > (found.c.expires_at ?? 0)) found = kept;
+    }
+  } catch {
+    // Storage off: nothing kept.
+  }
+  return found;
+}
+
 /** A subscription that started without a payment view (a trial, a wallet that paid): its result, for a reload. */
 interface Subscribed {
   message: string;
@@ -161,12 +179,27 @@ function portalLinkParagraph(url: string | null): HTMLElement | null {
     : null;
 }
 
+/** The methods priced in fiat, as the fiat hint names them. */
+function fiatRails(methods: string[]): string {
+  return [methods.includes('cardproc') && 'card', methods.includes('walletproc') && 'online wallet (PayPal)'].filter(Boolean).join(' or ');
+}
+
 function priceLine(plan: PublicPlan): string {
   return `${sats(plan.amount_sats)} per ${INTERVALS[plan.interval] ?? plan.interval}`;
 }
 
+/** Who sells it, when the seller set a name: a person should know whom they pay. */
+const sellerLine = (plan: PublicPlan) => (plan.merchant_name ? h('p', { class: 'seller', id: 'seller' }, `by ${plan.merchant_name}`) : null);
+
 function planHeader(plan: PublicPlan): HTMLElement {
-  return h('header', { class: 'plan' }, h('p', { class: 'eyebrow' }, 'Subscribe to'), h('h1', {}, plan.name), h('p', { class: 'price' }, priceLine(plan)));
+  return h(
+    'header',
+    { class: 'plan' },
+    h('p', { class: 'eyebrow' }, 'Subscribe to'),
+    h('h1', {}, plan.name),
+    sellerLine(plan),
+    h('p', { class: 'price' }, priceLine(plan)),
+  );
 }
 
 const paidMessage = (plan: PublicPlan) => `Payment received: your subscription to ${plan.name} is active.`;
@@ -195,7 +228,7 @@ function fieldError(id: string, text: string | null): void {
 }
 
 function render(plan: PublicPlan): void {
-  document.title = `Subscribe to ${plan.name}`;
+  document.title = `Subscribe to ${plan.name}${plan.merchant_name ? ` by ${plan.merchant_name}` : ''}`;
   const trial = plan.trial_days > 0;
   const methods = plan.payment_methods;
   const contacts = (plan.available_contact_methods?.length ? plan.available_contact_methods : ['email']).filter((c) => CONTACT_FIELDS[c]);
@@ -373,13 +406,10 @@ function render(plan: PublicPlan): void {
         : err instanceof ApiError
           ? err.message
           : 'Something went wrong. Please try again.';
-      // Already subscribed (this contact, this plan): where its link is. The link itself is never given for
-      // an address typed here (anyone may know it).
-      if (err instanceof ApiError && err.status === 409 && !marked.length)
-        formError.append(
-          ` ${plan.available_contact_methods?.length ? 'Its link to manage it was shown when it started and is in your messages about it.' : 'Its link to manage it was shown when it started; the seller can send it to you again.'}`,
-        );
+      if (err instanceof ApiError && err.status === 409 && !marked.length) conflictHelp(plan, body, err.message, formError);
     } finally {
+      // Still on the form: its outcome is the form's alert, not what was under way.
+      if (form.isConnected) announce('');
       submit.disabled = false;
       form.removeAttribute('aria-busy');
       syncMethod();
@@ -396,13 +426,14 @@ function render(plan: PublicPlan): void {
       { class: 'plan' },
       h('p', { class: 'eyebrow' }, 'Subscribe to'),
       h('h1', {}, plan.name),
+      sellerLine(plan),
       plan.description ? h('p', { class: 'description' }, plan.description) : null,
       h('p', { class: 'price', id: 'price' }, priceLine(plan)),
       plan.fiat_price
         ? h(
             'p',
             { class: 'hint', id: 'fiat-price' },
-            `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${methods.includes('cardproc') ? 'card' : 'online wallet'}.`,
+            `About ${fiat(plan.fiat_price.amount, plan.fiat_price.currency)} at today's rate when paid by ${fiatRails(methods)}.`,
           )
         : null,
       trial ? h('p', { class: 'trial' }, `${plan.trial_days}-day free trial: nothing to pay today.`) : null,
@@ -412,9 +443,34 @@ function render(plan: PublicPlan): void {
   syncMethod();
 }
 
+/**
+ * A 409 at checkout: this contact already has a checkout of this plan. This tab's own open checkout is
+ * offered again; an unpaid one elsewhere is said by the service (paid, or wait for its expiry); only a
+ * paid subscription has had a message with its link. The link itself is never given for an address typed
+ * here (anyone may know it).
+ */
+function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, said: string, formError: HTMLElement): void {
+  const open = openCheckoutOf(body);
+  if (open) {
+    const show = h('button', { type: 'button', id: 'show-open-checkout', class: 'secondary' }, 'Show its payment');
+    show.addEventListener('click', () => {
+      history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(open.c.payment_id)}`);
+      showPayment(plan, open.c, open.body, open.method, true);
+    });
+    formError.replaceChildren('You have an open checkout for this plan: ', show);
+    return;
+  }
+  if (!/already has a subscription/.test(said)) return void formError.append(' Pay it where it was started, or wait until it expires and start again here.');
+  formError.append(
+    ` ${plan.available_contact_methods?.length ? 'Its link to manage it was shown when it started and is in your messages about it.' : 'Its link to manage it was shown when it started; the seller can send it to you again.'}`,
+  );
+}
+
 /** `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone). */
 function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string, restored = false): void {
   stopFollowing();
+  // The focused heading says what is shown: "Creating your payment" is over.
+  announce('');
   tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method } satisfies ShownPayment);
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
@@ -464,7 +520,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       }
     },
     (err) => {
-      status.textContent = `Still waiting for your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`;
+      status.textContent = stillChecking(err);
       return false;
     },
     // The server answers again: a connection error said earlier is no longer true.
@@ -473,6 +529,15 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       return true;
     },
   );
+}
+
+/**
+ * A status that could not be read: the page asks again by itself, so the API's "please retry" or "check
+ * your connection and try again" is not for the person.
+ */
+function stillChecking(err: unknown): string {
+  const why = err instanceof ApiError && err.status === 0 ? 'The server cannot be reached just now' : 'The service did not answer just now';
+  return `Still checking your payment… ${why}; this page asks again by itself.`;
 }
 
 /**
@@ -521,10 +586,23 @@ function subscribed(plan: PublicPlan, subscriptionId: string, message: string, l
 }
 
 /**
- * Subscribed: the message, and the portal link this tab was given for it (else where to find it).
- * `linkKeys`: where that link is kept, forgotten once this result is left.
+ * Where the portal link is when this tab has none: this tab started the checkout without being given one
+ * (the contact subscribed before: their link came then), or the checkout was started in another tab.
  */
-function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = []): void {
+function linkElsewhere(plan: PublicPlan, startedHere: boolean): string {
+  const messages = !!plan.available_contact_methods?.length;
+  if (!startedHere) return `The link to manage your subscription is on the page where you started${messages ? ' and in your confirmation message' : ''}.`;
+  return messages
+    ? 'The link to manage your subscriptions is in your confirmation message.'
+    : 'The link to manage your subscriptions was shown when you first subscribed; the seller can send it to you again.';
+}
+
+/**
+ * Subscribed: the message, and the portal link this tab was given for it (else where to find it).
+ * `linkKeys`: where that link is kept, forgotten once this result is left. `startedHere`: this tab
+ * started the checkout (else the link may be in the tab that did).
+ */
+function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = [], startedHere = true): void {
   stopFollowing();
   shownLinkKeys = link ? linkKeys : [];
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
@@ -535,12 +613,7 @@ function done(plan: PublicPlan, message: string, link: string | null, linkKeys: 
       { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
       heading,
       h('p', { id: 'done-message' }, message),
-      portalLinkParagraph(link) ??
-        h(
-          'p',
-          {},
-          `The link to manage your subscription is on the page where you started${plan.available_contact_methods?.length ? ' and in your confirmation message' : ''}.`,
-        ),
+      portalLinkParagraph(link) ?? h('p', { id: 'link-elsewhere' }, linkElsewhere(plan, startedHere)),
     ),
   );
   heading.focus();
@@ -580,7 +653,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       (answer) => {
         if (!ofPlan(answer)) return;
         const settled = answer.status;
-        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`]);
+        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], !!shownPayment(paymentId));
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
       },
       (err) => {
@@ -588,7 +661,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
           say('This payment is not known here. Nothing was charged through this link. ', again());
           return true;
         }
-        say(`Still checking your payment. (${err instanceof ApiError ? err.message : 'The status could not be read.'})`);
+        say(stillChecking(err));
         return false;
       },
       (answer) => {
@@ -628,8 +701,11 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       }
     });
     cancelButton.addEventListener('click', () => {
-      box.remove();
       back();
+      // This tab showed the payment: shown again, with what pays it, as a real processor's cancel URL shows it.
+      const shown = shownPayment(paymentId);
+      if (shown && shown.body.plan_id === plan.id) return showPayment(plan, shown.c, shown.body, shown.method, true);
+      box.remove();
       poll();
       heading.focus();
     });
@@ -677,6 +753,7 @@ window.addEventListener('popstate', () => {
 /** The plan cannot be had: gone (not found), or the service cannot say now. */
 function planUnavailable(err: unknown): void {
   stopFollowing();
+  announce('');
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
   document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
   setMain(

@@ -116,12 +116,14 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   return el;
 }
 
-/** Says something to screen-reader users without moving their focus. */
+let announcing: number | undefined;
+/** Says something to screen-reader users without moving their focus; '' clears what was said (and what is about to be). */
 export function announce(text: string): void {
   const el = document.getElementById('announcer');
   if (!el) return;
+  window.clearTimeout(announcing);
   el.textContent = '';
-  window.setTimeout(() => (el.textContent = text), 50);
+  if (text) announcing = window.setTimeout(() => (el.textContent = text), 50);
 }
 
 export function setMain(...children: Child[]): HTMLElement {

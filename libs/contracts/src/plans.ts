@@ -133,6 +133,10 @@ export const PublicPlan = Plan.pick({
       description:
         "The seller's Telegram bot (username, without @), when the messenger channel is on and the bot is known: a subscriber presses Start on it, then notices to their Telegram username reach them",
     }),
+    merchant_name: z.string().optional().openapi({
+      description:
+        "The seller's name (the one its subscriber messages are signed with), when set in the notification settings: the checkout page names the seller",
+    }),
   })
   .extend({
     checkout_url: z.string().openapi({ description: 'The hosted checkout page of this plan, to link subscribers to' }),

@@ -40,6 +40,9 @@ export interface Opened {
   created?: CreatedPayment;
 }
 
+/** The 409 for a contact whose unpaid checkout of the plan cannot be replaced (on-chain, NWC, a resume). */
+export const UNPAID_CHECKOUT = 'This contact has an unpaid checkout of this plan, open until it is paid or expires (within 24 hours of its start)';
+
 /**
  * A contact whose checkout was not paid may try again: their pending subscription of the plan on the same
  * method is reused with a payable first payment (the open one, or a new one when it expired: the checkout
@@ -56,7 +59,13 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput, switchMeth
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
   const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
   if (sub?.status !== 'pending') return undefined;
-  if (sub.payment_method !== input.payment_method) return switchMethod ? switchedCheckout(d, input, sub) : undefined;
+  if (sub.payment_method !== input.payment_method) {
+    if (!switchMethod) return undefined;
+    // Not "already has a subscription": nothing is paid, and no message with a portal link was sent yet.
+    const switched = await switchedCheckout(d, input, sub);
+    if (!switched) throw conflict(UNPAID_CHECKOUT);
+    return switched;
+  }
   const now = unixSeconds(d.clock);
   const o = {
     purpose: 'checkout' as const,

@@ -177,7 +177,8 @@ export function pagesRouter(webDir: string, log: Logger): express.Router {
     res.setHeader('Cache-Control', 'no-cache');
     sendFile(req, res, file).catch(next);
   };
-  router.get(`${BASE}/checkout/:planId`, page('checkout'));
+  // Without a plan id: the page's own "Plan not found", not the API's JSON 404.
+  router.get([`${BASE}/checkout`, `${BASE}/checkout/:planId`], page('checkout'));
   router.get(`${BASE}/manage`, page('manage'));
   router.get([`${API_PREFIX}/docs`, `${API_PREFIX}/docs/`], page('docs'));
   // A List-Unsubscribe URL opened in a browser: a page that asks (what the link turns off, from the same

@@ -26,6 +26,7 @@ export const getPublicPlan = (d: Deps) =>
       ...pub,
       ...(contact ? { available_contact_methods: contact.methods } : {}),
       ...(contact?.messenger_bot && contact.methods.includes('messenger') ? { messenger_bot: contact.messenger_bot } : {}),
+      ...(contact?.merchant_name ? { merchant_name: contact.merchant_name } : {}),
       ...(fiat ? { fiat_price: fiat } : {}),
     };
   });
