@@ -195,7 +195,9 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
   const inTrial = !!s.trial_end && s.trial_end * 1000 > Date.now();
   // A pending subscription's period starts with its first payment: it has no end to show yet; one that
   // ended before any payment never had a period (found from outside: "Current period ends" a past date).
-  const ended = s.status === 'past_due' || s.status === 'payment_failed' || (!live && s.current_period_end * 1000 <= Date.now());
+  // Ended by the service's clock (has_access), not the browser's: a wrong device clock, or a test clock,
+  // showed "Current period ends" for a period already over.
+  const ended = s.status === 'past_due' || s.status === 'payment_failed' || (!live && !s.has_access);
   const period =
     s.status === 'pending' || (!live && !paidOnce && !s.trial_end)
       ? null
