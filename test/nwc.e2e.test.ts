@@ -730,9 +730,13 @@ describe('portal wallets', () => {
       'last_error',
       'last_used_at',
       'max_amount_sats',
+      'plan_name',
       'relay_url',
+      'subscription_id',
       'wallet_pubkey',
     ]);
+    // The subscription it pays for, so two wallets of one wallet service are told apart.
+    expect(item).toMatchObject({ subscription_id: mine.body.subscription_id, plan_name: 'Auto' });
 
     const theirId = (await connection(theirs.body.subscription_id)).id;
     const foreign = await client(stack.api).del(`/public/manage/wallets/${theirId}`, { headers: { 'X-Subscriber-Token': token } });

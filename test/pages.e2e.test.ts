@@ -1249,6 +1249,152 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('NWC in the portal: a disconnected wallet leaves the card saying "invoice"; each wallet names its plan; the form says which has one (found from outside)', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    const alpha = await plan({ name: 'Alpha', amount_sats: 1100, allow_nwc: true });
+    const beta = await plan({ name: 'Beta', amount_sats: 1200, allow_nwc: true });
+    // Two subscriptions of one subscriber, both paid by the same wallet service.
+    const first = await anon.post('/public/subscribe/nwc', {
+      plan_id: alpha.id,
+      email: 'two-wallets@example.com',
+      nwc_connection_string: wallet.connectionString(),
+    });
+    expect(first.status).toBe(201);
+    const second = await anon.post('/public/subscribe/nwc', {
+      plan_id: beta.id,
+      email: 'two-wallets@example.com',
+      nwc_connection_string: wallet.connectionString(),
+    });
+    expect(second.status).toBe(201);
+    const { page, problems } = await openPage(phone);
+    await page.goto(first.body.manage_url);
+    const wallets = page.locator('ul.wallets > li');
+    await expect.poll(() => wallets.count()).toBe(2);
+    const texts = await wallets.allTextContents();
+    expect(texts.filter((t) => t.includes('Pays the renewals of Alpha.'))).toHaveLength(1);
+    expect(texts.filter((t) => t.includes('Pays the renewals of Beta.'))).toHaveLength(1);
+    const options = () => page.locator('#connect-subscription option').allTextContents();
+    expect((await options()).sort()).toEqual([
+      'Alpha (1,100 sats per month), replaces its connected wallet',
+      'Beta (1,200 sats per month), replaces its connected wallet',
+    ]);
+    const paidBy = page.locator(`#sub-${first.body.subscription_id} dt:text-is("Paid by") + dd`);
+    expect(await paidBy.textContent()).toBe('Your wallet, automatically (NWC)');
+
+    await wallets
+      .filter({ hasText: 'Alpha' })
+      .getByRole('button', { name: /^Disconnect wallet .* of Alpha$/ })
+      .click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
+    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected: it pays nothing more; any further renewal is paid by invoice');
+    await expect
+      .poll(
+        async () => (await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [first.body.subscription_id])).rows[0].nwc_fallback,
+      )
+      .toBe(true);
+    await page.reload();
+    await paidBy.waitFor();
+    expect(await paidBy.textContent()).toBe('Invoice (your wallet was disconnected)');
+    expect(await page.locator(`#sub-${second.body.subscription_id} dt:text-is("Paid by") + dd`).textContent()).toBe('Your wallet, automatically (NWC)');
+    await expect.poll(() => wallets.count()).toBe(2);
+    expect(await wallets.filter({ hasText: 'Alpha' }).textContent()).toContain('· DisconnectedPaid the renewals of Alpha.');
+    // The one without a wallet is offered first, unmarked.
+    expect(await options()).toEqual(['Alpha (1,100 sats per month)', 'Beta (1,200 sats per month), replaces its connected wallet']);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('billing hung: a notice switch and a cancel say they could not be confirmed (not refused), and were made once it answers (found from outside)', async () => {
+    const p = await plan({ name: 'Hung', amount_sats: 1500, trial_days: 14 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'hung@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const reminders = card.getByRole('checkbox', { name: /^Payment reminders/ });
+    const status = card.locator(`#notices-${sub.subscription_id}-status`);
+    await reminders.waitFor();
+    // The gateway gives up after BUS_TIMEOUT_MS (20 s in the test stack, 5 s by default).
+    const billing = stack.services.billing.child;
+    // One change at a time: billing answers the requests it got while frozen all at once, and a
+    // cancel saved first would refuse the switch (an ended subscription has none).
+    const frozen = async (change: () => Promise<void>, made: Record<string, unknown>) => {
+      billing.kill('SIGSTOP');
+      try {
+        await change();
+      } finally {
+        billing.kill('SIGCONT');
+      }
+      await expect.poll(async () => (await admin.get(`/subscriptions/${sub.subscription_id}`)).body, { timeout: 30_000 }).toMatchObject(made);
+    };
+    await frozen(
+      async () => {
+        await reminders.click();
+        await expect
+          .poll(() => status.textContent(), { timeout: 30_000 })
+          .toBe('Reminders for Hung: we could not confirm this change yet. Reload the page to see whether it was made.');
+        // Not put back as if refused: it shows what was asked.
+        expect(await reminders.isChecked()).toBe(false);
+      },
+      { receive_reminders: false },
+    );
+    await frozen(
+      async () => {
+        await card.getByRole('button', { name: 'Cancel subscription to Hung', exact: true }).click();
+        await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+        await expect
+          .poll(() => card.locator('p.status').textContent(), { timeout: 30_000 })
+          .toBe('Cancelling Hung: we could not confirm this change yet. Reload the page to see whether it was made.');
+      },
+      { status: 'cancelled' },
+    );
+    await card.locator('p.status').getByRole('link', { name: 'Reload the page' }).click();
+    await expect.poll(() => page.locator(`#sub-${sub.subscription_id} .status-cancelled`).textContent()).toBe('Cancelled');
+    expect(problems.filter((m) => !/status of 503/.test(m))).toEqual([]);
+    await page.close();
+  });
+
+  it('payments hung: the portal still shows the subscriptions (cancel, notices) and says the payments could not be loaded (found from outside)', async () => {
+    const p = await plan({ name: 'No payments', amount_sats: 1300 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'no-payments@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    const payments = stack.services.payments.child;
+    payments.kill('SIGSTOP');
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    try {
+      await page.goto(sub.manage_url);
+      // The subscriptions are there long before the gateway gives up on the payments (BUS_TIMEOUT_MS, 20 s here).
+      await card.locator('.status-pending').waitFor({ timeout: 5000 });
+      expect(await page.locator('#payments').textContent()).toContain('Loading your payments…');
+      await expect
+        .poll(() => page.locator('#payments-error').textContent(), { timeout: 30_000 })
+        .toBe('Payments could not be loaded right now. Service did not answer in time, please retry.');
+      expect(await card.locator('.status-pending').textContent()).toBe('Waiting for the first payment');
+      const confirmations = card.getByRole('checkbox', { name: /^Confirmations and receipts/ });
+      await confirmations.click();
+      await expect
+        .poll(() => card.locator(`#notices-${sub.subscription_id}-status`).textContent(), { timeout: 10_000 })
+        .toBe('Confirmations for No payments are off.');
+      await card.getByRole('button', { name: 'Cancel subscription to No payments', exact: true }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+      await expect.poll(() => page.locator('#notice').textContent(), { timeout: 15_000 }).toBe('No payments is cancelled.');
+      // The API's own subscription answer waits for its payments: the database says what was made.
+      const { rows } = await stack.db.query('SELECT status, receive_confirmations FROM billing.subscriptions WHERE id = $1', [sub.subscription_id]);
+      expect(rows).toEqual([{ status: 'cancelled', receive_confirmations: false }]);
+      await check(
+        page,
+        problems.filter((m) => !/status of 503/.test(m)),
+        'portal-no-payments',
+      );
+    } finally {
+      payments.kill('SIGCONT');
+    }
+    await page.reload();
+    await expect.poll(() => page.locator('#payments .payment-row').count(), { timeout: 30_000 }).toBe(1);
+    expect(problems.filter((m) => !/status of 503/.test(m))).toEqual([]);
+    await page.close();
+  });
+
   it('a List-Unsubscribe link opened in a browser asks first; its button turns that kind of message off', async () => {
     const smtp = await startSmtpServer('pages', 'pages-pass');
     try {

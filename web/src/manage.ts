@@ -39,6 +39,8 @@ interface Sub {
   receive_confirmations?: boolean;
   /** A payment was applied to it once (the payments listed may not reach back that far). */
   ever_paid?: boolean;
+  /** Made with NWC, its wallet disconnected (or stopped paying): renewed by invoice until another is connected. */
+  wallet_disconnected?: boolean;
 }
 
 interface Pay extends Payable {
@@ -63,6 +65,8 @@ interface Wallet {
   last_error?: string | null;
   consecutive_failures: number;
   created_at: number;
+  subscription_id?: string;
+  plan_name?: string;
 }
 
 const TERMINAL = new Set(['cancelled', 'expired']);
@@ -71,6 +75,8 @@ const POLL_MS = 3000;
 
 /** How a subscription or payment was paid, as the subscriber reads it on their portal. */
 const paidBy = (m: string) => (m === 'nwc' ? 'Your wallet, automatically (NWC)' : (METHOD_LABELS[m] ?? m));
+/** How a subscription's renewals are paid now: one whose wallet was disconnected is sent an invoice. */
+const renewsBy = (s: Sub) => (s.wallet_disconnected ? 'Invoice (your wallet was disconnected)' : paidBy(s.payment_method));
 // Pasted links often carry a trailing space or line break.
 const token = (new URLSearchParams(location.search).get('token') ?? '').trim();
 
@@ -91,6 +97,7 @@ function showNotice(text: string, focus = true): void {
 function badLink(): void {
   // Refused after the page showed (the link replaced meanwhile): nothing on it is followed any more.
   watched = new Map();
+  drawing++;
   window.clearTimeout(pollTimer);
   document.title = 'This link does not work';
   const main = setMain(
@@ -99,6 +106,19 @@ function badLink(): void {
     h('p', {}, 'Use the link from your most recent message about your subscription, or ask the seller to send you a new one.'),
   );
   main.focus();
+}
+
+/**
+ * The gateway gave up waiting (503 "did not answer in time"; 504 from a proxy): the service may still
+ * make the change, so this is not a refusal. Not reachable, not running, or refused are definite.
+ */
+function unconfirmed(err: unknown): boolean {
+  return err instanceof ApiError && (err.status === 504 || (err.status === 503 && /did not answer in time/i.test(err.message)));
+}
+
+/** Says in `el` that a change may or may not have been made, with the way to find out. */
+function sayUnconfirmed(el: HTMLElement, what: string): void {
+  el.replaceChildren(`${what}: we could not confirm this change yet. `, h('a', { href: location.href }, 'Reload the page'), ' to see whether it was made.');
 }
 
 /** A confirmation as a modal dialog; resolves true when confirmed. */
@@ -168,6 +188,8 @@ function noticesSection(s: Sub): HTMLElement {
       } catch (err) {
         // The link was replaced or revoked meanwhile: the same view as when it is refused on load.
         if (err instanceof ApiError && err.status === 401) return badLink();
+        // Billing may still save it: the switch shows what was asked, not a refusal that did not happen.
+        if (unconfirmed(err)) return sayUnconfirmed(status, `${n.name} for ${plan}`);
         box.checked = !wanted;
         status.textContent = `${n.name} could not be changed: ${err instanceof ApiError ? err.message : 'something went wrong.'}`;
       } finally {
@@ -210,7 +232,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
     h('dt', {}, 'Price'),
     h('dd', {}, `${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval}`),
     h('dt', {}, 'Paid by'),
-    h('dd', {}, inTrial && !paidOnce ? `Trial, then ${paidBy(s.payment_method)}` : paidBy(s.payment_method)),
+    h('dd', {}, inTrial && !paidOnce ? `Trial, then ${renewsBy(s)}` : renewsBy(s)),
     inTrial ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
     period,
     h('dt', {}, 'Access'),
@@ -261,7 +283,8 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
               return showNotice(`${s.plan_name}: ${err.message}`);
             }
             cancel.disabled = false;
-            msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
+            if (unconfirmed(err)) sayUnconfirmed(msg, `Cancelling ${s.plan_name || 'this subscription'}`);
+            else msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
             // Disabling the button dropped the focus to <body>: give it back, next to the message.
             cancel.focus();
           }
@@ -347,11 +370,15 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
   const active = wallets.filter((w) => w.is_active);
   if (!wallets.length) section.append(h('p', {}, 'No wallet is connected.'));
   const list = h('ul', { class: 'wallets' });
+  // Two connections to one wallet service look alike: the plan each pays for tells them apart.
+  const planOf = (w: Wallet) => subs.find((s) => s.id === w.subscription_id)?.plan_name || w.plan_name || '';
   for (const w of wallets) {
+    const plan = planOf(w);
     const item = h(
       'li',
       { class: 'card' },
       h('p', {}, h('strong', {}, `Wallet ${w.wallet_pubkey}…`), ` · ${w.is_active ? 'Connected' : 'Disconnected'}`),
+      plan ? h('p', {}, `${w.is_active ? 'Pays' : 'Paid'} the renewals of ${plan}.`) : null,
       h('p', { class: 'hint' }, `Relay ${w.relay_url}. Connected on ${date(w.created_at)}${w.last_used_at ? `, last used ${date(w.last_used_at)}` : ''}.`),
       w.last_error ? h('p', { class: 'error' }, `Last payment failed: ${w.last_error}`) : null,
     );
@@ -384,7 +411,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
           },
         },
         'Disconnect',
-        h('span', { class: 'visually-hidden' }, ` wallet ${w.wallet_pubkey}`),
+        h('span', { class: 'visually-hidden' }, ` wallet ${w.wallet_pubkey}${plan ? ` of ${plan}` : ''}`),
       );
       item.append(h('div', { class: 'actions' }, b), msg);
     }
@@ -398,10 +425,15 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
   if (!eligible.length) {
     section.append(h('p', { class: 'hint' }, 'To have a wallet pay automatically, subscribe with "Nostr Wallet Connect" on the plan\'s checkout page.'));
   } else {
+    const named = (s: Sub) => `${s.plan_name} (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`;
+    // Connecting to a subscription that has a wallet replaces that wallet: the choice says so.
+    const hasWallet = (s: Sub) => active.some((w) => w.subscription_id === s.id);
+    // The one offered first is one without a wallet, so a quick submit does not replace a working one.
+    eligible.sort((a, b) => Number(hasWallet(a)) - Number(hasWallet(b)));
     const select = h(
       'select',
       { id: 'connect-subscription', name: 'subscription' },
-      ...eligible.map((s) => h('option', { value: s.id }, `${s.plan_name} (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`)),
+      ...eligible.map((s) => h('option', { value: s.id }, hasWallet(s) ? `${named(s)}, replaces its connected wallet` : named(s))),
     );
     const input = h('textarea', {
       id: 'connect-nwc',
@@ -455,7 +487,8 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
           token,
           body: { subscription_id: select.value, nwc_connection_string: input.value.trim() },
         });
-        const plan = select.selectedOptions[0]?.textContent ?? 'your subscription';
+        const chosen = eligible.find((s) => s.id === select.value);
+        const plan = chosen ? named(chosen) : 'your subscription';
         await reload();
         await walletsShown;
         showNotice(`Wallet ${r.wallet_pubkey}… connected: it pays the renewals of ${plan} from now on.`);
@@ -537,28 +570,93 @@ function openPayments(payments: Pay[]): Map<string, Pay> {
   return open;
 }
 
+/** In place of the payments when the payments service failed or hung: the subscriptions above still work. */
+function paymentsUnavailable(err: unknown): HTMLElement {
+  const retry = h(
+    'button',
+    {
+      type: 'button',
+      class: 'secondary',
+      onclick: () => {
+        retry.disabled = true;
+        retry.textContent = 'Loading…';
+        load().catch(() => {
+          retry.disabled = false;
+          retry.textContent = 'Try again';
+        });
+      },
+    },
+    'Try again',
+  );
+  return h(
+    'section',
+    { id: 'payments', 'aria-labelledby': 'payments-heading' },
+    h('h2', { id: 'payments-heading' }, 'Payments and receipts'),
+    h(
+      'p',
+      { class: 'error', role: 'alert', id: 'payments-error' },
+      `Payments could not be loaded right now. ${err instanceof ApiError ? err.message : 'Something went wrong.'}`,
+    ),
+    h('div', { class: 'actions' }, retry),
+  );
+}
+
+/** How long the first drawing waits for the payments (usually there with the subscriptions) before it goes on without them. */
+const PAYMENTS_WAIT_MS = 1500;
+/** Counts the drawings of the page: payments that arrive late touch only the drawing they were asked for. */
+let drawing = 0;
+
+function paymentsPart(r: Outcome<Page<Pay>>): HTMLElement {
+  return 'ok' in r ? paymentsSection(r.ok.items) : paymentsUnavailable(r.err);
+}
+
+/** Payments that came after the subscriptions were drawn: their section, and the open payment on the cards that have one. */
+function showLatePayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[]): void {
+  holder.replaceWith(paymentsPart(r));
+  if (!('ok' in r)) return;
+  const open = openPayments(r.ok.items);
+  for (const s of subs) {
+    const old = document.getElementById(`sub-${s.id}`);
+    const p = open.get(s.id);
+    if (!p || !old || TERMINAL.has(s.status)) continue;
+    const hadFocus = old.contains(document.activeElement);
+    const card = subscriptionCard(s, p, load);
+    old.replaceWith(card);
+    if (hadFocus) card.querySelector<HTMLElement>('h3')?.focus();
+  }
+  watch(subs, open);
+}
+
 async function load(): Promise<void> {
+  const mine = ++drawing;
   const wallets = fetchWallets();
-  const [subs, payments] = await subscriptionsAndPayments();
+  // The payments come from another service than the subscriptions: a hung or failed payments service
+  // must not keep the subscriber from their subscriptions (cancel, notices), only from its own part.
+  const paymentsRequest = settle(api<Page<Pay>>('GET', '/public/manage/payments?limit=50', { token }));
+  const subs = await api<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200', { token });
+  const early = await Promise.race([paymentsRequest, sleep(PAYMENTS_WAIT_MS).then(() => undefined)]);
   const notice = document.getElementById('notice')?.textContent ?? '';
-  const open = openPayments(payments.items);
+  const open = early && 'ok' in early ? openPayments(early.ok.items) : new Map<string, Pay>();
   const subsSection = h('section', { 'aria-labelledby': 'subs-heading' }, h('h2', { id: 'subs-heading' }, 'Subscriptions'));
   if (!subs.items.length) subsSection.append(h('p', {}, 'You have no subscriptions.'));
   for (const s of subs.items) subsSection.append(subscriptionCard(s, open.get(s.id), load));
+  const paymentsHolder = early
+    ? paymentsPart(early)
+    : h(
+        'section',
+        { id: 'payments', 'aria-labelledby': 'payments-heading', 'aria-busy': 'true' },
+        h('h2', { id: 'payments-heading' }, 'Payments and receipts'),
+        h('p', { class: 'loading' }, 'Loading your payments…'),
+      );
   const walletsHolder = h(
     'section',
     { id: 'wallets', 'aria-labelledby': 'wallets-heading', 'aria-busy': 'true' },
     walletsHeading(),
     h('p', { class: 'loading' }, 'Loading your wallets…'),
   );
-  setMain(
-    h('h1', {}, 'Your subscriptions'),
-    h('p', { id: 'notice', class: 'notice', tabindex: -1 }, notice),
-    subsSection,
-    paymentsSection(payments.items),
-    walletsHolder,
-  );
+  setMain(h('h1', {}, 'Your subscriptions'), h('p', { id: 'notice', class: 'notice', tabindex: -1 }, notice), subsSection, paymentsHolder, walletsHolder);
   watch(subs.items, open);
+  if (!early) void paymentsRequest.then((r) => mine === drawing && showLatePayments(paymentsHolder, r, subs.items));
   walletsShown = showWallets(walletsHolder, wallets, subs.items);
 }
 

@@ -111,12 +111,16 @@ export const PortalWallet = z
     last_error: z.string().nullable().optional(),
     consecutive_failures: z.number().int().nonnegative(),
     created_at: UnixSeconds,
+    subscription_id: Id.optional().openapi({ description: 'The subscription this wallet pays the renewals of' }),
+    plan_name: z.string().optional().openapi({ description: "That subscription's plan, as named when the wallet was connected" }),
   })
   .openapi('PortalWallet');
 export type PortalWallet = z.infer<typeof PortalWallet>;
 
-export function toPortalWallet(c: NWCConnection): PortalWallet {
+export function toPortalWallet(c: NWCConnection, paysFor: { subscription_id: string; plan_name: string }): PortalWallet {
   return {
+    subscription_id: paysFor.subscription_id,
+    plan_name: paysFor.plan_name,
     id: c.id,
     wallet_pubkey: c.wallet_pubkey.slice(0, 8),
     relay_url: c.relay_url,

@@ -141,8 +141,16 @@ export const PortalSubscription = z
           'While past_due or payment_failed: until when the renewal can still be paid to keep the subscription (the end of the dunning window; ' +
           'the open invoice may expire sooner and is then replaced); null otherwise',
       }),
-    open_payment: Payment.nullable().optional().openapi({
-      description: 'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed',
+    open_payment: Payment.nullable()
+      .optional()
+      .openapi({
+        description:
+          'The renewal payment the subscriber can pay now (its invoice or address), while one is open: also during payment_failed; ' +
+          'null when none is open, absent when the payments service did not answer in time (the rest of the answer does not wait for it)',
+      }),
+    wallet_disconnected: z.boolean().optional().openapi({
+      description:
+        'A subscription made with NWC whose wallet was disconnected (or stopped paying): its renewals are paid by invoice until a wallet is connected again',
     }),
     ever_paid: z.boolean().optional().openapi({
       description: 'Whether a payment was ever applied to it (a checkout that ended unpaid, or a trial never paid for, never was)',

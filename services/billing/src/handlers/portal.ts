@@ -31,7 +31,11 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   const pay_by = renewableUntil(x, d.policy);
   // A period is counted only once paid (a trial is period 0): the payments list may not reach that far back.
   const ever_paid = x.period_index > 0;
-  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment: await openRenewal(d, x), ever_paid };
+  const wallet_disconnected = x.payment_method === 'nwc' && x.nwc_fallback;
+  // A hung payments service must not keep the subscriber from their subscriptions (cancel, notices):
+  // without its answer in time the open payment is left out (absent, not null: unknown, not none).
+  const open_payment = await courtesy(d, openRenewal(d, x), 'open renewal payment', { subscription_id: x.id });
+  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment, ever_paid, wallet_disconnected };
 }
 
 export const portalListSubscriptions = (d: Deps) =>

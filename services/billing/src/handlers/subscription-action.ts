@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 import { hasAccess, type LifecycleEvent } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { applyTransition } from '../transitions.js';
+import { courtesy } from './courtesy.js';
 
 type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
 
@@ -29,12 +30,18 @@ export async function act(
   });
   // Best effort: an open renewal invoice must not be paid for a subscription that stopped billing; the
   // payments sweeper expires it by time anyway. A pause withdraws only the invoice it saw: a resume
-  // committed since may already have issued the next one, which must stay payable.
+  // committed since may already have issued the next one, which must stay payable. A hung payments
+  // service is not waited for: the move is made, and the answer must not say it failed.
   const withdraw =
     saved.status === 'cancelled' ? {} : saved.status === 'paused' && before.renewal_payment_id ? { payment_id: before.renewal_payment_id } : null;
   if (withdraw) {
-    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: saved.wallet_id, subscription_id: saved.id, ...withdraw }).catch((err) =>
-      d.log.warn({ err, subscription_id: saved.id }, 'could not expire open payments'),
+    await courtesy(
+      d,
+      callMessage(d.bus, messages.expireOpenPayments, { wallet_id: saved.wallet_id, subscription_id: saved.id, ...withdraw }),
+      'expiring open payments',
+      {
+        subscription_id: saved.id,
+      },
     );
   }
   return { saved, now };

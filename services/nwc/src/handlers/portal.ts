@@ -21,7 +21,7 @@ export const listWallets = (d: Deps) =>
   routeHandler('portal.wallets.list', async (req) => {
     const s = await subscriberOf(d, req);
     const page = await d.connections.listOfSubscriber(d.db, s.wallet_id, s.subscriber_id, req.query.limit, req.query.offset);
-    return { ...page, items: page.items.map((r) => toPortalWallet(toConnection(r))) };
+    return { ...page, items: page.items.map((r) => toPortalWallet(toConnection(r), r)) };
   });
 
 /** Another subscriber's wallet is 404, exactly like an unknown one. Disconnecting twice is fine. */
@@ -68,5 +68,5 @@ export const connectWallet = (d: Deps) =>
       encryption,
     );
     d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
-    return toPortalWallet(toConnection(row));
+    return toPortalWallet(toConnection(row), row);
   });
