@@ -636,7 +636,7 @@ describe('failed charges (found from outside)', () => {
             payment_id: payment.id,
             payment_request: payment.payment_request,
             amount_sats: payment.amount_sats,
-            wait_ms: waitMs,
+            answer_by: Date.now() + waitMs,
           },
           waitMs,
         );
@@ -656,6 +656,49 @@ describe('failed charges (found from outside)', () => {
     } finally {
       await bus.close();
     }
+  });
+
+  it('a charge or checkout its caller gave up on while it waited in a queue (nwc hung) is not made (found from outside)', async () => {
+    // Found from outside: with nwc stopped (SIGSTOP) a checkout got 503 "please retry" after 75 s, then nwc
+    // resumed, took the queued request with a fresh deadline, and the wallet paid a checkout the
+    // subscriber had been told failed. Here the queue's delay is a deadline already past.
+    const w = await wallet();
+    w.setBehaviour({ pay: true });
+    const p = await plan();
+    const email = 'queued-too-long@example.com';
+    const open = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'queued-open@example.com', nwc_connection_string: w.connectionString() });
+    expect(open.body.status).toBe('active');
+    const asked = w.requests.length;
+    const as = async (user: string, password: string, subject: string, message: unknown) => {
+      const bus = new BusClient({ ...stack.env, NATS_USER: user, NATS_PASSWORD: password }, 5000, `${user}-client`);
+      await bus.connect();
+      try {
+        return await bus.request(subject, message, 5000);
+      } finally {
+        await bus.close();
+      }
+    };
+    const gone = Date.now() - 1000;
+    const checkout = await as('gateway', stack.natsPasswords.NATS_PASSWORD_GATEWAY!, 'nwc.public.subscribe', {
+      caller: { answer_by: gone },
+      params: {},
+      query: {},
+      body: { plan_id: p.id, email, nwc_connection_string: w.connectionString() },
+    });
+    expect(checkout).toMatchObject({ ok: false, error: { kind: 'unavailable' } });
+    const renewal = (await admin.get(`/subscriptions/${open.body.subscription_id}/payments`)).body.items[0];
+    const charge = await as('billing', stack.natsPasswords.NATS_PASSWORD_BILLING!, 'nwc.internal.charge', {
+      wallet_id: stack.wallets[0]!.id,
+      subscription_id: open.body.subscription_id,
+      payment_id: renewal.id,
+      payment_request: renewal.payment_request,
+      amount_sats: renewal.amount_sats,
+      answer_by: gone,
+    });
+    expect(charge).toMatchObject({ ok: false, error: { kind: 'unavailable' } });
+    expect(w.requests).toHaveLength(asked);
+    const made = await db.query('SELECT count(*)::int AS n FROM billing.subscribers WHERE email = $1', [email]);
+    expect(made.rows[0].n).toBe(0);
   });
 
   it('six identical checkouts at once ask the wallet once and all answer the payment', async () => {

@@ -18,10 +18,11 @@ export const Caller = z.object({
    */
   idempotency_key: z.string().optional(),
   /**
-   * How long the gateway waits for the answer (set on routes with a wait of their own): a service that
-   * must answer in time counts from it instead of assuming the gateway's BUS_TIMEOUT_MS is its own.
+   * Until when (Unix ms) the gateway waits for the answer (set on routes with a wait of their own): a
+   * service that must answer in time counts to it, not to its own BUS_TIMEOUT_MS, and does not start
+   * what its caller has already given up on (a request held in a queue while the service hung).
    */
-  wait_ms: z.number().int().positive().optional(),
+  answer_by: z.number().int().positive().optional(),
 });
 export type Caller = z.infer<typeof Caller>;
 

@@ -233,11 +233,12 @@ export const messages = {
       payment_request: z.string().min(1),
       amount_sats: z.number().int().positive(),
       /**
-       * How long the caller waits for the answer from sending it (its own BUS_TIMEOUT_MS and this
-       * message's wait): a charge waiting for another attempt answers before then. Absent (an older
-       * billing): the NWC service assumes its own BUS_TIMEOUT_MS.
+       * Until when (Unix ms) the caller waits for the answer (its own BUS_TIMEOUT_MS and this message's
+       * wait, from sending it): a charge waiting for another attempt answers before then, and one whose
+       * caller is gone already is not made. Absent (an older billing): the NWC service assumes its own
+       * BUS_TIMEOUT_MS from when it handles the message.
        */
-      wait_ms: z.number().int().positive().optional(),
+      answer_by: z.number().int().positive().optional(),
     }),
     reply: NwcChargeResult,
   },

@@ -91,7 +91,7 @@ export function chargeWithWallet(
     payment_id: payment.id,
     payment_request: payment.payment_request,
     amount_sats: payment.amount_sats,
-    wait_ms: d.bus.waitMs(messages.nwcCharge.timeoutMs),
+    answer_by: Date.now() + d.bus.waitMs(messages.nwcCharge.timeoutMs),
   });
 }
 

@@ -1,5 +1,5 @@
 import { messages, type NWCErrorCode } from '@sb/contracts';
-import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unixSeconds } from '@sb/runtime';
+import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unavailable, unixSeconds } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
 import { chargeFailedData, chargeRefusal, clipMessage, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
 import type { AttemptRow } from './store/attempts.repo.js';
@@ -25,12 +25,17 @@ interface ChargedPayment {
 const ANSWER_MARGIN_MS = 2_000;
 
 /**
- * Until when (wall-clock ms) a charge may answer a bus caller: by the wait the caller said it has
- * (`callerWaitMs`), else the one it would have with this service's BUS_TIMEOUT_MS and the message's or
- * route's own wait (`routeWaitMs`; a caller of an earlier version says nothing).
+ * Until when (wall-clock ms) a charge may answer a bus caller: by the time the caller said it waits to
+ * (`callerAnswerBy`), else the wait it would have with this service's BUS_TIMEOUT_MS and the message's or
+ * route's own wait (`routeWaitMs`; a caller of an earlier version says nothing). Past it already (the
+ * message waited in a queue while this service hung), nothing is started: the caller was told to retry,
+ * and a wallet paying now would charge a checkout its subscriber believes failed (found from outside).
  */
-export const answerBy = (d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | undefined, callerWaitMs?: number): number =>
-  Date.now() + (callerWaitMs ?? busWaitMs(d.busTimeoutMs, routeWaitMs)) - ANSWER_MARGIN_MS;
+export function answerBy(d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | undefined, callerAnswerBy?: number): number {
+  const by = (callerAnswerBy ?? Date.now() + busWaitMs(d.busTimeoutMs, routeWaitMs)) - ANSWER_MARGIN_MS;
+  if (Date.now() >= by) throw unavailable('The caller stopped waiting before this charge could start');
+  return by;
+}
 
 const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
 

@@ -6,7 +6,7 @@ import { answerBy, chargeConnection } from '../charge.js';
 /** Billing's scheduler: pay a renewal with the subscription's active wallet, if it still has one. */
 export const charge = (d: Deps) =>
   messageHandler(messages.nwcCharge, async (req) => {
-    const by = answerBy(d, messages.nwcCharge.timeoutMs, req.wait_ms);
+    const by = answerBy(d, messages.nwcCharge.timeoutMs, req.answer_by);
     const conn = await d.connections.activeForSubscription(d.db, req.wallet_id, req.subscription_id);
     if (!conn) return { paid: false as const, no_connection: true as const };
     const outcome = await chargeConnection(

@@ -71,7 +71,7 @@ const SUBSCRIBE_WAIT_MS = publicRoutes.find((r) => r.id === 'public.subscribe.nw
  */
 export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe.nwc', async (req) => {
-    const by = answerBy(d, SUBSCRIBE_WAIT_MS, req.caller.wait_ms);
+    const by = answerBy(d, SUBSCRIBE_WAIT_MS, req.caller.answer_by);
     const body = req.body;
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const { nwc_connection_string: _secret, ...rest } = body;
