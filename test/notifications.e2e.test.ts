@@ -1119,6 +1119,10 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
       expect(await read.json()).toEqual({ kind: 'confirmations', plan_name: 'Readlink', merchant_name: 'Letter Shop', receiving: true });
       const page = await fetch(at(), { headers: { Accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' } });
       expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
+      // One URL, two answers (review finding): caches keep them apart, and the JSON is not kept at all (a
+      // browser's Back showed the page's JSON in place of the page).
+      expect([page.headers.get('vary'), read.headers.get('vary')]).toEqual([expect.stringMatching(/^Accept\b/), 'Accept']);
+      expect(read.headers.get('cache-control')).toBe('no-store');
       expect((await fetch(at(), { method: 'HEAD', headers: { Accept: 'application/json' } })).status).toBe(200);
       expect(await flags()).toEqual({ receive_reminders: true, receive_confirmations: true });
 

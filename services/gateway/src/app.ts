@@ -257,7 +257,13 @@ export function createApp(d: GatewayDeps): GatewayApp {
         }
         // The URL of a route that is also a page (RouteDef.page): a browser, which prefers HTML, gets the page
         // (pages.ts); any other client the route's JSON, as everywhere in the API.
-        if (match?.kind !== 'route' || (match.route.page && req.accepts(['json', 'html']) === 'html')) return void app(req, res);
+        if (match?.kind === 'route' && match.route.page) {
+          // One URL, two answers: a cache (the browser's own, for Back) must not give the page's JSON for the page.
+          res.setHeader('Vary', 'Accept');
+          if (req.accepts(['json', 'html']) === 'html') return void app(req, res);
+          res.setHeader('Cache-Control', 'no-store');
+        }
+        if (match?.kind !== 'route') return void app(req, res);
         const { route, params } = match;
         req.params = params;
         res.locals.routeId = route.id;
