@@ -89,19 +89,25 @@ const ownerOf = (subject: string) => subject.split('.', 1)[0] as BusService;
 
 export function busPermissions(opts: { devMode?: boolean } = {}): Record<BusService, BusPermission> {
   const perms = Object.fromEntries(
-    BUS_SERVICES.map((s) => [s, { publish: new Set<string>(), subscribe: new Set<string>([`${inboxPrefix(s)}.>`]), allowResponses: s !== 'gateway' }]),
+    BUS_SERVICES.map((s) => [s, { publish: new Set<string>(), subscribe: new Set<string>([`${inboxPrefix(s)}.>`]), allowResponses: false }]),
   ) as Record<BusService, { publish: Set<string>; subscribe: Set<string>; allowResponses: boolean }>;
   const js = (s: BusService, ...subjects: string[]) => {
     for (const x of subjects) perms[s].publish.add(x);
   };
 
   // Only the gateway turns HTTP into route messages (the caller it names is trusted by the owner).
+  // Whoever answers a subject may reply (NATS allows a reply to any request it received, on its reply subject).
+  const answers = (subject: string) => {
+    const owner = perms[ownerOf(subject)];
+    owner.subscribe.add(subject);
+    owner.allowResponses = true;
+  };
   for (const r of routes) {
     perms.gateway.publish.add(r.subject);
-    perms[ownerOf(r.subject)].subscribe.add(r.subject);
+    answers(r.subject);
   }
   for (const [key, m] of Object.entries(messages)) {
-    perms[ownerOf(m.subject)].subscribe.add(m.subject);
+    answers(m.subject);
     for (const s of MESSAGE_SENDERS[key as keyof typeof messages]) perms[s].publish.add(m.subject);
   }
   const stream = EVENTS_STREAM;
@@ -147,14 +153,6 @@ export function busPermissions(opts: { devMode?: boolean } = {}): Record<BusServ
     }
   }
   return Object.fromEntries(
-    BUS_SERVICES.map((s) => [
-      s,
-      // The gateway answers one message (a wallet's name, to the notifier): it may reply to those only.
-      {
-        publish: [...perms[s].publish].sort(),
-        subscribe: [...perms[s].subscribe].sort(),
-        allowResponses: perms[s].allowResponses || perms[s].subscribe.size > 1,
-      },
-    ]),
+    BUS_SERVICES.map((s) => [s, { publish: [...perms[s].publish].sort(), subscribe: [...perms[s].subscribe].sort(), allowResponses: perms[s].allowResponses }]),
   ) as Record<BusService, BusPermission>;
 }
