@@ -421,6 +421,8 @@ describe('notification settings', () => {
     // Not MAIL_FROM's name ("Billing"): the subscriber knows whose subscription this is.
     expect(got[0]!.from).toBe('Corner Bakery <billing@example.com>');
     expect(got[0]!.text.split('\n').at(-1)).toMatch(/ Corner Bakery$/);
+    // The checkout page names the seller as the mail does (review finding: it named none).
+    expect((await pub().get(`/public/plan/${plan.id}`)).body.merchant_name).toBe('Corner Bakery');
   });
 
   it('a plan inherits, overrides whole, and inherits again; the public plan offers the contact fields of its channels', async () => {

@@ -175,6 +175,8 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     const botId = token ? botIdOf(token) : undefined;
     // Known once the bot was polled with this very token (its getMe): the checkout page links subscribers to it.
     const bot = token && botId !== undefined ? await d.messenger.usernameOf(d.db, botId, tokenHashOf(token)) : null;
-    return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}), merchant_name: s.merchant };
+    // The pages name the seller as the messages do: the wallet's own name when the owner saved none.
+    const merchant = s.merchant ?? (await d.walletNames.of(wallet_id));
+    return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}), merchant_name: merchant };
   }),
 ];
