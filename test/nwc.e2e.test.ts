@@ -610,6 +610,14 @@ describe('failed charges (found from outside)', () => {
     expect(w.requests).toHaveLength(1);
     expect((await attempts()).rows).toHaveLength(1);
     expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
+    // The key freed by the gateway, the same key with another wallet asks that wallet (the old code
+    // answered the first wallet's refusal).
+    await db.query(`DELETE FROM gateway.idempotency_keys WHERE key = $1`, [headers['Idempotency-Key']]);
+    const other = await wallet();
+    other.setBehaviour({ error: 'QUOTA_EXCEEDED', message: 'Over budget' });
+    const switched = await anon().post('/public/subscribe/nwc', { ...body, nwc_connection_string: other.connectionString() }, { headers });
+    expect(switched.body).toMatchObject({ subscription_id: subId, status: 'pending', error_code: 'QUOTA_EXCEEDED' });
+    expect(other.requests).toHaveLength(1);
     // A new request (another key) is a new question: the wallet is asked again.
     const retry = await anon().post('/public/subscribe/nwc', body, { headers: { 'Idempotency-Key': 'nwc-same-key-refused-2' } });
     expect(retry.body).toMatchObject({ subscription_id: subId, status: 'active' });

@@ -73,11 +73,15 @@ export class AttemptsRepo {
     return { mine: false, current: rows[0] };
   }
 
-  /** The refusal a wallet answered to an earlier run of the same request (`requestKey`) for the payment, if any. */
-  async refusalOf(q: Queryable, paymentId: string, requestKey: string): Promise<AttemptRow | undefined> {
+  /**
+   * The refusal the same wallet (`walletPubkey`) answered to an earlier run of the same request
+   * (`requestKey`) for the payment, if any. Another wallet sent with a key the gateway freed is asked.
+   */
+  async refusalOf(q: Queryable, paymentId: string, requestKey: string, walletPubkey: string): Promise<AttemptRow | undefined> {
     const { rows } = await q.query<AttemptRow>(
-      `SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND request_key = $2 AND outcome = 'failed' ORDER BY started_at DESC LIMIT 1`,
-      [paymentId, requestKey],
+      `SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND request_key = $2 AND wallet_pubkey = $3 AND outcome = 'failed'
+       ORDER BY started_at DESC LIMIT 1`,
+      [paymentId, requestKey, walletPubkey],
     );
     return rows[0];
   }
