@@ -63,24 +63,28 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
       d.attemptLeaseMs,
     );
     if (claim.mine) return runAttempt(d, conn, payment, id);
-    if ('paid' in claim) {
-      const paid = await settled(d, claim.paid);
-      if (paid) return paid;
-      continue;
-    }
-    if (!claim.current) continue;
-    const ended = await endOf(d, claim.current.id, answerByMs);
-    if (ended === 'caller gone') {
-      d.log.warn({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id }, 'nwc charge stopped waiting for an attempt in flight');
-      return unpaid(d, conn, { code: 'OTHER', message: 'Another charge of this invoice is still waiting for the wallet to answer' });
-    }
-    const shared = ended && sharedOutcome(ended, conn.wallet_pubkey);
-    if (shared) {
+    let paidBy: AttemptRow;
+    if ('paid' in claim) paidBy = claim.paid;
+    else {
+      if (!claim.current) continue;
+      const ended = await endOf(d, claim.current.id, answerByMs);
+      if (ended === 'caller gone') {
+        d.log.warn({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id }, 'nwc charge stopped waiting for an attempt in flight');
+        return unpaid(d, conn, { code: 'OTHER', message: 'Another charge of this invoice is still waiting for the wallet to answer' });
+      }
+      const shared = ended && sharedOutcome(ended, conn.wallet_pubkey);
+      if (!shared) continue;
       d.log.info({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id, paid: shared.paid }, 'nwc charge shared an attempt in flight');
       if (!shared.paid) return unpaid(d, conn, shared);
-      const paid = await settled(d, ended);
-      if (paid) return paid;
+      paidBy = ended;
     }
+    const paid = await settled(d, paidBy);
+    if (paid) return paid;
+    // Its preimage was refused: counted as a failure of its connection, which may have been this one's
+    // last allowed (deactivated, secret wiped): that wallet is not asked again.
+    const fresh = await d.connections.get(d.db, conn.id);
+    if (!fresh?.is_active) return unpaid(d, conn, { code: 'OTHER', message: WRONG_PREIMAGE });
+    conn = fresh;
   }
 }
 
@@ -147,7 +151,7 @@ export async function confirmAttempt(
       return countFailure(d, tx, attempt.connection_id, payment, { id: attempt.id, walletAsked: true }, error);
     });
     d.log.error({ ...log, consecutive_failures: after?.consecutive_failures }, 'the payments service refused the preimage of a paid nwc attempt');
-    // No charge is waiting for this answer: billing hears of a deactivation here.
+    // The sweeper's finding reaches billing only so; a charge that found it also answers it (deactivated).
     if (after?.deactivated) await tellBilling(d, after);
     return 'refuted';
   }
