@@ -564,7 +564,7 @@ describe('failed charges (found from outside)', () => {
       }),
     ]);
     // Once: later sweeps find nothing left to confirm.
-    await new Promise((r) => setTimeout(r, 1500));
+    await new Promise((r) => setTimeout(r, 3 * Number(stack.env.NWC_SWEEP_INTERVAL_MS)));
     expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
     expect(w.requests).toHaveLength(1);
   });
@@ -610,6 +610,14 @@ describe('failed charges (found from outside)', () => {
     expect(w.requests).toHaveLength(1);
     expect((await attempts()).rows).toHaveLength(1);
     expect(await nwcEvents(subId, 'payment.failed')).toHaveLength(1);
+    // The key freed by the gateway, the same key with another wallet asks that wallet (the old code
+    // answered the first wallet's refusal).
+    await db.query(`DELETE FROM gateway.idempotency_keys WHERE key = $1`, [headers['Idempotency-Key']]);
+    const other = await wallet();
+    other.setBehaviour({ error: 'QUOTA_EXCEEDED', message: 'Over budget' });
+    const switched = await anon().post('/public/subscribe/nwc', { ...body, nwc_connection_string: other.connectionString() }, { headers });
+    expect(switched.body).toMatchObject({ subscription_id: subId, status: 'pending', error_code: 'QUOTA_EXCEEDED' });
+    expect(other.requests).toHaveLength(1);
     // A new request (another key) is a new question: the wallet is asked again.
     const retry = await anon().post('/public/subscribe/nwc', body, { headers: { 'Idempotency-Key': 'nwc-same-key-refused-2' } });
     expect(retry.body).toMatchObject({ subscription_id: subId, status: 'active' });
@@ -627,6 +635,7 @@ describe('failed charges (found from outside)', () => {
     const bus = new BusClient({ ...stack.env, NATS_USER: 'billing', NATS_PASSWORD: stack.natsPasswords.NATS_PASSWORD_BILLING }, 3000, 'billing-client');
     await bus.connect();
     try {
+      const statedWaitMs = 3000;
       const charge = (waitMs: number) =>
         bus.request(
           'nwc.internal.charge',
@@ -648,9 +657,9 @@ describe('failed charges (found from outside)', () => {
       );
       const started = Date.now();
       // The old nwc waited for the attempt until its own deadline (58 s): this caller was long gone.
-      const second = await charge(3000);
+      const second = await charge(statedWaitMs);
       expect(second).toEqual({ ok: true, data: { paid: false, error_code: 'OTHER', deactivated: false } });
-      expect(Date.now() - started).toBeLessThan(3000);
+      expect(Date.now() - started).toBeLessThan(statedWaitMs);
       expect((await first).data).toMatchObject({ paid: false, error_code: 'INSUFFICIENT_BALANCE' });
       expect(w.requests).toHaveLength(2);
     } finally {
@@ -961,6 +970,57 @@ describe('renewals', () => {
     expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 2, last_error_code: 'INSUFFICIENT_BALANCE' });
   });
 
+  it('a failure taken back after a later success counts only the failures since that success (review finding)', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INTERNAL', message: 'Try again' });
+    const p = await plan();
+    const res = (
+      await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'success-between@example.com', nwc_connection_string: w.connectionString() })
+    ).body;
+    expect(res).toMatchObject({ status: 'pending', error_code: 'INTERNAL' });
+    const c = await connection(res.subscription_id);
+    // Then (as renewals would leave it) another failure, a success that reset the count, and one failure since.
+    for (const [id, outcome, s] of [
+      ['nwa_between_b', 'failed', 1],
+      ['nwa_between_s', 'paid', 2],
+      ['nwa_between_c', 'failed', 3],
+    ] as const) {
+      await db.query(
+        `INSERT INTO nwc.charge_attempts (id, payment_id, connection_id, wallet_pubkey, lease_until, outcome, error_code, finished_at)
+         VALUES ($1, $1, $2, $3, now(), $4, 'INSUFFICIENT_BALANCE', now() + $5 * interval '1 second')`,
+        [id, c.id, w.pubkey, outcome, s],
+      );
+    }
+    await db.query(`UPDATE nwc.connections SET consecutive_failures = 1, last_error_code = 'INSUFFICIENT_BALANCE' WHERE id = $1`, [c.id]);
+    const { rows } = await db.query(`SELECT payment_hash FROM payments.payments WHERE subscription_id = $1`, [res.subscription_id]);
+    expect((await fetch(`${stack.api}/dev/invoices/${rows[0].payment_hash}/pay`, { method: 'POST' })).ok).toBe(true);
+    const forgiven = await until(
+      async () => (await db.query(`SELECT outcome FROM nwc.charge_attempts WHERE connection_id = $1 AND id NOT LIKE 'nwa_between_%'`, [c.id])).rows,
+      (r) => r[0]?.outcome === 'paid',
+    );
+    expect(forgiven).toEqual([{ outcome: 'paid' }]);
+    // The old code counted both failures after the forgiven one (2), the success between them ignored.
+    expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1 });
+  });
+
+  it('a definite refusal stays counted when the subscriber pays the invoice by hand meanwhile (review finding)', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const p = await plan();
+    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'paid-by-hand@example.com', nwc_connection_string: w.connectionString() }))
+      .body;
+    expect(res).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    const { rows } = await db.query(`SELECT payment_hash FROM payments.payments WHERE subscription_id = $1`, [res.subscription_id]);
+    expect((await fetch(`${stack.api}/dev/invoices/${rows[0].payment_hash}/pay`, { method: 'POST' })).ok).toBe(true);
+    await until(
+      () => sub(res.subscription_id),
+      (x) => x.status === 'active',
+    );
+    // The old sweeper took the paid invoice for the wallet's own late payment and forgot the refusal.
+    await new Promise((r) => setTimeout(r, 3 * Number(stack.env.NWC_SWEEP_INTERVAL_MS)));
+    expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: 'INSUFFICIENT_BALANCE' });
+  });
+
   it('a wallet connected again after the fallback to invoices is charged for the open renewal (found from outside: free access)', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'monthly', grace_period_days: 5 }, 'reconnect-after-fallback@example.com');
@@ -1181,6 +1241,32 @@ describe('renewals', () => {
 });
 
 describe('charge attempts', () => {
+  it('a hung payments service holds a sweep round for moments, not a bus wait per recent failure (review finding)', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INTERNAL', message: 'Try again' });
+    const p = await plan();
+    for (const email of ['hung-payments-1@example.com', 'hung-payments-2@example.com']) {
+      const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email, nwc_connection_string: w.connectionString() });
+      expect(res.body).toMatchObject({ status: 'pending', error_code: 'INTERNAL' });
+    }
+    stack.services.payments.child.kill('SIGSTOP');
+    try {
+      await db.query(
+        `INSERT INTO nwc.charge_attempts (id, payment_id, connection_id, wallet_pubkey, lease_until, outcome, finished_at)
+         VALUES ('nwa_hung_old', 'nwa_hung_old', 'nwc_hung', 'aa', now(), 'paid', now() - interval '31 days')`,
+      );
+      // Pruning comes after the looks at recent failures: the old sweeper waited BUS_TIMEOUT_MS (60 s here) for each.
+      const left = await until(
+        async () => (await db.query(`SELECT id FROM nwc.charge_attempts WHERE id = 'nwa_hung_old'`)).rows,
+        (rows) => rows.length === 0,
+        10_000,
+      );
+      expect(left).toEqual([]);
+    } finally {
+      stack.services.payments.child.kill('SIGCONT');
+    }
+  });
+
   it('are deleted 30 days after they finished, never while in flight; one left in flight a day past its lease ends abandoned', async () => {
     const row = (id: string, outcome: string | null, finishedDaysAgo: number | null, leaseDaysLeft = 1) =>
       db.query(

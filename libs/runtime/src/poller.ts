@@ -22,6 +22,11 @@ export class Poller {
     private readonly traced = true,
   ) {}
 
+  /** stop() was called: a long round may end early (stop waits for it). */
+  get stopping(): boolean {
+    return this.stopped;
+  }
+
   start(): void {
     this.schedule();
   }

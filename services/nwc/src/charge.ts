@@ -1,7 +1,7 @@
 import { messages, type NWCErrorCode } from '@sb/contracts';
 import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unavailable, unixSeconds } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
-import { chargeFailedData, chargeRefusal, clipMessage, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
+import { chargeFailedData, chargeRefusal, clipMessage, mayPayLater, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
 import type { AttemptRow } from './store/attempts.repo.js';
 import type { ConnectionRow } from './store/connections.repo.js';
 
@@ -63,24 +63,28 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
       d.attemptLeaseMs,
     );
     if (claim.mine) return runAttempt(d, conn, payment, id);
-    if ('paid' in claim) {
-      const paid = await settled(d, claim.paid);
-      if (paid) return paid;
-      continue;
-    }
-    if (!claim.current) continue;
-    const ended = await endOf(d, claim.current.id, answerByMs);
-    if (ended === 'caller gone') {
-      d.log.warn({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id }, 'nwc charge stopped waiting for an attempt in flight');
-      return unpaid(d, conn, { code: 'OTHER', message: 'Another charge of this invoice is still waiting for the wallet to answer' });
-    }
-    const shared = ended && sharedOutcome(ended, conn.wallet_pubkey);
-    if (shared) {
+    let paidBy: AttemptRow;
+    if ('paid' in claim) paidBy = claim.paid;
+    else {
+      if (!claim.current) continue;
+      const ended = await endOf(d, claim.current.id, answerByMs);
+      if (ended === 'caller gone') {
+        d.log.warn({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id }, 'nwc charge stopped waiting for an attempt in flight');
+        return unpaid(d, conn, { code: 'OTHER', message: 'Another charge of this invoice is still waiting for the wallet to answer' });
+      }
+      const shared = ended && sharedOutcome(ended, conn.wallet_pubkey);
+      if (!shared) continue;
       d.log.info({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id, paid: shared.paid }, 'nwc charge shared an attempt in flight');
       if (!shared.paid) return unpaid(d, conn, shared);
-      const paid = await settled(d, ended);
-      if (paid) return paid;
+      paidBy = ended;
     }
+    const paid = await settled(d, paidBy);
+    if (paid) return paid;
+    // Its preimage was refused: counted as a failure of its connection, which may have been this one's
+    // last allowed (deactivated, secret wiped): that wallet is not asked again.
+    const fresh = await d.connections.get(d.db, conn.id);
+    if (!fresh?.is_active) return unpaid(d, conn, { code: 'OTHER', message: WRONG_PREIMAGE });
+    conn = fresh;
   }
 }
 
@@ -147,7 +151,7 @@ export async function confirmAttempt(
       return countFailure(d, tx, attempt.connection_id, payment, { id: attempt.id, walletAsked: true }, error);
     });
     d.log.error({ ...log, consecutive_failures: after?.consecutive_failures }, 'the payments service refused the preimage of a paid nwc attempt');
-    // No charge is waiting for this answer: billing hears of a deactivation here.
+    // The sweeper's finding reaches billing only so; a charge that found it also answers it (deactivated).
     if (after?.deactivated) await tellBilling(d, after);
     return 'refuted';
   }
@@ -180,8 +184,8 @@ async function countFailure(
  * One pay_invoice request. A preimage is a payment: the wallet is never asked for this payment again,
  * and the preimage goes to the payments service (which checks it against the payment hash; billing
  * applies it from the payment.received event, once); when that service cannot be reached the attempt is
- * paid all the same, its preimage kept for the sweeper. Whatever the wallet answered, an invoice that is
- * paid counts as paid. Otherwise, in one transaction and once per attempt, the failure is counted
+ * paid all the same, its preimage kept for the sweeper. After an answer after which the wallet may still
+ * pay (or none), an invoice that is paid counts as paid. Otherwise, in one transaction and once per attempt, the failure is counted
  * (countFailure).
  */
 async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment, attemptId: string): Promise<ChargeOutcome> {
@@ -200,7 +204,7 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     if (confirmed === 'wrong') answer = { error: { code: 'OTHER', message: WRONG_PREIMAGE }, walletAsked: true };
     else if (confirmed === 'unavailable') unconfirmed = answer.preimage;
   }
-  if ('preimage' in answer || (await paidMeanwhile(d, conn, payment.id))) {
+  if ('preimage' in answer || (mayPayLater(answer.error.code) && (await paidMeanwhile(d, conn, payment.id)) === 'paid')) {
     await d.db.tx(async (tx) => {
       await d.attempts.finish(tx, attemptId, 'paid', { unconfirmedPreimage: unconfirmed });
       await d.connections.recordSuccess(tx, conn.id, now);
@@ -235,24 +239,48 @@ export async function tellBilling(d: Deps, conn: Pick<ConnectionRow, 'wallet_id'
 }
 
 /**
- * The wallet refused, or we stopped waiting (no answer in time, a relay dropped), but it may have paid
- * anyway: the provider confirmed the payment. That is a success, not a failure that could deactivate a
- * working wallet, whatever error code the wallet answered.
+ * The wallet answered an error after which it may still pay (mayPayLater), or we stopped waiting (no
+ * answer in time, a relay dropped): the provider confirmed the payment. That is a success, not a failure
+ * that could deactivate a working wallet. 'unavailable': the payments service did not answer within
+ * `timeoutMs` (or at all).
  */
-async function paidMeanwhile(d: Deps, conn: Pick<ConnectionRow, 'wallet_id' | 'subscription_id'>, paymentId: string): Promise<boolean> {
-  const found = await callMessage(d.bus, messages.getPayment, { wallet_id: conn.wallet_id, id: paymentId }).catch(() => undefined);
-  return found?.payment?.status === 'paid' && found.payment.subscription_id === conn.subscription_id;
+async function paidMeanwhile(
+  d: Deps,
+  conn: Pick<ConnectionRow, 'wallet_id' | 'subscription_id'>,
+  paymentId: string,
+  timeoutMs?: number,
+): Promise<'paid' | 'unpaid' | 'unavailable'> {
+  const asked = callMessage(d.bus, messages.getPayment, { wallet_id: conn.wallet_id, id: paymentId }).then(
+    (found) => (found.payment?.status === 'paid' && found.payment.subscription_id === conn.subscription_id ? 'paid' : 'unpaid'),
+    () => 'unavailable' as const,
+  );
+  if (timeoutMs === undefined) return asked;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'unavailable'>((r) => (timer = setTimeout(() => r('unavailable'), timeoutMs)));
+  return Promise.race([asked, late]).finally(() => clearTimeout(timer));
 }
 
 /**
- * A failed attempt whose invoice got paid after the charge asked (the wallet paid late): no failure after
- * all. Its attempt becomes paid and its connection's count forgets it (the sweeper looks for a while).
+ * A failed attempt whose wallet may have paid late, its invoice paid since: no failure after all. Its
+ * attempt becomes paid and its connection's count forgets it (the sweeper looks for a while). Each look
+ * is recorded (the next one waits longer); 'unavailable': the payments service did not answer within
+ * `timeoutMs`, nothing recorded.
  */
-export async function forgiveIfPaidLate(d: Deps, attempt: Pick<AttemptRow, 'id' | 'payment_id'> & { wallet_id: string; subscription_id: string }) {
-  if (!(await paidMeanwhile(d, attempt, attempt.payment_id))) return;
+export async function forgiveIfPaidLate(
+  d: Deps,
+  attempt: Pick<AttemptRow, 'id' | 'payment_id'> & { wallet_id: string; subscription_id: string },
+  timeoutMs: number,
+): Promise<'forgiven' | 'unpaid' | 'unavailable'> {
+  const found = await paidMeanwhile(d, attempt, attempt.payment_id, timeoutMs);
+  if (found === 'unavailable') return found;
+  if (found === 'unpaid') {
+    await d.attempts.lookedAtLate(d.db, attempt.id);
+    return found;
+  }
   if (await d.db.tx((tx) => d.attempts.paidLate(tx, attempt.id))) {
     d.log.info({ attempt_id: attempt.id, payment_id: attempt.payment_id }, 'nwc payment paid after its charge failed: the failure no longer counts');
   }
+  return 'forgiven';
 }
 
 /** The preimage given to the payments service: taken, refused (not this invoice's), or not known yet (it is away). */

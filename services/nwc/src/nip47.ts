@@ -4,20 +4,13 @@ import * as nip04 from 'nostr-tools/nip04';
 import * as nip44 from 'nostr-tools/nip44';
 import { NWC_ERROR_CODES, type NWCErrorCode } from '@sb/contracts';
 import { parseConnectionString, type WalletConnection } from './connection-string.js';
-import { clipMessage } from './domain/charge.js';
+import { clipMessage, mayPayLater } from './domain/charge.js';
 
 const INFO_KIND = 13194;
 const REQUEST_KIND = 23194;
 const RESPONSE_KIND = 23195;
 /** How long a wallet's error answer waits for a second answer with the preimage (it paid after all). */
 const SECOND_ANSWER_MS = 2_000;
-/**
- * The errors after which the wallet may still pay the same request (a retry inside it, a route found
- * late): held for SECOND_ANSWER_MS. Any other refusal (no balance, over budget, not allowed, rate
- * limited) is final at once.
- */
-const MAY_PAY_LATER: ReadonlySet<NWCErrorCode> = new Set(['INTERNAL', 'OTHER', 'PAYMENT_FAILED']);
-
 export type Encryption = 'nip44_v2' | 'nip04';
 
 /** A connection as a payment needs it: the parsed string plus the encryption the wallet advertised. */
@@ -151,8 +144,8 @@ export class Nip47Client {
           () => done(refusal ?? fail('OTHER', `The wallet did not answer the payment request within ${seconds(this.o.replyTimeoutMs)}`)),
           this.o.replyTimeoutMs,
         );
-        // A wallet may answer an error and then pay the same request (and answer again): such an error is
-        // final only once SECOND_ANSWER_MS passed without a preimage.
+        // A wallet may answer an error and then pay the same request (and answer again): such an error
+        // (mayPayLater) is final only once SECOND_ANSWER_MS passed without a preimage.
         let refusal: PayResult | undefined;
         let refusalTimer: NodeJS.Timeout | undefined;
         const done = (r: PayResult) => {
@@ -176,7 +169,7 @@ export class Nip47Client {
             onevent: (e) => {
               if (e.pubkey !== c.pubkey || !e.tags.some((t) => t[0] === 'e' && t[1] === request.id)) return;
               const answer = readAnswer(e, decrypt);
-              if ('preimage' in answer || !MAY_PAY_LATER.has(answer.error.code)) return done(answer);
+              if ('preimage' in answer || !mayPayLater(answer.error.code)) return done(answer);
               if (refusal) return;
               refusal = answer;
               refusalTimer = setTimeout(() => done(answer), SECOND_ANSWER_MS);

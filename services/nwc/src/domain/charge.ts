@@ -25,9 +25,20 @@ export const clipMessage = (message: string): string => {
 };
 
 /**
- * How long after a failed charge its invoice is looked at again: a wallet may pay after its error answer
- * (or after we stopped waiting). Its request expires (NIP-40) with our wait, so an honest wallet pays
- * within moments; a payment found paid in this time takes the failure back.
+ * The error answers after which the wallet may still pay the same request (a retry inside it, a route
+ * found late); a wallet that did not answer in time is answered OTHER here. Any other refusal (no
+ * balance, over budget, not allowed, rate limited, refused here without asking) is final at once: the
+ * wallet did not pay, whoever else pays the invoice.
+ */
+const MAY_PAY_LATER: ReadonlySet<NWCErrorCode> = new Set(['INTERNAL', 'OTHER', 'PAYMENT_FAILED']);
+export const MAY_PAY_LATER_CODES: readonly NWCErrorCode[] = [...MAY_PAY_LATER];
+export const mayPayLater = (code: NWCErrorCode): boolean => MAY_PAY_LATER.has(code);
+
+/**
+ * How long after a failed charge that may still be paid by its wallet (mayPayLater) its invoice is looked
+ * at again. Its request expires (NIP-40) with our wait, so an honest wallet pays within moments. A payment
+ * found paid in this time takes the failure back; the payment does not say who paid a BOLT11 invoice (the
+ * subscriber may have paid its pay link by hand), which is why a definite refusal is never taken back.
  */
 export const LATE_PAYMENT_WINDOW_S = 600;
 

@@ -85,7 +85,7 @@ export const subscribe = (d: Deps) =>
     });
     // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
     const key = req.caller.idempotency_key;
-    const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key) : undefined;
+    const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key, conn.pubkey) : undefined;
     if (recorded) return notPaid({ code: recorded.error_code ?? 'OTHER', message: recorded.error_message ?? 'The wallet did not pay' });
     const row = await storeConnection(
       d,

@@ -73,11 +73,15 @@ export class AttemptsRepo {
     return { mine: false, current: rows[0] };
   }
 
-  /** The refusal a wallet answered to an earlier run of the same request (`requestKey`) for the payment, if any. */
-  async refusalOf(q: Queryable, paymentId: string, requestKey: string): Promise<AttemptRow | undefined> {
+  /**
+   * The refusal the same wallet (`walletPubkey`) answered to an earlier run of the same request
+   * (`requestKey`) for the payment, if any. Another wallet sent with a key the gateway freed is asked.
+   */
+  async refusalOf(q: Queryable, paymentId: string, requestKey: string, walletPubkey: string): Promise<AttemptRow | undefined> {
     const { rows } = await q.query<AttemptRow>(
-      `SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND request_key = $2 AND outcome = 'failed' ORDER BY started_at DESC LIMIT 1`,
-      [paymentId, requestKey],
+      `SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND request_key = $2 AND wallet_pubkey = $3 AND outcome = 'failed'
+       ORDER BY started_at DESC LIMIT 1`,
+      [paymentId, requestKey, walletPubkey],
     );
     return rows[0];
   }
@@ -130,26 +134,39 @@ export class AttemptsRepo {
   }
 
   /**
-   * Failed attempts finished less than `seconds` ago whose failure still counts on an active connection
-   * (the invoice may have been paid after the charge asked whether it was), with the
-   * connection's wallet and subscription (the payment is looked up with them). Newest first: a wallet
-   * that pays late does so within moments.
+   * Failed attempts finished less than `seconds` ago with one of `codes` (their wallet may have paid
+   * after the charge asked whether it was) whose failure still counts on an active connection, with the
+   * connection's wallet and subscription (the payment is looked up with them). Each is due again once as
+   * old as it was at its last look (lookedAtLate): a dozen looks in the window, soon after the failure
+   * most. Newest first: a wallet that pays late does so within moments.
    */
-  async recentlyFailed(q: Queryable, seconds: number, limit: number): Promise<(AttemptRow & { wallet_id: string; subscription_id: string })[]> {
+  async recentlyFailed(
+    q: Queryable,
+    seconds: number,
+    codes: readonly NWCErrorCode[],
+    limit: number,
+  ): Promise<(AttemptRow & { wallet_id: string; subscription_id: string })[]> {
     const { rows } = await q.query<AttemptRow & { wallet_id: string; subscription_id: string }>(
       `SELECT ${cols('a.')}, c.wallet_id, c.subscription_id
        FROM ${this.t} a JOIN ${this.schema}.connections c ON c.id = a.connection_id
-       WHERE a.outcome = 'failed' AND a.finished_at > now() - $1 * interval '1 second' AND c.is_active AND c.consecutive_failures > 0
-       ORDER BY a.finished_at DESC LIMIT $2`,
-      [seconds, limit],
+       WHERE a.outcome = 'failed' AND a.finished_at > now() - $1 * interval '1 second' AND a.error_code = ANY($2)
+         AND (a.late_looked_at IS NULL OR now() - a.late_looked_at >= a.late_looked_at - a.finished_at)
+         AND c.is_active AND c.consecutive_failures > 0
+       ORDER BY a.finished_at DESC LIMIT $3`,
+      [seconds, codes, limit],
     );
     return rows;
   }
 
+  /** The failed attempt's invoice was looked at and not paid yet. */
+  async lookedAtLate(q: Queryable, id: string): Promise<void> {
+    await q.query(`UPDATE ${this.t} SET late_looked_at = now() WHERE id = $1`, [id]);
+  }
+
   /**
    * A failed attempt whose invoice turned out paid: it is paid (the wallet is not asked for the payment
-   * again), and its connection counts only the failures after it, as if it had succeeded then. False
-   * when it is no longer a failure (another replica got there first).
+   * again), and its connection counts only the failures after it and after its last paid attempt, as
+   * if it had succeeded then. False when it is no longer a failure (another replica got there first).
    */
   async paidLate(q: Queryable, id: string): Promise<boolean> {
     const { rows } = await q.query<{ connection_id: string; finished_at: Date }>(
@@ -159,12 +176,13 @@ export class AttemptsRepo {
     const a = rows[0];
     if (!a) return false;
     await q.query(
-      `WITH later AS (SELECT count(*)::int AS n FROM ${this.t} WHERE connection_id = $1 AND outcome = 'failed' AND finished_at > $2)
+      `WITH since AS (SELECT greatest($2::timestamptz, max(finished_at)) AS t FROM ${this.t} WHERE connection_id = $1 AND outcome = 'paid' AND id <> $3),
+       later AS (SELECT count(*)::int AS n FROM ${this.t}, since WHERE connection_id = $1 AND outcome = 'failed' AND finished_at > since.t)
        UPDATE ${this.schema}.connections SET consecutive_failures = later.n,
          last_error = CASE WHEN later.n = 0 THEN NULL ELSE last_error END,
          last_error_code = CASE WHEN later.n = 0 THEN NULL ELSE last_error_code END
        FROM later WHERE id = $1 AND is_active`,
-      [a.connection_id, a.finished_at],
+      [a.connection_id, a.finished_at, id],
     );
     return true;
   }

@@ -95,7 +95,8 @@ CREATE INDEX charge_attempts_finished ON charge_attempts (finished_at) WHERE out
 -- the payments service refused later) is announced like any other. NULL on rows of earlier versions.
 -- request_key: the checkout request's Idempotency-Key (as the gateway hashed it), so that the same request
 -- sent again is answered the wallet's recorded refusal instead of asking the wallet again.
-ALTER TABLE charge_attempts ADD COLUMN amount_sats BIGINT, ADD COLUMN purpose TEXT, ADD COLUMN request_key TEXT;`,
+-- late_looked_at: when the sweeper last found a failed attempt's invoice unpaid (its next look waits longer).
+ALTER TABLE charge_attempts ADD COLUMN amount_sats BIGINT, ADD COLUMN purpose TEXT, ADD COLUMN request_key TEXT, ADD COLUMN late_looked_at TIMESTAMPTZ;`,
   },
   outboxTraceMigration,
 ];
