@@ -453,6 +453,36 @@ describe('owner webhook endpoints', () => {
     }
   });
 
+  it('a hung notifier does not hold up a checkout with a contact_preference: 201 at once, the preference kept as given (found from outside: 503 after the bus timeout, the checkout made all the same)', async () => {
+    const p = await plan('Hung notifier checkout', 0);
+    const notifier = stack.services.notifier.child;
+    notifier.kill('SIGSTOP');
+    try {
+      const checkout = async (email: string) => {
+        const started = Date.now();
+        const res = await client(stack.api).post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email, contact_preference: 'email' });
+        expect(res.status, JSON.stringify(res.body)).toBe(201);
+        expect(res.body.payment_request).toEqual(expect.any(String));
+        return { id: res.body.subscription_id as string, ms: Date.now() - started };
+      };
+      // The first waits the notifier's 2 s courtesy; the next ones know it does not answer.
+      const first = await checkout('hung-notifier-1@example.com');
+      expect(first.ms).toBeLessThan(4000);
+      const second = await checkout('hung-notifier-2@example.com');
+      expect(second.ms).toBeLessThan(1500);
+      const saved = await rows(
+        `SELECT s.status, r.contact_preference FROM billing.subscriptions s JOIN billing.subscribers r ON r.id = s.subscriber_id WHERE s.id = ANY($1) ORDER BY r.email`,
+        [[first.id, second.id]],
+      );
+      expect(saved).toEqual([
+        { status: 'pending', contact_preference: 'email' },
+        { status: 'pending', contact_preference: 'email' },
+      ]);
+    } finally {
+      notifier.kill('SIGCONT');
+    }
+  });
+
   it('a notifier killed with deliveries under way: after a restart each goes out again with its webhook-id; none lost, one attempt each', async () => {
     const p = await plan('Crash plan');
     const ep = await register('/held', { plan_id: p.id, events: ['subscription.created'] });

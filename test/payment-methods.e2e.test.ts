@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -11,7 +12,8 @@ let admin: ReturnType<typeof client>;
 const anon = () => client(stack.api);
 
 beforeAll(async () => {
-  stack = await startStack({ wallets: 1, env: { PAYMENT_METHODS_TTL_MS: '200', FIAT_RATE_FIXED: '80000' } });
+  // A short bus timeout, so a call to a hung service fails within the test (after its courtesy's 2 s).
+  stack = await startStack({ wallets: 1, env: { PAYMENT_METHODS_TTL_MS: '200', FIAT_RATE_FIXED: '80000', BUS_TIMEOUT_MS: '3500' } });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
 });
 afterAll(async () => {
@@ -47,5 +49,35 @@ describe('payment methods come from the payments service', () => {
     expect(held.status).toBe(200);
     expect(held.body.payment_methods).toEqual(['lightning', 'cardproc']);
     await stack.restartPayments();
+  });
+
+  it('payments hung: the public plan answers at once from the last methods, its fiat price is waited for once, each miss logged once (found from outside: a 503 every PAYMENT_METHODS_TTL_MS, 2 s every time, two log lines a miss)', async () => {
+    const p = await admin.post('/plans', { name: 'Hung payments', amount_sats: 2100, interval: 'monthly', allow_cardproc: true });
+    expect(p.status, JSON.stringify(p.body)).toBe(201);
+    const get = async () => {
+      const started = Date.now();
+      const res = await anon().get(`/public/plan/${p.body.id}`);
+      return { res, ms: Date.now() - started };
+    };
+    expect((await get()).res.body.fiat_price).toEqual({ amount: expect.any(Number), currency: expect.any(String) });
+    const payments = stack.services.payments.child;
+    payments.kill('SIGSTOP');
+    try {
+      await sleep(300); // the methods are older than PAYMENT_METHODS_TTL_MS
+      const seen = [await get(), await get(), await get()];
+      for (const { res } of seen) {
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(res.body.payment_methods).toEqual(['lightning', 'cardproc']);
+        expect(res.body.fiat_price).toBeUndefined();
+      }
+      // The first waits the fiat price's 2 s courtesy; the next ones know payments does not answer.
+      expect(seen.map((s) => s.ms < (s === seen[0] ? 3000 : 1000))).toEqual([true, true, true]);
+      // The fiat price's ask fails at the bus timeout (3.5 s) as well: the same miss, not logged again.
+      await sleep(2500);
+      const logged = stack.services.billing.lines.filter((l) => l.includes(p.body.id) && l.includes('fiat price'));
+      expect(logged).toEqual([expect.stringContaining('fiat price of the public plan not answered in 2000 ms')]);
+    } finally {
+      payments.kill('SIGCONT');
+    }
   });
 });

@@ -103,8 +103,11 @@ export interface PaymentMethods {
 
 /**
  * The payments service's methods, asked at most every `ttlMs` (PAYMENT_METHODS_TTL_MS: a plan page or
- * checkout must not cost a round trip; a provider change is a payments restart, seen within it). While payments does not answer, the last answer holds; with none yet, the caller
- * gets the bus error (503).
+ * checkout must not cost a round trip; a provider change is a payments restart, seen within it). An
+ * older answer is used at once while a fresh one is asked in the background, one ask at a time: a hung
+ * payments service would otherwise hold every plan page and checkout for the bus timeout (503) once per
+ * `ttlMs`. So while payments does not answer, the last answer holds; with none yet, the caller waits for
+ * the ask and gets its bus error (503).
  */
 export function paymentMethodsOf(bus: BusClient, ttlMs: number, now = () => Date.now()): () => Promise<PaymentMethods> {
   let last: { at: number; value: PaymentMethods } | undefined;
@@ -116,14 +119,12 @@ export function paymentMethodsOf(bus: BusClient, ttlMs: number, now = () => Date
         last = { at: now(), value: { availability: r.methods, watchonlyRequired: r.watchonly_required } };
         return last.value;
       })
-      .catch((err) => {
-        if (!last) throw err;
-        last = { at: now(), value: last.value };
-        return last.value;
-      })
       .finally(() => {
         asking = undefined;
       });
-    return asking;
+    if (!last) return asking;
+    // Its failure is the next caller's reason to ask again; nobody waits for it.
+    asking.catch(() => undefined);
+    return Promise.resolve(last.value);
   };
 }

@@ -4,6 +4,7 @@ import { BusUnavailableError, callMessage, conflict, DomainError, newId, notFoun
 import type { Deps } from './deps.js';
 import { contactIssues, preferenceIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
+import { courtesyRead } from './handlers/courtesy.js';
 import { requestPayment } from './payments-client.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit } from './transitions.js';
@@ -161,11 +162,15 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const contacts = contactIssues(input);
   if (contacts.length) throw invalidFields(contacts);
   if (input.contact_preference) {
-    // The plan's channels live in the notifier; when it cannot answer, the checkout is not held up for it.
-    const offered = await callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }).catch((err) => {
-      d.log.warn({ err: (err as Error).message, plan_id: plan.id }, 'contact methods unavailable; contact_preference taken unchecked');
-      return undefined;
-    });
+    // The plan's channels live in the notifier; when it cannot answer (in the courtesy's 2 s), the checkout
+    // is not held up for it: the preference is kept as given (a channel the plan does not offer is not used:
+    // the notifier then writes to every contact of the subscriber the plan covers).
+    const offered = await courtesyRead(
+      d,
+      () => callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }),
+      'contact methods (contact_preference taken unchecked)',
+      { plan_id: plan.id },
+    );
     const refused = offered ? preferenceIssues(input.contact_preference, offered.methods) : [];
     if (refused.length) throw invalidFields(refused);
   }

@@ -7,7 +7,7 @@ import { act, cancelledMessage } from './subscription-action.js';
 import { renewableUntil, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
-import { courtesy } from './courtesy.js';
+import { courtesy, courtesyRead } from './courtesy.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -94,7 +94,7 @@ export const publicUnsubscribeLink = (d: Deps) =>
     const { sub, kind, field } = await linked(d, d.db, req.params.token, false);
     const [plan, contact] = await Promise.all([
       d.plans.get(d.db, sub.wallet_id, sub.plan_id),
-      courtesy(d, callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: sub.wallet_id, plan_id: sub.plan_id }), 'merchant name', {
+      courtesyRead(d, () => callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: sub.wallet_id, plan_id: sub.plan_id }), 'merchant name', {
         subscription_id: sub.id,
       }),
     ]);

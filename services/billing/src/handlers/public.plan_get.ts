@@ -2,7 +2,7 @@ import { checkoutPageUrl, messages, notificationMessages } from '@sb/contracts';
 import { callMessage, notFound, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { publicPlan } from '../domain/plans.js';
-import { courtesy } from './courtesy.js';
+import { courtesyRead } from './courtesy.js';
 
 export const getPublicPlan = (d: Deps) =>
   routeHandler('public.plan.get', async (req) => {
@@ -14,13 +14,15 @@ export const getPublicPlan = (d: Deps) =>
     // of the checkout page, which still works (asking for an e-mail address, in sats) without them.
     const about = { plan_id: plan.id };
     const [contact, fiat] = await Promise.all([
-      courtesy(
+      courtesyRead(
         d,
-        callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }),
+        () => callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: plan.wallet, plan_id: plan.id }),
         'contact methods (offering e-mail)',
         about,
       ),
-      fiatRail ? courtesy(d, callMessage(d.bus, messages.fiatQuote, { amount_sats: plan.amount_sats }), 'fiat price of the public plan', about) : undefined,
+      fiatRail
+        ? courtesyRead(d, () => callMessage(d.bus, messages.fiatQuote, { amount_sats: plan.amount_sats }), 'fiat price of the public plan', about)
+        : undefined,
     ]);
     return {
       ...pub,
