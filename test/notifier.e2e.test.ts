@@ -467,9 +467,10 @@ describe('owner webhook endpoints', () => {
       };
       // The first waits the notifier's 2 s courtesy; the next ones know it does not answer.
       const first = await checkout('hung-notifier-1@example.com');
-      expect(first.ms).toBeLessThan(4000);
+      // Bounds by what they prove, not by speed: within the gateway's 5 s; the second not waiting the 2 s.
+      expect(first.ms).toBeLessThan(5000);
       const second = await checkout('hung-notifier-2@example.com');
-      expect(second.ms).toBeLessThan(1500);
+      expect(second.ms).toBeLessThan(2000);
       const saved = await rows(
         `SELECT s.status, r.contact_preference FROM billing.subscriptions s JOIN billing.subscribers r ON r.id = s.subscriber_id WHERE s.id = ANY($1) ORDER BY r.email`,
         [[first.id, second.id]],
