@@ -976,9 +976,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
-  it('the checkout page names the seller when the notification settings name one (found from outside: never named)', async () => {
+  it('the checkout page names the seller: the notification settings name, else the wallet name (found from outside: never named)', async () => {
     const p = await plan({ name: 'Gold', amount_sats: 2100 });
-    expect((await anon.get(`/public/plan/${p.id}`)).body.merchant_name).toBeUndefined();
+    // Without a name of the owner's choosing, the wallet's own, as its messages are signed.
+    expect((await anon.get(`/public/plan/${p.id}`)).body.merchant_name).toBe('test wallet 0');
     const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: {}, merchant_name: 'Satoshi Shop' });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
     expect((await anon.get(`/public/plan/${p.id}`)).body.merchant_name).toBe('Satoshi Shop');

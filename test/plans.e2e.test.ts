@@ -312,6 +312,8 @@ describe('GET /public/plan/{id}', () => {
       payment_methods: ['lightning'],
       // No mail server and no notification settings: no channel to offer.
       available_contact_methods: [],
+      // No merchant_name saved: the seller as its messages would name it, the wallet's own name.
+      merchant_name: 'test wallet 0',
       // The hosted checkout page (PUBLIC_BASE_URL defaults to http://127.0.0.1:8080).
       checkout_url: `http://127.0.0.1:8080/subscriptions_manager/checkout/${plan.id}`,
     });
