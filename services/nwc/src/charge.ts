@@ -37,7 +37,7 @@ export function answerBy(d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | un
   return by;
 }
 
-const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
+export const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
 
 /**
  * Pays one invoice of a subscription with its connected wallet. Charges of the same payment at once (a
@@ -62,7 +62,15 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
       },
       d.attemptLeaseMs,
     );
-    if (claim.mine) return runAttempt(d, conn, payment, id);
+    if (claim.mine) {
+      // Past the caller's deadline (the work before it was slow, or another pass of this loop after a
+      // refused preimage or a long wait): the wallet is not asked for a charge whose caller has given up.
+      if (Date.now() >= answerByMs) {
+        await d.attempts.finish(d.db, id, 'abandoned');
+        return unpaid(d, conn, { code: 'OTHER', message: 'The charge could not be made before its caller stopped waiting' });
+      }
+      return runAttempt(d, conn, payment, id);
+    }
     let paidBy: AttemptRow;
     if ('paid' in claim) paidBy = claim.paid;
     else {
@@ -204,7 +212,9 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     if (confirmed === 'wrong') answer = { error: { code: 'OTHER', message: WRONG_PREIMAGE }, walletAsked: true };
     else if (confirmed === 'unavailable') unconfirmed = answer.preimage;
   }
-  if ('preimage' in answer || (mayPayLater(answer.error.code) && (await paidMeanwhile(d, conn, payment.id)) === 'paid')) {
+  // A wallet that answered a preimage of another invoice did not pay this one: final, as a refusal is.
+  const mayStillPay = 'error' in answer && mayPayLater(answer.error.code) && answer.error.message !== WRONG_PREIMAGE;
+  if ('preimage' in answer || (mayStillPay && (await paidMeanwhile(d, conn, payment.id)) === 'paid')) {
     await d.db.tx(async (tx) => {
       await d.attempts.finish(tx, attemptId, 'paid', { unconfirmedPreimage: unconfirmed });
       await d.connections.recordSuccess(tx, conn.id, now);

@@ -1,5 +1,5 @@
 import { Poller } from '@sb/runtime';
-import { confirmAttempt, forgiveIfPaidLate } from './charge.js';
+import { confirmAttempt, forgiveIfPaidLate, WRONG_PREIMAGE } from './charge.js';
 import type { Deps } from './deps.js';
 import { LATE_PAYMENT_WINDOW_S, MAY_PAY_LATER_CODES } from './domain/charge.js';
 
@@ -29,7 +29,7 @@ export function attemptsSweeper(d: Deps, intervalMs: number): Poller {
         if (poller.stopping || (await confirmAttempt(d, attempt)) === 'unavailable') break;
       }
       const timeoutMs = Math.min(RECHECK_TIMEOUT_MS, d.busTimeoutMs);
-      for (const attempt of await d.attempts.recentlyFailed(d.db, LATE_PAYMENT_WINDOW_S, MAY_PAY_LATER_CODES, RECHECK_BATCH)) {
+      for (const attempt of await d.attempts.recentlyFailed(d.db, LATE_PAYMENT_WINDOW_S, MAY_PAY_LATER_CODES, RECHECK_BATCH, WRONG_PREIMAGE)) {
         if (poller.stopping || (await forgiveIfPaidLate(d, attempt, timeoutMs)) === 'unavailable') break;
       }
       return (await d.attempts.prune(d.db, KEEP_DAYS, PRUNE_BATCH)) === PRUNE_BATCH;

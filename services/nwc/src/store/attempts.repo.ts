@@ -137,23 +137,25 @@ export class AttemptsRepo {
    * Failed attempts finished less than `seconds` ago with one of `codes` (their wallet may have paid
    * after the charge asked whether it was) whose failure still counts on an active connection, with the
    * connection's wallet and subscription (the payment is looked up with them). Each is due again once as
-   * old as it was at its last look (lookedAtLate): a dozen looks in the window, soon after the failure
-   * most. Newest first: a wallet that pays late does so within moments.
+   * old as it was at its last look (lookedAtLate): a few looks in the window, soon after the failure
+   * most. An attempt ended by `notLate` (a message the wallet's answer proved final) is never due. Newest first: a wallet that pays late does so within moments.
    */
   async recentlyFailed(
     q: Queryable,
     seconds: number,
     codes: readonly NWCErrorCode[],
     limit: number,
+    notLate: string,
   ): Promise<(AttemptRow & { wallet_id: string; subscription_id: string })[]> {
     const { rows } = await q.query<AttemptRow & { wallet_id: string; subscription_id: string }>(
       `SELECT ${cols('a.')}, c.wallet_id, c.subscription_id
        FROM ${this.t} a JOIN ${this.schema}.connections c ON c.id = a.connection_id
        WHERE a.outcome = 'failed' AND a.finished_at > now() - $1 * interval '1 second' AND a.error_code = ANY($2)
          AND (a.late_looked_at IS NULL OR now() - a.late_looked_at >= a.late_looked_at - a.finished_at)
+         AND a.error_message IS DISTINCT FROM $4
          AND c.is_active AND c.consecutive_failures > 0
        ORDER BY a.finished_at DESC LIMIT $3`,
-      [seconds, codes, limit],
+      [seconds, codes, limit, notLate],
     );
     return rows;
   }
@@ -175,6 +177,8 @@ export class AttemptsRepo {
     );
     const a = rows[0];
     if (!a) return false;
+    // A failure counted at this moment by a charge must be in the count, not overwritten by it.
+    await q.query(`SELECT 1 FROM ${this.schema}.connections WHERE id = $1 FOR UPDATE`, [a.connection_id]);
     await q.query(
       `WITH since AS (SELECT greatest($2::timestamptz, max(finished_at)) AS t FROM ${this.t} WHERE connection_id = $1 AND outcome = 'paid' AND id <> $3),
        later AS (SELECT count(*)::int AS n FROM ${this.t}, since WHERE connection_id = $1 AND outcome = 'failed' AND finished_at > since.t)
