@@ -13,8 +13,8 @@ const RETRY_AFTER_MS = 30_000;
 /**
  * Wallets' names, asked from the gateway (where wallets live) and kept: a name never changes (the wallet
  * tool has no rename). A wallet whose name cannot be had now (gateway away or older than this message)
- * goes unnamed for this message, as before: the notice is not held back. Notices of one wallet at once
- * share one question; an answer arriving after the wait is still kept for the next.
+ * goes unnamed for this message, as before: the notice is not held back. Callers of one wallet at once
+ * share one question, each waiting as long as it can afford; an answer arriving later is kept for the next.
  */
 export class WalletNames {
   private readonly known = new Map<string, string>();
@@ -26,7 +26,7 @@ export class WalletNames {
     private readonly log: Pick<Logger, 'warn'>,
   ) {}
 
-  of(walletId: string): Promise<string | null> {
+  of(walletId: string, waitMs = NAME_WAIT_MS): Promise<string | null> {
     const hit = this.known.get(walletId);
     if (hit !== undefined) return Promise.resolve(hit);
     const failed = this.failedAt.get(walletId);
@@ -36,32 +36,26 @@ export class WalletNames {
       asked = this.ask(walletId).finally(() => this.asking.delete(walletId));
       this.asking.set(walletId, asked);
     }
-    return asked;
+    return within(asked, waitMs, () => {
+      // Said once per miss: later callers skip the question until RETRY_AFTER_MS, or its late answer.
+      if (!this.failedAt.has(walletId)) this.log.warn({ wallet_id: walletId }, `wallet name not answered in ${waitMs} ms: named by no merchant`);
+      this.failedAt.set(walletId, Date.now());
+      return null;
+    });
   }
 
+  /** Never rejects: null when the gateway could not answer. */
   private async ask(walletId: string): Promise<string | null> {
-    // Given to the wallet tool, never checked as names shown to people are: one plain line here.
-    const answer = callMessage(this.bus, notificationMessages.walletName, { wallet_id: walletId }).then((r) => {
-      const name = clean(r.name);
+    try {
+      // Given to the wallet tool, never checked as names shown to people are: one plain line here.
+      const name = clean((await callMessage(this.bus, notificationMessages.walletName, { wallet_id: walletId })).name);
       this.known.set(walletId, name);
       this.failedAt.delete(walletId);
       return name;
-    });
-    let late = false;
-    const name = await within(
-      answer.catch((err) => {
-        // Said once: a question given up on is not logged again when it fails later.
-        if (!late) this.log.warn({ err: (err as Error).message, wallet_id: walletId }, 'wallet name not known: the message names no merchant');
-        return null;
-      }),
-      NAME_WAIT_MS,
-      () => {
-        late = true;
-        this.log.warn({ wallet_id: walletId }, `wallet name not answered in ${NAME_WAIT_MS} ms: the message names no merchant`);
-        return null;
-      },
-    );
-    if (name === null && !this.known.has(walletId)) this.failedAt.set(walletId, Date.now());
-    return name;
+    } catch (err) {
+      if (!this.failedAt.has(walletId)) this.log.warn({ err: (err as Error).message, wallet_id: walletId }, 'wallet name not known: named by no merchant');
+      this.failedAt.set(walletId, Date.now());
+      return null;
+    }
   }
 }

@@ -8,6 +8,9 @@ import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../cha
 import type { Deps } from '../deps.js';
 import { testMessage } from '../domain/messages.js';
 import { contactMethods, mergeSettings, ownerTargets, SettingsError, viewSettings, type Secrets } from '../domain/settings.js';
+
+/** How long the public plan's contact methods wait for the wallet's name (billing waits 2 s for all of it). */
+const CONTACT_NAME_WAIT_MS = 1_000;
 import type { NotificationRecord } from '../store/notifications.repo.js';
 import { WALLET_ROW } from '../store/settings.repo.js';
 
@@ -175,8 +178,9 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     const botId = token ? botIdOf(token) : undefined;
     // Known once the bot was polled with this very token (its getMe): the checkout page links subscribers to it.
     const bot = token && botId !== undefined ? await d.messenger.usernameOf(d.db, botId, tokenHashOf(token)) : null;
-    // The pages name the seller as the messages do: the wallet's own name when the owner saved none.
-    const merchant = s.merchant ?? (await d.walletNames.of(wallet_id));
+    // The pages name the seller as the messages do: the wallet's own name when the owner saved none,
+    // waited for well within billing's 2 s courtesy for this whole answer.
+    const merchant = s.merchant ?? (await d.walletNames.of(wallet_id, CONTACT_NAME_WAIT_MS));
     return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}), merchant_name: merchant };
   }),
 ];
