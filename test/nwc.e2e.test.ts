@@ -1003,41 +1003,25 @@ describe('renewals', () => {
     expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1 });
   });
 
-  it('a definite refusal stays counted when the subscriber pays the invoice by hand meanwhile (review finding)', async () => {
-    const w = await wallet();
-    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
-    const p = await plan();
-    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'paid-by-hand@example.com', nwc_connection_string: w.connectionString() }))
-      .body;
-    expect(res).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
-    const { rows } = await db.query(`SELECT payment_hash FROM payments.payments WHERE subscription_id = $1`, [res.subscription_id]);
-    expect((await fetch(`${stack.api}/dev/invoices/${rows[0].payment_hash}/pay`, { method: 'POST' })).ok).toBe(true);
-    await until(
-      () => sub(res.subscription_id),
-      (x) => x.status === 'active',
-    );
-    // The old sweeper took the paid invoice for the wallet's own late payment and forgot the refusal.
-    await new Promise((r) => setTimeout(r, 3 * Number(stack.env.NWC_SWEEP_INTERVAL_MS)));
-    expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: 'INSUFFICIENT_BALANCE' });
-  });
-
-  it('a preimage of another invoice stays counted when the subscriber pays the invoice by hand meanwhile (review finding)', async () => {
-    const w = await wallet();
-    w.setBehaviour({ fakePreimage: true });
-    const p = await plan();
-    const res = (
-      await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'fake-then-hand@example.com', nwc_connection_string: w.connectionString() })
-    ).body;
-    expect(res).toMatchObject({ status: 'pending', error_code: 'OTHER' });
-    const { rows } = await db.query(`SELECT payment_hash FROM payments.payments WHERE subscription_id = $1`, [res.subscription_id]);
-    expect((await fetch(`${stack.api}/dev/invoices/${rows[0].payment_hash}/pay`, { method: 'POST' })).ok).toBe(true);
-    await until(
-      () => sub(res.subscription_id),
-      (x) => x.status === 'active',
-    );
+  // The old sweeper took an invoice paid by hand for the wallet's own late payment and forgot the failure.
+  it.each([
+    ['a definite refusal', { error: 'INSUFFICIENT_BALANCE', message: 'Empty' }, 'INSUFFICIENT_BALANCE', 'paid-by-hand@example.com'],
     // Its code is OTHER (after which a wallet may still pay), but a made-up preimage is a definite answer.
+    ['a preimage of another invoice', { fakePreimage: true }, 'OTHER', 'fake-then-hand@example.com'],
+  ] as const)('%s stays counted when the subscriber pays the invoice by hand meanwhile (review finding)', async (_what, behaviour, code, email) => {
+    const w = await wallet();
+    w.setBehaviour(behaviour);
+    const p = await plan();
+    const res = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email, nwc_connection_string: w.connectionString() })).body;
+    expect(res).toMatchObject({ status: 'pending', error_code: code });
+    const { rows } = await db.query(`SELECT payment_hash FROM payments.payments WHERE subscription_id = $1`, [res.subscription_id]);
+    expect((await fetch(`${stack.api}/dev/invoices/${rows[0].payment_hash}/pay`, { method: 'POST' })).ok).toBe(true);
+    await until(
+      () => sub(res.subscription_id),
+      (x) => x.status === 'active',
+    );
     await new Promise((r) => setTimeout(r, 3 * Number(stack.env.NWC_SWEEP_INTERVAL_MS)));
-    expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: 'OTHER' });
+    expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 1, last_error_code: code });
   });
 
   it('a wallet connected again after the fallback to invoices is charged for the open renewal (found from outside: free access)', async () => {

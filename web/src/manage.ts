@@ -527,19 +527,9 @@ async function showWallets(holder: HTMLElement, request: Promise<Outcome<Page<Wa
     if (focus) section.querySelector<HTMLElement>('#wallets-heading')?.focus();
     return;
   }
-  const retry = h(
-    'button',
-    {
-      type: 'button',
-      class: 'secondary',
-      onclick: () => {
-        retry.disabled = true;
-        retry.textContent = 'Loading…';
-        walletsShown = showWallets(section, fetchWallets(), subs, true);
-      },
-    },
-    'Try again',
-  );
+  const retry = retryButton(() => {
+    walletsShown = showWallets(section, fetchWallets(), subs, true);
+  });
   const section = h(
     'section',
     { id: 'wallets', 'aria-labelledby': 'wallets-heading' },
@@ -570,24 +560,32 @@ function openPayments(payments: Pay[]): Map<string, Pay> {
   return open;
 }
 
-/** In place of the payments when the payments service failed or hung: the subscriptions above still work. */
-function paymentsUnavailable(err: unknown): HTMLElement {
-  const retry = h(
+/** A "Try again" button that says it is loading once pressed; `again` may give it back (its retry failed). */
+function retryButton(again: (giveBack: () => void) => void) {
+  const button = h(
     'button',
     {
       type: 'button',
       class: 'secondary',
       onclick: () => {
-        retry.disabled = true;
-        retry.textContent = 'Loading…';
-        load().catch(() => {
-          retry.disabled = false;
-          retry.textContent = 'Try again';
+        button.disabled = true;
+        button.textContent = 'Loading…';
+        again(() => {
+          button.disabled = false;
+          button.textContent = 'Try again';
         });
       },
     },
     'Try again',
   );
+  return button;
+}
+
+/** In place of the payments when the payments service failed or hung: the subscriptions above still work. */
+function paymentsUnavailable(err: unknown): HTMLElement {
+  const retry = retryButton((giveBack) => {
+    load().catch(giveBack);
+  });
   return h(
     'section',
     { id: 'payments', 'aria-labelledby': 'payments-heading' },
