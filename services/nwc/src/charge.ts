@@ -1,5 +1,5 @@
 import { messages, type NWCErrorCode } from '@sb/contracts';
-import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unavailable, unixSeconds } from '@sb/runtime';
+import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unavailable, unixSeconds, within } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
 import { chargeFailedData, chargeRefusal, clipMessage, mayPayLater, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
 import type { AttemptRow } from './store/attempts.repo.js';
@@ -264,10 +264,7 @@ async function paidMeanwhile(
     (found) => (found.payment?.status === 'paid' && found.payment.subscription_id === conn.subscription_id ? 'paid' : 'unpaid'),
     () => 'unavailable' as const,
   );
-  if (timeoutMs === undefined) return asked;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'unavailable'>((r) => (timer = setTimeout(() => r('unavailable'), timeoutMs)));
-  return Promise.race([asked, late]).finally(() => clearTimeout(timer));
+  return timeoutMs === undefined ? asked : within(asked, timeoutMs, () => 'unavailable' as const);
 }
 
 /**
