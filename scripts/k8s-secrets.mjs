@@ -11,13 +11,18 @@ import { fileURLToPath } from 'node:url';
 import { DB_SERVICES } from './db-roles.mjs';
 import { passwordVar } from './nats-config.mjs';
 
+// Where overlays/prod/db-ca.yaml mounts CloudNativePG's CA (its Secret <cluster>-ca, key ca.crt). The
+// operator's server certificate is signed by that CA, not a public one: node-postgres verifies the
+// certificate and its name (`sslmode=require` included), so without the CA every connection is refused.
+export const DB_CA_FILE = '/etc/sats-subscriptions/db-ca/ca.crt';
+
 // Hex: safe inside a URL and as a NATS config token (the leading letters keep it a string).
 const secret = () => `pw${randomBytes(24).toString('hex')}`;
 
 export function k8sSecrets({ dev = false, namespace } = {}) {
   const db = dev
     ? { host: 'postgres', name: 'postgres', params: 'sslmode=disable' }
-    : { host: 'sats-subscriptions-db-rw', name: 'app', params: 'sslmode=require' };
+    : { host: 'sats-subscriptions-db-rw', name: 'app', params: `sslmode=verify-full&sslrootcert=${DB_CA_FILE}` };
   const meta = (name) => ({ name, ...(namespace ? { namespace } : {}), labels: { 'app.kubernetes.io/part-of': 'sats-subscriptions' } });
   const items = [];
   for (const service of DB_SERVICES) {

@@ -247,6 +247,28 @@ describe.skipIf(!canRender).each(['dev', 'prod'])('overlay %s', (overlay) => {
 });
 
 describe.skipIf(!canRender)('overlay prod', () => {
+  it("verifies the database's certificate with CloudNativePG's CA, mounted where each DATABASE_URL names it", () => {
+    const docs = render('prod');
+    const cluster = docs.find((d) => d.apiVersion === 'postgresql.cnpg.io/v1' && d.kind === 'Cluster')!;
+    const secrets = new Map(k8sSecrets().map((s) => [s.metadata.name, s]));
+    const deployments = docs.filter((d) => d.kind === 'Deployment');
+    expect(deployments.map((d) => d.metadata.name).sort()).toEqual([...SERVICES].sort());
+    for (const w of deployments) {
+      const c = w.spec.template.spec.containers[0];
+      const ref = c.env.find((e: any) => e.name === 'DATABASE_URL').valueFrom.secretKeyRef;
+      const url = new URL(secrets.get(ref.name)!.stringData.DATABASE_URL!);
+      // node-postgres: require and verify-full both check the certificate; the CA makes it pass.
+      expect(url.searchParams.get('sslmode'), w.metadata.name).toBe('verify-full');
+      const caFile = url.searchParams.get('sslrootcert')!;
+      const mount = c.volumeMounts.find((m: any) => caFile.startsWith(`${m.mountPath}/`));
+      expect(mount, `${w.metadata.name} mounts ${caFile}`).toBeTruthy();
+      const volume = w.spec.template.spec.volumes.find((v: any) => v.name === mount.name);
+      // The operator's CA Secret, its certificate only (never ca.key) at the file's name.
+      expect(volume.secret.secretName).toBe(`${cluster.metadata.name}-ca`);
+      expect(volume.secret.items).toEqual([{ key: 'ca.crt', path: caFile.slice(mount.mountPath.length + 1) }]);
+    }
+  });
+
   it('runs PostgreSQL by CloudNativePG: three instances, one role per service owning its schema, each from its Secret', () => {
     const docs = render('prod');
     const cluster = docs.find((d) => d.apiVersion === 'postgresql.cnpg.io/v1' && d.kind === 'Cluster')!;

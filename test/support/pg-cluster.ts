@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,6 +14,8 @@ const run = promisify(execFile);
  */
 export interface PgCluster {
   port: number;
+  /** With `tls`: the CA file that signed the server's certificate (issued to `localhost`). */
+  caFile?: string;
   /** Superuser URL of the cluster's `postgres` database. */
   adminUrl: string;
   /** `pg_ctl stop -m immediate`: every backend killed at once, as in a crash. */
@@ -59,7 +61,38 @@ function childrenOf(pid: number): number[] {
   return out;
 }
 
-export async function startPgCluster(): Promise<PgCluster> {
+/**
+ * A CA and a server certificate for `localhost` signed by it, as CloudNativePG makes its own: a client
+ * verifies the server only with the CA file (`sslrootcert`).
+ */
+async function makeCertificates(dir: string): Promise<{ caFile: string; certFile: string; keyFile: string }> {
+  const f = (name: string) => join(dir, name);
+  const ssl = (...args: string[]) => run('openssl', args, { encoding: 'utf8' });
+  await ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=test database CA', '-keyout', f('ca.key'), '-out', f('ca.crt'));
+  await ssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', f('server.key'), '-out', f('server.csr'));
+  writeFileSync(f('san.ext'), 'subjectAltName=DNS:localhost\n');
+  await ssl(
+    'x509',
+    '-req',
+    '-in',
+    f('server.csr'),
+    '-CA',
+    f('ca.crt'),
+    '-CAkey',
+    f('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    f('san.ext'),
+    '-out',
+    f('server.crt'),
+  );
+  chmodSync(f('server.key'), 0o600);
+  return { caFile: f('ca.crt'), certFile: f('server.crt'), keyFile: f('server.key') };
+}
+
+export async function startPgCluster(opts: { tls?: boolean } = {}): Promise<PgCluster> {
   const bin = binDir();
   const dir = mkdtempSync(join(tmpdir(), 'sb-pg-'));
   const data = join(dir, 'data');
@@ -77,7 +110,15 @@ export async function startPgCluster(): Promise<PgCluster> {
   const [initCmd, initArgs] = asOwner(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
   await run(initCmd, initArgs, { encoding: 'utf8' });
   // fsync off: an immediate stop kills processes, not the machine, so written data is in the OS cache.
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c shared_buffers=32MB`;
+  const tls = opts.tls ? await makeCertificates(dir) : undefined;
+  if (tls && process.getuid?.() === 0) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    chownSync(tls.keyFile, uid, 0);
+  }
+  const options = [
+    `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c shared_buffers=32MB`,
+    ...(tls ? [`-c ssl=on -c ssl_cert_file=${tls.certFile} -c ssl_key_file=${tls.keyFile}`] : []),
+  ].join(' ');
   const start = async () => {
     // Already running (a test that failed while it was down left it so for the next one)?
     if (
@@ -121,6 +162,7 @@ export async function startPgCluster(): Promise<PgCluster> {
   process.once('exit', onExit);
   return {
     port,
+    ...(tls ? { caFile: tls.caFile } : {}),
     freeze() {
       const postmaster = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
       frozen = [postmaster, ...childrenOf(postmaster)];
