@@ -24,6 +24,10 @@ async function plan(body: Record<string, unknown> = {}) {
   return res.body as { id: string; name: string };
 }
 
+/** The one 409 detail for a contact that already subscribed to the plan, paid or not. */
+const SUBSCRIBED_DETAIL =
+  "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
+
 const tokenOf = (manageUrl: string) => new URL(manageUrl).searchParams.get('token')!;
 
 describe('public checkout', () => {
@@ -117,10 +121,13 @@ describe('public checkout', () => {
       () => anon.get(`/public/payment/${first.body.payment_id}/status`),
       (r) => r.body.status === 'paid',
     );
-    await until(
+    const paid = await until(
       () => anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' }),
       (r) => r.status === 409,
     );
+    // The same words as an unpaid checkout's 409 (pages.e2e, where on-chain runs): the answer must not
+    // tell whoever types an address whether that person has paid (found from outside).
+    expect(paid.body).toEqual({ detail: SUBSCRIBED_DETAIL });
   });
 
   it('50 parallel identical checkouts make one subscription and one subscriber', async () => {
