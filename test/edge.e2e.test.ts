@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { call, client } from './support/http.js';
+import { call, client, until } from './support/http.js';
 import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
 import { newWallets, type WalletKeys } from './support/stack.js';
 
@@ -371,6 +371,23 @@ describe('HTTP conventions', () => {
     expect(last.status).toBe(200);
     expect(last.body.current_period_end).toBe(253_402_300_799);
     expect((await admin.post(`/subscriptions/${id}/extend?days=1`)).status).toBe(422);
+  });
+
+  it('a checkout extended to late 9999, then paid, gets a period that ends on 9999-12-31, not in year 10000 (found from outside)', async () => {
+    const c = await anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'end-of-time@example.com' });
+    expect(c.status).toBe(201);
+    const id = c.body.subscription_id;
+    // Extends got it there (10 days short of the last one); the row is set there instead.
+    const nearEnd = 253_402_300_799 - 10 * 86_400;
+    await db.query('UPDATE billing.subscriptions SET current_period_end = $2 WHERE id = $1', [id, nearEnd]);
+    expect((await anon.post(`/dev/payments/${c.body.payment_id}/pay`)).status).toBe(200);
+    const active = await until(
+      () => admin.get(`/subscriptions/${id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect(active.body).toMatchObject({ status: 'active', current_period_end: 253_402_300_799 });
+    const portal = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': new URL(c.body.manage_url).searchParams.get('token')! } });
+    expect(portal.body.items[0]).toMatchObject({ id, current_period_end: 253_402_300_799, access_until: 253_402_300_799 });
   });
 
   it('an integer query value out of range is 422 naming the bound', async () => {

@@ -1,6 +1,6 @@
 import type { EventName, Interval, SubscriptionStatus } from '@sb/contracts';
 import { conflict, invalidFields } from './errors.js';
-import { DAY_SECONDS, graceEnd, LATEST_TIME, periodEnd } from './periods.js';
+import { DAY_SECONDS, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
 
 /** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
 export interface SubState {
@@ -193,7 +193,7 @@ export function accessUntil(s: Pick<SubState, 'status' | 'current_period_end' | 
 export function startSubscription(plan: { interval: Interval; trial_days: number; grace_period_days: number }, now: number): SubState {
   const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null, pending_since: null };
   if (plan.trial_days > 0) {
-    const trialEnd = now + plan.trial_days * DAY_SECONDS;
+    const trialEnd = notPastLatest(now, plan.trial_days * DAY_SECONDS);
     return {
       ...base,
       status: 'active',
