@@ -407,6 +407,39 @@ describe('HTTP conventions', () => {
     expect(days.body.detail[0]).toMatchObject({ loc: ['query', 'days'], msg: 'Expected an integer from 1 to 3650' });
   });
 
+  it('a list takes only plain decimal integers for limit and offset: spaces, signs, leading zeros and exponents are 422 (found from outside)', async () => {
+    const lists = Object.entries<any>(doc.paths).flatMap(([path, item]) =>
+      item.get?.parameters?.some((p: { name: string; in: string }) => p.in === 'query' && p.name === 'limit') ? [[path, item.get] as const] : [],
+    );
+    // The owner's lists and the subscriber portal's alike: one contract for all of them.
+    expect(lists.map(([path]) => path)).toEqual(expect.arrayContaining(['/plans', '/subscriptions', '/public/manage/subscriptions']));
+    for (const [path, op] of lists) {
+      const url = path.replace(/\{\w+\}/g, sub);
+      const headers = authFor(op);
+      for (const [q, field] of [
+        ['limit=%2010', 'limit'],
+        ['limit=10%20', 'limit'],
+        ['offset=5%20', 'offset'],
+        ['limit=%2B10', 'limit'],
+        ['limit=+10', 'limit'], // a "+" in a query is a space
+        ['limit=010', 'limit'],
+        ['offset=00', 'offset'],
+        ['offset=-0', 'offset'],
+        ['limit=1e1', 'limit'],
+        ['limit=0x10', 'limit'],
+        ['limit=10.0', 'limit'],
+      ] as const) {
+        const r = await call(stack.api, 'GET', `${url}?${q}`, { headers });
+        expect(r.status, `${url}?${q}`).toBe(422);
+        expect(r.body.detail, `${url}?${q}`).toEqual([{ loc: ['query', field], msg: expect.stringMatching(/^Expected an integer/), type: expect.any(String) }]);
+      }
+      // The plain spelling of the same numbers is taken.
+      const ok = await call(stack.api, 'GET', `${url}?limit=10&offset=0`, { headers });
+      expect([404, 200], `${url}?limit=10&offset=0`).toContain(ok.status);
+      if (ok.status === 200) expect(ok.body).toMatchObject({ limit: 10, offset: 0 });
+    }
+  });
+
   it('card and wallet-processor callbacks with no provider configured are 400 "Invalid callback"', async () => {
     for (const rail of ['cardproc', 'walletproc']) {
       const r = await anon.post(`/public/webhook/${rail}`, { id: 'evt_1', type: 'checkout.session.completed' });
