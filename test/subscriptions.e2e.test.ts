@@ -391,6 +391,24 @@ describe('owner actions', () => {
     expect((await anon.patch(`/public/manage/subscription/${unpaid.subscription_id}`, { receive_reminders: false }, { headers })).status).toBe(409);
   });
 
+  it("the owner's notice switches of an ended subscription are 409 as on the portal; its metadata stays the owner's (found from outside)", async () => {
+    for (const immediate of [false, true]) {
+      const { id } = await trialSub(`owner-ended-${immediate}@example.com`);
+      expect((await admin.post(`/subscriptions/${id}/cancel`, { immediate })).status).toBe(200);
+      for (const body of [{ receive_reminders: false }, { receive_confirmations: false }, { metadata: { crm: '7' }, receive_reminders: false }]) {
+        const refused = await admin.put(`/subscriptions/${id}`, body);
+        expect(refused.status, JSON.stringify(body)).toBe(409);
+        expect(refused.body.detail).toBe('This subscription has ended (cancelled): it gets no more reminders or confirmations');
+      }
+      const row = await db.query('SELECT receive_reminders, receive_confirmations, metadata FROM billing.subscriptions WHERE id = $1', [id]);
+      expect(row.rows[0]).toEqual({ receive_reminders: true, receive_confirmations: true, metadata: {} });
+      // The owner's records: metadata changes, also when the switches are sent back as they are.
+      const kept = await admin.put(`/subscriptions/${id}`, { metadata: { crm: '8' }, receive_reminders: true, receive_confirmations: true });
+      expect(kept.status).toBe(200);
+      expect(kept.body).toMatchObject({ status: 'cancelled', metadata: { crm: '8' }, receive_reminders: true, receive_confirmations: true });
+    }
+  });
+
   it("portal payments: the subscriber's own payments only, receipts and what pays an open one", async () => {
     const p = await plan({ name: 'Paid plan' });
     const mine = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'payer@example.com' })).body;
