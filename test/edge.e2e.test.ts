@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { call, client } from './support/http.js';
+import { call, client, until } from './support/http.js';
 import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
 import { newWallets, type WalletKeys } from './support/stack.js';
 
@@ -373,6 +373,23 @@ describe('HTTP conventions', () => {
     expect((await admin.post(`/subscriptions/${id}/extend?days=1`)).status).toBe(422);
   });
 
+  it('a checkout extended to late 9999, then paid, gets a period that ends on 9999-12-31, not in year 10000 (found from outside)', async () => {
+    const c = await anon.post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'end-of-time@example.com' });
+    expect(c.status).toBe(201);
+    const id = c.body.subscription_id;
+    // Extends got it there (10 days short of the last one); the row is set there instead.
+    const nearEnd = 253_402_300_799 - 10 * 86_400;
+    await db.query('UPDATE billing.subscriptions SET current_period_end = $2 WHERE id = $1', [id, nearEnd]);
+    expect((await anon.post(`/dev/payments/${c.body.payment_id}/pay`)).status).toBe(200);
+    const active = await until(
+      () => admin.get(`/subscriptions/${id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect(active.body).toMatchObject({ status: 'active', current_period_end: 253_402_300_799 });
+    const portal = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': new URL(c.body.manage_url).searchParams.get('token')! } });
+    expect(portal.body.items[0]).toMatchObject({ id, current_period_end: 253_402_300_799, access_until: 253_402_300_799 });
+  });
+
   it('an integer query value out of range is 422 naming the bound', async () => {
     for (const [q, loc, msg] of [
       ['limit=500', 'limit', 'Expected an integer from 1 to 200'],
@@ -388,6 +405,39 @@ describe('HTTP conventions', () => {
     }
     const days = await admin.post(`/subscriptions/${sub}/extend?days=4000`);
     expect(days.body.detail[0]).toMatchObject({ loc: ['query', 'days'], msg: 'Expected an integer from 1 to 3650' });
+  });
+
+  it('a list takes only plain decimal integers for limit and offset: spaces, signs, leading zeros and exponents are 422 (found from outside)', async () => {
+    const lists = Object.entries<any>(doc.paths).flatMap(([path, item]) =>
+      item.get?.parameters?.some((p: { name: string; in: string }) => p.in === 'query' && p.name === 'limit') ? [[path, item.get] as const] : [],
+    );
+    // The owner's lists and the subscriber portal's alike: one contract for all of them.
+    expect(lists.map(([path]) => path)).toEqual(expect.arrayContaining(['/plans', '/subscriptions', '/public/manage/subscriptions']));
+    for (const [path, op] of lists) {
+      const url = path.replace(/\{\w+\}/g, sub);
+      const headers = authFor(op);
+      for (const [q, field] of [
+        ['limit=%2010', 'limit'],
+        ['limit=10%20', 'limit'],
+        ['offset=5%20', 'offset'],
+        ['limit=%2B10', 'limit'],
+        ['limit=+10', 'limit'], // a "+" in a query is a space
+        ['limit=010', 'limit'],
+        ['offset=00', 'offset'],
+        ['offset=-0', 'offset'],
+        ['limit=1e1', 'limit'],
+        ['limit=0x10', 'limit'],
+        ['limit=10.0', 'limit'],
+      ] as const) {
+        const r = await call(stack.api, 'GET', `${url}?${q}`, { headers });
+        expect(r.status, `${url}?${q}`).toBe(422);
+        expect(r.body.detail, `${url}?${q}`).toEqual([{ loc: ['query', field], msg: expect.stringMatching(/^Expected an integer/), type: expect.any(String) }]);
+      }
+      // The plain spelling of the same numbers is taken.
+      const ok = await call(stack.api, 'GET', `${url}?limit=10&offset=0`, { headers });
+      expect([404, 200], `${url}?limit=10&offset=0`).toContain(ok.status);
+      if (ok.status === 200) expect(ok.body).toMatchObject({ limit: 10, offset: 0 });
+    }
   });
 
   it('card and wallet-processor callbacks with no provider configured are 400 "Invalid callback"', async () => {

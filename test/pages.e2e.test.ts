@@ -16,6 +16,12 @@ import { startStack, type Stack } from './support/stack.js';
 import { startTelegramServer, type TelegramServer } from './support/telegram-server.js';
 
 const BOT_TOKEN = '7101:AAH-pages-bot-token-secret-0123456789';
+/** The service's one 409 detail for a contact that already subscribed to the plan, paid or not. */
+const SUBSCRIBED_DETAIL =
+  "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
+/** The checkout's help for a 409 not held by the tab, on a plan without channels: paid or not, the same. */
+const NEUTRAL_HELP =
+  'This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started; the seller can send it to you again. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.';
 
 /**
  * The hosted pages in a real browser (Debian's chromium through playwright-core) against the whole
@@ -917,7 +923,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
-  it('on-chain, Back, then Lightning for the same contact: this tab offers its payment, another tab says it is unpaid (found from outside)', async () => {
+  it('on-chain, Back, then Lightning for the same contact: this tab offers its payment, another tab the same help paid or not (found from outside)', async () => {
     const p = await plan({ name: 'Chain first', amount_sats: 6000, allow_onchain: true });
     const email = 'chain-first@example.com';
     const { page, problems } = await openPage(phone);
@@ -939,8 +945,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect(res.status()).toBe(409);
       return ((await res.json()) as { detail: string }).detail;
     };
-    // Not "already has a subscription… in your messages": nothing is paid, no message was sent.
-    expect(await lightning(page)).toBe('This contact has an unpaid checkout of this plan, open until it is paid or expires (within 24 hours of its start)');
+    // The same words as for a paid subscription: whoever types an address must not learn whether that
+    // person has paid (found from outside).
+    expect(await lightning(page)).toBe(SUBSCRIBED_DETAIL);
     const error = page.locator('#form-error');
     await expect.poll(() => error.textContent()).toBe('You have an open checkout for this plan: Show its payment');
     await page.waitForTimeout(300);
@@ -951,16 +958,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.getByRole('textbox', { name: 'Address' }).inputValue()).toBe(c.onchain_address);
     expect(new URL(page.url()).searchParams.get('payment')).toBe(c.payment_id);
 
-    // Another tab does not hold it: the truth, and the way on.
+    // Another tab does not hold it: the way on, whether it was paid or not.
     const other = await openPage(phone);
     await other.page.goto(p.checkout_url);
     await lightning(other.page);
     const otherError = other.page.locator('#form-error');
-    await expect
-      .poll(() => otherError.textContent())
-      .toBe(
-        'This contact has an unpaid checkout of this plan, open until it is paid or expires (within 24 hours of its start). Pay it where it was started, or wait until it expires and start again here.',
-      );
+    await expect.poll(() => otherError.textContent()).toBe(NEUTRAL_HELP);
     // Paid: now it is a subscription, and its link was shown when it started.
     await pay(c.payment_id);
     const active = await until(
@@ -968,9 +971,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       (r) => r.body.status === 'active',
     );
     expect(active.body.status).toBe('active');
+    // Paid, the page says just the same: it cannot tell, and neither can whoever typed the address.
     await other.page.reload();
-    await lightning(other.page);
-    await expect.poll(() => otherError.textContent()).toMatch(/^This contact already has a subscription to this plan\. Its link to manage it was shown/);
+    expect(await lightning(other.page)).toBe(SUBSCRIBED_DETAIL);
+    await expect.poll(() => otherError.textContent()).toBe(NEUTRAL_HELP);
     expect(other.problems).toEqual([]);
     await other.page.close();
     await page.close();
@@ -1062,9 +1066,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await again.page.getByRole('button', { name: 'Continue to payment' }).click();
     expect((await refused).status()).toBe(409);
     const error = again.page.locator('#form-error');
-    await expect
-      .poll(() => error.textContent())
-      .toBe('This contact already has a subscription to this plan. Its link to manage it was shown when it started; the seller can send it to you again.');
+    await expect.poll(() => error.textContent()).toBe(NEUTRAL_HELP);
     expect(await error.getByRole('link').count()).toBe(0);
     expect(again.problems).toEqual([]);
     // A link naming this payment under another plan is not taken for that plan's subscription.

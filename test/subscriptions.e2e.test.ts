@@ -24,6 +24,10 @@ async function plan(body: Record<string, unknown> = {}) {
   return res.body as { id: string; name: string };
 }
 
+/** The one 409 detail for a contact that already subscribed to the plan, paid or not. */
+const SUBSCRIBED_DETAIL =
+  "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
+
 const tokenOf = (manageUrl: string) => new URL(manageUrl).searchParams.get('token')!;
 
 describe('public checkout', () => {
@@ -117,10 +121,13 @@ describe('public checkout', () => {
       () => anon.get(`/public/payment/${first.body.payment_id}/status`),
       (r) => r.body.status === 'paid',
     );
-    await until(
+    const paid = await until(
       () => anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' }),
       (r) => r.status === 409,
     );
+    // The same words as an unpaid checkout's 409 (pages.e2e, where on-chain runs): the answer must not
+    // tell whoever types an address whether that person has paid (found from outside).
+    expect(paid.body).toEqual({ detail: SUBSCRIBED_DETAIL });
   });
 
   it('50 parallel identical checkouts make one subscription and one subscriber', async () => {
@@ -382,6 +389,24 @@ describe('owner actions', () => {
     expect(items.find((x) => x.id === unpaid.subscription_id)).toMatchObject({ status: 'cancelled', ever_paid: false });
     expect(items.find((x) => x.id === trial.subscription_id)).toMatchObject({ status: 'active', ever_paid: false });
     expect((await anon.patch(`/public/manage/subscription/${unpaid.subscription_id}`, { receive_reminders: false }, { headers })).status).toBe(409);
+  });
+
+  it("the owner's notice switches of an ended subscription are 409 as on the portal; its metadata stays the owner's (found from outside)", async () => {
+    for (const immediate of [false, true]) {
+      const { id } = await trialSub(`owner-ended-${immediate}@example.com`);
+      expect((await admin.post(`/subscriptions/${id}/cancel`, { immediate })).status).toBe(200);
+      for (const body of [{ receive_reminders: false }, { receive_confirmations: false }, { metadata: { crm: '7' }, receive_reminders: false }]) {
+        const refused = await admin.put(`/subscriptions/${id}`, body);
+        expect(refused.status, JSON.stringify(body)).toBe(409);
+        expect(refused.body.detail).toBe('This subscription has ended (cancelled): it gets no more reminders or confirmations');
+      }
+      const row = await db.query('SELECT receive_reminders, receive_confirmations, metadata FROM billing.subscriptions WHERE id = $1', [id]);
+      expect(row.rows[0]).toEqual({ receive_reminders: true, receive_confirmations: true, metadata: {} });
+      // The owner's records: metadata changes, also when the switches are sent back as they are.
+      const kept = await admin.put(`/subscriptions/${id}`, { metadata: { crm: '8' }, receive_reminders: true, receive_confirmations: true });
+      expect(kept.status).toBe(200);
+      expect(kept.body).toMatchObject({ status: 'cancelled', metadata: { crm: '8' }, receive_reminders: true, receive_confirmations: true });
+    }
   });
 
   it("portal payments: the subscriber's own payments only, receipts and what pays an open one", async () => {

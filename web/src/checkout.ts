@@ -406,7 +406,7 @@ function render(plan: PublicPlan): void {
         : err instanceof ApiError
           ? err.message
           : 'Something went wrong. Please try again.';
-      if (err instanceof ApiError && err.status === 409 && !marked.length) conflictHelp(plan, body, err.message, formError);
+      if (err instanceof ApiError && err.status === 409 && !marked.length) conflictHelp(plan, body, formError);
     } finally {
       // Still on the form: its outcome is the form's alert, not what was under way.
       if (form.isConnected) announce('');
@@ -444,12 +444,13 @@ function render(plan: PublicPlan): void {
 }
 
 /**
- * A 409 at checkout: this contact already has a checkout of this plan. This tab's own open checkout is
- * offered again; an unpaid one elsewhere is said by the service (paid, or wait for its expiry); only a
- * paid subscription has had a message with its link. The link itself is never given for an address typed
- * here (anyone may know it).
+ * A 409 at checkout: this contact already has a subscription or a checkout of this plan. This tab's own
+ * open checkout is offered again. Otherwise the page cannot know which it is, and must not: the service
+ * answers a paid subscription and an unpaid checkout alike (anyone may type someone's address), so the
+ * help covers both and never depends on the detail's words. The link itself is never given for an address
+ * typed here.
  */
-function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, said: string, formError: HTMLElement): void {
+function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError: HTMLElement): void {
   const open = openCheckoutOf(body);
   if (open) {
     const show = h('button', { type: 'button', id: 'show-open-checkout', class: 'secondary' }, 'Show its payment');
@@ -460,10 +461,10 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, said: str
     formError.replaceChildren('You have an open checkout for this plan: ', show);
     return;
   }
-  if (!/already has a subscription/.test(said)) return void formError.append(' Pay it where it was started, or wait until it expires and start again here.');
-  formError.append(
-    ` ${plan.available_contact_methods?.length ? 'Its link to manage it was shown when it started and is in your messages about it.' : 'Its link to manage it was shown when it started; the seller can send it to you again.'}`,
-  );
+  const link = plan.available_contact_methods?.length
+    ? 'its link to manage it was shown when it started and is in your messages about it'
+    : 'its link to manage it was shown when it started; the seller can send it to you again';
+  formError.textContent = `This contact already has a subscription or a checkout of this plan. If it was paid, ${link}. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.`;
 }
 
 /** `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone). */

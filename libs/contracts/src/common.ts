@@ -48,15 +48,17 @@ export function fiatText(amount: number, currency: string): string {
 }
 
 /**
- * An integer query value: a decimal string becomes a number; anything else (absent, empty, not a number,
- * out of range) is refused with a sentence that says so and names the bounds, not zod's "received NaN".
+ * An integer query value: a plain decimal string (no sign but "-", no spaces or leading zeros) becomes a
+ * number; anything else (absent, empty, not a number, out of range) is refused with a sentence that says so and names the bounds, not zod's "received NaN".
  */
 export function QueryInt(min: number, max = Number.MAX_SAFE_INTEGER) {
   // One sentence for a non-number and a number out of range alike: it names the bounds.
   const expected = max === Number.MAX_SAFE_INTEGER ? `Expected an integer of at least ${min}` : `Expected an integer from ${min} to ${max}`;
   return z.preprocess(
+    // Only a plain decimal integer is a number here: Number() would also take " 10", "+10", "010", "1e1"
+    // and "0x1", so one value would have many spellings (and caches and logs would tell them apart).
     // Past 2^53 the number would not be the one written: left a string, it is refused once as not a number.
-    (v) => (typeof v === 'string' && /^\s*-?\d+\s*$/.test(v) && Number.isSafeInteger(Number(v)) ? Number(v) : v),
+    (v) => (typeof v === 'string' && /^(0|-?[1-9]\d*)$/.test(v) && Number.isSafeInteger(Number(v)) ? Number(v) : v),
     z
       .number({ error: (i) => (i.input === undefined ? 'Field required' : expected) })
       .int()

@@ -41,8 +41,14 @@ export interface Opened {
   created?: CreatedPayment;
 }
 
-/** The 409 for a contact whose unpaid checkout of the plan cannot be replaced (on-chain, NWC, a resume). */
-export const UNPAID_CHECKOUT = 'This contact has an unpaid checkout of this plan, open until it is paid or expires (within 24 hours of its start)';
+/**
+ * The 409 for a contact that already has a live subscription of the plan: paid, or an unpaid checkout that
+ * cannot be replaced (on-chain, NWC, a resume). One sentence for both: anyone can type someone's address,
+ * and a detail that differed would tell them whether that person has paid. It helps the honest subscriber
+ * either way.
+ */
+const ALREADY_SUBSCRIBED =
+  "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
 
 /**
  * A contact whose checkout was not paid may try again: their pending subscription of the plan on the same
@@ -62,9 +68,8 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput, switchMeth
   if (sub?.status !== 'pending') return undefined;
   if (sub.payment_method !== input.payment_method) {
     if (!switchMethod) return undefined;
-    // Not "already has a subscription": nothing is paid, and no message with a portal link was sent yet.
     const switched = await switchedCheckout(d, input, sub);
-    if (!switched) throw conflict(UNPAID_CHECKOUT);
+    if (!switched) throw conflict(ALREADY_SUBSCRIBED);
     return switched;
   }
   const now = unixSeconds(d.clock);
@@ -97,7 +102,7 @@ async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Pr
   const ref = { wallet_id: sub.wallet_id, subscription_id: sub.id };
   await callMessage(d.bus, messages.expireOpenPayments, ref);
   const paid = (await callMessage(d.bus, messages.listSubscriptionPayments, { ...ref, limit: 200, offset: 0 })).items.some((p) => p.status === 'paid');
-  if (paid) throw conflict('This contact already has a subscription to this plan');
+  if (paid) throw conflict(ALREADY_SUBSCRIBED);
   await d.db.tx(async (tx) => {
     const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
     if (cur?.status !== 'pending' || cur.payment_method !== sub.payment_method) return;
@@ -240,7 +245,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       // The same request running twice at once (a retry after the gateway's lease): the first one's answer.
       const same = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
       if (same) return { sub: same.sub, subscriberCreated: false, same };
-      throw conflict('This contact already has a subscription to this plan');
+      throw conflict(ALREADY_SUBSCRIBED);
     });
   if (opened.same) return opened.same;
   const { sub, subscriberCreated } = opened;

@@ -200,6 +200,28 @@ describe('lifecycle details', () => {
     );
   });
 
+  it('no path moves a period end past 9999-12-31: a renewal, a first payment or a trial that would end later ends there (found from outside)', () => {
+    // Extended to late 9999, then its renewal (issued before the extend) paid: the rest of 9999, not year 10000.
+    const late = transition(sub('active', { current_period_end: LATEST_TIME - 20 * DAY }), { type: 'extend', days: 10 }, now).next;
+    const renewed = transition(late, EVENTS.renewal_payment!, now).next;
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: LATEST_TIME - 10 * DAY, current_period_end: LATEST_TIME });
+    // A checkout extended there, then paid; a payment after payment_failed keeping days that reach there.
+    const checkout = sub('pending', { period_index: 0, current_period_start: T0, current_period_end: LATEST_TIME - 5 * DAY, pending_since: T0 });
+    expect(transition(checkout, { type: 'first_payment', paid_at: T0 + 50 }, now).next.current_period_end).toBe(LATEST_TIME);
+    const failed = sub('payment_failed', { current_period_end: LATEST_TIME - 5 * DAY });
+    expect(transition(failed, { type: 'renewal_payment', paid_at: now }, now).next.current_period_end).toBe(LATEST_TIME);
+    // Resumed after the period ended (pending), then paid: the same rule.
+    const resumed = transition(sub('paused', { current_period_end: LATEST_TIME - 40 * DAY }), { type: 'resume' }, LATEST_TIME - 20 * DAY).next;
+    expect(resumed.status).toBe('pending');
+    expect(transition(resumed, { type: 'renewal_payment', paid_at: LATEST_TIME - 20 * DAY }, now).next.current_period_end).toBe(LATEST_TIME);
+    expect(startSubscription({ interval: 'monthly', trial_days: 30, grace_period_days: 0 }, LATEST_TIME - DAY)).toMatchObject({
+      trial_end: LATEST_TIME,
+      current_period_end: LATEST_TIME,
+    });
+    // Inside the calendar nothing changes.
+    expect(periodEnd(LATEST_TIME - 40 * DAY, 1, 'monthly')).toBeLessThan(LATEST_TIME);
+  });
+
   it('days an extend added before a new period starts are kept on it (pending checkout, payment_failed)', () => {
     const checkout = sub('pending', { period_index: 0, current_period_end: T0, pending_since: T0 });
     const extended = transition(checkout, { type: 'extend', days: 10 }, now).next;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
 import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
-import { periodEnd } from '../src/domain/periods.js';
+import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 import {
   carryOpenRenewal,
   dueNow,
@@ -366,6 +366,18 @@ describe('what is due (domain/schedule.ts), row by row', () => {
       expect(dueNow(s, END, POLICY)).not.toHaveProperty('wallet_failed');
       expect(dueNow(s, END, POLICY)).not.toHaveProperty('after_trial');
     }
+  });
+
+  it('a period after which no whole one fits before 9999-12-31 is the last: no renewal, reminder or wallet charge, nothing due', () => {
+    const latest = LATEST_TIME - 20 * DAY; // a month from it is in year 10000
+    for (const payment_method of ['lightning', 'nwc'] as const) {
+      const last = sub('active', { current_period_end: latest, payment_method });
+      for (const at of [latest - 7 * DAY, latest - DAY, latest, latest + DAY]) expect(dueNow(last, at, POLICY).kind, `${payment_method} ${at}`).toBe('none');
+      expect(nextDueAt(last, latest - 7 * DAY, POLICY)).toBeNull();
+    }
+    // The period before it still renews, as any other: its whole next period ends within 9999.
+    const before = sub('active', { current_period_end: LATEST_TIME - 40 * DAY, interval: 'weekly' });
+    expect(dueNow(before, LATEST_TIME - 40 * DAY - DAY, POLICY).kind).toBe('renewal_payment');
   });
 
   it('nextDueAt is the first time something is due, and nothing is due before it', () => {

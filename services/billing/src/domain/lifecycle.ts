@@ -1,6 +1,6 @@
 import type { EventName, Interval, SubscriptionStatus } from '@sb/contracts';
 import { conflict, invalidFields } from './errors.js';
-import { DAY_SECONDS, graceEnd, LATEST_TIME, periodEnd } from './periods.js';
+import { DAY_SECONDS, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
 
 /** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
 export interface SubState {
@@ -164,6 +164,26 @@ export function transition(s: SubState, e: LifecycleEvent, now: number): Transit
   return { next: { ...s, ...apply(s, e, now) }, event: rule.emit };
 }
 
+/**
+ * The notice switches asked for a subscription, or 409 when it has ended: an ended one gets no renewal and
+ * no payment applies to it, so it is sent neither reminders nor confirmations (cancellation notices go
+ * regardless), and a changed switch would claim a choice that does nothing. Switches sent as they are
+ * change nothing and pass (an owner's PUT that echoes the subscription to change its metadata).
+ */
+export function noticeSwitches(
+  s: Pick<SubState, 'status'> & Record<NoticeSwitch, boolean>,
+  asked: Partial<Record<NoticeSwitch, boolean | undefined>>,
+): Record<NoticeSwitch, boolean> {
+  const next = {
+    receive_reminders: asked.receive_reminders ?? s.receive_reminders,
+    receive_confirmations: asked.receive_confirmations ?? s.receive_confirmations,
+  };
+  const changed = next.receive_reminders !== s.receive_reminders || next.receive_confirmations !== s.receive_confirmations;
+  if (changed && TERMINAL.includes(s.status)) throw conflict(`This subscription has ended (${s.status}): it gets no more reminders or confirmations`);
+  return next;
+}
+type NoticeSwitch = 'receive_reminders' | 'receive_confirmations';
+
 /** Cancel reasons this service writes itself; anything else is the owner's note for their own records. */
 const SERVICE_REASONS: ReadonlySet<string> = new Set(['cancelled by subscriber', 'plan archived']);
 
@@ -193,7 +213,7 @@ export function accessUntil(s: Pick<SubState, 'status' | 'current_period_end' | 
 export function startSubscription(plan: { interval: Interval; trial_days: number; grace_period_days: number }, now: number): SubState {
   const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null, pending_since: null };
   if (plan.trial_days > 0) {
-    const trialEnd = now + plan.trial_days * DAY_SECONDS;
+    const trialEnd = notPastLatest(now, plan.trial_days * DAY_SECONDS);
     return {
       ...base,
       status: 'active',

@@ -22,12 +22,8 @@ function daysInMonth(year: number, month0: number): number {
   return new Date(Date.UTC(year, month0 + 1, 0)).getUTCDate();
 }
 
-/**
- * The end of the `n`-th period counted from `anchor` (Unix seconds, UTC). Months keep the anchor's day,
- * clamped to the month's last day, always computed from the anchor so 31 Jan -> 28/29 Feb -> 31 Mar;
- * years keep the date (29 Feb -> 28 Feb in other years). Time of day is kept.
- */
-export function periodEnd(anchor: number, n: number, interval: Interval): number {
+/** The end of the `n`-th whole period from `anchor`, wherever it falls (see periodEnd). */
+function wholePeriodEnd(anchor: number, n: number, interval: Interval): number {
   if (interval === 'weekly') return anchor + n * 7 * DAY;
   const a = new Date(anchor * 1000);
   const months = interval === 'monthly' ? n : 12 * n;
@@ -37,3 +33,23 @@ export function periodEnd(anchor: number, n: number, interval: Interval): number
   const day = Math.min(a.getUTCDate(), daysInMonth(year, month0));
   return Math.floor(Date.UTC(year, month0, day, a.getUTCHours(), a.getUTCMinutes(), a.getUTCSeconds()) / 1000);
 }
+
+/**
+ * The end of the `n`-th period counted from `anchor` (Unix seconds, UTC). Months keep the anchor's day,
+ * clamped to the month's last day, always computed from the anchor so 31 Jan -> 28/29 Feb -> 31 Mar;
+ * years keep the date (29 Feb -> 28 Feb in other years). Time of day is kept. Never after LATEST_TIME:
+ * a payment already made for a period that would end later (issued before an extend moved the end to
+ * late 9999, or a checkout extended there) still buys one, and it ends at LATEST_TIME.
+ */
+export function periodEnd(anchor: number, n: number, interval: Interval): number {
+  return Math.min(wholePeriodEnd(anchor, n, interval), LATEST_TIME);
+}
+
+/** A time moved forward by `seconds`, never past LATEST_TIME (a trial's end, say). */
+export const notPastLatest = (t: number, seconds: number) => Math.min(t + seconds, LATEST_TIME);
+
+/**
+ * Whether a whole period of `interval` still fits after one ending at `end`. When it does not, the period
+ * is the last one: no renewal is sold for the few days left before LATEST_TIME at a whole period's price.
+ */
+export const hasNextPeriod = (end: number, interval: Interval) => wholePeriodEnd(end, 1, interval) <= LATEST_TIME;

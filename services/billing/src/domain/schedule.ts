@@ -1,6 +1,6 @@
 import type { Interval, PaymentMethod, SubscriptionStatus } from '@sb/contracts';
 import type { LifecycleEvent } from './lifecycle.js';
-import { DAY_SECONDS, graceEnd, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
+import { DAY_SECONDS, graceEnd, hasNextPeriod, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
 
 /** What the time-driven rules read of a subscription: its lifecycle fields and the renewal bookkeeping. */
 export interface ScheduleView {
@@ -129,6 +129,9 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   }
   if (s.status !== 'active' && s.status !== 'past_due' && s.status !== 'payment_failed') return NONE;
   const end = s.current_period_end;
+  // The calendar's last period (see hasNextPeriod): no renewal, reminder or wallet charge for a period
+  // that cannot be whole; it runs to its end, and past LATEST_TIME there are no dates this service keeps.
+  if (s.status === 'active' && !hasNextPeriod(end, s.interval)) return NONE;
   const issued = s.renewal_for === end;
   // Once the wallet's retries are over (payment_failed) the subscriber pays by invoice, like everyone else.
   if (autoPays(s) && s.status !== 'payment_failed') {

@@ -1,7 +1,7 @@
 import { callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, notificationMessages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { accessUntil, RENEWABLE, reasonForSubscriber, TERMINAL } from '../domain/lifecycle.js';
+import { accessUntil, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
 import { renewableUntil, walletReconnected } from '../domain/schedule.js';
@@ -60,17 +60,7 @@ export const portalUpdate = (d: Deps) =>
       const s = await subscriberOf(d, tx, req);
       const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
       if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
-      // An ended subscription is sent neither (no renewal, no payment applies to it; cancellation notices
-      // go regardless): a switch there would claim a choice that does nothing.
-      if (TERMINAL.includes(sub.status)) throw conflict(`This subscription has ended (${sub.status}): it gets no more reminders or confirmations`);
-      const { receive_reminders, receive_confirmations } = req.body;
-      return saveSettings(
-        d,
-        tx,
-        sub,
-        { receive_reminders: receive_reminders ?? sub.receive_reminders, receive_confirmations: receive_confirmations ?? sub.receive_confirmations },
-        unixSeconds(d.clock),
-      );
+      return saveSettings(d, tx, sub, noticeSwitches(sub, req.body), unixSeconds(d.clock));
     });
     const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
     return portalItem(d, saved, plan?.name ?? '', unixSeconds(d.clock));
