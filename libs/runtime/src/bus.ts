@@ -64,6 +64,8 @@ export class BusClient {
     private readonly settings: string | NatsSettings,
     private readonly timeoutMs: number,
     private readonly name = 'gateway',
+    /** Where the reply inbox says it is being made again. */
+    private readonly log?: Pick<Logger, 'warn' | 'info'>,
   ) {}
 
   /**
@@ -80,7 +82,7 @@ export class BusClient {
       (nc) => {
         this.connecting = undefined;
         if (this.closed) return nc.close().then(() => Promise.reject(new Error('bus client closed')));
-        this.conn = { nc, inbox: new ReplyInbox(nc, natsOptions(this.settings, this.name).inboxPrefix) };
+        this.conn = { nc, inbox: new ReplyInbox(nc, natsOptions(this.settings, this.name).inboxPrefix, this.log) };
         // Should it ever fail, requests go on with their timeouts, as before it.
         this.watch(nc).catch(() => undefined);
         return this.conn;
@@ -116,6 +118,7 @@ export class BusClient {
     const until = Date.now() + this.timeoutMs;
     while ((this.conn?.inbox.pending ?? 0) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     const nc = this.conn?.nc;
+    this.conn?.inbox.close();
     this.conn = undefined;
     await nc?.drain().catch(() => nc.close());
   }

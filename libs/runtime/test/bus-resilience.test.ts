@@ -163,6 +163,36 @@ describe("a service's bus answers", () => {
   }, 60_000);
 });
 
+describe("a bus client's reply inbox", () => {
+  it('is subscribed again after the server refused it on a permissions reload: requests work again without a restart', async () => {
+    const nats = await natsWithUsers([asker, answerer(['res.>'])]);
+    const { log } = recorder();
+    const server = createBusServer({ NATS_URL: nats.url, NATS_USER: 'answerer', NATS_PASSWORD: 'answererpw' }, 'answerer');
+    registerHandlers(server, [echo], log);
+    stops.push(() => server.close());
+    await server.listen();
+    const client = new BusClient({ NATS_URL: nats.url, NATS_USER: 'asker', NATS_PASSWORD: 'askerpw' }, 1_000, 'asker');
+    stops.push(() => client.close());
+    expect(await client.request('res.echo', { say: 'one' })).toEqual({ ok: true, data: { said: 'one' } });
+
+    // The asker may no longer read its inbox: the server drops the subscription.
+    nats.reload([{ ...asker, subscribe: ['nothing.here'] }, answerer(['res.>'])]);
+    expect(
+      await eventually(
+        () =>
+          client.request('res.echo', { say: 'two' }).then(
+            () => undefined,
+            () => true,
+          ),
+        5_000,
+      ),
+    ).toBe(true);
+
+    nats.reload([asker, answerer(['res.>'])]);
+    expect(await eventually(() => client.request('res.echo', { say: 'three' }), 15_000)).toEqual({ ok: true, data: { said: 'three' } });
+  }, 60_000);
+});
+
 describe('the gateway started with an auth.conf older than its code', () => {
   it('is not ready while it cannot listen to gateway.internal.wallet_name, says so once, and answers once the config is reloaded', async () => {
     const database = await createDatabase('sb_busperm');

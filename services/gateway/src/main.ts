@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   });
   let migrated = false;
 
-  const bus = new BusClient(config, config.BUS_TIMEOUT_MS);
+  const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'gateway', log);
   // The gateway starts even while NATS is away: requests answer 503 until it is back.
   await bus.connect().catch((err) => log.warn({ err: String(err) }, 'NATS not reachable yet'));
 
