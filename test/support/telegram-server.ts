@@ -34,6 +34,8 @@ export interface TelegramServer {
   webhookSet: Set<string>;
   /** Every getUpdates call: the bot's token and the offset asked for. */
   polls: { token: string; offset: number }[];
+  /** Calls per Bot API method (getMe, getUpdates, ...), answered or refused. */
+  methodCalls: Map<string, number>;
   stop(): Promise<void>;
 }
 
@@ -54,6 +56,7 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
   const updates = new Map<string, Array<{ update_id: number; message: unknown }>>();
   const webhookSet = new Set<string>();
   const polls: TelegramServer['polls'] = [];
+  const methodCalls = new Map<string, number>();
   const pushUpdate = (token: string, update: { update_id: number; message?: unknown }) => {
     const queue = updates.get(token) ?? [];
     updates.set(token, queue);
@@ -85,6 +88,7 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
       const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? '');
       if (!m) return fail(404, 'Not Found');
       const [, token, method] = m as unknown as [string, string, string];
+      methodCalls.set(method, (methodCalls.get(method) ?? 0) + 1);
       if (!tokens.includes(token)) return fail(401, 'Unauthorized');
       const botId = Number(token.split(':')[0]);
       if (method === 'getMe') return answer(200, { ok: true, result: { id: botId, is_bot: true, first_name: 'Test bot', username: `shop${botId}_bot` } });
@@ -178,6 +182,7 @@ export async function startTelegramServer(tokens: string[]): Promise<TelegramSer
     pushUpdate,
     webhookSet,
     polls,
+    methodCalls,
     stop: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

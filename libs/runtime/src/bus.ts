@@ -1,10 +1,11 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
-import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { errors, headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { BusReply, type z } from '@sb/contracts';
 import { isDbUnavailable } from './db.js';
 import { BusUnavailableError, DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
+import { Listener } from './listener.js';
 import { connectNats, connectNatsWhenReachable, natsOptions, natsReachable, type NatsSettings } from './nats.js';
 import { ReplyInbox } from './reply-inbox.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
@@ -63,6 +64,8 @@ export class BusClient {
     private readonly settings: string | NatsSettings,
     private readonly timeoutMs: number,
     private readonly name = 'gateway',
+    /** Where the reply inbox says it is being made again. */
+    private readonly log?: Pick<Logger, 'warn' | 'info'>,
   ) {}
 
   /**
@@ -79,7 +82,7 @@ export class BusClient {
       (nc) => {
         this.connecting = undefined;
         if (this.closed) return nc.close().then(() => Promise.reject(new Error('bus client closed')));
-        this.conn = { nc, inbox: new ReplyInbox(nc, natsOptions(this.settings, this.name).inboxPrefix) };
+        this.conn = { nc, inbox: new ReplyInbox(nc, natsOptions(this.settings, this.name).inboxPrefix, this.log) };
         // Should it ever fail, requests go on with their timeouts, as before it.
         this.watch(nc).catch(() => undefined);
         return this.conn;
@@ -115,6 +118,7 @@ export class BusClient {
     const until = Date.now() + this.timeoutMs;
     while ((this.conn?.inbox.pending ?? 0) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     const nc = this.conn?.nc;
+    this.conn?.inbox.close();
     this.conn = undefined;
     await nc?.drain().catch(() => nc.close());
   }
@@ -196,8 +200,12 @@ const SUB_DRAIN_MAX_MS = 2_000;
  */
 export class BusServer {
   private nc: NatsConnection | undefined;
-  private subs: Subscription[] = [];
+  private readonly subs = new Map<Handler, Subscription>();
   private readonly routes: { handler: Handler; log: Logger }[] = [];
+  private listener: Listener | undefined;
+  /** Why a subscription of the current try was refused (the server answers before the flush returns). */
+  private refused: Error | undefined;
+  private closing = false;
   inFlight = 0;
 
   constructor(
@@ -208,13 +216,23 @@ export class BusServer {
   /** Adds a handler; handlers are subscribed by `listen`. */
   add(handler: Handler, log: Logger): void {
     this.routes.push({ handler, log });
-    if (this.nc) this.subscribe(this.nc, handler, log);
+    if (this.nc && this.listener?.up) this.subscribe(this.nc, handler, log);
   }
 
-  /** Connects and subscribes; resolves (and calls `callback`) once the server has the subscriptions. */
+  /** True while every handler's subscription is in place (what /readyz reports). */
+  get listening(): boolean {
+    return !!this.listener?.up && !!this.nc && !this.nc.isClosed();
+  }
+
+  /**
+   * Connects and subscribes; resolves (and calls `callback`) once the server has the subscriptions.
+   * Until then it keeps trying, whatever the failure (NATS not up, a refused login, a subject its
+   * permissions do not allow yet), and a subscription the server drops or refuses later is made again
+   * the same way: a service whose auth.conf was older than its code answers once the config is reloaded.
+   */
   async listen(callback?: (err?: unknown) => void): Promise<void> {
     try {
-      await this.attach(await connectNats(this.conn, this.queue));
+      await this.start();
     } catch (err) {
       callback?.(err);
       if (callback) return;
@@ -223,51 +241,82 @@ export class BusServer {
     callback?.();
   }
 
-  /** `listen` for a process that starts without NATS (the gateway): waits for it, then subscribes. */
-  async listenWhenReachable(log: Logger): Promise<void> {
-    await this.attach(await connectNatsWhenReachable(this.conn, this.queue, log));
+  private async start(): Promise<void> {
+    const log = this.routes[0]?.log;
+    this.nc ??= await connectNatsWhenReachable(this.conn, this.queue, log ?? { warn: () => undefined });
+    const nc = this.nc;
+    void this.watchStatus(nc, log);
+    this.listener ??= new Listener(`bus answers of ${this.queue}`, () => this.subscribeAll(nc), {
+      log,
+      details: { subjects: this.routes.map((r) => r.handler.subject) },
+    });
+    await this.listener.run();
   }
 
-  private async attach(nc: NatsConnection): Promise<void> {
-    this.nc = nc;
-    for (const { handler, log } of this.routes) this.subscribe(nc, handler, log);
-    const log = this.routes[0]?.log;
-    if (log) void this.logStatus(nc, log);
-    // A request that arrives right after the service says it is ready must find its subscription.
+  /** One try: every handler without its subscription subscribed, confirmed by a round trip. */
+  private async subscribeAll(nc: NatsConnection): Promise<void> {
+    if (this.closing) return;
+    this.refused = undefined;
+    for (const { handler, log } of this.routes) if (!this.subs.has(handler)) this.subscribe(nc, handler, log);
+    // A request that arrives right after the service says it is ready must find its subscription; a
+    // subscription the server refuses is answered with an error before this round trip returns.
     await nc.flush();
+    if (this.refused) throw this.refused;
   }
 
   private subscribe(nc: NatsConnection, h: Handler, log: Logger): void {
     const sub = nc.subscribe(h.subject, {
       queue: this.queue,
       callback: (err, msg) => {
-        if (err) return void log.warn({ err: err.message, subject: h.subject }, 'bus subscription error');
+        if (err) return void this.refuse(h, sub, err);
         this.inFlight++;
         answer(h, msg, log)
           .catch((e) => log.error({ err: e, subject: h.subject }, 'bus request not answered'))
           .finally(() => this.inFlight--);
       },
     });
-    this.subs.push(sub);
+    this.subs.set(h, sub);
   }
 
-  /** Disconnections and reconnections of the server's connection, in the service's log. */
-  private async logStatus(nc: NatsConnection, log: Logger): Promise<void> {
+  /** The server refused a subscription (nats.js closes it): made again by the listener. */
+  private refuse(h: Handler, sub: Subscription, err: Error): void {
+    if (this.subs.get(h) === sub) this.subs.delete(h);
+    this.refused = err;
+    if (!this.closing) this.listener?.lost(err);
+  }
+
+  /**
+   * Disconnections and reconnections of the server's connection, in the service's log; and the
+   * subscriptions the server drops when a reload takes their permission away. Its error names the
+   * subject but not the queue group, so nats.js leaves a queue subscription open (and deaf): closed here.
+   */
+  private async watchStatus(nc: NatsConnection, log: Logger | undefined): Promise<void> {
     for await (const s of nc.status()) {
-      if (s.type === 'disconnect') log.warn({ server: s.server }, 'NATS disconnected');
-      else if (s.type === 'reconnect') log.info({ server: s.server }, 'NATS reconnected');
-      else if (s.type === 'error') log.error({ err: String(s.error) }, 'NATS error');
+      if (s.type === 'disconnect') log?.warn({ server: s.server }, 'NATS disconnected');
+      else if (s.type === 'reconnect') log?.info({ server: s.server }, 'NATS reconnected');
+      else if (s.type === 'error') {
+        log?.error({ err: String(s.error) }, 'NATS error');
+        const e = s.error;
+        if (!(e instanceof errors.PermissionViolationError) || e.operation !== 'subscription') continue;
+        for (const [h, sub] of this.subs) {
+          if (h.subject !== e.subject) continue;
+          sub.unsubscribe();
+          this.refuse(h, sub, e);
+        }
+      }
     }
   }
 
   async close(): Promise<void> {
+    this.closing = true;
+    this.listener?.stop();
     const nc = this.nc;
     if (!nc) return;
     // Drained, not dropped: a request the server sent before it saw the unsubscribe is still answered.
     // Bounded: with NATS away the drain's flush would wait for its return.
-    const drained = Promise.all(this.subs.map((sub) => sub.drain().catch(() => undefined)));
+    const drained = Promise.all([...this.subs.values()].map((sub) => sub.drain().catch(() => undefined)));
     await Promise.race([drained, new Promise((r) => setTimeout(r, SUB_DRAIN_MAX_MS).unref())]);
-    this.subs = [];
+    this.subs.clear();
     const until = Date.now() + DRAIN_MAX_MS;
     while (this.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     this.nc = undefined;

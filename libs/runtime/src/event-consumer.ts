@@ -5,6 +5,7 @@ import { EVENTS_STREAM, EventEnvelope } from '@sb/contracts';
 import { isDbUnavailable, lockUntilCommit, type Db } from './db.js';
 import type { Logger } from './logger.js';
 import { ensureEventsStream } from './outbox.js';
+import { keepTrying } from './listener.js';
 import { Poller } from './poller.js';
 import { consumeInTrace } from './telemetry.js';
 
@@ -118,26 +119,15 @@ export class DurableEventConsumer {
   }
 
   async start(): Promise<void> {
-    const { durable, filterSubject, log, db, schema } = this.o;
+    const { durable, log, db, schema } = this.o;
     await db.tx(async (tx) => {
       // Replicas start together: one creates the table, the others wait for it.
       await lockUntilCommit(tx, `${schema}.dead_letters`);
       await tx.query(deadLetterTableSql(schema));
     });
-    await ensureEventsStream(this.nc);
-    const jsm = await jetstreamManager(this.nc);
-    await jsm.consumers
-      .add(EVENTS_STREAM, {
-        durable_name: durable,
-        filter_subject: filterSubject,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: 30_000_000_000,
-      })
-      .catch(async (err) => {
-        if (!(await jsm.consumers.info(EVENTS_STREAM, durable).catch(() => null))) throw err;
-      });
-    const consumer = await jetstream(this.nc).consumers.get(EVENTS_STREAM, durable);
+    // The stream may not be there yet, or the server may refuse the consumer until its auth.conf is
+    // reloaded: the service waits for it (not ready meanwhile) rather than exiting.
+    const consumer = await keepTrying(`event consumer ${durable} not set up`, () => this.consumer(), { log, details: { consumer: durable } });
     const limit = Math.max(1, this.o.concurrency ?? 1);
     // Enough pulled ahead to keep `limit` events under way.
     this.messages = await consumer.consume({ max_messages: Math.max(50, limit) });
@@ -158,6 +148,24 @@ export class DurableEventConsumer {
     })();
     this.replays = new Poller(`${durable}-replays`, this.o.replayPollMs ?? 2000, () => this.replayRequested(), log);
     this.replays.start();
+  }
+
+  private async consumer() {
+    const { durable, filterSubject } = this.o;
+    await ensureEventsStream(this.nc);
+    const jsm = await jetstreamManager(this.nc);
+    await jsm.consumers
+      .add(EVENTS_STREAM, {
+        durable_name: durable,
+        filter_subject: filterSubject,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: 30_000_000_000,
+      })
+      .catch(async (err) => {
+        if (!(await jsm.consumers.info(EVENTS_STREAM, durable).catch(() => null))) throw err;
+      });
+    return jetstream(this.nc).consumers.get(EVENTS_STREAM, durable);
   }
 
   private async deliver(m: JsMsg): Promise<void> {

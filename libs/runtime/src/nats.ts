@@ -4,6 +4,7 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { DEV_CLOCK_BUCKET, inboxPrefix } from '@sb/contracts';
 import type { Logger } from './logger.js';
 import type { Clock } from './clock.js';
+import { keepTrying } from './listener.js';
 
 export type { NatsConnection };
 
@@ -29,6 +30,9 @@ export function natsOptions(conn: string | NatsSettings, name: string): Connecti
       .filter(Boolean),
     name,
     maxReconnectAttempts: -1,
+    // Reconnecting goes on through refused logins too (nats.js stops after two in a row): the server's
+    // users may be reloaded after the services' Secret changed, and the service then comes back by itself.
+    ignoreAuthErrorAbort: true,
     reconnectTimeWait: 250,
     // No stack trace captured per request (an Error object each): a timeout or no-responders error still says which subject.
     noAsyncTraces: true,
@@ -44,38 +48,36 @@ export async function connectNats(conn: string | NatsSettings, name: string): Pr
   return nc;
 }
 
-/** Network errors of a server not (yet) listening or not (yet) in DNS. */
-const NOT_UP = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH']);
-
 /**
- * Nobody answers at the address (yet): a server still starting, or its DNS name not there yet. nats.js
- * wraps its own setting errors in the same ConnectionError (an unreadable NATS_TLS_CA_FILE): those are
- * told apart by their cause.
+ * Errors of a setting (an unreadable NATS_TLS_CA_FILE, a malformed NATS_URL, TLS asked of a server
+ * without it or the other way round): only a new setting and a restart change them.
  */
-function natsUnreachable(err: unknown): boolean {
+const SETTING = new Set(['ENOENT', 'EACCES', 'EISDIR', 'ERR_INVALID_URL']);
+
+function natsSettingError(err: unknown): boolean {
   const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
   const code = e?.code ?? e?.cause?.code;
-  if (typeof code === 'string') return NOT_UP.has(code);
-  return err instanceof errors.ConnectionError && /refused|timeout/i.test((err as Error).message);
+  if (typeof code === 'string' && SETTING.has(code)) return true;
+  if (err instanceof errors.ConnectionError && /\btls\b/i.test(err.message)) return true;
+  return err instanceof errors.InvalidArgumentError || err instanceof TypeError;
 }
 
 /**
- * `connectNats` for a service's start: while no NATS server answers (it starts after the services, as on
- * Kubernetes) the service waits, saying where it looks, with a backoff of `retryMs` doubling to 30 s. A
- * refused login or a malformed address is a setting to fix: thrown at once.
+ * `connectNats` for a service's start: while no NATS server lets it in the service waits, saying where it
+ * looks, with a backoff of `retryMs` doubling to 30 s. Not only while nobody answers (the server starts
+ * after the services, as on Kubernetes): a refused login too, which a reload of the server's auth.conf
+ * (a rotated password rolled out in the wrong order) fixes without restarting the service. Each kind of
+ * failure is logged once. A local setting error (an unreadable CA file) is thrown at once.
  */
 export async function connectNatsWhenReachable(conn: string | NatsSettings, name: string, log: Pick<Logger, 'warn'>, retryMs = 1000): Promise<NatsConnection> {
   // Without credentials a URL may carry (nats://user:pass@host).
   const where = ([] as string[]).concat(natsOptions(conn, name).servers ?? []).map((u) => u.replace(/\/\/[^@/]*@/, '//'));
-  for (let wait = retryMs; ; wait = Math.min(wait * 2, 30_000)) {
-    try {
-      return await connectNats(conn, name);
-    } catch (err) {
-      if (!natsUnreachable(err)) throw err;
-      log.warn({ err: String(err), nats_servers: where, retry_in_ms: wait }, 'NATS not reachable yet; waiting for it');
-      await new Promise((r) => setTimeout(r, wait));
-    }
-  }
+  return keepTrying('NATS not reachable yet', () => connectNats(conn, name), {
+    log,
+    details: { nats_servers: where },
+    firstMs: retryMs,
+    fatal: natsSettingError,
+  });
 }
 
 /** The part of nats.js's protocol handler that `coalesceWrites` replaces (not in its public types). */

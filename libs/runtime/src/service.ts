@@ -1,4 +1,4 @@
-import { createBusServer, registerHandlers, type Handler } from './bus.js';
+import { createBusServer, registerHandlers, type BusServer, type Handler } from './bus.js';
 import { systemClock, type Clock } from './clock.js';
 import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
 import { createLogger, type Logger } from './logger.js';
@@ -64,11 +64,13 @@ export async function runService<C extends BaseConfig>(opts: {
   // The ops endpoints come first: alive (/healthz) at once, ready (/readyz) only once the database
   // answered, the migrations ran and the service listens on the bus.
   let nc: NatsConnection | undefined;
+  let server: BusServer | undefined;
   let started = false;
   const registry = createMetricsRegistry(opts.name);
   const ops = await startOpsServer(opts.opsPort(config), registry, async () => ({
     database: await db.ping(),
-    bus: await natsReachable(nc),
+    // A subscription the server dropped or refused is being made again: not ready meanwhile.
+    bus: (await natsReachable(nc)) && !!server?.listening,
     started,
   }));
   const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
@@ -77,7 +79,7 @@ export async function runService<C extends BaseConfig>(opts: {
   const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
   const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
 
-  const server = createBusServer(config, opts.name);
+  server = createBusServer(config, opts.name);
   registerHandlers(server, parts.handlers, log);
   await server.listen();
   const relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
@@ -94,7 +96,7 @@ export async function runService<C extends BaseConfig>(opts: {
     log.info({ signal }, `${opts.name} stopping`);
     ops.close();
     // The requests being answered may call other services: the bus client of `parts` closes after them.
-    await server.close().catch(() => undefined);
+    await server!.close().catch(() => undefined);
     await parts.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
     await relay.stop();
     await nc!.drain().catch(() => undefined);

@@ -30,7 +30,8 @@ describe('a service starting before NATS', () => {
     const { lines, log } = recorder();
     const waiting = connectNatsWhenReachable(`nats://someone:s3cret@127.0.0.1:${port}`, 'test', log, 100);
     await new Promise((r) => setTimeout(r, 700));
-    expect(lines.length).toBeGreaterThanOrEqual(2);
+    // Several tries by now (0.1 s doubling), one line: a failure is logged once per kind, not per try.
+    expect(lines).toHaveLength(1);
     expect(lines[0]).toContain('NATS not reachable yet');
     expect(lines[0]).toContain(`nats://127.0.0.1:${port}`);
     expect(lines.join('\n')).not.toContain('s3cret');
@@ -66,20 +67,6 @@ describe('a service starting before NATS', () => {
       if (!ready) await new Promise((r) => setTimeout(r, 200));
     }
     expect(ready, svc.lines.join('\n')).toBe(true);
-  });
-
-  it('a refused login is a setting to fix: thrown at once, not waited on', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sb-nats-auth-'));
-    dirs.push(dir);
-    const nats = await startNats(dir, { secure: true });
-    stops.push(nats.stop);
-    const { lines, log } = recorder();
-    const err = await connectNatsWhenReachable({ NATS_URL: nats.url, NATS_USER: 'billing', NATS_PASSWORD: 'wrong' }, 'test', log, 100).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(String(err)).toMatch(/Authorization/i);
-    expect(lines).toEqual([]);
   });
 
   it('a CA file that cannot be read is a setting to fix too (found in review: waited for ever)', async () => {

@@ -21,7 +21,7 @@ main('billing', () =>
     opsPort: (c) => c.BILLING_OPS_PORT,
     async setup({ config, log, db, nc, clock, devClock, registry }) {
       const policy = { dunning_days: config.DUNNING_DAYS };
-      const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client');
+      const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client', log);
       const deps: Deps = {
         methods: paymentMethodsOf(bus, config.PAYMENT_METHODS_TTL_MS),
         db,

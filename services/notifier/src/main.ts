@@ -22,7 +22,7 @@ main('notifier', () =>
     loadConfig: loadNotifierConfig,
     opsPort: (c) => c.NOTIFIER_OPS_PORT,
     async setup({ config, log, db, nc, clock, registry }) {
-      const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client');
+      const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client', log);
       const deps: Deps = {
         db,
         clock,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
 import { loadRow, openSecrets, sendVia } from './channels/index.js';
-import { type BotFailure, botIdentity, botIdOf, botUpdates, sendMessenger, tokenHashOf } from './channels/messenger.js';
+import { type BotFailure, botIdOf, botUpdates, forgetBotIdentity, knownBotIdentity, sendMessenger, tokenHashOf } from './channels/messenger.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
 import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
@@ -212,25 +212,26 @@ async function pollBot(d: Deps, botId: number, tokens: string[]): Promise<void> 
   for (const token of ordered) {
     const api = { apiUrl: d.channels.messengerApiUrl, token, timeoutMs: d.channels.timeoutMs };
     const hash = tokenHashOf(token);
-    let username = lease.username;
-    if (hash !== lease.token_hash || username === null) {
-      // A token is trusted for this bot id once Telegram says it is that bot's.
-      const me = await botIdentity(api);
-      if (!me.ok) {
-        failure = me;
-        if (me.code === 401 || me.code === 404) continue;
-        break;
-      }
-      if (me.id !== botId) {
-        failure = { ok: false, code: 401, why: 'the token belongs to another bot' };
-        continue;
-      }
-      username = me.username;
+    // A token is trusted for this bot id once Telegram says it is that bot's (asked once per token and
+    // day, not on every poll: a bot whose polls fail is polled every 30 s).
+    const me = await knownBotIdentity(api);
+    if (!me.ok) {
+      failure = me;
+      if (me.code === 401 || me.code === 404) continue;
+      break;
     }
+    if (me.id !== botId) {
+      failure = { ok: false, code: 401, why: 'the token belongs to another bot' };
+      continue;
+    }
+    const username = me.username ?? lease.username;
     const r = await botUpdates(api, lease.next_offset);
     if (!r.ok) {
       failure = r;
-      if (r.code === 401) continue;
+      if (r.code === 401) {
+        forgetBotIdentity(api);
+        continue;
+      }
       break;
     }
     if (!(await d.messenger.polled(d.db, botId, mark, { links: r.links, nextOffset: r.nextOffset, username, tokenHash: hash, now }))) return;

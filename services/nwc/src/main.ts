@@ -31,7 +31,7 @@ main('nwc', () =>
           replyTimeoutMs: config.NWC_REPLY_TIMEOUT_MS,
           relays: { allowPrivate: config.NWC_ALLOW_PRIVATE_RELAYS },
         }),
-        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'nwc-client'),
+        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'nwc-client', log),
         secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
       };
       await deps.bus.connect();

@@ -167,6 +167,32 @@ export async function botIdentity(o: BotApi): Promise<{ ok: true; id: number; us
   return { ok: true, id: r.result.id, username: typeof r.result.username === 'string' ? r.result.username : null };
 }
 
+/** How long a token's getMe answer is kept: a bot's id never changes for its token, its username seldom. */
+export const BOT_IDENTITY_TTL_MS = 24 * 3600_000;
+/** getMe's answers per API and token (by its hash, never the token itself). */
+const identities = new Map<string, { id: number; username: string | null; until: number }>();
+const identityKey = (o: BotApi) => `${o.apiUrl}|${tokenHashOf(o.token)}`;
+
+/**
+ * `botIdentity`, asked once per token and TTL: a bot whose polls fail (a webhook set, Telegram down)
+ * asked getMe again on every poll. A refused token is forgotten (`forgetBotIdentity`), so a token that
+ * works again is confirmed anew.
+ */
+export async function knownBotIdentity(o: BotApi): Promise<{ ok: true; id: number; username: string | null } | BotFailure> {
+  const key = identityKey(o);
+  const hit = identities.get(key);
+  if (hit && hit.until > Date.now()) return { ok: true, id: hit.id, username: hit.username };
+  const me = await botIdentity(o);
+  if (me.ok) identities.set(key, { id: me.id, username: me.username, until: Date.now() + BOT_IDENTITY_TTL_MS });
+  else if (me.code === 401 || me.code === 404) identities.delete(key);
+  return me;
+}
+
+/** Telegram refused the token (401): its identity is asked again next time. */
+export function forgetBotIdentity(o: BotApi): void {
+  identities.delete(identityKey(o));
+}
+
 /** The username a chat carries now (`getChat`): a username can pass to someone else. */
 export async function chatUsername(o: BotApi, chatId: number): Promise<{ ok: true; username: string | null } | BotFailure> {
   const r = await callBot<{ username?: unknown }>(o, 'getChat', { chat_id: chatId });
