@@ -551,6 +551,86 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('every portal call refused with 401 (the link replaced meanwhile) shows the bad-link view, not an inline error (review finding)', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    const email = 'replaced@example.com';
+    const auto = await plan({ name: 'Replaced auto', amount_sats: 1000, allow_nwc: true });
+    const manual = await plan({ name: 'Replaced manual', amount_sats: 1000 });
+    const first = await anon.post('/public/subscribe/nwc', { plan_id: auto.id, email, nwc_connection_string: wallet.connectionString() });
+    expect(first.status).toBe(201);
+    const unpaid = (await anon.post('/public/subscribe', { plan_id: manual.id, payment_method: 'lightning', email })).body;
+    const { rows } = await stack.db.query(
+      'SELECT s.id, s.token_hash FROM billing.subscribers s JOIN billing.subscriptions b ON b.subscriber_id = s.id WHERE b.id = $1',
+      [first.body.subscription_id],
+    );
+    const replace = (hash: string) => stack.db.query('UPDATE billing.subscribers SET token_hash = $2 WHERE id = $1', [rows[0].id, hash]);
+    /** Opens the portal with its link good, replaces the link, then does `act`: the page says the link does not work. */
+    const refusedOn = async (act: (page: Page) => Promise<void>, before?: (page: Page) => Promise<void>) => {
+      await replace(rows[0].token_hash);
+      const { page, problems } = await openPage(phone);
+      await before?.(page);
+      await page.goto(first.body.manage_url);
+      await page.locator('ul.wallets').waitFor();
+      await replace('replaced');
+      await act(page);
+      await page.getByRole('heading', { name: 'This link does not work' }).waitFor({ timeout: 20_000 });
+      expect(await page.title()).toBe('This link does not work');
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+      expect(problems.filter((m) => !/net::ERR_FAILED/.test(m))).toEqual([]);
+      await page.close();
+    };
+    const unpaidCard = (page: Page) => page.locator(`#sub-${unpaid.subscription_id}`);
+    // Cancel.
+    await refusedOn(async (page) => {
+      await unpaidCard(page).getByRole('button', { name: 'Cancel subscription to Replaced manual', exact: true }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    });
+    expect((await admin.get(`/subscriptions/${unpaid.subscription_id}`)).body.status).toBe('pending');
+    // Disconnect a wallet.
+    await refusedOn(async (page) => {
+      await page
+        .locator('ul.wallets > li')
+        .first()
+        .getByRole('button', { name: /^Disconnect/ })
+        .click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
+    });
+    // Connect a wallet (checked by the service first, which needs no link).
+    await refusedOn(async (page) => {
+      const form = page.locator('#connect-form');
+      await form.getByLabel('Wallet connection string').fill(wallet.connectionString());
+      await form.getByRole('button', { name: 'Connect wallet' }).click();
+    });
+    expect((await stack.db.query('SELECT count(*)::int AS n FROM nwc.connections WHERE subscription_id = $1', [first.body.subscription_id])).rows).toEqual([
+      { n: 1 },
+    ]);
+    // The payments, late: answered after the link was replaced.
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    await refusedOn(
+      async () => release(),
+      (page) =>
+        page.route('**/public/manage/payments?*', async (r) => {
+          await held;
+          await r.continue();
+        }),
+    );
+    // "Try again" of payments that failed.
+    await refusedOn(
+      async (page) => {
+        await page.unroute('**/public/manage/payments?*');
+        await page.getByRole('button', { name: 'Try again' }).click();
+      },
+      (page) => page.route('**/public/manage/payments?*', (r) => r.abort()),
+    );
+    // The open payment paid meanwhile: the card is redrawn from the subscriptions the link no longer gets.
+    await refusedOn(async (page) => {
+      await unpaidCard(page).getByRole('heading', { name: 'Payment due' }).waitFor();
+      await pay(unpaid.payment_id);
+    });
+  });
+
   it('the portal without its wallets: the rest works, an open payment paid elsewhere shows live, cancel by keyboard', async () => {
     const p = await plan({ name: 'Live', amount_sats: 1234 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'live@example.com' })).body;

@@ -94,7 +94,13 @@ function showNotice(text: string, focus = true): void {
   if (focus) notice.focus();
 }
 
+/** Set once the link was refused: the page shows the bad-link view for good. */
+let refused = false;
+
 function badLink(): void {
+  // Several calls under way may each be refused: the view is drawn (and focused) once.
+  if (refused) return;
+  refused = true;
   // Refused after the page showed (the link replaced meanwhile): nothing on it is followed any more.
   watched = new Map();
   drawing++;
@@ -106,6 +112,21 @@ function badLink(): void {
     h('p', {}, 'Use the link from your most recent message about your subscription, or ask the seller to send you a new one.'),
   );
   main.focus();
+}
+
+/**
+ * A call with the page's link. A 401 means the link was replaced by a newer one (or is wrong): whatever
+ * was asked, the page turns into the bad-link view here, in one place, and the call never settles, so no
+ * caller goes on to show it as an error of its own (the page it would write to is gone).
+ */
+async function portal<T>(method: string, path: string, body?: unknown): Promise<T> {
+  try {
+    return await api<T>(method, path, { token, body });
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) throw err;
+    badLink();
+    return new Promise<T>(() => undefined);
+  }
 }
 
 /**
@@ -181,13 +202,11 @@ function noticesSection(s: Sub): HTMLElement {
       box.disabled = true;
       status.textContent = 'Saving…';
       try {
-        const saved = await api<Sub>('PATCH', `/public/manage/subscription/${encodeURIComponent(s.id)}`, { token, body: { [n.field]: wanted } });
+        const saved = await portal<Sub>('PATCH', `/public/manage/subscription/${encodeURIComponent(s.id)}`, { [n.field]: wanted });
         s[n.field] = saved[n.field];
         box.checked = saved[n.field] !== false;
         status.textContent = `${n.name} for ${plan} are ${box.checked ? 'on' : 'off'}.`;
       } catch (err) {
-        // The link was replaced or revoked meanwhile: the same view as when it is refused on load.
-        if (err instanceof ApiError && err.status === 401) return badLink();
         // Billing may still save it: the switch shows what was asked, not a refusal that did not happen.
         if (unconfirmed(err)) return sayUnconfirmed(status, `${n.name} for ${plan}`);
         box.checked = !wanted;
@@ -273,7 +292,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
           cancel.disabled = true;
           try {
             // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
-            await api<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, { token });
+            await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`);
             await reload();
             showNotice(`${s.plan_name} is cancelled.${s.has_access ? ` Access continues until ${date(s.current_period_end)}.` : ''}`);
           } catch (err) {
@@ -399,7 +418,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
             if (!ok) return void b.focus();
             b.disabled = true;
             try {
-              const r = await api<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`, { token });
+              const r = await portal<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`);
               await reload();
               await walletsShown;
               showNotice(r.message);
@@ -483,10 +502,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
           input.focus();
           return;
         }
-        const r = await api<Wallet>('POST', '/public/manage/wallets', {
-          token,
-          body: { subscription_id: select.value, nwc_connection_string: input.value.trim() },
-        });
+        const r = await portal<Wallet>('POST', '/public/manage/wallets', { subscription_id: select.value, nwc_connection_string: input.value.trim() });
         const chosen = eligible.find((s) => s.id === select.value);
         const plan = chosen ? named(chosen) : 'your subscription';
         await reload();
@@ -512,7 +528,7 @@ const settle = <T>(p: Promise<T>): Promise<Outcome<T>> =>
   );
 
 function fetchWallets(): Promise<Outcome<Page<Wallet>>> {
-  return settle(api<Page<Wallet>>('GET', '/public/manage/wallets?limit=50', { token }));
+  return settle(portal<Page<Wallet>>('GET', '/public/manage/wallets?limit=50'));
 }
 
 /**
@@ -546,10 +562,7 @@ async function showWallets(holder: HTMLElement, request: Promise<Outcome<Page<Wa
 }
 
 function subscriptionsAndPayments(): Promise<[Page<Sub>, Page<Pay>]> {
-  return Promise.all([
-    api<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200', { token }),
-    api<Page<Pay>>('GET', '/public/manage/payments?limit=50', { token }),
-  ]);
+  return Promise.all([portal<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200'), portal<Page<Pay>>('GET', '/public/manage/payments?limit=50')]);
 }
 
 /** Each subscription's open payment: the newest pending one that can still be paid. */
@@ -630,8 +643,8 @@ async function load(): Promise<void> {
   const wallets = fetchWallets();
   // The payments come from another service than the subscriptions: a hung or failed payments service
   // must not keep the subscriber from their subscriptions (cancel, notices), only from its own part.
-  const paymentsRequest = settle(api<Page<Pay>>('GET', '/public/manage/payments?limit=50', { token }));
-  const subs = await api<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200', { token });
+  const paymentsRequest = settle(portal<Page<Pay>>('GET', '/public/manage/payments?limit=50'));
+  const subs = await portal<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200');
   const early = await Promise.race([paymentsRequest, sleep(PAYMENTS_WAIT_MS).then(() => undefined)]);
   const notice = document.getElementById('notice')?.textContent ?? '';
   const open = early && 'ok' in early ? openPayments(early.ok.items) : new Map<string, Pay>();
@@ -754,7 +767,8 @@ async function main(): Promise<void> {
   try {
     await load();
   } catch (err) {
-    if (err instanceof ApiError && (err.status === 401 || err.status === 422)) return badLink();
+    // A token of the wrong shape (a 401 was made the bad-link view by portal()).
+    if (err instanceof ApiError && err.status === 422) return badLink();
     document.title = 'Subscriptions unavailable';
     setMain(
       h('h1', {}, 'Your subscriptions could not be loaded'),
