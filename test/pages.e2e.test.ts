@@ -631,6 +631,83 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     });
   });
 
+  it('payments that fail or time out after the page showed: "Try again" by keyboard asks for them alone; the card keeps its messages and the focus (review finding)', async () => {
+    const p = await plan({ name: 'Retry', amount_sats: 1100 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'retry@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    // Longer than the page waits for them with the subscriptions: the late path.
+    await page.route('**/public/manage/payments?*', async (r) => {
+      await new Promise((done) => setTimeout(done, 3000));
+      await r.abort();
+    });
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const reminders = card.getByRole('checkbox', { name: /^Payment reminders/ });
+    const status = card.locator(`#notices-${sub.subscription_id}-status`);
+    await reminders.focus();
+    await page.keyboard.press('Space');
+    await expect.poll(() => status.textContent()).toBe('Reminders for Retry are off.');
+    await expect.poll(() => page.locator('#payments-error').textContent(), { timeout: 10_000 }).toMatch(/^Payments could not be loaded right now\./);
+    await page.unroute('**/public/manage/payments?*');
+    // By keyboard alone: from the switch, past the other switch and the cancel, to the retry.
+    for (let i = 0; i < 3; i++) await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.closest('#payments') && document.activeElement.textContent)).toBe('Try again');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('#payments .payment-row').count(), { timeout: 10_000 }).toBe(1);
+    expect(await page.locator('#announcer').textContent()).toBe('Loading your payments…');
+    // The payments came alone: the page was not drawn anew, the focus is on what came.
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('payments-heading');
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await status.textContent()).toBe('Reminders for Retry are off.');
+    expect(await reminders.isChecked()).toBe(false);
+    await check(
+      page,
+      problems.filter((m) => !/net::ERR_FAILED/.test(m)),
+      'portal-payments-retried',
+    );
+    await page.close();
+  });
+
+  it('a card keeps what it said when the payments arrive late and when its payment is made (review finding)', async () => {
+    const p = await plan({ name: 'Said', amount_sats: 1200 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'card-said@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    await page.route('**/public/manage/payments?*', async (r) => {
+      await held;
+      await r.continue();
+    });
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const confirmations = card.getByRole('checkbox', { name: /^Confirmations and receipts/ });
+    const notices = card.locator(`#notices-${sub.subscription_id}-status`);
+    const said = card.locator('p.status');
+    await expect.poll(() => page.locator('#payments').textContent()).toContain('Loading your payments…');
+    // A cancel that fails says so on the card; a switch saved says so too.
+    await page.route('**/public/manage/subscription/*/cancel', (r) => r.abort());
+    await card.getByRole('button', { name: 'Cancel subscription to Said', exact: true }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    await expect.poll(() => said.textContent()).toContain('Could not reach the server');
+    await page.unroute('**/public/manage/subscription/*/cancel');
+    await confirmations.focus();
+    await page.keyboard.press('Space');
+    await expect.poll(() => notices.textContent()).toBe('Confirmations for Said are off.');
+    // The payments arrive: the open one is added to the card, which still says both, the focus where it was.
+    release();
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await notices.textContent()).toBe('Confirmations for Said are off.');
+    expect(await said.textContent()).toContain('Could not reach the server');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe(`notices-${sub.subscription_id}-receive_confirmations`);
+    // Paid elsewhere: the card is drawn anew with its new status, and what it said stays.
+    await pay(sub.payment_id);
+    await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 20_000 }).toBe('Active');
+    expect(await notices.textContent()).toBe('Confirmations for Said are off.');
+    expect(await confirmations.isChecked()).toBe(false);
+    expect(problems.filter((m) => !/net::ERR_FAILED/.test(m))).toEqual([]);
+    await page.close();
+  });
+
   it('the portal without its wallets: the rest works, an open payment paid elsewhere shows live, cancel by keyboard', async () => {
     const p = await plan({ name: 'Live', amount_sats: 1234 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'live@example.com' })).body;
