@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 // The same launcher `npm start` uses.
 import { freePort } from '../scripts/stack.mjs';
-import { axeViolations, CHROMIUM, DESKTOP, launch, openPage, overflowsHorizontally, PHONE, screenshots } from './support/browser.js';
+import { axeViolations, CHROMIUM, DESKTOP, hiddenLiveRegions, launch, openPage, overflowsHorizontally, PHONE, screenshots } from './support/browser.js';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
@@ -104,6 +104,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   async function check(page: Page, problems: string[], name: string, fullPage = true) {
     expect(await axeViolations(page)).toEqual([]);
     expect(await overflowsHorizontally(page)).toBe(false);
+    expect(await hiddenLiveRegions(page)).toEqual([]);
     expect(problems).toEqual([]);
     await screenshots(page, name, fullPage);
   }
