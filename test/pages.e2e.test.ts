@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 // The same launcher `npm start` uses.
 import { freePort } from '../scripts/stack.mjs';
-import { axeViolations, CHROMIUM, DESKTOP, launch, openPage, overflowsHorizontally, PHONE, screenshots } from './support/browser.js';
+import { axeViolations, CHROMIUM, DESKTOP, hiddenLiveRegions, launch, openPage, overflowsHorizontally, PHONE, screenshots } from './support/browser.js';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
@@ -110,6 +110,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   async function check(page: Page, problems: string[], name: string, fullPage = true) {
     expect(await axeViolations(page)).toEqual([]);
     expect(await overflowsHorizontally(page)).toBe(false);
+    expect(await hiddenLiveRegions(page)).toEqual([]);
     expect(problems).toEqual([]);
     await screenshots(page, name, fullPage);
   }
@@ -554,6 +555,163 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
     expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_reminders).toBe(true);
     expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('every portal call refused with 401 (the link replaced meanwhile) shows the bad-link view, not an inline error (review finding)', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    const email = 'replaced@example.com';
+    const auto = await plan({ name: 'Replaced auto', amount_sats: 1000, allow_nwc: true });
+    const manual = await plan({ name: 'Replaced manual', amount_sats: 1000 });
+    const first = await anon.post('/public/subscribe/nwc', { plan_id: auto.id, email, nwc_connection_string: wallet.connectionString() });
+    expect(first.status).toBe(201);
+    const unpaid = (await anon.post('/public/subscribe', { plan_id: manual.id, payment_method: 'lightning', email })).body;
+    const { rows } = await stack.db.query(
+      'SELECT s.id, s.token_hash FROM billing.subscribers s JOIN billing.subscriptions b ON b.subscriber_id = s.id WHERE b.id = $1',
+      [first.body.subscription_id],
+    );
+    const replace = (hash: string) => stack.db.query('UPDATE billing.subscribers SET token_hash = $2 WHERE id = $1', [rows[0].id, hash]);
+    /** Opens the portal with its link good, replaces the link, then does `act`: the page says the link does not work. */
+    const refusedOn = async (act: (page: Page) => Promise<void>, before?: (page: Page) => Promise<void>) => {
+      await replace(rows[0].token_hash);
+      const { page, problems } = await openPage(phone);
+      await before?.(page);
+      await page.goto(first.body.manage_url);
+      await page.locator('ul.wallets').waitFor();
+      await replace('replaced');
+      await act(page);
+      await page.getByRole('heading', { name: 'This link does not work' }).waitFor({ timeout: 20_000 });
+      expect(await page.title()).toBe('This link does not work');
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+      expect(problems.filter((m) => !/net::ERR_FAILED/.test(m))).toEqual([]);
+      await page.close();
+    };
+    const unpaidCard = (page: Page) => page.locator(`#sub-${unpaid.subscription_id}`);
+    // Cancel.
+    await refusedOn(async (page) => {
+      await unpaidCard(page).getByRole('button', { name: 'Cancel subscription to Replaced manual', exact: true }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    });
+    expect((await admin.get(`/subscriptions/${unpaid.subscription_id}`)).body.status).toBe('pending');
+    // Disconnect a wallet.
+    await refusedOn(async (page) => {
+      await page
+        .locator('ul.wallets > li')
+        .first()
+        .getByRole('button', { name: /^Disconnect/ })
+        .click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
+    });
+    // Connect a wallet (checked by the service first, which needs no link).
+    await refusedOn(async (page) => {
+      const form = page.locator('#connect-form');
+      await form.getByLabel('Wallet connection string').fill(wallet.connectionString());
+      await form.getByRole('button', { name: 'Connect wallet' }).click();
+    });
+    expect((await stack.db.query('SELECT count(*)::int AS n FROM nwc.connections WHERE subscription_id = $1', [first.body.subscription_id])).rows).toEqual([
+      { n: 1 },
+    ]);
+    // The payments, late: answered after the link was replaced.
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    await refusedOn(
+      async () => release(),
+      (page) =>
+        page.route('**/public/manage/payments?*', async (r) => {
+          await held;
+          await r.continue();
+        }),
+    );
+    // "Try again" of payments that failed.
+    await refusedOn(
+      async (page) => {
+        await page.unroute('**/public/manage/payments?*');
+        await page.getByRole('button', { name: 'Try again' }).click();
+      },
+      (page) => page.route('**/public/manage/payments?*', (r) => r.abort()),
+    );
+    // The open payment paid meanwhile: the card is redrawn from the subscriptions the link no longer gets.
+    await refusedOn(async (page) => {
+      await unpaidCard(page).getByRole('heading', { name: 'Payment due' }).waitFor();
+      await pay(unpaid.payment_id);
+    });
+  });
+
+  it('payments that fail or time out after the page showed: "Try again" by keyboard asks for them alone; the card keeps its messages and the focus (review finding)', async () => {
+    const p = await plan({ name: 'Retry', amount_sats: 1100 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'retry@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    // Longer than the page waits for them with the subscriptions: the late path.
+    await page.route('**/public/manage/payments?*', async (r) => {
+      await new Promise((done) => setTimeout(done, 3000));
+      await r.abort();
+    });
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const reminders = card.getByRole('checkbox', { name: /^Payment reminders/ });
+    const status = card.locator(`#notices-${sub.subscription_id}-status`);
+    await reminders.focus();
+    await page.keyboard.press('Space');
+    await expect.poll(() => status.textContent()).toBe('Reminders for Retry are off.');
+    await expect.poll(() => page.locator('#payments-error').textContent(), { timeout: 10_000 }).toMatch(/^Payments could not be loaded right now\./);
+    await page.unroute('**/public/manage/payments?*');
+    // By keyboard alone: from the switch, past the other switch and the cancel, to the retry.
+    for (let i = 0; i < 3; i++) await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.closest('#payments') && document.activeElement.textContent)).toBe('Try again');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('#payments .payment-row').count(), { timeout: 10_000 }).toBe(1);
+    expect(await page.locator('#announcer').textContent()).toBe('Loading your payments…');
+    // The payments came alone: the page was not drawn anew, the focus is on what came.
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('payments-heading');
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await status.textContent()).toBe('Reminders for Retry are off.');
+    expect(await reminders.isChecked()).toBe(false);
+    await check(
+      page,
+      problems.filter((m) => !/net::ERR_FAILED/.test(m)),
+      'portal-payments-retried',
+    );
+    await page.close();
+  });
+
+  it('a card keeps what it said when the payments arrive late and when its payment is made (review finding)', async () => {
+    const p = await plan({ name: 'Said', amount_sats: 1200 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'card-said@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    let release = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    await page.route('**/public/manage/payments?*', async (r) => {
+      await held;
+      await r.continue();
+    });
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const confirmations = card.getByRole('checkbox', { name: /^Confirmations and receipts/ });
+    const notices = card.locator(`#notices-${sub.subscription_id}-status`);
+    const said = card.locator('p.status');
+    await expect.poll(() => page.locator('#payments').textContent()).toContain('Loading your payments…');
+    // A cancel that fails says so on the card; a switch saved says so too.
+    await page.route('**/public/manage/subscription/*/cancel', (r) => r.abort());
+    await card.getByRole('button', { name: 'Cancel subscription to Said', exact: true }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    await expect.poll(() => said.textContent()).toContain('Could not reach the server');
+    await page.unroute('**/public/manage/subscription/*/cancel');
+    await confirmations.focus();
+    await page.keyboard.press('Space');
+    await expect.poll(() => notices.textContent()).toBe('Confirmations for Said are off.');
+    // The payments arrive: the open one is added to the card, which still says both, the focus where it was.
+    release();
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect(await notices.textContent()).toBe('Confirmations for Said are off.');
+    expect(await said.textContent()).toContain('Could not reach the server');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe(`notices-${sub.subscription_id}-receive_confirmations`);
+    // Paid elsewhere: the card is drawn anew with its new status, and what it said stays.
+    await pay(sub.payment_id);
+    await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 20_000 }).toBe('Active');
+    expect(await notices.textContent()).toBe('Confirmations for Said are off.');
+    expect(await confirmations.isChecked()).toBe(false);
+    expect(problems.filter((m) => !/net::ERR_FAILED/.test(m))).toEqual([]);
     await page.close();
   });
 

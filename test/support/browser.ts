@@ -81,3 +81,16 @@ export async function screenshots(page: Page, name: string, fullPage = true): Pr
 export function overflowsHorizontally(page: Page): Promise<boolean> {
   return page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth + 1);
 }
+
+/**
+ * The live regions (role=status, aria-live) that are not rendered (display: none, often while empty):
+ * screen readers take a region into account only when it is there before it changes, so these would
+ * say nothing when their text comes.
+ */
+export function hiddenLiveRegions(page: Page): Promise<string[]> {
+  return page.evaluate(() =>
+    [...document.querySelectorAll<HTMLElement>('[role=status], [aria-live]')]
+      .filter((el) => !el.checkVisibility())
+      .map((el) => el.id || el.className || el.tagName),
+  );
+}

@@ -94,10 +94,15 @@ function showNotice(text: string, focus = true): void {
   if (focus) notice.focus();
 }
 
+/** Set once the link was refused: the page shows the bad-link view for good. */
+let refused = false;
+
 function badLink(): void {
+  // Several calls under way may each be refused: the view is drawn (and focused) once.
+  if (refused) return;
+  refused = true;
   // Refused after the page showed (the link replaced meanwhile): nothing on it is followed any more.
   watched = new Map();
-  drawing++;
   window.clearTimeout(pollTimer);
   document.title = 'This link does not work';
   const main = setMain(
@@ -106,6 +111,21 @@ function badLink(): void {
     h('p', {}, 'Use the link from your most recent message about your subscription, or ask the seller to send you a new one.'),
   );
   main.focus();
+}
+
+/**
+ * A call with the page's link. A 401 means the link was replaced by a newer one (or is wrong): whatever
+ * was asked, the page turns into the bad-link view here, in one place, and the call never settles, so no
+ * caller goes on to show it as an error of its own (the page it would write to is gone).
+ */
+async function portal<T>(method: string, path: string, body?: unknown): Promise<T> {
+  try {
+    return await api<T>(method, path, { token, body });
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) throw err;
+    badLink();
+    return new Promise<T>(() => undefined);
+  }
 }
 
 /**
@@ -181,13 +201,11 @@ function noticesSection(s: Sub): HTMLElement {
       box.disabled = true;
       status.textContent = 'Saving…';
       try {
-        const saved = await api<Sub>('PATCH', `/public/manage/subscription/${encodeURIComponent(s.id)}`, { token, body: { [n.field]: wanted } });
+        const saved = await portal<Sub>('PATCH', `/public/manage/subscription/${encodeURIComponent(s.id)}`, { [n.field]: wanted });
         s[n.field] = saved[n.field];
         box.checked = saved[n.field] !== false;
         status.textContent = `${n.name} for ${plan} are ${box.checked ? 'on' : 'off'}.`;
       } catch (err) {
-        // The link was replaced or revoked meanwhile: the same view as when it is refused on load.
-        if (err instanceof ApiError && err.status === 401) return badLink();
         // Billing may still save it: the switch shows what was asked, not a refusal that did not happen.
         if (unconfirmed(err)) return sayUnconfirmed(status, `${n.name} for ${plan}`);
         box.checked = !wanted;
@@ -210,7 +228,8 @@ function noticesSection(s: Sub): HTMLElement {
   );
 }
 
-function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<void>): HTMLElement {
+/** A subscription's card; its open payment is put on it by showOpenPayment. */
+function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
   const paidOnce = s.ever_paid === true;
   const status = STATUS_LABELS[s.status] ?? s.status;
   const live = !TERMINAL.has(s.status);
@@ -245,18 +264,8 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
     h('h3', { id: `sub-${s.id}-name`, tabindex: -1 }, s.plan_name || 'Subscription'),
     facts,
   );
-  if (open && live) {
-    card.append(
-      h(
-        'section',
-        { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` },
-        h('h4', {}, 'Payment due'),
-        paymentView(open, `pay-${open.id}`, s.pay_by),
-      ),
-    );
-  }
   if (live) {
-    const msg = h('p', { class: 'status', role: 'status' });
+    const msg = h('p', { class: 'status', role: 'status', id: `sub-${s.id}-status` });
     const cancel = h(
       'button',
       {
@@ -273,7 +282,7 @@ function subscriptionCard(s: Sub, open: Pay | undefined, reload: () => Promise<v
           cancel.disabled = true;
           try {
             // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
-            await api<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, { token });
+            await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`);
             await reload();
             showNotice(`${s.plan_name} is cancelled.${s.has_access ? ` Access continues until ${date(s.current_period_end)}.` : ''}`);
           } catch (err) {
@@ -304,7 +313,7 @@ function reference(p: Pay): string | null {
 }
 
 function paymentsSection(payments: Pay[]): HTMLElement {
-  const section = h('section', { id: 'payments', 'aria-labelledby': 'payments-heading' }, h('h2', { id: 'payments-heading' }, 'Payments and receipts'));
+  const section = h('section', { id: 'payments', 'aria-labelledby': 'payments-heading' }, paymentsHeading());
   if (!payments.length) {
     section.append(h('p', {}, 'No payments yet.'));
     return section;
@@ -399,7 +408,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
             if (!ok) return void b.focus();
             b.disabled = true;
             try {
-              const r = await api<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`, { token });
+              const r = await portal<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`);
               await reload();
               await walletsShown;
               showNotice(r.message);
@@ -483,10 +492,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
           input.focus();
           return;
         }
-        const r = await api<Wallet>('POST', '/public/manage/wallets', {
-          token,
-          body: { subscription_id: select.value, nwc_connection_string: input.value.trim() },
-        });
+        const r = await portal<Wallet>('POST', '/public/manage/wallets', { subscription_id: select.value, nwc_connection_string: input.value.trim() });
         const chosen = eligible.find((s) => s.id === select.value);
         const plan = chosen ? named(chosen) : 'your subscription';
         await reload();
@@ -512,7 +518,7 @@ const settle = <T>(p: Promise<T>): Promise<Outcome<T>> =>
   );
 
 function fetchWallets(): Promise<Outcome<Page<Wallet>>> {
-  return settle(api<Page<Wallet>>('GET', '/public/manage/wallets?limit=50', { token }));
+  return settle(portal<Page<Wallet>>('GET', '/public/manage/wallets?limit=50'));
 }
 
 /**
@@ -527,7 +533,8 @@ async function showWallets(holder: HTMLElement, request: Promise<Outcome<Page<Wa
     if (focus) section.querySelector<HTMLElement>('#wallets-heading')?.focus();
     return;
   }
-  const retry = retryButton(() => {
+  const retry = retryButton('your wallets', () => {
+    section.setAttribute('aria-busy', 'true');
     walletsShown = showWallets(section, fetchWallets(), subs, true);
   });
   const section = h(
@@ -546,10 +553,7 @@ async function showWallets(holder: HTMLElement, request: Promise<Outcome<Page<Wa
 }
 
 function subscriptionsAndPayments(): Promise<[Page<Sub>, Page<Pay>]> {
-  return Promise.all([
-    api<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200', { token }),
-    api<Page<Pay>>('GET', '/public/manage/payments?limit=50', { token }),
-  ]);
+  return Promise.all([portal<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200'), portal<Page<Pay>>('GET', '/public/manage/payments?limit=50')]);
 }
 
 /** Each subscription's open payment: the newest pending one that can still be paid. */
@@ -560,20 +564,23 @@ function openPayments(payments: Pay[]): Map<string, Pay> {
   return open;
 }
 
-/** A "Try again" button that says it is loading once pressed; `again` may give it back (its retry failed). */
-function retryButton(again: (giveBack: () => void) => void) {
+/**
+ * A "Try again" for a part of the page that could not be loaded; `again` draws that part anew. Once
+ * pressed it says it is loading, aloud too (a focused button's new name is not read out), and keeps the
+ * focus: a disabled button would drop it to <body>.
+ */
+function retryButton(what: string, again: () => void): HTMLButtonElement {
   const button = h(
     'button',
     {
       type: 'button',
       class: 'secondary',
       onclick: () => {
-        button.disabled = true;
+        if (button.getAttribute('aria-disabled') === 'true') return;
+        button.setAttribute('aria-disabled', 'true');
         button.textContent = 'Loading…';
-        again(() => {
-          button.disabled = false;
-          button.textContent = 'Try again';
-        });
+        announce(`Loading ${what}…`);
+        again();
       },
     },
     'Try again',
@@ -581,71 +588,90 @@ function retryButton(again: (giveBack: () => void) => void) {
   return button;
 }
 
-/** In place of the payments when the payments service failed or hung: the subscriptions above still work. */
-function paymentsUnavailable(err: unknown): HTMLElement {
-  const retry = retryButton((giveBack) => {
-    load().catch(giveBack);
+function paymentsHeading(): HTMLElement {
+  return h('h2', { id: 'payments-heading', tabindex: -1 }, 'Payments and receipts');
+}
+
+function fetchPayments(): Promise<Outcome<Page<Pay>>> {
+  return settle(portal<Page<Pay>>('GET', '/public/manage/payments?limit=50'));
+}
+
+/** The open payment a subscription card shows (payable right there), in place of the one it showed. */
+function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void {
+  card.querySelector('.open-payment')?.remove();
+  if (!open || TERMINAL.has(s.status)) return;
+  card
+    .querySelector('.facts')
+    ?.after(
+      h(
+        'section',
+        { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` },
+        h('h4', {}, 'Payment due'),
+        paymentView(open, `pay-${open.id}`, s.pay_by),
+      ),
+    );
+}
+
+/**
+ * Puts the payments in place of `holder`, and each open payment on its card (added to the card, not a
+ * redrawn card: what the card says after an action, and a switch being saved, stay). The payments come
+ * from another service than the subscriptions: when that request fails or hangs only this section says
+ * so, with a retry that asks for the payments alone. A holder no longer in the page was replaced by a
+ * newer drawing, which asked for its own.
+ */
+function showPayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[], focus = false): void {
+  if (!holder.isConnected) return;
+  if ('ok' in r) {
+    const section = paymentsSection(r.ok.items);
+    holder.replaceWith(section);
+    const open = openPayments(r.ok.items);
+    for (const s of subs) {
+      const card = document.getElementById(`sub-${s.id}`);
+      if (card) showOpenPayment(card, s, open.get(s.id));
+    }
+    watch(subs, open);
+    if (focus) section.querySelector<HTMLElement>('#payments-heading')?.focus();
+    return;
+  }
+  const retry = retryButton('your payments', () => {
+    section.setAttribute('aria-busy', 'true');
+    void fetchPayments().then((again) => showPayments(section, again, subs, true));
   });
-  return h(
+  const section = h(
     'section',
     { id: 'payments', 'aria-labelledby': 'payments-heading' },
-    h('h2', { id: 'payments-heading' }, 'Payments and receipts'),
+    paymentsHeading(),
     h(
       'p',
       { class: 'error', role: 'alert', id: 'payments-error' },
-      `Payments could not be loaded right now. ${err instanceof ApiError ? err.message : 'Something went wrong.'}`,
+      `Payments could not be loaded right now. ${r.err instanceof ApiError ? r.err.message : 'Something went wrong.'}`,
     ),
     h('div', { class: 'actions' }, retry),
   );
+  holder.replaceWith(section);
+  if (focus) retry.focus();
 }
 
 /** How long the first drawing waits for the payments (usually there with the subscriptions) before it goes on without them. */
 const PAYMENTS_WAIT_MS = 1500;
-/** Counts the drawings of the page: payments that arrive late touch only the drawing they were asked for. */
-let drawing = 0;
-
-function paymentsPart(r: Outcome<Page<Pay>>): HTMLElement {
-  return 'ok' in r ? paymentsSection(r.ok.items) : paymentsUnavailable(r.err);
-}
-
-/** Payments that came after the subscriptions were drawn: their section, and the open payment on the cards that have one. */
-function showLatePayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[]): void {
-  holder.replaceWith(paymentsPart(r));
-  if (!('ok' in r)) return;
-  const open = openPayments(r.ok.items);
-  for (const s of subs) {
-    const old = document.getElementById(`sub-${s.id}`);
-    const p = open.get(s.id);
-    if (!p || !old || TERMINAL.has(s.status)) continue;
-    const hadFocus = old.contains(document.activeElement);
-    const card = subscriptionCard(s, p, load);
-    old.replaceWith(card);
-    if (hadFocus) card.querySelector<HTMLElement>('h3')?.focus();
-  }
-  watch(subs, open);
-}
 
 async function load(): Promise<void> {
-  const mine = ++drawing;
   const wallets = fetchWallets();
   // The payments come from another service than the subscriptions: a hung or failed payments service
   // must not keep the subscriber from their subscriptions (cancel, notices), only from its own part.
-  const paymentsRequest = settle(api<Page<Pay>>('GET', '/public/manage/payments?limit=50', { token }));
-  const subs = await api<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200', { token });
-  const early = await Promise.race([paymentsRequest, sleep(PAYMENTS_WAIT_MS).then(() => undefined)]);
+  const payments = fetchPayments();
+  const subs = await portal<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200');
+  const early = await Promise.race([payments, sleep(PAYMENTS_WAIT_MS).then(() => undefined)]);
   const notice = document.getElementById('notice')?.textContent ?? '';
-  const open = early && 'ok' in early ? openPayments(early.ok.items) : new Map<string, Pay>();
   const subsSection = h('section', { 'aria-labelledby': 'subs-heading' }, h('h2', { id: 'subs-heading' }, 'Subscriptions'));
   if (!subs.items.length) subsSection.append(h('p', {}, 'You have no subscriptions.'));
-  for (const s of subs.items) subsSection.append(subscriptionCard(s, open.get(s.id), load));
-  const paymentsHolder = early
-    ? paymentsPart(early)
-    : h(
-        'section',
-        { id: 'payments', 'aria-labelledby': 'payments-heading', 'aria-busy': 'true' },
-        h('h2', { id: 'payments-heading' }, 'Payments and receipts'),
-        h('p', { class: 'loading' }, 'Loading your payments…'),
-      );
+  for (const s of subs.items) subsSection.append(subscriptionCard(s, load));
+  const paymentsHolder = h(
+    'section',
+    { id: 'payments', 'aria-labelledby': 'payments-heading', 'aria-busy': 'true' },
+    paymentsHeading(),
+    h('p', { class: 'loading' }, 'Loading your payments…'),
+  );
   const walletsHolder = h(
     'section',
     { id: 'wallets', 'aria-labelledby': 'wallets-heading', 'aria-busy': 'true' },
@@ -653,8 +679,11 @@ async function load(): Promise<void> {
     h('p', { class: 'loading' }, 'Loading your wallets…'),
   );
   setMain(h('h1', {}, 'Your subscriptions'), h('p', { id: 'notice', class: 'notice', tabindex: -1 }, notice), subsSection, paymentsHolder, walletsHolder);
-  watch(subs.items, open);
-  if (!early) void paymentsRequest.then((r) => mine === drawing && showLatePayments(paymentsHolder, r, subs.items));
+  // What an earlier drawing followed is not on this one (until its payments are here).
+  watch([], new Map());
+  // Usually there already: in place before the page is painted.
+  if (early) showPayments(paymentsHolder, early, subs.items);
+  else void payments.then((r) => showPayments(paymentsHolder, r, subs.items));
   walletsShown = showWallets(walletsHolder, wallets, subs.items);
 }
 
@@ -726,7 +755,13 @@ async function refreshCard(before: Sub, paymentId: string, status: string): Prom
   const old = document.getElementById(`sub-${before.id}`);
   if (!sub || !old) return;
   const open = openPayments(payments.items);
-  const card = subscriptionCard(sub, open.get(sub.id), load);
+  const card = subscriptionCard(sub, load);
+  showOpenPayment(card, sub, open.get(sub.id));
+  // What the card said after an action (a switch saved, a cancel that failed) stays said on the new card.
+  for (const line of card.querySelectorAll<HTMLElement>('[role=status][id]')) {
+    const said = old.querySelector<HTMLElement>(`[id="${line.id}"]`);
+    if (said) line.replaceChildren(...said.childNodes);
+  }
   const hadFocus = old.contains(document.activeElement);
   old.replaceWith(card);
   document.getElementById('payments')?.replaceWith(paymentsSection(payments.items));
@@ -754,7 +789,8 @@ async function main(): Promise<void> {
   try {
     await load();
   } catch (err) {
-    if (err instanceof ApiError && (err.status === 401 || err.status === 422)) return badLink();
+    // A token of the wrong shape (a 401 was made the bad-link view by portal()).
+    if (err instanceof ApiError && err.status === 422) return badLink();
     document.title = 'Subscriptions unavailable';
     setMain(
       h('h1', {}, 'Your subscriptions could not be loaded'),
