@@ -1,7 +1,11 @@
 // One `npm start` per data directory: two stacks on one .data would run two nats-servers on one
 // JetStream store and two PGlite servers on one database directory.
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Where `npm start` keeps its data (SB_DATA_DIR: another one; tests run stacks side by side this way). */
+export const dataDir = () => process.env.SB_DATA_DIR ?? join(dirname(dirname(fileURLToPath(import.meta.url))), '.data');
 
 const alive = (pid) => {
   try {
@@ -28,16 +32,8 @@ const commandOf = (pid) => {
  */
 export function acquireLock(data, { log = (line) => console.error(line) } = {}) {
   const file = join(data, 'start.lock');
-  let held;
-  try {
-    held = JSON.parse(readFileSync(file, 'utf8'));
-  } catch {
-    held = undefined;
-  }
-  if (held?.pid && held.pid !== process.pid && alive(held.pid)) {
-    log(`Another npm start (pid ${held.pid}) is running on ${data}: stop it first (Ctrl-C in its terminal, or kill ${held.pid}).`);
-    return undefined;
-  }
+  const held = readLock(file);
+  if (refuseIfHeld(data, held, log)) return undefined;
   for (const [name, pid] of Object.entries(held?.children ?? {})) {
     if (alive(pid) && commandOf(pid).includes(data)) {
       log(`stopping ${name} (pid ${pid}) left running by an earlier npm start that was killed`);
@@ -59,4 +55,26 @@ export function acquireLock(data, { log = (line) => console.error(line) } = {}) 
       rmSync(file, { force: true });
     },
   };
+}
+
+function readLock(file) {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** True (and said) when another live `npm start` holds the lock. */
+function refuseIfHeld(data, held, log) {
+  if (!(held?.pid && held.pid !== process.pid && alive(held.pid))) return false;
+  log(`Another npm start (pid ${held.pid}) is running on ${data}: stop it first (Ctrl-C in its terminal, or kill ${held.pid}).`);
+  return true;
+}
+
+// `node scripts/start-lock.mjs`: the check `npm start` makes before its build, so a second start is refused
+// at once rather than after a build that rewrites web/dist under the running gateway.
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const data = dataDir();
+  if (refuseIfHeld(data, readLock(join(data, 'start.lock')), (line) => console.error(line))) process.exit(1);
 }

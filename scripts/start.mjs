@@ -2,15 +2,34 @@
 // embedded PostgreSQL (PGlite, data in .data/pglite) and a nats-server from the PATH (data in .data/nats).
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { acquireLock } from './start-lock.mjs';
+import { acquireLock, dataDir } from './start-lock.mjs';
 import { join } from 'node:path';
 import { dbRolePrefix, dbUrlVar, provisionDbRoles } from './db-roles.mjs';
 import { servePglite } from './pglite-server.mjs';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
 import { supervise } from './supervise.mjs';
+import { envPort, loadConfig, natsUrl, postgresUrl } from '@sb/runtime';
 
-// SB_DATA_DIR: another data directory (tests run stacks side by side this way).
-const DATA = process.env.SB_DATA_DIR ?? join(ROOT, '.data');
+/** A failure `npm start` can say in its own words: printed as one line, without a stack. */
+class StartError extends Error {}
+
+// What this script reads itself, checked before anything starts, one line per bad variable (as each
+// service checks its own): a PORT of "abc" would otherwise surface as a bad PUBLIC_BASE_URL. An empty
+// DATABASE_URL or NATS_URL is unset: the embedded database, a private nats-server.
+const settings = loadConfig(
+  {
+    PORT: envPort(8080),
+    BILLING_OPS_PORT: envPort(9101),
+    PAYMENTS_OPS_PORT: envPort(9102),
+    NWC_OPS_PORT: envPort(9103),
+    NOTIFIER_OPS_PORT: envPort(9104),
+    DATABASE_URL: postgresUrl.optional(),
+    NATS_URL: natsUrl.optional(),
+  },
+  { ...process.env, DATABASE_URL: process.env.DATABASE_URL || undefined, NATS_URL: process.env.NATS_URL || undefined },
+);
+
+const DATA = dataDir();
 /** What shutdown stops, last started first: `[name, stop]`. */
 const stops = [];
 let stopping = false;
@@ -71,7 +90,7 @@ async function embeddedPostgres() {
   const dir = join(DATA, 'pglite');
   mkdirSync(dir, { recursive: true });
   const db = await PGlite.create(dir);
-  const server = await servePglite(db, { port: Number(process.env.PGLITE_PORT ?? 0) });
+  const server = await servePglite(db, { port: Number(process.env.PGLITE_PORT || 0) });
   stops.push([
     'embedded PostgreSQL',
     async () => {
@@ -97,7 +116,7 @@ async function main() {
     WALLETPROC_PROVIDER: process.env.WALLETPROC_PROVIDER ?? 'dev',
     FIAT_CURRENCY: process.env.FIAT_CURRENCY ?? 'usd',
     ...(process.env.FIAT_RATE_URL ? { FIAT_RATE_URL: process.env.FIAT_RATE_URL } : { FIAT_RATE_FIXED: process.env.FIAT_RATE_FIXED ?? '100000' }),
-    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`,
+    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${settings.PORT}`,
     // A local development relay is allowed (never in production).
     NWC_ALLOW_PRIVATE_RELAYS: process.env.NWC_ALLOW_PRIVATE_RELAYS ?? '1',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
@@ -105,7 +124,7 @@ async function main() {
     SECRETS_KEY: process.env.SECRETS_KEY ?? localSecretsKey(),
   };
 
-  let databaseUrl = process.env.DATABASE_URL;
+  let databaseUrl = settings.DATABASE_URL;
   if (!databaseUrl) {
     databaseUrl = await embeddedPostgres();
     console.log(`embedded PostgreSQL (PGlite) serving ${join('.data', 'pglite')} at ${databaseUrl}`);
@@ -121,13 +140,15 @@ async function main() {
     // Roles are the server's, databases share them: named after this database, so that a start against
     // another database of the same server never changes this one's passwords.
     const prefix = dbRolePrefix(databaseUrl);
-    const urls = await provisionDbRoles(databaseUrl, { prefix });
+    const urls = await provisionDbRoles(databaseUrl, { prefix }).catch((err) => {
+      throw new StartError(`DATABASE_URL: ${err.message} (at ${new URL(databaseUrl).host})`);
+    });
     for (const [service, url] of Object.entries(urls)) serviceDbUrls[dbUrlVar(service)] = url;
     console.log(`PostgreSQL roles ${prefix}<service> provisioned (new passwords each start; DB_ROLES=0 skips)`);
   }
   const natsCredentials = {};
 
-  let natsUrl = process.env.NATS_URL;
+  let natsUrl = settings.NATS_URL;
   if (!natsUrl) {
     if (!findNatsServer()) {
       console.error(
@@ -157,15 +178,18 @@ async function main() {
     supervise(svc, () => startService(svc.name, common, { output: print(svc.name), port: svc.port, waitReady: false }), { active: () => !stopping });
   // Billing, payments, NWC and the notifier start side by side; whichever started is stopped on the way out even if another failed.
   const started = await Promise.allSettled([
-    startService('billing', common, { output: print('billing'), port: Number(process.env.BILLING_OPS_PORT ?? 9101) }),
-    startService('payments', common, { output: print('payments'), port: Number(process.env.PAYMENTS_OPS_PORT ?? 9102) }),
-    startService('nwc', common, { output: print('nwc'), port: Number(process.env.NWC_OPS_PORT ?? 9103) }),
-    startService('notifier', common, { output: print('notifier'), port: Number(process.env.NOTIFIER_OPS_PORT ?? 9104) }),
+    startService('billing', common, { output: print('billing'), port: settings.BILLING_OPS_PORT }),
+    startService('payments', common, { output: print('payments'), port: settings.PAYMENTS_OPS_PORT }),
+    startService('nwc', common, { output: print('nwc'), port: settings.NWC_OPS_PORT }),
+    startService('notifier', common, { output: print('notifier'), port: settings.NOTIFIER_OPS_PORT }),
   ]);
   for (const r of started) if (r.status === 'fulfilled') stops.push([r.value.name, supervised(r.value)]);
-  for (const r of started) if (r.status === 'rejected') throw r.reason;
-  const port = Number(process.env.PORT ?? 8080);
-  const gateway = await startService('gateway', common, { output: print('gateway'), port });
+  // A child that could not start has said why in its own output (printed above).
+  for (const r of started) if (r.status === 'rejected') throw new StartError(r.reason.message.split('\n')[0]);
+  const port = settings.PORT;
+  const gateway = await startService('gateway', common, { output: print('gateway'), port }).catch((err) => {
+    throw new StartError(err.message.split('\n')[0]);
+  });
   stops.push(['gateway', supervised(gateway)]);
 
   const wallets = await walletCli(databaseUrl, 'list');
@@ -187,7 +211,7 @@ async function main() {
 }
 
 main().catch((err) => {
-  console.error(err?.stack ?? err);
+  console.error(err instanceof StartError ? `[start] ${err.message}` : (err?.stack ?? err));
   void shutdown(1);
 });
 

@@ -46,11 +46,11 @@ const nostrPubkey = z
   .regex(/^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64})$/, 'must be an npub or 64 hex characters');
 
 /**
- * An owner's mail server: smtp:// or smtps://, a host, an optional port and login, nothing else. A query
+ * A mail server (an owner's, or the server's own SMTP_URL): smtp:// or smtps://, a host, an optional port and login, nothing else. A query
  * string would reach the mail library as transport options (sendmail with any program, logging of bodies,
  * a proxy past the address checks), so none is taken.
  */
-const smtpUrl = z
+export const SmtpUrl = z
   .string()
   .max(1000)
   .refine((v) => {
@@ -77,7 +77,7 @@ export function parseMailbox(v: string): { name: string; address: string } | und
 }
 
 const EmailChannelIn = z.strictObject({
-  smtp_url: smtpUrl.nullable().optional().openapi({
+  smtp_url: SmtpUrl.nullable().optional().openapi({
     description: "The owner's own mail server (secret: contains the password). Omitted: the one stored before, else the server's SMTP_URL; null: the server's",
   }),
   from: z

@@ -12,6 +12,19 @@ export function loadConfig<S extends z.ZodRawShape>(shape: S, env: NodeJS.Proces
   process.exit(1);
 }
 
+/**
+ * A setting the process cannot start with, found after the environment was read (a port another process
+ * holds): said in one line naming the variable, without a stack, like the checks of loadConfig.
+ */
+export class SettingError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+  }
+}
+
 export const envBool = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
   .optional()
@@ -23,12 +36,56 @@ export const envBoolOn = z
   .optional()
   .transform((v) => v !== '0' && v !== 'false' && v !== 'no');
 
-export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+/**
+ * An empty value is taken as unset (the default): `PORT=${PORT}` in a compose file or a Kubernetes
+ * manifest gives an empty string when the operator set nothing, and that must not mean 0.
+ */
+const blankIsUnset = (v: unknown) => (v === '' ? undefined : v);
+
+export const envInt = (def: number, min = 0) => z.preprocess(blankIsUnset, z.coerce.number().int().min(min).default(def));
+
+const PORT_MESSAGE = { error: 'must be a port number from 1 to 65535' };
+/** A TCP port to listen on (empty: the default). */
+export const envPort = (def: number) =>
+  z.preprocess(blankIsUnset, z.coerce.number(PORT_MESSAGE).int(PORT_MESSAGE).min(1, PORT_MESSAGE).max(65535, PORT_MESSAGE).default(def));
+
+/**
+ * One address or several, comma-separated (a cluster), each `nats://`, `tls://`, `ws://` or `wss://`
+ * (or a bare host:port) with a host and an optional port: a malformed one is a setting to fix, said at
+ * start rather than thrown by the client as "Invalid URL" on the first connect.
+ */
+export const natsUrl = z.string().refine(
+  (v) =>
+    v.split(',').every((part) => {
+      const u = part.trim();
+      if (!u) return false;
+      try {
+        const url = new URL(/^[a-z]+:\/\//i.test(u) ? u : `nats://${u}`);
+        return /^(nats|tls|ws|wss):$/.test(url.protocol) && !!url.hostname && (url.pathname === '' || url.pathname === '/') && !url.search && !url.hash;
+      } catch {
+        return false;
+      }
+    }),
+  'must be nats://host[:port] (or tls://, ws://, wss://; several comma-separated)',
+);
+
+/**
+ * A PostgreSQL URL with a user: other schemes, and one pg would connect with no user name (and fail
+ * deep inside the driver), are refused at start.
+ */
+export const postgresUrl = z.string().refine((v) => {
+  try {
+    const u = new URL(v);
+    return /^postgres(ql)?:$/.test(u.protocol) && !!u.username && (!!u.hostname || u.searchParams.has('host'));
+  } catch {
+    return false;
+  }
+}, 'must be postgres://user[:password]@host[:port]/database (or postgresql://)');
 
 /** Settings every service shares. */
 export const commonConfig = {
-  DATABASE_URL: z.string().url({ message: 'must be a postgres:// URL' }),
-  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  DATABASE_URL: postgresUrl,
+  NATS_URL: natsUrl.default('nats://127.0.0.1:4222'),
   /** The service's own NATS user (its subject permissions are generated from the contracts); unset: no authentication. */
   NATS_USER: z
     .string()

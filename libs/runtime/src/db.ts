@@ -158,9 +158,9 @@ export function isDbUnavailable(err: unknown, depth = 0): boolean {
 }
 
 /**
- * A login refused (password, pg_hba) or a database that does not exist: at start, a setting to fix, said
- * at once (the process ends) rather than waited on; once running, unavailable like any outage (a
- * password rotated under a running service is answered 503 until it is given the new one).
+ * A login refused (password, pg_hba) or a database that does not exist: a setting to fix, said as such
+ * (naming DATABASE_URL) but waited on like an outage, at start too: on Kubernetes the role's new
+ * password or the database often arrives after the pod started, and the service then comes up by itself.
  */
 function loginRefused(err: unknown, depth = 0): boolean {
   if (!err || typeof err !== 'object' || depth > 4) return false;
@@ -364,7 +364,8 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
 /**
  * `migrate` that waits for the database: while it cannot be reached the attempt is repeated with a
  * backoff (0.25 s doubling up to `maxDelayMs`), so a service started during an outage comes up when the
- * database does. Any other failure (a broken migration) is thrown.
+ * database does. A refused login is retried too (1 s doubling to 30 s) (each attempt is a failed login in the
+ * server's log), with a line saying DATABASE_URL is refused. Any other failure (a broken migration) is thrown.
  */
 export async function migrateWhenReachable(
   db: Db,
@@ -377,7 +378,16 @@ export async function migrateWhenReachable(
     try {
       return await migrate(db, schema, migrations);
     } catch (err) {
-      if (!isDbUnavailable(err) || loginRefused(err)) throw err;
+      if (!isDbUnavailable(err)) throw err;
+      if (loginRefused(err)) {
+        const wait = Math.min(1000 * 2 ** Math.min(attempt - 1, 5), 30_000);
+        log.warn(
+          { err: (err as Error).message, attempt, retry_in_ms: wait },
+          `DATABASE_URL refused: ${(err as Error).message}; retrying (fix its role, password or database)`,
+        );
+        await new Promise((r) => setTimeout(r, wait));
+        continue;
+      }
       log.warn({ err: (err as Error).message, attempt, retry_in_ms: delay }, 'database not reachable, migrations wait');
       await new Promise((r) => setTimeout(r, delay));
     }

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import { SettingError } from './config.js';
 
 export function createMetricsRegistry(service: string): Registry {
   const registry = new Registry();
@@ -36,7 +37,7 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 }
 
 /** For services with no HTTP API of their own. */
-export function startOpsServer(port: number, registry: Registry, ready: ReadinessCheck): Promise<Server> {
+export function startOpsServer(port: number, registry: Registry, ready: ReadinessCheck, variable = 'ops port'): Promise<Server> {
   const handle = opsHandler(registry, ready);
   const server = createServer((req, res) => {
     handle(req, res).then(
@@ -46,9 +47,21 @@ export function startOpsServer(port: number, registry: Registry, ready: Readines
       () => send(res, 500, { detail: 'ops handler failed' }),
     );
   });
-  // A port taken by another process is a failed start, reported as such (not an uncaught 'error').
+  return listen(server, port, '0.0.0.0', variable).then(() => server);
+}
+
+/**
+ * `server.listen`, where a port taken by another process (or not ours to take) is a failed start naming
+ * the variable that chose it, not an uncaught 'error' event with a stack.
+ */
+export function listen(server: Server, port: number, host: string, variable: string, hostVariable = variable): Promise<void> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '0.0.0.0', () => resolve(server));
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') reject(new SettingError(variable, `port ${port} is already in use by another process`));
+      else if (err.code === 'EACCES') reject(new SettingError(variable, `port ${port} may not be used by this process`));
+      else if (err.code === 'EADDRNOTAVAIL') reject(new SettingError(hostVariable, `address ${host} is not one of this host's`));
+      else reject(err);
+    });
+    server.listen(port, host, () => resolve());
   });
 }

@@ -1,5 +1,6 @@
 import { createBusServer, registerHandlers, type BusServer, type Handler } from './bus.js';
 import { systemClock, type Clock } from './clock.js';
+import { SettingError } from './config.js';
 import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectNatsWhenReachable, DevClock, natsOptions, natsReachable, type NatsConnection } from './nats.js';
@@ -48,7 +49,8 @@ export async function runService<C extends BaseConfig>(opts: {
   schema: string;
   migrations: Migration[];
   loadConfig: () => C;
-  opsPort: (c: C) => number;
+  /** The variable (of C) that holds the port of the ops endpoints. */
+  opsPortVar: { [K in keyof C]: C[K] extends number ? K : never }[keyof C] & string;
   setup: (base: ServiceBase<C>) => Promise<ServiceParts> | ServiceParts;
 }): Promise<void> {
   initTelemetry(opts.name);
@@ -67,12 +69,18 @@ export async function runService<C extends BaseConfig>(opts: {
   let server: BusServer | undefined;
   let started = false;
   const registry = createMetricsRegistry(opts.name);
-  const ops = await startOpsServer(opts.opsPort(config), registry, async () => ({
-    database: await db.ping(),
-    // A subscription the server dropped or refused is being made again: not ready meanwhile.
-    bus: (await natsReachable(nc)) && !!server?.listening,
-    started,
-  }));
+  const opsPort = config[opts.opsPortVar] as number;
+  const ops = await startOpsServer(
+    opsPort,
+    registry,
+    async () => ({
+      database: await db.ping(),
+      // A subscription the server dropped or refused is being made again: not ready meanwhile.
+      bus: (await natsReachable(nc)) && !!server?.listening,
+      started,
+    }),
+    opts.opsPortVar,
+  );
   const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
   if (applied.length) log.info({ applied }, 'migrations applied');
   nc = await connectNatsWhenReachable(config, opts.name, log);
@@ -87,7 +95,7 @@ export async function runService<C extends BaseConfig>(opts: {
   await relay.start();
   await parts.start?.();
   started = true;
-  log.info({ ops_port: opts.opsPort(config), dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
+  log.info({ ops_port: opsPort, dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -135,10 +143,13 @@ export function stopOnSignals(stop: (why: string) => void): void {
   if (parent > 0) setInterval(() => process.ppid !== parent && stop('parent exited'), 1000).unref();
 }
 
-/** The entry point of a service: a failed start is one line on stderr and exit code 1. */
+/**
+ * The entry point of a service: a failed start is said on stderr with exit code 1, in one line when it
+ * is a setting to fix (the stack of a bug, which is not).
+ */
 export function main(name: string, run: () => Promise<void>): void {
   run().catch((err) => {
-    process.stderr.write(`${name} failed to start: ${err?.stack ?? err}\n`);
+    process.stderr.write(`${name} failed to start: ${err instanceof SettingError ? err.message : (err?.stack ?? err)}\n`);
     process.exit(1);
   });
 }

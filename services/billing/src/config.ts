@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envInt, envPort, loadConfig } from '@sb/runtime';
 
 export const loadBillingConfig = () =>
   loadConfig({
     ...commonConfig,
-    BILLING_OPS_PORT: envInt(9101),
+    BILLING_OPS_PORT: envPort(9101),
     DB_POOL_MAX: envInt(10, 1),
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts portal tokens at rest'),
     PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),

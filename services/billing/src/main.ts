@@ -18,7 +18,7 @@ main('billing', () =>
     schema: SCHEMA,
     migrations,
     loadConfig: loadBillingConfig,
-    opsPort: (c) => c.BILLING_OPS_PORT,
+    opsPortVar: 'BILLING_OPS_PORT',
     async setup({ config, log, db, nc, clock, devClock, registry }) {
       const policy = { dunning_days: config.DUNNING_DAYS };
       const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client', log);

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envInt, envPort, loadConfig } from '@sb/runtime';
 
 export const gatewayConfig = {
   ...commonConfig,
-  PORT: envInt(8080),
+  PORT: envPort(8080),
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_BASE_URL: z.string().url().optional(),
   BUS_TIMEOUT_MS: envInt(5000, 100),

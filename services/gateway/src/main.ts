@@ -9,6 +9,8 @@ import {
   DB_UNAVAILABLE_DETAIL,
   guardProcess,
   initTelemetry,
+  listen,
+  main as runMain,
   migrateWhenReachable,
   registerHandlers,
   SecretBox,
@@ -98,7 +100,7 @@ async function main(): Promise<void> {
   });
   server.on('clientError', answerClientError);
   server.on('checkExpectation', (_req, res) => answerJson(res, 417, 'Only "Expect: 100-continue" is supported'));
-  await new Promise<void>((resolve) => server.listen(config.PORT, config.HOST, resolve));
+  await listen(server, config.PORT, config.HOST, 'PORT', 'HOST');
   server.keepAliveTimeout = 65_000;
   log.info({ port: config.PORT }, 'gateway listening');
   await migrateWhenReachable(db, SCHEMA, migrations, log);
@@ -125,10 +127,7 @@ async function main(): Promise<void> {
   stopOnSignals((why) => void stop(why));
 }
 
-main().catch((err) => {
-  process.stderr.write(`gateway failed to start: ${err?.stack ?? err}\n`);
-  process.exit(1);
-});
+runMain('gateway', main);
 
 /** What Node answers a request it cannot read (headers too large, too slow, malformed), with the API's JSON error body. */
 const CLIENT_ERRORS: Record<string, [number, string]> = {

@@ -1,10 +1,11 @@
 import { z } from 'zod';
-import { commonConfig, envBool, envInt, loadConfig } from '@sb/runtime';
+import { SmtpUrl } from '@sb/contracts';
+import { commonConfig, envBool, envInt, envPort, loadConfig } from '@sb/runtime';
 
 export const loadNotifierConfig = () =>
   loadConfig({
     ...commonConfig,
-    NOTIFIER_OPS_PORT: envInt(9104),
+    NOTIFIER_OPS_PORT: envPort(9104),
     DB_POOL_MAX: envInt(10, 1),
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts webhook signing secrets and channel secrets at rest'),
     /** Each webhook POST gives up after this long and counts as a failed attempt. */
@@ -16,10 +17,7 @@ export const loadNotifierConfig = () =>
     /** Events turned into deliveries and notifications at once: those handled together are recorded in one transaction. */
     NOTIFIER_EVENT_CONCURRENCY: envInt(200, 1),
     /** Outgoing mail server, e.g. smtp://user:pass@host:587 (smtps:// for implicit TLS). Unset: only owners' own mail servers send e-mail. */
-    SMTP_URL: z
-      .string()
-      .regex(/^smtps?:\/\//, 'must be an smtp:// or smtps:// URL')
-      .optional(),
+    SMTP_URL: SmtpUrl.optional(),
     MAIL_FROM: z.string().min(3).default('Subscriptions <no-reply@localhost>'),
     /** The Telegram Bot API (tests point it at a local server of that protocol). */
     MESSENGER_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.telegram.org'),

@@ -20,7 +20,7 @@ main('notifier', () =>
     schema: SCHEMA,
     migrations,
     loadConfig: loadNotifierConfig,
-    opsPort: (c) => c.NOTIFIER_OPS_PORT,
+    opsPortVar: 'NOTIFIER_OPS_PORT',
     async setup({ config, log, db, nc, clock, registry }) {
       const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client', log);
       const deps: Deps = {

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { commonConfig, envBool, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envBool, envInt, envPort, loadConfig } from '@sb/runtime';
 
 export const loadNwcConfig = () =>
   loadConfig({
     ...commonConfig,
-    NWC_OPS_PORT: envInt(9103),
+    NWC_OPS_PORT: envPort(9103),
     DB_POOL_MAX: envInt(10, 1),
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts wallet connection secrets at rest'),
     BUS_TIMEOUT_MS: envInt(5000, 100),

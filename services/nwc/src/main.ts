@@ -14,7 +14,7 @@ main('nwc', () =>
     schema: SCHEMA,
     migrations,
     loadConfig: loadNwcConfig,
-    opsPort: (c) => c.NWC_OPS_PORT,
+    opsPortVar: 'NWC_OPS_PORT',
     async setup({ config, log, db, clock }) {
       const deps: Deps = {
         db,

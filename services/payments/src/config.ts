@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonConfig, envInt, loadConfig } from '@sb/runtime';
+import { commonConfig, envInt, envPort, loadConfig } from '@sb/runtime';
 import { urlSetting as url } from './providers/http.js';
 import { missingVariables, PROVIDER_SETTINGS, providerNames, RAIL_VARIABLES, type RailVariable } from './providers/registry.js';
 
@@ -11,7 +11,7 @@ export const railSelection = Object.fromEntries(RAIL_VARIABLES.map((v) => [v, z.
 
 export const paymentsConfig = {
   ...commonConfig,
-  PAYMENTS_OPS_PORT: envInt(9102),
+  PAYMENTS_OPS_PORT: envPort(9102),
   DB_POOL_MAX: envInt(10, 1),
   /** Unset: that rail is off and its payments are refused with 422. */
   ...railSelection,

@@ -15,7 +15,7 @@ main('payments', () =>
     schema: SCHEMA,
     migrations,
     loadConfig: loadPaymentsConfig,
-    opsPort: (c) => c.PAYMENTS_OPS_PORT,
+    opsPortVar: 'PAYMENTS_OPS_PORT',
     setup({ config, log, db, clock }) {
       const payments = new PaymentsRepo(SCHEMA);
       const watchonly = new WatchonlyRepo(SCHEMA);
