@@ -6,6 +6,7 @@ import { periodEnd } from '../src/domain/periods.js';
 import {
   carryOpenRenewal,
   dueNow,
+  lostRenewal,
   nextDueAt,
   resumeBookkeeping,
   walletReconnected,
@@ -596,5 +597,32 @@ describe('carryOpenRenewal', () => {
     expect(carryOpenRenewal(sub('active', issued(END + DAY)), 60)).toEqual({});
     expect(carryOpenRenewal(sub('paused', issued(END + DAY)), 60)).toEqual({});
     expect(carryOpenRenewal(sub('active', { renewal_for: END - 30 * DAY }), 5)).toEqual({});
+  });
+});
+
+describe('lostRenewal: a renewal payment made for a row that moved before it was saved', () => {
+  const now = END - 2 * DAY;
+  const lost = { end: END, replaces: null, payment_id: 'pay_lost' };
+  it('is linked later while the subscription still wants it under the same key', () => {
+    expect(lostRenewal(sub('active'), lost, now)).toEqual({ kind: 'keep' });
+    expect(lostRenewal(sub('past_due', { renewal_for: END, renewal_payment_id: 'pay_old' }), { ...lost, replaces: 'pay_old' }, now)).toEqual({ kind: 'keep' });
+    // Another replica linked this very payment.
+    expect(lostRenewal(sub('paused', { renewal_for: END, renewal_payment_id: 'pay_lost' }), lost, now)).toEqual({ kind: 'keep' });
+  });
+  it('paused in the same period: withdrawn as the invoice the pause withdrew, so a resume replaces it', () => {
+    const what = lostRenewal(sub('paused'), lost, now);
+    expect(what).toEqual({
+      kind: 'withdraw',
+      link: { renewal_payment_id: 'pay_lost', renewal_for: END, renewal_expires_at: now, reminder_notified_at: null },
+    });
+    const resumed = sub('active', what.kind === 'withdraw' ? (what.link ?? {}) : {});
+    expect(dueNow(resumed, now, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_lost' });
+  });
+  it('anything else: withdrawn, the subscription left as it is', () => {
+    // Renewed by a payment meanwhile (another period), cancelled, or given another replacement already.
+    expect(lostRenewal(sub('active', { current_period_end: END + 30 * DAY }), lost, now)).toEqual({ kind: 'withdraw', link: null });
+    expect(lostRenewal(sub('cancelled'), lost, now)).toEqual({ kind: 'withdraw', link: null });
+    expect(lostRenewal(sub('active', { renewal_for: END, renewal_payment_id: 'pay_other' }), lost, now)).toEqual({ kind: 'withdraw', link: null });
+    expect(lostRenewal(undefined, lost, now)).toEqual({ kind: 'withdraw', link: null });
   });
 });

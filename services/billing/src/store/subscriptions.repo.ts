@@ -347,6 +347,35 @@ export class SubscriptionsRepo {
     ]);
   }
 
+  /**
+   * Records renewal payments nobody was sent, to be withdrawn at the payments service (`withdrawn` once
+   * that is done); one recorded already (linked before) is flagged all the same.
+   */
+  async recordToWithdraw(q: Queryable, items: { subscription_id: string; payment_id: string; period_end: number }[]): Promise<void> {
+    if (!items.length) return;
+    await q.query(
+      `INSERT INTO ${this.schema}.renewal_payments (payment_id, subscription_id, period_end, withdraw)
+       SELECT *, true FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT (payment_id) DO UPDATE SET withdraw = true`,
+      [items.map((i) => i.payment_id), items.map((i) => i.subscription_id), items.map((i) => i.period_end)],
+    );
+  }
+
+  /** Up to `limit` renewal payments still to be withdrawn at the payments service. */
+  async toWithdraw(q: Queryable, limit: number): Promise<{ wallet_id: string; subscription_id: string; payment_id: string }[]> {
+    const { rows } = await q.query<{ wallet_id: string; subscription_id: string; payment_id: string }>(
+      `SELECT s.wallet_id, r.subscription_id, r.payment_id FROM ${this.schema}.renewal_payments r
+       JOIN ${this.schema}.subscriptions s ON s.id = r.subscription_id WHERE r.withdraw LIMIT $1`,
+      [limit],
+    );
+    return rows;
+  }
+
+  /** These renewal payments were withdrawn at the payments service. */
+  async withdrawn(q: Queryable, paymentIds: string[]): Promise<void> {
+    if (!paymentIds.length) return;
+    await q.query(`UPDATE ${this.schema}.renewal_payments SET withdraw = false WHERE payment_id = ANY($1::text[]) AND withdraw`, [paymentIds]);
+  }
+
   /** The renewal payments issued for the period ending at `from` now pay the one ending at `to` (an extend). */
   async moveRenewalPeriod(q: Queryable, subscriptionId: string, from: number, to: number): Promise<void> {
     if (from === to) return;
