@@ -35,6 +35,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     trial_end: null,
     cancelled_at: null,
     cancel_reason: null,
+    cancelled_immediately: false,
     pending_since: status === 'pending' ? T0 : null,
     payment_method: 'lightning',
     receive_reminders: true,
@@ -570,10 +571,16 @@ describe('late payments (domain/payment-application.ts)', () => {
   });
   it('a checkout paid after it was cancelled unpaid says so; one paid again after activation says it was paid', () => {
     const cancelledUnpaid = view('cancelled', { period_index: 0, current_period_start: T0, current_period_end: T0, pending_since: T0 });
-    expect(applicationOf(paid('checkout'), cancelledUnpaid, undefined, POLICY)).toEqual({
+    expect(applicationOf(paid('checkout'), { ...cancelledUnpaid, cancelled_at: T0 - 1 }, undefined, POLICY)).toEqual({
       to: 'none',
       reason: 'The subscription was cancelled before its first payment arrived',
     });
+    // Paid at or before the cancel, however late its event: applied as it would have been in time.
+    for (const at of [T0, T0 + 5])
+      expect(applicationOf(paid('checkout'), { ...cancelledUnpaid, cancelled_at: at }, undefined, POLICY)).toMatchObject({
+        to: 'own',
+        event: { type: 'first_payment', paid_at: T0 },
+      });
     expect(applicationOf(paid('checkout'), view('cancelled'), undefined, POLICY)).toEqual({
       to: 'none',
       reason: 'The subscription is cancelled; its first payment was already made',

@@ -212,3 +212,12 @@ ALTER TABLE renewal_payments ADD COLUMN withdraw BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX renewal_payments_withdraw ON renewal_payments (payment_id) WHERE withdraw;
 `,
 });
+
+migrations.push({
+  id: 14,
+  name: 'immediate cancels',
+  sql: `
+-- A cancel that ended the period at once: a checkout paid before it but handled after gives no access.
+ALTER TABLE subscriptions ADD COLUMN cancelled_immediately BOOLEAN NOT NULL DEFAULT false;
+`,
+});

@@ -35,7 +35,7 @@ export interface SubRow extends SubState {
 
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, anchor_index, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
-  receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
+  cancelled_immediately, receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
   reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, pending_since, checkout_key, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
@@ -49,6 +49,7 @@ const MUTABLE = [
   'trial_end',
   'cancelled_at',
   'cancel_reason',
+  'cancelled_immediately',
   'receive_confirmations',
   'receive_reminders',
   'metadata',
@@ -75,6 +76,7 @@ const MUTABLE_TYPES: Record<(typeof MUTABLE)[number], string> = {
   trial_end: 'bigint',
   cancelled_at: 'bigint',
   cancel_reason: 'text',
+  cancelled_immediately: 'boolean',
   receive_confirmations: 'boolean',
   receive_reminders: 'boolean',
   metadata: 'jsonb',
