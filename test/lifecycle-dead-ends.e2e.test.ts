@@ -161,6 +161,78 @@ describe('1. a late payment is recorded exactly once', () => {
   });
 });
 
+/**
+ * A checkout paid shortly before the owner cancels it (or archives its plan), while the payment's event is
+ * still on its way to billing: the outcome must not depend on that lag. The test holds billing's consumer
+ * where it records the payment (the payment's row in applied_payments, uncommitted, in a transaction of
+ * its own) while the cancel goes through HTTP.
+ */
+describe('1b. a checkout paid before a cancel whose payment is handled after it', () => {
+  async function holdPaymentRecord(paymentId: string, subId: string) {
+    const other = await db.connect();
+    await other.query('BEGIN');
+    await other.query('INSERT INTO billing.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, 0)', [paymentId, subId]);
+    return async () => {
+      await other.query('ROLLBACK');
+      other.release();
+    };
+  }
+  const waitingOnLock = () =>
+    until(
+      async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
+      (n) => n > 0,
+    );
+  async function paidThen(tag: string, move: (s: { subscription_id: string }, planId: string) => Promise<void>) {
+    const p = await plan({ interval: 'monthly' });
+    const s = await subscribe(p.id, `${tag}@example.com`);
+    const release = await holdPaymentRecord(s.payment_id, s.subscription_id);
+    await pay(s.payment_id);
+    await waitingOnLock();
+    await move(s, p.id);
+    await release();
+    const recorded = await until(
+      async () => (await db.query('SELECT applied_at FROM billing.applied_payments WHERE payment_id = $1', [s.payment_id])).rows.length,
+      (n) => n > 0,
+    );
+    expect(recorded).toBe(1);
+    const paidAt = Number((await db.query('SELECT paid_at FROM payments.payments WHERE id = $1', [s.payment_id])).rows[0].paid_at);
+    const shown = (await admin.get(`/payments/${s.payment_id}`)).body;
+    expect(shown.status).toBe('paid');
+    expect(shown.unapplied_reason ?? null).toBeNull();
+    const all = await events(s.subscription_id);
+    const names = all.map((e) => e.e);
+    expect(names.filter((e) => e === 'subscription.activated')).toHaveLength(1);
+    const activated = all.find((e) => e.e === 'subscription.activated')!.d;
+    expect(activated).toMatchObject({ status: 'cancelled', payment_id: s.payment_id });
+    expect(eventDataSchema('subscription.activated').safeParse(activated).success).toBe(true);
+    expect(names.filter((e) => e === 'subscription.cancelled')).toHaveLength(1);
+    expect(names).not.toContain('payment.unapplied');
+    return { s, paidAt, after: await sub(s.subscription_id) };
+  }
+
+  it('cancelled (not at once): the payment activates it, and access lasts to the end of the paid period', async () => {
+    const { paidAt, after } = await paidThen('latecancel', async (s) => {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
+    });
+    expect(after).toMatchObject({ status: 'cancelled', has_access: true, current_period_start: paidAt });
+    expect(after.current_period_end).toBeGreaterThan(paidAt + 27 * DAY);
+  });
+
+  it('cancelled at once: the payment counts, but the period ended at the cancel', async () => {
+    const { paidAt, after } = await paidThen('latecancelnow', async (s) => {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+    });
+    expect(after).toMatchObject({ status: 'cancelled', has_access: false, current_period_start: paidAt, current_period_end: after.cancelled_at });
+  });
+
+  it('its plan archived: the payment activates it, and access lasts to the end of the paid period', async () => {
+    const { after } = await paidThen('latearchive', async (_s, planId) => {
+      expect([200, 204]).toContain((await admin.del(`/plans/${planId}`)).status);
+    });
+    expect(after).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'plan archived' });
+  });
+});
+
 describe('2. payment_failed is no dead end', () => {
   it('keeps a payable renewal invoice through the dunning window, then expires (subscriber told) and frees the contact', async () => {
     const p = await plan({ interval: 'weekly', trial_days: 1, grace_period_days: 1 });

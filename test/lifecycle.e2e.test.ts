@@ -439,6 +439,124 @@ describe('batched renewals', () => {
   });
 });
 
+/**
+ * A sweep makes renewal payments first and links them in billing after: a subscription moved in between
+ * (paused, renewed by a payment) must not be left with an invoice nobody was sent. These hold the
+ * payments service at the moment it stores the sweep's payments (a row under the same idempotency key,
+ * uncommitted, in a transaction of the test's own) while the subscription moves through HTTP.
+ */
+describe('renewal payments made while the subscription moved', () => {
+  async function renewalPayments(subId: string) {
+    const { rows } = await db.query(`SELECT id, status FROM payments.payments WHERE subscription_id = $1 AND purpose = 'renewal' ORDER BY created_at, id`, [
+      subId,
+    ]);
+    return rows as { id: string; status: string }[];
+  }
+  async function activeMonthly(n: number, tag: string) {
+    const p = await plan({ interval: 'monthly' });
+    const subs: { id: string; checkout: string }[] = [];
+    for (let i = 0; i < n; i++) {
+      const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `${tag}${i}@example.com` })).body;
+      await pay(s.payment_id);
+      subs.push({ id: s.subscription_id, checkout: s.payment_id });
+    }
+    for (const s of subs)
+      await until(
+        () => sub(s.id),
+        (x) => x.status === 'active',
+      );
+    return { subs, end: (await sub(subs[0]!.id)).current_period_end as number };
+  }
+  /** Stores nothing under these keys until released: the payments service waits on them when it stores its own. */
+  async function holdKeys(template: string, keys: string[]) {
+    const other = await db.connect();
+    await other.query('BEGIN');
+    for (const [i, key] of keys.entries())
+      await other.query(
+        `INSERT INTO payments.payments SELECT (jsonb_populate_record(NULL::payments.payments, to_jsonb(p) || jsonb_build_object(
+           'id', $2::text, 'provider_ref', $2::text, 'idempotency_key', $3::text, 'status', 'pending', 'paid_at', NULL, 'purpose', 'renewal'))).*
+         FROM payments.payments p WHERE p.id = $1`,
+        [template, `pay_hold${i}_${Date.now()}`, key],
+      );
+    return async () => {
+      await other.query('ROLLBACK');
+      other.release();
+    };
+  }
+  const waitingOnLock = () =>
+    until(
+      async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
+      (n) => n > 0,
+    );
+
+  it('paused while its renewal payment was being made: the payment is withdrawn, and a resume issues a new one', async () => {
+    const { subs, end } = await activeMonthly(3, 'pz');
+    const release = await holdKeys(
+      subs[0]!.checkout,
+      subs.map((s) => `renewal:${s.id}:${end}`),
+    );
+    // Into the monthly lead time (3 days): the sweep asks payments for all three renewals and waits.
+    const moving = admin.post('/dev/clock', { advance_seconds: end - 2 * DAY - (await now()) });
+    await waitingOnLock();
+    const [a, b, kept] = subs;
+    for (const s of [a!, b!]) expect((await admin.post(`/subscriptions/${s.id}/pause`)).body.status).toBe('paused');
+    await release();
+    expect((await moving).status).toBe(200);
+
+    for (const s of [a!, b!]) {
+      expect(await sub(s.id)).toMatchObject({ status: 'paused' });
+      const made = await until(
+        () => renewalPayments(s.id),
+        (r) => r.length === 1 && r[0]!.status !== 'pending',
+      );
+      expect(made.map((r) => r.status)).toEqual(['expired']);
+      expect(await events(s.id)).not.toContain('renewal.reminder');
+    }
+    // The one left alone was renewed as usual.
+    expect((await renewalPayments(kept!.id)).map((r) => r.status)).toEqual(['pending']);
+    expect((await events(kept!.id)).filter((e) => e === 'renewal.reminder')).toHaveLength(1);
+
+    // Resumed within the period: a new invoice at once, sent in a reminder (not the withdrawn one again).
+    expect((await admin.post(`/subscriptions/${a!.id}/resume`)).body.status).toBe('active');
+    const after = await until(
+      () => renewalPayments(a!.id),
+      (r) => r.length === 2,
+    );
+    expect(after.map((r) => r.status)).toEqual(['expired', 'pending']);
+    const { rows } = await db.query(
+      `SELECT payload->'data' AS d FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = $1`,
+      [a!.id],
+    );
+    expect(rows.map((r) => r.d.payment_id)).toEqual([after[1]!.id]);
+  });
+
+  it('renewed by its paid invoice while a replacement was being made: the replacement is withdrawn', async () => {
+    const { subs, end } = await activeMonthly(1, 'rp');
+    const s = subs[0]!;
+    await advanceTo(end - 3 * DAY + 60);
+    const [first] = await renewalPayments(s.id);
+    expect(first?.status).toBe('pending');
+    const expiresAt = Number((await db.query('SELECT expires_at FROM payments.payments WHERE id = $1', [first!.id])).rows[0].expires_at);
+    const release = await holdKeys(s.checkout, [`renewal:${s.id}:${end}:after:${first!.id}`]);
+    // Past the first invoice's life: the sweep makes its replacement and waits.
+    const moving = admin.post('/dev/clock', { advance_seconds: expiresAt + 60 - (await now()) });
+    await waitingOnLock();
+    await pay(first!.id);
+    await until(
+      () => sub(s.id),
+      (x) => x.current_period_start === end,
+    );
+    await release();
+    expect((await moving).status).toBe(200);
+    const made = await until(
+      () => renewalPayments(s.id),
+      (r) => r.length === 2 && r[1]!.status !== 'pending',
+    );
+    expect(made.map((r) => r.status)).toEqual(['paid', 'expired']);
+    expect(await sub(s.id)).toMatchObject({ status: 'active', current_period_start: end });
+  });
+});
+
 describe('events on JetStream', () => {
   it('every transition of a subscription reaches the EVENTS stream once, in order, in the WebhookEvent shape', async () => {
     const p = await plan({ interval: 'weekly' });

@@ -1,13 +1,18 @@
-import { messages, type NwcChargeResult, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
+import { type CreatedPayment, messages, type NwcChargeResult, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
 import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailable, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
-import { dueNow, dunningEnd, type Due, type SchedulePolicy, uncheckedRecheckAt } from './domain/schedule.js';
+import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit, emitMany, reminderData } from './transitions.js';
 
 type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
+type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
+type ToWithdraw = { wallet_id: string; subscription_id: string; payment_id: string; period_end: number };
+
+/** Renewal payments left to withdraw that one sweep takes up (more wait for the next). */
+const WITHDRAW_PER_SWEEP = 100;
 
 /** Renewal payments per payments message and billing transaction. */
 const RENEWAL_BATCH = RENEWAL_BATCH_MAX;
@@ -70,6 +75,12 @@ export class Scheduler {
     let seen = 0;
     let passes = 0;
     this.backlog = false;
+    // Left flagged by a sweep that stopped (a crash, the payments service away) before withdrawing them.
+    const left = await this.d.subscriptions.toWithdraw(this.d.db, WITHDRAW_PER_SWEEP).catch((err) => {
+      this.d.log.warn({ err }, 'renewal payments left to withdraw could not be read; retried next sweep');
+      return [];
+    });
+    await this.withdraw(left);
     for (;;) {
       const now = unixSeconds(this.d.clock);
       this.plans = new Map();
@@ -228,12 +239,17 @@ export class Scheduler {
       return [{ ...r, row, created: a }];
     });
     if (!issued.length) return 0;
-    return d.db.tx(async (tx) => {
+    const { n, lost } = await d.db.tx(async (tx) => {
       const saved = await d.subscriptions.saveMany(
         tx,
         issued.map((x) => x.row),
       );
       const done = issued.filter((x) => saved.has(x.s.id));
+      const lost = await this.settleLost(
+        tx,
+        issued.filter((x) => !saved.has(x.s.id)),
+        now,
+      );
       await d.subscriptions.recordRenewalPayments(
         tx,
         done.map(({ s, created }) => ({ subscription_id: s.id, payment_id: created.payment.id, period_end: s.current_period_end })),
@@ -255,8 +271,46 @@ export class Scheduler {
             : []),
         ]),
       );
-      return done.length;
+      return { n: done.length, lost };
     });
+    await this.withdraw(lost);
+    return n;
+  }
+
+  /**
+   * The rows of a batch another writer moved first (saveMany skipped them; they are locked by it in
+   * `tx`): each payment made for one is linked by a later pass, or flagged to be withdrawn in the same
+   * transaction (domain/schedule.ts `lostRenewal`). Returns those to withdraw.
+   */
+  private async settleLost(tx: Tx, lost: { s: SubRow; due: Renewal['due']; created: CreatedPayment }[], now: number) {
+    const d = this.d;
+    const out: ToWithdraw[] = [];
+    for (const { s, due, created } of lost) {
+      const cur = await d.subscriptions.get(tx, null, s.id, true);
+      const end = s.current_period_end;
+      const what = lostRenewal(cur, { end, replaces: due.replaces, payment_id: created.payment.id }, now);
+      if (what.kind === 'keep') continue;
+      if (cur && what.link && !(await d.subscriptions.save(tx, { ...cur, ...what.link, updated_at: now }))) throw conflict('moved');
+      out.push({ wallet_id: s.wallet_id, subscription_id: s.id, payment_id: created.payment.id, period_end: end });
+    }
+    await d.subscriptions.recordToWithdraw(tx, out);
+    return out;
+  }
+
+  /**
+   * Expires renewal payments flagged to be withdrawn, then clears their flags; one the payments service
+   * could not expire now stays flagged for the next sweep (`sweep` starts with those left over).
+   */
+  private async withdraw(items: Omit<ToWithdraw, 'period_end'>[]): Promise<void> {
+    const done: string[] = [];
+    for (const { wallet_id, subscription_id, payment_id } of items) {
+      await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id, subscription_id, payment_id }).then(
+        () => done.push(payment_id),
+        (err) => this.d.log.warn({ err, subscription_id, payment_id }, 'renewal payment nobody was sent could not be withdrawn; retried next sweep'),
+      );
+    }
+    // Flags not cleared only mean a second, harmless expiry by the next sweep.
+    await this.d.subscriptions.withdrawn(this.d.db, done).catch((err) => this.d.log.warn({ err }, 'withdrawn renewal payments stay flagged'));
   }
 
   /**
@@ -448,7 +502,7 @@ export class Scheduler {
   }
 
   /** Re-reads the row under lock and runs `fn` only if nobody changed it since the sweep read it. */
-  private inTx<T>(s: SubRow, fn: (tx: Parameters<Parameters<Deps['db']['tx']>[0]>[0], cur: SubRow) => Promise<T>): Promise<T> {
+  private inTx<T>(s: SubRow, fn: (tx: Tx, cur: SubRow) => Promise<T>): Promise<T> {
     return this.d.db.tx(async (tx) => {
       const cur = await this.d.subscriptions.get(tx, null, s.id, true);
       if (!cur || cur.version !== s.version) throw conflict('moved');

@@ -6,6 +6,7 @@ import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 import {
   carryOpenRenewal,
   dueNow,
+  lostRenewal,
   nextDueAt,
   resumeBookkeeping,
   walletReconnected,
@@ -34,6 +35,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     trial_end: null,
     cancelled_at: null,
     cancel_reason: null,
+    cancelled_immediately: false,
     pending_since: status === 'pending' ? T0 : null,
     payment_method: 'lightning',
     receive_reminders: true,
@@ -581,10 +583,16 @@ describe('late payments (domain/payment-application.ts)', () => {
   });
   it('a checkout paid after it was cancelled unpaid says so; one paid again after activation says it was paid', () => {
     const cancelledUnpaid = view('cancelled', { period_index: 0, current_period_start: T0, current_period_end: T0, pending_since: T0 });
-    expect(applicationOf(paid('checkout'), cancelledUnpaid, undefined, POLICY)).toEqual({
+    expect(applicationOf(paid('checkout'), { ...cancelledUnpaid, cancelled_at: T0 - 1 }, undefined, POLICY)).toEqual({
       to: 'none',
       reason: 'The subscription was cancelled before its first payment arrived',
     });
+    // Paid at or before the cancel, however late its event: applied as it would have been in time.
+    for (const at of [T0, T0 + 5])
+      expect(applicationOf(paid('checkout'), { ...cancelledUnpaid, cancelled_at: at }, undefined, POLICY)).toMatchObject({
+        to: 'own',
+        event: { type: 'first_payment', paid_at: T0 },
+      });
     expect(applicationOf(paid('checkout'), view('cancelled'), undefined, POLICY)).toEqual({
       to: 'none',
       reason: 'The subscription is cancelled; its first payment was already made',
@@ -608,5 +616,32 @@ describe('carryOpenRenewal', () => {
     expect(carryOpenRenewal(sub('active', issued(END + DAY)), 60)).toEqual({});
     expect(carryOpenRenewal(sub('paused', issued(END + DAY)), 60)).toEqual({});
     expect(carryOpenRenewal(sub('active', { renewal_for: END - 30 * DAY }), 5)).toEqual({});
+  });
+});
+
+describe('lostRenewal: a renewal payment made for a row that moved before it was saved', () => {
+  const now = END - 2 * DAY;
+  const lost = { end: END, replaces: null, payment_id: 'pay_lost' };
+  it('is linked later while the subscription still wants it under the same key', () => {
+    expect(lostRenewal(sub('active'), lost, now)).toEqual({ kind: 'keep' });
+    expect(lostRenewal(sub('past_due', { renewal_for: END, renewal_payment_id: 'pay_old' }), { ...lost, replaces: 'pay_old' }, now)).toEqual({ kind: 'keep' });
+    // Another replica linked this very payment.
+    expect(lostRenewal(sub('paused', { renewal_for: END, renewal_payment_id: 'pay_lost' }), lost, now)).toEqual({ kind: 'keep' });
+  });
+  it('paused in the same period: withdrawn as the invoice the pause withdrew, so a resume replaces it', () => {
+    const what = lostRenewal(sub('paused'), lost, now);
+    expect(what).toEqual({
+      kind: 'withdraw',
+      link: { renewal_payment_id: 'pay_lost', renewal_for: END, renewal_expires_at: now, reminder_notified_at: null },
+    });
+    const resumed = sub('active', what.kind === 'withdraw' ? (what.link ?? {}) : {});
+    expect(dueNow(resumed, now, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_lost' });
+  });
+  it('anything else: withdrawn, the subscription left as it is', () => {
+    // Renewed by a payment meanwhile (another period), cancelled, or given another replacement already.
+    expect(lostRenewal(sub('active', { current_period_end: END + 30 * DAY }), lost, now)).toEqual({ kind: 'withdraw', link: null });
+    expect(lostRenewal(sub('cancelled'), lost, now)).toEqual({ kind: 'withdraw', link: null });
+    expect(lostRenewal(sub('active', { renewal_for: END, renewal_payment_id: 'pay_other' }), lost, now)).toEqual({ kind: 'withdraw', link: null });
+    expect(lostRenewal(undefined, lost, now)).toEqual({ kind: 'withdraw', link: null });
   });
 });

@@ -17,6 +17,8 @@ export interface SubState {
   trial_end: number | null;
   cancelled_at: number | null;
   cancel_reason: string | null;
+  /** The cancel ended the period at once (an owner's `immediate`): a first payment made before it, handled after, gives no access. */
+  cancelled_immediately: boolean;
   /** When the subscription last became pending (checkout, or resumed after its period ended): its 24 h count from here. */
   pending_since: number | null;
 }
@@ -85,6 +87,26 @@ const nextPeriod = (s: SubState): Partial<SubState> => ({
  */
 const LIFECYCLE: readonly Rule[] = [
   { from: ['pending'], on: 'first_payment', emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
+  // A checkout paid before it was cancelled, handled after (domain/payment-application.ts decides that):
+  // as if handled in time, activated then cancelled; it stays cancelled, with the paid period unless the
+  // cancel was immediate (then it ended at the cancel). One event, the activation the cancel came after.
+  {
+    from: ['cancelled'],
+    on: 'first_payment',
+    when: (s) => s.period_index === 0 && s.trial_end === null && s.cancelled_at !== null,
+    emit: 'subscription.activated',
+    apply: (s, e) => {
+      const paid = freshPeriod(s, e.paid_at);
+      const at = s.cancelled_at!;
+      return {
+        ...paid,
+        status: 'cancelled',
+        ...(s.cancelled_immediately
+          ? { current_period_start: Math.min(paid.current_period_start!, at), current_period_end: Math.min(paid.current_period_end!, at) }
+          : {}),
+      };
+    },
+  },
   // A late payment for a checkout that already expired is still applied (on-chain can be late).
   { from: ['expired'], on: 'first_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
   { from: ['pending'], on: 'pending_timeout', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
@@ -110,6 +132,7 @@ const LIFECYCLE: readonly Rule[] = [
       status: 'cancelled',
       cancelled_at: now,
       cancel_reason: e.reason ?? null,
+      cancelled_immediately: e.immediate,
       // At once: the period (and a trial still running) ends now; a period paid ahead that had not begun
       // (a renewal paid early) ends before it starts, so it starts now too.
       ...(e.immediate
@@ -125,7 +148,7 @@ const LIFECYCLE: readonly Rule[] = [
     from: LIVE,
     on: 'plan_archived',
     emit: 'subscription.cancelled',
-    apply: (_s, _e, now) => ({ status: 'cancelled', cancelled_at: now, cancel_reason: 'plan archived' }),
+    apply: (_s, _e, now) => ({ status: 'cancelled', cancelled_at: now, cancel_reason: 'plan archived', cancelled_immediately: false }),
   },
   {
     from: [...LIVE, ...TERMINAL],
@@ -211,7 +234,14 @@ export function accessUntil(s: Pick<SubState, 'status' | 'current_period_end' | 
 
 /** The "(new)" rows: a plan with a trial starts active until trial_end; a paid plan starts pending. */
 export function startSubscription(plan: { interval: Interval; trial_days: number; grace_period_days: number }, now: number): SubState {
-  const base = { interval: plan.interval, grace_period_days: plan.grace_period_days, cancelled_at: null, cancel_reason: null, pending_since: null };
+  const base = {
+    interval: plan.interval,
+    grace_period_days: plan.grace_period_days,
+    cancelled_at: null,
+    cancel_reason: null,
+    cancelled_immediately: false,
+    pending_since: null,
+  };
   if (plan.trial_days > 0) {
     const trialEnd = notPastLatest(now, plan.trial_days * DAY_SECONDS);
     return {

@@ -72,6 +72,9 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
     if (own.status === 'expired' && own.cancelled_at === null) return live ? elsewhere() : { to: 'own', event: first };
     if (own.status === 'expired') return elsewhere();
     if (own.status === 'cancelled' && own.period_index === 0 && own.trial_end === null) {
+      // Paid at or before the cancel, however late the payment's event: applied as it would have been in
+      // time (activated, then cancelled; domain/lifecycle.ts keeps the cancel's immediacy).
+      if (own.cancelled_at !== null && p.paid_at <= own.cancelled_at) return { to: 'own', event: first };
       return { to: 'none', reason: 'The subscription was cancelled before its first payment arrived' };
     }
     return { to: 'none', reason: `The subscription is ${own.status}; its first payment was already made` };

@@ -241,6 +241,32 @@ export function withdrawOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'curre
 }
 
 /**
+ * A renewal payment a sweep made (for the period ending at `end`, replacing `replaces`) that it could not
+ * link: the subscription moved between the sweep's read and its save (a pause, a resume, a payment, an
+ * extend, a cancel). `keep`: the subscription still wants a renewal under the same idempotency key (an
+ * owner's edit, say), so the next pass links this one. Otherwise nobody was sent it and it must stop
+ * being payable (`withdraw`); a paused subscription in the same period records it as the withdrawn
+ * renewal, as if the pause had come after it, so that a resume issues a replacement instead of getting
+ * this withdrawn payment back by its key.
+ */
+export function lostRenewal(
+  cur: Pick<ScheduleView, 'status' | 'current_period_end' | 'renewal_for' | 'renewal_payment_id'> | undefined,
+  lost: { end: number; replaces: string | null; payment_id: string },
+  now: number,
+): { kind: 'keep' } | { kind: 'withdraw'; link: Partial<ScheduleView> | null } {
+  if (!cur) return { kind: 'withdraw', link: null };
+  // Linked by another replica's save of the same key.
+  if (cur.renewal_payment_id === lost.payment_id) return { kind: 'keep' };
+  const sameKey = cur.current_period_end === lost.end && (cur.renewal_for === lost.end ? cur.renewal_payment_id : null) === lost.replaces;
+  if (sameKey && (cur.status === 'active' || cur.status === 'past_due' || cur.status === 'payment_failed')) return { kind: 'keep' };
+  if (sameKey && cur.status === 'paused') {
+    const withdrawn = withdrawOpenRenewal({ renewal_for: lost.end, current_period_end: lost.end, renewal_expires_at: null }, now);
+    return { kind: 'withdraw', link: { renewal_payment_id: lost.payment_id, renewal_for: lost.end, ...withdrawn } };
+  }
+  return { kind: 'withdraw', link: null };
+}
+
+/**
  * Resumed after the period ended (pending, behaviour.md): the renewal payment the pause withdrew is let
  * go, so that one missing is the resume's own payment not made yet, and the scheduler makes it
  * (`resume_payment`) if the resume could not. Resumed within the period: nothing changes here.

@@ -201,3 +201,23 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN IF NOT EXISTS anchor_index INT NOT NULL DEFAULT 0;
 `,
 });
+
+migrations.push({
+  id: 13,
+  name: 'renewal payments to withdraw',
+  sql: `
+-- A renewal payment a sweep made and could not link (the subscription moved meanwhile): expired at the
+-- payments service, and flagged until that is done, so a crash in between still leaves it to a later sweep.
+ALTER TABLE renewal_payments ADD COLUMN withdraw BOOLEAN NOT NULL DEFAULT false;
+CREATE INDEX renewal_payments_withdraw ON renewal_payments (payment_id) WHERE withdraw;
+`,
+});
+
+migrations.push({
+  id: 14,
+  name: 'immediate cancels',
+  sql: `
+-- A cancel that ended the period at once: a checkout paid before it but handled after gives no access.
+ALTER TABLE subscriptions ADD COLUMN cancelled_immediately BOOLEAN NOT NULL DEFAULT false;
+`,
+});

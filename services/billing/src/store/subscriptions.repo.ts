@@ -35,7 +35,7 @@ export interface SubRow extends SubState {
 
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, anchor_index, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
-  receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
+  cancelled_immediately, receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
   reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, pending_since, checkout_key, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
@@ -49,6 +49,7 @@ const MUTABLE = [
   'trial_end',
   'cancelled_at',
   'cancel_reason',
+  'cancelled_immediately',
   'receive_confirmations',
   'receive_reminders',
   'metadata',
@@ -75,6 +76,7 @@ const MUTABLE_TYPES: Record<(typeof MUTABLE)[number], string> = {
   trial_end: 'bigint',
   cancelled_at: 'bigint',
   cancel_reason: 'text',
+  cancelled_immediately: 'boolean',
   receive_confirmations: 'boolean',
   receive_reminders: 'boolean',
   metadata: 'jsonb',
@@ -345,6 +347,35 @@ export class SubscriptionsRepo {
       subscriptionId,
       periodEnd,
     ]);
+  }
+
+  /**
+   * Records renewal payments nobody was sent, to be withdrawn at the payments service (`withdrawn` once
+   * that is done); one recorded already (linked before) is flagged all the same.
+   */
+  async recordToWithdraw(q: Queryable, items: { subscription_id: string; payment_id: string; period_end: number }[]): Promise<void> {
+    if (!items.length) return;
+    await q.query(
+      `INSERT INTO ${this.schema}.renewal_payments (payment_id, subscription_id, period_end, withdraw)
+       SELECT *, true FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT (payment_id) DO UPDATE SET withdraw = true`,
+      [items.map((i) => i.payment_id), items.map((i) => i.subscription_id), items.map((i) => i.period_end)],
+    );
+  }
+
+  /** Up to `limit` renewal payments still to be withdrawn at the payments service. */
+  async toWithdraw(q: Queryable, limit: number): Promise<{ wallet_id: string; subscription_id: string; payment_id: string }[]> {
+    const { rows } = await q.query<{ wallet_id: string; subscription_id: string; payment_id: string }>(
+      `SELECT s.wallet_id, r.subscription_id, r.payment_id FROM ${this.schema}.renewal_payments r
+       JOIN ${this.schema}.subscriptions s ON s.id = r.subscription_id WHERE r.withdraw LIMIT $1`,
+      [limit],
+    );
+    return rows;
+  }
+
+  /** These renewal payments were withdrawn at the payments service. */
+  async withdrawn(q: Queryable, paymentIds: string[]): Promise<void> {
+    if (!paymentIds.length) return;
+    await q.query(`UPDATE ${this.schema}.renewal_payments SET withdraw = false WHERE payment_id = ANY($1::text[]) AND withdraw`, [paymentIds]);
   }
 
   /** The renewal payments issued for the period ending at `from` now pay the one ending at `to` (an extend). */
