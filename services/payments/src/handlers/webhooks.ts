@@ -1,5 +1,5 @@
 import { rejected, routeHandler, unixSeconds } from '@sb/runtime';
-import { applyOutcome } from '../confirm.js';
+import { announceEnd, applyOutcome } from '../confirm.js';
 import type { Deps } from '../deps.js';
 import type { CallbackReader, CallbackRoute } from '../providers/callback.js';
 
@@ -27,5 +27,6 @@ export const callbackHandler = (d: Deps, route: CallbackRoute, reader: CallbackR
       return applyOutcome(d, tx, payment, outcome);
     });
     if (change) d.log.info({ payment_id: payment.id, provider: reader.provider, event_id: eventId, event: event.label, via: 'callback' }, `payment ${change}`);
+    await announceEnd(d, payment, change);
     return { received: true };
   });
