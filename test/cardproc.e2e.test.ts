@@ -223,6 +223,21 @@ describe('card processor (Stripe) checkout', () => {
     expect((await owner().get(`/payments/${paid.c.payment_id}`)).body.status).toBe('paid');
   });
 
+  it('a session paid for another amount or currency than the payment records does not pay it: acknowledged, logged, left pending', async () => {
+    const plan = await cardPlan('Card amount');
+    for (const change of [{ amount_total: 1 }, { currency: 'jpy' }]) {
+      const { c, session } = await checkout(`amount-${Object.keys(change)[0]}@example.com`, plan);
+      Object.assign(stripe.sessions.get(session.id)!, change); // changed at Stripe, or another session's numbers
+      stripe.pay(session.id);
+      for (const type of ['checkout.session.completed', 'checkout.session.async_payment_succeeded']) {
+        expect((await deliver(stripe.eventJson(type, session.id))).status).toBe(200);
+      }
+      expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('pending');
+      expect(await receivedEvents(c.subscription_id)).toBe(0);
+      expect(stack.services.payments.lines.some((l) => l.includes(c.payment_id) && l.includes('callback not applied'))).toBe(true);
+    }
+  });
+
   it("a plan with a connected account: the session lives on that account and only that account's event settles it", async () => {
     const plan = await cardPlan('Card connected', { cardproc_account_id: 'acct_1Connected' });
     const { c, session } = await checkout('connected@example.com', plan);

@@ -240,6 +240,37 @@ describe('wallet processor (PayPal) checkout', () => {
     expect((await owner().get(`/subscriptions/${c.subscription_id}`)).body.status).not.toBe('active');
     expect(await applied(c.subscription_id)).toBe(0);
   });
+
+  it('a capture event or a captured order for another amount or currency does not pay the payment: acknowledged, logged, left pending', async () => {
+    // A genuine capture elsewhere, re-aimed by its sender at a 1.26 USD payment whose order the payer never approved.
+    const paid = await checkout('amount-elsewhere@example.com');
+    paypal.approve(paid.orderId);
+    expect((await deliver(paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', paid.orderId)))).status).toBe(200);
+    const victim = await checkout('amount-victim@example.com');
+    expect(paypal.orders.get(victim.orderId)!.status).toBe('PAYER_ACTION_REQUIRED');
+    const forged = paypal.event('PAYMENT.CAPTURE.COMPLETED', paid.orderId) as { resource: Record<string, any> };
+    forged.resource = {
+      ...forged.resource,
+      amount: { currency_code: 'JPY', value: '1' },
+      custom_id: victim.c.payment_id,
+      supplementary_data: { related_ids: { order_id: victim.orderId } },
+    };
+    for (let i = 0; i < 2; i++) expect((await deliver(paypal.sign(forged))).status).toBe(200);
+    expect((await paymentRow(victim.c.payment_id)).status).toBe('pending');
+
+    // The order itself changed at PayPal to another price before the payer approved it: captured, not ours.
+    const changed = await checkout('amount-changed@example.com');
+    paypal.orders.get(changed.orderId)!.purchase_units[0]!.amount = { currency_code: 'JPY', value: '1' };
+    paypal.approve(changed.orderId);
+    expect((await deliver(paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', changed.orderId)))).status).toBe(200);
+    expect(paypal.orders.get(changed.orderId)!.status).toBe('COMPLETED');
+    expect((await deliver(paypal.sign(paypal.event('PAYMENT.CAPTURE.COMPLETED', changed.orderId)))).status).toBe(200);
+    expect((await paymentRow(changed.c.payment_id)).status).toBe('pending');
+    for (const c of [victim.c, changed.c]) expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(0);
+    const warned = stack.services.payments.lines.filter((l) => l.includes(changed.c.payment_id) && l.includes('callback not applied'));
+    expect(warned.length).toBeGreaterThan(0);
+    expect(warned[0]).toContain('captured 1 JPY, the payment is 1.26 USD');
+  });
 });
 
 // Last before 'at rest': it moves the shared dev clock a month on.

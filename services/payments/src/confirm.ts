@@ -4,6 +4,7 @@ import { SCHEMA, type Deps } from './deps.js';
 import type { PaymentDetails } from './store/payments.repo.js';
 import { paymentReceivedData, statesAllowing, type PaymentRecord } from './domain/payments.js';
 import type { CallbackOutcome } from './providers/callback.js';
+import type { ProviderStatus } from './providers/rail.js';
 
 interface Confirmation {
   /** The payment after the call; undefined only for an unknown id. */
@@ -89,9 +90,11 @@ export async function announceEnd(d: Pick<Deps, 'db' | 'bus' | 'payments' | 'log
 export async function settleFromProvider(
   d: Pick<Deps, 'db' | 'clock' | 'payments' | 'log' | 'bus'>,
   p: PaymentRecord,
-  status: { paid: boolean; failed?: boolean; onchain_txid?: string; cardproc_payment_id?: string },
+  status: ProviderStatus,
   via: string,
 ): Promise<{ payment: PaymentRecord; changed: 'paid' | 'failed' | null }> {
+  if (status.mismatch)
+    d.log.warn({ payment_id: p.id, provider: p.provider, via, reason: status.mismatch }, 'provider says paid for another amount; not marked paid');
   if (status.paid) {
     // The store skips undefined details, so each provider passes only what it knows.
     const r = await confirmPayment(d, p.id, { onchain_txid: status.onchain_txid, cardproc_payment_id: status.cardproc_payment_id });
