@@ -6,6 +6,7 @@ import { call, client, until } from './support/http.js';
 import { startSmtpServer } from './support/smtp-server.js';
 import { startStack, type Stack } from './support/stack.js';
 import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
+import { devClock } from './support/clock.js';
 
 /** Card checkout through Stripe Checkout (a local server speaking its API), settled only by signed webhook events via the gateway. */
 let stack: Stack;
@@ -222,6 +223,21 @@ describe('card processor (Stripe) checkout', () => {
     expect((await owner().get(`/payments/${paid.c.payment_id}`)).body.status).toBe('paid');
   });
 
+  it('a session paid for another amount or currency than the payment records does not pay it: acknowledged, logged, left pending', async () => {
+    const plan = await cardPlan('Card amount');
+    for (const change of [{ amount_total: 1 }, { currency: 'jpy' }]) {
+      const { c, session } = await checkout(`amount-${Object.keys(change)[0]}@example.com`, plan);
+      Object.assign(stripe.sessions.get(session.id)!, change); // changed at Stripe, or another session's numbers
+      stripe.pay(session.id);
+      for (const type of ['checkout.session.completed', 'checkout.session.async_payment_succeeded']) {
+        expect((await deliver(stripe.eventJson(type, session.id))).status).toBe(200);
+      }
+      expect((await owner().get(`/payments/${c.payment_id}`)).body.status).toBe('pending');
+      expect(await receivedEvents(c.subscription_id)).toBe(0);
+      expect(stack.services.payments.lines.some((l) => l.includes(c.payment_id) && l.includes('callback not applied'))).toBe(true);
+    }
+  });
+
   it("a plan with a connected account: the session lives on that account and only that account's event settles it", async () => {
     const plan = await cardPlan('Card connected', { cardproc_account_id: 'acct_1Connected' });
     const { c, session } = await checkout('connected@example.com', plan);
@@ -292,6 +308,54 @@ describe('card processor (Stripe) checkout', () => {
     } finally {
       await new Promise((r) => rates.close(r));
     }
+  });
+});
+
+// Last before 'at rest': it moves the shared dev clock a month on.
+describe('a renewal the provider ends early', () => {
+  it('checkout.session.expired of the open renewal: billing issues a fresh renewal payment at once, one however often the event comes', async () => {
+    // Priced at the fixed rate again (the test before pointed payments at a failing rate source).
+    stack.env.FIAT_RATE_FIXED = '50000';
+    delete stack.env.FIAT_RATE_URL;
+    await stack.stopPayments();
+    await stack.restartPayments();
+    const admin = () => client(stack.api, stack.wallets[0]!.admin_key);
+    const clock = devClock(admin);
+    const plan = await cardPlan('Card renewal ended', { amount_sats: 21000, grace_period_days: 3 });
+    const { c, session } = await checkout('renewal-ended@example.com', plan);
+    stripe.pay(session.id);
+    expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
+    const sub = await until(
+      async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body,
+      (s) => s.status === 'active',
+    );
+    expect(sub.status).toBe('active');
+    const listed = async () => (await owner().get(`/payments?subscription_id=${c.subscription_id}&limit=50`)).body.items as { id: string; status: string }[];
+    await clock.advanceTo(sub.current_period_end - 3 * 86_400 + 60);
+    const [renewal] = (await until(listed, (items) => items.length === 2)).filter((p) => p.id !== c.payment_id);
+    expect(renewal).toMatchObject({ status: 'pending' });
+    const renewalSession = [...stripe.sessions.values()].find((s) => s.metadata.payment_id === renewal!.id)!;
+    expect(renewalSession.status).toBe('open');
+
+    // Stripe ends the session early (expired from its dashboard, say): redelivered, and sent twice at once.
+    stripe.expire(renewalSession.id);
+    const expired = stripe.eventJson('checkout.session.expired', renewalSession.id);
+    for (const r of await Promise.all([deliver(expired), deliver(expired)])) expect(r.status).toBe(200);
+    expect((await deliver(expired)).status).toBe(200);
+    const items = await until(listed, (xs) => xs.some((p) => p.status === 'pending'));
+    expect(items.find((p) => p.id === renewal!.id)!.status).toBe('expired');
+    const fresh = items.filter((p) => p.status === 'pending');
+    expect(fresh).toHaveLength(1);
+    // It is payable at Stripe, and it is the subscription's renewal now.
+    expect([...stripe.sessions.values()].find((s) => s.metadata.payment_id === fresh[0]!.id)?.status).toBe('open');
+    const row = (await db.query('SELECT renewal_payment_id FROM billing.subscriptions WHERE id = $1', [c.subscription_id])).rows[0];
+    expect(row.renewal_payment_id).toBe(fresh[0]!.id);
+    // Later passes make no more: one replacement for the one payment that ended.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await listed()).length).toBe(3);
+    expect(await count('SELECT count(*)::int AS n FROM payments.payments WHERE end_notice_at IS NOT NULL AND subscription_id = $1', [c.subscription_id])).toBe(
+      0,
+    );
   });
 });
 

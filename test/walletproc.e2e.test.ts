@@ -3,6 +3,7 @@ import { startPaypalServer, type PaypalServer, type SignedDelivery } from '../se
 import { call, client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
+import { devClock } from './support/clock.js';
 
 /** Wallet-processor checkout through PayPal Orders v2 (a local server speaking its API), settled only by verified webhook events via the gateway. */
 let stack: Stack;
@@ -238,6 +239,89 @@ describe('wallet processor (PayPal) checkout', () => {
     await new Promise((r) => setTimeout(r, 1000));
     expect((await owner().get(`/subscriptions/${c.subscription_id}`)).body.status).not.toBe('active');
     expect(await applied(c.subscription_id)).toBe(0);
+  });
+
+  it('a capture event or a captured order for another amount or currency does not pay the payment: acknowledged, logged, left pending', async () => {
+    // A genuine capture elsewhere, re-aimed by its sender at a 1.26 USD payment whose order the payer never approved.
+    const paid = await checkout('amount-elsewhere@example.com');
+    paypal.approve(paid.orderId);
+    expect((await deliver(paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', paid.orderId)))).status).toBe(200);
+    const victim = await checkout('amount-victim@example.com');
+    expect(paypal.orders.get(victim.orderId)!.status).toBe('PAYER_ACTION_REQUIRED');
+    const forged = paypal.event('PAYMENT.CAPTURE.COMPLETED', paid.orderId) as { resource: Record<string, any> };
+    forged.resource = {
+      ...forged.resource,
+      amount: { currency_code: 'JPY', value: '1' },
+      custom_id: victim.c.payment_id,
+      supplementary_data: { related_ids: { order_id: victim.orderId } },
+    };
+    for (let i = 0; i < 2; i++) expect((await deliver(paypal.sign(forged))).status).toBe(200);
+    expect((await paymentRow(victim.c.payment_id)).status).toBe('pending');
+
+    // The order itself changed at PayPal to another price before the payer approved it: captured, not ours.
+    const changed = await checkout('amount-changed@example.com');
+    paypal.orders.get(changed.orderId)!.purchase_units[0]!.amount = { currency_code: 'JPY', value: '1' };
+    paypal.approve(changed.orderId);
+    expect((await deliver(paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', changed.orderId)))).status).toBe(200);
+    expect(paypal.orders.get(changed.orderId)!.status).toBe('COMPLETED');
+    expect((await deliver(paypal.sign(paypal.event('PAYMENT.CAPTURE.COMPLETED', changed.orderId)))).status).toBe(200);
+    expect((await paymentRow(changed.c.payment_id)).status).toBe('pending');
+    for (const c of [victim.c, changed.c]) expect(await outboxEvents(c.subscription_id, 'payment.received')).toBe(0);
+    const warned = stack.services.payments.lines.filter((l) => l.includes(changed.c.payment_id) && l.includes('callback not applied'));
+    expect(warned.length).toBeGreaterThan(0);
+    expect(warned[0]).toContain('captured 1 JPY, the payment is 1.26 USD');
+  });
+});
+
+// Last before 'at rest': it moves the shared dev clock a month on.
+describe('a renewal PayPal ends early', () => {
+  it('PAYMENT.CAPTURE.DENIED of the open renewal: billing issues a fresh renewal payment at once, one however often the event comes', async () => {
+    const admin = () => client(stack.api, stack.wallets[0]!.admin_key);
+    const clock = devClock(admin);
+    const plan = await admin().post('/plans', {
+      name: 'PayPal renewal denied',
+      amount_sats: 21000,
+      interval: 'monthly',
+      grace_period_days: 3,
+      allow_walletproc: true,
+      walletproc_merchant_id: MERCHANT,
+    });
+    expect(plan.status).toBe(201);
+    const res = await client(stack.api).post('/public/subscribe', { plan_id: plan.body.id, payment_method: 'walletproc', email: 'renewal-denied@example.com' });
+    expect(res.status).toBe(201);
+    const orderOf = (paymentId: string) => [...paypal.orders.values()].find((o) => o.purchase_units[0]!.custom_id === paymentId);
+    const first = orderOf(res.body.payment_id)!;
+    paypal.approve(first.id);
+    expect((await deliver(paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', first.id)))).status).toBe(200);
+    const sub = await until(
+      async () => (await owner().get(`/subscriptions/${res.body.subscription_id}`)).body,
+      (s) => s.status === 'active',
+    );
+    expect(sub.status).toBe('active');
+    const listed = async () => (await owner().get(`/payments?subscription_id=${sub.id}&limit=50`)).body.items as { id: string; status: string }[];
+    await clock.advanceTo(sub.current_period_end - 3 * 86_400 + 60);
+    const [renewal] = (await until(listed, (items) => items.length === 2)).filter((p) => p.id !== res.body.payment_id);
+    expect(renewal).toMatchObject({ status: 'pending' });
+    const order = orderOf(renewal!.id)!;
+
+    // The payer approves; the capture stays pending, then PayPal denies it.
+    paypal.approve(order.id, 'PENDING');
+    expect((await deliver(paypal.sign(paypal.event('CHECKOUT.ORDER.APPROVED', order.id)))).status).toBe(200);
+    paypal.settleCapture(order.id, 'DECLINED');
+    const denied = paypal.sign(paypal.event('PAYMENT.CAPTURE.DENIED', order.id));
+    for (const r of await Promise.all([deliver(denied), deliver(denied)])) expect(r.status).toBe(200);
+    expect((await deliver(denied)).status).toBe(200);
+    const items = await until(listed, (xs) => xs.some((p) => p.status === 'pending'));
+    expect(items.find((p) => p.id === renewal!.id)!.status).toBe('failed');
+    const fresh = items.filter((p) => p.status === 'pending');
+    expect(fresh).toHaveLength(1);
+    expect(orderOf(fresh[0]!.id)?.status).toBe('PAYER_ACTION_REQUIRED');
+    const row = (await db.query('SELECT renewal_payment_id FROM billing.subscriptions WHERE id = $1', [sub.id])).rows[0];
+    expect(row.renewal_payment_id).toBe(fresh[0]!.id);
+    // The owner hears of the declined payment once; later passes make no more replacements.
+    expect(await outboxEvents(sub.id, 'payment.failed')).toBe(1);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await listed()).length).toBe(3);
   });
 });
 

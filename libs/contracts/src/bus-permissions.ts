@@ -33,6 +33,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   subscribeNwc: ['nwc'],
   subscriberOfToken: ['nwc'],
   nwcFallback: ['nwc'],
+  renewalEnded: ['payments'],
   nwcReconnect: ['nwc'],
   nwcReconnectCheck: ['nwc'],
   nwcCharge: ['billing'],

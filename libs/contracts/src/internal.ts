@@ -194,6 +194,17 @@ export const messages = {
     reply: z.object({ subscriber_id: Id, wallet_id: Id }),
   },
   /**
+   * Payments tells billing that a renewal payment ended before its time at the provider (the Checkout
+   * Session expired, the card or PayPal capture was declined): billing issues its replacement on the next
+   * scheduler pass, as when the payment's own expiry passes. Idempotent; `replaced` is false when the
+   * payment is not the subscription's open renewal (any more).
+   */
+  renewalEnded: {
+    subject: 'billing.internal.renewal_ended',
+    request: SubscriptionRef.extend({ payment_id: Id }),
+    reply: z.object({ replaced: z.boolean() }),
+  },
+  /**
    * The NWC service tells billing that a subscription's wallet is gone (disconnected or deactivated): it
    * renews by invoice from now on, with the usual lead time and reminders.
    */

@@ -8,6 +8,7 @@ import {
   dueNow,
   lostRenewal,
   nextDueAt,
+  renewalEndedEarly,
   resumeBookkeeping,
   walletReconnected,
   withdrawOpenRenewal,
@@ -605,6 +606,22 @@ describe('late payments (domain/payment-application.ts)', () => {
   it('cancelled or paused subscriptions and unknown ones: not applied', () => {
     for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined, POLICY)).toMatchObject({ to: 'none' });
     expect(applicationOf(paid('checkout'), undefined, undefined, POLICY)).toMatchObject({ to: 'none' });
+  });
+});
+
+describe('renewalEndedEarly', () => {
+  const at = END - 2 * DAY;
+  it("the period's open renewal ended at the provider: replaced at once, by the same rule as an expired one", () => {
+    const s = sub('active', issued(END + DAY));
+    const change = renewalEndedEarly(s, 'pay_1', at);
+    expect(change).toEqual({ renewal_expires_at: at });
+    expect(dueNow({ ...s, ...change }, at, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
+  });
+  it('another payment, one of an earlier period, or one already expired or withdrawn: nothing', () => {
+    expect(renewalEndedEarly(sub('active', issued(END + DAY)), 'pay_other', at)).toBeNull();
+    expect(renewalEndedEarly(sub('active', issued(END + DAY, { renewal_for: END - 30 * DAY })), 'pay_1', at)).toBeNull();
+    expect(renewalEndedEarly(sub('active', issued(at)), 'pay_1', at)).toBeNull();
+    expect(renewalEndedEarly(sub('active'), 'pay_1', at)).toBeNull();
   });
 });
 

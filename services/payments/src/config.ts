@@ -12,6 +12,8 @@ export const railSelection = Object.fromEntries(RAIL_VARIABLES.map((v) => [v, z.
 export const paymentsConfig = {
   ...commonConfig,
   PAYMENTS_OPS_PORT: envPort(9102),
+  /** How long a request to billing waits (telling it of a renewal payment a provider ended early). */
+  BUS_TIMEOUT_MS: envInt(5000, 100),
   DB_POOL_MAX: envInt(10, 1),
   /** Unset: that rail is off and its payments are refused with 422. */
   ...railSelection,

@@ -1,9 +1,10 @@
-import { enqueueEvent, type Queryable } from '@sb/runtime';
-import { PaymentEventData } from '@sb/contracts';
+import { callMessage, enqueueEvent, unixSeconds, type Queryable } from '@sb/runtime';
+import { messages, PaymentEventData } from '@sb/contracts';
 import { SCHEMA, type Deps } from './deps.js';
 import type { PaymentDetails } from './store/payments.repo.js';
 import { paymentReceivedData, statesAllowing, type PaymentRecord } from './domain/payments.js';
 import type { CallbackOutcome } from './providers/callback.js';
+import type { ProviderStatus } from './providers/rail.js';
 
 interface Confirmation {
   /** The payment after the call; undefined only for an unknown id. */
@@ -45,6 +46,7 @@ async function failPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable,
   const { from, to } = statesAllowing('fail');
   const failed = await d.payments.transition(tx, paymentId, from, to, null, { failure_reason: reason });
   if (!failed) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
+  await owesEndNotice(d, tx, failed);
   await enqueueEvent(
     tx,
     SCHEMA,
@@ -56,13 +58,43 @@ async function failPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable,
   return { payment: failed, confirmed: true };
 }
 
+/**
+ * A renewal payment the provider ended before its time (expired or failed there) leaves the subscription
+ * nothing to pay until billing replaces it, and only billing decides that: it must hear of it. Recorded
+ * in the transaction of the change, so a crash before billing answered only delays it (the sweeper tells
+ * billing again); a checkout's end is the subscriber's to retry on the checkout page, as before.
+ */
+async function owesEndNotice(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, p: PaymentRecord): Promise<void> {
+  if (p.purpose === 'renewal') await d.payments.setEndNotice(tx, p.id, unixSeconds(d.clock));
+}
+
+/**
+ * Tells billing that `p` ended early, then forgets the notice; if billing cannot be reached the notice
+ * stays and the sweeper tries again. Billing's answer is idempotent, so telling it twice is harmless.
+ */
+export async function tellBillingOfEnd(
+  d: Pick<Deps, 'db' | 'bus' | 'payments'>,
+  p: Pick<PaymentRecord, 'id' | 'wallet_id' | 'subscription_id'>,
+): Promise<void> {
+  await callMessage(d.bus, messages.renewalEnded, { wallet_id: p.wallet_id, subscription_id: p.subscription_id, payment_id: p.id });
+  await d.payments.clearEndNotice(d.db, p.id);
+}
+
+/** Right after the change committed, so the replacement comes on billing's next pass; a failure is left to the sweeper. */
+export async function announceEnd(d: Pick<Deps, 'db' | 'bus' | 'payments' | 'log'>, p: PaymentRecord, change: string | null): Promise<void> {
+  if ((change !== 'expired' && change !== 'failed') || p.purpose !== 'renewal') return;
+  await tellBillingOfEnd(d, p).catch((err) => d.log.warn({ err, payment_id: p.id }, 'billing not told of the early end yet; the sweeper tells it again'));
+}
+
 /** Applies what the provider says about a payment: confirms it when paid, fails it when it never will be. */
 export async function settleFromProvider(
-  d: Pick<Deps, 'db' | 'clock' | 'payments' | 'log'>,
+  d: Pick<Deps, 'db' | 'clock' | 'payments' | 'log' | 'bus'>,
   p: PaymentRecord,
-  status: { paid: boolean; failed?: boolean; onchain_txid?: string; cardproc_payment_id?: string },
+  status: ProviderStatus,
   via: string,
 ): Promise<{ payment: PaymentRecord; changed: 'paid' | 'failed' | null }> {
+  if (status.mismatch)
+    d.log.warn({ payment_id: p.id, provider: p.provider, via, reason: status.mismatch }, 'provider says paid for another amount; not marked paid');
   if (status.paid) {
     // The store skips undefined details, so each provider passes only what it knows.
     const r = await confirmPayment(d, p.id, { onchain_txid: status.onchain_txid, cardproc_payment_id: status.cardproc_payment_id });
@@ -72,6 +104,7 @@ export async function settleFromProvider(
   if (status.failed) {
     const r = await failPayment(d, p.id, `${p.provider} reports the payment failed`);
     if (r.confirmed) d.log.info({ payment_id: p.id, provider: p.provider, via }, 'payment failed');
+    if (r.confirmed) await announceEnd(d, p, 'failed');
     return { payment: r.payment ?? p, changed: r.confirmed ? 'failed' : null };
   }
   return { payment: p, changed: null };
@@ -88,7 +121,9 @@ export async function applyOutcome(
   if ('failed' in o) return (await failPaymentIn(d, tx, p.id, o.failed)).confirmed ? 'failed' : null;
   if ('expired' in o) {
     const { from, to } = statesAllowing('expire');
-    return (await d.payments.transition(tx, p.id, from, to)) ? 'expired' : null;
+    const expired = await d.payments.transition(tx, p.id, from, to);
+    if (expired) await owesEndNotice(d, tx, expired);
+    return expired ? 'expired' : null;
   }
   return null;
 }

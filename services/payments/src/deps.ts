@@ -1,4 +1,4 @@
-import type { Clock, Db, Logger } from '@sb/runtime';
+import type { BusClient, Clock, Db, Logger } from '@sb/runtime';
 import type { Rails } from './providers/rail.js';
 import type { ProviderDef } from './providers/registry.js';
 import type { RateSource } from './rates.js';
@@ -25,4 +25,6 @@ export interface Deps {
   rates: RateSource;
   /** The longest expiry of an invoice (INVOICE_MAX_EXPIRY_S). */
   invoiceMaxExpiryS: number;
+  /** Requests to billing: only to tell it of a renewal payment a provider ended early. */
+  bus: BusClient;
 }

@@ -1,4 +1,4 @@
-import { main, runService } from '@sb/runtime';
+import { BusClient, main, runService } from '@sb/runtime';
 import { loadPaymentsConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { allHandlers } from './handlers/index.js';
@@ -53,12 +53,16 @@ main('payments', () =>
         providers: selectedProviders(config),
         rates,
         invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S,
+        bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'payments-client', log),
       };
       const sweeper = new Sweeper(deps, { intervalMs: config.PAYMENTS_SWEEP_INTERVAL_MS });
       return {
         handlers: allHandlers(deps),
         start: () => sweeper.start(),
-        stop: () => sweeper.stop(),
+        async stop() {
+          await sweeper.stop();
+          await deps.bus.close().catch(() => undefined);
+        },
         ready: { rails: Object.fromEntries(Object.values(rails).map((r) => [r!.method, r!.provider])) },
       };
     },

@@ -1,7 +1,7 @@
 import { Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import type { Rail } from './providers/rail.js';
-import { settleFromProvider } from './confirm.js';
+import { settleFromProvider, tellBillingOfEnd } from './confirm.js';
 import { statesAllowing } from './domain/payments.js';
 
 interface SweeperOptions {
@@ -16,6 +16,8 @@ interface SweeperOptions {
   lateWindowS?: number;
   /** Provider reads in flight at once. */
   concurrency?: number;
+  /** Billing is told again of a renewal payment's early end no sooner than this (seconds). */
+  endNoticeRetryS?: number;
 }
 
 /**
@@ -33,7 +35,7 @@ export class Sweeper {
     private readonly d: Deps,
     opts: SweeperOptions,
   ) {
-    this.o = { expireBatch: 500, checkBatch: 25, recheckAfterS: 10, lateWindowS: 86_400, concurrency: 5, ...opts };
+    this.o = { expireBatch: 500, checkBatch: 25, recheckAfterS: 10, lateWindowS: 86_400, concurrency: 5, endNoticeRetryS: 30, ...opts };
     this.poller = new Poller('sweeper', this.o.intervalMs, async () => (await this.tick(), false), d.log);
   }
 
@@ -50,7 +52,17 @@ export class Sweeper {
   async tick(): Promise<{ confirmed: number; expired: number }> {
     const confirmed = await this.checkProvider();
     const expired = await this.expireDue();
+    await this.tellBilling();
     return { confirmed, expired };
+  }
+
+  /** Early ends of renewal payments billing has not confirmed hearing of (it was away, or this replica crashed before asking). */
+  private async tellBilling(): Promise<void> {
+    const due = await this.d.payments.claimEndNotices(this.d.db, unixSeconds(this.d.clock), this.o.endNoticeRetryS, this.o.checkBatch);
+    for (const p of due) {
+      if (this.stopped) break;
+      await tellBillingOfEnd(this.d, p).catch((err) => this.d.log.warn({ err, payment_id: p.id }, 'sweeper: billing not told of the early end yet'));
+    }
   }
 
   private async expireDue(): Promise<number> {

@@ -30,7 +30,8 @@ const request = (o: Partial<RailRequest> = {}): RailRequest => ({
   fiat: { amount: 1.05, currency: 'eur', rate: 50_000 },
   ...o,
 });
-const recordOf = (provider_ref: string) => ({ provider_ref }) as PaymentRecord;
+// With the fiat amount `request()` charges: a paid session counts only for it.
+const recordOf = (provider_ref: string) => ({ provider_ref, amount_fiat: 1.05, currency: 'eur' }) as PaymentRecord;
 
 beforeAll(async () => {
   server = await startStripeServer({ accounts: ['acct_1Connected'], nowS: () => NOW });
@@ -103,6 +104,16 @@ describe('card processor (Stripe Checkout) adapter', () => {
     const other = await rail.open(request());
     server.expire(other.provider_ref!);
     expect(await rail.status(recordOf(other.provider_ref!))).toEqual({ paid: false });
+  });
+
+  it('status: a session paid for another amount or currency than the payment records is not paid, and says why', async () => {
+    for (const change of [{ amount_total: 104 }, { currency: 'usd' }]) {
+      const opened = await rail.open(request());
+      Object.assign(server.sessions.get(opened.provider_ref!)!, change);
+      server.pay(opened.provider_ref!);
+      const status = await rail.status(recordOf(opened.provider_ref!));
+      expect(status).toEqual({ paid: false, mismatch: expect.stringMatching(/^stripe: the session charged .*, the payment is 105 eur/) });
+    }
   });
 
   it('cancel expires the open session at Stripe (on its connected account); a session already paid or expired is left as it is', async () => {

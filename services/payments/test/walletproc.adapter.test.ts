@@ -42,6 +42,8 @@ function request(over: Partial<RailRequest> = {}): RailRequest {
   };
 }
 
+/** The fiat amount `request()` records on its payment: what a capture must be for. */
+const FIAT = { amount_fiat: 1.3, currency: 'usd' };
 const since = (from: number) => server.requests.slice(from);
 
 describe('PayPal wallet-processor adapter', () => {
@@ -169,7 +171,7 @@ describe('PayPal wallet-processor adapter', () => {
     const paypal = new PaypalClient(settings());
     const rail = paypalRail(paypal, clock);
     const opened = await rail.open(request());
-    const payment = { provider_ref: opened.provider_ref, status: 'pending' } as any;
+    const payment = { provider_ref: opened.provider_ref, status: 'pending', ...FIAT } as any;
     expect(await rail.status!(payment)).toEqual({ paid: false });
 
     server.approve(opened.provider_ref!);
@@ -210,17 +212,32 @@ describe('PayPal wallet-processor adapter', () => {
 
     const pending = await rail.open(request());
     server.approve(pending.provider_ref!, 'PENDING');
-    expect(await rail.status!({ provider_ref: pending.provider_ref, status: 'pending' } as any)).toEqual({ paid: false });
+    expect(await rail.status!({ provider_ref: pending.provider_ref, status: 'pending', ...FIAT } as any)).toEqual({ paid: false });
     server.settleCapture(pending.provider_ref!, 'DECLINED');
-    expect(await rail.status!({ provider_ref: pending.provider_ref, status: 'pending' } as any)).toEqual({ paid: false, failed: true });
+    expect(await rail.status!({ provider_ref: pending.provider_ref, status: 'pending', ...FIAT } as any)).toEqual({ paid: false, failed: true });
 
     const declined = await rail.open(request());
     server.approve(declined.provider_ref!, 'DECLINED');
-    expect(await rail.status!({ provider_ref: declined.provider_ref, status: 'pending' } as any)).toEqual({ paid: false, failed: true });
+    expect(await rail.status!({ provider_ref: declined.provider_ref, status: 'pending', ...FIAT } as any)).toEqual({ paid: false, failed: true });
 
     const voided = await rail.open(request());
     server.orders.get(voided.provider_ref!)!.status = 'VOIDED';
-    expect(await rail.status!({ provider_ref: voided.provider_ref, status: 'pending' } as any)).toEqual({ paid: false, failed: true });
+    expect(await rail.status!({ provider_ref: voided.provider_ref, status: 'pending', ...FIAT } as any)).toEqual({ paid: false, failed: true });
+  });
+
+  it('status: an order captured for another amount or currency than the payment records is not paid, and says why', async () => {
+    const rail = paypalRail(new PaypalClient(settings()), clock);
+    for (const amount of [
+      { currency_code: 'USD', value: '1.29' },
+      { currency_code: 'EUR', value: '1.30' },
+    ]) {
+      const opened = await rail.open(request());
+      server.orders.get(opened.provider_ref!)!.purchase_units[0]!.amount = amount;
+      server.approve(opened.provider_ref!);
+      const status = await rail.status!({ provider_ref: opened.provider_ref, status: 'pending', ...FIAT } as any);
+      expect(status).toEqual({ paid: false, mismatch: `paypal: captured ${amount.value} ${amount.currency_code}, the payment is 1.30 USD` });
+      expect(server.orders.get(opened.provider_ref!)!.status).toBe('COMPLETED');
+    }
   });
 
   it('status never captures the approved order of a payment that is no longer pending (we expired it)', async () => {

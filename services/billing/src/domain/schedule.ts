@@ -267,6 +267,23 @@ export function lostRenewal(
 }
 
 /**
+ * The provider ended the open renewal payment before its time (its session expired, the payer's card or
+ * PayPal was declined): it counts as expired from now, so the next scheduler pass issues its replacement
+ * (behaviour.md: renewal payments stay payable, a new invoice whenever one expires). Null when `paymentId`
+ * is not the period's open renewal (an older invoice, a checkout, one already replaced or withdrawn), so
+ * a repeated notice changes nothing.
+ */
+export function renewalEndedEarly(
+  s: Pick<ScheduleView, 'renewal_for' | 'current_period_end' | 'renewal_payment_id' | 'renewal_expires_at'>,
+  paymentId: string,
+  now: number,
+): Partial<ScheduleView> | null {
+  if (s.renewal_payment_id !== paymentId || s.renewal_for !== s.current_period_end) return null;
+  if (s.renewal_expires_at !== null && s.renewal_expires_at <= now) return null;
+  return { renewal_expires_at: now };
+}
+
+/**
  * Resumed after the period ended (pending, behaviour.md): the renewal payment the pause withdrew is let
  * go, so that one missing is the resume's own payment not made yet, and the scheduler makes it
  * (`resume_payment`) if the resume could not. Resumed within the period: nothing changes here.

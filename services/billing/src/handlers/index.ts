@@ -18,6 +18,7 @@ import {
   portalUpdate,
   publicUnsubscribe,
   publicUnsubscribeLink,
+  renewalEnded,
   subscriberOfToken,
 } from './portal.js';
 import { subscriptionContact } from './notification-contacts.js';
@@ -65,6 +66,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   publicUnsubscribeLink(d),
   subscriberOfToken(d),
   nwcFallback(d),
+  renewalEnded(d),
   nwcReconnect(d),
   nwcReconnectCheck(d),
   subscriptionContact(d),

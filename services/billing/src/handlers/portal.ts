@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { accessUntil, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelledMessage } from './subscription-action.js';
-import { renewableUntil, walletReconnected } from '../domain/schedule.js';
+import { renewableUntil, renewalEndedEarly, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
 import { courtesy, courtesyRead } from './courtesy.js';
@@ -142,6 +142,20 @@ export const portalCancel = (d: Deps) =>
 export const nwcFallback = (d: Deps) =>
   messageHandler(messages.nwcFallback, async ({ wallet_id, subscription_id }) => {
     return { changed: await d.subscriptions.setNwcFallback(d.db, wallet_id, subscription_id, unixSeconds(d.clock)) };
+  });
+
+/** A renewal payment the provider ended early is replaced on the next scheduler pass (idempotent). */
+export const renewalEnded = (d: Deps) =>
+  messageHandler(messages.renewalEnded, async ({ wallet_id, subscription_id, payment_id }) => {
+    return d.db.tx(async (tx) => {
+      const sub = await d.subscriptions.get(tx, wallet_id, subscription_id, true);
+      const now = unixSeconds(d.clock);
+      const change = sub && renewalEndedEarly(sub, payment_id, now);
+      if (!sub || !change) return { replaced: false };
+      // Locked above, so the version cannot have moved meanwhile.
+      if (!(await d.subscriptions.save(tx, { ...sub, ...change, updated_at: now }))) throw conflict('The subscription changed meanwhile, please retry');
+      return { replaced: true };
+    });
   });
 
 /** The NWC service's portal routes resolve the X-Subscriber-Token's subscriber here (subscribers live in billing). */

@@ -1,5 +1,5 @@
 import { rejected, routeHandler, unixSeconds } from '@sb/runtime';
-import { applyOutcome } from '../confirm.js';
+import { announceEnd, applyOutcome } from '../confirm.js';
 import type { Deps } from '../deps.js';
 import type { CallbackReader, CallbackRoute } from '../providers/callback.js';
 
@@ -22,10 +22,15 @@ export const callbackHandler = (d: Deps, route: CallbackRoute, reader: CallbackR
     if (eventId && (await d.payments.callbackRecorded(d.db, reader.provider, eventId))) return { received: true };
     // Any call to the provider happens here, outside the transaction.
     const outcome = await event.outcome();
+    // Acknowledged all the same: the provider would redeliver the same answer for ever.
+    if ('warning' in outcome && outcome.warning) {
+      d.log.warn({ payment_id: payment.id, provider: reader.provider, event_id: eventId, event: event.label, reason: outcome.warning }, 'callback not applied');
+    }
     const change = await d.db.tx(async (tx) => {
       if (eventId && !(await d.payments.recordCallback(tx, reader.provider, eventId, payment.id, unixSeconds(d.clock)))) return null;
       return applyOutcome(d, tx, payment, outcome);
     });
     if (change) d.log.info({ payment_id: payment.id, provider: reader.provider, event_id: eventId, event: event.label, via: 'callback' }, `payment ${change}`);
+    await announceEnd(d, payment, change);
     return { received: true };
   });

@@ -6,7 +6,12 @@ import type { PaymentDetails } from '../store/payments.repo.js';
 export type CallbackRoute = 'webhooks.cardproc' | 'webhooks.walletproc' | 'webhooks.chargeproc';
 
 /** What a callback says happened to its payment, asked only once the callback is known to be new. */
-export type CallbackOutcome = { paid: true; details?: PaymentDetails } | { failed: string } | { expired: true } | { nothing: true };
+export type CallbackOutcome =
+  | { paid: true; details?: PaymentDetails }
+  | { failed: string }
+  | { expired: true }
+  /** `warning`: something the operator must look into (a paid answer for the wrong amount); logged, nothing changed. */
+  | { nothing: true; warning?: string };
 
 /** A verified callback about one of our payments. */
 export interface CallbackEvent {

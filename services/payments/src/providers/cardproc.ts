@@ -113,13 +113,18 @@ export class StripeCardRail implements Rail {
     return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: unixSeconds(this.clock) + life };
   }
 
-  /** Paid when Stripe says so; never failed from a poll (a declined card can be retried on the same session). */
+  /**
+   * Paid when Stripe says so for the payment's own amount and currency; never failed from a poll (a
+   * declined card can be retried on the same session).
+   */
   async status(p: PaymentRecord): Promise<ProviderStatus> {
     const { sessionId, account } = parseRef(p.provider_ref!);
     const session = await this.call('GET /v1/checkout/sessions/{id}', () =>
       this.stripe.checkout.sessions.retrieve(sessionId, {}, account ? { stripeAccount: account } : undefined),
     );
-    return session.payment_status === 'paid' ? { paid: true, ...paymentIntentOf(session) } : { paid: false };
+    if (session.payment_status !== 'paid') return { paid: false };
+    const mismatch = amountMismatch(session, p);
+    return mismatch ? { paid: false, mismatch } : { paid: true, ...paymentIntentOf(session) };
   }
 
   /**
@@ -179,11 +184,29 @@ function paymentIntentOf(session: Pick<CheckoutSession, 'payment_intent'>): { ca
   return id ? { cardproc_payment_id: id } : {};
 }
 
+/**
+ * Why a paid session does not pay `p`: Stripe charged another amount or currency than the fiat amount
+ * recorded on the payment (a session changed at Stripe, or one made for another price); undefined when
+ * they agree.
+ */
+function amountMismatch(s: Pick<CheckoutSession, 'amount_total' | 'currency'>, p: Pick<PaymentRecord, 'amount_fiat' | 'currency'>): string | undefined {
+  if (p.amount_fiat === null || !p.currency) return 'stripe: the payment has no fiat amount to compare';
+  const want = stripeUnitAmount(p.amount_fiat, p.currency);
+  if (s.amount_total === want && s.currency?.toLowerCase() === p.currency.toLowerCase()) return undefined;
+  return `stripe: the session charged ${s.amount_total} ${s.currency}, the payment is ${want} ${p.currency} (minor units)`;
+}
+
+/** Paid, if the session charged what the payment records. */
+function paidOutcome(s: CheckoutSession, p: PaymentRecord): CallbackOutcome {
+  const mismatch = amountMismatch(s, p);
+  return mismatch ? { nothing: true, warning: mismatch } : { paid: true, details: paymentIntentOf(s) };
+}
+
 /** What each Checkout Session event says happened to its payment. */
-const SESSION_OUTCOMES: Record<string, (s: CheckoutSession) => CallbackOutcome> = {
+const SESSION_OUTCOMES: Record<string, (s: CheckoutSession, p: PaymentRecord) => CallbackOutcome> = {
   // 'unpaid' here is a delayed method (bank debit): its outcome comes as async_payment_succeeded / _failed.
-  'checkout.session.completed': (s) => (s.payment_status === 'paid' ? { paid: true, details: paymentIntentOf(s) } : { nothing: true }),
-  'checkout.session.async_payment_succeeded': (s) => ({ paid: true, details: paymentIntentOf(s) }),
+  'checkout.session.completed': (s, p) => (s.payment_status === 'paid' ? paidOutcome(s, p) : { nothing: true }),
+  'checkout.session.async_payment_succeeded': (s, p) => paidOutcome(s, p),
   'checkout.session.async_payment_failed': () => ({ failed: 'stripe: the payment method failed (async_payment_failed)' }),
   'checkout.session.expired': () => ({ expired: true }),
 };
@@ -209,7 +232,7 @@ export function stripeCallbacks(rails: Rails, payments: PaymentLookup): Callback
       const paymentId = session.metadata?.payment_id;
       const payment = paymentId ? await payments.getById(paymentId) : undefined;
       if (payment?.provider !== 'stripe' || payment.provider_ref !== sessionRef(session.id, event.account)) return null;
-      return { payment, eventId: event.id, label: event.type, outcome: async () => outcome(session) };
+      return { payment, eventId: event.id, label: event.type, outcome: async () => outcome(session, payment) };
     },
   };
 }

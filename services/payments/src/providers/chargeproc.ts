@@ -169,7 +169,7 @@ export function chargeServerCallbacks(rails: Rails, payments: PaymentLookup, log
         outcome: async () => {
           const s = await logProviderFailure(log, { payment_id: payment.id, provider: rail.provider }, () => status(payment));
           if (s.paid) return { paid: true, details: { onchain_txid: s.onchain_txid, cardproc_payment_id: s.cardproc_payment_id } };
-          return s.failed ? { failed: `${payment.provider} reports the payment failed` } : { nothing: true };
+          return s.failed ? { failed: `${payment.provider} reports the payment failed` } : { nothing: true, warning: s.mismatch };
         },
       };
     },

@@ -57,6 +57,11 @@ export interface ProviderStatus {
   onchain_txid?: string;
   /** The card processor's payment (Stripe's PaymentIntent id) of a paid checkout. */
   cardproc_payment_id?: string;
+  /**
+   * The provider says paid, but not for the fiat amount and currency recorded on the payment: why. The
+   * payment is not marked paid (it stays as it is, for the owner to look into); the caller logs it.
+   */
+  mismatch?: string;
 }
 
 /**

@@ -24,13 +24,19 @@ export interface PaypalSettings {
   returnUrl: PayerReturnUrl;
 }
 
+interface PaypalAmount {
+  currency_code?: string;
+  value?: string;
+}
+
 /** The order as PayPal answers it; only what this service reads. */
 interface PaypalOrder {
   id: string;
   status: 'CREATED' | 'SAVED' | 'APPROVED' | 'VOIDED' | 'COMPLETED' | 'PAYER_ACTION_REQUIRED' | string;
   purchase_units?: {
     custom_id?: string;
-    payments?: { captures?: { id: string; status: string }[] };
+    amount?: PaypalAmount;
+    payments?: { captures?: { id: string; status: string; amount?: PaypalAmount }[] };
   }[];
   links?: { href: string; rel: string; method?: string }[];
 }
@@ -68,11 +74,29 @@ function paypalValue(amount: number, currency: string): string {
 // Capture statuses that mean the money will never come (DENIED is what the webhook event is named after).
 const CAPTURE_FAILED = new Set(['DECLINED', 'DENIED', 'FAILED']);
 
-/** What an order says about its payment: paid once its capture completed, failed when it was declined or voided. */
-function orderStatus(order: PaypalOrder): ProviderStatus {
+/**
+ * Why a completed capture does not pay `p`: PayPal captured another amount or currency than the fiat
+ * amount recorded on the payment; undefined when they agree.
+ */
+function amountMismatch(got: PaypalAmount | undefined, p: Pick<PaymentRecord, 'amount_fiat' | 'currency'>): string | undefined {
+  if (p.amount_fiat === null || !p.currency) return 'paypal: the payment has no fiat amount to compare';
+  const want = { currency_code: p.currency.toUpperCase(), value: paypalValue(p.amount_fiat, p.currency) };
+  const same = got?.currency_code?.toUpperCase() === want.currency_code && Number(got.value) === Number(want.value);
+  return same ? undefined : `paypal: captured ${got?.value} ${got?.currency_code}, the payment is ${want.value} ${want.currency_code}`;
+}
+
+/**
+ * What an order says about its payment `p`: paid once its capture completed for the payment's own amount
+ * and currency, failed when it was declined or voided.
+ */
+function orderStatus(order: PaypalOrder, p: Pick<PaymentRecord, 'amount_fiat' | 'currency'>): ProviderStatus {
   if (order.status === 'VOIDED') return { paid: false, failed: true };
-  const capture = order.purchase_units?.[0]?.payments?.captures?.[0];
-  if (order.status === 'COMPLETED' && capture?.status === 'COMPLETED') return { paid: true };
+  const unit = order.purchase_units?.[0];
+  const capture = unit?.payments?.captures?.[0];
+  if (order.status === 'COMPLETED' && capture?.status === 'COMPLETED') {
+    const mismatch = amountMismatch(capture.amount ?? unit?.amount, p);
+    return mismatch ? { paid: false, mismatch } : { paid: true };
+  }
   if (capture && CAPTURE_FAILED.has(capture.status)) return { paid: false, failed: true };
   return { paid: false };
 }
@@ -250,12 +274,13 @@ export class PaypalClient {
   }
 
   /**
-   * What PayPal says about an order's payment. An approved order is captured first (nobody else will),
-   * but only when `capture` allows: capturing takes the payer's money.
+   * What PayPal says about the order of payment `p`. An approved order is captured first (nobody else
+   * will), but only when `capture` allows: capturing takes the payer's money.
    */
-  async status(id: string, capture: boolean): Promise<ProviderStatus> {
+  async status(p: Pick<PaymentRecord, 'provider_ref' | 'amount_fiat' | 'currency'>, capture: boolean): Promise<ProviderStatus> {
+    const id = p.provider_ref!;
     const order = await this.getOrder(id);
-    return orderStatus(order.status === 'APPROVED' && capture ? await this.capture(id) : order);
+    return orderStatus(order.status === 'APPROVED' && capture ? await this.capture(id) : order, p);
   }
 
   /**
@@ -288,7 +313,7 @@ export function paypalRail(paypal: PaypalClient, clock: Clock): PaypalRail {
     },
     // A payment we expired (cancelled, plan archived, renewal replaced) must not be charged: its approved
     // order stays uncaptured and PayPal voids it when the authorization window ends.
-    status: (p: PaymentRecord) => paypal.status(p.provider_ref!, p.status === 'pending'),
+    status: (p: PaymentRecord) => paypal.status(p, p.status === 'pending'),
   };
 }
 
@@ -360,6 +385,7 @@ export function paypalCallbacks(rails: Rails, payments: PaymentLookup, log: Logg
 
 /** What the event says happened, after any PayPal call it needs (so none runs inside the transaction). */
 async function outcomeOf(paypal: PaypalClient, e: WebhookEvent, p: PaymentRecord, log: Logger): Promise<CallbackOutcome> {
+  const ask = (call: () => Promise<PaypalOrder>) => logProviderFailure(log, { payment_id: p.id, provider: 'paypal' }, call);
   switch (e.event_type) {
     case 'CHECKOUT.ORDER.APPROVED': {
       // Approved is not paid: the money moves only when we capture (idempotent, so redeliveries are safe).
@@ -369,14 +395,18 @@ async function outcomeOf(paypal: PaypalClient, e: WebhookEvent, p: PaymentRecord
         if (p.status === 'expired') log.info({ payment_id: p.id, provider: 'paypal', event_id: e.id }, 'approved order of an expired payment left uncaptured');
         return { nothing: true };
       }
-      const status = orderStatus(await logProviderFailure(log, { payment_id: p.id, provider: 'paypal' }, () => paypal.capture(p.provider_ref!)));
-      return status.paid ? { paid: true } : status.failed ? { failed: `paypal: ${e.event_type}` } : { nothing: true };
+      return outcomeOfStatus(orderStatus(await ask(() => paypal.capture(p.provider_ref!)), p), e);
     }
-    case 'PAYMENT.CAPTURE.COMPLETED':
-      return e.resource.status === 'COMPLETED' ? { paid: true } : { nothing: true };
-    default: // PAYMENT.CAPTURE.DENIED
-      return { failed: `paypal: ${e.event_type}` };
+    default: {
+      // PAYMENT.CAPTURE.COMPLETED / DENIED: the event is genuine, but only the order as PayPal answers it
+      // now says what was captured, and for how much (as the charge server's charge is read again).
+      return outcomeOfStatus(orderStatus(await ask(() => paypal.getOrder(p.provider_ref!)), p), e);
+    }
   }
+}
+
+function outcomeOfStatus(s: ProviderStatus, e: WebhookEvent): CallbackOutcome {
+  return s.paid ? { paid: true } : s.failed ? { failed: `paypal: ${e.event_type}` } : { nothing: true, warning: s.mismatch };
 }
 
 /** PayPal (WALLETPROC_PROVIDER=paypal): its settings, gathered into the payments configuration by the registry. */

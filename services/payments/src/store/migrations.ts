@@ -101,5 +101,14 @@ ALTER TABLE payments ADD COLUMN dev_preimage TEXT;`,
 -- The owner refunds it; GET /payments/{id} shows it.
 ALTER TABLE payments ADD COLUMN unapplied_reason TEXT;`,
   },
+  {
+    id: 6,
+    name: 'renewal payments a provider ended early, until billing has heard of it',
+    sql: `
+-- Set in the transaction that records the provider's end of a renewal payment (expired or failed at
+-- the provider), cleared once billing answered; until then billing is told again no sooner than this time.
+ALTER TABLE payments ADD COLUMN end_notice_at BIGINT;
+CREATE INDEX payments_end_notice ON payments (end_notice_at) WHERE end_notice_at IS NOT NULL;`,
+  },
   outboxTraceMigration,
 ];

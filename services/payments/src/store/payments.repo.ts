@@ -182,6 +182,29 @@ export class PaymentsRepo {
     return rows[0];
   }
 
+  /** Billing must hear that this payment ended early: told now, and again from `at` on until it answered. */
+  async setEndNotice(q: Queryable, id: string, at: number): Promise<void> {
+    await q.query(`UPDATE ${this.t} SET end_notice_at = $2 WHERE id = $1`, [id, at]);
+  }
+
+  /**
+   * Claims up to `limit` payments whose end billing has not confirmed hearing of by `now`, each put off
+   * by `retryAfter` seconds (SKIP LOCKED: replicas never claim the same one at once).
+   */
+  async claimEndNotices(q: Queryable, now: number, retryAfter: number, limit: number): Promise<PaymentRecord[]> {
+    const { rows } = await q.query<PaymentRecord>(
+      `UPDATE ${this.t} SET end_notice_at = $1::bigint + $2::bigint
+       WHERE id IN (SELECT id FROM ${this.t} WHERE end_notice_at <= $1 ORDER BY end_notice_at LIMIT $3 FOR UPDATE SKIP LOCKED)
+       RETURNING ${COLUMNS}`,
+      [now, retryAfter, limit],
+    );
+    return rows;
+  }
+
+  async clearEndNotice(q: Queryable, id: string): Promise<void> {
+    await q.query(`UPDATE ${this.t} SET end_notice_at = NULL WHERE id = $1`, [id]);
+  }
+
   /** Every payment of the subscription in one of `from` moves to `to`; returns the moved payments. */
   async transitionForSubscription(
     q: Queryable,
