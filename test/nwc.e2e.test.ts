@@ -354,6 +354,8 @@ describe('subscribe with NWC', () => {
     const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'trial-nwc@example.com', nwc_connection_string: w.connectionString() });
     expect(res.status).toBe(201);
     expect(res.body.status).toBe('active');
+    // Shown as-is by the checkout page: a whole sentence.
+    expect(res.body.message).toBe(`Your free trial of ${p.name} has started; your wallet will pay the renewals automatically.`);
     expect(w.requests).toHaveLength(0);
     expect((await connection(res.body.subscription_id)).is_active).toBe(true);
   });
@@ -798,7 +800,7 @@ describe('portal wallets', () => {
 
     const gone = await client(stack.api).del(`/public/manage/wallets/${item.id}`, { headers: { 'X-Subscriber-Token': token } });
     expect(gone.status).toBe(200);
-    expect(gone.body).toEqual({ success: true, message: 'Wallet disconnected: it pays nothing more; any further renewal is paid by invoice' });
+    expect(gone.body).toEqual({ success: true, message: 'Wallet disconnected: it pays nothing more; any further renewal is paid by invoice.' });
     const row = await connection(mine.body.subscription_id);
     expect(row).toMatchObject({ is_active: false, secret_sealed: null });
     expect(Number(row.disconnected_at)).toBeGreaterThan(0);

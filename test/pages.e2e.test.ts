@@ -944,7 +944,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       .getByRole('button', { name: /^Disconnect/ })
       .click();
     await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
-    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected: it pays nothing more; any further renewal is paid by invoice');
+    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected: it pays nothing more; any further renewal is paid by invoice.');
     expect(await page.locator('ul.wallets > li').first().textContent()).toContain('· Disconnected');
     const { rows } = await stack.db.query('SELECT is_active FROM nwc.connections WHERE subscription_id = $1', [body.subscription_id]);
     expect(rows).toEqual([{ is_active: false }]);
@@ -1448,7 +1448,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       .getByRole('button', { name: /^Disconnect wallet .* of Alpha$/ })
       .click();
     await page.getByRole('dialog').getByRole('button', { name: 'Disconnect wallet' }).click();
-    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected: it pays nothing more; any further renewal is paid by invoice');
+    await expect.poll(() => page.locator('#notice').textContent()).toBe('Wallet disconnected: it pays nothing more; any further renewal is paid by invoice.');
     await expect
       .poll(
         async () => (await stack.db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [first.body.subscription_id])).rows[0].nwc_fallback,

@@ -32,7 +32,7 @@ export const disconnectWallet = (d: Deps) =>
     if (!row) throw notFound('Wallet');
     d.log.info({ connection_id: row.id }, 'nwc wallet disconnected');
     await tellBilling(d, row);
-    return { success: true, message: 'Wallet disconnected: it pays nothing more; any further renewal is paid by invoice' };
+    return { success: true, message: 'Wallet disconnected: it pays nothing more; any further renewal is paid by invoice.' };
   });
 
 /**

@@ -104,7 +104,7 @@ export const subscribe = (d: Deps) =>
     );
     d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
     if (!sub.payment) {
-      return { ...base, status: 'active', message: `Your free trial of ${sub.plan_name} has started; your wallet will pay the renewals automatically` };
+      return { ...base, status: 'active', message: `Your free trial of ${sub.plan_name} has started; your wallet will pay the renewals automatically.` };
     }
     const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
     if (outcome.paid && !outcome.confirmed) {
