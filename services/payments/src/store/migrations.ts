@@ -104,6 +104,8 @@ ALTER TABLE payments ADD COLUMN unapplied_reason TEXT;`,
   {
     id: 6,
     name: 'renewal payments a provider ended early, until billing has heard of it',
+    // An older version ignores the column (it only tells billing less): a rollback past it works.
+    compatible: true,
     sql: `
 -- Set in the transaction that records the provider's end of a renewal payment (expired or failed at
 -- the provider), cleared once billing answered; until then billing is told again no sooner than this time.
