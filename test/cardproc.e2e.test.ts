@@ -348,7 +348,11 @@ describe('a renewal the provider ends early', () => {
     expect(fresh).toHaveLength(1);
     // It is payable at Stripe, and it is the subscription's renewal now.
     expect([...stripe.sessions.values()].find((s) => s.metadata.payment_id === fresh[0]!.id)?.status).toBe('open');
-    const row = (await db.query('SELECT renewal_payment_id FROM billing.subscriptions WHERE id = $1', [c.subscription_id])).rows[0];
+    // Billing names it once the payments service answered its create (the payment shows first).
+    const row = await until(
+      async () => (await db.query('SELECT renewal_payment_id FROM billing.subscriptions WHERE id = $1', [c.subscription_id])).rows[0],
+      (r) => r.renewal_payment_id === fresh[0]!.id,
+    );
     expect(row.renewal_payment_id).toBe(fresh[0]!.id);
     // Later passes make no more: one replacement for the one payment that ended.
     await new Promise((r) => setTimeout(r, 1500));

@@ -316,7 +316,11 @@ describe('a renewal PayPal ends early', () => {
     const fresh = items.filter((p) => p.status === 'pending');
     expect(fresh).toHaveLength(1);
     expect(orderOf(fresh[0]!.id)?.status).toBe('PAYER_ACTION_REQUIRED');
-    const row = (await db.query('SELECT renewal_payment_id FROM billing.subscriptions WHERE id = $1', [sub.id])).rows[0];
+    // Billing names it once the payments service answered its create (the payment shows first).
+    const row = await until(
+      async () => (await db.query('SELECT renewal_payment_id FROM billing.subscriptions WHERE id = $1', [sub.id])).rows[0],
+      (r) => r.renewal_payment_id === fresh[0]!.id,
+    );
     expect(row.renewal_payment_id).toBe(fresh[0]!.id);
     // The owner hears of the declined payment once; later passes make no more replacements.
     expect(await outboxEvents(sub.id, 'payment.failed')).toBe(1);

@@ -80,10 +80,14 @@ export async function tellBillingOfEnd(
   await d.payments.clearEndNotice(d.db, p.id);
 }
 
-/** Right after the change committed, so the replacement comes on billing's next pass; a failure is left to the sweeper. */
-export async function announceEnd(d: Pick<Deps, 'db' | 'bus' | 'payments' | 'log'>, p: PaymentRecord, change: string | null): Promise<void> {
+/**
+ * Right after the change committed, so the replacement comes on billing's next pass. Not waited for: a
+ * slow billing would hold the provider's callback or the payer's poll for the bus timeout (the gateway
+ * answers 503, and the provider redelivers), while the stored notice already makes the sweeper tell it again.
+ */
+export function announceEnd(d: Pick<Deps, 'db' | 'bus' | 'payments' | 'log'>, p: PaymentRecord, change: string | null): void {
   if ((change !== 'expired' && change !== 'failed') || p.purpose !== 'renewal') return;
-  await tellBillingOfEnd(d, p).catch((err) => d.log.warn({ err, payment_id: p.id }, 'billing not told of the early end yet; the sweeper tells it again'));
+  void tellBillingOfEnd(d, p).catch((err) => d.log.warn({ err, payment_id: p.id }, 'billing not told of the early end yet; the sweeper tells it again'));
 }
 
 /** Applies what the provider says about a payment: confirms it when paid, fails it when it never will be. */
@@ -93,7 +97,8 @@ export async function settleFromProvider(
   status: ProviderStatus,
   via: string,
 ): Promise<{ payment: PaymentRecord; changed: 'paid' | 'failed' | null }> {
-  if (status.mismatch)
+  // Once per payment: every status poll and sweep would otherwise say it again for as long as it is open.
+  if (status.mismatch && (await d.payments.markMismatchSeen(d.db, p.id, unixSeconds(d.clock))))
     d.log.warn({ payment_id: p.id, provider: p.provider, via, reason: status.mismatch }, 'provider says paid for another amount; not marked paid');
   if (status.paid) {
     // The store skips undefined details, so each provider passes only what it knows.
@@ -104,7 +109,7 @@ export async function settleFromProvider(
   if (status.failed) {
     const r = await failPayment(d, p.id, `${p.provider} reports the payment failed`);
     if (r.confirmed) d.log.info({ payment_id: p.id, provider: p.provider, via }, 'payment failed');
-    if (r.confirmed) await announceEnd(d, p, 'failed');
+    if (r.confirmed) announceEnd(d, p, 'failed');
     return { payment: r.payment ?? p, changed: r.confirmed ? 'failed' : null };
   }
   return { payment: p, changed: null };

@@ -56,12 +56,21 @@ export class Sweeper {
     return { confirmed, expired };
   }
 
-  /** Early ends of renewal payments billing has not confirmed hearing of (it was away, or this replica crashed before asking). */
+  /**
+   * Early ends of renewal payments billing has not confirmed hearing of (it was away, or this replica
+   * crashed before asking). The first failure ends the pass: billing away would make each of the others
+   * wait the bus timeout in turn, holding up the tick; they were claimed, so they come again after the retry time.
+   */
   private async tellBilling(): Promise<void> {
     const due = await this.d.payments.claimEndNotices(this.d.db, unixSeconds(this.d.clock), this.o.endNoticeRetryS, this.o.checkBatch);
     for (const p of due) {
       if (this.stopped) break;
-      await tellBillingOfEnd(this.d, p).catch((err) => this.d.log.warn({ err, payment_id: p.id }, 'sweeper: billing not told of the early end yet'));
+      try {
+        await tellBillingOfEnd(this.d, p);
+      } catch (err) {
+        this.d.log.warn({ err, payment_id: p.id, left: due.length - due.indexOf(p) - 1 }, 'sweeper: billing not told of the early end yet');
+        break;
+      }
     }
   }
 

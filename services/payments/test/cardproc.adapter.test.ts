@@ -116,6 +116,22 @@ describe('card processor (Stripe Checkout) adapter', () => {
     }
   });
 
+  it('status: a session made from a 3-decimal quote is paid against the amount as stored (NUMERIC(20,2) keeps cents, half away from zero)', async () => {
+    // [quote from satsToFiat, what the amount_fiat column keeps of it]; float `x * 100` rounds down on these.
+    for (const [quote, stored] of [
+      [4.185, 4.19],
+      [1.005, 1.01],
+      [2.675, 2.68],
+      [0.125, 0.13],
+    ] as const) {
+      const opened = await rail.open(request({ fiat: { amount: quote, currency: 'kwd', rate: 30_000 } }));
+      expect(server.sessions.get(opened.provider_ref!)!.amount_total).toBe(Math.round(stored * 100) * 10);
+      const s = server.pay(opened.provider_ref!);
+      const p = { provider_ref: opened.provider_ref, amount_fiat: stored, currency: 'kwd' } as PaymentRecord;
+      expect(await rail.status(p), `${quote} KWD`).toEqual({ paid: true, cardproc_payment_id: s.payment_intent });
+    }
+  });
+
   it('cancel expires the open session at Stripe (on its connected account); a session already paid or expired is left as it is', async () => {
     const opened = await rail.open(request());
     await rail.cancel(recordOf(opened.provider_ref!));

@@ -3,7 +3,7 @@ import { decode } from 'light-bolt11-decoder';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { messages, type CreatePayment } from '@sb/contracts';
-import { BusClient, callMessage, DomainError, systemClock } from '@sb/runtime';
+import { BusClient, callMessage, createBusServer, DomainError, messageHandler, systemClock, unavailable } from '@sb/runtime';
 import { PaymentsRepo } from '../src/store/payments.repo.js';
 import { ChargeprocProvider } from '../src/providers/chargeproc.js';
 import { Sweeper } from '../src/sweeper.js';
@@ -12,6 +12,7 @@ import { RateSource } from '../src/rates.js';
 import { callback, startPaymentsService, type PaymentsService } from './support/service.js';
 import { startEsploraServer, type EsploraServer } from './support/esplora-server.js';
 import { startSatspayServer, type SatspayServer } from './support/satspay-server.js';
+import { startStripeServer, type StripeServer } from './support/stripe-server.js';
 
 const WALLET = 'wal_test_a';
 const OTHER_WALLET = 'wal_test_b';
@@ -508,6 +509,118 @@ describe('payments service, charge server provider (callbacks)', () => {
     expect(await sweepers[1]!.tick()).toEqual({ confirmed: 1, expired: 0 });
     expect((await paymentRow(s, late.payment.id)).status).toBe('paid');
     expect(await receivedEvents(s, late.payment.id)).toHaveLength(1);
+  });
+});
+
+describe('payments service, Stripe: billing slow or away, amounts Stripe disagrees with', () => {
+  let s: PaymentsService;
+  let stripe: StripeServer;
+  /** Billing's side of renewal_ended: each request waits for `hold` (when set), then `answer` decides. */
+  const billing = { asked: [] as string[], hold: undefined as Promise<void> | undefined, fail: false };
+  const billingServer = () => createBusServer(s.natsUrl, 'billing');
+  let fakeBilling: ReturnType<typeof billingServer>;
+  const quiet = pino({ level: 'silent' });
+
+  beforeAll(async () => {
+    stripe = await startStripeServer();
+    s = await startPaymentsService({
+      DEV_MODE: '1',
+      CARDPROC_PROVIDER: 'stripe',
+      STRIPE_SECRET_KEY: stripe.secretKey,
+      STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
+      STRIPE_API_URL: stripe.url,
+      FIAT_RATE_FIXED: '50000',
+      FIAT_CURRENCY: 'eur',
+      PUBLIC_BASE_URL: 'https://subs.example',
+      // Longer than the test's own bus wait (30 s): a callback that waited for billing would never be answered in time.
+      BUS_TIMEOUT_MS: '60000',
+      PAYMENTS_SWEEP_INTERVAL_MS: '3600000',
+    });
+    fakeBilling = billingServer();
+    fakeBilling.add(
+      messageHandler(messages.renewalEnded, async ({ payment_id }) => {
+        billing.asked.push(payment_id);
+        await billing.hold;
+        if (billing.fail) throw unavailable('billing is away');
+        return { replaced: true };
+      }),
+      quiet,
+    );
+    await fakeBilling.listen();
+  });
+  afterAll(async () => {
+    await fakeBilling?.close();
+    await s?.stop();
+    await stripe?.close();
+  });
+
+  const cardPayment = async (purpose: 'checkout' | 'renewal') => {
+    const created = await callMessage(s.bus, messages.createPayment, createRequest({ payment_method: 'cardproc', purpose }));
+    const row = await paymentRow(s, created.payment.id);
+    return { id: created.payment.id as string, session: row.provider_ref as string };
+  };
+  const deliver = (payload: string) =>
+    s.route('payments.webhooks.cardproc', {
+      body: { raw: Buffer.from(payload).toString('base64'), headers: { 'stripe-signature': stripe.sign(payload) }, method: 'POST' },
+    });
+
+  it("a renewal's expired session is acknowledged without waiting for billing's answer; billing hears of it all the same", async () => {
+    const { id, session } = await cardPayment('renewal');
+    let release!: () => void;
+    billing.hold = new Promise((r) => (release = r));
+    try {
+      stripe.expire(session);
+      expect(await deliver(stripe.eventJson('checkout.session.expired', session))).toEqual({ ok: true, data: { received: true } });
+      expect((await paymentRow(s, id)).status).toBe('expired');
+      // Answered while billing still holds the notice: the notice is still owed.
+      await waitUntil(async () => billing.asked.includes(id), 10_000, 'billing asked');
+      expect((await paymentRow(s, id)).end_notice_at).not.toBeNull();
+    } finally {
+      release();
+      billing.hold = undefined;
+    }
+    await waitUntil(async () => (await paymentRow(s, id)).end_notice_at === null, 10_000, 'notice cleared once billing answered');
+  });
+
+  it('the sweeper stops telling billing at the first failure; the rest are told on a later pass', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await cardPayment('renewal')).id);
+    await s.db.query('UPDATE payments.payments SET end_notice_at = 1 WHERE id = ANY($1)', [ids]);
+    const deps = {
+      db: s.db,
+      clock: systemClock,
+      log: quiet,
+      bus: s.bus,
+      devMode: false,
+      invoiceMaxExpiryS: 86_400,
+      payments: new PaymentsRepo('payments'),
+      rails: {},
+      rates: new RateSource({ currency: 'eur', ttlMs: 0, timeoutMs: 1000 }),
+    };
+    const sweeper = new Sweeper(deps, { intervalMs: 1000, endNoticeRetryS: 0 });
+    const from = billing.asked.length;
+    billing.fail = true;
+    try {
+      await sweeper.tick();
+    } finally {
+      billing.fail = false;
+    }
+    expect(billing.asked.slice(from)).toHaveLength(1);
+    await sweeper.tick();
+    const { rows } = await s.db.query('SELECT count(*)::int AS n FROM payments.payments WHERE id = ANY($1) AND end_notice_at IS NOT NULL', [ids]);
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('a session paid for another amount is logged once for its payment, however often the payer polls', async () => {
+    const { id, session } = await cardPayment('checkout');
+    Object.assign(stripe.sessions.get(session)!, { amount_total: 1 });
+    stripe.pay(session);
+    for (let i = 0; i < 3; i++) {
+      expect(await s.route('payments.public.payment_status', { params: { id } })).toMatchObject({ ok: true, data: { status: 'pending' } });
+    }
+    const warned = () => s.lines.filter((l) => l.includes(id) && l.includes('provider says paid for another amount'));
+    await waitUntil(async () => warned().length > 0, 5_000, 'mismatch logged');
+    expect(warned()).toHaveLength(1);
   });
 });
 

@@ -225,6 +225,27 @@ describe('PayPal wallet-processor adapter', () => {
     expect(await rail.status!({ provider_ref: voided.provider_ref, status: 'pending', ...FIAT } as any)).toEqual({ paid: false, failed: true });
   });
 
+  it('capture asks PayPal for the whole order (its default answer has no amount), and reads the order when the answer still lacks it', async () => {
+    const rail = paypalRail(new PaypalClient(settings()), clock);
+    for (const minimalCapture of [false, true]) {
+      const opened = await rail.open(request());
+      server.approve(opened.provider_ref!);
+      server.faults.minimalCapture = minimalCapture;
+      const from = server.requests.length;
+      try {
+        expect(await rail.status!({ provider_ref: opened.provider_ref, status: 'pending', ...FIAT } as any), `minimal: ${minimalCapture}`).toEqual({
+          paid: true,
+        });
+      } finally {
+        server.faults.minimalCapture = false;
+      }
+      const calls = since(from);
+      expect(calls.find((r) => r.path.endsWith('/capture'))!.headers.prefer).toBe('return=representation');
+      // The order is read before the capture, and once more after a minimal answer.
+      expect(calls.filter((r) => r.method === 'GET').length).toBe(minimalCapture ? 2 : 1);
+    }
+  });
+
   it('status: an order captured for another amount or currency than the payment records is not paid, and says why', async () => {
     const rail = paypalRail(new PaypalClient(settings()), clock);
     for (const amount of [

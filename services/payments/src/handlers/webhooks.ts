@@ -31,6 +31,6 @@ export const callbackHandler = (d: Deps, route: CallbackRoute, reader: CallbackR
       return applyOutcome(d, tx, payment, outcome);
     });
     if (change) d.log.info({ payment_id: payment.id, provider: reader.provider, event_id: eventId, event: event.label, via: 'callback' }, `payment ${change}`);
-    await announceEnd(d, payment, change);
+    announceEnd(d, payment, change);
     return { received: true };
   });

@@ -27,11 +27,18 @@ const SKEW_S = 60;
 /** Signed events older than this are refused (replays). */
 const WEBHOOK_TOLERANCE_S = 300;
 
-/** An amount in the smallest unit Stripe charges in for `currency`; three-decimal amounts must end in 0. */
+/**
+ * An amount in the smallest unit Stripe charges in for `currency`; three-decimal amounts must end in 0.
+ * The session is made from the quote (3 decimals for KWD and the like) and checked against the stored
+ * `amount_fiat`, which keeps cents rounded half away from zero: both must come out the same here. So the
+ * amount is first taken in exact minor units, then rounded to cents as the column rounds (4.185 KWD is
+ * stored 4.19: 4190, not the 4180 a float `4.185 * 100` rounds to).
+ */
 export function stripeUnitAmount(amount: number, currency: string): number {
   const exponent = currencyExponent(currency);
   if (exponent === 0) return Math.max(1, Math.round(amount));
-  const cents = Math.max(1, Math.round(amount * 100));
+  const minor = Math.round(amount * 10 ** exponent);
+  const cents = Math.max(1, exponent === 3 ? Math.round(minor / 10) : minor);
   return exponent === 3 ? cents * 10 : cents;
 }
 

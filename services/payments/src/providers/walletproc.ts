@@ -184,7 +184,7 @@ export class PaypalClient {
    * A REST call with the bearer token. A 401 means PayPal no longer takes the token (revoked, or it
    * expired early): one fresh token, one retry. Answers are returned whatever their status.
    */
-  private async api(method: 'GET' | 'POST', path: string, opts: { json?: string; requestId?: string } = {}): Promise<ApiAnswer> {
+  private async api(method: 'GET' | 'POST', path: string, opts: { json?: string; requestId?: string; prefer?: string } = {}): Promise<ApiAnswer> {
     const call = (token: string) =>
       this.send(
         method,
@@ -193,6 +193,7 @@ export class PaypalClient {
           authorization: `Bearer ${token}`,
           ...(opts.json !== undefined ? { 'content-type': 'application/json' } : {}),
           ...(opts.requestId ? { 'paypal-request-id': opts.requestId } : {}),
+          ...(opts.prefer ? { prefer: opts.prefer } : {}),
         },
         opts.json,
       );
@@ -265,12 +266,16 @@ export class PaypalClient {
    * Captures an approved order. Idempotent twice over: the same `PayPal-Request-Id` answers the first
    * capture again, and an order captured by an earlier call (ORDER_ALREADY_CAPTURED) is read instead.
    * A declined funding source (INSTRUMENT_DECLINED) leaves the order to the payer, so it is read too.
+   * PayPal answers without the captured amount unless asked for the full representation, and the amount
+   * is what decides whether the capture pays the payment: asked for, and read from the order if still absent.
    */
   async capture(id: string): Promise<PaypalOrder> {
     const path = `/v2/checkout/orders/${encodeURIComponent(id)}/capture`;
-    const a = await this.api('POST', path, { json: '{}', requestId: `capture-${id}` });
+    const a = await this.api('POST', path, { json: '{}', requestId: `capture-${id}`, prefer: 'return=representation' });
     if (a.status === 422 && issuesOf(a).some((i) => i === 'ORDER_ALREADY_CAPTURED' || i === 'INSTRUMENT_DECLINED')) return this.getOrder(id);
-    return this.orderOf('POST', path, a, id);
+    const order = this.orderOf('POST', path, a, id);
+    const unit = order.purchase_units?.[0];
+    return (unit?.payments?.captures?.[0]?.amount ?? unit?.amount) ? order : this.getOrder(id);
   }
 
   /**

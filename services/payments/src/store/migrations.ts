@@ -112,5 +112,13 @@ ALTER TABLE payments ADD COLUMN unapplied_reason TEXT;`,
 ALTER TABLE payments ADD COLUMN end_notice_at BIGINT;
 CREATE INDEX payments_end_notice ON payments (end_notice_at) WHERE end_notice_at IS NOT NULL;`,
   },
+  {
+    id: 7,
+    name: 'payments a provider says were paid another amount',
+    sql: `
+-- When a provider was first seen to say the payment was paid for another amount or currency (left
+-- pending): the warning is logged that once, not on every status poll and sweep.
+ALTER TABLE payments ADD COLUMN mismatch_seen_at BIGINT;`,
+  },
   outboxTraceMigration,
 ];

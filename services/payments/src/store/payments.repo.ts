@@ -201,6 +201,12 @@ export class PaymentsRepo {
     return rows;
   }
 
+  /** Notes that the provider was seen to be paid another amount for `id`; true only the first time. */
+  async markMismatchSeen(q: Queryable, id: string, at: number): Promise<boolean> {
+    const r = await q.query(`UPDATE ${this.t} SET mismatch_seen_at = $2 WHERE id = $1 AND mismatch_seen_at IS NULL`, [id, at]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
   async clearEndNotice(q: Queryable, id: string): Promise<void> {
     await q.query(`UPDATE ${this.t} SET end_notice_at = NULL WHERE id = $1`, [id]);
   }

@@ -72,7 +72,8 @@ export interface PaypalServer {
   /** Lifetime of the tokens it issues (seconds). */
   tokenLifetimeS: number;
   /** The next answers: this status (a PayPal 5xx body) instead, or after a delay. */
-  faults: { status?: number; delayMs?: number };
+  /** `minimalCapture`: captures answer minimal whatever `Prefer` says (as a proxy that drops the header would). */
+  faults: { status?: number; delayMs?: number; minimalCapture?: boolean };
   /** Invalidates every token issued so far, as PayPal does when it rotates them early. */
   revokeTokens(): void;
   /** The payer logs in and approves the order; its capture will come out as `capture` (COMPLETED unless said). */
@@ -246,6 +247,17 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
     return { status: 201, body: orderJson(id) };
   }
 
+  /**
+   * A successful answer as PayPal shapes it by the `Prefer` header: the whole order only with
+   * `return=representation`, else the minimal one (id, status, links: no amounts), PayPal's default.
+   */
+  function asPreferred(req: RecordedRequest, a: { status: number; body: unknown }): { status: number; body: unknown } {
+    const full = !server.faults.minimalCapture && /\breturn=representation\b/.test(String(req.headers.prefer ?? ''));
+    if (a.status >= 300 || full) return a;
+    const { id, status, links } = a.body as { id: string; status: string; links: unknown };
+    return { status: a.status, body: { id, status, links } };
+  }
+
   function signedPayload(transmissionId: string, time: string, hookId: string, body: string): string {
     return `${transmissionId}|${time}|${hookId}|${crc32(Buffer.from(body, 'utf8')) >>> 0}`;
   }
@@ -320,7 +332,11 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
     if (req.method === 'POST' && req.path === '/v2/checkout/orders') return replay('create', () => createOrder(req.body));
     const m = /^\/v2\/checkout\/orders\/([A-Z0-9]+)(\/capture)?$/.exec(req.path);
     if (m && req.method === 'GET' && !m[2]) return orders.has(m[1]!) ? { status: 200, body: orderJson(m[1]!) } : notFound();
-    if (m && req.method === 'POST' && m[2]) return replay(`capture ${m[1]}`, () => capture(m[1]!));
+    if (m && req.method === 'POST' && m[2])
+      return asPreferred(
+        req,
+        replay(`capture ${m[1]}`, () => capture(m[1]!)),
+      );
     return apiError(404, 'NOT_FOUND', 'The specified resource does not exist.');
   }
 
