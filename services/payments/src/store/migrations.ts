@@ -115,6 +115,8 @@ CREATE INDEX payments_end_notice ON payments (end_notice_at) WHERE end_notice_at
   {
     id: 7,
     name: 'payments a provider says were paid another amount',
+    // An older version ignores the column (it only logs the warning more often): a rollback past it works.
+    compatible: true,
     sql: `
 -- When a provider was first seen to say the payment was paid for another amount or currency (left
 -- pending): the warning is logged that once, not on every status poll and sweep.
