@@ -69,6 +69,11 @@ export async function keepTrying<T>(what: string, attempt: () => Promise<T>, o: 
 export class Listener {
   private state: 'down' | 'up' | 'stopped' = 'down';
   private running: Promise<void> | undefined;
+  /**
+   * A loss reported while a try was under way, after that try began: the try may have checked before it
+   * (a refusal arriving between its round trip and its end), so it is not taken as up.
+   */
+  private lostMeanwhile: unknown;
   /** Kinds of failure logged since the listener was last up. */
   private readonly logged = new Set<string>();
 
@@ -84,10 +89,14 @@ export class Listener {
 
   /** Tries until the listener is up; resolves then (or once stopped). Only a `fatal` failure rejects. */
   run(): Promise<void> {
-    this.running ??= keepTrying(`${this.what} not listening`, this.start, { ...this.o, logged: this.logged, stopped: () => this.state === 'stopped' })
+    const attempt = () => {
+      this.lostMeanwhile = undefined;
+      return this.start();
+    };
+    this.running ??= keepTrying(`${this.what} not listening`, attempt, { ...this.o, logged: this.logged, stopped: () => this.state === 'stopped' })
       .then(
         () => {
-          if (this.state === 'stopped') return;
+          if (this.state === 'stopped' || this.lostMeanwhile !== undefined) return;
           this.state = 'up';
           if (this.logged.size) this.o.log?.info({ ...this.o.details }, `${this.what} listening again`);
           this.logged.clear();
@@ -96,16 +105,25 @@ export class Listener {
           if (!(err instanceof StoppedError) && this.state !== 'stopped') throw err;
         },
       )
-      .finally(() => (this.running = undefined));
+      .finally(() => {
+        this.running = undefined;
+        const err = this.lostMeanwhile;
+        this.lostMeanwhile = undefined;
+        if (err !== undefined) this.lost(err);
+      });
     return this.running;
   }
 
   /**
    * The listener went away (`err`: why): not ready until it is back, tried again after the first wait.
-   * Ignored while a try is under way (that try sees the failure itself).
+   * While a try is under way it is kept for after that try (which may have looked before it came).
    */
   lost(err: unknown): void {
-    if (this.state === 'stopped' || this.running) return;
+    if (this.state === 'stopped') return;
+    if (this.running) {
+      this.lostMeanwhile = err ?? new Error(`${this.what} lost`);
+      return;
+    }
     this.state = 'down';
     const kind = errorKind(err);
     if (!this.logged.has(kind)) {

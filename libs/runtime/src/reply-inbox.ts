@@ -56,6 +56,8 @@ export class ReplyInbox {
   /** One try of the listener: subscribed, and the server's word on it (a refusal comes before the round trip's answer). */
   private async resubscribe(): Promise<void> {
     if (this.closed || this.nc.isClosed() || this.nc.isDraining()) return;
+    // Tried again after a loss reported during an earlier try: one open subscription is enough.
+    if (this.sub && !this.sub.isClosed()) return;
     const sub = this.subscribe();
     await this.nc.flush();
     if (this.sub !== sub || sub.isClosed()) throw new BusUnavailableError('the reply inbox subscription was refused');
