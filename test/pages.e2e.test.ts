@@ -1214,6 +1214,22 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('#link-elsewhere').textContent()).toBe(
       'The link to manage your subscriptions was shown when you first subscribed; the seller can send it to you again.',
     );
+    // The same contact again in this tab, whose checkout it saw paid: said to be paid, and shown so at
+    // once (found from outside: "an open checkout", then "Waiting for your payment…" for it).
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    await page.getByLabel('E-mail').fill('known-kept@example.com');
+    const paidAgain = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    expect((await paidAgain).status()).toBe(409);
+    await expect.poll(() => page.locator('#form-error').textContent()).toBe('You already subscribed to this plan in this tab: Show it');
+    const saidFirst = await page.evaluate(() => {
+      document.getElementById('show-open-checkout')!.click();
+      return document.getElementById('payment-status')?.textContent ?? null;
+    });
+    expect(saidFirst).toBeNull();
+    await page.locator('#done').waitFor();
+    expect(await page.locator('#done-message').textContent()).toBe('Payment received: your subscription to Kept is active.');
 
     // The same contact once more, in another tab: already subscribed, told where its link is, never given
     // it for an address typed here.
