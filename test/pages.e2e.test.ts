@@ -19,6 +19,8 @@ const BOT_TOKEN = '7101:AAH-pages-bot-token-secret-0123456789';
 /** The service's one 409 detail for a contact that already subscribed to the plan, paid or not. */
 const SUBSCRIBED_DETAIL =
   "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
+/** A seller's plan name in a right-to-left script, its punctuation at its end (its left side). */
+const RTL_NAME = 'الاشتراك الذهبي (شهري)!';
 /** The checkout's help for a 409 not held by the tab, on a plan without channels: paid or not, the same. */
 const NEUTRAL_HELP =
   'This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started; the seller can send it to you again. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.';
@@ -869,6 +871,23 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await desk.page.context().close();
   });
 
+  it('a plan named in Arabic reads right to left on the checkout page and the portal (found from outside)', async () => {
+    const p = await plan({ name: RTL_NAME, description: 'منشورات للأعضاء فقط.', amount_sats: 2100 });
+    const { page, problems } = await openPage(phone);
+    const direction = (sel: string) => page.locator(sel).evaluate((e) => [e.getAttribute('dir'), getComputedStyle(e).direction]);
+    await page.goto(p.checkout_url);
+    await page.locator('#price').waitFor();
+    expect(await direction('h1')).toEqual(['auto', 'rtl']);
+    expect(await direction('.description')).toEqual(['auto', 'rtl']);
+    const c = await checkout(page, 'Lightning', 'rtl@example.com');
+    await page.locator('#pay').waitFor();
+    expect(await direction('#pay-heading [dir=auto]')).toEqual(['auto', 'rtl']);
+    await page.goto(c.manage_url!);
+    expect(await direction(`#sub-${c.subscription_id}-name`)).toEqual(['auto', 'rtl']);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('an unknown plan and a bad or revoked portal token get a clear page', async () => {
     const { page, problems } = await openPage(phone);
     // No plan id at all: the page says so (found from outside: the API's JSON 404).
@@ -1575,7 +1594,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   it('a List-Unsubscribe link opened in a browser asks first; its button turns that kind of message off', async () => {
     const smtp = await startSmtpServer('pages', 'pages-pass');
     try {
-      const p = await plan({ name: 'Letters', amount_sats: 1500, trial_days: 14 });
+      const p = await plan({ name: RTL_NAME, amount_sats: 1500, trial_days: 14 });
       const put = await admin.put(`/plans/${p.id}/notification-settings`, {
         inherit: false,
         channels: { email: { smtp_url: smtp.url } },
@@ -1592,15 +1611,26 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       const { page, problems } = await openPage(phone);
       await page.goto(url!);
       await page.getByRole('heading', { name: 'Stop confirmations and receipts?' }).waitFor();
-      // It names what stops, for which plan of which merchant (review finding).
-      expect(await page.locator('#what').textContent()).toMatch(/^You will no longer get confirmations and receipts .* for Letters from Pages Shop\./);
+      // It names what stops, for which plan of which merchant (review finding), the names beside "for"
+      // (found from outside: after "the receipts stay in your subscription portal").
+      expect(await page.locator('#what').textContent()).toBe(
+        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. Cancellation notices are still sent, and your subscription portal can turn them back on.`,
+      );
+      // The seller's names keep their own direction (found from outside: the "!" on the wrong side).
+      expect(await page.locator('#what [dir=auto]').allTextContents()).toEqual([RTL_NAME, 'Pages Shop']);
+      expect(
+        await page
+          .locator('#what [dir=auto]')
+          .first()
+          .evaluate((e) => getComputedStyle(e).direction),
+      ).toBe('rtl');
       // Opening it changed nothing.
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_confirmations).toBe(true);
       await check(page, problems, 'unsubscribe');
       await page.getByRole('button', { name: 'Stop confirmations' }).focus();
       await page.keyboard.press('Enter');
       await page.getByRole('heading', { name: 'Done' }).waitFor();
-      expect(await page.locator('#result').textContent()).toContain('no longer get confirmations and receipts for Letters');
+      expect(await page.locator('#result').textContent()).toContain(`no longer get confirmations and receipts for ${RTL_NAME}`);
       expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
       expect(problems).toEqual([]);

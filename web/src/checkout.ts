@@ -12,6 +12,7 @@ import {
   paymentView,
   sats,
   setMain,
+  theirs,
   type Payable,
 } from './common.js';
 
@@ -195,14 +196,14 @@ function priceLine(plan: PublicPlan): string {
 }
 
 /** Who sells it, when the seller set a name: a person should know whom they pay. */
-const sellerLine = (plan: PublicPlan) => (plan.merchant_name ? h('p', { class: 'seller', id: 'seller' }, `by ${plan.merchant_name}`) : null);
+const sellerLine = (plan: PublicPlan) => (plan.merchant_name ? h('p', { class: 'seller', id: 'seller' }, 'by ', theirs(plan.merchant_name)) : null);
 
 function planHeader(plan: PublicPlan): HTMLElement {
   return h(
     'header',
     { class: 'plan' },
     h('p', { class: 'eyebrow' }, 'Subscribe to'),
-    h('h1', {}, plan.name),
+    h('h1', { dir: 'auto' }, plan.name),
     sellerLine(plan),
     h('p', { class: 'price' }, priceLine(plan)),
   );
@@ -431,9 +432,9 @@ function render(plan: PublicPlan): void {
       'header',
       { class: 'plan' },
       h('p', { class: 'eyebrow' }, 'Subscribe to'),
-      h('h1', {}, plan.name),
+      h('h1', { dir: 'auto' }, plan.name),
       sellerLine(plan),
-      plan.description ? h('p', { class: 'description' }, plan.description) : null,
+      plan.description ? h('p', { class: 'description', dir: 'auto' }, plan.description) : null,
       h('p', { class: 'price', id: 'price' }, priceLine(plan)),
       plan.fiat_price
         ? h(
@@ -487,7 +488,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   const kept = shownPayment(c.payment_id);
   tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method, paid: kept?.paid } satisfies ShownPayment);
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, restored ? '' : WAITING);
-  const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
+  const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for `, theirs(plan.name));
   const view = paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay');
   const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, view, status);
   heading.id = 'pay-heading';
@@ -644,7 +645,7 @@ function done(plan: PublicPlan, message: string, link: string | null, linkKeys: 
 function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolean): void {
   stopFollowing();
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, 'Checking your payment…');
-  const heading = h('h2', { tabindex: -1, id: 'pay-heading' }, `Your payment for ${plan.name}`);
+  const heading = h('h2', { tabindex: -1, id: 'pay-heading' }, 'Your payment for ', theirs(plan.name));
   const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, status);
   setMain(planHeader(plan), section);
   heading.focus();

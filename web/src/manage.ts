@@ -261,7 +261,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
   const card = h(
     'article',
     { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
-    h('h3', { id: `sub-${s.id}-name`, tabindex: -1 }, s.plan_name || 'Subscription'),
+    h('h3', { id: `sub-${s.id}-name`, tabindex: -1, dir: 'auto' }, s.plan_name || 'Subscription'),
     facts,
   );
   if (live) {
@@ -325,7 +325,7 @@ function paymentsSection(payments: Pay[]): HTMLElement {
     const item = h(
       'li',
       { class: 'payment-row' },
-      h('span', {}, h('strong', {}, p.plan_name), ` · ${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
+      h('span', {}, h('strong', { dir: 'auto' }, p.plan_name), ` · ${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
       h('span', { class: `pill pill-${p.status}` }, label),
       h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)),
     );
