@@ -1655,12 +1655,22 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   /** A time as the portal words it (common.ts `date` with the time). */
   const pageTime = (unix: number) =>
     `${new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' }).format(new Date(unix * 1000))} UTC`;
+  /** A date as the portal words it (common.ts `date` without the time). */
+  const pageDate = (unix: number) => new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' }).format(new Date(unix * 1000));
 
   // Last: it moves the clock past a period's end.
   it('a subscription in payment_failed says until when it can still be renewed: the end of the dunning window (found from outside)', async () => {
     const p = await plan({ name: 'Rescue', amount_sats: 1500 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'rescue@example.com' })).body;
     await pay(sub.payment_id);
+    // And one paused, whose period ends with the clock's move.
+    const paused = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'paused@example.com' })).body;
+    await pay(paused.payment_id);
+    await until(
+      () => admin.get(`/subscriptions/${paused.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect((await admin.post(`/subscriptions/${paused.subscription_id}/pause`)).status).toBe(200);
     const active = await until(
       () => admin.get(`/subscriptions/${sub.subscription_id}`),
       (r) => r.body.status === 'active',
@@ -1696,6 +1706,16 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.setViewportSize({ width: 180, height: 780 });
     expect(await overflowsHorizontally(page)).toBe(false);
     await page.setViewportSize(PHONE);
+
+    // Paused, its period over: not "Current period ends" a past date (found from outside).
+    const pausedEnd = (await admin.get(`/subscriptions/${paused.subscription_id}`)).body;
+    expect(pausedEnd).toMatchObject({ status: 'paused', has_access: false });
+    await page.goto(paused.manage_url);
+    const pausedCard = page.locator(`#sub-${paused.subscription_id}`);
+    await pausedCard.getByRole('heading', { name: 'Rescue' }).waitFor();
+    expect(await pausedCard.locator('dt:text-is("Period ended") + dd').textContent()).toBe(pageDate(pausedEnd.current_period_end));
+    expect(await pausedCard.locator('dt:text-is("Current period ends")').count()).toBe(0);
+    expect(problems).toEqual([]);
     await page.close();
   });
 });

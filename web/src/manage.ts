@@ -238,7 +238,9 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
   // ended before any payment never had a period (found from outside: "Current period ends" a past date).
   // Ended by the service's clock (has_access), not the browser's: a wrong device clock, or a test clock,
   // showed "Current period ends" for a period already over.
-  const ended = s.status === 'past_due' || s.status === 'payment_failed' || (!live && !s.has_access);
+  // Without access by that clock the period is over whatever the status (found from outside: a paused one
+  // whose period ended said "Current period ends" a past date).
+  const ended = s.status === 'past_due' || s.status === 'payment_failed' || !s.has_access;
   const period =
     s.status === 'pending' || (!live && !paidOnce && !s.trial_end)
       ? null
