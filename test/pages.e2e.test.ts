@@ -1361,6 +1361,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const fresh = page.getByRole('button', { name: 'Get a fresh invoice' });
     await fresh.waitFor({ timeout: 20_000 });
     expect(await page.locator('#payment-status').textContent()).toContain('This payment request expired before it was paid.');
+    // The focused heading no longer asks to pay it (found from outside).
+    expect(await page.locator('#pay-heading').textContent()).toBe('Payment request expired');
     await check(page, problems, 'checkout-expired');
     const again = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
     await fresh.click();

@@ -504,8 +504,10 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
         return done(plan, paidMessage(plan), linkOf(c.payment_id), [`sb-link-${c.payment_id}`]);
       }
       if (settled === 'expired' || settled === 'failed') {
-        // What can no longer be paid is not left on the screen to be paid.
+        // What can no longer be paid is not left on the screen to be paid, nor named by the focused
+        // heading (found from outside: "Pay 21,000 sats for Gold" above "expired").
         view.remove();
+        heading.textContent = settled === 'expired' ? 'Payment request expired' : 'Payment failed';
         const again = h(
           'button',
           {
