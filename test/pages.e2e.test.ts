@@ -19,6 +19,8 @@ const BOT_TOKEN = '7101:AAH-pages-bot-token-secret-0123456789';
 /** The service's one 409 detail for a contact that already subscribed to the plan, paid or not. */
 const SUBSCRIBED_DETAIL =
   "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
+/** A seller's plan name in a right-to-left script, its punctuation at its end (its left side). */
+const RTL_NAME = 'الاشتراك الذهبي (شهري)!';
 /** The checkout's help for a 409 not held by the tab, on a plan without channels: paid or not, the same. */
 const NEUTRAL_HELP =
   'This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started; the seller can send it to you again. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.';
@@ -869,6 +871,23 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await desk.page.context().close();
   });
 
+  it('a plan named in Arabic reads right to left on the checkout page and the portal (found from outside)', async () => {
+    const p = await plan({ name: RTL_NAME, description: 'منشورات للأعضاء فقط.', amount_sats: 2100 });
+    const { page, problems } = await openPage(phone);
+    const direction = (sel: string) => page.locator(sel).evaluate((e) => [e.getAttribute('dir'), getComputedStyle(e).direction]);
+    await page.goto(p.checkout_url);
+    await page.locator('#price').waitFor();
+    expect(await direction('h1')).toEqual(['auto', 'rtl']);
+    expect(await direction('.description')).toEqual(['auto', 'rtl']);
+    const c = await checkout(page, 'Lightning', 'rtl@example.com');
+    await page.locator('#pay').waitFor();
+    expect(await direction('#pay-heading [dir=auto]')).toEqual(['auto', 'rtl']);
+    await page.goto(c.manage_url!);
+    expect(await direction(`#sub-${c.subscription_id}-name`)).toEqual(['auto', 'rtl']);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('an unknown plan and a bad or revoked portal token get a clear page', async () => {
     const { page, problems } = await openPage(phone);
     // No plan id at all: the page says so (found from outside: the API's JSON 404).
@@ -1214,6 +1233,22 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('#link-elsewhere').textContent()).toBe(
       'The link to manage your subscriptions was shown when you first subscribed; the seller can send it to you again.',
     );
+    // The same contact again in this tab, whose checkout it saw paid: said to be paid, and shown so at
+    // once (found from outside: "an open checkout", then "Waiting for your payment…" for it).
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    await page.getByLabel('E-mail').fill('known-kept@example.com');
+    const paidAgain = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    expect((await paidAgain).status()).toBe(409);
+    await expect.poll(() => page.locator('#form-error').textContent()).toBe('You already subscribed to this plan in this tab: Show it');
+    const saidFirst = await page.evaluate(() => {
+      document.getElementById('show-open-checkout')!.click();
+      return document.getElementById('payment-status')?.textContent ?? null;
+    });
+    expect(saidFirst).toBeNull();
+    await page.locator('#done').waitFor();
+    expect(await page.locator('#done-message').textContent()).toBe('Payment received: your subscription to Kept is active.');
 
     // The same contact once more, in another tab: already subscribed, told where its link is, never given
     // it for an address typed here.
@@ -1326,6 +1361,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const fresh = page.getByRole('button', { name: 'Get a fresh invoice' });
     await fresh.waitFor({ timeout: 20_000 });
     expect(await page.locator('#payment-status').textContent()).toContain('This payment request expired before it was paid.');
+    // The focused heading no longer asks to pay it (found from outside).
+    expect(await page.locator('#pay-heading').textContent()).toBe('Payment request expired');
     await check(page, problems, 'checkout-expired');
     const again = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
     await fresh.click();
@@ -1559,7 +1596,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   it('a List-Unsubscribe link opened in a browser asks first; its button turns that kind of message off', async () => {
     const smtp = await startSmtpServer('pages', 'pages-pass');
     try {
-      const p = await plan({ name: 'Letters', amount_sats: 1500, trial_days: 14 });
+      const p = await plan({ name: RTL_NAME, amount_sats: 1500, trial_days: 14 });
       const put = await admin.put(`/plans/${p.id}/notification-settings`, {
         inherit: false,
         channels: { email: { smtp_url: smtp.url } },
@@ -1576,15 +1613,26 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       const { page, problems } = await openPage(phone);
       await page.goto(url!);
       await page.getByRole('heading', { name: 'Stop confirmations and receipts?' }).waitFor();
-      // It names what stops, for which plan of which merchant (review finding).
-      expect(await page.locator('#what').textContent()).toMatch(/^You will no longer get confirmations and receipts .* for Letters from Pages Shop\./);
+      // It names what stops, for which plan of which merchant (review finding), the names beside "for"
+      // (found from outside: after "the receipts stay in your subscription portal").
+      expect(await page.locator('#what').textContent()).toBe(
+        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. Cancellation notices are still sent, and your subscription portal can turn them back on.`,
+      );
+      // The seller's names keep their own direction (found from outside: the "!" on the wrong side).
+      expect(await page.locator('#what [dir=auto]').allTextContents()).toEqual([RTL_NAME, 'Pages Shop']);
+      expect(
+        await page
+          .locator('#what [dir=auto]')
+          .first()
+          .evaluate((e) => getComputedStyle(e).direction),
+      ).toBe('rtl');
       // Opening it changed nothing.
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.receive_confirmations).toBe(true);
       await check(page, problems, 'unsubscribe');
       await page.getByRole('button', { name: 'Stop confirmations' }).focus();
       await page.keyboard.press('Enter');
       await page.getByRole('heading', { name: 'Done' }).waitFor();
-      expect(await page.locator('#result').textContent()).toContain('no longer get confirmations and receipts for Letters');
+      expect(await page.locator('#result').textContent()).toContain(`no longer get confirmations and receipts for ${RTL_NAME}`);
       expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
       expect(problems).toEqual([]);
@@ -1609,12 +1657,22 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   /** A time as the portal words it (common.ts `date` with the time). */
   const pageTime = (unix: number) =>
     `${new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' }).format(new Date(unix * 1000))} UTC`;
+  /** A date as the portal words it (common.ts `date` without the time). */
+  const pageDate = (unix: number) => new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' }).format(new Date(unix * 1000));
 
   // Last: it moves the clock past a period's end.
   it('a subscription in payment_failed says until when it can still be renewed: the end of the dunning window (found from outside)', async () => {
     const p = await plan({ name: 'Rescue', amount_sats: 1500 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'rescue@example.com' })).body;
     await pay(sub.payment_id);
+    // And one paused, whose period ends with the clock's move.
+    const paused = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'paused@example.com' })).body;
+    await pay(paused.payment_id);
+    await until(
+      () => admin.get(`/subscriptions/${paused.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect((await admin.post(`/subscriptions/${paused.subscription_id}/pause`)).status).toBe(200);
     const active = await until(
       () => admin.get(`/subscriptions/${sub.subscription_id}`),
       (r) => r.body.status === 'active',
@@ -1645,6 +1703,21 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       `Pay by ${pageTime(payBy)} to keep your subscription; a new invoice replaces this one if it expires first.`,
     );
     await check(page, problems, 'portal-payment-failed');
+    // 200% zoom on a 360 px phone: 180 CSS px, where a label stacks above its value (found from outside:
+    // the page scrolled sideways).
+    await page.setViewportSize({ width: 180, height: 780 });
+    expect(await overflowsHorizontally(page)).toBe(false);
+    await page.setViewportSize(PHONE);
+
+    // Paused, its period over: not "Current period ends" a past date (found from outside).
+    const pausedEnd = (await admin.get(`/subscriptions/${paused.subscription_id}`)).body;
+    expect(pausedEnd).toMatchObject({ status: 'paused', has_access: false });
+    await page.goto(paused.manage_url);
+    const pausedCard = page.locator(`#sub-${paused.subscription_id}`);
+    await pausedCard.getByRole('heading', { name: 'Rescue' }).waitFor();
+    expect(await pausedCard.locator('dt:text-is("Period ended") + dd').textContent()).toBe(pageDate(pausedEnd.current_period_end));
+    expect(await pausedCard.locator('dt:text-is("Current period ends")').count()).toBe(0);
+    expect(problems).toEqual([]);
     await page.close();
   });
 });

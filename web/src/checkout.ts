@@ -12,6 +12,7 @@ import {
   paymentView,
   sats,
   setMain,
+  theirs,
   type Payable,
 } from './common.js';
 
@@ -136,13 +137,19 @@ function forgetShownLinks(): void {
   shownLinkKeys = [];
 }
 
-/** The checkout a payment view shows. */
+/** The checkout a payment view shows; `paid` once this tab saw it paid. */
 interface ShownPayment {
   c: Checkout;
   body: Record<string, unknown>;
   method: string;
+  paid?: boolean;
 }
 const shownPayment = (paymentId: string): ShownPayment | null => tabGet<ShownPayment>(`sb-payment-${paymentId}`);
+/** Notes that a payment this tab showed is paid: a 409 for its contact then says so, not "open checkout". */
+function keepPaid(paymentId: string): void {
+  const kept = shownPayment(paymentId);
+  if (kept) tabSet(`sb-payment-${paymentId}`, { ...kept, paid: true } satisfies ShownPayment);
+}
 
 /** The newest checkout this tab showed for the plan and the contact given in `body` (its payment may have expired since). */
 function openCheckoutOf(body: Record<string, unknown>): ShownPayment | null {
@@ -189,14 +196,14 @@ function priceLine(plan: PublicPlan): string {
 }
 
 /** Who sells it, when the seller set a name: a person should know whom they pay. */
-const sellerLine = (plan: PublicPlan) => (plan.merchant_name ? h('p', { class: 'seller', id: 'seller' }, `by ${plan.merchant_name}`) : null);
+const sellerLine = (plan: PublicPlan) => (plan.merchant_name ? h('p', { class: 'seller', id: 'seller' }, 'by ', theirs(plan.merchant_name)) : null);
 
 function planHeader(plan: PublicPlan): HTMLElement {
   return h(
     'header',
     { class: 'plan' },
     h('p', { class: 'eyebrow' }, 'Subscribe to'),
-    h('h1', {}, plan.name),
+    h('h1', { dir: 'auto' }, plan.name),
     sellerLine(plan),
     h('p', { class: 'price' }, priceLine(plan)),
   );
@@ -425,9 +432,9 @@ function render(plan: PublicPlan): void {
       'header',
       { class: 'plan' },
       h('p', { class: 'eyebrow' }, 'Subscribe to'),
-      h('h1', {}, plan.name),
+      h('h1', { dir: 'auto' }, plan.name),
       sellerLine(plan),
-      plan.description ? h('p', { class: 'description' }, plan.description) : null,
+      plan.description ? h('p', { class: 'description', dir: 'auto' }, plan.description) : null,
       h('p', { class: 'price', id: 'price' }, priceLine(plan)),
       plan.fiat_price
         ? h(
@@ -453,12 +460,15 @@ function render(plan: PublicPlan): void {
 function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError: HTMLElement): void {
   const open = openCheckoutOf(body);
   if (open) {
-    const show = h('button', { type: 'button', id: 'show-open-checkout', class: 'secondary' }, 'Show its payment');
+    // Paid is said as paid (found from outside: "open checkout", then "Waiting for your payment" for it).
+    const show = h('button', { type: 'button', id: 'show-open-checkout', class: 'secondary' }, open.paid ? 'Show it' : 'Show its payment');
     show.addEventListener('click', () => {
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(open.c.payment_id)}`);
-      showPayment(plan, open.c, open.body, open.method, true);
+      const id = open.c.payment_id;
+      if (open.paid) done(plan, paidMessage(plan), linkOf(id), [`sb-link-${id}`]);
+      else showPayment(plan, open.c, open.body, open.method, true);
     });
-    formError.replaceChildren('You have an open checkout for this plan: ', show);
+    formError.replaceChildren(open.paid ? 'You already subscribed to this plan in this tab: ' : 'You have an open checkout for this plan: ', show);
     return;
   }
   const link = plan.available_contact_methods?.length
@@ -467,14 +477,18 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError
   formError.textContent = `This contact already has a subscription or a checkout of this plan. If it was paid, ${link}. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.`;
 }
 
-/** `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone). */
+/**
+ * `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone),
+ * and nothing is said of it until that answers: "Waiting for your payment" is no one's news for a paid one.
+ */
 function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string, restored = false): void {
   stopFollowing();
   // The focused heading says what is shown: "Creating your payment" is over.
   announce('');
-  tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method } satisfies ShownPayment);
-  const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, WAITING);
-  const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for ${plan.name}`);
+  const kept = shownPayment(c.payment_id);
+  tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method, paid: kept?.paid } satisfies ShownPayment);
+  const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, restored ? '' : WAITING);
+  const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for `, theirs(plan.name));
   const view = paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay');
   const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, view, status);
   heading.id = 'pay-heading';
@@ -485,10 +499,15 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     c.payment_id,
     restored ? 0 : POLL_MS,
     ({ status: settled }) => {
-      if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(c.payment_id), [`sb-link-${c.payment_id}`]);
+      if (settled === 'paid') {
+        keepPaid(c.payment_id);
+        return done(plan, paidMessage(plan), linkOf(c.payment_id), [`sb-link-${c.payment_id}`]);
+      }
       if (settled === 'expired' || settled === 'failed') {
-        // What can no longer be paid is not left on the screen to be paid.
+        // What can no longer be paid is not left on the screen to be paid, nor named by the focused
+        // heading (found from outside: "Pay 21,000 sats for Gold" above "expired").
         view.remove();
+        heading.textContent = settled === 'expired' ? 'Payment request expired' : 'Payment failed';
         const again = h(
           'button',
           {
@@ -628,7 +647,7 @@ function done(plan: PublicPlan, message: string, link: string | null, linkKeys: 
 function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolean): void {
   stopFollowing();
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, 'Checking your payment…');
-  const heading = h('h2', { tabindex: -1, id: 'pay-heading' }, `Your payment for ${plan.name}`);
+  const heading = h('h2', { tabindex: -1, id: 'pay-heading' }, 'Your payment for ', theirs(plan.name));
   const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, status);
   setMain(planHeader(plan), section);
   heading.focus();
@@ -654,7 +673,10 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       (answer) => {
         if (!ofPlan(answer)) return;
         const settled = answer.status;
-        if (settled === 'paid') return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], !!shownPayment(paymentId));
+        if (settled === 'paid') {
+          keepPaid(paymentId);
+          return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], !!shownPayment(paymentId));
+        }
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
       },
       (err) => {

@@ -157,6 +157,12 @@ export function qrCode(text: string, label: string): SVGSVGElement {
   return svg;
 }
 
+/**
+ * Text the seller wrote (a plan or merchant name) inside our own words: its direction is its own, so an
+ * Arabic or Hebrew name keeps its punctuation on its side, and our sentence keeps its order around it.
+ */
+export const theirs = (text: string) => h('span', { dir: 'auto' }, text);
+
 /** As satsText of the contracts (the pages do not bundle them): "1 sat", "2 sats". */
 export const sats = (n: number) => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
 

@@ -238,7 +238,9 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
   // ended before any payment never had a period (found from outside: "Current period ends" a past date).
   // Ended by the service's clock (has_access), not the browser's: a wrong device clock, or a test clock,
   // showed "Current period ends" for a period already over.
-  const ended = s.status === 'past_due' || s.status === 'payment_failed' || (!live && !s.has_access);
+  // Without access by that clock the period is over whatever the status (found from outside: a paused one
+  // whose period ended said "Current period ends" a past date).
+  const ended = s.status === 'past_due' || s.status === 'payment_failed' || !s.has_access;
   const period =
     s.status === 'pending' || (!live && !paidOnce && !s.trial_end)
       ? null
@@ -261,7 +263,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
   const card = h(
     'article',
     { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
-    h('h3', { id: `sub-${s.id}-name`, tabindex: -1 }, s.plan_name || 'Subscription'),
+    h('h3', { id: `sub-${s.id}-name`, tabindex: -1, dir: 'auto' }, s.plan_name || 'Subscription'),
     facts,
   );
   if (live) {
@@ -325,7 +327,7 @@ function paymentsSection(payments: Pay[]): HTMLElement {
     const item = h(
       'li',
       { class: 'payment-row' },
-      h('span', {}, h('strong', {}, p.plan_name), ` · ${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
+      h('span', {}, h('strong', { dir: 'auto' }, p.plan_name), ` · ${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
       h('span', { class: `pill pill-${p.status}` }, label),
       h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)),
     );

@@ -1,4 +1,4 @@
-import { api, ApiError, errorText, h, setMain } from './common.js';
+import { api, ApiError, errorText, h, setMain, theirs } from './common.js';
 
 /**
  * The page a browser opening a List-Unsubscribe URL gets: link scanners and mail programs fetch that URL,
@@ -13,16 +13,19 @@ interface Link {
   receiving: boolean;
 }
 
-const WORDS: Record<Link['kind'], { title: string; what: string; button: string; off: string }> = {
+/** `off` is what stops, followed by the subscription it is for, then `which` of them and `after`. */
+const WORDS: Record<Link['kind'], { title: string; which: string; after: string; button: string; off: string }> = {
   reminders: {
     title: 'Stop payment reminders?',
-    what: 'reminders (renewal due, trial ending, payment overdue)',
+    which: '(renewal due, trial ending, payment overdue)',
+    after: '',
     button: 'Stop reminders',
     off: 'reminders',
   },
   confirmations: {
     title: 'Stop confirmations and receipts?',
-    what: 'confirmations and receipts (subscription started, payment received); the receipts stay in your subscription portal',
+    which: '(subscription started, payment received)',
+    after: ' The receipts stay in your subscription portal.',
     button: 'Stop confirmations',
     off: 'confirmations and receipts',
   },
@@ -45,10 +48,10 @@ const badLink = () =>
 
 function ask(link: Link): void {
   const words = WORDS[link.kind];
-  const plan = link.plan_name || 'this subscription';
-  const subscription = link.merchant_name ? `${plan} from ${link.merchant_name}` : plan;
+  // The seller's names keep their own direction inside our sentence.
+  const subscription = [link.plan_name ? theirs(link.plan_name) : 'this subscription', ...(link.merchant_name ? [' from ', theirs(link.merchant_name)] : [])];
   if (!link.receiving) {
-    show('Already stopped', h('p', { id: 'what' }, `You no longer get ${words.off} for ${subscription}. Your subscription portal can turn them back on.`));
+    show('Already stopped', h('p', { id: 'what' }, `You no longer get ${words.off} for `, subscription, '. Your subscription portal can turn them back on.'));
     return;
   }
   const button = h('button', { type: 'submit', id: 'stop' }, words.button);
@@ -63,7 +66,9 @@ function ask(link: Link): void {
     h(
       'p',
       { id: 'what' },
-      `You will no longer get ${words.what} for ${subscription}. Cancellation notices are still sent, and your subscription portal can turn them back on.`,
+      `You will no longer get ${words.off} for `,
+      subscription,
+      ` ${words.which}.${words.after} Cancellation notices are still sent, and your subscription portal can turn them back on.`,
     ),
     form,
     error,
