@@ -182,7 +182,8 @@ describe('1b. a checkout paid before a cancel whose payment is handled after it'
       async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
       (n) => n > 0,
     );
-  async function paidThen(tag: string, move: (s: { subscription_id: string }, planId: string) => Promise<void>) {
+  /** The checkout is paid, `move` runs while billing waits to record the payment, then billing records it. */
+  async function handledAfter(tag: string, move: (s: { subscription_id: string }, planId: string) => Promise<void>) {
     const p = await plan({ interval: 'monthly' });
     const s = await subscribe(p.id, `${tag}@example.com`);
     const release = await holdPaymentRecord(s.payment_id, s.subscription_id);
@@ -196,6 +197,10 @@ describe('1b. a checkout paid before a cancel whose payment is handled after it'
     );
     expect(recorded).toBe(1);
     const paidAt = Number((await db.query('SELECT paid_at FROM payments.payments WHERE id = $1', [s.payment_id])).rows[0].paid_at);
+    return { s, paidAt };
+  }
+  async function paidThen(tag: string, move: (s: { subscription_id: string }, planId: string) => Promise<void>) {
+    const { s, paidAt } = await handledAfter(tag, move);
     const shown = (await admin.get(`/payments/${s.payment_id}`)).body;
     expect(shown.status).toBe('paid');
     expect(shown.unapplied_reason ?? null).toBeNull();
@@ -218,11 +223,56 @@ describe('1b. a checkout paid before a cancel whose payment is handled after it'
     expect(after.current_period_end).toBeGreaterThan(paidAt + 27 * DAY);
   });
 
-  it('cancelled at once: the payment counts, but the period ended at the cancel', async () => {
-    const { paidAt, after } = await paidThen('latecancelnow', async (s) => {
+  it('cancelled at once: not applied (the period ended at the cancel), payment.unapplied for the owner to refund', async () => {
+    const before = { current_period_start: 0, current_period_end: 0 };
+    const { s } = await handledAfter('latecancelnow', async (s) => {
       expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+      Object.assign(before, await sub(s.subscription_id));
     });
-    expect(after).toMatchObject({ status: 'cancelled', has_access: false, current_period_start: paidAt, current_period_end: after.cancelled_at });
+    const reason = 'The subscription was cancelled at once, before its first payment arrived';
+    const shown = await until(
+      () => admin.get(`/payments/${s.payment_id}`),
+      (r) => r.body.unapplied_reason !== undefined,
+    );
+    expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: reason });
+    const all = await events(s.subscription_id);
+    expect(all.map((e) => e.e)).not.toContain('subscription.activated');
+    const unapplied = all.filter((e) => e.e === 'payment.unapplied');
+    expect(unapplied).toHaveLength(1);
+    expect(eventDataSchema('payment.unapplied').safeParse(unapplied[0]!.d).success).toBe(true);
+    expect(unapplied[0]!.d).toMatchObject({ payment_id: s.payment_id, amount_sats: 1000, reason });
+    // Nothing moved: no period, no access.
+    expect(await sub(s.subscription_id)).toMatchObject({
+      status: 'cancelled',
+      has_access: false,
+      current_period_start: before.current_period_start,
+      current_period_end: before.current_period_end,
+    });
+  });
+
+  it('cancelled, and the contact opened a new checkout of the plan since: the payment activates the new one, once', async () => {
+    let second = { subscription_id: '', payment_id: '' };
+    const { s, paidAt } = await handledAfter('latecancelagain', async (s, planId) => {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
+      second = await subscribe(planId, 'latecancelagain@example.com');
+    });
+    expect(second.subscription_id).not.toBe(s.subscription_id);
+    const active = await until(
+      () => sub(second.subscription_id),
+      (x) => x.status === 'active',
+    );
+    expect(active).toMatchObject({ status: 'active', current_period_start: paidAt });
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'cancelled', has_access: false });
+    expect((await events(s.subscription_id)).map((e) => e.e)).not.toContain('subscription.activated');
+    const activated = (await events(second.subscription_id)).filter((e) => e.e === 'subscription.activated');
+    expect(activated).toHaveLength(1);
+    expect(activated[0]!.d).toMatchObject({ payment_id: s.payment_id, paid_for_subscription_id: s.subscription_id });
+    // The new checkout's own payment is withdrawn, so the subscriber cannot pay twice.
+    const withdrawn = await until(
+      () => payments(second.subscription_id),
+      (r) => r[0]?.status === 'expired',
+    );
+    expect(withdrawn[0]!.status).toBe('expired');
   });
 
   it('its plan archived: the payment activates it, and access lasts to the end of the paid period', async () => {

@@ -72,15 +72,23 @@ export class Scheduler {
   }
 
   private async sweep(): Promise<number> {
-    let seen = 0;
-    let passes = 0;
-    this.backlog = false;
-    // Left flagged by a sweep that stopped (a crash, the payments service away) before withdrawing them.
+    const seen = await this.passes();
+    // Left flagged by a sweep that stopped (a crash, the payments service away) before withdrawing them:
+    // after the sweep's own work, which a slow payments service must not hold back by up to
+    // WITHDRAW_PER_SWEEP calls.
     const left = await this.d.subscriptions.toWithdraw(this.d.db, WITHDRAW_PER_SWEEP).catch((err) => {
       this.d.log.warn({ err }, 'renewal payments left to withdraw could not be read; retried next sweep');
       return [];
     });
     await this.withdraw(left);
+    return seen;
+  }
+
+  /** The passes of a sweep, until nothing moves (or the pass limit); returns how many subscriptions it looked at. */
+  private async passes(): Promise<number> {
+    let seen = 0;
+    let passes = 0;
+    this.backlog = false;
     for (;;) {
       const now = unixSeconds(this.d.clock);
       this.plans = new Map();
@@ -298,16 +306,24 @@ export class Scheduler {
   }
 
   /**
-   * Expires renewal payments flagged to be withdrawn, then clears their flags; one the payments service
-   * could not expire now stays flagged for the next sweep (`sweep` starts with those left over).
+   * Expires renewal payments flagged to be withdrawn, then clears their flags. At the first one the
+   * payments service could not expire it stops: that one and the rest stay flagged for the next sweep
+   * (`sweep` ends with those left over), rather than each waiting out the bus timeout in turn.
    */
   private async withdraw(items: Omit<ToWithdraw, 'period_end'>[]): Promise<void> {
     const done: string[] = [];
     for (const { wallet_id, subscription_id, payment_id } of items) {
-      await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id, subscription_id, payment_id }).then(
-        () => done.push(payment_id),
-        (err) => this.d.log.warn({ err, subscription_id, payment_id }, 'renewal payment nobody was sent could not be withdrawn; retried next sweep'),
-      );
+      try {
+        await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id, subscription_id, payment_id });
+        done.push(payment_id);
+      } catch (err) {
+        const rest = items.length - done.length - 1;
+        this.d.log.warn(
+          { err, subscription_id, payment_id, rest },
+          'renewal payment nobody was sent could not be withdrawn; it and the rest retried next sweep',
+        );
+        break;
+      }
     }
     // Flags not cleared only mean a second, harmless expiry by the next sweep.
     await this.d.subscriptions.withdrawn(this.d.db, done).catch((err) => this.d.log.warn({ err }, 'withdrawn renewal payments stay flagged'));

@@ -508,6 +508,7 @@ describe('late payments (domain/payment-application.ts)', () => {
   const view = (status: SubscriptionStatus, over: Partial<Parameters<typeof applicationOf>[1] & object> = {}) => ({
     status,
     cancelled_at: null,
+    cancelled_immediately: false,
     amount_sats: 1000,
     current_period_start: T0 - 30 * DAY,
     current_period_end: T0,
@@ -602,6 +603,32 @@ describe('late payments (domain/payment-application.ts)', () => {
       to: 'none',
       reason: 'The subscription is active; its first payment was already made',
     });
+  });
+  it('a checkout paid before its cancel while the contact has a new checkout of the plan: that one is activated, as for an expired one', () => {
+    const cancelledUnpaid = view('cancelled', { period_index: 0, current_period_start: T0, current_period_end: T0, pending_since: T0, cancelled_at: T0 + 5 });
+    expect(applicationOf(paid('checkout'), cancelledUnpaid, view('pending'), POLICY)).toEqual({
+      to: 'contact_pending',
+      event: { type: 'first_payment', paid_at: T0 },
+    });
+    expect(applicationOf(paid('checkout'), cancelledUnpaid, view('active'), POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscriber already has an active subscription to this plan',
+    });
+  });
+  it('a checkout paid before an immediate cancel: not applied (its period ended at the cancel), or the new checkout is activated', () => {
+    const cancelledNow = view('cancelled', {
+      period_index: 0,
+      current_period_start: T0 + 5,
+      current_period_end: T0 + 5,
+      pending_since: T0,
+      cancelled_at: T0 + 5,
+      cancelled_immediately: true,
+    });
+    expect(applicationOf(paid('checkout'), cancelledNow, undefined, POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscription was cancelled at once, before its first payment arrived',
+    });
+    expect(applicationOf(paid('checkout'), cancelledNow, view('pending'), POLICY)).toMatchObject({ to: 'contact_pending' });
   });
   it('cancelled or paused subscriptions and unknown ones: not applied', () => {
     for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined, POLICY)).toMatchObject({ to: 'none' });

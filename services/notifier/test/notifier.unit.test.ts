@@ -237,6 +237,33 @@ describe('subscriber notices', () => {
     expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
   });
 
+  it('an activation after the cancel (a checkout paid before it, handled after) is a receipt, not a welcome', () => {
+    const who = { manageUrl: 'http://x/subscriptions_manager/manage?token=t0k' };
+    const paid = {
+      status: 'cancelled',
+      payment_id: 'pay_1',
+      amount_sats: 5000,
+      payment_method: 'lightning',
+      current_period_start: 1_699_999_000,
+      current_period_end: 1_702_592_000,
+    };
+    const late = subscriberMessage(ev('subscription.activated', paid), who);
+    expect(late.subject).toBe('Payment received for Gold');
+    expect(late.text).toContain(
+      'We received your payment of 5,000 sats for Gold. Your subscription was cancelled, so it will not renew; your access continues until 2023-12-14 22:13 UTC.',
+    );
+    expect(late.text).not.toMatch(/is active|Thank you/);
+    expect(late.text).toContain('Payment reference: pay_1');
+    expect(late.text).toContain('Period: 2023-11-14 21:56 UTC to 2023-12-14 22:13 UTC');
+    // Nothing left to pay or cancel.
+    expect(late.text).toContain(`Manage your subscription:\n${who.manageUrl}`);
+    expect(late.text).not.toContain('pay or cancel');
+    // An activation of a live subscription is unchanged.
+    expect(subscriberMessage(ev('subscription.activated', { ...paid, status: 'active' }), who).text).toContain(
+      'Your subscription to Gold is active until 2023-12-14 22:13 UTC; you paid 5,000 sats. Thank you!',
+    );
+  });
+
   it('card and PayPal receipts and reminders say what was charged in fiat, with the sats beside it (found from outside)', () => {
     const paid = {
       payment_id: 'pay_1',

@@ -17,7 +17,7 @@ export interface SubState {
   trial_end: number | null;
   cancelled_at: number | null;
   cancel_reason: string | null;
-  /** The cancel ended the period at once (an owner's `immediate`): a first payment made before it, handled after, gives no access. */
+  /** The cancel ended the period at once (an owner's `immediate`): a first payment made before it, handled after, is not applied. */
   cancelled_immediately: boolean;
   /** When the subscription last became pending (checkout, or resumed after its period ended): its 24 h count from here. */
   pending_since: number | null;
@@ -88,24 +88,15 @@ const nextPeriod = (s: SubState): Partial<SubState> => ({
 const LIFECYCLE: readonly Rule[] = [
   { from: ['pending'], on: 'first_payment', emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },
   // A checkout paid before it was cancelled, handled after (domain/payment-application.ts decides that):
-  // as if handled in time, activated then cancelled; it stays cancelled, with the paid period unless the
-  // cancel was immediate (then it ended at the cancel). One event, the activation the cancel came after.
+  // as if handled in time, activated then cancelled; it stays cancelled, with the paid period. One event,
+  // the activation the cancel came after. Not after an immediate cancel: its period would end at the
+  // cancel, so the payment would buy nothing (it is recorded as not applied, for a refund).
   {
     from: ['cancelled'],
     on: 'first_payment',
-    when: (s) => s.period_index === 0 && s.trial_end === null && s.cancelled_at !== null,
+    when: (s) => s.period_index === 0 && s.trial_end === null && s.cancelled_at !== null && !s.cancelled_immediately,
     emit: 'subscription.activated',
-    apply: (s, e) => {
-      const paid = freshPeriod(s, e.paid_at);
-      const at = s.cancelled_at!;
-      return {
-        ...paid,
-        status: 'cancelled',
-        ...(s.cancelled_immediately
-          ? { current_period_start: Math.min(paid.current_period_start!, at), current_period_end: Math.min(paid.current_period_end!, at) }
-          : {}),
-      };
-    },
+    apply: (s, e) => ({ ...freshPeriod(s, e.paid_at), status: 'cancelled' }),
   },
   // A late payment for a checkout that already expired is still applied (on-chain can be late).
   { from: ['expired'], on: 'first_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.activated', apply: (s, e) => freshPeriod(s, e.paid_at) },

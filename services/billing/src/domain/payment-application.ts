@@ -15,6 +15,8 @@ interface PaidPayment {
 type SubView = {
   status: SubscriptionStatus;
   cancelled_at: number | null;
+  /** The cancel ended the period at once (an owner's `immediate`). */
+  cancelled_immediately: boolean;
   amount_sats: number;
   current_period_start: number;
   current_period_end: number;
@@ -73,8 +75,14 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
     if (own.status === 'expired') return elsewhere();
     if (own.status === 'cancelled' && own.period_index === 0 && own.trial_end === null) {
       // Paid at or before the cancel, however late the payment's event: applied as it would have been in
-      // time (activated, then cancelled; domain/lifecycle.ts keeps the cancel's immediacy).
-      if (own.cancelled_at !== null && p.paid_at <= own.cancelled_at) return { to: 'own', event: first };
+      // time (activated, then cancelled), unless the contact has opened a new checkout of the plan since
+      // (that one is activated, as for an expired checkout) or the cancel was immediate: a period ended at
+      // the cancel would take the money for nothing, so it is not applied and the owner refunds it.
+      if (own.cancelled_at !== null && p.paid_at <= own.cancelled_at) {
+        if (live) return elsewhere();
+        if (own.cancelled_immediately) return { to: 'none', reason: 'The subscription was cancelled at once, before its first payment arrived' };
+        return { to: 'own', event: first };
+      }
       return { to: 'none', reason: 'The subscription was cancelled before its first payment arrived' };
     }
     return { to: 'none', reason: `The subscription is ${own.status}; its first payment was already made` };

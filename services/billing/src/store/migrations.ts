@@ -205,6 +205,8 @@ ALTER TABLE subscriptions ADD COLUMN IF NOT EXISTS anchor_index INT NOT NULL DEF
 migrations.push({
   id: 13,
   name: 'renewal payments to withdraw',
+  // A column with a default and an index, which older code ignores.
+  compatible: true,
   sql: `
 -- A renewal payment a sweep made and could not link (the subscription moved meanwhile): expired at the
 -- payments service, and flagged until that is done, so a crash in between still leaves it to a later sweep.
@@ -216,8 +218,10 @@ CREATE INDEX renewal_payments_withdraw ON renewal_payments (payment_id) WHERE wi
 migrations.push({
   id: 14,
   name: 'immediate cancels',
+  // A column with a default, which older code ignores.
+  compatible: true,
   sql: `
--- A cancel that ended the period at once: a checkout paid before it but handled after gives no access.
+-- A cancel that ended the period at once: a checkout paid before it but handled after is not applied.
 ALTER TABLE subscriptions ADD COLUMN cancelled_immediately BOOLEAN NOT NULL DEFAULT false;
 `,
 });

@@ -230,6 +230,18 @@ export function subscriberMessage(
           )
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
+      // A checkout paid before its cancel but handled after it (billing applies it as in time): the
+      // subscriber was already told it was cancelled, so this is a receipt, not a welcome.
+      if (d.status === 'cancelled') {
+        const end = num(d.current_period_end);
+        return message(
+          end !== undefined && end > e.timestamp ? 'cancelled' : 'over',
+          `Payment received for ${plan}`,
+          `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Your subscription was cancelled, so it will not renew${end !== undefined ? `; your access continues until ${day(end)}` : ''}.`,
+          '',
+          ...receipt(),
+        );
+      }
       return body(
         `Your subscription to ${plan} is active`,
         `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
