@@ -7,6 +7,7 @@ import { eventDataSchema } from '@sb/contracts';
 import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 import { devClock } from './support/clock.js';
+import { holdUncommitted, someoneWaitsOnLock } from './support/locks.js';
 
 /**
  * Paths of the lifecycle that used to end where nobody could get out, or loop forever (issue 8): late
@@ -168,27 +169,15 @@ describe('1. a late payment is recorded exactly once', () => {
  * its own) while the cancel goes through HTTP.
  */
 describe('1b. a checkout paid before a cancel whose payment is handled after it', () => {
-  async function holdPaymentRecord(paymentId: string, subId: string) {
-    const other = await db.connect();
-    await other.query('BEGIN');
-    await other.query('INSERT INTO billing.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, 0)', [paymentId, subId]);
-    return async () => {
-      await other.query('ROLLBACK');
-      other.release();
-    };
-  }
-  const waitingOnLock = () =>
-    until(
-      async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
-      (n) => n > 0,
-    );
+  const holdPaymentRecord = (paymentId: string, subId: string) =>
+    holdUncommitted(db, [['INSERT INTO billing.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, 0)', [paymentId, subId]]]);
   /** The checkout is paid, `move` runs while billing waits to record the payment, then billing records it. */
   async function handledAfter(tag: string, move: (s: { subscription_id: string }, planId: string) => Promise<void>) {
     const p = await plan({ interval: 'monthly' });
     const s = await subscribe(p.id, `${tag}@example.com`);
     const release = await holdPaymentRecord(s.payment_id, s.subscription_id);
     await pay(s.payment_id);
-    await waitingOnLock();
+    await someoneWaitsOnLock(db);
     await move(s, p.id);
     await release();
     const recorded = await until(

@@ -6,6 +6,7 @@ import { client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 import { devClock } from './support/clock.js';
 import { expectEventsMatchSchemas } from './support/contract.js';
+import { holdUncommitted, someoneWaitsOnLock } from './support/locks.js';
 
 /**
  * The clock-driven life of subscriptions, through HTTP with the dev clock. This file owns its stack: it
@@ -358,25 +359,8 @@ describe('batched renewals', () => {
       ids.push((await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `${tag}${i}@example.com` })).body.subscription_id);
     return { ids, end: (await sub(ids[0]!)).current_period_end as number };
   }
-  /** Holds the row locked in a transaction of its own until `release` is called (with what to do to it first). */
-  async function holdRow(id: string) {
-    const other = await db.connect();
-    await other.query('BEGIN');
-    await other.query('SELECT 1 FROM billing.subscriptions WHERE id = $1 FOR UPDATE', [id]);
-    return {
-      other,
-      async release(sql?: string) {
-        if (sql) await other.query(sql, [id]);
-        await other.query(sql ? 'COMMIT' : 'ROLLBACK');
-        other.release();
-      },
-    };
-  }
-  const waitingOnLock = () =>
-    until(
-      async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
-      (n) => n > 0,
-    );
+  /** Holds the row locked in a transaction of its own until released (with what to do to it first). */
+  const holdRow = (id: string) => holdUncommitted(db, [['SELECT 1 FROM billing.subscriptions WHERE id = $1 FOR UPDATE', [id]]]);
   async function expectRenewedOnce(ids: string[]) {
     const payments = await db.query(
       `SELECT subscription_id, count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal' GROUP BY 1`,
@@ -410,9 +394,9 @@ describe('batched renewals', () => {
     const moved = ids[3]!;
     const held = await holdRow(moved);
     const moving = admin.post('/dev/clock', { advance_seconds: end - DAY / 2 - (await now()) });
-    await waitingOnLock();
+    await someoneWaitsOnLock(db);
     // The batch read the row before this change (an owner's edit): its compare-and-set must not overwrite it.
-    await held.release(`UPDATE billing.subscriptions SET metadata = '{"edited":"while renewing"}', version = version + 1 WHERE id = $1`);
+    await held([`UPDATE billing.subscriptions SET metadata = '{"edited":"while renewing"}', version = version + 1 WHERE id = $1`, [moved]]);
     expect((await moving).status).toBe(200);
     const reminders = await expectRenewedOnce(ids);
     const row = (await db.query('SELECT metadata, renewal_payment_id FROM billing.subscriptions WHERE id = $1', [moved])).rows[0];
@@ -424,11 +408,11 @@ describe('batched renewals', () => {
     const { ids, end } = await dueBatch(10, 'kb');
     const held = await holdRow(ids[5]!);
     const moving = admin.post('/dev/clock', { advance_seconds: end - DAY / 2 - (await now()) });
-    await waitingOnLock();
+    await someoneWaitsOnLock(db);
     const made = await db.query(`SELECT count(*)::int AS n FROM payments.payments WHERE subscription_id = ANY($1) AND purpose = 'renewal'`, [ids]);
     expect(made.rows[0].n).toBe(ids.length);
     stack.services.billing.child.kill('SIGKILL');
-    await held.release();
+    await held();
     // Its answer never comes (the gateway gives up after BUS_TIMEOUT_MS); the clock moved all the same.
     moving.catch(() => undefined);
     const unsaved = await db.query('SELECT count(*)::int AS n FROM billing.subscriptions WHERE id = ANY($1) AND renewal_payment_id IS NOT NULL', [ids]);
@@ -468,25 +452,15 @@ describe('renewal payments made while the subscription moved', () => {
     return { subs, end: (await sub(subs[0]!.id)).current_period_end as number };
   }
   /** Stores nothing under these keys until released: the payments service waits on them when it stores its own. */
-  async function holdKeys(template: string, keys: string[]) {
-    const other = await db.connect();
-    await other.query('BEGIN');
-    for (const [i, key] of keys.entries())
-      await other.query(
+  const holdKeys = (template: string, keys: string[]) =>
+    holdUncommitted(
+      db,
+      keys.map((key, i) => [
         `INSERT INTO payments.payments SELECT (jsonb_populate_record(NULL::payments.payments, to_jsonb(p) || jsonb_build_object(
            'id', $2::text, 'provider_ref', $2::text, 'idempotency_key', $3::text, 'status', 'pending', 'paid_at', NULL, 'purpose', 'renewal'))).*
          FROM payments.payments p WHERE p.id = $1`,
         [template, `pay_hold${i}_${Date.now()}`, key],
-      );
-    return async () => {
-      await other.query('ROLLBACK');
-      other.release();
-    };
-  }
-  const waitingOnLock = () =>
-    until(
-      async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
-      (n) => n > 0,
+      ]),
     );
 
   it('paused while its renewal payment was being made: the payment is withdrawn, and a resume issues a new one', async () => {
@@ -497,7 +471,7 @@ describe('renewal payments made while the subscription moved', () => {
     );
     // Into the monthly lead time (3 days): the sweep asks payments for all three renewals and waits.
     const moving = admin.post('/dev/clock', { advance_seconds: end - 2 * DAY - (await now()) });
-    await waitingOnLock();
+    await someoneWaitsOnLock(db);
     const [a, b, kept] = subs;
     for (const s of [a!, b!]) expect((await admin.post(`/subscriptions/${s.id}/pause`)).body.status).toBe('paused');
     await release();
@@ -540,7 +514,7 @@ describe('renewal payments made while the subscription moved', () => {
     const release = await holdKeys(s.checkout, [`renewal:${s.id}:${end}:after:${first!.id}`]);
     // Past the first invoice's life: the sweep makes its replacement and waits.
     const moving = admin.post('/dev/clock', { advance_seconds: expiresAt + 60 - (await now()) });
-    await waitingOnLock();
+    await someoneWaitsOnLock(db);
     await pay(first!.id);
     await until(
       () => sub(s.id),
