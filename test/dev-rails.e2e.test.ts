@@ -84,6 +84,36 @@ describe('dev rails', () => {
     expect(sub).toMatchObject({ status: 'active', payment_method: method });
   });
 
+  it('checkouts of a new contact on different methods at once answer like one after another (found from outside)', async () => {
+    const plan = (await admin.post('/plans', { name: 'Chosen again', amount_sats: 25_000, interval: 'monthly', ...everyRail })).body;
+    const methods = ['lightning', 'walletproc', 'card'];
+    for (let round = 0; round < 30; round++) {
+      const email = `race-${round}@example.com`;
+      const answers = await Promise.all(methods.map((payment_method) => anon().post('/public/subscribe', { plan_id: plan.id, payment_method, email })));
+      // Each one a checkout of its own, as when sent one after another: each new method replaces the unpaid one.
+      expect(
+        answers.map((a) => a.status),
+        `round ${round}: ${answers.map((a) => a.body.detail ?? a.body.payment_method).join(' | ')}`,
+      ).toEqual([201, 201, 201]);
+      expect(answers.map((a) => a.body.payment_method)).toEqual(['lightning', 'walletproc', 'cardproc']);
+      expect(new Set(answers.map((a) => a.body.subscription_id)).size).toBe(3);
+      // One live subscription is left (the last checkout to commit), and only its payment can still be paid.
+      const { rows: live } = await db.query(
+        `SELECT s.id, s.status FROM billing.subscriptions s JOIN billing.subscribers b ON b.id = s.subscriber_id
+          WHERE s.plan_id = $1 AND b.email = $2 AND s.status <> 'expired'`,
+        [plan.id, email],
+      );
+      expect(live, `round ${round}`).toEqual([{ id: expect.any(String), status: 'pending' }]);
+      const ours = answers.find((a) => a.body.subscription_id === live[0].id);
+      expect(ours, `round ${round}`).toBeDefined();
+      const { rows: open } = await db.query(
+        `SELECT id, subscription_id FROM payments.payments WHERE plan_id = $1 AND status = 'pending' AND subscription_id = ANY($2)`,
+        [plan.id, answers.map((a) => a.body.subscription_id)],
+      );
+      expect(open, `round ${round}`).toEqual([{ id: ours!.body.payment_id, subscription_id: live[0].id }]);
+    }
+  });
+
   it('a card renewal goes out with a fresh checkout link and its fiat amount', async () => {
     const plan = (await admin.post('/plans', { name: 'Card trial', amount_sats: 50_000, interval: 'weekly', trial_days: 3, ...everyRail })).body;
     const s = (await anon().post('/public/subscribe', { plan_id: plan.id, payment_method: 'card', email: 'renew-card@example.com' })).body;

@@ -15,6 +15,13 @@ const CHECKOUT_SECONDS: Partial<Record<PaymentMethod, number>> = { lightning: 36
 /** As long as the gateway keeps an Idempotency-Key. */
 const IDEMPOTENCY_KEY_LIFE_S = 86_400;
 
+/**
+ * How often a checkout refused because of the contact's unpaid one tries again when concurrent checkouts of
+ * the contact on other methods keep moving that one (each try replaces it or opens anew): enough for the
+ * methods a checkout page offers clicked at once, and bounded, so that two callers cannot chase each other.
+ */
+const CHECKOUT_TRIES = 3;
+
 class DuplicateCheckout extends Error {}
 
 /** What every subscribe entry point (checkout, NWC) asks for. */
@@ -58,17 +65,21 @@ const ALREADY_SUBSCRIBED =
  * no payment at all (payments or the database failed after the subscription was saved). A retry while the
  * first request still runs gets the same payment (payments is idempotent on `checkout:<subscription>`).
  * Undefined when there is no such subscription. No portal link is answered: the caller only proved to
- * know the e-mail address.
+ * know the e-mail address. Called after a 409; `tries` bounds how often it may replace or open a checkout.
  */
-export async function pendingCheckout(d: Deps, input: SubscribeInput, switchMethod = true): Promise<Opened | undefined> {
+export async function pendingCheckout(d: Deps, input: SubscribeInput, tries = CHECKOUT_TRIES): Promise<Opened | undefined> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan || !input.email) return undefined;
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
-  const sub = subscriber && (await d.subscriptions.liveOf(d.db, subscriber.id, plan.id));
-  if (sub?.status !== 'pending') return undefined;
+  if (!subscriber) return undefined;
+  const sub = await d.subscriptions.liveOf(d.db, subscriber.id, plan.id);
+  // Nothing live after a 409: a concurrent checkout on another method expired the one that refused this
+  // request and has not committed its own yet. Sent after it, this request would have replaced it.
+  if (!sub) return tries > 0 ? openAgain(d, input, tries - 1) : undefined;
+  if (sub.status !== 'pending') return undefined;
   if (sub.payment_method !== input.payment_method) {
-    if (!switchMethod) return undefined;
-    const switched = await switchedCheckout(d, input, sub);
+    if (tries <= 0) return undefined;
+    const switched = await switchedCheckout(d, input, sub, tries - 1);
     if (!switched) throw conflict(ALREADY_SUBSCRIBED);
     return switched;
   }
@@ -82,6 +93,7 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput, switchMeth
   // The first invoice expired meanwhile: a new one (keyed by time, one per second at most).
   if (created.payment.status !== 'pending' && created.payment.status !== 'paid')
     created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
+  await withdrawnIfReplaced(d, sub);
   return { plan, sub, manage_url: null, created };
 }
 
@@ -93,7 +105,7 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput, switchMeth
  * would pay twice), not to or from NWC (a checkout there holds a wallet connection), nor for a
  * subscription pending since a resume (it has periods behind it).
  */
-async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Promise<Opened | undefined> {
+async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow, tries: number): Promise<Opened | undefined> {
   const fixed = sub.payment_method === 'onchain' || sub.payment_method === 'nwc' || input.payment_method === 'nwc';
   if (fixed || sub.period_index !== 0 || sub.trial_end !== null) return undefined;
   // Its payment is withdrawn first, and the checkout replaced only if nothing of it was paid: billing
@@ -113,11 +125,19 @@ async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow): Pr
   await callMessage(d.bus, messages.expireOpenPayments, ref).catch((err) =>
     d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payments of a replaced checkout'),
   );
-  // Two switches at once: the one that lost answers the checkout the other opened, when it is its method.
+  return openAgain(d, input, tries);
+}
+
+/**
+ * `openSubscription` once more, after a concurrent checkout of the contact moved the one in the way. Two
+ * switches at once: the one that lost answers the checkout the other opened when it is its method, and
+ * replaces it otherwise, as it would have had it come second.
+ */
+function openAgain(d: Deps, input: SubscribeInput, tries: number): Promise<Opened> {
   return openSubscription(d, input).catch(async (err) => {
-    const same = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input, false) : undefined;
-    if (!same) throw err;
-    return same;
+    const next = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input, tries) : undefined;
+    if (!next) throw err;
+    return next;
   });
 }
 
@@ -251,15 +271,15 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   const { sub, subscriberCreated } = opened;
   const manage_url = subscriberCreated ? managePageUrl(d.publicBaseUrl, token) : null;
   if (sub.status === 'active') return { plan, sub, manage_url };
+  let created: CreatedPayment;
   try {
-    const created = await requestPayment(d, plan, sub, {
+    created = await requestPayment(d, plan, sub, {
       purpose: 'checkout',
       description: `${plan.name} (${plan.interval})`,
       expires_at: now + (CHECKOUT_SECONDS[method] ?? 86_400),
       idempotency_key: `checkout:${sub.id}`,
       new_key: true,
     });
-    return { plan, sub, manage_url, created };
   } catch (err) {
     // No answer in time (or the bus broke mid-request): payments may have made the payment after all, so the
     // checkout stays pending and a retry (same Idempotency-Key, or the same contact and method) answers it
@@ -272,4 +292,19 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
     });
     throw err;
   }
+  await withdrawnIfReplaced(d, sub);
+  return { plan, sub, manage_url, created };
+}
+
+/**
+ * A checkout of the contact on another method may have replaced this one while its payment was being
+ * made, withdrawing its open payments before that one existed: it is withdrawn now, as it is when the
+ * other checkout comes second. The answer stays this checkout, as it would have been then.
+ */
+async function withdrawnIfReplaced(d: Deps, sub: SubRow): Promise<void> {
+  const cur = await d.subscriptions.get(d.db, sub.wallet_id, sub.id);
+  if (cur?.status !== 'expired') return;
+  await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id }).catch((err) =>
+    d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payment of a replaced checkout'),
+  );
 }
