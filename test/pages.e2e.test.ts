@@ -209,17 +209,54 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const operations = count(doc.paths) + count(doc.webhooks);
     await expect.poll(() => page.locator('.opblock').count(), { timeout: 20_000 }).toBe(operations);
     await expect.poll(() => page.locator('.opblock-summary-path').allTextContents()).toContain('/public/subscribe');
-    expect(await page.getByRole('heading', { level: 1 }).first().textContent()).toBeTruthy();
+    // One h1 (Swagger UI's title replaces the page's own), and no heading level skipped below it.
+    expect.soft(await page.getByRole('heading', { level: 1 }).allTextContents()).toEqual([expect.stringContaining('Subscriptions manager')]);
+    // Moderate violations too (found from outside: skipped heading levels, content outside landmarks).
+    expect.soft(await axeViolations(page, 'moderate')).toEqual([]);
     // The reference is long: its first screen is enough to look at.
     await check(page, problems, 'api-reference', false);
     // Keyboard: an operation opens with Enter, and its details pass axe too.
     await page.locator('.opblock-summary-control').first().focus();
     await page.keyboard.press('Enter');
     await expect.poll(() => page.locator('.opblock.is-open').count()).toBe(1);
-    expect(await axeViolations(page)).toEqual([]);
+    expect.soft(await axeViolations(page, 'moderate')).toEqual([]);
+    // Its response schema too (found from outside: a nameless toggle, text too faint).
+    await page.locator('.opblock.is-open').getByRole('tab', { name: 'Schema' }).first().click();
+    await page.locator('.opblock.is-open .json-schema-2020-12').first().waitFor();
+    expect.soft(await axeViolations(page, 'moderate')).toEqual([]);
     // Not even the browser's own request for an icon fails.
     expect(errors).toEqual([]);
     await page.close();
+  });
+
+  // Soft assertions: each finding is reported on its own.
+  it('API reference on a 320 px phone asking for less motion: an open operation fits, nothing animates (found from outside)', async () => {
+    const docs = async (reducedMotion: 'reduce' | 'no-preference') => {
+      const ctx = await browser.newContext({ viewport: { width: 320, height: 640 }, isMobile: true, hasTouch: true, reducedMotion });
+      const { page, problems } = await openPage(ctx);
+      await page.goto(`${stack.api}/docs`);
+      await page.locator('.btn.authorize').waitFor();
+      return { ctx, page, problems };
+    };
+    const { ctx, page, problems } = await docs('reduce');
+    // Its responses table (example JSON in a column beside the status code) made the page 390 px wide.
+    await page
+      .locator('.opblock-summary-control', { hasText: /^GET\s*\/plans/ })
+      .first()
+      .click();
+    await page.locator('.opblock.is-open .responses-table').waitFor();
+    expect.soft(await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth])).toEqual([320, 320]);
+    expect.soft(await axeViolations(page, 'moderate')).toEqual([]);
+    await screenshots(page, 'api-reference-open', false);
+    // Swagger UI's buttons and tag arrows animate (0.3 s, 0.4 s) unless less motion is asked for.
+    const durations = (p: Page) =>
+      p.evaluate(() => ['.btn.authorize', '.opblock-tag svg'].map((s) => getComputedStyle(document.querySelector(s)!).transitionDuration));
+    expect.soft(await durations(page)).toEqual(['0s', '0s']);
+    expect(problems).toEqual([]);
+    await ctx.close();
+    const moving = await docs('no-preference');
+    expect(await durations(moving.page)).toEqual(['0.3s', '0.4s']);
+    await moving.ctx.close();
   });
 
   it('checkout by Lightning: plan, QR, copy and wallet link, paid live, then the portal shows the subscription and cancels it', async () => {

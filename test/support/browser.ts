@@ -46,11 +46,14 @@ export async function openPage(ctx: BrowserContext): Promise<{ page: Page; probl
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
+const IMPACTS = ['minor', 'moderate', 'serious', 'critical'];
+
 /**
- * axe-core on the page as it is now: the serious and critical violations, as readable lines. Injected
- * with evaluate (not a script tag), so the page's Content-Security-Policy stays as strict as served.
+ * axe-core on the page as it is now: the violations of `least` impact or more (serious and critical
+ * unless asked), as readable lines. Injected with evaluate (not a script tag), so the page's
+ * Content-Security-Policy stays as strict as served.
  */
-export async function axeViolations(page: Page): Promise<string[]> {
+export async function axeViolations(page: Page, least: 'moderate' | 'serious' = 'serious'): Promise<string[]> {
   await page.evaluate(axeSource);
   const violations = await page.evaluate(async () => {
     const r = await (
@@ -60,7 +63,7 @@ export async function axeViolations(page: Page): Promise<string[]> {
     ).axe.run(document, { resultTypes: ['violations'] });
     return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.slice(0, 5).map((n) => n.target.join(' ')) }));
   });
-  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.impact} ${v.id}: ${v.help} (${v.targets.join(', ')})`);
+  return violations.filter((v) => IMPACTS.indexOf(v.impact) >= IMPACTS.indexOf(least)).map((v) => `${v.impact} ${v.id}: ${v.help} (${v.targets.join(', ')})`);
 }
 
 /** Screenshots at phone and desktop width (the whole page unless `fullPage` is false), as test artifacts (git-ignored). */

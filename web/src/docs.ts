@@ -19,8 +19,28 @@ SwaggerUIBundle({
   docExpansion: 'list',
 });
 
-// Swagger UI renders the server choice without a label: name it for screen readers once it appears.
-new MutationObserver(() => {
-  const servers = document.querySelector<HTMLSelectElement>('select#servers:not([aria-label])');
-  if (servers) servers.setAttribute('aria-label', 'Server');
-}).observe(document.getElementById('reference')!, { childList: true, subtree: true });
+/**
+ * What Swagger UI's markup leaves out for screen readers, added as it renders (attributes only: React
+ * keeps managing the elements). Its title block and server bar sit outside any landmark, so they get
+ * one each; its headings skip levels (h1 title, then h3 tags with h4 sections, h2 Webhooks, h4
+ * Schemas), so those inside its <main> are announced one level up and Schemas beside Webhooks,
+ * giving the outline h1 > h2 tag > h3 section; some of its controls have no name.
+ */
+const fixes: [selector: string, attributes: Record<string, string>][] = [
+  ['.information-container', { role: 'banner' }],
+  ['.scheme-container', { role: 'region', 'aria-label': 'Server and authorization' }],
+  ['select#servers', { 'aria-label': 'Server' }],
+  // A schema without a title (a response's own) gets a toggle with only an arrow in it.
+  ['.json-schema-2020-12-accordion:has(> .json-schema-2020-12-accordion__children:empty)', { 'aria-label': 'Schema' }],
+  ['main .models > h4', { 'aria-level': '2' }],
+  ...[3, 4, 5, 6].map((n): [string, Record<string, string>] => [`main h${n}`, { 'aria-level': String(n - 1) }]),
+];
+function fix() {
+  for (const [selector, attributes] of fixes) {
+    const first = Object.keys(attributes)[0];
+    for (const el of document.querySelectorAll(`${selector}:not([${first}])`)) {
+      for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, value);
+    }
+  }
+}
+new MutationObserver(fix).observe(document.getElementById('reference')!, { childList: true, subtree: true });
