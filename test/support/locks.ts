@@ -8,11 +8,25 @@ import { until } from './http.js';
  */
 export async function holdUncommitted(db: pg.Pool, statements: [string, unknown[]][]) {
   const other = await db.connect();
-  await other.query('BEGIN');
-  for (const [sql, params] of statements) await other.query(sql, params);
+  // A statement that fails must not leave its locks behind for the tests after it (they would hang).
+  const giveUp = async (err: unknown) => {
+    await other.query('ROLLBACK').catch(() => undefined);
+    other.release();
+    throw err;
+  };
+  try {
+    await other.query('BEGIN');
+    for (const [sql, params] of statements) await other.query(sql, params);
+  } catch (err) {
+    return giveUp(err);
+  }
   return async (finish?: [string, unknown[]]) => {
-    if (finish) await other.query(finish[0], finish[1]);
-    await other.query(finish ? 'COMMIT' : 'ROLLBACK');
+    try {
+      if (finish) await other.query(finish[0], finish[1]);
+      await other.query(finish ? 'COMMIT' : 'ROLLBACK');
+    } catch (err) {
+      return giveUp(err);
+    }
     other.release();
   };
 }

@@ -38,7 +38,13 @@ const fixes: [selector: string, attributes: Record<string, string>][] = [
 function fix() {
   for (const [selector, attributes] of fixes) {
     const first = Object.keys(attributes)[0];
-    for (const el of document.querySelectorAll(`${selector}:not([${first}])`)) {
+    let found: NodeListOf<Element>;
+    try {
+      found = document.querySelectorAll(`${selector}:not([${first}])`);
+    } catch {
+      continue; // a browser without `:has()`: that one fix is skipped, not the ones after it
+    }
+    for (const el of found) {
       for (const [name, value] of Object.entries(attributes)) el.setAttribute(name, value);
     }
   }

@@ -306,9 +306,10 @@ export class Scheduler {
   }
 
   /**
-   * Expires renewal payments flagged to be withdrawn, then clears their flags. At the first one the
-   * payments service could not expire it stops: that one and the rest stay flagged for the next sweep
-   * (`sweep` ends with those left over), rather than each waiting out the bus timeout in turn.
+   * Expires renewal payments flagged to be withdrawn, then clears their flags. When the payments service
+   * does not answer it stops: that one and the rest stay flagged for the next sweep (`sweep` ends with
+   * those left over), rather than each waiting out the bus timeout in turn. One it answers with a refusal
+   * is skipped, so that it cannot hold the others back sweep after sweep.
    */
   private async withdraw(items: Omit<ToWithdraw, 'period_end'>[]): Promise<void> {
     const done: string[] = [];
@@ -318,6 +319,10 @@ export class Scheduler {
         done.push(payment_id);
       } catch (err) {
         const rest = items.length - done.length - 1;
+        if (!(err instanceof BusUnavailableError)) {
+          this.d.log.warn({ err, subscription_id, payment_id }, 'renewal payment nobody was sent refused withdrawal; retried next sweep');
+          continue;
+        }
         this.d.log.warn(
           { err, subscription_id, payment_id, rest },
           'renewal payment nobody was sent could not be withdrawn; it and the rest retried next sweep',

@@ -302,7 +302,11 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
  * other checkout comes second. The answer stays this checkout, as it would have been then.
  */
 async function withdrawnIfReplaced(d: Deps, sub: SubRow): Promise<void> {
-  const cur = await d.subscriptions.get(d.db, sub.wallet_id, sub.id);
+  // Best effort: the checkout is made; a database hiccup here must not turn its answer into an error.
+  const cur = await d.subscriptions.get(d.db, sub.wallet_id, sub.id).catch((err) => {
+    d.log.warn({ err, subscription_id: sub.id }, 'could not check whether a checkout was replaced meanwhile');
+    return undefined;
+  });
   if (cur?.status !== 'expired') return;
   await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id }).catch((err) =>
     d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payment of a replaced checkout'),

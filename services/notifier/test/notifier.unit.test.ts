@@ -258,6 +258,10 @@ describe('subscriber notices', () => {
     // Nothing left to pay or cancel.
     expect(late.text).toContain(`Manage your subscription:\n${who.manageUrl}`);
     expect(late.text).not.toContain('pay or cancel');
+    // Its period already over when the payment was handled (review finding): no "continues until" a past date.
+    const over = subscriberMessage(ev('subscription.activated', { ...paid, current_period_end: 1_600_000_000 }), who);
+    expect(over.text).toContain('Your subscription was cancelled, so it will not renew; your access has ended.');
+    expect(over.text).not.toContain('continues until');
     // An activation of a live subscription is unchanged.
     expect(subscriberMessage(ev('subscription.activated', { ...paid, status: 'active' }), who).text).toContain(
       'Your subscription to Gold is active until 2023-12-14 22:13 UTC; you paid 5,000 sats. Thank you!',

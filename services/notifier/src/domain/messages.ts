@@ -234,10 +234,11 @@ export function subscriberMessage(
       // subscriber was already told it was cancelled, so this is a receipt, not a welcome.
       if (d.status === 'cancelled') {
         const end = num(d.current_period_end);
+        const continues = end !== undefined && end > e.timestamp;
         return message(
-          end !== undefined && end > e.timestamp ? 'cancelled' : 'over',
+          continues ? 'cancelled' : 'over',
           `Payment received for ${plan}`,
-          `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Your subscription was cancelled, so it will not renew${end !== undefined ? `; your access continues until ${day(end)}` : ''}.`,
+          `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Your subscription was cancelled, so it will not renew${continues ? `; your access continues until ${day(end)}` : '; your access has ended'}.`,
           '',
           ...receipt(),
         );
