@@ -355,7 +355,10 @@ describe('subscribe with NWC', () => {
     expect(res.status).toBe(201);
     expect(res.body.status).toBe('active');
     // Shown as-is by the checkout page: a whole sentence.
-    expect(res.body.message).toBe(`Your free trial of ${p.name} has started; your wallet will pay the renewals automatically.`);
+    // Found from outside: it did not say when the trial ends (the card and Lightning checkouts do).
+    const { rows } = await db.query(`SELECT trial_end FROM billing.subscriptions WHERE id = $1`, [res.body.subscription_id]);
+    const end = new Date(Number(rows[0].trial_end) * 1000).toISOString().slice(0, 16).replace('T', ' ');
+    expect(res.body.message).toBe(`Your 7-day free trial of ${p.name} has started; it ends on ${end} UTC, then your wallet pays the renewals automatically.`);
     expect(w.requests).toHaveLength(0);
     expect((await connection(res.body.subscription_id)).is_active).toBe(true);
   });

@@ -76,6 +76,8 @@ export const SubscribedNwc = z.object({
   /** The first payment for the wallet to pay; null for a plan with a free trial (the subscription is active). */
   payment: z.object({ id: Id, payment_request: z.string(), payment_hash: z.string(), amount_sats: z.number().int().positive() }).nullable(),
   manage_url: z.string().nullable().optional(),
+  /** A plan with a free trial: its length and end, for the subscriber's answer (absent from an older billing). */
+  trial: z.object({ days: z.number().int().positive(), end: z.number().int() }).optional(),
 });
 export type SubscribedNwc = z.infer<typeof SubscribedNwc>;
 

@@ -58,5 +58,6 @@ export const subscribeNwc = (d: Deps) =>
       plan_name: plan.name,
       manage_url,
       payment: p ? { id: p.id, payment_request: p.payment_request!, payment_hash: p.payment_hash!, amount_sats: p.amount_sats } : null,
+      ...(p ? {} : { trial: { days: plan.trial_days, end: sub.trial_end ?? sub.current_period_end } }),
     };
   });

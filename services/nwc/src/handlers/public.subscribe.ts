@@ -1,4 +1,4 @@
-import { ID_PREFIXES, messages, type NWCErrorCode, publicRoutes, satsText } from '@sb/contracts';
+import { ID_PREFIXES, messages, type NWCErrorCode, publicRoutes, satsText, utcMinute } from '@sb/contracts';
 import { callMessage, newId, routeHandler, invalid } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
@@ -104,7 +104,11 @@ export const subscribe = (d: Deps) =>
     );
     d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
     if (!sub.payment) {
-      return { ...base, status: 'active', message: `Your free trial of ${sub.plan_name} has started; your wallet will pay the renewals automatically.` };
+      // When the wallet is first charged is what a person starting a trial wants to know.
+      const started = sub.trial
+        ? `Your ${sub.trial.days}-day free trial of ${sub.plan_name} has started; it ends on ${utcMinute(sub.trial.end)}`
+        : `Your free trial of ${sub.plan_name} has started`;
+      return { ...base, status: 'active', message: `${started}, then your wallet pays the renewals automatically.` };
     }
     const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
     if (outcome.paid && !outcome.confirmed) {
