@@ -755,7 +755,10 @@ async function main(): Promise<void> {
     const shown = paymentId ? shownPayment(paymentId) : null;
     const kept = tabGet<Subscribed>(`sb-subscribed-${query.get('subscribed')}`);
     const started = kept && Date.now() - kept.at < LINK_KEPT_MS ? kept : null;
-    if (shown && shown.body.plan_id === plan.id && query.get('processor') !== 'dev') showPayment(plan, shown.c, shown.body, shown.method, true);
+    const ours = shown && shown.body.plan_id === plan.id && query.get('processor') !== 'dev';
+    // Seen paid in this tab: paid it stays, so it is not shown as an invoice to pay until its status answers.
+    if (ours && shown.paid) done(plan, paidMessage(plan), linkOf(shown.c.payment_id), [`sb-link-${shown.c.payment_id}`]);
+    else if (ours) showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
     else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`]);
     else render(plan);
