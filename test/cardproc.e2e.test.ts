@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStripeServer, type StripeServer } from '../services/payments/test/support/stripe-server.js';
+import { stripeEnv } from './support/stripe.js';
 import { call, client, until } from './support/http.js';
 import { startSmtpServer } from './support/smtp-server.js';
 import { startStack, type Stack } from './support/stack.js';
@@ -23,10 +24,7 @@ beforeAll(async () => {
       SMTP_URL: smtp.url,
       MAIL_FROM: 'Billing <billing@example.com>',
       NOTIFIER_POLL_INTERVAL_MS: '150',
-      CARDPROC_PROVIDER: 'stripe',
-      STRIPE_SECRET_KEY: stripe.secretKey,
-      STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
-      STRIPE_API_URL: stripe.url,
+      ...stripeEnv(stripe),
       FIAT_RATE_FIXED: '50000',
       FIAT_CURRENCY: 'eur',
       PUBLIC_BASE_URL: 'http://pay.example.test',

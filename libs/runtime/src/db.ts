@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import pg from 'pg';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { keepTrying, type Warns } from './listener.js';
 import { tracer } from './telemetry.js';
 
 // BIGINT columns hold satoshi amounts and Unix seconds, both far below 2^53.
@@ -362,34 +363,28 @@ export async function migrate(db: Db, schema: string, migrations: Migration[]): 
 }
 
 /**
- * `migrate` that waits for the database: while it cannot be reached the attempt is repeated with a
- * backoff (0.25 s doubling up to `maxDelayMs`), so a service started during an outage comes up when the
- * database does. A refused login is retried too (1 s doubling to 30 s) (each attempt is a failed login in the
- * server's log), with a line saying DATABASE_URL is refused. Any other failure (a broken migration) is thrown.
+ * `migrate` that waits for the database, through `keepTrying` as the bus listeners do (each kind of
+ * failure logged once), so a service started during an outage comes up when the database does. Two
+ * paces: while the database cannot be reached, 0.25 s doubling to `maxDelayMs`; while it refuses the
+ * login, 1 s doubling to 30 s (each try is a failed login in the server's log), said as a setting to fix
+ * naming DATABASE_URL. Any other failure (a broken migration) is thrown.
  */
-export async function migrateWhenReachable(
-  db: Db,
-  schema: string,
-  migrations: Migration[],
-  log: { warn(obj: object, msg: string): void },
-  maxDelayMs = 2000,
-): Promise<number[]> {
-  for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, maxDelayMs)) {
-    try {
-      return await migrate(db, schema, migrations);
-    } catch (err) {
-      if (!isDbUnavailable(err)) throw err;
-      if (loginRefused(err)) {
-        const wait = Math.min(1000 * 2 ** Math.min(attempt - 1, 5), 30_000);
-        log.warn(
-          { err: (err as Error).message, attempt, retry_in_ms: wait },
-          `DATABASE_URL refused: ${(err as Error).message}; retrying (fix its role, password or database)`,
-        );
-        await new Promise((r) => setTimeout(r, wait));
-        continue;
-      }
-      log.warn({ err: (err as Error).message, attempt, retry_in_ms: delay }, 'database not reachable, migrations wait');
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
+export async function migrateWhenReachable(db: Db, schema: string, migrations: Migration[], log: Warns, maxDelayMs = 2000): Promise<number[]> {
+  const logged = new Set<string>();
+  const whileUnreachable = () =>
+    keepTrying('database not reachable, migrations wait', () => migrate(db, schema, migrations), {
+      log,
+      logged,
+      firstMs: 250,
+      maxMs: maxDelayMs,
+      fatal: (err) => !isDbUnavailable(err) || loginRefused(err),
+    });
+  return keepTrying('DATABASE_URL refused', whileUnreachable, {
+    log,
+    logged,
+    firstMs: 1000,
+    maxMs: 30_000,
+    fatal: (err) => !loginRefused(err),
+    say: (err) => `DATABASE_URL refused: ${(err as Error).message}; retrying (fix its role, password or database)`,
+  });
 }

@@ -5,6 +5,8 @@ export const LISTEN_RETRY_MS = 1000;
 export const LISTEN_RETRY_MAX_MS = 30_000;
 
 type Log = Pick<Logger, 'warn' | 'info'>;
+/** Where `keepTrying` says its failures: a pino logger, or anything taking its (fields, message) form. */
+export type Warns = { warn(obj: object, msg: string): void };
 
 /** Thrown by `keepTrying` when its owner stopped while it waited. */
 export class StoppedError extends Error {
@@ -24,13 +26,15 @@ export function errorKind(err: unknown): string {
 }
 
 export interface KeepTryingOptions {
-  log?: Pick<Logger, 'warn'>;
+  log?: Warns;
   /** Fields of each log line (where it looks, what it listens to). */
   details?: Record<string, unknown>;
   firstMs?: number;
   maxMs?: number;
   /** A failure only a restart can change (an unreadable file named by a setting): thrown, not retried. */
   fatal?: (err: unknown) => boolean;
+  /** The line for a kind of failure, when the default (`<what>; trying again with a backoff`) says too little. */
+  say?: (err: unknown) => string;
   /** Kinds already logged in this outage (shared by a listener across its restarts). */
   logged?: Set<string>;
   stopped?: () => boolean;
@@ -54,7 +58,7 @@ export async function keepTrying<T>(what: string, attempt: () => Promise<T>, o: 
       const kind = errorKind(err);
       if (!logged.has(kind)) {
         logged.add(kind);
-        o.log?.warn({ err: String(err), ...o.details, retry_in_ms: wait, retry_max_ms: max }, `${what}; trying again with a backoff`);
+        o.log?.warn({ err: String(err), ...o.details, retry_in_ms: wait, retry_max_ms: max }, o.say?.(err) ?? `${what}; trying again with a backoff`);
       }
       await new Promise((r) => setTimeout(r, wait));
     }

@@ -141,15 +141,22 @@ describe('a database stopped under the pool', () => {
     expect(await db.tx(async (tx) => (await tx.query<{ n: number }>('SELECT 41 + 1 AS n')).rows[0]!.n)).toBe(42);
   });
 
-  it('migrations wait for the database and run once it answers; a broken migration is not retried', async () => {
+  it('migrations wait for the database and run once it answers, saying each kind of failure once; a broken migration is not retried', async () => {
     await cluster.crash();
     let applied: number[] | undefined;
-    const waiting = migrateWhenReachable(db, 'mw', [{ id: 1, name: 'one', sql: 'CREATE TABLE t (id INT)' }], log, 500).then((a) => (applied = a));
+    const said: { err: string; msg: string }[] = [];
+    const lines = { warn: (o: object, msg: string) => void said.push({ err: (o as { err: string }).err, msg }) };
+    const waiting = migrateWhenReachable(db, 'mw', [{ id: 1, name: 'one', sql: 'CREATE TABLE t (id INT)' }], lines, 500).then((a) => (applied = a));
+    // Tried every 0.25 s, then 0.5 s: several times while the server is down.
     await sleep(1500);
     expect(applied).toBeUndefined();
     await cluster.start();
     await waiting;
     expect(applied).toEqual([1]);
+    expect(said.length).toBeGreaterThan(0);
+    for (const line of said) expect(line.msg).toBe('database not reachable, migrations wait; trying again with a backoff');
+    // A line per kind of failure (refused, then maybe "starting up"), not one per try.
+    expect(new Set(said.map((l) => l.err)).size).toBe(said.length);
     expect((await db.query(`SELECT to_regclass('mw.t') AS t`)).rows[0].t).toBe('mw.t');
     await expect(migrateWhenReachable(db, 'mw2', [{ id: 1, name: 'broken', sql: 'SELECT nope' }], log)).rejects.toThrow(/mw2 #1 broken/);
   });

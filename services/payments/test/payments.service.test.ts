@@ -13,6 +13,7 @@ import { callback, startPaymentsService, type PaymentsService } from './support/
 import { startEsploraServer, type EsploraServer } from './support/esplora-server.js';
 import { startSatspayServer, type SatspayServer } from './support/satspay-server.js';
 import { startStripeServer, type StripeServer } from './support/stripe-server.js';
+import { stripeEnv } from '../../../test/support/stripe.js';
 
 const WALLET = 'wal_test_a';
 const OTHER_WALLET = 'wal_test_b';
@@ -525,10 +526,7 @@ describe('payments service, Stripe: billing slow or away, amounts Stripe disagre
     stripe = await startStripeServer();
     s = await startPaymentsService({
       DEV_MODE: '1',
-      CARDPROC_PROVIDER: 'stripe',
-      STRIPE_SECRET_KEY: stripe.secretKey,
-      STRIPE_WEBHOOK_SECRET: stripe.webhookSecret,
-      STRIPE_API_URL: stripe.url,
+      ...stripeEnv(stripe),
       FIAT_RATE_FIXED: '50000',
       FIAT_CURRENCY: 'eur',
       PUBLIC_BASE_URL: 'https://subs.example',
