@@ -168,6 +168,32 @@ describe('body bytes', () => {
     expect(ok.status, JSON.stringify(ok.body)).toBe(201);
     expect(ok.body.name).toBe('Café ₿ 🚀');
   });
+
+  it('a charset other than UTF-8 is 415 saying so, and nothing is stored (found from outside: UTF-16 made a plan)', async () => {
+    const plans = await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id]);
+    const body = '{"name":"Sixteen","amount_sats":1000,"interval":"monthly"}';
+    const bytes: [string, Buffer][] = [
+      ['utf-16', Buffer.from(body, 'utf16le')],
+      ['UTF-16', Buffer.from(body)],
+      ['utf-32', Buffer.from(body)],
+      ['utf8', Buffer.from(body)],
+      ['latin1', Buffer.from(body, 'latin1')],
+      ['iso-8859-1', Buffer.from(body, 'latin1')],
+    ];
+    for (const [charset, raw] of bytes) {
+      const r = await admin.post('/plans', undefined, { raw, headers: { 'Content-Type': `application/json; charset=${charset}` } });
+      expect(r.status, charset).toBe(415);
+      expect(r.body.detail, charset).toBe('Unsupported charset: send the JSON body as UTF-8');
+    }
+    expect(await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id])).toBe(plans);
+    for (const charset of ['utf-8', 'UTF-8']) {
+      const r = await admin.post('/plans', undefined, { raw: Buffer.from(body), headers: { 'Content-Type': `application/json; charset=${charset}` } });
+      expect(r.status, charset).toBe(201);
+    }
+    const zipped = await admin.post('/plans', undefined, { raw: Buffer.from(body), headers: { 'Content-Encoding': 'compress' } });
+    expect(zipped.status).toBe(415);
+    expect(zipped.body.detail).toMatch(/^Unsupported Content-Encoding/);
+  });
 });
 
 describe('deeply nested JSON', () => {

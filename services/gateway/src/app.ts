@@ -216,6 +216,10 @@ export function createApp(d: GatewayDeps): GatewayApp {
     if (e?.type === 'entity.parse.failed') return void res.status(400).json({ detail: 'Malformed JSON body' });
     if (e?.type === NOT_DECODABLE) return void res.status(400).json({ detail: 'Request body is not valid UTF-8' });
     if (e?.type === 'entity.too.large') return void res.status(413).json({ detail: `Request body is larger than ${BODY_LIMIT}` });
+    if (e?.type === 'charset.unsupported') return void res.status(415).json({ detail: 'Unsupported charset: send the JSON body as UTF-8' });
+    if (e?.type === 'encoding.unsupported') {
+      return void res.status(415).json({ detail: 'Unsupported Content-Encoding: send the body as it is, or gzip, deflate or br' });
+    }
     if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
       return void res.status(e.status).json({ detail: 'Bad request body' });
     }
@@ -499,15 +503,16 @@ function withoutShownOnce(payload: unknown, fields: readonly string[] | undefine
 
 const NOT_DECODABLE = 'entity.not.decodable';
 
+/**
+ * JSON between systems is UTF-8 (RFC 8259): body-parser would decode any `utf-*` charset it is told
+ * (UTF-16 taken, a UTF-8 body labelled UTF-16 "malformed"), so anything else is refused as it refuses
+ * latin1.
+ */
 function refuseUndecodable(buf: Buffer, encoding: string): void {
-  let decoder: InstanceType<typeof TextDecoder>;
+  if (encoding && encoding !== 'utf-8' && encoding !== 'utf8')
+    throw Object.assign(new Error(`unsupported charset "${encoding}"`), { status: 415, type: 'charset.unsupported' });
   try {
-    decoder = new TextDecoder(encoding || 'utf-8', { fatal: true });
-  } catch {
-    return; // a charset body-parser itself refuses (415)
-  }
-  try {
-    decoder.decode(buf);
+    new TextDecoder('utf-8', { fatal: true }).decode(buf);
   } catch {
     throw Object.assign(new Error('Request body is not valid UTF-8'), { status: 400, type: NOT_DECODABLE });
   }
