@@ -72,6 +72,39 @@ describe('names shown to people', () => {
     // Other scripts and emoji are names like any other.
     expect((await admin.post('/plans', { name: 'ذهب 🥇 Gold', amount_sats: 1000, interval: 'monthly' })).status).toBe(201);
   });
+
+  it('a plan or webhook description with a direction override or a control character is 422; lines are fine (found from outside)', async () => {
+    const plans = await count('SELECT count(*)::int AS n FROM billing.plans');
+    const endpoints = await count('SELECT count(*)::int AS n FROM notifier.endpoints');
+    for (const bad of ['Monthly box ‮00.1$ only', 'Box⁦isolated⁩', 'Bell', 'Box﻿']) {
+      const created = await admin.post('/plans', { name: 'Described', description: bad, amount_sats: 1000, interval: 'monthly' });
+      expect(created.status, JSON.stringify(bad)).toBe(422);
+      expect(created.body.detail[0]).toMatchObject({ loc: ['body', 'description'], msg: expect.stringContaining('direction-changing') });
+      expect((await admin.put(`/plans/${plan.id}`, { description: bad })).status, JSON.stringify(bad)).toBe(422);
+      const hook = await admin.post('/webhook-endpoints', { url: 'https://example.com/hook', description: bad });
+      expect(hook.status, JSON.stringify(bad)).toBe(422);
+      expect(hook.body.detail[0].loc).toEqual(['body', 'description']);
+    }
+    expect(await count('SELECT count(*)::int AS n FROM billing.plans')).toBe(plans);
+    expect(await count('SELECT count(*)::int AS n FROM notifier.endpoints')).toBe(endpoints);
+    // Lines, tabs, other scripts with their marks, and emoji are a description like any other.
+    const fine = 'Line one\n\tLine two: ذهب\u200f 🥇';
+    const ok = await admin.post('/plans', { name: 'Described', description: fine, amount_sats: 1000, interval: 'monthly' });
+    expect(ok.status).toBe(201);
+    expect(ok.body.description).toBe(fine);
+  });
+
+  it('a provider account id with spaces or characters outside ASCII is 422 (found from outside: sent in a header)', async () => {
+    for (const field of ['cardproc_account_id', 'walletproc_merchant_id']) {
+      for (const bad of ['acct_1‮', 'acct 1', 'acct_1\r\nX-Evil: 1', 'acct_é']) {
+        const r = await admin.post('/plans', { name: 'Acct', amount_sats: 1000, interval: 'monthly', [field]: bad });
+        expect(r.status, `${field} ${JSON.stringify(bad)}`).toBe(422);
+        expect(r.body.detail[0].loc).toEqual(['body', field]);
+      }
+      const ok = await admin.post('/plans', { name: 'Acct', amount_sats: 1000, interval: 'monthly', [field]: 'acct_1AbC-2_x' });
+      expect(ok.status, field).toBe(201);
+    }
+  });
 });
 
 describe('text the database cannot hold: NUL and unpaired surrogates', () => {

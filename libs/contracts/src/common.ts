@@ -28,6 +28,19 @@ export const NAME_RULE = 'must be one line of text without invisible or directio
 /** A string shown to people as a name: `NOT_IN_NAMES` refused. */
 export const shownName = (s: z.ZodString) => s.refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE);
 
+/**
+ * Free text shown to people (a plan's description): lines, tabs and the marks right-to-left writing needs
+ * are kept; other control characters and direction overrides and isolates, which make what follows them
+ * read backwards (a price, a link), are refused.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
+const NOT_IN_TEXT = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\ufeff]/;
+export const shownText = (s: z.ZodString) =>
+  s.refine((v) => !NOT_IN_TEXT.test(v), 'must be text without control or direction-changing characters (line breaks are fine)');
+
+/** An identifier at a provider, sent in its requests' headers and bodies: printable ASCII, no spaces. */
+export const providerId = (s: z.ZodString) => s.regex(/^[\x21-\x7e]+$/, "must be the provider's identifier: letters, digits and punctuation, no spaces");
+
 /** An amount as people read it in messages: "21,000 sats", "1 sat". */
 export const satsText = (n: number): string => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
 

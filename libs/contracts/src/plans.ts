@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, shownName, UnixSeconds } from './common.js';
+import { Id, providerId, shownName, shownText, UnixSeconds } from './common.js';
 
 export const Interval = z.enum(['weekly', 'monthly', 'yearly']).openapi('Interval');
 export type Interval = z.infer<typeof Interval>;
@@ -20,7 +20,7 @@ export const MAX_AMOUNT_SATS = 2_100_000_000_000_000;
 
 const planFields = {
   name: shownName(z.string().trim().min(1).max(200)),
-  description: z.string().max(2000),
+  description: shownText(z.string().max(2000)),
   amount_sats: z.number().int().min(1).max(MAX_AMOUNT_SATS),
   interval: Interval,
   trial_days: z.number().int().min(0).max(365),
@@ -31,8 +31,8 @@ const planFields = {
   allow_cardproc: z.boolean(),
   allow_walletproc: z.boolean(),
   watchonly_wallet_id: Id.nullable(),
-  cardproc_account_id: z.string().min(1).max(255).nullable(),
-  walletproc_merchant_id: z.string().min(1).max(255).nullable(),
+  cardproc_account_id: providerId(z.string().min(1).max(255)).nullable(),
+  walletproc_merchant_id: providerId(z.string().min(1).max(255)).nullable(),
 };
 
 export const Plan = z

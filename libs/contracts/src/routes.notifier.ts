@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, IdParams, Paginated, PaginationQuery, SuccessMessageResponse, UnixSeconds } from './common.js';
+import { Id, IdParams, Paginated, PaginationQuery, shownText, SuccessMessageResponse, UnixSeconds } from './common.js';
 import { EventName } from './events.js';
 import { defineRoutes } from './http.js';
 import {
@@ -25,7 +25,7 @@ export const WebhookEndpointCreate = z
       }),
     events: z.array(EventName).min(1).optional().openapi({ description: 'Only these events; omitted: every event' }),
     plan_id: Id.optional().openapi({ description: "Only this plan's events" }),
-    description: z.string().max(500).optional(),
+    description: shownText(z.string().max(500)).optional(),
   })
   .openapi('WebhookEndpointCreate');
 export type WebhookEndpointCreate = z.infer<typeof WebhookEndpointCreate>;
