@@ -1,4 +1,4 @@
-import type { BusClient, Clock, Db, DevClock, Logger, SecretBox } from '@sb/runtime';
+import type { AnsweredRequests, BusClient, Clock, Db, DevClock, Logger, SecretBox } from '@sb/runtime';
 import type { PaymentMethods } from './payments-client.js';
 import type { SchedulePolicy } from './domain/schedule.js';
 import type { AppliedPaymentsRepo } from './store/applied-payments.repo.js';
@@ -21,6 +21,8 @@ export interface Deps {
   subscriptions: SubscriptionsRepo;
   subscribers: SubscribersRepo;
   appliedPayments: AppliedPaymentsRepo;
+  /** The answers of owner writes by Idempotency-Key (answerOnce). */
+  answered: AnsweredRequests;
   /** The dunning window (DUNNING_DAYS): also bounds when a renewal paid late is still applied. */
   policy: SchedulePolicy;
   /** Requests to other services (payments). */

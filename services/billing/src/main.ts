@@ -1,5 +1,5 @@
 import { EVENT_CONSUMERS } from '@sb/contracts';
-import { BusClient, DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
+import { AnsweredRequests, BusClient, DurableEventConsumer, main, runService, SecretBox } from '@sb/runtime';
 import { loadBillingConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { paymentMethodsOf } from './payments-client.js';
@@ -22,6 +22,7 @@ main('billing', () =>
     async setup({ config, log, db, nc, clock, devClock, registry }) {
       const policy = { dunning_days: config.DUNNING_DAYS };
       const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'billing-client', log);
+      const secrets = new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS);
       const deps: Deps = {
         methods: paymentMethodsOf(bus, config.PAYMENT_METHODS_TTL_MS),
         db,
@@ -32,12 +33,14 @@ main('billing', () =>
         subscriptions: new SubscriptionsRepo(SCHEMA, policy),
         subscribers: new SubscribersRepo(SCHEMA),
         appliedPayments: new AppliedPaymentsRepo(SCHEMA),
+        answered: new AnsweredRequests(SCHEMA, secrets),
         policy,
         bus,
-        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
+        secrets,
         publicBaseUrl: config.PUBLIC_BASE_URL,
       };
       await deps.bus.connect();
+      const purge = deps.answered.purging(db, log);
       const scheduler = new Scheduler(deps, config.SCHEDULER_INTERVAL_MS, policy, SWEEP_PASS_ROWS, config.SCHEDULER_CONCURRENCY);
       // Each paid payment, applied to its subscription once.
       const paymentEvents = new DurableEventConsumer(nc, {
@@ -54,9 +57,11 @@ main('billing', () =>
         async start() {
           await paymentEvents.start();
           scheduler.start();
+          purge.start();
         },
         async stop() {
           await scheduler.stop();
+          await purge.stop();
           await paymentEvents.stop().catch(() => undefined);
           await deps.bus.close().catch(() => undefined);
         },

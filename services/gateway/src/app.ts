@@ -25,6 +25,7 @@ import {
   newId,
   opsHandler,
   tracer,
+  withoutShownOnce,
   type BusClient,
   type Db,
   type Logger,
@@ -429,6 +430,11 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       if (status === 503) res.setHeader('Retry-After', RETRY_AFTER_S);
     }
   } catch (err) {
+    // Two layers: this store answers every keyed request that got an answer (and keeps two tries of one
+    // key from running at once), but a bus failure leaves the outcome unknown: the service may have made
+    // the change after we gave up. The key is freed so that the retry reaches the service again, and a
+    // service whose writes must not double records the answer with its change (answerOnce, @sb/runtime):
+    // it answers the retry with what the first try did, or runs it when the first try never arrived.
     if (idemKey) await releaseKey(d, scope, idemKey, releaseBy);
     if (err instanceof BusUnavailableError) {
       d.log.warn({ err: err.message }, 'bus request failed');
@@ -493,12 +499,6 @@ function hasBody(req: Request): boolean {
 function limit(limiter: RateLimiter, key: string): void {
   const wait = limiter.take(key);
   if (wait > 0) throw new HttpError(429, 'Too many requests, slow down', { 'Retry-After': String(wait) });
-}
-
-/** The answer as kept for Idempotency-Key replays: fields shown only once (secrets) are left out. */
-function withoutShownOnce(payload: unknown, fields: readonly string[] | undefined): unknown {
-  if (!fields?.length || !payload || typeof payload !== 'object' || Array.isArray(payload)) return payload;
-  return Object.fromEntries(Object.entries(payload).filter(([k]) => !fields.includes(k)));
 }
 
 const NOT_DECODABLE = 'entity.not.decodable';

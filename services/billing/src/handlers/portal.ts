@@ -1,9 +1,9 @@
-import { callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
+import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, notificationMessages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { accessUntil, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
-import { act, cancelledMessage } from './subscription-action.js';
+import { act, cancelled } from './subscription-action.js';
 import { renewableUntil, renewalEndedEarly, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
@@ -125,8 +125,8 @@ export const portalListPayments = (d: Deps) =>
   });
 
 export const portalCancel = (d: Deps) =>
-  routeHandler('portal.subscriptions.cancel', async (req) => {
-    const { saved, now } = await act(
+  answerOnce(d.answered, d.db, 'portal.subscriptions.cancel', async (req, keep) => {
+    const { reply } = await act(
       d,
       async (tx) => {
         const s = await subscriberOf(d, tx, req);
@@ -134,8 +134,10 @@ export const portalCancel = (d: Deps) =>
         return sub && sub.subscriber_id === s.id ? sub : undefined;
       },
       () => ({ type: 'cancel', immediate: false, reason: 'cancelled by subscriber' }),
+      cancelled,
+      keep,
     );
-    return { success: true, message: cancelledMessage(saved, now) };
+    return reply;
   });
 
 /** A subscription whose NWC wallet is gone renews by invoice (idempotent). */

@@ -1,8 +1,8 @@
 import { messages, type BusRequest } from '@sb/contracts';
-import { callMessage, notFound, unixSeconds } from '@sb/runtime';
+import { callMessage, notFound, unixSeconds, type Keep } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { hasAccess, type LifecycleEvent } from '../domain/lifecycle.js';
-import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
+import type { SubRow } from '../store/subscriptions.repo.js';
 import { applyTransition } from '../transitions.js';
 import { courtesy } from './courtesy.js';
 
@@ -11,22 +11,26 @@ type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
 /**
  * An owner or subscriber action on one subscription: locate it within the caller's scope (404 outside),
  * apply the lifecycle move, and expire its open payments when it leaves billing. `also` writes what the
- * move implies elsewhere, in the same transaction.
+ * move implies elsewhere, in the same transaction; so is the answer kept for a retry (`keep`, answerOnce).
  */
-export async function act(
+export async function act<A>(
   d: Deps,
   find: (tx: Tx) => Promise<SubRow | undefined>,
   event: (s: SubRow, now: number) => LifecycleEvent,
-  bookkeeping: (s: SubRow, now: number) => Partial<SubRow> = () => ({}),
-  also?: (tx: Tx, before: SubRow, saved: SubRow) => Promise<void>,
+  answer: (saved: SubRow, now: number) => A,
+  keep: Keep,
+  more: {
+    bookkeeping?: (s: SubRow, now: number) => Partial<SubRow>;
+    also?: (tx: Tx, before: SubRow, saved: SubRow) => Promise<void>;
+  } = {},
 ) {
   const now = unixSeconds(d.clock);
-  const { before, saved } = await d.db.tx(async (tx) => {
+  const { before, saved, reply } = await d.db.tx(async (tx) => {
     const sub = await find(tx);
     if (!sub) throw notFound('Subscription');
-    const saved = await applyTransition(d, tx, sub, event(sub, now), now, bookkeeping(sub, now));
-    await also?.(tx, sub, saved);
-    return { before: sub, saved };
+    const saved = await applyTransition(d, tx, sub, event(sub, now), now, more.bookkeeping?.(sub, now) ?? {});
+    await more.also?.(tx, sub, saved);
+    return { before: sub, saved, reply: await keep(tx, answer(saved, now)) };
   });
   // Best effort: an open renewal invoice must not be paid for a subscription that stopped billing; the
   // payments sweeper expires it by time anyway. A pause withdraws only the invoice it saw: a resume
@@ -44,16 +48,15 @@ export async function act(
       },
     );
   }
-  return { saved, now };
+  return { saved, now, reply };
 }
 
 export const ownerSub = (d: Deps, req: BusRequest<{ id: string }>) => (tx: Tx) => d.subscriptions.get(tx, req.caller.wallet_id!, req.params.id, true);
 
-export const asSubscription = (r: { saved: SubRow; now: number }) => toSubscription(r.saved, r.now);
-
-/** The cancel answer's sentence: until when access remains, or that none does (at once, or never paid). */
-export function cancelledMessage(saved: SubRow, now: number): string {
-  return hasAccess(saved, now)
+/** The cancel answer: until when access remains, or that none does (at once, or never paid). */
+export function cancelled(saved: SubRow, now: number) {
+  const message = hasAccess(saved, now)
     ? `Subscription cancelled; access continues until ${new Date(saved.current_period_end * 1000).toISOString()}`
     : 'Subscription cancelled; no access remains';
+  return { success: true as const, message };
 }

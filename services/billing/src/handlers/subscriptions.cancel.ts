@@ -1,10 +1,10 @@
+import { answerOnce } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { act, cancelledMessage, ownerSub } from './subscription-action.js';
-import { routeHandler } from '@sb/runtime';
+import { act, cancelled, ownerSub } from './subscription-action.js';
 
 export const cancelSubscription = (d: Deps) =>
-  routeHandler('subscriptions.cancel', async (req) => {
+  answerOnce(d.answered, d.db, 'subscriptions.cancel', async (req, keep) => {
     const body = req.body ?? {};
-    const { saved, now } = await act(d, ownerSub(d, req), () => ({ type: 'cancel', immediate: body.immediate ?? false, reason: body.reason ?? null }));
-    return { success: true, message: cancelledMessage(saved, now) };
+    const event = () => ({ type: 'cancel' as const, immediate: body.immediate ?? false, reason: body.reason ?? null });
+    return (await act(d, ownerSub(d, req), event, cancelled, keep)).reply;
   });

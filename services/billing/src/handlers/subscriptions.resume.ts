@@ -1,4 +1,4 @@
-import { routeHandler } from '@sb/runtime';
+import { answerOnce } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { resumeBookkeeping } from '../domain/schedule.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
@@ -13,8 +13,8 @@ import { act, ownerSub } from './subscription-action.js';
  * payment the pause withdrew is reissued (with its reminder) at once.
  */
 export const resumeSubscription = (d: Deps, scheduler: Scheduler) =>
-  routeHandler('subscriptions.resume', async (req) => {
-    const { saved, now } = await act(d, ownerSub(d, req), () => ({ type: 'resume' }), resumeBookkeeping);
+  answerOnce(d.answered, d.db, 'subscriptions.resume', async (req, keep) => {
+    const { saved, now, reply } = await act(d, ownerSub(d, req), () => ({ type: 'resume' }), toSubscription, keep, { bookkeeping: resumeBookkeeping });
     if (saved.status === 'pending') {
       await scheduler
         .issueResumePayment(saved, now)
@@ -22,5 +22,5 @@ export const resumeSubscription = (d: Deps, scheduler: Scheduler) =>
     }
     // Whatever is due now (a renewal payment inside the lead time) goes out before the answer.
     if (saved.status === 'active') await scheduler.runFor(saved.id);
-    return toSubscription(saved, now);
+    return reply;
   });

@@ -1,4 +1,4 @@
-import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
+import { answeredRequestsTableSql, outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -224,4 +224,14 @@ migrations.push({
 -- A cancel that ended the period at once: a checkout paid before it but handled after is not applied.
 ALTER TABLE subscriptions ADD COLUMN cancelled_immediately BOOLEAN NOT NULL DEFAULT false;
 `,
+});
+
+migrations.push({
+  id: 15,
+  name: 'answers of owner writes by Idempotency-Key',
+  // A table alone, which older code ignores.
+  compatible: true,
+  // The answer of each keyed write, in the write's transaction: a retry whose first answer was lost on
+  // the bus gets it (answerOnce, @sb/runtime), never the write done twice.
+  sql: answeredRequestsTableSql,
 });

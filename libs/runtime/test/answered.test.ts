@@ -1,0 +1,39 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createDatabase } from '../../../test/support/stack.js';
+import { AnsweredRequests, answeredRequestsTableSql } from '../src/answered.js';
+import { createDb, type Db } from '../src/db.js';
+import { SecretBox } from '../src/secrets.js';
+
+let db: Db;
+let drop: () => Promise<void>;
+const answered = new AnsweredRequests('a', new SecretBox('22'.repeat(32)));
+beforeAll(async () => {
+  const created = await createDatabase('sb_answered');
+  drop = created.drop;
+  db = createDb(created.url, { max: 2 });
+  await db.query(`CREATE SCHEMA a; SET search_path TO a; ${answeredRequestsTableSql}`);
+});
+afterAll(async () => {
+  await db?.close();
+  await drop?.();
+});
+
+it('keeps an answer sealed for 24 hours: found, not recorded twice, then replaced and purged', async () => {
+  expect(await answered.record(db, 'k1', 'h1', { id: 'plan_1', name: 'Gold' })).toBe(true);
+  expect(await answered.find(db, 'k1')).toEqual({ request_hash: 'h1', answer: { id: 'plan_1', name: 'Gold' } });
+  const stored = await db.query<{ answer_sealed: string }>(`SELECT answer_sealed FROM a.answered_requests WHERE key = 'k1'`);
+  expect(stored.rows[0]!.answer_sealed).not.toContain('Gold');
+  // A second try of the request lost the race on the key: its transaction must roll back.
+  expect(await answered.record(db, 'k1', 'h1', { id: 'plan_2' })).toBe(false);
+
+  await db.query(`UPDATE a.answered_requests SET created_at = now() - interval '25 hours' WHERE key = 'k1'`);
+  expect(await answered.find(db, 'k1')).toBeUndefined();
+  expect(await answered.record(db, 'k1', 'h2', { id: 'plan_3' })).toBe(true);
+  expect((await answered.find(db, 'k1'))?.answer).toEqual({ id: 'plan_3' });
+
+  await db.query(`INSERT INTO a.answered_requests (key, request_hash, answer_sealed, created_at)
+    SELECT 'old' || i, 'h', 'x', now() - interval '25 hours' FROM generate_series(1, 7) i`);
+  expect(await answered.purgeExpired(db, 3)).toBe(7);
+  const left = await db.query<{ key: string }>(`SELECT key FROM a.answered_requests`);
+  expect(left.rows.map((r) => r.key)).toEqual(['k1']);
+});
