@@ -783,4 +783,62 @@ describe('7. extend where nothing was paid, or the trial had ended (found from o
     const later = await admin.post(`/subscriptions/${expired.subscription_id}/extend?days=5`);
     expect(later.body).toMatchObject({ status: 'expired', current_period_end: ended.current_period_end + 5 * DAY, trial_end: ended.trial_end });
   });
+
+  /** A pending payment's expiry, as the payments service has it. */
+  async function expiresAt(paymentId: string) {
+    return Number((await db.query('SELECT expires_at FROM payments.payments WHERE id = $1', [paymentId])).rows[0].expires_at);
+  }
+
+  it('extended inside the renewal lead time: one payable renewal at any time, and paying it renews from the new end', async () => {
+    const p = await plan({ interval: 'monthly', grace_period_days: 3 });
+    const s = await subscribe(p.id, 'extend-lead@example.com');
+    await pay(s.payment_id);
+    const { current_period_end: end } = await activeOnce(s.subscription_id);
+    await advanceTo(end - 3 * DAY + 3600);
+    const r1 = await onePending(s.subscription_id);
+    expect(r1.purpose).toBe('renewal');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=1`)).body.current_period_end).toBe(end + DAY);
+    // The new lead time (end - 2 days) comes while the first invoice is still payable.
+    expect(await expiresAt(r1.id)).toBeGreaterThan(end - 2 * DAY + 60);
+    await advanceTo(end - 2 * DAY + 60);
+    expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toEqual([r1]);
+    // Expired, it is replaced as any renewal invoice is: still one.
+    await advanceTo((await expiresAt(r1.id)) + 3600);
+    const r2 = await onePending(s.subscription_id);
+    expect(r2.id).not.toBe(r1.id);
+    const reminders = (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder');
+    expect(reminders.map((e) => [e.d.payment_id, e.d.due_at, e.d.notify_subscriber])).toEqual([
+      [r1.id, end, true],
+      [r2.id, end + DAY, false],
+    ]);
+    await pay(r2.id);
+    const renewed = await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_start === end + DAY,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end + DAY });
+    expect((await events(s.subscription_id)).map((e) => e.e)).not.toContain('payment.unapplied');
+  });
+
+  it('a trial extended inside its lead time: its renewal invoice carried to the new end, one trial_ending, paid once', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 10, grace_period_days: 3 });
+    const s = await subscribe(p.id, 'extend-trial-lead@example.com');
+    const end = (await sub(s.subscription_id)).current_period_end as number;
+    await advanceTo(end - 3 * DAY + 3600);
+    const r1 = await onePending(s.subscription_id);
+    const extended = await admin.post(`/subscriptions/${s.subscription_id}/extend?days=1`);
+    expect(extended.body).toMatchObject({ status: 'active', current_period_end: end + DAY, trial_end: end + DAY });
+    await advanceTo(end - 2 * DAY + 60);
+    expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toEqual([r1]);
+    const names = (await events(s.subscription_id)).map((e) => e.e);
+    expect(names.filter((e) => e === 'subscription.trial_ending')).toHaveLength(1);
+    expect(names.filter((e) => e === 'renewal.reminder')).toHaveLength(1);
+    // The carried invoice pays the first period, from the new end.
+    await pay(r1.id);
+    const renewed = await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_start === end + DAY,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end + DAY });
+  });
 });
