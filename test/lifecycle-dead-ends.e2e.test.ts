@@ -714,3 +714,131 @@ describe('6. poison events', () => {
     }
   });
 });
+
+describe('7. extend where nothing was paid, or the trial had ended (found from outside)', () => {
+  const token = (manageUrl: string) => new URL(manageUrl).searchParams.get('token')!;
+  /** The subscription as the owner sees it after a cancel, and the cancel's own answer (a plan archive has none). */
+  async function noAccessAfter(s: { subscription_id: string }, cancel: () => Promise<{ status: number; body: any }>, answered = true) {
+    const res = await cancel();
+    expect([200, 204], JSON.stringify(res.body)).toContain(res.status);
+    if (answered) expect(res.body.message).toBe('Subscription cancelled; no access remains');
+    const after = await sub(s.subscription_id);
+    expect(after).toMatchObject({ status: 'cancelled', has_access: false });
+    expect(after.current_period_end).toBeLessThanOrEqual(await now());
+    const cancelled = (await events(s.subscription_id)).filter((e) => e.e === 'subscription.cancelled');
+    expect(cancelled).toHaveLength(1);
+    // What the notice says comes from here: no access to continue.
+    expect(cancelled[0]!.d.current_period_end).toBeLessThanOrEqual(await now());
+    return after;
+  }
+
+  it('an unpaid checkout extended, then cancelled by the subscriber, the owner or a plan archive, has no access', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const archived = await plan({ interval: 'monthly' });
+    const byPortal = await subscribe(p.id, 'extend-cancel-portal@example.com');
+    const byOwner = await subscribe(p.id, 'extend-cancel-owner@example.com');
+    const byArchive = await subscribe(archived.id, 'extend-cancel-archive@example.com');
+    for (const s of [byPortal, byOwner, byArchive]) {
+      const extended = await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`);
+      expect(extended.body).toMatchObject({ status: 'pending', has_access: false });
+    }
+    const headers = { 'X-Subscriber-Token': token(byPortal.manage_url) };
+    await noAccessAfter(byPortal, () => anon().post(`/public/manage/subscription/${byPortal.subscription_id}/cancel`, undefined, { headers }));
+    const listed = (await anon().get('/public/manage/subscriptions', { headers })).body.items as Array<Record<string, unknown>>;
+    expect(listed.find((x) => x.id === byPortal.subscription_id)).toMatchObject({ status: 'cancelled', has_access: false, access_until: null });
+    await noAccessAfter(byOwner, () => admin.post(`/subscriptions/${byOwner.subscription_id}/cancel`, {}));
+    await noAccessAfter(byArchive, () => admin.del(`/plans/${archived.id}`), false);
+  });
+
+  it('resumed after its period, or payment_failed, then extended and cancelled: no access either', async () => {
+    const resumed = await paidSubscription('weekly', 'extend-cancel-resumed@example.com');
+    const failed = await paidSubscription('weekly', 'extend-cancel-failed@example.com');
+    expect((await admin.post(`/subscriptions/${resumed.s.subscription_id}/pause`)).status).toBe(200);
+    await advanceTo(Math.max(resumed.end, failed.end) + 3600);
+    expect((await admin.post(`/subscriptions/${resumed.s.subscription_id}/resume`)).body.status).toBe('pending');
+    expect((await sub(failed.s.subscription_id)).status).toBe('payment_failed');
+    for (const { s } of [resumed, failed]) {
+      const extended = await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`);
+      expect(extended.body).toMatchObject({ has_access: false });
+      expect(extended.body.current_period_end).toBeGreaterThan(await now());
+    }
+    await noAccessAfter(resumed.s, () => admin.post(`/subscriptions/${resumed.s.subscription_id}/cancel`, {}));
+    const headers = { 'X-Subscriber-Token': token(failed.s.manage_url) };
+    await noAccessAfter(failed.s, () => anon().post(`/public/manage/subscription/${failed.s.subscription_id}/cancel`, undefined, { headers }));
+  });
+
+  it('a subscription whose trial ended unpaid (past_due, expired) extended: the days go to the period, trial_end stays', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 7, grace_period_days: 3 });
+    const pastDue = await subscribe(p.id, 'extend-trial-pastdue@example.com');
+    const expired = await subscribe(p.id, 'extend-trial-expired@example.com');
+    const trialEnd = (await sub(pastDue.subscription_id)).trial_end as number;
+    await advanceTo(trialEnd + 3600);
+    expect(await sub(pastDue.subscription_id)).toMatchObject({ status: 'past_due', trial_end: trialEnd, current_period_end: trialEnd });
+    const extended = await admin.post(`/subscriptions/${pastDue.subscription_id}/extend?days=5`);
+    expect(extended.body).toMatchObject({ status: 'past_due', current_period_end: trialEnd + 5 * DAY, trial_end: trialEnd });
+
+    await advanceTo(trialEnd + 3 * DAY + 14 * DAY + 3600);
+    const ended = await sub(expired.subscription_id);
+    expect(ended.status).toBe('expired');
+    const later = await admin.post(`/subscriptions/${expired.subscription_id}/extend?days=5`);
+    expect(later.body).toMatchObject({ status: 'expired', current_period_end: ended.current_period_end + 5 * DAY, trial_end: ended.trial_end });
+  });
+
+  /** A pending payment's expiry, as the payments service has it. */
+  async function expiresAt(paymentId: string) {
+    return Number((await db.query('SELECT expires_at FROM payments.payments WHERE id = $1', [paymentId])).rows[0].expires_at);
+  }
+
+  it('extended inside the renewal lead time: one payable renewal at any time, and paying it renews from the new end', async () => {
+    const p = await plan({ interval: 'monthly', grace_period_days: 3 });
+    const s = await subscribe(p.id, 'extend-lead@example.com');
+    await pay(s.payment_id);
+    const { current_period_end: end } = await activeOnce(s.subscription_id);
+    await advanceTo(end - 3 * DAY + 3600);
+    const r1 = await onePending(s.subscription_id);
+    expect(r1.purpose).toBe('renewal');
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=1`)).body.current_period_end).toBe(end + DAY);
+    // The new lead time (end - 2 days) comes while the first invoice is still payable.
+    expect(await expiresAt(r1.id)).toBeGreaterThan(end - 2 * DAY + 60);
+    await advanceTo(end - 2 * DAY + 60);
+    expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toEqual([r1]);
+    // Expired, it is replaced as any renewal invoice is: still one.
+    await advanceTo((await expiresAt(r1.id)) + 3600);
+    const r2 = await onePending(s.subscription_id);
+    expect(r2.id).not.toBe(r1.id);
+    const reminders = (await events(s.subscription_id)).filter((e) => e.e === 'renewal.reminder');
+    expect(reminders.map((e) => [e.d.payment_id, e.d.due_at, e.d.notify_subscriber])).toEqual([
+      [r1.id, end, true],
+      [r2.id, end + DAY, false],
+    ]);
+    await pay(r2.id);
+    const renewed = await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_start === end + DAY,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end + DAY });
+    expect((await events(s.subscription_id)).map((e) => e.e)).not.toContain('payment.unapplied');
+  });
+
+  it('a trial extended inside its lead time: its renewal invoice carried to the new end, one trial_ending, paid once', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 10, grace_period_days: 3 });
+    const s = await subscribe(p.id, 'extend-trial-lead@example.com');
+    const end = (await sub(s.subscription_id)).current_period_end as number;
+    await advanceTo(end - 3 * DAY + 3600);
+    const r1 = await onePending(s.subscription_id);
+    const extended = await admin.post(`/subscriptions/${s.subscription_id}/extend?days=1`);
+    expect(extended.body).toMatchObject({ status: 'active', current_period_end: end + DAY, trial_end: end + DAY });
+    await advanceTo(end - 2 * DAY + 60);
+    expect((await payments(s.subscription_id)).filter((x) => x.status === 'pending')).toEqual([r1]);
+    const names = (await events(s.subscription_id)).map((e) => e.e);
+    expect(names.filter((e) => e === 'subscription.trial_ending')).toHaveLength(1);
+    expect(names.filter((e) => e === 'renewal.reminder')).toHaveLength(1);
+    // The carried invoice pays the first period, from the new end.
+    await pay(r1.id);
+    const renewed = await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_start === end + DAY,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end + DAY });
+  });
+});

@@ -351,6 +351,53 @@ describe('lifecycle details', () => {
     expect(paid.current_period_end).toBe(sub('active').current_period_end + 2 * DAY);
   });
 
+  it('a cancel or a plan archive never gives access the subscription did not have, whatever an extend added (found from outside)', () => {
+    const events: LifecycleEvent[] = [{ type: 'cancel', immediate: false }, { type: 'plan_archived' }];
+    const checkout = transition(startSubscription({ interval: 'monthly', trial_days: 0, grace_period_days: 0 }, now), EVENTS.extend!, now).next;
+    const failed = transition(sub('payment_failed'), { type: 'extend', days: 60 }, now).next;
+    const paused = sub('paused', { current_period_end: now - DAY });
+    const resumed = transition(transition(paused, { type: 'resume' }, now).next, { type: 'extend', days: 10 }, now).next;
+    expect(resumed.status).toBe('pending');
+    for (const s of [checkout, failed, resumed]) {
+      expect(s.current_period_end).toBeGreaterThan(now);
+      expect(hasAccess(s, now)).toBe(false);
+      for (const e of events) {
+        const after = transition(s, e, now + 60).next;
+        expect(after.status).toBe('cancelled');
+        expect(hasAccess(after, now + 60)).toBe(false);
+        expect(after.current_period_end).toBeLessThanOrEqual(now + 60);
+      }
+    }
+    // A checkout's empty period ends where it began (notices say nothing was charged) ...
+    const cancelled = transition(checkout, { type: 'cancel', immediate: false }, now + 60).next;
+    expect(cancelled).toMatchObject({ current_period_start: now, current_period_end: now });
+    // ... and a payment made before the cancel, handled after, still gets the days an extend granted.
+    const late = transition(cancelled, { type: 'first_payment', paid_at: now + 30 }, now + 90).next;
+    expect(late).toMatchObject({ status: 'cancelled', current_period_start: now + 30, current_period_end: periodEnd(now + 30 + 5 * DAY, 1, 'monthly') });
+    // Access there was is kept: active, paused within its period.
+    for (const s of [sub('active'), sub('paused')]) {
+      const after = transition(s, { type: 'plan_archived' }, now).next;
+      expect(after.current_period_end).toBe(s.current_period_end);
+      expect(hasAccess(after, now)).toBe(true);
+    }
+  });
+
+  it('extend moves trial_end only while the trial runs, not once it ended unpaid (found from outside)', () => {
+    const trial = startSubscription({ interval: 'monthly', trial_days: 7, grace_period_days: 3 }, T0);
+    const end = trial.current_period_end;
+    const pastDue = transition(trial, { type: 'period_end_unpaid' }, end + 3600).next;
+    expect(transition(pastDue, { type: 'extend', days: 5 }, end + 3600).next).toMatchObject({ current_period_end: end + 5 * DAY, trial_end: end });
+    const failed = transition(pastDue, { type: 'grace_end_unpaid' }, end + 3 * DAY).next;
+    const expired = transition(failed, { type: 'dunning_end_unpaid' }, end + 20 * DAY).next;
+    for (const s of [failed, expired]) expect(transition(s, { type: 'extend', days: 5 }, end + 20 * DAY).next.trial_end).toBe(end);
+    // Paused or cancelled during the trial: it still runs until its end.
+    for (const e of [{ type: 'pause' }, { type: 'cancel', immediate: false }] as const) {
+      const s = transition(trial, e, T0 + DAY).next;
+      expect(transition(s, { type: 'extend', days: 5 }, T0 + 2 * DAY).next.trial_end).toBe(end + 5 * DAY);
+      expect(transition(s, { type: 'extend', days: 5 }, end).next.trial_end).toBe(end);
+    }
+  });
+
   it('has_access by status', () => {
     const end = sub('active').current_period_end;
     for (const s of ['active', 'past_due'] as const) expect(hasAccess({ status: s, current_period_end: 0 }, end + 1)).toBe(true);

@@ -129,9 +129,21 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'renewal_payment', replaces: 'pay_1' },
   },
   {
-    name: 'active extended in its lead time (found in review): its invoice expiring is not replaced daily until the new lead time',
-    s: sub('active', { current_period_end: END + 60 * DAY, ...issued(END + DAY) }),
-    at: END + 2 * DAY,
+    name: 'active extended in its lead time (found in review): its invoice, carried along, expiring is not replaced daily until the new lead time',
+    s: sub('active', { current_period_end: END + 60 * DAY, ...issued(END + DAY, { renewal_for: END + 60 * DAY }) }),
+    at: END + 57 * DAY - 1,
+    due: { kind: 'none' },
+  },
+  {
+    name: 'active extended in its lead time: at the new lead time its carried invoice is replaced, the subscriber told',
+    s: sub('active', { current_period_end: END + 60 * DAY, ...issued(END + DAY, { renewal_for: END + 60 * DAY }) }),
+    at: END + 57 * DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: true, trial_ending: false },
+  },
+  {
+    name: 'active extended by a day in its lead time (found from outside): its invoice still payable at the new lead time is the only one',
+    s: sub('active', { current_period_end: END + DAY, ...issued(END - DAY, { renewal_for: END + DAY }) }),
+    at: END - 2 * DAY,
     due: { kind: 'none' },
   },
   { name: 'active before the lead time: nothing', s: sub('active'), at: END - 3 * DAY - 1, due: { kind: 'none' } },
@@ -656,9 +668,9 @@ describe('carryOpenRenewal', () => {
   it('moves the renewal issued for the period end along with an extend, and nothing else', () => {
     expect(carryOpenRenewal(sub('past_due', issued(END + DAY)), 5)).toEqual({ renewal_for: END + 5 * DAY });
     expect(carryOpenRenewal(sub('active'), 5)).toEqual({});
-    // Active (or paused, or a trial): its open payment stays as it is, a new one comes at the new lead time.
-    expect(carryOpenRenewal(sub('active', issued(END + DAY)), 60)).toEqual({});
-    expect(carryOpenRenewal(sub('paused', issued(END + DAY)), 60)).toEqual({});
+    // Active (a trial too) or paused: carried as well, so no second one is issued at the new lead time (found from outside).
+    expect(carryOpenRenewal(sub('active', issued(END + DAY)), 60)).toEqual({ renewal_for: END + 60 * DAY });
+    expect(carryOpenRenewal(sub('paused', issued(END + DAY)), 60)).toEqual({ renewal_for: END + 60 * DAY });
     expect(carryOpenRenewal(sub('active', { renewal_for: END - 30 * DAY }), 5)).toEqual({});
   });
 });

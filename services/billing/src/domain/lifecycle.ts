@@ -7,7 +7,10 @@ export interface SubState {
   status: SubscriptionStatus;
   interval: Interval;
   grace_period_days: number;
-  /** Periods are computed from this anchor: period k ends at periodEnd(anchor, k - anchor_index). */
+  /**
+   * Periods are computed from this anchor: period k ends at periodEnd(anchor, k - anchor_index). A
+   * checkout's is where an extend moved its empty period's end: what its first payment adds.
+   */
   period_anchor: number;
   /** The period the anchor was set in: 0 from a start, the period extended when an extend re-anchored. */
   anchor_index: number;
@@ -55,15 +58,19 @@ type RuleOn<T extends EventType> = {
 /** A row of the table: its `apply` sees the event it is for, typed by `on`. */
 type Rule = { [T in EventType]: RuleOn<T> }[EventType];
 
+/** Never paid: no trial, no period yet (a checkout, or one cancelled before its payment was handled). */
+const isCheckout = (s: Pick<SubState, 'period_index' | 'trial_end'>) => s.period_index === 0 && s.trial_end === null;
+
 /**
  * A new period starting at `at`: the anchor moves there (first payment, or paid after payment_failed).
  * Days the owner granted with an extend before it are kept, moved onto the new period as an extend would
- * move them: a checkout's whole extension (its "period" is empty until paid), else the days of the old
- * end still ahead of `at`.
+ * move them: a checkout's whole extension (its "period" is empty until paid; once cancelled it ends
+ * where it began, and the extension is where an extend set the anchor), else the days of the old end
+ * still ahead of `at`.
  */
 const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
-  const checkout = s.period_index === 0 && s.trial_end === null;
-  const granted = Math.max(0, checkout ? s.current_period_end - s.current_period_start : s.current_period_end - at);
+  const extended = isCheckout(s) ? Math.max(s.current_period_end, s.period_anchor) - s.current_period_start : s.current_period_end - at;
+  const granted = Math.max(0, extended);
   return {
     status: 'active',
     period_anchor: at + granted,
@@ -73,6 +80,30 @@ const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
     current_period_end: periodEnd(at + granted, 1, s.interval),
   };
 };
+/**
+ * The period as a cancel leaves it: a cancel keeps the access there was, and never grants any. At once,
+ * or from a state without access (a checkout or a resume not paid, payment_failed, paused past its end),
+ * the period ends now, however far an extend had moved its end (those days count once a period is
+ * paid); a period paid ahead that had not begun (a renewal paid early) starts now too, and a trial still
+ * running ends now. A checkout's empty period ends where it began, as it was before any extend.
+ */
+const periodAtCancel = (s: SubState, immediate: boolean, now: number): Partial<SubState> => {
+  if (!immediate && hasAccess(s, now)) return {};
+  const start = Math.min(s.current_period_start, now);
+  return {
+    current_period_start: start,
+    current_period_end: isCheckout(s) ? start : Math.min(s.current_period_end, now),
+    trial_end: s.trial_end === null ? null : Math.min(s.trial_end, now),
+  };
+};
+
+/**
+ * The trial still runs: the period is the trial's and it gives access, not as grace after the trial
+ * ended unpaid (past_due). An extend moves trial_end only then (behaviour.md: "during a trial").
+ */
+const inTrial = (s: SubState, now: number): s is SubState & { trial_end: number } =>
+  s.trial_end !== null && s.trial_end >= s.current_period_end && s.status !== 'past_due' && hasAccess(s, now);
+
 /** The next period continues from the old end: no gap, no overlap. */
 const nextPeriod = (s: SubState): Partial<SubState> => ({
   status: 'active',
@@ -124,22 +155,20 @@ const LIFECYCLE: readonly Rule[] = [
       cancelled_at: now,
       cancel_reason: e.reason ?? null,
       cancelled_immediately: e.immediate,
-      // At once: the period (and a trial still running) ends now; a period paid ahead that had not begun
-      // (a renewal paid early) ends before it starts, so it starts now too.
-      ...(e.immediate
-        ? {
-            current_period_start: Math.min(s.current_period_start, now),
-            current_period_end: Math.min(s.current_period_end, now),
-            trial_end: s.trial_end === null ? null : Math.min(s.trial_end, now),
-          }
-        : {}),
+      ...periodAtCancel(s, e.immediate, now),
     }),
   },
   {
     from: LIVE,
     on: 'plan_archived',
     emit: 'subscription.cancelled',
-    apply: (_s, _e, now) => ({ status: 'cancelled', cancelled_at: now, cancel_reason: 'plan archived', cancelled_immediately: false }),
+    apply: (s, _e, now) => ({
+      status: 'cancelled',
+      cancelled_at: now,
+      cancel_reason: 'plan archived',
+      cancelled_immediately: false,
+      ...periodAtCancel(s, false, now),
+    }),
   },
   {
     from: [...LIVE, ...TERMINAL],
@@ -147,7 +176,7 @@ const LIFECYCLE: readonly Rule[] = [
     emit: 'subscription.extended',
     // Later periods count whole intervals from the new end (a month after it, its day of the month kept):
     // moving the anchor by the same days would land elsewhere when the months differ in length.
-    apply: (s, e) => {
+    apply: (s, e, now) => {
       const end = s.current_period_end + e.days * DAY_SECONDS;
       if (end > LATEST_TIME) {
         const left = Math.floor((LATEST_TIME - s.current_period_end) / DAY_SECONDS);
@@ -158,7 +187,7 @@ const LIFECYCLE: readonly Rule[] = [
         current_period_end: end,
         period_anchor: end,
         anchor_index: s.period_index,
-        ...(s.trial_end !== null && s.trial_end >= s.current_period_end ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
+        ...(inTrial(s, now) ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
       };
     },
   },

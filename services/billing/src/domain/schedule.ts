@@ -146,9 +146,13 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   } else {
     // Also when the clock is already past the end: the subscriber still needs something to pay, until the
     // dunning window is over too (then nothing is payable any more, and the steps below lapse it).
-    const firstDue = !issued && now >= end - RENEWAL_LEAD_SECONDS[s.interval] && now < dunningEnd(s, p);
-    // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one.
-    const replace = issued && s.renewal_expires_at !== null && now >= s.renewal_expires_at && now < dunningEnd(s, p);
+    const lead = RENEWAL_LEAD_SECONDS[s.interval];
+    const firstDue = !issued && now >= end - lead && now < dunningEnd(s, p);
+    // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one. An
+    // active one's, carried by an extend to a later end (carryOpenRenewal), waits for the new lead time
+    // rather than being replaced daily until then.
+    const replace =
+      issued && s.renewal_expires_at !== null && now >= s.renewal_expires_at && (s.status !== 'active' || now >= end - lead) && now < dunningEnd(s, p);
     if (firstDue || replace) {
       const previous = replace ? s.renewal_payment_id : null;
       const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
@@ -206,13 +210,14 @@ export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): numb
 }
 
 /**
- * An extend moves the period end. A past_due or payment_failed subscription must always have a payable
- * renewal payment (behaviour.md), so the one issued for its period moves along with the end: it stays
- * issued and is replaced whenever it expires. Any other keeps its open payment (it still pays the
- * renewal) and gets a new one at the new lead time: carried along, it would be replaced daily until then.
+ * An extend moves the period end, and the renewal payment issued for the period moves along with it: it
+ * stays the one payable renewal (the subscriber may be paying it right now, and it pays the period after
+ * the new end), replaced when it expires as any is. Left behind, a second one was issued at the new lead
+ * time while the first was still payable, and both could be paid. A past_due or payment_failed
+ * subscription so keeps a payable one (behaviour.md); an earlier one is not replaced before the new lead
+ * time (see dueNow).
  */
-export function carryOpenRenewal(s: Pick<ScheduleView, 'status' | 'renewal_for' | 'current_period_end'>, days: number): Partial<ScheduleView> {
-  if (s.status !== 'past_due' && s.status !== 'payment_failed') return {};
+export function carryOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end'>, days: number): Partial<ScheduleView> {
   if (s.renewal_for === null || s.renewal_for !== s.current_period_end) return {};
   return { renewal_for: s.renewal_for + days * DAY_SECONDS };
 }
