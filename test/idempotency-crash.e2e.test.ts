@@ -16,7 +16,7 @@ const BUS_TIMEOUT_MS = 3000;
 const LEASE_MS = BUS_TIMEOUT_MS + 5000;
 
 beforeAll(async () => {
-  stack = await startStack({ wallets: 1, env: { BUS_TIMEOUT_MS: String(BUS_TIMEOUT_MS) } });
+  stack = await startStack({ wallets: 1, env: { BUS_TIMEOUT_MS: String(BUS_TIMEOUT_MS), ONCHAIN_PROVIDER: 'dev' } });
   admin = client(stack.api, stack.wallets[0]!.admin_key);
 });
 afterAll(async () => {
@@ -39,8 +39,8 @@ async function paymentsOf(subId: string) {
   const { rows } = await stack.db.query(`SELECT id, status FROM payments.payments WHERE subscription_id = $1`, [subId]);
   return rows as Array<{ id: string; status: string }>;
 }
-async function plan() {
-  return (await admin.post('/plans', { name: 'Lost answers', amount_sats: 2100, interval: 'monthly' })).body as { id: string };
+async function plan(body: Record<string, unknown> = {}) {
+  return (await admin.post('/plans', { name: 'Lost answers', amount_sats: 2100, interval: 'monthly', ...body })).body as { id: string };
 }
 
 describe('the gateway killed mid-request', () => {
@@ -152,6 +152,47 @@ describe('a subscribe that answered 503', () => {
         )
       ).body.status,
     ).toBe('active');
+  });
+
+  it('that replaced the unpaid checkout of another method: paid meanwhile, the retry with its key answers it, not 409 (review finding)', async () => {
+    const p = await plan({ allow_onchain: true });
+    const email = 'switched-outage@example.com';
+    const lightning = await call(stack.api, 'POST', '/public/subscribe', { body: { plan_id: p.id, payment_method: 'lightning', email } });
+    expect(lightning.status).toBe(201);
+    // Back on the page, on-chain this time, and its answer lost.
+    const body = { plan_id: p.id, payment_method: 'onchain', email };
+    const billing = stack.services.billing.child;
+    billing.kill('SIGSTOP');
+    let first: Awaited<ReturnType<typeof subscribeWith>>;
+    try {
+      first = await subscribeWith('switched-1', body);
+    } finally {
+      billing.kill('SIGCONT');
+    }
+    expect(first.status).toBe(503);
+    // Billing replaced the unpaid checkout after the gateway gave up.
+    const replaced = await until(
+      () => subscriptionsOf(email),
+      (r) => r.some((s) => s.id !== lightning.body.subscription_id && s.status === 'pending'),
+    );
+    const made = replaced.find((s) => s.id !== lightning.body.subscription_id)!;
+    const [invoice] = await until(
+      () => paymentsOf(made.id),
+      (r) => r.length === 1,
+    );
+    expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
+    await until(
+      () => admin.get(`/subscriptions/${made.id}`),
+      (r) => r.body.status === 'active',
+    );
+
+    const retry = await subscribeWith('switched-1', body);
+    expect(retry.status, JSON.stringify(retry.body)).toBe(201);
+    expect(retry.body).toMatchObject({ subscription_id: made.id, payment_id: invoice!.id, payment_method: 'onchain' });
+    // The subscriber was made by the first checkout, not by this request: no portal link.
+    expect(retry.body.manage_url).toBeNull();
+    // Another key is another request: the contact's paid subscription is a 409.
+    expect((await subscribeWith('switched-2', body)).status).toBe(409);
   });
 });
 

@@ -7,6 +7,7 @@ import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
 import { startStack, type Stack } from './support/stack.js';
 import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
+import { holdUncommitted, someoneWaitsOnLock } from './support/locks.js';
 
 /**
  * NWC (NIP-47) automatic payments through HTTP, against a real NIP-01 relay on loopback and a wallet
@@ -346,6 +347,36 @@ describe('subscribe with NWC', () => {
     });
     expect(refused.status).toBe(422);
     expect(refused.body.detail).toEqual([{ loc: ['body', 'plan_id'], msg: 'This plan does not accept nwc payments', type: 'method_not_allowed' }]);
+  });
+
+  it('a limit checked against the old price is checked again when the checkout is opened after a race (review finding)', async () => {
+    const p = await plan({ allow_lightning: true });
+    const email = 'raised@example.com';
+    const unpaid = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email });
+    expect(unpaid.status).toBe(201);
+    const w = await wallet();
+    // The unpaid checkout held by a change of a transaction of its own: the NWC checkout's insert waits on it.
+    const insertHeld = await holdUncommitted(db, [[`UPDATE billing.subscriptions SET status = 'expired' WHERE id = $1`, [unpaid.body.subscription_id]]]);
+    const nwc = anon().post('/public/subscribe/nwc', { plan_id: p.id, email, nwc_connection_string: w.connectionString(), max_amount_sats: 1500 });
+    await someoneWaitsOnLock(db);
+    // Its limit was checked at 1500 sats; the owner raises the price now.
+    expect((await admin.put(`/plans/${p.id}`, { amount_sats: 3000 })).status).toBe(200);
+    // Nobody reads plans once the NWC checkout's transaction ends: it is held after its 409, before it looks
+    // for the contact's unpaid checkout (which a concurrent checkout on another method then expires).
+    const plansHeld = holdUncommitted(db, [['LOCK TABLE billing.plans IN ACCESS EXCLUSIVE MODE', []]]);
+    await someoneWaitsOnLock(db, 2);
+    await insertHeld();
+    const release = await plansHeld;
+    await someoneWaitsOnLock(db);
+    await release([`UPDATE billing.subscriptions SET status = 'expired' WHERE id = $1`, [unpaid.body.subscription_id]]);
+
+    // Opened anew, at the new price: the wallet's limit is below it.
+    const res = await nwc;
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(res.body.detail[0].loc).toEqual(['body', 'max_amount_sats']);
+    expect(w.requests).toHaveLength(0);
+    const { rows } = await db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1`, [p.id]);
+    expect(rows).toEqual([{ id: unpaid.body.subscription_id }]);
   });
 
   it('a free trial: active at once, nothing paid, the wallet connected for the renewals', async () => {

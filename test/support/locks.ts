@@ -31,9 +31,9 @@ export async function holdUncommitted(db: pg.Pool, statements: [string, unknown[
   };
 }
 
-/** Resolves once a session of the test's database waits on a lock: the held service has reached the rows. */
-export const someoneWaitsOnLock = (db: pg.Pool) =>
+/** Resolves once a session (or `sessions` of them) of the test's database waits on a lock: the held service has reached the rows. */
+export const someoneWaitsOnLock = (db: pg.Pool, sessions = 1) =>
   until(
     async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rows[0].n,
-    (n) => n > 0,
+    (n) => n >= sessions,
   );

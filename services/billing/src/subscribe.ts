@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ID_PREFIXES, managePageUrl, messages, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
-import { BusUnavailableError, callMessage, conflict, DomainError, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
+import { BusUnavailableError, callMessage, DomainError, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues, preferenceIssues } from './domain/contacts.js';
 import { startSubscription } from './domain/lifecycle.js';
@@ -22,9 +22,7 @@ const IDEMPOTENCY_KEY_LIFE_S = 86_400;
  */
 const CHECKOUT_TRIES = 3;
 
-class DuplicateCheckout extends Error {}
-
-/** What every subscribe entry point (checkout, NWC) asks for. */
+/** What every subscribe entry point (checkout, NWC) asks for; every attempt of one request gets all of it. */
 interface SubscribeInput {
   plan_id: string;
   payment_method: PaymentMethod;
@@ -37,6 +35,8 @@ interface SubscribeInput {
   receive_reminders: boolean;
   /** The caller's Idempotency-Key, hashed and scoped by the gateway: a retry answers the same checkout. */
   checkout_key?: string | undefined;
+  /** NWC: the wallet's limit of one payment; a plan priced above it is refused before anything is written. */
+  max_amount_sats?: number | undefined;
 }
 
 export interface Opened {
@@ -58,6 +58,32 @@ const ALREADY_SUBSCRIBED =
   "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
 
 /**
+ * That 409, recognisable as such: only it sends a request to the contact's unpaid checkout. Any other
+ * conflict (an illegal move, a concurrent change) is answered as it is.
+ */
+class AlreadySubscribed extends DomainError {
+  constructor() {
+    super('conflict', ALREADY_SUBSCRIBED);
+  }
+}
+
+/**
+ * The subscribe of every entry point: `openSubscription`, and when the contact already has a live
+ * subscription of the plan, their unpaid checkout (`pendingCheckout`) instead of the 409. Each attempt
+ * gets the whole input (its Idempotency-Key, its limits). Also `openSubscription` once more after a
+ * concurrent checkout of the contact moved the one in the way: of two switches at once, the one that lost
+ * answers the checkout the other opened when it is its method, and replaces it otherwise, as it would
+ * have had it come second. `tries` bounds how often it may replace or open a checkout.
+ */
+export function openCheckout(d: Deps, input: SubscribeInput, tries = CHECKOUT_TRIES): Promise<Opened> {
+  return openSubscription(d, input).catch(async (err) => {
+    const pending = err instanceof AlreadySubscribed ? await pendingCheckout(d, input, tries) : undefined;
+    if (!pending) throw err;
+    return pending;
+  });
+}
+
+/**
  * A contact whose checkout was not paid may try again: their pending subscription of the plan on the same
  * method is reused with a payable first payment (the open one, or a new one when it expired: the checkout
  * page's "fresh invoice"), instead of a 409 until it expires. For NWC the wallet refused or did not
@@ -65,9 +91,9 @@ const ALREADY_SUBSCRIBED =
  * no payment at all (payments or the database failed after the subscription was saved). A retry while the
  * first request still runs gets the same payment (payments is idempotent on `checkout:<subscription>`).
  * Undefined when there is no such subscription. No portal link is answered: the caller only proved to
- * know the e-mail address. Called after a 409; `tries` bounds how often it may replace or open a checkout.
+ * know the e-mail address. Called after that 409; `tries` bounds how often it may replace or open a checkout.
  */
-export async function pendingCheckout(d: Deps, input: SubscribeInput, tries = CHECKOUT_TRIES): Promise<Opened | undefined> {
+async function pendingCheckout(d: Deps, input: SubscribeInput, tries: number): Promise<Opened | undefined> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan || !input.email) return undefined;
   const subscriber = await d.subscribers.byEmail(d.db, plan.wallet, input.email);
@@ -75,12 +101,12 @@ export async function pendingCheckout(d: Deps, input: SubscribeInput, tries = CH
   const sub = await d.subscriptions.liveOf(d.db, subscriber.id, plan.id);
   // Nothing live after a 409: a concurrent checkout on another method expired the one that refused this
   // request and has not committed its own yet. Sent after it, this request would have replaced it.
-  if (!sub) return tries > 0 ? openAgain(d, input, tries - 1) : undefined;
+  if (!sub) return tries > 0 ? openCheckout(d, input, tries - 1) : undefined;
   if (sub.status !== 'pending') return undefined;
   if (sub.payment_method !== input.payment_method) {
     if (tries <= 0) return undefined;
     const switched = await switchedCheckout(d, input, sub, tries - 1);
-    if (!switched) throw conflict(ALREADY_SUBSCRIBED);
+    if (!switched) throw new AlreadySubscribed();
     return switched;
   }
   const now = unixSeconds(d.clock);
@@ -114,7 +140,7 @@ async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow, tri
   const ref = { wallet_id: sub.wallet_id, subscription_id: sub.id };
   await callMessage(d.bus, messages.expireOpenPayments, ref);
   const paid = (await callMessage(d.bus, messages.listSubscriptionPayments, { ...ref, limit: 200, offset: 0 })).items.some((p) => p.status === 'paid');
-  if (paid) throw conflict(ALREADY_SUBSCRIBED);
+  if (paid) throw new AlreadySubscribed();
   await d.db.tx(async (tx) => {
     const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
     if (cur?.status !== 'pending' || cur.payment_method !== sub.payment_method) return;
@@ -125,20 +151,7 @@ async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow, tri
   await callMessage(d.bus, messages.expireOpenPayments, ref).catch((err) =>
     d.log.warn({ err, subscription_id: sub.id }, 'could not expire the payments of a replaced checkout'),
   );
-  return openAgain(d, input, tries);
-}
-
-/**
- * `openSubscription` once more, after a concurrent checkout of the contact moved the one in the way. Two
- * switches at once: the one that lost answers the checkout the other opened when it is its method, and
- * replaces it otherwise, as it would have had it come second.
- */
-function openAgain(d: Deps, input: SubscribeInput, tries: number): Promise<Opened> {
-  return openSubscription(d, input).catch(async (err) => {
-    const next = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input, tries) : undefined;
-    if (!next) throw err;
-    return next;
-  });
+  return openCheckout(d, input, tries);
 }
 
 /**
@@ -166,13 +179,12 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
 }
 
 /**
- * The subscribe shared by `POST /public/subscribe` and the NWC service: checks the method against the
- * plan and the server, then commits the subscriber and the subscription (guarded by the one-live-
- * subscription index, so concurrent identical requests make one subscription) before the first payment
- * is requested. If the payment cannot be created the subscription expires at once, so the contact can
- * try again. `check` runs on the plan before anything is written (an entry point's own limits).
+ * One attempt of `openCheckout`: checks the method and the wallet's limit against the plan (as it is now)
+ * and the server, then commits the subscriber and the subscription (guarded by the one-live-subscription
+ * index, so concurrent identical requests make one subscription) before the first payment is requested.
+ * If the payment cannot be created the subscription expires at once, so the contact can try again.
  */
-export async function openSubscription(d: Deps, input: SubscribeInput, check?: (plan: Plan) => void): Promise<Opened> {
+async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan) throw notFound('Plan');
   const method = input.payment_method;
@@ -183,7 +195,9 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
   }
   const missing = (await d.methods()).availability[method];
   if (missing) throw invalid([field], missing, 'provider_not_configured');
-  check?.(plan);
+  if (input.max_amount_sats !== undefined && input.max_amount_sats < plan.amount_sats) {
+    throw invalid(['max_amount_sats'], `max_amount_sats (${input.max_amount_sats}) is below the plan's price of ${plan.amount_sats} sats`);
+  }
   const contacts = contactIssues(input);
   if (contacts.length) throw invalidFields(contacts);
   if (input.contact_preference) {
@@ -246,7 +260,7 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       };
       if (!(await d.subscriptions.insertIfNew(tx, row))) {
         if (!(await d.plans.getPublic(tx, plan.id))) throw notFound('Plan');
-        throw new DuplicateCheckout();
+        throw new AlreadySubscribed();
       }
       const saved = { ...row, version: 1 };
       // A trial starts now: that is the subscriber's "subscription started" confirmation, if they want one.
@@ -261,11 +275,11 @@ export async function openSubscription(d: Deps, input: SubscribeInput, check?: (
       return { sub: saved, subscriberCreated: created };
     })
     .catch(async (err) => {
-      if (!(err instanceof DuplicateCheckout)) throw err;
+      if (!(err instanceof AlreadySubscribed)) throw err;
       // The same request running twice at once (a retry after the gateway's lease): the first one's answer.
       const same = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
       if (same) return { sub: same.sub, subscriberCreated: false, same };
-      throw conflict(ALREADY_SUBSCRIBED);
+      throw err;
     });
   if (opened.same) return opened.same;
   const { sub, subscriberCreated } = opened;

@@ -1,16 +1,7 @@
 import { messages, utcMinute } from '@sb/contracts';
-import { DomainError, messageHandler, routeHandler, invalid } from '@sb/runtime';
+import { messageHandler, routeHandler, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { openSubscription, pendingCheckout, type Opened } from '../subscribe.js';
-
-/** A 409 (the contact already subscribes) is a retry when their checkout of the plan is still unpaid. */
-const retryPending =
-  (d: Deps, input: Parameters<typeof pendingCheckout>[1]) =>
-  async (err: unknown): Promise<Opened> => {
-    const retry = err instanceof DomainError && err.kind === 'conflict' ? await pendingCheckout(d, input) : undefined;
-    if (!retry) throw err;
-    return retry;
-  };
+import { openCheckout } from '../subscribe.js';
 
 /** Public checkout: an invoice, address or processor checkout for paid plans; an active trial otherwise. */
 export const subscribe = (d: Deps) =>
@@ -20,7 +11,7 @@ export const subscribe = (d: Deps) =>
     if (body.payment_method === 'nwc') {
       throw invalid(['payment_method'], 'NWC subscriptions are made with POST /public/subscribe/nwc', 'value_error');
     }
-    const { plan, sub, manage_url, created } = await openSubscription(d, { ...body, checkout_key: req.caller.idempotency_key }).catch(retryPending(d, body));
+    const { plan, sub, manage_url, created } = await openCheckout(d, { ...body, checkout_key: req.caller.idempotency_key });
     if (!created) {
       const trialEnd = sub.trial_end ?? sub.current_period_end;
       return {
@@ -44,12 +35,7 @@ export const subscribe = (d: Deps) =>
  */
 export const subscribeNwc = (d: Deps) =>
   messageHandler(messages.subscribeNwc, async (body) => {
-    const input = { ...body, payment_method: 'nwc' as const };
-    const { plan, sub, manage_url, created } = await openSubscription(d, input, (p) => {
-      if (body.max_amount_sats !== undefined && body.max_amount_sats < p.amount_sats) {
-        throw invalid(['max_amount_sats'], `max_amount_sats (${body.max_amount_sats}) is below the plan's price of ${p.amount_sats} sats`);
-      }
-    }).catch(retryPending(d, input));
+    const { plan, sub, manage_url, created } = await openCheckout(d, { ...body, payment_method: 'nwc' });
     const p = created?.payment;
     return {
       subscription_id: sub.id,
