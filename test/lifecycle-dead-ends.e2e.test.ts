@@ -422,7 +422,12 @@ describe('5. extend and resume where nothing used to move (found from outside)',
       (x) => x.status === 'active',
     );
     expect(active.status).toBe('active');
-    expect((await anon().get(`/public/payment/${second.payment_id}/status`)).body.status).toBe('expired');
+    // Withdrawn after the activation commits (seen a moment later under load).
+    const withdrawn = await until(
+      () => anon().get(`/public/payment/${second.payment_id}/status`),
+      (r) => r.body.status !== 'pending',
+    );
+    expect(withdrawn.body.status).toBe('expired');
   });
 
   it('a checkout just paid is not replaced by another method: 409, one subscription, paid once (found from outside)', async () => {
