@@ -349,6 +349,32 @@ describe('subscribe with NWC', () => {
     expect(refused.body.detail).toEqual([{ loc: ['body', 'plan_id'], msg: 'This plan does not accept nwc payments', type: 'method_not_allowed' }]);
   });
 
+  it('a plan that cannot be had is said before the wallet is contacted (found from outside: "Could not connect to the wallet\'s relay")', async () => {
+    const w = await wallet();
+    const unreachable = w.connectionString().replace(encodeURIComponent(relay.url), encodeURIComponent('ws://127.0.0.1:9'));
+    const unknown = await anon().post('/public/subscribe/nwc', {
+      plan_id: 'plan_doesnotexist',
+      email: 'noplan@example.com',
+      nwc_connection_string: unreachable,
+    });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ detail: 'Plan not found' });
+    const invoiceOnly = await plan({ allow_nwc: false, allow_lightning: true });
+    const refused = await anon().post('/public/subscribe/nwc', { plan_id: invoiceOnly.id, email: 'noplan@example.com', nwc_connection_string: unreachable });
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail).toEqual([{ loc: ['body', 'plan_id'], msg: 'This plan does not accept nwc payments', type: 'method_not_allowed' }]);
+    // The wallet behind a reachable relay is not asked anything for a refused plan either.
+    const low = await anon().post('/public/subscribe/nwc', {
+      plan_id: (await plan()).id,
+      email: 'noplan@example.com',
+      nwc_connection_string: w.connectionString(),
+      max_amount_sats: 1,
+    });
+    expect(low.status).toBe(422);
+    expect(low.body.detail[0].loc).toEqual(['body', 'max_amount_sats']);
+    expect(relay.asked.filter((f) => f.authors?.includes(w.pubkey))).toEqual([]);
+  });
+
   it('a limit checked against the old price is checked again when the checkout is opened after a race (review finding)', async () => {
     const p = await plan({ allow_lightning: true });
     const email = 'raised@example.com';

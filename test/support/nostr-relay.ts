@@ -18,6 +18,8 @@ export interface NostrRelay {
   received: Event[];
   /** Events refused (bad signature or shape), as sent. */
   rejected: unknown[];
+  /** The filters of every REQ, in order of arrival: what clients asked this relay. */
+  asked: Filter[];
   stop(): Promise<void>;
 }
 
@@ -51,6 +53,7 @@ export async function startNostrRelay(opts: { port?: number } = {}): Promise<Nos
   const stored: Event[] = [];
   const received: Event[] = [];
   const rejected: unknown[] = [];
+  const asked: Filter[] = [];
   const subs = new Map<WebSocket, Map<string, Filter[]>>();
   const send = (ws: WebSocket, msg: unknown[]) => ws.readyState === ws.OPEN && ws.send(JSON.stringify(msg));
 
@@ -100,6 +103,7 @@ export async function startNostrRelay(opts: { port?: number } = {}): Promise<Nos
         const [id, ...filters] = rest as [string, ...Filter[]];
         if (typeof id !== 'string' || filters.length === 0) return send(ws, ['NOTICE', 'error: bad REQ']);
         subs.get(ws)!.set(id, filters);
+        asked.push(...filters);
         const seen = new Set<string>();
         for (const f of filters) {
           const hits = stored.filter((e) => matches(e, f)).sort((a, b) => b.created_at - a.created_at);
@@ -122,6 +126,7 @@ export async function startNostrRelay(opts: { port?: number } = {}): Promise<Nos
     url: `ws://127.0.0.1:${port}`,
     received,
     rejected,
+    asked,
     stop: () =>
       new Promise<void>((resolve) => {
         for (const ws of wss.clients) ws.terminate();

@@ -31,6 +31,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   confirmPreimage: ['nwc'],
   planExists: ['notifier'],
   subscribeNwc: ['nwc'],
+  subscribeNwcCheck: ['nwc'],
   subscriberOfToken: ['nwc'],
   nwcFallback: ['nwc'],
   renewalEnded: ['payments'],

@@ -189,6 +189,12 @@ export const messages = {
     reply: z.object({ exists: z.boolean() }),
   },
   subscribeNwc: { subject: 'billing.internal.subscribe_nwc', request: SubscribeNwc, reply: SubscribedNwc },
+  /**
+   * What `subscribeNwc` would refuse before writing anything (the plan, its methods, the wallet's limit,
+   * the contacts), asked before the NWC service connects to the wallet's relay: a wrong plan is said as
+   * such, and no relay is contacted for it. The same 404/422 as `subscribeNwc`, or `ok`.
+   */
+  subscribeNwcCheck: { subject: 'billing.internal.subscribe_nwc_check', request: SubscribeNwc, reply: z.object({ ok: z.literal(true) }) },
   /** The NWC service's portal resolves the subscriber of an X-Subscriber-Token through billing (404: unknown token). */
   subscriberOfToken: {
     subject: 'billing.internal.subscriber_of_token',

@@ -179,12 +179,10 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
 }
 
 /**
- * One attempt of `openCheckout`: checks the method and the wallet's limit against the plan (as it is now)
- * and the server, then commits the subscriber and the subscription (guarded by the one-live-subscription
- * index, so concurrent identical requests make one subscription) before the first payment is requested.
- * If the payment cannot be created the subscription expires at once, so the contact can try again.
+ * What a checkout refuses before it writes anything: the plan (public, accepting the method), the
+ * server's provider for it, the wallet's limit, the contacts. The plan as it is now.
  */
-async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened> {
+export async function checkedPlan(d: Deps, input: SubscribeInput): Promise<Plan> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan) throw notFound('Plan');
   const method = input.payment_method;
@@ -213,6 +211,18 @@ async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened>
     const refused = offered ? preferenceIssues(input.contact_preference, offered.methods) : [];
     if (refused.length) throw invalidFields(refused);
   }
+  return plan;
+}
+
+/**
+ * One attempt of `openCheckout`: checks the method and the wallet's limit against the plan (as it is now)
+ * and the server, then commits the subscriber and the subscription (guarded by the one-live-subscription
+ * index, so concurrent identical requests make one subscription) before the first payment is requested.
+ * If the payment cannot be created the subscription expires at once, so the contact can try again.
+ */
+async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened> {
+  const plan = await checkedPlan(d, input);
+  const method = input.payment_method;
   const again = input.checkout_key ? await repeatCheckout(d, plan, input.checkout_key) : undefined;
   if (again) return again;
 

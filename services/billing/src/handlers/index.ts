@@ -23,7 +23,7 @@ import {
 } from './portal.js';
 import { subscriptionContact } from './notification-contacts.js';
 import { getPublicPlan } from './public.plan_get.js';
-import { subscribe, subscribeNwc } from './public.subscribe.js';
+import { subscribe, subscribeNwc, subscribeNwcCheck } from './public.subscribe.js';
 import { getSubscriber, listPlanSubscribers, listSubscribers } from './subscribers.js';
 import { cancelSubscription } from './subscriptions.cancel.js';
 import { extendSubscription } from './subscriptions.extend.js';
@@ -58,6 +58,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   getSubscriber(d),
   subscribe(d),
   subscribeNwc(d),
+  subscribeNwcCheck(d),
   portalListSubscriptions(d),
   portalListPayments(d),
   portalCancel(d),

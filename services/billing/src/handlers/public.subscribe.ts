@@ -1,7 +1,7 @@
 import { messages, utcMinute } from '@sb/contracts';
 import { messageHandler, routeHandler, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { openCheckout } from '../subscribe.js';
+import { checkedPlan, openCheckout } from '../subscribe.js';
 
 /** Public checkout: an invoice, address or processor checkout for paid plans; an active trial otherwise. */
 export const subscribe = (d: Deps) =>
@@ -46,4 +46,11 @@ export const subscribeNwc = (d: Deps) =>
       payment: p ? { id: p.id, payment_request: p.payment_request!, payment_hash: p.payment_hash!, amount_sats: p.amount_sats } : null,
       ...(p ? {} : { trial: { days: plan.trial_days, end: sub.trial_end ?? sub.current_period_end } }),
     };
+  });
+
+/** `subscribeNwc`'s refusals, before the NWC service contacts the wallet (see messages.subscribeNwcCheck). */
+export const subscribeNwcCheck = (d: Deps) =>
+  messageHandler(messages.subscribeNwcCheck, async (body) => {
+    await checkedPlan(d, { ...body, payment_method: 'nwc' });
+    return { ok: true as const };
   });

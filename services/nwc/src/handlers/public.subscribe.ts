@@ -1,5 +1,5 @@
 import { ID_PREFIXES, messages, type NWCErrorCode, publicRoutes, satsText, utcMinute } from '@sb/contracts';
-import { callMessage, newId, routeHandler, invalid } from '@sb/runtime';
+import { BusUnavailableError, callMessage, newId, routeHandler, invalid } from '@sb/runtime';
 import { ConnectionStringError } from '../connection-string.js';
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection } from '../charge.js';
@@ -73,8 +73,14 @@ export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe.nwc', async (req) => {
     const by = answerBy(d, SUBSCRIBE_WAIT_MS, req.caller.answer_by);
     const body = req.body;
-    const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const { nwc_connection_string: _secret, ...rest } = body;
+    // The plan and the contacts first: no relay is contacted for a plan that cannot be had (found from
+    // outside: an unknown plan was answered as the wallet's relay being unreachable). An older billing
+    // without the check leaves it to the subscribe below.
+    await callMessage(d.bus, messages.subscribeNwcCheck, rest).catch((err) => {
+      if (!(err instanceof BusUnavailableError && err.noResponders)) throw err;
+    });
+    const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
     const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
     const notPaid = (error: { code: NWCErrorCode; message: string }) => ({
