@@ -1,4 +1,4 @@
-import { EVENTS_STREAM } from './bus.js';
+import { EVENTS_STREAM, WORKING_PROBE_SUBJECT, WORKING_SUFFIX } from './bus.js';
 import { type EventName, eventSubject } from './events.js';
 import { messages as internalMessages } from './internal.js';
 import { notificationMessages } from './notifications.js';
@@ -98,19 +98,25 @@ export function busPermissions(opts: { devMode?: boolean } = {}): Record<BusServ
   };
 
   // Only the gateway turns HTTP into route messages (the caller it names is trusted by the owner).
-  // Whoever answers a subject may reply (NATS allows a reply to any request it received, on its reply subject).
-  const answers = (subject: string) => {
+  // Whoever answers a subject may reply (NATS allows a reply to any request it received, on its reply
+  // subject) and send its callers' requests working signals (`<reply subject>.w` in their inboxes: a
+  // 4-token subject no reply uses, so a signal can never pass for an answer), and may publish the probe
+  // by which it learns that this configuration lets it send them.
+  const answers = (subject: string, callers: BusService[]) => {
     const owner = perms[ownerOf(subject)];
     owner.subscribe.add(subject);
     owner.allowResponses = true;
+    owner.publish.add(WORKING_PROBE_SUBJECT);
+    for (const c of callers) owner.publish.add(`${inboxPrefix(c)}.*.*${WORKING_SUFFIX}`);
   };
   for (const r of routes) {
     perms.gateway.publish.add(r.subject);
-    answers(r.subject);
+    answers(r.subject, ['gateway']);
   }
   for (const [key, m] of Object.entries(messages)) {
-    answers(m.subject);
-    for (const s of MESSAGE_SENDERS[key as keyof typeof messages]) perms[s].publish.add(m.subject);
+    const senders = MESSAGE_SENDERS[key as keyof typeof messages];
+    answers(m.subject, senders);
+    for (const s of senders) perms[s].publish.add(m.subject);
   }
   const stream = EVENTS_STREAM;
   for (const [event, emitters] of Object.entries(EVENT_EMITTERS)) {

@@ -65,6 +65,21 @@ export type BusErrorReply = z.infer<typeof BusErrorReply>;
 export const BusReply = z.discriminatedUnion('ok', [z.object({ ok: z.literal(true), data: z.unknown() }), BusErrorReply]);
 export type BusReply = z.infer<typeof BusReply>;
 
+/**
+ * Working signals: a request whose caller waits long (a route or message with a wait of its own) carries
+ * this header, its value the interval in ms at which the caller wants to hear that its answerer is still
+ * at work. The answerer then publishes an empty message on `<reply subject>` + WORKING_SUFFIX at once and
+ * at that interval until it answers, so that a caller notices a dead answerer (or a request lost with a
+ * NATS server) within its default wait, not at the end of the long one.
+ */
+export const WORKING_HEADER = 'Sb-Working';
+export const WORKING_SUFFIX = '.w';
+/**
+ * Published (to nobody) by an answerer to learn whether the NATS configuration lets it send working
+ * signals: allowed in the same generated configuration as the signals themselves, refused by an older one.
+ */
+export const WORKING_PROBE_SUBJECT = '_SB.working.probe';
+
 /** Request/reply subjects are `<service>.<resource>.<verb>`; each service answers in its own queue group. */
 export const QUEUE_GROUPS = { billing: 'billing', payments: 'payments', nwc: 'nwc', notifier: 'notifier' } as const;
 

@@ -1,13 +1,13 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { errors, headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import { BusReply, type z } from '@sb/contracts';
+import { BusReply, WORKING_HEADER, WORKING_PROBE_SUBJECT, WORKING_SUFFIX, type z } from '@sb/contracts';
 import { isDbUnavailable } from './db.js';
 import { BusUnavailableError, DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { Listener } from './listener.js';
 import { connectNats, connectNatsWhenReachable, natsOptions, natsReachable, type NatsSettings } from './nats.js';
-import { ReplyInbox } from './reply-inbox.js';
+import { ReplyInbox, type Wait } from './reply-inbox.js';
 import { extractTraceContext, injectTraceHeaders, tracer } from './telemetry.js';
 
 /**
@@ -27,6 +27,8 @@ interface WireReply {
   err?: unknown;
   isDisposed?: boolean;
   id?: string;
+  /** The answerer sends working signals when asked (its NATS configuration lets it): absent from older answerers. */
+  signals?: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -51,12 +53,27 @@ function withTimeout<T>(p: Promise<T>, ms: number, subject: string): Promise<T> 
 
 /** How long a request waits for a dropped NATS connection to come back before it is answered unavailable. */
 const RECONNECT_GRACE_MS = 1000;
+/** The least time without a working signal before a long request fails (a short BUS_TIMEOUT_MS would be jitter). */
+const MIN_IDLE_MS = 2000;
+/** How often an answerer at work says so, at most (a few signals fit in the idle time). */
+const MAX_SIGNAL_EVERY_MS = 1000;
+/**
+ * How long an answering service is not trusted to send working signals after one of its answers did not
+ * say it does (a replica of an older version, or one whose NATS configuration refuses its signals, is
+ * still running): long enough to outlast a rolling update's mix of versions.
+ */
+const DISTRUST_MS = 5 * 60_000;
 
 /** Request/reply over NATS, with the W3C trace context in the message headers. */
 export class BusClient {
   private conn: { nc: NatsConnection; inbox: ReplyInbox } | undefined;
   private connecting: Promise<{ nc: NatsConnection; inbox: ReplyInbox }> | undefined;
   private closed = false;
+  /**
+   * Per answering service (a subject's first token, its queue group): from when it is trusted to send
+   * working signals, learned from what its answers say.
+   */
+  private readonly trustedFrom = new Map<string, number>();
   /** Set while the connection is down (the client reconnects by itself): resolves when it is back. */
   private down: { back: Promise<void>; resolve: () => void } | undefined;
 
@@ -133,6 +150,23 @@ export class BusClient {
     return busWaitMs(this.timeoutMs, timeoutMs);
   }
 
+  /**
+   * A request that may wait longer than the idle time asks for working signals: a dead answerer, or a
+   * request lost with a NATS server, is then noticed after the idle time, not at the end of the long wait.
+   */
+  private signalsFor(owner: string, wait: number): Wait['signals'] {
+    const idleMs = Math.max(this.timeoutMs, MIN_IDLE_MS);
+    if (wait <= idleMs) return undefined;
+    const trusted = (this.trustedFrom.get(owner) ?? Number.POSITIVE_INFINITY) <= Date.now();
+    return { idleMs, signalEveryMs: Math.min(MAX_SIGNAL_EVERY_MS, Math.floor(idleMs / 4)), trusted };
+  }
+
+  /** What an answer says of its service: one that sends no signals makes the service untrusted for a while. */
+  private learn(owner: string, signals: boolean): void {
+    if (!signals) this.trustedFrom.set(owner, Date.now() + DISTRUST_MS);
+    else if (!this.trustedFrom.has(owner)) this.trustedFrom.set(owner, Date.now());
+  }
+
   /** `timeoutMs` lengthens the wait for a request known to be slow; it never shortens BUS_TIMEOUT_MS. */
   async request(subject: string, payload: unknown, timeoutMs?: number): Promise<BusReply> {
     // The span is not made active: nothing runs inside it but the round trip, and its context goes out in the headers.
@@ -150,8 +184,10 @@ export class BusClient {
       const h = natsHeaders();
       injectTraceHeaders(h, trace.setSpan(context.active(), span));
       const request: WireRequest = { pattern: subject, data: payload, id: String(++nextRequestId) };
-      const msg = await inbox.request(subject, encode(request), h, wait);
+      const owner = subject.split('.', 1)[0]!;
+      const { msg } = await inbox.request(subject, encode(request), h, { waitMs: wait, signals: this.signalsFor(owner, wait) });
       const wire = JSON.parse(decoder.decode(msg.data)) as WireReply;
+      this.learn(owner, wire.signals === true);
       if (wire.err !== undefined) throw new Error(typeof wire.err === 'string' ? wire.err : JSON.stringify(wire.err));
       return BusReply.parse(wire.response);
     } catch (err) {
@@ -191,6 +227,11 @@ export function defineHandler<S extends z.ZodType>(h: {
 const DRAIN_MAX_MS = 60_000;
 /** How long a closing server waits for the server to confirm its subscriptions are gone. */
 const SUB_DRAIN_MAX_MS = 2_000;
+/** After the NATS server refused working signals, when a service asks again (its configuration may have been reloaded). */
+const SIGNALS_REPROBE_MS = 60_000;
+/** Bounds on the interval a caller asks working signals at. */
+const SIGNAL_EVERY_MIN_MS = 100;
+const SIGNAL_EVERY_MAX_MS = 5_000;
 
 /**
  * A service's side of the bus: one subscription per handler subject in the service's queue group (so
@@ -207,6 +248,18 @@ export class BusServer {
   private refused: Error | undefined;
   private closing = false;
   inFlight = 0;
+  /**
+   * Whether this service sends working signals (WORKING_HEADER): only once the NATS server is known to
+   * allow them (an auth.conf older than the code refuses them; its answers then say they send none, and
+   * their callers wait their whole wait, as before signals).
+   */
+  private signals: { on: boolean; checkedAt: number; refused: boolean; told: boolean; probing: boolean } = {
+    on: false,
+    checkedAt: 0,
+    refused: false,
+    told: false,
+    probing: false,
+  };
 
   constructor(
     private readonly conn: string | NatsSettings,
@@ -246,6 +299,8 @@ export class BusServer {
     this.nc ??= await connectNatsWhenReachable(this.conn, this.queue, log ?? { warn: () => undefined });
     const nc = this.nc;
     void this.watchStatus(nc, log);
+    // Before the first subscription: every answer then says the truth about signals.
+    await this.probeSignals(nc, log);
     this.listener ??= new Listener(`bus answers of ${this.queue}`, () => this.subscribeAll(nc), {
       log,
       details: { subjects: this.routes.map((r) => r.handler.subject) },
@@ -264,13 +319,57 @@ export class BusServer {
     if (this.refused) throw this.refused;
   }
 
+  /** Asks the server whether it lets this service send working signals: a refusal comes before the round trip's answer. */
+  private async probeSignals(nc: NatsConnection, log: Logger | undefined): Promise<void> {
+    const s = this.signals;
+    if (s.probing) return;
+    s.probing = true;
+    s.refused = false;
+    try {
+      nc.publish(WORKING_PROBE_SUBJECT);
+      await Promise.race([nc.flush(), new Promise((_, reject) => setTimeout(() => reject(new Error('no answer')), SUB_DRAIN_MAX_MS).unref())]);
+      // The status iterator (where the refusal is reported) runs after the flush's answer resolves.
+      await new Promise((r) => setImmediate(r));
+      s.on = !s.refused;
+      if (s.on && s.told) log?.info({}, 'working signals allowed again by the NATS server');
+      if (s.on) s.told = false;
+    } catch {
+      // NATS away: asked again later.
+      s.on = false;
+    } finally {
+      s.checkedAt = Date.now();
+      s.probing = false;
+    }
+  }
+
+  /** The NATS server refused a working signal or the probe: none sent until it is asked again. */
+  private signalsRefused(log: Logger | undefined, err: Error): void {
+    const s = this.signals;
+    s.refused = true;
+    s.on = false;
+    s.checkedAt = Date.now();
+    if (s.told) return;
+    s.told = true;
+    log?.warn(
+      { err: err.message },
+      'working signals refused by the NATS server (its configuration is older than the code?): long requests to this service wait their whole time',
+    );
+  }
+
+  /** Whether an answer may send working signals now; a refusal is checked again after a while. */
+  private signalling(nc: NatsConnection, log: Logger): boolean {
+    const s = this.signals;
+    if (!s.on && !s.probing && Date.now() - s.checkedAt > SIGNALS_REPROBE_MS) void this.probeSignals(nc, log);
+    return s.on;
+  }
+
   private subscribe(nc: NatsConnection, h: Handler, log: Logger): void {
     const sub = nc.subscribe(h.subject, {
       queue: this.queue,
       callback: (err, msg) => {
         if (err) return void this.refuse(h, sub, err);
         this.inFlight++;
-        answer(h, msg, log)
+        answer(h, msg, log, this.signalling(nc, log) ? nc : undefined)
           .catch((e) => log.error({ err: e, subject: h.subject }, 'bus request not answered'))
           .finally(() => this.inFlight--);
       },
@@ -295,8 +394,12 @@ export class BusServer {
       if (s.type === 'disconnect') log?.warn({ server: s.server }, 'NATS disconnected');
       else if (s.type === 'reconnect') log?.info({ server: s.server }, 'NATS reconnected');
       else if (s.type === 'error') {
-        log?.error({ err: String(s.error) }, 'NATS error');
         const e = s.error;
+        if (e instanceof errors.PermissionViolationError && e.operation === 'publish' && isSignalSubject(e.subject)) {
+          this.signalsRefused(log, e);
+          continue;
+        }
+        log?.error({ err: String(s.error) }, 'NATS error');
         if (!(e instanceof errors.PermissionViolationError) || e.operation !== 'subscription') continue;
         for (const [h, sub] of this.subs) {
           if (h.subject !== e.subject) continue;
@@ -347,11 +450,36 @@ function unframe(msg: Msg): { data: unknown; id?: string } {
   return w && typeof w === 'object' && 'pattern' in w && 'data' in w ? { data: w.data, id: w.id } : { data: wire };
 }
 
+const isSignalSubject = (subject: string) => subject === WORKING_PROBE_SUBJECT || subject.endsWith(WORKING_SUFFIX);
+
+/**
+ * Working signals for a request that asks for them, at once and then at its interval until the answer:
+ * the caller takes them as signs of life, so it notices this process dying mid-request within its idle
+ * time. Returns what stops them.
+ */
+function startSignals(msg: Msg, nc: NatsConnection | undefined): () => void {
+  const asked = nc && msg.reply ? Number(msg.headers?.get(WORKING_HEADER)) : 0;
+  if (!nc || !(asked > 0)) return () => undefined;
+  const subject = msg.reply + WORKING_SUFFIX;
+  const beat = () => {
+    try {
+      nc.publish(subject);
+    } catch {
+      // The connection is closing: the caller's idle time runs out, as for a dead answerer.
+    }
+  };
+  beat();
+  const timer = setInterval(beat, Math.min(SIGNAL_EVERY_MAX_MS, Math.max(SIGNAL_EVERY_MIN_MS, asked)));
+  return () => clearInterval(timer);
+}
+
 /**
  * One request: a consumer span continuing the caller's trace, the input validated (the one check of a
  * message on its way in; the receiver of the reply checks the reply), errors mapped to replies.
+ * `signals`: the connection working signals go out on, when this service may send them.
  */
-async function answer(h: Handler, msg: Msg, log: Logger): Promise<void> {
+async function answer(h: Handler, msg: Msg, log: Logger, signals?: NatsConnection): Promise<void> {
+  const stopSignals = startSignals(msg, signals);
   const parent = extractTraceContext(msg.headers);
   const span = tracer().startSpan(
     `${h.subject} process`,
@@ -363,8 +491,10 @@ async function answer(h: Handler, msg: Msg, log: Logger): Promise<void> {
   try {
     reply = await context.with(trace.setSpan(parent, span), () => run(h, data, span, log));
   } finally {
+    stopSignals();
     span.end();
   }
+  const says = signals ? { signals: true } : {};
   // An answer JSON cannot carry (a BigInt, a cycle) or NATS cannot carry (over max_payload) is a bug of
   // the handler: a 500 with its id for the caller, not a timeout.
   const failed = (err: unknown, what: string) => {
@@ -374,11 +504,12 @@ async function answer(h: Handler, msg: Msg, log: Logger): Promise<void> {
       response: { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${errorId}` } },
       isDisposed: true,
       id,
+      ...says,
     } satisfies WireReply);
   };
   let body: Uint8Array;
   try {
-    body = encode({ response: reply, isDisposed: true, id } satisfies WireReply);
+    body = encode({ response: reply, isDisposed: true, id, ...says } satisfies WireReply);
   } catch (err) {
     body = failed(err, 'handler answer not serializable');
   }

@@ -1,13 +1,44 @@
 import { createInbox, errors, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { WORKING_HEADER, WORKING_SUFFIX } from '@sb/contracts';
 import { BusUnavailableError } from './errors.js';
 import { Listener } from './listener.js';
 import type { Logger } from './logger.js';
 
 interface Waiting {
   subject: string;
-  resolve(msg: Msg): void;
+  resolve(reply: Reply): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
+  /** When the request's whole wait ends, whatever signals came. */
+  until: number;
+  /** With working signals asked for: how long the request waits without one. */
+  idleMs?: number;
+  /** The last sign of life: the first signal, or (when the answerer is trusted to send them) the request itself. */
+  lastSign?: number;
+  signals: number;
+}
+
+/** How a request waits: all of `waitMs`, or with working signals (see WORKING_HEADER) no more than `idleMs` without one. */
+export interface Wait {
+  waitMs: number;
+  /** Asks the answerer for working signals at `signalEveryMs`; once one came, `idleMs` without the next fails the request. */
+  signals?: {
+    idleMs: number;
+    signalEveryMs: number;
+    /**
+     * The answerer is known to send signals (it said so in its recent answers): the request itself
+     * counts as the first sign, so a request lost before any answerer took it fails after `idleMs` too.
+     * Otherwise (an answerer of an older version, or one whose NATS configuration refuses its signals,
+     * may get it) the idle rule starts only with a first signal.
+     */
+    trusted: boolean;
+  };
+}
+
+/** A reply, and how many working signals came before it. */
+export interface Reply {
+  msg: Msg;
+  signals: number;
 }
 
 /**
@@ -64,16 +95,18 @@ export class ReplyInbox {
   }
 
   private subscribe(): Subscription {
-    const sub = this.nc.subscribe(`${this.prefix}*`, {
+    // `>`, not `*`: working signals come on `<token>.w`.
+    const sub = this.nc.subscribe(`${this.prefix}>`, {
       callback: (err, msg) => {
         if (err) return this.failAll(err);
-        const token = msg.subject.slice(this.prefix.length);
-        const w = this.waiting.get(token);
+        const rest = msg.subject.slice(this.prefix.length);
+        if (rest.endsWith(WORKING_SUFFIX)) return this.signal(rest.slice(0, -WORKING_SUFFIX.length));
+        const w = this.waiting.get(rest);
         if (!w) return; // answered after its timeout
-        this.settle(token, w);
+        this.settle(rest, w);
         // NATS answers a request nobody listens to with an empty 503 status message.
         if (msg.data.length === 0 && msg.headers?.code === 503) w.reject(new BusUnavailableError(`${w.subject}: no responders`, true));
-        else w.resolve(msg);
+        else w.resolve({ msg, signals: w.signals });
       },
     });
     this.sub = sub;
@@ -87,19 +120,31 @@ export class ReplyInbox {
     return sub;
   }
 
-  request(subject: string, data: Uint8Array, headers: MsgHdrs, timeoutMs: number): Promise<Msg> {
+  /**
+   * Publishes a request and waits for its reply. A waiting request is not failed when the connection
+   * drops: the answerer's reply (and its signals) published after the reconnect still arrive; with
+   * signals, the idle rule ends the wait when they do not.
+   */
+  request(subject: string, data: Uint8Array, headers: MsgHdrs, wait: Wait): Promise<Reply> {
     const token = (++this.seq).toString(36);
-    return new Promise<Msg>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(token);
-        reject(new BusUnavailableError(`${subject} timed out`));
-      }, timeoutMs);
+    return new Promise<Reply>((resolve, reject) => {
       // Without its reply subscription (being made again) the answer could not arrive: unavailable now.
-      if (!this.sub) {
-        clearTimeout(timer);
-        return reject(new BusUnavailableError(`${subject}: the reply inbox is not subscribed (being made again)`));
-      }
-      this.waiting.set(token, { subject, resolve, reject, timer });
+      if (!this.sub) return reject(new BusUnavailableError(`${subject}: the reply inbox is not subscribed (being made again)`));
+      const now = Date.now();
+      const s = wait.signals;
+      if (s) headers.set(WORKING_HEADER, String(s.signalEveryMs));
+      const w: Waiting = {
+        subject,
+        resolve,
+        reject,
+        timer: undefined as unknown as NodeJS.Timeout,
+        until: now + wait.waitMs,
+        idleMs: s?.idleMs,
+        lastSign: s?.trusted ? now : undefined,
+        signals: 0,
+      };
+      w.timer = setTimeout(() => this.due(token, w), Math.min(wait.waitMs, s?.trusted ? s.idleMs : wait.waitMs));
+      this.waiting.set(token, w);
       try {
         this.nc.publish(subject, data, { reply: this.prefix + token, headers });
       } catch (err) {
@@ -107,6 +152,41 @@ export class ReplyInbox {
         reject(err);
       }
     });
+  }
+
+  /** A working signal: the request's idle clock starts again (the timer, when it fires, looks at it). */
+  private signal(token: string): void {
+    const w = this.waiting.get(token);
+    if (!w || w.idleMs === undefined) return;
+    const first = w.lastSign === undefined;
+    w.lastSign = Date.now();
+    w.signals++;
+    // Until the first signal the timer was set for the whole wait.
+    if (first) {
+      clearTimeout(w.timer);
+      w.timer = setTimeout(() => this.due(token, w), Math.min(w.idleMs, w.until - w.lastSign));
+    }
+  }
+
+  /** The request's timer: due at the end of its wait, or after `idleMs` without a sign of life. */
+  private due(token: string, w: Waiting): void {
+    if (this.waiting.get(token) !== w) return;
+    const now = Date.now();
+    const idleEnd = w.lastSign !== undefined && w.idleMs !== undefined ? w.lastSign + w.idleMs : Number.POSITIVE_INFINITY;
+    const end = Math.min(w.until, idleEnd);
+    if (now < end) {
+      w.timer = setTimeout(() => this.due(token, w), end - now);
+      return;
+    }
+    this.waiting.delete(token);
+    // A timeout either way (a 503 the client may retry), never `noResponders`: somebody may have taken it.
+    w.reject(
+      new BusUnavailableError(
+        now < w.until
+          ? `${w.subject}: no sign of its answerer for ${w.idleMs} ms (${w.signals ? 'it stopped working' : 'the request was lost or its answerer died'})`
+          : `${w.subject} timed out`,
+      ),
+    );
   }
 
   /** Requests still waiting for their reply. */

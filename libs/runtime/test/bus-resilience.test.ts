@@ -164,6 +164,36 @@ describe("a service's bus answers", () => {
   }, 60_000);
 });
 
+describe('an answerer whose auth.conf is older than its code (no working signals allowed)', () => {
+  it('answers a long request after longer than the default wait, says once that its signals are refused', async () => {
+    // The previous configuration: replies on the reply subject only, no `<reply>.w` signals, no probe.
+    const nats = await natsWithUsers([asker, answerer(['res.>'])]);
+    const { lines, log } = recorder();
+    const slow = defineHandler({
+      subject: 'res.slow',
+      request: z.object({ ms: z.number() }),
+      handle: ({ ms }) => new Promise((r) => setTimeout(() => r({ worked: ms }), ms)),
+    });
+    const server = createBusServer({ NATS_URL: nats.url, NATS_USER: 'answerer', NATS_PASSWORD: 'answererpw' }, 'answerer');
+    registerHandlers(server, [slow], log);
+    stops.push(() => server.close());
+    await server.listen();
+    const client = new BusClient({ NATS_URL: nats.url, NATS_USER: 'asker', NATS_PASSWORD: 'askerpw' }, 2_000, 'asker');
+    stops.push(() => client.close());
+    await client.connect();
+
+    expect(await client.request('res.slow', { ms: 1 })).toEqual({ ok: true, data: { worked: 1 } });
+    // Longer than the idle time: without signals the caller keeps its whole wait.
+    expect(await client.request('res.slow', { ms: 5000 }, 20_000)).toEqual({ ok: true, data: { worked: 5000 } });
+    const refused = lines.filter((l) => l.includes('working signals refused'));
+    expect(refused, lines.join('\n')).toHaveLength(1);
+    expect(
+      lines.filter((l) => l.includes('NATS error')),
+      lines.join('\n'),
+    ).toEqual([]);
+  }, 60_000);
+});
+
 describe("a bus client's reply inbox", () => {
   it('is subscribed again after the server refused it on a permissions reload: requests work again without a restart', async () => {
     const nats = await natsWithUsers([asker, answerer(['res.>'])]);

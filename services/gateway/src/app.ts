@@ -88,6 +88,9 @@ export interface GatewayApp {
   listener: RequestListener;
 }
 
+/** The status an access log line and the metrics give a request whose client went away before its answer (nginx's "client closed request"). */
+const CLIENT_GONE_STATUS = 499;
+
 export function createApp(d: GatewayDeps): GatewayApp {
   const app = express();
   app.disable('x-powered-by');
@@ -136,25 +139,40 @@ export function createApp(d: GatewayDeps): GatewayApp {
     );
     res.setHeader('X-Trace-Id', span.spanContext().traceId);
     const started = performance.now();
-    res.on('finish', () => {
+    let logged = false;
+    // `gone`: the client closed its connection before the answer was sent (the request may still run to its end).
+    const done = (gone: boolean) => {
+      if (logged) return;
+      logged = true;
       const route = (res.locals.routeId as string | undefined) ?? 'unmatched';
-      span.setAttribute('http.response.status_code', res.statusCode);
+      const status = gone ? CLIENT_GONE_STATUS : res.statusCode;
+      span.setAttribute('http.response.status_code', status);
       span.setAttribute('http.route', route);
       span.updateName(`${req.method} ${route}`);
       span.end();
       const seconds = (performance.now() - started) / 1000;
-      metricsOf(route, req.method, res.statusCode).observe(seconds);
+      metricsOf(route, req.method, status).observe(seconds);
       // Probes and scrapes come every few seconds from the kubelet and Prometheus: debug, not info.
       const level = route === 'ops' ? 'debug' : 'info';
       if (d.log.isLevelEnabled(level)) {
         context.with(trace.setSpan(parent, span), () =>
           d.log[level](
-            { req_id: requestId, method: req.method, path: shownPath(req.path), route, status: res.statusCode, ms: Math.round(seconds * 1000) },
+            {
+              req_id: requestId,
+              method: req.method,
+              path: shownPath(req.path),
+              route,
+              status,
+              ms: Math.round(seconds * 1000),
+              ...(gone ? { client_gone: true } : {}),
+            },
             'request',
           ),
         );
       }
-    });
+    };
+    res.on('finish', () => done(false));
+    res.on('close', () => done(!res.writableFinished));
     context.with(trace.setSpan(parent, span), next);
   };
 

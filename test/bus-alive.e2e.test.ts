@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { client, until } from './support/http.js';
+import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
+import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
+import { startStack, type Stack } from './support/stack.js';
+
+/**
+ * POST /public/subscribe/nwc waits up to 75 s on the bus (its wallet pays at once). Found from outside:
+ * with the answering service killed mid-request, the gateway answered 503 only after that whole wait;
+ * and a request whose client had gone away left no line in the gateway's log.
+ */
+const ROUTE_WAIT_MS = 75_000;
+let stack: Stack;
+let relay: NostrRelay;
+let wallet: NwcWallet;
+
+beforeAll(async () => {
+  relay = await startNostrRelay();
+  stack = await startStack({ wallets: 1, env: { BUS_TIMEOUT_MS: '2000', NWC_INFO_TIMEOUT_MS: '3000', NWC_REPLY_TIMEOUT_MS: '20000' } });
+  wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+});
+afterAll(async () => {
+  await wallet?.stop();
+  await stack?.stop();
+  await relay?.stop();
+});
+
+async function nwcPlan(name: string): Promise<string> {
+  const admin = client(stack.api, stack.wallets[0]!.admin_key);
+  return (await admin.post('/plans', { name, amount_sats: 1500, interval: 'monthly', allow_nwc: true })).body.id;
+}
+
+const subscribe = (plan_id: string, email: string, init?: RequestInit) =>
+  fetch(`${stack.api}/public/subscribe/nwc`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ plan_id, email, nwc_connection_string: wallet.connectionString() }),
+    ...init,
+  });
+
+describe('a request with a long bus wait', () => {
+  it('whose answerer works for longer than the default wait (a wallet taking 8 s) is answered', async () => {
+    const plan = await nwcPlan('Alive');
+    wallet.setBehaviour({ pay: true, delayMs: 8000 });
+    const res = await subscribe(plan, 'alive@example.com');
+    const body = await res.json();
+    expect(res.status, JSON.stringify(body)).toBe(201);
+    expect(body.status).toBe('active');
+  });
+
+  it('whose client goes away before the answer leaves a line in the gateway log', async () => {
+    const plan = await nwcPlan('Gone');
+    wallet.setBehaviour({ pay: true, delayMs: 3000 });
+    const asked = wallet.requests.length;
+    const aborted = new AbortController();
+    const pending = subscribe(plan, 'gone@example.com', {
+      signal: aborted.signal,
+      headers: { 'content-type': 'application/json', 'x-request-id': 'client-gone-1' },
+    });
+    await until(
+      async () => wallet.requests.length,
+      (n) => n > asked,
+    );
+    aborted.abort();
+    await expect(pending).rejects.toThrow();
+    const line = await until(
+      async () => stack.services.gateway.lines.find((l) => l.includes('client-gone-1')),
+      (l) => l !== undefined,
+    );
+    expect(line, 'no request line for the request whose client went away').toBeDefined();
+    const logged = JSON.parse(line!);
+    expect(logged).toMatchObject({ msg: 'request', route: 'public.subscribe.nwc', status: 499, client_gone: true });
+  });
+
+  it('whose answering service is killed mid-request is answered 503 well before its wait', async () => {
+    const plan = await nwcPlan('Killed');
+    wallet.setBehaviour({ pay: true, noAnswer: true });
+    const asked = wallet.requests.length;
+    const started = Date.now();
+    const pending = subscribe(plan, 'killed@example.com');
+    // nwc is waiting for the wallet: the request is in its hands.
+    await until(
+      async () => wallet.requests.length,
+      (n) => n > asked,
+    );
+    stack.services.nwc.child.kill('SIGKILL');
+    const res = await pending;
+    const body = await res.json();
+    expect(res.status, JSON.stringify(body)).toBe(503);
+    expect(body.detail).toBe('Service did not answer in time, please retry');
+    expect(Date.now() - started).toBeLessThan(ROUTE_WAIT_MS / 2);
+  });
+});
