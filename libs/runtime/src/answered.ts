@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { routes, type RouteDef } from '@sb/contracts';
 import type { Handler } from './bus.js';
-import type { Queryable } from './db.js';
+import { lockUntilCommit, type Db, type Queryable } from './db.js';
 import { conflict } from './errors.js';
 import type { Logger } from './logger.js';
 import { Poller } from './poller.js';
@@ -29,15 +29,26 @@ const KEPT = "interval '24 hours'";
 /**
  * The answers kept by `answerOnce`. Sealed with SECRETS_KEY (an answer may name what its owner alone
  * should see); kept 24 h, so a key rotated away opens them as long as SECRETS_KEY_PREVIOUS keeps it.
+ * `'unsealed'`: a service without SECRETS_KEY whose answers name nothing secret (payments' watch-only
+ * wallets, never their key) keeps them as JSON.
  */
 export class AnsweredRequests {
   private readonly t: string;
 
   constructor(
     schema: string,
-    private readonly box: SecretBox,
+    private readonly box: SecretBox | 'unsealed',
   ) {
     this.t = `${schema}.answered_requests`;
+  }
+
+  private seal(answer: unknown): string {
+    const json = JSON.stringify(answer ?? null);
+    return this.box === 'unsealed' ? json : this.box.seal(json);
+  }
+
+  private open(stored: string): unknown {
+    return JSON.parse(this.box === 'unsealed' ? stored : this.box.open(stored));
   }
 
   async find(q: Queryable, key: string): Promise<{ request_hash: string; answer: unknown } | undefined> {
@@ -46,7 +57,7 @@ export class AnsweredRequests {
       [key],
     );
     const row = rows[0];
-    return row && { request_hash: row.request_hash, answer: JSON.parse(this.box.open(row.answer_sealed)) };
+    return row && { request_hash: row.request_hash, answer: this.open(row.answer_sealed) };
   }
 
   /**
@@ -58,7 +69,7 @@ export class AnsweredRequests {
       `INSERT INTO ${this.t} (key, request_hash, answer_sealed) VALUES ($1, $2, $3)
        ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, answer_sealed = EXCLUDED.answer_sealed, created_at = now()
        WHERE ${this.t}.created_at <= now() - ${KEPT}`,
-      [key, requestHash, this.box.seal(JSON.stringify(answer ?? null))],
+      [key, requestHash, this.seal(answer)],
     );
     return rowCount === 1;
   }
@@ -85,6 +96,14 @@ export class AnsweredRequests {
 /** Records a write's answer in the transaction that made the write, and hands the answer back. */
 export type Keep = <A>(tx: Queryable, answer: A) => Promise<A>;
 
+/**
+ * Runs an effect that no rollback undoes (a message sent) in a transaction holding the request's key, and
+ * answers what it answers (its `keep`, in that transaction). Another try of the key waits for this one:
+ * it answers the recorded answer once this one committed, or runs when this one failed. Without a key
+ * the effect runs with the pool and no transaction (no connection held while it waits on the network).
+ */
+export type Hold = <A>(effect: (tx: Queryable) => Promise<A>) => Promise<A>;
+
 /** The answer as kept for Idempotency-Key replays: fields shown only once (secrets) are left out. */
 export function withoutShownOnce(payload: unknown, fields: readonly string[] | undefined): unknown {
   if (!fields?.length || !payload || typeof payload !== 'object' || Array.isArray(payload)) return payload;
@@ -99,19 +118,25 @@ export function withoutShownOnce(payload: unknown, fields: readonly string[] | u
  * the handler calls once, in the transaction that commits its change), and a request whose key is
  * recorded gets that answer without anything done. A request that failed recorded nothing (its
  * transaction rolled back) and runs again. Two tries at once (the retry while the first still runs)
- * meet on the key's row: the later one rolls back and answers the first one's answer.
- * Without a key (PUT, DELETE, internal calls) the handler just runs.
+ * meet on the key's row: the later one rolls back and answers the first one's answer. That undoes only
+ * what the database holds: an effect outside it (a message sent) runs in `hold`, so the later try waits
+ * instead of sending again. Without a key (PUT, DELETE, internal calls) the handler just runs.
  */
 export function answerOnce<I extends RouteId>(
   answered: AnsweredRequests,
-  db: Queryable,
+  db: Db,
   id: I,
-  handle: (req: RouteRequest<I>, keep: Keep) => Promise<RouteReply<I>>,
+  handle: (req: RouteRequest<I>, keep: Keep, hold: Hold) => Promise<RouteReply<I>>,
 ): Handler {
   const shownOnce = (routes as readonly RouteDef[]).find((r) => r.id === id)?.shownOnce;
   return routeHandler(id, async (req) => {
     const key = req.caller.idempotency_key;
-    if (!key) return handle(req, async (_tx, answer) => answer);
+    if (!key)
+      return handle(
+        req,
+        async (_tx, answer) => answer,
+        (effect) => effect(db),
+      );
     // The gateway refuses a key reused with another request while it holds the key; this holds after it freed it.
     const hash = createHash('sha256')
       .update(JSON.stringify([id, req.params, req.query, req.body ?? null]))
@@ -123,17 +148,25 @@ export function answerOnce<I extends RouteId>(
     };
     const before = await recorded();
     if (before !== undefined) return before;
+    const meanwhile = () => conflict('A request with this Idempotency-Key was answered meanwhile');
     try {
-      return await handle(req, async (tx, answer) => {
-        if (!(await answered.record(tx, key, hash, withoutShownOnce(answer, shownOnce)))) {
-          throw conflict('A request with this Idempotency-Key was answered meanwhile');
-        }
-        return answer;
-      });
+      return await handle(
+        req,
+        async (tx, answer) => {
+          if (!(await answered.record(tx, key, hash, withoutShownOnce(answer, shownOnce)))) throw meanwhile();
+          return answer;
+        },
+        (effect) =>
+          db.tx(async (tx) => {
+            await lockUntilCommit(tx, 'answered request', key);
+            if (await answered.find(tx, key)) throw meanwhile();
+            return effect(tx);
+          }),
+      );
     } catch (err) {
       // Another try made the change first (this one then found it made: a 409, or lost the race on the key).
-      const meanwhile = await recorded().catch(() => undefined);
-      if (meanwhile !== undefined) return meanwhile;
+      const answer = await recorded().catch(() => undefined);
+      if (answer !== undefined) return answer;
       throw err;
     }
   });

@@ -37,3 +37,11 @@ it('keeps an answer sealed for 24 hours: found, not recorded twice, then replace
   const left = await db.query<{ key: string }>(`SELECT key FROM a.answered_requests`);
   expect(left.rows.map((r) => r.key)).toEqual(['k1']);
 });
+
+it("keeps an answer as JSON in a service whose answers name nothing secret ('unsealed')", async () => {
+  const plain = new AnsweredRequests('a', 'unsealed');
+  expect(await plain.record(db, 'p1', 'h1', { id: 'wo_1', name: 'Cold' })).toBe(true);
+  expect(await plain.find(db, 'p1')).toEqual({ request_hash: 'h1', answer: { id: 'wo_1', name: 'Cold' } });
+  const stored = await db.query<{ answer_sealed: string }>(`SELECT answer_sealed FROM a.answered_requests WHERE key = 'p1'`);
+  expect(JSON.parse(stored.rows[0]!.answer_sealed)).toEqual({ id: 'wo_1', name: 'Cold' });
+});
