@@ -43,9 +43,11 @@ export const WebhookEndpoint = z
   .openapi('WebhookEndpoint');
 export type WebhookEndpoint = z.infer<typeof WebhookEndpoint>;
 
+/** A retry with the same Idempotency-Key answers the endpoint it made without the secret (shown once). */
 export const WebhookEndpointCreated = WebhookEndpoint.extend({
-  secret: z.string().openapi({
-    description: 'Standard Webhooks signing secret (`whsec_<base64>`). Shown only in this answer: store it now.',
+  secret: z.string().optional().openapi({
+    description:
+      'Standard Webhooks signing secret (`whsec_<base64>`). Shown only in this answer: store it now. Absent when the answer repeats an earlier one (the same `Idempotency-Key`): that request made the endpoint and showed its secret.',
   }),
 }).openapi('WebhookEndpointCreated');
 

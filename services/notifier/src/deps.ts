@@ -1,4 +1,4 @@
-import type { BusClient, Clock, Db, Logger, SecretBox } from '@sb/runtime';
+import type { AnsweredRequests, BusClient, Clock, Db, Logger, SecretBox } from '@sb/runtime';
 import type { AddressPolicy } from '@sb/runtime';
 import type { EndpointsRepo } from './store/endpoints.repo.js';
 import type { DeliveriesRepo } from './store/deliveries.repo.js';
@@ -21,6 +21,8 @@ export interface Deps {
   settings: SettingsRepo;
   notifications: NotificationsRepo;
   messenger: MessengerRepo;
+  /** The answers of owner writes by Idempotency-Key (answerOnce). */
+  answered: AnsweredRequests;
   /** Seals webhook signing secrets, channel secrets and message bodies at rest. */
   secrets: SecretBox;
   /** Calls to billing: a subscription's contacts and portal link, whether a plan id is the owner's. */

@@ -1,5 +1,5 @@
 import { EVENT_CONSUMERS } from '@sb/contracts';
-import { BusClient, DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
+import { AnsweredRequests, BusClient, DurableEventConsumer, main, Poller, runService, SecretBox } from '@sb/runtime';
 import { loadNotifierConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { EventRecorder } from './events-consumer.js';
@@ -23,6 +23,7 @@ main('notifier', () =>
     opsPortVar: 'NOTIFIER_OPS_PORT',
     async setup({ config, log, db, nc, clock, registry }) {
       const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'notifier-client', log);
+      const secrets = new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS);
       const deps: Deps = {
         db,
         clock,
@@ -32,7 +33,8 @@ main('notifier', () =>
         settings: new SettingsRepo(SCHEMA),
         notifications: new NotificationsRepo(SCHEMA),
         messenger: new MessengerRepo(SCHEMA),
-        secrets: new SecretBox(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS),
+        answered: new AnsweredRequests(SCHEMA, secrets),
+        secrets,
         bus,
         walletNames: new WalletNames(bus, log),
         addresses: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE },
@@ -64,6 +66,7 @@ main('notifier', () =>
       const pollers = [
         new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => webhooks.deliverDue(), log),
         new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),
+        deps.answered.purging(db, log),
         ...(config.MESSENGER_POLL_MS > 0 ? [new Poller('messenger links', config.MESSENGER_POLL_MS, () => pollMessengerBots(deps), log)] : []),
       ];
       return {

@@ -1,6 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { messages, notificationMessages, type NotificationSettingsUpdate, type NotificationTestRequest } from '@sb/contracts';
-import { callMessage, messageHandler, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid, conflict, invalidFields } from '@sb/runtime';
+import {
+  answerOnce,
+  callMessage,
+  messageHandler,
+  notFound,
+  routeHandler,
+  unixSeconds,
+  walletOf,
+  type Handler,
+  invalid,
+  conflict,
+  invalidFields,
+} from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
 import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
 import { botIdOf, tokenHashOf } from '../channels/messenger.js';
@@ -142,16 +154,19 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     return { plan_id: planId, inherit: false, ...saved };
   }),
 
-  routeHandler('notification_settings.test', async (req) => {
+  answerOnce(d.answered, d.db, 'notification_settings.test', async (req, keep, hold) => {
     const body = req.body;
     if (body.plan_id) await requireOwnPlan(d, walletOf(req), body.plan_id);
     const s = await loadEffective(d, d.db, walletOf(req), body.plan_id);
     if (!s.settings.channels[body.channel]) throw invalid(['channel'], `the ${body.channel} channel is not configured${body.plan_id ? ' for this plan' : ''}`);
     const to = testRecipient(body.channel, body.to, ownerTargets(s.settings), !s.secrets.smtp_url);
-    // A test is the owner's own message, to the address they name.
-    const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel), 'owner');
-    d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
-    return { channel: body.channel, to, delivered: outcome.delivered, error: outcome.error };
+    // A message sent is not rolled back: another try of the same key waits for this one's answer.
+    return hold(async (tx) => {
+      // A test is the owner's own message, to the address they name.
+      const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel), 'owner');
+      d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
+      return keep(tx, { channel: body.channel, to, delivered: outcome.delivered, error: outcome.error });
+    });
   }),
 
   routeHandler('notifications.list', async (req) => {
@@ -163,13 +178,15 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     return { ...page, items: page.items.map((n) => toNotification(n, attempts)) };
   }),
 
-  routeHandler('notifications.retry', async (req) => {
+  answerOnce(d.answered, d.db, 'notifications.retry', async (req, keep) => {
     const walletId = walletOf(req);
-    const outcome = await d.notifications.retry(d.db, walletId, req.params.id, unixSeconds(d.clock));
-    if (outcome === 'not_found') throw notFound('Notification');
-    if (outcome === 'not_failed') throw conflict('Only a failed notification can be retried');
-    const n = (await d.notifications.get(d.db, walletId, req.params.id))!;
-    return toNotification(n, await d.notifications.attemptsOf(d.db, [n.id]));
+    return d.db.tx(async (tx) => {
+      const outcome = await d.notifications.retry(tx, walletId, req.params.id, unixSeconds(d.clock));
+      if (outcome === 'not_found') throw notFound('Notification');
+      if (outcome === 'not_failed') throw conflict('Only a failed notification can be retried');
+      const n = (await d.notifications.get(tx, walletId, req.params.id))!;
+      return keep(tx, toNotification(n, await d.notifications.attemptsOf(tx, [n.id])));
+    });
   }),
 
   messageHandler(notificationMessages.contactMethods, async ({ wallet_id, plan_id }) => {

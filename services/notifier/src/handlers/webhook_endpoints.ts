@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { messages, type WebhookDelivery, type WebhookEndpoint } from '@sb/contracts';
-import { callMessage, newId, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid } from '@sb/runtime';
+import { answerOnce, callMessage, newId, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
 import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
@@ -48,7 +48,8 @@ async function ownEndpoint(d: Deps, walletId: string, id: string): Promise<Endpo
 }
 
 export const webhookEndpointHandlers = (d: Deps): Handler[] => [
-  routeHandler('webhook_endpoints.create', async (req) => {
+  // The secret is left out of the recorded answer (the route's shownOnce): a retry answers the endpoint without it.
+  answerOnce(d.answered, d.db, 'webhook_endpoints.create', async (req, keep) => {
     const body = req.body;
     try {
       await checkWebhookUrl(body.url, d.addresses);
@@ -73,8 +74,10 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
       secret_sealed: d.secrets.seal(secret),
       created_at: Math.floor(nowMs / 1000),
     };
-    await d.endpoints.insert(d.db, record);
-    return { ...toEndpoint(record), secret };
+    return d.db.tx(async (tx) => {
+      await d.endpoints.insert(tx, record);
+      return keep(tx, { ...toEndpoint(record), secret });
+    });
   }),
 
   routeHandler('webhook_endpoints.list', async (req) => {
@@ -102,23 +105,25 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     return { ...page, items: page.items.map((r) => toDelivery(r, attempts.get(r.id) ?? [])) };
   }),
 
-  routeHandler('webhook_deliveries.replay', async (req) => {
+  answerOnce(d.answered, d.db, 'webhook_deliveries.replay', async (req, keep) => {
     const ep = await ownEndpoint(d, walletOf(req), req.params.id);
     const original = await d.deliveries.get(d.db, ep.id, req.params.delivery_id);
     if (!original) throw notFound('Webhook delivery');
     const nowMs = d.clock.nowMs();
     const id = newId(DELIVERY_ID_PREFIX, nowMs);
-    // The same body and event id: receivers that dedupe on webhook-id see the replay as the same event.
-    await d.deliveries.record(d.db, {
-      id,
-      endpoint_id: ep.id,
-      wallet_id: original.wallet_id,
-      event_id: original.event_id,
-      event: original.event,
-      body: original.body,
-      now: Math.floor(nowMs / 1000),
-      replay_of: original.id,
+    return d.db.tx(async (tx) => {
+      // The same body and event id: receivers that dedupe on webhook-id see the replay as the same event.
+      await d.deliveries.record(tx, {
+        id,
+        endpoint_id: ep.id,
+        wallet_id: original.wallet_id,
+        event_id: original.event_id,
+        event: original.event,
+        body: original.body,
+        now: Math.floor(nowMs / 1000),
+        replay_of: original.id,
+      });
+      return keep(tx, toDelivery((await d.deliveries.get(tx, ep.id, id))!, []));
     });
-    return toDelivery((await d.deliveries.get(d.db, ep.id, id))!, []);
   }),
 ];

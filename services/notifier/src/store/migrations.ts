@@ -1,4 +1,4 @@
-import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
+import { answeredRequestsTableSql, outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -169,5 +169,14 @@ CREATE TABLE messenger_links (
   linked_at BIGINT NOT NULL,
   PRIMARY KEY (bot_id, username)
 );`,
+  },
+  {
+    id: 103,
+    name: 'answers of owner writes by Idempotency-Key',
+    // A table alone, which older code ignores.
+    compatible: true,
+    // The answer of each keyed write, in the write's transaction: a retry whose first answer was lost on
+    // the bus gets it (answerOnce, @sb/runtime), never a second endpoint, replay or test message.
+    sql: answeredRequestsTableSql,
   },
 ];
