@@ -1,4 +1,4 @@
-import type { BusClient, Clock, Db, Logger } from '@sb/runtime';
+import type { AnsweredRequests, BusClient, Clock, Db, Logger } from '@sb/runtime';
 import type { Rails } from './providers/rail.js';
 import type { ProviderDef } from './providers/registry.js';
 import type { RateSource } from './rates.js';
@@ -17,6 +17,8 @@ export interface Deps {
   payments: PaymentsRepo;
   /** Owners' watch-only wallets (on-chain addresses of ONCHAIN_PROVIDER=esplora). */
   watchonly: WatchonlyRepo;
+  /** The answers of owner writes by Idempotency-Key (answerOnce), unsealed: they never name the key. */
+  answered: AnsweredRequests;
   /** The rails this deployment has, by payment method (from the *_PROVIDER settings). */
   rails: Rails;
   /** The providers the configuration selected (providers/registry.ts). */

@@ -1,4 +1,4 @@
-import { BusClient, main, runService } from '@sb/runtime';
+import { AnsweredRequests, BusClient, main, runService } from '@sb/runtime';
 import { loadPaymentsConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { allHandlers } from './handlers/index.js';
@@ -49,6 +49,8 @@ main('payments', () =>
         devMode: config.DEV_MODE,
         payments,
         watchonly,
+        // What they hold is what GET shows (never the key itself): payments has no SECRETS_KEY to seal with.
+        answered: new AnsweredRequests(SCHEMA, 'unsealed'),
         rails,
         providers: selectedProviders(config),
         rates,
@@ -56,11 +58,16 @@ main('payments', () =>
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'payments-client', log),
       };
       const sweeper = new Sweeper(deps, { intervalMs: config.PAYMENTS_SWEEP_INTERVAL_MS });
+      const purge = deps.answered.purging(db, log);
       return {
         handlers: allHandlers(deps),
-        start: () => sweeper.start(),
+        start() {
+          sweeper.start();
+          purge.start();
+        },
         async stop() {
           await sweeper.stop();
+          await purge.stop();
           await deps.bus.close().catch(() => undefined);
         },
         ready: { rails: Object.fromEntries(Object.values(rails).map((r) => [r!.method, r!.provider])) },

@@ -1,5 +1,5 @@
 import { ID_PREFIXES, messages, type WatchonlyWallet } from '@sb/contracts';
-import { conflict, messageHandler, newId, notFound, routeHandler, walletOf, invalid } from '@sb/runtime';
+import { answerOnce, conflict, messageHandler, newId, notFound, routeHandler, walletOf, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { InvalidExtendedKey, parseExtendedKey, receiveAddress } from '../domain/derivation.js';
 import type { WatchonlyWalletRecord } from '../store/watchonly.repo.js';
@@ -17,7 +17,7 @@ function toWatchonlyWallet(r: WatchonlyWalletRecord): WatchonlyWallet {
 }
 
 export const createWatchonlyWallet = (d: Deps) =>
-  routeHandler('watchonly_wallets.create', async (req) => {
+  answerOnce(d.answered, d.db, 'watchonly_wallets.create', async (req, keep) => {
     const body = req.body;
     let key: ReturnType<typeof parseExtendedKey>;
     try {
@@ -27,20 +27,22 @@ export const createWatchonlyWallet = (d: Deps) =>
       throw err;
     }
     const nowMs = d.clock.nowMs();
-    const stored = await d.watchonly.insert(d.db, {
-      id: newId(ID_PREFIXES.watchonly_wallet, nowMs),
-      wallet_id: walletOf(req),
-      name: body.name,
-      xpub: body.xpub,
-      normalized_key: key.normalized,
-      key_type: key.key_type,
-      network: key.network,
-      next_index: 0,
-      created_at: Math.floor(nowMs / 1000),
+    return d.db.tx(async (tx) => {
+      const stored = await d.watchonly.insert(tx, {
+        id: newId(ID_PREFIXES.watchonly_wallet, nowMs),
+        wallet_id: walletOf(req),
+        name: body.name,
+        xpub: body.xpub,
+        normalized_key: key.normalized,
+        key_type: key.key_type,
+        network: key.network,
+        next_index: 0,
+        created_at: Math.floor(nowMs / 1000),
+      });
+      // Two wallets over one key would each count from index 0 and hand out the same addresses.
+      if (!stored) throw conflict('You already registered this extended public key');
+      return keep(tx, toWatchonlyWallet(stored));
     });
-    // Two wallets over one key would each count from index 0 and hand out the same addresses.
-    if (!stored) throw conflict('You already registered this extended public key');
-    return toWatchonlyWallet(stored);
   });
 
 export const listWatchonlyWallets = (d: Deps) =>

@@ -1,4 +1,4 @@
-import { outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
+import { answeredRequestsTableSql, outboxTableSql, outboxTraceMigration, type Migration } from '@sb/runtime';
 
 /** Numbered, append-only: a released migration is never edited. */
 export const migrations: Migration[] = [
@@ -123,4 +123,13 @@ CREATE INDEX payments_end_notice ON payments (end_notice_at) WHERE end_notice_at
 ALTER TABLE payments ADD COLUMN mismatch_seen_at BIGINT;`,
   },
   outboxTraceMigration,
+  {
+    id: 8,
+    name: 'answers of owner writes by Idempotency-Key',
+    // A table alone, which older code ignores.
+    compatible: true,
+    // The answer of each keyed write, in the write's transaction: a retry whose first answer was lost on
+    // the bus gets it (answerOnce, @sb/runtime), never "already registered" for the wallet it made.
+    sql: answeredRequestsTableSql,
+  },
 ];
