@@ -27,8 +27,6 @@ interface WireReply {
   err?: unknown;
   isDisposed?: boolean;
   id?: string;
-  /** The answerer sends working signals when asked (its NATS configuration lets it): absent from older answerers. */
-  signals?: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -57,23 +55,12 @@ const RECONNECT_GRACE_MS = 1000;
 const MIN_IDLE_MS = 2000;
 /** How often an answerer at work says so, at most (a few signals fit in the idle time). */
 const MAX_SIGNAL_EVERY_MS = 1000;
-/**
- * How long an answering service is not trusted to send working signals after one of its answers did not
- * say it does (a replica of an older version, or one whose NATS configuration refuses its signals, is
- * still running): long enough to outlast a rolling update's mix of versions.
- */
-const DISTRUST_MS = 5 * 60_000;
 
 /** Request/reply over NATS, with the W3C trace context in the message headers. */
 export class BusClient {
   private conn: { nc: NatsConnection; inbox: ReplyInbox } | undefined;
   private connecting: Promise<{ nc: NatsConnection; inbox: ReplyInbox }> | undefined;
   private closed = false;
-  /**
-   * Per answering service (a subject's first token, its queue group): from when it is trusted to send
-   * working signals, learned from what its answers say.
-   */
-  private readonly trustedFrom = new Map<string, number>();
   /** Set while the connection is down (the client reconnects by itself): resolves when it is back. */
   private down: { back: Promise<void>; resolve: () => void } | undefined;
 
@@ -151,20 +138,18 @@ export class BusClient {
   }
 
   /**
-   * A request that may wait longer than the idle time asks for working signals: a dead answerer, or a
-   * request lost with a NATS server, is then noticed after the idle time, not at the end of the long wait.
+   * A request that may wait longer than the idle time asks for working signals: an answerer that dies
+   * mid-request is then noticed after the idle time, not at the end of the long wait. The idle rule starts
+   * with the first signal, never before: an answerer of an older version sends none (a rollback, or old and
+   * new replicas side by side during a rolling update, take the same requests), and a request it is working
+   * on must get its whole wait (found from outside: trusting a service from its earlier answers made such
+   * requests 503 after the idle time while the old replica did the work). So a request lost before any
+   * answerer took it (in a killed process's socket, with a dying NATS server) still waits its whole wait.
    */
-  private signalsFor(owner: string, wait: number): Wait['signals'] {
+  private signalsFor(wait: number): Wait['signals'] {
     const idleMs = Math.max(this.timeoutMs, MIN_IDLE_MS);
     if (wait <= idleMs) return undefined;
-    const trusted = (this.trustedFrom.get(owner) ?? Number.POSITIVE_INFINITY) <= Date.now();
-    return { idleMs, signalEveryMs: Math.min(MAX_SIGNAL_EVERY_MS, Math.floor(idleMs / 4)), trusted };
-  }
-
-  /** What an answer says of its service: one that sends no signals makes the service untrusted for a while. */
-  private learn(owner: string, signals: boolean): void {
-    if (!signals) this.trustedFrom.set(owner, Date.now() + DISTRUST_MS);
-    else if (!this.trustedFrom.has(owner)) this.trustedFrom.set(owner, Date.now());
+    return { idleMs, signalEveryMs: Math.min(MAX_SIGNAL_EVERY_MS, Math.floor(idleMs / 4)) };
   }
 
   /** `timeoutMs` lengthens the wait for a request known to be slow; it never shortens BUS_TIMEOUT_MS. */
@@ -184,10 +169,8 @@ export class BusClient {
       const h = natsHeaders();
       injectTraceHeaders(h, trace.setSpan(context.active(), span));
       const request: WireRequest = { pattern: subject, data: payload, id: String(++nextRequestId) };
-      const owner = subject.split('.', 1)[0]!;
-      const { msg } = await inbox.request(subject, encode(request), h, { waitMs: wait, signals: this.signalsFor(owner, wait) });
+      const { msg } = await inbox.request(subject, encode(request), h, { waitMs: wait, signals: this.signalsFor(wait) });
       const wire = JSON.parse(decoder.decode(msg.data)) as WireReply;
-      this.learn(owner, wire.signals === true);
       if (wire.err !== undefined) throw new Error(typeof wire.err === 'string' ? wire.err : JSON.stringify(wire.err));
       return BusReply.parse(wire.response);
     } catch (err) {
@@ -299,7 +282,7 @@ export class BusServer {
     this.nc ??= await connectNatsWhenReachable(this.conn, this.queue, log ?? { warn: () => undefined });
     const nc = this.nc;
     void this.watchStatus(nc, log);
-    // Before the first subscription: every answer then says the truth about signals.
+    // Before the first subscription: the first requests already get their signals when the server allows them.
     await this.probeSignals(nc, log);
     this.listener ??= new Listener(`bus answers of ${this.queue}`, () => this.subscribeAll(nc), {
       log,
@@ -494,7 +477,6 @@ async function answer(h: Handler, msg: Msg, log: Logger, signals?: NatsConnectio
     stopSignals();
     span.end();
   }
-  const says = signals ? { signals: true } : {};
   // An answer JSON cannot carry (a BigInt, a cycle) or NATS cannot carry (over max_payload) is a bug of
   // the handler: a 500 with its id for the caller, not a timeout.
   const failed = (err: unknown, what: string) => {
@@ -504,12 +486,11 @@ async function answer(h: Handler, msg: Msg, log: Logger, signals?: NatsConnectio
       response: { ok: false, error: { kind: 'internal', message: `Unexpected error! ID: ${errorId}` } },
       isDisposed: true,
       id,
-      ...says,
     } satisfies WireReply);
   };
   let body: Uint8Array;
   try {
-    body = encode({ response: reply, isDisposed: true, id, ...says } satisfies WireReply);
+    body = encode({ response: reply, isDisposed: true, id } satisfies WireReply);
   } catch (err) {
     body = failed(err, 'handler answer not serializable');
   }

@@ -13,7 +13,7 @@ interface Waiting {
   until: number;
   /** With working signals asked for: how long the request waits without one. */
   idleMs?: number;
-  /** The last sign of life: the first signal, or (when the answerer is trusted to send them) the request itself. */
+  /** The last working signal (none yet: the request waits its whole wait, whatever version answers it). */
   lastSign?: number;
   signals: number;
 }
@@ -25,13 +25,6 @@ export interface Wait {
   signals?: {
     idleMs: number;
     signalEveryMs: number;
-    /**
-     * The answerer is known to send signals (it said so in its recent answers): the request itself
-     * counts as the first sign, so a request lost before any answerer took it fails after `idleMs` too.
-     * Otherwise (an answerer of an older version, or one whose NATS configuration refuses its signals,
-     * may get it) the idle rule starts only with a first signal.
-     */
-    trusted: boolean;
   };
 }
 
@@ -140,10 +133,10 @@ export class ReplyInbox {
         timer: undefined as unknown as NodeJS.Timeout,
         until: now + wait.waitMs,
         idleMs: s?.idleMs,
-        lastSign: s?.trusted ? now : undefined,
+        lastSign: undefined,
         signals: 0,
       };
-      w.timer = setTimeout(() => this.due(token, w), Math.min(wait.waitMs, s?.trusted ? s.idleMs : wait.waitMs));
+      w.timer = setTimeout(() => this.due(token, w), wait.waitMs);
       this.waiting.set(token, w);
       try {
         this.nc.publish(subject, data, { reply: this.prefix + token, headers });
