@@ -90,7 +90,7 @@ describe('a bus client whose NATS server went away', () => {
     dirs.push(dir);
     const port = await freePort();
     let nats = await startNats(dir, { port });
-    const client = new BusClient(nats.url, 30_000, 'test');
+    const client = new BusClient(nats.url, 5_000, 'test');
     await client.connect();
     const server = await connectNatsWhenReachable(nats.url, 'responder', { warn: () => undefined });
     const answer = () =>
@@ -101,10 +101,15 @@ describe('a bus client whose NATS server went away', () => {
     await server.flush();
     expect(await client.request('test.echo', {})).toEqual({ ok: true, data: 'pong' });
     await nats.stop();
-    const err = await client.request('test.echo', {}).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    // A request sent before the client saw its socket close is lost with it and waits its wait out (seen
+    // under load); once the client knows, requests are answered unavailable at once.
+    let err: unknown;
+    for (let i = 0; i < 5 && !String(err).includes('NATS is not connected'); i++) {
+      err = await client.request('test.echo', {}).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    }
     expect(err).toBeInstanceOf(BusUnavailableError);
     expect(String(err)).toContain('NATS is not connected');
     nats = await startNats(dir, { port });
