@@ -631,8 +631,11 @@ describe('subscriber and owner notices', () => {
   });
 
   it('cancellation reaches every subscriber (opted out or not) and the owner, and says who cancelled and until when', async () => {
+    // The owner's note is theirs: whatever it says, these were cancelled by the merchant (found from
+    // outside: "cancelled by subscriber" as a note told the subscriber they had cancelled).
+    const notes: Record<string, string> = { messenger: 'cancelled by subscriber', prefers: 'plan archived' };
     for (const name of ['messenger', 'npub', 'nip05', 'email', 'prefers', 'optout']) {
-      expect((await admin().post(`/subscriptions/${subs[name]}/cancel`, {})).status).toBe(200);
+      expect((await admin().post(`/subscriptions/${subs[name]}/cancel`, notes[name] ? { reason: notes[name] } : {})).status).toBe(200);
     }
     const cancelled = 'Your subscription to Gold was cancelled';
     for (const chat of ['2001', '2002', '2003']) {
@@ -641,9 +644,16 @@ describe('subscriber and owner notices', () => {
         (x) => x.length >= 1,
       );
       expect(got).toHaveLength(1);
-      expect(got[0]!.text).toContain('cancelled by the merchant');
+      expect(got[0]!.text).toContain('Your subscription to Gold was cancelled by the merchant. You will not be charged again.');
       expect(got[0]!.text).toMatch(/access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
+      // A cancelled subscription has no notice switches left to point to.
+      expect(got[0]!.text).toMatch(/Manage your subscription:\n\S+manage\?token=\w+\n— Satoshi Shop$/);
     }
+    const [event] = await rows(
+      `SELECT payload->'data' AS data FROM billing.outbox WHERE payload->>'event' = 'subscription.cancelled' AND payload->'data'->>'subscription_id' = $1`,
+      [subs.messenger],
+    );
+    expect(event.data).toMatchObject({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber' });
     await until(
       async () => dms(relay, carolSk),
       (x) => x.some((y) => y.text.includes(cancelled)),
@@ -661,6 +671,7 @@ describe('subscriber and owner notices', () => {
       (x) => x.length >= 6,
     );
     expect(owner).toHaveLength(6);
+    expect(owner.find((x) => x.text.includes(subs.messenger!))!.text).toContain('Cancelled by: you (API)\nCancel reason: cancelled by subscriber');
   });
 
   it('the log lists every message with its attempts, filtered by channel, status and subscription', async () => {
@@ -797,6 +808,12 @@ describe('subscriber and owner notices', () => {
     const [pastDueText] = await chatSays('2012', overdue);
     expect(pastDueText!.text).toContain('Payment overdue for Bronze');
     expect(pastDueText!.text).toMatch(/Your access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC; pay it before then/);
+    // Why it expired, and where to subscribe again while the plan is offered (found from outside: neither).
+    const [expiredText] = await chatSays('2012', expired);
+    expect(expiredText!.text).toContain('Your subscription to Bronze has expired: its renewal was not paid in time.');
+    const checkout = (await pub().get(`/public/plan/${lapsed.id}`)).body.checkout_url;
+    expect(checkout).toMatch(/\/subscriptions_manager\/checkout\//);
+    expect(expiredText!.text).toContain(`To subscribe again: ${checkout}\n`);
     const [failedText] = await dmSays(fayeSk, failed);
     expect(failedText!.text).toMatch(/Pay it by \d{4}-\d\d-\d\d \d\d:\d\d UTC to get your access back/);
     // Each on their own channel only, each notice once.

@@ -237,14 +237,16 @@ describe('owner webhook endpoints', () => {
     );
     expect(
       await admin()
-        .post(`/subscriptions/${subA}/cancel`, { immediate: true })
+        // A note that reads like the service's words: the owner cancelled all the same (found from outside).
+        .post(`/subscriptions/${subA}/cancel`, { immediate: true, reason: 'cancelled by subscriber' })
         .then((r) => r.status),
     ).toBe(200);
     const cancelA = await eventId('subscription.cancelled', subA);
-    await until(
+    const cancelHit = await until(
       async () => hitsFor('/cancelled-only', cancelA),
       (h) => h.length > 0,
     );
+    expect(JSON.parse(cancelHit[0]!.body).data).toMatchObject({ status: 'cancelled', cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber' });
 
     // Each event's deliveries are recorded together: exactly the endpoints whose filters match.
     const endpointsOf = async (evt: string) =>
@@ -533,6 +535,9 @@ describe('subscriber e-mail', () => {
     // Her portal, not the subscription's internal id (a reference on receipts only).
     expect(cancelled[0]!.text).toContain('/subscriptions_manager/manage?token=');
     expect(cancelled[0]!.text).not.toContain(subA);
+    // The owner cancelled with a note reading "cancelled by subscriber": she is told the merchant did.
+    expect(cancelled[0]!.text).toContain('Your subscription to Plan A was cancelled by the merchant. You will not be charged again.');
+    expect(cancelled[0]!.text).not.toContain('by you');
     // Her trial's start was confirmed (confirmations are on by default).
     expect(alice.filter((m) => m.subject === 'Your free trial of Plan A has started')).toHaveLength(1);
 

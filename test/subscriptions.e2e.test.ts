@@ -305,6 +305,11 @@ describe('owner actions', () => {
     const theirView = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': tokenOf(again.manageUrl) } });
     expect(theirView.body.items[0]).toMatchObject({ id: again.id, status: 'cancelled', cancel_reason: 'cancelled by the merchant' });
     expect(JSON.stringify(theirView.body)).not.toContain('8812');
+    // Nor does a note that reads like the service's own words (found from outside: it was taken for them).
+    const misleading = await trialSub('portal-misleading@example.com');
+    expect((await admin.post(`/subscriptions/${misleading.id}/cancel`, { reason: 'cancelled by subscriber' })).status).toBe(200);
+    const misled = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': tokenOf(misleading.manageUrl) } });
+    expect(misled.body.items[0]).toMatchObject({ id: misleading.id, cancel_reason: 'cancelled by the merchant' });
   });
 
   it("portal notice switches: the subscriber's own subscription only, validated, kept, Idempotency-Key per token", async () => {

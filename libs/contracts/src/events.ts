@@ -95,14 +95,48 @@ const DunningData = (status: 'past_due' | 'payment_failed') =>
   });
 
 /**
- * `subscription.expired`: a checkout unpaid for 24 h, or a subscription left `payment_failed` through the
- * dunning window (then `notify_subscriber` is true). The contact may subscribe again.
+ * The `reason` of `subscription.expired`, as billing writes it: what was left unpaid (a subscriber's
+ * notice words each).
+ */
+export const EXPIRED_BECAUSE = {
+  checkoutUnpaid: 'checkout unpaid for 24 hours',
+  checkoutFailed: 'checkout could not be created',
+  resumeUnpaid: 'renewal unpaid for 24 hours after the subscription was resumed',
+  dunningOver: 'renewal unpaid at the end of the dunning window',
+} as const;
+
+/**
+ * `subscription.expired`: a checkout unpaid for 24 h, a resumed subscription whose new period was not paid
+ * within 24 h, or a subscription left `payment_failed` through the dunning window (these two with
+ * `notify_subscriber` true). The contact may subscribe again.
  */
 const SubscriptionExpiredData = WebhookEventData.extend({
   subscription_id: z.string(),
   status: z.literal('expired'),
-  reason: z.string(),
+  reason: z.string().openapi({ description: `One of: ${Object.values(EXPIRED_BECAUSE).join('; ')}` }),
   notify_subscriber: z.boolean().optional(),
+});
+
+/**
+ * Who cancelled a subscription, as billing knows it from where the cancel came in: the subscriber in the
+ * portal, the owner through the API, or the owner archiving the plan. Never read from `cancel_reason`,
+ * which is the owner's own free text when they cancel.
+ */
+export const CancelledBy = z.enum(['subscriber', 'merchant', 'plan_archived']);
+export type CancelledBy = z.infer<typeof CancelledBy>;
+
+/** `subscription.cancelled`: who cancelled, and until when access continues (`current_period_end`). */
+const SubscriptionCancelledData = WebhookEventData.extend({
+  subscription_id: z.string(),
+  status: z.literal('cancelled'),
+  cancelled_by: CancelledBy.optional().openapi({
+    description: '`subscriber` (portal), `merchant` (the API), `plan_archived` (the plan was archived); absent from events older than it',
+  }),
+  cancel_reason: z
+    .string()
+    .optional()
+    .openapi({ description: "The owner's note when they cancelled; `cancelled by subscriber` or `plan archived` for the other two" }),
+  current_period_end: UnixSeconds.openapi({ description: 'Until when access continues (now or earlier: none remains)' }),
 });
 
 /**
@@ -165,6 +199,7 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
   }),
   'payment.unapplied': PaymentUnappliedData,
   'subscription.expired': SubscriptionExpiredData,
+  'subscription.cancelled': SubscriptionCancelledData,
 };
 
 export function eventDataSchema(name: EventName): z.ZodObject {

@@ -265,6 +265,8 @@ export const notificationMessages = {
       manage_url: z.string(),
       /** One-click unsubscribe URLs (RFC 8058) per kind of notice; absent from a billing older than them. */
       unsubscribe_urls: z.object({ reminders: z.string(), confirmations: z.string() }).optional(),
+      /** The plan's checkout page while the plan is offered (null once archived); absent from a billing older than it. */
+      plan_checkout_url: z.string().nullable().optional(),
     }),
   },
   /**

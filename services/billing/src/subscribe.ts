@@ -1,5 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ID_PREFIXES, managePageUrl, messages, METHOD_FLAGS, notificationMessages, type CreatedPayment, type PaymentMethod, type Plan } from '@sb/contracts';
+import {
+  EXPIRED_BECAUSE,
+  ID_PREFIXES,
+  managePageUrl,
+  messages,
+  METHOD_FLAGS,
+  notificationMessages,
+  type CreatedPayment,
+  type PaymentMethod,
+  type Plan,
+} from '@sb/contracts';
 import { BusUnavailableError, callMessage, DomainError, newId, notFound, unixSeconds, invalid, invalidFields } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { contactIssues, preferenceIssues } from './domain/contacts.js';
@@ -312,7 +322,7 @@ async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened>
     await d.db.tx(async (tx) => {
       const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
       if (cur?.status === 'pending')
-        await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason: 'checkout could not be created' });
+        await applyTransition(d, tx, cur, { type: 'checkout_failed' }, unixSeconds(d.clock), {}, { reason: EXPIRED_BECAUSE.checkoutFailed });
     });
     throw err;
   }

@@ -22,6 +22,8 @@ function subscriptionEventData(s: SubRow, r: EventNames, extra: Record<string, u
     current_period_start: s.current_period_start,
     current_period_end: s.current_period_end,
     ...(s.cancel_reason ? { cancel_reason: s.cancel_reason } : {}),
+    // Who cancelled, for notices to word: never guessed from the reason, an owner's free text.
+    ...(s.cancelled_by ? { cancelled_by: s.cancelled_by } : {}),
     ...extra,
   };
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
 import { DomainError } from '@sb/runtime';
-import { accessUntil, hasAccess, startSubscription, transition, type LifecycleEvent, type SubState } from '../src/domain/lifecycle.js';
+import { accessUntil, hasAccess, reasonForSubscriber, startSubscription, transition, type LifecycleEvent, type SubState } from '../src/domain/lifecycle.js';
 import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 
 const DAY = 86_400;
@@ -20,6 +20,7 @@ function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState
     trial_end: null,
     cancelled_at: null,
     cancel_reason: null,
+    cancelled_by: null,
     cancelled_immediately: false,
     pending_since: null,
     ...over,
@@ -36,7 +37,7 @@ const EVENTS: Record<string, LifecycleEvent> = {
   dunning_end_unpaid: { type: 'dunning_end_unpaid' },
   pause: { type: 'pause' },
   resume: { type: 'resume' },
-  cancel: { type: 'cancel', immediate: false },
+  cancel: { type: 'cancel', by: 'merchant', immediate: false },
   plan_archived: { type: 'plan_archived' },
   extend: { type: 'extend', days: 5 },
 };
@@ -306,7 +307,11 @@ describe('lifecycle details', () => {
   it('a checkout paid before its cancel, handled after: activated as in time, still cancelled; never after an immediate cancel', () => {
     const cancelledAt = T0 + 60;
     const checkout = (immediate: boolean) =>
-      transition(startSubscription({ interval: 'monthly', trial_days: 0, grace_period_days: 0 }, T0), { type: 'cancel', immediate }, cancelledAt).next;
+      transition(
+        startSubscription({ interval: 'monthly', trial_days: 0, grace_period_days: 0 }, T0),
+        { type: 'cancel', by: 'merchant', immediate },
+        cancelledAt,
+      ).next;
     const paidAt = T0 + 30;
     const kept = transition(checkout(false), { type: 'first_payment', paid_at: paidAt }, cancelledAt + 5);
     expect(kept.event).toBe('subscription.activated');
@@ -318,25 +323,41 @@ describe('lifecycle details', () => {
   });
   it('cancel keeps access to the period end; immediate ends it now', () => {
     const s = sub('active');
-    const later = transition(s, { type: 'cancel', immediate: false, reason: 'too pricey' }, now).next;
+    const later = transition(s, { type: 'cancel', by: 'merchant', immediate: false, reason: 'too pricey' }, now).next;
     expect(later).toMatchObject({ status: 'cancelled', cancelled_at: now, cancel_reason: 'too pricey', current_period_end: s.current_period_end });
     expect(hasAccess(later, now)).toBe(true);
     expect(hasAccess(later, s.current_period_end)).toBe(false);
-    const at = transition(s, { type: 'cancel', immediate: true }, now).next;
+    const at = transition(s, { type: 'cancel', by: 'merchant', immediate: true }, now).next;
     expect(at.current_period_end).toBe(now);
     expect(hasAccess(at, now)).toBe(false);
     expect(at.trial_end).toBeNull();
     // A trial cancelled at once ended then too (found from outside: trial_end stayed days after the end).
     const trial = startSubscription({ interval: 'monthly', trial_days: 10, grace_period_days: 0 }, now - DAY);
-    const ended = transition(trial, { type: 'cancel', immediate: true }, now).next;
+    const ended = transition(trial, { type: 'cancel', by: 'merchant', immediate: true }, now).next;
     expect(ended).toMatchObject({ current_period_end: now, trial_end: now });
-    expect(transition(trial, { type: 'cancel', immediate: false }, now).next.trial_end).toBe(trial.trial_end);
+    expect(transition(trial, { type: 'cancel', by: 'merchant', immediate: false }, now).next.trial_end).toBe(trial.trial_end);
+  });
+
+  it('who cancelled comes from where the cancel came in, never from the reason an owner typed (found from outside)', () => {
+    const s = sub('active');
+    const byOwner = transition(s, { type: 'cancel', by: 'merchant', immediate: false, reason: 'cancelled by subscriber' }, now).next;
+    expect(byOwner).toMatchObject({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber' });
+    expect(reasonForSubscriber(byOwner)).toBe('cancelled by the merchant');
+    const archiveNote = transition(s, { type: 'cancel', by: 'merchant', immediate: false, reason: 'plan archived' }, now).next;
+    expect(reasonForSubscriber(archiveNote)).toBe('cancelled by the merchant');
+    const bySubscriber = transition(s, { type: 'cancel', by: 'subscriber', immediate: false, reason: 'cancelled by subscriber' }, now).next;
+    expect(reasonForSubscriber(bySubscriber)).toBe('cancelled by subscriber');
+    const archived = transition(s, { type: 'plan_archived' }, now).next;
+    expect([archived.cancelled_by, reasonForSubscriber(archived)]).toEqual(['plan_archived', 'plan archived']);
+    // Cancelled before who cancelled was recorded: told from the reason as before.
+    expect(reasonForSubscriber({ cancelled_by: null, cancel_reason: 'cancelled by subscriber' })).toBe('cancelled by subscriber');
+    expect(reasonForSubscriber({ cancelled_by: null, cancel_reason: 'fraud' })).toBe('cancelled by the merchant');
   });
 
   it('an immediate cancel after a renewal paid early ends a period that had not begun: it starts no later than it ends', () => {
     // Found from outside: the renewed period (starting at the old end) kept its start after the new end.
     const s = { ...sub('active'), current_period_start: now + 3 * DAY, current_period_end: now + 33 * DAY };
-    const at = transition(s, { type: 'cancel', immediate: true }, now).next;
+    const at = transition(s, { type: 'cancel', by: 'merchant', immediate: true }, now).next;
     expect(at).toMatchObject({ status: 'cancelled', current_period_start: now, current_period_end: now });
     expect(hasAccess(at, now)).toBe(false);
   });
@@ -352,7 +373,7 @@ describe('lifecycle details', () => {
   });
 
   it('a cancel or a plan archive never gives access the subscription did not have, whatever an extend added (found from outside)', () => {
-    const events: LifecycleEvent[] = [{ type: 'cancel', immediate: false }, { type: 'plan_archived' }];
+    const events: LifecycleEvent[] = [{ type: 'cancel', by: 'merchant', immediate: false }, { type: 'plan_archived' }];
     const checkout = transition(startSubscription({ interval: 'monthly', trial_days: 0, grace_period_days: 0 }, now), EVENTS.extend!, now).next;
     const failed = transition(sub('payment_failed'), { type: 'extend', days: 60 }, now).next;
     const paused = sub('paused', { current_period_end: now - DAY });
@@ -369,7 +390,7 @@ describe('lifecycle details', () => {
       }
     }
     // A checkout's empty period ends where it began (notices say nothing was charged) ...
-    const cancelled = transition(checkout, { type: 'cancel', immediate: false }, now + 60).next;
+    const cancelled = transition(checkout, { type: 'cancel', by: 'merchant', immediate: false }, now + 60).next;
     expect(cancelled).toMatchObject({ current_period_start: now, current_period_end: now });
     // ... and a payment made before the cancel, handled after, still gets the days an extend granted.
     const late = transition(cancelled, { type: 'first_payment', paid_at: now + 30 }, now + 90).next;
@@ -391,7 +412,7 @@ describe('lifecycle details', () => {
     const expired = transition(failed, { type: 'dunning_end_unpaid' }, end + 20 * DAY).next;
     for (const s of [failed, expired]) expect(transition(s, { type: 'extend', days: 5 }, end + 20 * DAY).next.trial_end).toBe(end);
     // Paused or cancelled during the trial: it still runs until its end.
-    for (const e of [{ type: 'pause' }, { type: 'cancel', immediate: false }] as const) {
+    for (const e of [{ type: 'pause' }, { type: 'cancel', by: 'merchant', immediate: false }] as const) {
       const s = transition(trial, e, T0 + DAY).next;
       expect(transition(s, { type: 'extend', days: 5 }, T0 + 2 * DAY).next.trial_end).toBe(end + 5 * DAY);
       expect(transition(s, { type: 'extend', days: 5 }, end).next.trial_end).toBe(end);

@@ -36,6 +36,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     trial_end: null,
     cancelled_at: null,
     cancel_reason: null,
+    cancelled_by: null,
     cancelled_immediately: false,
     pending_since: status === 'pending' ? T0 : null,
     payment_method: 'lightning',

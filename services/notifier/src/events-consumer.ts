@@ -162,7 +162,12 @@ export class EventRecorder {
       );
       if (contact) {
         const kind = optOutKind(envelope.event);
-        const reader = { name: contact.name, manageUrl: contact.manage_url, merchant: s.merchant ?? (await this.d.walletNames.of(envelope.wallet_id)) };
+        const reader = {
+          name: contact.name,
+          manageUrl: contact.manage_url,
+          checkoutUrl: contact.plan_checkout_url,
+          merchant: s.merchant ?? (await this.d.walletNames.of(envelope.wallet_id)),
+        };
         const message = subscriberMessage(envelope, reader);
         // E-mail carries the one-click link (header and a line); other channels point to the portal only.
         const email = subscriberMessage(envelope, { ...reader, unsubscribe: kind && contact.unsubscribe_urls?.[kind] });

@@ -407,6 +407,99 @@ describe('subscriber notices', () => {
     expect(subscriberMessage(ev('subscription.renewed', { payment_id: 'pay_1', amount_sats: 1 }), {}).text).toContain('Subscription reference: sub_1');
   });
 
+  // Found by a stranger reading every message on every channel (local SMTP, Telegram Bot API, Nostr relay).
+  it("who cancelled is the event's cancelled_by, never guessed from the reason an owner typed (found from outside)", () => {
+    const who = { manageUrl: 'http://x/manage?token=t' };
+    const cancel = (data: Record<string, unknown>) => subscriberMessage(ev('subscription.cancelled', { current_period_end: 1_700_086_400, ...data }), who).text;
+    const byOwner = cancel({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber' });
+    expect(byOwner).toContain('Your subscription to Gold was cancelled by the merchant. You will not be charged again.');
+    expect(byOwner).not.toContain('by you');
+    expect(cancel({ cancelled_by: 'merchant', cancel_reason: 'plan archived' })).not.toContain('discontinued');
+    expect(cancel({ cancelled_by: 'subscriber', cancel_reason: 'cancelled by subscriber' })).toContain('was cancelled by you.');
+    expect(cancel({ cancelled_by: 'plan_archived', cancel_reason: 'plan archived' })).toContain('was cancelled by the merchant, who discontinued the plan.');
+    // An event from before cancelled_by: told from the reasons the service writes, as before.
+    expect(cancel({ cancel_reason: 'cancelled by subscriber' })).toContain('was cancelled by you.');
+    expect(cancel({ cancel_reason: 'too pricey' })).toContain('was cancelled by the merchant.');
+    // The owner reads who cancelled, and their own note only where it is one.
+    const owner = (data: Record<string, unknown>) => ownerMessage(ev('subscription.cancelled', { status: 'cancelled', ...data })).text;
+    const ownNote = owner({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber' });
+    expect(ownNote).toContain('Cancelled by: you (API)\nCancel reason: cancelled by subscriber');
+    const portal = owner({ cancelled_by: 'subscriber', cancel_reason: 'cancelled by subscriber' });
+    expect(portal).toContain('Cancelled by: the subscriber (portal)');
+    expect(portal).not.toContain('Cancel reason');
+    expect(owner({ cancelled_by: 'plan_archived', cancel_reason: 'plan archived' })).toContain('Cancelled by: you, archiving the plan');
+  });
+
+  it('a cancelled subscription has no notice switches: its notices do not point to them (found from outside)', () => {
+    const who = { manageUrl: 'http://x/manage?token=t' };
+    const continuing = subscriberMessage(ev('subscription.cancelled', { cancelled_by: 'merchant', current_period_end: 1_700_086_400 }), who);
+    expect(continuing.text).toContain('Your access continues until 2023-11-15 22:13 UTC.');
+    expect(continuing.text).toContain(`Manage your subscription:\n${who.manageUrl}`);
+    expect(continuing.text).not.toContain('which notices you get');
+    const receipt = subscriberMessage(
+      ev('subscription.activated', {
+        status: 'cancelled',
+        payment_id: 'pay_1',
+        amount_sats: 5000,
+        current_period_start: 1_699_999_000,
+        current_period_end: 1_702_592_000,
+      }),
+      who,
+    );
+    expect(receipt.text).toContain('Your subscription was cancelled, so it will not renew; your access continues until');
+    expect(receipt.text).not.toContain('which notices you get');
+    // A live subscription's notices still say where the switches are.
+    expect(subscriberMessage(ev('subscription.renewed', { amount_sats: 1 }), who).text).toContain('You also choose there which notices you get.');
+  });
+
+  it("the owner's notice of a payment not applied shows the payment paid, and the status as the subscription's (found from outside)", () => {
+    const text = ownerMessage(
+      ev('payment.unapplied', {
+        status: 'cancelled',
+        payment_id: 'pay_1',
+        amount_sats: 1000,
+        payment_method: 'lightning',
+        reason: 'The subscription was cancelled',
+      }),
+    ).text;
+    expect(text).toContain('Subscription: sub_1 (cancelled)\n');
+    expect(text).toContain('Payment: pay_1 (paid, not applied)');
+    expect(text).not.toContain('pay_1 (cancelled)');
+    expect(ownerMessage(ev('payment.failed', { status: 'failed', payment_id: 'pay_2' })).text).toContain('Subscription: sub_1\nPayment: pay_2 (failed)');
+  });
+
+  it('a free trial that ended unpaid without grace says so when access ends (found from outside)', () => {
+    const trial = subscriberMessage(ev('subscription.payment_failed', { amount_sats: 1000, pay_by: 1_700_086_400, after_trial: true }), {});
+    expect(trial.text).toContain('The renewal of Gold (1,000 sats) was not paid by the end of your free trial, so your access has ended for now.');
+    const period = subscriberMessage(ev('subscription.payment_failed', { amount_sats: 1000, pay_by: 1_700_086_400 }), {});
+    expect(period.text).toContain('The renewal of Gold (1,000 sats) is unpaid, so your access has ended for now.');
+  });
+
+  it('an expiry says what was left unpaid and links the checkout page while the plan is offered (found from outside)', () => {
+    const who = { manageUrl: 'http://x/manage?token=t', checkoutUrl: 'http://x/subscriptions_manager/checkout/plan_1' };
+    const expired = (reason: string, reader: Parameters<typeof subscriberMessage>[1] = who) =>
+      subscriberMessage(ev('subscription.expired', { status: 'expired', reason, amount_sats: 800 }), reader);
+    const dunning = expired('renewal unpaid at the end of the dunning window');
+    expect(dunning.text).toContain('Your subscription to Gold has expired: its renewal was not paid in time.');
+    expect(dunning.text).toContain('To subscribe again: http://x/subscriptions_manager/checkout/plan_1');
+    expect(dunning.html).toContain('<a href="http://x/subscriptions_manager/checkout/plan_1">');
+    expect(expired('renewal unpaid for 24 hours after the subscription was resumed').text).toContain(
+      'has expired: it was resumed, but the payment that starts its new period was not made within a day.',
+    );
+    expect(expired('checkout unpaid for 24 hours').text).toContain('has expired: its first payment was not made, so it never started. Nothing was charged.');
+    // The plan no longer offered: no checkout to send them to.
+    const gone = expired('renewal unpaid at the end of the dunning window', { ...who, checkoutUrl: null });
+    expect(gone.text).toContain('The merchant no longer offers this plan.');
+    expect(gone.text).not.toContain('subscribe again');
+  });
+
+  it('an NWC trial start says the connected wallet pays automatically after it (found from outside)', () => {
+    const nwc = subscriberMessage(ev('subscription.created', { trial: true, amount_sats: 5000, interval: 'monthly', payment_method: 'nwc' }), {});
+    expect(nwc.text).toContain('After it, your connected wallet pays 5,000 sats per month automatically; we will remind you before it ends.');
+    const invoice = subscriberMessage(ev('subscription.created', { trial: true, amount_sats: 5000, interval: 'monthly', payment_method: 'lightning' }), {});
+    expect(invoice.text).toContain('After it, the subscription costs 5,000 sats per month; we will remind you before it ends.');
+  });
+
   it("owner notices have a title for every event, and put a payment's status beside the payment", () => {
     for (const event of EventName.options) expect(ownerMessage(ev(event, { status: 'x' })).subject, event).not.toContain(event);
     const paid = ownerMessage(ev('payment.received', { payment_id: 'pay_1', status: 'paid', amount_sats: 1000 })).text;

@@ -1,4 +1,4 @@
-import type { EventName, Interval, SubscriptionStatus } from '@sb/contracts';
+import type { CancelledBy, EventName, Interval, SubscriptionStatus } from '@sb/contracts';
 import { conflict, invalidFields } from './errors.js';
 import { DAY_SECONDS, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
 
@@ -20,6 +20,8 @@ export interface SubState {
   trial_end: number | null;
   cancelled_at: number | null;
   cancel_reason: string | null;
+  /** Who cancelled, from where the cancel came in (null: none, or cancelled before it was recorded). */
+  cancelled_by: CancelledBy | null;
   /** The cancel ended the period at once (an owner's `immediate`): a first payment made before it, handled after, is not applied. */
   cancelled_immediately: boolean;
   /** When the subscription last became pending (checkout, or resumed after its period ended): its 24 h count from here. */
@@ -37,7 +39,8 @@ export type LifecycleEvent =
   | { type: 'dunning_end_unpaid' }
   | { type: 'pause' }
   | { type: 'resume' }
-  | { type: 'cancel'; immediate: boolean; reason?: string | null }
+  /** `by`: the portal's cancel is the subscriber's, the API's the owner's, whatever `reason` says. */
+  | { type: 'cancel'; immediate: boolean; by: 'subscriber' | 'merchant'; reason?: string | null }
   | { type: 'plan_archived' }
   | { type: 'extend'; days: number };
 
@@ -154,6 +157,7 @@ const LIFECYCLE: readonly Rule[] = [
       status: 'cancelled',
       cancelled_at: now,
       cancel_reason: e.reason ?? null,
+      cancelled_by: e.by,
       cancelled_immediately: e.immediate,
       ...periodAtCancel(s, e.immediate, now),
     }),
@@ -166,6 +170,7 @@ const LIFECYCLE: readonly Rule[] = [
       status: 'cancelled',
       cancelled_at: now,
       cancel_reason: 'plan archived',
+      cancelled_by: 'plan_archived',
       cancelled_immediately: false,
       ...periodAtCancel(s, false, now),
     }),
@@ -227,13 +232,23 @@ export function noticeSwitches(
 }
 type NoticeSwitch = 'receive_reminders' | 'receive_confirmations';
 
-/** Cancel reasons this service writes itself; anything else is the owner's note for their own records. */
-const SERVICE_REASONS: ReadonlySet<string> = new Set(['cancelled by subscriber', 'plan archived']);
+/** The cancel reason each canceller is shown to the subscriber with. */
+const REASON_FOR_SUBSCRIBER: Record<CancelledBy, string> = {
+  subscriber: 'cancelled by subscriber',
+  merchant: 'cancelled by the merchant',
+  plan_archived: 'plan archived',
+};
+/** Cancel reasons this service writes itself: how a cancel recorded before `cancelled_by` tells who. */
+const SERVICE_REASONS: ReadonlySet<string> = new Set([REASON_FOR_SUBSCRIBER.subscriber, REASON_FOR_SUBSCRIBER.plan_archived]);
 
-/** The cancel reason as the subscriber may see it: an owner's free text (an internal note) is not theirs to read. */
-export function reasonForSubscriber(reason: string | null | undefined): string | null {
-  if (!reason) return null;
-  return SERVICE_REASONS.has(reason) ? reason : 'cancelled by the merchant';
+/**
+ * The cancel reason as the subscriber may see it, from who cancelled: an owner's free text (an internal
+ * note, which may read "cancelled by subscriber") is not theirs to read.
+ */
+export function reasonForSubscriber(s: Pick<SubState, 'cancel_reason' | 'cancelled_by'>): string | null {
+  if (s.cancelled_by) return REASON_FOR_SUBSCRIBER[s.cancelled_by];
+  if (!s.cancel_reason) return null;
+  return SERVICE_REASONS.has(s.cancel_reason) ? s.cancel_reason : REASON_FOR_SUBSCRIBER.merchant;
 }
 
 /** Access continues while active or past_due, and while paused or cancelled until the paid period ends. */
@@ -259,6 +274,7 @@ export function startSubscription(plan: { interval: Interval; trial_days: number
     grace_period_days: plan.grace_period_days,
     cancelled_at: null,
     cancel_reason: null,
+    cancelled_by: null,
     cancelled_immediately: false,
     pending_since: null,
   };

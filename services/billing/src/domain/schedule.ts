@@ -1,4 +1,4 @@
-import type { Interval, PaymentMethod, SubscriptionStatus } from '@sb/contracts';
+import { EXPIRED_BECAUSE, type Interval, type PaymentMethod, type SubscriptionStatus } from '@sb/contracts';
 import type { LifecycleEvent } from './lifecycle.js';
 import { DAY_SECONDS, graceEnd, hasNextPeriod, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
 
@@ -124,8 +124,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     }
     // A resumed subscriber hears of the end.
     return resumed
-      ? { kind: 'lapse', event: 'pending_timeout', notify_subscriber: true, reason: 'renewal unpaid for 24 hours after the subscription was resumed' }
-      : { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: 'checkout unpaid for 24 hours' };
+      ? { kind: 'lapse', event: 'pending_timeout', notify_subscriber: true, reason: EXPIRED_BECAUSE.resumeUnpaid }
+      : { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: EXPIRED_BECAUSE.checkoutUnpaid };
   }
   if (s.status !== 'active' && s.status !== 'past_due' && s.status !== 'payment_failed') return NONE;
   const end = s.current_period_end;
@@ -178,7 +178,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'active' && now >= end) return dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p));
   if (s.status === 'past_due' && now >= graceEnd(s)) return dunningStep('grace_end_unpaid', dunningEnd(s, p));
   if (s.status === 'payment_failed' && now >= dunningEnd(s, p))
-    return { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: 'renewal unpaid at the end of the dunning window' };
+    return { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: EXPIRED_BECAUSE.dunningOver };
   if (now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
     return { kind: 'last_call', notify_subscriber: s.receive_reminders };
   return NONE;

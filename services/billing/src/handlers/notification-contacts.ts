@@ -1,4 +1,4 @@
-import { managePageUrl, notificationMessages, unsubscribeUrl } from '@sb/contracts';
+import { checkoutPageUrl, managePageUrl, notificationMessages, unsubscribeUrl } from '@sb/contracts';
 import { messageHandler, notFound } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { unsubscribeToken } from '../domain/unsubscribe.js';
@@ -13,6 +13,8 @@ export const subscriptionContact = (d: Deps) =>
     const sub = await d.subscriptions.get(d.db, wallet_id, subscription_id);
     const s = sub && (await d.subscribers.get(d.db, wallet_id, sub.subscriber_id));
     if (!s) throw notFound('Subscription');
+    // Where an ended subscription's notice sends the subscriber to subscribe again, while the plan is offered.
+    const plan = await d.plans.getPublic(d.db, sub.plan_id);
     return {
       email: s.email,
       messenger: s.messenger,
@@ -25,5 +27,6 @@ export const subscriptionContact = (d: Deps) =>
         reminders: unsubscribeUrl(d.publicBaseUrl, unsubscribeToken(d.secrets, sub.id, 'reminders')),
         confirmations: unsubscribeUrl(d.publicBaseUrl, unsubscribeToken(d.secrets, sub.id, 'confirmations')),
       },
+      plan_checkout_url: plan ? checkoutPageUrl(d.publicBaseUrl, plan.id) : null,
     };
   });

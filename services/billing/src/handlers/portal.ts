@@ -26,7 +26,7 @@ async function openRenewal(d: Deps, s: SubRow) {
 /** A subscription as its subscriber sees it in the portal (no owner metadata, the reason in their words). */
 async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   const { metadata: _m, ...rest } = toSubscription(x, now);
-  const cancel_reason = reasonForSubscriber(rest.cancel_reason);
+  const cancel_reason = reasonForSubscriber(x);
   const access_until = accessUntil(x, now);
   const pay_by = renewableUntil(x, d.policy);
   // A period is counted only once paid (a trial is period 0): the payments list may not reach that far back.
@@ -133,7 +133,7 @@ export const portalCancel = (d: Deps) =>
         const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
         return sub && sub.subscriber_id === s.id ? sub : undefined;
       },
-      () => ({ type: 'cancel', immediate: false, reason: 'cancelled by subscriber' }),
+      () => ({ type: 'cancel', immediate: false, by: 'subscriber', reason: 'cancelled by subscriber' }),
       cancelled,
       keep,
     );

@@ -5,6 +5,6 @@ import { act, cancelled, ownerSub } from './subscription-action.js';
 export const cancelSubscription = (d: Deps) =>
   answerOnce(d.answered, d.db, 'subscriptions.cancel', async (req, keep) => {
     const body = req.body ?? {};
-    const event = () => ({ type: 'cancel' as const, immediate: body.immediate ?? false, reason: body.reason ?? null });
+    const event = () => ({ type: 'cancel' as const, immediate: body.immediate ?? false, by: 'merchant' as const, reason: body.reason ?? null });
     return (await act(d, ownerSub(d, req), event, cancelled, keep)).reply;
   });

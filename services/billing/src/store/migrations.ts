@@ -235,3 +235,15 @@ migrations.push({
   // the bus gets it (answerOnce, @sb/runtime), never the write done twice.
   sql: answeredRequestsTableSql,
 });
+
+migrations.push({
+  id: 16,
+  name: 'who cancelled',
+  // A nullable column, which older code ignores (its cancels leave it null: told from the reason as before).
+  compatible: true,
+  sql: `
+-- Who cancelled (subscriber, merchant, plan_archived), from where the cancel came in: cancel_reason is
+-- the owner's free text and may say anything.
+ALTER TABLE subscriptions ADD COLUMN cancelled_by TEXT CHECK (cancelled_by IN ('subscriber', 'merchant', 'plan_archived'));
+`,
+});

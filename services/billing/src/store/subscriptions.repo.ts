@@ -35,7 +35,7 @@ export interface SubRow extends SubState {
 
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, anchor_index, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
-  cancelled_immediately, receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
+  cancelled_by, cancelled_immediately, receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
   reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, pending_since, checkout_key, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
@@ -49,6 +49,7 @@ const MUTABLE = [
   'trial_end',
   'cancelled_at',
   'cancel_reason',
+  'cancelled_by',
   'cancelled_immediately',
   'receive_confirmations',
   'receive_reminders',
@@ -76,6 +77,7 @@ const MUTABLE_TYPES: Record<(typeof MUTABLE)[number], string> = {
   trial_end: 'bigint',
   cancelled_at: 'bigint',
   cancel_reason: 'text',
+  cancelled_by: 'text',
   cancelled_immediately: 'boolean',
   receive_confirmations: 'boolean',
   receive_reminders: 'boolean',
@@ -254,7 +256,8 @@ export class SubscriptionsRepo {
   /** How many subscriptions archiving the plan cancelled (a repeated archive answers the same). */
   async countCancelledByArchive(q: Queryable, planId: string): Promise<number> {
     const { rows } = await q.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${this.schema}.subscriptions WHERE plan_id = $1 AND cancel_reason = 'plan archived'`,
+      `SELECT count(*)::int AS n FROM ${this.schema}.subscriptions WHERE plan_id = $1
+       AND (cancelled_by = 'plan_archived' OR (cancelled_by IS NULL AND cancel_reason = 'plan archived'))`,
       [planId],
     );
     return rows[0]?.n ?? 0;

@@ -1,4 +1,4 @@
-import { fiatText, NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
+import { type CancelledBy, EXPIRED_BECAUSE, fiatText, NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -48,6 +48,36 @@ function amountOf(d: Record<string, unknown>): { text: string; aside: string } |
   if (fiat === undefined || !currency) return { text: satsText(sats), aside: ` (${satsText(sats)})` };
   return { text: `${fiatText(fiat, currency)} (${satsText(sats)})`, aside: ` (${fiatText(fiat, currency)}, ${satsText(sats)})` };
 }
+/** Who cancelled (the event's `cancelled_by`, set by billing from where the cancel came in), as each reader is told. */
+const CANCELLED_BY: Record<CancelledBy, { subscriber: string; owner: string }> = {
+  subscriber: { subscriber: 'by you', owner: 'the subscriber (portal)' },
+  merchant: { subscriber: 'by the merchant', owner: 'you (API)' },
+  plan_archived: { subscriber: 'by the merchant, who discontinued the plan', owner: 'you, archiving the plan' },
+};
+const cancelledBy = (d: Record<string, unknown>) => CANCELLED_BY[d.cancelled_by as CancelledBy] as (typeof CANCELLED_BY)[CancelledBy] | undefined;
+/**
+ * Who cancelled, said to the subscriber. An event from before `cancelled_by` is told from the reasons the
+ * service writes itself (an owner could also have typed them).
+ */
+function cancelledBySubscriberWords(d: Record<string, unknown>): string {
+  const by = cancelledBy(d);
+  if (by) return by.subscriber;
+  const reason = str(d.cancel_reason);
+  return reason === 'cancelled by subscriber'
+    ? CANCELLED_BY.subscriber.subscriber
+    : reason === 'plan archived'
+      ? CANCELLED_BY.plan_archived.subscriber
+      : CANCELLED_BY.merchant.subscriber;
+}
+/** Why a subscription expired, from the `reason` billing writes: what was left unpaid. */
+const EXPIRED_WHY: Record<string, string> = {
+  [EXPIRED_BECAUSE.dunningOver]: 'its renewal was not paid in time.',
+  [EXPIRED_BECAUSE.resumeUnpaid]: 'it was resumed, but the payment that starts its new period was not made within a day.',
+  [EXPIRED_BECAUSE.checkoutUnpaid]: 'its first payment was not made, so it never started. Nothing was charged.',
+  [EXPIRED_BECAUSE.checkoutFailed]: 'its first payment could not be set up, so it never started. Nothing was charged.',
+};
+/** A renewal that ended access unpaid; a free trial's (`after_trial`) ended unpaid by the end of the trial. */
+const unpaid = (d: Record<string, unknown>) => (d.after_trial === true ? 'was not paid by the end of your free trial' : 'is unpaid');
 /** A plan's interval as "per …" says it. */
 const PER: Record<string, string> = { weekly: 'week', monthly: 'month', yearly: 'year' };
 const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -114,7 +144,14 @@ function payLinks(d: Record<string, unknown>): string[] {
  */
 export function subscriberMessage(
   e: EventEnvelope,
-  reader: { name?: string | null; manageUrl?: string | null; merchant?: string | null; unsubscribe?: string | null },
+  reader: {
+    name?: string | null;
+    manageUrl?: string | null;
+    merchant?: string | null;
+    unsubscribe?: string | null;
+    /** The plan's checkout page while the plan is offered, null once it is not (undefined: not known). */
+    checkoutUrl?: string | null;
+  },
 ): Message {
   const d = cleaned(e.data);
   const who = { ...reader, name: reader.name ? clean(reader.name) : null, merchant: reader.merchant ? clean(reader.merchant) : null };
@@ -161,8 +198,8 @@ export function subscriberMessage(
       '',
       who.manageUrl ? FOOTER[state] : undefined,
       who.manageUrl ?? undefined,
-      // Where notices are switched off, on every channel (an ended subscription has no switches left).
-      who.manageUrl && state !== 'over' && 'You also choose there which notices you get.',
+      // Where notices are switched off, on every channel (a cancelled or ended subscription has no switches left).
+      who.manageUrl && state === 'open' && 'You also choose there which notices you get.',
       kind && who.unsubscribe && { label: kind === 'reminders' ? 'Stop these reminders:' : 'Stop these confirmations:', url: who.unsubscribe },
       who.merchant ? `— ${who.merchant}` : undefined,
     ]),
@@ -172,9 +209,7 @@ export function subscriberMessage(
   switch (e.event) {
     case 'subscription.cancelled': {
       const end = num(d.current_period_end);
-      const reason = str(d.cancel_reason);
-      const by =
-        reason === 'cancelled by subscriber' ? 'by you' : reason === 'plan archived' ? 'by the merchant, who discontinued the plan' : 'by the merchant';
+      const by = cancelledBySubscriberWords(d);
       // A checkout never paid (pending, with no period: it starts and ends at once): nothing was charged, no
       // access to end. Not an immediate cancel of a period paid ahead, which also starts and ends now.
       const neverPaid = d.previous_status === 'pending' && end !== undefined && end === num(d.current_period_start);
@@ -226,7 +261,10 @@ export function subscriberMessage(
         ? body(
             `Your free trial of ${plan} has started`,
             `Your free trial of ${plan} has started${num(d.current_period_end) !== undefined ? `; it ends on ${day(d.current_period_end as number)}` : ''}.`,
-            `After it${amount ? `, the subscription costs ${amount}${per ? ` per ${per}` : ' each period'}` : ', the subscription is paid'}; we will remind you before it ends.`,
+            d.payment_method === 'nwc'
+              ? // The checkout said the wallet pays the renewals automatically: so does the notice.
+                `After it, your connected wallet pays ${amount ? `${amount}${per ? ` per ${per}` : ' each period'}` : 'the subscription'} automatically; we will remind you before it ends.`
+              : `After it${amount ? `, the subscription costs ${amount}${per ? ` per ${per}` : ' each period'}` : ', the subscription is paid'}; we will remind you before it ends.`,
           )
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
@@ -267,15 +305,23 @@ export function subscriberMessage(
             : 'Pay it soon to keep your access.',
       );
     case 'subscription.payment_failed':
-      return dunning(`Payment failed for ${plan}: your access has ended`, 'is unpaid, so your access has ended for now.', (by) =>
+      return dunning(`Payment failed for ${plan}: your access has ended`, `${unpaid(d)}, so your access has ended for now.`, (by) =>
         by ? `Pay it by ${by} to get your access back; after that the subscription ends.` : 'Pay it to get your access back before the subscription ends.',
       );
-    case 'subscription.expired':
+    case 'subscription.expired': {
+      const why = EXPIRED_WHY[str(d.reason) ?? ''];
       return message(
         'over',
         `Your subscription to ${plan} has expired`,
-        `Your subscription to ${plan} has expired. You can subscribe again at any time from the merchant's checkout page.`,
+        `Your subscription to ${plan} has expired${why ? `: ${why}` : '.'}`,
+        // Billing tells whether the plan is still offered; a billing older than that, nothing.
+        who.checkoutUrl
+          ? { label: 'To subscribe again:', url: who.checkoutUrl }
+          : who.checkoutUrl === null
+            ? 'The merchant no longer offers this plan.'
+            : "You can subscribe again at any time from the merchant's checkout page.",
       );
+    }
     default:
       return body(
         `News about your subscription to ${plan}`,
@@ -305,14 +351,23 @@ const OWNER_TITLES: Record<string, string> = {
   'subscription.extended': 'Subscription extended',
 };
 
+/** The events whose `status` is their payment's (events.ts). */
+const PAYMENT_STATUS = new Set(['payment.received', 'payment.failed']);
+
 /** What the owner gets for an event they chose: what happened, to whom, for how much. */
 export function ownerMessage(e: EventEnvelope): Message {
   const d = cleaned(e.data);
   const title = OWNER_TITLES[e.event] ?? e.event;
   const who = str(d.subscriber_email) ?? str(d.subscriber_name);
   // `status` is the state of what the event is about: shown beside that (a payment's beside the payment).
-  const about = e.event.startsWith('payment.') ? 'payment' : e.event.startsWith('subscription.') || e.event === 'renewal.reminder' ? 'subscription' : 'other';
+  // payment.unapplied's is its subscription's: its payment is paid, and not applied.
+  const about = PAYMENT_STATUS.has(e.event)
+    ? 'payment'
+    : e.event.startsWith('subscription.') || e.event === 'renewal.reminder' || e.event === 'payment.unapplied'
+      ? 'subscription'
+      : 'other';
   const status = (of: string) => (about === of && str(d.status) ? ` (${d.status})` : '');
+  const by = cancelledBy(d);
   const end = num(d.current_period_end);
   const amount = amountOf(d)?.text;
   return compose(`${title}: ${d.plan_name || d.plan_id}`, [
@@ -321,10 +376,12 @@ export function ownerMessage(e: EventEnvelope): Message {
     str(d.subscription_id) && `Subscription: ${d.subscription_id}${status('subscription')}`,
     who && `Subscriber: ${who}`,
     amount && `Amount: ${amount}`,
-    str(d.payment_id) && `Payment: ${d.payment_id}${status('payment')}`,
+    str(d.payment_id) && `Payment: ${d.payment_id}${e.event === 'payment.unapplied' ? ' (paid, not applied)' : status('payment')}`,
     e.event === 'subscription.extended' && num(d.days) !== undefined && `Extended by: ${d.days} days`,
     (e.event === 'subscription.extended' || e.event === 'subscription.cancelled') && end !== undefined && `Period ends: ${day(end)}`,
-    str(d.cancel_reason) && `Cancel reason: ${d.cancel_reason}`,
+    by && `Cancelled by: ${by.owner}`,
+    // The owner's own note; the reason the service wrote for the others says no more than the line above.
+    (!by || d.cancelled_by === 'merchant') && str(d.cancel_reason) && `Cancel reason: ${d.cancel_reason}`,
     str(d.reason) && `Reason: ${d.reason}`,
     str(d.last_error) && `Last error: ${d.last_error}`,
     // NWC payment.failed: one charge the wallet refused; the payment stays payable.
