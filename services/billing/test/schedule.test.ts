@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
-import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
+import { renewalPeriod, startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 import {
@@ -661,6 +661,30 @@ describe('renewalEndedEarly', () => {
     expect(renewalEndedEarly(sub('active', issued(END + DAY, { renewal_for: END - 30 * DAY })), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active', issued(at)), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active'), 'pay_1', at)).toBeNull();
+  });
+});
+
+describe('renewalPeriod: what a renewal payment pays for, as reminders and dunning notices say it', () => {
+  const NEXT_END = periodEnd(T0, 2, 'monthly');
+  it('paid in time (active, past_due): the next period, from the current end; the same as when it is paid', () => {
+    for (const [status, at] of [
+      ['active', END - 3 * DAY],
+      ['past_due', END + DAY],
+    ] as const) {
+      expect(renewalPeriod(sub(status), at)).toEqual({ start: END, end: NEXT_END });
+      const paid = transition(sub(status), { type: 'renewal_payment', paid_at: at + 3600 }, at + 3600).next;
+      expect([paid.current_period_start, paid.current_period_end]).toEqual([END, NEXT_END]);
+    }
+  });
+  it('access ended (payment_failed) or resumed after its period (pending): a new period from the payment', () => {
+    const at = END + 5 * DAY;
+    expect(renewalPeriod(sub('payment_failed'), at)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly') });
+    expect(renewalPeriod(sub('pending', { pending_since: at }), at)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly') });
+  });
+  it('a trial: the first paid period, from its end; nothing while paused or ended', () => {
+    const trial = startSubscription({ interval: 'weekly', trial_days: 14, grace_period_days: 0 }, T0);
+    expect(renewalPeriod(trial, T0 + 13 * DAY)).toEqual({ start: T0 + 14 * DAY, end: T0 + 21 * DAY });
+    for (const status of ['paused', 'cancelled'] as const) expect(renewalPeriod(sub(status), END - DAY)).toBeNull();
   });
 });
 
