@@ -3,7 +3,7 @@ import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailabl
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
-import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt } from './domain/schedule.js';
+import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt, walletGone } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit, emitMany, fiatCharged, reminderData, renewalPeriodData } from './transitions.js';
 
@@ -492,10 +492,7 @@ export class Scheduler {
     await this.inTx(row, async (tx, cur) => {
       const next = {
         ...cur,
-        nwc_next_attempt_at: null,
-        nwc_charging_since: null,
-        nwc_fallback: gone,
-        reminder_notified_at: gone && cur.receive_reminders ? now : cur.reminder_notified_at,
+        ...(gone ? walletGone(cur, now) : { nwc_next_attempt_at: null, nwc_charging_since: null, nwc_fallback: false }),
         updated_at: now,
       };
       if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');

@@ -10,6 +10,7 @@ import {
   nextDueAt,
   renewalEndedEarly,
   resumeBookkeeping,
+  walletGone,
   walletReconnected,
   withdrawOpenRenewal,
   type Due,
@@ -661,6 +662,30 @@ describe('renewalEndedEarly', () => {
     expect(renewalEndedEarly(sub('active', issued(END + DAY, { renewal_for: END - 30 * DAY })), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active', issued(at)), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active'), 'pay_1', at)).toBeNull();
+  });
+});
+
+describe('walletGone: an NWC wallet gone when asked to pay, the renewal sent as an invoice', () => {
+  it('its reminder is the last call: the replacements after it reach the subscriber weekly, not a day later (found from outside)', () => {
+    // Grace 2 days; the third failure (a day after the 1-hour retry) deactivates the wallet.
+    const at = END + DAY + 3600 + 120;
+    const charged = sub('past_due', {
+      payment_method: 'nwc',
+      grace_period_days: 2,
+      ...issued(at + DAY, { reminder_notified_at: null }),
+      nwc_next_attempt_at: at + DAY,
+      nwc_charging_since: at,
+    });
+    const gone = { ...charged, ...walletGone(charged, at) };
+    expect(gone).toMatchObject({ nwc_fallback: true, nwc_next_attempt_at: null, nwc_charging_since: null, reminder_notified_at: at, reminded_for: END });
+    // Its invoice expires a day later: replaced, the subscriber not told again.
+    expect(dueNow(gone, at + DAY, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: false });
+    expect(dueNow({ ...gone, status: 'payment_failed', renewal_expires_at: at + 7 * DAY }, at + 7 * DAY, POLICY)).toMatchObject({
+      kind: 'renewal_payment',
+      notify_subscriber: true,
+    });
+    // A subscriber without reminders was not sent it, and still has none counted.
+    expect(walletGone({ ...charged, receive_reminders: false }, at)).toMatchObject({ reminder_notified_at: null, reminded_for: END });
   });
 });
 
