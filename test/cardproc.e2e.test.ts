@@ -361,6 +361,49 @@ describe('a renewal the provider ends early', () => {
   });
 });
 
+// After the test before (it moves the shared dev clock on).
+describe('dunning of a card renewal', () => {
+  it('the past-due and payment-failed notices say what the card is charged and the period it pays for, as the reminder did (found from outside)', async () => {
+    const clock = devClock(() => client(stack.api, stack.wallets[0]!.admin_key));
+    const plan = await cardPlan('Card dunning', { amount_sats: 21000, interval: 'weekly', grace_period_days: 1 });
+    const { c, session } = await checkout('dunning@example.com', plan);
+    stripe.pay(session.id);
+    expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
+    const sub = await until(
+      async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body,
+      (s) => s.status === 'active',
+    );
+    const end = sub.current_period_end;
+    const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+    const mails = (subject: string) =>
+      until(
+        async () => smtp.mails.filter((m) => m.to.includes('dunning@example.com') && m.subject.startsWith(subject)),
+        (m) => m.length > 0,
+      );
+    const period = `Renewal period: ${utc(end)} to ${utc(end + 7 * 86_400)}`;
+    // 21,000 sats at 50 000 EUR/BTC: 10.50 EUR.
+    await clock.advanceTo(end - 86_400 + 60);
+    const [reminder] = await mails('Payment due for Card dunning');
+    expect(reminder!.text).toContain(`renews on ${utc(end)} for €10.50 EUR (21,000 sats).\n${period}\n`);
+    await clock.advanceTo(end + 60);
+    const [pastDue] = await mails('Payment overdue for Card dunning');
+    expect(pastDue!.text).toContain(`The renewal of Card dunning (€10.50 EUR, 21,000 sats) was not paid by the end of your period.\n${period}\n`);
+    const at = await clock.advanceTo(end + 86_400 + 60);
+    const [failed] = await mails('Payment failed for Card dunning');
+    expect(failed!.text).toContain('The renewal of Card dunning (€10.50 EUR, 21,000 sats) is unpaid, so your access has ended for now.');
+    expect(failed!.text).toMatch(/\nRenewal period if paid now: \d{4}-\d\d-\d\d \d\d:\d\d UTC to \d{4}-\d\d-\d\d \d\d:\d\d UTC\n/);
+    const data = (
+      await db.query(
+        `SELECT payload->'data' AS d FROM billing.outbox WHERE payload->>'event' = 'subscription.payment_failed' AND payload->'data'->>'subscription_id' = $1`,
+        [c.subscription_id],
+      )
+    ).rows[0].d;
+    expect(data).toMatchObject({ amount_fiat: 10.5, currency: 'eur', amount_sats: 21000 });
+    expect(data.renewal_period_start).toBeGreaterThanOrEqual(at);
+    expect(data.renewal_period_end - data.renewal_period_start).toBe(7 * 86_400);
+  });
+});
+
 describe('at rest', () => {
   it('the Stripe keys and the API keys are stored nowhere in plain text; every event matches its schema', async () => {
     await expectNoSecretAtRest(db, {

@@ -816,6 +816,12 @@ describe('subscriber and owner notices', () => {
     expect(expiredText!.text).toContain(`To subscribe again: ${checkout}\n`);
     const [failedText] = await dmSays(fayeSk, failed);
     expect(failedText!.text).toMatch(/Pay it by \d{4}-\d\d-\d\d \d\d:\d\d UTC to get your access back/);
+    // Each says the period the renewal pays for: the week after the one that ended, then (access ended) a
+    // week from the payment (found from outside: no dates of the period).
+    const lapsedSub = (await reader().get(`/subscriptions/${subs.lapseMsg}`)).body;
+    const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+    expect(pastDueText!.text).toContain(`\nRenewal period: ${utc(lapsedSub.current_period_end)} to ${utc(lapsedSub.current_period_end + 7 * 86_400)}\n`);
+    expect(failedText!.text).toMatch(/\nRenewal period if paid now: \d{4}-\d\d-\d\d \d\d:\d\d UTC to \d{4}-\d\d-\d\d \d\d:\d\d UTC\n/);
     // Each on their own channel only, each notice once.
     await settle(600);
     expect(tgTo('2011').filter((x) => x.text.includes(renewed) || x.text.includes(archived))).toHaveLength(2);

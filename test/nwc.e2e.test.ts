@@ -1004,6 +1004,36 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(4);
   });
 
+  it('a wallet that keeps failing: one "Payment due" when it is given up, its replacements weekly, each dated (found from outside)', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'repeat-nwc@example.com');
+    const end = s.current_period_end;
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const t1 = await advanceTo(end + 60);
+    const t2 = await advanceTo(t1 + 3600 + 600);
+    // The third failure deactivates the wallet: the renewal goes to the subscriber as an invoice.
+    const t3 = await advanceTo(t2 + DAY);
+    expect((await connection(res.subscription_id)).is_active).toBe(false);
+    // A day later its invoice is replaced and the grace period is over (payment_failed).
+    await advanceTo(t3 + DAY);
+    expect((await sub(res.subscription_id)).status).toBe('payment_failed');
+    const events = await billingEvents(res.subscription_id);
+    const reminders = events.filter((e) => e.e === 'renewal.reminder');
+    // Found from outside: the replacement counted as the last call and reached the subscriber a day after the first.
+    expect(reminders.map((r) => [r.d.reason ?? null, r.d.notify_subscriber])).toEqual([
+      ['nwc_wallet_unavailable', true],
+      [null, false],
+    ]);
+    // What each notice says the renewal pays for: the week after the one that ended, while it can be paid in time.
+    const next = { renewal_period_start: end, renewal_period_end: end + 7 * DAY };
+    for (const r of reminders) expect(r.d).toMatchObject(next);
+    expect(events.find((e) => e.e === 'subscription.past_due')?.d).toMatchObject(next);
+    // Access ended: paying starts a new week, dated from the notice.
+    const failed = events.find((e) => e.e === 'subscription.payment_failed')!.d;
+    expect(failed.renewal_period_start).toBeGreaterThanOrEqual(t3 + DAY);
+    expect(failed.renewal_period_end - failed.renewal_period_start).toBe(7 * DAY);
+  });
+
   it('a checkout the wallet paid after the service looked stops counting as a failure, and never adds to a deactivation (review finding)', async () => {
     const w = await wallet();
     // The wallet refuses, is asked whether it paid (2 s), and pays a second later without a word.

@@ -56,16 +56,27 @@ const PaymentUnappliedData = WebhookEventData.extend({
   reason: z.string(),
 });
 
-/**
- * `subscription.activated` and `subscription.renewed`: a payment started a period; what a receipt says
- * (the period it covers, the payment and how it was paid).
- */
 /** What a card or wallet-processor payment charged (absent for bitcoin payments). */
 const FiatCharged = {
   amount_fiat: z.number().optional().openapi({ description: 'Card and wallet-processor payments: what was charged, in `currency`' }),
   currency: z.string().optional().openapi({ description: 'Lower-case ISO 4217 code of `amount_fiat`, e.g. `usd`' }),
 };
 
+/**
+ * Renewal reminders, trial endings and dunning steps: the period the renewal pays for. From the current
+ * period's end while it can be paid in time; once access has ended (`payment_failed`), or for a
+ * subscription resumed after its period (`pending`), a new period starts when it is paid: then these are
+ * its dates if paid at the event's time.
+ */
+const RenewalPeriod = {
+  renewal_period_start: UnixSeconds.optional().openapi({ description: 'Start of the period the renewal pays for' }),
+  renewal_period_end: UnixSeconds.optional().openapi({ description: 'End of the period the renewal pays for' }),
+};
+
+/**
+ * `subscription.activated` and `subscription.renewed`: a payment started a period; what a receipt says
+ * (the period it covers, the payment and how it was paid).
+ */
 const PaidPeriodData = WebhookEventData.extend({
   subscription_id: z.string(),
   payment_id: Id,
@@ -78,13 +89,16 @@ const PaidPeriodData = WebhookEventData.extend({
 
 /**
  * `subscription.past_due` and `subscription.payment_failed`: the period ended unpaid; the open renewal
- * stays payable until `pay_by` (the end of the grace period, then of the dunning window).
+ * stays payable until `pay_by` (the end of the grace period, then of the dunning window). `amount_fiat`
+ * and `currency`: what the open renewal charges, when a card or wallet processor charges it.
  */
 const DunningData = (status: 'past_due' | 'payment_failed') =>
   WebhookEventData.extend({
     subscription_id: z.string(),
     status: z.literal(status),
     pay_by: UnixSeconds.openapi({ description: 'Until when the renewal can still be paid before the next step' }),
+    ...FiatCharged,
+    ...RenewalPeriod,
     wallet_retries: z
       .literal(true)
       .optional()
@@ -152,8 +166,10 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
   'subscription.trial_ending': WebhookEventData.extend({
     trial_end: UnixSeconds,
     wallet_pays: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet will be asked to pay the first renewal' }),
+    ...FiatCharged,
+    ...RenewalPeriod,
   }),
-  'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds }),
+  'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds, ...RenewalPeriod }),
   'payment.received': WebhookEventData.extend({
     payment_id: Id,
     amount_sats: z.number().int(),

@@ -2,7 +2,7 @@ import { PaymentEventData, messages, type EventEnvelope } from '@sb/contracts';
 import { callMessage, enqueueEvent, unixSeconds } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { applicationOf } from './domain/payment-application.js';
-import { applyTransition, emit } from './transitions.js';
+import { applyTransition, emit, fiatCharged } from './transitions.js';
 
 type Outcome = {
   result: 'applied' | 'unapplied' | 'duplicate';
@@ -63,7 +63,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       payment_id: p.payment_id,
       amount_sats: p.amount_sats,
       // A receipt says what was charged: the fiat amount of a card or wallet-processor payment.
-      ...(typeof p.amount_fiat === 'number' && p.currency ? { amount_fiat: p.amount_fiat, currency: p.currency } : {}),
+      ...fiatCharged(p),
       payment_method: p.payment_method,
       notify_subscriber: target.receive_confirmations,
       ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),

@@ -1,15 +1,18 @@
-import { type CreatedPayment, messages, type NwcChargeResult, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
+import { type CreatedPayment, messages, type NwcChargeResult, type PaymentMethod, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
 import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailable, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
-import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt } from './domain/schedule.js';
+import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt, walletGone } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
-import { applyTransition, emit, emitMany, reminderData } from './transitions.js';
+import { applyTransition, emit, emitMany, fiatCharged, reminderData, renewalPeriodData } from './transitions.js';
 
 type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
 type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
 type ToWithdraw = { wallet_id: string; subscription_id: string; payment_id: string; period_end: number };
+
+/** Methods whose payments are charged in fiat (a processor's checkout): notices say that amount too. */
+const FIAT_RAILS: ReadonlySet<PaymentMethod> = new Set(['cardproc', 'walletproc']);
 
 /** Renewal payments left to withdraw that one sweep takes up (more wait for the next). */
 const WITHDRAW_PER_SWEEP = 100;
@@ -173,6 +176,9 @@ export class Scheduler {
         await d.subscriptions.setNextDue(d.db, s, now);
         return false;
       case 'lapse': {
+        // A step of dunning (payable until pay_by): its notice says what the renewal charges and covers.
+        const dunning = due.pay_by !== undefined;
+        const fiat = dunning ? await this.renewalFiat(s) : {};
         const extra = {
           ...(due.notify_subscriber ? { notify_subscriber: true } : {}),
           ...(due.reason ? { reason: due.reason } : {}),
@@ -181,7 +187,9 @@ export class Scheduler {
           ...(due.wallet_failed ? { wallet_failed: true } : {}),
           ...(due.after_trial ? { after_trial: true } : {}),
         };
-        const saved = await this.inTx(s, (tx, cur) => applyTransition(d, tx, cur, { type: due.event }, now, {}, extra));
+        const saved = await this.inTx(s, (tx, cur) =>
+          applyTransition(d, tx, cur, { type: due.event }, now, {}, (next) => ({ ...extra, ...fiat, ...(dunning ? renewalPeriodData(next, now) : {}) })),
+        );
         if (saved.status === 'expired') {
           await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
         }
@@ -200,16 +208,29 @@ export class Scheduler {
           const row = { ...cur, reminded_for: end, updated_at: now };
           if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
           // The connected wallet pays the first renewal: no invoice was sent to pay.
-          await emit(d, tx, row, 'subscription.trial_ending', { trial_end: end, wallet_pays: true, notify_subscriber: cur.receive_reminders });
+          await emit(d, tx, row, 'subscription.trial_ending', {
+            trial_end: end,
+            wallet_pays: true,
+            notify_subscriber: cur.receive_reminders,
+            ...renewalPeriodData(cur, now),
+          });
         });
         return true;
-      case 'last_call':
+      case 'last_call': {
+        const fiat = await this.renewalFiat(s);
         await this.inTx(s, async (tx, cur) => {
           const row = { ...cur, reminded_for: end, reminder_notified_at: due.notify_subscriber ? now : cur.reminder_notified_at, updated_at: now };
           if (!(await d.subscriptions.save(tx, row))) throw conflict('moved');
-          await emit(d, tx, row, 'renewal.reminder', { payment_id: cur.renewal_payment_id, due_at: end, notify_subscriber: due.notify_subscriber });
+          await emit(d, tx, row, 'renewal.reminder', {
+            payment_id: cur.renewal_payment_id,
+            due_at: end,
+            notify_subscriber: due.notify_subscriber,
+            ...fiat,
+            ...renewalPeriodData(cur, now),
+          });
         });
         return true;
+      }
     }
   }
 
@@ -271,11 +292,23 @@ export class Scheduler {
             event: 'renewal.reminder' as const,
             extra: {
               ...reminderData(created, s.current_period_end, due.notify_subscriber),
+              ...renewalPeriodData(s, now),
               ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
             },
           },
           ...(due.trial_ending
-            ? [{ s: row, event: 'subscription.trial_ending' as const, extra: { trial_end: s.current_period_end, notify_subscriber: s.receive_reminders } }]
+            ? [
+                {
+                  s: row,
+                  event: 'subscription.trial_ending' as const,
+                  extra: {
+                    trial_end: s.current_period_end,
+                    notify_subscriber: s.receive_reminders,
+                    ...fiatCharged(created.payment),
+                    ...renewalPeriodData(s, now),
+                  },
+                },
+              ]
             : []),
         ]),
       );
@@ -353,7 +386,7 @@ export class Scheduler {
     });
     const { payment, checkout } = created;
     const row = { ...s, renewal_payment_id: payment.id };
-    const reminder = { ...reminderData(created, now, s.receive_reminders), reason: 'resumed' };
+    const reminder = { ...reminderData(created, now, s.receive_reminders), ...renewalPeriodData(s, now), reason: 'resumed' };
     const remind = async () => {
       await d.db.tx(async (tx) => {
         if (await d.subscriptions.settleResumeCharge(tx, s.id)) await emit(d, tx, row, 'renewal.reminder', reminder);
@@ -459,10 +492,7 @@ export class Scheduler {
     await this.inTx(row, async (tx, cur) => {
       const next = {
         ...cur,
-        nwc_next_attempt_at: null,
-        nwc_charging_since: null,
-        nwc_fallback: gone,
-        reminder_notified_at: gone && cur.receive_reminders ? now : cur.reminder_notified_at,
+        ...(gone ? walletGone(cur, now) : { nwc_next_attempt_at: null, nwc_charging_since: null, nwc_fallback: false }),
         updated_at: now,
       };
       if (!(await d.subscriptions.save(tx, next))) throw conflict('moved');
@@ -475,9 +505,26 @@ export class Scheduler {
           expires_at: expiresAt,
           notify_subscriber: cur.receive_reminders,
           reason: 'nwc_wallet_unavailable',
+          ...renewalPeriodData(cur, now),
         });
       }
     });
+  }
+
+  /**
+   * What the open renewal payment charges in fiat (card, PayPal), for a notice sent without it in hand:
+   * said as the reminder said it. Without the payments service's answer the notice gives the sats alone
+   * rather than wait (a lapse is not held back by it).
+   */
+  private async renewalFiat(s: SubRow): Promise<Record<string, unknown>> {
+    if (!FIAT_RAILS.has(s.payment_method) || !s.renewal_payment_id || s.renewal_for !== s.current_period_end) return {};
+    try {
+      const { payment } = await callMessage(this.d.bus, messages.getPayment, { wallet_id: s.wallet_id, id: s.renewal_payment_id });
+      return payment?.subscription_id === s.id ? fiatCharged(payment) : {};
+    } catch (err) {
+      this.d.log.warn({ err, subscription_id: s.id }, 'renewal payment not read; the notice gives its amount in sats only');
+      return {};
+    }
   }
 
   /** A payment of the subscription, as the payments service has it now (its invoice included). */

@@ -1,7 +1,7 @@
 import type { CreatedPayment, EventEnvelope } from '@sb/contracts';
 import { conflict, enqueueEvent, enqueueEvents, type Queryable } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
-import { transition, type LifecycleEvent } from './domain/lifecycle.js';
+import { renewalPeriod, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
 export type EventNames = { plan_name: string; email: string | null; name: string | null } | undefined;
@@ -58,6 +58,16 @@ export function reminderData({ payment, checkout }: CreatedPayment, dueAt: numbe
   };
 }
 
+/** What a card or wallet-processor payment charges in fiat, for notices to say beside the sats (nothing for bitcoin). */
+export const fiatCharged = (p: { amount_fiat?: number | null; currency?: string | null } | null | undefined): Record<string, unknown> =>
+  typeof p?.amount_fiat === 'number' && p.currency ? { amount_fiat: p.amount_fiat, currency: p.currency } : {};
+
+/** The period a renewal paid at `at` covers, as reminders and dunning notices say it (domain/lifecycle.ts). */
+export function renewalPeriodData(s: SubState, at: number): Record<string, unknown> {
+  const p = renewalPeriod(s, at);
+  return p ? { renewal_period_start: p.start, renewal_period_end: p.end } : {};
+}
+
 /** `emit` of many events (a sweep's batch) in two statements; the outbox keeps their order. */
 export async function emitMany(d: Deps, q: Queryable, events: { s: SubRow; event: EventEnvelope['event']; extra?: Record<string, unknown> }[]): Promise<void> {
   if (!events.length) return;
@@ -105,13 +115,14 @@ export async function applyTransition(
   e: LifecycleEvent,
   now: number,
   bookkeeping: Partial<SubRow> = {},
-  extra: Record<string, unknown> = {},
+  /** The event's further data; a function of the saved row when it depends on where the move led. */
+  extra: Record<string, unknown> | ((saved: SubRow) => Record<string, unknown>) = {},
 ): Promise<SubRow> {
   const { next, event } = transition(sub, e, now);
   const row: SubRow = { ...sub, ...next, ...bookkeeping, updated_at: now };
   if (!(await d.subscriptions.save(q, row))) throw conflict('Subscription was changed concurrently; retry');
   const saved = { ...row, version: sub.version + 1 };
   // What it was before: a notice about a checkout never paid is not one about a paid subscription.
-  await emit(d, q, saved, event, { previous_status: sub.status, ...extra });
+  await emit(d, q, saved, event, { previous_status: sub.status, ...(typeof extra === 'function' ? extra(saved) : extra) });
   return saved;
 }

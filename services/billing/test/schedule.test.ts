@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
-import { startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
+import { renewalPeriod, startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 import {
@@ -10,6 +10,7 @@ import {
   nextDueAt,
   renewalEndedEarly,
   resumeBookkeeping,
+  walletGone,
   walletReconnected,
   withdrawOpenRenewal,
   type Due,
@@ -662,6 +663,54 @@ describe('renewalEndedEarly', () => {
     expect(renewalEndedEarly(sub('active', issued(END + DAY, { renewal_for: END - 30 * DAY })), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active', issued(at)), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active'), 'pay_1', at)).toBeNull();
+  });
+});
+
+describe('walletGone: an NWC wallet gone when asked to pay, the renewal sent as an invoice', () => {
+  it('its reminder is the last call: the replacements after it reach the subscriber weekly, not a day later (found from outside)', () => {
+    // Grace 2 days; the third failure (a day after the 1-hour retry) deactivates the wallet.
+    const at = END + DAY + 3600 + 120;
+    const charged = sub('past_due', {
+      payment_method: 'nwc',
+      grace_period_days: 2,
+      ...issued(at + DAY, { reminder_notified_at: null }),
+      nwc_next_attempt_at: at + DAY,
+      nwc_charging_since: at,
+    });
+    const gone = { ...charged, ...walletGone(charged, at) };
+    expect(gone).toMatchObject({ nwc_fallback: true, nwc_next_attempt_at: null, nwc_charging_since: null, reminder_notified_at: at, reminded_for: END });
+    // Its invoice expires a day later: replaced, the subscriber not told again.
+    expect(dueNow(gone, at + DAY, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: false });
+    expect(dueNow({ ...gone, status: 'payment_failed', renewal_expires_at: at + 7 * DAY }, at + 7 * DAY, POLICY)).toMatchObject({
+      kind: 'renewal_payment',
+      notify_subscriber: true,
+    });
+    // A subscriber without reminders was not sent it, and still has none counted.
+    expect(walletGone({ ...charged, receive_reminders: false }, at)).toMatchObject({ reminder_notified_at: null, reminded_for: END });
+  });
+});
+
+describe('renewalPeriod: what a renewal payment pays for, as reminders and dunning notices say it', () => {
+  const NEXT_END = periodEnd(T0, 2, 'monthly');
+  it('paid in time (active, past_due): the next period, from the current end; the same as when it is paid', () => {
+    for (const [status, at] of [
+      ['active', END - 3 * DAY],
+      ['past_due', END + DAY],
+    ] as const) {
+      expect(renewalPeriod(sub(status), at)).toEqual({ start: END, end: NEXT_END });
+      const paid = transition(sub(status), { type: 'renewal_payment', paid_at: at + 3600 }, at + 3600).next;
+      expect([paid.current_period_start, paid.current_period_end]).toEqual([END, NEXT_END]);
+    }
+  });
+  it('access ended (payment_failed) or resumed after its period (pending): a new period from the payment', () => {
+    const at = END + 5 * DAY;
+    expect(renewalPeriod(sub('payment_failed'), at)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly') });
+    expect(renewalPeriod(sub('pending', { pending_since: at }), at)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly') });
+  });
+  it('a trial: the first paid period, from its end; nothing while paused or ended', () => {
+    const trial = startSubscription({ interval: 'weekly', trial_days: 14, grace_period_days: 0 }, T0);
+    expect(renewalPeriod(trial, T0 + 13 * DAY)).toEqual({ start: T0 + 14 * DAY, end: T0 + 21 * DAY });
+    for (const status of ['paused', 'cancelled'] as const) expect(renewalPeriod(sub(status), END - DAY)).toBeNull();
   });
 });
 

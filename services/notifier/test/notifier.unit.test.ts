@@ -292,6 +292,39 @@ describe('subscriber notices', () => {
     expect(subscriberMessage(ev('subscription.activated', { ...paid, amount_fiat: undefined, currency: undefined }), {}).text).toContain('Amount: 21,000 sats');
   });
 
+  it('reminders, trial endings and dunning notices say the period the renewal pays for, as receipts do (found from outside)', () => {
+    const card = { amount_sats: 50_000, amount_fiat: 50, currency: 'usd', payment_method: 'cardproc' };
+    // The current period ends on 11-15; paid in time, the renewal continues from there.
+    const inTime = {
+      current_period_start: 1_697_494_400,
+      current_period_end: 1_700_086_400,
+      renewal_period_start: 1_700_086_400,
+      renewal_period_end: 1_702_678_400,
+    };
+    const period = 'Renewal period: 2023-11-15 22:13 UTC to 2023-12-15 22:13 UTC';
+    const reminder = subscriberMessage(ev('renewal.reminder', { ...card, ...inTime, due_at: 1_700_086_400, checkout_url: 'https://pay.example/c' }), {});
+    expect(reminder.text).toContain(`Your subscription to Gold renews on 2023-11-15 22:13 UTC for $50.00 USD (50,000 sats).\n${period}\n`);
+    const trial = subscriberMessage(ev('subscription.trial_ending', { ...card, ...inTime, trial_end: 1_700_086_400 }), {});
+    expect(trial.text).toContain(`To keep access, pay the renewal of $50.00 USD (50,000 sats) we sent you.\n${period}\n`);
+    const pastDue = subscriberMessage(ev('subscription.past_due', { ...card, ...inTime, status: 'past_due', pay_by: 1_700_345_600 }), {});
+    expect(pastDue.text).toContain(
+      `The renewal of Gold ($50.00 USD, 50,000 sats) was not paid by the end of your period.\n${period}\nYour access continues until`,
+    );
+    // Access ended: paying starts a new period, dated as if paid at the notice's time.
+    const ended = {
+      current_period_start: 1_696_408_000,
+      current_period_end: 1_699_000_000,
+      renewal_period_start: 1_700_000_000,
+      renewal_period_end: 1_702_592_000,
+    };
+    const failed = subscriberMessage(ev('subscription.payment_failed', { ...card, ...ended, status: 'payment_failed', pay_by: 1_700_345_600 }), {});
+    expect(failed.text).toContain(
+      'The renewal of Gold ($50.00 USD, 50,000 sats) is unpaid, so your access has ended for now.\nRenewal period if paid now: 2023-11-14 22:13 UTC to 2023-12-14 22:13 UTC\nPay it by',
+    );
+    // Without the period (events from before), nothing about it.
+    expect(subscriberMessage(ev('renewal.reminder', { due_at: 1_700_086_400 }), {}).text).not.toContain('Renewal period');
+  });
+
   it('e-mail shows the one-click link of its kind; every message says the portal is where notices are chosen (found from outside)', () => {
     const who = { manageUrl: 'http://x/manage?token=t', merchant: 'Shop', unsubscribe: 'http://x/api/v1/public/unsubscribe/u1' };
     const reminder = subscriberMessage(ev('renewal.reminder', { due_at: 1_700_086_400, amount_sats: 1000 }), who);

@@ -203,13 +203,27 @@ interface Transition {
   event: EventName;
 }
 
+const ruleFor = (s: SubState, type: EventType, now: number) => LIFECYCLE.find((r) => r.on === type && r.from.includes(s.status) && (!r.when || r.when(s, now)));
+
 /** Applies one event, or throws 409 when the table has no row for it. Pure: the caller does the compare-and-set. */
 export function transition(s: SubState, e: LifecycleEvent, now: number): Transition {
-  const rule = LIFECYCLE.find((r) => r.on === e.type && r.from.includes(s.status) && (!r.when || r.when(s, now)));
+  const rule = ruleFor(s, e.type, now);
   if (!rule) throw conflict(`Cannot ${e.type.replace(/_/g, ' ')} a subscription that is ${s.status}`);
   // The row was found by `on === e.type`, so `e` is the event its `apply` is typed for.
   const apply = rule.apply as (s: SubState, e: LifecycleEvent, now: number) => Partial<SubState>;
   return { next: { ...s, ...apply(s, e, now) }, event: rule.emit };
+}
+
+/**
+ * The period a renewal payment made at `at` pays for, by the same table a payment is applied by: from
+ * the current period's end while it can be paid in time (active, past_due); a new period from the
+ * payment once access has ended (payment_failed) or after a resume past the period's end (pending).
+ * Null where no renewal applies (paused, cancelled). What reminders and dunning notices say it covers.
+ */
+export function renewalPeriod(s: SubState, at: number): { start: number; end: number } | null {
+  if (!ruleFor(s, 'renewal_payment', at)) return null;
+  const { next } = transition(s, { type: 'renewal_payment', paid_at: at }, at);
+  return { start: next.current_period_start, end: next.current_period_end };
 }
 
 /**

@@ -236,6 +236,26 @@ export function walletReconnected(s: Pick<ScheduleView, 'renewal_for' | 'current
 }
 
 /**
+ * The wallet asked to pay the renewal is gone (deactivated by this failure, or disconnected): renewals go
+ * out as invoices, and the open one reaches the subscriber in a reminder now. Sent from the period's end
+ * on, that reminder is the period's last call: the replacements of its invoice then follow at most weekly.
+ * Left unmarked, the next replacement (a day later) counted as the last call and was sent too.
+ */
+export function walletGone(
+  s: Pick<ScheduleView, 'current_period_end' | 'receive_reminders' | 'reminded_for' | 'reminder_notified_at'>,
+  now: number,
+): Partial<ScheduleView> {
+  const end = s.current_period_end;
+  return {
+    nwc_next_attempt_at: null,
+    nwc_charging_since: null,
+    nwc_fallback: true,
+    reminded_for: now >= end - REMINDER_BEFORE_END_SECONDS ? end : s.reminded_for,
+    reminder_notified_at: s.receive_reminders ? now : s.reminder_notified_at,
+  };
+}
+
+/**
  * A pause withdraws the open renewal payment: it counts as expired from now, so a resume while the
  * subscription can still renew issues a new one at once, and the subscriber (whose invoice stopped
  * working) hears of it.

@@ -172,12 +172,23 @@ export function subscriberMessage(
       str(d.subscription_id) && `Subscription reference: ${d.subscription_id}`,
     ];
   };
-  /** A step of dunning: what is unpaid, until when it can be paid (`pay_by`), where. */
+  /**
+   * The period a renewal pays for, as a receipt says its period: from the end of the current one, or
+   * (access ended, or resumed after the period) a new one from the payment, dated as if paid now.
+   */
+  const renewalPeriod = (): string | undefined => {
+    const start = num(d.renewal_period_start);
+    const end = num(d.renewal_period_end);
+    if (start === undefined || end === undefined) return undefined;
+    return `Renewal period${start === num(d.current_period_end) ? '' : ' if paid now'}: ${day(start)} to ${day(end)}`;
+  };
+  /** A step of dunning: what is unpaid, for which period, until when it can be paid (`pay_by`), where. */
   const dunning = (subject: string, state: string, payLine: (by: string | undefined) => string): Message => {
     const payBy = num(d.pay_by);
     return body(
       subject,
       `The renewal of ${plan}${aside} ${state}`,
+      renewalPeriod(),
       // Its retries are over (or it was never to retry): said before how to pay by hand.
       d.wallet_failed === true && d.wallet_retries !== true && 'Your connected wallet could not pay it and is no longer asked to.',
       payLine(payBy === undefined ? undefined : day(payBy)),
@@ -232,6 +243,7 @@ export function subscriberMessage(
             ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
               `The renewal of ${plan}${aside} was due on ${day(due)} and is not paid yet.`
             : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
+        renewalPeriod(),
         // After the past-due notice said the wallet would be asked again: it no longer is (disconnected).
         d.reason === 'nwc_wallet_unavailable' &&
           'Your connected wallet is no longer asked to pay it (it failed or was disconnected), so please pay it yourself.',
@@ -248,6 +260,7 @@ export function subscriberMessage(
         d.wallet_pays === true
           ? `Your connected wallet will then be asked to pay the renewal${amount ? ` of ${amount}` : ''}.`
           : `To keep access, pay the renewal${amount ? ` of ${amount}` : ''} we sent you.`,
+        renewalPeriod(),
       );
     }
     case 'nwc.wallet_disabled':
