@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { routes, type RouteDef } from '@sb/contracts';
 import type { Handler } from './bus.js';
-import { lockUntilCommit, type Db, type Queryable } from './db.js';
+import type { Db, Queryable } from './db.js';
 import { conflict } from './errors.js';
 import type { Logger } from './logger.js';
 import { Poller } from './poller.js';
@@ -12,12 +12,13 @@ import type { SecretBox } from './secrets.js';
  * The answers a service gave to requests that carried an Idempotency-Key, each written in the transaction
  * of the change it answers (in a service's migrations; a table alone, so `compatible`).
  * `key`: the gateway's SHA-256 of the caller's scope and key (Caller.idempotency_key), never the key itself.
+ * `answer_sealed` NULL: a claim, while an effect outside the database (a message sent) is under way.
  */
 export const answeredRequestsTableSql = `
 CREATE TABLE answered_requests (
   key TEXT PRIMARY KEY,
   request_hash TEXT NOT NULL,
-  answer_sealed TEXT NOT NULL,
+  answer_sealed TEXT,
   created_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX answered_requests_created ON answered_requests (created_at);
@@ -25,6 +26,17 @@ CREATE INDEX answered_requests_created ON answered_requests (created_at);
 
 /** As long as the gateway keeps an Idempotency-Key (behaviour.md): after that the key is a new request. */
 const KEPT = "interval '24 hours'";
+/**
+ * How long a claim holds its key without an answer: longer than any route waits for its effect; a claim
+ * older than that was left by a process that died mid-effect, and the key may run again.
+ */
+const CLAIM_LEASE = "interval '2 minutes'";
+
+/** What a key holds: the answer, or a claim (an effect under way, `answer` absent). */
+export interface Recorded {
+  request_hash: string;
+  answer?: unknown;
+}
 
 /**
  * The answers kept by `answerOnce`. Sealed with SECRETS_KEY (an answer may name what its owner alone
@@ -51,13 +63,45 @@ export class AnsweredRequests {
     return JSON.parse(this.box === 'unsealed' ? stored : this.box.open(stored));
   }
 
-  async find(q: Queryable, key: string): Promise<{ request_hash: string; answer: unknown } | undefined> {
-    const { rows } = await q.query<{ request_hash: string; answer_sealed: string }>(
-      `SELECT request_hash, answer_sealed FROM ${this.t} WHERE key = $1 AND created_at > now() - ${KEPT}`,
+  async find(q: Queryable, key: string): Promise<Recorded | undefined> {
+    const { rows } = await q.query<{ request_hash: string; answer_sealed: string | null }>(
+      `SELECT request_hash, answer_sealed FROM ${this.t} WHERE key = $1 AND created_at > now() - ${KEPT}
+         AND (answer_sealed IS NOT NULL OR created_at > now() - ${CLAIM_LEASE})`,
       [key],
     );
     const row = rows[0];
-    return row && { request_hash: row.request_hash, answer: this.open(row.answer_sealed) };
+    if (!row) return undefined;
+    if (row.answer_sealed === null) return { request_hash: row.request_hash };
+    let answer: unknown;
+    try {
+      answer = this.open(row.answer_sealed);
+    } catch {
+      // Sealed with a key no longer configured (SECRETS_KEY_PREVIOUS dropped within the day): running the
+      // write again could apply it twice.
+      throw conflict('The answer to this Idempotency-Key can no longer be replayed; send the request with a new key');
+    }
+    return { request_hash: row.request_hash, answer };
+  }
+
+  /** The key for an effect outside the database; false when another try holds it or answered it. */
+  async claim(q: Queryable, key: string, requestHash: string): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `INSERT INTO ${this.t} (key, request_hash, answer_sealed) VALUES ($1, $2, NULL)
+       ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, answer_sealed = NULL, created_at = now()
+       WHERE ${this.t}.created_at <= now() - ${KEPT} OR (${this.t}.answer_sealed IS NULL AND ${this.t}.created_at <= now() - ${CLAIM_LEASE})`,
+      [key, requestHash],
+    );
+    return rowCount === 1;
+  }
+
+  /** The claimed key's answer, once its effect is done. */
+  async fill(q: Queryable, key: string, answer: unknown): Promise<void> {
+    await q.query(`UPDATE ${this.t} SET answer_sealed = $2 WHERE key = $1 AND answer_sealed IS NULL`, [key, this.seal(answer)]);
+  }
+
+  /** A claim whose effect failed: the key runs again on the next try. */
+  async release(q: Queryable, key: string): Promise<void> {
+    await q.query(`DELETE FROM ${this.t} WHERE key = $1 AND answer_sealed IS NULL`, [key]);
   }
 
   /**
@@ -97,12 +141,12 @@ export class AnsweredRequests {
 export type Keep = <A>(tx: Queryable, answer: A) => Promise<A>;
 
 /**
- * Runs an effect that no rollback undoes (a message sent) in a transaction holding the request's key, and
- * answers what it answers (its `keep`, in that transaction). Another try of the key waits for this one:
- * it answers the recorded answer once this one committed, or runs when this one failed. Without a key
- * the effect runs with the pool and no transaction (no connection held while it waits on the network).
+ * Runs an effect that no rollback undoes (a message sent) under a claim of the request's key, committed
+ * before the effect starts, and records its answer after it. No transaction or connection is held while
+ * the effect waits on the network. Another try of the key meanwhile is 409 "still in progress" (as the
+ * gateway answers), and after it the recorded answer; a failed effect frees the key.
  */
-export type Hold = <A>(effect: (tx: Queryable) => Promise<A>) => Promise<A>;
+export type Hold = <A>(effect: () => Promise<A>) => Promise<A>;
 
 /** The answer as kept for Idempotency-Key replays: fields shown only once (secrets) are left out. */
 export function withoutShownOnce(payload: unknown, fields: readonly string[] | undefined): unknown {
@@ -128,14 +172,19 @@ export function answerOnce<I extends RouteId>(
   id: I,
   handle: (req: RouteRequest<I>, keep: Keep, hold: Hold) => Promise<RouteReply<I>>,
 ): Handler {
-  const shownOnce = (routes as readonly RouteDef[]).find((r) => r.id === id)?.shownOnce;
+  const route = (routes as readonly RouteDef[]).find((r) => r.id === id);
+  // The gateway passes a key only with these (PUT and DELETE are idempotent by state): anything else
+  // would be wrapped for nothing, and read as protected.
+  if (route && route.method !== 'post' && route.method !== 'patch')
+    throw new Error(`answerOnce: ${id} is a ${route.method} route, which carries no Idempotency-Key`);
+  const shownOnce = route?.shownOnce;
   return routeHandler(id, async (req) => {
     const key = req.caller.idempotency_key;
     if (!key)
       return handle(
         req,
         async (_tx, answer) => answer,
-        (effect) => effect(db),
+        (effect) => effect(),
       );
     // The gateway refuses a key reused with another request while it holds the key; this holds after it freed it.
     const hash = createHash('sha256')
@@ -144,6 +193,7 @@ export function answerOnce<I extends RouteId>(
     const recorded = async () => {
       const found = await answered.find(db, key);
       if (found && found.request_hash !== hash) throw conflict('Idempotency-Key was already used with a different request');
+      if (found && !('answer' in found)) throw conflict('A request with this Idempotency-Key is still in progress');
       return found && (found.answer as RouteReply<I>);
     };
     const before = await recorded();
@@ -156,12 +206,21 @@ export function answerOnce<I extends RouteId>(
           if (!(await answered.record(tx, key, hash, withoutShownOnce(answer, shownOnce)))) throw meanwhile();
           return answer;
         },
-        (effect) =>
-          db.tx(async (tx) => {
-            await lockUntilCommit(tx, 'answered request', key);
-            if (await answered.find(tx, key)) throw meanwhile();
-            return effect(tx);
-          }),
+        async (effect) => {
+          // Claimed by another try: its answer, or 409 while its effect is under way.
+          if (!(await answered.claim(db, key, hash)))
+            return ((await recorded()) as Awaited<ReturnType<typeof effect>> | undefined) ?? Promise.reject(meanwhile());
+          let answer: Awaited<ReturnType<typeof effect>>;
+          try {
+            answer = await effect();
+          } catch (err) {
+            await answered.release(db, key).catch(() => undefined);
+            throw err;
+          }
+          // Not recorded (the database gone just now): the claim holds the key until its lease ends.
+          await answered.fill(db, key, withoutShownOnce(answer, shownOnce));
+          return answer;
+        },
       );
     } catch (err) {
       // Another try made the change first (this one then found it made: a 409, or lost the race on the key).

@@ -462,7 +462,6 @@ function startSignals(msg: Msg, nc: NatsConnection | undefined): () => void {
  * `signals`: the connection working signals go out on, when this service may send them.
  */
 async function answer(h: Handler, msg: Msg, log: Logger, signals?: NatsConnection): Promise<void> {
-  const stopSignals = startSignals(msg, signals);
   const parent = extractTraceContext(msg.headers);
   const span = tracer().startSpan(
     `${h.subject} process`,
@@ -471,6 +470,9 @@ async function answer(h: Handler, msg: Msg, log: Logger, signals?: NatsConnectio
   );
   const { data, id } = unframe(msg);
   let reply: BusReply;
+  // Started here, next to the `finally` that stops them: signals that outlived their request would keep
+  // its caller waiting for good.
+  const stopSignals = startSignals(msg, signals);
   try {
     reply = await context.with(trace.setSpan(parent, span), () => run(h, data, span, log));
   } finally {

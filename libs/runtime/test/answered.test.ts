@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createDatabase } from '../../../test/support/stack.js';
-import { AnsweredRequests, answeredRequestsTableSql } from '../src/answered.js';
+import { AnsweredRequests, answerOnce, answeredRequestsTableSql } from '../src/answered.js';
 import { createDb, type Db } from '../src/db.js';
 import { SecretBox } from '../src/secrets.js';
 
@@ -44,4 +44,38 @@ it("keeps an answer as JSON in a service whose answers name nothing secret ('uns
   expect(await plain.find(db, 'p1')).toEqual({ request_hash: 'h1', answer: { id: 'wo_1', name: 'Cold' } });
   const stored = await db.query<{ answer_sealed: string }>(`SELECT answer_sealed FROM a.answered_requests WHERE key = 'p1'`);
   expect(JSON.parse(stored.rows[0]!.answer_sealed)).toEqual({ id: 'wo_1', name: 'Cold' });
+});
+
+it('holds a key for an effect outside the database with a claim: no answer until filled, freed on failure, taken over after its lease (review)', async () => {
+  expect(await answered.claim(db, 'c1', 'h1')).toBe(true);
+  // Another try meanwhile: the key is held, nothing to replay yet.
+  expect(await answered.claim(db, 'c1', 'h1')).toBe(false);
+  expect(await answered.find(db, 'c1')).toEqual({ request_hash: 'h1' });
+  await answered.fill(db, 'c1', { delivered: true });
+  expect(await answered.find(db, 'c1')).toEqual({ request_hash: 'h1', answer: { delivered: true } });
+  expect(await answered.claim(db, 'c1', 'h1')).toBe(false);
+
+  // An effect that failed frees its key; a filled answer is never released.
+  expect(await answered.claim(db, 'c2', 'h1')).toBe(true);
+  await answered.release(db, 'c2');
+  expect(await answered.find(db, 'c2')).toBeUndefined();
+  await answered.release(db, 'c1');
+  expect((await answered.find(db, 'c1'))?.answer).toEqual({ delivered: true });
+
+  // A claim its process left behind (it died mid-effect) holds the key until its lease ends.
+  expect(await answered.claim(db, 'c3', 'h1')).toBe(true);
+  await db.query(`UPDATE a.answered_requests SET created_at = now() - interval '3 minutes' WHERE key = 'c3'`);
+  expect(await answered.find(db, 'c3')).toBeUndefined();
+  expect(await answered.claim(db, 'c3', 'h1')).toBe(true);
+});
+
+it('an answer sealed with a key no longer configured is a 409 to replay, never a 500 nor a second run (review)', async () => {
+  const before = new AnsweredRequests('a', new SecretBox('33'.repeat(32)));
+  expect(await before.record(db, 'r1', 'h1', { id: 'sub_1' })).toBe(true);
+  await expect(answered.find(db, 'r1')).rejects.toMatchObject({ kind: 'conflict', message: expect.stringContaining('can no longer be replayed') });
+});
+
+it('refuses to wrap a route that carries no Idempotency-Key (PUT, DELETE) (review)', () => {
+  expect(() => answerOnce(answered, db, 'plans.update', async () => Promise.reject(new Error('never')))).toThrow(/carries no Idempotency-Key/);
+  expect(() => answerOnce(answered, db, 'plans.create', async () => Promise.reject(new Error('never')))).not.toThrow();
 });

@@ -1,5 +1,5 @@
 import { messages } from '@sb/contracts';
-import { answerOnce, callMessage, conflict, enqueueEvent, notFound, unixSeconds, walletOf } from '@sb/runtime';
+import { callMessage, conflict, enqueueEvent, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import { SCHEMA, type Deps } from '../deps.js';
 import { archivePlan } from '../domain/plans.js';
 import { applyTransition, emit } from '../transitions.js';
@@ -11,7 +11,7 @@ import { applyTransition, emit } from '../transitions.js';
  * answer the same (the archived plan and how many subscriptions it cancelled) and emit nothing.
  */
 export const archivePlanHandler = (d: Deps) =>
-  answerOnce(d.answered, d.db, 'plans.archive', async (req, keep) => {
+  routeHandler('plans.archive', async (req) => {
     const cancelledIds: string[] = [];
     const result = await d.db.tx(async (tx) => {
       const wallet = walletOf(req);
@@ -24,7 +24,7 @@ export const archivePlanHandler = (d: Deps) =>
       const { version, ...plan } = current;
       const now = unixSeconds(d.clock);
       const { plan: archived, changed } = archivePlan(plan, now);
-      if (!changed) return keep(tx, { ...archived, cancelled_subscriptions: await d.subscriptions.countCancelledByArchive(tx, archived.id) });
+      if (!changed) return { ...archived, cancelled_subscriptions: await d.subscriptions.countCancelledByArchive(tx, archived.id) };
       if (!(await d.plans.update(tx, archived, version, now))) throw conflict('Plan was changed concurrently; retry');
       const cancelledSubs = [];
       for (const sub of await d.subscriptions.liveOfPlan(tx, archived.id)) {
@@ -42,7 +42,7 @@ export const archivePlanHandler = (d: Deps) =>
           ...planEvent,
         });
       }
-      return keep(tx, { ...archived, cancelled_subscriptions: cancelledSubs.length });
+      return { ...archived, cancelled_subscriptions: cancelledSubs.length };
     });
     for (const id of cancelledIds) {
       await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: result.wallet, subscription_id: id }).catch((err) =>

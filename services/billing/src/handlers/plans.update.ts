@@ -1,4 +1,4 @@
-import { answerOnce, conflict, notFound, unixSeconds, walletOf } from '@sb/runtime';
+import { conflict, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { requireWatchonlyFound, updatePlan, watchonlyToLookUp } from '../domain/plans.js';
 import { watchonlyWalletExists } from '../payments-client.js';
@@ -12,7 +12,7 @@ const ATTEMPTS = 20;
  * wallet asks the payments service.
  */
 export const updatePlanHandler = (d: Deps) =>
-  answerOnce(d.answered, d.db, 'plans.update', async (req, keep) => {
+  routeHandler('plans.update', async (req) => {
     for (let i = 0; i < ATTEMPTS; i++) {
       const current = await d.plans.get(d.db, walletOf(req), req.params.id);
       if (!current) throw notFound('Plan');
@@ -21,8 +21,7 @@ export const updatePlanHandler = (d: Deps) =>
       const next = updatePlan(plan, req.body, unixSeconds(d.clock), methods.availability);
       const lookUp = watchonlyToLookUp(next, plan, methods.watchonlyRequired);
       if (lookUp) requireWatchonlyFound(await watchonlyWalletExists(d, plan.wallet, lookUp));
-      const saved = await d.db.tx(async (tx) => ((await d.plans.update(tx, next, version)) ? keep(tx, next) : undefined));
-      if (saved) return saved;
+      if (await d.plans.update(d.db, next, version)) return next;
     }
     throw conflict('Plan was changed concurrently; retry');
   });

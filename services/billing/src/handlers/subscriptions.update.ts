@@ -1,4 +1,4 @@
-import { answerOnce, notFound, unixSeconds, walletOf } from '@sb/runtime';
+import { notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { noticeSwitches } from '../domain/lifecycle.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
@@ -9,13 +9,13 @@ import { saveSettings } from '../transitions.js';
  * metadata stays the owner's to keep their records; its notice switches are frozen (noticeSwitches).
  */
 export const updateSubscription = (d: Deps) =>
-  answerOnce(d.answered, d.db, 'subscriptions.update', (req, keep) =>
+  routeHandler('subscriptions.update', (req) =>
     d.db.tx(async (tx) => {
       const body = req.body;
       const sub = await d.subscriptions.get(tx, walletOf(req), req.params.id, true);
       if (!sub) throw notFound('Subscription');
       const now = unixSeconds(d.clock);
       const next = await saveSettings(d, tx, sub, { metadata: body.metadata ?? sub.metadata, ...noticeSwitches(sub, body) }, now);
-      return keep(tx, toSubscription(next, now));
+      return toSubscription(next, now);
     }),
   );

@@ -154,18 +154,18 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     return { plan_id: planId, inherit: false, ...saved };
   }),
 
-  answerOnce(d.answered, d.db, 'notification_settings.test', async (req, keep, hold) => {
+  answerOnce(d.answered, d.db, 'notification_settings.test', async (req, _keep, hold) => {
     const body = req.body;
     if (body.plan_id) await requireOwnPlan(d, walletOf(req), body.plan_id);
     const s = await loadEffective(d, d.db, walletOf(req), body.plan_id);
     if (!s.settings.channels[body.channel]) throw invalid(['channel'], `the ${body.channel} channel is not configured${body.plan_id ? ' for this plan' : ''}`);
     const to = testRecipient(body.channel, body.to, ownerTargets(s.settings), !s.secrets.smtp_url);
-    // A message sent is not rolled back: another try of the same key waits for this one's answer.
-    return hold(async (tx) => {
+    // A message sent is not rolled back: it is sent under a claim of the key (see Hold).
+    return hold(async () => {
       // A test is the owner's own message, to the address they name.
       const outcome = await sendVia(d, body.channel, s, to, testMessage(body.channel), 'owner');
       d.log.info({ channel: body.channel, delivered: outcome.delivered, error: outcome.error }, 'test notification');
-      return keep(tx, { channel: body.channel, to, delivered: outcome.delivered, error: outcome.error });
+      return { channel: body.channel, to, delivered: outcome.delivered, error: outcome.error };
     });
   }),
 
