@@ -39,6 +39,23 @@ const subscribe = (plan_id: string, email: string, init?: RequestInit) =>
   });
 
 describe('a request with a long bus wait', () => {
+  it("whose plan check billing does not answer is 503 without contacting the wallet's relay (review)", async () => {
+    const plan = await nwcPlan('Frozen');
+    const asked = relay.asked.length;
+    const billing = stack.services.billing.child;
+    billing.kill('SIGSTOP');
+    let res: Response;
+    try {
+      res = await subscribe(plan, 'frozen@example.com');
+    } finally {
+      billing.kill('SIGCONT');
+    }
+    expect(res.status).toBe(503);
+    // Before: the check was skipped as if billing were an older version, the wallet was asked, and the
+    // subscribe then waited for billing a second time.
+    expect(relay.asked.slice(asked).filter((f) => f.authors?.includes(wallet.pubkey))).toEqual([]);
+  });
+
   it('whose answerer works for longer than the default wait (a wallet taking 8 s) is answered', async () => {
     const plan = await nwcPlan('Alive');
     wallet.setBehaviour({ pay: true, delayMs: 8000 });

@@ -44,7 +44,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, subject: string): Promise<T> 
   return Promise.race([
     p,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new BusUnavailableError(`${subject}: bus not reachable`)), ms);
+      timer = setTimeout(() => reject(new BusUnavailableError(`${subject}: bus not reachable`, false, true)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }

@@ -178,6 +178,8 @@ export class ReplyInbox {
         now < w.until
           ? `${w.subject}: no sign of its answerer for ${w.idleMs} ms (${w.signals ? 'it stopped working' : 'the request was lost or its answerer died'})`
           : `${w.subject} timed out`,
+        false,
+        true,
       ),
     );
   }
