@@ -11,8 +11,8 @@ export const createPlan = (d: Deps) =>
     const plan = newPlan(req.body, { id: newId(ID_PREFIXES.plan, now), wallet: walletOf(req), now: Math.floor(now / 1000) }, methods.availability);
     const lookUp = watchonlyToLookUp(plan, undefined, methods.watchonlyRequired);
     if (lookUp) requireWatchonlyFound(await watchonlyWalletExists(d, plan.wallet, lookUp));
-    return d.db.tx(async (tx) => {
-      await d.plans.insert(tx, plan);
-      return keep(tx, plan);
+    return keep.write(d.db, async (q) => {
+      await d.plans.insert(q, plan);
+      return plan;
     });
   });
