@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { routes, type RouteDef } from '@sb/contracts';
 import type { Handler } from './bus.js';
 import type { Db, Queryable } from './db.js';
-import { conflict } from './errors.js';
+import { conflict, unavailable } from './errors.js';
 import type { Logger } from './logger.js';
 import { Poller } from './poller.js';
 import { routeHandler, type RouteId, type RouteReply, type RouteRequest } from './route-handler.js';
@@ -12,13 +12,15 @@ import type { SecretBox } from './secrets.js';
  * The answers a service gave to requests that carried an Idempotency-Key, each written in the transaction
  * of the change it answers (in a service's migrations; a table alone, so `compatible`).
  * `key`: the gateway's SHA-256 of the caller's scope and key (Caller.idempotency_key), never the key itself.
- * `answer_sealed` NULL: a claim, while an effect outside the database (a message sent) is under way.
+ * `answer_sealed` NULL: a claim, while an effect outside the database (a message sent) is under way;
+ * `claim_id` names the try that holds it, so that only that try fills or frees it.
  */
 export const answeredRequestsTableSql = `
 CREATE TABLE answered_requests (
   key TEXT PRIMARY KEY,
   request_hash TEXT NOT NULL,
   answer_sealed TEXT,
+  claim_id TEXT,
   created_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX answered_requests_created ON answered_requests (created_at);
@@ -27,10 +29,12 @@ CREATE INDEX answered_requests_created ON answered_requests (created_at);
 /** As long as the gateway keeps an Idempotency-Key (behaviour.md): after that the key is a new request. */
 const KEPT = "interval '24 hours'";
 /**
- * How long a claim holds its key without an answer: longer than any route waits for its effect; a claim
- * older than that was left by a process that died mid-effect, and the key may run again.
+ * How long a claim holds its key without an answer: far longer than a route waits for its effect (45 s)
+ * and than its sends are allowed (NOTIFY_TIMEOUT_MS per call); a claim older than that was left by a
+ * process that died mid-effect, and the key may run again. A try whose claim lapsed and was taken over
+ * can neither fill nor free the newer one (`claim_id`).
  */
-const CLAIM_LEASE = "interval '2 minutes'";
+const CLAIM_LEASE = "interval '10 minutes'";
 
 /** What a key holds: the answer, or a claim (an effect under way, `answer` absent). */
 export interface Recorded {
@@ -83,25 +87,30 @@ export class AnsweredRequests {
     return { request_hash: row.request_hash, answer };
   }
 
-  /** The key for an effect outside the database; false when another try holds it or answered it. */
-  async claim(q: Queryable, key: string, requestHash: string): Promise<boolean> {
+  /** The key for an effect outside the database: the claim's id, or undefined when another try holds it or answered it. */
+  async claim(q: Queryable, key: string, requestHash: string): Promise<string | undefined> {
+    const id = randomUUID();
     const { rowCount } = await q.query(
-      `INSERT INTO ${this.t} (key, request_hash, answer_sealed) VALUES ($1, $2, NULL)
-       ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, answer_sealed = NULL, created_at = now()
+      `INSERT INTO ${this.t} (key, request_hash, answer_sealed, claim_id) VALUES ($1, $2, NULL, $3)
+       ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, answer_sealed = NULL, claim_id = EXCLUDED.claim_id, created_at = now()
        WHERE ${this.t}.created_at <= now() - ${KEPT} OR (${this.t}.answer_sealed IS NULL AND ${this.t}.created_at <= now() - ${CLAIM_LEASE})`,
-      [key, requestHash],
+      [key, requestHash, id],
     );
-    return rowCount === 1;
+    return rowCount === 1 ? id : undefined;
   }
 
-  /** The claimed key's answer, once its effect is done. */
-  async fill(q: Queryable, key: string, answer: unknown): Promise<void> {
-    await q.query(`UPDATE ${this.t} SET answer_sealed = $2 WHERE key = $1 AND answer_sealed IS NULL`, [key, this.seal(answer)]);
+  /** The answer of the claim `claimId`, once its effect is done (nothing when its claim was taken over). */
+  async fill(q: Queryable, key: string, claimId: string, answer: unknown): Promise<void> {
+    await q.query(`UPDATE ${this.t} SET answer_sealed = $3, claim_id = NULL WHERE key = $1 AND claim_id = $2 AND answer_sealed IS NULL`, [
+      key,
+      claimId,
+      this.seal(answer),
+    ]);
   }
 
   /** A claim whose effect failed: the key runs again on the next try. */
-  async release(q: Queryable, key: string): Promise<void> {
-    await q.query(`DELETE FROM ${this.t} WHERE key = $1 AND answer_sealed IS NULL`, [key]);
+  async release(q: Queryable, key: string, claimId: string): Promise<void> {
+    await q.query(`DELETE FROM ${this.t} WHERE key = $1 AND claim_id = $2 AND answer_sealed IS NULL`, [key, claimId]);
   }
 
   /**
@@ -157,8 +166,9 @@ function keeping(record: (<A>(tx: Queryable, answer: A) => Promise<A>) | undefin
 /**
  * Runs an effect that no rollback undoes (a message sent) under a claim of the request's key, committed
  * before the effect starts, and records its answer after it. No transaction or connection is held while
- * the effect waits on the network. Another try of the key meanwhile is 409 "still in progress" (as the
- * gateway answers), and after it the recorded answer; a failed effect frees the key.
+ * the effect waits on the network. Another try of the key meanwhile is 503 "still in progress" (to be
+ * retried: a 4xx the gateway would keep as the key's answer), and after it the recorded answer; a failed
+ * effect frees the key.
  */
 export type Hold = <A>(effect: () => Promise<A>) => Promise<A>;
 
@@ -202,7 +212,8 @@ export function answerOnce<I extends RouteId>(
     const recorded = async () => {
       const found = await answered.find(db, key);
       if (found && found.request_hash !== hash) throw conflict('Idempotency-Key was already used with a different request');
-      if (found && !('answer' in found)) throw conflict('A request with this Idempotency-Key is still in progress');
+      // A 503, not a 409: the gateway keeps a 4xx as the key's answer for good, and this one is not final.
+      if (found && !('answer' in found)) throw unavailable('A request with this Idempotency-Key is still in progress; retry shortly');
       return found && (found.answer as RouteReply<I>);
     };
     const before = await recorded();
@@ -217,17 +228,17 @@ export function answerOnce<I extends RouteId>(
         }),
         async (effect) => {
           // Claimed by another try: its answer, or 409 while its effect is under way.
-          if (!(await answered.claim(db, key, hash)))
-            return ((await recorded()) as Awaited<ReturnType<typeof effect>> | undefined) ?? Promise.reject(meanwhile());
+          const claim = await answered.claim(db, key, hash);
+          if (!claim) return ((await recorded()) as Awaited<ReturnType<typeof effect>> | undefined) ?? Promise.reject(meanwhile());
           let answer: Awaited<ReturnType<typeof effect>>;
           try {
             answer = await effect();
           } catch (err) {
-            await answered.release(db, key).catch(() => undefined);
+            await answered.release(db, key, claim).catch(() => undefined);
             throw err;
           }
           // Not recorded (the database gone just now): the claim holds the key until its lease ends.
-          await answered.fill(db, key, withoutShownOnce(answer, shownOnce));
+          await answered.fill(db, key, claim, withoutShownOnce(answer, shownOnce));
           return answer;
         },
       );

@@ -44,7 +44,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, subject: string): Promise<T> 
   return Promise.race([
     p,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new BusUnavailableError(`${subject}: bus not reachable`, false, true)), ms);
+      timer = setTimeout(() => reject(new BusUnavailableError(`${subject}: bus not reachable`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }
@@ -177,7 +177,7 @@ export class BusClient {
       span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
       // A malformed reply is our own bug (500), unlike a missing peer (503).
       if ((err as Error)?.name === 'ZodError' || err instanceof BusUnavailableError) throw err;
-      throw new BusUnavailableError(`${subject}: ${(err as Error)?.message ?? String(err)}`);
+      throw new BusUnavailableError(`${subject}: ${(err as Error)?.message ?? String(err)}`, false, err instanceof errors.PermissionViolationError);
     } finally {
       span.end();
     }

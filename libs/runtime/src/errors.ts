@@ -43,8 +43,8 @@ export class BusUnavailableError extends Error {
   constructor(
     message: string,
     readonly noResponders = false,
-    /** Nobody answered in time: the answerer may be working on it (or may have done it), unlike no responders or a refusal. */
-    readonly timedOut = false,
+    /** The NATS server refused to publish the request (its permissions): nobody got it. */
+    readonly refused = false,
   ) {
     super(message);
   }

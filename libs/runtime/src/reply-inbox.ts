@@ -174,13 +174,7 @@ export class ReplyInbox {
     this.waiting.delete(token);
     // A timeout either way (a 503 the client may retry), never `noResponders`: somebody may have taken it.
     w.reject(
-      new BusUnavailableError(
-        now < w.until
-          ? `${w.subject}: no sign of its answerer for ${w.idleMs} ms (${w.signals ? 'it stopped working' : 'the request was lost or its answerer died'})`
-          : `${w.subject} timed out`,
-        false,
-        true,
-      ),
+      new BusUnavailableError(now < w.until ? `${w.subject}: no sign of its answerer for ${w.idleMs} ms (it stopped working)` : `${w.subject} timed out`),
     );
   }
 

@@ -47,26 +47,35 @@ it("keeps an answer as JSON in a service whose answers name nothing secret ('uns
 });
 
 it('holds a key for an effect outside the database with a claim: no answer until filled, freed on failure, taken over after its lease (review)', async () => {
-  expect(await answered.claim(db, 'c1', 'h1')).toBe(true);
+  const c1 = await answered.claim(db, 'c1', 'h1');
+  expect(c1).toEqual(expect.any(String));
   // Another try meanwhile: the key is held, nothing to replay yet.
-  expect(await answered.claim(db, 'c1', 'h1')).toBe(false);
+  expect(await answered.claim(db, 'c1', 'h1')).toBeUndefined();
   expect(await answered.find(db, 'c1')).toEqual({ request_hash: 'h1' });
-  await answered.fill(db, 'c1', { delivered: true });
+  await answered.fill(db, 'c1', c1!, { delivered: true });
   expect(await answered.find(db, 'c1')).toEqual({ request_hash: 'h1', answer: { delivered: true } });
-  expect(await answered.claim(db, 'c1', 'h1')).toBe(false);
+  expect(await answered.claim(db, 'c1', 'h1')).toBeUndefined();
 
   // An effect that failed frees its key; a filled answer is never released.
-  expect(await answered.claim(db, 'c2', 'h1')).toBe(true);
-  await answered.release(db, 'c2');
+  const c2 = await answered.claim(db, 'c2', 'h1');
+  await answered.release(db, 'c2', c2!);
   expect(await answered.find(db, 'c2')).toBeUndefined();
-  await answered.release(db, 'c1');
+  await answered.release(db, 'c1', c1!);
   expect((await answered.find(db, 'c1'))?.answer).toEqual({ delivered: true });
 
-  // A claim its process left behind (it died mid-effect) holds the key until its lease ends.
-  expect(await answered.claim(db, 'c3', 'h1')).toBe(true);
-  await db.query(`UPDATE a.answered_requests SET created_at = now() - interval '3 minutes' WHERE key = 'c3'`);
+  // A claim its process left behind (it died mid-effect) holds the key until its lease ends; the try that
+  // takes it over then owns it: the late first try can neither fill nor free it (second review).
+  const first = await answered.claim(db, 'c3', 'h1');
+  await db.query(`UPDATE a.answered_requests SET created_at = now() - interval '11 minutes' WHERE key = 'c3'`);
   expect(await answered.find(db, 'c3')).toBeUndefined();
-  expect(await answered.claim(db, 'c3', 'h1')).toBe(true);
+  const second = await answered.claim(db, 'c3', 'h1');
+  expect(second).toEqual(expect.any(String));
+  expect(second).not.toBe(first);
+  await answered.fill(db, 'c3', first!, { delivered: 'first' });
+  await answered.release(db, 'c3', first!);
+  expect(await answered.find(db, 'c3')).toEqual({ request_hash: 'h1' });
+  await answered.fill(db, 'c3', second!, { delivered: 'second' });
+  expect((await answered.find(db, 'c3'))?.answer).toEqual({ delivered: 'second' });
 });
 
 it('an answer sealed with a key no longer configured is a 409 to replay, never a 500 nor a second run (review)', async () => {

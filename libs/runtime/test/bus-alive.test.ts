@@ -75,6 +75,17 @@ async function client(): Promise<BusClient> {
   return c;
 }
 
+/** `ask` again until `ok` holds (10 s at most). */
+async function until<T>(ask: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
+  const end = Date.now() + 10_000;
+  let v = await ask();
+  while (!ok(v) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 50));
+    v = await ask();
+  }
+  return v;
+}
+
 /** How a request ends: its reply, or the error it failed with, and after how long. */
 async function outcome(p: Promise<unknown>): Promise<{ ms: number; reply?: unknown; err?: unknown }> {
   const started = Date.now();
@@ -108,6 +119,11 @@ describe('a long bus request', () => {
     const bus = await client();
     expect(await bus.request('alive.echo', { hi: 2 })).toEqual({ ok: true, data: { hi: 2 } });
     answerer.child.kill('SIGKILL');
+    // Until the server has dropped the dead process's subscription, a request could still go to it.
+    await until(
+      async () => (await outcome(bus.request('alive.echo', {}))).err,
+      (err) => err instanceof BusUnavailableError && err.noResponders,
+    );
     // The previous version's framing, without working signals, takes the same subjects in the same queue.
     const nc = await connect({ servers: nats.url });
     stops.push(() => nc.close());

@@ -77,10 +77,10 @@ export const subscribe = (d: Deps) =>
     // The plan and the contacts first: no relay is contacted for a plan that cannot be had (found from
     // outside: an unknown plan was answered as the wallet's relay being unreachable). The check asks
     // nothing the subscribe below does not: when it cannot be asked (an older billing without it, an
-    // auth.conf older than the code) the subscribe says the same refusals. A billing that does not answer
-    // in time would not answer the subscribe either: 503 now, not after the wallet and a second wait.
+    // auth.conf older than the code) the subscribe says the same refusals. Any other failure (billing not
+    // answering in time, NATS away) would fail the subscribe too: 503 now, without contacting the wallet.
     await callMessage(d.bus, messages.subscribeNwcCheck, rest).catch((err) => {
-      if (!(err instanceof BusUnavailableError) || err.timedOut) throw err;
+      if (!(err instanceof BusUnavailableError && (err.noResponders || err.refused))) throw err;
     });
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
