@@ -169,7 +169,7 @@ export class BusClient {
       const h = natsHeaders();
       injectTraceHeaders(h, trace.setSpan(context.active(), span));
       const request: WireRequest = { pattern: subject, data: payload, id: String(++nextRequestId) };
-      const { msg } = await inbox.request(subject, encode(request), h, { waitMs: wait, signals: this.signalsFor(wait) });
+      const msg = await inbox.request(subject, encode(request), h, { waitMs: wait, signals: this.signalsFor(wait) });
       const wire = JSON.parse(decoder.decode(msg.data)) as WireReply;
       if (wire.err !== undefined) throw new Error(typeof wire.err === 'string' ? wire.err : JSON.stringify(wire.err));
       return BusReply.parse(wire.response);

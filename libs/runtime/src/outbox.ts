@@ -120,7 +120,7 @@ export class StreamPublisher {
   /** Resolves once the stream has stored the message (or already had one with this id). */
   async publish(subject: string, data: string, msgId: string, headers: MsgHdrs): Promise<{ stream: string; seq: number; duplicate: boolean }> {
     headers.set('Nats-Msg-Id', msgId);
-    const { msg } = await this.inbox.request(subject, encoder.encode(data), headers, { waitMs: PUBLISH_ACK_TIMEOUT_MS });
+    const msg = await this.inbox.request(subject, encoder.encode(data), headers, { waitMs: PUBLISH_ACK_TIMEOUT_MS });
     const ack = JSON.parse(decoder.decode(msg.data)) as {
       stream?: string;
       seq?: number;

@@ -6,7 +6,7 @@ import type { Logger } from './logger.js';
 
 interface Waiting {
   subject: string;
-  resolve(reply: Reply): void;
+  resolve(msg: Msg): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
   /** When the request's whole wait ends, whatever signals came. */
@@ -15,7 +15,6 @@ interface Waiting {
   idleMs?: number;
   /** The last working signal (none yet: the request waits its whole wait, whatever version answers it). */
   lastSign?: number;
-  signals: number;
 }
 
 /** How a request waits: all of `waitMs`, or with working signals (see WORKING_HEADER) no more than `idleMs` without one. */
@@ -26,12 +25,6 @@ export interface Wait {
     idleMs: number;
     signalEveryMs: number;
   };
-}
-
-/** A reply, and how many working signals came before it. */
-export interface Reply {
-  msg: Msg;
-  signals: number;
 }
 
 /**
@@ -99,7 +92,7 @@ export class ReplyInbox {
         this.settle(rest, w);
         // NATS answers a request nobody listens to with an empty 503 status message.
         if (msg.data.length === 0 && msg.headers?.code === 503) w.reject(new BusUnavailableError(`${w.subject}: no responders`, true));
-        else w.resolve({ msg, signals: w.signals });
+        else w.resolve(msg);
       },
     });
     this.sub = sub;
@@ -118,9 +111,9 @@ export class ReplyInbox {
    * drops: the answerer's reply (and its signals) published after the reconnect still arrive; with
    * signals, the idle rule ends the wait when they do not.
    */
-  request(subject: string, data: Uint8Array, headers: MsgHdrs, wait: Wait): Promise<Reply> {
+  request(subject: string, data: Uint8Array, headers: MsgHdrs, wait: Wait): Promise<Msg> {
     const token = (++this.seq).toString(36);
-    return new Promise<Reply>((resolve, reject) => {
+    return new Promise<Msg>((resolve, reject) => {
       // Without its reply subscription (being made again) the answer could not arrive: unavailable now.
       if (!this.sub) return reject(new BusUnavailableError(`${subject}: the reply inbox is not subscribed (being made again)`));
       const now = Date.now();
@@ -134,7 +127,6 @@ export class ReplyInbox {
         until: now + wait.waitMs,
         idleMs: s?.idleMs,
         lastSign: undefined,
-        signals: 0,
       };
       w.timer = setTimeout(() => this.due(token, w), wait.waitMs);
       this.waiting.set(token, w);
@@ -153,7 +145,6 @@ export class ReplyInbox {
     if (!w || w.idleMs === undefined) return;
     const first = w.lastSign === undefined;
     w.lastSign = Date.now();
-    w.signals++;
     // Until the first signal the timer was set for the whole wait.
     if (first) {
       clearTimeout(w.timer);
