@@ -202,7 +202,7 @@ describe('owner actions', () => {
     expect(cancelled.body.success).toBe(true);
     expect(cancelled.body.message).toMatch(/^Subscription cancelled; access continues until \d{4}-/);
     const after = (await invoice.get(`/subscriptions/${id}`)).body;
-    expect(after).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'moving on' });
+    expect(after).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'moving on', cancelled_by: 'merchant' });
     expect((await admin.post(`/subscriptions/${id}/cancel`)).status).toBe(409);
     expect((await invoice.get('/archive/subscriptions?limit=200')).body.items.map((s: { id: string }) => s.id)).toContain(id);
   });
@@ -294,14 +294,15 @@ describe('owner actions', () => {
     expect((await invoice.get(`/subscriptions/${theirs.id}`)).body.status).toBe('active');
     const cancel = await anon.post(`/public/manage/subscription/${mine.id}/cancel`, undefined, { headers });
     expect(cancel.status).toBe(200);
-    expect((await invoice.get(`/subscriptions/${mine.id}`)).body).toMatchObject({ status: 'cancelled', has_access: true });
+    expect((await invoice.get(`/subscriptions/${mine.id}`)).body).toMatchObject({ status: 'cancelled', has_access: true, cancelled_by: 'subscriber' });
+    expect((await invoice.get(`/subscriptions/${theirs.id}`)).body.cancelled_by).toBeNull();
     expect((await anon.get('/public/manage/subscriptions', { headers })).body.items[0].cancel_reason).toBe('cancelled by subscriber');
 
     // The owner's reason is a note for their records: the subscriber sees who cancelled, not the note.
     const again = await trialSub('portal-note@example.com');
     const note = 'INTERNAL: suspected fraud, see ticket 8812';
     expect((await admin.post(`/subscriptions/${again.id}/cancel`, { reason: note })).status).toBe(200);
-    expect((await invoice.get(`/subscriptions/${again.id}`)).body.cancel_reason).toBe(note);
+    expect((await invoice.get(`/subscriptions/${again.id}`)).body).toMatchObject({ cancel_reason: note, cancelled_by: 'merchant' });
     const theirView = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': tokenOf(again.manageUrl) } });
     expect(theirView.body.items[0]).toMatchObject({ id: again.id, status: 'cancelled', cancel_reason: 'cancelled by the merchant' });
     expect(JSON.stringify(theirView.body)).not.toContain('8812');
@@ -451,7 +452,12 @@ describe('owner actions', () => {
     await admin.post(`/subscriptions/${ids[1]}/cancel`);
     const res = await admin.del(`/plans/${p.id}`);
     expect(res.body).toMatchObject({ is_deleted: true, cancelled_subscriptions: 1 });
-    expect((await invoice.get(`/subscriptions/${ids[0]}`)).body).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'plan archived' });
+    expect((await invoice.get(`/subscriptions/${ids[0]}`)).body).toMatchObject({
+      status: 'cancelled',
+      has_access: true,
+      cancel_reason: 'plan archived',
+      cancelled_by: 'plan_archived',
+    });
     // A second archive answers the same as the first, and emits nothing more.
     const again = await admin.del(`/plans/${p.id}`);
     expect(again.status).toBe(200);

@@ -2,6 +2,7 @@ import { z } from './zod.js';
 import { Id, PaginationQuery, QueryInt, UnixSeconds } from './common.js';
 import { Interval, PaymentMethod } from './plans.js';
 import { Payment } from './payments.js';
+import { CancelledBy } from './events.js';
 
 export const SubscriptionStatus = z.enum(['pending', 'active', 'paused', 'past_due', 'payment_failed', 'cancelled', 'expired']).openapi('SubscriptionStatus');
 export type SubscriptionStatus = z.infer<typeof SubscriptionStatus>;
@@ -34,6 +35,9 @@ const subscriptionFields = {
     description: 'Derived: true while active or past_due, or paused/cancelled before current_period_end',
   }),
   cancel_reason: z.string().nullable().optional(),
+  cancelled_by: CancelledBy.nullable().optional().openapi({
+    description: 'Who cancelled: `subscriber` (portal), `merchant` (the API), `plan_archived` (the plan was archived); null while not cancelled',
+  }),
   receive_confirmations: z.boolean().optional(),
   receive_reminders: z.boolean().optional(),
 };

@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
 import { DomainError } from '@sb/runtime';
-import { accessUntil, hasAccess, reasonForSubscriber, startSubscription, transition, type LifecycleEvent, type SubState } from '../src/domain/lifecycle.js';
+import {
+  accessUntil,
+  hasAccess,
+  reasonForSubscriber,
+  startSubscription,
+  transition,
+  type LifecycleEvent,
+  type SubState,
+  whoCancelled,
+} from '../src/domain/lifecycle.js';
 import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 
 const DAY = 86_400;
@@ -352,6 +361,10 @@ describe('lifecycle details', () => {
     // Cancelled before who cancelled was recorded: told from the reason as before.
     expect(reasonForSubscriber({ cancelled_by: null, cancel_reason: 'cancelled by subscriber' })).toBe('cancelled by subscriber');
     expect(reasonForSubscriber({ cancelled_by: null, cancel_reason: 'fraud' })).toBe('cancelled by the merchant');
+    // The owner is told who, from the same record; an old cancel without a reason came from the API.
+    expect(whoCancelled({ status: 'cancelled', cancelled_by: null, cancel_reason: 'plan archived' })).toBe('plan_archived');
+    expect(whoCancelled({ status: 'cancelled', cancelled_by: null, cancel_reason: null })).toBe('merchant');
+    expect(whoCancelled({ status: 'active', cancelled_by: null, cancel_reason: null })).toBeNull();
   });
 
   it('an immediate cancel after a renewal paid early ends a period that had not begun: it starts no later than it ends', () => {

@@ -252,17 +252,26 @@ const REASON_FOR_SUBSCRIBER: Record<CancelledBy, string> = {
   merchant: 'cancelled by the merchant',
   plan_archived: 'plan archived',
 };
-/** Cancel reasons this service writes itself: how a cancel recorded before `cancelled_by` tells who. */
-const SERVICE_REASONS: ReadonlySet<string> = new Set([REASON_FOR_SUBSCRIBER.subscriber, REASON_FOR_SUBSCRIBER.plan_archived]);
+/** Who cancelled as recorded; before `cancelled_by` existed, read from the reasons this service wrote itself. */
+function recordedCanceller(s: Pick<SubState, 'cancel_reason' | 'cancelled_by'>): CancelledBy | null {
+  if (s.cancelled_by) return s.cancelled_by;
+  if (!s.cancel_reason) return null;
+  if (s.cancel_reason === REASON_FOR_SUBSCRIBER.subscriber) return 'subscriber';
+  return s.cancel_reason === REASON_FOR_SUBSCRIBER.plan_archived ? 'plan_archived' : 'merchant';
+}
+
+/** Who cancelled, for the owner: an old cancel without a reason came from the API, the only way to leave none. */
+export function whoCancelled(s: Pick<SubState, 'status' | 'cancel_reason' | 'cancelled_by'>): CancelledBy | null {
+  return recordedCanceller(s) ?? (s.status === 'cancelled' ? 'merchant' : null);
+}
 
 /**
  * The cancel reason as the subscriber may see it, from who cancelled: an owner's free text (an internal
  * note, which may read "cancelled by subscriber") is not theirs to read.
  */
 export function reasonForSubscriber(s: Pick<SubState, 'cancel_reason' | 'cancelled_by'>): string | null {
-  if (s.cancelled_by) return REASON_FOR_SUBSCRIBER[s.cancelled_by];
-  if (!s.cancel_reason) return null;
-  return SERVICE_REASONS.has(s.cancel_reason) ? s.cancel_reason : REASON_FOR_SUBSCRIBER.merchant;
+  const who = recordedCanceller(s);
+  return who ? REASON_FOR_SUBSCRIBER[who] : null;
 }
 
 /** Access continues while active or past_due, and while paused or cancelled until the paid period ends. */

@@ -1,6 +1,6 @@
 import type { Paginated, PaymentMethod, Subscription, SubscriptionStatus } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
-import { hasAccess, LIVE, type SubState } from '../domain/lifecycle.js';
+import { hasAccess, LIVE, type SubState, whoCancelled } from '../domain/lifecycle.js';
 import { nextDueAt, type SchedulePolicy } from '../domain/schedule.js';
 
 export interface SubRow extends SubState {
@@ -111,6 +111,7 @@ export function toSubscription(r: SubRow, now: number): Subscription {
     interval: r.interval,
     has_access: hasAccess(r, now),
     cancel_reason: r.cancel_reason,
+    cancelled_by: whoCancelled(r),
     receive_confirmations: r.receive_confirmations,
     receive_reminders: r.receive_reminders,
     metadata: r.metadata,
