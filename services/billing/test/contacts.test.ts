@@ -25,5 +25,9 @@ describe('checkout contacts', () => {
     expect(preferenceIssues('messenger', ['email'])).toEqual([
       { field: ['contact_preference'], msg: 'this plan does not send notices by messenger: choose one of email', type: 'value_error' },
     ]);
+    // Found from outside: with no channel configured the answer read "choose one of none".
+    expect(preferenceIssues('email', [])).toEqual([
+      { field: ['contact_preference'], msg: 'this plan sends no notices to subscribers: leave contact_preference out', type: 'value_error' },
+    ]);
   });
 });

@@ -45,11 +45,8 @@ export function contactIssues(c: {
 /** A preferred channel the plan does not send on would never be used: refused, naming what is offered. */
 export function preferenceIssues(pref: Channel | undefined, offered: readonly string[]): FieldIssue[] {
   if (!pref || offered.includes(pref)) return [];
-  return [
-    {
-      field: ['contact_preference'],
-      msg: `this plan does not send notices by ${pref}: choose one of ${offered.join(', ') || 'none'}`,
-      type: 'value_error',
-    },
-  ];
+  const msg = offered.length
+    ? `this plan does not send notices by ${pref}: choose one of ${offered.join(', ')}`
+    : `this plan sends no notices to subscribers: leave contact_preference out`;
+  return [{ field: ['contact_preference'], msg, type: 'value_error' }];
 }
