@@ -32,6 +32,7 @@ function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState
     cancelled_by: null,
     cancelled_immediately: false,
     pending_since: null,
+    dunning_from: null,
     ...over,
   };
 }
@@ -252,6 +253,18 @@ describe('lifecycle details', () => {
     const granted = failed.current_period_end - at;
     expect(granted).toBeGreaterThan(0);
     expect(revived).toMatchObject({ current_period_start: at, period_anchor: at + granted, current_period_end: periodEnd(at + granted, 1, 'monthly') });
+  });
+
+  it('payment_failed extended keeps where its dunning window starts (the grace end that lapsed), across extends, until a payment', () => {
+    const graceEnd = periodEnd(T0, 1, 'monthly') + 3 * DAY;
+    const once = transition(sub('payment_failed'), { type: 'extend', days: 30 }, now).next;
+    expect(once.dunning_from).toBe(graceEnd);
+    const twice = transition(once, { type: 'extend', days: 60 }, now).next;
+    expect(twice.dunning_from).toBe(graceEnd);
+    expect(transition(twice, { type: 'renewal_payment', paid_at: graceEnd + DAY }, now).next.dunning_from).toBeNull();
+    // Other states' extends move the grace along with the end: nothing kept.
+    for (const status of ['active', 'past_due', 'paused'] as const)
+      expect(transition(sub(status), { type: 'extend', days: 30 }, now).next.dunning_from).toBeNull();
   });
 
   it('a renewal continues from the old end, computed from the anchor (31 Jan -> 28 Feb -> 31 Mar)', () => {

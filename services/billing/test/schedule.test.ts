@@ -40,6 +40,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     cancelled_by: null,
     cancelled_immediately: false,
     pending_since: status === 'pending' ? T0 : null,
+    dunning_from: null,
     payment_method: 'lightning',
     receive_reminders: true,
     renewal_for: null,
@@ -128,6 +129,76 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     name: 'payment_failed extended past now, its invoice expired: a new one (carried along by the extend)',
     s: sub('payment_failed', { current_period_end: END + 30 * DAY, ...issued(END + 2 * DAY, { renewal_for: END + 30 * DAY }) }),
     at: END + 2 * DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1' },
+  },
+  {
+    name: 'past_due extended past now (found from outside): its carried invoice expiring is not replaced daily until the new lead time',
+    s: sub('past_due', { current_period_end: END + 30 * DAY, ...issued(END + 2 * DAY, { renewal_for: END + 30 * DAY }) }),
+    at: END + 27 * DAY - 1,
+    due: { kind: 'none' },
+  },
+  {
+    name: 'past_due extended past now: at the new lead time its carried invoice is replaced, the subscriber told',
+    s: sub('past_due', { current_period_end: END + 30 * DAY, ...issued(END + 2 * DAY, { renewal_for: END + 30 * DAY }) }),
+    at: END + 27 * DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1', last_call: false, notify_subscriber: true },
+  },
+  {
+    name: 'past_due extended past now, once the new end is reached: replaced as soon as it expires, as in any grace',
+    s: sub('past_due', {
+      current_period_end: END + 30 * DAY,
+      ...issued(END + 31 * DAY, { renewal_for: END + 30 * DAY, reminded_for: END + 30 * DAY, reminder_notified_at: END + 29 * DAY }),
+    }),
+    at: END + 31 * DAY,
+    due: { kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: false },
+  },
+  {
+    name: 'past_due extended past now: payment_failed at the new end plus grace, not before',
+    s: sub('past_due', { current_period_end: END + 30 * DAY, ...issued(END + 34 * DAY, { renewal_for: END + 30 * DAY, reminded_for: END + 30 * DAY }) }),
+    at: END + 33 * DAY,
+    due: { kind: 'lapse', event: 'grace_end_unpaid', pay_by: END + 47 * DAY },
+  },
+  {
+    name: 'NWC past_due extended past now: the wallet is not asked again before the new end',
+    s: sub('past_due', {
+      payment_method: 'nwc',
+      current_period_end: END + 30 * DAY,
+      ...issued(END + DAY, { renewal_for: END + 30 * DAY, nwc_next_attempt_at: END + 3600 }),
+    }),
+    at: END + 29 * DAY - 1,
+    due: { kind: 'none' },
+  },
+  {
+    // Its wallet did not pay the last time: the subscriber gets the invoice a day ahead, as the last call.
+    name: 'NWC past_due extended past now: the last call a day before the new end, not a wallet charge',
+    s: sub('past_due', {
+      payment_method: 'nwc',
+      current_period_end: END + 30 * DAY,
+      ...issued(END + DAY, { renewal_for: END + 30 * DAY, nwc_next_attempt_at: END + 3600 }),
+    }),
+    at: END + 30 * DAY - 1,
+    due: { kind: 'last_call' },
+  },
+  {
+    name: 'NWC past_due extended past now: the wallet is asked at the new end',
+    s: sub('past_due', {
+      payment_method: 'nwc',
+      current_period_end: END + 30 * DAY,
+      ...issued(END + DAY, { renewal_for: END + 30 * DAY, nwc_next_attempt_at: END + 3600 }),
+    }),
+    at: END + 30 * DAY,
+    due: { kind: 'charge_wallet', retry_at: END + 31 * DAY },
+  },
+  {
+    name: 'payment_failed extended (found from outside): expired at the end of the dunning window that started at the lapse',
+    s: sub('payment_failed', { current_period_end: END + 60 * DAY, dunning_from: GRACE_END, ...issued(DUNNING_END + DAY, { renewal_for: END + 60 * DAY }) }),
+    at: DUNNING_END,
+    due: { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true },
+  },
+  {
+    name: 'payment_failed extended: its invoice is not replaced after the dunning window',
+    s: sub('payment_failed', { current_period_end: END + 60 * DAY, dunning_from: GRACE_END, ...issued(DUNNING_END - 1, { renewal_for: END + 60 * DAY }) }),
+    at: DUNNING_END - 1,
     due: { kind: 'renewal_payment', replaces: 'pay_1' },
   },
   {

@@ -1,6 +1,6 @@
 import type { CancelledBy, EventName, Interval, SubscriptionStatus } from '@sb/contracts';
 import { conflict, invalidFields } from './errors.js';
-import { DAY_SECONDS, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
+import { DAY_SECONDS, dunningStart, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
 
 /** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
 export interface SubState {
@@ -26,6 +26,11 @@ export interface SubState {
   cancelled_immediately: boolean;
   /** When the subscription last became pending (checkout, or resumed after its period ended): its 24 h count from here. */
   pending_since: number | null;
+  /**
+   * Where the dunning window of payment_failed starts once an extend moved the period end: the end of the
+   * grace of the period that lapsed (null: the grace end of the current period). See dunningStart.
+   */
+  dunning_from: number | null;
 }
 
 export type LifecycleEvent =
@@ -81,6 +86,7 @@ const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
     period_index: 1,
     current_period_start: at,
     current_period_end: periodEnd(at + granted, 1, s.interval),
+    dunning_from: null,
   };
 };
 /**
@@ -193,6 +199,8 @@ const LIFECYCLE: readonly Rule[] = [
         period_anchor: end,
         anchor_index: s.period_index,
         ...(inTrial(s, now) ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
+        // Without access the days wait for a payment; the time left to make it stays what it was.
+        ...(s.status === 'payment_failed' ? { dunning_from: dunningStart(s) } : {}),
       };
     },
   },
@@ -300,6 +308,7 @@ export function startSubscription(plan: { interval: Interval; trial_days: number
     cancelled_by: null,
     cancelled_immediately: false,
     pending_since: null,
+    dunning_from: null,
   };
   if (plan.trial_days > 0) {
     const trialEnd = notPastLatest(now, plan.trial_days * DAY_SECONDS);

@@ -21,6 +21,7 @@ type SubView = {
   current_period_start: number;
   current_period_end: number;
   grace_period_days: number;
+  dunning_from: number | null;
   pending_since: number | null;
   /** 0 with no trial_end: never activated (a checkout not paid yet). */
   period_index: number;
@@ -33,7 +34,7 @@ type SubView = {
  * dunning window.
  */
 export function expiredAt(
-  s: Pick<SubView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'pending_since'>,
+  s: Pick<SubView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'dunning_from' | 'pending_since'>,
   policy: SchedulePolicy,
 ): number {
   if (s.pending_since !== null && s.pending_since > s.current_period_start) return s.pending_since + PENDING_EXPIRY_SECONDS;

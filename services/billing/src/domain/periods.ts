@@ -18,6 +18,16 @@ export const LATEST_TIME = 253_402_300_799;
 /** When the grace period after a period's end runs out (access ends there unless a payment renews it). */
 export const graceEnd = (s: { current_period_end: number; grace_period_days: number }) => s.current_period_end + s.grace_period_days * DAY;
 
+/**
+ * Where the dunning window (payment_failed, then expired) starts: the end of the grace of the period that
+ * lapsed unpaid. An extend of a payment_failed subscription moves its period end (the days count once a
+ * period is paid) but not this: left to follow the end, an extend of up to 3650 days kept a subscription
+ * without access in dunning, invoiced daily and reminded weekly, for years. A value from before the
+ * current period began (left by a version that did not clear it) is not this period's.
+ */
+export const dunningStart = (s: { current_period_start: number; current_period_end: number; grace_period_days: number; dunning_from: number | null }) =>
+  s.dunning_from !== null && s.dunning_from > s.current_period_start ? s.dunning_from : graceEnd(s);
+
 function daysInMonth(year: number, month0: number): number {
   return new Date(Date.UTC(year, month0 + 1, 0)).getUTCDate();
 }

@@ -1,6 +1,6 @@
 import { EXPIRED_BECAUSE, type Interval, type PaymentMethod, type SubscriptionStatus } from '@sb/contracts';
 import type { LifecycleEvent } from './lifecycle.js';
-import { DAY_SECONDS, graceEnd, hasNextPeriod, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
+import { DAY_SECONDS, dunningStart, graceEnd, hasNextPeriod, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
 
 /** What the time-driven rules read of a subscription: its lifecycle fields and the renewal bookkeeping. */
 export interface ScheduleView {
@@ -11,6 +11,8 @@ export interface ScheduleView {
   current_period_end: number;
   trial_end: number | null;
   pending_since: number | null;
+  /** Where the dunning window starts when an extend moved a payment_failed period's end (see dunningStart). */
+  dunning_from: number | null;
   payment_method: PaymentMethod;
   receive_reminders: boolean;
   /** The period end the open renewal payment was issued for (null: none issued for any period yet). */
@@ -89,15 +91,28 @@ const NONE: Due = { kind: 'none' };
 /** An NWC subscription whose wallet still pays: charged at period end, not invoiced ahead. */
 const autoPays = (s: Pick<ScheduleView, 'payment_method' | 'nwc_fallback'>) => s.payment_method === 'nwc' && !s.nwc_fallback;
 
-export const dunningEnd = (s: Pick<ScheduleView, 'current_period_end' | 'grace_period_days'>, p: SchedulePolicy) => graceEnd(s) + p.dunning_days * DAY_SECONDS;
+export const dunningEnd = (s: Pick<ScheduleView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'dunning_from'>, p: SchedulePolicy) =>
+  dunningStart(s) + p.dunning_days * DAY_SECONDS;
+
+/**
+ * The renewal is overdue: the period it would follow has ended unpaid (payment_failed; past_due from its
+ * period end on). A past_due subscription whose end an extend moved past now keeps its state
+ * (behaviour.md) but is not behind until that new end: it is renewed as an active one is (its open
+ * invoice carried along, replaced from the new lead time, its wallet charged at the new end) and its grace
+ * runs from there. Taken as overdue, it was invoiced daily and reminded weekly until then.
+ */
+export const renewalOverdue = (s: Pick<ScheduleView, 'status' | 'current_period_end'>, now: number) =>
+  s.status === 'payment_failed' || (s.status === 'past_due' && now >= s.current_period_end);
 
 /**
  * Until when an unpaid renewal can still be paid and the subscription kept (past_due, payment_failed):
  * the end of the dunning window, not the expiry of the invoice open now (one replaces it when it expires).
  * Null in every other state.
  */
-export const renewableUntil = (s: Pick<ScheduleView, 'status' | 'current_period_end' | 'grace_period_days'>, p: SchedulePolicy): number | null =>
-  s.status === 'past_due' || s.status === 'payment_failed' ? dunningEnd(s, p) : null;
+export const renewableUntil = (
+  s: Pick<ScheduleView, 'status' | 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'dunning_from'>,
+  p: SchedulePolicy,
+): number | null => (s.status === 'past_due' || s.status === 'payment_failed' ? dunningEnd(s, p) : null);
 
 /**
  * What is due for `s` at `now` (behaviour.md, "Renewals" and the lifecycle table's time-driven rows):
@@ -136,7 +151,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   // Once the wallet's retries are over (payment_failed) the subscriber pays by invoice, like everyone else.
   if (autoPays(s) && s.status !== 'payment_failed') {
     const first = !issued && now >= end;
-    const retry = issued && s.nwc_next_attempt_at !== null && now >= s.nwc_next_attempt_at && now < graceEnd(s);
+    // Not before the period ends: a past_due one extended waits for its new end, as an active one does.
+    const retry = issued && s.nwc_next_attempt_at !== null && now >= s.nwc_next_attempt_at && now >= end && now < graceEnd(s);
     if (first || retry) return { kind: 'charge_wallet', first, retry_at: now + (first ? NWC_FIRST_RETRY_S : NWC_RETRY_S) };
     if (s.trial_end === end && s.reminded_for !== end && now < end && now >= end - REMINDER_BEFORE_END_SECONDS) return { kind: 'trial_ending' };
     // Paid by the wallet: the payment.received consumer renews it; the period must not lapse meanwhile.
@@ -148,11 +164,11 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     // dunning window is over too (then nothing is payable any more, and the steps below lapse it).
     const lead = RENEWAL_LEAD_SECONDS[s.interval];
     const firstDue = !issued && now >= end - lead && now < dunningEnd(s, p);
-    // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one. An
-    // active one's, carried by an extend to a later end (carryOpenRenewal), waits for the new lead time
-    // rather than being replaced daily until then.
+    // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one. One
+    // carried by an extend to a later end (carryOpenRenewal) while the renewal is not overdue waits for the
+    // new lead time rather than being replaced daily until then.
     const replace =
-      issued && s.renewal_expires_at !== null && now >= s.renewal_expires_at && (s.status !== 'active' || now >= end - lead) && now < dunningEnd(s, p);
+      issued && s.renewal_expires_at !== null && now >= s.renewal_expires_at && (renewalOverdue(s, now) || now >= end - lead) && now < dunningEnd(s, p);
     if (firstDue || replace) {
       const previous = replace ? s.renewal_payment_id : null;
       const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
@@ -213,9 +229,9 @@ export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): numb
  * An extend moves the period end, and the renewal payment issued for the period moves along with it: it
  * stays the one payable renewal (the subscriber may be paying it right now, and it pays the period after
  * the new end), replaced when it expires as any is. Left behind, a second one was issued at the new lead
- * time while the first was still payable, and both could be paid. A past_due or payment_failed
- * subscription so keeps a payable one (behaviour.md); an earlier one is not replaced before the new lead
- * time (see dueNow).
+ * time while the first was still payable, and both could be paid. A payment_failed subscription so keeps
+ * a payable one (behaviour.md); one whose renewal is not overdue (active, past_due extended past now) is
+ * not replaced before the new lead time (see dueNow, renewalOverdue).
  */
 export function carryOpenRenewal(s: Pick<ScheduleView, 'renewal_for' | 'current_period_end'>, days: number): Partial<ScheduleView> {
   if (s.renewal_for === null || s.renewal_for !== s.current_period_end) return {};

@@ -247,3 +247,15 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN cancelled_by TEXT CHECK (cancelled_by IN ('subscriber', 'merchant', 'plan_archived'));
 `,
 });
+
+migrations.push({
+  id: 17,
+  name: 'dunning window kept through an extend',
+  // A nullable column, which older code ignores (and a value it leaves behind is ignored once stale).
+  compatible: true,
+  sql: `
+-- Where the dunning window of a payment_failed subscription starts once an extend moved its period end
+-- (the end of the grace of the period that lapsed); null: the end of the current period's grace.
+ALTER TABLE subscriptions ADD COLUMN dunning_from BIGINT;
+`,
+});
