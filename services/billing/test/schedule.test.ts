@@ -737,6 +737,21 @@ describe('renewalEndedEarly', () => {
   });
 });
 
+describe('a lapse and an expired invoice due at once', () => {
+  it('the lapse goes first, so the replacement is made in the state it leads to (found from outside)', () => {
+    // The invoice expired while the clock jumped past the grace: replaced as past_due, it said the old
+    // period, and the payment_failed that followed in the same sweep a new one from the payment.
+    const graceOver = sub('past_due', issued(END + DAY));
+    expect(dueNow(graceOver, GRACE_END, POLICY)).toMatchObject({ kind: 'lapse', event: 'grace_end_unpaid' });
+    expect(dueNow({ ...graceOver, status: 'payment_failed' }, GRACE_END, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
+    const periodOver = sub('active', issued(END - DAY, { reminded_for: END }));
+    expect(dueNow(periodOver, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid' });
+    expect(dueNow({ ...periodOver, status: 'past_due' }, END, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
+    // Before the end, an expired invoice is replaced as before.
+    expect(dueNow(periodOver, END - 3600, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
+  });
+});
+
 describe('walletGone: an NWC wallet gone when asked to pay, the renewal sent as an invoice', () => {
   it('its reminder is the last call: the replacements after it reach the subscriber weekly, not a day later (found from outside)', () => {
     // Grace 2 days; the third failure (a day after the 1-hour retry) deactivates the wallet.
@@ -750,8 +765,13 @@ describe('walletGone: an NWC wallet gone when asked to pay, the renewal sent as 
     });
     const gone = { ...charged, ...walletGone(charged, at) };
     expect(gone).toMatchObject({ nwc_fallback: true, nwc_next_attempt_at: null, nwc_charging_since: null, reminder_notified_at: at, reminded_for: END });
-    // Its invoice expires a day later: replaced, the subscriber not told again.
-    expect(dueNow(gone, at + DAY, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1', notify_subscriber: false });
+    // Its invoice expires a day later, as the grace ends: the lapse first, then replaced, the subscriber not told again.
+    expect(dueNow(gone, at + DAY, POLICY)).toMatchObject({ kind: 'lapse', event: 'grace_end_unpaid' });
+    expect(dueNow({ ...gone, status: 'payment_failed' }, at + DAY, POLICY)).toMatchObject({
+      kind: 'renewal_payment',
+      replaces: 'pay_1',
+      notify_subscriber: false,
+    });
     expect(dueNow({ ...gone, status: 'payment_failed', renewal_expires_at: at + 7 * DAY }, at + 7 * DAY, POLICY)).toMatchObject({
       kind: 'renewal_payment',
       notify_subscriber: true,

@@ -167,8 +167,17 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one. One
     // carried by an extend to a later end (carryOpenRenewal) while the renewal is not overdue waits for the
     // new lead time rather than being replaced daily until then.
+    // A lapse due now goes first: the replacement and its reminder then say the state and the period the
+    // subscription is in by then (found from outside: one made as the grace ended said past_due and the
+    // old period, the payment_failed after it in the same sweep a new period from the payment).
+    const lapsing = (s.status === 'active' && now >= end) || (s.status === 'past_due' && now >= graceEnd(s));
     const replace =
-      issued && s.renewal_expires_at !== null && now >= s.renewal_expires_at && (renewalOverdue(s, now) || now >= end - lead) && now < dunningEnd(s, p);
+      !lapsing &&
+      issued &&
+      s.renewal_expires_at !== null &&
+      now >= s.renewal_expires_at &&
+      (renewalOverdue(s, now) || now >= end - lead) &&
+      now < dunningEnd(s, p);
     if (firstDue || replace) {
       const previous = replace ? s.renewal_payment_id : null;
       const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS;
