@@ -13,6 +13,7 @@ import * as nip19 from 'nostr-tools/nip19';
 import { SimplePool, useWebSocketImplementation } from 'nostr-tools/pool';
 import { SecretBox } from '@sb/runtime';
 import { createWallet, freePort } from '../scripts/stack.mjs';
+import { devClock } from './support/clock.js';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startSmtpServer } from './support/smtp-server.js';
@@ -481,10 +482,12 @@ describe('notification settings', () => {
 describe('subscriber and owner notices', () => {
   let trialPlan: { id: string };
   const subs: Record<string, string> = {};
+  const portals: Record<string, string> = {};
   const subscribe = async (name: string, body: Record<string, unknown>, planId = trialPlan.id) => {
     const res = await pub().post('/public/subscribe', { plan_id: planId, payment_method: 'lightning', ...body });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     subs[name] = res.body.subscription_id;
+    portals[name] = res.body.manage_url;
     return res.body;
   };
   const carolNpub = nip19.npubEncode(getPublicKey(carolSk));
@@ -612,21 +615,44 @@ describe('subscriber and owner notices', () => {
     expect(mails[0]!.subject).toBe('New subscription: Gold');
   });
 
-  it('reminders (with the pay link) and trial endings reach each channel; opt-outs and owner choices hold', async () => {
+  it('the end of a trial paid by invoice is one message on each channel: when it ends, what to pay, the invoice and the portal to pay in', async () => {
     await advance(86_400 + 120);
-    const due = 'Payment due for Gold';
-    const has = (texts: string[]) => texts.some((t) => t.includes(due)) && texts.some((t) => t.includes('trial of Gold is ending'));
-    const tgm = await until(async () => tgTo('2001').map((x) => x.text), has);
-    expect(tgm.filter((t) => t.includes(due))).toHaveLength(1);
-    expect(tgm.find((t) => t.includes(due))).toMatch(/lightning:ln\w+/);
-    expect(tgm.find((t) => t.includes(due))).toContain('2,100 sats');
-    expect(has(await until(async () => dms(relay, carolSk).map((x) => x.text), has))).toBe(true);
-    expect(has(await until(async () => dms(dmRelay, bobSk).map((x) => x.text), has))).toBe(true);
-    const erin = await until(async () => mailsTo('erin@example.com').map((x) => `${x.subject}\n${x.text}`), has);
-    expect(erin.find((t) => t.includes(due))).toMatch(/lightning:ln\w+/);
+    const end = (await reader().get(`/subscriptions/${subs.messenger}`)).body.current_period_end as number;
+    const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+    const ends = `Your free trial of Gold ends on ${utc(end)}. To keep access, pay 2,100 sats.`;
+    const said = (texts: string[]) => texts.some((t) => t.includes(ends));
+    await until(async () => tgTo('2001').map((x) => x.text), said);
+    await until(async () => dms(relay, carolSk).map((x) => x.text), said);
+    await until(async () => dms(dmRelay, bobSk).map((x) => x.text), said);
+    const erin = await until(
+      async () => mailsTo('erin@example.com'),
+      (m) => said(m.map((x) => x.text)),
+    );
     await settle();
+    // Found from outside: a "Payment due" and a near-identical "trial is ending" message at the same moment.
+    for (const [name, texts] of [
+      ['messenger', tgTo('2001').map((x) => x.text)],
+      ['npub', dms(relay, carolSk).map((x) => x.text)],
+      ['nip05', dms(dmRelay, bobSk).map((x) => x.text)],
+      ['email', mailsTo('erin@example.com').map((x) => x.text)],
+    ] as const) {
+      const after = texts.filter((t) => !t.includes('has started'));
+      expect(after, name).toHaveLength(1);
+      expect(after[0], name).toContain(ends);
+      expect(after[0], name).toMatch(/\nlightning:ln\w+\n/);
+      // The pay link to the portal page, where an invoice is always payable (the one above lives a day).
+      expect(after[0], name).toContain(`\nPay it in your portal, which always has a payable invoice: ${portals[name]}\n`);
+      // Paid in time the period continues from the trial's end; paid after it (no grace: access ended), from the payment.
+      expect(after[0], name).toContain(
+        `\nRenewal period: ${utc(end)} to ${utc(end + 7 * 86_400)} if paid by ${utc(end)}; paid later, one week from the payment.\n`,
+      );
+    }
+    const mail = erin.find((m) => m.text.includes(ends))!;
+    expect(mail.subject).toBe('Your free trial of Gold is ending: payment due');
+    expect(mail.html).toContain(`Pay it in your portal, which always has a payable invoice: <a href="${portals.email}">`);
+    expect(tgTo('2002').filter((x) => x.text.includes(ends))).toHaveLength(1);
     expect(tgTo('2003')).toEqual([]);
-    // Reminders are not among the owner's events.
+    // Owners still get both events on their webhooks; reminders are not among the owner's chosen notices.
     expect(tgTo('1001').filter((x) => x.text.includes('renewal.reminder'))).toEqual([]);
   });
 
@@ -677,15 +703,11 @@ describe('subscriber and owner notices', () => {
   it('the log lists every message with its attempts, filtered by channel, status and subscription', async () => {
     const mine = await until(
       async () => (await reader().get(`/notifications?subscription_id=${subs.messenger}`)).body,
-      (b) => b.items?.filter((n: any) => n.status === 'delivered').length >= 4,
+      (b) => b.items?.filter((n: any) => n.audience === 'subscriber' && n.status === 'delivered').length >= 3,
     );
+    // The trial's end reached the subscriber in its renewal reminder, not twice.
     const toSubscriber = mine.items.filter((n: any) => n.audience === 'subscriber');
-    expect(toSubscriber.map((n: any) => n.event).sort()).toEqual([
-      'renewal.reminder',
-      'subscription.cancelled',
-      'subscription.created',
-      'subscription.trial_ending',
-    ]);
+    expect(toSubscriber.map((n: any) => n.event).sort()).toEqual(['renewal.reminder', 'subscription.cancelled', 'subscription.created']);
     for (const n of toSubscriber) {
       expect(n).toMatchObject({
         channel: 'messenger',
@@ -820,8 +842,16 @@ describe('subscriber and owner notices', () => {
     // week from the payment (found from outside: no dates of the period).
     const lapsedSub = (await reader().get(`/subscriptions/${subs.lapseMsg}`)).body;
     const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
-    expect(pastDueText!.text).toContain(`\nRenewal period: ${utc(lapsedSub.current_period_end)} to ${utc(lapsedSub.current_period_end + 7 * 86_400)}\n`);
-    expect(failedText!.text).toMatch(/\nRenewal period if paid now: \d{4}-\d\d-\d\d \d\d:\d\d UTC to \d{4}-\d\d-\d\d \d\d:\d\d UTC\n/);
+    // Found from outside: paid after the notice, a period from the payment did not have the dates shown.
+    // Past due, it continues from the old end only if paid before the grace ends; once failed, it starts at the payment.
+    const oldEnd = lapsedSub.current_period_end as number;
+    expect(pastDueText!.text).toContain(
+      `\nRenewal period: ${utc(oldEnd)} to ${utc(oldEnd + 7 * 86_400)} if paid by ${utc(oldEnd + 86_400)}; paid later, one week from the payment.\n`,
+    );
+    expect(failedText!.text).toContain('\nRenewal period: one week, starting when you pay.\n');
+    // Both with the pay link to the portal page.
+    for (const t of [pastDueText!.text, failedText!.text])
+      expect(t).toMatch(/\nPay it in your portal, which always has a payable invoice: http\S+manage\?token=[0-9a-f]{64}\n/);
     // Each on their own channel only, each notice once.
     await settle(600);
     expect(tgTo('2011').filter((x) => x.text.includes(renewed) || x.text.includes(archived))).toHaveLength(2);
@@ -1202,7 +1232,8 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     const confirmations = target(started.headers['list-unsubscribe']!);
 
     await advance(86_400 + 120);
-    const reminder = await mail(/^Payment due for Oneclick/);
+    // The trial's last day: its reminder is the trial-end notice too.
+    const reminder = await mail(/^Your free trial of Oneclick is ending: payment due$/);
     expect(reminder.headers['list-unsubscribe-post']).toBe('List-Unsubscribe=One-Click');
     const reminders = target(reminder.headers['list-unsubscribe']!);
     // Visible too, not only to mail programs that show the header (found from outside): the same link, whose GET asks first.
@@ -1210,7 +1241,6 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     expect(reminder.html).toContain(`Stop these reminders: <a href="${reminders.href}">`);
     expect(reminder.text).toContain('You also choose there which notices you get.');
     expect(started.text).toContain(`Stop these confirmations: ${confirmations.href}`);
-    expect(target((await mail(/trial of Oneclick is ending/)).headers['list-unsubscribe']!).href).toBe(reminders.href);
     // Made from PUBLIC_BASE_URL like the portal link, a URL of its own per kind, and never the portal token
     // (mail providers keep and fetch these URLs).
     expect(reminders.origin).toBe(new URL(res.body.manage_url).origin);
@@ -1279,7 +1309,7 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     expect(cancelled.headers['list-unsubscribe']).toBeUndefined();
     expect(cancelled.headers['list-unsubscribe-post']).toBeUndefined();
     await settle();
-    expect(mailsTo(to).filter((m) => /^Payment due/.test(m.subject))).toHaveLength(1);
+    expect(mailsTo(to).filter((m) => /payment due/i.test(m.subject))).toHaveLength(1);
 
     // Found from outside: a link with a tracker's parameter was 422, and one Idempotency-Key used on two
     // links (a mail client's retries) was 409 on the second, which stayed subscribed.
@@ -1292,5 +1322,70 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     expect((await keyed(reminders, '?utm_source=newsletter')).status).toBe(200);
     expect((await keyed(confirmations)).status).toBe(200);
     expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: false });
+  });
+});
+
+describe('the last call', () => {
+  it('a day before the end, its invoice still open: the reminder carries the pay link to the portal on every channel (found from outside: none)', async () => {
+    const { advanceTo } = devClock(admin);
+    const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+    const plan = (await admin().post('/plans', { name: 'Lastcall', amount_sats: 3000, interval: 'monthly' })).body;
+    const sk = generateSecretKey();
+    tg.chats.add('2031');
+    const to = 'lastcall@example.com';
+    // No preference: every contact the plan's channels cover.
+    const co = (
+      await pub().post('/public/subscribe', {
+        plan_id: plan.id,
+        payment_method: 'lightning',
+        email: to,
+        messenger: '2031',
+        nostr: nip19.npubEncode(getPublicKey(sk)),
+      })
+    ).body;
+    expect((await pub().post(`/dev/payments/${co.payment_id}/pay`)).status).toBe(200);
+    const sub = await until(
+      async () => (await reader().get(`/subscriptions/${co.subscription_id}`)).body,
+      (s) => s.status === 'active',
+    );
+    const end = sub.current_period_end as number;
+    const reminders = async () =>
+      rows(
+        `SELECT payload->'data' AS data FROM billing.outbox WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = $1 ORDER BY seq`,
+        [co.subscription_id],
+      );
+    // Monthly: the invoice 3 days ahead (told), its replacement a day later (not told), then the last call
+    // a day before the end while that replacement is still payable: a reminder without an invoice of its own.
+    await advanceTo(end - 3 * 86_400 + 60);
+    const [first] = await until(reminders, (r) => r.length === 1);
+    await advanceTo(first.data.expires_at + 60);
+    await until(reminders, (r) => r.length === 2);
+    await advanceTo(end - 86_400 + 10);
+    const sent = await until(reminders, (r) => r.length === 3);
+    expect(sent.map((r) => [r.data.notify_subscriber, r.data.payment_request ?? null])).toEqual([
+      [true, expect.stringMatching(/^ln/)],
+      [false, expect.stringMatching(/^ln/)],
+      [true, null],
+    ]);
+
+    const due = 'Payment due for Lastcall';
+    const payLine = `\nPay it in your portal, which always has a payable invoice: ${co.manage_url}\n`;
+    const twice = (texts: string[]) => texts.filter((t) => t.includes(due)).length >= 2;
+    const channels = {
+      messenger: await until(async () => tgTo('2031').map((x) => x.text), twice),
+      nostr: await until(async () => dms(relay, sk).map((x) => x.text), twice),
+      email: await until(async () => mailsTo(to).map((x) => `${x.subject}\n${x.text}`), twice),
+    };
+    for (const [channel, texts] of Object.entries(channels)) {
+      const [invoice, lastCall] = texts.filter((t) => t.includes(due));
+      expect(lastCall, channel).toContain(`renews on ${utc(end)} for 3,000 sats.`);
+      expect(lastCall, channel).toContain(payLine);
+      expect(lastCall, channel).toContain(` if paid by ${utc(end)}; paid later, one month from the payment.\n`);
+      expect(invoice, channel).toMatch(/\nlightning:ln\w+\n/);
+      expect(invoice, channel).toContain(payLine);
+    }
+    const html = mailsTo(to).filter((m) => m.subject === due);
+    expect(html).toHaveLength(2);
+    for (const m of html) expect(m.html).toContain(`Pay it in your portal, which always has a payable invoice: <a href="${co.manage_url}">`);
   });
 });

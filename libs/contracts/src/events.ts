@@ -71,6 +71,12 @@ const FiatCharged = {
 const RenewalPeriod = {
   renewal_period_start: UnixSeconds.optional().openapi({ description: 'Start of the period the renewal pays for' }),
   renewal_period_end: UnixSeconds.optional().openapi({ description: 'End of the period the renewal pays for' }),
+  renewal_period_if_paid_by: UnixSeconds.optional().openapi({
+    description: 'The period continues from the current end only when paid by this time (the end of grace); paid later, a new period starts at the payment',
+  }),
+  renewal_period_from_payment: z.literal(true).optional().openapi({
+    description: "A new period starts when the renewal is paid: `renewal_period_start` and `renewal_period_end` hold only if paid at the event's time",
+  }),
 };
 
 /**
@@ -169,7 +175,14 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
     ...FiatCharged,
     ...RenewalPeriod,
   }),
-  'renewal.reminder': WebhookEventData.extend({ payment_id: Id.nullable(), due_at: UnixSeconds, ...RenewalPeriod }),
+  'renewal.reminder': WebhookEventData.extend({
+    payment_id: Id.nullable(),
+    due_at: UnixSeconds,
+    trial_end: UnixSeconds.optional().openapi({
+      description: "The period ending at `due_at` is a free trial: this reminder is the subscriber's trial-end notice too (see `subscription.trial_ending`)",
+    }),
+    ...RenewalPeriod,
+  }),
   'payment.received': WebhookEventData.extend({
     payment_id: Id,
     amount_sats: z.number().int(),

@@ -5,7 +5,7 @@ import { chargeWithWallet, requestPayment, requestPayments } from './payments-cl
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
 import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt, walletGone } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
-import { applyTransition, emit, emitMany, fiatCharged, reminderData, renewalPeriodData } from './transitions.js';
+import { applyTransition, emit, emitMany, fiatCharged, reminderData, renewalPeriodData, trialEndData } from './transitions.js';
 
 type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
 type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
@@ -227,6 +227,7 @@ export class Scheduler {
             notify_subscriber: due.notify_subscriber,
             ...fiat,
             ...renewalPeriodData(cur, now),
+            ...trialEndData(cur),
           });
         });
         return true;
@@ -293,6 +294,7 @@ export class Scheduler {
             extra: {
               ...reminderData(created, s.current_period_end, due.notify_subscriber),
               ...renewalPeriodData(s, now),
+              ...trialEndData(s),
               ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
             },
           },
@@ -303,7 +305,8 @@ export class Scheduler {
                   event: 'subscription.trial_ending' as const,
                   extra: {
                     trial_end: s.current_period_end,
-                    notify_subscriber: s.receive_reminders,
+                    // The reminder beside it says the trial ends, with the invoice: one message, not two alike.
+                    notify_subscriber: false,
                     ...fiatCharged(created.payment),
                     ...renewalPeriodData(s, now),
                   },
@@ -506,6 +509,7 @@ export class Scheduler {
           notify_subscriber: cur.receive_reminders,
           reason: 'nwc_wallet_unavailable',
           ...renewalPeriodData(cur, now),
+          ...trialEndData(cur),
         });
       }
     });

@@ -1,7 +1,7 @@
 import type { CreatedPayment, EventEnvelope } from '@sb/contracts';
 import { conflict, enqueueEvent, enqueueEvents, type Queryable } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
-import { renewalPeriod, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
+import { renewalTerms, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
 export type EventNames = { plan_name: string; email: string | null; name: string | null } | undefined;
@@ -62,11 +62,23 @@ export function reminderData({ payment, checkout }: CreatedPayment, dueAt: numbe
 export const fiatCharged = (p: { amount_fiat?: number | null; currency?: string | null } | null | undefined): Record<string, unknown> =>
   typeof p?.amount_fiat === 'number' && p.currency ? { amount_fiat: p.amount_fiat, currency: p.currency } : {};
 
-/** The period a renewal paid at `at` covers, as reminders and dunning notices say it (domain/lifecycle.ts). */
+/** The period a renewal paid at `at` covers, and on what terms, as reminders and dunning notices say it (domain/lifecycle.ts). */
 export function renewalPeriodData(s: SubState, at: number): Record<string, unknown> {
-  const p = renewalPeriod(s, at);
-  return p ? { renewal_period_start: p.start, renewal_period_end: p.end } : {};
+  const p = renewalTerms(s, at);
+  if (!p) return {};
+  return {
+    renewal_period_start: p.start,
+    renewal_period_end: p.end,
+    ...('if_paid_by' in p ? { renewal_period_if_paid_by: p.if_paid_by } : { renewal_period_from_payment: true }),
+  };
 }
+
+/**
+ * A reminder for the last period of a free trial: it is also the trial's end notice, so the subscriber
+ * gets one message at that moment (the `subscription.trial_ending` beside it is for owners).
+ */
+export const trialEndData = (s: Pick<SubState, 'trial_end' | 'current_period_end'>): Record<string, unknown> =>
+  s.trial_end !== null && s.trial_end === s.current_period_end ? { trial_end: s.trial_end } : {};
 
 /** `emit` of many events (a sweep's batch) in two statements; the outbox keeps their order. */
 export async function emitMany(d: Deps, q: Queryable, events: { s: SubRow; event: EventEnvelope['event']; extra?: Record<string, unknown> }[]): Promise<void> {

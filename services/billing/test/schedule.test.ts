@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
-import { renewalPeriod, startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
+import { renewalPeriod, renewalTerms, startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
 import {
@@ -802,6 +802,19 @@ describe('renewalPeriod: what a renewal payment pays for, as reminders and dunni
     const trial = startSubscription({ interval: 'weekly', trial_days: 14, grace_period_days: 0 }, T0);
     expect(renewalPeriod(trial, T0 + 13 * DAY)).toEqual({ start: T0 + 14 * DAY, end: T0 + 21 * DAY });
     for (const status of ['paused', 'cancelled'] as const) expect(renewalPeriod(sub(status), END - DAY)).toBeNull();
+  });
+  it('its terms: from the current end only if paid by the end of grace (later it starts at the payment); from the payment, no dates', () => {
+    // A reminder sent before the end, paid after the grace (payment_failed), buys a period from the payment,
+    // not the one the reminder dated (found from outside: notices promised dates a late payment does not get).
+    const graceOver = END + 3 * DAY;
+    for (const status of ['active', 'past_due'] as const)
+      expect(renewalTerms(sub(status), END - DAY)).toEqual({ start: END, end: periodEnd(T0, 2, 'monthly'), if_paid_by: graceOver });
+    const late = transition(sub('payment_failed'), { type: 'renewal_payment', paid_at: graceOver + DAY }, graceOver + DAY).next;
+    expect(late.current_period_start).toBe(graceOver + DAY);
+    const at = END + 5 * DAY;
+    expect(renewalTerms(sub('payment_failed'), at)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly'), from_payment: true });
+    expect(renewalTerms(sub('pending', { pending_since: at }), at)).toMatchObject({ from_payment: true });
+    expect(renewalTerms(sub('paused'), END - DAY)).toBeNull();
   });
 });
 

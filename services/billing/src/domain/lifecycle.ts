@@ -235,6 +235,18 @@ export function renewalPeriod(s: SubState, at: number): { start: number; end: nu
 }
 
 /**
+ * What a notice may promise of that period, which depends on when the subscriber pays, not when it is
+ * sent: one continuing from the current end holds while that end is kept (`if_paid_by`, the end of
+ * grace: paid later, in payment_failed, a new period starts at the payment); one starting at the
+ * payment has no dates until then (`from_payment`; its dates here are those if paid at `at`).
+ */
+export function renewalTerms(s: SubState, at: number): ({ start: number; end: number } & ({ if_paid_by: number } | { from_payment: true })) | null {
+  const p = renewalPeriod(s, at);
+  if (!p) return null;
+  return p.start === s.current_period_end ? { ...p, if_paid_by: graceEnd(s) } : { ...p, from_payment: true };
+}
+
+/**
  * The notice switches asked for a subscription, or 409 when it has ended: an ended one gets no renewal and
  * no payment applies to it, so it is sent neither reminders nor confirmations (cancellation notices go
  * regardless), and a changed switch would claim a choice that does nothing. Switches sent as they are

@@ -173,15 +173,24 @@ export function subscriberMessage(
     ];
   };
   /**
-   * The period a renewal pays for, as a receipt says its period: from the end of the current one, or
-   * (access ended, or resumed after the period) a new one from the payment, dated as if paid now.
+   * The period a renewal pays for, true whenever it is paid: from the end of the current one if paid
+   * before access ends (the end of grace), else a new one from the payment, which has no dates until then
+   * (behaviour.md: payment_failed starts a new period at `paid_at`).
    */
   const renewalPeriod = (): string | undefined => {
     const start = num(d.renewal_period_start);
     const end = num(d.renewal_period_end);
     if (start === undefined || end === undefined) return undefined;
+    const fresh = per ? `one ${per}` : 'a new period';
+    if (d.renewal_period_from_payment === true) return `Renewal period: ${fresh}, starting when you pay.`;
+    const by = num(d.renewal_period_if_paid_by);
+    if (by !== undefined) return `Renewal period: ${day(start)} to ${day(end)} if paid by ${day(by)}; paid later, ${fresh} from the payment.`;
+    // An event from a billing before those terms.
     return `Renewal period${start === num(d.current_period_end) ? '' : ' if paid now'}: ${day(start)} to ${day(end)}`;
   };
+  /** Reminders link to the portal page where the current invoice is always payable (an invoice lives a day). */
+  const payInPortal = (without: string): Line =>
+    who.manageUrl ? { label: 'Pay it in your portal, which always has a payable invoice:', url: who.manageUrl } : without;
   /** A step of dunning: what is unpaid, for which period, until when it can be paid (`pay_by`), where. */
   const dunning = (subject: string, state: string, payLine: (by: string | undefined) => string): Message => {
     const payBy = num(d.pay_by);
@@ -192,7 +201,7 @@ export function subscriberMessage(
       // Its retries are over (or it was never to retry): said before how to pay by hand.
       d.wallet_failed === true && d.wallet_retries !== true && 'Your connected wallet could not pay it and is no longer asked to.',
       payLine(payBy === undefined ? undefined : day(payBy)),
-      'Your subscription portal has a payable invoice.',
+      payInPortal('Your subscription portal has a payable invoice.'),
     );
   };
   const kind = optOutKind(e.event);
@@ -235,21 +244,27 @@ export function subscriberMessage(
     case 'renewal.reminder': {
       const due = num(d.due_at);
       const links = payLinks(d);
+      const overdue = due !== undefined && due <= e.timestamp;
+      // The last period of a free trial, ahead of its end: this is the trial's end notice too (one message).
+      const trialEnd = overdue ? undefined : num(d.trial_end);
       return body(
-        `Payment due for ${plan}`,
+        trialEnd !== undefined ? `Your free trial of ${plan} is ending: payment due` : `Payment due for ${plan}`,
         d.reason === 'resumed'
           ? `Your subscription to ${plan} was resumed: its new period starts when you pay${amount ? ` ${amount}` : ''}, within a day.`
-          : due !== undefined && due <= e.timestamp
+          : overdue
             ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
               `The renewal of ${plan}${aside} was due on ${day(due)} and is not paid yet.`
-            : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
+            : trialEnd !== undefined
+              ? `Your free trial of ${plan} ends on ${day(trialEnd)}. To keep access, pay ${amount ?? 'the renewal'}.`
+              : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
         renewalPeriod(),
         // After the past-due notice said the wallet would be asked again: it no longer is (disconnected).
         d.reason === 'nwc_wallet_unavailable' &&
           'Your connected wallet is no longer asked to pay it (it failed or was disconnected), so please pay it yourself.',
-        links.length ? 'Pay it here:' : 'Open your subscription portal to pay it.',
+        links.length > 0 && 'Pay it here:',
         ...links,
-        num(d.expires_at) !== undefined && `This payment request is valid until ${day(d.expires_at as number)}; the portal always has a payable one.`,
+        links.length > 0 && num(d.expires_at) !== undefined && `This payment request is valid until ${day(d.expires_at as number)}.`,
+        payInPortal('Open your subscription portal to pay it.'),
       );
     }
     case 'subscription.trial_ending': {
