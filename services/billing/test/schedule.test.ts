@@ -462,6 +462,9 @@ describe('what is due (domain/schedule.ts), row by row', () => {
       const last = sub('active', { current_period_end: latest, payment_method });
       for (const at of [latest - 7 * DAY, latest - DAY, latest, latest + DAY]) expect(dueNow(last, at, POLICY).kind, `${payment_method} ${at}`).toBe('none');
       expect(nextDueAt(last, latest - 7 * DAY, POLICY)).toBeNull();
+      // A past_due one an extend moved into that period: the same (found in review: it was sold a renewal).
+      const extended = sub('past_due', { current_period_end: latest, payment_method, ...issued(latest - 10 * DAY, { renewal_for: latest }) });
+      for (const at of [latest - 7 * DAY, latest - DAY, latest]) expect(dueNow(extended, at, POLICY).kind, `past_due ${payment_method} ${at}`).toBe('none');
     }
     // The period before it still renews, as any other: its whole next period ends within 9999.
     const before = sub('active', { current_period_end: LATEST_TIME - 40 * DAY, interval: 'weekly' });

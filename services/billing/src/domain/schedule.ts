@@ -146,7 +146,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   const end = s.current_period_end;
   // The calendar's last period (see hasNextPeriod): no renewal, reminder or wallet charge for a period
   // that cannot be whole; it runs to its end, and past LATEST_TIME there are no dates this service keeps.
-  if (s.status === 'active' && !hasNextPeriod(end, s.interval)) return NONE;
+  // A past_due one an extend moved into it too, as an active one (renewalOverdue).
+  if ((s.status === 'active' || s.status === 'past_due') && !hasNextPeriod(end, s.interval)) return NONE;
   const issued = s.renewal_for === end;
   // Once the wallet's retries are over (payment_failed) the subscriber pays by invoice, like everyone else.
   if (autoPays(s) && s.status !== 'payment_failed') {
