@@ -126,14 +126,15 @@ describe('unpaid renewals', () => {
     expect(await sub(s.subscription_id)).toMatchObject({ status: 'past_due', has_access: true });
     await advanceTo(start.current_period_end + 2 * DAY + 60);
     expect(await sub(s.subscription_id)).toMatchObject({ status: 'payment_failed', has_access: false });
-    // The first invoice (a day's life) expired during grace: a new one goes out as it becomes payment_failed.
+    // The first invoice (a day's life) expired during grace: a new one goes out once it is payment_failed,
+    // so that it says what paying now buys (found from outside: made before, it said the old period).
     expect(await events(s.subscription_id)).toEqual([
       'subscription.created',
       'renewal.reminder',
       'subscription.trial_ending',
       'subscription.past_due',
-      'renewal.reminder',
       'subscription.payment_failed',
+      'renewal.reminder',
     ]);
     const late = await openRenewal(s.subscription_id);
     await pay(late!.id);

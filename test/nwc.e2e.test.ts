@@ -1026,12 +1026,16 @@ describe('renewals', () => {
     ]);
     // What each notice says the renewal pays for: the week after the one that ended, while it can be paid in time.
     const next = { renewal_period_start: end, renewal_period_end: end + 7 * DAY };
-    for (const r of reminders) expect(r.d).toMatchObject(next);
+    expect(reminders[0]!.d).toMatchObject(next);
     expect(events.find((e) => e.e === 'subscription.past_due')?.d).toMatchObject(next);
-    // Access ended: paying starts a new week, dated from the notice.
+    // Access ended: paying starts a new week, dated from the notice; the replacement, made once the
+    // subscription is payment_failed, says so too (found from outside: made before it, it said the old week).
     const failed = events.find((e) => e.e === 'subscription.payment_failed')!.d;
-    expect(failed.renewal_period_start).toBeGreaterThanOrEqual(t3 + DAY);
-    expect(failed.renewal_period_end - failed.renewal_period_start).toBe(7 * DAY);
+    expect(events.map((e) => e.e).slice(-2)).toEqual(['subscription.payment_failed', 'renewal.reminder']);
+    for (const d of [failed, reminders[1]!.d]) {
+      expect(d.renewal_period_start).toBeGreaterThanOrEqual(t3 + DAY);
+      expect(d.renewal_period_end - d.renewal_period_start).toBe(7 * DAY);
+    }
   });
 
   it('a checkout the wallet paid after the service looked stops counting as a failure, and never adds to a deactivation (review finding)', async () => {
