@@ -1,3 +1,5 @@
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
@@ -24,7 +26,8 @@ let admin: string;
 
 beforeAll(async () => {
   cluster = await startPgCluster();
-  stack = await startStack({ adminUrl: cluster.adminUrl, wallets: 1, env: { BUS_TIMEOUT_MS: String(BUS_TIMEOUT_MS) } });
+  // Private webhook URLs: the notifier's test sends to a receiver on loopback.
+  stack = await startStack({ adminUrl: cluster.adminUrl, wallets: 1, env: { BUS_TIMEOUT_MS: String(BUS_TIMEOUT_MS), WEBHOOK_ALLOW_PRIVATE: '1' } });
   admin = stack.wallets[0]!.admin_key;
 });
 /** Processes a test started besides the stack, stopped even when it fails. */
@@ -359,6 +362,84 @@ describe('POST /dev/clock with a sweep that takes long', () => {
     }
     expect(await until(renewals, (n) => n === 3, 30_000)).toBe(3);
     expect((await req('clock', 'POST', '/dev/clock', { key: admin, body: {} })).body.offset_seconds - clock.body.offset_seconds).toBe(advance);
+  });
+});
+
+describe("the notifier's log in a database outage", () => {
+  it('with webhook deliveries under way: the outage is said once and its end once, without stacks or secrets', async () => {
+    await cluster.start();
+    // A receiver that holds every request until the database is down, then answers them all.
+    const held: ServerResponse[] = [];
+    const receiver = createServer((r, res) => {
+      r.on('error', () => undefined);
+      res.on('error', () => undefined);
+      r.resume().on('end', () => held.push(res));
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    extras.push({ stop: () => new Promise<void>((r) => receiver.close(() => r())) });
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/held`;
+    const plan = await req('plan', 'POST', '/plans', { key: admin, body: { name: 'Held webhooks', amount_sats: 1000, interval: 'weekly', trial_days: 2 } });
+    const ep = await req('endpoint', 'POST', '/webhook-endpoints', { key: admin, body: { url, plan_id: plan.body.id, events: ['subscription.created'] } });
+    expect(ep.status).toBe(201);
+    const N = 60;
+    for (let i = 0; i < N; i += 10) {
+      const batch = await Promise.all(
+        Array.from({ length: 10 }, (_, j) =>
+          req('subscribe', 'POST', '/public/subscribe', {
+            body: { plan_id: plan.body.id, payment_method: 'lightning', email: `held-hook${i + j}@example.com` },
+          }),
+        ),
+      );
+      expect(batch.map((r) => r.status)).toEqual(batch.map(() => 201));
+    }
+    // Every delivery sent and waiting for its answer when the database stops.
+    expect(
+      (await until(
+        async () => held.length,
+        (n) => n >= N,
+        60_000,
+      )) >= N,
+    ).toBe(true);
+    const notifier = stack.services.notifier;
+    const from = notifier.lines.length;
+    await cluster.crash();
+    // Their answers arrive while it is down: none of the attempts can be recorded.
+    for (const res of held.splice(0)) res.writeHead(200).end('ok');
+    await sleep(5000);
+    await cluster.start();
+    // Anything not a JSON line (a Node warning on stderr) counts as a warning line.
+    const lines = () =>
+      notifier.lines.slice(from).map((l): { level: number; msg: string; worker?: string } => {
+        try {
+          return JSON.parse(l);
+        } catch {
+          return { level: 40, msg: l };
+        }
+      });
+    const back = await until(
+      async () => lines().filter((l) => l.msg === 'database back, worker resumed'),
+      (b) => b.some((l) => l.worker === 'webhooks'),
+      30_000,
+    );
+    expect(back.map((l) => l.worker)).toContain('webhooks');
+    const warns = lines().filter((l) => l.level >= 40);
+    // Said once by each worker that met it (the webhook worker with its deliveries under way), not once
+    // per delivery; its end once too.
+    expect(warns.map((l) => l.msg)).toEqual(warns.map(() => 'database unavailable, worker retries every tick'));
+    const workers = warns.map((l) => l.worker);
+    expect(workers).toContain('webhooks');
+    expect(new Set(workers).size).toBe(workers.length);
+    expect(new Set(back.map((l) => l.worker)).size).toBe(back.length);
+    // The expected error is said by its message: no stack on any of them.
+    expect(warns.filter((l) => /"stack"|\\n +at /.test(JSON.stringify(l)))).toEqual([]);
+    const raw = notifier.lines.slice(from).join('\n');
+    expect(raw).not.toContain(ep.body.secret);
+    expect(raw).not.toContain(stack.env.SECRETS_KEY);
+    for (const dbUrl of Object.values(stack.serviceDbUrls)) {
+      const password = new URL(dbUrl).password;
+      if (password) expect(raw).not.toContain(password);
+    }
+    expectAllAlive();
   });
 });
 

@@ -1,7 +1,10 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect as natsConnect } from '@nats-io/transport-node';
+import { inboxPrefix } from '@sb/contracts';
 import { BusClient } from '@sb/runtime';
+import { passwordVar } from '../scripts/nats-config.mjs';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
@@ -1445,5 +1448,50 @@ describe('portal: connect a wallet', () => {
     // Cancelled, it takes no wallet.
     expect((await anon().post(`/public/manage/subscription/${sub.subscription_id}/cancel`, undefined, { headers })).status).toBe(200);
     expect((await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString() })).status).toBe(409);
+  });
+});
+
+describe('an auth.conf older than the code (nwc may not ask billing.internal.subscribe_nwc_check)', () => {
+  const CHECK = 'billing.internal.subscribe_nwc_check';
+  /** Whether the NATS server refuses the nwc user's publish of the plan check (what the service meets). */
+  async function checkRefused(): Promise<boolean> {
+    const nc = await natsConnect({ servers: stack.natsUrl, user: 'nwc', pass: stack.natsPasswords[passwordVar('nwc')], inboxPrefix: inboxPrefix('nwc') });
+    try {
+      await nc.request(CHECK, new TextEncoder().encode('{}'), { timeout: 3000 });
+      return false;
+    } catch (err) {
+      return /Permissions Violation for Publish/.test(String((err as Error).message));
+    } finally {
+      await nc.close();
+    }
+  }
+
+  it('the plan check is skipped: the checkout goes on (201, paid by the wallet), and the subscribe still says its refusals', async () => {
+    stack.reloadNats((conf) => {
+      const at = conf.indexOf('user: nwc');
+      const older = conf.slice(0, at) + conf.slice(at).replace(`, ${JSON.stringify(CHECK)}`, '');
+      expect(older).not.toBe(conf);
+      return older;
+    });
+    try {
+      expect(await until(checkRefused, (refused) => refused)).toBe(true);
+      const w = await wallet();
+      const p = await plan();
+      const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'old-auth@example.com', nwc_connection_string: w.connectionString() });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      expect(res.body).toMatchObject({ status: 'active', message: 'Your wallet paid 1,500 sats: your subscription to Auto is active.' });
+      expect(w.requests.map((r) => r.method)).toEqual(['pay_invoice']);
+      // Without the check the subscribe itself refuses what it would have (after the wallet was asked for its info).
+      const unknown = await anon().post('/public/subscribe/nwc', {
+        plan_id: 'plan_doesnotexist',
+        email: 'old-auth@example.com',
+        nwc_connection_string: w.connectionString(),
+      });
+      expect(unknown.status).toBe(404);
+      expect(unknown.body).toEqual({ detail: 'Plan not found' });
+    } finally {
+      stack.reloadNats();
+      await until(checkRefused, (refused) => !refused);
+    }
   });
 });

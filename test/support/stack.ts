@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -47,6 +47,11 @@ export interface Stack extends StackInfo {
   restartNotifier(): Promise<void>;
   /** A new gateway process on the same port (the old one stopped first; a no-op when it was killed). */
   restartGateway(): Promise<void>;
+  /**
+   * The NATS server's configuration as it started, changed by `edit` (none: as it started), applied by a
+   * reload (SIGHUP), as an operator applying another auth.conf. The caller waits for its effect.
+   */
+  reloadNats(edit?: (conf: string) => string): void;
   stop(): Promise<void>;
 }
 
@@ -89,6 +94,8 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
   // The production shape: every service with its own NATS user and PostgreSQL role (roles are
   // cluster-wide, so they are named after this stack's database).
   const nats = await startNats(natsDir, { secure: true });
+  const natsConf = join(natsDir, 'nats.conf');
+  const natsConfAtStart = readFileSync(natsConf, 'utf8');
   const rolePrefix = `${db.name}_`;
   const serviceDbUrls = await provisionDbRoles(db.url, { prefix: rolePrefix });
   const env: Record<string, string> = {
@@ -181,6 +188,10 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
       await notifier.stop();
       notifier = await startService('notifier', env, { port: notifier.port });
       stack.services.notifier = notifier;
+    },
+    reloadNats(edit = (conf) => conf) {
+      writeFileSync(natsConf, edit(natsConfAtStart), { mode: 0o600 });
+      nats.child.kill('SIGHUP');
     },
     async stop() {
       await Promise.allSettled([gateway.stop(), billing.stop(), payments.stop(), nwc.stop(), notifier.stop()]);

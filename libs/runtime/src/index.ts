@@ -9,6 +9,7 @@ export * from './bus.js';
 export * from './outbox.js';
 export * from './event-consumer.js';
 export * from './poller.js';
+export * from './outage.js';
 export * from './ops.js';
 export * from './nats.js';
 export * from './secrets.js';

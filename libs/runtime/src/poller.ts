@@ -1,4 +1,4 @@
-import { isDbUnavailable } from './db.js';
+import { DbOutageLog } from './outage.js';
 import { inSpan } from './telemetry.js';
 import type { Logger } from './logger.js';
 
@@ -10,8 +10,11 @@ export class Poller {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private stopped = false;
-  /** The database was away at the last tick: logged once, not at every tick of the outage. */
-  private dbAway = false;
+  /**
+   * The database away: said once, not at every tick of the outage. Work a round started that fails
+   * later (a send under way) says it here too, so the worker says it once in all.
+   */
+  readonly outage: DbOutageLog;
 
   constructor(
     private readonly name: string,
@@ -20,7 +23,9 @@ export class Poller {
     private readonly log: Logger,
     /** Each round a root span of its own; off where every unit of work carries its own trace (the outbox relay). */
     private readonly traced = true,
-  ) {}
+  ) {
+    this.outage = new DbOutageLog(log, { worker: name }, { away: 'database unavailable, worker retries every tick', back: 'database back, worker resumed' });
+  }
 
   /** stop() was called: a long round may end early (stop waits for it). */
   get stopping(): boolean {
@@ -40,13 +45,9 @@ export class Poller {
       // Each round is a root span of its own (not part of whatever ran before); what it touches links to it.
       const round = () => (this.traced ? inSpan(`${this.name} sweep`, { root: true }, () => this.tick()) : this.tick());
       while (!this.stopped && (await round()));
-      if (this.dbAway) this.log.info({ worker: this.name }, 'database back, worker resumed');
-      this.dbAway = false;
+      this.outage.ok();
     } catch (err) {
-      const away = isDbUnavailable(err);
-      if (!away || !this.dbAway)
-        this.log.warn({ err, worker: this.name }, away ? 'database unavailable, worker retries every tick' : 'worker tick failed, will retry');
-      this.dbAway = away;
+      if (!this.outage.failed(err)) this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
     } finally {
       this.schedule();
     }

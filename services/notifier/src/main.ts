@@ -62,9 +62,8 @@ main('notifier', () =>
         registry,
         concurrency: config.NOTIFIER_EVENT_CONCURRENCY,
       });
-      const webhooks = new WebhookWorker(deps);
+      const webhooks = new WebhookWorker(deps, config.NOTIFIER_POLL_INTERVAL_MS);
       const pollers = [
-        new Poller('webhooks', config.NOTIFIER_POLL_INTERVAL_MS, () => webhooks.deliverDue(), log),
         new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),
         deps.answered.purging(db, log),
         ...(config.MESSENGER_POLL_MS > 0 ? [new Poller('messenger links', config.MESSENGER_POLL_MS, () => pollMessengerBots(deps), log)] : []),
@@ -73,12 +72,12 @@ main('notifier', () =>
         handlers: allHandlers(deps),
         async start() {
           await consumer.start();
+          webhooks.start();
           for (const p of pollers) p.start();
         },
         async stop() {
           await consumer.stop();
-          await Promise.all(pollers.map((p) => p.stop()));
-          await webhooks.stop();
+          await Promise.all([webhooks.stop(), ...pollers.map((p) => p.stop())]);
           await deps.bus.close().catch(() => undefined);
         },
         ready: { mail: !!config.SMTP_URL, allow_private_webhooks: config.WEBHOOK_ALLOW_PRIVATE, webhook_timeout_ms: config.WEBHOOK_TIMEOUT_MS },

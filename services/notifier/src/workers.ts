@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
+import { Batcher, contextOf, inSpan, linkActiveSpanTo, Poller, unixSeconds } from '@sb/runtime';
 import { loadRow, openSecrets, sendVia } from './channels/index.js';
 import { type BotFailure, botIdOf, botUpdates, forgetBotIdentity, knownBotIdentity, sendMessenger, tokenHashOf } from './channels/messenger.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
@@ -37,8 +37,13 @@ export class WebhookWorker {
    */
   private readonly finished: Batcher<Finished, void>;
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly poller: Poller;
 
-  constructor(private readonly d: Deps) {
+  constructor(
+    private readonly d: Deps,
+    intervalMs = 1000,
+  ) {
+    this.poller = new Poller('webhooks', intervalMs, () => this.deliverDue(), d.log);
     this.finished = new Batcher(
       async (done) => {
         await d.deliveries.finishAttempts(d.db, done);
@@ -65,8 +70,10 @@ export class WebhookWorker {
       linkActiveSpanTo(row.trace_context);
       const one: Promise<void> = this.deliver(row)
         .catch((err) => {
-          // Its claim ends and it is sent again, with the same webhook-id (at least once).
-          d.log.warn({ err, delivery_id: row.id, event_id: row.event_id }, 'webhook attempt not recorded; sent again when its claim ends');
+          // Its claim ends and it is sent again, with the same webhook-id (at least once). The database
+          // away fails every delivery under way alike: said once with the worker's rounds, not per delivery.
+          if (!this.poller.outage.failed(err))
+            d.log.warn({ err, delivery_id: row.id, event_id: row.event_id }, 'webhook attempt not recorded; sent again when its claim ends');
         })
         .finally(() => this.inFlight.delete(one));
       this.inFlight.add(one);
@@ -74,8 +81,13 @@ export class WebhookWorker {
     return due.length === want;
   }
 
-  /** Waits for the deliveries under way (each ends within WEBHOOK_TIMEOUT_MS) and their recording. */
+  start(): void {
+    this.poller.start();
+  }
+
+  /** Stops claiming, then waits for the deliveries under way (each ends within WEBHOOK_TIMEOUT_MS) and their recording. */
   async stop(): Promise<void> {
+    await this.poller.stop();
     while (this.inFlight.size) await Promise.all(this.inFlight);
   }
 

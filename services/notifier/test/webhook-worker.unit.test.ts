@@ -50,7 +50,8 @@ afterAll(() => {
   return new Promise<void>((r) => server.close(() => r()));
 });
 
-function harness() {
+/** `finish`: how recording goes (the store's finishAttempts); `log`: where the worker's lines go. */
+function harness(o: { finish?: () => Promise<void>; log?: pino.DestinationStream } = {}) {
   const due: ClaimedDelivery[] = [];
   const claims: number[] = [];
   const recorded: { id: string; outcome: AttemptOutcome }[][] = [];
@@ -60,13 +61,14 @@ function harness() {
       return due.splice(0, limit);
     },
     async finishAttempts(_q: unknown, done: { id: string; outcome: AttemptOutcome }[]) {
+      await o.finish?.();
       recorded.push(done.map(({ id, outcome }) => ({ id, outcome })));
     },
   };
   const d = {
     db: {},
     clock: systemClock,
-    log: pino({ level: 'silent' }),
+    log: o.log ? pino({ level: 'info' }, o.log) : pino({ level: 'silent' }),
     deliveries,
     secrets: box,
     addresses: { allowPrivate: true },
@@ -155,5 +157,33 @@ describe('webhook delivery worker', () => {
     await h.worker.stop();
     expect(h.recorded.flat()).toHaveLength(130);
     expect(h.recorded.flat().every((r) => r.outcome.delivered)).toBe(true);
+  });
+
+  it('the database away while deliveries are under way is said once, without a stack; other failures each with their stack', async () => {
+    const lines: { level: number; msg: string; err?: { stack?: string }; error?: string }[] = [];
+    const log = { write: (l: string) => void lines.push(JSON.parse(l)) };
+    let fail: Error | undefined = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const h = harness({
+      log,
+      finish: async () => {
+        if (fail) throw fail;
+      },
+    });
+    for (let i = 0; i < 20; i++) h.due.push(h.row(`away${i}`, '/fast'));
+    await h.worker.deliverDue();
+    await until(() => got.filter((g) => g.id.startsWith('evt_away')).length === 20);
+    await h.worker.stop();
+    const warns = lines.filter((l) => l.level >= 40);
+    expect(warns.map((l) => [l.msg, l.error, l.err])).toEqual([
+      ['database unavailable, worker retries every tick', 'connect ECONNREFUSED 127.0.0.1:5432', undefined],
+    ]);
+    // An unexpected failure is each delivery's own, with its stack.
+    fail = new Error('refused by a trigger');
+    for (let i = 0; i < 2; i++) h.due.push(h.row(`odd${i}`, '/fast'));
+    await h.worker.deliverDue();
+    await until(() => lines.filter((l) => l.msg.startsWith('webhook attempt not recorded')).length === 2);
+    await h.worker.stop();
+    const odd = lines.filter((l) => l.msg.startsWith('webhook attempt not recorded'));
+    expect(odd.map((l) => l.err?.stack?.split('\n')[0])).toEqual(['Error: refused by a trigger', 'Error: refused by a trigger']);
   });
 });

@@ -74,9 +74,9 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
       secret_sealed: d.secrets.seal(secret),
       created_at: Math.floor(nowMs / 1000),
     };
-    return d.db.tx(async (tx) => {
-      await d.endpoints.insert(tx, record);
-      return keep(tx, { ...toEndpoint(record), secret });
+    return keep.write(d.db, async (q) => {
+      await d.endpoints.insert(q, record);
+      return { ...toEndpoint(record), secret };
     });
   }),
 
@@ -111,9 +111,9 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     if (!original) throw notFound('Webhook delivery');
     const nowMs = d.clock.nowMs();
     const id = newId(DELIVERY_ID_PREFIX, nowMs);
-    return d.db.tx(async (tx) => {
+    return keep.write(d.db, async (q) => {
       // The same body and event id: receivers that dedupe on webhook-id see the replay as the same event.
-      await d.deliveries.record(tx, {
+      await d.deliveries.record(q, {
         id,
         endpoint_id: ep.id,
         wallet_id: original.wallet_id,
@@ -123,7 +123,7 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
         now: Math.floor(nowMs / 1000),
         replay_of: original.id,
       });
-      return keep(tx, toDelivery((await d.deliveries.get(tx, ep.id, id))!, []));
+      return toDelivery((await d.deliveries.get(q, ep.id, id))!, []);
     });
   }),
 ];

@@ -27,8 +27,8 @@ export const createWatchonlyWallet = (d: Deps) =>
       throw err;
     }
     const nowMs = d.clock.nowMs();
-    return d.db.tx(async (tx) => {
-      const stored = await d.watchonly.insert(tx, {
+    return keep.write(d.db, async (q) => {
+      const stored = await d.watchonly.insert(q, {
         id: newId(ID_PREFIXES.watchonly_wallet, nowMs),
         wallet_id: walletOf(req),
         name: body.name,
@@ -41,7 +41,7 @@ export const createWatchonlyWallet = (d: Deps) =>
       });
       // Two wallets over one key would each count from index 0 and hand out the same addresses.
       if (!stored) throw conflict('You already registered this extended public key');
-      return keep(tx, toWatchonlyWallet(stored));
+      return toWatchonlyWallet(stored);
     });
   });
 
