@@ -2,8 +2,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import { Counter, type Registry } from 'prom-client';
 import { EVENTS_STREAM, EventEnvelope } from '@sb/contracts';
-import { isDbUnavailable, lockUntilCommit, type Db } from './db.js';
+import { lockUntilCommit, type Db } from './db.js';
 import type { Logger } from './logger.js';
+import { DbOutageLog } from './outage.js';
 import { ensureEventsStream } from './outbox.js';
 import { keepTrying } from './listener.js';
 import { Poller } from './poller.js';
@@ -109,6 +110,8 @@ export class DurableEventConsumer {
    * or after a restart, counts the outage's deliveries as tries.
    */
   private readonly dbWaits = new Map<number, number>();
+  /** Every event waiting on the database is redelivered every few seconds: the outage is said once. */
+  private readonly outage: DbOutageLog;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -116,6 +119,11 @@ export class DurableEventConsumer {
   ) {
     this.delays = o.retryDelaysMs?.length ? o.retryDelaysMs : DEFAULT_RETRY_DELAYS_MS;
     this.metrics = metricsOf(o.registry);
+    this.outage = new DbOutageLog(
+      o.log,
+      { consumer: o.durable },
+      { away: 'events not handled: the database is unavailable; retried later', back: 'database back: events handled again' },
+    );
   }
 
   async start(): Promise<void> {
@@ -196,13 +204,14 @@ export class DurableEventConsumer {
         this.o.handle(event, { storedAtMs: m.time.getTime() }),
       );
       log.info({ consumer: durable, event_id: event.id, event: event.event, result }, 'event handled');
+      this.outage.ok();
       this.settle(m);
       m.ack();
     } catch (err) {
       // The database being away is no fault of the event: it waits for the database (and could not be
       // parked meanwhile anyway) instead of spending its retries.
-      if (isDbUnavailable(err)) {
-        log.warn({ consumer: durable, event_id: parsed.data.id }, 'event not handled: the database is unavailable; retried later');
+      if (this.outage.failed(err)) {
+        log.debug({ consumer: durable, event_id: parsed.data.id }, 'event waits for the database');
         this.countDbWait(m);
         m.nak(DB_UNAVAILABLE_RETRY_MS);
         return;

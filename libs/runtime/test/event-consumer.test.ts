@@ -61,6 +61,9 @@ describe('DurableEventConsumer', () => {
       () => undefined,
     ];
     expect(isDbUnavailable(dbDown())).toBe(true);
+    // What the consumer logs, to count the lines of the outage.
+    const lines: { level: number; msg: string; err?: unknown }[] = [];
+    const captured = pino({ level: 'info' }, { write: (l: string) => lines.push(JSON.parse(l)) });
     const seen: string[] = [];
     let handled: string | undefined;
     const consumer = new DurableEventConsumer(nc, {
@@ -77,7 +80,7 @@ describe('DurableEventConsumer', () => {
         handled = e.id;
         return 'ok';
       },
-      log,
+      log: captured,
       db,
       schema: 'ec',
       retryDelaysMs: [100, 100],
@@ -97,6 +100,12 @@ describe('DurableEventConsumer', () => {
       expect(seen).toHaveLength(5);
       const parked = await db.query(`SELECT event_id FROM ec.dead_letters`);
       expect(parked.rows).toEqual([]);
+      // Found from outside: every redelivery of every waiting event said the outage again, all outage long.
+      const outageLines = lines.filter((l) => /database/.test(l.msg)).map((l) => [l.level, l.msg, 'err' in l]);
+      expect(outageLines).toEqual([
+        [40, 'events not handled: the database is unavailable; retried later', false],
+        [30, 'database back: events handled again', false],
+      ]);
     } finally {
       await consumer.stop();
     }
