@@ -4,7 +4,7 @@ import * as nip19 from 'nostr-tools/nip19';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 // The same launcher `npm start` uses.
 import { freePort } from '../scripts/stack.mjs';
 import { axeViolations, CHROMIUM, DESKTOP, hiddenLiveRegions, launch, openPage, overflowsHorizontally, PHONE, screenshots } from './support/browser.js';
@@ -480,7 +480,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('heading', { name: 'Trial club' }).waitFor();
     expect(await page.locator('main').textContent()).toContain('Free trial until');
     // Nothing is paid yet: the method pays after the trial.
-    expect(await page.locator('main').textContent()).toContain('Paid byTrial, then Lightning');
+    expect(await page.locator('main').textContent()).toContain('Payment methodTrial, then Lightning');
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -549,6 +549,16 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const card = page.locator(`#sub-${sub.subscription_id}`);
     await card.locator('.status-cancelled').waitFor();
     expect(await card.textContent()).not.toMatch(/Current period ends|Renews on|Period ended/);
+    // Nothing was ever paid: the method it was to be paid by, not "Paid by" (found from outside).
+    expect(await card.locator('dt:text-is("Payment method") + dd').textContent()).toBe('Lightning');
+    expect(await card.locator('dt:text-is("Paid by")').count()).toBe(0);
+    // The same while its first payment is awaited.
+    const waiting = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'never-paid-2@example.com' })).body;
+    await page.goto(waiting.manage_url);
+    const pending = page.locator(`#sub-${waiting.subscription_id}`);
+    await pending.locator('.status-pending').waitFor();
+    expect(await pending.locator('dt:text-is("Payment method") + dd').textContent()).toBe('Lightning');
+    expect(await pending.locator('dt:text-is("Paid by")').count()).toBe(0);
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -925,6 +935,139 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  /** A plan name whose words are right to left, then left to right: reversed when not isolated. */
+  const MIXED_NAME = 'מנוי VIP';
+  /** The seller's text inside an element: isolated by a <bdi> or an element with dir=auto, with no invisible isolate characters. */
+  const isolated = (el: Locator) =>
+    el.evaluate((e, name) => {
+      const holder = [...e.querySelectorAll('bdi, [dir=auto]')].find((x) => x.textContent === name);
+      return { isolated: !!holder, text: e.textContent, marks: /[\u2066-\u2069\u202a-\u202e]/.test(e.textContent ?? '') };
+    }, MIXED_NAME);
+
+  it('a plan named "מנוי VIP" keeps its word order inside sentences on the checkout page and the portal (found from outside)', async () => {
+    const p = await plan({ name: MIXED_NAME, amount_sats: 2200 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const c = await checkout(page, 'Lightning', 'mixed@example.com');
+    await page.locator('#pay').waitFor();
+    await pay(c.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await isolated(page.locator('#done-message'))).toEqual({
+      isolated: true,
+      text: `Payment received: your subscription to ${MIXED_NAME} is active.`,
+      marks: false,
+    });
+
+    await page.goto(c.manage_url!);
+    const card = page.locator(`#sub-${c.subscription_id}`);
+    const receipt = page.locator('details.receipt').first();
+    await receipt.locator('summary').click();
+    expect(await isolated(receipt.locator('dt:text-is("Plan") + dd'))).toEqual({ isolated: true, text: MIXED_NAME, marks: false });
+    await card.getByRole('button', { name: 'Cancel subscription' }).click();
+    expect(await isolated(page.locator('#confirm-title'))).toEqual({ isolated: true, text: `Cancel ${MIXED_NAME}?`, marks: false });
+    expect(await page.getByRole('dialog', { name: `Cancel ${MIXED_NAME}?` }).count()).toBe(1);
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    await expect.poll(() => page.locator('#notice').textContent()).toMatch(/ is cancelled\./);
+    expect(await isolated(page.locator('#notice'))).toMatchObject({ isolated: true, marks: false });
+    expect(await page.locator('#notice').textContent()).toMatch(new RegExp(`^${MIXED_NAME} is cancelled\\. Access continues until `));
+
+    // Paid while the portal is open: the notice that says so.
+    const open = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'mixed-open@example.com' })).body;
+    await page.goto(open.manage_url);
+    await page.locator(`#sub-${open.subscription_id}`).getByRole('heading', { name: 'Payment due' }).waitFor();
+    await pay(open.payment_id);
+    await expect.poll(() => page.locator('#notice').textContent(), { timeout: 20_000 }).toMatch(/^Payment received for /);
+    expect(await isolated(page.locator('#notice'))).toEqual({ isolated: true, text: `Payment received for ${MIXED_NAME}. Status: Active.`, marks: false });
+
+    // A trial's message, built on the page, and shown again after a reload.
+    const t = await plan({ name: MIXED_NAME, amount_sats: 2200, trial_days: 7 });
+    await page.goto(t.checkout_url);
+    await checkout(page, 'Lightning', 'mixed-trial@example.com');
+    await page.locator('#done').waitFor();
+    for (const again of [false, true]) {
+      if (again) await page.reload();
+      await page.locator('#done').waitFor();
+      const said = await isolated(page.locator('#done-message'));
+      expect(said).toMatchObject({ isolated: true, marks: false });
+      expect(said.text).toMatch(new RegExp(`^Your free trial of ${MIXED_NAME} has started\\. It ends on `));
+    }
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("the dev provider's test payment page is not offered for another plan's payment (found from outside)", async () => {
+    const a = await plan({ name: 'Plan A', amount_sats: 3000, allow_lightning: false, allow_cardproc: true });
+    const b = await plan({ name: 'Plan B', amount_sats: 9000, allow_lightning: false, allow_cardproc: true });
+    const other = (await anon.post('/public/subscribe', { plan_id: b.id, payment_method: 'cardproc', email: 'plan-b@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    await page.goto(`${a.checkout_url}?payment=${other.payment_id}&processor=dev`);
+    await expect.poll(() => page.locator('#payment-status').textContent()).toMatch(/^This payment is not for this plan\./);
+    expect(await page.getByRole('button', { name: 'Pay (test payment)' }).count()).toBe(0);
+    expect((await admin.get(`/subscriptions/${other.subscription_id}`)).body.status).toBe('pending');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('an address and an invoice are shown whole at 360 px, wrapped in their fields (found from outside: cut)', async () => {
+    const p = await plan({ name: 'Whole', amount_sats: 4000, allow_onchain: true });
+    /** Whether a field shows all its text: nothing left to scroll to inside it, sideways or down. */
+    const whole = (field: Locator) => field.evaluate((e) => e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight);
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const chain = await checkout(page, 'On-chain bitcoin', 'whole-chain@example.com');
+    const address = page.getByRole('textbox', { name: 'Address' });
+    expect(chain.onchain_address!.length).toBeGreaterThanOrEqual(42);
+    expect(await address.inputValue()).toBe(chain.onchain_address);
+    expect(await whole(address)).toBe(true);
+    // Still copied whole by its button, and read-only.
+    expect(await address.getAttribute('readonly')).not.toBeNull();
+    await page.getByRole('button', { name: 'Copy address' }).click();
+    await expect.poll(() => page.locator('#announcer').textContent()).toBe('Address copied');
+    await check(page, problems, 'checkout-onchain-whole');
+    await page.goto(p.checkout_url);
+    const ln = await checkout(page, 'Lightning', 'whole-ln@example.com');
+    const invoice = page.getByRole('textbox', { name: 'Invoice' });
+    expect(await invoice.inputValue()).toBe(ln.payment_request);
+    expect(await whole(invoice)).toBe(true);
+    expect(await overflowsHorizontally(page)).toBe(false);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('a phone asking for a dark theme gets one, with readable text and the QR code dark on light (found from outside)', async () => {
+    const p = await plan({ name: 'Night', amount_sats: 5000 });
+    const ctx = await browser.newContext({ viewport: PHONE, isMobile: true, hasTouch: true, colorScheme: 'dark' });
+    const { page, problems } = await openPage(ctx);
+    const colours = () =>
+      page.evaluate(() => {
+        const body = getComputedStyle(document.body);
+        const root = getComputedStyle(document.documentElement);
+        return { bg: root.backgroundColor, fg: body.color };
+      });
+    await page.goto(p.checkout_url);
+    await page.locator('#price').waitFor();
+    const { bg, fg } = await colours();
+    // Dark: far from white, and the text on it readable (WCAG AA).
+    expect(contrast(bg, 'rgb(0, 0, 0)')).toBeLessThan(2);
+    expect(contrast(fg, bg)).toBeGreaterThanOrEqual(4.5);
+    await check(page, problems, 'checkout-dark');
+    const c = await checkout(page, 'Lightning', 'night@example.com');
+    const qr = page.getByRole('img', { name: 'QR code of the Lightning invoice' });
+    await qr.waitFor();
+    const drawn = await qr.evaluate((svg) => ({
+      back: svg.querySelector('rect')!.getAttribute('fill'),
+      dots: svg.querySelector('path')!.getAttribute('fill'),
+      margin: getComputedStyle(svg).backgroundColor,
+    }));
+    expect(drawn).toEqual({ back: '#fff', dots: '#000', margin: 'rgb(255, 255, 255)' });
+    await check(page, problems, 'checkout-lightning-dark');
+    await page.goto(c.manage_url!);
+    await page.locator('#wallets-heading').waitFor();
+    expect((await colours()).bg).toBe(bg);
+    await check(page, problems, 'portal-dark');
+    await ctx.close();
+  });
+
   it('an unknown plan and a bad or revoked portal token get a clear page', async () => {
     const { page, problems } = await openPage(phone);
     // No plan id at all: the page says so (found from outside: the API's JSON 404).
@@ -1012,7 +1155,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const other = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(other);
     const form = page.locator('#connect-form');
-    await form.getByLabel('Subscription').selectOption(body.subscription_id);
+    await form
+      .getByRole('group', { name: 'Subscription' })
+      .getByRole('radio', { name: /^Auto / })
+      .check();
     await form.getByLabel('Wallet connection string').fill('nostr+walletconnect://');
     await form.getByRole('button', { name: 'Connect wallet' }).click();
     expect(await page.locator('#connect-nwc-error').textContent()).toBe('The wallet key in the connection string must be 64 hexadecimal characters.');
@@ -1517,13 +1663,38 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const texts = await wallets.allTextContents();
     expect(texts.filter((t) => t.includes('Pays the renewals of Alpha.'))).toHaveLength(1);
     expect(texts.filter((t) => t.includes('Pays the renewals of Beta.'))).toHaveLength(1);
-    const options = () => page.locator('#connect-subscription option').allTextContents();
+    const options = () => page.locator('#connect-subscription label').allTextContents();
     expect((await options()).sort()).toEqual([
       'Alpha (1,100 sats per month), replaces its connected wallet',
       'Beta (1,200 sats per month), replaces its connected wallet',
     ]);
     const paidBy = page.locator(`#sub-${first.body.subscription_id} dt:text-is("Paid by") + dd`);
     expect(await paidBy.textContent()).toBe('Your wallet, automatically (NWC)');
+    // Each plan's name keeps its own direction in the sentence that names it.
+    expect(await wallets.filter({ hasText: 'Alpha' }).locator('p [dir=auto]').allTextContents()).toEqual(['Alpha']);
+
+    // 200% zoom on a phone (180 CSS px): each choice is read whole (found from outside: a select cut it),
+    // and no button breaks inside its word (found from outside: "Disconn / ect").
+    await page.setViewportSize({ width: 180, height: 370 });
+    for (const name of ['Alpha (1,100 sats per month), replaces its connected wallet', 'Beta (1,200 sats per month), replaces its connected wallet']) {
+      const choice = page.locator('#connect-form').getByText(name, { exact: true }).last();
+      expect(await choice.isVisible(), name).toBe(true);
+      const box = (await choice.boundingBox())!;
+      expect(box.x + box.width, name).toBeLessThanOrEqual(180);
+      expect(await choice.evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true);
+    }
+    for (const button of await wallets.getByRole('button', { name: /^Disconnect/ }).all()) {
+      const laid = await button.evaluate((b) => {
+        const words = document.createRange();
+        words.selectNodeContents(b.firstChild!);
+        const card = b.closest('li')!.getBoundingClientRect();
+        const own = b.getBoundingClientRect();
+        return { lines: new Set([...words.getClientRects()].map((r) => Math.round(r.top))).size, inside: own.right <= card.right };
+      });
+      expect(laid).toEqual({ lines: 1, inside: true });
+    }
+    expect(await overflowsHorizontally(page)).toBe(false);
+    await page.setViewportSize(PHONE);
 
     await wallets
       .filter({ hasText: 'Alpha' })
@@ -1763,6 +1934,75 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await pausedCard.locator('dt:text-is("Period ended") + dd').textContent()).toBe(pageDate(pausedEnd.current_period_end));
     expect(await pausedCard.locator('dt:text-is("Current period ends")').count()).toBe(0);
     expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  // After the tests above: these move the clock past a trial's end, then a period's end.
+  it('a trial over and paid says no more "Free trial until": the service\'s clock decides, not the device\'s (found from outside)', async () => {
+    const p = await plan({ name: 'Trial then paid', amount_sats: 1600, trial_days: 7, grace_period_days: 3 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'trial-paid@example.com' })).body;
+    const trialEnd = (await admin.get(`/subscriptions/${sub.subscription_id}`)).body.trial_end as number;
+    const { page, problems } = await openPage(phone);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await page.goto(sub.manage_url);
+    expect(await card.locator('dt:text-is("Free trial until") + dd').textContent()).toBe(pageDate(trialEnd));
+    // The test clock (ahead of the phone's, moved by the tests before) past the trial's end, then paid.
+    const { now } = (await admin.post('/dev/clock', {})).body;
+    expect((await admin.post('/dev/clock', { advance_seconds: trialEnd - now + 3600 })).status).toBe(200);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'past_due',
+    );
+    const due = await until(
+      () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
+      (r) => r.body.items?.length === 1,
+    );
+    await pay(due.body.items[0].id);
+    const paid = await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active' && r.body.current_period_start >= trialEnd,
+    );
+    // The phone's clock is still before the trial's end: only the service knows it is over.
+    expect(Date.now() / 1000).toBeLessThan(trialEnd);
+    await page.reload();
+    await card.locator('.status-active').waitFor();
+    expect(await card.locator('dt:text-is("Renews on") + dd').textContent()).toBe(pageDate(paid.body.current_period_end));
+    expect(await card.textContent()).not.toContain('Free trial');
+    expect(await card.locator('dt:text-is("Paid by") + dd').textContent()).toBe('Lightning');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('a past_due subscription extended past today says when its period ends, not that it ended and is overdue (found from outside)', async () => {
+    const p = await plan({ name: 'Extended', amount_sats: 1700, grace_period_days: 3 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'extended@example.com' })).body;
+    await pay(sub.payment_id);
+    const active = await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    const { now } = (await admin.post('/dev/clock', {})).body;
+    expect((await admin.post('/dev/clock', { advance_seconds: active.body.current_period_end - now + 3600 })).status).toBe(200);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'past_due',
+    );
+    const { page, problems } = await openPage(phone);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await page.goto(sub.manage_url);
+    // Overdue, as it is before the extend.
+    expect(await card.locator('.status-past_due').textContent()).toBe('Payment overdue');
+    expect(await card.locator('dt:text-is("Period ended") + dd').textContent()).toBe(pageDate(active.body.current_period_end));
+    expect((await admin.post(`/subscriptions/${sub.subscription_id}/extend?days=30`)).status).toBe(200);
+    const extended = (await admin.get(`/subscriptions/${sub.subscription_id}`)).body;
+    // It stays past_due by design (README, extend), its period ending in 30 days.
+    expect(extended).toMatchObject({ status: 'past_due', current_period_end: active.body.current_period_end + 30 * 86_400 });
+    await page.reload();
+    await card.locator('dt:text-is("Status") + dd').waitFor();
+    expect(await card.locator('dt:text-is("Status") + dd').textContent()).toBe('Renewal payment due');
+    expect(await card.locator('dt:text-is("Current period ends") + dd').textContent()).toBe(pageDate(extended.current_period_end));
+    expect(await card.textContent()).not.toMatch(/Period ended|Payment overdue/);
+    await check(page, problems, 'portal-past-due-extended');
     await page.close();
   });
 });

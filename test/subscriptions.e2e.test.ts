@@ -392,8 +392,15 @@ describe('owner actions', () => {
       })
     ).body;
     const items = (await anon.get('/public/manage/subscriptions', { headers })).body.items as { id: string; ever_paid: boolean; status: string }[];
-    expect(items.find((x) => x.id === unpaid.subscription_id)).toMatchObject({ status: 'cancelled', ever_paid: false });
-    expect(items.find((x) => x.id === trial.subscription_id)).toMatchObject({ status: 'active', ever_paid: false });
+    expect(items.find((x) => x.id === unpaid.subscription_id)).toMatchObject({
+      status: 'cancelled',
+      ever_paid: false,
+      in_trial: false,
+      renewal_overdue: false,
+    });
+    // By the service's clock: whether its trial runs (the portal page tells a trial over from it).
+    expect(items.find((x) => x.id === trial.subscription_id)).toMatchObject({ status: 'active', ever_paid: false, in_trial: true, renewal_overdue: false });
+    expect(items.find((x) => x.id === paid.subscription_id)).toMatchObject({ in_trial: false, renewal_overdue: false });
     expect((await anon.patch(`/public/manage/subscription/${unpaid.subscription_id}`, { receive_reminders: false }, { headers })).status).toBe(409);
   });
 

@@ -8,6 +8,7 @@ import {
   h,
   INTERVALS,
   METHOD_LABELS,
+  naming,
   nwcShapeError,
   paymentView,
   sats,
@@ -632,7 +633,8 @@ function done(plan: PublicPlan, message: string, link: string | null, linkKeys: 
       'section',
       { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },
       heading,
-      h('p', { id: 'done-message' }, message),
+      // The plan's name in it keeps its own direction ("מנוי VIP" is not shown as "VIP מנוי").
+      h('p', { id: 'done-message' }, naming(message, plan.name)),
       portalLinkParagraph(link) ?? h('p', { id: 'link-elsewhere' }, linkElsewhere(plan, startedHere)),
     ),
   );
@@ -698,6 +700,24 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       },
     );
   if (devProcessor) {
+    // Its payment first: another plan's (found from outside: its test payment offered under this plan's
+    // name), or one already settled, is told as without the dev provider.
+    const mine = following;
+    api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`).then(
+      (answer) => {
+        if (mine !== following) return;
+        if (answer.status === 'pending' && ofPlan(answer)) devPage();
+        else if (answer.status !== 'pending') poll();
+      },
+      () => {
+        if (mine === following) poll();
+      },
+    );
+    return;
+  }
+  poll();
+
+  function devPage(): void {
     // Stands in for the processor's own page: nothing is charged anywhere.
     const back = () => history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(paymentId)}`);
     const payButton = h('button', { type: 'button', id: 'dev-pay' }, 'Pay (test payment)');
@@ -734,10 +754,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     });
     section.insertBefore(box, status);
     say('Not paid yet.');
-    return;
   }
-
-  poll();
 }
 
 async function main(): Promise<void> {

@@ -163,6 +163,20 @@ export function qrCode(text: string, label: string): SVGSVGElement {
  */
 export const theirs = (text: string) => h('span', { dir: 'auto' }, text);
 
+/**
+ * A sentence that names the seller's text (ours, or the service's, kept as a string for a reload), with
+ * that text isolated as theirs() isolates it: where it stands as a whole word, at its first place.
+ */
+export function naming(sentence: string, text: string): (string | HTMLElement)[] {
+  if (!text) return [sentence];
+  for (let at = sentence.indexOf(text); at >= 0; at = sentence.indexOf(text, at + 1)) {
+    const end = at + text.length;
+    if ((at === 0 || /\s/.test(sentence[at - 1]!)) && (end === sentence.length || /[\s.,;:!?]/.test(sentence[end]!)))
+      return [sentence.slice(0, at), theirs(text), sentence.slice(end)].filter((c) => c !== '');
+  }
+  return [sentence];
+}
+
 /** As satsText of the contracts (the pages do not bundle them): "1 sat", "2 sats". */
 export const sats = (n: number) => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
 
@@ -197,9 +211,13 @@ export function fiat(amount: number | null | undefined, currency: string | null 
   }
 }
 
-/** A read-only value with a copy button. */
+/**
+ * A read-only value with a copy button. Wrapped whole (a textarea as tall as its text), not a one-line
+ * field: an address is checked by eye against the wallet's, and a field cut it at 360 px (found from outside).
+ */
 export function copyField(label: string, value: string, id: string): HTMLElement {
-  const input = h('input', { id, type: 'text', readonly: true, value, class: 'mono', spellcheck: 'false', autocomplete: 'off' });
+  // Rows for a phone where field-sizing is not supported (it sizes the field to its text where it is).
+  const input = h('textarea', { id, readonly: true, class: 'mono copy-value', rows: Math.ceil(value.length / 32), spellcheck: 'false', autocomplete: 'off' });
   input.value = value;
   const button = h(
     'button',

@@ -12,6 +12,7 @@ import {
   sats,
   setMain,
   STATUS_LABELS,
+  theirs,
   type Payable,
 } from './common.js';
 
@@ -26,6 +27,7 @@ interface Sub {
   status: string;
   amount_sats: number;
   interval: string;
+  current_period_start: number;
   current_period_end: number;
   trial_end?: number | null;
   cancelled_at?: number | null;
@@ -41,6 +43,10 @@ interface Sub {
   ever_paid?: boolean;
   /** Made with NWC, its wallet disconnected (or stopped paying): renewed by invoice until another is connected. */
   wallet_disconnected?: boolean;
+  /** Its free trial runs now, by the service's clock. */
+  in_trial?: boolean;
+  /** Its renewal is overdue now, by the service's clock (a past_due one extended past today is not). */
+  renewal_overdue?: boolean;
 }
 
 interface Pay extends Payable {
@@ -87,10 +93,10 @@ let pollTimer: number | undefined;
 let walletsShown: Promise<void> = Promise.resolve();
 
 /** The portal's own message after an action: focused, so a screen reader reads it once (it is not a live region). */
-function showNotice(text: string, focus = true): void {
+function showNotice(text: string | (string | Node)[], focus = true): void {
   const notice = document.getElementById('notice');
   if (!notice) return;
-  notice.textContent = text;
+  notice.replaceChildren(...[text].flat());
   if (focus) notice.focus();
 }
 
@@ -142,9 +148,9 @@ function sayUnconfirmed(el: HTMLElement, what: string): void {
 }
 
 /** A confirmation as a modal dialog; resolves true when confirmed. */
-function confirmDialog(title: string, text: string, yes: string, no: string): Promise<boolean> {
+function confirmDialog(title: string | (string | Node)[], text: string, yes: string, no: string): Promise<boolean> {
   return new Promise((resolve) => {
-    const heading = h('h2', { id: 'confirm-title' }, title);
+    const heading = h('h2', { id: 'confirm-title' }, [title].flat());
     const dialog = h(
       'dialog',
       { 'aria-labelledby': 'confirm-title', 'aria-describedby': 'confirm-text', id: 'confirm' },
@@ -204,7 +210,7 @@ function noticesSection(s: Sub): HTMLElement {
         const saved = await portal<Sub>('PATCH', `/public/manage/subscription/${encodeURIComponent(s.id)}`, { [n.field]: wanted });
         s[n.field] = saved[n.field];
         box.checked = saved[n.field] !== false;
-        status.textContent = `${n.name} for ${plan} are ${box.checked ? 'on' : 'off'}.`;
+        status.replaceChildren(`${n.name} for `, theirs(plan), ` are ${box.checked ? 'on' : 'off'}.`);
       } catch (err) {
         // Billing may still save it: the switch shows what was asked, not a refusal that did not happen.
         if (unconfirmed(err)) return sayUnconfirmed(status, `${n.name} for ${plan}`);
@@ -231,16 +237,21 @@ function noticesSection(s: Sub): HTMLElement {
 /** A subscription's card; its open payment is put on it by showOpenPayment. */
 function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
   const paidOnce = s.ever_paid === true;
-  const status = STATUS_LABELS[s.status] ?? s.status;
+  // Extended past today, a past_due subscription owes nothing until its new end (README, extend): not
+  // "overdue" beside a period that ends in the future (found from outside).
+  const owesLater = s.status === 'past_due' && s.renewal_overdue === false;
+  const status = owesLater ? 'Renewal payment due' : (STATUS_LABELS[s.status] ?? s.status);
   const live = !TERMINAL.has(s.status);
-  const inTrial = !!s.trial_end && s.trial_end * 1000 > Date.now();
+  // By the service's clock (found from outside: a trial over and paid, with the test clock moved, still
+  // said "Free trial until" by the phone's). A service without the field: a paid period after the trial.
+  const inTrial = s.in_trial ?? (!!s.trial_end && s.current_period_start < s.trial_end && s.status !== 'past_due' && s.has_access);
   // A pending subscription's period starts with its first payment: it has no end to show yet; one that
   // ended before any payment never had a period (found from outside: "Current period ends" a past date).
   // Ended by the service's clock (has_access), not the browser's: a wrong device clock, or a test clock,
   // showed "Current period ends" for a period already over.
   // Without access by that clock the period is over whatever the status (found from outside: a paused one
   // whose period ended said "Current period ends" a past date).
-  const ended = s.status === 'past_due' || s.status === 'payment_failed' || !s.has_access;
+  const ended = (s.status === 'past_due' && !owesLater) || s.status === 'payment_failed' || !s.has_access;
   const period =
     s.status === 'pending' || (!live && !paidOnce && !s.trial_end)
       ? null
@@ -252,7 +263,8 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
     h('dd', { class: `status-${s.status}` }, status),
     h('dt', {}, 'Price'),
     h('dd', {}, `${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval}`),
-    h('dt', {}, 'Paid by'),
+    // Nothing was paid yet (a checkout, a trial, or one that ended unpaid): the method it is paid by.
+    h('dt', {}, paidOnce ? 'Paid by' : 'Payment method'),
     h('dd', {}, inTrial && !paidOnce ? `Trial, then ${renewsBy(s)}` : renewsBy(s)),
     inTrial ? [h('dt', {}, 'Free trial until'), h('dd', {}, date(s.trial_end))] : null,
     period,
@@ -275,7 +287,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
         class: 'danger',
         onclick: async () => {
           const ok = await confirmDialog(
-            `Cancel ${s.plan_name}?`,
+            ['Cancel ', theirs(s.plan_name || 'this subscription'), '?'],
             s.has_access ? `You keep access until ${date(s.current_period_end)}. After that you will not be charged again.` : 'You will not be charged again.',
             'Cancel subscription',
             'Keep subscription',
@@ -286,12 +298,15 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
             // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
             await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`);
             await reload();
-            showNotice(`${s.plan_name} is cancelled.${s.has_access ? ` Access continues until ${date(s.current_period_end)}.` : ''}`);
+            showNotice([
+              theirs(s.plan_name || 'Your subscription'),
+              ` is cancelled.${s.has_access ? ` Access continues until ${date(s.current_period_end)}.` : ''}`,
+            ]);
           } catch (err) {
             // Changed elsewhere meanwhile (another tab, the seller): what it is now, not a card that contradicts it.
             if (err instanceof ApiError && err.status === 409) {
               await reload().catch(() => undefined);
-              return showNotice(`${s.plan_name}: ${err.message}`);
+              return showNotice([theirs(s.plan_name || 'Your subscription'), `: ${err.message}`]);
             }
             cancel.disabled = false;
             if (unconfirmed(err)) sayUnconfirmed(msg, `Cancelling ${s.plan_name || 'this subscription'}`);
@@ -344,7 +359,7 @@ function paymentsSection(payments: Pay[]): HTMLElement {
             h('dt', {}, 'Receipt number'),
             h('dd', { class: 'mono' }, p.id),
             h('dt', {}, 'Plan'),
-            h('dd', {}, p.plan_name),
+            h('dd', {}, theirs(p.plan_name)),
             h('dt', {}, 'Amount'),
             h('dd', {}, `${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
             h('dt', {}, 'Paid on'),
@@ -389,7 +404,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
       'li',
       { class: 'card' },
       h('p', {}, h('strong', {}, `Wallet ${w.wallet_pubkey}…`), ` · ${w.is_active ? 'Connected' : 'Disconnected'}`),
-      plan ? h('p', {}, `${w.is_active ? 'Pays' : 'Paid'} the renewals of ${plan}.`) : null,
+      plan ? h('p', {}, `${w.is_active ? 'Pays' : 'Paid'} the renewals of `, theirs(plan), '.') : null,
       h('p', { class: 'hint' }, `Relay ${w.relay_url}. Connected on ${date(w.created_at)}${w.last_used_at ? `, last used ${date(w.last_used_at)}` : ''}.`),
       w.last_error ? h('p', { class: 'error' }, `Last payment failed: ${w.last_error}`) : null,
     );
@@ -436,16 +451,22 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
   if (!eligible.length) {
     section.append(h('p', { class: 'hint' }, 'To have a wallet pay automatically, subscribe with "Nostr Wallet Connect" on the plan\'s checkout page.'));
   } else {
-    const named = (s: Sub) => `${s.plan_name} (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`;
+    const named = (s: Sub) => [theirs(s.plan_name), ` (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`];
     // Connecting to a subscription that has a wallet replaces that wallet: the choice says so.
     const hasWallet = (s: Sub) => active.some((w) => w.subscription_id === s.id);
     // The one offered first is one without a wallet, so a quick submit does not replace a working one.
     eligible.sort((a, b) => Number(hasWallet(a)) - Number(hasWallet(b)));
-    const select = h(
-      'select',
-      { id: 'connect-subscription', name: 'subscription' },
-      ...eligible.map((s) => h('option', { value: s.id }, hasWallet(s) ? `${named(s)}, replaces its connected wallet` : named(s))),
+    // Choices, not a <select>: a select shows one line of its option, cut at 200% zoom on a phone
+    // (found from outside), where a plan's name and its wallet note are what the choice is made by.
+    const choices = eligible.map((s, i) =>
+      h(
+        'div',
+        { class: 'choice' },
+        h('input', { type: 'radio', name: 'connect-subscription', id: `connect-sub-${s.id}`, value: s.id, checked: i === 0 }),
+        h('label', { for: `connect-sub-${s.id}` }, h('span', {}, ...named(s), hasWallet(s) ? ', replaces its connected wallet' : '')),
+      ),
     );
+    const chosenId = () => form.querySelector<HTMLInputElement>('input[name=connect-subscription]:checked')?.value ?? eligible[0]!.id;
     const input = h('textarea', {
       id: 'connect-nwc',
       rows: 3,
@@ -461,7 +482,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
       'form',
       { id: 'connect-form', novalidate: true },
       h('h3', {}, active.length ? 'Connect another wallet' : 'Connect a wallet'),
-      h('div', { class: 'field' }, h('label', { for: 'connect-subscription' }, 'Subscription'), select),
+      h('fieldset', { id: 'connect-subscription' }, h('legend', {}, 'Subscription'), ...choices),
       h(
         'div',
         { class: 'field' },
@@ -494,12 +515,12 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<vo
           input.focus();
           return;
         }
-        const r = await portal<Wallet>('POST', '/public/manage/wallets', { subscription_id: select.value, nwc_connection_string: input.value.trim() });
-        const chosen = eligible.find((s) => s.id === select.value);
-        const plan = chosen ? named(chosen) : 'your subscription';
+        const id = chosenId();
+        const r = await portal<Wallet>('POST', '/public/manage/wallets', { subscription_id: id, nwc_connection_string: input.value.trim() });
+        const chosen = eligible.find((s) => s.id === id);
         await reload();
         await walletsShown;
-        showNotice(`Wallet ${r.wallet_pubkey}… connected: it pays the renewals of ${plan} from now on.`);
+        showNotice([`Wallet ${r.wallet_pubkey}… connected: it pays the renewals of `, ...(chosen ? named(chosen) : ['your subscription']), ' from now on.']);
       } catch (err) {
         status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
       } finally {
@@ -664,7 +685,8 @@ async function load(): Promise<void> {
   const payments = fetchPayments();
   const subs = await portal<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200');
   const early = await Promise.race([payments, sleep(PAYMENTS_WAIT_MS).then(() => undefined)]);
-  const notice = document.getElementById('notice')?.textContent ?? '';
+  // Its nodes, not its text: a plan name in it keeps its own direction.
+  const notice = [...(document.getElementById('notice')?.childNodes ?? [])];
   const subsSection = h('section', { 'aria-labelledby': 'subs-heading' }, h('h2', { id: 'subs-heading' }, 'Subscriptions'));
   if (!subs.items.length) subsSection.append(h('p', {}, 'You have no subscriptions.'));
   for (const s of subs.items) subsSection.append(subscriptionCard(s, load));
@@ -680,7 +702,7 @@ async function load(): Promise<void> {
     walletsHeading(),
     h('p', { class: 'loading' }, 'Loading your wallets…'),
   );
-  setMain(h('h1', {}, 'Your subscriptions'), h('p', { id: 'notice', class: 'notice', tabindex: -1 }, notice), subsSection, paymentsHolder, walletsHolder);
+  setMain(h('h1', {}, 'Your subscriptions'), h('p', { id: 'notice', class: 'notice', tabindex: -1 }, ...notice), subsSection, paymentsHolder, walletsHolder);
   // What an earlier drawing followed is not on this one (until its payments are here).
   watch([], new Map());
   // Usually there already: in place before the page is painted.
@@ -770,13 +792,13 @@ async function refreshCard(before: Sub, paymentId: string, status: string): Prom
   if (hadFocus) card.querySelector<HTMLElement>('h3')?.focus();
   const next = open.get(sub.id);
   if (next && next.id !== paymentId && !TERMINAL.has(sub.status)) watched.set(next.id, sub);
-  const plan = sub.plan_name || 'your subscription';
-  const text =
+  const plan = theirs(sub.plan_name || 'your subscription');
+  const said =
     status === 'paid'
-      ? `Payment received for ${plan}. Status: ${STATUS_LABELS[sub.status] ?? sub.status}.`
-      : `The payment due for ${plan} ${status === 'expired' ? 'expired' : 'failed'} before it was paid. Nothing was charged.`;
-  showNotice(text, false);
-  announce(text);
+      ? ['Payment received for ', plan, `. Status: ${STATUS_LABELS[sub.status] ?? sub.status}.`]
+      : ['The payment due for ', plan, ` ${status === 'expired' ? 'expired' : 'failed'} before it was paid. Nothing was charged.`];
+  showNotice(said, false);
+  announce(said.map((c) => (typeof c === 'string' ? c : c.textContent)).join(''));
 }
 
 // A hidden page asks nothing; it catches up when it is shown again, and stops for good when left.

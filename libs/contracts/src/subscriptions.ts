@@ -159,6 +159,17 @@ export const PortalSubscription = z
     ever_paid: z.boolean().optional().openapi({
       description: 'Whether a payment was ever applied to it (a checkout that ended unpaid, or a trial never paid for, never was)',
     }),
+    in_trial: z.boolean().optional().openapi({
+      description: "Whether its free trial runs now, by the service's clock (false once a paid period follows it, or the trial ended unpaid)",
+    }),
+    renewal_overdue: z
+      .boolean()
+      .optional()
+      .openapi({
+        description:
+          "Whether its renewal is overdue now, by the service's clock: payment_failed, or past_due after its period end (a past_due subscription " +
+          'extended past today owes nothing until its new end)',
+      }),
   })
   .openapi('PortalSubscription');
 export type PortalSubscription = z.infer<typeof PortalSubscription>;

@@ -110,7 +110,7 @@ const periodAtCancel = (s: SubState, immediate: boolean, now: number): Partial<S
  * The trial still runs: the period is the trial's and it gives access, not as grace after the trial
  * ended unpaid (past_due). An extend moves trial_end only then (behaviour.md: "during a trial").
  */
-const inTrial = (s: SubState, now: number): s is SubState & { trial_end: number } =>
+export const inTrial = <S extends Pick<SubState, 'status' | 'current_period_end' | 'trial_end'>>(s: S, now: number): s is S & { trial_end: number } =>
   s.trial_end !== null && s.trial_end >= s.current_period_end && s.status !== 'past_due' && hasAccess(s, now);
 
 /** The next period continues from the old end: no gap, no overlap. */

@@ -1,10 +1,10 @@
 import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, notificationMessages, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { accessUntil, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
+import { accessUntil, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelled } from './subscription-action.js';
-import { renewableUntil, renewalEndedEarly, walletReconnected } from '../domain/schedule.js';
+import { renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
 import { courtesy, courtesyRead } from './courtesy.js';
@@ -32,10 +32,14 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   // A period is counted only once paid (a trial is period 0): the payments list may not reach that far back.
   const ever_paid = x.period_index > 0;
   const wallet_disconnected = x.payment_method === 'nwc' && x.nwc_fallback;
+  // By the service's clock, not the subscriber's device (a wrong device clock, or the test clock, told
+  // a trial that was over as running, and a period extended past today as ended).
+  const in_trial = inTrial(x, now);
+  const renewal_overdue = renewalOverdue(x, now);
   // A hung payments service must not keep the subscriber from their subscriptions (cancel, notices):
   // without its answer in time the open payment is left out (absent, not null: unknown, not none).
   const open_payment = await courtesy(d, openRenewal(d, x), 'open renewal payment', { subscription_id: x.id });
-  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment, ever_paid, wallet_disconnected };
+  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment, ever_paid, wallet_disconnected, in_trial, renewal_overdue };
 }
 
 export const portalListSubscriptions = (d: Deps) =>
