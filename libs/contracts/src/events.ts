@@ -72,7 +72,9 @@ const RenewalPeriod = {
   renewal_period_start: UnixSeconds.optional().openapi({ description: 'Start of the period the renewal pays for' }),
   renewal_period_end: UnixSeconds.optional().openapi({ description: 'End of the period the renewal pays for' }),
   renewal_period_if_paid_by: UnixSeconds.optional().openapi({
-    description: 'The period continues from the current end only when paid by this time (the end of grace); paid later, a new period starts at the payment',
+    description:
+      'The period continues from the current end only when paid by this time (the end of grace); paid later, a new period starts at the payment. ' +
+      'With `renewal_period_from_payment` (days an extend granted after access ended): the period starts at the payment and ends at `renewal_period_end` when paid by this time',
   }),
   renewal_period_from_payment: z.literal(true).optional().openapi({
     description: "A new period starts when the renewal is paid: `renewal_period_start` and `renewal_period_end` hold only if paid at the event's time",

@@ -227,7 +227,7 @@ export class Scheduler {
             notify_subscriber: due.notify_subscriber,
             ...fiat,
             ...renewalPeriodData(cur, now),
-            ...trialEndData(cur),
+            ...trialEndData(cur, now),
           });
         });
         return true;
@@ -294,7 +294,7 @@ export class Scheduler {
             extra: {
               ...reminderData(created, s.current_period_end, due.notify_subscriber),
               ...renewalPeriodData(s, now),
-              ...trialEndData(s),
+              ...trialEndData(s, now),
               ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
             },
           },
@@ -509,7 +509,7 @@ export class Scheduler {
           notify_subscriber: cur.receive_reminders,
           reason: 'nwc_wallet_unavailable',
           ...renewalPeriodData(cur, now),
-          ...trialEndData(cur),
+          ...trialEndData(cur, now),
         });
       }
     });

@@ -1,7 +1,7 @@
 import type { CreatedPayment, EventEnvelope } from '@sb/contracts';
 import { conflict, enqueueEvent, enqueueEvents, type Queryable } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
-import { renewalTerms, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
+import { inTrial, renewalTerms, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
 export type EventNames = { plan_name: string; email: string | null; name: string | null } | undefined;
@@ -69,7 +69,8 @@ export function renewalPeriodData(s: SubState, at: number): Record<string, unkno
   return {
     renewal_period_start: p.start,
     renewal_period_end: p.end,
-    ...('if_paid_by' in p ? { renewal_period_if_paid_by: p.if_paid_by } : { renewal_period_from_payment: true }),
+    ...(p.if_paid_by !== undefined ? { renewal_period_if_paid_by: p.if_paid_by } : {}),
+    ...('from_payment' in p ? { renewal_period_from_payment: true } : {}),
   };
 }
 
@@ -77,8 +78,8 @@ export function renewalPeriodData(s: SubState, at: number): Record<string, unkno
  * A reminder for the last period of a free trial: it is also the trial's end notice, so the subscriber
  * gets one message at that moment (the `subscription.trial_ending` beside it is for owners).
  */
-export const trialEndData = (s: Pick<SubState, 'trial_end' | 'current_period_end'>): Record<string, unknown> =>
-  s.trial_end !== null && s.trial_end === s.current_period_end ? { trial_end: s.trial_end } : {};
+export const trialEndData = (s: Pick<SubState, 'status' | 'trial_end' | 'current_period_end'>, now: number): Record<string, unknown> =>
+  inTrial(s, now) ? { trial_end: s.trial_end } : {};
 
 /** `emit` of many events (a sweep's batch) in two statements; the outbox keeps their order. */
 export async function emitMany(d: Deps, q: Queryable, events: { s: SubRow; event: EventEnvelope['event']; extra?: Record<string, unknown> }[]): Promise<void> {

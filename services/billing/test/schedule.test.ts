@@ -3,6 +3,7 @@ import type { SubscriptionStatus } from '@sb/contracts';
 import { renewalPeriod, renewalTerms, startSubscription, transition, type SubState } from '../src/domain/lifecycle.js';
 import { applicationOf, expiredAt } from '../src/domain/payment-application.js';
 import { LATEST_TIME, periodEnd } from '../src/domain/periods.js';
+import { trialEndData } from '../src/transitions.js';
 import {
   carryOpenRenewal,
   dueNow,
@@ -169,15 +170,16 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'none' },
   },
   {
-    // Its wallet did not pay the last time: the subscriber gets the invoice a day ahead, as the last call.
-    name: 'NWC past_due extended past now: the last call a day before the new end, not a wallet charge',
+    // Its wallet is asked at the new end, as an active one's: no last call pointing at an invoice that
+    // expired long ago (review finding), and no wallet charge before that end.
+    name: 'NWC past_due extended past now: nothing a day before the new end',
     s: sub('past_due', {
       payment_method: 'nwc',
       current_period_end: END + 30 * DAY,
       ...issued(END + DAY, { renewal_for: END + 30 * DAY, nwc_next_attempt_at: END + 3600 }),
     }),
     at: END + 30 * DAY - 1,
-    due: { kind: 'last_call' },
+    due: { kind: 'none' },
   },
   {
     name: 'NWC past_due extended past now: the wallet is asked at the new end',
@@ -818,6 +820,10 @@ describe('renewalPeriod: what a renewal payment pays for, as reminders and dunni
     expect(renewalTerms(sub('payment_failed'), at)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly'), from_payment: true });
     expect(renewalTerms(sub('pending', { pending_since: at }), at)).toMatchObject({ from_payment: true });
     expect(renewalTerms(sub('paused'), END - DAY)).toBeNull();
+    // payment_failed, extended past now (review finding): from the payment, to the end the granted days fix.
+    const extended = sub('payment_failed', { current_period_end: END + 30 * DAY });
+    const fixedEnd = transition(extended, { type: 'renewal_payment', paid_at: at + 10 * DAY }, at + 10 * DAY).next.current_period_end;
+    expect(renewalTerms(extended, at)).toEqual({ start: at, end: fixedEnd, from_payment: true, if_paid_by: END + 30 * DAY });
   });
 });
 
@@ -856,5 +862,14 @@ describe('lostRenewal: a renewal payment made for a row that moved before it was
     expect(lostRenewal(sub('cancelled'), lost, now)).toEqual({ kind: 'withdraw', link: null });
     expect(lostRenewal(sub('active', { renewal_for: END, renewal_payment_id: 'pay_other' }), lost, now)).toEqual({ kind: 'withdraw', link: null });
     expect(lostRenewal(undefined, lost, now)).toEqual({ kind: 'withdraw', link: null });
+  });
+});
+
+describe('trialEndData: a reminder is the trial-end notice only while the trial runs', () => {
+  it('not on the reminders of a trial that ended unpaid (review finding)', () => {
+    const trial = sub('active', { trial_end: END });
+    expect(trialEndData(trial, END - DAY)).toEqual({ trial_end: END });
+    for (const status of ['past_due', 'payment_failed'] as const) expect(trialEndData(sub(status, { trial_end: END }), END + DAY)).toEqual({});
+    expect(trialEndData(sub('active'), END - DAY)).toEqual({});
   });
 });

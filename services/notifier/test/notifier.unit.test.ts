@@ -206,6 +206,12 @@ describe('subscriber notices', () => {
       ),
     ).toBe(false);
     expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: false }), all)).toBe(false);
+    // A trial's last reminder is its end notice too: sent when the owner chose either (review finding).
+    const trialEnd = ev('renewal.reminder', { notify_subscriber: true, trial_end: 1_700_086_400 });
+    expect(subscriberWants(trialEnd, ['subscription.trial_ending'])).toBe(true);
+    expect(subscriberWants(trialEnd, ['renewal.reminder'])).toBe(true);
+    expect(subscriberWants(trialEnd, ['subscription.cancelled'])).toBe(false);
+    expect(subscriberWants(ev('renewal.reminder', { notify_subscriber: true }), ['subscription.trial_ending'])).toBe(false);
     expect(subscriberWants(ev('subscription.activated', {}), all)).toBe(false);
     expect(subscriberWants(ev('subscription.activated', { receive_confirmations: true }), all)).toBe(true);
     expect(subscriberWants(ev('subscription.paused', { notify_subscriber: true }), all)).toBe(false);
@@ -222,6 +228,17 @@ describe('subscriber notices', () => {
     expect(reminder.text.split('\n').at(-1)).toBe('— Shop & Co');
     expect(reminder.html).toContain('— Shop &#38; Co');
     expect(subscriberMessage(ev('renewal.reminder', { checkout_url: 'https://pay.example/c' }), who).text).toContain('https://pay.example/c');
+    // Days granted after access ended (review finding): from the payment to a fixed end while they last.
+    const granted = subscriberMessage(
+      ev('renewal.reminder', {
+        renewal_period_start: 1_700_000_000,
+        renewal_period_end: 1_705_000_000,
+        renewal_period_from_payment: true,
+        renewal_period_if_paid_by: 1_702_000_000,
+      }),
+      who,
+    );
+    expect(granted.text).toContain('Renewal period: from your payment to 2024-01-11 19:06 UTC if paid by 2023-12-08 01:46 UTC; paid later,');
     const resumed = subscriberMessage(ev('renewal.reminder', { reason: 'resumed', payment_request: 'lnbc1r', due_at: 1_700_086_400, amount_sats: 1000 }), who);
     expect(resumed.text).toContain('was resumed: its new period starts when you pay 1,000 sats');
     expect(resumed.text).not.toContain('renews on');

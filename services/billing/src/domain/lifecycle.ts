@@ -240,10 +240,16 @@ export function renewalPeriod(s: SubState, at: number): { start: number; end: nu
  * grace: paid later, in payment_failed, a new period starts at the payment); one starting at the
  * payment has no dates until then (`from_payment`; its dates here are those if paid at `at`).
  */
-export function renewalTerms(s: SubState, at: number): ({ start: number; end: number } & ({ if_paid_by: number } | { from_payment: true })) | null {
+export function renewalTerms(
+  s: SubState,
+  at: number,
+): ({ start: number; end: number } & ({ if_paid_by: number } | { from_payment: true; if_paid_by?: number })) | null {
   const p = renewalPeriod(s, at);
   if (!p) return null;
-  return p.start === s.current_period_end ? { ...p, if_paid_by: graceEnd(s) } : { ...p, from_payment: true };
+  if (p.start === s.current_period_end) return { ...p, if_paid_by: graceEnd(s) };
+  // Days an extend granted beyond the payment (payment_failed extended): the new period starts at the
+  // payment but ends at a fixed date while they last (freshPeriod keeps them).
+  return s.current_period_end > at ? { ...p, from_payment: true, if_paid_by: s.current_period_end } : { ...p, from_payment: true };
 }
 
 /**

@@ -150,7 +150,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if ((s.status === 'active' || s.status === 'past_due') && !hasNextPeriod(end, s.interval)) return NONE;
   const issued = s.renewal_for === end;
   // Once the wallet's retries are over (payment_failed) the subscriber pays by invoice, like everyone else.
-  if (autoPays(s) && s.status !== 'payment_failed') {
+  const walletPays = autoPays(s) && s.status !== 'payment_failed';
+  if (walletPays) {
     const first = !issued && now >= end;
     // Not before the period ends: a past_due one extended waits for its new end, as an active one does.
     const retry = issued && s.nwc_next_attempt_at !== null && now >= s.nwc_next_attempt_at && now >= end && now < graceEnd(s);
@@ -205,7 +206,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'past_due' && now >= graceEnd(s)) return dunningStep('grace_end_unpaid', dunningEnd(s, p));
   if (s.status === 'payment_failed' && now >= dunningEnd(s, p))
     return { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: EXPIRED_BECAUSE.dunningOver };
-  if (now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
+  // A wallet that still pays is asked at the end: no invoice to call for (a carried one has expired).
+  if (!walletPays && now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
     return { kind: 'last_call', notify_subscriber: s.receive_reminders };
   return NONE;
 }

@@ -99,7 +99,10 @@ export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]
   if (ALWAYS_TO_SUBSCRIBER.has(e.event)) return true;
   const d = e.data;
   const opted = d.notify_subscriber === true || (CONFIRMATIONS.has(e.event) && d.receive_confirmations === true);
-  return opted && ownerChoice.includes(e.event);
+  // A trial's last reminder is its trial-end notice too: an owner who chose either sends it (the
+  // trial_ending event beside it no longer reaches the subscriber).
+  const trialEnd = e.event === 'renewal.reminder' && d.trial_end !== undefined && ownerChoice.includes('subscription.trial_ending');
+  return opted && (ownerChoice.includes(e.event) || trialEnd);
 }
 
 /** A line of our own words followed by a link of ours (never a URL that came in the event's text). */
@@ -182,8 +185,13 @@ export function subscriberMessage(
     const end = num(d.renewal_period_end);
     if (start === undefined || end === undefined) return undefined;
     const fresh = per ? `one ${per}` : 'a new period';
-    if (d.renewal_period_from_payment === true) return `Renewal period: ${fresh}, starting when you pay.`;
     const by = num(d.renewal_period_if_paid_by);
+    if (d.renewal_period_from_payment === true) {
+      // Days the merchant granted: the end holds while they last.
+      return by !== undefined
+        ? `Renewal period: from your payment to ${day(end)} if paid by ${day(by)}; paid later, ${fresh} from the payment.`
+        : `Renewal period: ${fresh}, starting when you pay.`;
+    }
     if (by !== undefined) return `Renewal period: ${day(start)} to ${day(end)} if paid by ${day(by)}; paid later, ${fresh} from the payment.`;
     // An event from a billing before those terms.
     return `Renewal period${start === num(d.current_period_end) ? '' : ' if paid now'}: ${day(start)} to ${day(end)}`;

@@ -111,19 +111,27 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
     if (!original) throw notFound('Webhook delivery');
     const nowMs = d.clock.nowMs();
     const id = newId(DELIVERY_ID_PREFIX, nowMs);
+    const now = Math.floor(nowMs / 1000);
+    const replay = { id, endpoint_id: ep.id, wallet_id: original.wallet_id, event_id: original.event_id, event: original.event, body: original.body };
     return keep.write(d.db, async (q) => {
       // The same body and event id: receivers that dedupe on webhook-id see the replay as the same event.
-      await d.deliveries.record(q, {
-        id,
-        endpoint_id: ep.id,
-        wallet_id: original.wallet_id,
-        event_id: original.event_id,
-        event: original.event,
-        body: original.body,
-        now: Math.floor(nowMs / 1000),
-        replay_of: original.id,
-      });
-      return toDelivery((await d.deliveries.get(q, ep.id, id))!, []);
+      await d.deliveries.record(q, { ...replay, now, replay_of: original.id });
+      // The answer is the row as written: read back outside a transaction, the worker could have sent it meanwhile.
+      return toDelivery(
+        {
+          ...replay,
+          status: 'pending',
+          attempt_count: 0,
+          last_status_code: null,
+          last_error: null,
+          next_attempt_at: now,
+          delivered_at: null,
+          first_attempt_at: null,
+          replay_of: original.id,
+          created_at: now,
+        },
+        [],
+      );
     });
   }),
 ];
