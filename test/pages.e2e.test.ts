@@ -1699,6 +1699,49 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     }
   });
 
+  it('without JavaScript a List-Unsubscribe link says in words what happened, for a good and a bad link (found from outside: raw JSON)', async () => {
+    const smtp = await startSmtpServer('pages-nojs', 'pages-pass');
+    const noJs = await browser.newContext({ viewport: PHONE, javaScriptEnabled: false });
+    try {
+      const p = await plan({ name: 'Quiet letters', amount_sats: 1500, trial_days: 14 });
+      const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: smtp.url } } });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'nojs-letters@example.com' })).body;
+      const mail = await until(
+        async () => smtp.mails.find((m) => m.to.includes('nojs-letters@example.com')),
+        (m) => !!m,
+      );
+      const url = /^<(.+)>$/.exec(mail!.headers['list-unsubscribe'] ?? '')![1]!;
+      const page = await noJs.newPage();
+
+      // A bad link: said at once, nothing to press (found from outside: the no-script button was there).
+      const bad = url.replace(/\.[^.]+$/, '.AAAA');
+      expect((await page.goto(bad))!.status()).toBe(404);
+      await page.getByRole('heading', { name: 'This link does not work' }).waitFor();
+      expect(await page.locator('main p').textContent()).toContain('The link is not one we sent');
+      expect(await page.getByRole('button').count()).toBe(0);
+
+      // A good one: its button posts the form, and the person reads a sentence, not the API's JSON.
+      expect((await page.goto(url))!.status()).toBe(200);
+      expect(await page.locator('#main').textContent()).toContain('This turns off one kind of message about one subscription.');
+      const answer = page.waitForResponse((r) => r.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Stop these e-mails' }).click();
+      const res = await answer;
+      expect([res.status(), res.headers()['content-type']]).toEqual([200, 'text/html; charset=utf-8']);
+      await page.getByRole('heading', { name: 'Done' }).waitFor();
+      expect(await page.locator('main p').textContent()).toBe(
+        'You will no longer get confirmations and receipts for Quiet letters. Cancellation notices are still sent; your subscription portal can turn them back on.',
+      );
+      expect(await page.locator('body').textContent()).not.toContain('{');
+      expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
+      expect(await overflowsHorizontally(page)).toBe(false);
+      await screenshots(page, 'unsubscribe-no-script-done');
+    } finally {
+      await noJs.close();
+      await smtp.stop();
+    }
+  });
+
   /** A time as the portal words it (common.ts `date` with the time). */
   const pageTime = (unix: number) =>
     `${new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeStyle: 'short', timeZone: 'UTC' }).format(new Date(unix * 1000))} UTC`;
