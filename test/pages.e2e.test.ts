@@ -259,6 +259,104 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await moving.ctx.close();
   });
 
+  it('API reference by keyboard: every focus stop is seen, with a 3 px ring of 3:1 contrast; its tabs are big enough (found from outside)', async () => {
+    const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
+    await page.goto(`${stack.api}/docs`);
+    await page.locator('.opblock').first().waitFor();
+    // An open operation: its Example Value / Schema tabs and its examples' copy buttons are focus stops too.
+    await page
+      .locator('.opblock-summary-control', { hasText: /^GET\s*\/plans/ })
+      .first()
+      .click();
+    await page.locator('.opblock.is-open .responses-table').waitFor();
+    await page.locator('.opblock.is-open .tab').first().waitFor();
+    // Example Value / Schema: Swagger UI's are 14 px tall (found from outside), under the 24 px WCAG asks.
+    const tabs = await page.locator('.opblock.is-open .tab button.tablinks').evaluateAll((els) =>
+      els.map((e) => {
+        const box = e.getBoundingClientRect();
+        return `${e.textContent} ${Math.round(box.width)}x${Math.round(box.height)}`;
+      }),
+    );
+    expect(tabs.length).toBeGreaterThan(0);
+    expect.soft(tabs.filter((t) => Number(t.split('x').pop()) < 24 || Number(t.split(' ').pop()!.split('x')[0]) < 24)).toEqual([]);
+    await page.locator('body').focus();
+    const stops: string[] = [];
+    const unseen = new Set<string>();
+    const faint = new Set<string>();
+    for (let i = 0; i < 600; i++) {
+      await page.keyboard.press('Tab');
+      const stop = await page.evaluate(() => {
+        const el = document.activeElement as HTMLElement | null;
+        if (!el || el === document.body) return null;
+        // Each element once: the second time round is where the page's focus order starts again.
+        const seen = ((window as unknown as { seenStops?: WeakSet<Element> }).seenStops ??= new WeakSet());
+        if (seen.has(el)) return 'again';
+        seen.add(el);
+        const box = el.getBoundingClientRect();
+        // Seen: a box of its own that is not clipped to nothing or covered where it is.
+        const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+        const style = getComputedStyle(el);
+        // What the ring is drawn on: the backgrounds of the boxes that hold it (not a box it lies outside of),
+        // tints laid over the white page.
+        const out = Number.parseFloat(style.outlineOffset) + Number.parseFloat(style.outlineWidth);
+        const layers: number[][] = [];
+        for (let n: HTMLElement | null = el.parentElement; n; n = n.parentElement) {
+          const r = n.getBoundingClientRect();
+          if (n !== document.body && (r.left > box.left - out || r.right < box.right + out || r.top > box.top - out || r.bottom < box.bottom + out)) continue;
+          const c = getComputedStyle(n)
+            .backgroundColor.match(/[\d.]+/g)!
+            .map(Number);
+          if ((c[3] ?? 1) > 0) layers.unshift(c);
+        }
+        let bg = [255, 255, 255];
+        for (const [r, g, b, a = 1] of layers) bg = [r! * a + bg[0]! * (1 - a), g! * a + bg[1]! * (1 - a), b! * a + bg[2]! * (1 - a)];
+        const name = `${el.tagName.toLowerCase()}.${el.className} "${(el.getAttribute('aria-label') ?? el.textContent ?? '').trim().slice(0, 40)}"`;
+        return {
+          name,
+          width: box.width,
+          height: box.height,
+          visible: el.checkVisibility({ opacityProperty: true, visibilityProperty: true }) && !!hit && (hit === el || el.contains(hit)),
+          ring: { style: style.outlineStyle, width: Number.parseFloat(style.outlineWidth), color: style.outlineColor },
+          bg: `rgb(${bg.map(Math.round).join(', ')})`,
+        };
+      });
+      if (stop === 'again') break;
+      if (!stop) continue;
+      stops.push(stop.name);
+      if (!(stop.visible && stop.width >= 1 && stop.height >= 1)) unseen.add(`${stop.name} ${Math.round(stop.width)}x${Math.round(stop.height)}`);
+      // A ring of our own: `auto` is the browser's, 1 px rgb(229, 151, 0) in chromium.
+      if (stop.ring.style !== 'solid' || stop.ring.width < 3 || contrast(stop.ring.color, stop.bg) < 3) {
+        faint.add(`${stop.name}: ${stop.ring.style} ${stop.ring.width}px ${stop.ring.color} on ${stop.bg}`);
+      }
+    }
+    expect(stops.length).toBeGreaterThan(20);
+    // Swagger UI's "Copy path to clipboard" buttons are 0 px wide until hovered: a focus nobody sees (found from outside).
+    expect.soft([...unseen]).toEqual([]);
+    // Its ring is the browser's 1 px rgb(229, 151, 0), 2.2:1 on white (found from outside).
+    expect.soft([...faint]).toEqual([]);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('API reference at 200% zoom on a phone (180 and 240 px wide) does not scroll sideways (found from outside)', async () => {
+    for (const width of [180, 240]) {
+      const ctx = await browser.newContext({ viewport: { width, height: 370 } });
+      const page = await ctx.newPage();
+      await page.goto(`${stack.api}/docs`);
+      await page.locator('.opblock').first().waitFor();
+      await expect.poll(() => page.locator('button.opblock-control-arrow').count()).toBeGreaterThan(0);
+      // The operations' chevrons stuck out past the screen (found from outside).
+      const past = await page
+        .locator('button.opblock-control-arrow')
+        .evaluateAll((els) => els.filter((e) => e.getBoundingClientRect().right > window.innerWidth).length);
+      expect.soft(past, `${width} px`).toBe(0);
+      expect.soft(await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]), `${width} px`).toEqual([width, width]);
+      // The screenshots helper would take it at phone and desktop width: this one at its own.
+      await page.screenshot({ path: join(import.meta.dirname, '..', 'test-artifacts', 'pages', `api-reference-${width}px.png`) });
+      await ctx.close();
+    }
+  });
+
   it('checkout by Lightning: plan, QR, copy and wallet link, paid live, then the portal shows the subscription and cancels it', async () => {
     const p = await plan({
       name: 'Gold',
@@ -1866,6 +1964,49 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       await check(page, problems, 'unsubscribe-bad-link');
       await page.close();
     } finally {
+      await smtp.stop();
+    }
+  });
+
+  it('without JavaScript a List-Unsubscribe link says in words what happened, for a good and a bad link (found from outside: raw JSON)', async () => {
+    const smtp = await startSmtpServer('pages-nojs', 'pages-pass');
+    const noJs = await browser.newContext({ viewport: PHONE, javaScriptEnabled: false });
+    try {
+      const p = await plan({ name: 'Quiet letters', amount_sats: 1500, trial_days: 14 });
+      const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: smtp.url } } });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'nojs-letters@example.com' })).body;
+      const mail = await until(
+        async () => smtp.mails.find((m) => m.to.includes('nojs-letters@example.com')),
+        (m) => !!m,
+      );
+      const url = /^<(.+)>$/.exec(mail!.headers['list-unsubscribe'] ?? '')![1]!;
+      const page = await noJs.newPage();
+
+      // A bad link: said at once, nothing to press (found from outside: the no-script button was there).
+      const bad = url.replace(/\.[^.]+$/, '.AAAA');
+      expect((await page.goto(bad))!.status()).toBe(404);
+      await page.getByRole('heading', { name: 'This link does not work' }).waitFor();
+      expect(await page.locator('main p').textContent()).toContain('The link is not one we sent');
+      expect(await page.getByRole('button').count()).toBe(0);
+
+      // A good one: its button posts the form, and the person reads a sentence, not the API's JSON.
+      expect((await page.goto(url))!.status()).toBe(200);
+      expect(await page.locator('#main').textContent()).toContain('This turns off one kind of message about one subscription.');
+      const answer = page.waitForResponse((r) => r.request().method() === 'POST');
+      await page.getByRole('button', { name: 'Stop these e-mails' }).click();
+      const res = await answer;
+      expect([res.status(), res.headers()['content-type']]).toEqual([200, 'text/html; charset=utf-8']);
+      await page.getByRole('heading', { name: 'Done' }).waitFor();
+      expect(await page.locator('main p').textContent()).toBe(
+        'You will no longer get confirmations and receipts for Quiet letters. Cancellation notices are still sent; your subscription portal can turn them back on.',
+      );
+      expect(await page.locator('body').textContent()).not.toContain('{');
+      expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
+      expect(await overflowsHorizontally(page)).toBe(false);
+      await screenshots(page, 'unsubscribe-no-script-done');
+    } finally {
+      await noJs.close();
       await smtp.stop();
     }
   });

@@ -120,6 +120,53 @@ describe('hosted pages', () => {
     }
   });
 
+  /** What a browser sends when a person opens a link. */
+  const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8';
+
+  it('an address under the checkout or portal path that names nothing is the page\'s own "not found" for a browser, JSON for others (found from outside)', async () => {
+    for (const [path, title] of [
+      ['/subscriptions_manager/checkout/plan_01abc/extra', 'Plan not found'],
+      ['/subscriptions_manager/checkout/%ED%A0%80', 'Plan not found'],
+      ['/subscriptions_manager/checkout/plan_01abc/%ED%A0%80', 'Plan not found'],
+      ['/subscriptions_manager/manage/extra', 'Page not found'],
+      ['/subscriptions_manager/manage/%ED%A0%80', 'Page not found'],
+    ] as const) {
+      const res = await fetch(`${stack.gatewayUrl}${path}`, { headers: { Accept: BROWSER } });
+      expect([res.status, res.headers.get('content-type')], path).toEqual([404, 'text/html; charset=utf-8']);
+      expect(res.headers.get('content-security-policy'), path).toBe(CSP);
+      const html = await res.text();
+      expect(html, path).toContain(`<title>${title}</title>`);
+      expect(html, path).toMatch(new RegExp(`<main[^>]*>\\s*<h1>${title}</h1>`));
+      // Words alone: no script to wait for.
+      expect(html, path).not.toMatch(/<script/);
+      const api = await fetch(`${stack.gatewayUrl}${path}`, { headers: { Accept: 'application/json' } });
+      expect([api.status, await api.json()], path).toEqual([404, { detail: 'Not Found' }]);
+    }
+  });
+
+  it('a List-Unsubscribe link that is not ours says so to a browser, read or posted without JavaScript; API clients get the JSON as before (found from outside)', async () => {
+    const url = `${stack.api}/public/unsubscribe/sub_x.reminders.${'A'.repeat(43)}`;
+    const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
+    for (const init of [{ headers: { Accept: BROWSER } }, { method: 'POST', headers: { ...form, Accept: BROWSER }, body: 'List-Unsubscribe=One-Click' }]) {
+      const res = await fetch(url, init);
+      expect([res.status, res.headers.get('content-type')], init.method).toEqual([404, 'text/html; charset=utf-8']);
+      expect(res.headers.get('content-security-policy')).toBe(CSP);
+      const html = await res.text();
+      expect(html, init.method).toMatch(/<main[^>]*>\s*<h1>This link does not work<\/h1>\s*<p>The link is not one we sent, or it was changed on the way\./);
+      // Nothing to press (found from outside: the no-script form was there for a link that is not ours).
+      expect(html, init.method).not.toMatch(/<form|<button|<script/);
+    }
+    // A mail program's one-click POST (RFC 8058) and other API clients: the JSON, unchanged.
+    for (const headers of [form, { ...form, Accept: '*/*' }, { ...form, Accept: 'application/json' }]) {
+      const res = await fetch(url, { method: 'POST', headers, body: 'List-Unsubscribe=One-Click' });
+      expect([res.status, res.headers.get('content-type'), await res.json()]).toEqual([
+        404,
+        'application/json; charset=utf-8',
+        { detail: 'Subscription not found' },
+      ]);
+    }
+  });
+
   it('serves nothing outside the built assets', async () => {
     for (const path of [
       '/subscriptions_manager/assets/nope.js',

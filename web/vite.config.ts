@@ -1,8 +1,9 @@
 import { resolve } from 'node:path';
 import { defineConfig } from 'vite';
 
-// Three pages, each its own entry: the gateway serves the HTML at the public URLs (checkout per plan,
-// the portal at manage_url, the API reference at {api}/docs) and the hashed assets under
+// The pages, each its own entry: the gateway serves the HTML at the public URLs (checkout per plan,
+// the portal at manage_url, the API reference at {api}/docs, a List-Unsubscribe link; `message` is the
+// page of words it answers itself) and the hashed assets under
 // /subscriptions_manager/assets/ with immutable caching.
 export default defineConfig({
   root: import.meta.dirname,
@@ -21,6 +22,7 @@ export default defineConfig({
         manage: resolve(import.meta.dirname, 'manage.html'),
         docs: resolve(import.meta.dirname, 'docs.html'),
         unsubscribe: resolve(import.meta.dirname, 'unsubscribe.html'),
+        message: resolve(import.meta.dirname, 'message.html'),
       },
     },
   },

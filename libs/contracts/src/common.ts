@@ -44,6 +44,9 @@ export const providerId = (s: z.ZodString) => s.regex(/^[\x21-\x7e]+$/, "must be
 /** An amount as people read it in messages: "21,000 sats", "1 sat". */
 export const satsText = (n: number): string => `${n.toLocaleString('en-US')} ${n === 1 ? 'sat' : 'sats'}`;
 
+/** Text as HTML shows it, in an element or a quoted attribute: the mails' HTML parts and the gateway's pages. */
+export const htmlText = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
 /**
  * A fiat amount as people read it in messages, with its ISO code: "$21.00 USD", "¥2,100 JPY" (as many
  * decimals as the currency has), "CHF 21.00" (a code that is its own symbol is not said twice).

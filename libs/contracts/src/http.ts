@@ -35,10 +35,12 @@ export interface RouteDef {
    */
   rawBody?: boolean;
   /**
-   * A GET whose URL people open in a browser (a List-Unsubscribe link): a request that prefers HTML to JSON
-   * gets the hosted page of the same URL (the gateway's pages.ts), whose script asks the route as JSON.
+   * A URL people open in a browser (a List-Unsubscribe link), and the hosted page it is: a request that
+   * prefers HTML to JSON gets a page (the gateway's pages.ts). A GET gets that page, whose script asks the
+   * route as JSON (a GET the route refuses with 404 gets a page that says so, no form); any other method
+   * (the page's form posted without JavaScript) gets the route's answer in words.
    */
-  page?: boolean;
+  page?: 'unsubscribe';
   /** Exists only in DEV_MODE (test clock, dev provider); absent from the OpenAPI document. */
   devOnly?: boolean;
   /** The NATS subject that answers it. */

@@ -72,7 +72,7 @@ export const publicRoutes = defineRoutes([
     params: UnsubscribeParams,
     query: z.looseObject({}),
     response: UnsubscribeLink,
-    page: true,
+    page: 'unsubscribe',
     subject: 'billing.public.unsubscribe_link',
   },
   {
@@ -86,7 +86,8 @@ export const publicRoutes = defineRoutes([
       'confirmation or receipt) for that one subscription; idempotent (200 again when already off). The token is ' +
       'purpose-limited (it names the subscription and the kind, signed by the server) and is not the portal token. The body ' +
       '(`List-Unsubscribe=One-Click`) is not read. A GET of the same URL changes nothing: a browser gets a page that asks first. ' +
-      'An unknown or altered token: 404.',
+      "An unknown or altered token: 404. A request that prefers `text/html` to JSON (that page's form, posted by a browser " +
+      'without JavaScript) gets the same status with an HTML page that says the outcome in words.',
     params: UnsubscribeParams,
     // A link people follow may come with parameters a mail tracker added (utm_source=...): not ours to refuse.
     query: z.looseObject({}),
@@ -96,6 +97,8 @@ export const publicRoutes = defineRoutes([
     bodyOptional: true,
     formBody: true,
     response: SuccessMessageResponse,
+    // The page's form posted without JavaScript: the browser shows the outcome in words, not this JSON.
+    page: 'unsubscribe',
     subject: 'billing.public.unsubscribe',
   },
 ] as const);

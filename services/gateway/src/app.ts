@@ -34,7 +34,7 @@ import {
 import { type ApiMatch, compileApiRoutes } from './api-routes.js';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
-import { jsonFile, pagesRouter, sendFile } from './pages.js';
+import { answerAsPage, hostedPages, jsonFile, prefersHtml, sendFile } from './pages.js';
 import type { IdempotencyRepo } from './store/idempotency.repo.js';
 import { httpOf } from './errors.js';
 
@@ -194,6 +194,8 @@ export function createApp(d: GatewayDeps): GatewayApp {
     ops(req, res).then((done) => (done ? undefined : next()), next);
   });
 
+  const pages = hostedPages(d.webDir, d.log);
+
   // 230 KB of JSON the API reference loads on each visit: compressed, and revalidated by its ETag.
   const openapi = jsonFile(buildOpenApiDocument());
   app.get(`${API_PREFIX}/openapi.json`, (req, res, next) => {
@@ -216,8 +218,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
     res.set('Allow', match.allow).status(405).json({ detail: 'Method Not Allowed' });
   });
 
-  // The GET of a List-Unsubscribe URL from a browser (see RouteDef.page) is a page.
-  app.use(pagesRouter(d.webDir, d.log));
+  app.use(pages.router);
 
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ detail: 'Not Found' });
@@ -278,13 +279,13 @@ export function createApp(d: GatewayDeps): GatewayApp {
         } catch {
           match = undefined; // Express answers it (api-routes.ts throws where Express would)
         }
-        // The URL of a route that is also a page (RouteDef.page): a browser, which prefers HTML, gets the page
-        // (pages.ts); any other client the route's JSON, as everywhere in the API.
+        // The URL of a route that is also a page (RouteDef.page): a browser, which prefers HTML, gets a page
+        // made from the route's answer (pages.ts); any other client the route's JSON, as everywhere in the API.
         if (match?.kind === 'route' && match.route.page) {
           // One URL, two answers: a cache (the browser's own, for Back) must not give the page's JSON for the page.
           res.setHeader('Vary', 'Accept');
-          if (req.accepts(['json', 'html']) === 'html') return void app(req, res);
-          res.setHeader('Cache-Control', 'no-store');
+          if (prefersHtml(req)) answerAsPage(pages, match.route.page, req, res);
+          else res.setHeader('Cache-Control', 'no-store');
         }
         if (match?.kind !== 'route') return void app(req, res);
         const { route, params } = match;

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
 import express, { type Request, type Response } from 'express';
-import { API_PREFIX } from '@sb/contracts';
+import { API_PREFIX, htmlText, type RouteDef } from '@sb/contracts';
 import type { Logger } from '@sb/runtime';
 
 /** Where `npm run build` puts the pages (web/dist), seen from services/gateway/dist. */
@@ -156,20 +156,76 @@ function readAssets(dir: string): Map<string, StaticFile> {
   return files;
 }
 
+/** A page of words the gateway writes itself (web/message.html): its title (the heading too) and paragraphs. */
+export interface Message {
+  title: string;
+  text: readonly string[];
+}
+
+/** A page's own words for an address under its path that names nothing (a browser asking gets them, 404). */
+const NOT_FOUND: Record<'checkout' | 'manage', Message> = {
+  // The checkout page's own words for a link that names no plan (web/src/checkout.ts).
+  checkout: { title: 'Plan not found', text: ['This checkout link names no plan. Please ask the seller for the right link.'] },
+  manage: {
+    title: 'Page not found',
+    text: ['Nothing is at this address. Open the link to manage your subscription from a message about it, or ask the seller to send it again.'],
+  },
+};
+
+/** The words a person reads for what the List-Unsubscribe URL answered (its GET, or its form posted without JavaScript). */
+function unsubscribeMessage(status: number, body: unknown): Message {
+  // The page's own words (web/src/unsubscribe.ts).
+  if (status === 404) {
+    return {
+      title: 'This link does not work',
+      text: ['The link is not one we sent, or it was changed on the way. Use your subscription portal to choose which messages you get.'],
+    };
+  }
+  const message = (body as { message?: unknown } | undefined)?.message;
+  if (status < 300) return { title: 'Done', text: [typeof message === 'string' && message ? message : 'You will no longer get these messages.'] };
+  if (status === 429) return { title: 'Not stopped yet', text: ['Too many attempts in a short time. Please wait a minute, then go back and try again.'] };
+  return { title: 'Not stopped yet', text: ['The service is not available right now: nothing was changed. Please go back and try again in a moment.'] };
+}
+
+export interface HostedPages {
+  router: express.Router;
+  /** Sends a built page (JSON 404 when the pages are not built). */
+  send(id: PageId, req: Request, res: Response, next: express.NextFunction): void;
+  /** Answers `status` with a page of words; `fallback` (the JSON it replaces) when the pages are not built. */
+  message(req: Request, res: Response, status: number, message: Message, fallback: () => void): void;
+}
+
+/** Where web/message.html takes a page's words. */
+const MESSAGE_SLOT = '<main id="main" tabindex="-1"></main>';
+
+type PageId = 'checkout' | 'manage' | 'docs' | 'unsubscribe';
+
+/** Whether a request prefers HTML to JSON (a browser), as the API decides between a page and its JSON. */
+export const prefersHtml = (req: Request) => req.accepts(['json', 'html']) === 'html';
+
 /**
  * The hosted pages built from web/: the checkout page of a plan, the subscriber portal (the manage_url
- * billing hands out) and the API reference. The HTML is revalidated on every visit (it names the
- * current assets); the assets have content hashes in their names, so they are cached for a year. All
- * are read once at start and sent brotli- or gzip-compressed to the clients that accept it.
+ * billing hands out), the API reference, the page of a List-Unsubscribe link, and the pages of words the
+ * gateway writes itself. The HTML is revalidated on every visit (it names the current assets); the
+ * assets have content hashes in their names, so they are cached for a year. All are read once at start
+ * and sent brotli- or gzip-compressed to the clients that accept it.
  */
-export function pagesRouter(webDir: string, log: Logger): express.Router {
+export function hostedPages(webDir: string, log: Logger): HostedPages {
   const router = express.Router();
   const built = existsSync(join(webDir, 'checkout.html'));
   if (!built) log.warn({ web_dir: webDir }, 'hosted pages are not built (npm run build): checkout, portal and API reference answer 404');
   const html = (name: string) => (built ? new StaticFile(readFileSync(join(webDir, name)), '.html') : undefined);
-  const pages = { checkout: html('checkout.html'), manage: html('manage.html'), docs: html('docs.html'), unsubscribe: html('unsubscribe.html') };
+  const pages: Record<PageId, StaticFile | undefined> = {
+    checkout: html('checkout.html'),
+    manage: html('manage.html'),
+    docs: html('docs.html'),
+    unsubscribe: html('unsubscribe.html'),
+  };
+  const templatePath = join(webDir, 'message.html');
+  const template = built && existsSync(templatePath) ? readFileSync(templatePath, 'utf8') : undefined;
+  if (template && !template.includes(MESSAGE_SLOT)) throw new Error(`web/message.html has no ${MESSAGE_SLOT} for the words`);
 
-  const page = (id: keyof typeof pages) => (req: Request, res: Response, next: express.NextFunction) => {
+  const send: HostedPages['send'] = (id, req, res, next) => {
     res.locals.routeId = `page.${id}`;
     const file = pages[id];
     if (!file) return void res.status(404).json({ detail: 'The hosted pages are not built on this server' });
@@ -177,13 +233,39 @@ export function pagesRouter(webDir: string, log: Logger): express.Router {
     res.setHeader('Cache-Control', 'no-cache');
     sendFile(req, res, file).catch(next);
   };
+  const message: HostedPages['message'] = (req, res, status, { title, text }, fallback) => {
+    if (!template) return fallback();
+    const words = [`<h1>${htmlText(title)}</h1>`, ...text.map((t) => `<p>${htmlText(t)}</p>`)].join('\n    ');
+    const body = template
+      .replace(/<title>[^<]*<\/title>/, `<title>${htmlText(title)}</title>`)
+      .replace(MESSAGE_SLOT, MESSAGE_SLOT.replace('><', `>\n    ${words}\n  <`));
+    securityHeaders(res);
+    // Each says what happened to this one request: not kept, not given for another.
+    res.setHeader('Cache-Control', 'no-store');
+    res.status(status);
+    sendFile(req, res, new StaticFile(Buffer.from(body), '.html')).catch((err) => res.destroy(err));
+  };
+  const page = (id: PageId) => (req: Request, res: Response, next: express.NextFunction) => send(id, req, res, next);
+
   // Without a plan id: the page's own "Plan not found", not the API's JSON 404.
   router.get([`${BASE}/checkout`, `${BASE}/checkout/:planId`], page('checkout'));
   router.get(`${BASE}/manage`, page('manage'));
+  // Any other address under a page's path (more after the plan id, a plan id that does not decode, more
+  // after /manage): a browser gets that page's own "not found" (404), any other client the API's JSON.
+  const notFound = (id: keyof typeof NOT_FOUND) => (req: Request, res: Response, next: express.NextFunction) => {
+    res.vary('Accept');
+    if (!prefersHtml(req)) return next();
+    res.locals.routeId = `page.${id}`;
+    message(req, res, 404, NOT_FOUND[id], next);
+  };
+  router.get(`${BASE}/checkout/*rest`, notFound('checkout'));
+  router.get(`${BASE}/manage/*rest`, notFound('manage'));
+  // A path segment that does not decode (a lone surrogate, `%ED%A0%80`) fails the match of the routes above.
+  router.use([`${BASE}/checkout`, `${BASE}/manage`], (err: unknown, req: Request, res: Response, next: express.NextFunction) => {
+    if (!(err instanceof URIError) || (req.method !== 'GET' && req.method !== 'HEAD')) return next(err);
+    notFound(req.baseUrl.endsWith('/manage') ? 'manage' : 'checkout')(req, res, () => next(err));
+  });
   router.get([`${API_PREFIX}/docs`, `${API_PREFIX}/docs/`], page('docs'));
-  // A List-Unsubscribe URL opened in a browser: a page that asks (what the link turns off, from the same
-  // URL's JSON), and POSTs the same URL only when its button is pressed. Nothing changes on a GET.
-  router.get(`${API_PREFIX}/public/unsubscribe/:token`, page('unsubscribe'));
   if (built) {
     const assets = readAssets(join(webDir, 'assets'));
     router.use(`${BASE}/assets`, (req, res, next) => {
@@ -195,5 +277,32 @@ export function pagesRouter(webDir: string, log: Logger): express.Router {
       sendFile(req, res, file).catch(next);
     });
   }
-  return router;
+  return { router, send, message };
+}
+
+/** What each page's route answers a browser in words (RouteDef.page). */
+const ANSWERS: Record<NonNullable<RouteDef['page']>, (status: number, body: unknown) => Message> = { unsubscribe: unsubscribeMessage };
+
+/**
+ * A browser's request of a route that is also a page (RouteDef.page): the route runs as for any client,
+ * and what it answers, a refusal or an error included, becomes a page. A GET it answers is the page itself
+ * (whose script asks the route again, as JSON, and says what it finds); a GET it refuses with 404 (a link
+ * that is not ours) a page that says so, with no form to post; any other method's answer (the page's form
+ * posted without JavaScript) its words, with the route's status.
+ */
+export function answerAsPage(pages: HostedPages, id: NonNullable<RouteDef['page']>, req: Request, res: Response): void {
+  const json = res.json;
+  res.json = (body: unknown) => {
+    res.json = json;
+    const status = res.statusCode;
+    const fallback = () => void json.call(res, body);
+    if ((req.method === 'GET' || req.method === 'HEAD') && status !== 404) {
+      // Refused for now (too many requests, a service away): the page's script asks again and says so.
+      res.status(200);
+      pages.send(id, req, res, (err?: unknown) => (err ? res.destroy(err as Error) : fallback()));
+    } else {
+      pages.message(req, res, status, ANSWERS[id](status, body), fallback);
+    }
+    return res;
+  };
 }

@@ -1,4 +1,14 @@
-import { type CancelledBy, EXPIRED_BECAUSE, fiatText, NOT_IN_NAMES, satsText, utcMinute as day, type EventEnvelope, type PaymentMethod } from '@sb/contracts';
+import {
+  type CancelledBy,
+  EXPIRED_BECAUSE,
+  fiatText,
+  htmlText as esc,
+  NOT_IN_NAMES,
+  satsText,
+  utcMinute as day,
+  type EventEnvelope,
+  type PaymentMethod,
+} from '@sb/contracts';
 import type { Message } from '../channels/outcome.js';
 
 /** Confirmations go out only when the subscriber opted in (billing marks the event `notify_subscriber`). */
@@ -80,7 +90,6 @@ const EXPIRED_WHY: Record<string, string> = {
 const unpaid = (d: Record<string, unknown>) => (d.after_trial === true ? 'was not paid by the end of your free trial' : 'is unpaid');
 /** A plan's interval as "per …" says it. */
 const PER: Record<string, string> = { weekly: 'week', monthly: 'month', yearly: 'year' };
-const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
  * Line breaks, other control characters, direction overrides and invisible characters in text that came
