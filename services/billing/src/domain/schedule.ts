@@ -149,6 +149,28 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   // A past_due one an extend moved into it too, as an active one (renewalOverdue).
   if ((s.status === 'active' || s.status === 'past_due') && !hasNextPeriod(end, s.interval)) return NONE;
   const issued = s.renewal_for === end;
+  // A step of dunning, payable until `payBy`; without a window left (no grace and no dunning days) the
+  // expiry follows at once and says it all.
+  const dunningStep = (event: 'period_end_unpaid' | 'grace_end_unpaid', payBy: number): Due => ({
+    kind: 'lapse',
+    event,
+    notify_subscriber: s.receive_reminders && payBy > now,
+    pay_by: payBy,
+    ...(event === 'period_end_unpaid' && autoPays(s) && now < graceEnd(s) ? { wallet_retries: true as const } : {}),
+    ...(autoPays(s) ? { wallet_failed: true as const } : {}),
+    ...(s.trial_end === end ? { after_trial: true as const } : {}),
+  });
+  // The dunning step due now, if any. With grace the subscription goes past_due (access kept until the grace
+  // ends), else payment_failed. It comes after a wallet charge or a first invoice due now, but before an
+  // invoice's replacement (below).
+  const lapse: Due | null =
+    s.status === 'active' && now >= end
+      ? dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p))
+      : s.status === 'past_due' && now >= graceEnd(s)
+        ? dunningStep('grace_end_unpaid', dunningEnd(s, p))
+        : s.status === 'payment_failed' && now >= dunningEnd(s, p)
+          ? { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: EXPIRED_BECAUSE.dunningOver }
+          : null;
   // Once the wallet's retries are over (payment_failed) the subscriber pays by invoice, like everyone else.
   const walletPays = autoPays(s) && s.status !== 'payment_failed';
   if (walletPays) {
@@ -172,9 +194,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     // A lapse due now goes first: the replacement and its reminder then say the state and the period the
     // subscription is in by then (found from outside: one made as the grace ended said past_due and the
     // old period, the payment_failed after it in the same sweep a new period from the payment).
-    const lapsing = (s.status === 'active' && now >= end) || (s.status === 'past_due' && now >= graceEnd(s));
     const replace =
-      !lapsing &&
+      lapse === null &&
       issued &&
       s.renewal_expires_at !== null &&
       now >= s.renewal_expires_at &&
@@ -190,22 +211,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: !previous && s.trial_end === end };
     }
   }
-  // A step of dunning, payable until `payBy`; without a window left (no grace and no dunning days) the
-  // expiry follows at once and says it all.
-  const dunningStep = (event: 'period_end_unpaid' | 'grace_end_unpaid', payBy: number): Due => ({
-    kind: 'lapse',
-    event,
-    notify_subscriber: s.receive_reminders && payBy > now,
-    pay_by: payBy,
-    ...(event === 'period_end_unpaid' && autoPays(s) && now < graceEnd(s) ? { wallet_retries: true as const } : {}),
-    ...(autoPays(s) ? { wallet_failed: true as const } : {}),
-    ...(s.trial_end === end ? { after_trial: true as const } : {}),
-  });
-  // With grace the subscription goes past_due (access kept until the grace ends), else payment_failed.
-  if (s.status === 'active' && now >= end) return dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p));
-  if (s.status === 'past_due' && now >= graceEnd(s)) return dunningStep('grace_end_unpaid', dunningEnd(s, p));
-  if (s.status === 'payment_failed' && now >= dunningEnd(s, p))
-    return { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: EXPIRED_BECAUSE.dunningOver };
+  if (lapse !== null) return lapse;
   // A wallet that still pays is asked at the end: no invoice to call for (a carried one has expired).
   if (!walletPays && now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
     return { kind: 'last_call', notify_subscriber: s.receive_reminders };
