@@ -96,7 +96,7 @@ export type Resolve = (host: string) => Promise<string[]>;
 const resolveAll: Resolve = (host) =>
   new Promise((resolve, reject) => dnsLookup(host, { all: true }, (err, addrs: LookupAddress[]) => (err ? reject(err) : resolve(addrs.map((a) => a.address)))));
 
-/** Throws UrlNotAllowed with a sentence saying why this deployment may not connect to the URL. */
+/** Throws UrlNotAllowed with the end of a sentence ("url …", "it …") saying why this deployment may not connect to the URL. */
 export async function checkWebhookUrl(
   raw: string,
   policy: AddressPolicy,
@@ -109,11 +109,11 @@ export async function checkWebhookUrl(
   try {
     addresses = await resolve(host);
   } catch {
-    throw new UrlNotAllowed(`host ${host} does not resolve`);
+    throw new UrlNotAllowed(`names host ${host}, which does not resolve`);
   }
-  if (!addresses.length) throw new UrlNotAllowed(`host ${host} does not resolve`);
+  if (!addresses.length) throw new UrlNotAllowed(`names host ${host}, which does not resolve`);
   const bad = addresses.find(isPrivateAddress);
-  if (bad) throw new UrlNotAllowed(`host ${host} resolves to a private, loopback or link-local address (${bad})`);
+  if (bad) throw new UrlNotAllowed(`names host ${host}, which resolves to a private, loopback or link-local address (${bad})`);
 }
 
 /**
@@ -149,10 +149,10 @@ export function guardedLookup(policy: AddressPolicy): LookupFunction {
     dnsLookup(hostname, { ...options, all: true }, (err, addrs: LookupAddress[]) => {
       if (err) return callback(err, '', 0);
       const bad = policy.allowPrivate ? undefined : addrs.find((a) => isPrivateAddress(a.address));
-      if (bad) return callback(new UrlNotAllowed(`host ${hostname} resolves to a private address (${bad.address})`), '', 0);
+      if (bad) return callback(new UrlNotAllowed(`names host ${hostname}, which resolves to a private address (${bad.address})`), '', 0);
       if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addrs);
       const first = addrs[0];
-      if (!first) return callback(new UrlNotAllowed(`host ${hostname} does not resolve`), '', 0);
+      if (!first) return callback(new UrlNotAllowed(`names host ${hostname}, which does not resolve`), '', 0);
       callback(null, first.address, first.family);
     });
   };

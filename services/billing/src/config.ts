@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonConfig, envInt, envPort, loadConfig } from '@sb/runtime';
+import { commonConfig, envBool, envInt, envPort, loadConfig } from '@sb/runtime';
 
 export const loadBillingConfig = () =>
   loadConfig({
@@ -19,6 +19,8 @@ export const loadBillingConfig = () =>
     PAYMENT_METHODS_TTL_MS: envInt(30_000, 0),
     /** payment_failed lasts this long, with a payable renewal payment, before the subscription expires. */
     DUNNING_DAYS: envInt(14, 0),
+    /** Local tests only, as in the notifier: a subscriber's NIP-05 identifier may be name@host:port. */
+    NIP05_ALLOW_HTTP: envBool,
     /** Waits before each redelivery of a payment event that failed (ms, comma-separated); then it is parked. */
     EVENT_RETRY_DELAYS_MS: z
       .string()

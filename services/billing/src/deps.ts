@@ -31,4 +31,6 @@ export interface Deps {
   secrets: SecretBox;
   /** Base of the portal links handed to subscribers. */
   publicBaseUrl: string;
+  /** NIP05_ALLOW_HTTP (local tests): a subscriber's NIP-05 identifier may name a host and port. */
+  localNip05?: boolean;
 }

@@ -38,6 +38,7 @@ main('billing', () =>
         bus,
         secrets,
         publicBaseUrl: config.PUBLIC_BASE_URL,
+        localNip05: config.NIP05_ALLOW_HTTP,
       };
       await deps.bus.connect();
       const purge = deps.answered.purging(db, log);

@@ -206,7 +206,7 @@ export async function checkedPlan(d: Deps, input: SubscribeInput): Promise<Plan>
   if (input.max_amount_sats !== undefined && input.max_amount_sats < plan.amount_sats) {
     throw invalid(['max_amount_sats'], `max_amount_sats (${input.max_amount_sats}) is below the plan's price of ${plan.amount_sats} sats`);
   }
-  const contacts = contactIssues(input);
+  const contacts = contactIssues(input, { localNip05: d.localNip05 });
   if (contacts.length) throw invalidFields(contacts);
   if (input.contact_preference) {
     // The plan's channels live in the notifier; when it cannot answer (in the courtesy's 2 s), the checkout

@@ -5,8 +5,11 @@ describe('checkout contacts', () => {
   it('takes npubs, hex keys, NIP-05 names, chat ids and usernames; refuses the rest and a preference without its contact', () => {
     // The x of the generator point: a key on secp256k1, as npub and as hex.
     const npub = 'npub10xlxvlhemja6c4dqv22uapctqupfhlxm9h8z3k2e72q4k9hcz7vqpkge6d';
-    for (const nostr of [npub, 'a'.repeat(64), 'bob@example.com', 'bob@127.0.0.1:8080', '_@nostr.example.org'])
-      expect(contactIssues({ nostr }), nostr).toEqual([]);
+    for (const nostr of [npub, 'a'.repeat(64), 'bob@example.com', '_@nostr.example.org']) expect(contactIssues({ nostr }), nostr).toEqual([]);
+    // A host and port is no NIP-05 domain: no notice would reach it; local tests (NIP05_ALLOW_HTTP) use one.
+    for (const nostr of ['bob@127.0.0.1:8080', 'bob@localhost:21080', 'bob@example.com:443', 'bob@169.254.169.254:80', 'bob@10.0.0.1'])
+      expect(contactIssues({ nostr })[0]?.field, nostr).toEqual(['nostr']);
+    expect(contactIssues({ nostr: 'bob@127.0.0.1:8080' }, { localNip05: true })).toEqual([]);
     for (const messenger of ['123456789', '-1001234', '@alice_bot', 'alice']) expect(contactIssues({ messenger }), messenger).toEqual([]);
     expect(contactIssues({ nostr: 'not a key' })[0]!.field).toEqual(['nostr']);
     expect(contactIssues({ nostr: 'npub1short' })[0]!.field).toEqual(['nostr']);

@@ -82,9 +82,10 @@ describe('relay addresses', () => {
     ['wss://10.1.2.3', /private, loopback or link-local address \(10\.1\.2\.3\)/],
     ['ws://127.0.0.1:7777', /127\.0\.0\.1/],
     ['wss://[::1]:7777', /::1/],
-    ['wss://relay.internal.example', /resolves to a private.*10\.0\.0\.9/],
+    // A sentence (behaviour.md: errors are human sentences), not "it host … resolves".
+    ['wss://relay.internal.example', /cannot be used: it names host relay\.internal\.example, which resolves to a private.*10\.0\.0\.9/],
     ['wss://mixed.example', /192\.168\.1\.2/],
-    ['wss://nowhere.example', /does not resolve/],
+    ['wss://nowhere.example', /it names host nowhere\.example, which does not resolve/],
   ])('refuses %s unless private relays are allowed', async (url, why) => {
     const err = await client(false)
       .validate(str(`${relay(url)}&secret=${secret}`))
