@@ -1,3 +1,4 @@
+import { LINK_DOES_NOT_WORK } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -110,9 +111,9 @@ function badLink(): void {
   // Refused after the page showed (the link replaced meanwhile): nothing on it is followed any more.
   watched = new Map();
   window.clearTimeout(pollTimer);
-  document.title = 'This link does not work';
+  document.title = LINK_DOES_NOT_WORK;
   const main = setMain(
-    h('h1', {}, 'This link does not work'),
+    h('h1', {}, LINK_DOES_NOT_WORK),
     h('p', {}, 'The link you opened is not a valid subscription link, or it has been replaced by a newer one.'),
     h('p', {}, 'Use the link from your most recent message about your subscription, or ask the seller to send you a new one.'),
   );
