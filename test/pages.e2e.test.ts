@@ -2146,4 +2146,36 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await check(page, problems, 'portal-past-due-extended');
     await page.close();
   });
+
+  it('a trial paused past its end, then extended, says no "Free trial until", with or without in_trial (an older billing sends none)', async () => {
+    const p = await plan({ name: 'Paused trial', amount_sats: 1800, trial_days: 7 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'paused-trial@example.com' })).body;
+    const trialEnd = (await admin.get(`/subscriptions/${sub.subscription_id}`)).body.trial_end as number;
+    expect((await admin.post(`/subscriptions/${sub.subscription_id}/pause`)).status).toBe(200);
+    const { now } = (await admin.post('/dev/clock', {})).body;
+    expect((await admin.post('/dev/clock', { advance_seconds: trialEnd - now + 3600 })).status).toBe(200);
+    // Without access when extended, it was not in its trial: the days go to the period, not the trial.
+    expect((await admin.post(`/subscriptions/${sub.subscription_id}/extend?days=30`)).status).toBe(200);
+    const extended = (await admin.get(`/subscriptions/${sub.subscription_id}`)).body;
+    expect(extended).toMatchObject({ status: 'paused', trial_end: trialEnd, current_period_end: trialEnd + 30 * 86_400, has_access: true });
+    const { page, problems } = await openPage(phone);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const shown = async () => {
+      await card.locator('dt:text-is("Current period ends") + dd').waitFor();
+      expect(await card.locator('dt:text-is("Current period ends") + dd').textContent()).toBe(pageDate(extended.current_period_end));
+      expect(await card.textContent()).not.toMatch(/Free trial|Trial, then/);
+    };
+    await page.goto(sub.manage_url);
+    await shown();
+    await page.route('**/public/manage/subscriptions*', async (r) => {
+      const res = await r.fetch();
+      const body = await res.json();
+      for (const item of body.items) delete item.in_trial;
+      await r.fulfill({ response: res, json: body });
+    });
+    await page.reload();
+    await shown();
+    expect(problems).toEqual([]);
+    await page.close();
+  });
 });

@@ -1,3 +1,4 @@
+import { NO_PLAN_NAMED, PLAN_NOT_FOUND } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -760,7 +761,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
 async function main(): Promise<void> {
   stopFollowing();
   if (!planId || planId === 'checkout') {
-    setMain(h('h1', {}, 'Plan not found'), h('p', {}, 'This checkout link names no plan. Please ask the seller for the right link.'));
+    setMain(h('h1', {}, PLAN_NOT_FOUND), h('p', {}, NO_PLAN_NAMED));
     return;
   }
   try {
@@ -798,9 +799,9 @@ function planUnavailable(err: unknown): void {
   stopFollowing();
   announce('');
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
-  document.title = notFound ? 'Plan not found' : 'Checkout unavailable';
+  document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';
   setMain(
-    h('h1', {}, notFound ? 'Plan not found' : 'Checkout unavailable'),
+    h('h1', {}, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable'),
     h(
       'p',
       { role: 'alert' },

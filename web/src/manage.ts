@@ -1,3 +1,4 @@
+import { LINK_DOES_NOT_WORK } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -110,9 +111,9 @@ function badLink(): void {
   // Refused after the page showed (the link replaced meanwhile): nothing on it is followed any more.
   watched = new Map();
   window.clearTimeout(pollTimer);
-  document.title = 'This link does not work';
+  document.title = LINK_DOES_NOT_WORK;
   const main = setMain(
-    h('h1', {}, 'This link does not work'),
+    h('h1', {}, LINK_DOES_NOT_WORK),
     h('p', {}, 'The link you opened is not a valid subscription link, or it has been replaced by a newer one.'),
     h('p', {}, 'Use the link from your most recent message about your subscription, or ask the seller to send you a new one.'),
   );
@@ -243,8 +244,10 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
   const status = owesLater ? 'Renewal payment due' : (STATUS_LABELS[s.status] ?? s.status);
   const live = !TERMINAL.has(s.status);
   // By the service's clock (found from outside: a trial over and paid, with the test clock moved, still
-  // said "Free trial until" by the phone's). A service without the field: a paid period after the trial.
-  const inTrial = s.in_trial ?? (!!s.trial_end && s.current_period_start < s.trial_end && s.status !== 'past_due' && s.has_access);
+  // said "Free trial until" by the phone's). A billing older than the field: its own rule (inTrial in
+  // services/billing/src/domain/lifecycle.ts), has_access its clock; a period past trial_end is not the
+  // trial's (one extended after the trial ended without access, found from inside).
+  const inTrial = s.in_trial ?? (s.trial_end != null && s.trial_end >= s.current_period_end && s.status !== 'past_due' && s.has_access);
   // A pending subscription's period starts with its first payment: it has no end to show yet; one that
   // ended before any payment never had a period (found from outside: "Current period ends" a past date).
   // Ended by the service's clock (has_access), not the browser's: a wrong device clock, or a test clock,

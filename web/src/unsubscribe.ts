@@ -1,3 +1,4 @@
+import { LINK_DOES_NOT_WORK, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts/page-words';
 import { api, ApiError, errorText, h, setMain, theirs } from './common.js';
 
 /**
@@ -40,11 +41,7 @@ function show(title: string, ...children: Parameters<typeof setMain>): void {
   setMain(h('h1', {}, title), ...children).focus();
 }
 
-const badLink = () =>
-  show(
-    'This link does not work',
-    h('p', {}, 'The link is not one we sent, or it was changed on the way. Use your subscription portal to choose which messages you get.'),
-  );
+const badLink = () => show(LINK_DOES_NOT_WORK, h('p', {}, UNSUBSCRIBE_LINK_UNKNOWN));
 
 function ask(link: Link): void {
   const words = WORDS[link.kind];

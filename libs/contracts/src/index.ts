@@ -1,5 +1,6 @@
 export { z } from './zod.js';
 export * from './common.js';
+export * from './page-words.js';
 export * from './plans.js';
 export * from './subscriptions.js';
 export * from './subscribers.js';

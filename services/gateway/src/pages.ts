@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
 import express, { type Request, type Response } from 'express';
-import { API_PREFIX, htmlText, type RouteDef } from '@sb/contracts';
+import { API_PREFIX, htmlText, LINK_DOES_NOT_WORK, NO_PLAN_NAMED, PLAN_NOT_FOUND, type RouteDef, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts';
 import type { Logger } from '@sb/runtime';
 
 /** Where `npm run build` puts the pages (web/dist), seen from services/gateway/dist. */
@@ -164,8 +164,8 @@ export interface Message {
 
 /** A page's own words for an address under its path that names nothing (a browser asking gets them, 404). */
 const NOT_FOUND: Record<'checkout' | 'manage', Message> = {
-  // The checkout page's own words for a link that names no plan (web/src/checkout.ts).
-  checkout: { title: 'Plan not found', text: ['This checkout link names no plan. Please ask the seller for the right link.'] },
+  // The checkout page's own words for a link that names no plan (web/src/checkout.ts, the same constants).
+  checkout: { title: PLAN_NOT_FOUND, text: [NO_PLAN_NAMED] },
   manage: {
     title: 'Page not found',
     text: ['Nothing is at this address. Open the link to manage your subscription from a message about it, or ask the seller to send it again.'],
@@ -176,10 +176,7 @@ const NOT_FOUND: Record<'checkout' | 'manage', Message> = {
 function unsubscribeMessage(status: number, body: unknown): Message {
   // The page's own words (web/src/unsubscribe.ts).
   if (status === 404) {
-    return {
-      title: 'This link does not work',
-      text: ['The link is not one we sent, or it was changed on the way. Use your subscription portal to choose which messages you get.'],
-    };
+    return { title: LINK_DOES_NOT_WORK, text: [UNSUBSCRIBE_LINK_UNKNOWN] };
   }
   const message = (body as { message?: unknown } | undefined)?.message;
   if (status < 300) return { title: 'Done', text: [typeof message === 'string' && message ? message : 'You will no longer get these messages.'] };

@@ -1,0 +1,16 @@
+/**
+ * Words a hosted page (web/src) shows and the gateway also writes itself, for a browser that gets its
+ * page of words (an address naming nothing, a form posted without JavaScript): one text, so the two
+ * never say different things. No zod here: the pages' scripts import this module alone
+ * (`@sb/contracts/page-words`), which keeps the schemas out of their bundles.
+ */
+
+/** A checkout link whose plan does not exist, or that names none. */
+export const PLAN_NOT_FOUND = 'Plan not found';
+/** Below PLAN_NOT_FOUND when the address names no plan at all. */
+export const NO_PLAN_NAMED = 'This checkout link names no plan. Please ask the seller for the right link.';
+/** A subscriber's link (portal, List-Unsubscribe) that is not one we sent, or no longer works. */
+export const LINK_DOES_NOT_WORK = 'This link does not work';
+/** Below LINK_DOES_NOT_WORK on the List-Unsubscribe page. */
+export const UNSUBSCRIBE_LINK_UNKNOWN =
+  'The link is not one we sent, or it was changed on the way. Use your subscription portal to choose which messages you get.';
