@@ -408,7 +408,7 @@ describe('HTTP conventions', () => {
   it('extend without days says the field is required', async () => {
     const r = await admin.post(`/subscriptions/${sub}/extend`);
     expect(r.status).toBe(422);
-    expect(r.body.detail).toEqual([{ loc: ['query', 'days'], msg: 'Field required', type: 'invalid_type' }]);
+    expect(r.body.detail).toEqual([{ loc: ['query', 'days'], msg: 'Field required', type: 'missing' }]);
     const nan = await admin.post(`/subscriptions/${sub}/extend?days=abc`);
     expect(nan.body.detail[0].msg).toBe('Expected an integer from 1 to 3650');
   });

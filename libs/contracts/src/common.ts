@@ -113,17 +113,63 @@ export type ErrorBody = z.infer<typeof ErrorBody>;
 export const SuccessMessageResponse = z.object({ success: z.boolean(), message: z.string() }).openapi('SuccessMessageResponse');
 export type SuccessMessageResponse = z.infer<typeof SuccessMessageResponse>;
 
+/**
+ * A partial update's body with at least one of its fields: a request with nothing to change is refused
+ * (422) rather than answered as a change, with a new `updated_at` and nothing else different.
+ */
+export function someField<T extends z.ZodObject>(schema: T): T {
+  const names = Object.keys(schema.shape);
+  return schema.refine((b: Record<string, unknown>) => names.some((k) => b[k] !== undefined), {
+    message: `Give at least one of ${names.join(', ')}`,
+  });
+}
+
 export const IdParams = z.strictObject({ id: Id });
 export const EmptyObject = z.strictObject({});
 
-/** zod issues as the API's 422 detail, `loc` starting with where the value came from (body, query, path). */
+/**
+ * At most this many issues in a 422, and one more saying how many were left out: the first ones say what
+ * to fix, and one issue per item of a long list made a 60 KB request answer megabytes.
+ */
+export const MAX_VALIDATION_ISSUES = 20;
+
+/**
+ * zod issues as the API's 422 detail, `loc` starting with where the value came from (body, query, path).
+ * A field that is absent reads "Field required" (type `missing`), as an absent body does: told apart from
+ * a wrong value by the issue's input, so the issues must come from a parse with `reportInput`.
+ */
 export function toValidationDetail(issues: readonly z.core.$ZodIssue[], where: string): ValidationIssue[] {
-  return issues.flatMap((i): ValidationIssue[] => {
+  const detail: ValidationIssue[] = [];
+  // Where each list of allowed values was first said: a list repeated for every wrong item of an array
+  // was most of a 15 MB answer.
+  const listedAt = new Map<string, string>();
+  let total = 0;
+  for (const i of issues) {
     const loc = [where, ...i.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
     // One issue per unknown field, located at it (zod reports them together at the object).
-    if (i.code === 'unrecognized_keys') return i.keys.map((k) => ({ loc: [...loc, k], msg: 'Unrecognized field', type: i.code }));
-    return [{ loc, msg: i.message, type: i.code }];
-  });
+    if (i.code === 'unrecognized_keys') {
+      for (const k of i.keys.slice(0, Math.max(0, MAX_VALIDATION_ISSUES - detail.length))) {
+        detail.push({ loc: [...loc, k], msg: 'Unrecognized field', type: i.code });
+      }
+      total += i.keys.length;
+      continue;
+    }
+    total++;
+    if (detail.length >= MAX_VALIDATION_ISSUES) continue;
+    if (i.code === 'invalid_type' && 'input' in i && i.input === undefined) {
+      detail.push({ loc, msg: 'Field required', type: 'missing' });
+    } else if (i.code === 'invalid_value' && i.values.length > 1) {
+      const first = listedAt.get(i.message);
+      if (!first) listedAt.set(i.message, loc.join('.'));
+      detail.push({ loc, msg: first ? `Invalid option: expected one of the values listed for ${first}` : i.message, type: i.code });
+    } else {
+      detail.push({ loc, msg: i.message, type: i.code });
+    }
+  }
+  if (total > detail.length) {
+    detail.push({ loc: [where], msg: `${total - detail.length} more issues left out: fix these and send again`, type: 'too_many_issues' });
+  }
+  return detail;
 }
 
 /** How deep a JSON value may nest: no contract goes past a handful of levels (metadata is flat). */

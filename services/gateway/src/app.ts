@@ -336,7 +336,8 @@ const NOTHING = z.object({}).strict();
 
 function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown, where: string, issues: ValidationIssue[]): unknown {
   if (!schema) return undefined;
-  const r = schema.safeParse(value);
+  // The input tells an absent field from a wrong one in the answer (see toValidationDetail).
+  const r = schema.safeParse(value, { reportInput: true });
   if (r.success) return r.data;
   issues.push(...toValidationDetail(r.error.issues, where));
   return undefined;
