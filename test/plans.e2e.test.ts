@@ -101,6 +101,15 @@ describe('POST /plans', () => {
     expect(none.body.detail[0].loc).toEqual(['body']);
   });
 
+  it('says a missing field is required as a missing body is (found from outside: "expected string, received undefined")', async () => {
+    const res = await admin.post('/plans', { amount_sats: 1, interval: 'weekly' });
+    expect(res.status).toBe(422);
+    expect(res.body.detail).toEqual([{ loc: ['body', 'name'], msg: 'Field required', type: 'missing' }]);
+    // A field given as null is there, of the wrong type: not "required".
+    const nul = await admin.post('/plans', { ...gold, name: null });
+    expect(nul.body.detail).toEqual([{ loc: ['body', 'name'], msg: expect.not.stringMatching(/required/), type: 'invalid_type' }]);
+  });
+
   it('answers 413 for a body over 64 KiB', async () => {
     const res = await admin.post('/plans', { ...gold, description: 'x'.repeat(70 * 1024) });
     expect(res.status).toBe(413);
@@ -224,6 +233,17 @@ describe('PUT /plans/{id}', () => {
       amount_sats: 22_000,
       interval: 'yearly',
     });
+  });
+
+  it('refuses a body with nothing to change, as PUT /subscriptions/{id} does, and leaves the plan as it was (found from outside: 200, updated_at bumped)', async () => {
+    const created = (await admin.post('/plans', { ...gold, name: 'Untouched' })).body;
+    await new Promise((r) => setTimeout(r, 1100));
+    const res = await admin.put(`/plans/${created.id}`, {});
+    expect(res.status).toBe(422);
+    expect(res.body.detail).toEqual([{ loc: ['body'], msg: expect.stringMatching(/^Give at least one of name, amount_sats, /), type: 'custom' }]);
+    expect((await invoice.get(`/plans/${created.id}`)).body).toEqual(created);
+    // null is a change (it clears the description), not nothing.
+    expect((await admin.put(`/plans/${created.id}`, { description: null })).status).toBe(200);
   });
 
   it('validates like create and rejects turning every method off', async () => {

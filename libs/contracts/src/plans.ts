@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, providerId, shownName, shownText, UnixSeconds } from './common.js';
+import { Id, providerId, shownName, shownText, someField, UnixSeconds } from './common.js';
 
 export const Interval = z.enum(['weekly', 'monthly', 'yearly']).openapi('Interval');
 export type Interval = z.infer<typeof Interval>;
@@ -81,9 +81,9 @@ export const PlanCreate = z
   .openapi('PlanCreate');
 export type PlanCreate = z.infer<typeof PlanCreate>;
 
-/** Only the fields to change; `description` and the provider ids may be cleared with null. */
-export const PlanUpdate = z
-  .strictObject({
+/** Only the fields to change, at least one; `description` and the provider ids may be cleared with null. */
+export const PlanUpdate = someField(
+  z.strictObject({
     name: planFields.name.optional(),
     amount_sats: planFields.amount_sats.optional(),
     interval: planFields.interval.optional(),
@@ -98,8 +98,8 @@ export const PlanUpdate = z
     watchonly_wallet_id: planFields.watchonly_wallet_id.optional(),
     cardproc_account_id: planFields.cardproc_account_id.optional(),
     walletproc_merchant_id: planFields.walletproc_merchant_id.optional(),
-  })
-  .openapi('PlanUpdate');
+  }),
+).openapi('PlanUpdate');
 export type PlanUpdate = z.infer<typeof PlanUpdate>;
 
 export const ArchivedPlan = Plan.extend({

@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, PaginationQuery, QueryInt, UnixSeconds } from './common.js';
+import { Id, PaginationQuery, QueryInt, someField, UnixSeconds } from './common.js';
 import { Interval, PaymentMethod } from './plans.js';
 import { Payment } from './payments.js';
 import { CancelledBy } from './events.js';
@@ -50,36 +50,30 @@ export const SubscriptionWithPayments = Subscription.extend({ payments: z.array(
 export type SubscriptionWithPayments = z.infer<typeof SubscriptionWithPayments>;
 
 /** Body of `PUT /subscriptions/{id}`. */
-export const SubscriptionUpdate = z
-  .strictObject({
+export const SubscriptionUpdate = someField(
+  z.strictObject({
     metadata: Metadata.optional(),
     receive_reminders: z.boolean().optional(),
     receive_confirmations: z.boolean().optional(),
-  })
-  .refine((b) => Object.values(b).some((v) => v !== undefined), {
-    message: 'Give at least one of metadata, receive_reminders, receive_confirmations',
-  })
-  .openapi('SubscriptionUpdate', {
-    description:
-      'Subscription settings; at least one field. `metadata` replaces the stored metadata as a whole ' +
-      '(at most 50 keys, key 1..40 chars, value up to 500 chars); `receive_reminders` and ' +
-      '`receive_confirmations` switch the subscriber notifications of this subscription. Price, interval ' +
-      'and status are not changed here.',
-  });
+  }),
+).openapi('SubscriptionUpdate', {
+  description:
+    'Subscription settings; at least one field. `metadata` replaces the stored metadata as a whole ' +
+    '(at most 50 keys, key 1..40 chars, value up to 500 chars); `receive_reminders` and ' +
+    '`receive_confirmations` switch the subscriber notifications of this subscription. Price, interval ' +
+    'and status are not changed here.',
+});
 export type SubscriptionUpdate = z.infer<typeof SubscriptionUpdate>;
 
 /** Body of the portal's `PATCH /public/manage/subscription/{id}`: the subscriber's own notice opt-ins. */
-export const PortalSubscriptionUpdate = z
-  .strictObject({
+export const PortalSubscriptionUpdate = someField(
+  z.strictObject({
     receive_reminders: z.boolean().optional().openapi({ description: 'Renewal reminders, trial endings and overdue notices' }),
     receive_confirmations: z.boolean().optional().openapi({ description: 'Confirmations and receipts (activation, renewal)' }),
-  })
-  .refine((b) => b.receive_reminders !== undefined || b.receive_confirmations !== undefined, {
-    message: 'Give at least one of receive_reminders, receive_confirmations',
-  })
-  .openapi('PortalSubscriptionUpdate', {
-    description: 'Which notices of this subscription the subscriber gets; at least one field. Cancellations and plan archive notices are always sent.',
-  });
+  }),
+).openapi('PortalSubscriptionUpdate', {
+  description: 'Which notices of this subscription the subscriber gets; at least one field. Cancellations and plan archive notices are always sent.',
+});
 export type PortalSubscriptionUpdate = z.infer<typeof PortalSubscriptionUpdate>;
 
 /** What a one-click unsubscribe token turns off. */
