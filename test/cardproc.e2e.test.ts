@@ -117,6 +117,10 @@ describe('card processor (Stripe) checkout', () => {
       [payload, null],
       [payload, 'garbage'],
       ['{"id": "evt_1", "type": ', stripe.sign('{"id": "evt_1", "type": ')],
+      // Signed, but not an event at all (found from outside: `null` was a 500).
+      ...['null', '[]', '"text"', '7', '{"id": "evt_2"}', '{"id": 2, "type": "checkout.session.completed"}'].map((b): [string, string] => [b, stripe.sign(b)]),
+      // Our session's genuine event under an id that could not be recorded.
+      ...[resigned({ ...event, id: 'evt_\u0000' })].map((b): [string, string] => [b, stripe.sign(b)]),
     ];
     for (const [body, sig] of bad) {
       const r = await deliver(body, sig);
@@ -127,7 +131,11 @@ describe('card processor (Stripe) checkout', () => {
     // so Stripe stops retrying, and not recorded (they carry the genuine event's id, which must still apply below).
     // Signed but without a session in it (found from outside: a 500): acknowledged like those.
     const objectless = [resigned({ ...event, data: { object: null } }), resigned({ id: event.id, type: event.type, object: 'event' })];
-    for (const body of [foreign, unknownPayment, ...objectless]) {
+    // A payment id no payment can have (found from outside: NUL reached the database, a 500).
+    const unstorable = ['\u0000', 'pay_\ud800'].map((id) =>
+      resigned({ ...event, type: 'checkout.session.async_payment_failed', data: { object: { ...event.data.object, metadata: { payment_id: id } } } }),
+    );
+    for (const body of [foreign, unknownPayment, ...objectless, ...unstorable]) {
       const r = await deliver(body);
       expect(r.status).toBe(200);
       expect(r.body).toEqual({ received: true });

@@ -126,7 +126,12 @@ describe('wallet processor (PayPal) checkout', () => {
       resource: { ...(event.resource as object), purchase_units: [{ ...(event.resource as any).purchase_units[0], custom_id: other.c.payment_id }] },
     });
     const stranger = paypal.sign({ ...event, id: 'WH-STRANGER', resource: { ...(event.resource as object), id: 'NOTOURORDER12345' } });
-    for (const d of [mixed, stranger]) {
+    // Ids no payment or order of ours can have (found from outside at the card webhook: NUL reached the database, a 500).
+    const unstorable = [
+      paypal.sign({ ...event, id: 'WH-NUL-ORDER', resource: { ...(event.resource as object), id: 'ORDER\u0000' } }),
+      paypal.sign({ id: 'WH-NUL-CAPTURE', event_type: 'PAYMENT.CAPTURE.COMPLETED', resource: { id: 'CAP1', custom_id: '\u0000' } }),
+    ];
+    for (const d of [mixed, stranger, ...unstorable]) {
       const r = await deliver(d);
       expect(r.status).toBe(200);
       expect(r.body).toEqual({ received: true });

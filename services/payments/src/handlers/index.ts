@@ -1,3 +1,4 @@
+import { isStorableText } from '@sb/contracts';
 import type { Handler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { devPay } from './dev.pay.js';
@@ -44,7 +45,11 @@ export const allHandlers = (d: Deps): Handler[] => [
  * its GET twin share one subject), the card and wallet-processor routes by the selected provider's reader.
  */
 function callbackHandlers(d: Deps): Handler[] {
-  const lookup: PaymentLookup = { getById: (id) => d.payments.getById(d.db, id), byProviderRef: (p, ref) => d.payments.byProviderRef(d.db, p, ref) };
+  // Ids read from a callback's body: one PostgreSQL cannot hold (NUL) names no payment, and asking would be an error (a 500).
+  const lookup: PaymentLookup = {
+    getById: async (id) => (isStorableText(id) ? d.payments.getById(d.db, id) : undefined),
+    byProviderRef: async (p, ref) => (isStorableText(ref) ? d.payments.byProviderRef(d.db, p, ref) : undefined),
+  };
   const readers = new Map(d.providers.flatMap((p) => (p.callback ? [[p.callback.route, p.callback.reader(d.rails, lookup, d.log)] as const] : [])));
   const routes: CallbackRoute[] = ['webhooks.cardproc', 'webhooks.walletproc'];
   return [

@@ -1,3 +1,4 @@
+import { isStorableText } from '@sb/contracts';
 import { rejected, routeHandler, unixSeconds } from '@sb/runtime';
 import { announceEnd, applyOutcome } from '../confirm.js';
 import type { Deps } from '../deps.js';
@@ -19,6 +20,8 @@ export const callbackHandler = (d: Deps, route: CallbackRoute, reader: CallbackR
       return { received: true };
     }
     const { payment, eventId } = event;
+    // An event id that could not be recorded (NUL) is no provider's: refused, as a malformed callback is.
+    if (eventId !== undefined && !isStorableText(eventId)) throw rejected('Invalid callback');
     if (eventId && (await d.payments.callbackRecorded(d.db, reader.provider, eventId))) return { received: true };
     // Any call to the provider happens here, outside the transaction.
     const outcome = await event.outcome();

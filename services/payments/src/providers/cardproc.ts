@@ -149,7 +149,11 @@ export class StripeCardRail implements Rail {
     }
   }
 
-  /** The event of a webhook delivery, verified against the endpoint secret on the exact bytes; anything else is 400. */
+  /**
+   * The event of a webhook delivery, verified against the endpoint secret on the exact bytes; anything
+   * else is 400, a signed body that is not an event (`null`, a list, no string id and type) included, as
+   * PayPal's and the charge server's malformed callbacks are.
+   */
   verifyEvent(raw: Buffer, signature: string | undefined): StripeEvent {
     if (!signature) throw rejected('Invalid callback');
     // Stripe's check refuses only old timestamps; one from the future is refused the same way, so a
@@ -163,11 +167,14 @@ export class StripeCardRail implements Rail {
       .split(',')
       .map((x) => x.trim())
       .filter(Boolean)) {
+      let event: unknown;
       try {
-        return this.stripe.webhooks.constructEvent(raw, signature, secret, WEBHOOK_TOLERANCE_S, undefined, this.wall.nowMs());
+        event = this.stripe.webhooks.constructEvent(raw, signature, secret, WEBHOOK_TOLERANCE_S, undefined, this.wall.nowMs());
       } catch {
-        /* try the next secret */
+        continue; // try the next secret
       }
+      if (!isEvent(event)) break;
+      return event;
     }
     throw rejected('Invalid callback');
   }
@@ -182,6 +189,12 @@ export class StripeCardRail implements Rail {
       throw new ProviderUnavailableError(`stripe ${what}: ${status}${e.type ?? e.name}: ${e.message}`.slice(0, 500));
     }
   }
+}
+
+/** Shaped as a Stripe event as far as the reader relies on it: an object with a string id and type. */
+function isEvent(e: unknown): e is StripeEvent {
+  const o = e as Partial<StripeEvent> | null;
+  return !!o && typeof o === 'object' && !Array.isArray(o) && typeof o.id === 'string' && typeof o.type === 'string';
 }
 
 /** The PaymentIntent of a paid session, which is what Stripe's dashboard and refunds go by. */
