@@ -23,6 +23,20 @@ const NUL = '\u0000';
 const LONE = '\ud800';
 const count = async (sql: string, params: unknown[] = []) => (await db.query(sql, params)).rows[0].n as number;
 
+/** The text a request sent as given gets back (a client like fetch would normalise what is tested here). */
+const raw = (text: string) =>
+  new Promise<string>((resolve, reject) => {
+    const { hostname, port } = new URL(stack.api);
+    const socket = connect(Number(port), hostname, () => socket.write(text));
+    let got = '';
+    socket.on('data', (d) => {
+      got += d;
+    });
+    socket.on('end', () => resolve(got));
+    socket.on('error', reject);
+    setTimeout(() => socket.end(), 3000);
+  });
+
 beforeAll(async () => {
   db = new pg.Pool({ connectionString: stack.databaseUrl, max: 2 });
   [w1, w2] = (await newWallets(stack.databaseUrl, 2)) as [WalletKeys, WalletKeys];
@@ -108,19 +122,23 @@ describe('names shown to people', () => {
 });
 
 describe('text the database cannot hold: NUL and unpaired surrogates', () => {
-  it('an id that cannot exist is 404 on every operation with a path id, whatever its auth', async () => {
+  it('an id that cannot exist is 404 naming the parameter on every operation with a path id, whatever its auth (found from outside: a bare "Not Found" for bytes that are not UTF-8)', async () => {
     let checked = 0;
     for (const [path, item] of Object.entries<any>(doc.paths)) {
       if (!path.includes('{')) continue;
+      const names = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
       for (const [method, op] of Object.entries<any>(item)) {
-        for (const bad of ['%00', 'pla%00n', '%ED%A0%80', '%ED%B0%80x']) {
+        for (const bad of ['%00', 'pla%00n', '%ED%A0%80', '%ED%B0%80x', '%zz']) {
           const url = path.replace(/\{\w+\}/g, bad);
           const r = await call(stack.api, method.toUpperCase(), url, {
             headers: { ...authFor(op), 'Idempotency-Key': `nul-${checked}` },
             body: op.requestBody ? {} : undefined,
           });
           expect(r.status, `${method} ${url}`).toBe(404);
-          expect(r.body).toEqual({ detail: expect.any(String) });
+          expect(r.body, `${method} ${url}`).toEqual({
+            detail: expect.stringMatching(/^Not found: no \w+ contains NUL, an unpaired surrogate or text that does not percent-decode to UTF-8$/),
+          });
+          expect(names, `${method} ${url}`).toContain(/^Not found: no (\w+)/.exec(r.body.detail)![1]);
           checked++;
         }
       }
@@ -350,18 +368,6 @@ describe('HTTP conventions', () => {
   });
 
   it('a request without Host, or with an Expect the server does not meet, gets the JSON error body too (found from outside)', async () => {
-    const { hostname, port } = new URL(stack.api);
-    const raw = (text: string) =>
-      new Promise<string>((resolve, reject) => {
-        const socket = connect(Number(port), hostname, () => socket.write(text));
-        let got = '';
-        socket.on('data', (d) => {
-          got += d;
-        });
-        socket.on('end', () => resolve(got));
-        socket.on('error', reject);
-        setTimeout(() => socket.end(), 3000);
-      });
     const path = new URL(stack.api).pathname;
     const noHost = await raw(`GET ${path}/plans HTTP/1.1\r\nX-Api-Key: ${w1.invoice_key}\r\nConnection: close\r\n\r\n`);
     expect(noHost).toMatch(/^HTTP\/1\.1 400 /);
@@ -372,6 +378,57 @@ describe('HTTP conventions', () => {
     );
     expect(expect200).toMatch(/^HTTP\/1\.1 417 /);
     expect(expect200).toContain('{"detail":"Only \\"Expect: 100-continue\\" is supported"}');
+  });
+
+  it('two Host headers are 400 with the JSON error body, as RFC 9112 asks (found from outside: taken as the first)', async () => {
+    const path = new URL(stack.api).pathname;
+    for (const hosts of ['Host: a\r\nHost: b', 'Host: a\r\nHost: a']) {
+      const got = await raw(`GET ${path}/plans HTTP/1.1\r\n${hosts}\r\nX-Api-Key: ${w1.invoice_key}\r\nConnection: close\r\n\r\n`);
+      expect(got, hosts).toMatch(/^HTTP\/1\.1 400 /);
+      expect(got, hosts).toMatch(/content-type: application\/json/i);
+      expect(got, hosts).toContain('{"detail":"A request must have one Host header, not more"}');
+    }
+    expect(await raw(`GET ${path}/plans HTTP/1.1\r\nHost: a\r\nX-Api-Key: ${w1.invoice_key}\r\nConnection: close\r\n\r\n`)).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('CONNECT is answered like any method a path does not take: 405 with Allow on a route, else 400, then the connection closes (found from outside: no answer at all)', async () => {
+    const path = new URL(stack.api).pathname;
+    const allow = (await call(stack.api, 'PATCH', '/plans', { key: w1.admin_key, body: {} })).headers.get('allow');
+    const onRoute = await raw(`CONNECT ${path}/plans HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${w1.admin_key}\r\n\r\n`);
+    expect(onRoute).toMatch(/^HTTP\/1\.1 405 /);
+    expect(onRoute).toMatch(new RegExp(`\\r\\nallow: ${allow}\\r\\n`, 'i'));
+    expect(onRoute).toMatch(/content-type: application\/json/i);
+    expect(onRoute).toMatch(/\r\nconnection: close\r\n/i);
+    expect(onRoute).toContain('{"detail":"Method Not Allowed"}');
+    for (const target of ['example.com:443', `${path}/no-such-path`]) {
+      const other = await raw(`CONNECT ${target} HTTP/1.1\r\nHost: example.com:443\r\n\r\n`);
+      expect(other, target).toMatch(/^HTTP\/1\.1 400 /);
+      expect(other, target).toMatch(/content-type: application\/json/i);
+      expect(other, target).toContain('{"detail":"CONNECT is not supported: this server is not a proxy"}');
+    }
+  });
+
+  it('two Idempotency-Key headers, or an empty one, are 422 and the request does not run (found from outside: idempotency was off)', async () => {
+    const path = new URL(stack.api).pathname;
+    const body = JSON.stringify({ name: 'Keyed twice', amount_sats: 1000, interval: 'monthly' });
+    const post = (keys: string) =>
+      raw(
+        `POST ${path}/plans HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${w1.admin_key}\r\n${keys}Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    const plans = await count('SELECT count(*)::int AS n FROM billing.plans');
+    expect(await post('Idempotency-Key: twice-1\r\n')).toMatch(/^HTTP\/1\.1 201 /);
+    for (const keys of [
+      'Idempotency-Key:\r\n',
+      'Idempotency-Key: twice-1\r\nIdempotency-Key: other\r\n',
+      'Idempotency-Key: twice-2\r\nIdempotency-Key: twice-2\r\n',
+      'Idempotency-Key: \r\n',
+    ]) {
+      const got = await post(keys);
+      expect(got, keys).toMatch(/^HTTP\/1\.1 422 /);
+      const detail = JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)).detail;
+      expect(detail, keys).toEqual([expect.objectContaining({ loc: ['header', 'Idempotency-Key'] })]);
+    }
+    expect(await count('SELECT count(*)::int AS n FROM billing.plans')).toBe(plans + 1);
   });
 
   it('a body declared over the limit is 413 before it is sent; a client that goes on sending is read for a while, then cut off (found from outside)', async () => {

@@ -167,6 +167,29 @@ describe('hosted pages', () => {
     }
   });
 
+  it('a List-Unsubscribe link whose token is too long, or not text, does not work either: the same 404 page, no button (found from outside: "try again")', async () => {
+    const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
+    for (const token of ['a'.repeat(201), `sub_x.reminders.${'A'.repeat(400)}`, 'a%00b', '%ED%A0%80']) {
+      const url = `${stack.api}/public/unsubscribe/${token}`;
+      for (const init of [{ headers: { Accept: BROWSER } }, { method: 'POST', headers: { ...form, Accept: BROWSER }, body: 'List-Unsubscribe=One-Click' }]) {
+        const res = await fetch(url, init);
+        const what = `${init.method ?? 'GET'} ${token.slice(0, 20)}`;
+        expect([res.status, res.headers.get('content-type')], what).toEqual([404, 'text/html; charset=utf-8']);
+        const html = await res.text();
+        expect(html, what).toMatch(/<main[^>]*>\s*<h1>This link does not work<\/h1>/);
+        expect(html, what).not.toMatch(/<form|<button|<script/);
+      }
+      for (const method of ['GET', 'POST']) {
+        const res = await fetch(url, {
+          method,
+          headers: { ...form, Accept: 'application/json' },
+          body: method === 'POST' ? 'List-Unsubscribe=One-Click' : undefined,
+        });
+        expect(res.status, `${method} ${token.slice(0, 20)}`).toBe(404);
+      }
+    }
+  });
+
   it('serves nothing outside the built assets', async () => {
     for (const path of [
       '/subscriptions_manager/assets/nope.js',

@@ -5,8 +5,12 @@ import { NWCPortalConnect, NWCSubscriptionCreate, NWCSubscriptionResponse, NWCVa
 import { CallbackAck, PaymentStatusResponse, PortalPayment, SubscribeRequest, SubscribeResponse } from './payments.js';
 import { PortalSubscription, PortalSubscriptionUpdate, UnsubscribeLink } from './subscriptions.js';
 
-/** The token of a one-click unsubscribe URL (domain/unsubscribe.ts in billing reads it). */
-const UnsubscribeParams = z.object({ token: z.string().min(1).max(200).openapi({ description: 'From the e-mail header' }) });
+/**
+ * The token of a one-click unsubscribe URL (domain/unsubscribe.ts in billing reads it). No length bound:
+ * a token people follow in a link is ours or it is not (404, "This link does not work"); a too-long one
+ * refused as invalid input told a person to try again. The URL's own limit (431) bounds it.
+ */
+const UnsubscribeParams = z.object({ token: z.string().min(1).openapi({ description: 'From the e-mail header' }) });
 
 /** Public checkout and NWC (no authentication); `GET /public/plan/{id}` is in the plan routes. */
 export const publicRoutes = defineRoutes([

@@ -5,12 +5,18 @@ import type { RouteDef } from '@sb/contracts';
  * segments. Express walks its layers one by one, each a regular expression; this gives the same answers
  * (test/api-routes.test.ts runs both on generated paths) as its defaults: ASCII case-insensitive, one
  * trailing slash allowed, a parameter is one non-empty segment, percent-decoded (a URIError if it cannot
- * be), and the first route in the contract's order wins.
+ * be), and the first route in the contract's order wins. Where Express throws a URIError for a parameter
+ * that does not decode, the match names it instead (`undecodable`): such a path still names a route, whose
+ * answer (after its auth) is the 404 of an id that cannot exist, not a bare "Not Found".
  */
-export type ApiMatch =
+export type ApiMatch = (
   | { kind: 'route'; route: RouteDef; params: Record<string, string> }
   /** A known path asked with a method it does not take: the methods it does (HEAD with every GET). */
-  | { kind: 'method_not_allowed'; allow: string };
+  | { kind: 'method_not_allowed'; allow: string }
+) & {
+  /** The first parameter that is not UTF-8 once percent-decoded; its value in `params` is left encoded. */
+  undecodable?: string;
+};
 
 interface Compiled {
   route: RouteDef;
@@ -47,20 +53,24 @@ export function compileApiRoutes(prefix: string, routes: readonly RouteDef[]): (
     if (!candidates || segments.includes('')) return undefined;
     const lower = segments.map(asciiLower);
     const wanted = method === 'HEAD' ? 'get' : method.toLowerCase();
-    let known: Compiled | undefined;
+    let known: (Compiled & { odd: { undecodable?: string } }) | undefined;
     for (const c of candidates) {
       if (!c.fixed.every((f, i) => f === null || f === lower[i])) continue;
-      // Decoded before the method is looked at: a path that names a route with a parameter that does not
-      // decode is an error whatever the method, as in Express.
       const params: Record<string, string> = {};
+      let undecodable: string | undefined;
       let n = 0;
       c.fixed.forEach((f, i) => {
-        if (f === null) params[c.names[n++]!] = decodeParam(segments[i]!);
+        if (f !== null) return;
+        const name = c.names[n++]!;
+        const value = decodeParam(segments[i]!);
+        if (value === undefined) undecodable ??= name;
+        params[name] = value ?? segments[i]!;
       });
-      if (c.route.method === wanted) return { kind: 'route', route: c.route, params };
-      known ??= c;
+      const odd = undecodable === undefined ? {} : { undecodable };
+      if (c.route.method === wanted) return { kind: 'route', route: c.route, params, ...odd };
+      known ??= { ...c, odd };
     }
-    return known ? { kind: 'method_not_allowed', allow: allow.get(known.pattern)! } : undefined;
+    return known ? { kind: 'method_not_allowed', allow: allow.get(known.pattern)!, ...known.odd } : undefined;
   };
 }
 
@@ -69,7 +79,12 @@ function asciiLower(s: string): string {
   return s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
 }
 
-/** Express's parameter decoding: untouched without a `%`; a URIError when it does not decode. */
-function decodeParam(v: string): string {
-  return v.includes('%') ? decodeURIComponent(v) : v;
+/** Express's parameter decoding: untouched without a `%`; undefined where Express throws a URIError. */
+function decodeParam(v: string): string | undefined {
+  if (!v.includes('%')) return v;
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return undefined;
+  }
 }

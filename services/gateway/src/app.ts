@@ -31,7 +31,7 @@ import {
   type Logger,
   type ReadinessCheck,
 } from '@sb/runtime';
-import { type ApiMatch, compileApiRoutes } from './api-routes.js';
+import { compileApiRoutes } from './api-routes.js';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
 import { answerAsPage, hostedPages, jsonFile, prefersHtml, sendFile } from './pages.js';
@@ -86,6 +86,11 @@ class HttpError extends Error {
 export interface GatewayApp {
   options: ServerOptions;
   listener: RequestListener;
+  /**
+   * The answer to a CONNECT of `target` (the server's 'connect' event, which has no response object to
+   * go through the listener): the 405 any method a route's path does not take gets, or a 400.
+   */
+  refuseConnect(target: string): { status: number; detail: string; headers: Record<string, string> };
 }
 
 /** The status an access log line and the metrics give a request whose client went away before its answer (nginx's "client closed request"). */
@@ -207,12 +212,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
   // Before the pages: a route's path asked with another method (OPTIONS too) is the 405 that names all of
   // the path's methods, where the router would answer an OPTIONS of a page's path with its GET alone.
   app.use((req, res, next) => {
-    let match: ApiMatch | undefined;
-    try {
-      match = apiRoute(req.method, req.path);
-    } catch (err) {
-      return next(err); // a parameter that does not decode
-    }
+    const match = apiRoute(req.method, req.path);
     if (match?.kind !== 'method_not_allowed') return next();
     res.locals.routeId = 'method_not_allowed';
     res.set('Allow', match.allow).status(405).json({ detail: 'Method Not Allowed' });
@@ -230,7 +230,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
       res.set(err.headers).status(err.status).json({ detail: err.detail });
       return;
     }
-    // A path segment that is not UTF-8 once decoded (a lone surrogate, `%ED%A0%80`) names nothing.
+    // A page's path segment that is not UTF-8 once decoded (a lone surrogate, `%ED%A0%80`) names nothing.
     if (err instanceof URIError) return void res.status(404).json({ detail: 'Not Found' });
     const e = err as { type?: string; status?: number };
     if (e?.type === 'entity.parse.failed') return void res.status(400).json({ detail: 'Malformed JSON body' });
@@ -273,12 +273,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
     req.baseUrl = '';
     try {
       observe(req, res, () => {
-        let match: ApiMatch | undefined;
-        try {
-          match = apiRoute(req.method, req.path);
-        } catch {
-          match = undefined; // Express answers it (api-routes.ts throws where Express would)
-        }
+        const match = apiRoute(req.method, req.path);
         // The URL of a route that is also a page (RouteDef.page): a browser, which prefers HTML, gets a page
         // made from the route's answer (pages.ts); any other client the route's JSON, as everywhere in the API.
         if (match?.kind === 'route' && match.route.page) {
@@ -293,14 +288,20 @@ export function createApp(d: GatewayDeps): GatewayApp {
         res.locals.routeId = route.id;
         if (Number(req.headers['content-length']) > BODY_LIMIT_BYTES) return refuseOversized(req, res);
         (route.rawBody || route.formBody ? raw : json)(req, res, (err?: unknown) =>
-          err ? fail(err, res) : serve(d, route, req, res).catch((e) => fail(e, res)),
+          err ? fail(err, res) : serve(d, route, req, res, match.undecodable).catch((e) => fail(e, res)),
         );
       });
     } catch (err) {
       fail(err, res);
     }
   };
-  return { options: { IncomingMessage: ApiRequest, ServerResponse: ApiResponse } as ServerOptions, listener };
+  const refuseConnect = (target: string): ReturnType<GatewayApp['refuseConnect']> => {
+    // A proxy's authority form (`host:443`) is no path: nothing here takes it.
+    const match = target.startsWith('/') ? apiRoute('CONNECT', target.split('?')[0]!) : undefined;
+    if (match?.kind === 'method_not_allowed') return { status: 405, detail: 'Method Not Allowed', headers: { Allow: match.allow } };
+    return { status: 400, detail: 'CONNECT is not supported: this server is not a proxy', headers: {} };
+  };
+  return { options: { IncomingMessage: ApiRequest, ServerResponse: ApiResponse } as ServerOptions, listener, refuseConnect };
 }
 
 /**
@@ -343,7 +344,8 @@ function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown,
   return undefined;
 }
 
-async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response): Promise<void> {
+/** `undecodable`: the path parameter that is not UTF-8 once percent-decoded, if any (api-routes.ts). */
+async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response, undecodable?: string): Promise<void> {
   // Public routes, the subscriber portal's included (its token is no owner's key), count per client address.
   if (route.auth === 'none' || route.auth === 'subscriber') {
     // Provider callbacks and mail providers' one-click unsubscribes come in bursts from few addresses:
@@ -362,9 +364,13 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   }
   if (caller.wallet_id) limit(d.limits.perKey, caller.wallet_id);
 
-  // Before any schema or other work: an id that cannot be stored names nothing (404); any other value
-  // that cannot be stored, or nests too deep, is refused by name (422), whether or not the route reads it.
-  if (unstorableIssues(req.params, 'path').length) throw new HttpError(404, 'Not Found');
+  // Before any schema or other work: an id that cannot be stored names nothing (404, as an unknown id; the
+  // owner's own words, "Plan not found", are the owner's: the answer names the parameter instead); any
+  // other value that cannot be stored, or nests too deep, is refused by name (422), whether or not the
+  // route reads it.
+  const badParam = undecodable ?? unstorableIssues(req.params, 'path')[0]?.loc[1];
+  if (badParam !== undefined)
+    throw new HttpError(404, `Not found: no ${badParam} contains NUL, an unpaired surrogate or text that does not percent-decode to UTF-8`);
   const rawQuery = req.originalUrl.includes('?') ? req.originalUrl.slice(req.originalUrl.indexOf('?') + 1) : '';
   const unstorable = [
     ...undecodableQueryIssues(rawQuery),
@@ -397,7 +403,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   if (issues.length) throw new HttpError(422, issues);
 
   // PATCH (the portal's settings) takes a key as the portal's POSTs do; PUT and DELETE need none.
-  const idemKey = route.method === 'post' || route.method === 'patch' ? req.get('idempotency-key') : undefined;
+  const idemKey = route.method === 'post' || route.method === 'patch' ? idempotencyKeyOf(req) : undefined;
   if (idemKey !== undefined && (idemKey.length < 1 || idemKey.length > 255)) {
     throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg: 'Must be 1 to 255 characters', type: 'string_length' }]);
   }
@@ -508,6 +514,25 @@ function releaseKey(d: GatewayDeps, scope: string, key: string, until: number): 
       else if (Date.now() + RELEASE_RETRY_MS < until) setTimeout(() => void attempt(), RELEASE_RETRY_MS).unref();
     });
   return attempt();
+}
+
+/** How many times a request sent a header: Node keeps the first Host of several, and joins others with ", ". */
+export function headerCount(rawHeaders: readonly string[], name: string): number {
+  let n = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === name.length && rawHeaders[i]!.toLowerCase() === name) n++;
+  return n;
+}
+
+/**
+ * The request's Idempotency-Key. Two of them would reach us joined (`K, other`), a key of its own: the
+ * request would run again rather than be replayed, so it is refused, as a key of the wrong length is.
+ */
+function idempotencyKeyOf(req: Request): string | undefined {
+  const key = req.headers['idempotency-key'] as string | undefined;
+  if (key !== undefined && headerCount(req.rawHeaders, 'idempotency-key') > 1) {
+    throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg: 'Send one Idempotency-Key header, not more', type: 'too_many' }]);
+  }
+  return key;
 }
 
 /** The JSON parser turns an empty body into `{}`; a request that sent no bytes has no body. */

@@ -1,4 +1,4 @@
-import { createServer, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import {
   BusClient,
@@ -17,7 +17,7 @@ import {
   shutdownTelemetry,
   stopOnSignals,
 } from '@sb/runtime';
-import { createApp } from './app.js';
+import { createApp, headerCount } from './app.js';
 import { walletName } from './bus-handlers.js';
 import { KeyResolver } from './auth.js';
 import { loadGatewayConfig } from './config.js';
@@ -92,6 +92,8 @@ async function main(): Promise<void> {
       res.once('close', () => underWay.delete(res));
     }
     if (req.httpVersion === '1.1' && !req.headers.host) return void answerJson(res, 400, 'An HTTP/1.1 request needs a Host header');
+    // RFC 9112 §3.2: which host was meant is not ours to guess (Node keeps the first).
+    if (headerCount(req.rawHeaders, 'host') > 1) return void answerJson(res, 400, 'A request must have one Host header, not more');
     // Kubernetes' readiness of the gateway: able to serve once its migrations ran, and so from then on (an
     // outage later is answered by the gateway itself, a JSON 503, which /readyz reports).
     if (req.url === '/startedz') return void answerJson(res, migrated ? 200 : 503, migrated ? 'started' : 'starting: the database has not answered yet');
@@ -99,6 +101,13 @@ async function main(): Promise<void> {
     answerJson(res, 503, DB_UNAVAILABLE_DETAIL, { 'retry-after': '1' });
   });
   server.on('clientError', answerClientError);
+  // Without a listener Node closes a CONNECT's connection with no answer at all.
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    // The socket is handed over without Node's own error listener: a reset must not end the process.
+    socket.on('error', () => socket.destroy());
+    const { status, detail, headers } = app.refuseConnect(req.url ?? '');
+    answerRaw(socket, status, detail, headers);
+  });
   server.on('checkExpectation', (_req, res) => answerJson(res, 417, 'Only "Expect: 100-continue" is supported'));
   await listen(server, config.PORT, config.HOST, 'PORT', 'HOST');
   server.keepAliveTimeout = 65_000;
@@ -143,8 +152,14 @@ function answerClientError(err: Error & { code?: string }, socket: Duplex & { _h
   // As Node's own handler: nothing more on a socket that is gone or already carries an answer.
   if (err.code === 'ECONNRESET' || !socket.writable || socket._httpMessage?.headersSent) return void socket.destroy();
   const [status, detail] = CLIENT_ERRORS[err.code ?? ''] ?? [400, 'The request could not be read as HTTP'];
+  answerRaw(socket, status, detail);
+}
+
+/** The JSON error answer written on a connection Node has no response object for; the connection then closes. */
+function answerRaw(socket: Duplex, status: number, detail: string, headers: Record<string, string> = {}): void {
   const body = JSON.stringify({ detail });
+  const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`);
   socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n${extra.join('')}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }

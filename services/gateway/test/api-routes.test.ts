@@ -40,13 +40,10 @@ function ourRouting(): express.Express {
   const app = express();
   const match = compileApiRoutes(API_PREFIX, all);
   app.use((req, res, next) => {
-    let m: ApiMatch | undefined;
-    try {
-      m = match(req.method, req.path);
-    } catch (err) {
-      return next(err);
-    }
+    const m: ApiMatch | undefined = match(req.method, req.path);
     if (!m) return next();
+    // Where Express throws (the gateway answers it as the route's 404 of an id that cannot exist).
+    if (m.undecodable) return next(new URIError(m.undecodable));
     if (m.kind === 'method_not_allowed') return void res.set('Allow', m.allow).status(405).json({ detail: 'Method Not Allowed' });
     req.params = m.params;
     answer(res, m.route, m.params);
