@@ -1928,9 +1928,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       await page.goto(url!);
       await page.getByRole('heading', { name: 'Stop confirmations and receipts?' }).waitFor();
       // It names what stops, for which plan of which merchant (review finding), the names beside "for"
-      // (found from outside: after "the receipts stay in your subscription portal").
+      // (found from outside: after "the receipts stay in your subscription portal"), and what the portal
+      // can turn back on (found from outside: it read as the cancellation notices).
       expect(await page.locator('#what').textContent()).toBe(
-        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. Cancellation notices are still sent, and your subscription portal can turn them back on.`,
+        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. To get confirmations and receipts again, turn them back on in your subscription portal. Cancellation notices are still sent.`,
       );
       // The seller's names keep their own direction (found from outside: the "!" on the wrong side).
       expect(await page.locator('#what [dir=auto]').allTextContents()).toEqual([RTL_NAME, 'Pages Shop']);
@@ -1999,7 +2000,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect([res.status(), res.headers()['content-type']]).toEqual([200, 'text/html; charset=utf-8']);
       await page.getByRole('heading', { name: 'Done' }).waitFor();
       expect(await page.locator('main p').textContent()).toBe(
-        'You will no longer get confirmations and receipts for Quiet letters. Cancellation notices are still sent; your subscription portal can turn them back on.',
+        'You will no longer get confirmations and receipts for Quiet letters. To get confirmations and receipts again, turn them back on in your subscription portal. Cancellation notices are still sent.',
       );
       expect(await page.locator('body').textContent()).not.toContain('{');
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });

@@ -1,5 +1,5 @@
 import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
-import { messages, notificationMessages, type BusRequest } from '@sb/contracts';
+import { messages, notificationMessages, turnBackOn, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { accessAfterCancel, accessUntil, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
@@ -124,7 +124,7 @@ export const publicUnsubscribe = (d: Deps) =>
     const what = kind === 'reminders' ? 'reminders' : 'confirmations and receipts';
     return {
       success: true,
-      message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. Cancellation notices are still sent; your subscription portal can turn them back on.`,
+      message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. ${turnBackOn(what)}`,
     };
   });
 
