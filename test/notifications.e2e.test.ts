@@ -733,7 +733,7 @@ describe('subscriber and owner notices', () => {
   it('a paid activation confirms the amount and period to the subscriber; the owner hears of the payment', async () => {
     const paid = (await admin().post('/plans', { name: 'Paid', amount_sats: 1500, interval: 'monthly' })).body;
     tg.chats.add('2005');
-    const co = await subscribe('paid', { messenger: '2005' }, paid.id);
+    const co = await subscribe('paid', { messenger: '2005', name: 'Paula' }, paid.id);
     expect((await pub().post(`/dev/payments/${co.payment_id}/pay`)).status).toBe(200);
     const got = await until(
       async () => tgTo('2005').filter((x) => x.text.includes('is active')),
@@ -752,6 +752,9 @@ describe('subscriber and owner notices', () => {
       (x) => x.length >= 1,
     );
     expect(owner[0]!.text).toContain('Amount: 1,500 sats');
+    // Whom from, as the owner's other notices of a subscription say (found from outside: none; the
+    // payments service that sends the event does not know the subscriber).
+    expect(owner[0]!.text).toContain(`Subscription: ${co.subscription_id}\nSubscriber: Paula\n`);
   });
 
   it('renewal, expiry after dunning and the plan archive reach messenger-only and Nostr-only subscribers', async () => {

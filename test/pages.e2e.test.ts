@@ -1928,9 +1928,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       await page.goto(url!);
       await page.getByRole('heading', { name: 'Stop confirmations and receipts?' }).waitFor();
       // It names what stops, for which plan of which merchant (review finding), the names beside "for"
-      // (found from outside: after "the receipts stay in your subscription portal").
+      // (found from outside: after "the receipts stay in your subscription portal"), and what the portal
+      // can turn back on (found from outside: it read as the cancellation notices).
       expect(await page.locator('#what').textContent()).toBe(
-        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. Cancellation notices are still sent, and your subscription portal can turn them back on.`,
+        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. To get confirmations and receipts again, turn them back on in your subscription portal. Cancellation notices are still sent.`,
       );
       // The seller's names keep their own direction (found from outside: the "!" on the wrong side).
       expect(await page.locator('#what [dir=auto]').allTextContents()).toEqual([RTL_NAME, 'Pages Shop']);
@@ -1999,7 +2000,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect([res.status(), res.headers()['content-type']]).toEqual([200, 'text/html; charset=utf-8']);
       await page.getByRole('heading', { name: 'Done' }).waitFor();
       expect(await page.locator('main p').textContent()).toBe(
-        'You will no longer get confirmations and receipts for Quiet letters. Cancellation notices are still sent; your subscription portal can turn them back on.',
+        'You will no longer get confirmations and receipts for Quiet letters. To get confirmations and receipts again, turn them back on in your subscription portal. Cancellation notices are still sent.',
       );
       expect(await page.locator('body').textContent()).not.toContain('{');
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
@@ -2175,6 +2176,67 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     });
     await page.reload();
     await shown();
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('a cancel says truly what access is left (none after a grace period), "again" only once paid; a paused card says what pausing means (found from outside)', async () => {
+    const graced = await plan({ name: 'Graceful', amount_sats: 1900, grace_period_days: 3 });
+    const trialPlan = await plan({ name: 'Free first', amount_sats: 1900, trial_days: 7 });
+    const started = async (planId: string, email: string, paid: boolean) => {
+      const s = (await anon.post('/public/subscribe', { plan_id: planId, payment_method: 'lightning', email })).body;
+      if (!paid) return s;
+      await pay(s.payment_id);
+      await until(
+        () => admin.get(`/subscriptions/${s.subscription_id}`),
+        (r) => r.body.status === 'active',
+      );
+      return s;
+    };
+    const late = await started(graced.id, 'grace-cancel@example.com', true);
+    const paused = await started(graced.id, 'paused-card@example.com', true);
+    const trial = await started(trialPlan.id, 'trial-cancel@example.com', false);
+    expect((await admin.post(`/subscriptions/${paused.subscription_id}/pause`)).status).toBe(200);
+    const { page, problems } = await openPage(phone);
+    const dialogSays = async (s: { subscription_id: string; manage_url: string }) => {
+      await page.goto(s.manage_url);
+      await page.locator(`#sub-${s.subscription_id}`).getByRole('button', { name: 'Cancel subscription' }).click();
+      return page.locator('#confirm-text').textContent();
+    };
+    const keep = () => page.getByRole('dialog').getByRole('button', { name: 'Keep subscription' }).click();
+
+    // A trial never paid for: nothing was ever charged, so nothing is charged "again".
+    const trialEnd = (await admin.get(`/subscriptions/${trial.subscription_id}`)).body.trial_end as number;
+    expect(await dialogSays(trial)).toBe(`You keep access until ${pageDate(trialEnd)}. You will not be charged.`);
+    await keep();
+
+    // Paused by the seller, in its period: what that means, and the access it keeps meanwhile.
+    const pausedEnd = (await admin.get(`/subscriptions/${paused.subscription_id}`)).body.current_period_end as number;
+    const pausing = 'The seller has paused this subscription: it is not renewed, and you are not charged, until they resume it.';
+    expect(await dialogSays(paused)).toBe(`You keep access until ${pageDate(pausedEnd)}. After that you will not be charged again.`);
+    await keep();
+    const pausedCard = page.locator(`#sub-${paused.subscription_id}`);
+    expect(await pausedCard.locator('.paused').textContent()).toBe(`${pausing} While it is paused, your access lasts until ${pageDate(pausedEnd)}.`);
+    await check(page, problems, 'portal-paused');
+
+    // Past its period, in its grace: the grace is time to pay, and a cancel ends access at once.
+    const { now } = (await admin.post('/dev/clock', {})).body;
+    const end = (await admin.get(`/subscriptions/${late.subscription_id}`)).body.current_period_end as number;
+    expect((await admin.post('/dev/clock', { advance_seconds: end - now + 3600 })).status).toBe(200);
+    await until(
+      () => admin.get(`/subscriptions/${late.subscription_id}`),
+      (r) => r.body.status === 'past_due' && r.body.has_access === true,
+    );
+    expect(await dialogSays(late)).toBe('Cancelling ends your access now. You will not be charged again.');
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    await expect.poll(() => page.locator('#notice').textContent()).toBe('Graceful is cancelled. Your access has ended.');
+    expect((await admin.get(`/subscriptions/${late.subscription_id}`)).body).toMatchObject({ status: 'cancelled', has_access: false });
+
+    // The paused one, its period over meanwhile: no access left to keep.
+    await page.goto(paused.manage_url);
+    expect(await pausedCard.locator('.paused').textContent()).toBe(`${pausing} Your access ended with its period, on ${pageDate(pausedEnd)}.`);
+    expect(await dialogSays(paused)).toBe('You will not be charged again.');
+    await keep();
     expect(problems).toEqual([]);
     await page.close();
   });

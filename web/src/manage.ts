@@ -35,6 +35,8 @@ interface Sub {
   has_access: boolean;
   /** Until when access lasts unless a payment renews it (past_due: the end of its grace period). */
   access_until?: number | null;
+  /** Until when access would last if cancelled now, as billing's cancel leaves it (null: none left). */
+  access_after_cancel?: number | null;
   /** past_due, payment_failed: until when the renewal can still be paid to keep the subscription. */
   pay_by?: number | null;
   payment_method: string;
@@ -185,6 +187,33 @@ function accessLine(s: Sub): string {
   return `Yes, until ${date(until)}`;
 }
 
+/**
+ * What the cancel dialog says follows a cancel: the access left is billing's answer (a past_due grace
+ * is time to pay, not paid time: the card's access date is not what a cancel keeps, found from outside);
+ * a billing older than it, none is promised. Nothing paid yet: nothing is charged "again".
+ */
+function cancelText(s: Sub): string {
+  const paid = s.ever_paid !== false;
+  const until = s.access_after_cancel;
+  if (until != null) return `You keep access until ${date(until)}. ${paid ? 'After that you will not be charged again.' : 'You will not be charged.'}`;
+  const charged = paid ? 'You will not be charged again.' : 'You will not be charged.';
+  return until === null && s.has_access ? `Cancelling ends your access now. ${charged}` : charged;
+}
+
+/** What the notice after a cancel says of the access, from the subscription as billing has it now. */
+function accessAfter(before: Sub, after: Sub | undefined): string {
+  if (after?.has_access) return ` Access continues until ${date(after.access_until ?? after.current_period_end)}.`;
+  return before.has_access && after ? ' Your access has ended.' : '';
+}
+
+/** What a pause by the seller means for the subscriber (behaviour.md: no renewal while paused, access to the period's end). */
+function pausedText(s: Sub): string {
+  const what = 'The seller has paused this subscription: it is not renewed, and you are not charged, until they resume it.';
+  return s.has_access
+    ? `${what} While it is paused, your access lasts until ${date(s.access_until ?? s.current_period_end)}.`
+    : `${what} Your access ended with its period, on ${date(s.current_period_end)}.`;
+}
+
 /** The two notices a subscriber can turn off, as the switches name them. */
 const NOTICES = [
   { field: 'receive_reminders', label: 'Payment reminders', hint: 'renewal due, trial ending, payment overdue', name: 'Reminders' },
@@ -236,7 +265,7 @@ function noticesSection(s: Sub): HTMLElement {
 }
 
 /** A subscription's card; its open payment is put on it by showOpenPayment. */
-function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
+function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
   const paidOnce = s.ever_paid === true;
   // Extended past today, a past_due subscription owes nothing until its new end (README, extend): not
   // "overdue" beside a period that ends in the future (found from outside).
@@ -280,6 +309,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
     { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
     h('h3', { id: `sub-${s.id}-name`, tabindex: -1, dir: 'auto' }, s.plan_name || 'Subscription'),
     facts,
+    s.status === 'paused' ? h('p', { class: 'paused' }, pausedText(s)) : null,
   );
   if (live) {
     const msg = h('p', { class: 'status', role: 'status', id: `sub-${s.id}-status` });
@@ -291,7 +321,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
         onclick: async () => {
           const ok = await confirmDialog(
             ['Cancel ', theirs(s.plan_name || 'this subscription'), '?'],
-            s.has_access ? `You keep access until ${date(s.current_period_end)}. After that you will not be charged again.` : 'You will not be charged again.',
+            cancelText(s),
             'Cancel subscription',
             'Keep subscription',
           );
@@ -300,11 +330,8 @@ function subscriptionCard(s: Sub, reload: () => Promise<void>): HTMLElement {
           try {
             // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
             await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`);
-            await reload();
-            showNotice([
-              theirs(s.plan_name || 'Your subscription'),
-              ` is cancelled.${s.has_access ? ` Access continues until ${date(s.current_period_end)}.` : ''}`,
-            ]);
+            const now = (await reload()).find((x) => x.id === s.id);
+            showNotice([theirs(s.plan_name || 'Your subscription'), ` is cancelled.${accessAfter(s, now)}`]);
           } catch (err) {
             // Changed elsewhere meanwhile (another tab, the seller): what it is now, not a card that contradicts it.
             if (err instanceof ApiError && err.status === 409) {
@@ -385,7 +412,7 @@ function walletsHeading(): HTMLElement {
   return h('h2', { id: 'wallets-heading', tabindex: -1 }, 'Wallets for automatic payments');
 }
 
-function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<void>): HTMLElement {
+function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<unknown>): HTMLElement {
   const section = h(
     'section',
     { id: 'wallets', 'aria-labelledby': 'wallets-heading' },
@@ -681,7 +708,8 @@ function showPayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[], f
 /** How long the first drawing waits for the payments (usually there with the subscriptions) before it goes on without them. */
 const PAYMENTS_WAIT_MS = 1500;
 
-async function load(): Promise<void> {
+/** Draws the page; resolves with the subscriptions it shows. */
+async function load(): Promise<Sub[]> {
   const wallets = fetchWallets();
   // The payments come from another service than the subscriptions: a hung or failed payments service
   // must not keep the subscriber from their subscriptions (cancel, notices), only from its own part.
@@ -712,6 +740,7 @@ async function load(): Promise<void> {
   if (early) showPayments(paymentsHolder, early, subs.items);
   else void payments.then((r) => showPayments(paymentsHolder, r, subs.items));
   walletsShown = showWallets(walletsHolder, wallets, subs.items);
+  return subs.items;
 }
 
 /** Follows the open payments shown on the cards, as the checkout page follows its own. */

@@ -1,4 +1,4 @@
-import { LINK_DOES_NOT_WORK, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts/page-words';
+import { LINK_DOES_NOT_WORK, turnBackOn, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts/page-words';
 import { api, ApiError, errorText, h, setMain, theirs } from './common.js';
 
 /**
@@ -60,13 +60,7 @@ function ask(link: Link): void {
   });
   show(
     words.title,
-    h(
-      'p',
-      { id: 'what' },
-      `You will no longer get ${words.off} for `,
-      subscription,
-      ` ${words.which}.${words.after} Cancellation notices are still sent, and your subscription portal can turn them back on.`,
-    ),
+    h('p', { id: 'what' }, `You will no longer get ${words.off} for `, subscription, ` ${words.which}.${words.after} ${turnBackOn(words.off)}`),
     form,
     error,
   );

@@ -14,3 +14,9 @@ export const LINK_DOES_NOT_WORK = 'This link does not work';
 /** Below LINK_DOES_NOT_WORK on the List-Unsubscribe page. */
 export const UNSUBSCRIBE_LINK_UNKNOWN =
   'The link is not one we sent, or it was changed on the way. Use your subscription portal to choose which messages you get.';
+
+/**
+ * After a List-Unsubscribe link turned `what` off (page and service answer alike): the way back, naming
+ * what it turns on (found from outside: "them" read as the cancellation notices), and what still comes.
+ */
+export const turnBackOn = (what: string) => `To get ${what} again, turn them back on in your subscription portal. Cancellation notices are still sent.`;

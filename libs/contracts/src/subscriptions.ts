@@ -132,6 +132,13 @@ export const PortalSubscription = z
     access_until: UnixSeconds.nullable().optional().openapi({
       description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',
     }),
+    access_after_cancel: UnixSeconds.nullable()
+      .optional()
+      .openapi({
+        description:
+          "Until when access would last if the subscriber cancelled now (the portal's cancel): the period end while it gives access; " +
+          'null when cancelling ends access at once (past_due: the grace period is time to pay, not paid time), when there is none, or once it has ended',
+      }),
     pay_by: UnixSeconds.nullable()
       .optional()
       .openapi({

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { SubscriptionStatus } from '@sb/contracts';
 import { DomainError } from '@sb/runtime';
 import {
+  accessAfterCancel,
   accessUntil,
   hasAccess,
   reasonForSubscriber,
@@ -443,6 +444,34 @@ describe('lifecycle details', () => {
       expect(transition(s, { type: 'extend', days: 5 }, T0 + 2 * DAY).next.trial_end).toBe(end + 5 * DAY);
       expect(transition(s, { type: 'extend', days: 5 }, end).next.trial_end).toBe(end);
     }
+  });
+
+  it("what a subscriber's cancel leaves of the access, in every state the portal offers it (found from outside: grace promised)", () => {
+    const end = sub('active').current_period_end;
+    const after = (s: SubState, at: number) => {
+      const cancelled = transition(s, { type: 'cancel', by: 'subscriber', immediate: false }, at).next;
+      return accessUntil(cancelled, at);
+    };
+    const trial = startSubscription({ interval: 'monthly', trial_days: 10, grace_period_days: 3 }, now - DAY);
+    const cases: [string, SubState, number, number | null][] = [
+      ['active', sub('active'), now, end],
+      ['trialing', trial, now, trial.trial_end],
+      // Its grace is time to pay in, not paid time: a cancel ends it at once.
+      ['past_due in grace', sub('past_due'), end + DAY, null],
+      ['past_due past its grace', sub('past_due'), end + 4 * DAY, null],
+      ['past_due extended past today', sub('past_due', { current_period_end: end + 30 * DAY }), end + DAY, end + 30 * DAY],
+      ['payment_failed', sub('payment_failed'), end + 4 * DAY, null],
+      ['paused in its period', sub('paused'), now, end],
+      ['paused past its period', sub('paused'), end + DAY, null],
+      ['pending checkout', sub('pending', { period_index: 0, current_period_end: T0, pending_since: T0 }), T0 + 60, null],
+      ['pending after a resume', sub('pending', { pending_since: end + DAY }), end + DAY, null],
+    ];
+    for (const [name, s, at, until] of cases) {
+      expect(accessAfterCancel(s, at), name).toBe(until);
+      // The same as the cancel itself leaves.
+      expect(after(s, at), name).toBe(until);
+    }
+    for (const s of ['cancelled', 'expired'] as const) expect(accessAfterCancel(sub(s), now), s).toBeNull();
   });
 
   it('has_access by status', () => {

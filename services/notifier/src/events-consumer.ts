@@ -1,9 +1,10 @@
+import type { z } from 'zod';
 import { notificationMessages, type EventEnvelope, type NotificationChannel, type WebhookEvent } from '@sb/contracts';
 import { Batcher, callMessage, DomainError, newId, traceCarrier, unixSeconds, type TraceCarrier } from '@sb/runtime';
 import type { Message } from './channels/outcome.js';
 import { inEffect, merchantOf } from './channels/index.js';
 import type { Deps } from './deps.js';
-import { optOutKind, ownerMessage, subscriberMessage, subscriberWants } from './domain/messages.js';
+import { optOutKind, ownerMessage, PAYMENT_EVENTS, subscriberMessage, subscriberWants } from './domain/messages.js';
 import { contactMethods, ownerTargets, subscriberTargets, type StoredSettings } from './domain/settings.js';
 
 export const DELIVERY_ID_PREFIX = 'whd_';
@@ -20,6 +21,12 @@ const NOTIFY_MAX_AGE_S = 86_400;
 export function tooOldToNotify(envelope: EventEnvelope, storedAtMs: number | undefined, nowS: number, wallNowMs: number): boolean {
   return storedAtMs === undefined ? nowS - envelope.timestamp > NOTIFY_MAX_AGE_S : wallNowMs - storedAtMs > NOTIFY_MAX_AGE_S * 1000;
 }
+type SubscriptionContact = z.infer<(typeof notificationMessages.subscriptionContact)['reply']>;
+/** The subscriber as the events billing sends name them (transitions.ts): an empty name is none. */
+const subscriberNames = (c: SubscriptionContact) => ({
+  ...(c.email ? { subscriber_email: c.email } : {}),
+  ...(c.name ? { subscriber_name: c.name } : {}),
+});
 /** Billing is asked for at most this many subscribers' contacts at once (a batch may need many). */
 const CONTACT_LOOKUPS = 16;
 
@@ -146,20 +153,27 @@ export class EventRecorder {
   private async plan(envelope: EventEnvelope, s: { settings: StoredSettings; merchant: string | null } | undefined): Promise<Planned[]> {
     const planned: Planned[] = [];
     if (!s) return planned;
+    const subId = envelope.data.subscription_id;
+    // The contacts as they are now, and the portal link (never carried in events: it holds the token);
+    // asked of billing at most once per event.
+    let asked: Promise<SubscriptionContact | undefined> | undefined;
+    const contactOf = (id: string) =>
+      (asked ??= callMessage(this.d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: id }).catch((err) => {
+        if (err instanceof DomainError && err.kind === 'not_found') return undefined;
+        throw err;
+      }));
     if (s.settings.owner_events.includes(envelope.event)) {
-      const message = ownerMessage(envelope);
+      // A payment's events come from the payments service, which does not know the subscriber: billing
+      // names them, so the notice has the Subscriber line the subscription's own events carry.
+      const unnamed = subId && PAYMENT_EVENTS.has(envelope.event) && !envelope.data.subscriber_email && !envelope.data.subscriber_name;
+      const c = unnamed ? await contactOf(subId) : undefined;
+      const named = c ? { ...envelope, data: { ...envelope.data, ...subscriberNames(c) } } : envelope;
+      const message = ownerMessage(named);
       for (const t of ownerTargets(s.settings)) planned.push({ audience: 'owner', ...t, message });
     }
-    const subId = envelope.data.subscription_id;
     // Billing is asked for the contacts only when a channel could reach the subscriber.
     if (subId && contactMethods(s.settings).length && subscriberWants(envelope, s.settings.subscriber_events)) {
-      // The contacts as they are now, and the portal link (never carried in events: it holds the token).
-      const contact = await callMessage(this.d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: subId }).catch(
-        (err) => {
-          if (err instanceof DomainError && err.kind === 'not_found') return undefined;
-          throw err;
-        },
-      );
+      const contact = await contactOf(subId);
       if (contact) {
         const kind = optOutKind(envelope.event);
         const reader = {

@@ -316,6 +316,16 @@ export function accessUntil(s: Pick<SubState, 'status' | 'current_period_end' | 
   return s.status === 'past_due' ? graceEnd(s) : s.current_period_end;
 }
 
+/**
+ * Until when access would last if the subscriber cancelled now (the portal's cancel), by the move the
+ * cancel makes: null when cancelling ends it at once (a past_due grace is time to pay in, not paid
+ * time) or there is none, and for one that has ended. What the portal's cancel dialog promises.
+ */
+export function accessAfterCancel(s: SubState, now: number): number | null {
+  if (!LIVE.includes(s.status)) return null;
+  return accessUntil(transition(s, { type: 'cancel', immediate: false, by: 'subscriber' }, now).next, now);
+}
+
 /** The "(new)" rows: a plan with a trial starts active until trial_end; a paid plan starts pending. */
 export function startSubscription(plan: { interval: Interval; trial_days: number; grace_period_days: number }, now: number): SubState {
   const base = {

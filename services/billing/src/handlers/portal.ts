@@ -1,7 +1,7 @@
 import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
-import { messages, notificationMessages, type BusRequest } from '@sb/contracts';
+import { messages, notificationMessages, turnBackOn, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { accessUntil, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
+import { accessAfterCancel, accessUntil, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelled } from './subscription-action.js';
 import { renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
@@ -28,6 +28,7 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   const { metadata: _m, ...rest } = toSubscription(x, now);
   const cancel_reason = reasonForSubscriber(x);
   const access_until = accessUntil(x, now);
+  const access_after_cancel = accessAfterCancel(x, now);
   const pay_by = renewableUntil(x, d.policy);
   // A period is counted only once paid (a trial is period 0): the payments list may not reach that far back.
   const ever_paid = x.period_index > 0;
@@ -39,7 +40,19 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
   // A hung payments service must not keep the subscriber from their subscriptions (cancel, notices):
   // without its answer in time the open payment is left out (absent, not null: unknown, not none).
   const open_payment = await courtesy(d, openRenewal(d, x), 'open renewal payment', { subscription_id: x.id });
-  return { ...rest, cancel_reason, access_until, pay_by, plan_name: planName, open_payment, ever_paid, wallet_disconnected, in_trial, renewal_overdue };
+  return {
+    ...rest,
+    cancel_reason,
+    access_until,
+    access_after_cancel,
+    pay_by,
+    plan_name: planName,
+    open_payment,
+    ever_paid,
+    wallet_disconnected,
+    in_trial,
+    renewal_overdue,
+  };
 }
 
 export const portalListSubscriptions = (d: Deps) =>
@@ -111,7 +124,7 @@ export const publicUnsubscribe = (d: Deps) =>
     const what = kind === 'reminders' ? 'reminders' : 'confirmations and receipts';
     return {
       success: true,
-      message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. Cancellation notices are still sent; your subscription portal can turn them back on.`,
+      message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. ${turnBackOn(what)}`,
     };
   });
 

@@ -396,8 +396,8 @@ const OWNER_TITLES: Record<string, string> = {
   'subscription.extended': 'Subscription extended',
 };
 
-/** The events whose `status` is their payment's (events.ts). */
-const PAYMENT_STATUS = new Set(['payment.received', 'payment.failed']);
+/** A payment's own events (events.ts): their `status` is the payment's; the payments service's name no subscriber. */
+export const PAYMENT_EVENTS: ReadonlySet<string> = new Set(['payment.received', 'payment.failed']);
 
 /** What the owner gets for an event they chose: what happened, to whom, for how much. */
 export function ownerMessage(e: EventEnvelope): Message {
@@ -406,7 +406,7 @@ export function ownerMessage(e: EventEnvelope): Message {
   const who = str(d.subscriber_email) ?? str(d.subscriber_name);
   // `status` is the state of what the event is about: shown beside that (a payment's beside the payment).
   // payment.unapplied's is its subscription's: its payment is paid, and not applied.
-  const about = PAYMENT_STATUS.has(e.event)
+  const about = PAYMENT_EVENTS.has(e.event)
     ? 'payment'
     : e.event.startsWith('subscription.') || e.event === 'renewal.reminder' || e.event === 'payment.unapplied'
       ? 'subscription'
