@@ -10,9 +10,10 @@ import { startStack, type Stack } from './support/stack.js';
  * Renewal reminders as the subscriber gets them, through HTTP and the whole stack (the scheduler at the
  * dev clock, the notifier mailing a local SMTP server): the promises the schedule's and the notifier's
  * unit tests make, kept end to end. After an extend: a wallet that still pays is charged at the new end,
- * with no last call; days granted after access ended are read as a period from the payment. And the end
- * of a trial paid by invoice reaches the subscriber when the owner chose the trial-end notice alone. This
- * file owns its stack: it moves the shared test clock.
+ * with no last call; days granted after access ended are read as a period from the payment, to be paid
+ * by the end of the dunning window the extend kept. And the end of a trial paid by invoice reaches the
+ * subscriber when the owner chose the trial-end notice alone. This file owns its stack: it moves the
+ * shared test clock.
  */
 const DAY = 86_400;
 let stack: Stack;
@@ -147,7 +148,7 @@ describe('reminders end to end', () => {
     expect((await events(id)).filter((x) => x.e === 'renewal.reminder')).toEqual([]);
   });
 
-  it('payment_failed given days by an extend: the next reminder reads "from your payment to" the end those days give', async () => {
+  it('payment_failed given days by an extend: the next reminder says to pay by the dunning end, not that it renews at the new end', async () => {
     const p = await plan({ name: 'Days granted', grace_period_days: 0 });
     const email = 'days-granted@example.com';
     const co = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email })).body;
@@ -165,17 +166,35 @@ describe('reminders end to end', () => {
     expect(await sub(id)).toMatchObject({ status: 'payment_failed', has_access: false });
     const extended = await admin.post(`/subscriptions/${id}/extend?days=30`);
     expect(extended.body).toMatchObject({ status: 'payment_failed', current_period_end: end + 30 * DAY, has_access: false });
+    // The extend keeps the dunning window (DUNNING_DAYS, 14): payable until then, no later.
+    const payBy = end + 14 * DAY;
 
     // Replaced daily as it expires, its invoice reaches the subscriber again a week after the first.
     await advanceTo(end + 6 * DAY + 3600);
     const reminders = (await events(id)).filter((x) => x.e === 'renewal.reminder' && x.d.notify_subscriber === true);
     expect(reminders).toHaveLength(2);
-    expect(reminders[1]!.d).toMatchObject({ renewal_period_from_payment: true, renewal_period_end: end + 37 * DAY, renewal_period_if_paid_by: end + 30 * DAY });
-    const line = `\nRenewal period: from your payment to ${utc(end + 37 * DAY)} if paid by ${utc(end + 30 * DAY)}; paid later, one week from the payment.\n`;
+    // Paid while it can be (by the dunning end), the period runs from the payment to the end the days give.
+    expect(reminders[1]!.d).toMatchObject({
+      status: 'payment_failed',
+      pay_by: payBy,
+      renewal_period_from_payment: true,
+      renewal_period_end: end + 37 * DAY,
+      renewal_period_if_paid_by: payBy,
+    });
+    const said = `The renewal of Days granted (1,000 sats) is unpaid, so your access has ended for now.\nRenewal period: from your payment to ${utc(end + 37 * DAY)}.\n`;
     const got = await until(
       async () => mailsTo(email),
-      (m) => m.some((x) => x.text.includes(line)),
+      (m) => m.some((x) => x.text.includes(said)),
     );
-    expect(got.filter((x) => x.text.includes(line))).toHaveLength(1);
+    const mail = got.find((x) => x.text.includes(said))!;
+    expect(mail.text).toContain(`\nPay it by ${utc(payBy)} to get your access back; after that the subscription ends.\n`);
+    // Nothing it says lies past the dunning end: no renewal at the new end, no payment after the window.
+    expect(mail.text).not.toContain('renews on');
+    expect(mail.text).not.toContain(utc(end + 30 * DAY));
+    expect(got.filter((x) => x.text.includes(said))).toHaveLength(1);
+
+    // And it ends there, as the mail said.
+    await advanceTo(payBy + 60);
+    expect(await sub(id)).toMatchObject({ status: 'expired' });
   });
 });

@@ -183,6 +183,11 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
     trial_end: UnixSeconds.optional().openapi({
       description: "The period ending at `due_at` is a free trial: this reminder is the subscriber's trial-end notice too (see `subscription.trial_ending`)",
     }),
+    pay_by: UnixSeconds.optional().openapi({
+      description:
+        '`past_due` and `payment_failed`: until when the renewal can still be paid at all (the end of the dunning window); after it the subscription expires. ' +
+        'A `payment_failed` subscription an extend gave days keeps its window, so this can be before `due_at`',
+    }),
     ...RenewalPeriod,
   }),
   'payment.received': WebhookEventData.extend({

@@ -5,7 +5,7 @@ import { chargeWithWallet, requestPayment, requestPayments } from './payments-cl
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
 import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt, walletGone } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
-import { applyTransition, emit, emitMany, fiatCharged, reminderData, renewalPeriodData, trialEndData } from './transitions.js';
+import { applyTransition, emit, emitMany, fiatCharged, reminderData, reminderTerms, renewalPeriodData, trialEndData } from './transitions.js';
 
 type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
 type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
@@ -188,7 +188,11 @@ export class Scheduler {
           ...(due.after_trial ? { after_trial: true } : {}),
         };
         const saved = await this.inTx(s, (tx, cur) =>
-          applyTransition(d, tx, cur, { type: due.event }, now, {}, (next) => ({ ...extra, ...fiat, ...(dunning ? renewalPeriodData(next, now) : {}) })),
+          applyTransition(d, tx, cur, { type: due.event }, now, {}, (next) => ({
+            ...extra,
+            ...fiat,
+            ...(dunning ? renewalPeriodData(next, now, this.policy) : {}),
+          })),
         );
         if (saved.status === 'expired') {
           await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
@@ -212,7 +216,7 @@ export class Scheduler {
             trial_end: end,
             wallet_pays: true,
             notify_subscriber: cur.receive_reminders,
-            ...renewalPeriodData(cur, now),
+            ...renewalPeriodData(cur, now, this.policy),
           });
         });
         return true;
@@ -226,7 +230,7 @@ export class Scheduler {
             due_at: end,
             notify_subscriber: due.notify_subscriber,
             ...fiat,
-            ...renewalPeriodData(cur, now),
+            ...reminderTerms(cur, now, this.policy),
             ...trialEndData(cur, now),
           });
         });
@@ -293,7 +297,7 @@ export class Scheduler {
             event: 'renewal.reminder' as const,
             extra: {
               ...reminderData(created, s.current_period_end, due.notify_subscriber),
-              ...renewalPeriodData(s, now),
+              ...reminderTerms(s, now, this.policy),
               ...trialEndData(s, now),
               ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
             },
@@ -308,7 +312,7 @@ export class Scheduler {
                     // The reminder beside it says the trial ends, with the invoice: one message, not two alike.
                     notify_subscriber: false,
                     ...fiatCharged(created.payment),
-                    ...renewalPeriodData(s, now),
+                    ...renewalPeriodData(s, now, this.policy),
                   },
                 },
               ]
@@ -389,7 +393,7 @@ export class Scheduler {
     });
     const { payment, checkout } = created;
     const row = { ...s, renewal_payment_id: payment.id };
-    const reminder = { ...reminderData(created, now, s.receive_reminders), ...renewalPeriodData(s, now), reason: 'resumed' };
+    const reminder = { ...reminderData(created, now, s.receive_reminders), ...reminderTerms(s, now, this.policy), reason: 'resumed' };
     const remind = async () => {
       await d.db.tx(async (tx) => {
         if (await d.subscriptions.settleResumeCharge(tx, s.id)) await emit(d, tx, row, 'renewal.reminder', reminder);
@@ -508,7 +512,7 @@ export class Scheduler {
           expires_at: expiresAt,
           notify_subscriber: cur.receive_reminders,
           reason: 'nwc_wallet_unavailable',
-          ...renewalPeriodData(cur, now),
+          ...reminderTerms(cur, now, this.policy),
           ...trialEndData(cur, now),
         });
       }

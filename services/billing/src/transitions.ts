@@ -2,6 +2,7 @@ import type { CreatedPayment, EventEnvelope } from '@sb/contracts';
 import { conflict, enqueueEvent, enqueueEvents, type Queryable } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { inTrial, renewalTerms, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
+import { renewableUntil, type SchedulePolicy } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
 export type EventNames = { plan_name: string; email: string | null; name: string | null } | undefined;
@@ -63,8 +64,8 @@ export const fiatCharged = (p: { amount_fiat?: number | null; currency?: string 
   typeof p?.amount_fiat === 'number' && p.currency ? { amount_fiat: p.amount_fiat, currency: p.currency } : {};
 
 /** The period a renewal paid at `at` covers, and on what terms, as reminders and dunning notices say it (domain/lifecycle.ts). */
-export function renewalPeriodData(s: SubState, at: number): Record<string, unknown> {
-  const p = renewalTerms(s, at);
+export function renewalPeriodData(s: SubState, at: number, policy: SchedulePolicy): Record<string, unknown> {
+  const p = renewalTerms(s, at, policy);
   if (!p) return {};
   return {
     renewal_period_start: p.start,
@@ -72,6 +73,16 @@ export function renewalPeriodData(s: SubState, at: number): Record<string, unkno
     ...(p.if_paid_by !== undefined ? { renewal_period_if_paid_by: p.if_paid_by } : {}),
     ...('from_payment' in p ? { renewal_period_from_payment: true } : {}),
   };
+}
+
+/**
+ * A renewal.reminder's terms: the period it pays for and, once the period has ended unpaid (past_due,
+ * payment_failed), until when it can still be paid at all (`pay_by`, the end of the dunning window). The
+ * period end an extend moved is no date to pay by (the window stays), so a reminder cannot take it for one.
+ */
+export function reminderTerms(s: SubState, at: number, policy: SchedulePolicy): Record<string, unknown> {
+  const payBy = renewableUntil(s, policy);
+  return { ...renewalPeriodData(s, at, policy), ...(payBy !== null ? { pay_by: payBy } : {}) };
 }
 
 /**

@@ -813,17 +813,23 @@ describe('renewalPeriod: what a renewal payment pays for, as reminders and dunni
     // not the one the reminder dated (found from outside: notices promised dates a late payment does not get).
     const graceOver = END + 3 * DAY;
     for (const status of ['active', 'past_due'] as const)
-      expect(renewalTerms(sub(status), END - DAY)).toEqual({ start: END, end: periodEnd(T0, 2, 'monthly'), if_paid_by: graceOver });
+      expect(renewalTerms(sub(status), END - DAY, POLICY)).toEqual({ start: END, end: periodEnd(T0, 2, 'monthly'), if_paid_by: graceOver });
     const late = transition(sub('payment_failed'), { type: 'renewal_payment', paid_at: graceOver + DAY }, graceOver + DAY).next;
     expect(late.current_period_start).toBe(graceOver + DAY);
     const at = END + 5 * DAY;
-    expect(renewalTerms(sub('payment_failed'), at)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly'), from_payment: true });
-    expect(renewalTerms(sub('pending', { pending_since: at }), at)).toMatchObject({ from_payment: true });
-    expect(renewalTerms(sub('paused'), END - DAY)).toBeNull();
+    expect(renewalTerms(sub('payment_failed'), at, POLICY)).toEqual({ start: at, end: periodEnd(at, 1, 'monthly'), from_payment: true });
+    expect(renewalTerms(sub('pending', { pending_since: at }), at, POLICY)).toMatchObject({ from_payment: true });
+    expect(renewalTerms(sub('paused'), END - DAY, POLICY)).toBeNull();
     // payment_failed, extended past now (review finding): from the payment, to the end the granted days fix.
-    const extended = sub('payment_failed', { current_period_end: END + 30 * DAY });
+    // Its dunning window stays where it was (END + 3 + 14 days): the fixed end holds for any payment still
+    // possible, and none is after the window (found from outside: a reminder said "if paid by" the new end).
+    const extended = transition(sub('payment_failed'), { type: 'extend', days: 30 }, at).next;
+    expect(extended.current_period_end).toBe(END + 30 * DAY);
     const fixedEnd = transition(extended, { type: 'renewal_payment', paid_at: at + 10 * DAY }, at + 10 * DAY).next.current_period_end;
-    expect(renewalTerms(extended, at)).toEqual({ start: at, end: fixedEnd, from_payment: true, if_paid_by: END + 30 * DAY });
+    expect(renewalTerms(extended, at, POLICY)).toEqual({ start: at, end: fixedEnd, from_payment: true, if_paid_by: graceOver + 14 * DAY });
+    // Extended by fewer days than the window has left: the granted end comes first.
+    const shortly = transition(sub('payment_failed'), { type: 'extend', days: 10 }, at).next;
+    expect(renewalTerms(shortly, at, POLICY)).toMatchObject({ from_payment: true, if_paid_by: END + 10 * DAY });
   });
 });
 

@@ -412,6 +412,38 @@ describe('subscriber notices', () => {
     expect(late.text).not.toContain('renews on');
   });
 
+  it('a reminder once access ended (payment_failed) says to pay by the dunning end, even when an extend moved the period end past it', () => {
+    const base = { status: 'payment_failed', amount_sats: 3000, interval: 'weekly', payment_request: 'lnbc1' };
+    // Extended by 30 days: due_at (the period end) is ahead, the window ends before it.
+    const extended = subscriberMessage(
+      ev('renewal.reminder', {
+        ...base,
+        due_at: 1_700_000_000 + 30 * 86_400,
+        pay_by: 1_700_000_000 + 14 * 86_400,
+        renewal_period_start: 1_700_000_000,
+        renewal_period_end: 1_700_000_000 + 37 * 86_400,
+        renewal_period_from_payment: true,
+        renewal_period_if_paid_by: 1_700_000_000 + 14 * 86_400,
+      }),
+      {},
+    );
+    expect(extended.text).toContain('The renewal of Gold (3,000 sats) is unpaid, so your access has ended for now.');
+    expect(extended.text).toContain('\nRenewal period: from your payment to 2023-12-21 22:13 UTC.\n');
+    expect(extended.text).toContain('Pay it by 2023-11-28 22:13 UTC to get your access back; after that the subscription ends.');
+    expect(extended.text).not.toContain('renews on');
+    expect(extended.text).not.toContain('paid later');
+    // Not extended: overdue, and the same deadline.
+    const plain = subscriberMessage(ev('renewal.reminder', { ...base, due_at: 1_700_000_000 - 3600, pay_by: 1_700_000_000 + 13 * 86_400 }), {});
+    expect(plain.text).toContain('Pay it by 2023-11-27 22:13 UTC to get your access back');
+    // past_due keeps its words: its access continues, and the renewal period says until when.
+    const pastDue = subscriberMessage(
+      ev('renewal.reminder', { ...base, status: 'past_due', due_at: 1_700_000_000 - 3600, pay_by: 1_700_000_000 + 13 * 86_400 }),
+      {},
+    );
+    expect(pastDue.text).toContain('The renewal of Gold (3,000 sats) was due on 2023-11-14 21:13 UTC and is not paid yet.');
+    expect(pastDue.text).not.toContain('Pay it by');
+  });
+
   it('a trial says when it ends and what follows; a cancelled checkout never paid charged nothing; an ended one is not managed', () => {
     const trial = subscriberMessage(ev('subscription.created', { trial: true, current_period_end: 1_700_086_400, amount_sats: 2100 }), {});
     expect(trial.text).toContain('Your free trial of Gold has started; it ends on 2023-11-15 22:13 UTC.');

@@ -1,6 +1,7 @@
 import type { CancelledBy, EventName, Interval, SubscriptionStatus } from '@sb/contracts';
 import { conflict, invalidFields } from './errors.js';
 import { DAY_SECONDS, dunningStart, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
+import { renewableUntil, type SchedulePolicy } from './schedule.js';
 
 /** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
 export interface SubState {
@@ -239,17 +240,23 @@ export function renewalPeriod(s: SubState, at: number): { start: number; end: nu
  * sent: one continuing from the current end holds while that end is kept (`if_paid_by`, the end of
  * grace: paid later, in payment_failed, a new period starts at the payment); one starting at the
  * payment has no dates until then (`from_payment`; its dates here are those if paid at `at`).
+ * `if_paid_by` is never after the renewal stops being payable (renewableUntil): an extend of a
+ * payment_failed subscription moves its end but not its dunning window, so days granted beyond that
+ * window hold for any payment still possible, and none can be made after it.
  */
 export function renewalTerms(
   s: SubState,
   at: number,
+  p: SchedulePolicy,
 ): ({ start: number; end: number } & ({ if_paid_by: number } | { from_payment: true; if_paid_by?: number })) | null {
-  const p = renewalPeriod(s, at);
-  if (!p) return null;
-  if (p.start === s.current_period_end) return { ...p, if_paid_by: graceEnd(s) };
+  const period = renewalPeriod(s, at);
+  if (!period) return null;
+  const until = renewableUntil(s, p);
+  const payableBy = (t: number) => (until === null ? t : Math.min(t, until));
+  if (period.start === s.current_period_end) return { ...period, if_paid_by: payableBy(graceEnd(s)) };
   // Days an extend granted beyond the payment (payment_failed extended): the new period starts at the
   // payment but ends at a fixed date while they last (freshPeriod keeps them).
-  return s.current_period_end > at ? { ...p, from_payment: true, if_paid_by: s.current_period_end } : { ...p, from_payment: true };
+  return s.current_period_end > at ? { ...period, from_payment: true, if_paid_by: payableBy(s.current_period_end) } : { ...period, from_payment: true };
 }
 
 /**

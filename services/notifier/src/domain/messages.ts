@@ -184,6 +184,12 @@ export function subscriberMessage(
       str(d.subscription_id) && `Subscription reference: ${d.subscription_id}`,
     ];
   };
+  /** Access has ended: the renewal can be paid until `pay_by` (the dunning end), never after. */
+  const accessEnded = d.status === 'payment_failed';
+  const lastPayBy = accessEnded ? num(d.pay_by) : undefined;
+  /** The dunning notice's own words for paying when access has ended (the reminders of that state say it too). */
+  const payToGetBack = (by: string | undefined) =>
+    by ? `Pay it by ${by} to get your access back; after that the subscription ends.` : 'Pay it to get your access back before the subscription ends.';
   /**
    * The period a renewal pays for, true whenever it is paid: from the end of the current one if paid
    * before access ends (the end of grace), else a new one from the payment, which has no dates until then
@@ -196,7 +202,9 @@ export function subscriberMessage(
     const fresh = per ? `one ${per}` : 'a new period';
     const by = num(d.renewal_period_if_paid_by);
     if (d.renewal_period_from_payment === true) {
-      // Days the merchant granted: the end holds while they last.
+      // Days the merchant granted: the end holds while they last, or for any payment still possible when
+      // they outlast the dunning window (payment_failed's `pay_by`): then there is no paying later.
+      if (by !== undefined && lastPayBy !== undefined && by >= lastPayBy) return `Renewal period: from your payment to ${day(end)}.`;
       return by !== undefined
         ? `Renewal period: from your payment to ${day(end)} if paid by ${day(by)}; paid later, ${fresh} from the payment.`
         : `Renewal period: ${fresh}, starting when you pay.`;
@@ -268,13 +276,17 @@ export function subscriberMessage(
         trialEnd !== undefined ? `Your free trial of ${plan} is ending: payment due` : `Payment due for ${plan}`,
         d.reason === 'resumed'
           ? `Your subscription to ${plan} was resumed: its new period starts when you pay${amount ? ` ${amount}` : ''}, within a day.`
-          : overdue
-            ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
-              `The renewal of ${plan}${aside} was due on ${day(due)} and is not paid yet.`
-            : trialEnd !== undefined
-              ? `Your free trial of ${plan} ends on ${day(trialEnd)}. To keep access, pay ${amount ?? 'the renewal'}.`
-              : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
+          : accessEnded
+            ? // No access, nothing renews: its period end (moved by an extend, even to a later date) is no date to pay by.
+              `The renewal of ${plan}${aside} ${unpaid(d)}, so your access has ended for now.`
+            : overdue
+              ? // Sent after the period ended (the wallet failed at the end, an invoice replaced): overdue, not ahead.
+                `The renewal of ${plan}${aside} was due on ${day(due)} and is not paid yet.`
+              : trialEnd !== undefined
+                ? `Your free trial of ${plan} ends on ${day(trialEnd)}. To keep access, pay ${amount ?? 'the renewal'}.`
+                : `Your subscription to ${plan} renews${due ? ` on ${day(due)}` : ' soon'}${amount ? ` for ${amount}` : ''}.`,
         renewalPeriod(),
+        accessEnded && payToGetBack(lastPayBy === undefined ? undefined : day(lastPayBy)),
         // After the past-due notice said the wallet would be asked again: it no longer is (disconnected).
         d.reason === 'nwc_wallet_unavailable' &&
           'Your connected wallet is no longer asked to pay it (it failed or was disconnected), so please pay it yourself.',
@@ -350,9 +362,7 @@ export function subscriberMessage(
             : 'Pay it soon to keep your access.',
       );
     case 'subscription.payment_failed':
-      return dunning(`Payment failed for ${plan}: your access has ended`, `${unpaid(d)}, so your access has ended for now.`, (by) =>
-        by ? `Pay it by ${by} to get your access back; after that the subscription ends.` : 'Pay it to get your access back before the subscription ends.',
-      );
+      return dunning(`Payment failed for ${plan}: your access has ended`, `${unpaid(d)}, so your access has ended for now.`, payToGetBack);
     case 'subscription.expired': {
       const why = EXPIRED_WHY[str(d.reason) ?? ''];
       return message(
