@@ -42,7 +42,8 @@ function ourRouting(): express.Express {
   app.use((req, res, next) => {
     const m: ApiMatch | undefined = match(req.method, req.path);
     if (!m) return next();
-    // Where Express throws (the gateway answers it as the route's 404 of an id that cannot exist).
+    // Where Express throws (decoding the path before matching the method; the gateway answers a 404 of an
+    // id that cannot exist, or a 405 where the method does not match, which Express cannot tell apart).
     if (m.undecodable) return next(new URIError(m.undecodable));
     if (m.kind === 'method_not_allowed') return void res.set('Allow', m.allow).status(405).json({ detail: 'Method Not Allowed' });
     req.params = m.params;

@@ -162,14 +162,16 @@ export class EventRecorder {
         if (err instanceof DomainError && err.kind === 'not_found') return undefined;
         throw err;
       }));
-    if (s.settings.owner_events.includes(envelope.event)) {
+    const owners = s.settings.owner_events.includes(envelope.event) ? ownerTargets(s.settings) : [];
+    if (owners.length) {
       // A payment's events come from the payments service, which does not know the subscriber: billing
-      // names them, so the notice has the Subscriber line the subscription's own events carry.
+      // names them, so the notice has the Subscriber line the subscription's own events carry. A courtesy:
+      // with billing away the notice goes without it, and holds up none of the batch's deliveries.
       const unnamed = subId && PAYMENT_EVENTS.has(envelope.event) && !envelope.data.subscriber_email && !envelope.data.subscriber_name;
-      const c = unnamed ? await contactOf(subId) : undefined;
+      const c = unnamed ? await contactOf(subId).catch(() => undefined) : undefined;
       const named = c ? { ...envelope, data: { ...envelope.data, ...subscriberNames(c) } } : envelope;
       const message = ownerMessage(named);
-      for (const t of ownerTargets(s.settings)) planned.push({ audience: 'owner', ...t, message });
+      for (const t of owners) planned.push({ audience: 'owner', ...t, message });
     }
     // Billing is asked for the contacts only when a channel could reach the subscriber.
     if (subId && contactMethods(s.settings).length && subscriberWants(envelope, s.settings.subscriber_events)) {

@@ -40,7 +40,7 @@ export async function sendWebhook(
   try {
     checkUrlWithoutDns(target.url, opts.policy);
   } catch (err) {
-    if (err instanceof UrlNotAllowed) return done({ status_code: null, error: `URL not allowed: ${err.message}`, delivered: false });
+    if (err instanceof UrlNotAllowed) return done({ status_code: null, error: `URL not allowed: it ${err.message}`, delivered: false });
     throw err;
   }
   // Real time, not the test clock: receivers check it against their own clock (5 minutes tolerance).
@@ -78,7 +78,7 @@ export async function sendWebhook(
       resolve(
         done({
           status_code: null,
-          error: err instanceof UrlNotAllowed ? `URL not allowed: ${err.message}` : err.message || String(err),
+          error: err instanceof UrlNotAllowed ? `URL not allowed: it ${err.message}` : err.message || String(err),
           delivered: false,
         }),
       ),

@@ -165,7 +165,7 @@ describe('webhook sender', () => {
       // An open connection to a loopback receiver is no way around the address check of a stricter policy.
       const refused = await sendWebhook({ url, secret, eventId: 'evt_k4', body }, { policy: { allowPrivate: false }, timeoutMs: 2000 });
       expect(refused).toMatchObject({ delivered: false, status_code: null });
-      expect(refused.error).toMatch(/^URL not allowed: names host localhost, which resolves to a private address/);
+      expect(refused.error).toMatch(/^URL not allowed: it names host localhost, which resolves to a private address/);
       expect(seen).toHaveLength(3);
     } finally {
       keep.closeAllConnections();

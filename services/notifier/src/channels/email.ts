@@ -56,7 +56,7 @@ export async function sendEmail(smtpUrl: string, from: Sender, to: string, m: Me
     try {
       await checkWebhookUrl(smtpUrl, ownerServer, undefined, ['smtp:', 'smtps:']);
     } catch (err) {
-      if (err instanceof UrlNotAllowed) return failed(`mail server not allowed: ${err.message}`, true);
+      if (err instanceof UrlNotAllowed) return failed(`mail server not allowed: it ${err.message}`, true);
       throw err;
     }
   }

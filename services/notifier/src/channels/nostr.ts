@@ -174,7 +174,7 @@ export async function sendNostr(
     }
   } catch (err) {
     if (err instanceof PermanentError) return failed(err.message, true);
-    if (err instanceof UrlNotAllowed) return failed(`NIP-05 domain not allowed: ${err.message}`, true);
+    if (err instanceof UrlNotAllowed) return failed(`NIP-05 domain not allowed: it ${err.message}`, true);
     return failed((err as Error).message || String(err));
   } finally {
     pool.destroy();
