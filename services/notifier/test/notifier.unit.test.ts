@@ -707,6 +707,23 @@ describe("owners' mail servers and relays", () => {
 });
 
 describe('mail transport and sender', () => {
+  it("a failure to reach the deployment's server names neither its host nor its port; the owner's own server is named (found from outside)", async () => {
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const m = { subject: 's', text: 't', html: '<p>t</p>' };
+    const logged: string[] = [];
+    const service = await sendEmail(`smtp://127.0.0.1:${port}`, { from: 'a@example.com' }, 'b@example.com', m, undefined, (d) => logged.push(d));
+    expect(service).toMatchObject({ delivered: false, permanent: false });
+    expect(service.error).toMatch(/^the service's mail server could not be reached/);
+    expect(service.error).not.toContain(String(port));
+    expect(service.error).not.toContain('127.0.0.1');
+    expect(logged.join(' ')).toContain(`127.0.0.1:${port}`);
+    const own = await sendEmail(`smtp://127.0.0.1:${port}`, { from: 'a@example.com' }, 'b@example.com', m, { allowPrivate: true });
+    expect(own).toMatchObject({ delivered: false, permanent: false, error: expect.stringContaining(`127.0.0.1:${port}`) });
+  });
+
   it('the transport is the URL host, port and login only: query options never reach it', () => {
     expect(smtpOptions('smtps://me%40shop:p%3Fss%2Fw@mail.example.com')).toMatchObject({
       host: 'mail.example.com',

@@ -50,7 +50,14 @@ export function smtpOptions(smtpUrl: string): SMTPTransport.Options {
  * One e-mail (text and HTML parts) over the given server: the deployment's SMTP_URL or the owner's own.
  * A 5xx answer (no such mailbox, refused sender, bad credentials) is permanent for this message.
  */
-export async function sendEmail(smtpUrl: string, from: Sender, to: string, m: Message, ownerServer?: AddressPolicy): Promise<SendOutcome> {
+export async function sendEmail(
+  smtpUrl: string,
+  from: Sender,
+  to: string,
+  m: Message,
+  ownerServer?: AddressPolicy,
+  onServiceServerDown?: (detail: string) => void,
+): Promise<SendOutcome> {
   if (ownerServer) {
     // The owner's server is checked again before each use (DNS can change since it was saved).
     try {
@@ -73,8 +80,15 @@ export async function sendEmail(smtpUrl: string, from: Sender, to: string, m: Me
     await transport.sendMail({ ...from, to, subject: m.subject, text: m.text, html: m.html, ...(headers ? { headers } : {}) });
     return delivered();
   } catch (err) {
-    const e = err as { message?: string; responseCode?: number };
-    return failed(e.message || String(err), typeof e.responseCode === 'number' && e.responseCode >= 500 && e.responseCode < 600);
+    const e = err as { message?: string; responseCode?: number; code?: string };
+    const detail = e.message || String(err);
+    if (!ownerServer && e.responseCode === undefined) {
+      // The deployment's server is the operator's: its host and port ("connect ECONNREFUSED 10.0.3.7:25")
+      // are not the owner's to read in their notification log. The operator reads them in the log.
+      onServiceServerDown?.(detail);
+      return failed(`the service's mail server could not be reached${e.code && /^E[A-Z]+$/.test(e.code) ? ` (${e.code})` : ''}`);
+    }
+    return failed(detail, typeof e.responseCode === 'number' && e.responseCode >= 500 && e.responseCode < 600);
   } finally {
     transport.close();
   }

@@ -94,7 +94,9 @@ export async function sendVia(d: Deps, channel: NotificationChannel, s: Loaded, 
         if (!e || !smtp) return failed('the e-mail channel is switched off', true);
         const own = !!s.secrets.smtp_url;
         const merchant = s.merchant ?? (own ? null : await d.walletNames.of(s.walletId));
-        return await sendEmail(smtp, senderFor(d.channels.mailFrom, e.from, merchant, own), to, m, own ? d.addresses : undefined);
+        return await sendEmail(smtp, senderFor(d.channels.mailFrom, e.from, merchant, own), to, m, own ? d.addresses : undefined, (detail) =>
+          d.log.warn({ error: detail }, 'the SMTP_URL mail server could not be reached'),
+        );
       }
       case 'messenger': {
         if (!s.settings.channels.messenger || !s.secrets.bot_token) return failed('the messenger channel is switched off', true);
