@@ -405,7 +405,15 @@ describe('HTTP conventions', () => {
       expect(other, target).toMatch(/^HTTP\/1\.1 400 /);
       expect(other, target).toMatch(/content-type: application\/json/i);
       expect(other, target).toContain('{"detail":"CONNECT is not supported: this server is not a proxy"}');
+      expect(other, target).toMatch(/\r\nx-request-id: [\w-]{36}\r\n/i);
     }
+    // Seen as any other refused request: the caller's request id back, and counted (found from outside: neither).
+    expect(await raw(`CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Request-Id: probe-7\r\n\r\n`)).toMatch(/\r\nx-request-id: probe-7\r\n/i);
+    const metrics = await (await fetch(new URL('/metrics', stack.gatewayUrl))).text();
+    const counted = (status: number) =>
+      Number(new RegExp(`http_requests_total\\{route="unmatched",method="CONNECT",status="${status}"[^}]*\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+    expect(counted(400)).toBeGreaterThanOrEqual(3);
+    expect(counted(405)).toBeGreaterThanOrEqual(1);
   });
 
   it('two Idempotency-Key headers, or an empty one, are 422 and the request does not run (found from outside: idempotency was off)', async () => {

@@ -90,7 +90,7 @@ export interface GatewayApp {
    * The answer to a CONNECT of `target` (the server's 'connect' event, which has no response object to
    * go through the listener): the 405 any method a route's path does not take gets, or a 400.
    */
-  refuseConnect(target: string): { status: number; detail: string; headers: Record<string, string> };
+  refuseConnect(target: string, requestId?: string | string[]): { status: number; detail: string; headers: Record<string, string> };
 }
 
 /** The status an access log line and the metrics give a request whose client went away before its answer (nginx's "client closed request"). */
@@ -130,10 +130,13 @@ export function createApp(d: GatewayDeps): GatewayApp {
     return c;
   };
 
+  // The caller's X-Request-Id when it is a sane one, else a new one.
+  const requestIdOf = (incoming: string | string[] | undefined) =>
+    typeof incoming === 'string' && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+
   // Request id, server span (continuing an incoming traceparent), metrics and one access log line.
   const observe = (req: Request, res: Response, next: () => void) => {
-    const incoming = req.headers['x-request-id'];
-    const requestId = typeof incoming === 'string' && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdOf(req.headers['x-request-id']);
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
     const parent = propagation.extract(ROOT_CONTEXT, req.headers);
@@ -295,11 +298,18 @@ export function createApp(d: GatewayDeps): GatewayApp {
       fail(err, res);
     }
   };
-  const refuseConnect = (target: string): ReturnType<GatewayApp['refuseConnect']> => {
+  const refuseConnect = (target: string, incomingId?: string | string[]): ReturnType<GatewayApp['refuseConnect']> => {
     // A proxy's authority form (`host:443`) is no path: nothing here takes it.
     const match = target.startsWith('/') ? apiRoute('CONNECT', target.split('?')[0]!) : undefined;
-    if (match?.kind === 'method_not_allowed') return { status: 405, detail: 'Method Not Allowed', headers: { Allow: match.allow } };
-    return { status: 400, detail: 'CONNECT is not supported: this server is not a proxy', headers: {} };
+    const requestId = requestIdOf(incomingId);
+    const answer: ReturnType<GatewayApp['refuseConnect']> =
+      match?.kind === 'method_not_allowed'
+        ? { status: 405, detail: 'Method Not Allowed', headers: { Allow: match.allow, 'X-Request-Id': requestId } }
+        : { status: 400, detail: 'CONNECT is not supported: this server is not a proxy', headers: { 'X-Request-Id': requestId } };
+    // Probes for open proxies are worth seeing in the log and the metrics, as any other refused request.
+    metricsOf('unmatched', 'CONNECT', answer.status).observe(0);
+    d.log.info({ req_id: requestId, method: 'CONNECT', path: shownPath(target.split('?')[0]!), route: 'unmatched', status: answer.status, ms: 0 }, 'request');
+    return answer;
   };
   return { options: { IncomingMessage: ApiRequest, ServerResponse: ApiResponse } as ServerOptions, listener, refuseConnect };
 }

@@ -105,7 +105,7 @@ async function main(): Promise<void> {
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     // The socket is handed over without Node's own error listener: a reset must not end the process.
     socket.on('error', () => socket.destroy());
-    const { status, detail, headers } = app.refuseConnect(req.url ?? '');
+    const { status, detail, headers } = app.refuseConnect(req.url ?? '', req.headers['x-request-id']);
     answerRaw(socket, status, detail, headers);
   });
   server.on('checkExpectation', (_req, res) => answerJson(res, 417, 'Only "Expect: 100-continue" is supported'));
