@@ -530,6 +530,37 @@ describe('renewal payments made while the subscription moved', () => {
     expect(made.map((r) => r.status)).toEqual(['paid', 'expired']);
     expect(await sub(s.id)).toMatchObject({ status: 'active', current_period_start: end });
   });
+
+  it('paid while billing has not heard yet, past its expiry: no replacement is made, and the period is paid once (found from outside: paid twice)', async () => {
+    const { subs, end } = await activeMonthly(1, 'late');
+    const s = subs[0]!;
+    await advanceTo(end - 3 * DAY + 60);
+    const [first] = await renewalPayments(s.id);
+    expect(first?.status).toBe('pending');
+    const expiresAt = Number((await db.query('SELECT expires_at FROM payments.payments WHERE id = $1', [first!.id])).rows[0].expires_at);
+    // Billing's handling of the payment waits on the subscription's row, as it would while billing is away.
+    const release = await holdUncommitted(db, [['SELECT 1 FROM billing.subscriptions WHERE id = $1 FOR UPDATE', [s.id]]]);
+    try {
+      await pay(first!.id);
+      expect(await someoneWaitsOnLock(db)).toBeGreaterThanOrEqual(1);
+      // Past the invoice's life in billing's view: its sweep would replace the invoice.
+      expect((await admin.post('/dev/clock', { advance_seconds: expiresAt + 60 - (await now()) })).status).toBe(200);
+      expect((await renewalPayments(s.id)).map((r) => r.status)).toEqual(['paid']);
+    } finally {
+      await release();
+    }
+    await until(
+      () => sub(s.id),
+      (x) => x.current_period_start === end,
+    );
+    expect(await sub(s.id)).toMatchObject({ status: 'active', current_period_start: end });
+    expect((await renewalPayments(s.id)).map((r) => r.status)).toEqual(['paid']);
+    const { rows } = await db.query(
+      `SELECT count(*)::int AS n FROM billing.outbox WHERE payload->>'event' = 'payment.unapplied' AND payload->'data'->>'subscription_id' = $1`,
+      [s.id],
+    );
+    expect(rows[0].n).toBe(0);
+  });
 });
 
 describe('events on JetStream', () => {

@@ -30,6 +30,11 @@ export const CreatePayment = z.object({
    * so the lookup before opening is skipped. A conflict on insert still answers the stored payment.
    */
   new_key: z.boolean().optional(),
+  /**
+   * The expired renewal payment this one replaces. Paid after all (its event not applied yet: billing
+   * away, the bus slow), no replacement is made: the answer is a conflict, and the period is paid once.
+   */
+  replaces: Id.optional(),
   /** The plan's per-rail settings: the owner's watch-only wallet, connected card account, payee. */
   plan_settings: z
     .object({

@@ -1,4 +1,4 @@
-import { messages, type CreatePayment, type CreatedPayment, type CreatedPayments, type NwcChargeResult, type PaymentPurpose, type Plan } from '@sb/contracts';
+import { messages, type CreatePayment, type CreatedPayment, type CreatedPayments, type NwcChargeResult, type Plan } from '@sb/contracts';
 import { type BusClient, BusUnavailableError, callMessage, DomainError } from '@sb/runtime';
 import type { MethodAvailability } from './domain/plans.js';
 import type { Deps } from './deps.js';
@@ -13,7 +13,7 @@ export function requestPayment(d: Pick<Deps, 'bus'>, plan: Plan | undefined, sub
 }
 
 type PaymentSub = Pick<SubRow, 'id' | 'wallet_id' | 'plan_id' | 'amount_sats' | 'payment_method'>;
-type PaymentAsk = { purpose: PaymentPurpose; description: string; expires_at: number; idempotency_key: string; new_key?: boolean };
+type PaymentAsk = Pick<CreatePayment, 'purpose' | 'description' | 'expires_at' | 'idempotency_key' | 'new_key' | 'replaces'>;
 
 function paymentRequest(plan: Plan | undefined, sub: PaymentSub, o: PaymentAsk): CreatePayment {
   return {

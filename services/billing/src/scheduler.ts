@@ -559,6 +559,8 @@ export class Scheduler {
       // Payable through grace and the dunning window (payments caps each invoice's life; it is reissued).
       expires_at: Math.max(dunningEnd(s, this.policy), end + 3600, now + 3600),
       idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
+      // Paid after all (its event late), payments makes no replacement: this sweep skips it as a conflict.
+      ...(previous ? { replaces: previous } : {}),
     };
   }
 

@@ -8,6 +8,7 @@ import { logProviderFailure } from '../providers/http.js';
 
 const notConfigured = (method: string) => invalid(['payment_method'], `${method} payments are not configured on this server`, 'provider_not_configured');
 const keyReused = () => conflict('Idempotency key was already used for another payment');
+const replacedPaid = (id: string) => conflict(`The payment this one would replace (${id}) is paid: the period is paid, no other payment is made`);
 
 /** The same key may only ever name the same payment. */
 function sameRequest(p: PaymentRecord, r: CreatePayment): boolean {
@@ -94,9 +95,15 @@ export async function createPayments(d: Deps, reqs: CreatePayment[]): Promise<(C
   const maybeUsed = reqs.filter((r) => !r.new_key);
   const stored = await d.payments.byIdempotencyKeys(d.db, maybeUsed);
   const known = new Map(stored.map((p) => [keyOf(p), p]));
+  // A replacement of a payment paid meanwhile (billing has not heard yet) would charge the period twice.
+  const paidReplaced = await d.payments.paidAmong(
+    d.db,
+    reqs.flatMap((r) => (r.replaces && !known.has(keyOf(r)) ? [{ wallet_id: r.wallet_id, id: r.replaces }] : [])),
+  );
+  const refused = (r: CreatePayment) => !known.has(keyOf(r)) && r.replaces !== undefined && paidReplaced.has(r.replaces);
   // The first request of each unknown key is opened (a key repeated in the batch is a retry of it).
   const firsts = new Map<string, CreatePayment>();
-  for (const r of reqs) if (d.rails[r.payment_method] && !known.has(keyOf(r)) && !firsts.has(keyOf(r))) firsts.set(keyOf(r), r);
+  for (const r of reqs) if (d.rails[r.payment_method] && !known.has(keyOf(r)) && !refused(r) && !firsts.has(keyOf(r))) firsts.set(keyOf(r), r);
   const toOpen = [...firsts.values()];
   const opened: ({ payment: Omit<PaymentRecord, 'version'>; devPreimage: string | null } | DomainError)[] = [];
   for (let i = 0; i < toOpen.length; i += OPEN_CONCURRENCY)
@@ -118,6 +125,7 @@ export async function createPayments(d: Deps, reqs: CreatePayment[]): Promise<(C
   return Promise.all(
     reqs.map(async (r) => {
       if (!d.rails[r.payment_method]) return notConfigured(r.payment_method);
+      if (r.replaces && paidReplaced.has(r.replaces) && !known.has(keyOf(r))) return replacedPaid(r.replaces);
       const p = known.get(keyOf(r));
       if (!p) {
         const err = failed.get(keyOf(r));

@@ -106,6 +106,16 @@ export class PaymentsRepo {
     return rows;
   }
 
+  /** Which of these payments of the wallets named are paid, in one statement. */
+  async paidAmong(q: Queryable, refs: { wallet_id: string; id: string }[]): Promise<Set<string>> {
+    if (!refs.length) return new Set();
+    const { rows } = await q.query<{ id: string }>(
+      `SELECT id FROM ${this.t} WHERE status = 'paid' AND (id, wallet_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+      [refs.map((r) => r.id), refs.map((r) => r.wallet_id)],
+    );
+    return new Set(rows.map((r) => r.id));
+  }
+
   /** The preimage of a DEV provider invoice, by its payment hash (the dev provider's reference, so the unique index finds it). */
   async devInvoice(q: Queryable, paymentHash: string): Promise<{ id: string; dev_preimage: string } | undefined> {
     const { rows } = await q.query<{ id: string; dev_preimage: string }>(
