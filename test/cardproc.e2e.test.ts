@@ -279,7 +279,7 @@ describe('card processor (Stripe) checkout', () => {
     expect((await owner().get(`/payments/${plain.c.payment_id}`)).body.status).toBe('expired');
   });
 
-  it('a rate source answering 500: subscribe is 503 with a clear detail and leaves no pending subscription', async () => {
+  it('a rate source answering 500: subscribe is 503 with a clear detail, no payment, and the checkout kept pending for the retry', async () => {
     const plan = await cardPlan('Card unpriced');
     let asked = 0;
     const rates: Server = createServer((_req, res) => {
@@ -301,7 +301,8 @@ describe('card processor (Stripe) checkout', () => {
       expect(asked).toBeGreaterThan(0);
       expect(stripe.requests.length).toBe(before);
       const subs = (await db.query('SELECT status FROM billing.subscriptions WHERE plan_id = $1', [plan.id])).rows;
-      expect(subs).toEqual([{ status: 'expired' }]);
+      // A 503: the checkout stays open for the retry it asks for (it expires unpaid after 24 h).
+      expect(subs).toEqual([{ status: 'pending' }]);
       expect(await count('SELECT count(*)::int AS n FROM payments.payments WHERE plan_id = $1', [plan.id])).toBe(0);
       // The reason is logged for the operator; the Stripe secrets never are.
       logs.push(...stack.services.payments.lines);

@@ -264,6 +264,35 @@ describe('1b. a checkout paid before a cancel whose payment is handled after it'
     expect(withdrawn[0]!.status).toBe('expired');
   });
 
+  it('a renewal paid before a cancel, handled after it: renewed and still cancelled, with access to the end of the paid period (found from outside: not applied, for a refund)', async () => {
+    const { s, end } = await paidSubscription('monthly', 'renewthencancel@example.com');
+    await advanceTo(end - 3 * DAY + 60);
+    const renewal = await until(
+      async () => (await payments(s.subscription_id)).find((x) => x.purpose === 'renewal' && x.status === 'pending'),
+      (r) => r !== undefined,
+    );
+    const release = await holdPaymentRecord(renewal!.id, s.subscription_id);
+    await pay(renewal!.id);
+    await someoneWaitsOnLock(db);
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
+    await release();
+    const after = await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_start === end,
+    );
+    expect(after).toMatchObject({ status: 'cancelled', has_access: true, current_period_start: end });
+    expect(after.current_period_end).toBeGreaterThan(end + 27 * DAY);
+    const shown = (await admin.get(`/payments/${renewal!.id}`)).body;
+    expect(shown).toMatchObject({ status: 'paid' });
+    expect(shown.unapplied_reason ?? null).toBeNull();
+    const all = await events(s.subscription_id);
+    const renewed = all.filter((e) => e.e === 'subscription.renewed');
+    expect(renewed).toHaveLength(1);
+    expect(renewed[0]!.d).toMatchObject({ status: 'cancelled', payment_id: renewal!.id, current_period_start: end });
+    expect(eventDataSchema('subscription.renewed').safeParse(renewed[0]!.d).success).toBe(true);
+    expect(all.map((e) => e.e)).not.toContain('payment.unapplied');
+  });
+
   it('its plan archived: the payment activates it, and access lasts to the end of the paid period', async () => {
     const { after } = await paidThen('latearchive', async (_s, planId) => {
       expect([200, 204]).toContain((await admin.del(`/plans/${planId}`)).status);
@@ -578,6 +607,40 @@ describe('5b. a resume whose renewal payment could not be made', () => {
     expect(await resumedReminders()).toHaveLength(1);
     await pay(open.id);
     expect((await activeOnce(s.subscription_id)).status).toBe('active');
+  });
+});
+
+describe('5c. a checkout answered 503', () => {
+  it('while the payments service is away: the checkout stays open, nothing expires at once, and the retry goes on with it (found from outside: created and expired, and a second one)', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const email = 'checkout-away@example.com';
+    await stack.stopPayments();
+    let first: string | undefined;
+    try {
+      const res = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email });
+      expect(res.status, JSON.stringify(res.body)).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      const subs = (await db.query('SELECT id, status FROM billing.subscriptions WHERE plan_id = $1', [p.id])).rows as Array<{ id: string; status: string }>;
+      expect(subs.map((x) => x.status)).toEqual(['pending']);
+      first = subs[0]!.id;
+      expect((await events(first)).map((e) => e.e)).toEqual(['subscription.created']);
+    } finally {
+      await stack.restartPayments();
+    }
+    // Retried as the 503 asked: the same checkout, now with its payment; no other subscription.
+    const again = await subscribe(p.id, email);
+    expect(again.subscription_id).toBe(first);
+    expect((await payments(first!)).map((x) => x.status)).toEqual(['pending']);
+    const subs = (await db.query('SELECT id FROM billing.subscriptions WHERE plan_id = $1', [p.id])).rows as Array<{ id: string }>;
+    expect(subs.map((x) => x.id)).toEqual([first]);
+    await pay(again.payment_id);
+    expect(
+      await until(
+        () => admin.get(`/subscriptions/${first}`).then((r) => r.body.status),
+        (st) => st === 'active',
+      ),
+    ).toBe('active');
+    expect((await events(first!)).map((e) => e.e)).not.toContain('subscription.expired');
   });
 });
 

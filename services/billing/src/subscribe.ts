@@ -315,10 +315,11 @@ async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened>
       new_key: true,
     });
   } catch (err) {
-    // No answer in time (or the bus broke mid-request): payments may have made the payment after all, so the
-    // checkout stays pending and a retry (same Idempotency-Key, or the same contact and method) answers it
-    // with that payment; unpaid, the scheduler expires it after 24 h. Any other failure made no payment.
-    if (err instanceof BusUnavailableError && !err.noResponders) throw err;
+    // A 503 (payments or its provider away, no answer in time: the payment may even exist) asks the caller to
+    // retry: the checkout stays pending, and the retry (same Idempotency-Key, or the same contact and method)
+    // goes on with it, so a retry makes no second subscription and the owner sees no checkout started and
+    // expired at once. Unpaid, the scheduler expires it after 24 h. A refusal (an answer) expires it now.
+    if (err instanceof BusUnavailableError || (err instanceof DomainError && err.kind === 'unavailable')) throw err;
     await d.db.tx(async (tx) => {
       const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
       if (cur?.status === 'pending')

@@ -279,6 +279,11 @@ describe('subscriber notices', () => {
     const over = subscriberMessage(ev('subscription.activated', { ...paid, current_period_end: 1_600_000_000 }), who);
     expect(over.text).toContain('Your subscription was cancelled, so it will not renew; your access has ended.');
     expect(over.text).not.toContain('continues until');
+    // So is a renewal paid before the cancel, handled after it: not "renewed ... Thank you!".
+    const renewed = subscriberMessage(ev('subscription.renewed', paid), who);
+    expect(renewed.subject).toBe('Payment received for Gold');
+    expect(renewed.text).toContain('Your subscription was cancelled, so it will not renew; your access continues until 2023-12-14 22:13 UTC.');
+    expect(renewed.text).not.toMatch(/was renewed|Thank you/);
     // An activation of a live subscription is unchanged.
     expect(subscriberMessage(ev('subscription.activated', { ...paid, status: 'active' }), who).text).toContain(
       'Your subscription to Gold is active until 2023-12-14 22:13 UTC; you paid 5,000 sats. Thank you!',

@@ -37,6 +37,8 @@ export interface SubState {
 export type LifecycleEvent =
   | { type: 'first_payment'; paid_at: number }
   | { type: 'renewal_payment'; paid_at: number }
+  /** A renewal of the current period paid at or before a cancel that kept access, handled after it. */
+  | { type: 'renewal_paid_before_cancel'; paid_at: number }
   | { type: 'pending_timeout' }
   /** The payment for a checkout could not be created: the checkout ends at once. */
   | { type: 'checkout_failed' }
@@ -144,6 +146,15 @@ const LIFECYCLE: readonly Rule[] = [
   { from: ['pending'], on: 'pending_timeout', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   { from: ['pending'], on: 'checkout_failed', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   { from: ['active', 'past_due'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s) => nextPeriod(s) },
+  // As if handled in time, renewed then cancelled: it stays cancelled, with access to the end of the paid
+  // period (domain/payment-application.ts decides that it was paid before the cancel).
+  {
+    from: ['cancelled'],
+    on: 'renewal_paid_before_cancel',
+    when: (s) => s.cancelled_at !== null && !s.cancelled_immediately,
+    emit: 'subscription.renewed',
+    apply: (s) => ({ ...nextPeriod(s), status: 'cancelled' }),
+  },
   { from: ['payment_failed', 'pending'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
   // A renewal paid inside the dunning window but handled after the sweep expired the subscription
   // (domain/payment-application.ts decides that): renewed as it would have been in time.

@@ -92,6 +92,11 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
   if (own.status === 'active' || own.status === 'past_due') {
     return p.for_current_period ? { to: 'own', event: renewal } : { to: 'none', reason: 'The period this renewal was issued for is already paid' };
   }
+  // Paid at or before a cancel that kept access, its event handled after it (billing away, the bus slow):
+  // renewed as it would have been in time, and still cancelled; the subscriber paid for that period. After
+  // an immediate cancel the period it would continue from has ended: not applied, the owner refunds it.
+  if (own.status === 'cancelled' && p.for_current_period && own.cancelled_at !== null && p.paid_at <= own.cancelled_at && !own.cancelled_immediately)
+    return { to: 'own', event: { type: 'renewal_paid_before_cancel', paid_at: p.paid_at } };
   if (own.status === 'expired' && !live && p.paid_at < expiredAt(own, policy)) return { to: 'own', event: renewal };
   if (own.status === 'expired') return elsewhere();
   return { to: 'none', reason: `The subscription is ${own.status}` };

@@ -251,6 +251,17 @@ export function subscriberMessage(
     ...(kind && who.unsubscribe ? { unsubscribe: who.unsubscribe } : {}),
   });
   const body = (subject: string, ...lines: Line[]): Message => message('open', subject, ...lines);
+  const paidBeforeCancel = (): Message => {
+    const end = num(d.current_period_end);
+    const continues = end !== undefined && end > e.timestamp;
+    return message(
+      continues ? 'cancelled' : 'over',
+      `Payment received for ${plan}`,
+      `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Your subscription was cancelled, so it will not renew${continues ? `; your access continues until ${day(end)}` : '; your access has ended'}.`,
+      '',
+      ...receipt(),
+    );
+  };
   switch (e.event) {
     case 'subscription.cancelled': {
       const end = num(d.current_period_end);
@@ -325,19 +336,9 @@ export function subscriberMessage(
           )
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
-      // A checkout paid before its cancel but handled after it (billing applies it as in time): the
-      // subscriber was already told it was cancelled, so this is a receipt, not a welcome.
-      if (d.status === 'cancelled') {
-        const end = num(d.current_period_end);
-        const continues = end !== undefined && end > e.timestamp;
-        return message(
-          continues ? 'cancelled' : 'over',
-          `Payment received for ${plan}`,
-          `We received your payment${amount ? ` of ${amount}` : ''} for ${plan}. Your subscription was cancelled, so it will not renew${continues ? `; your access continues until ${day(end)}` : '; your access has ended'}.`,
-          '',
-          ...receipt(),
-        );
-      }
+      // A checkout (or a renewal) paid before its cancel but handled after it (billing applies it as in
+      // time): the subscriber was already told it was cancelled, so this is a receipt, not a welcome.
+      if (d.status === 'cancelled') return paidBeforeCancel();
       return body(
         `Your subscription to ${plan} is active`,
         `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
@@ -345,6 +346,7 @@ export function subscriberMessage(
         ...receipt(),
       );
     case 'subscription.renewed':
+      if (d.status === 'cancelled') return paidBeforeCancel();
       return body(
         `Your subscription to ${plan} was renewed`,
         `Your subscription to ${plan} was renewed${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
