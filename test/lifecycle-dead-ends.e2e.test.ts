@@ -610,6 +610,33 @@ describe('5b. a resume whose renewal payment could not be made', () => {
   });
 });
 
+describe('5d. renewals due while the payments service is away', () => {
+  it('are said once, without a stack, and their end once, not a line with a stack per batch and sweep (found from outside)', async () => {
+    const { s, end } = await paidSubscription('weekly', 'sweep-away@example.com');
+    const away = 'bus or the payments service unavailable, due subscriptions retried next tick';
+    const back = 'bus back, due subscriptions handled again';
+    const before = { away: billingLines(away).length, back: billingLines(back).length, stacks: billingLines('"stack"').length };
+    await stack.stopPayments();
+    try {
+      // Inside the weekly lead time, twice: two sweeps meet the outage.
+      await advanceTo(end - DAY + 60);
+      await advance(60);
+      expect(billingLines(away).length - before.away).toBe(1);
+      expect(JSON.parse(billingLines(away).at(-1)!)).toMatchObject({ worker: 'scheduler steps', error: expect.any(String) });
+      expect(billingLines('"stack"').length - before.stacks).toBe(0);
+    } finally {
+      await stack.restartPayments();
+    }
+    await advance(60);
+    await until(
+      async () => (await payments(s.subscription_id)).filter((x) => x.purpose === 'renewal').length,
+      (n) => n === 1,
+    );
+    expect(billingLines(back).length - before.back).toBe(1);
+    expect(billingLines(away).length - before.away).toBe(1);
+  });
+});
+
 describe('5c. a checkout answered 503', () => {
   it('while the payments service is away: the checkout stays open, nothing expires at once, and the retry goes on with it (found from outside: created and expired, and a second one)', async () => {
     const p = await plan({ interval: 'monthly' });

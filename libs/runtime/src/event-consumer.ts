@@ -4,7 +4,7 @@ import { Counter, type Registry } from 'prom-client';
 import { EVENTS_STREAM, EventEnvelope } from '@sb/contracts';
 import { lockUntilCommit, type Db } from './db.js';
 import type { Logger } from './logger.js';
-import { DbOutageLog } from './outage.js';
+import { OutageLog } from './outage.js';
 import { ensureEventsStream } from './outbox.js';
 import { keepTrying } from './listener.js';
 import { Poller } from './poller.js';
@@ -111,7 +111,7 @@ export class DurableEventConsumer {
    */
   private readonly dbWaits = new Map<number, number>();
   /** Every event waiting on the database is redelivered every few seconds: the outage is said once. */
-  private readonly outage: DbOutageLog;
+  private readonly outage: OutageLog;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -119,7 +119,7 @@ export class DurableEventConsumer {
   ) {
     this.delays = o.retryDelaysMs?.length ? o.retryDelaysMs : DEFAULT_RETRY_DELAYS_MS;
     this.metrics = metricsOf(o.registry);
-    this.outage = new DbOutageLog(
+    this.outage = new OutageLog(
       o.log,
       { consumer: o.durable },
       { away: 'events not handled: the database is unavailable; retried later', back: 'database back: events handled again' },

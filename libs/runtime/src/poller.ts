@@ -1,4 +1,4 @@
-import { DbOutageLog } from './outage.js';
+import { isBusOutage, OutageLog } from './outage.js';
 import { inSpan } from './telemetry.js';
 import type { Logger } from './logger.js';
 
@@ -14,7 +14,9 @@ export class Poller {
    * The database away: said once, not at every tick of the outage. Work a round started that fails
    * later (a send under way) says it here too, so the worker says it once in all.
    */
-  readonly outage: DbOutageLog;
+  readonly outage: OutageLog;
+  /** The bus (or a service a round asks) away, said once as well. */
+  readonly busOutage: OutageLog;
 
   constructor(
     private readonly name: string,
@@ -24,7 +26,13 @@ export class Poller {
     /** Each round a root span of its own; off where every unit of work carries its own trace (the outbox relay). */
     private readonly traced = true,
   ) {
-    this.outage = new DbOutageLog(log, { worker: name }, { away: 'database unavailable, worker retries every tick', back: 'database back, worker resumed' });
+    this.outage = new OutageLog(log, { worker: name }, { away: 'database unavailable, worker retries every tick', back: 'database back, worker resumed' });
+    this.busOutage = new OutageLog(
+      log,
+      { worker: name },
+      { away: 'bus or a service it asks unavailable, worker retries every tick', back: 'bus back, worker resumed' },
+      isBusOutage,
+    );
   }
 
   /** stop() was called: a long round may end early (stop waits for it). */
@@ -46,8 +54,9 @@ export class Poller {
       const round = () => (this.traced ? inSpan(`${this.name} sweep`, { root: true }, () => this.tick()) : this.tick());
       while (!this.stopped && (await round()));
       this.outage.ok();
+      this.busOutage.ok();
     } catch (err) {
-      if (!this.outage.failed(err)) this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
+      if (!this.outage.failed(err) && !this.busOutage.failed(err)) this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
     } finally {
       this.schedule();
     }

@@ -1,5 +1,5 @@
 import { type CreatedPayment, messages, type NwcChargeResult, type PaymentMethod, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
-import { BusUnavailableError, callMessage, conflict, DomainError, isDbUnavailable, Poller, unixSeconds } from '@sb/runtime';
+import { BusUnavailableError, callMessage, conflict, DomainError, isBusOutage, OutageLog, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
@@ -38,6 +38,12 @@ export class Scheduler {
   private plans = new Map<string, ReturnType<Deps['plans']['get']>>();
   /** The last sweep stopped at its pass limit with rows still due: the poller runs again at once. */
   private backlog = false;
+  /**
+   * Outages its steps meet (each step's failure is caught there, so the poller does not see them): said
+   * once, not per subscription or batch, and their end once a sweep meets none.
+   */
+  private readonly outages: OutageLog[];
+  private outageInSweep = false;
 
   constructor(
     private readonly d: Deps,
@@ -48,6 +54,26 @@ export class Scheduler {
   ) {
     // A sweep already loops until nothing moves, so one per interval.
     this.poller = new Poller('scheduler', intervalMs, async () => (await this.tick(), this.backlog), d.log);
+    const fields = { worker: 'scheduler steps' };
+    this.outages = [
+      new OutageLog(d.log, fields, {
+        away: 'database unavailable, due subscriptions retried next tick',
+        back: 'database back, due subscriptions handled again',
+      }),
+      new OutageLog(
+        d.log,
+        fields,
+        { away: 'bus or the payments service unavailable, due subscriptions retried next tick', back: 'bus back, due subscriptions handled again' },
+        isBusOutage,
+      ),
+    ];
+  }
+
+  /** Whether `err` is an outage (said once if it is). */
+  private outage(err: unknown): boolean {
+    const hit = this.outages.some((o) => o.failed(err));
+    if (hit) this.outageInSweep = true;
+    return hit;
   }
 
   start(): void {
@@ -75,6 +101,7 @@ export class Scheduler {
   }
 
   private async sweep(): Promise<number> {
+    this.outageInSweep = false;
     const seen = await this.passes();
     // Left flagged by a sweep that stopped (a crash, the payments service away) before withdrawing them:
     // after the sweep's own work, which a slow payments service must not hold back by up to
@@ -84,6 +111,7 @@ export class Scheduler {
       return [];
     });
     await this.withdraw(left);
+    if (!this.outageInSweep) for (const o of this.outages) o.ok();
     return seen;
   }
 
@@ -141,10 +169,7 @@ export class Scheduler {
    */
   private async batchFailed(batch: Renewal[], now: number, err: unknown): Promise<number> {
     if (batch.length === 1) return Number(this.failed(batch[0]!.s, err));
-    if (isDbUnavailable(err) || err instanceof BusUnavailableError || (err instanceof DomainError && err.kind === 'unavailable')) {
-      this.d.log.warn({ err, subscriptions: batch.length, first_subscription_id: batch[0]?.s.id }, 'renewal batch failed; retried next tick');
-      return 0;
-    }
+    if (this.outage(err)) return 0;
     this.d.log.warn({ err, subscriptions: batch.length, first_subscription_id: batch[0]?.s.id }, 'renewal batch failed; its rows are tried one by one');
     let n = 0;
     for (const r of batch) n += await this.issueRenewals([r], now).catch((e) => Number(this.failed(r.s, e)));
@@ -153,6 +178,7 @@ export class Scheduler {
 
   private failed(s: SubRow, err: unknown): false {
     if (err instanceof DomainError && err.kind === 'conflict') return false; // another replica moved it first
+    if (this.outage(err)) return false;
     this.d.log.warn({ err, subscription_id: s.id }, 'scheduler step failed; retried next tick');
     return false;
   }

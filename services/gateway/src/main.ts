@@ -9,6 +9,7 @@ import {
   DB_UNAVAILABLE_DETAIL,
   guardProcess,
   initTelemetry,
+  isDbUnavailable,
   listen,
   main as runMain,
   migrateWhenReachable,
@@ -74,7 +75,7 @@ async function main(): Promise<void> {
 
   const housekeeping = setInterval(() => {
     for (const l of Object.values(limits)) l.sweep();
-    idempotency.purgeExpired(db).catch((err) => log.warn({ err }, 'idempotency purge failed'));
+    idempotency.purgeExpired(db).catch((err) => log.warn(isDbUnavailable(err) ? { error: (err as Error).message } : { err }, 'idempotency purge failed'));
   }, 60_000);
   housekeeping.unref();
 

@@ -1,0 +1,63 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { BusUnavailableError, DomainError, Poller } from '../src/index.js';
+
+const until = async (ok: () => boolean, ms = 5000) => {
+  const end = Date.now() + ms;
+  while (!ok() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
+};
+
+describe('Poller', () => {
+  it('says an outage of the bus once, without a stack, and its end once; other failures each with their stack (found from outside: one stack per tick)', async () => {
+    const lines: { level: number; msg: string; err?: { stack?: string }; error?: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const failures: Error[] = [
+      new BusUnavailableError('no responders available for the request', true),
+      new BusUnavailableError('NATS is not connected'),
+      new DomainError('unavailable', 'A service needed for this request is not available, please retry'),
+    ];
+    let rounds = 0;
+    const poller = new Poller(
+      'sweeper',
+      1,
+      async () => {
+        rounds++;
+        const err = failures.shift();
+        if (err) throw err;
+        return false;
+      },
+      log,
+      false,
+    );
+    poller.start();
+    await until(() => rounds >= 5);
+    await poller.stop();
+    expect(lines.map((l) => [l.level, l.msg, l.error, l.err])).toEqual([
+      [40, 'bus or a service it asks unavailable, worker retries every tick', 'no responders available for the request', undefined],
+      [30, 'bus back, worker resumed', undefined, undefined],
+    ]);
+
+    lines.length = 0;
+    failures.push(new Error('a bug'), new Error('a bug'));
+    rounds = 0;
+    const again = new Poller(
+      'sweeper',
+      1,
+      async () => {
+        rounds++;
+        const err = failures.shift();
+        if (err) throw err;
+        return false;
+      },
+      log,
+      false,
+    );
+    again.start();
+    await until(() => rounds >= 3);
+    await again.stop();
+    expect(lines.map((l) => [l.msg, l.err?.stack?.split('\n')[0]])).toEqual([
+      ['worker tick failed, will retry', 'Error: a bug'],
+      ['worker tick failed, will retry', 'Error: a bug'],
+    ]);
+  });
+});
