@@ -382,6 +382,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('button', { name: 'Continue to payment' }).click();
     expect(await page.locator('#contact-email-error').textContent()).toContain('e-mail address');
     expect(await page.getByLabel('E-mail').getAttribute('aria-invalid')).toBe('true');
+    // An address over the API's limit: its 422 in words (found from outside: the schema library's own words).
+    await page.getByLabel('E-mail').fill(`${'a'.repeat(300)}@example.com`);
+    const refused = page.waitForResponse((r) => r.url().endsWith('/public/subscribe'));
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    expect((await refused).status()).toBe(422);
+    await expect.poll(() => page.locator('#contact-email-error').textContent()).toBe('This is too long: 254 characters at most.');
     await check(page, problems, 'checkout');
     // Every choice is a finger's width tall, its label the target (found from outside: 20 px radios).
     const heights = await page.locator('.choice label').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().height));
@@ -1219,8 +1225,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByLabel('E-mail').fill('nwc@example.com');
     // A malformed string is refused on the page, before anything is sent.
     await page.getByLabel('Wallet connection string').fill('nostr+walletconnect://abc');
+    // One press, straight from the field (found from outside: the field's own check on leaving it pushed
+    // the button down under the pointer, and the first press did nothing).
     await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
     expect(await page.locator('#nwc-error').textContent()).toBe('The wallet key in the connection string must be 64 hexadecimal characters.');
+    await expect.poll(() => page.locator('#form-error').textContent()).toBe('Please correct the marked fields.');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('nwc');
     await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
     const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc'));
     await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();

@@ -236,6 +236,9 @@ function fieldError(id: string, text: string | null): void {
   }
 }
 
+/** A pointer is pressed on the submit button (see the connection string's blur check). */
+let pressingSubmit = false;
+
 function render(plan: PublicPlan): void {
   document.title = `Subscribe to ${plan.name}${plan.merchant_name ? ` by ${plan.merchant_name}` : ''}`;
   const trial = plan.trial_days > 0;
@@ -251,7 +254,11 @@ function render(plan: PublicPlan): void {
     ),
   );
   const nwcInput = h('textarea', { id: 'nwc', name: 'nwc', rows: 3, spellcheck: 'false', autocomplete: 'off', class: 'mono' });
-  nwcInput.addEventListener('blur', () => {
+  nwcInput.addEventListener('blur', (ev) => {
+    // Not when the press that took the focus is on the submit button: the message would push the button
+    // down under the pointer, the release would miss it and the first press do nothing (found from
+    // outside). The submit's own check says it, with the alert and the focus on the field.
+    if (pressingSubmit || (ev as FocusEvent).relatedTarget === submit) return;
     if (nwcInput.value.trim()) fieldError('nwc', nwcShapeError(nwcInput.value));
   });
   const nwcBlock = h(
@@ -299,6 +306,10 @@ function render(plan: PublicPlan): void {
   ) as HTMLSelectElement;
 
   const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');
+  submit.addEventListener('pointerdown', () => {
+    pressingSubmit = true;
+    addEventListener('pointerup', () => setTimeout(() => (pressingSubmit = false)), { once: true });
+  });
   const formError = h('p', { id: 'form-error', class: 'error', role: 'alert' });
   const form = h(
     'form',

@@ -32,11 +32,21 @@ function fieldProblems(body: unknown): FieldProblem[] {
 }
 
 /**
+ * A size limit in the schema library's words ("Too big: expected string to have <=254 characters") in a
+ * person's (found from outside: shown as it was under the e-mail field).
+ */
+function plainWords(msg: string): string {
+  const size = /^Too (big|small): expected string to have [<>]=(\d+) characters?$/.exec(msg.trim());
+  if (!size) return msg;
+  return size[1] === 'big' ? `This is too long: ${size[2]} characters at most.` : `This is too short: at least ${size[2]} characters.`;
+}
+
+/**
  * A server message about a field, worded for the person beside that field: the API's messages start
  * with the field's own name ("nostr must be an npub…"), which the field's label already says.
  */
 export function fieldMessage(p: FieldProblem): string {
-  let m = p.msg.trim() || 'is not valid';
+  let m = plainWords(p.msg).trim() || 'is not valid';
   if (m.toLowerCase().startsWith(`${p.field.toLowerCase()} `)) m = m.slice(p.field.length + 1);
   if (/^must be /i.test(m)) m = `Enter ${m.slice('must be '.length)}`;
   m = m.charAt(0).toUpperCase() + m.slice(1);
@@ -64,7 +74,8 @@ export function errorText(status: number, body: unknown): string {
       .map((d: { loc?: unknown[]; msg?: string }) => {
         const field = String(d.loc?.[d.loc.length - 1] ?? '');
         const label = FIELD_LABELS[field];
-        return label ? `${label}: ${d.msg ?? 'is not valid'}` : (d.msg ?? 'Something in the form is not valid');
+        const msg = d.msg === undefined ? undefined : plainWords(d.msg);
+        return label ? `${label}: ${msg ?? 'is not valid'}` : (msg ?? 'Something in the form is not valid');
       })
       .join('. ');
   }
