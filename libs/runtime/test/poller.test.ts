@@ -11,27 +11,31 @@ describe('Poller', () => {
   it('says an outage of the bus once, without a stack, and its end once; other failures each with their stack (found from outside: one stack per tick)', async () => {
     const lines: { level: number; msg: string; err?: { stack?: string }; error?: string }[] = [];
     const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    /** A poller whose rounds throw the failures queued, then succeed; stopped after `n` rounds. */
+    const rounds = async (n: number) => {
+      let done = 0;
+      const poller = new Poller(
+        'sweeper',
+        1,
+        async () => {
+          done++;
+          const err = failures.shift();
+          if (err) throw err;
+          return false;
+        },
+        log,
+        false,
+      );
+      poller.start();
+      await until(() => done >= n);
+      await poller.stop();
+    };
     const failures: Error[] = [
       new BusUnavailableError('no responders available for the request', true),
       new BusUnavailableError('NATS is not connected'),
       new DomainError('unavailable', 'A service needed for this request is not available, please retry'),
     ];
-    let rounds = 0;
-    const poller = new Poller(
-      'sweeper',
-      1,
-      async () => {
-        rounds++;
-        const err = failures.shift();
-        if (err) throw err;
-        return false;
-      },
-      log,
-      false,
-    );
-    poller.start();
-    await until(() => rounds >= 5);
-    await poller.stop();
+    await rounds(5);
     expect(lines.map((l) => [l.level, l.msg, l.error, l.err])).toEqual([
       [40, 'bus or a service it asks unavailable, worker retries every tick', 'no responders available for the request', undefined],
       [30, 'bus back, worker resumed', undefined, undefined],
@@ -39,22 +43,7 @@ describe('Poller', () => {
 
     lines.length = 0;
     failures.push(new Error('a bug'), new Error('a bug'));
-    rounds = 0;
-    const again = new Poller(
-      'sweeper',
-      1,
-      async () => {
-        rounds++;
-        const err = failures.shift();
-        if (err) throw err;
-        return false;
-      },
-      log,
-      false,
-    );
-    again.start();
-    await until(() => rounds >= 3);
-    await again.stop();
+    await rounds(3);
     expect(lines.map((l) => [l.msg, l.err?.stack?.split('\n')[0]])).toEqual([
       ['worker tick failed, will retry', 'Error: a bug'],
       ['worker tick failed, will retry', 'Error: a bug'],
