@@ -325,8 +325,9 @@ export function subscriberMessage(
           )
         : body(`Your subscription to ${plan}`, `Your subscription to ${plan} was created.`);
     case 'subscription.activated':
-      // A checkout paid before its cancel but handled after it (billing applies it as in time): the
-      // subscriber was already told it was cancelled, so this is a receipt, not a welcome.
+    case 'subscription.renewed':
+      // A checkout or renewal paid before its cancel but handled after it (billing applies it as in
+      // time): the subscriber was already told it was cancelled, so this is a receipt, not a welcome.
       if (d.status === 'cancelled') {
         const end = num(d.current_period_end);
         const continues = end !== undefined && end > e.timestamp;
@@ -338,13 +339,14 @@ export function subscriberMessage(
           ...receipt(),
         );
       }
-      return body(
-        `Your subscription to ${plan} is active`,
-        `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
-        '',
-        ...receipt(),
-      );
-    case 'subscription.renewed':
+      if (e.event === 'subscription.activated') {
+        return body(
+          `Your subscription to ${plan} is active`,
+          `Your subscription to ${plan} is active${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
+          '',
+          ...receipt(),
+        );
+      }
       return body(
         `Your subscription to ${plan} was renewed`,
         `Your subscription to ${plan} was renewed${period}${amount ? `; you paid ${amount}` : ''}. Thank you!`,
