@@ -34,7 +34,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const { now, advance, advanceTo } = devClock(() => admin);
+const { now, advance, advanceTo, hold } = devClock(() => admin);
 async function sub(id: string) {
   return (await admin.get(`/subscriptions/${id}`)).body;
 }
@@ -168,24 +168,34 @@ describe('1. a late payment is recorded exactly once', () => {
  * where it records the payment (the payment's row in applied_payments, uncommitted, in a transaction of
  * its own) while the cancel goes through HTTP.
  */
+/**
+ * `paymentId` is paid, and `move` runs a second later (in the payment's own second the order is unknown,
+ * and a tie goes to the move) while billing waits to record the payment; then billing records it.
+ * Returns its paid_at.
+ */
+async function paidThenHandledAfter(paymentId: string, subId: string, move: () => Promise<void>): Promise<number> {
+  const release = await holdUncommitted(db, [
+    ['INSERT INTO billing.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, 0)', [paymentId, subId]],
+  ]);
+  await pay(paymentId);
+  await someoneWaitsOnLock(db);
+  await advance(1);
+  await move();
+  await release();
+  const recorded = await until(
+    async () => (await db.query('SELECT applied_at FROM billing.applied_payments WHERE payment_id = $1', [paymentId])).rows.length,
+    (n) => n > 0,
+  );
+  expect(recorded).toBe(1);
+  return Number((await db.query('SELECT paid_at FROM payments.payments WHERE id = $1', [paymentId])).rows[0].paid_at);
+}
+
 describe('1b. a checkout paid before a cancel whose payment is handled after it', () => {
-  const holdPaymentRecord = (paymentId: string, subId: string) =>
-    holdUncommitted(db, [['INSERT INTO billing.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, 0)', [paymentId, subId]]]);
   /** The checkout is paid, `move` runs while billing waits to record the payment, then billing records it. */
   async function handledAfter(tag: string, move: (s: { subscription_id: string }, planId: string) => Promise<void>) {
     const p = await plan({ interval: 'monthly' });
     const s = await subscribe(p.id, `${tag}@example.com`);
-    const release = await holdPaymentRecord(s.payment_id, s.subscription_id);
-    await pay(s.payment_id);
-    await someoneWaitsOnLock(db);
-    await move(s, p.id);
-    await release();
-    const recorded = await until(
-      async () => (await db.query('SELECT applied_at FROM billing.applied_payments WHERE payment_id = $1', [s.payment_id])).rows.length,
-      (n) => n > 0,
-    );
-    expect(recorded).toBe(1);
-    const paidAt = Number((await db.query('SELECT paid_at FROM payments.payments WHERE id = $1', [s.payment_id])).rows[0].paid_at);
+    const paidAt = await paidThenHandledAfter(s.payment_id, s.subscription_id, () => move(s, p.id));
     return { s, paidAt };
   }
   async function paidThen(tag: string, move: (s: { subscription_id: string }, planId: string) => Promise<void>) {
@@ -264,40 +274,117 @@ describe('1b. a checkout paid before a cancel whose payment is handled after it'
     expect(withdrawn[0]!.status).toBe('expired');
   });
 
-  it('a renewal paid before a cancel, handled after it: renewed and still cancelled, with access to the end of the paid period (found from outside: not applied, for a refund)', async () => {
-    const { s, end } = await paidSubscription('monthly', 'renewthencancel@example.com');
-    await advanceTo(end - 3 * DAY + 60);
-    const renewal = await until(
-      async () => (await payments(s.subscription_id)).find((x) => x.purpose === 'renewal' && x.status === 'pending'),
-      (r) => r !== undefined,
-    );
-    const release = await holdPaymentRecord(renewal!.id, s.subscription_id);
-    await pay(renewal!.id);
-    await someoneWaitsOnLock(db);
-    expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
-    await release();
-    const after = await until(
-      () => sub(s.subscription_id),
-      (x) => x.current_period_start === end,
-    );
-    expect(after).toMatchObject({ status: 'cancelled', has_access: true, current_period_start: end });
-    expect(after.current_period_end).toBeGreaterThan(end + 27 * DAY);
-    const shown = (await admin.get(`/payments/${renewal!.id}`)).body;
-    expect(shown).toMatchObject({ status: 'paid' });
-    expect(shown.unapplied_reason ?? null).toBeNull();
-    const all = await events(s.subscription_id);
-    const renewed = all.filter((e) => e.e === 'subscription.renewed');
-    expect(renewed).toHaveLength(1);
-    expect(renewed[0]!.d).toMatchObject({ status: 'cancelled', payment_id: renewal!.id, current_period_start: end });
-    expect(eventDataSchema('subscription.renewed').safeParse(renewed[0]!.d).success).toBe(true);
-    expect(all.map((e) => e.e)).not.toContain('payment.unapplied');
-  });
-
   it('its plan archived: the payment activates it, and access lasts to the end of the paid period', async () => {
     const { after } = await paidThen('latearchive', async (_s, planId) => {
       expect([200, 204]).toContain((await admin.del(`/plans/${planId}`)).status);
     });
     expect(after).toMatchObject({ status: 'cancelled', has_access: true, cancel_reason: 'plan archived' });
+  });
+});
+
+describe('1c. a checkout paid in the second of its cancel, after it (found from outside)', () => {
+  it('is not applied: the tie goes to the cancel, which came first', async () => {
+    const p = await plan({ interval: 'weekly' });
+    const s = await subscribe(p.id, 'samesecond@example.com');
+    // Time stands still, so the cancel and the payment after it fall in one second.
+    await hold(true);
+    try {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
+      await pay(s.payment_id);
+    } finally {
+      await hold(false);
+    }
+    const cancelled = await sub(s.subscription_id);
+    const paidAt = Number((await db.query('SELECT paid_at FROM payments.payments WHERE id = $1', [s.payment_id])).rows[0].paid_at);
+    expect(paidAt).toBe(cancelled.cancelled_at);
+    const reason = 'The subscription was cancelled before its first payment arrived';
+    const shown = await until(
+      () => admin.get(`/payments/${s.payment_id}`),
+      (r) => r.body.unapplied_reason !== undefined,
+    );
+    expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: reason });
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'cancelled', has_access: false, current_period_end: cancelled.cancelled_at });
+    const names = (await events(s.subscription_id)).map((e) => e.e);
+    expect(names).not.toContain('subscription.activated');
+    expect(names.filter((e) => e === 'payment.unapplied')).toHaveLength(1);
+  });
+});
+
+describe('1d. a renewal paid before a pause or a cancel whose payment is handled after it (found from outside)', () => {
+  /** A paid weekly subscription with 2 grace days, 1 h before its period ends: its renewal payment is out. */
+  async function renewalDue(tag: string) {
+    const p = await plan({ interval: 'weekly', grace_period_days: 2 });
+    const s = await subscribe(p.id, `${tag}@example.com`);
+    await pay(s.payment_id);
+    const { current_period_end: end } = await activeOnce(s.subscription_id);
+    await advanceTo(end - 3600);
+    const renewal = (
+      await until(
+        () => payments(s.subscription_id),
+        (r) => r.some((x) => x.purpose === 'renewal' && x.status === 'pending'),
+      )
+    ).find((x) => x.purpose === 'renewal' && x.status === 'pending');
+    expect(renewal).toBeDefined();
+    return { s, end: end as number, renewal: renewal!.id };
+  }
+  /** The renewal was applied as in time: the period goes on from the old end, one renewed event with the status kept. */
+  async function renewedAsInTime(subId: string, renewal: string, end: number, status: string) {
+    const after = await sub(subId);
+    expect(after).toMatchObject({ status, has_access: true, current_period_start: end, current_period_end: end + 7 * DAY });
+    const shown = (await admin.get(`/payments/${renewal}`)).body;
+    expect(shown.status).toBe('paid');
+    expect(shown.unapplied_reason ?? null).toBeNull();
+    const all = await events(subId);
+    expect(all.map((e) => e.e)).not.toContain('payment.unapplied');
+    const renewed = all.filter((e) => e.e === 'subscription.renewed');
+    expect(renewed).toHaveLength(1);
+    expect(renewed[0]!.d).toMatchObject({ status, payment_id: renewal, current_period_start: end, current_period_end: end + 7 * DAY });
+    expect(eventDataSchema('subscription.renewed').safeParse(renewed[0]!.d).success).toBe(true);
+    return all;
+  }
+
+  it('paused: renewed from the old end, still paused; a resume finds the new period', async () => {
+    const { s, end, renewal } = await renewalDue('renewpause');
+    await paidThenHandledAfter(renewal, s.subscription_id, async () => {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/pause`)).status).toBe(200);
+    });
+    const all = await renewedAsInTime(s.subscription_id, renewal, end, 'paused');
+    expect(all.filter((e) => e.e === 'subscription.paused')).toHaveLength(1);
+    const resumed = await admin.post(`/subscriptions/${s.subscription_id}/resume`);
+    expect(resumed.status).toBe(200);
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'active', current_period_end: end + 7 * DAY });
+  });
+
+  it('cancelled at the period end: renewed from the old end, still cancelled, access to the new end', async () => {
+    const { s, end, renewal } = await renewalDue('renewcancel');
+    await paidThenHandledAfter(renewal, s.subscription_id, async () => {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
+    });
+    const all = await renewedAsInTime(s.subscription_id, renewal, end, 'cancelled');
+    expect(all.filter((e) => e.e === 'subscription.cancelled')).toHaveLength(1);
+  });
+
+  it('cancelled at once: not applied (the owner ended the access), payment.unapplied for a refund', async () => {
+    const { s, renewal } = await renewalDue('renewcancelnow');
+    let before: Record<string, unknown> = {};
+    await paidThenHandledAfter(renewal, s.subscription_id, async () => {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+      before = await sub(s.subscription_id);
+    });
+    const reason = 'The subscription was cancelled at once, after this renewal was paid';
+    const shown = await until(
+      () => admin.get(`/payments/${renewal}`),
+      (r) => r.body.unapplied_reason !== undefined,
+    );
+    expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: reason });
+    expect(await sub(s.subscription_id)).toMatchObject({
+      status: 'cancelled',
+      has_access: false,
+      current_period_end: before.current_period_end,
+    });
+    const names = (await events(s.subscription_id)).map((e) => e.e);
+    expect(names).not.toContain('subscription.renewed');
+    expect(names.filter((e) => e === 'payment.unapplied')).toHaveLength(1);
   });
 });
 

@@ -10,5 +10,12 @@ export function devClock(admin: () => ReturnType<typeof client>) {
     return res.body.now;
   };
   const advanceTo = async (t: number): Promise<number> => advance(t - (await now()));
-  return { now, advance, advanceTo };
+  /** Holds time still for every service (two moves land in one second), or lets it run on. */
+  const hold = async (on: boolean): Promise<number> => {
+    const res = await admin().post('/dev/clock', { hold: on });
+    expect(res.status).toBe(200);
+    expect(res.body.held).toBe(on);
+    return res.body.now;
+  };
+  return { now, advance, advanceTo, hold };
 }

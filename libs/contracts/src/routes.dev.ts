@@ -11,11 +11,15 @@ export const DevClockRequest = z
       .min(0)
       .max(20 * 365 * 86400)
       .default(0),
+    hold: z.boolean().optional().openapi({
+      description:
+        'true: time stands still for every service (two things happen in one second) until false lets it run on from there; advance_seconds still moves it',
+    }),
   })
   .openapi('DevClockRequest');
 export const DevInvoiceParams = z.strictObject({ payment_hash: z.string().regex(/^[0-9a-f]{64}$/, '64 lower-case hex characters') });
 export const DevInvoicePaid = z.object({ payment_id: z.string(), preimage: z.string() }).openapi('DevInvoicePaid');
-export const DevClockResponse = z.object({ now: UnixSeconds, offset_seconds: z.number().int() }).openapi('DevClockResponse');
+export const DevClockResponse = z.object({ now: UnixSeconds, offset_seconds: z.number().int(), held: z.boolean() }).openapi('DevClockResponse');
 
 /**
  * Development-only routes: mounted by the gateway only when DEV_MODE is on (otherwise they answer 404)
@@ -29,7 +33,7 @@ export const devRoutes = defineRoutes([
     auth: 'admin',
     devOnly: true,
     bodyOptional: true,
-    summary: 'Read the test clock, or move it forward by advance_seconds (all services follow)',
+    summary: 'Read the test clock, move it forward by advance_seconds, or hold it still (all services follow)',
     // Billing answers within 20 s of the move, even when the sweep after it takes longer.
     body: DevClockRequest,
     response: DevClockResponse,

@@ -126,10 +126,6 @@ export async function natsReachable(nc: NatsConnection | undefined): Promise<boo
 const BUCKET = DEV_CLOCK_BUCKET;
 const KEY = 'offset_ms';
 
-/**
- * The test clock of DEV_MODE: real time plus an offset every service reads from one NATS KV key and
- * follows as it changes, so moving it once moves the whole system.
- */
 /** JetStream's answers while another client is adding the same stream at the same moment. */
 const STREAM_ADD_RACE = new Set([10058, 10065]);
 
@@ -149,8 +145,20 @@ export async function creatingStream<T>(create: () => Promise<T>, attempts = 5):
   }
 }
 
+/** The key's value: the offset, and while time is held the instant it stands at (`<offset>` or `<offset>@<held>`). */
+type DevTime = { offsetMs: number; heldAtMs: number | null };
+const parseDevTime = (v: string): DevTime => {
+  const [offset, held] = v.split('@');
+  return { offsetMs: Number(offset) || 0, heldAtMs: held === undefined ? null : Number(held) || 0 };
+};
+const formatDevTime = (t: DevTime) => (t.heldAtMs === null ? String(t.offsetMs) : `${t.offsetMs}@${t.heldAtMs}`);
+
+/**
+ * The test clock of DEV_MODE: real time plus an offset every service reads from one NATS KV key and
+ * follows as it changes, so moving it once moves the whole system. A test may also hold it still.
+ */
 export class DevClock implements Clock {
-  private offsetMs = 0;
+  private time: DevTime = { offsetMs: 0, heldAtMs: null };
   private revision = 0;
 
   private constructor(private readonly kv: KV) {}
@@ -180,31 +188,53 @@ export class DevClock implements Clock {
   private apply(e: { revision: number; value: Uint8Array; string(): string } | null): void {
     if (!e?.value.length || e.revision < this.revision) return;
     this.revision = e.revision;
-    this.offsetMs = Number(e.string()) || 0;
+    this.time = parseDevTime(e.string());
   }
 
   nowMs(): number {
-    return Date.now() + this.offsetMs;
+    return this.time.heldAtMs ?? Date.now() + this.time.offsetMs;
   }
 
   get offset(): number {
-    return this.offsetMs;
+    return this.time.offsetMs;
+  }
+
+  /** Time stands still (a test makes two things happen in one second). */
+  get held(): boolean {
+    return this.time.heldAtMs !== null;
+  }
+
+  /** Moves the shared offset by `ms` (a held time moves with it, and stays held). Returns the new offset. */
+  async advance(ms: number): Promise<number> {
+    return (await this.update((t) => ({ offsetMs: t.offsetMs + ms, heldAtMs: t.heldAtMs === null ? null : t.heldAtMs + ms }))).offsetMs;
   }
 
   /**
-   * Moves the shared offset by `ms` with a compare-and-set on the key's revision: of two concurrent moves
-   * (two replicas, or two requests) neither is lost; the one that lost the race reads again and retries.
+   * Holds time still at the present instant, for every service, or lets it run again from where it
+   * stands (never backwards: the offset takes up the time spent held).
    */
-  async advance(ms: number): Promise<number> {
+  async hold(on: boolean): Promise<void> {
+    await this.update((t) => {
+      if (on) return t.heldAtMs === null ? { offsetMs: t.offsetMs, heldAtMs: Date.now() + t.offsetMs } : t;
+      return t.heldAtMs === null ? t : { offsetMs: t.heldAtMs - Date.now(), heldAtMs: null };
+    });
+  }
+
+  /**
+   * Changes the shared value with a compare-and-set on the key's revision: of two concurrent moves (two
+   * replicas, or two requests) neither is lost; the one that lost the race reads again and retries.
+   */
+  private async update(change: (t: DevTime) => DevTime): Promise<DevTime> {
     for (;;) {
       const e = await this.kv.get(KEY);
-      const current = e?.operation === 'PUT' && e.value.length ? Number(e.string()) || 0 : 0;
-      const next = current + ms;
+      const current = e?.operation === 'PUT' && e.value.length ? parseDevTime(e.string()) : { offsetMs: 0, heldAtMs: null };
+      const next = change(current);
       try {
-        const revision = e ? await this.kv.update(KEY, String(next), e.revision) : await this.kv.create(KEY, String(next));
+        const value = formatDevTime(next);
+        const revision = e ? await this.kv.update(KEY, value, e.revision) : await this.kv.create(KEY, value);
         if (revision >= this.revision) {
           this.revision = revision;
-          this.offsetMs = next;
+          this.time = next;
         }
         return next;
       } catch (err) {

@@ -40,3 +40,24 @@ describe('DevClock.advance', () => {
     expect(await a.advance(0)).toBe(12_000);
   });
 });
+
+describe('DevClock.hold', () => {
+  it('holds time still for every process, moves it while held, and lets it run on from where it stood', async () => {
+    const [a, b] = [await clock(), await clock()];
+    await a.hold(true);
+    const held = a.nowMs();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(a.nowMs()).toBe(held);
+    expect(a.held).toBe(true);
+    // Another process sees it too, from the key.
+    const fresh = await clock();
+    expect(fresh.nowMs()).toBe(held);
+    await b.advance(5000);
+    expect(b.nowMs()).toBe(held + 5000);
+    await a.hold(false);
+    expect(a.held).toBe(false);
+    const after = a.nowMs();
+    expect(after).toBeGreaterThanOrEqual(held + 5000);
+    expect(after - (held + 5000)).toBeLessThan(1000);
+  });
+});

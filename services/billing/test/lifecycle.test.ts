@@ -32,6 +32,7 @@ function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState
     cancel_reason: null,
     cancelled_by: null,
     cancelled_immediately: false,
+    paused_at: null,
     pending_since: null,
     dunning_from: null,
     ...over,

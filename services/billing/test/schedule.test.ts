@@ -40,6 +40,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     cancel_reason: null,
     cancelled_by: null,
     cancelled_immediately: false,
+    paused_at: null,
     pending_since: status === 'pending' ? T0 : null,
     dunning_from: null,
     payment_method: 'lightning',
@@ -599,6 +600,7 @@ describe('late payments (domain/payment-application.ts)', () => {
     status,
     cancelled_at: null,
     cancelled_immediately: false,
+    paused_at: null,
     amount_sats: 1000,
     current_period_start: T0 - 30 * DAY,
     current_period_end: T0,
@@ -679,12 +681,16 @@ describe('late payments (domain/payment-application.ts)', () => {
       to: 'none',
       reason: 'The subscription was cancelled before its first payment arrived',
     });
-    // Paid at or before the cancel, however late its event: applied as it would have been in time.
-    for (const at of [T0, T0 + 5])
-      expect(applicationOf(paid('checkout'), { ...cancelledUnpaid, cancelled_at: at }, undefined, POLICY)).toMatchObject({
-        to: 'own',
-        event: { type: 'first_payment', paid_at: T0 },
-      });
+    // Paid before the cancel, however late its event: applied as it would have been in time.
+    expect(applicationOf(paid('checkout'), { ...cancelledUnpaid, cancelled_at: T0 + 1 }, undefined, POLICY)).toMatchObject({
+      to: 'own',
+      event: { type: 'first_payment', paid_at: T0 },
+    });
+    // In the cancel's second the order is unknown: the tie goes to the cancel.
+    expect(applicationOf(paid('checkout'), { ...cancelledUnpaid, cancelled_at: T0 }, undefined, POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscription was cancelled before its first payment arrived',
+    });
     expect(applicationOf(paid('checkout'), view('cancelled'), undefined, POLICY)).toEqual({
       to: 'none',
       reason: 'The subscription is cancelled; its first payment was already made',
@@ -719,6 +725,33 @@ describe('late payments (domain/payment-application.ts)', () => {
       reason: 'The subscription was cancelled at once, before its first payment arrived',
     });
     expect(applicationOf(paid('checkout'), cancelledNow, view('pending'), POLICY)).toMatchObject({ to: 'contact_pending' });
+  });
+  it('a renewal paid before a pause or a cancel, handled after: renewed from the old end, still paused or cancelled', () => {
+    // The period ends at T0 + 1 h; renewal paid at T0, the owner's move a minute later.
+    const open = { current_period_start: T0 - 7 * DAY + 3600, current_period_end: T0 + 3600 };
+    const paused = view('paused', { ...open, paused_at: T0 + 60 });
+    const cancelled = view('cancelled', { ...open, cancelled_at: T0 + 60 });
+    const cancelledWhilePaused = view('cancelled', { ...open, paused_at: T0 - 60, cancelled_at: T0 + 60 });
+    for (const s of [paused, cancelled])
+      expect(applicationOf(paid('renewal'), s, undefined, POLICY)).toEqual({ to: 'own', event: { type: 'renewal_payment', paid_at: T0 } });
+    for (const st of ['paused', 'cancelled'] as const) {
+      const row: SubState = { ...sub(st), ...open, paused_at: st === 'paused' ? T0 + 60 : null, cancelled_at: st === 'cancelled' ? T0 + 60 : null };
+      expect(transition(row, { type: 'renewal_payment', paid_at: T0 }, T0 + 120)).toMatchObject({
+        event: 'subscription.renewed',
+        next: { status: st, current_period_start: T0 + 3600, period_index: row.period_index + 1 },
+      });
+      // Asked now, after the move: no renewal applies to it (reminders promise none).
+      expect(renewalPeriod(row, T0 + 120)).toBeNull();
+    }
+    // Paid in the move's second, or after it, or while paused before a cancel: not applied.
+    for (const s of [paused, cancelled]) expect(applicationOf({ ...paid('renewal'), paid_at: T0 + 60 }, s, undefined, POLICY)).toMatchObject({ to: 'none' });
+    expect(applicationOf(paid('renewal'), cancelledWhilePaused, undefined, POLICY)).toMatchObject({ to: 'none' });
+    // Nor after a cancel at once (access ended: refunded), nor for another period.
+    expect(applicationOf(paid('renewal'), { ...cancelled, cancelled_immediately: true }, undefined, POLICY)).toEqual({
+      to: 'none',
+      reason: 'The subscription was cancelled at once, after this renewal was paid',
+    });
+    expect(applicationOf(paid('renewal', { for_current_period: false }), paused, undefined, POLICY)).toMatchObject({ to: 'none' });
   });
   it('cancelled or paused subscriptions and unknown ones: not applied', () => {
     for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined, POLICY)).toMatchObject({ to: 'none' });

@@ -254,6 +254,15 @@ describe('subscriber notices', () => {
     expect(subscriberMessage(ev('subscription.activated', {}), { name: '<b>' }).html).toContain('Hello &#60;b&#62;,');
   });
 
+  it('a renewal after the cancel (paid before it, handled after) is the same receipt, not a thank-you for a renewal', () => {
+    const paid = { status: 'cancelled', payment_id: 'pay_2', amount_sats: 5000, current_period_start: 1_699_999_000, current_period_end: 1_702_592_000 };
+    const late = subscriberMessage(ev('subscription.renewed', paid), {});
+    expect(late.subject).toBe('Payment received for Gold');
+    expect(late.text).toContain('Your subscription was cancelled, so it will not renew; your access continues until 2023-12-14 22:13 UTC.');
+    expect(late.text).not.toMatch(/was renewed|Thank you/);
+    expect(subscriberMessage(ev('subscription.renewed', { ...paid, status: 'paused' }), {}).text).toContain('was renewed');
+  });
+
   it('an activation after the cancel (a checkout paid before it, handled after) is a receipt, not a welcome', () => {
     const who = { manageUrl: 'http://x/subscriptions_manager/manage?token=t0k' };
     const paid = {

@@ -25,6 +25,11 @@ export interface SubState {
   cancelled_by: CancelledBy | null;
   /** The cancel ended the period at once (an owner's `immediate`): a first payment made before it, handled after, is not applied. */
   cancelled_immediately: boolean;
+  /**
+   * When the owner paused it; null once resumed (so a cancelled row with one was cancelled while paused).
+   * A renewal paid before it, handled after, is still applied (paidBeforeStop).
+   */
+  paused_at: number | null;
   /** When the subscription last became pending (checkout, or resumed after its period ended): its 24 h count from here. */
   pending_since: number | null;
   /**
@@ -37,8 +42,6 @@ export interface SubState {
 export type LifecycleEvent =
   | { type: 'first_payment'; paid_at: number }
   | { type: 'renewal_payment'; paid_at: number }
-  /** A renewal of the current period paid at or before a cancel that kept access, handled after it. */
-  | { type: 'renewal_paid_before_cancel'; paid_at: number }
   | { type: 'pending_timeout' }
   /** The payment for a checkout could not be created: the checkout ends at once. */
   | { type: 'checkout_failed' }
@@ -62,7 +65,7 @@ type RuleOn<T extends EventType> = {
   from: readonly SubscriptionStatus[];
   on: T;
   /** Extra condition for this row; rows are tried in order. */
-  when?: (s: SubState, now: number) => boolean;
+  when?: (s: SubState, now: number, e: Extract<LifecycleEvent, { type: T }>) => boolean;
   emit: EventName;
   apply: (s: SubState, e: Extract<LifecycleEvent, { type: T }>, now: number) => Partial<SubState>;
 };
@@ -146,16 +149,17 @@ const LIFECYCLE: readonly Rule[] = [
   { from: ['pending'], on: 'pending_timeout', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   { from: ['pending'], on: 'checkout_failed', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   { from: ['active', 'past_due'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s) => nextPeriod(s) },
-  // As if handled in time, renewed then cancelled: it stays cancelled, with access to the end of the paid
-  // period (domain/payment-application.ts decides that it was paid before the cancel).
-  {
-    from: ['cancelled'],
-    on: 'renewal_paid_before_cancel',
-    when: (s) => s.cancelled_at !== null && !s.cancelled_immediately,
-    emit: 'subscription.renewed',
-    apply: (s) => ({ ...nextPeriod(s), status: 'cancelled' }),
-  },
   { from: ['payment_failed', 'pending'], on: 'renewal_payment', emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
+  // A renewal paid before a pause or a cancel, handled after it (domain/payment-application.ts decides
+  // that): as if handled in time, the period moves on from the old end; it stays paused or cancelled,
+  // with access to the new end.
+  {
+    from: ['paused', 'cancelled'],
+    on: 'renewal_payment',
+    when: (s, _now, e) => paidBeforeStop(s, e.paid_at),
+    emit: 'subscription.renewed',
+    apply: (s) => ({ ...nextPeriod(s), status: s.status }),
+  },
   // A renewal paid inside the dunning window but handled after the sweep expired the subscription
   // (domain/payment-application.ts decides that): renewed as it would have been in time.
   { from: ['expired'], on: 'renewal_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
@@ -164,9 +168,15 @@ const LIFECYCLE: readonly Rule[] = [
   { from: ['past_due'], on: 'grace_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
   // The dunning window ended unpaid: the contact is free to subscribe again.
   { from: ['payment_failed'], on: 'dunning_end_unpaid', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
-  { from: ['active', 'past_due'], on: 'pause', emit: 'subscription.paused', apply: () => ({ status: 'paused' }) },
-  { from: ['paused'], on: 'resume', when: (s, now) => now < s.current_period_end, emit: 'subscription.resumed', apply: () => ({ status: 'active' }) },
-  { from: ['paused'], on: 'resume', emit: 'subscription.resumed', apply: (_s, _e, now) => ({ status: 'pending', pending_since: now }) },
+  { from: ['active', 'past_due'], on: 'pause', emit: 'subscription.paused', apply: (_s, _e, now) => ({ status: 'paused', paused_at: now }) },
+  {
+    from: ['paused'],
+    on: 'resume',
+    when: (s, now) => now < s.current_period_end,
+    emit: 'subscription.resumed',
+    apply: () => ({ status: 'active', paused_at: null }),
+  },
+  { from: ['paused'], on: 'resume', emit: 'subscription.resumed', apply: (_s, _e, now) => ({ status: 'pending', pending_since: now, paused_at: null }) },
   {
     from: LIVE,
     on: 'cancel',
@@ -223,13 +233,16 @@ interface Transition {
   event: EventName;
 }
 
-const ruleFor = (s: SubState, type: EventType, now: number) => LIFECYCLE.find((r) => r.on === type && r.from.includes(s.status) && (!r.when || r.when(s, now)));
+// The row was found by `on === e.type`, so `e` is the event its `when` and `apply` are typed for.
+const ruleFor = (s: SubState, e: LifecycleEvent, now: number) =>
+  LIFECYCLE.find(
+    (r) => r.on === e.type && r.from.includes(s.status) && (!r.when || (r.when as (s: SubState, now: number, e: LifecycleEvent) => boolean)(s, now, e)),
+  );
 
 /** Applies one event, or throws 409 when the table has no row for it. Pure: the caller does the compare-and-set. */
 export function transition(s: SubState, e: LifecycleEvent, now: number): Transition {
-  const rule = ruleFor(s, e.type, now);
+  const rule = ruleFor(s, e, now);
   if (!rule) throw conflict(`Cannot ${e.type.replace(/_/g, ' ')} a subscription that is ${s.status}`);
-  // The row was found by `on === e.type`, so `e` is the event its `apply` is typed for.
   const apply = rule.apply as (s: SubState, e: LifecycleEvent, now: number) => Partial<SubState>;
   return { next: { ...s, ...apply(s, e, now) }, event: rule.emit };
 }
@@ -238,11 +251,12 @@ export function transition(s: SubState, e: LifecycleEvent, now: number): Transit
  * The period a renewal payment made at `at` pays for, by the same table a payment is applied by: from
  * the current period's end while it can be paid in time (active, past_due); a new period from the
  * payment once access has ended (payment_failed) or after a resume past the period's end (pending).
- * Null where no renewal applies (paused, cancelled). What reminders and dunning notices say it covers.
+ * Null where no renewal applies (paused, cancelled: only one paid before that applies). What reminders and dunning notices say it covers.
  */
 export function renewalPeriod(s: SubState, at: number): { start: number; end: number } | null {
-  if (!ruleFor(s, 'renewal_payment', at)) return null;
-  const { next } = transition(s, { type: 'renewal_payment', paid_at: at }, at);
+  const e = { type: 'renewal_payment', paid_at: at } as const;
+  if (!ruleFor(s, e, at)) return null;
+  const { next } = transition(s, e, at);
   return { start: next.current_period_start, end: next.current_period_end };
 }
 
@@ -318,6 +332,33 @@ export function reasonForSubscriber(s: Pick<SubState, 'cancel_reason' | 'cancell
   return who ? REASON_FOR_SUBSCRIBER[who] : null;
 }
 
+/**
+ * When the subscription stopped taking renewals: its pause, or its cancel (the pause before it, when it
+ * was cancelled while paused). Null while it takes them.
+ */
+const stoppedAt = (s: Pick<SubState, 'status' | 'paused_at' | 'cancelled_at'>): number | null =>
+  s.status === 'paused' ? s.paused_at : s.status === 'cancelled' ? (s.paused_at ?? s.cancelled_at) : null;
+
+/**
+ * A renewal paid at `paidAt` came before the pause or the cancel, while the period could still go on
+ * from its end (active or past_due: before the grace ended, not resumed after its end and unpaid), so
+ * it is applied as it would have been in time. Strictly before: times are whole seconds, and a payment
+ * in the same second as the owner's move may have come after it, so a tie goes to the move. Not after a
+ * cancel at once: the access it paid for was ended by the owner (the payment is left for a refund).
+ */
+export function paidBeforeStop(
+  s: Pick<
+    SubState,
+    'status' | 'paused_at' | 'cancelled_at' | 'cancelled_immediately' | 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'pending_since'
+  >,
+  paidAt: number,
+): boolean {
+  const stopped = stoppedAt(s);
+  if (stopped === null || paidAt >= stopped || s.cancelled_immediately) return false;
+  const resumedUnpaid = s.pending_since !== null && s.pending_since > s.current_period_start;
+  return paidAt < graceEnd(s) && !resumedUnpaid;
+}
+
 /** Access continues while active or past_due, and while paused or cancelled until the paid period ends. */
 export function hasAccess(s: Pick<SubState, 'status' | 'current_period_end'>, now: number): boolean {
   if (s.status === 'active' || s.status === 'past_due') return true;
@@ -353,6 +394,7 @@ export function startSubscription(plan: { interval: Interval; trial_days: number
     cancel_reason: null,
     cancelled_by: null,
     cancelled_immediately: false,
+    paused_at: null,
     pending_since: null,
     dunning_from: null,
   };

@@ -1,5 +1,5 @@
 import type { PaymentPurpose, SubscriptionStatus } from '@sb/contracts';
-import type { LifecycleEvent } from './lifecycle.js';
+import { type LifecycleEvent, paidBeforeStop } from './lifecycle.js';
 import { PENDING_EXPIRY_SECONDS } from './periods.js';
 import { dunningEnd, type SchedulePolicy } from './schedule.js';
 
@@ -17,6 +17,7 @@ type SubView = {
   cancelled_at: number | null;
   /** The cancel ended the period at once (an owner's `immediate`). */
   cancelled_immediately: boolean;
+  paused_at: number | null;
   amount_sats: number;
   current_period_start: number;
   current_period_end: number;
@@ -56,7 +57,9 @@ export type Application = { to: 'own'; event: LifecycleEvent } | { to: 'contact_
  * the same plan, when it is another one than `own`.
  * A renewal paid while the subscription could still take it, but handled only after the sweep expired
  * it, is applied as it would have been in time (a new period from paid_at), unless the contact has
- * subscribed again since.
+ * subscribed again since; so is one paid before the owner paused or cancelled it (the period moves on
+ * from its end, and it stays paused or cancelled). "Before" is strictly before, in whole seconds: a
+ * payment in the same second as the owner's move is taken to have come after it.
  */
 export function applicationOf(p: PaidPayment, own: SubView | undefined, live: SubView | undefined, policy: SchedulePolicy): Application {
   if (!own) return { to: 'none', reason: 'The subscription of this payment does not exist' };
@@ -75,11 +78,12 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
     if (own.status === 'expired' && own.cancelled_at === null) return live ? elsewhere() : { to: 'own', event: first };
     if (own.status === 'expired') return elsewhere();
     if (own.status === 'cancelled' && own.period_index === 0 && own.trial_end === null) {
-      // Paid at or before the cancel, however late the payment's event: applied as it would have been in
+      // Paid before the cancel, however late the payment's event: applied as it would have been in
       // time (activated, then cancelled), unless the contact has opened a new checkout of the plan since
       // (that one is activated, as for an expired checkout) or the cancel was immediate: a period ended at
       // the cancel would take the money for nothing, so it is not applied and the owner refunds it.
-      if (own.cancelled_at !== null && p.paid_at <= own.cancelled_at) {
+      // Strictly before: in the cancel's second the order is unknown, and a tie goes to the cancel.
+      if (own.cancelled_at !== null && p.paid_at < own.cancelled_at) {
         if (live) return elsewhere();
         if (own.cancelled_immediately) return { to: 'none', reason: 'The subscription was cancelled at once, before its first payment arrived' };
         return { to: 'own', event: first };
@@ -92,11 +96,12 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
   if (own.status === 'active' || own.status === 'past_due') {
     return p.for_current_period ? { to: 'own', event: renewal } : { to: 'none', reason: 'The period this renewal was issued for is already paid' };
   }
-  // Paid at or before a cancel that kept access, its event handled after it (billing away, the bus slow):
-  // renewed as it would have been in time, and still cancelled; the subscriber paid for that period. After
-  // an immediate cancel the period it would continue from has ended: not applied, the owner refunds it.
-  if (own.status === 'cancelled' && p.for_current_period && own.cancelled_at !== null && p.paid_at <= own.cancelled_at && !own.cancelled_immediately)
-    return { to: 'own', event: { type: 'renewal_paid_before_cancel', paid_at: p.paid_at } };
+  if ((own.status === 'paused' || own.status === 'cancelled') && p.for_current_period && paidBeforeStop(own, p.paid_at)) {
+    return live ? elsewhere() : { to: 'own', event: renewal };
+  }
+  if (own.status === 'cancelled' && own.cancelled_immediately && own.cancelled_at !== null && p.paid_at < own.cancelled_at) {
+    return { to: 'none', reason: 'The subscription was cancelled at once, after this renewal was paid' };
+  }
   if (own.status === 'expired' && !live && p.paid_at < expiredAt(own, policy)) return { to: 'own', event: renewal };
   if (own.status === 'expired') return elsewhere();
   return { to: 'none', reason: `The subscription is ${own.status}` };

@@ -9,7 +9,8 @@ import type { Scheduler } from '../scheduler.js';
 const SWEEP_WAIT_MS = 20_000;
 
 /**
- * DEV_MODE only: moves the shared test clock, then runs a scheduler sweep so the move shows at once.
+ * DEV_MODE only: holds or releases the shared test clock, moves it, then runs a scheduler sweep so the
+ * move shows at once.
  * A sweep that takes longer (thousands of renewals) or fails (database away) goes on in the background,
  * and the scheduler's own ticks finish it.
  */
@@ -17,6 +18,8 @@ export const devClock = (d: Deps, scheduler: Scheduler) =>
   routeHandler('dev.clock', async (req) => {
     const clock = d.devClock!;
     const advance = (req.body?.advance_seconds as number | undefined) ?? 0;
+    const hold = req.body?.hold as boolean | undefined;
+    if (hold !== undefined) await clock.hold(hold);
     if (advance > 0) {
       await clock.advance(advance * 1000);
       const sweep = scheduler.tickFromNow().then(
@@ -26,5 +29,5 @@ export const devClock = (d: Deps, scheduler: Scheduler) =>
       const waited = await Promise.race([sweep, new Promise<false>((r) => setTimeout(() => r(false), SWEEP_WAIT_MS).unref())]);
       if (!waited) d.log.info({ advance_seconds: advance }, 'clock moved; its sweep goes on in the background');
     }
-    return { now: unixSeconds(clock), offset_seconds: Math.round(clock.offset / 1000) };
+    return { now: unixSeconds(clock), offset_seconds: Math.round(clock.offset / 1000), held: clock.held };
   });

@@ -259,3 +259,16 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN dunning_from BIGINT;
 `,
 });
+
+migrations.push({
+  id: 18,
+  name: 'when a subscription was paused',
+  // A nullable column, which older code ignores (its pauses leave it null: a renewal paid before one of
+  // those and handled after stays not applied, as before).
+  compatible: true,
+  sql: `
+-- When the owner paused the subscription (null once resumed): a renewal paid before it, handled after,
+-- is still applied.
+ALTER TABLE subscriptions ADD COLUMN paused_at BIGINT;
+`,
+});
