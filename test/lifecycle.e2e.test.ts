@@ -561,6 +561,46 @@ describe('renewal payments made while the subscription moved', () => {
     );
     expect(rows[0].n).toBe(0);
   });
+
+  it('billing killed while the payment.received of a renewal was in flight, the invoice expiring before JetStream redelivers it: paid once, no second invoice (outage probe)', async () => {
+    const { subs, end } = await activeMonthly(1, 'kill');
+    const s = subs[0]!;
+    await advanceTo(end - 3 * DAY + 60);
+    const [first] = await renewalPayments(s.id);
+    expect(first?.status).toBe('pending');
+    const expiresAt = Number((await db.query('SELECT expires_at FROM payments.payments WHERE id = $1', [first!.id])).rows[0].expires_at);
+    // Billing takes the event and waits on the row: killed there, it never acknowledges it, and JetStream
+    // redelivers it only after its ack wait (30 s).
+    const release = await holdUncommitted(db, [['SELECT 1 FROM billing.subscriptions WHERE id = $1 FOR UPDATE', [s.id]]]);
+    try {
+      await pay(first!.id);
+      expect(await someoneWaitsOnLock(db)).toBeGreaterThanOrEqual(1);
+      stack.services.billing.child.kill('SIGKILL');
+    } finally {
+      await release();
+    }
+    await stack.restartBilling();
+    // Past the invoice's life in billing's view, the event not redelivered yet: the sweep would replace it.
+    expect((await admin.post('/dev/clock', { advance_seconds: expiresAt + 60 - (await now()) })).status).toBe(200);
+    expect((await renewalPayments(s.id)).map((r) => r.status)).toEqual(['paid']);
+
+    const renewed = await until(
+      () => sub(s.id),
+      (x) => x.current_period_start === end,
+      90_000,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end });
+    expect((await renewalPayments(s.id)).map((r) => r.status)).toEqual(['paid']);
+    const sent = await db.query(
+      `SELECT payload->>'event' AS e, payload->'data'->>'payment_id' AS payment_id FROM billing.outbox
+       WHERE payload->>'event' IN ('renewal.reminder', 'subscription.renewed', 'payment.unapplied') AND payload->'data'->>'subscription_id' = $1 ORDER BY seq`,
+      [s.id],
+    );
+    expect(sent.rows).toEqual([
+      { e: 'renewal.reminder', payment_id: first!.id },
+      { e: 'subscription.renewed', payment_id: first!.id },
+    ]);
+  });
 });
 
 describe('events on JetStream', () => {
