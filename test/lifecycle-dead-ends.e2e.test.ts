@@ -756,6 +756,22 @@ describe('5c. a checkout answered 503', () => {
     ).toBe('active');
     expect((await events(first!)).map((e) => e.e)).not.toContain('subscription.expired');
   });
+
+  it('on-chain, while the payments service is away: kept without an address, so another method replaces it (review finding: 409 for 24 h)', async () => {
+    const p = await plan({ interval: 'monthly', allow_onchain: true });
+    const email = 'onchain-away@example.com';
+    await stack.stopPayments();
+    try {
+      const res = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'onchain', email });
+      expect(res.status, JSON.stringify(res.body)).toBe(503);
+    } finally {
+      await stack.restartPayments();
+    }
+    const [first] = (await db.query('SELECT id FROM billing.subscriptions WHERE plan_id = $1', [p.id])).rows as Array<{ id: string }>;
+    const switched = await subscribe(p.id, email, 'lightning');
+    expect(switched.subscription_id).not.toBe(first!.id);
+    expect((await admin.get(`/subscriptions/${first!.id}`)).body.status).toBe('expired');
+  });
 });
 
 describe('4. an owner update of a pending checkout', () => {

@@ -254,11 +254,11 @@ function render(plan: PublicPlan): void {
     ),
   );
   const nwcInput = h('textarea', { id: 'nwc', name: 'nwc', rows: 3, spellcheck: 'false', autocomplete: 'off', class: 'mono' });
-  nwcInput.addEventListener('blur', (ev) => {
+  nwcInput.addEventListener('blur', () => {
     // Not when the press that took the focus is on the submit button: the message would push the button
     // down under the pointer, the release would miss it and the first press do nothing (found from
     // outside). The submit's own check says it, with the alert and the focus on the field.
-    if (pressingSubmit || (ev as FocusEvent).relatedTarget === submit) return;
+    if (pressingSubmit) return;
     if (nwcInput.value.trim()) fieldError('nwc', nwcShapeError(nwcInput.value));
   });
   const nwcBlock = h(
@@ -308,7 +308,14 @@ function render(plan: PublicPlan): void {
   const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');
   submit.addEventListener('pointerdown', () => {
     pressingSubmit = true;
-    addEventListener('pointerup', () => setTimeout(() => (pressingSubmit = false)), { once: true });
+    // Up or cancelled (a touch that turns into a scroll), anywhere: the press is over.
+    const over = () => {
+      removeEventListener('pointerup', over);
+      removeEventListener('pointercancel', over);
+      setTimeout(() => (pressingSubmit = false));
+    };
+    addEventListener('pointerup', over);
+    addEventListener('pointercancel', over);
   });
   const formError = h('p', { id: 'form-error', class: 'error', role: 'alert' });
   const form = h(

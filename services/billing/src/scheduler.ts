@@ -111,7 +111,8 @@ export class Scheduler {
       return [];
     });
     await this.withdraw(left);
-    if (!this.outageInSweep) for (const o of this.outages) o.ok();
+    // A sweep with nothing due reached no other service: it cannot tell that an outage ended.
+    if (!this.outageInSweep && seen > 0) for (const o of this.outages) o.ok();
     return seen;
   }
 
@@ -384,15 +385,12 @@ export class Scheduler {
         await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id, subscription_id, payment_id });
         done.push(payment_id);
       } catch (err) {
-        const rest = items.length - done.length - 1;
         if (!(err instanceof BusUnavailableError)) {
           this.d.log.warn({ err, subscription_id, payment_id }, 'renewal payment nobody was sent refused withdrawal; retried next sweep');
           continue;
         }
-        this.d.log.warn(
-          { err, subscription_id, payment_id, rest },
-          'renewal payment nobody was sent could not be withdrawn; it and the rest retried next sweep',
-        );
+        // The bus away: said once for the sweep's steps (not per sweep, with a stack); the rest waits too.
+        this.outage(err);
         break;
       }
     }

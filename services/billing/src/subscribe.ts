@@ -142,12 +142,16 @@ async function pendingCheckout(d: Deps, input: SubscribeInput, tries: number): P
  * subscription pending since a resume (it has periods behind it).
  */
 async function switchedCheckout(d: Deps, input: SubscribeInput, sub: SubRow, tries: number): Promise<Opened | undefined> {
-  const fixed = sub.payment_method === 'onchain' || sub.payment_method === 'nwc' || input.payment_method === 'nwc';
+  const fixed = sub.payment_method === 'nwc' || input.payment_method === 'nwc';
   if (fixed || sub.period_index !== 0 || sub.trial_end !== null) return undefined;
+  const ref = { wallet_id: sub.wallet_id, subscription_id: sub.id };
+  // An on-chain checkout that never got its payment (payments away when it was made: a 503 keeps it
+  // pending) has no address a transaction could be on its way to: it is replaced like the others.
+  if (sub.payment_method === 'onchain' && (await callMessage(d.bus, messages.listSubscriptionPayments, { ...ref, limit: 1, offset: 0 })).items.length)
+    return undefined;
   // Its payment is withdrawn first, and the checkout replaced only if nothing of it was paid: billing
   // hears of a payment some time after payments recorded it, and a paid checkout must not be replaced
   // (the subscriber would be asked to pay twice).
-  const ref = { wallet_id: sub.wallet_id, subscription_id: sub.id };
   await callMessage(d.bus, messages.expireOpenPayments, ref);
   const paid = (await callMessage(d.bus, messages.listSubscriptionPayments, { ...ref, limit: 200, offset: 0 })).items.some((p) => p.status === 'paid');
   if (paid) throw new AlreadySubscribed();
@@ -182,7 +186,8 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
   const created = await requestPayment(d, plan, sub, {
     purpose: 'checkout',
     description: `${plan.name} (${plan.interval})`,
-    expires_at: sub.created_at + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400),
+    // From now when the first try made no payment (payments away): an hour after the checkout began may be past.
+    expires_at: Math.max(sub.created_at, unixSeconds(d.clock)) + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400),
     idempotency_key: `checkout:${sub.id}`,
   });
   return { plan, sub, manage_url, created };
@@ -228,7 +233,8 @@ export async function checkedPlan(d: Deps, input: SubscribeInput): Promise<Plan>
  * One attempt of `openCheckout`: checks the method and the wallet's limit against the plan (as it is now)
  * and the server, then commits the subscriber and the subscription (guarded by the one-live-subscription
  * index, so concurrent identical requests make one subscription) before the first payment is requested.
- * If the payment cannot be created the subscription expires at once, so the contact can try again.
+ * If the payment is refused the subscription expires at once, so the contact can try again; after a 503
+ * it stays pending for the retry the 503 asks for (see the catch below).
  */
 async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened> {
   const plan = await checkedPlan(d, input);
@@ -319,7 +325,12 @@ async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened>
     // retry: the checkout stays pending, and the retry (same Idempotency-Key, or the same contact and method)
     // goes on with it, so a retry makes no second subscription and the owner sees no checkout started and
     // expired at once. Unpaid, the scheduler expires it after 24 h. A refusal (an answer) expires it now.
-    if (err instanceof BusUnavailableError || (err instanceof DomainError && err.kind === 'unavailable')) throw err;
+    // Kept only where the retry can find it (by its key or the contact's e-mail): a contact without an
+    // e-mail gets a new subscriber on every checkout, so its checkout would only wait out 24 h for nothing.
+    const findable = !!input.checkout_key || !!input.email;
+    const timedOut = err instanceof BusUnavailableError && !err.noResponders;
+    const unavailable = err instanceof BusUnavailableError || (err instanceof DomainError && err.kind === 'unavailable');
+    if (timedOut || (unavailable && findable)) throw err;
     await d.db.tx(async (tx) => {
       const cur = await d.subscriptions.get(tx, sub.wallet_id, sub.id, true);
       if (cur?.status === 'pending')

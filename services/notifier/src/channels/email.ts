@@ -4,6 +4,12 @@ import { parseMailbox } from '@sb/contracts';
 import { checkWebhookUrl, UrlNotAllowed, type AddressPolicy } from '@sb/runtime';
 import { delivered, failed, type Message, type SendOutcome } from './outcome.js';
 
+/**
+ * Nodemailer's codes of a server not reached (refused, timed out, unknown name, TLS failed): their messages
+ * name its host and port. Others ("No recipients defined") are about the message and say so as they are.
+ */
+const CONNECTION_CODES = new Set(['ECONNECTION', 'ESOCKET', 'ETIMEDOUT', 'EDNS', 'ETLS', 'ECONNREFUSED']);
+
 /** An SMTP conversation gives up within this long. */
 export const SMTP_TIMEOUT_MS = 20_000;
 
@@ -82,11 +88,11 @@ export async function sendEmail(
   } catch (err) {
     const e = err as { message?: string; responseCode?: number; code?: string };
     const detail = e.message || String(err);
-    if (!ownerServer && e.responseCode === undefined) {
+    if (!ownerServer && e.responseCode === undefined && CONNECTION_CODES.has(e.code ?? '')) {
       // The deployment's server is the operator's: its host and port ("connect ECONNREFUSED 10.0.3.7:25")
       // are not the owner's to read in their notification log. The operator reads them in the log.
       onServiceServerDown?.(detail);
-      return failed(`the service's mail server could not be reached${e.code && /^E[A-Z]+$/.test(e.code) ? ` (${e.code})` : ''}`);
+      return failed(`the service's mail server could not be reached (${e.code})`);
     }
     return failed(detail, typeof e.responseCode === 'number' && e.responseCode >= 500 && e.responseCode < 600);
   } finally {
