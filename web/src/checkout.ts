@@ -254,11 +254,11 @@ function render(plan: PublicPlan): void {
     ),
   );
   const nwcInput = h('textarea', { id: 'nwc', name: 'nwc', rows: 3, spellcheck: 'false', autocomplete: 'off', class: 'mono' });
-  nwcInput.addEventListener('blur', () => {
+  nwcInput.addEventListener('blur', (ev) => {
     // Not when the press that took the focus is on the submit button: the message would push the button
     // down under the pointer, the release would miss it and the first press do nothing (found from
     // outside). The submit's own check says it, with the alert and the focus on the field.
-    if (pressingSubmit) return;
+    if (pressingSubmit || (ev as FocusEvent).relatedTarget === submit) return;
     if (nwcInput.value.trim()) fieldError('nwc', nwcShapeError(nwcInput.value));
   });
   const nwcBlock = h(
