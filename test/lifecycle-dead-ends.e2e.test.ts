@@ -367,6 +367,37 @@ describe('1d. a renewal paid before a pause or a cancel whose payment is handled
     expect(all.filter((e) => e.e === 'subscription.cancelled')).toHaveLength(1);
   });
 
+  it.each([
+    ['paused', 'pause', undefined],
+    ['cancelled', 'cancel', {}],
+  ] as const)('%s in the second of the payment, after it: the milliseconds order them, renewed as in time (found from outside)', async (status, move, body) => {
+    const { s, end, renewal } = await renewalDue(`renew${move}tie`);
+    const release = await holdUncommitted(db, [
+      ['INSERT INTO billing.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, 0)', [renewal, s.subscription_id]],
+    ]);
+    // Just after a second of the test clock begins, time stands still while the renewal is paid, then runs
+    // on from that instant: the owner's move comes milliseconds after the payment, in its second.
+    const second = await now();
+    while ((await now()) === second);
+    await hold(true);
+    try {
+      await pay(renewal);
+      await someoneWaitsOnLock(db);
+    } finally {
+      await hold(false);
+    }
+    expect((await admin.post(`/subscriptions/${s.subscription_id}/${move}`, body)).status).toBe(200);
+    await release();
+    const paidAt = Number((await db.query('SELECT paid_at FROM payments.payments WHERE id = $1', [renewal])).rows[0].paid_at);
+    const stopped = (await db.query('SELECT paused_at, cancelled_at FROM billing.subscriptions WHERE id = $1', [s.subscription_id])).rows[0];
+    expect(Number(stopped.paused_at ?? stopped.cancelled_at)).toBe(paidAt);
+    await until(
+      () => sub(s.subscription_id),
+      (x) => x.current_period_end > end,
+    );
+    await renewedAsInTime(s.subscription_id, renewal, end, status);
+  });
+
   it('cancelled at once: not applied (the owner ended the access), payment.unapplied for a refund', async () => {
     const { s, renewal } = await renewalDue('renewcancelnow');
     let before: Record<string, unknown> = {};

@@ -35,3 +35,16 @@ export function newId(prefix: string, nowMs = Date.now()): string {
   }
   return out;
 }
+
+/** The milliseconds newId wrote into `id` (its first 48 bits), or null for an id not of that form. */
+export function idTimeMs(id: string, prefix: string): number | null {
+  if (!id.startsWith(prefix) || id.length !== prefix.length + 26) return null;
+  let ms = 0;
+  // Characters 0-9 hold the 2 zero bits and the 48 bits of time: 50 bits, exact in a double.
+  for (let i = 0; i < 10; i++) {
+    const v = ALPHABET.indexOf(id[prefix.length + i]!);
+    if (v < 0) return null;
+    ms = ms * 32 + v;
+  }
+  return ms;
+}

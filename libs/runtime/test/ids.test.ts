@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newId } from '../src/ids.js';
+import { idTimeMs, newId } from '../src/ids.js';
 
 describe('newId', () => {
   it('has the prefix and 26 base32 characters', () => {
@@ -16,5 +16,18 @@ describe('newId', () => {
     const ids = Array.from({ length: 5000 }, () => newId('x_', 42));
     expect(new Set(ids).size).toBe(5000);
     expect(new Set(ids.map((id) => id.slice(-16))).size).toBe(5000);
+  });
+});
+
+describe('idTimeMs', () => {
+  it('reads back the milliseconds an id was made at', () => {
+    for (const t of [0, 1, 999, 1_764_000_000_123, 2 ** 48 - 1]) expect(idTimeMs(newId('evt_', t), 'evt_')).toBe(t);
+  });
+
+  it('is null for another prefix, length or alphabet', () => {
+    const id = newId('evt_', 5);
+    expect(idTimeMs(id, 'pay_')).toBeNull();
+    expect(idTimeMs(id.slice(0, -1), 'evt_')).toBeNull();
+    expect(idTimeMs(`evt_${'u'.repeat(26)}`, 'evt_')).toBeNull();
   });
 });

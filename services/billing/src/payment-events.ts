@@ -1,5 +1,5 @@
 import { PaymentEventData, messages, type EventEnvelope } from '@sb/contracts';
-import { callMessage, enqueueEvent, unixSeconds } from '@sb/runtime';
+import { callMessage, enqueueEvent, idTimeMs, unixSeconds } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { applicationOf } from './domain/payment-application.js';
 import { applyTransition, emit, fiatCharged } from './transitions.js';
@@ -40,7 +40,15 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     const forCurrent =
       !!own && (own.renewal_payment_id === p.payment_id || (await d.subscriptions.renewalPeriodOf(tx, p.payment_id)) === own.current_period_end);
     const paidAt = p.paid_at ?? now;
-    const app = applicationOf({ purpose: p.purpose, amount_sats: p.amount_sats, paid_at: paidAt, for_current_period: forCurrent }, own, live, d.policy);
+    // payment.received is written in the transaction that records the payment, its id made at that
+    // instant (payments' confirm.ts): the payment's milliseconds, for a move in the same second.
+    const paidMs = p.paid_at != null ? idTimeMs(envelope.id, 'evt_') : null;
+    const app = applicationOf(
+      { purpose: p.purpose, amount_sats: p.amount_sats, paid_at: paidAt, paid_at_ms: paidMs, for_current_period: forCurrent },
+      own,
+      live,
+      d.policy,
+    );
 
     if (app.to === 'none') {
       await d.appliedPayments.setUnapplied(tx, p.payment_id, app.reason);

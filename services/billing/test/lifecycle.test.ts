@@ -33,6 +33,7 @@ function sub(status: SubscriptionStatus, over: Partial<SubState> = {}): SubState
     cancelled_by: null,
     cancelled_immediately: false,
     paused_at: null,
+    stopped_at_ms: null,
     pending_since: null,
     dunning_from: null,
     ...over,

@@ -41,6 +41,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     cancelled_by: null,
     cancelled_immediately: false,
     paused_at: null,
+    stopped_at_ms: null,
     pending_since: status === 'pending' ? T0 : null,
     dunning_from: null,
     payment_method: 'lightning',
@@ -601,6 +602,7 @@ describe('late payments (domain/payment-application.ts)', () => {
     cancelled_at: null,
     cancelled_immediately: false,
     paused_at: null,
+    stopped_at_ms: null,
     amount_sats: 1000,
     current_period_start: T0 - 30 * DAY,
     current_period_end: T0,
@@ -752,6 +754,50 @@ describe('late payments (domain/payment-application.ts)', () => {
       reason: 'The subscription was cancelled at once, after this renewal was paid',
     });
     expect(applicationOf(paid('renewal', { for_current_period: false }), paused, undefined, POLICY)).toMatchObject({ to: 'none' });
+  });
+  it('in the second of the move, the milliseconds of both order them; without either, the move came first (found from outside)', () => {
+    const open = { current_period_start: T0 - 7 * DAY + 3600, current_period_end: T0 + 3600 };
+    const at = (ms: number) => T0 * 1000 + ms;
+    const paused = (ms: number | null) => view('paused', { ...open, paused_at: T0, stopped_at_ms: ms === null ? null : at(ms) });
+    const cancelled = (ms: number | null) => view('cancelled', { ...open, cancelled_at: T0, stopped_at_ms: ms === null ? null : at(ms) });
+    const renewal = (ms: number | null | undefined) => ({ ...paid('renewal'), paid_at: T0, paid_at_ms: ms == null ? ms : at(ms) });
+    for (const s of [paused, cancelled]) {
+      expect(applicationOf(renewal(100), s(400), undefined, POLICY)).toEqual({
+        to: 'own',
+        event: { type: 'renewal_payment', paid_at: T0, at_ms: at(100) },
+      });
+      for (const [p, m] of [
+        [400, 400],
+        [500, 400],
+        [null, 400],
+        [100, null],
+        // A millisecond of another second (another reading of the clock) says nothing of this one.
+        [-100, 400],
+      ] as const)
+        expect(applicationOf(renewal(p), s(m), undefined, POLICY), `paid ${p}, moved ${m}`).toMatchObject({ to: 'none' });
+    }
+    // The table agrees with the decision it applies.
+    const row: SubState = { ...sub('paused'), ...open, paused_at: T0, stopped_at_ms: at(400) };
+    expect(transition(row, { type: 'renewal_payment', paid_at: T0, at_ms: at(100) }, T0 + 1).event).toBe('subscription.renewed');
+    expect(() => transition(row, { type: 'renewal_payment', paid_at: T0, at_ms: at(400) }, T0 + 1)).toThrow();
+    // A checkout paid in its cancel's second, before it: activated.
+    const cancelledUnpaid = view('cancelled', { period_index: 0, current_period_start: T0, current_period_end: T0, pending_since: T0 - 60, cancelled_at: T0 });
+    const checkout = { ...paid('checkout'), paid_at: T0, paid_at_ms: at(100) };
+    expect(applicationOf(checkout, { ...cancelledUnpaid, stopped_at_ms: at(400) }, undefined, POLICY)).toMatchObject({ to: 'own' });
+    expect(applicationOf(checkout, { ...cancelledUnpaid, stopped_at_ms: at(50) }, undefined, POLICY)).toMatchObject({ to: 'none' });
+  });
+  it("a pause and a cancel record their millisecond; a cancel while paused keeps the pause's; a resume clears it", () => {
+    const active = sub('active');
+    const ms = T0 * 1000 + 250;
+    const paused = transition(active, { type: 'pause', at_ms: ms }, T0).next;
+    expect(paused).toMatchObject({ paused_at: T0, stopped_at_ms: ms });
+    expect(transition(paused, { type: 'cancel', by: 'merchant', immediate: false, at_ms: ms + 5000 }, T0 + 5).next.stopped_at_ms).toBe(ms);
+    expect(transition(paused, { type: 'resume', at_ms: ms + 5000 }, T0 + 5).next.stopped_at_ms).toBeNull();
+    expect(transition(active, { type: 'cancel', by: 'subscriber', immediate: false, at_ms: ms }, T0).next.stopped_at_ms).toBe(ms);
+    expect(transition(active, { type: 'plan_archived', at_ms: ms }, T0).next.stopped_at_ms).toBe(ms);
+    // A millisecond outside the move's second is not its own: unknown.
+    expect(transition(active, { type: 'pause', at_ms: ms + 1000 }, T0).next.stopped_at_ms).toBeNull();
+    expect(transition(active, { type: 'pause' }, T0).next.stopped_at_ms).toBeNull();
   });
   it('cancelled or paused subscriptions and unknown ones: not applied', () => {
     for (const s of ['cancelled', 'paused'] as const) expect(applicationOf(paid('renewal'), view(s), undefined, POLICY)).toMatchObject({ to: 'none' });

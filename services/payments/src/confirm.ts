@@ -26,10 +26,12 @@ export async function confirmPayment(d: Pick<Deps, 'db' | 'clock' | 'payments'>,
 /** confirmPayment inside the caller's transaction, so a callback's dedupe record commits with the payment or not at all. */
 async function confirmPaymentIn(d: Pick<Deps, 'clock' | 'payments'>, tx: Queryable, paymentId: string, details: PaymentDetails = {}): Promise<Confirmation> {
   const { from, to } = statesAllowing('confirm');
-  const paidAt = Math.floor(d.clock.nowMs() / 1000);
-  const paid = await d.payments.transition(tx, paymentId, from, to, paidAt, details);
+  const paidMs = d.clock.nowMs();
+  const paid = await d.payments.transition(tx, paymentId, from, to, Math.floor(paidMs / 1000), details);
   if (!paid) return { payment: await d.payments.getById(tx, paymentId), confirmed: false };
-  await enqueueEvent(tx, SCHEMA, d.clock, paid.wallet_id, 'payment.received', PaymentEventData.parse(paymentReceivedData(paid)));
+  // The event's id carries the instant of the payment, to the millisecond: billing orders the payment by
+  // it against a pause or cancel of the same second.
+  await enqueueEvent(tx, SCHEMA, { nowMs: () => paidMs }, paid.wallet_id, 'payment.received', PaymentEventData.parse(paymentReceivedData(paid)));
   return { payment: paid, confirmed: true };
 }
 

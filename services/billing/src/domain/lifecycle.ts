@@ -30,6 +30,11 @@ export interface SubState {
    * A renewal paid before it, handled after, is still applied (paidBeforeStop).
    */
   paused_at: number | null;
+  /**
+   * The instant, to the millisecond, of the pause or the cancel that stopped renewals (stoppedAt): a
+   * payment made in the same second is ordered by it. Null where unknown (before migration 19).
+   */
+  stopped_at_ms: number | null;
   /** When the subscription last became pending (checkout, or resumed after its period ended): its 24 h count from here. */
   pending_since: number | null;
   /**
@@ -39,7 +44,11 @@ export interface SubState {
   dunning_from: number | null;
 }
 
-export type LifecycleEvent =
+/**
+ * `at_ms`: when the event happened, to the millisecond, where the caller knows it (an owner's move, a
+ * payment's record): times are whole seconds, and only this orders two events of one second.
+ */
+export type LifecycleEvent = { at_ms?: number } & (
   | { type: 'first_payment'; paid_at: number }
   | { type: 'renewal_payment'; paid_at: number }
   | { type: 'pending_timeout' }
@@ -53,7 +62,8 @@ export type LifecycleEvent =
   /** `by`: the portal's cancel is the subscriber's, the API's the owner's, whatever `reason` says. */
   | { type: 'cancel'; immediate: boolean; by: 'subscriber' | 'merchant'; reason?: string | null }
   | { type: 'plan_archived' }
-  | { type: 'extend'; days: number };
+  | { type: 'extend'; days: number }
+);
 
 export const LIVE: readonly SubscriptionStatus[] = ['pending', 'active', 'paused', 'past_due', 'payment_failed'];
 export const TERMINAL: readonly SubscriptionStatus[] = ['cancelled', 'expired'];
@@ -156,7 +166,7 @@ const LIFECYCLE: readonly Rule[] = [
   {
     from: ['paused', 'cancelled'],
     on: 'renewal_payment',
-    when: (s, _now, e) => paidBeforeStop(s, e.paid_at),
+    when: (s, _now, e) => paidBeforeStop(s, e.paid_at, e.at_ms),
     emit: 'subscription.renewed',
     apply: (s) => ({ ...nextPeriod(s), status: s.status }),
   },
@@ -168,15 +178,25 @@ const LIFECYCLE: readonly Rule[] = [
   { from: ['past_due'], on: 'grace_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
   // The dunning window ended unpaid: the contact is free to subscribe again.
   { from: ['payment_failed'], on: 'dunning_end_unpaid', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
-  { from: ['active', 'past_due'], on: 'pause', emit: 'subscription.paused', apply: (_s, _e, now) => ({ status: 'paused', paused_at: now }) },
+  {
+    from: ['active', 'past_due'],
+    on: 'pause',
+    emit: 'subscription.paused',
+    apply: (_s, e, now) => ({ status: 'paused', paused_at: now, stopped_at_ms: msIn(now, e.at_ms) }),
+  },
   {
     from: ['paused'],
     on: 'resume',
     when: (s, now) => now < s.current_period_end,
     emit: 'subscription.resumed',
-    apply: () => ({ status: 'active', paused_at: null }),
+    apply: () => ({ status: 'active', paused_at: null, stopped_at_ms: null }),
   },
-  { from: ['paused'], on: 'resume', emit: 'subscription.resumed', apply: (_s, _e, now) => ({ status: 'pending', pending_since: now, paused_at: null }) },
+  {
+    from: ['paused'],
+    on: 'resume',
+    emit: 'subscription.resumed',
+    apply: (_s, _e, now) => ({ status: 'pending', pending_since: now, paused_at: null, stopped_at_ms: null }),
+  },
   {
     from: LIVE,
     on: 'cancel',
@@ -187,6 +207,7 @@ const LIFECYCLE: readonly Rule[] = [
       cancel_reason: e.reason ?? null,
       cancelled_by: e.by,
       cancelled_immediately: e.immediate,
+      ...stopAt(s, e, now),
       ...periodAtCancel(s, e.immediate, now),
     }),
   },
@@ -194,12 +215,13 @@ const LIFECYCLE: readonly Rule[] = [
     from: LIVE,
     on: 'plan_archived',
     emit: 'subscription.cancelled',
-    apply: (s, _e, now) => ({
+    apply: (s, e, now) => ({
       status: 'cancelled',
       cancelled_at: now,
       cancel_reason: 'plan archived',
       cancelled_by: 'plan_archived',
       cancelled_immediately: false,
+      ...stopAt(s, e, now),
       ...periodAtCancel(s, false, now),
     }),
   },
@@ -339,22 +361,52 @@ export function reasonForSubscriber(s: Pick<SubState, 'cancel_reason' | 'cancell
 const stoppedAt = (s: Pick<SubState, 'status' | 'paused_at' | 'cancelled_at'>): number | null =>
   s.status === 'paused' ? s.paused_at : s.status === 'cancelled' ? (s.paused_at ?? s.cancelled_at) : null;
 
+/** `ms` if it falls in the second `at` (another reading of the clock may not), else null: unknown. */
+const msIn = (at: number, ms: number | null | undefined): number | null => (ms != null && Math.floor(ms / 1000) === at ? ms : null);
+
+/** A cancel's instant as stoppedAt takes it: a cancel while paused keeps the pause's. */
+const stopAt = (s: SubState, e: LifecycleEvent, now: number): Pick<SubState, 'stopped_at_ms'> => ({
+  stopped_at_ms: s.status === 'paused' ? s.stopped_at_ms : msIn(now, e.at_ms),
+});
+
+/**
+ * A payment at `paidAt` came strictly before a stop at `stopAt`. Times are whole seconds; in one second
+ * only the milliseconds of both can order them (both recorded on the same clock, the database's
+ * machines' own), and where either is unknown the payment may have come after, so the tie goes to the
+ * owner's move.
+ */
+export function paidFirst(paidAt: number, paidMs: number | null | undefined, stopAt: number, stopMs: number | null | undefined): boolean {
+  if (paidAt !== stopAt) return paidAt < stopAt;
+  const paid = msIn(paidAt, paidMs);
+  const stop = msIn(stopAt, stopMs);
+  return paid !== null && stop !== null && paid < stop;
+}
+
 /**
  * A renewal paid at `paidAt` came before the pause or the cancel, while the period could still go on
  * from its end (active or past_due: before the grace ended, not resumed after its end and unpaid), so
- * it is applied as it would have been in time. Strictly before: times are whole seconds, and a payment
- * in the same second as the owner's move may have come after it, so a tie goes to the move. Not after a
+ * it is applied as it would have been in time. Strictly before (paidFirst): in the move's second only
+ * the milliseconds of both tell, and without them the tie goes to the move. Not after a
  * cancel at once: the access it paid for was ended by the owner (the payment is left for a refund).
  */
 export function paidBeforeStop(
   s: Pick<
     SubState,
-    'status' | 'paused_at' | 'cancelled_at' | 'cancelled_immediately' | 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'pending_since'
+    | 'status'
+    | 'paused_at'
+    | 'stopped_at_ms'
+    | 'cancelled_at'
+    | 'cancelled_immediately'
+    | 'current_period_start'
+    | 'current_period_end'
+    | 'grace_period_days'
+    | 'pending_since'
   >,
   paidAt: number,
+  paidMs?: number | null,
 ): boolean {
   const stopped = stoppedAt(s);
-  if (stopped === null || paidAt >= stopped || s.cancelled_immediately) return false;
+  if (stopped === null || !paidFirst(paidAt, paidMs, stopped, s.stopped_at_ms) || s.cancelled_immediately) return false;
   const resumedUnpaid = s.pending_since !== null && s.pending_since > s.current_period_start;
   return paidAt < graceEnd(s) && !resumedUnpaid;
 }
@@ -395,6 +447,7 @@ export function startSubscription(plan: { interval: Interval; trial_days: number
     cancelled_by: null,
     cancelled_immediately: false,
     paused_at: null,
+    stopped_at_ms: null,
     pending_since: null,
     dunning_from: null,
   };

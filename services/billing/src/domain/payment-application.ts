@@ -1,5 +1,5 @@
 import type { PaymentPurpose, SubscriptionStatus } from '@sb/contracts';
-import { type LifecycleEvent, paidBeforeStop } from './lifecycle.js';
+import { type LifecycleEvent, paidBeforeStop, paidFirst } from './lifecycle.js';
 import { PENDING_EXPIRY_SECONDS } from './periods.js';
 import { dunningEnd, type SchedulePolicy } from './schedule.js';
 
@@ -8,6 +8,8 @@ interface PaidPayment {
   purpose: PaymentPurpose;
   amount_sats: number;
   paid_at: number;
+  /** The instant it was recorded paid, to the millisecond, where known: orders it against a move of the same second. */
+  paid_at_ms?: number | null;
   /** A renewal payment issued for the subscription's current period (the open one or one it replaced). */
   for_current_period: boolean;
 }
@@ -18,6 +20,7 @@ type SubView = {
   /** The cancel ended the period at once (an owner's `immediate`). */
   cancelled_immediately: boolean;
   paused_at: number | null;
+  stopped_at_ms: number | null;
   amount_sats: number;
   current_period_start: number;
   current_period_end: number;
@@ -58,13 +61,14 @@ export type Application = { to: 'own'; event: LifecycleEvent } | { to: 'contact_
  * A renewal paid while the subscription could still take it, but handled only after the sweep expired
  * it, is applied as it would have been in time (a new period from paid_at), unless the contact has
  * subscribed again since; so is one paid before the owner paused or cancelled it (the period moves on
- * from its end, and it stays paused or cancelled). "Before" is strictly before, in whole seconds: a
- * payment in the same second as the owner's move is taken to have come after it.
+ * from its end, and it stays paused or cancelled). "Before" is strictly before (paidFirst): in the
+ * second of the owner's move the milliseconds of both decide, and without them the move came first.
  */
 export function applicationOf(p: PaidPayment, own: SubView | undefined, live: SubView | undefined, policy: SchedulePolicy): Application {
   if (!own) return { to: 'none', reason: 'The subscription of this payment does not exist' };
-  const first = { type: 'first_payment', paid_at: p.paid_at } as const;
-  const renewal = { type: 'renewal_payment', paid_at: p.paid_at } as const;
+  const at = p.paid_at_ms != null ? { at_ms: p.paid_at_ms } : {};
+  const first = { type: 'first_payment', paid_at: p.paid_at, ...at } as const;
+  const renewal = { type: 'renewal_payment', paid_at: p.paid_at, ...at } as const;
   const elsewhere = (): Application => {
     if (!live) return { to: 'none', reason: `The subscription is ${own.status}; the payment arrived too late to be applied` };
     if (live.status !== 'pending') return { to: 'none', reason: `The subscriber already has ${article(live.status)} ${live.status} subscription to this plan` };
@@ -82,8 +86,8 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
       // time (activated, then cancelled), unless the contact has opened a new checkout of the plan since
       // (that one is activated, as for an expired checkout) or the cancel was immediate: a period ended at
       // the cancel would take the money for nothing, so it is not applied and the owner refunds it.
-      // Strictly before: in the cancel's second the order is unknown, and a tie goes to the cancel.
-      if (own.cancelled_at !== null && p.paid_at < own.cancelled_at) {
+      // Strictly before: in the cancel's second only the milliseconds tell (paidFirst).
+      if (own.cancelled_at !== null && paidFirst(p.paid_at, p.paid_at_ms, own.cancelled_at, own.stopped_at_ms)) {
         if (live) return elsewhere();
         if (own.cancelled_immediately) return { to: 'none', reason: 'The subscription was cancelled at once, before its first payment arrived' };
         return { to: 'own', event: first };
@@ -96,10 +100,15 @@ export function applicationOf(p: PaidPayment, own: SubView | undefined, live: Su
   if (own.status === 'active' || own.status === 'past_due') {
     return p.for_current_period ? { to: 'own', event: renewal } : { to: 'none', reason: 'The period this renewal was issued for is already paid' };
   }
-  if ((own.status === 'paused' || own.status === 'cancelled') && p.for_current_period && paidBeforeStop(own, p.paid_at)) {
+  if ((own.status === 'paused' || own.status === 'cancelled') && p.for_current_period && paidBeforeStop(own, p.paid_at, p.paid_at_ms)) {
     return live ? elsewhere() : { to: 'own', event: renewal };
   }
-  if (own.status === 'cancelled' && own.cancelled_immediately && own.cancelled_at !== null && p.paid_at < own.cancelled_at) {
+  if (
+    own.status === 'cancelled' &&
+    own.cancelled_immediately &&
+    own.cancelled_at !== null &&
+    paidFirst(p.paid_at, p.paid_at_ms, own.cancelled_at, own.stopped_at_ms)
+  ) {
     return { to: 'none', reason: 'The subscription was cancelled at once, after this renewal was paid' };
   }
   if (own.status === 'expired' && !live && p.paid_at < expiredAt(own, policy)) return { to: 'own', event: renewal };

@@ -1,5 +1,5 @@
 import { messages } from '@sb/contracts';
-import { callMessage, conflict, enqueueEvent, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
+import { callMessage, conflict, enqueueEvent, notFound, routeHandler, walletOf } from '@sb/runtime';
 import { SCHEMA, type Deps } from '../deps.js';
 import { archivePlan } from '../domain/plans.js';
 import { applyTransition, emit } from '../transitions.js';
@@ -22,13 +22,14 @@ export const archivePlanHandler = (d: Deps) =>
       const current = await d.plans.get(tx, wallet, req.params.id, true);
       if (!current) throw notFound('Plan');
       const { version, ...plan } = current;
-      const now = unixSeconds(d.clock);
+      const nowMs = d.clock.nowMs();
+      const now = Math.floor(nowMs / 1000);
       const { plan: archived, changed } = archivePlan(plan, now);
       if (!changed) return { ...archived, cancelled_subscriptions: await d.subscriptions.countCancelledByArchive(tx, archived.id) };
       if (!(await d.plans.update(tx, archived, version, now))) throw conflict('Plan was changed concurrently; retry');
       const cancelledSubs = [];
       for (const sub of await d.subscriptions.liveOfPlan(tx, archived.id)) {
-        cancelledSubs.push(await applyTransition(d, tx, sub, { type: 'plan_archived' }, now, {}, { notify_subscriber: true }));
+        cancelledSubs.push(await applyTransition(d, tx, sub, { type: 'plan_archived', at_ms: nowMs }, now, {}, { notify_subscriber: true }));
         cancelledIds.push(sub.id);
       }
       const planEvent = { status: 'archived', cancelled_subscriptions: cancelledSubs.length };

@@ -1,5 +1,5 @@
 import { messages, type BusRequest } from '@sb/contracts';
-import { callMessage, notFound, unixSeconds, type Keep } from '@sb/runtime';
+import { callMessage, notFound, type Keep } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { hasAccess, type LifecycleEvent } from '../domain/lifecycle.js';
 import type { SubRow } from '../store/subscriptions.repo.js';
@@ -24,11 +24,13 @@ export async function act<A>(
     also?: (tx: Tx, before: SubRow, saved: SubRow) => Promise<void>;
   } = {},
 ) {
-  const now = unixSeconds(d.clock);
+  // One reading of the clock: the move's milliseconds order it against a payment of the same second.
+  const nowMs = d.clock.nowMs();
+  const now = Math.floor(nowMs / 1000);
   const { before, saved, reply } = await d.db.tx(async (tx) => {
     const sub = await find(tx);
     if (!sub) throw notFound('Subscription');
-    const saved = await applyTransition(d, tx, sub, event(sub, now), now, more.bookkeeping?.(sub, now) ?? {});
+    const saved = await applyTransition(d, tx, sub, { ...event(sub, now), at_ms: nowMs }, now, more.bookkeeping?.(sub, now) ?? {});
     await more.also?.(tx, sub, saved);
     return { before: sub, saved, reply: await keep(tx, answer(saved, now)) };
   });

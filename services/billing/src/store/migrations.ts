@@ -272,3 +272,16 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN paused_at BIGINT;
 `,
 });
+
+migrations.push({
+  id: 19,
+  name: 'the millisecond of a pause or a cancel',
+  // A nullable column, which older code ignores (its moves leave it null: a payment in their second is
+  // taken to have come after them, as before).
+  compatible: true,
+  sql: `
+-- The instant, to the millisecond, of the pause or cancel that stopped renewals: a payment recorded in
+-- the same second is ordered by it.
+ALTER TABLE subscriptions ADD COLUMN stopped_at_ms BIGINT;
+`,
+});

@@ -36,7 +36,7 @@ export interface SubRow extends SubState {
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, anchor_index, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
   cancelled_by, cancelled_immediately, receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
-  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, paused_at, pending_since, dunning_from, checkout_key, created_at, updated_at, version`;
+  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, paused_at, stopped_at_ms, pending_since, dunning_from, checkout_key, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
@@ -63,6 +63,7 @@ const MUTABLE = [
   'nwc_fallback',
   'nwc_charging_since',
   'paused_at',
+  'stopped_at_ms',
   'pending_since',
   'dunning_from',
   'updated_at',
@@ -93,6 +94,7 @@ const MUTABLE_TYPES: Record<(typeof MUTABLE)[number], string> = {
   nwc_fallback: 'boolean',
   nwc_charging_since: 'bigint',
   paused_at: 'bigint',
+  stopped_at_ms: 'bigint',
   pending_since: 'bigint',
   dunning_from: 'bigint',
   updated_at: 'bigint',
