@@ -17,6 +17,10 @@ export class Poller {
   readonly outage: OutageLog;
   /** The bus (or a service a round asks) away, said once as well. */
   readonly busOutage: OutageLog;
+  /** This run met an outage in work it caught itself (failed): it is no sign the outage ended. */
+  private runFailed = false;
+  /** This run asked nothing of the bus (busUnreached): it cannot tell that a bus outage ended. */
+  private runBusUnreached = false;
 
   constructor(
     private readonly name: string,
@@ -35,6 +39,28 @@ export class Poller {
     );
   }
 
+  /**
+   * An outage met by work a round catches itself, so that one piece failing leaves the rest going on:
+   * said once, as for a round that throws, and the run that met it does not say the outage ended. True
+   * when `err` is an outage (said); false for any other failure, the caller's to report.
+   */
+  failed(err: unknown): boolean {
+    const hit = this.outage.failed(err) || this.busOutage.failed(err);
+    if (hit) this.runFailed = true;
+    return hit;
+  }
+
+  /** The round at hand asked nothing of the bus or another service (nothing was due): it says nothing of their outage. */
+  busUnreached(): void {
+    this.runBusUnreached = true;
+  }
+
+  /** Work of this worker done outside its rounds (a sweep run by hand) reached everything and met no outage: any has ended. */
+  ok(): void {
+    this.outage.ok();
+    this.busOutage.ok();
+  }
+
   /** stop() was called: a long round may end early (stop waits for it). */
   get stopping(): boolean {
     return this.stopped;
@@ -49,14 +75,17 @@ export class Poller {
   }
 
   private async run(): Promise<void> {
+    this.runFailed = false;
+    this.runBusUnreached = false;
     try {
       // Each round is a root span of its own (not part of whatever ran before); what it touches links to it.
       const round = () => (this.traced ? inSpan(`${this.name} sweep`, { root: true }, () => this.tick()) : this.tick());
       while (!this.stopped && (await round()));
+      if (this.runFailed) return;
       this.outage.ok();
-      this.busOutage.ok();
+      if (!this.runBusUnreached) this.busOutage.ok();
     } catch (err) {
-      if (!this.outage.failed(err) && !this.busOutage.failed(err)) this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
+      if (!this.failed(err)) this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
     } finally {
       this.schedule();
     }

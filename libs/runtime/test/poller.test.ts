@@ -49,4 +49,43 @@ describe('Poller', () => {
       ['worker tick failed, will retry', 'Error: a bug'],
     ]);
   });
+
+  it('an outage met by work a round catches itself is said once; its end only after a run that met none and reached the bus', async () => {
+    const lines: { msg: string; worker?: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    /** Each round: the failure it catches, if any, and whether it asked the bus anything. */
+    const plan: { caught?: Error; reachedBus: boolean }[] = [
+      { caught: new BusUnavailableError('NATS is not connected'), reachedBus: true },
+      { caught: new BusUnavailableError('NATS is not connected'), reachedBus: true },
+      // Nothing due: the bus may still be away.
+      { reachedBus: false },
+      { reachedBus: true },
+      { reachedBus: true },
+    ];
+    let done = 0;
+    /** How many lines were logged before each round began. */
+    const before: number[] = [];
+    const poller: Poller = new Poller(
+      'scheduler',
+      1,
+      async () => {
+        before.push(lines.length);
+        const round = plan[done] ?? { reachedBus: true };
+        if (round.caught) expect(poller.failed(round.caught)).toBe(true);
+        expect(poller.failed(new Error('a bug'))).toBe(false);
+        if (!round.reachedBus) poller.busUnreached();
+        done++;
+        return false;
+      },
+      log,
+      false,
+    );
+    poller.start();
+    await until(() => done >= plan.length);
+    await poller.stop();
+    expect(lines.map((l) => l.msg)).toEqual(['bus or a service it asks unavailable, worker retries every tick', 'bus back, worker resumed']);
+    // Away in the first round, said once; back after the fourth, the first to reach the bus without failing.
+    expect(before.slice(0, 5)).toEqual([0, 1, 1, 1, 2]);
+    expect(lines.every((l) => l.worker === 'scheduler')).toBe(true);
+  });
 });

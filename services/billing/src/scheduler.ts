@@ -1,5 +1,5 @@
 import { type CreatedPayment, messages, type NwcChargeResult, type PaymentMethod, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
-import { BusUnavailableError, callMessage, conflict, DomainError, isBusOutage, OutageLog, Poller, unixSeconds } from '@sb/runtime';
+import { BusUnavailableError, callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
@@ -38,11 +38,7 @@ export class Scheduler {
   private plans = new Map<string, ReturnType<Deps['plans']['get']>>();
   /** The last sweep stopped at its pass limit with rows still due: the poller runs again at once. */
   private backlog = false;
-  /**
-   * Outages its steps meet (each step's failure is caught there, so the poller does not see them): said
-   * once, not per subscription or batch, and their end once a sweep meets none.
-   */
-  private readonly outages: OutageLog[];
+  /** The sweep under way met an outage: it is no sign that one ended. */
   private outageInSweep = false;
 
   constructor(
@@ -54,24 +50,14 @@ export class Scheduler {
   ) {
     // A sweep already loops until nothing moves, so one per interval.
     this.poller = new Poller('scheduler', intervalMs, async () => (await this.tick(), this.backlog), d.log);
-    const fields = { worker: 'scheduler steps' };
-    this.outages = [
-      new OutageLog(d.log, fields, {
-        away: 'database unavailable, due subscriptions retried next tick',
-        back: 'database back, due subscriptions handled again',
-      }),
-      new OutageLog(
-        d.log,
-        fields,
-        { away: 'bus or the payments service unavailable, due subscriptions retried next tick', back: 'bus back, due subscriptions handled again' },
-        isBusOutage,
-      ),
-    ];
   }
 
-  /** Whether `err` is an outage (said once if it is). */
+  /**
+   * Whether `err` is an outage. Each step catches its own failure (one subscription's must not hold back
+   * the rest), so the poller's logs are told: an outage is said once, not per subscription or batch.
+   */
   private outage(err: unknown): boolean {
-    const hit = this.outages.some((o) => o.failed(err));
+    const hit = this.poller.failed(err);
     if (hit) this.outageInSweep = true;
     return hit;
   }
@@ -111,8 +97,10 @@ export class Scheduler {
       return [];
     });
     await this.withdraw(left);
-    // A sweep with nothing due reached no other service: it cannot tell that an outage ended.
-    if (!this.outageInSweep && seen > 0) for (const o of this.outages) o.ok();
+    // A sweep with nothing due reached no other service: it cannot tell that an outage ended. One that
+    // did, without meeting one, can, whether the poller ran it or a move of the test clock did.
+    if (seen === 0 && left.length === 0) this.poller.busUnreached();
+    else if (!this.outageInSweep) this.poller.ok();
     return seen;
   }
 

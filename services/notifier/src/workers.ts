@@ -72,7 +72,7 @@ export class WebhookWorker {
         .catch((err) => {
           // Its claim ends and it is sent again, with the same webhook-id (at least once). The database
           // away fails every delivery under way alike: said once with the worker's rounds, not per delivery.
-          if (!this.poller.outage.failed(err))
+          if (!this.poller.failed(err))
             d.log.warn({ err, delivery_id: row.id, event_id: row.event_id }, 'webhook attempt not recorded; sent again when its claim ends');
         })
         .finally(() => this.inFlight.delete(one));
