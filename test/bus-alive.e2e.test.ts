@@ -1,4 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect as natsConnect } from '@nats-io/transport-node';
+import { inboxPrefix } from '@sb/contracts';
+import { passwordVar } from '../scripts/nats-config.mjs';
+import { startService, waitReady } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
@@ -106,5 +110,61 @@ describe('a request with a long bus wait', () => {
     expect(res.status, JSON.stringify(body)).toBe(503);
     expect(body.detail).toBe('Service did not answer in time, please retry');
     expect(Date.now() - started).toBeLessThan(ROUTE_WAIT_MS / 2);
+  });
+});
+
+describe('a service starting while JetStream does not answer it', () => {
+  const INFO = '$JS.API.STREAM.INFO.KV_dev_clock';
+  /** Whether the server refuses billing's look-up of the test clock's bucket; undefined while it is still reloading. */
+  async function infoRefused(): Promise<boolean | undefined> {
+    const nc = await natsConnect({
+      servers: stack.natsUrl,
+      user: 'billing',
+      pass: stack.natsPasswords[passwordVar('billing')],
+      inboxPrefix: inboxPrefix('billing'),
+    }).catch(() => undefined);
+    if (!nc) return undefined;
+    try {
+      await nc.request(INFO, new TextEncoder().encode(''), { timeout: 3000 });
+      return false;
+    } catch (err) {
+      return /Permissions Violation for Publish/.test(String((err as Error).message));
+    } finally {
+      await nc.close();
+    }
+  }
+
+  it('waits for it, not ready meanwhile, instead of exiting, and is ready once it answers (found in CI: billing exited on a timeout)', async () => {
+    await stack.stopBilling();
+    // Billing's requests to look up the bucket go unanswered, as on a server too busy to answer in time.
+    stack.reloadNats((conf) => {
+      const at = conf.indexOf('user: billing');
+      const denied = conf.slice(0, at) + conf.slice(at).replace(`${JSON.stringify(INFO)}, `, '');
+      expect(denied).not.toBe(conf);
+      return denied;
+    });
+    let billing: Awaited<ReturnType<typeof startService>> | undefined;
+    try {
+      expect(await until(infoRefused, (refused) => refused === true)).toBe(true);
+      billing = await startService('billing', stack.env, { waitReady: false });
+      const said = await until(
+        async () => billing!.lines.find((l) => l.includes('test clock not set up')),
+        (l) => l !== undefined,
+        30_000,
+      );
+      expect(JSON.parse(said!)).toMatchObject({ level: 40, msg: 'test clock not set up; trying again with a backoff' });
+      expect(billing.child.exitCode).toBeNull();
+      expect((await fetch(`${billing.url}/readyz`)).status).toBe(503);
+    } finally {
+      stack.reloadNats();
+    }
+    try {
+      expect(await until(infoRefused, (refused) => refused === false)).toBe(false);
+      await waitReady(`${billing!.url}/readyz`, 60_000, billing!.child);
+      expect(billing!.lines.some((l) => l.includes('billing ready'))).toBe(true);
+    } finally {
+      await billing?.stop();
+      await stack.restartBilling();
+    }
   });
 });

@@ -2,6 +2,7 @@ import { createBusServer, registerHandlers, type BusServer, type Handler } from 
 import { systemClock, type Clock } from './clock.js';
 import { SettingError } from './config.js';
 import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
+import { keepTrying } from './listener.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectNatsWhenReachable, DevClock, natsOptions, natsReachable, type NatsConnection } from './nats.js';
 import type { Registry } from 'prom-client';
@@ -84,7 +85,10 @@ export async function runService<C extends BaseConfig>(opts: {
   const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
   if (applied.length) log.info({ applied }, 'migrations applied');
   nc = await connectNatsWhenReachable(config, opts.name, log);
-  const devClock = config.DEV_MODE ? await DevClock.start(nc) : undefined;
+  // JetStream may not answer at first (a server still starting or busy, a permission not reloaded yet):
+  // each start step on it is tried again until it does, as the connection is, rather than ending the
+  // process (not ready meanwhile).
+  const devClock = config.DEV_MODE ? await keepTrying('test clock not set up', () => DevClock.start(nc!), { log }) : undefined;
   const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
 
   server = createBusServer(config, opts.name);
@@ -92,7 +96,7 @@ export async function runService<C extends BaseConfig>(opts: {
   await server.listen();
   const relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
   relay.watchBacklog(registry);
-  await relay.start();
+  await keepTrying('outbox relay not started: the events stream is not reachable', () => relay.start(), { log });
   await parts.start?.();
   started = true;
   log.info({ ops_port: opsPort, dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
