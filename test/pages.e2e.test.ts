@@ -1876,6 +1876,34 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('the gateway itself hung: a change says, after a minute, that it could not be confirmed, instead of waiting for ever', async () => {
+    const p = await plan({ name: 'Silent', amount_sats: 1500, trial_days: 14 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'silent@example.com' })).body;
+    // A context of its own: its clock is the test's to move.
+    const ctx = await browser.newContext({ viewport: PHONE, isMobile: true, hasTouch: true });
+    await ctx.clock.install();
+    const { page } = await openPage(ctx);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    const reminders = card.getByRole('checkbox', { name: /^Payment reminders/ });
+    const status = card.locator(`#notices-${sub.subscription_id}-status`);
+    await reminders.waitFor();
+    const gateway = stack.services.gateway.child;
+    gateway.kill('SIGSTOP');
+    try {
+      await reminders.click();
+      await page.waitForTimeout(500);
+      expect(await status.textContent()).not.toContain('could not confirm');
+      await page.clock.fastForward(61_000);
+      await expect
+        .poll(() => status.textContent(), { timeout: 10_000 })
+        .toBe('Reminders for Silent: we could not confirm this change yet. Reload the page to see whether it was made.');
+    } finally {
+      gateway.kill('SIGCONT');
+    }
+    await ctx.close();
+  });
+
   it('payments hung: the portal still shows the subscriptions (cancel, notices) and says the payments could not be loaded (found from outside)', async () => {
     const p = await plan({ name: 'No payments', amount_sats: 1300 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'no-payments@example.com' })).body;

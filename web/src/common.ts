@@ -87,17 +87,33 @@ export function errorText(status: number, body: unknown): string {
   return `The request failed (HTTP ${status}).`;
 }
 
-export async function api<T>(method: string, path: string, opts: { body?: unknown; token?: string } = {}): Promise<T> {
+/**
+ * How long a page waits for an answer: past the gateway's own waits (it answers 503 when a service is
+ * slow, after 30 s at most on the pages' routes by default), so only a connection that hangs (a phone
+ * between networks) runs into it, and the page says so instead of waiting for ever. `api`'s `waitMs`
+ * is for the routes that wait longer (the NWC checkout).
+ */
+export const ANSWER_WAIT_MS = 60_000;
+
+/** The answer did not come in time: the request may still have been made (as for a gateway's 504). */
+const NO_ANSWER = 'The server did not answer in time. Check your connection and try again.';
+
+export async function api<T>(method: string, path: string, opts: { body?: unknown; token?: string; waitMs?: number } = {}): Promise<T> {
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
   if (opts.token) headers['X-Subscriber-Token'] = opts.token;
+  const abort = new AbortController();
+  const timer = window.setTimeout(() => abort.abort(), opts.waitMs ?? ANSWER_WAIT_MS);
   let res: Response;
+  let text: string;
   try {
-    res = await fetch(API + path, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
+    res = await fetch(API + path, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body), signal: abort.signal });
+    text = await res.text();
   } catch {
-    throw new ApiError(0, 'Could not reach the server. Check your connection and try again.');
+    throw abort.signal.aborted ? new ApiError(504, NO_ANSWER) : new ApiError(0, 'Could not reach the server. Check your connection and try again.');
+  } finally {
+    window.clearTimeout(timer);
   }
-  const text = await res.text();
   let body: unknown;
   try {
     body = text ? JSON.parse(text) : undefined;
