@@ -1,12 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect as natsConnect } from '@nats-io/transport-node';
-import { inboxPrefix } from '@sb/contracts';
-import { passwordVar } from '../scripts/nats-config.mjs';
 import { startService, waitReady } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
-import { startStack, type Stack } from './support/stack.js';
+import { publishRefused, startStack, type Stack } from './support/stack.js';
 
 /**
  * POST /public/subscribe/nwc waits up to 75 s on the bus (its wallet pays at once). Found from outside:
@@ -116,23 +113,7 @@ describe('a request with a long bus wait', () => {
 describe('a service starting while JetStream does not answer it', () => {
   const INFO = '$JS.API.STREAM.INFO.KV_dev_clock';
   /** Whether the server refuses billing's look-up of the test clock's bucket; undefined while it is still reloading. */
-  async function infoRefused(): Promise<boolean | undefined> {
-    const nc = await natsConnect({
-      servers: stack.natsUrl,
-      user: 'billing',
-      pass: stack.natsPasswords[passwordVar('billing')],
-      inboxPrefix: inboxPrefix('billing'),
-    }).catch(() => undefined);
-    if (!nc) return undefined;
-    try {
-      await nc.request(INFO, new TextEncoder().encode(''), { timeout: 3000 });
-      return false;
-    } catch (err) {
-      return /Permissions Violation for Publish/.test(String((err as Error).message));
-    } finally {
-      await nc.close();
-    }
-  }
+  const infoRefused = () => publishRefused(stack, 'billing', INFO);
 
   it('waits for it, not ready meanwhile, instead of exiting, and is ready once it answers (found in CI: billing exited on a timeout)', async () => {
     await stack.stopBilling();

@@ -1,14 +1,11 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect as natsConnect } from '@nats-io/transport-node';
-import { inboxPrefix } from '@sb/contracts';
 import { BusClient } from '@sb/runtime';
-import { passwordVar } from '../scripts/nats-config.mjs';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
-import { startStack, type Stack } from './support/stack.js';
+import { publishRefused, startStack, type Stack } from './support/stack.js';
 import { expectEventsMatchSchemas, expectNoSecretAtRest } from './support/contract.js';
 import { holdUncommitted, someoneWaitsOnLock } from './support/locks.js';
 
@@ -1453,28 +1450,8 @@ describe('portal: connect a wallet', () => {
 
 describe('an auth.conf older than the code (nwc may not ask billing.internal.subscribe_nwc_check)', () => {
   const CHECK = 'billing.internal.subscribe_nwc_check';
-  /**
-   * Whether the NATS server refuses the nwc user's publish of the plan check (what the service meets);
-   * undefined while the server is still reloading and refuses the connection itself (seen in CI as an
-   * "Authorization Violation" on connect right after the SIGHUP).
-   */
-  async function checkRefused(): Promise<boolean | undefined> {
-    const nc = await natsConnect({ servers: stack.natsUrl, user: 'nwc', pass: stack.natsPasswords[passwordVar('nwc')], inboxPrefix: inboxPrefix('nwc') }).catch(
-      (err: Error) => {
-        if (/Authorization Violation/.test(String(err.message))) return undefined;
-        throw err;
-      },
-    );
-    if (!nc) return undefined;
-    try {
-      await nc.request(CHECK, new TextEncoder().encode('{}'), { timeout: 3000 });
-      return false;
-    } catch (err) {
-      return /Permissions Violation for Publish/.test(String((err as Error).message));
-    } finally {
-      await nc.close();
-    }
-  }
+  /** Whether the server refuses nwc's publish of the plan check (what the service meets); undefined while it reloads. */
+  const checkRefused = () => publishRefused(stack, 'nwc', CHECK);
 
   it('the plan check is skipped: the checkout goes on (201, paid by the wallet), and the subscribe still says its refusals', async () => {
     stack.reloadNats((conf) => {

@@ -2,10 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect as natsConnect } from '@nats-io/transport-node';
 import pg from 'pg';
+import { inboxPrefix } from '@sb/contracts';
 // The same launcher `npm start` and the benchmarks use.
 import { API_PREFIX, createWallet, startNats, startService } from '../../scripts/stack.mjs';
 import { dbUrlVar, dropDbRoles, provisionDbRoles } from '../../scripts/db-roles.mjs';
+import { passwordVar } from '../../scripts/nats-config.mjs';
 
 export const ADMIN_DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -213,4 +216,28 @@ export function newWallets(databaseUrl: string, n: number): Promise<WalletKeys[]
 export function info(s: Stack): StackInfo {
   const { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, natsOperator, natsPasswords, serviceDbUrls, wallets } = s;
   return { api, gatewayUrl, billingOpsUrl, paymentsOpsUrl, nwcOpsUrl, databaseUrl, natsUrl, natsOperator, natsPasswords, serviceDbUrls, wallets };
+}
+
+/**
+ * Whether the stack's NATS server refuses `user`'s publish to `subject` (what that service meets after
+ * a reloadNats); undefined while the server is still reloading and refuses or stalls the connection
+ * itself (an "Authorization Violation" or a dial timeout right after the SIGHUP, both seen in CI).
+ */
+export async function publishRefused(stack: Stack, user: string, subject: string): Promise<boolean | undefined> {
+  const nc = await natsConnect({
+    servers: stack.natsUrl,
+    user,
+    pass: stack.natsPasswords[passwordVar(user)],
+    inboxPrefix: inboxPrefix(user),
+    timeout: 3000,
+  }).catch(() => undefined);
+  if (!nc) return undefined;
+  try {
+    await nc.request(subject, new TextEncoder().encode('{}'), { timeout: 3000 });
+    return false;
+  } catch (err) {
+    return /Permissions Violation for Publish/.test(String((err as Error).message));
+  } finally {
+    await nc.close();
+  }
 }
