@@ -17,10 +17,14 @@ export class Poller {
   readonly outage: OutageLog;
   /** The bus (or a service a round asks) away, said once as well. */
   readonly busOutage: OutageLog;
-  /** This run met an outage in work it caught itself (failed): it is no sign the outage ended. */
-  private runFailed = false;
-  /** This run asked nothing of the bus (busUnreached): it cannot tell that a bus outage ended. */
-  private runBusUnreached = false;
+  /**
+   * The outages work of this worker met since its last run ended, each kind apart (a database back while
+   * the bus is still away is said): no sign that they ended. Kept past a run's start, so a sweep run by
+   * hand that a run then joins keeps what it met.
+   */
+  private met = { db: false, bus: false };
+  /** A round since the last run asked nothing of the bus (busUnreached): it cannot tell that a bus outage ended. */
+  private busUnreachedSince = false;
 
   constructor(
     private readonly name: string,
@@ -45,14 +49,14 @@ export class Poller {
    * when `err` is an outage (said); false for any other failure, the caller's to report.
    */
   failed(err: unknown): boolean {
-    const hit = this.outage.failed(err) || this.busOutage.failed(err);
-    if (hit) this.runFailed = true;
-    return hit;
+    if (this.outage.failed(err)) return (this.met.db = true);
+    if (this.busOutage.failed(err)) return (this.met.bus = true);
+    return false;
   }
 
   /** The round at hand asked nothing of the bus or another service (nothing was due): it says nothing of their outage. */
   busUnreached(): void {
-    this.runBusUnreached = true;
+    this.busUnreachedSince = true;
   }
 
   /** Work of this worker done outside its rounds (a sweep run by hand) reached everything and met no outage: any has ended. */
@@ -75,18 +79,17 @@ export class Poller {
   }
 
   private async run(): Promise<void> {
-    this.runFailed = false;
-    this.runBusUnreached = false;
     try {
       // Each round is a root span of its own (not part of whatever ran before); what it touches links to it.
       const round = () => (this.traced ? inSpan(`${this.name} sweep`, { root: true }, () => this.tick()) : this.tick());
       while (!this.stopped && (await round()));
-      if (this.runFailed) return;
-      this.outage.ok();
-      if (!this.runBusUnreached) this.busOutage.ok();
+      if (!this.met.db) this.outage.ok();
+      if (!this.met.bus && !this.busUnreachedSince) this.busOutage.ok();
     } catch (err) {
       if (!this.failed(err)) this.log.warn({ err, worker: this.name }, 'worker tick failed, will retry');
     } finally {
+      this.met = { db: false, bus: false };
+      this.busUnreachedSince = false;
       this.schedule();
     }
   }

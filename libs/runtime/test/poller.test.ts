@@ -88,4 +88,41 @@ describe('Poller', () => {
     expect(before.slice(0, 5)).toEqual([0, 1, 1, 1, 2]);
     expect(lines.every((l) => l.worker === 'scheduler')).toBe(true);
   });
+
+  it('a database back while the bus is still away is said; a bus outage met before a run began is kept by it (review)', async () => {
+    const lines: { msg: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const dbDown = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const busDown = new BusUnavailableError('NATS is not connected');
+    // Round by round: what the round's work caught.
+    const plan: Error[][] = [[dbDown, busDown], [busDown], [busDown], []];
+    let done = 0;
+    const before: number[] = [];
+    const poller: Poller = new Poller(
+      'scheduler',
+      1,
+      async () => {
+        before.push(lines.length);
+        for (const err of plan[done] ?? []) expect(poller.failed(err)).toBe(true);
+        done++;
+        return false;
+      },
+      log,
+      false,
+    );
+    // Met by a sweep run by hand before the poller's first run.
+    expect(poller.failed(busDown)).toBe(true);
+    poller.start();
+    await until(() => done >= plan.length + 1);
+    await poller.stop();
+    expect(lines.map((l) => l.msg).slice(0, 4)).toEqual([
+      'bus or a service it asks unavailable, worker retries every tick',
+      'database unavailable, worker retries every tick',
+      'database back, worker resumed',
+      'bus back, worker resumed',
+    ]);
+    // The database's end after the second round (the bus still away); the bus's after the fourth.
+    expect(before.slice(0, 5)).toEqual([1, 2, 3, 3, 4]);
+    expect(lines).toHaveLength(4);
+  });
 });

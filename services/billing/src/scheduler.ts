@@ -1,5 +1,5 @@
 import { type CreatedPayment, messages, type NwcChargeResult, type PaymentMethod, RENEWAL_BATCH_MAX, type Plan } from '@sb/contracts';
-import { BusUnavailableError, callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/runtime';
+import { callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/runtime';
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
@@ -93,7 +93,7 @@ export class Scheduler {
     // after the sweep's own work, which a slow payments service must not hold back by up to
     // WITHDRAW_PER_SWEEP calls.
     const left = await this.d.subscriptions.toWithdraw(this.d.db, WITHDRAW_PER_SWEEP).catch((err) => {
-      this.d.log.warn({ err }, 'renewal payments left to withdraw could not be read; retried next sweep');
+      if (!this.outage(err)) this.d.log.warn({ err }, 'renewal payments left to withdraw could not be read; retried next sweep');
       return [];
     });
     await this.withdraw(left);
@@ -210,7 +210,8 @@ export class Scheduler {
           })),
         );
         if (saved.status === 'expired') {
-          await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch(() => undefined);
+          // Best effort (the payments sweeper expires them by time); an outage is still one the sweep met.
+          await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: s.id }).catch((err) => this.outage(err));
         }
         return true;
       }
@@ -373,13 +374,10 @@ export class Scheduler {
         await callMessage(this.d.bus, messages.expireOpenPayments, { wallet_id, subscription_id, payment_id });
         done.push(payment_id);
       } catch (err) {
-        if (!(err instanceof BusUnavailableError)) {
-          this.d.log.warn({ err, subscription_id, payment_id }, 'renewal payment nobody was sent refused withdrawal; retried next sweep');
-          continue;
-        }
-        // The bus away: said once for the sweep's steps (not per sweep, with a stack); the rest waits too.
-        this.outage(err);
-        break;
+        // The bus or the payments service away: said once for the sweep's steps (not per sweep, with a
+        // stack); the rest waits too.
+        if (this.outage(err)) break;
+        this.d.log.warn({ err, subscription_id, payment_id }, 'renewal payment nobody was sent refused withdrawal; retried next sweep');
       }
     }
     // Flags not cleared only mean a second, harmless expiry by the next sweep.
@@ -542,7 +540,7 @@ export class Scheduler {
       const { payment } = await callMessage(this.d.bus, messages.getPayment, { wallet_id: s.wallet_id, id: s.renewal_payment_id });
       return payment?.subscription_id === s.id ? fiatCharged(payment) : {};
     } catch (err) {
-      this.d.log.warn({ err, subscription_id: s.id }, 'renewal payment not read; the notice gives its amount in sats only');
+      if (!this.outage(err)) this.d.log.warn({ err, subscription_id: s.id }, 'renewal payment not read; the notice gives its amount in sats only');
       return {};
     }
   }

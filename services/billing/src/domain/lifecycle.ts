@@ -371,9 +371,10 @@ const stopAt = (s: SubState, e: LifecycleEvent, now: number): Pick<SubState, 'st
 
 /**
  * A payment at `paidAt` came strictly before a stop at `stopAt`. Times are whole seconds; in one second
- * only the milliseconds of both can order them (both recorded on the same clock, the database's
- * machines' own), and where either is unknown the payment may have come after, so the tie goes to the
- * owner's move.
+ * only the milliseconds of both can order them, and where either is unknown the payment may have come
+ * after, so the tie goes to the owner's move. The two are read from the clocks of two processes
+ * (payments', billing's): across machines a few milliseconds of skew can misorder two events that close,
+ * and then a payment just after the move renews the period it paid for, the move still made.
  */
 export function paidFirst(paidAt: number, paidMs: number | null | undefined, stopAt: number, stopMs: number | null | undefined): boolean {
   if (paidAt !== stopAt) return paidAt < stopAt;
