@@ -1622,6 +1622,35 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('NWC: a checkout that gets no answer once the wallet was asked to pay says the wallet may have paid, not only to try again', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    wallet.setBehaviour({ pay: true, noAnswer: true });
+    const p = await plan({ name: 'Unheard', amount_sats: 1500, allow_nwc: true });
+    // A context of its own: its clock is the test's to move.
+    const ctx = await browser.newContext({ viewport: PHONE, isMobile: true, hasTouch: true });
+    await ctx.clock.install();
+    const { page } = await openPage(ctx);
+    await page.goto(p.checkout_url);
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('unheard@example.com');
+    await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    await expect.poll(() => wallet.requests.filter((r) => r.method === 'pay_invoice').length, { timeout: 20_000 }).toBe(1);
+    // The gateway hangs with the request in hand: the page's own limit ends the wait.
+    const gateway = stack.services.gateway.child;
+    gateway.kill('SIGSTOP');
+    try {
+      await page.clock.fastForward(91_000);
+      await expect
+        .poll(() => page.locator('#form-error').textContent(), { timeout: 10_000 })
+        .toBe('We did not hear back in time, and your wallet may have paid already. Check your wallet and your messages before you try again.');
+    } finally {
+      gateway.kill('SIGCONT');
+    }
+    await ctx.close();
+  });
+
   it('the portal in two tabs: a cancel in one, then in the other, shows what it is now (found from outside: a contradiction)', async () => {
     const p = await plan({ name: 'Two tabs', amount_sats: 1000, trial_days: 5 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'tabs@example.com' })).body;

@@ -16,6 +16,7 @@ import {
   setMain,
   theirs,
   type Payable,
+  unconfirmed,
 } from './common.js';
 
 interface PublicPlan {
@@ -386,6 +387,8 @@ function render(plan: PublicPlan): void {
     }
     submit.disabled = true;
     form.setAttribute('aria-busy', 'true');
+    // The wallet was asked to pay: an answer that never came may hide a payment.
+    let walletAsked = false;
     try {
       if (m === 'nwc') {
         submit.textContent = 'Checking your wallet…';
@@ -398,6 +401,7 @@ function render(plan: PublicPlan): void {
           return;
         }
         submit.textContent = 'Your wallet is paying…';
+        walletAsked = true;
         // The route waits up to 75 s for the wallet to pay.
         const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() }, waitMs: 90_000 });
         if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
@@ -431,9 +435,11 @@ function render(plan: PublicPlan): void {
       for (const f of marked) fieldError(FIELD_IDS[f.field]!, fieldMessage(f));
       formError.textContent = marked.length
         ? 'Please correct the marked fields.'
-        : err instanceof ApiError
-          ? err.message
-          : 'Something went wrong. Please try again.';
+        : walletAsked && unconfirmed(err)
+          ? 'We did not hear back in time, and your wallet may have paid already. Check your wallet and your messages before you try again.'
+          : err instanceof ApiError
+            ? err.message
+            : 'Something went wrong. Please try again.';
       if (err instanceof ApiError && err.status === 409 && !marked.length) conflictHelp(plan, body, formError);
     } finally {
       // Still on the form: its outcome is the form's alert, not what was under way.

@@ -95,6 +95,15 @@ export function errorText(status: number, body: unknown): string {
  */
 export const ANSWER_WAIT_MS = 60_000;
 
+/**
+ * No answer in time: the gateway gave up waiting (503 "did not answer in time"; 504 from a proxy, or
+ * the page's own limit): the service may still make the change, so this is not a refusal. Not
+ * reachable, not running, or refused are definite.
+ */
+export function unconfirmed(err: unknown): boolean {
+  return err instanceof ApiError && (err.status === 504 || (err.status === 503 && /did not answer in time/i.test(err.message)));
+}
+
 /** The answer did not come in time: the request may still have been made (as for a gateway's 504). */
 const NO_ANSWER = 'The server did not answer in time. Check your connection and try again.';
 

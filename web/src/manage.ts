@@ -15,6 +15,7 @@ import {
   STATUS_LABELS,
   theirs,
   type Payable,
+  unconfirmed,
 } from './common.js';
 
 interface Page<T> {
@@ -135,14 +136,6 @@ async function portal<T>(method: string, path: string, body?: unknown): Promise<
     badLink();
     return new Promise<T>(() => undefined);
   }
-}
-
-/**
- * The gateway gave up waiting (503 "did not answer in time"; 504 from a proxy): the service may still
- * make the change, so this is not a refusal. Not reachable, not running, or refused are definite.
- */
-function unconfirmed(err: unknown): boolean {
-  return err instanceof ApiError && (err.status === 504 || (err.status === 503 && /did not answer in time/i.test(err.message)));
 }
 
 /** Says in `el` that a change may or may not have been made, with the way to find out. */
