@@ -798,6 +798,40 @@ describe('5c. a checkout answered 503', () => {
     expect((await events(first!)).map((e) => e.e)).not.toContain('subscription.expired');
   });
 
+  it('by its Idempotency-Key alone, without an e-mail: kept, and the retry with that key goes on with it; with neither, it ends at once', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const headers = { 'Idempotency-Key': `keyed-away-${p.id}` };
+    const statuses = async () =>
+      (await db.query('SELECT id, status FROM billing.subscriptions WHERE plan_id = $1 ORDER BY created_at, id', [p.id])).rows as Array<{
+        id: string;
+        status: string;
+      }>;
+    await stack.stopPayments();
+    let keyed: string | undefined;
+    try {
+      const res = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', name: 'Keyed' }, { headers });
+      expect(res.status, JSON.stringify(res.body)).toBe(503);
+      const subs = await statuses();
+      expect(subs.map((x) => x.status)).toEqual(['pending']);
+      keyed = subs[0]!.id;
+      // Nothing a retry could find it by: a new subscriber on every checkout, so it ends at once.
+      const bare = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', name: 'Bare' });
+      expect(bare.status, JSON.stringify(bare.body)).toBe(503);
+      const after = await statuses();
+      expect(after).toHaveLength(2);
+      expect(after.find((x) => x.id !== keyed)!.status).toBe('expired');
+      const ended = (await events(after.find((x) => x.id !== keyed)!.id)).map((e) => e.e);
+      expect(ended).toEqual(['subscription.created', 'subscription.expired']);
+    } finally {
+      await stack.restartPayments();
+    }
+    const again = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', name: 'Keyed' }, { headers });
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect(again.body.subscription_id).toBe(keyed);
+    expect((await statuses()).find((x) => x.id === keyed)!.status).toBe('pending');
+    expect((await payments(keyed!)).map((x) => x.status)).toEqual(['pending']);
+  });
+
   it('on-chain, while the payments service is away: kept without an address, so another method replaces it (review finding: 409 for 24 h)', async () => {
     const p = await plan({ interval: 'monthly', allow_onchain: true });
     const email = 'onchain-away@example.com';
