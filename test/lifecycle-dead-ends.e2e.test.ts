@@ -798,7 +798,7 @@ describe('5c. a checkout answered 503', () => {
     expect((await events(first!)).map((e) => e.e)).not.toContain('subscription.expired');
   });
 
-  it('by its Idempotency-Key alone, without an e-mail: kept, and the retry with that key goes on with it; with neither, it ends at once', async () => {
+  it('by its Idempotency-Key alone, without an e-mail: kept, and the retry with that key goes on with it, its invoice an hour from the retry; with neither, it ends at once', async () => {
     const p = await plan({ interval: 'monthly' });
     const headers = { 'Idempotency-Key': `keyed-away-${p.id}` };
     const statuses = async () =>
@@ -825,9 +825,12 @@ describe('5c. a checkout answered 503', () => {
     } finally {
       await stack.restartPayments();
     }
+    // Retried two hours later, past a Lightning invoice's hour from the first try: its invoice lives an hour from now.
+    const at = await advance(2 * 3600);
     const again = await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', name: 'Keyed' }, { headers });
     expect(again.status, JSON.stringify(again.body)).toBe(201);
     expect(again.body.subscription_id).toBe(keyed);
+    expect(again.body.expires_at).toBeGreaterThanOrEqual(at + 3600);
     expect((await statuses()).find((x) => x.id === keyed)!.status).toBe('pending');
     expect((await payments(keyed!)).map((x) => x.status)).toEqual(['pending']);
   });
