@@ -7,6 +7,28 @@ const until = async (ok: () => boolean, ms = 5000) => {
   while (!ok() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
 };
 
+/**
+ * A poller named 'scheduler' whose round `i` runs `round(poller, i)` (the work it catches itself),
+ * logging into `lines`; `before[i]` is how many lines were logged before round `i` began.
+ */
+function scripted(round: (poller: Poller, i: number) => void) {
+  const lines: { msg: string; worker?: string }[] = [];
+  const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  const before: number[] = [];
+  const poller: Poller = new Poller(
+    'scheduler',
+    1,
+    async () => {
+      before.push(lines.length);
+      round(poller, before.length - 1);
+      return false;
+    },
+    log,
+    false,
+  );
+  return { lines, before, poller };
+}
+
 describe('Poller', () => {
   it('says an outage of the bus once, without a stack, and its end once; other failures each with their stack (found from outside: one stack per tick)', async () => {
     const lines: { level: number; msg: string; err?: { stack?: string }; error?: string }[] = [];
@@ -51,37 +73,24 @@ describe('Poller', () => {
   });
 
   it('an outage met by work a round catches itself is said once; its end only after a run that met none and reached the bus', async () => {
-    const lines: { msg: string; worker?: string }[] = [];
-    const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const busDown = new BusUnavailableError('NATS is not connected');
     /** Each round: the failure it catches, if any, and whether it asked the bus anything. */
     const plan: { caught?: Error; reachedBus: boolean }[] = [
-      { caught: new BusUnavailableError('NATS is not connected'), reachedBus: true },
-      { caught: new BusUnavailableError('NATS is not connected'), reachedBus: true },
+      { caught: busDown, reachedBus: true },
+      { caught: busDown, reachedBus: true },
       // Nothing due: the bus may still be away.
       { reachedBus: false },
       { reachedBus: true },
       { reachedBus: true },
     ];
-    let done = 0;
-    /** How many lines were logged before each round began. */
-    const before: number[] = [];
-    const poller: Poller = new Poller(
-      'scheduler',
-      1,
-      async () => {
-        before.push(lines.length);
-        const round = plan[done] ?? { reachedBus: true };
-        if (round.caught) expect(poller.failed(round.caught)).toBe(true);
-        expect(poller.failed(new Error('a bug'))).toBe(false);
-        if (!round.reachedBus) poller.busUnreached();
-        done++;
-        return false;
-      },
-      log,
-      false,
-    );
+    const { lines, before, poller } = scripted((poller, i) => {
+      const round = plan[i] ?? { reachedBus: true };
+      if (round.caught) expect(poller.failed(round.caught)).toBe(true);
+      expect(poller.failed(new Error('a bug'))).toBe(false);
+      if (!round.reachedBus) poller.busUnreached();
+    });
     poller.start();
-    await until(() => done >= plan.length);
+    await until(() => before.length > plan.length);
     await poller.stop();
     expect(lines.map((l) => l.msg)).toEqual(['bus or a service it asks unavailable, worker retries every tick', 'bus back, worker resumed']);
     // Away in the first round, said once; back after the fourth, the first to reach the bus without failing.
@@ -90,30 +99,17 @@ describe('Poller', () => {
   });
 
   it('a database back while the bus is still away is said; a bus outage met before a run began is kept by it (review)', async () => {
-    const lines: { msg: string }[] = [];
-    const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
     const dbDown = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     const busDown = new BusUnavailableError('NATS is not connected');
     // Round by round: what the round's work caught.
     const plan: Error[][] = [[dbDown, busDown], [busDown], [busDown], []];
-    let done = 0;
-    const before: number[] = [];
-    const poller: Poller = new Poller(
-      'scheduler',
-      1,
-      async () => {
-        before.push(lines.length);
-        for (const err of plan[done] ?? []) expect(poller.failed(err)).toBe(true);
-        done++;
-        return false;
-      },
-      log,
-      false,
-    );
+    const { lines, before, poller } = scripted((poller, i) => {
+      for (const err of plan[i] ?? []) expect(poller.failed(err)).toBe(true);
+    });
     // Met by a sweep run by hand before the poller's first run.
     expect(poller.failed(busDown)).toBe(true);
     poller.start();
-    await until(() => done >= plan.length + 1);
+    await until(() => before.length > plan.length + 1);
     await poller.stop();
     expect(lines.map((l) => l.msg).slice(0, 4)).toEqual([
       'bus or a service it asks unavailable, worker retries every tick',
