@@ -1,7 +1,7 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BusClient } from '@sb/runtime';
+import { BusClient, newId } from '@sb/runtime';
 import { client, until } from './support/http.js';
 import { startNostrRelay, type NostrRelay } from './support/nostr-relay.js';
 import { startNwcWallet, type NwcWallet } from './support/nwc-wallet.js';
@@ -573,6 +573,64 @@ describe('failed charges (found from outside)', () => {
     );
     expect(active.body.status).toBe('active');
     expect((await admin.get(`/subscriptions/${subId}/payments`)).body.items.map((x: { status: string }) => x.status)).toEqual(['paid']);
+    expect(w.requests).toHaveLength(1);
+    expect(await nwcEvents(subId, 'payment.failed')).toEqual([]);
+  });
+
+  it("another payment of the subscription charged while the wallet's paid one awaits confirmation: the wallet is not asked again (one period paid twice)", async () => {
+    const w = await wallet();
+    const p = await plan();
+    let stopped = false;
+    w.setBehaviour({
+      pay: true,
+      afterPay: async () => {
+        if (stopped) return;
+        stopped = true;
+        await stack.stopPayments();
+      },
+    });
+    const bus = new BusClient({ ...stack.env, NATS_USER: 'billing', NATS_PASSWORD: stack.natsPasswords.NATS_PASSWORD_BILLING }, 10_000, 'billing-client');
+    await bus.connect();
+    let subId = '';
+    try {
+      const res = await anon().post('/public/subscribe/nwc', {
+        plan_id: p.id,
+        email: 'replaced-unconfirmed@example.com',
+        nwc_connection_string: w.connectionString(),
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      expect(res.body).toMatchObject({ status: 'pending' });
+      subId = res.body.subscription_id;
+      expect(w.requests).toHaveLength(1);
+      const first = (await db.query('SELECT payment_request, amount_sats FROM payments.payments WHERE subscription_id = $1', [subId])).rows[0];
+      // What billing sends when it replaced that payment by another (the payments service expired the
+      // first meanwhile): another payment of the same period.
+      const reply = await bus.request(
+        'nwc.internal.charge',
+        {
+          wallet_id: stack.wallets[0]!.id,
+          subscription_id: subId,
+          payment_id: newId('pay_'),
+          payment_request: first.payment_request,
+          amount_sats: Number(first.amount_sats),
+          answer_by: Date.now() + 10_000,
+        },
+        10_000,
+      );
+      expect(reply).toEqual({ ok: true, data: { paid: false, error_code: 'OTHER', deactivated: false } });
+      expect(w.requests).toHaveLength(1);
+      const failures = await db.query('SELECT sum(consecutive_failures)::int AS n FROM nwc.connections WHERE subscription_id = $1', [subId]);
+      expect(failures.rows[0].n).toBe(0);
+    } finally {
+      await bus.close();
+      await stack.restartPayments();
+    }
+    // The first payment is confirmed once payments is back, and activates the subscription; paid once.
+    const active = await until(
+      () => admin.get(`/subscriptions/${subId}`),
+      (r) => r.body.status === 'active',
+    );
+    expect(active.body.status).toBe('active');
     expect(w.requests).toHaveLength(1);
     expect(await nwcEvents(subId, 'payment.failed')).toEqual([]);
   });

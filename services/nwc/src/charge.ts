@@ -69,6 +69,11 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
         await d.attempts.finish(d.db, id, 'abandoned');
         return unpaid(d, conn, { code: 'OTHER', message: 'The charge could not be made before its caller stopped waiting' });
       }
+      const waiting = await earlierPaymentWaiting(d, conn, payment);
+      if (waiting) {
+        await d.attempts.finish(d.db, id, 'abandoned');
+        return unpaid(d, conn, { code: 'OTHER', message: waiting });
+      }
       return runAttempt(d, conn, payment, id);
     }
     let paidBy: AttemptRow;
@@ -94,6 +99,25 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
     if (!fresh?.is_active) return unpaid(d, conn, { code: 'OTHER', message: WRONG_PREIMAGE });
     conn = fresh;
   }
+}
+
+/**
+ * The wallet paid another payment of this subscription whose preimage the payments service has not
+ * taken yet (it was away): given to it first. Confirmed, or still not taken, this charge does not ask
+ * the wallet: the payment it makes may be the replacement of that one (billing replaced an invoice the
+ * payments service expired meanwhile), and paying it would charge the subscriber twice for one period.
+ * Billing charges again on its schedule, by when the first payment has renewed the subscription (or was
+ * refused, and the wallet is asked then). The reason, or undefined to go on.
+ */
+async function earlierPaymentWaiting(d: Deps, conn: ConnectionRow, payment: ChargedPayment): Promise<string | undefined> {
+  const earlier = await d.attempts.unconfirmedOfSubscription(d.db, conn.subscription_id, payment.id);
+  if (!earlier) return undefined;
+  const result = await confirmAttempt(d, earlier);
+  d.log.info({ connection_id: conn.id, payment_id: payment.id, earlier_payment_id: earlier.payment_id, result }, 'nwc charge waits for an earlier payment');
+  if (result === 'refuted') return undefined;
+  return result === 'confirmed'
+    ? 'An earlier payment by this wallet was just confirmed; the charge is made again later if still due'
+    : 'An earlier payment by this wallet is waiting to be confirmed; the charge is made again later';
 }
 
 /** Not paid, with whether the subscription still has an active wallet (for billing: invoices from now on if not). */

@@ -111,6 +111,16 @@ export class AttemptsRepo {
   }
 
   /** Paid attempts whose preimage still waits for the payments service, oldest first. */
+  /** A paid attempt of another payment of the subscription whose preimage the payments service has not taken yet. */
+  async unconfirmedOfSubscription(q: Queryable, subscriptionId: string, otherThanPaymentId: string): Promise<AttemptRow | undefined> {
+    const { rows } = await q.query<AttemptRow>(
+      `SELECT ${cols('a.')} FROM ${this.t} a JOIN ${this.schema}.connections c ON c.id = a.connection_id
+       WHERE c.subscription_id = $1 AND a.unconfirmed_preimage IS NOT NULL AND a.payment_id <> $2 ORDER BY a.finished_at LIMIT 1`,
+      [subscriptionId, otherThanPaymentId],
+    );
+    return rows[0];
+  }
+
   async unconfirmed(q: Queryable, limit: number): Promise<AttemptRow[]> {
     const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE unconfirmed_preimage IS NOT NULL ORDER BY finished_at LIMIT $1`, [limit]);
     return rows;
