@@ -110,7 +110,6 @@ export class AttemptsRepo {
     return (rowCount ?? 0) > 0;
   }
 
-  /** Paid attempts whose preimage still waits for the payments service, oldest first. */
   /** A paid attempt of another payment of the subscription whose preimage the payments service has not taken yet. */
   async unconfirmedOfSubscription(q: Queryable, subscriptionId: string, otherThanPaymentId: string): Promise<AttemptRow | undefined> {
     const { rows } = await q.query<AttemptRow>(
@@ -121,6 +120,7 @@ export class AttemptsRepo {
     return rows[0];
   }
 
+  /** Paid attempts whose preimage still waits for the payments service, oldest first. */
   async unconfirmed(q: Queryable, limit: number): Promise<AttemptRow[]> {
     const { rows } = await q.query<AttemptRow>(`SELECT ${COLS} FROM ${this.t} WHERE unconfirmed_preimage IS NOT NULL ORDER BY finished_at LIMIT $1`, [limit]);
     return rows;
