@@ -39,6 +39,34 @@ const subscribe = (plan_id: string, email: string, init?: RequestInit) =>
     ...init,
   });
 
+describe('a checkout page whose plan billing cannot look up', () => {
+  it('is served, for a plan that may or may not exist: the page asks again itself and says what it finds', async () => {
+    const plan = await nwcPlan('Page while frozen');
+    const billing = stack.services.billing.child;
+    billing.kill('SIGSTOP');
+    const answers: [number, string][] = [];
+    try {
+      for (const id of [plan, 'plan_01JUNKJUNKJUNKJUNKJUNKJUNK']) {
+        const res = await fetch(`${stack.gatewayUrl}/subscriptions_manager/checkout/${id}`, { headers: { Accept: 'text/html' } });
+        const html = await res.text();
+        answers.push([res.status, /src="\/subscriptions_manager\/assets\/checkout-[^"]+\.js"/.test(html) ? 'page' : html.slice(0, 200)]);
+      }
+    } finally {
+      billing.kill('SIGCONT');
+    }
+    expect(answers).toEqual([
+      [200, 'page'],
+      [200, 'page'],
+    ]);
+    // Billing back: the unknown plan is a 404 again.
+    const back = await until(
+      () => fetch(`${stack.gatewayUrl}/subscriptions_manager/checkout/plan_01JUNKJUNKJUNKJUNKJUNKJUNK`, { headers: { Accept: 'text/html' } }),
+      (r) => r.status === 404,
+    );
+    expect(back.status).toBe(404);
+  });
+});
+
 describe('a request with a long bus wait', () => {
   it("whose plan check billing does not answer is 503 without contacting the wallet's relay (review)", async () => {
     const plan = await nwcPlan('Frozen');

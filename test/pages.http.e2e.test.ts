@@ -1,6 +1,8 @@
 import { request } from 'node:http';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { client } from './support/http.js';
+import { newWallets } from './support/stack.js';
 
 /**
  * How the gateway serves the hosted pages, through HTTP alone (so it is checked where no browser is
@@ -25,14 +27,23 @@ function raw(url: string, headers: Record<string, string> = {}): Promise<{ statu
 }
 
 describe('hosted pages', () => {
+  let admin: ReturnType<typeof client>;
+  /** A plan on offer: its checkout address is the page. */
+  let offered = '';
+  beforeAll(async () => {
+    admin = client(stack.api, (await newWallets(stack.databaseUrl, 1))[0]!.admin_key);
+    const res = await admin.post('/plans', { name: 'Page plan', amount_sats: 1000, interval: 'monthly' });
+    expect(res.status).toBe(201);
+    offered = res.body.id;
+  });
   const pages = [
-    ['checkout', `${stack.gatewayUrl}/subscriptions_manager/checkout/plan_01abc`, 'checkout-'],
-    ['portal', `${stack.gatewayUrl}/subscriptions_manager/manage?token=${'a'.repeat(64)}`, 'manage-'],
-    ['API reference', `${stack.api}/docs`, 'docs-'],
+    ['checkout', () => `${stack.gatewayUrl}/subscriptions_manager/checkout/${offered}`, 'checkout-'],
+    ['portal', () => `${stack.gatewayUrl}/subscriptions_manager/manage?token=${'a'.repeat(64)}`, 'manage-'],
+    ['API reference', () => `${stack.api}/docs`, 'docs-'],
   ] as const;
 
   it.each(pages)('%s: HTML under a strict CSP, revalidated on each visit, never framed, no referrer', async (_name, url, script) => {
-    const res = await fetch(url);
+    const res = await fetch(url());
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(res.headers.get('content-security-policy')).toBe(CSP);
@@ -83,8 +94,8 @@ describe('hosted pages', () => {
     expect((await raw(url, { 'accept-encoding': 'br', 'if-none-match': plain.headers.etag! })).status).toBe(304);
 
     for (const [name, page] of pages) {
-      const identity = await raw(page);
-      const zipped = await raw(page, { 'accept-encoding': 'gzip' });
+      const identity = await raw(page());
+      const zipped = await raw(page(), { 'accept-encoding': 'gzip' });
       expect(zipped.headers['content-encoding'], name).toBe('gzip');
       expect(zipped.headers.vary, name).toMatch(/Accept-Encoding/i);
       expect(zipped.headers['cache-control'], name).toBe('no-cache');
@@ -110,18 +121,44 @@ describe('hosted pages', () => {
     expect((await raw(url, { 'accept-encoding': 'gzip', 'if-none-match': plain.headers.etag! })).status).toBe(304);
   });
 
-  it('a checkout URL without a plan id is the checkout page (which says so), not a JSON 404 (found from outside)', async () => {
-    for (const path of ['/subscriptions_manager/checkout', '/subscriptions_manager/checkout/']) {
-      const res = await fetch(`${stack.gatewayUrl}${path}`);
-      expect(res.status, path).toBe(200);
-      expect(res.headers.get('content-type'), path).toBe('text/html; charset=utf-8');
-      expect(res.headers.get('content-security-policy'), path).toBe(CSP);
-      expect(await res.text(), path).toMatch(/src="\/subscriptions_manager\/assets\/checkout-[^"]+\.js"/);
-    }
-  });
-
   /** What a browser sends when a person opens a link. */
   const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8';
+
+  it("a checkout address that names no plan, or a plan not on offer, answers 404 with the page's words to all but JSON clients (found from outside: 200)", async () => {
+    const archived = (await admin.post('/plans', { name: 'Gone plan', amount_sats: 1000, interval: 'monthly' })).body.id as string;
+    expect((await admin.del(`/plans/${archived}`)).status).toBe(200);
+    const noPlan = /<main[^>]*>\s*<h1>Plan not found<\/h1>\s*<p>This checkout link names no plan\. Please ask the seller for the right link\.<\/p>/;
+    const notOffered =
+      /<main[^>]*>\s*<h1>Plan not found<\/h1>\s*<p>This plan does not exist or is no longer offered\. Please ask the seller for a current link\.<\/p>/;
+    for (const [path, words] of [
+      ['/subscriptions_manager/checkout', noPlan],
+      ['/subscriptions_manager/checkout/', noPlan],
+      ['/subscriptions_manager/checkout/plan_01JUNKJUNKJUNKJUNKJUNKJUNK', notOffered],
+      ['/subscriptions_manager/checkout/nothing-like-an-id', notOffered],
+      [`/subscriptions_manager/checkout/${'x'.repeat(300)}`, notOffered],
+      ['/subscriptions_manager/checkout/plan%00x', notOffered],
+      [`/subscriptions_manager/checkout/${archived}`, notOffered],
+    ] as const) {
+      for (const accept of [BROWSER, '*/*', undefined]) {
+        const res = await fetch(`${stack.gatewayUrl}${path}`, { headers: accept ? { Accept: accept } : {} });
+        expect([res.status, res.headers.get('content-type')], `${path} ${accept}`).toEqual([404, 'text/html; charset=utf-8']);
+        expect(res.headers.get('content-security-policy'), path).toBe(CSP);
+        expect(res.headers.get('cache-control'), path).toBe('no-store');
+        const html = await res.text();
+        expect(html, path).toContain('<title>Plan not found</title>');
+        expect(html, path).toMatch(words);
+        expect(html, path).not.toMatch(/<script/);
+      }
+      const api = await fetch(`${stack.gatewayUrl}${path}`, { headers: { Accept: 'application/json' } });
+      expect([api.status, await api.json()], path).toEqual([404, { detail: 'Not Found' }]);
+    }
+    // The plan on offer is its page, for every client.
+    for (const accept of [BROWSER, '*/*', 'application/json']) {
+      const res = await fetch(`${stack.gatewayUrl}/subscriptions_manager/checkout/${offered}`, { headers: { Accept: accept } });
+      expect([res.status, res.headers.get('content-type')], accept).toEqual([200, 'text/html; charset=utf-8']);
+      expect(await res.text(), accept).toMatch(/src="\/subscriptions_manager\/assets\/checkout-[^"]+\.js"/);
+    }
+  });
 
   it('an address under the checkout or portal path that names nothing is the page\'s own "not found" for a browser, JSON for others (found from outside)', async () => {
     for (const [path, title] of [

@@ -1,4 +1,4 @@
-import { NO_PLAN_NAMED, PLAN_NOT_FOUND } from '@sb/contracts/page-words';
+import { NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -827,15 +827,7 @@ function planUnavailable(err: unknown): void {
   document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';
   setMain(
     h('h1', {}, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable'),
-    h(
-      'p',
-      { role: 'alert' },
-      notFound
-        ? 'This plan does not exist or is no longer offered. Please ask the seller for a current link.'
-        : err instanceof ApiError
-          ? err.message
-          : 'The plan could not be loaded.',
-    ),
+    h('p', { role: 'alert' }, notFound ? PLAN_NOT_OFFERED : err instanceof ApiError ? err.message : 'The plan could not be loaded.'),
     notFound ? null : h('p', {}, h('a', { href: location.href }, 'Try again')),
   );
 }

@@ -9,6 +9,8 @@
 export const PLAN_NOT_FOUND = 'Plan not found';
 /** Below PLAN_NOT_FOUND when the address names no plan at all. */
 export const NO_PLAN_NAMED = 'This checkout link names no plan. Please ask the seller for the right link.';
+/** Below PLAN_NOT_FOUND when the plan named does not exist, or is archived or deleted. */
+export const PLAN_NOT_OFFERED = 'This plan does not exist or is no longer offered. Please ask the seller for a current link.';
 /** A subscriber's link (portal, List-Unsubscribe) that is not one we sent, or no longer works. */
 export const LINK_DOES_NOT_WORK = 'This link does not work';
 /** Below LINK_DOES_NOT_WORK on the List-Unsubscribe page. */

@@ -34,7 +34,7 @@ import {
 import { compileApiRoutes } from './api-routes.js';
 import { AuthError, type KeyResolver } from './auth.js';
 import type { RateLimiter } from './domain/rate-limit.js';
-import { answerAsPage, hostedPages, jsonFile, prefersHtml, sendFile } from './pages.js';
+import { answerAsPage, hostedPages, jsonFile, type PlanOffered, prefersHtml, sendFile } from './pages.js';
 import type { IdempotencyRepo } from './store/idempotency.repo.js';
 import { httpOf } from './errors.js';
 
@@ -202,7 +202,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
     ops(req, res).then((done) => (done ? undefined : next()), next);
   });
 
-  const pages = hostedPages(d.webDir, d.log);
+  const pages = hostedPages(d.webDir, d.log, planOffered(d));
 
   // 230 KB of JSON the API reference loads on each visit: compressed, and revalidated by its ETag.
   const openapi = jsonFile(buildOpenApiDocument());
@@ -355,6 +355,27 @@ function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown,
 }
 
 /** `undecodable`: the path parameter that is not UTF-8 once percent-decoded, if any (api-routes.ts). */
+const PAGE_LOOKUP_MS = 2000;
+
+/** The route a checkout page asks for its plan: the page's answer for an unknown plan is the route's. */
+const PUBLIC_PLAN = (routes as readonly RouteDef[]).find((r) => r.id === 'public.plan.get')!;
+
+/**
+ * Whether a checkout address's plan can be bought, asked as the page itself would ask (its public route,
+ * within the same per-address budget): a page load is one request of that budget more, never a way
+ * around it. Past the budget, or with billing away or slow, it cannot be told and the page is served.
+ */
+function planOffered(d: GatewayDeps): PlanOffered {
+  return async (req, id) => {
+    if (unstorableIssues({ id }, 'path').length || !PUBLIC_PLAN.params!.safeParse({ id }).success) return false;
+    if (d.limits.publicGet.take(`${req.ip}`) > 0) return undefined;
+    // Not as long as an API request may wait: a page that shows nothing for seconds is worse than its own look-up.
+    const reply = await d.bus.request(PUBLIC_PLAN.subject, { caller: {}, params: { id }, query: {}, body: undefined }, PAGE_LOOKUP_MS).catch(() => undefined);
+    if (reply?.ok) return true;
+    return reply?.error.kind === 'not_found' ? false : undefined;
+  };
+}
+
 async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response, undecodable?: string): Promise<void> {
   // Public routes, the subscriber portal's included (its token is no owner's key), count per client address.
   if (route.auth === 'none' || route.auth === 'subscriber') {

@@ -5,7 +5,16 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
 import express, { type Request, type Response } from 'express';
-import { API_PREFIX, htmlText, LINK_DOES_NOT_WORK, NO_PLAN_NAMED, PLAN_NOT_FOUND, type RouteDef, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts';
+import {
+  API_PREFIX,
+  htmlText,
+  LINK_DOES_NOT_WORK,
+  NO_PLAN_NAMED,
+  PLAN_NOT_FOUND,
+  PLAN_NOT_OFFERED,
+  type RouteDef,
+  UNSUBSCRIBE_LINK_UNKNOWN,
+} from '@sb/contracts';
 import type { Logger } from '@sb/runtime';
 
 /** Where `npm run build` puts the pages (web/dist), seen from services/gateway/dist. */
@@ -197,6 +206,13 @@ const MESSAGE_SLOT = '<main id="main" tabindex="-1"></main>';
 
 type PageId = 'checkout' | 'manage' | 'docs' | 'unsubscribe';
 
+/**
+ * Whether the plan a checkout address names can be bought: false when it does not exist (or is archived,
+ * or its id could not be one), undefined when that cannot be told now (billing away, the address over its
+ * budget), which serves the page: it asks again itself and says what it finds.
+ */
+export type PlanOffered = (req: Request, planId: string) => Promise<boolean | undefined>;
+
 /** Whether a request prefers HTML to JSON (a browser), as the API decides between a page and its JSON. */
 export const prefersHtml = (req: Request) => req.accepts(['json', 'html']) === 'html';
 
@@ -207,7 +223,7 @@ export const prefersHtml = (req: Request) => req.accepts(['json', 'html']) === '
  * assets have content hashes in their names, so they are cached for a year. All are read once at start
  * and sent brotli- or gzip-compressed to the clients that accept it.
  */
-export function hostedPages(webDir: string, log: Logger): HostedPages {
+export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffered = async () => undefined): HostedPages {
   const router = express.Router();
   const built = existsSync(join(webDir, 'checkout.html'));
   if (!built) log.warn({ web_dir: webDir }, 'hosted pages are not built (npm run build): checkout, portal and API reference answer 404');
@@ -244,17 +260,26 @@ export function hostedPages(webDir: string, log: Logger): HostedPages {
   };
   const page = (id: PageId) => (req: Request, res: Response, next: express.NextFunction) => send(id, req, res, next);
 
-  // Without a plan id: the page's own "Plan not found", not the API's JSON 404.
-  router.get([`${BASE}/checkout`, `${BASE}/checkout/:planId`], page('checkout'));
+  // An address under a page's path that names nothing (more after the plan id, a plan id that does not
+  // decode, more after /manage): a browser gets that page's own "not found" (404), any other client the
+  // API's JSON. A checkout address that names no plan, or a plan not offered, is the checkout page's own
+  // address: its "not found" goes to every client but one that asks for JSON (found from outside: both
+  // answered 200, the page's script saying "not found" to a person but to no crawler or link checker).
+  const notFound =
+    (id: keyof typeof NOT_FOUND, words = NOT_FOUND[id], wantsPage = prefersHtml) =>
+    (req: Request, res: Response, next: express.NextFunction) => {
+      res.vary('Accept');
+      if (!wantsPage(req)) return next();
+      res.locals.routeId = `page.${id}`;
+      message(req, res, 404, words, next);
+    };
+  const notJson = (req: Request) => req.accepts(['html', 'json']) !== 'json';
+  const planGone = notFound('checkout', { title: PLAN_NOT_FOUND, text: [PLAN_NOT_OFFERED] }, notJson);
+  router.get(`${BASE}/checkout`, notFound('checkout', NOT_FOUND.checkout, notJson));
+  router.get(`${BASE}/checkout/:planId`, (req, res, next) => {
+    planOffered(req, req.params.planId as string).then((offered) => (offered === false ? planGone(req, res, next) : send('checkout', req, res, next)), next);
+  });
   router.get(`${BASE}/manage`, page('manage'));
-  // Any other address under a page's path (more after the plan id, a plan id that does not decode, more
-  // after /manage): a browser gets that page's own "not found" (404), any other client the API's JSON.
-  const notFound = (id: keyof typeof NOT_FOUND) => (req: Request, res: Response, next: express.NextFunction) => {
-    res.vary('Accept');
-    if (!prefersHtml(req)) return next();
-    res.locals.routeId = `page.${id}`;
-    message(req, res, 404, NOT_FOUND[id], next);
-  };
   router.get(`${BASE}/checkout/*rest`, notFound('checkout'));
   router.get(`${BASE}/manage/*rest`, notFound('manage'));
   // A path segment that does not decode (a lone surrogate, `%ED%A0%80`) fails the match of the routes above.
