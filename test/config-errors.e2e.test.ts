@@ -112,6 +112,53 @@ describe('bad settings of a service', () => {
   });
 });
 
+describe('a service still waiting for its database', () => {
+  /** Starts `name` against a database port nothing listens on, logging at info; resolves once it says it waits. */
+  async function waiting(name: keyof typeof MAINS, env: Record<string, string> = {}) {
+    const port = await freePort();
+    const child = spawn(process.execPath, [MAINS[name]], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        DATABASE_URL: `postgres://nobody@127.0.0.1:${await freePort()}/none`,
+        NATS_URL: 'nats://127.0.0.1:1',
+        SECRETS_KEY: randomBytes(32).toString('hex'),
+        LOG_LEVEL: 'info',
+        PORT: String(port),
+        BILLING_OPS_PORT: String(port),
+        NOTIFIER_OPS_PORT: String(port),
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    cleanups.push(() => child.kill('SIGKILL'));
+    let out = '';
+    child.stdout!.on('data', (c) => (out += c));
+    child.stderr!.on('data', (c) => (out += c));
+    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+    for (let i = 0; i < 150 && !/database not reachable/.test(out) && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(out).toMatch(/database not reachable/);
+    return { child, exited, out: () => out };
+  }
+
+  it.each(['billing', 'gateway'] as const)('%s stops in order on SIGTERM, not killed by it (review)', async (name) => {
+    const s = await waiting(name);
+    s.child.kill('SIGTERM');
+    const end = await s.exited;
+    // Before: killed by the signal itself (no exit code), with no word of it in the log.
+    expect(end, s.out()).toEqual({ code: 0, signal: null });
+    expect(s.out()).toMatch(new RegExp(`"signal":"SIGTERM".*"msg":"${name} stopping"`));
+  });
+
+  it.each(['billing', 'gateway'] as const)('%s stops by itself once the npm start that ran it is gone (review)', async (name) => {
+    // SB_PARENT_PID names a process that is not its parent: as when npm start was killed outright.
+    const s = await waiting(name, { SB_PARENT_PID: '1' });
+    const end = await Promise.race([s.exited, new Promise((r) => setTimeout(() => r('still running'), 15_000))]);
+    expect(end, s.out()).toEqual({ code: 0, signal: null });
+    expect(s.out()).toMatch(/"signal":"parent exited"/);
+  });
+});
+
 describe('a database that refuses the login', () => {
   it('is said in a line naming DATABASE_URL and waited on (/readyz 503): the service comes up once the role exists', async () => {
     const database = await createDatabase('sb_cfglogin');

@@ -68,10 +68,32 @@ export async function runService<C extends BaseConfig>(opts: {
   // answered, the migrations ran and the service listens on the bus.
   let nc: NatsConnection | undefined;
   let server: BusServer | undefined;
+  let parts: ServiceParts | undefined;
+  let relay: OutboxRelay | undefined;
+  let ops: { close(): void } | undefined;
   let started = false;
+  let stopping = false;
+  // From the start, not once started: a service still waiting for its database or JetStream (which may
+  // never come) stops in order on SIGTERM, and with `npm start` gone (SB_PARENT_PID), instead of being
+  // killed by the signal mid-request or outliving its supervisor. What is not up yet is skipped.
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal, started }, `${opts.name} stopping`);
+    ops?.close();
+    // The requests being answered may call other services: the bus client of `parts` closes after them.
+    await server?.close().catch(() => undefined);
+    await parts?.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
+    await relay?.stop();
+    await nc?.drain().catch(() => undefined);
+    await db.close().catch(() => undefined);
+    await shutdownTelemetry();
+    process.exit(0);
+  };
+  stopOnSignals((why) => void stop(why));
   const registry = createMetricsRegistry(opts.name);
   const opsPort = config[opts.opsPortVar] as number;
-  const ops = await startOpsServer(
+  ops = await startOpsServer(
     opsPort,
     registry,
     async () => ({
@@ -89,34 +111,18 @@ export async function runService<C extends BaseConfig>(opts: {
   // each start step on it is tried again until it does, as the connection is, rather than ending the
   // process (not ready meanwhile).
   const devClock = config.DEV_MODE ? await keepTrying('test clock not set up', () => DevClock.start(nc!), { log }) : undefined;
-  const parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
+  parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
 
   server = createBusServer(config, opts.name);
   registerHandlers(server, parts.handlers, log);
   await server.listen();
-  const relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
+  relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
   relay.watchBacklog(registry);
-  await keepTrying('outbox relay not started: the events stream is not reachable', () => relay.start(), { log });
+  await keepTrying('outbox relay not started: the events stream is not reachable', () => relay!.start(), { log });
+  if (stopping) return;
   await parts.start?.();
   started = true;
   log.info({ ops_port: opsPort, dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, `${opts.name} stopping`);
-    ops.close();
-    // The requests being answered may call other services: the bus client of `parts` closes after them.
-    await server!.close().catch(() => undefined);
-    await parts.stop?.().catch((err) => log.warn({ err }, 'stop failed'));
-    await relay.stop();
-    await nc!.drain().catch(() => undefined);
-    await db.close().catch(() => undefined);
-    await shutdownTelemetry();
-    process.exit(0);
-  };
-  stopOnSignals((why) => void stop(why));
 }
 
 /**
@@ -142,10 +148,17 @@ export function guardProcess(log: Logger): void {
  * (SB_PARENT_PID, set by `npm start`): a local stack never outlives its supervisor.
  */
 export function stopOnSignals(stop: (why: string) => void): void {
-  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => stop(signal));
+  const stopFor = (why: string) => {
+    stopAsked = true;
+    stop(why);
+  };
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => stopFor(signal));
   const parent = Number(process.env.SB_PARENT_PID);
-  if (parent > 0) setInterval(() => process.ppid !== parent && stop('parent exited'), 1000).unref();
+  if (parent > 0) setInterval(() => process.ppid !== parent && stopFor('parent exited'), 1000).unref();
 }
+
+/** A stop was asked for: a start step that fails from then on (its database closed under it) is no failure. */
+let stopAsked = false;
 
 /**
  * The entry point of a service: a failed start is said on stderr with exit code 1, in one line when it
@@ -153,6 +166,7 @@ export function stopOnSignals(stop: (why: string) => void): void {
  */
 export function main(name: string, run: () => Promise<void>): void {
   run().catch((err) => {
+    if (stopAsked) return;
     process.stderr.write(`${name} failed to start: ${err instanceof SettingError ? err.message : (err?.stack ?? err)}\n`);
     process.exit(1);
   });

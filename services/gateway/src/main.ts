@@ -113,12 +113,8 @@ async function main(): Promise<void> {
   await listen(server, config.PORT, config.HOST, 'PORT', 'HOST');
   server.keepAliveTimeout = 65_000;
   log.info({ port: config.PORT }, 'gateway listening');
-  await migrateWhenReachable(db, SCHEMA, migrations, log);
-  migrated = true;
-  // It keeps trying until it listens (NATS away, a subject auth.conf does not allow yet): /readyz says so meanwhile.
-  void answers.listen().catch((err) => log.error({ err }, 'gateway cannot answer bus messages'));
-  log.info('gateway ready');
-
+  // From here, not once ready: a gateway still waiting for its database (which may never come) stops in
+  // order too, and with `npm start` gone (SB_PARENT_PID) instead of outliving it.
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -135,6 +131,12 @@ async function main(): Promise<void> {
     process.exit(0);
   };
   stopOnSignals((why) => void stop(why));
+  await migrateWhenReachable(db, SCHEMA, migrations, log);
+  if (stopping) return;
+  migrated = true;
+  // It keeps trying until it listens (NATS away, a subject auth.conf does not allow yet): /readyz says so meanwhile.
+  void answers.listen().catch((err) => log.error({ err }, 'gateway cannot answer bus messages'));
+  log.info('gateway ready');
 }
 
 runMain('gateway', main);
