@@ -154,6 +154,17 @@ describe('watch-only wallets', () => {
     const plan = await admin.post('/plans', { ...base, watchonly_wallet_id: watchonlyId });
     expect(plan.status, JSON.stringify(plan.body)).toBe(201);
     planId = plan.body.id;
+    // A price no wallet can pay on-chain (dust) is refused, on create and update, and nothing changes.
+    const count = (await admin.get('/plans')).body.total;
+    const dust = await admin.post('/plans', { ...base, amount_sats: 545, watchonly_wallet_id: watchonlyId });
+    expect([dust.status, dust.body.detail]).toEqual([
+      422,
+      [{ loc: ['body', 'amount_sats'], msg: expect.stringContaining('at least 546 sats'), type: 'too_small' }],
+    ]);
+    expect((await admin.put(`/plans/${planId}`, { amount_sats: 545 })).status).toBe(422);
+    expect((await admin.get('/plans')).body.total).toBe(count);
+    expect((await admin.get(`/plans/${planId}`)).body.amount_sats).toBe(PRICE);
+    expect((await admin.post('/plans', { ...base, amount_sats: 546, watchonly_wallet_id: watchonlyId })).status).toBe(201);
     expect((await admin.put(`/plans/${planId}`, { watchonly_wallet_id: null })).status).toBe(422);
     expect((await admin.put(`/plans/${planId}`, { watchonly_wallet_id: foreign.body.id })).status).toBe(404);
     expect((await admin.put(`/plans/${planId}`, { name: 'On-chain Gold (monthly)' })).status).toBe(200);

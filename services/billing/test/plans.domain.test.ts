@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Plan, PlanCreate } from '@sb/contracts';
 import { PlanCreate as PlanCreateSchema } from '@sb/contracts';
 import { DomainError } from '@sb/runtime';
-import { allowedMethods, archivePlan, type MethodAvailability, newPlan, publicPlan, updatePlan } from '../src/domain/plans.js';
+import { allowedMethods, archivePlan, type MethodAvailability, newPlan, ONCHAIN_DUST_SATS, publicPlan, updatePlan } from '../src/domain/plans.js';
 
 // What the payments service answers (payments.internal.methods) with only a Lightning provider, and with none.
 const missing = (m: string) => `${m} payments are not configured on this server (set LIGHTNING_PROVIDER)`;
@@ -58,6 +58,33 @@ describe('newPlan', () => {
     expect(err.issues).toEqual([expect.objectContaining({ field: ['allow_lightning'], msg: expect.stringContaining('LIGHTNING_PROVIDER') })]);
     const card = domainError(() => newPlan(create({ allow_cardproc: true }), ids, lightningOnly));
     expect(card.issues?.[0]?.field).toEqual(['allow_cardproc']);
+  });
+});
+
+describe('an on-chain price below dust', () => {
+  const onchain: MethodAvailability = { ...lightningOnly, onchain: null };
+  const dust = {
+    field: ['amount_sats'],
+    msg: 'On-chain payments need a price of at least 546 sats: below that the payment is dust, which Bitcoin nodes do not relay',
+    type: 'too_small',
+  };
+
+  it('is refused when a plan is made with on-chain on, at 545 sats and not at 546', () => {
+    expect(ONCHAIN_DUST_SATS).toBe(546);
+    expect(domainError(() => newPlan(create({ amount_sats: 545, allow_onchain: true }), ids, onchain)).issues).toEqual([dust]);
+    expect(newPlan(create({ amount_sats: 546, allow_onchain: true }), ids, onchain).amount_sats).toBe(546);
+    // Other methods take any price.
+    expect(newPlan(create({ amount_sats: 1 }), ids, onchain).amount_sats).toBe(1);
+  });
+
+  it('is refused when an update turns on-chain on or lowers its price, not on other edits of a plan made before the rule', () => {
+    const cheap = newPlan(create({ amount_sats: 100 }), ids, onchain);
+    expect(domainError(() => updatePlan(cheap, { allow_onchain: true }, ids.now, onchain)).issues).toEqual([dust]);
+    const onchainPlan = newPlan(create({ amount_sats: 1000, allow_onchain: true }), ids, onchain);
+    expect(domainError(() => updatePlan(onchainPlan, { amount_sats: 500 }, ids.now, onchain)).issues).toEqual([dust]);
+    const older: Plan = { ...onchainPlan, amount_sats: 100 };
+    expect(updatePlan(older, { name: 'Renamed' }, ids.now, onchain).name).toBe('Renamed');
+    expect(updatePlan(older, { allow_onchain: false, amount_sats: 50 }, ids.now, onchain).amount_sats).toBe(50);
   });
 });
 

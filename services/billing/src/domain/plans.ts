@@ -11,14 +11,29 @@ export function allowedMethods(plan: Pick<Plan, (typeof METHOD_FLAGS)[PaymentMet
 }
 
 /**
- * The checks shared by create and update: at least one method, and every method this request turns on
- * must be configured on the server. Methods left on from before are not re-checked, so a change of server
- * configuration does not lock owners out of editing a plan's name.
+ * The smallest on-chain price: an output below it is dust, which Bitcoin nodes do not relay (546 sats,
+ * Bitcoin Core's limit for the costliest standard output at its default dust fee), so no wallet can pay it.
  */
-function checkMethods(next: Plan, turnedOn: PaymentMethod[], availability: MethodAvailability): void {
+export const ONCHAIN_DUST_SATS = 546;
+
+/**
+ * The checks shared by create and update: at least one method, every method this request turns on
+ * must be configured on the server, and an on-chain price above dust. Methods left on from before are not
+ * re-checked, so a change of server configuration does not lock owners out of editing a plan's name; nor
+ * is the price of a plan that had on-chain on at it before (made before the rule).
+ */
+function checkMethods(next: Plan, turnedOn: PaymentMethod[], availability: MethodAvailability, before?: Plan): void {
   const issues: FieldIssue[] = [];
   if (allowedMethods(next).length === 0) {
     issues.push({ field: [], msg: 'At least one payment method must be allowed', type: 'value_error' });
+  }
+  const repriced = !before?.allow_onchain || before.amount_sats !== next.amount_sats;
+  if (next.allow_onchain && next.amount_sats < ONCHAIN_DUST_SATS && repriced) {
+    issues.push({
+      field: ['amount_sats'],
+      msg: `On-chain payments need a price of at least ${ONCHAIN_DUST_SATS} sats: below that the payment is dust, which Bitcoin nodes do not relay`,
+      type: 'too_small',
+    });
   }
   for (const m of turnedOn) {
     const missing = availability[m];
@@ -63,6 +78,7 @@ export function updatePlan(plan: Plan, change: PlanUpdate, now: number, availabi
     next,
     allowedMethods(next).filter((m) => !before.has(m)),
     availability,
+    plan,
   );
   return next;
 }
