@@ -1175,7 +1175,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   it('an unknown plan and a bad or revoked portal token get a clear page', async () => {
     const { page, problems } = await openPage(phone);
     // No plan id at all, or a plan that does not exist: a 404 that says so (found from outside: the API's
-    // JSON 404, then the page with 200).
+    // JSON 404 without a plan id; then the page with 200).
     for (const [path, words] of [
       ['/subscriptions_manager/checkout', 'This checkout link names no plan.'],
       ['/subscriptions_manager/checkout/', 'This checkout link names no plan.'],

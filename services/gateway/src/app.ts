@@ -354,7 +354,6 @@ function parsePart(schema: RouteDef['query'] | RouteDef['body'], value: unknown,
   return undefined;
 }
 
-/** `undecodable`: the path parameter that is not UTF-8 once percent-decoded, if any (api-routes.ts). */
 const PAGE_LOOKUP_MS = 2000;
 
 /** The route a checkout page asks for its plan: the page's answer for an unknown plan is the route's. */
@@ -376,6 +375,7 @@ function planOffered(d: GatewayDeps): PlanOffered {
   };
 }
 
+/** `undecodable`: the path parameter that is not UTF-8 once percent-decoded, if any (api-routes.ts). */
 async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Response, undecodable?: string): Promise<void> {
   // Public routes, the subscriber portal's included (its token is no owner's key), count per client address.
   if (route.auth === 'none' || route.auth === 'subscriber') {

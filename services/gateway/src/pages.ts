@@ -263,8 +263,8 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
   // An address under a page's path that names nothing (more after the plan id, a plan id that does not
   // decode, more after /manage): a browser gets that page's own "not found" (404), any other client the
   // API's JSON. A checkout address that names no plan, or a plan not offered, is the checkout page's own
-  // address: its "not found" goes to every client but one that asks for JSON (found from outside: both
-  // answered 200, the page's script saying "not found" to a person but to no crawler or link checker).
+  // address: its "not found" goes to every client but one that asks for JSON (both answered 200 before,
+  // the page's script saying "not found" to a person but to no crawler or link checker).
   const notFound =
     (id: keyof typeof NOT_FOUND, words = NOT_FOUND[id], wantsPage = prefersHtml) =>
     (req: Request, res: Response, next: express.NextFunction) => {
