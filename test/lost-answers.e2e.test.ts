@@ -133,6 +133,16 @@ describe('an owner write whose answer was lost', () => {
       billing.kill('SIGCONT');
     }
     expect(first.status).toBe(503);
+    // While no billing listens, the 503 says so (and that it may only be starting).
+    const away = await until(
+      () => admin.get('/plans'),
+      (r) => r.status === 503 && /not running/.test(r.body.detail),
+    );
+    expect([away.status, away.headers.get('retry-after'), away.body.detail]).toEqual([
+      503,
+      expect.any(String),
+      'This operation is not available right now: the service that answers it is not running or not ready yet',
+    ]);
     await stack.restartBilling();
     expect((await admin.get(`/subscriptions/${sub.id}`)).body.status).toBe('active');
     const retry = await admin.post(`/subscriptions/${sub.id}/cancel`, { immediate: false }, keyed('never-1'));

@@ -498,7 +498,8 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       throw new HttpError(
         503,
         err.noResponders
-          ? 'This operation is not available right now: the service that answers it is not running'
+          ? // No subscription on the bus: the service is down, or still starting (waiting for its database).
+            'This operation is not available right now: the service that answers it is not running or not ready yet'
           : 'Service did not answer in time, please retry',
         { 'Retry-After': RETRY_AFTER_S },
       );
