@@ -137,6 +137,9 @@ describe('hosted pages', () => {
       ['/subscriptions_manager/checkout/nothing-like-an-id', notOffered],
       [`/subscriptions_manager/checkout/${'x'.repeat(300)}`, notOffered],
       ['/subscriptions_manager/checkout/plan%00x', notOffered],
+      // More after the plan id: a checkout link that names no plan either.
+      ['/subscriptions_manager/checkout//', noPlan],
+      ['/subscriptions_manager/checkout/plan_01abc/more', noPlan],
       [`/subscriptions_manager/checkout/${archived}`, notOffered],
     ] as const) {
       for (const accept of [BROWSER, '*/*', undefined]) {

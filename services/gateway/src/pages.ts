@@ -260,22 +260,22 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
   };
   const page = (id: PageId) => (req: Request, res: Response, next: express.NextFunction) => send(id, req, res, next);
 
-  // An address under a page's path that names nothing (more after the plan id, a plan id that does not
-  // decode, more after /manage): a browser gets that page's own "not found" (404), any other client the
-  // API's JSON. A checkout address that names no plan, or a plan not offered, is the checkout page's own
-  // address: its "not found" goes to every client but one that asks for JSON (both answered 200 before,
-  // the page's script saying "not found" to a person but to no crawler or link checker).
+  // An address under a page's path that names nothing (no plan id, a plan not offered, more after the
+  // plan id, a plan id that does not decode, more after /manage) is 404 with that page's own "not found".
+  // Under /checkout, which links send people to, every client gets those words but one that asks for
+  // JSON (a checkout of no plan or an unknown plan answered 200 before, the page's script saying "not
+  // found" to a person but to no crawler or link checker); under /manage a browser does, others the JSON.
+  const wantsPage = { checkout: (req: Request) => req.accepts(['html', 'json']) !== 'json', manage: prefersHtml };
   const notFound =
-    (id: keyof typeof NOT_FOUND, words = NOT_FOUND[id], wantsPage = prefersHtml) =>
+    (id: keyof typeof NOT_FOUND, words = NOT_FOUND[id]) =>
     (req: Request, res: Response, next: express.NextFunction) => {
       res.vary('Accept');
-      if (!wantsPage(req)) return next();
+      if (!wantsPage[id](req)) return next();
       res.locals.routeId = `page.${id}`;
       message(req, res, 404, words, next);
     };
-  const notJson = (req: Request) => req.accepts(['html', 'json']) !== 'json';
-  const planGone = notFound('checkout', { title: PLAN_NOT_FOUND, text: [PLAN_NOT_OFFERED] }, notJson);
-  router.get(`${BASE}/checkout`, notFound('checkout', NOT_FOUND.checkout, notJson));
+  const planGone = notFound('checkout', { title: PLAN_NOT_FOUND, text: [PLAN_NOT_OFFERED] });
+  router.get(`${BASE}/checkout`, notFound('checkout'));
   router.get(`${BASE}/checkout/:planId`, (req, res, next) => {
     planOffered(req, req.params.planId as string).then((offered) => (offered === false ? planGone(req, res, next) : send('checkout', req, res, next)), next);
   });
