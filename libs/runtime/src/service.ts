@@ -104,25 +104,33 @@ export async function runService<C extends BaseConfig>(opts: {
     }),
     opts.opsPortVar,
   );
+  // After each step that waits, a stop asked meanwhile ends the start: nothing more is set up (no bus
+  // subscription over a closed database) while the stop tears down what was.
   const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
+  if (stopping) return;
   if (applied.length) log.info({ applied }, 'migrations applied');
   nc = await connectNatsWhenReachable(config, opts.name, log);
+  if (stopping) return;
   // JetStream may not answer at first (a server still starting or busy, a permission not reloaded yet):
   // each start step on it is tried again until it does, as the connection is, rather than ending the
   // process (not ready meanwhile).
   const devClock = config.DEV_MODE ? await keepTrying('test clock not set up', () => DevClock.start(nc!), { log }) : undefined;
-  parts = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
-
+  if (stopping) return;
+  const setUp = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
+  if (stopping) return;
+  parts = setUp;
   server = createBusServer(config, opts.name);
-  registerHandlers(server, parts.handlers, log);
+  registerHandlers(server, setUp.handlers, log);
   await server.listen();
+  if (stopping) return;
   relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
   relay.watchBacklog(registry);
   await keepTrying('outbox relay not started: the events stream is not reachable', () => relay!.start(), { log });
   if (stopping) return;
-  await parts.start?.();
+  await setUp.start?.();
+  if (stopping) return;
   started = true;
-  log.info({ ops_port: opsPort, dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
+  log.info({ ops_port: opsPort, dev_mode: config.DEV_MODE, ...setUp.ready }, `${opts.name} ready`);
 }
 
 /**

@@ -368,8 +368,16 @@ function planOffered(d: GatewayDeps): PlanOffered {
   return async (req, id) => {
     if (unstorableIssues({ id }, 'path').length || !PUBLIC_PLAN.params!.safeParse({ id }).success) return false;
     if (d.limits.publicGet.take(`${req.ip}`) > 0) return undefined;
-    // Not as long as an API request may wait: a page that shows nothing for seconds is worse than its own look-up.
-    const reply = await d.bus.request(PUBLIC_PLAN.subject, { caller: {}, params: { id }, query: {}, body: undefined }, PAGE_LOOKUP_MS).catch(() => undefined);
+    // Not as long as an API request may wait (a route's own wait only lengthens BUS_TIMEOUT_MS): a page
+    // that shows nothing for seconds is worse than the page's own look-up.
+    let timer: NodeJS.Timeout | undefined;
+    const reply = await Promise.race([
+      d.bus.request(PUBLIC_PLAN.subject, { caller: {}, params: { id }, query: {}, body: undefined }).catch(() => undefined),
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), PAGE_LOOKUP_MS);
+      }),
+    ]);
+    clearTimeout(timer);
     if (reply?.ok) return true;
     return reply?.error.kind === 'not_found' ? false : undefined;
   };

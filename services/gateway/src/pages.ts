@@ -277,7 +277,9 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
   const planGone = notFound('checkout', { title: PLAN_NOT_FOUND, text: [PLAN_NOT_OFFERED] });
   router.get(`${BASE}/checkout`, notFound('checkout'));
   router.get(`${BASE}/checkout/:planId`, (req, res, next) => {
-    planOffered(req, req.params.planId as string).then((offered) => (offered === false ? planGone(req, res, next) : send('checkout', req, res, next)), next);
+    planOffered(req, req.params.planId as string)
+      .then((offered) => (offered === false ? planGone(req, res, next) : send('checkout', req, res, next)))
+      .catch(next);
   });
   router.get(`${BASE}/manage`, page('manage'));
   router.get(`${BASE}/checkout/*rest`, notFound('checkout'));

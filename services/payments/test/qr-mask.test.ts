@@ -29,9 +29,10 @@ describe('the QR mask choice', () => {
   it("gives byte for byte the library's own codes: invoices, addresses, URIs and arbitrary text", async () => {
     const texts = [
       ...Array.from({ length: 100 }, (_, i) => `LIGHTNING:${invoice(i + 1)}`),
-      // Every symbol size from version 1 to 25, in both modes.
-      ...Array.from({ length: 60 }, (_, i) => 'Q'.repeat(1 + i * 12)),
-      ...Array.from({ length: 40 }, (_, i) => randomBytes(1 + i * 14).toString('hex')),
+      // Symbol sizes from version 1 to 26, in both modes (1,500 alphanumeric characters and 1,000 bytes
+      // are version 26 at level M).
+      ...Array.from({ length: 60 }, (_, i) => 'Q'.repeat(1 + i * 25)),
+      ...Array.from({ length: 40 }, (_, i) => randomBytes(1 + i * 13).toString('hex')),
       ...Array.from({ length: 20 }, (_, i) =>
         bip21Uri(`bc1q${randomBytes(20).toString('hex').slice(0, 38)}`, 1000 + i, i % 2 ? invoice(i).toLowerCase() : null, true),
       ),
@@ -40,14 +41,17 @@ describe('the QR mask choice', () => {
       'https://example.com/pay?x=1',
     ];
     const masks = new Set<number>();
+    const versions = new Set<number>();
     for (const text of texts) {
+      versions.add(QRCode.create(qrSegments(text), { errorCorrectionLevel: 'M' }).version);
       const [a, b] = [render(text, 'theirs'), render(text, 'ours')];
       expect(await b.svg).toBe(await a.svg);
       expect(b.mask).toBe(a.mask);
       masks.add(a.mask);
     }
-    // The texts exercise the choice: every mask is chosen somewhere.
+    // The texts exercise the choice: every mask is chosen somewhere, on every size up to version 26.
     expect(masks.size).toBe(8);
+    expect([...versions].sort((a, b) => a - b)).toEqual(Array.from({ length: 26 }, (_, i) => i + 1));
   });
 
   it('is the one in place once the checkout code is loaded', () => {

@@ -12,15 +12,17 @@ export function allowedMethods(plan: Pick<Plan, (typeof METHOD_FLAGS)[PaymentMet
 
 /**
  * The smallest on-chain price: an output below it is dust, which Bitcoin nodes do not relay (546 sats,
- * Bitcoin Core's limit for the costliest standard output at its default dust fee), so no wallet can pay it.
+ * Bitcoin Core's limit for a P2PKH output at its default dust fee, the highest of the address types), so
+ * no wallet can pay it.
  */
 export const ONCHAIN_DUST_SATS = 546;
 
 /**
  * The checks shared by create and update: at least one method, every method this request turns on
- * must be configured on the server, and an on-chain price above dust. Methods left on from before are not
- * re-checked, so a change of server configuration does not lock owners out of editing a plan's name; nor
- * is the price of a plan that had on-chain on at it before (made before the rule).
+ * must be configured on the server, and an on-chain price of at least the dust limit. Methods left on
+ * from before are not re-checked, so a change of server configuration does not lock owners out of
+ * editing a plan's name; nor is the price of a plan that had on-chain on at it before (made before the
+ * rule).
  */
 function checkMethods(next: Plan, turnedOn: PaymentMethod[], availability: MethodAvailability, before?: Plan): void {
   const issues: FieldIssue[] = [];
