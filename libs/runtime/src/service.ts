@@ -104,33 +104,31 @@ export async function runService<C extends BaseConfig>(opts: {
     }),
     opts.opsPortVar,
   );
-  // After each step that waits, a stop asked meanwhile ends the start: nothing more is set up (no bus
-  // subscription over a closed database) while the stop tears down what was.
-  const applied = await migrateWhenReachable(db, opts.schema, opts.migrations, log);
-  if (stopping) return;
+  // After each step that waits, a stop asked meanwhile ends the start (main() says nothing of it): nothing
+  // more is set up (no bus subscription over a closed database) while the stop tears down what was.
+  const step = async <T>(work: Promise<T>): Promise<T> => {
+    const done = await work;
+    if (stopping) throw new Error(`${opts.name} stopped while starting`);
+    return done;
+  };
+  const applied = await step(migrateWhenReachable(db, opts.schema, opts.migrations, log));
   if (applied.length) log.info({ applied }, 'migrations applied');
-  nc = await connectNatsWhenReachable(config, opts.name, log);
-  if (stopping) return;
+  nc = await step(connectNatsWhenReachable(config, opts.name, log));
   // JetStream may not answer at first (a server still starting or busy, a permission not reloaded yet):
   // each start step on it is tried again until it does, as the connection is, rather than ending the
   // process (not ready meanwhile).
-  const devClock = config.DEV_MODE ? await keepTrying('test clock not set up', () => DevClock.start(nc!), { log }) : undefined;
-  if (stopping) return;
-  const setUp = await opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry });
-  if (stopping) return;
-  parts = setUp;
+  const devClock = config.DEV_MODE ? await step(keepTrying('test clock not set up', () => DevClock.start(nc!), { log })) : undefined;
+  parts = await step(Promise.resolve(opts.setup({ config, log, db, nc, clock: devClock ?? systemClock, devClock, registry })));
   server = createBusServer(config, opts.name);
-  registerHandlers(server, setUp.handlers, log);
-  await server.listen();
-  if (stopping) return;
-  relay = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
-  relay.watchBacklog(registry);
-  await keepTrying('outbox relay not started: the events stream is not reachable', () => relay!.start(), { log });
-  if (stopping) return;
-  await setUp.start?.();
-  if (stopping) return;
+  registerHandlers(server, parts.handlers, log);
+  await step(server.listen());
+  const outbox = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
+  relay = outbox;
+  outbox.watchBacklog(registry);
+  await step(keepTrying('outbox relay not started: the events stream is not reachable', () => outbox.start(), { log }));
+  await step(Promise.resolve(parts.start?.()));
   started = true;
-  log.info({ ops_port: opsPort, dev_mode: config.DEV_MODE, ...setUp.ready }, `${opts.name} ready`);
+  log.info({ ops_port: opsPort, dev_mode: config.DEV_MODE, ...parts.ready }, `${opts.name} ready`);
 }
 
 /**

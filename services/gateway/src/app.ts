@@ -25,6 +25,7 @@ import {
   newId,
   opsHandler,
   tracer,
+  within,
   withoutShownOnce,
   type BusClient,
   type Db,
@@ -370,14 +371,8 @@ function planOffered(d: GatewayDeps): PlanOffered {
     if (d.limits.publicGet.take(`${req.ip}`) > 0) return undefined;
     // Not as long as an API request may wait (a route's own wait only lengthens BUS_TIMEOUT_MS): a page
     // that shows nothing for seconds is worse than the page's own look-up.
-    let timer: NodeJS.Timeout | undefined;
-    const reply = await Promise.race([
-      d.bus.request(PUBLIC_PLAN.subject, { caller: {}, params: { id }, query: {}, body: undefined }).catch(() => undefined),
-      new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), PAGE_LOOKUP_MS);
-      }),
-    ]);
-    clearTimeout(timer);
+    const asked = d.bus.request(PUBLIC_PLAN.subject, { caller: {}, params: { id }, query: {}, body: undefined }).catch(() => undefined);
+    const reply = await within(asked, PAGE_LOOKUP_MS, () => undefined);
     if (reply?.ok) return true;
     return reply?.error.kind === 'not_found' ? false : undefined;
   };

@@ -223,7 +223,7 @@ export const prefersHtml = (req: Request) => req.accepts(['json', 'html']) === '
  * assets have content hashes in their names, so they are cached for a year. All are read once at start
  * and sent brotli- or gzip-compressed to the clients that accept it.
  */
-export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffered = async () => undefined): HostedPages {
+export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffered): HostedPages {
   const router = express.Router();
   const built = existsSync(join(webDir, 'checkout.html'));
   if (!built) log.warn({ web_dir: webDir }, 'hosted pages are not built (npm run build): checkout, portal and API reference answer 404');
