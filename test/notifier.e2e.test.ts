@@ -1,9 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventSchema, WebhookEvent } from '@sb/contracts';
 import { SecretBox } from '@sb/runtime';
 import { startService } from '../scripts/stack.mjs';
 import { client, until } from './support/http.js';
@@ -372,6 +373,38 @@ describe('owner webhook endpoints', () => {
     expect(list.items[0].id).toBe(res.body.id); // newest first
     expect((await reader().post(`/webhook-endpoints/${all.id}/deliveries/${original.id}/replay`)).status).toBe(403);
     expect((await admin().post(`/webhook-endpoints/${all.id}/deliveries/whd_nope/replay`)).status).toBe(404);
+  });
+
+  it("a plan archived with no subscriptions: its one plan.archived has the WebhookEvent's subscription_id, '' (found from outside: missing), also for an event from before", async () => {
+    const archives = await register('/archives', { events: ['plan.archived'] });
+    const empty = await plan('Nobody subscribed');
+    expect((await admin().del(`/plans/${empty.id}`)).status).toBe(200);
+    const bodies = async () => hits.filter((h) => h.path === '/archives').map((h) => ({ id: h.headers['webhook-id'], verified: h.verified, body: JSON.parse(h.body) }));
+    const [got] = await until(
+      async () => (await bodies()).filter((b) => b.body.data.plan_id === empty.id),
+      (b) => b.length > 0,
+    );
+    expect(got!.verified).toBe(true);
+    expect(got!.body).toMatchObject({ event: 'plan.archived', data: { subscription_id: '', plan_id: empty.id, status: 'archived', cancelled_subscriptions: 0 } });
+    expect(WebhookEvent.safeParse(got!.body).success).toBe(true);
+    expect(eventSchema('plan.archived').safeParse(got!.body).success).toBe(true);
+
+    // One written by an earlier version, without the field, still in the stream: delivered with it.
+    const nc: NatsConnection = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
+    const old = { id: `evt_old${Date.now()}`, event: 'plan.archived', wallet_id: stack.wallets[0]!.id, timestamp: Math.floor(Date.now() / 1000) };
+    try {
+      const data = { plan_id: 'plan_gone', plan_name: 'Gone', status: 'archived', cancelled_subscriptions: 0 };
+      await jetstream(nc).publish('events.plan.archived', JSON.stringify({ ...old, data }), { msgID: old.id });
+    } finally {
+      await nc.close();
+    }
+    const [before] = await until(
+      async () => (await bodies()).filter((b) => b.id === old.id),
+      (b) => b.length > 0,
+    );
+    expect(before!.body.data).toEqual({ subscription_id: '', plan_id: 'plan_gone', plan_name: 'Gone', status: 'archived', cancelled_subscriptions: 0 });
+    expect(WebhookEvent.safeParse(before!.body).success).toBe(true);
+    expect((await admin().del(`/webhook-endpoints/${archives.id}`)).status).toBe(200);
   });
 
   it("another wallet's endpoint is 404 everywhere; delete removes an endpoint", async () => {

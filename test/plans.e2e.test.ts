@@ -301,7 +301,8 @@ describe('archive', () => {
       expect(seen[0]).toMatchObject({
         event: 'plan.archived',
         wallet_id: w2.id,
-        data: { plan_id: plan.id, plan_name: 'To archive', status: 'archived', cancelled_subscriptions: 0 },
+        // The WebhookEvent's subscription_id is required: a plan with no subscriptions has '' there.
+        data: { subscription_id: '', plan_id: plan.id, plan_name: 'To archive', status: 'archived', cancelled_subscriptions: 0 },
       });
       expect(seen[0].id).toMatch(/^evt_/);
       expect(Number.isInteger(seen[0].timestamp)).toBe(true);

@@ -219,9 +219,9 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
     wallet_disabled: z.boolean().optional().openapi({ description: 'NWC: this failure deactivated the wallet (nwc.wallet_disabled follows)' }),
   }),
   // One per subscription the archive cancelled (its subscriber named), or one for the plan alone when it
-  // had none: `subscription_id` only where one applies.
+  // had none: the WebhookEvent's `subscription_id` is required, so that one carries an empty string.
   'plan.archived': WebhookEventData.extend({
-    subscription_id: Id.optional(),
+    subscription_id: z.string().openapi({ description: "The subscription the archive cancelled; '' on the one event of a plan that had none" }),
     status: z.literal('archived'),
     cancelled_subscriptions: z.number().int().nonnegative(),
   }),
@@ -252,14 +252,28 @@ export const WebhookEvent = z
   .object({
     event: EventName,
     timestamp: UnixSeconds,
-    data: WebhookEventData.extend({ subscription_id: Id.optional() }),
+    data: WebhookEventData.extend({ subscription_id: z.string() }),
   })
   .openapi('WebhookEvent');
 export type WebhookEvent = z.infer<typeof WebhookEvent>;
 
-/** What travels on JetStream: the WebhookEvent plus a stable id (also the JetStream message id) and its tenant. */
-export const EventEnvelope = WebhookEvent.extend({ id: Id, wallet_id: Id }).openapi('EventEnvelope');
+/**
+ * What travels on JetStream: the WebhookEvent plus a stable id (also the JetStream message id) and its
+ * tenant. `subscription_id` may be missing from a plan's lone `plan.archived` written before it carried
+ * '' (session 23): still in a stream or a dead-letter table, it is read, and sent out with ''.
+ */
+export const EventEnvelope = WebhookEvent.extend({
+  data: WebhookEventData.extend({ subscription_id: z.string().optional() }),
+  id: Id,
+  wallet_id: Id,
+}).openapi('EventEnvelope');
 export type EventEnvelope = z.infer<typeof EventEnvelope>;
+
+/** The body an event's webhooks receive: the envelope without its id and tenant (the id is the webhook-id). */
+export function webhookBody(e: EventEnvelope): WebhookEvent {
+  const { subscription_id = '', ...data } = e.data;
+  return { event: e.event, timestamp: e.timestamp, data: { subscription_id, ...data } };
+}
 
 export function eventSubject(name: EventName): string {
   return `events.${name}`;

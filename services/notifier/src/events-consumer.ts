@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { notificationMessages, type EventEnvelope, type NotificationChannel, type WebhookEvent } from '@sb/contracts';
+import { notificationMessages, webhookBody, type EventEnvelope, type NotificationChannel } from '@sb/contracts';
 import { Batcher, callMessage, DomainError, newId, traceCarrier, unixSeconds, type TraceCarrier } from '@sb/runtime';
 import type { Message } from './channels/outcome.js';
 import { inEffect, merchantOf } from './channels/index.js';
@@ -106,7 +106,7 @@ export class EventRecorder {
       matches.map(({ i, id }) => {
         const { envelope: e, trace } = items[i]!;
         // The body receivers get: the WebhookEvent; the event id travels in the webhook-id header.
-        const payload: WebhookEvent = { event: e.event, timestamp: e.timestamp, data: e.data };
+        const payload = webhookBody(e);
         return {
           id: newId(DELIVERY_ID_PREFIX, nowMs),
           endpoint_id: id,
@@ -130,7 +130,7 @@ export class EventRecorder {
           audience: p.audience,
           channel: p.channel,
           recipient: p.to,
-          subscription_id: e.data.subscription_id ?? null,
+          subscription_id: e.data.subscription_id || null,
           plan_id: e.data.plan_id ?? null,
           settings_plan_id: settings.get(items[i]!)!.row,
           subject: p.message.subject,
