@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
+import { connect } from '@nats-io/transport-node';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { client } from './support/http.js';
 import { newWallets } from './support/stack.js';
@@ -160,6 +161,31 @@ describe('hosted pages', () => {
       const res = await fetch(`${stack.gatewayUrl}/subscriptions_manager/checkout/${offered}`, { headers: { Accept: accept } });
       expect([res.status, res.headers.get('content-type')], accept).toEqual([200, 'text/html; charset=utf-8']);
       expect(await res.text(), accept).toMatch(/src="\/subscriptions_manager\/assets\/checkout-[^"]+\.js"/);
+    }
+  });
+
+  it("a checkout page's look-up of its plan asks billing for the plan alone, not the notifier and payments for the page's courtesies (the page asks for those itself)", async () => {
+    const nc = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
+    try {
+      // Copies of every request that names this plan, on the look-up's subject and the courtesies' subjects.
+      const seen: string[] = [];
+      for (const subject of ['billing.internal.plan_offered', 'notifier.internal.contact_methods', 'payments.internal.fiat_quote', 'billing.public.>']) {
+        const sub = nc.subscribe(subject);
+        (async () => {
+          for await (const m of sub) if (m.string().includes(offered)) seen.push(m.subject);
+        })();
+      }
+      await nc.flush();
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(`${stack.gatewayUrl}/subscriptions_manager/checkout/${offered}`, { headers: { Accept: BROWSER } });
+        expect(res.status).toBe(200);
+        await res.text();
+      }
+      await nc.flush();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(seen).toEqual(['billing.internal.plan_offered', 'billing.internal.plan_offered', 'billing.internal.plan_offered']);
+    } finally {
+      await nc.close();
     }
   });
 

@@ -30,6 +30,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   watchonlyWalletExists: ['billing'],
   confirmPreimage: ['nwc'],
   planExists: ['notifier'],
+  planOffered: ['gateway'],
   subscribeNwc: ['nwc'],
   subscribeNwcCheck: ['nwc'],
   subscriberOfToken: ['nwc'],

@@ -193,6 +193,16 @@ export const messages = {
     request: z.object({ wallet_id: Id, id: Id }),
     reply: z.object({ exists: z.boolean() }),
   },
+  /**
+   * Whether a plan can be bought now (it exists and is not archived): the gateway asks before it serves a
+   * checkout page, so that the page of no such plan is a 404. Only the plan's row: the public plan route
+   * would also ask the notifier and payments for the page's courtesies, which the page then asks anyway.
+   */
+  planOffered: {
+    subject: 'billing.internal.plan_offered',
+    request: z.object({ id: Id }),
+    reply: z.object({ offered: z.boolean() }),
+  },
   subscribeNwc: { subject: 'billing.internal.subscribe_nwc', request: SubscribeNwc, reply: SubscribedNwc },
   /**
    * What `subscribeNwc` would refuse before writing anything (the plan, its methods, the wallet's limit,

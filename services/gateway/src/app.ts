@@ -7,6 +7,7 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 import {
   API_PREFIX,
   buildOpenApiDocument,
+  messages,
   routes,
   toValidationDetail,
   undecodableQueryIssues,
@@ -20,6 +21,7 @@ import {
 import {
   BusUnavailableError,
   busWaitMs,
+  callMessage,
   DB_UNAVAILABLE_DETAIL,
   isDbUnavailable,
   newId,
@@ -361,9 +363,10 @@ const PAGE_LOOKUP_MS = 2000;
 const PUBLIC_PLAN = (routes as readonly RouteDef[]).find((r) => r.id === 'public.plan.get')!;
 
 /**
- * Whether a checkout address's plan can be bought, asked as the page itself would ask (its public route,
- * within the same per-address budget): a page load is one request of that budget more, never a way
- * around it. Past the budget, or with billing away or slow, it cannot be told and the page is served.
+ * Whether a checkout address's plan can be bought: billing's answer to what the page's own request for
+ * the plan would find, within the same per-address budget (a page load is one request of that budget
+ * more, never a way around it). Past the budget, or with billing away, slow or of a version that does not
+ * know the question, it cannot be told and the page is served.
  */
 function planOffered(d: GatewayDeps): PlanOffered {
   return async (req, id) => {
@@ -371,10 +374,11 @@ function planOffered(d: GatewayDeps): PlanOffered {
     if (d.limits.publicGet.take(`${req.ip}`) > 0) return undefined;
     // Not as long as an API request may wait (a route's own wait only lengthens BUS_TIMEOUT_MS): a page
     // that shows nothing for seconds is worse than the page's own look-up.
-    const asked = d.bus.request(PUBLIC_PLAN.subject, { caller: {}, params: { id }, query: {}, body: undefined }).catch(() => undefined);
-    const reply = await within(asked, PAGE_LOOKUP_MS, () => undefined);
-    if (reply?.ok) return true;
-    return reply?.error.kind === 'not_found' ? false : undefined;
+    const asked = callMessage(d.bus, messages.planOffered, { id }).then(
+      (r) => r.offered,
+      () => undefined,
+    );
+    return within(asked, PAGE_LOOKUP_MS, () => undefined);
   };
 }
 

@@ -22,7 +22,7 @@ import {
   subscriberOfToken,
 } from './portal.js';
 import { subscriptionContact } from './notification-contacts.js';
-import { getPublicPlan } from './public.plan_get.js';
+import { getPublicPlan, planOffered } from './public.plan_get.js';
 import { subscribe, subscribeNwc, subscribeNwcCheck } from './public.subscribe.js';
 import { getSubscriber, listPlanSubscribers, listSubscribers } from './subscribers.js';
 import { cancelSubscription } from './subscriptions.cancel.js';
@@ -39,6 +39,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   createPlan(d),
   getPlan(d),
   planExists(d),
+  planOffered(d),
   updatePlanHandler(d),
   archivePlanHandler(d),
   listArchivedPlans(d),

@@ -1,5 +1,5 @@
 import { checkoutPageUrl, messages, notificationMessages } from '@sb/contracts';
-import { callMessage, notFound, routeHandler } from '@sb/runtime';
+import { callMessage, messageHandler, notFound, routeHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { publicPlan } from '../domain/plans.js';
 import { courtesyRead } from './courtesy.js';
@@ -32,3 +32,6 @@ export const getPublicPlan = (d: Deps) =>
       ...(fiat ? { fiat_price: fiat } : {}),
     };
   });
+
+/** Whether `GET /public/plan/{id}` would find the plan: the gateway's question before a checkout page. */
+export const planOffered = (d: Deps) => messageHandler(messages.planOffered, async (req) => ({ offered: !!(await d.plans.getPublic(d.db, req.id)) }));
