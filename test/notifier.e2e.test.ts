@@ -379,13 +379,17 @@ describe('owner webhook endpoints', () => {
     const archives = await register('/archives', { events: ['plan.archived'] });
     const empty = await plan('Nobody subscribed');
     expect((await admin().del(`/plans/${empty.id}`)).status).toBe(200);
-    const bodies = async () => hits.filter((h) => h.path === '/archives').map((h) => ({ id: h.headers['webhook-id'], verified: h.verified, body: JSON.parse(h.body) }));
+    const bodies = async () =>
+      hits.filter((h) => h.path === '/archives').map((h) => ({ id: h.headers['webhook-id'], verified: h.verified, body: JSON.parse(h.body) }));
     const [got] = await until(
       async () => (await bodies()).filter((b) => b.body.data.plan_id === empty.id),
       (b) => b.length > 0,
     );
     expect(got!.verified).toBe(true);
-    expect(got!.body).toMatchObject({ event: 'plan.archived', data: { subscription_id: '', plan_id: empty.id, status: 'archived', cancelled_subscriptions: 0 } });
+    expect(got!.body).toMatchObject({
+      event: 'plan.archived',
+      data: { subscription_id: '', plan_id: empty.id, status: 'archived', cancelled_subscriptions: 0 },
+    });
     expect(WebhookEvent.safeParse(got!.body).success).toBe(true);
     expect(eventSchema('plan.archived').safeParse(got!.body).success).toBe(true);
 

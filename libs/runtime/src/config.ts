@@ -97,6 +97,13 @@ export const commonConfig = {
   /** Copies of the EVENTS stream in a NATS cluster (3 on a 3-server cluster: one lost server loses nothing). */
   NATS_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
   /**
+   * How long the EVENTS stream keeps an event (its `max_age`): longer than any consumer may be away, short
+   * enough that the stream's disk is not filled by years of events (JetStream then refuses every publish).
+   */
+  EVENTS_MAX_AGE_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  /** How long a service keeps an outbox row once it is on the stream (its table would grow for ever). */
+  OUTBOX_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(7),
+  /**
    * Named statements, parsed and planned once per connection. Off behind a pooler that moves a session's
    * transactions between server connections without carrying their prepared statements (PgBouncer in
    * transaction mode before 1.21, or without max_prepared_statements).

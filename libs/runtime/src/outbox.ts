@@ -80,14 +80,18 @@ export async function enqueueEvents(
   return envelopes;
 }
 
+const NS_PER_DAY = 86_400 * 1_000_000_000;
+
 export async function ensureEventsStream(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
-  // NATS_REPLICAS is validated with the service's config at start (commonConfig).
+  // NATS_REPLICAS and EVENTS_MAX_AGE_DAYS are validated with the service's config at start (commonConfig);
+  // every service sets the stream's configuration, so all of them read the same variables.
   const config = {
     name: EVENTS_STREAM,
     subjects: ['events.>'],
     duplicate_window: 10 * 60 * 1_000_000_000,
     num_replicas: Number(process.env.NATS_REPLICAS ?? 1) || 1,
+    max_age: (Number(process.env.EVENTS_MAX_AGE_DAYS ?? 30) || 30) * NS_PER_DAY,
   };
   await creatingStream(async () => {
     try {
@@ -135,6 +139,8 @@ export class StreamPublisher {
 
 /** Events published per round (side by side: one round trip for their acks). */
 const BATCH = 250;
+/** Published outbox rows past their retention deleted per statement, from the oldest. */
+const PRUNE_BATCH = 5000;
 
 /**
  * Moves committed events to JetStream. Rows are claimed with SKIP LOCKED so replicas share the work; the
@@ -144,25 +150,49 @@ const BATCH = 250;
 export class OutboxRelay {
   private stream?: StreamPublisher;
   private readonly poller: Poller;
+  private readonly pruner: Poller;
   private readonly inboxPrefix?: string;
+  private readonly retentionDays: number;
 
   constructor(
     private readonly db: Db,
     private readonly schema: string,
     private readonly nc: NatsConnection,
     log: Logger,
-    { intervalMs = 200, inboxPrefix }: { intervalMs?: number; inboxPrefix?: string } = {},
+    {
+      intervalMs = 200,
+      inboxPrefix,
+      retentionDays = 7,
+      pruneIntervalMs = 60_000,
+    }: { intervalMs?: number; inboxPrefix?: string; retentionDays?: number; pruneIntervalMs?: number } = {},
   ) {
     this.inboxPrefix = inboxPrefix;
+    this.retentionDays = retentionDays;
     // A full batch means more may wait: the poller runs again at once. Each event's producer span
     // continues the trace that wrote it, so the rounds themselves are not traced.
     this.poller = new Poller('outbox relay', intervalMs, async () => (await this.publishBatch(BATCH)) === BATCH, log, false);
+    this.pruner = new Poller('outbox prune', pruneIntervalMs, async () => (await this.prune(PRUNE_BATCH)) === PRUNE_BATCH, log);
   }
 
   async start(): Promise<void> {
     await ensureEventsStream(this.nc);
     this.stream = new StreamPublisher(this.nc, this.inboxPrefix);
     this.poller.start();
+    this.pruner.start();
+  }
+
+  /**
+   * Deletes rows on the stream for longer than the retention, among the `limit` oldest rows: an index scan
+   * of the primary key that stops there, however long the table (the rows come in `seq` order, so the
+   * prunable ones are the oldest). Rows not published yet stay, however old. Returns how many went.
+   */
+  async prune(limit: number): Promise<number> {
+    const { rowCount } = await this.db.query(
+      `DELETE FROM ${this.schema}.outbox WHERE seq IN (SELECT seq FROM ${this.schema}.outbox ORDER BY seq LIMIT $1)
+         AND published_at < now() - make_interval(days => $2)`,
+      [limit, this.retentionDays],
+    );
+    return rowCount ?? 0;
   }
 
   /**
@@ -235,7 +265,7 @@ export class OutboxRelay {
     });
   }
 
-  stop(): Promise<void> {
-    return this.poller.stop();
+  async stop(): Promise<void> {
+    await Promise.all([this.poller.stop(), this.pruner.stop()]);
   }
 }

@@ -18,6 +18,7 @@ interface BaseConfig {
   DB_POOL_MAX: number;
   DB_PREPARED_STATEMENTS: boolean;
   DB_QUERY_TIMEOUT_MS: number;
+  OUTBOX_RETENTION_DAYS: number;
 }
 
 export interface ServiceBase<C> {
@@ -122,7 +123,10 @@ export async function runService<C extends BaseConfig>(opts: {
   server = createBusServer(config, opts.name);
   registerHandlers(server, parts.handlers, log);
   await step(server.listen());
-  const outbox = new OutboxRelay(db, opts.schema, nc, log, { inboxPrefix: natsOptions(config, opts.name).inboxPrefix });
+  const outbox = new OutboxRelay(db, opts.schema, nc, log, {
+    inboxPrefix: natsOptions(config, opts.name).inboxPrefix,
+    retentionDays: config.OUTBOX_RETENTION_DAYS,
+  });
   relay = outbox;
   outbox.watchBacklog(registry);
   await step(keepTrying('outbox relay not started: the events stream is not reachable', () => outbox.start(), { log }));

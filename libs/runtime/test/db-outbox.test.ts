@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats } from '../../../scripts/stack.mjs';
 import { createDatabase } from '../../../test/support/stack.js';
 import { createDb, migrate, type Db } from '../src/db.js';
-import { enqueueEvent, OutboxRelay, outboxTableSql } from '../src/outbox.js';
+import { enqueueEvent, ensureEventsStream, OutboxRelay, outboxTableSql } from '../src/outbox.js';
 import { systemClock } from '../src/clock.js';
 import { connectNats } from '../src/nats.js';
 
@@ -103,5 +103,69 @@ describe('outbox', () => {
     expect(events.find((e) => e.data.plan_id === 'plan_a')).toEqual(committed);
     const left = await db.query('SELECT count(*)::int AS n FROM ob.outbox WHERE published_at IS NULL');
     expect(left.rows[0].n).toBe(0);
+  });
+
+  it('deletes rows on the stream for longer than the retention, oldest first; rows not on the stream stay however old', async () => {
+    await migrate(db, 'obp', [{ id: 1, name: 'outbox', sql: outboxTableSql }]);
+    const names = ['old', 'old unpublished', 'old too', 'recent', 'old as well', 'new'];
+    for (const plan_name of names) await db.tx((tx) => enqueueEvent(tx, 'obp', systemClock, 'wal_1', 'plan.archived', { plan_id: 'plan_p', plan_name }));
+    const published: Record<string, string | null> = {
+      old: '8 days',
+      'old unpublished': null,
+      'old too': '7 days 1 minute',
+      recent: '6 days 23 hours',
+      'old as well': '30 days',
+      new: null,
+    };
+    for (const [name, ago] of Object.entries(published)) {
+      await db.query(
+        `UPDATE obp.outbox SET published_at = now() - $2::interval, created_at = now() - interval '40 days' WHERE payload->'data'->>'plan_name' = $1`,
+        [name, ago],
+      );
+    }
+    const left = async () => (await db.query(`SELECT payload->'data'->>'plan_name' AS n FROM obp.outbox ORDER BY seq`)).rows.map((r) => r.n);
+    const nc = await connectNats(nats.url, 'pruner');
+    try {
+      const relay = new OutboxRelay(db, 'obp', nc, log, { retentionDays: 7, pruneIntervalMs: 50 });
+      // Among the two oldest rows: the published one goes, the unpublished one stays.
+      expect(await relay.prune(2)).toBe(1);
+      expect(await left()).toEqual(['old unpublished', 'old too', 'recent', 'old as well', 'new']);
+      expect(await relay.prune(10)).toBe(2);
+      expect(await left()).toEqual(['old unpublished', 'recent', 'new']);
+      expect(await relay.prune(10)).toBe(0);
+
+      // Started, the relay prunes by itself (and publishes what waits: those rows are now just published).
+      await db.query(`UPDATE obp.outbox SET published_at = now() - interval '9 days' WHERE payload->'data'->>'plan_name' = 'recent'`);
+      await relay.start();
+      const until = Date.now() + 10_000;
+      const settled = async () =>
+        !(await left()).includes('recent') && (await db.query('SELECT count(*)::int AS n FROM obp.outbox WHERE published_at IS NULL')).rows[0].n === 0;
+      while (Date.now() < until && !(await settled())) await new Promise((r) => setTimeout(r, 50));
+      await relay.stop();
+      expect(await left()).toEqual(['old unpublished', 'new']);
+      const unpublished = await db.query('SELECT count(*)::int AS n FROM obp.outbox WHERE published_at IS NULL');
+      expect(unpublished.rows[0].n).toBe(0);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('the EVENTS stream keeps events EVENTS_MAX_AGE_DAYS (30 by default): its disk does not fill with years of events', async () => {
+    const nc = await connectNats(nats.url, 'stream-age');
+    const before = process.env.EVENTS_MAX_AGE_DAYS;
+    try {
+      const jsm = await jetstreamManager(nc);
+      delete process.env.EVENTS_MAX_AGE_DAYS;
+      await ensureEventsStream(nc);
+      expect((await jsm.streams.info('EVENTS')).config.max_age).toBe(30 * 86_400 * 1e9);
+      // Every service sets it at start: a changed setting reaches the stream already there.
+      process.env.EVENTS_MAX_AGE_DAYS = '2';
+      await ensureEventsStream(nc);
+      expect((await jsm.streams.info('EVENTS')).config.max_age).toBe(2 * 86_400 * 1e9);
+    } finally {
+      if (before === undefined) delete process.env.EVENTS_MAX_AGE_DAYS;
+      else process.env.EVENTS_MAX_AGE_DAYS = before;
+      await nc.close();
+    }
   });
 });
