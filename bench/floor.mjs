@@ -1,21 +1,31 @@
-// The floor: the least any implementation of GET/POST /plans can cost on this machine with this design.
+// The floor: the least any implementation of GET/POST /plans (and of a Lightning checkout, see
+// lightningCheckout) can cost on this machine with this design.
 // A bare node:http server (no framework, no auth, no validation, no tracing, no logs) that, per request,
 // does one NATS request/reply to a bare NATS responder, which runs the same SQL as billing's PlansRepo
 // with a pg.Pool of the same size, as named statements like the services' store. Like the real system
 // (gateway + billing), the HTTP side and the responder run as two processes: `node bench/floor.mjs` forks itself with FLOOR_ROLE=responder.
 //
 // env: NATS_URL, DATABASE_URL, FLOOR_WALLET (the wallet every request acts for), FLOOR_PORT (0 = free),
-//      DB_POOL_MAX (default 10, as billing). Prints one line `FLOOR_READY <port>` on stdout when serving.
+//      DB_POOL_MAX (default 10, as billing). Prints one line `FLOOR_READY <port> <responder pid>` on stdout when serving.
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { createHash } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
-import { planSql } from '../services/billing/dist/store/plans.repo.js';
+import { enqueueEvent, newId, SecretBox } from '@sb/runtime';
+import { startSubscription } from '../services/billing/dist/domain/lifecycle.js';
+import { planSql, PlansRepo } from '../services/billing/dist/store/plans.repo.js';
+import { SubscribersRepo } from '../services/billing/dist/store/subscribers.repo.js';
+import { SubscriptionsRepo } from '../services/billing/dist/store/subscriptions.repo.js';
+import { checkoutOf } from '../services/payments/dist/domain/checkout.js';
+import { DevLightningProvider } from '../services/payments/dist/providers/dev.js';
+import { PaymentsRepo } from '../services/payments/dist/store/payments.repo.js';
 
 const SUBJECT_GET = 'floor.plans.get';
 const SUBJECT_CREATE = 'floor.plans.create';
+const SUBJECT_SUBSCRIBE = 'floor.public.subscribe';
 const QUEUE = 'floor';
 
 // The billing store's own statements (the floor runs exactly what billing runs).
@@ -78,6 +88,17 @@ async function responder() {
       );
     },
   });
+  const checkout = lightningCheckout(pool);
+  nc.subscribe(SUBJECT_SUBSCRIBE, {
+    queue: QUEUE,
+    callback: (err, msg) => {
+      if (err) return;
+      checkout(msg.json()).then(
+        (answer) => reply(msg, 201, answer),
+        (e) => reply(msg, e.status ?? 500, { detail: e.message }),
+      );
+    },
+  });
   await nc.flush();
   process.send?.('ready');
 
@@ -89,6 +110,156 @@ async function responder() {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   process.on('disconnect', stop); // the parent went away
+}
+
+/**
+ * The least a Lightning checkout (`POST /public/subscribe`) can cost with this design: what must be durable
+ * before the answer, by the services' own store statements and in their transactions (the public plan
+ * read; the plan's checkout lock, the subscriber, the subscription and its `subscription.created` event in
+ * the outbox, in one transaction; the payment row), the BOLT11 invoice signed by the dev provider's code
+ * and its QR code made by the payments service's code, behind one NATS hop. Left out, as the floor of
+ * GET/POST leaves out what is not the operation itself: the second hop (billing to payments), validation,
+ * rate limits, tracing and logs, the contact-method and duplicate-checkout checks, and the read of the
+ * subscription after its payment. The event's way on (billing's outbox relay, JetStream, the notifier)
+ * is the running services' work, as for a real checkout, and counted in the floor's CPU too.
+ */
+function lightningCheckout(pool) {
+  const plans = new PlansRepo('billing');
+  const subscribers = new SubscribersRepo('billing');
+  const subscriptions = new SubscriptionsRepo('billing');
+  const payments = new PaymentsRepo('payments');
+  const clock = { nowMs: () => Date.now() };
+  const lightning = new DevLightningProvider(clock, async () => undefined);
+  const box = new SecretBox(randomBytes(32).toString('hex'));
+  // Named statements, as the services' store makes them (each text parsed once per connection).
+  const names = new Map();
+  const named = (q) => ({
+    query: (text, values) => {
+      let name = names.get(text);
+      if (name === undefined) names.set(text, (name = `fc${names.size}`));
+      return q.query({ name, text, values });
+    },
+  });
+  const db = named(pool);
+  const notFound = Object.assign(new Error('Plan not found'), { status: 404 });
+  return async ({ plan_id, email }) => {
+    const plan = await plans.getPublic(db, plan_id);
+    if (!plan) throw notFound;
+    const nowMs = Date.now();
+    const now = Math.floor(nowMs / 1000);
+    const token = randomBytes(32).toString('hex');
+    const client = await pool.connect();
+    let sub;
+    try {
+      const tx = named(client);
+      await client.query('BEGIN');
+      await plans.lockForCheckout(tx, plan.id);
+      const { row: subscriber } = await subscribers.upsert(tx, {
+        id: newId('cus_', nowMs),
+        wallet_id: plan.wallet,
+        email,
+        name: null,
+        messenger: null,
+        nostr: null,
+        contact_preference: null,
+        token_hash: createHash('sha256').update(token).digest('hex'),
+        token_sealed: box.seal(token),
+        created_at: now,
+      });
+      sub = {
+        ...startSubscription(plan, now),
+        id: newId('sub_', nowMs),
+        wallet_id: plan.wallet,
+        plan_id: plan.id,
+        subscriber_id: subscriber.id,
+        payment_method: 'lightning',
+        amount_sats: plan.amount_sats,
+        receive_confirmations: true,
+        receive_reminders: true,
+        metadata: {},
+        renewal_payment_id: null,
+        renewal_for: null,
+        renewal_expires_at: null,
+        reminded_for: null,
+        reminder_notified_at: null,
+        nwc_next_attempt_at: null,
+        nwc_fallback: false,
+        nwc_charging_since: null,
+        checkout_key: null,
+        created_at: now,
+        updated_at: now,
+      };
+      if (!(await subscriptions.insertIfNew(tx, sub))) throw Object.assign(new Error('Already subscribed'), { status: 409 });
+      await enqueueEvent(tx, 'billing', clock, plan.wallet, 'subscription.created', {
+        subscription_id: sub.id,
+        plan_id: plan.id,
+        plan_name: plan.name,
+        subscriber_email: email,
+        status: sub.status,
+        amount_sats: sub.amount_sats,
+        interval: sub.interval,
+        current_period_start: sub.current_period_start,
+        current_period_end: sub.current_period_end,
+        payment_method: 'lightning',
+        trial: false,
+        notify_subscriber: false,
+      });
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+    const expiry = 3600;
+    const invoice = await lightning.createInvoice({ amount_sats: plan.amount_sats, memo: `${plan.name} (${plan.interval})`, expiry_seconds: expiry });
+    const [payment] = await payments.insertMany(db, [
+      {
+        payment: {
+          id: newId('pay_', nowMs),
+          wallet_id: plan.wallet,
+          subscription_id: sub.id,
+          plan_id: plan.id,
+          plan_name: plan.name,
+          amount_sats: plan.amount_sats,
+          status: 'pending',
+          payment_method: 'lightning',
+          purpose: 'checkout',
+          payment_request: invoice.payment_request,
+          payment_hash: invoice.payment_hash,
+          provider: 'dev',
+          provider_ref: invoice.provider_ref,
+          onchain_address: null,
+          onchain_txid: null,
+          checkout_url: null,
+          amount_fiat: null,
+          currency: null,
+          fiat_rate: null,
+          cardproc_payment_id: null,
+          walletproc_order_id: null,
+          failure_reason: null,
+          watchonly_wallet_id: null,
+          derivation_index: null,
+          expires_at: invoice.expires_at,
+          paid_at: null,
+          created_at: now,
+          idempotency_key: `checkout:${sub.id}`,
+        },
+        devPreimage: invoice.dev_preimage,
+      },
+    ]);
+    const c = await checkoutOf(payment);
+    return {
+      subscription_id: sub.id,
+      status: sub.status,
+      payment_id: c.payment_id,
+      payment_request: c.payment_request,
+      payment_hash: c.payment_hash,
+      qr_codes: c.qr_codes,
+      expires_at: c.expires_at,
+      manage_url: `http://127.0.0.1/subscriptions_manager/manage?token=${token}`,
+    };
+  };
 }
 
 async function httpSide() {
@@ -117,6 +288,20 @@ async function httpSide() {
     if (req.method === 'GET' && req.url.startsWith('/plans/')) {
       return void roundTrip(res, SUBJECT_GET, { wallet, id: req.url.slice('/plans/'.length) });
     }
+    if (req.method === 'POST' && req.url === '/public/subscribe') {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        let body;
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        } catch {
+          return send(res, 400, '{"detail":"Malformed JSON body"}');
+        }
+        void roundTrip(res, SUBJECT_SUBSCRIBE, { plan_id: body.plan_id, email: body.email });
+      });
+      return;
+    }
     if (req.method === 'POST' && req.url === '/plans') {
       const chunks = [];
       req.on('data', (c) => chunks.push(c));
@@ -136,7 +321,8 @@ async function httpSide() {
   });
   server.keepAliveTimeout = 60_000;
   await new Promise((resolve) => server.listen(Number(env('FLOOR_PORT', '0')), '127.0.0.1', resolve));
-  process.stdout.write(`FLOOR_READY ${server.address().port}\n`);
+  // The responder's pid too: the bench counts the CPU of both processes.
+  process.stdout.write(`FLOOR_READY ${server.address().port} ${child.pid}\n`);
 
   let stopping = false;
   const stop = async () => {

@@ -208,19 +208,34 @@ async function startFloor(env) {
   const out = [];
   child.stderr.setEncoding('utf8').on('data', (c) => out.push(c));
   cleanups.push({ what: 'floor', fn: () => stopChild(child) });
-  const port = await new Promise((resolve, reject) => {
+  const [port, responderPid] = await new Promise((resolve, reject) => {
     let buf = '';
     const timer = setTimeout(() => reject(new Error(`floor not ready after 30 s: ${out.join('')}`)), 30_000);
     child.stdout.setEncoding('utf8').on('data', (chunk) => {
       buf += chunk;
-      const m = /FLOOR_READY (\d+)/.exec(buf);
-      if (m) clearTimeout(timer), resolve(Number(m[1]));
+      const m = /FLOOR_READY (\d+) (\d+)/.exec(buf);
+      if (m) clearTimeout(timer), resolve([Number(m[1]), Number(m[2])]);
     });
     child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`floor exited with ${code}: ${out.join('')}`))));
   });
   const url = `http://127.0.0.1:${port}`;
   await waitReady(`${url}/readyz`, 10_000, child);
-  return { url, child };
+  return { url, child, responderPid };
+}
+
+/** `fn` with the floor up, its two processes' CPU counted as the floor's. */
+async function withFloor(env, fn) {
+  log('starting floor');
+  const floor = await step(startFloor(env));
+  tracked.floor = floor.child.pid;
+  tracked['floor:responder'] = floor.responderPid;
+  try {
+    return await fn(floor);
+  } finally {
+    await stopChild(floor.child);
+    delete tracked.floor;
+    delete tracked['floor:responder'];
+  }
 }
 
 async function request(url, { method = 'GET', key, body } = {}) {
@@ -571,30 +586,28 @@ async function main() {
   const json = { 'content-type': 'application/json' };
   const rows = [];
   const byName = {};
+  const floorEnv = { DATABASE_URL: db.url, NATS_URL: nats.url, FLOOR_WALLET: wallet.id };
   if (ONLY.has('gateway')) {
-    log('starting floor');
-    const floor = await step(startFloor({ DATABASE_URL: db.url, NATS_URL: nats.url, FLOOR_WALLET: wallet.id }));
-    tracked.floor = floor.child.pid;
-    [byName.gateway_get, byName.floor_get] = await pair(
-      { name: 'gateway GET /plans/{id}', opts: { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } } },
-      { name: 'floor GET /plans/{id}', opts: { url: `${floor.url}/plans/${plan.id}` } },
-    );
-    [byName.gateway_post, byName.floor_post] = await pair(
-      { name: 'gateway POST /plans', opts: { url: `${api}/plans`, ...post, headers: { 'x-api-key': wallet.admin_key, ...json } } },
-      { name: 'floor POST /plans', opts: { url: `${floor.url}/plans`, ...post, headers: json } },
-    );
+    await withFloor(floorEnv, async (floor) => {
+      [byName.gateway_get, byName.floor_get] = await pair(
+        { name: 'gateway GET /plans/{id}', opts: { url: `${api}/plans/${plan.id}`, headers: { 'x-api-key': wallet.invoice_key } } },
+        { name: 'floor GET /plans/{id}', opts: { url: `${floor.url}/plans/${plan.id}` } },
+      );
+      [byName.gateway_post, byName.floor_post] = await pair(
+        { name: 'gateway POST /plans', opts: { url: `${api}/plans`, ...post, headers: { 'x-api-key': wallet.admin_key, ...json } } },
+        { name: 'floor POST /plans', opts: { url: `${floor.url}/plans`, ...post, headers: json } },
+      );
+    });
     rows.push(byName.gateway_get, byName.gateway_post, byName.floor_get, byName.floor_post);
-    await stopChild(floor.child);
-    delete tracked.floor;
   }
 
   // Public checkout: every request a new contact (a repeated one would be a 409).
   let n = 0;
-  const subscribeOpts = (planId) => ({
-    url: `${api}/public/subscribe`,
+  const subscribeOpts = (planId, url = `${api}/public/subscribe`, first = 'first') => ({
+    url,
     method: 'POST',
     headers: json,
-    body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `first-${planId}@bench.test` }),
+    body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `${first}-${planId}@bench.test` }),
     requests: [
       { setupRequest: (req) => ({ ...req, body: JSON.stringify({ plan_id: planId, payment_method: 'lightning', email: `c${n++}-${planId}@bench.test` }) }) },
     ],
@@ -611,7 +624,14 @@ async function main() {
       }),
     );
     rows.push(await scenario('gateway POST /public/subscribe (trial)', subscribeOpts(trialPlan.id)));
-    rows.push((byName.subscribe_lightning = await scenario('gateway POST /public/subscribe (Lightning)', subscribeOpts(paidPlan.id))));
+    // Beside the least a Lightning checkout can cost here (bench/floor.mjs, lightningCheckout): how close to it.
+    await withFloor(floorEnv, async (floor) => {
+      [byName.subscribe_lightning, byName.floor_subscribe_lightning] = await pair(
+        { name: 'gateway POST /public/subscribe (Lightning)', opts: subscribeOpts(paidPlan.id) },
+        { name: 'floor POST /public/subscribe (Lightning)', opts: subscribeOpts(paidPlan.id, `${floor.url}/public/subscribe`, 'floor') },
+      );
+    });
+    rows.push(byName.subscribe_lightning, byName.floor_subscribe_lightning);
   }
 
   // Before the sweeps: their events (a reminder per renewal) would queue ahead of these in the notifier.
@@ -673,8 +693,10 @@ async function main() {
     gateway_post: figure(byName.gateway_post),
     floor_post: figure(byName.floor_post),
     subscribe_lightning: figure(byName.subscribe_lightning),
+    floor_subscribe_lightning: figure(byName.floor_subscribe_lightning),
     ratio_get: byName.gateway_get && +byName.gateway_get.ratio.toFixed(3),
     ratio_post: byName.gateway_post && +byName.gateway_post.ratio.toFixed(3),
+    ratio_subscribe_lightning: byName.subscribe_lightning && +byName.subscribe_lightning.ratio.toFixed(3),
     sweep: sweeps.map((w) => ({ n: w.n, seconds: +w.seconds.toFixed(1), rate: Math.round(w.per_second), rss_peak_mb: w.rss_peak_mb })),
     webhook_deliveries_per_s: webhooks && Math.round(webhooks.per_second),
     rss_idle_mb: rssIdle,
