@@ -8,10 +8,9 @@
 // env: NATS_URL, DATABASE_URL, FLOOR_WALLET (the wallet every request acts for), FLOOR_PORT (0 = free),
 //      DB_POOL_MAX (default 10, as billing). Prints one line `FLOOR_READY <port> <responder pid>` on stdout when serving.
 import { fork } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { enqueueEvent, newId, SecretBox } from '@sb/runtime';

@@ -169,7 +169,8 @@ describe('hosted pages', () => {
     try {
       // Copies of every request that names this plan, on the look-up's subject and the courtesies' subjects.
       const seen: string[] = [];
-      for (const subject of ['billing.internal.plan_offered', 'notifier.internal.contact_methods', 'payments.internal.fiat_quote', 'billing.public.>']) {
+      // (This plan has no fiat rail: payments is not asked for a fiat price either way.)
+      for (const subject of ['billing.internal.plan_offered', 'notifier.internal.contact_methods', 'billing.public.>']) {
         const sub = nc.subscribe(subject);
         (async () => {
           for await (const m of sub) if (m.string().includes(offered)) seen.push(m.subject);

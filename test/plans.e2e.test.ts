@@ -301,9 +301,11 @@ describe('archive', () => {
       expect(seen[0]).toMatchObject({
         event: 'plan.archived',
         wallet_id: w2.id,
-        // The WebhookEvent's subscription_id is required: a plan with no subscriptions has '' there.
-        data: { subscription_id: '', plan_id: plan.id, plan_name: 'To archive', status: 'archived', cancelled_subscriptions: 0 },
+        data: { plan_id: plan.id, plan_name: 'To archive', status: 'archived', cancelled_subscriptions: 0 },
       });
+      // Without subscription_id on the stream (a notifier of an earlier version would park ''): its
+      // webhooks carry '' (test/notifier.e2e.test.ts).
+      expect(seen[0].data).not.toHaveProperty('subscription_id');
       expect(seen[0].id).toMatch(/^evt_/);
       expect(Number.isInteger(seen[0].timestamp)).toBe(true);
     } finally {

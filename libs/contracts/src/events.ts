@@ -259,11 +259,11 @@ export type WebhookEvent = z.infer<typeof WebhookEvent>;
 
 /**
  * What travels on JetStream: the WebhookEvent plus a stable id (also the JetStream message id) and its
- * tenant. `subscription_id` may be missing from a plan's lone `plan.archived` written before it carried
- * '' (session 23): still in a stream or a dead-letter table, it is read, and sent out with ''.
+ * tenant. The lone `plan.archived` of a plan that had no subscriptions has no `subscription_id` here (a
+ * notifier of an earlier version would park an event with ''): its webhooks get '' (webhookBody).
  */
 export const EventEnvelope = WebhookEvent.extend({
-  data: WebhookEventData.extend({ subscription_id: z.string().optional() }),
+  data: WebhookEventData.extend({ subscription_id: Id.optional() }),
   id: Id,
   wallet_id: Id,
 }).openapi('EventEnvelope');

@@ -171,7 +171,20 @@ export class OutboxRelay {
     // A full batch means more may wait: the poller runs again at once. Each event's producer span
     // continues the trace that wrote it, so the rounds themselves are not traced.
     this.poller = new Poller('outbox relay', intervalMs, async () => (await this.publishBatch(BATCH)) === BATCH, log, false);
-    this.pruner = new Poller('outbox prune', pruneIntervalMs, async () => (await this.prune(PRUNE_BATCH)) === PRUNE_BATCH, log);
+    // A round goes from the oldest row on, a batch after the other while they are full, each from where
+    // the one before ended (not past the dead index entries of the rows it deleted); the next round, a
+    // minute later, starts again from the oldest, where rows published meanwhile may have come due.
+    let from = 0;
+    this.pruner = new Poller(
+      'outbox prune',
+      pruneIntervalMs,
+      async () => {
+        const { deleted, last } = await this.prune(PRUNE_BATCH, from);
+        from = deleted === PRUNE_BATCH ? last : 0;
+        return deleted === PRUNE_BATCH;
+      },
+      log,
+    );
   }
 
   async start(): Promise<void> {
@@ -182,17 +195,20 @@ export class OutboxRelay {
   }
 
   /**
-   * Deletes rows on the stream for longer than the retention, among the `limit` oldest rows: an index scan
-   * of the primary key that stops there, however long the table (the rows come in `seq` order, so the
-   * prunable ones are the oldest). Rows not published yet stay, however old. Returns how many went.
+   * Deletes the rows on the stream for longer than the retention among the `limit` rows after `from` (by
+   * `seq`). Rows are written in `seq` order, so those due are the oldest: the window bounds the work
+   * however long the table, where a filter on `published_at` would read every row when none is due. Rows
+   * not published yet stay, however old. `last`: the highest `seq` deleted (0 when none).
    */
-  async prune(limit: number): Promise<number> {
-    const { rowCount } = await this.db.query(
-      `DELETE FROM ${this.schema}.outbox WHERE seq IN (SELECT seq FROM ${this.schema}.outbox ORDER BY seq LIMIT $1)
-         AND published_at < now() - make_interval(days => $2)`,
-      [limit, this.retentionDays],
+  async prune(limit: number, from = 0): Promise<{ deleted: number; last: number }> {
+    const { rows } = await this.db.query<{ seq: string | number }>(
+      `DELETE FROM ${this.schema}.outbox
+       WHERE seq = ANY (ARRAY(SELECT seq FROM ${this.schema}.outbox WHERE seq > $3 ORDER BY seq LIMIT $1))
+         AND published_at < now() - make_interval(days => $2)
+       RETURNING seq`,
+      [limit, this.retentionDays, from],
     );
-    return rowCount ?? 0;
+    return { deleted: rows.length, last: rows.reduce((m, r) => Math.max(m, Number(r.seq)), 0) };
   }
 
   /**

@@ -127,12 +127,16 @@ describe('outbox', () => {
     const nc = await connectNats(nats.url, 'pruner');
     try {
       const relay = new OutboxRelay(db, 'obp', nc, log, { retentionDays: 7, pruneIntervalMs: 50 });
+      const seqs = (await db.query('SELECT seq FROM obp.outbox ORDER BY seq')).rows.map((r) => Number(r.seq));
       // Among the two oldest rows: the published one goes, the unpublished one stays.
-      expect(await relay.prune(2)).toBe(1);
+      expect(await relay.prune(2)).toEqual({ deleted: 1, last: seqs[0] });
       expect(await left()).toEqual(['old unpublished', 'old too', 'recent', 'old as well', 'new']);
-      expect(await relay.prune(10)).toBe(2);
+      // From a row on: the window starts after it.
+      expect(await relay.prune(1, seqs[2])).toEqual({ deleted: 0, last: 0 });
+      expect(await relay.prune(2, seqs[1])).toEqual({ deleted: 1, last: seqs[2] });
+      expect(await relay.prune(10)).toEqual({ deleted: 1, last: seqs[4] });
       expect(await left()).toEqual(['old unpublished', 'recent', 'new']);
-      expect(await relay.prune(10)).toBe(0);
+      expect(await relay.prune(10)).toEqual({ deleted: 0, last: 0 });
 
       // Started, the relay prunes by itself (and publishes what waits: those rows are now just published).
       await db.query(`UPDATE obp.outbox SET published_at = now() - interval '9 days' WHERE payload->'data'->>'plan_name' = 'recent'`);
@@ -165,6 +169,7 @@ describe('outbox', () => {
     } finally {
       if (before === undefined) delete process.env.EVENTS_MAX_AGE_DAYS;
       else process.env.EVENTS_MAX_AGE_DAYS = before;
+      await ensureEventsStream(nc);
       await nc.close();
     }
   });

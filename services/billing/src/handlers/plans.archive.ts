@@ -7,7 +7,7 @@ import { applyTransition, emit } from '../transitions.js';
 /**
  * Archiving is idempotent: the first call flips the flag, cancels every live subscription of the plan
  * (access to the end of the paid period) and records one `subscription.cancelled` and one `plan.archived`
- * per subscription (a lone `plan.archived`, `subscription_id` '', when there were none) in the same transaction; later calls
+ * per subscription (a lone `plan.archived` when there were none: its webhooks carry `subscription_id` '', see webhookBody) in the same transaction; later calls
  * answer the same (the archived plan and how many subscriptions it cancelled) and emit nothing.
  */
 export const archivePlanHandler = (d: Deps) =>
@@ -37,7 +37,6 @@ export const archivePlanHandler = (d: Deps) =>
       for (const sub of cancelledSubs) await emit(d, tx, sub, 'plan.archived', planEvent);
       if (!cancelledSubs.length) {
         await enqueueEvent(tx, SCHEMA, d.clock, wallet, 'plan.archived', {
-          subscription_id: '',
           plan_id: archived.id,
           plan_name: archived.name,
           amount_sats: archived.amount_sats,
