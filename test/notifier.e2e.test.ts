@@ -411,6 +411,37 @@ describe('owner webhook endpoints', () => {
     expect((await admin().del(`/webhook-endpoints/${archives.id}`)).status).toBe(200);
   });
 
+  it("a payment's webhooks name who paid, as the subscription's do (found from outside: payment.received without the subscriber)", async () => {
+    const payments = await register('/payments', { events: ['payment.received'] });
+    const p = await plan('Paid by Frank', 0);
+    const res = await client(stack.api).post('/public/subscribe', {
+      plan_id: p.id,
+      payment_method: 'lightning',
+      email: 'frank@example.com',
+      name: 'Frank Payer',
+    });
+    expect(res.status).toBe(201);
+    expect((await client(stack.api).post(`/dev/payments/${res.body.payment_id}/pay`)).status).toBe(200);
+    const [hit] = await until(
+      async () => hits.filter((h) => h.path === '/payments' && JSON.parse(h.body).data.payment_id === res.body.payment_id),
+      (h) => h.length > 0,
+    );
+    expect(hit!.verified).toBe(true);
+    const body = JSON.parse(hit!.body);
+    expect(body).toMatchObject({
+      event: 'payment.received',
+      data: { subscription_id: res.body.subscription_id, plan_id: p.id, status: 'paid', subscriber_email: 'frank@example.com', subscriber_name: 'Frank Payer' },
+    });
+    // Names only: nothing else of the contact (the portal link holds the subscriber's token).
+    expect(hit!.body).not.toContain('token=');
+    // The event itself, as payments wrote it, does not know them.
+    const [written] = await rows(`SELECT payload FROM payments.outbox WHERE payload->>'event' = 'payment.received' AND payload->'data'->>'payment_id' = $1`, [
+      res.body.payment_id,
+    ]);
+    expect(written.payload.data).not.toHaveProperty('subscriber_email');
+    expect((await admin().del(`/webhook-endpoints/${payments.id}`)).status).toBe(200);
+  });
+
   it("another wallet's endpoint is 404 everywhere; delete removes an endpoint", async () => {
     const other = client(stack.api, stack.wallets[1]!.admin_key);
     const original = await deliveryOf(all.id, createdA);

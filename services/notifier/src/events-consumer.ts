@@ -31,18 +31,29 @@ const subscriberNames = (c: SubscriptionContact) => ({
 const CONTACT_LOOKUPS = 16;
 
 /** `fn` over `xs`, at most `limit` at a time; results in the order of `xs`. */
-async function mapLimit<T, R>(xs: T[], limit: number, fn: (x: T) => Promise<R>): Promise<R[]> {
+async function mapLimit<T, R>(xs: T[], limit: number, fn: (x: T, i: number) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(xs.length);
   let next = 0;
   const worker = async () => {
     while (next < xs.length) {
       const i = next++;
-      out[i] = await fn(xs[i]!);
+      out[i] = await fn(xs[i]!, i);
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, xs.length) }, worker));
   return out;
 }
+
+/**
+ * A payment's events come from the payments service, which does not know the subscriber: billing names
+ * them, so that they say who paid as the subscription's own events do.
+ */
+const unnamedPayment = (e: EventEnvelope): string | undefined =>
+  PAYMENT_EVENTS.has(e.event) && !e.data.subscriber_email && !e.data.subscriber_name ? e.data.subscription_id : undefined;
+const named = (e: EventEnvelope, c: SubscriptionContact | undefined): EventEnvelope => (c ? { ...e, data: { ...e.data, ...subscriberNames(c) } } : e);
+
+/** The subscriber of an event's subscription as billing has it now, asked at most once per event. */
+type ContactOf = () => Promise<SubscriptionContact | undefined>;
 
 interface Planned {
   audience: 'subscriber' | 'owner';
@@ -94,19 +105,26 @@ export class EventRecorder {
         )
       : [];
     const settings = new Map(recent.map((p, i) => [p, { ...inEffect(d, rows[i]), merchant: merchantOf(rows[i]) }]));
-    const planned = await mapLimit(items, CONTACT_LOOKUPS, (p) => this.plan(p.envelope, settings.get(p)));
+    const contacts = items.map((p) => this.contactOf(p.envelope));
+    const planned = await mapLimit(items, CONTACT_LOOKUPS, (p, i) => this.plan(p.envelope, settings.get(p), contacts[i]!));
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);
     const matches = await d.endpoints.matchingMany(
       d.db,
       items.map(({ envelope: e }) => ({ walletId: e.wallet_id, event: e.event, planId: e.data.plan_id })),
     );
+    // A courtesy, as in owner notices: with billing away the webhook goes without the names (the body is
+    // kept as first signed, for its retries and replays), and holds up none of the batch's deliveries.
+    const hooked = new Set(matches.map((m) => m.i));
+    const bodies = await mapLimit(items, CONTACT_LOOKUPS, async ({ envelope: e }, i) =>
+      hooked.has(i) ? webhookBody(unnamedPayment(e) ? named(e, await contacts[i]!().catch(() => undefined)) : e) : undefined,
+    );
     const fresh = await d.deliveries.recordMany(
       d.db,
       matches.map(({ i, id }) => {
         const { envelope: e, trace } = items[i]!;
         // The body receivers get: the WebhookEvent; the event id travels in the webhook-id header.
-        const payload = webhookBody(e);
+        const payload = bodies[i]!;
         return {
           id: newId(DELIVERY_ID_PREFIX, nowMs),
           endpoint_id: id,
@@ -149,33 +167,38 @@ export class EventRecorder {
     return out;
   }
 
+  /**
+   * The contacts as they are now, and the portal link (never carried in events: it holds the token), of
+   * the event's subscription (none without one); asked of billing once, when first needed.
+   */
+  private contactOf(envelope: EventEnvelope): ContactOf {
+    const id = envelope.data.subscription_id;
+    let asked: Promise<SubscriptionContact | undefined> | undefined;
+    return () =>
+      (asked ??= id
+        ? callMessage(this.d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: id }).catch((err) => {
+            if (err instanceof DomainError && err.kind === 'not_found') return undefined;
+            throw err;
+          })
+        : Promise.resolve(undefined));
+  }
+
   /** The notifications one event causes under the settings in effect (none for an old event). */
-  private async plan(envelope: EventEnvelope, s: { settings: StoredSettings; merchant: string | null } | undefined): Promise<Planned[]> {
+  private async plan(envelope: EventEnvelope, s: { settings: StoredSettings; merchant: string | null } | undefined, contactOf: ContactOf): Promise<Planned[]> {
     const planned: Planned[] = [];
     if (!s) return planned;
     const subId = envelope.data.subscription_id;
-    // The contacts as they are now, and the portal link (never carried in events: it holds the token);
-    // asked of billing at most once per event.
-    let asked: Promise<SubscriptionContact | undefined> | undefined;
-    const contactOf = (id: string) =>
-      (asked ??= callMessage(this.d.bus, notificationMessages.subscriptionContact, { wallet_id: envelope.wallet_id, subscription_id: id }).catch((err) => {
-        if (err instanceof DomainError && err.kind === 'not_found') return undefined;
-        throw err;
-      }));
     const owners = s.settings.owner_events.includes(envelope.event) ? ownerTargets(s.settings) : [];
     if (owners.length) {
-      // A payment's events come from the payments service, which does not know the subscriber: billing
-      // names them, so the notice has the Subscriber line the subscription's own events carry. A courtesy:
-      // with billing away the notice goes without it, and holds up none of the batch's deliveries.
-      const unnamed = subId && PAYMENT_EVENTS.has(envelope.event) && !envelope.data.subscriber_email && !envelope.data.subscriber_name;
-      const c = unnamed ? await contactOf(subId).catch(() => undefined) : undefined;
-      const named = c ? { ...envelope, data: { ...envelope.data, ...subscriberNames(c) } } : envelope;
-      const message = ownerMessage(named);
+      // The notice has the Subscriber line the subscription's own events carry. A courtesy: with billing
+      // away the notice goes without it, and holds up none of the batch's deliveries.
+      const c = unnamedPayment(envelope) ? await contactOf().catch(() => undefined) : undefined;
+      const message = ownerMessage(named(envelope, c));
       for (const t of owners) planned.push({ audience: 'owner', ...t, message });
     }
     // Billing is asked for the contacts only when a channel could reach the subscriber.
     if (subId && contactMethods(s.settings).length && subscriberWants(envelope, s.settings.subscriber_events)) {
-      const contact = await contactOf(subId);
+      const contact = await contactOf();
       if (contact) {
         const kind = optOutKind(envelope.event);
         const reader = {
