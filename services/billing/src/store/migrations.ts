@@ -285,3 +285,15 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN stopped_at_ms BIGINT;
 `,
 });
+
+migrations.push({
+  id: 20,
+  name: 'no index on current_period_end',
+  // Older code reads nothing through it either: the scheduler finds due rows by next_due_at (migration 7).
+  compatible: true,
+  sql: `
+-- Unused since the scheduler looks rows up by next_due_at, and costly: every checkout inserted into it and
+-- every renewal (which moves current_period_end) updated it.
+DROP INDEX IF EXISTS subscriptions_due;
+`,
+});
