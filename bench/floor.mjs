@@ -14,10 +14,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { enqueueEvent, newId, SecretBox } from '@sb/runtime';
-import { startSubscription } from '../services/billing/dist/domain/lifecycle.js';
 import { planSql, PlansRepo } from '../services/billing/dist/store/plans.repo.js';
 import { SubscribersRepo } from '../services/billing/dist/store/subscribers.repo.js';
 import { SubscriptionsRepo } from '../services/billing/dist/store/subscriptions.repo.js';
+import { newSubscriptionRow } from '../services/billing/dist/subscribe.js';
 import { checkoutOf } from '../services/payments/dist/domain/checkout.js';
 import { DevLightningProvider } from '../services/payments/dist/providers/dev.js';
 import { PaymentsRepo } from '../services/payments/dist/store/payments.repo.js';
@@ -165,29 +165,12 @@ function lightningCheckout(pool) {
         token_sealed: box.seal(token),
         created_at: now,
       });
-      sub = {
-        ...startSubscription(plan, now),
-        id: newId('sub_', nowMs),
-        wallet_id: plan.wallet,
-        plan_id: plan.id,
-        subscriber_id: subscriber.id,
-        payment_method: 'lightning',
-        amount_sats: plan.amount_sats,
-        receive_confirmations: true,
-        receive_reminders: true,
-        metadata: {},
-        renewal_payment_id: null,
-        renewal_for: null,
-        renewal_expires_at: null,
-        reminded_for: null,
-        reminder_notified_at: null,
-        nwc_next_attempt_at: null,
-        nwc_fallback: false,
-        nwc_charging_since: null,
-        checkout_key: null,
-        created_at: now,
-        updated_at: now,
-      };
+      sub = newSubscriptionRow(
+        plan,
+        subscriber.id,
+        { payment_method: 'lightning', receive_confirmations: true, receive_reminders: true, checkout_key: null },
+        nowMs,
+      );
       if (!(await subscriptions.insertIfNew(tx, sub))) throw Object.assign(new Error('Already subscribed'), { status: 409 });
       await enqueueEvent(tx, 'billing', clock, plan.wallet, 'subscription.created', {
         subscription_id: sub.id,
@@ -283,37 +266,29 @@ async function httpSide() {
       () => send(res, 503, '{"detail":"bus"}'),
     );
 
+  const jsonBody = (req, res, then) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      let body;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return send(res, 400, '{"detail":"Malformed JSON body"}');
+      }
+      void then(body);
+    });
+  };
+
   const server = createServer((req, res) => {
     if (req.method === 'GET' && req.url.startsWith('/plans/')) {
       return void roundTrip(res, SUBJECT_GET, { wallet, id: req.url.slice('/plans/'.length) });
     }
     if (req.method === 'POST' && req.url === '/public/subscribe') {
-      const chunks = [];
-      req.on('data', (c) => chunks.push(c));
-      req.on('end', () => {
-        let body;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        } catch {
-          return send(res, 400, '{"detail":"Malformed JSON body"}');
-        }
-        void roundTrip(res, SUBJECT_SUBSCRIBE, { plan_id: body.plan_id, email: body.email });
-      });
-      return;
+      return jsonBody(req, res, (body) => roundTrip(res, SUBJECT_SUBSCRIBE, { plan_id: body.plan_id, email: body.email }));
     }
     if (req.method === 'POST' && req.url === '/plans') {
-      const chunks = [];
-      req.on('data', (c) => chunks.push(c));
-      req.on('end', () => {
-        let body;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        } catch {
-          return send(res, 400, '{"detail":"Malformed JSON body"}');
-        }
-        void roundTrip(res, SUBJECT_CREATE, { wallet, body });
-      });
-      return;
+      return jsonBody(req, res, (body) => roundTrip(res, SUBJECT_CREATE, { wallet, body }));
     }
     if (req.url === '/readyz') return send(res, 200, '{"status":"ok"}');
     send(res, 404, '{"detail":"Not Found"}');

@@ -229,6 +229,36 @@ export async function checkedPlan(d: Deps, input: SubscribeInput): Promise<Plan>
   return plan;
 }
 
+/** The row of the subscription a checkout opens: the plan's start (a trial, or pending), nothing renewed or charged yet. */
+export function newSubscriptionRow(
+  plan: Plan,
+  subscriberId: string,
+  chosen: Pick<SubRow, 'payment_method' | 'receive_confirmations' | 'receive_reminders' | 'checkout_key'>,
+  nowMs: number,
+): Omit<SubRow, 'version'> {
+  const now = Math.floor(nowMs / 1000);
+  return {
+    ...startSubscription(plan, now),
+    ...chosen,
+    id: newId(ID_PREFIXES.subscription, nowMs),
+    wallet_id: plan.wallet,
+    plan_id: plan.id,
+    subscriber_id: subscriberId,
+    amount_sats: plan.amount_sats,
+    metadata: {},
+    renewal_payment_id: null,
+    renewal_for: null,
+    renewal_expires_at: null,
+    reminded_for: null,
+    reminder_notified_at: null,
+    nwc_next_attempt_at: null,
+    nwc_fallback: false,
+    nwc_charging_since: null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
 /**
  * One attempt of `openCheckout`: checks the method and the wallet's limit against the plan (as it is now)
  * and the server, then commits the subscriber and the subscription (guarded by the one-live-subscription
@@ -260,30 +290,17 @@ async function openSubscription(d: Deps, input: SubscribeInput): Promise<Opened>
         token_sealed: d.secrets.seal(token),
         created_at: now,
       });
-      const state = startSubscription(plan, now);
-      const row: Omit<SubRow, 'version'> = {
-        ...state,
-        id: newId(ID_PREFIXES.subscription, nowMs),
-        wallet_id: plan.wallet,
-        plan_id: plan.id,
-        subscriber_id: subscriber.id,
-        payment_method: method,
-        amount_sats: plan.amount_sats,
-        receive_confirmations: input.receive_confirmations,
-        receive_reminders: input.receive_reminders,
-        metadata: {},
-        renewal_payment_id: null,
-        renewal_for: null,
-        renewal_expires_at: null,
-        reminded_for: null,
-        reminder_notified_at: null,
-        nwc_next_attempt_at: null,
-        nwc_fallback: false,
-        nwc_charging_since: null,
-        checkout_key: input.checkout_key ?? null,
-        created_at: now,
-        updated_at: now,
-      };
+      const row = newSubscriptionRow(
+        plan,
+        subscriber.id,
+        {
+          payment_method: method,
+          receive_confirmations: input.receive_confirmations,
+          receive_reminders: input.receive_reminders,
+          checkout_key: input.checkout_key ?? null,
+        },
+        nowMs,
+      );
       if (!(await d.subscriptions.insertIfNew(tx, row))) {
         if (!(await d.plans.getPublic(tx, plan.id))) throw notFound('Plan');
         throw new AlreadySubscribed();
