@@ -439,6 +439,27 @@ describe('owner webhook endpoints', () => {
       res.body.payment_id,
     ]);
     expect(written.payload.data).not.toHaveProperty('subscriber_email');
+
+    // With billing hung, the names are a courtesy the webhook goes without, after a short wait in all.
+    const q = await plan('Paid while billing is hung', 0);
+    const other = await client(stack.api).post('/public/subscribe', { plan_id: q.id, payment_method: 'lightning', email: 'grace@example.com', name: 'Grace' });
+    expect(other.status).toBe(201);
+    const billing = stack.services.billing.child;
+    billing.kill('SIGSTOP');
+    try {
+      expect((await client(stack.api).post(`/dev/payments/${other.body.payment_id}/pay`)).status).toBe(200);
+      const [unnamed] = await until(
+        async () => hits.filter((h) => h.path === '/payments' && JSON.parse(h.body).data.payment_id === other.body.payment_id),
+        (h) => h.length > 0,
+      );
+      expect(unnamed!.verified).toBe(true);
+      const data = JSON.parse(unnamed!.body).data;
+      expect(data).toMatchObject({ subscription_id: other.body.subscription_id, status: 'paid' });
+      expect(data).not.toHaveProperty('subscriber_email');
+      expect(data).not.toHaveProperty('subscriber_name');
+    } finally {
+      billing.kill('SIGCONT');
+    }
     expect((await admin().del(`/webhook-endpoints/${payments.id}`)).status).toBe(200);
   });
 

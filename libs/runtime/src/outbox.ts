@@ -153,6 +153,7 @@ export class OutboxRelay {
   private readonly pruner: Poller;
   private readonly inboxPrefix?: string;
   private readonly retentionDays: number;
+  private readonly pruneBatch: number;
 
   constructor(
     private readonly db: Db,
@@ -164,27 +165,16 @@ export class OutboxRelay {
       inboxPrefix,
       retentionDays = 7,
       pruneIntervalMs = 60_000,
-    }: { intervalMs?: number; inboxPrefix?: string; retentionDays?: number; pruneIntervalMs?: number } = {},
+      pruneBatch = PRUNE_BATCH,
+    }: { intervalMs?: number; inboxPrefix?: string; retentionDays?: number; pruneIntervalMs?: number; pruneBatch?: number } = {},
   ) {
     this.inboxPrefix = inboxPrefix;
     this.retentionDays = retentionDays;
     // A full batch means more may wait: the poller runs again at once. Each event's producer span
     // continues the trace that wrote it, so the rounds themselves are not traced.
     this.poller = new Poller('outbox relay', intervalMs, async () => (await this.publishBatch(BATCH)) === BATCH, log, false);
-    // A round goes from the oldest row on, a batch after the other while they are full, each from where
-    // the one before ended (not past the dead index entries of the rows it deleted); the next round, a
-    // minute later, starts again from the oldest, where rows published meanwhile may have come due.
-    let from = 0;
-    this.pruner = new Poller(
-      'outbox prune',
-      pruneIntervalMs,
-      async () => {
-        const { deleted, last } = await this.prune(PRUNE_BATCH, from);
-        from = deleted === PRUNE_BATCH ? last : 0;
-        return deleted === PRUNE_BATCH;
-      },
-      log,
-    );
+    this.pruneBatch = pruneBatch;
+    this.pruner = new Poller('outbox prune', pruneIntervalMs, async () => (await this.pruneRound(), false), log);
   }
 
   async start(): Promise<void> {
@@ -195,20 +185,42 @@ export class OutboxRelay {
   }
 
   /**
-   * Deletes the rows on the stream for longer than the retention among the `limit` rows after `from` (by
-   * `seq`). Rows are written in `seq` order, so those due are the oldest: the window bounds the work
-   * however long the table, where a filter on `published_at` would read every row when none is due. Rows
-   * not published yet stay, however old. `last`: the highest `seq` deleted (0 when none).
+   * One round of pruning: from the oldest row on, a window after the other, each from where the one before
+   * ended (not past the dead index entries of the rows it deleted), until a row on the stream too recently
+   * to go (rows are written in seq order: the rest are as recent), the end, or a stop. The next round, a
+   * minute later, starts again from the oldest, where rows published meanwhile may have come due.
+   * Returns how many rows went.
    */
-  async prune(limit: number, from = 0): Promise<{ deleted: number; last: number }> {
-    const { rows } = await this.db.query<{ seq: string | number }>(
-      `DELETE FROM ${this.schema}.outbox
-       WHERE seq = ANY (ARRAY(SELECT seq FROM ${this.schema}.outbox WHERE seq > $3 ORDER BY seq LIMIT $1))
-         AND published_at < now() - make_interval(days => $2)
-       RETURNING seq`,
+  async pruneRound(): Promise<number> {
+    let from = 0;
+    let deleted = 0;
+    for (;;) {
+      const w = await this.prune(this.pruneBatch, from);
+      deleted += w.deleted;
+      if (!w.more || this.pruner.stopping) return deleted;
+      from = w.last;
+    }
+  }
+
+  /**
+   * Deletes the rows on the stream for longer than the retention among the `limit` rows after `from` (by
+   * `seq`), a window that bounds the work however long the table (a filter on `published_at` would read
+   * every row when none is due). Rows not published yet stay, however old. `last`: the window's highest
+   * `seq`; `more`: the window was full and held no row published too recently to go, so the next one may
+   * hold due rows too.
+   */
+  async prune(limit: number, from = 0): Promise<{ deleted: number; last: number; more: boolean }> {
+    const t = `${this.schema}.outbox`;
+    const { rows } = await this.db.query<{ size: number; deleted: number; last: number | null; recent: boolean }>(
+      `WITH w AS (SELECT seq, published_at < now() - make_interval(days => $2) AS due, published_at IS NOT NULL AS published
+                  FROM ${t} WHERE seq > $3 ORDER BY seq LIMIT $1),
+            d AS (DELETE FROM ${t} WHERE seq = ANY (ARRAY(SELECT seq FROM w WHERE due)) RETURNING seq)
+       SELECT (SELECT count(*) FROM w)::int AS size, (SELECT count(*) FROM d)::int AS deleted,
+              (SELECT max(seq) FROM w) AS last, EXISTS (SELECT 1 FROM w WHERE published AND NOT due) AS recent`,
       [limit, this.retentionDays, from],
     );
-    return { deleted: rows.length, last: rows.reduce((m, r) => Math.max(m, Number(r.seq)), 0) };
+    const r = rows[0]!;
+    return { deleted: r.deleted, last: Number(r.last ?? 0), more: r.size === limit && !r.recent };
   }
 
   /**

@@ -128,15 +128,16 @@ describe('outbox', () => {
     try {
       const relay = new OutboxRelay(db, 'obp', nc, log, { retentionDays: 7, pruneIntervalMs: 50 });
       const seqs = (await db.query('SELECT seq FROM obp.outbox ORDER BY seq')).rows.map((r) => Number(r.seq));
-      // Among the two oldest rows: the published one goes, the unpublished one stays.
-      expect(await relay.prune(2)).toEqual({ deleted: 1, last: seqs[0] });
+      // Among the two oldest rows: the published one goes, the unpublished one stays; more may follow.
+      expect(await relay.prune(2)).toEqual({ deleted: 1, last: seqs[1], more: true });
       expect(await left()).toEqual(['old unpublished', 'old too', 'recent', 'old as well', 'new']);
-      // From a row on: the window starts after it.
-      expect(await relay.prune(1, seqs[2])).toEqual({ deleted: 0, last: 0 });
-      expect(await relay.prune(2, seqs[1])).toEqual({ deleted: 1, last: seqs[2] });
-      expect(await relay.prune(10)).toEqual({ deleted: 1, last: seqs[4] });
+      // From a row on: the window starts after it. A row published too recently ends the round.
+      expect(await relay.prune(1, seqs[2])).toEqual({ deleted: 0, last: seqs[3], more: false });
+      expect(await relay.prune(2, seqs[1])).toEqual({ deleted: 1, last: seqs[3], more: false });
+      // The end of the table ends it too.
+      expect(await relay.prune(10, seqs[3])).toEqual({ deleted: 1, last: seqs[5], more: false });
       expect(await left()).toEqual(['old unpublished', 'recent', 'new']);
-      expect(await relay.prune(10)).toEqual({ deleted: 0, last: 0 });
+      expect(await relay.prune(10)).toEqual({ deleted: 0, last: seqs[5], more: false });
 
       // Started, the relay prunes by itself (and publishes what waits: those rows are now just published).
       await db.query(`UPDATE obp.outbox SET published_at = now() - interval '9 days' WHERE payload->'data'->>'plan_name' = 'recent'`);
@@ -149,6 +150,26 @@ describe('outbox', () => {
       expect(await left()).toEqual(['old unpublished', 'new']);
       const unpublished = await db.query('SELECT count(*)::int AS n FROM obp.outbox WHERE published_at IS NULL');
       expect(unpublished.rows[0].n).toBe(0);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('a round of pruning goes on window after window, past rows not yet on the stream, up to the first row too recent to go', async () => {
+    await migrate(db, 'obr', [{ id: 1, name: 'outbox', sql: outboxTableSql }]);
+    // 11 rows: 9 due, one not on the stream yet among them, then a recent one.
+    for (let i = 0; i < 11; i++) await db.tx((tx) => enqueueEvent(tx, 'obr', systemClock, 'wal_1', 'plan.archived', { plan_id: 'plan_r', plan_name: `r${i}` }));
+    await db.query(`UPDATE obr.outbox SET published_at = now() - interval '8 days'`);
+    await db.query(`UPDATE obr.outbox SET published_at = NULL WHERE payload->'data'->>'plan_name' = 'r4'`);
+    await db.query(`UPDATE obr.outbox SET published_at = now() WHERE payload->'data'->>'plan_name' = 'r10'`);
+    const nc = await connectNats(nats.url, 'pruner-rounds');
+    try {
+      // One round, in windows of 3: [r0 r1 r2] [r3 r4 r5] [r6 r7 r8] [r9 r10].
+      const relay = new OutboxRelay(db, 'obr', nc, log, { retentionDays: 7, pruneBatch: 3 });
+      expect(await relay.pruneRound()).toBe(9);
+      const names = (await db.query(`SELECT payload->'data'->>'plan_name' AS n FROM obr.outbox ORDER BY seq`)).rows.map((r) => r.n);
+      expect(names).toEqual(['r4', 'r10']);
+      expect(await relay.pruneRound()).toBe(0);
     } finally {
       await nc.close();
     }

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { notificationMessages, webhookBody, type EventEnvelope, type NotificationChannel } from '@sb/contracts';
-import { Batcher, callMessage, DomainError, newId, traceCarrier, unixSeconds, type TraceCarrier } from '@sb/runtime';
+import { Batcher, callMessage, DomainError, newId, traceCarrier, unixSeconds, within, type TraceCarrier } from '@sb/runtime';
 import type { Message } from './channels/outcome.js';
 import { inEffect, merchantOf } from './channels/index.js';
 import type { Deps } from './deps.js';
@@ -29,6 +29,11 @@ const subscriberNames = (c: SubscriptionContact) => ({
 });
 /** Billing is asked for at most this many subscribers' contacts at once (a batch may need many). */
 const CONTACT_LOOKUPS = 16;
+/**
+ * How long a batch waits in all for the names of payment events' subscribers (a courtesy): with billing
+ * hung, the batch is recorded without them well within the stream's 30 s wait for its acknowledgements.
+ */
+const NAMES_WAIT_MS = 2000;
 
 /** `fn` over `xs`, at most `limit` at a time; results in the order of `xs`. */
 async function mapLimit<T, R>(xs: T[], limit: number, fn: (x: T, i: number) => Promise<R>): Promise<R[]> {
@@ -54,6 +59,23 @@ const named = (e: EventEnvelope, c: SubscriptionContact | undefined): EventEnvel
 
 /** The subscriber of an event's subscription as billing has it now, asked at most once per event. */
 type ContactOf = () => Promise<SubscriptionContact | undefined>;
+
+/**
+ * The names of a payment event's subscriber if billing gives them before `by` (Unix ms), else none: never
+ * an error, and nothing asked once the batch's wait is over.
+ */
+async function namesBy(e: EventEnvelope, contactOf: ContactOf, by: number): Promise<EventEnvelope> {
+  const left = by - Date.now();
+  if (!unnamedPayment(e) || left <= 0) return e;
+  return named(
+    e,
+    await within(
+      contactOf().catch(() => undefined),
+      left,
+      () => undefined,
+    ),
+  );
+}
 
 interface Planned {
   audience: 'subscriber' | 'owner';
@@ -106,18 +128,20 @@ export class EventRecorder {
       : [];
     const settings = new Map(recent.map((p, i) => [p, { ...inEffect(d, rows[i]), merchant: merchantOf(rows[i]) }]));
     const contacts = items.map((p) => this.contactOf(p.envelope));
-    const planned = await mapLimit(items, CONTACT_LOOKUPS, (p, i) => this.plan(p.envelope, settings.get(p), contacts[i]!));
+    const namesUntil = Date.now() + NAMES_WAIT_MS;
+    const planned = await mapLimit(items, CONTACT_LOOKUPS, (p, i) => this.plan(p.envelope, settings.get(p), contacts[i]!, namesUntil));
     const nowMs = d.clock.nowMs();
     const now = Math.floor(nowMs / 1000);
     const matches = await d.endpoints.matchingMany(
       d.db,
       items.map(({ envelope: e }) => ({ walletId: e.wallet_id, event: e.event, planId: e.data.plan_id })),
     );
-    // A courtesy, as in owner notices: with billing away the webhook goes without the names (the body is
-    // kept as first signed, for its retries and replays), and holds up none of the batch's deliveries.
+    // A courtesy, as in owner notices: with billing away or slow the webhook goes without the names (the
+    // body is kept as first signed, for its retries and replays). An event too old to tell a person about
+    // is not worth asking for (a new durable consumer replays the stream).
     const hooked = new Set(matches.map((m) => m.i));
-    const bodies = await mapLimit(items, CONTACT_LOOKUPS, async ({ envelope: e }, i) =>
-      hooked.has(i) ? webhookBody(unnamedPayment(e) ? named(e, await contacts[i]!().catch(() => undefined)) : e) : undefined,
+    const bodies = await mapLimit(items, CONTACT_LOOKUPS, async (p, i) =>
+      hooked.has(i) ? webhookBody(settings.has(p) ? await namesBy(p.envelope, contacts[i]!, namesUntil) : p.envelope) : undefined,
     );
     const fresh = await d.deliveries.recordMany(
       d.db,
@@ -184,16 +208,20 @@ export class EventRecorder {
   }
 
   /** The notifications one event causes under the settings in effect (none for an old event). */
-  private async plan(envelope: EventEnvelope, s: { settings: StoredSettings; merchant: string | null } | undefined, contactOf: ContactOf): Promise<Planned[]> {
+  private async plan(
+    envelope: EventEnvelope,
+    s: { settings: StoredSettings; merchant: string | null } | undefined,
+    contactOf: ContactOf,
+    namesUntil: number,
+  ): Promise<Planned[]> {
     const planned: Planned[] = [];
     if (!s) return planned;
     const subId = envelope.data.subscription_id;
     const owners = s.settings.owner_events.includes(envelope.event) ? ownerTargets(s.settings) : [];
     if (owners.length) {
       // The notice has the Subscriber line the subscription's own events carry. A courtesy: with billing
-      // away the notice goes without it, and holds up none of the batch's deliveries.
-      const c = unnamedPayment(envelope) ? await contactOf().catch(() => undefined) : undefined;
-      const message = ownerMessage(named(envelope, c));
+      // away or slow the notice goes without it.
+      const message = ownerMessage(await namesBy(envelope, contactOf, namesUntil));
       for (const t of owners) planned.push({ audience: 'owner', ...t, message });
     }
     // Billing is asked for the contacts only when a channel could reach the subscriber.
