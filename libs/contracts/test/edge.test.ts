@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { eventSchema, isStorableText, MAX_JSON_DEPTH, undecodableQueryIssues, unstorableIssues } from '../src/index.js';
+import {
+  EventEnvelope,
+  eventSchema,
+  isStorableText,
+  MAX_JSON_DEPTH,
+  undecodableQueryIssues,
+  unstorableIssues,
+  WebhookEvent,
+  webhookBody,
+} from '../src/index.js';
 
 describe('unstorableIssues', () => {
   it('names every string and key holding NUL or an unpaired surrogate, and lets real text through', () => {
@@ -35,15 +44,21 @@ describe('undecodableQueryIssues', () => {
 });
 
 describe('event schemas', () => {
-  it('require the WebhookEvent fields, subscription_id only where one applies', () => {
+  it('require the WebhookEvent fields, subscription_id on every event as webhooks get it ("" for a plan archived with none)', () => {
     const base = { plan_id: 'plan_1', plan_name: 'P', status: 'active' };
     expect(eventSchema('subscription.paused').safeParse({ event: 'subscription.paused', timestamp: 1, data: base }).success).toBe(false);
     expect(
       eventSchema('subscription.paused').safeParse({ event: 'subscription.paused', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success,
     ).toBe(true);
     const archived = { event: 'plan.archived', timestamp: 1, data: { ...base, status: 'archived', cancelled_subscriptions: 0 } };
-    expect(eventSchema('plan.archived').safeParse(archived).success).toBe(true);
-    expect(eventSchema('plan.archived').safeParse({ ...archived, data: { ...archived.data, status: undefined } }).success).toBe(false);
+    // As the stream carries it (no subscription): not what a webhook gets, which webhookBody makes.
+    expect(eventSchema('plan.archived').safeParse(archived).success).toBe(false);
+    const sent = webhookBody({ ...archived, id: 'evt_1', wallet_id: 'wal_1' } as EventEnvelope);
+    expect(sent).toEqual({ ...archived, data: { subscription_id: '', ...archived.data } });
+    expect(eventSchema('plan.archived').safeParse(sent).success).toBe(true);
+    expect(WebhookEvent.safeParse(sent).success).toBe(true);
+    expect(EventEnvelope.safeParse({ ...archived, id: 'evt_1', wallet_id: 'wal_1' }).success).toBe(true);
+    expect(eventSchema('plan.archived').safeParse({ ...sent, data: { ...sent.data, status: undefined } }).success).toBe(false);
     expect(
       eventSchema('nwc.wallet_disabled').safeParse({ event: 'nwc.wallet_disabled', timestamp: 1, data: { ...base, subscription_id: 'sub_1' } }).success,
     ).toBe(false);
