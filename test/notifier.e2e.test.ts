@@ -463,6 +463,16 @@ describe('owner webhook endpoints', () => {
     expect((await admin().del(`/webhook-endpoints/${payments.id}`)).status).toBe(200);
   });
 
+  it('the EVENTS stream the services set up keeps an event EVENTS_MAX_AGE_DAYS, 30 by default: its store does not fill with years of events', async () => {
+    const nc: NatsConnection = await connect({ servers: stack.natsUrl, ...stack.natsOperator });
+    try {
+      const { config } = await (await jetstreamManager(nc)).streams.info('EVENTS');
+      expect(config.max_age).toBe(30 * 86_400 * 1e9);
+    } finally {
+      await nc.close();
+    }
+  });
+
   it("another wallet's endpoint is 404 everywhere; delete removes an endpoint", async () => {
     const other = client(stack.api, stack.wallets[1]!.admin_key);
     const original = await deliveryOf(all.id, createdA);

@@ -1,4 +1,4 @@
-import { eventSchema, EventName, type EventEnvelope } from '@sb/contracts';
+import { EventEnvelope, eventSchema, EventName, webhookBody } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
 import { expect } from 'vitest';
 
@@ -34,7 +34,11 @@ export async function expectNoSecretAtRest(db: Queryable, secrets: Record<string
   expect(checked).toBeGreaterThan(0);
 }
 
-/** Every event the services recorded (their outboxes) matches its event's schema: the OpenAPI `webhooks`. */
+/**
+ * Every event the services recorded (their outboxes) is a valid envelope, and the body its webhooks get
+ * (webhookBody: a lone plan.archived gets subscription_id '' there) matches its event's schema: the
+ * OpenAPI `webhooks`.
+ */
 export async function expectEventsMatchSchemas(db: Queryable): Promise<Record<string, number>> {
   const { rows: schemas } = await db.query<{ schema: string }>(
     `SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'outbox' AND table_type = 'BASE TABLE'`,
@@ -44,7 +48,8 @@ export async function expectEventsMatchSchemas(db: Queryable): Promise<Record<st
     const { rows } = await db.query<{ payload: EventEnvelope }>(`SELECT payload FROM "${schema}".outbox ORDER BY seq`);
     for (const { payload } of rows) {
       expect(EventName.options, `${schema}: unknown event ${payload.event}`).toContain(payload.event);
-      const r = eventSchema(payload.event).safeParse(payload);
+      expect(EventEnvelope.safeParse(payload).success, JSON.stringify(payload)).toBe(true);
+      const r = eventSchema(payload.event).safeParse(webhookBody(payload));
       expect(r.success ? [] : r.error.issues.map((i) => `${payload.event}.${i.path.join('.')}: ${i.message}`), JSON.stringify(payload)).toEqual([]);
       seen[payload.event] = (seen[payload.event] ?? 0) + 1;
     }

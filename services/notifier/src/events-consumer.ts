@@ -53,8 +53,8 @@ async function mapLimit<T, R>(xs: T[], limit: number, fn: (x: T, i: number) => P
  * A payment's events come from the payments service, which does not know the subscriber: billing names
  * them, so that they say who paid as the subscription's own events do.
  */
-const unnamedPayment = (e: EventEnvelope): string | undefined =>
-  PAYMENT_EVENTS.has(e.event) && !e.data.subscriber_email && !e.data.subscriber_name ? e.data.subscription_id : undefined;
+const unnamedPayment = (e: EventEnvelope): boolean =>
+  PAYMENT_EVENTS.has(e.event) && !!e.data.subscription_id && !e.data.subscriber_email && !e.data.subscriber_name;
 const named = (e: EventEnvelope, c: SubscriptionContact | undefined): EventEnvelope => (c ? { ...e, data: { ...e.data, ...subscriberNames(c) } } : e);
 
 /** The subscriber of an event's subscription as billing has it now, asked at most once per event. */
@@ -172,7 +172,7 @@ export class EventRecorder {
           audience: p.audience,
           channel: p.channel,
           recipient: p.to,
-          subscription_id: e.data.subscription_id || null,
+          subscription_id: e.data.subscription_id ?? null,
           plan_id: e.data.plan_id ?? null,
           settings_plan_id: settings.get(items[i]!)!.row,
           subject: p.message.subject,

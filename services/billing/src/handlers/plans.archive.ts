@@ -7,8 +7,9 @@ import { applyTransition, emit } from '../transitions.js';
 /**
  * Archiving is idempotent: the first call flips the flag, cancels every live subscription of the plan
  * (access to the end of the paid period) and records one `subscription.cancelled` and one `plan.archived`
- * per subscription (a lone `plan.archived` when there were none: its webhooks carry `subscription_id` '', see webhookBody) in the same transaction; later calls
- * answer the same (the archived plan and how many subscriptions it cancelled) and emit nothing.
+ * per subscription (a lone `plan.archived` when there were none: its webhooks carry `subscription_id` '',
+ * see webhookBody) in the same transaction; later calls answer the same (the archived plan and how many
+ * subscriptions it cancelled) and emit nothing.
  */
 export const archivePlanHandler = (d: Deps) =>
   routeHandler('plans.archive', async (req) => {
