@@ -18,7 +18,12 @@ import { planSql, PlansRepo } from '../services/billing/dist/store/plans.repo.js
 import { SubscribersRepo } from '../services/billing/dist/store/subscribers.repo.js';
 import { SubscriptionsRepo } from '../services/billing/dist/store/subscriptions.repo.js';
 import { newSubscriptionRow } from '../services/billing/dist/subscribe.js';
+import { RENEWAL_BATCH_MAX } from '@sb/contracts';
+import { dueNow } from '../services/billing/dist/domain/schedule.js';
+import { RENEWAL_LANES, renewalAsk, renewalEvents, renewalRow, SWEEP_PASS_ROWS } from '../services/billing/dist/scheduler.js';
+import { emitMany } from '../services/billing/dist/transitions.js';
 import { checkoutOf } from '../services/payments/dist/domain/checkout.js';
+import { toPayment } from '../services/payments/dist/domain/payments.js';
 import { DevLightningProvider } from '../services/payments/dist/providers/dev.js';
 import { PaymentsRepo } from '../services/payments/dist/store/payments.repo.js';
 
@@ -35,6 +40,16 @@ const env = (name, def) => {
   if (v === undefined) throw new Error(`floor: ${name} is required`);
   return v;
 };
+
+// Named statements, as the services' store makes them (each text parsed once per connection).
+const names = new Map();
+const named = (q) => ({
+  query: (text, values) => {
+    let name = names.get(text);
+    if (name === undefined) names.set(text, (name = `fc${names.size}`));
+    return q.query({ name, text, values });
+  },
+});
 
 async function responder() {
   pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -130,15 +145,6 @@ function lightningCheckout(pool) {
   const clock = { nowMs: () => Date.now() };
   const lightning = new DevLightningProvider(clock, async () => undefined);
   const box = new SecretBox(randomBytes(32).toString('hex'));
-  // Named statements, as the services' store makes them (each text parsed once per connection).
-  const names = new Map();
-  const named = (q) => ({
-    query: (text, values) => {
-      let name = names.get(text);
-      if (name === undefined) names.set(text, (name = `fc${names.size}`));
-      return q.query({ name, text, values });
-    },
-  });
   const db = named(pool);
   const notFound = Object.assign(new Error('Plan not found'), { status: 404 });
   return async ({ plan_id, email }) => {
@@ -196,39 +202,7 @@ function lightningCheckout(pool) {
     const expiry = 3600;
     const invoice = await lightning.createInvoice({ amount_sats: plan.amount_sats, memo: `${plan.name} (${plan.interval})`, expiry_seconds: expiry });
     const [payment] = await payments.insertMany(db, [
-      {
-        payment: {
-          id: newId('pay_', nowMs),
-          wallet_id: plan.wallet,
-          subscription_id: sub.id,
-          plan_id: plan.id,
-          plan_name: plan.name,
-          amount_sats: plan.amount_sats,
-          status: 'pending',
-          payment_method: 'lightning',
-          purpose: 'checkout',
-          payment_request: invoice.payment_request,
-          payment_hash: invoice.payment_hash,
-          provider: 'dev',
-          provider_ref: invoice.provider_ref,
-          onchain_address: null,
-          onchain_txid: null,
-          checkout_url: null,
-          amount_fiat: null,
-          currency: null,
-          fiat_rate: null,
-          cardproc_payment_id: null,
-          walletproc_order_id: null,
-          failure_reason: null,
-          watchonly_wallet_id: null,
-          derivation_index: null,
-          expires_at: invoice.expires_at,
-          paid_at: null,
-          created_at: now,
-          idempotency_key: `checkout:${sub.id}`,
-        },
-        devPreimage: invoice.dev_preimage,
-      },
+      pendingLightningPayment({ sub, plan_name: plan.name, purpose: 'checkout', invoice, nowMs, idempotency_key: `checkout:${sub.id}` }),
     ]);
     const c = await checkoutOf(payment);
     return {
@@ -242,6 +216,155 @@ function lightningCheckout(pool) {
       manage_url: `http://127.0.0.1/subscriptions_manager/manage?token=${token}`,
     };
   };
+}
+
+/**
+ * A pending Lightning payment as the payments service stores it (its `open()`), for an invoice of the
+ * dev provider: what both floors insert.
+ */
+function pendingLightningPayment({ sub, plan_name, purpose, invoice, nowMs, idempotency_key }) {
+  return {
+    payment: {
+      id: newId('pay_', nowMs),
+      wallet_id: sub.wallet_id,
+      subscription_id: sub.id,
+      plan_id: sub.plan_id,
+      plan_name,
+      amount_sats: sub.amount_sats,
+      status: 'pending',
+      payment_method: 'lightning',
+      purpose,
+      payment_request: invoice.payment_request,
+      payment_hash: invoice.payment_hash,
+      provider: 'dev',
+      provider_ref: invoice.provider_ref,
+      onchain_address: null,
+      onchain_txid: null,
+      checkout_url: null,
+      amount_fiat: null,
+      currency: null,
+      fiat_rate: null,
+      cardproc_payment_id: null,
+      walletproc_order_id: null,
+      failure_reason: null,
+      watchonly_wallet_id: null,
+      derivation_index: null,
+      expires_at: invoice.expires_at,
+      paid_at: null,
+      created_at: Math.floor(nowMs / 1000),
+      idempotency_key,
+    },
+    devPreimage: invoice.dev_preimage,
+  };
+}
+
+/**
+ * The least a renewal sweep can cost with this design (`FLOOR_ROLE=sweep`): every subscription of
+ * FLOOR_PLAN due at FLOOR_NOW gets its renewal payment, by the services' own store statements in their
+ * transactions and in the scheduler's passes, batches and lanes: the due rows; per batch the payments'
+ * idempotency look-up, the dev provider's signed invoices and one multi-row insert, then one billing
+ * transaction of the compare-and-set saves, the renewal records and the events (`renewal.reminder`, and
+ * `subscription.trial_ending` at a trial's end) in the outbox. Left out: the bus between billing and
+ * payments, message validation, tracing and logs. The events' way on (billing's relay, JetStream, the
+ * notifier) is the running services' work, as for a real sweep. One process; after `FLOOR_SWEEP_READY` it
+ * waits for a line on stdin, sweeps, prints `FLOOR_SWEEP_DONE <renewals>` and exits.
+ */
+async function sweepFloor() {
+  pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+  const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: Number(env('DB_POOL_MAX', '10')), application_name: 'floor' });
+  pool.on('error', () => undefined);
+  const planId = env('FLOOR_PLAN');
+  const now = Number(env('FLOOR_NOW'));
+  const policy = { dunning_days: Number(env('DUNNING_DAYS', '14')) };
+  const clock = { nowMs: () => now * 1000 };
+  const d = { subscriptions: new SubscriptionsRepo('billing', policy), clock };
+  const plans = new PlansRepo('billing');
+  const payments = new PaymentsRepo('payments');
+  const lightning = new DevLightningProvider(clock, async () => undefined);
+  const db = named(pool);
+  const invoiceMaxExpiry = Number(env('INVOICE_MAX_EXPIRY_S', '86400'));
+
+  const renew = async (batch, plan) => {
+    const asks = batch.map((s) => renewalAsk(s, now, null, plan, policy));
+    const known = await payments.byIdempotencyKeys(
+      db,
+      asks.map((a, i) => ({ wallet_id: batch[i].wallet_id, idempotency_key: a.idempotency_key })),
+    );
+    if (known.length) throw new Error(`floor sweep: ${known.length} renewal payments exist already`);
+    const rows = await Promise.all(
+      batch.map(async (s, i) => {
+        const invoice = await lightning.createInvoice({
+          amount_sats: s.amount_sats,
+          memo: asks[i].description,
+          expiry_seconds: Math.min(asks[i].expires_at - now, invoiceMaxExpiry),
+        });
+        return pendingLightningPayment({
+          sub: s,
+          plan_name: plan.name,
+          purpose: 'renewal',
+          invoice,
+          nowMs: now * 1000,
+          idempotency_key: asks[i].idempotency_key,
+        });
+      }),
+    );
+    const stored = new Map((await payments.insertMany(db, rows)).map((p) => [p.idempotency_key, p]));
+    const issued = await Promise.all(
+      batch.map(async (s, i) => {
+        const p = stored.get(asks[i].idempotency_key);
+        const created = { payment: toPayment(p), checkout: await checkoutOf(p) };
+        const r = { s, due: dueNow(s, now, policy) };
+        return { ...r, row: renewalRow(r, created, now), created };
+      }),
+    );
+    const client = await pool.connect();
+    try {
+      const tx = named(client);
+      await client.query('BEGIN');
+      const saved = await d.subscriptions.saveMany(
+        tx,
+        issued.map((x) => x.row),
+      );
+      if (saved.size !== issued.length) throw new Error('floor sweep: a subscription moved under it');
+      await d.subscriptions.recordRenewalPayments(
+        tx,
+        issued.map(({ s, created }) => ({ subscription_id: s.id, payment_id: created.payment.id, period_end: s.current_period_end })),
+      );
+      await emitMany(
+        d,
+        tx,
+        issued.flatMap((x) => renewalEvents(x, x.row, x.created, now, policy)),
+      );
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  };
+
+  // An exit of its own on SIGTERM, so that a CPU profile (--cpu-prof) is written.
+  process.on('SIGTERM', () => void pool.end().finally(() => process.exit(0)));
+  process.stdout.write('FLOOR_SWEEP_READY\n');
+  await new Promise((resolve) => process.stdin.once('data', resolve));
+  let renewed = 0;
+  for (;;) {
+    const due = await d.subscriptions.due(db, now, SWEEP_PASS_ROWS);
+    if (!due.length) break;
+    const other = due.find((s) => s.plan_id !== planId || dueNow(s, now, policy).kind !== 'renewal_payment');
+    if (other) throw new Error(`floor sweep: ${other.id} is due and is not a renewal of ${planId}`);
+    const plan = await plans.get(db, due[0].wallet_id, planId);
+    let next = 0;
+    const lane = async () => {
+      while (next < due.length) await renew(due.slice(next, (next += RENEWAL_BATCH_MAX)), plan);
+    };
+    await Promise.all(Array.from({ length: RENEWAL_LANES }, lane));
+    renewed += due.length;
+  }
+  // Its connections stay open until the bench stops it: a backend that exits before the bench's last
+  // reading of the CPU would drop out of it.
+  process.stdout.write(`FLOOR_SWEEP_DONE ${renewed}\n`);
 }
 
 async function httpSide() {
@@ -318,7 +441,7 @@ async function httpSide() {
   process.on('SIGINT', stop);
 }
 
-const main = process.env.FLOOR_ROLE === 'responder' ? responder : httpSide;
+const main = { responder, sweep: sweepFloor }[process.env.FLOOR_ROLE] ?? httpSide;
 main().catch((err) => {
   process.stderr.write(`floor (${process.env.FLOOR_ROLE ?? 'http'}) failed: ${err?.stack ?? err}\n`);
   process.exit(1);

@@ -41,6 +41,8 @@ const SWEEP_SIZES = (process.env.BENCH_SWEEP_SIZES ?? '10000,100000')
   .split(',')
   .map(Number)
   .filter((n) => n > 0);
+/** Each sweep beside its floor (bench/floor.mjs, sweepFloor) unless BENCH_SWEEP_FLOOR=0. */
+const SWEEP_FLOOR = process.env.BENCH_SWEEP_FLOOR !== '0';
 /** Outgoing webhook deliveries measured (events written to the outbox at once). */
 const WEBHOOK_EVENTS = positiveInt('BENCH_WEBHOOK_EVENTS', 5000);
 /** Directory for a CPU profile of every service (node --cpu-prof), written when the services stop. */
@@ -326,9 +328,66 @@ function figures(name, runs) {
 }
 
 /**
- * N trial subscriptions whose trial ends in two days are written straight into billing's tables (making
- * them through checkout would take longer than the sweep itself), then the test clock moves past the
- * renewal lead time and the time until the scheduler has created all N renewal payments is measured.
+ * `size` trial subscriptions of a new weekly plan whose trial ends at `end`, written straight into
+ * billing's tables (making them through checkout would take longer than the sweep itself), due at
+ * `end` less the weekly renewal lead time (a day) as billing would have stored it.
+ */
+async function insertDue(c, api, wallet, name, size, now, end) {
+  const plan = await request(`${api}/plans`, {
+    method: 'POST',
+    key: wallet.admin_key,
+    body: JSON.stringify({ name, amount_sats: 1000, interval: 'weekly', trial_days: 7 }),
+  });
+  const tag = randomBytes(4).toString('hex');
+  await c.query(
+    `INSERT INTO billing.subscribers (id, wallet_id, token_hash, token_sealed, created_at)
+     SELECT 'cus_b${tag}_' || g, $1, md5('${tag}' || g), 'bench', $2 FROM generate_series(1, $3) g`,
+    [wallet.id, now, size],
+  );
+  await c.query(
+    `INSERT INTO billing.subscriptions (id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval,
+       grace_period_days, period_anchor, period_index, current_period_start, current_period_end, trial_end,
+       receive_confirmations, receive_reminders, created_at, updated_at, next_due_at)
+     SELECT 'sub_b${tag}_' || g, $1, $2, 'cus_b${tag}_' || g, 'active', 'lightning', 1000, 'weekly', 0, $4, 0, $3, $4, $4,
+       true, true, $3, $3, $6 FROM generate_series(1, $5) g`,
+    [wallet.id, plan.id, now, end, size, end - 86_400],
+  );
+  // Statistics as autovacuum would soon leave them: rows loaded in one statement would otherwise be
+  // planned as the few there were before, and autovacuum's ANALYZE would land inside the measurement.
+  await c.query('ANALYZE billing.subscribers, billing.subscriptions');
+  return plan;
+}
+
+/** Resolves once `n` subscriptions of `planId` have their renewal payment; fails when that stops moving. */
+async function renewedAll(c, planId, n, what) {
+  let last = -1;
+  let lastMoved = performance.now();
+  for (;;) {
+    const { rows } = await c.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1 AND renewal_for = current_period_end`, [planId]);
+    if (rows[0].n >= n) return;
+    if (rows[0].n !== last) [last, lastMoved] = [rows[0].n, performance.now()];
+    if (performance.now() - lastMoved > 120_000) throw new Error(`${what} stalled for 2 minutes at ${rows[0].n} done`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Until billing's outbox is relayed (a relay far behind the sweep is a problem too), at most 120 s more. */
+async function outboxDrained(c, what, t0, seconds) {
+  for (;;) {
+    const { rows } = await c.query('SELECT count(*)::int AS n FROM billing.outbox WHERE published_at IS NULL');
+    if (rows[0].n === 0 || performance.now() - t0 > (seconds + 120) * 1000) {
+      log(`${what}: outbox ${rows[0].n ? `still ${rows[0].n} unpublished` : 'drained'} ${((performance.now() - t0) / 1000 - seconds).toFixed(1)} s after`);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/**
+ * The renewal sweep of `size` due subscriptions: the test clock moves past the renewal lead time and the
+ * time until the scheduler has created all the renewal payments is measured. Then, on a quiet machine,
+ * the same for `size` more through the sweep's floor (bench/floor.mjs, sweepFloor): the least the same
+ * renewals cost with this design, in the same passes, batches and transactions.
  */
 async function renewalSweep(databaseUrl, api, wallet, size, pids) {
   const c = new pg.Client({ connectionString: databaseUrl });
@@ -336,30 +395,8 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
   try {
     await settle(api, wallet);
     const clock = await request(`${api}/dev/clock`, { method: 'POST', key: wallet.admin_key, body: '{}' });
-    const plan = await request(`${api}/plans`, {
-      method: 'POST',
-      key: wallet.admin_key,
-      body: JSON.stringify({ name: `Sweep ${size}`, amount_sats: 1000, interval: 'weekly', trial_days: 7 }),
-    });
-    const tag = randomBytes(4).toString('hex');
-    const end = clock.now + 2 * 86_400;
     log(`sweep N=${size}: inserting`);
-    await c.query(
-      `INSERT INTO billing.subscribers (id, wallet_id, token_hash, token_sealed, created_at)
-       SELECT 'cus_b${tag}_' || g, $1, md5('${tag}' || g), 'bench', $2 FROM generate_series(1, $3) g`,
-      [wallet.id, clock.now, size],
-    );
-    await c.query(
-      `INSERT INTO billing.subscriptions (id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval,
-         grace_period_days, period_anchor, period_index, current_period_start, current_period_end, trial_end,
-         receive_confirmations, receive_reminders, created_at, updated_at, next_due_at)
-       SELECT 'sub_b${tag}_' || g, $1, $2, 'cus_b${tag}_' || g, 'active', 'lightning', 1000, 'weekly', 0, $4, 0, $3, $4, $4,
-         true, true, $3, $3, 0 FROM generate_series(1, $5) g`,
-      [wallet.id, plan.id, clock.now, end, size],
-    );
-    // Statistics as autovacuum would soon leave them: rows loaded in one statement would otherwise be
-    // planned as the few there were before, and autovacuum's ANALYZE would land inside the measurement.
-    await c.query('ANALYZE billing.subscribers, billing.subscriptions');
+    const plan = await insertDue(c, api, wallet, `Sweep ${size}`, size, clock.now, clock.now + 2 * 86_400);
     const peak = rssPeak(pids);
     const t0 = performance.now();
     const { cpu } = await withCpu(
@@ -368,21 +405,64 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
     );
     const seconds = (performance.now() - t0) / 1000;
     log(`sweep N=${size}: ${seconds.toFixed(1)} s`);
-    // The reminders still have to leave billing's outbox: a relay far behind the sweep is a problem too.
-    for (;;) {
-      const { rows } = await c.query('SELECT count(*)::int AS n FROM billing.outbox WHERE published_at IS NULL');
-      if (rows[0].n === 0 || performance.now() - t0 > (seconds + 120) * 1000) {
-        log(
-          `sweep N=${size}: outbox ${rows[0].n ? `still ${rows[0].n} unpublished` : 'drained'} ${((performance.now() - t0) / 1000 - seconds).toFixed(1)} s after`,
-        );
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 250));
+    await outboxDrained(c, `sweep N=${size}`, t0, seconds);
+    const ours = { n: size, seconds, per_second: size / seconds, rss_peak_mb: peak(), cpu };
+    if (!SWEEP_FLOOR) return ours;
+
+    // The floor's rows fall due an hour from now by the test clock, which billing's scheduler does not
+    // reach meanwhile (the clock only moves when asked): the floor sweeps at that moment, alone.
+    await quiet();
+    const { now } = await request(`${api}/dev/clock`, { method: 'POST', key: wallet.admin_key, body: '{}' });
+    log(`floor sweep N=${size}: inserting`);
+    const floorPlan = await insertDue(c, api, wallet, `Floor sweep ${size}`, size, now, now + 3600 + 86_400);
+    const floor = await step(startSweepFloor({ DATABASE_URL: databaseUrl, FLOOR_PLAN: floorPlan.id, FLOOR_NOW: String(now + 3600) }));
+    tracked.floor = floor.child.pid;
+    try {
+      const f0 = performance.now();
+      const { cpu: floorCpu } = await withCpu(
+        () => (floor.go(), Promise.race([renewedAll(c, floorPlan.id, size, `floor sweep N=${size}`), floor.failed])),
+        () => size,
+      );
+      const floorSeconds = (performance.now() - f0) / 1000;
+      log(`floor sweep N=${size}: ${floorSeconds.toFixed(1)} s`);
+      await outboxDrained(c, `floor sweep N=${size}`, f0, floorSeconds);
+      return { ...ours, floor: { n: size, seconds: floorSeconds, per_second: size / floorSeconds, cpu: floorCpu } };
+    } finally {
+      await stopChild(floor.child);
+      delete tracked.floor;
     }
-    return { n: size, seconds, per_second: size / seconds, rss_peak_mb: peak(), cpu };
   } finally {
     await c.end();
   }
+}
+
+/** bench/floor.mjs in its sweep role, ready to start on `go()`; `failed` rejects if it exits before it is done. */
+async function startSweepFloor(env) {
+  const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=floor-sweep-${env.FLOOR_PLAN}.cpuprofile`] : [];
+  const child = spawn(process.execPath, [...profile, join(ROOT, 'bench/floor.mjs')], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, FLOOR_ROLE: 'sweep' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const out = [];
+  child.stderr.setEncoding('utf8').on('data', (c) => out.push(c));
+  cleanups.push({ what: 'floor sweep', fn: () => stopChild(child) });
+  let buf = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk) => (buf += chunk));
+  const failed = new Promise((_, reject) =>
+    child.once('exit', (code) => {
+      if (!buf.includes('FLOOR_SWEEP_DONE')) reject(new Error(`floor sweep exited with ${code}: ${out.join('')}`));
+    }),
+  );
+  failed.catch(() => undefined);
+  await Promise.race([
+    failed,
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`floor sweep not ready after 30 s: ${out.join('')}`)), 30_000);
+      const check = setInterval(() => buf.includes('FLOOR_SWEEP_READY') && (clearTimeout(timer), clearInterval(check), resolve()), 20);
+    }),
+  ]);
+  return { child, failed, go: () => child.stdin.write('go\n') };
 }
 
 /**
@@ -398,20 +478,27 @@ async function settle(api, wallet) {
     headers: { 'x-api-key': wallet.admin_key, 'content-type': 'application/json' },
     body: JSON.stringify({ advance_seconds: 30 * 86_400 }),
   });
+  const seconds = await quiet();
+  log(`clock moved 30 days ahead; quiet after ${seconds.toFixed(1)} s`);
+}
+
+/** Waits until the machine is quiet (2 s in a row with the services and PostgreSQL all but idle, at most 5 min); returns after how long. */
+async function quiet() {
   const busy = () => Object.values(tracked).reduce((a, pid) => a + cpuSeconds(pid), 0) + postgresPids().reduce((a, pid) => a + cpuSeconds(pid), 0);
   const started = performance.now();
   const until = started + 300_000;
-  let quiet = 0;
-  // A profiler's sampling keeps each profiled service a little busy even when it has nothing to do.
-  const idle = PROFILE_DIR ? 0.05 + 0.03 * Object.keys(tracked).length : 0.05;
+  let calm = 0;
+  // Idle, the services' pollers and PostgreSQL take 0.05-0.09 of a core between them; a profiler's
+  // sampling keeps each profiled service a little busier.
+  const idle = PROFILE_DIR ? 0.15 + 0.03 * Object.keys(tracked).length : 0.15;
   let last = busy();
-  while (quiet < 2 && performance.now() < until) {
+  while (calm < 2 && performance.now() < until) {
     await new Promise((r) => setTimeout(r, 1000));
     const now = busy();
-    quiet = now - last < idle ? quiet + 1 : 0;
+    calm = now - last < idle ? calm + 1 : 0;
     last = now;
   }
-  log(`clock moved 30 days ahead; quiet after ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return (performance.now() - started) / 1000;
 }
 
 /** Moves the clock past the renewal lead time and waits until all `size` renewal payments exist. */
@@ -423,15 +510,7 @@ async function sweepUntilDone(c, api, wallet, plan, size) {
     body: JSON.stringify({ advance_seconds: 1.5 * 86_400 }),
   });
   // A sweep that stops moving is a failure, not a long wait (rows the scheduler never loads, say).
-  let last = -1;
-  let lastMoved = performance.now();
-  for (;;) {
-    const { rows } = await c.query(`SELECT count(*)::int AS n FROM billing.subscriptions WHERE plan_id = $1 AND renewal_for = current_period_end`, [plan.id]);
-    if (rows[0].n >= size) break;
-    if (rows[0].n !== last) [last, lastMoved] = [rows[0].n, performance.now()];
-    if (performance.now() - lastMoved > 120_000) throw new Error(`sweep N=${size} stalled for 2 minutes at ${rows[0].n} done`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  await renewedAll(c, plan.id, size, `sweep N=${size}`);
 }
 
 /**
@@ -644,17 +723,22 @@ async function main() {
   printTable(rows, m);
   if (sweeps.length) {
     console.log('\nrenewal sweep (scheduler creates one renewal payment per due subscription)');
-    for (const w of sweeps)
+    for (const w of sweeps) {
       console.log(
         `  N=${String(w.n).padStart(7)}  ${w.seconds.toFixed(1).padStart(7)} s  ${w.per_second.toFixed(0).padStart(6)} renewals/s  peak RSS ${w.rss_peak_mb} MB (billing, payments)`,
       );
+      if (w.floor)
+        console.log(
+          `  floor    ${w.floor.seconds.toFixed(1).padStart(7)} s  ${w.floor.per_second.toFixed(0).padStart(6)} renewals/s  (the scheduler at ${(w.per_second / w.floor.per_second).toFixed(3)} of the floor)`,
+        );
+    }
   }
   if (webhooks?.unverifiable) process.exitCode = 1;
   if (webhooks) console.log(`\nwebhook deliveries: ${webhooks.n} signed deliveries in ${webhooks.seconds.toFixed(1)} s = ${webhooks.per_second.toFixed(0)}/s`);
   const cpuRows = [
     ...rows.map((r) => [r.scenario, r.cpu, 'request']),
     ...(webhooks ? [['webhook deliveries', webhooks.cpu, 'delivery']] : []),
-    ...sweeps.map((w) => [`renewal sweep N=${w.n}`, w.cpu, 'renewal']),
+    ...sweeps.flatMap((w) => [[`renewal sweep N=${w.n}`, w.cpu, 'renewal'], ...(w.floor ? [[`floor renewal sweep N=${w.n}`, w.floor.cpu, 'renewal']] : [])]),
   ];
   if (cpuRows.length) {
     // The ceiling: the rate at which the machine's cores would be busy with nothing but this work.
@@ -698,6 +782,8 @@ async function main() {
     ratio_post: byName.gateway_post && +byName.gateway_post.ratio.toFixed(3),
     ratio_subscribe_lightning: byName.subscribe_lightning && +byName.subscribe_lightning.ratio.toFixed(3),
     sweep: sweeps.map((w) => ({ n: w.n, seconds: +w.seconds.toFixed(1), rate: Math.round(w.per_second), rss_peak_mb: w.rss_peak_mb })),
+    floor_sweep: sweeps.flatMap((w) => (w.floor ? [{ n: w.n, seconds: +w.floor.seconds.toFixed(1), rate: Math.round(w.floor.per_second) }] : [])),
+    ratio_sweep: sweeps.flatMap((w) => (w.floor ? [{ n: w.n, ratio: +(w.per_second / w.floor.per_second).toFixed(3) }] : [])),
     webhook_deliveries_per_s: webhooks && Math.round(webhooks.per_second),
     rss_idle_mb: rssIdle,
     cpu_ms_per_unit: Object.fromEntries(cpuRows.map(([name, cpu]) => [name, cpu.ms_per_unit])),

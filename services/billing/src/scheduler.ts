@@ -7,7 +7,8 @@ import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheck
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit, emitMany, fiatCharged, reminderData, reminderTerms, renewalPeriodData, trialEndData } from './transitions.js';
 
-type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
+type RenewalDue = Extract<Due, { kind: 'renewal_payment' }>;
+type Renewal = { s: SubRow; due: RenewalDue };
 type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
 type ToWithdraw = { wallet_id: string; subscription_id: string; payment_id: string; period_end: number };
 
@@ -23,9 +24,75 @@ const RENEWAL_BATCH = RENEWAL_BATCH_MAX;
  * Batches of a sweep pass in flight at once (see `sweep`): enough that billing, payments, the notifier
  * and PostgreSQL each have work while the others do theirs (two left a third of 2 cores idle).
  */
-const RENEWAL_LANES = 4;
+export const RENEWAL_LANES = 4;
 /** Due subscriptions a sweep pass loads: its batches wait for each other at the end of a pass. */
 export const SWEEP_PASS_ROWS = 2000;
+
+/**
+ * What a renewal payment is asked for: payable until the grace period ends (the payments service may
+ * issue a shorter-lived invoice). The idempotency key names the period and what it replaces
+ * (`previous`), so a retry or a second replica gets it back.
+ */
+export function renewalAsk(s: SubRow, now: number, previous: string | null, plan: Plan | undefined, policy: SchedulePolicy) {
+  const end = s.current_period_end;
+  return {
+    purpose: 'renewal' as const,
+    description: `${plan?.name ?? 'Subscription'} renewal`,
+    // Payable through grace and the dunning window (payments caps each invoice's life; it is reissued).
+    expires_at: Math.max(dunningEnd(s, policy), end + 3600, now + 3600),
+    idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
+    // Paid after all (its event late), payments makes no replacement: this sweep skips it as a conflict.
+    ...(previous ? { replaces: previous } : {}),
+  };
+}
+
+/** The row of a subscription whose renewal payment a sweep has just had made (saved by compare-and-set). */
+export function renewalRow({ s, due }: Renewal, created: CreatedPayment, now: number): SubRow {
+  const end = s.current_period_end;
+  return {
+    ...s,
+    renewal_payment_id: created.payment.id,
+    renewal_for: end,
+    renewal_expires_at: created.checkout.expires_at,
+    reminded_for: due.last_call ? end : s.reminded_for,
+    reminder_notified_at: due.notify_subscriber ? now : s.reminder_notified_at,
+    updated_at: now,
+  };
+}
+
+/**
+ * The events of a renewal payment made by a sweep: the reminder that sends it out and, at the end of a
+ * free trial, `subscription.trial_ending` for owners. `s` is the row as the sweep read it, `row` as saved.
+ */
+export function renewalEvents({ s, due }: Renewal, row: SubRow, created: CreatedPayment, now: number, policy: SchedulePolicy) {
+  return [
+    {
+      s: row,
+      event: 'renewal.reminder' as const,
+      extra: {
+        ...reminderData(created, s.current_period_end, due.notify_subscriber),
+        ...reminderTerms(s, now, policy),
+        ...trialEndData(s, now),
+        ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
+      },
+    },
+    ...(due.trial_ending
+      ? [
+          {
+            s: row,
+            event: 'subscription.trial_ending' as const,
+            extra: {
+              trial_end: s.current_period_end,
+              // The reminder beside it says the trial ends, with the invoice: one message, not two alike.
+              notify_subscriber: false,
+              ...fiatCharged(created.payment),
+              ...renewalPeriodData(s, now, policy),
+            },
+          },
+        ]
+      : []),
+  ];
+}
 
 /**
  * Carries out what domain/schedule.ts says is due: it loads the rows whose stored next due time has
@@ -268,7 +335,7 @@ export class Scheduler {
     const plans = await Promise.all(batch.map(({ s }) => this.planOf(s)));
     const answers = await requestPayments(
       d,
-      batch.map(({ s, due }, i) => ({ plan: plans[i], sub: s, o: this.renewalAsk(s, now, due.replaces, plans[i]) })),
+      batch.map(({ s, due }, i) => ({ plan: plans[i], sub: s, o: renewalAsk(s, now, due.replaces, plans[i], this.policy) })),
     );
     const issued = batch.flatMap((r, i) => {
       const a = answers[i]!;
@@ -276,17 +343,7 @@ export class Scheduler {
         this.failed(r.s, a);
         return [];
       }
-      const end = r.s.current_period_end;
-      const row: SubRow = {
-        ...r.s,
-        renewal_payment_id: a.payment.id,
-        renewal_for: end,
-        renewal_expires_at: a.checkout.expires_at,
-        reminded_for: r.due.last_call ? end : r.s.reminded_for,
-        reminder_notified_at: r.due.notify_subscriber ? now : r.s.reminder_notified_at,
-        updated_at: now,
-      };
-      return [{ ...r, row, created: a }];
+      return [{ ...r, row: renewalRow(r, a, now), created: a }];
     });
     if (!issued.length) return 0;
     const { n, lost } = await d.db.tx(async (tx) => {
@@ -307,33 +364,7 @@ export class Scheduler {
       await emitMany(
         d,
         tx,
-        done.flatMap(({ s, due, row, created }) => [
-          {
-            s: row,
-            event: 'renewal.reminder' as const,
-            extra: {
-              ...reminderData(created, s.current_period_end, due.notify_subscriber),
-              ...reminderTerms(s, now, this.policy),
-              ...trialEndData(s, now),
-              ...(due.replaces ? { replaces_payment_id: due.replaces } : {}),
-            },
-          },
-          ...(due.trial_ending
-            ? [
-                {
-                  s: row,
-                  event: 'subscription.trial_ending' as const,
-                  extra: {
-                    trial_end: s.current_period_end,
-                    // The reminder beside it says the trial ends, with the invoice: one message, not two alike.
-                    notify_subscriber: false,
-                    ...fiatCharged(created.payment),
-                    ...renewalPeriodData(s, now, this.policy),
-                  },
-                },
-              ]
-            : []),
-        ]),
+        done.flatMap((x) => renewalEvents(x, x.row, x.created, now, this.policy)),
       );
       return { n: done.length, lost };
     });
@@ -551,27 +582,10 @@ export class Scheduler {
     return p && p.subscription_id === s.id && (p.status === 'pending' || p.status === 'paid') && p.payment_request ? p : undefined;
   }
 
-  /**
-   * The renewal payment of the current period, or the replacement of the expired `previous`: payable
-   * until the grace period ends (the payments service may issue a shorter-lived invoice). The
-   * idempotency key names the period and what it replaces, so a retry or a second replica gets it back.
-   */
+  /** The renewal payment of the current period, or the replacement of the expired `previous` (see `renewalAsk`). */
   private async requestRenewal(s: SubRow, now: number, previous: string | null) {
     const plan = await this.planOf(s);
-    return requestPayment(this.d, plan, s, this.renewalAsk(s, now, previous, plan));
-  }
-
-  private renewalAsk(s: SubRow, now: number, previous: string | null, plan: Plan | undefined) {
-    const end = s.current_period_end;
-    return {
-      purpose: 'renewal' as const,
-      description: `${plan?.name ?? 'Subscription'} renewal`,
-      // Payable through grace and the dunning window (payments caps each invoice's life; it is reissued).
-      expires_at: Math.max(dunningEnd(s, this.policy), end + 3600, now + 3600),
-      idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
-      // Paid after all (its event late), payments makes no replacement: this sweep skips it as a conflict.
-      ...(previous ? { replaces: previous } : {}),
-    };
+    return requestPayment(this.d, plan, s, renewalAsk(s, now, previous, plan, this.policy));
   }
 
   /**
