@@ -7,6 +7,11 @@
 //
 // env: NATS_URL, DATABASE_URL, FLOOR_WALLET (the wallet every request acts for), FLOOR_PORT (0 = free),
 //      DB_POOL_MAX (default 10, as billing). Prints one line `FLOOR_READY <port> <responder pid>` on stdout when serving.
+// FLOOR_ROLE=sweep is the floor of a renewal sweep instead (sweepFloor: DATABASE_URL, FLOOR_PLAN, FLOOR_NOW).
+//
+// The HTTP floor's connections keep PostgreSQL's default plan choice (a generic plan after five runs),
+// which plans less than the services' force_custom_plan (see the README's Decisions). The sweep's floor
+// plans as the services do: the generic plans of its batch statements cost PostgreSQL more at 100k rows.
 import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -41,6 +46,39 @@ const env = (name, def) => {
   return v;
 };
 
+/**
+ * A pool of the size the services use. Idle connections are kept: a backend that exits during a
+ * measurement drops out of the bench's CPU readings.
+ */
+function floorPool(options) {
+  pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+  const pool = new pg.Pool({
+    connectionString: env('DATABASE_URL'),
+    max: Number(env('DB_POOL_MAX', '10')),
+    idleTimeoutMillis: 0,
+    application_name: 'floor',
+    options,
+  });
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** `fn` in one transaction on a connection of `pool`, its statements named. */
+async function inTx(pool, fn) {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(named(client));
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
 // Named statements, as the services' store makes them (each text parsed once per connection).
 const names = new Map();
 const named = (q) => ({
@@ -52,9 +90,7 @@ const named = (q) => ({
 });
 
 async function responder() {
-  pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
-  const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: Number(env('DB_POOL_MAX', '10')), application_name: 'floor' });
-  pool.on('error', () => undefined);
+  const pool = floorPool();
   const nc = await connect({ servers: env('NATS_URL'), name: 'floor-responder' });
   const reply = (msg, status, data) => msg.respond(JSON.stringify({ status, data }));
 
@@ -153,11 +189,7 @@ function lightningCheckout(pool) {
     const nowMs = Date.now();
     const now = Math.floor(nowMs / 1000);
     const token = randomBytes(32).toString('hex');
-    const client = await pool.connect();
-    let sub;
-    try {
-      const tx = named(client);
-      await client.query('BEGIN');
+    const sub = await inTx(pool, async (tx) => {
       await plans.lockForCheckout(tx, plan.id);
       const { row: subscriber } = await subscribers.upsert(tx, {
         id: newId('cus_', nowMs),
@@ -171,7 +203,7 @@ function lightningCheckout(pool) {
         token_sealed: box.seal(token),
         created_at: now,
       });
-      sub = newSubscriptionRow(
+      const sub = newSubscriptionRow(
         plan,
         subscriber.id,
         { payment_method: 'lightning', receive_confirmations: true, receive_reminders: true, checkout_key: null },
@@ -192,13 +224,8 @@ function lightningCheckout(pool) {
         trial: false,
         notify_subscriber: false,
       });
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+      return sub;
+    });
     const expiry = 3600;
     const invoice = await lightning.createInvoice({ amount_sats: plan.amount_sats, memo: `${plan.name} (${plan.interval})`, expiry_seconds: expiry });
     const [payment] = await payments.insertMany(db, [
@@ -265,14 +292,13 @@ function pendingLightningPayment({ sub, plan_name, purpose, invoice, nowMs, idem
  * idempotency look-up, the dev provider's signed invoices and one multi-row insert, then one billing
  * transaction of the compare-and-set saves, the renewal records and the events (`renewal.reminder`, and
  * `subscription.trial_ending` at a trial's end) in the outbox. Left out: the bus between billing and
- * payments, message validation, tracing and logs. The events' way on (billing's relay, JetStream, the
- * notifier) is the running services' work, as for a real sweep. One process; after `FLOOR_SWEEP_READY` it
- * waits for a line on stdin, sweeps, prints `FLOOR_SWEEP_DONE <renewals>` and exits.
+ * payments (billing's and payments' work share one process here), message validation, tracing and logs.
+ * The events' way on (billing's relay, JetStream, the notifier) is the running services' work, as for a
+ * real sweep. After `FLOOR_SWEEP_READY` it waits for a line on stdin, sweeps, prints
+ * `FLOOR_SWEEP_DONE <renewals>` and waits for SIGTERM (see the end).
  */
 async function sweepFloor() {
-  pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
-  const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: Number(env('DB_POOL_MAX', '10')), application_name: 'floor' });
-  pool.on('error', () => undefined);
+  const pool = floorPool('-c plan_cache_mode=force_custom_plan');
   const planId = env('FLOOR_PLAN');
   const now = Number(env('FLOOR_NOW'));
   const policy = { dunning_days: Number(env('DUNNING_DAYS', '14')) };
@@ -284,15 +310,16 @@ async function sweepFloor() {
   const db = named(pool);
   const invoiceMaxExpiry = Number(env('INVOICE_MAX_EXPIRY_S', '86400'));
 
+  /** One batch of renewals (`{ s, due }`, as the scheduler's `issueRenewals` takes them). */
   const renew = async (batch, plan) => {
-    const asks = batch.map((s) => renewalAsk(s, now, null, plan, policy));
+    const asks = batch.map(({ s, due }) => renewalAsk(s, now, due.replaces, plan, policy));
     const known = await payments.byIdempotencyKeys(
       db,
-      asks.map((a, i) => ({ wallet_id: batch[i].wallet_id, idempotency_key: a.idempotency_key })),
+      asks.map((a, i) => ({ wallet_id: batch[i].s.wallet_id, idempotency_key: a.idempotency_key })),
     );
     if (known.length) throw new Error(`floor sweep: ${known.length} renewal payments exist already`);
     const rows = await Promise.all(
-      batch.map(async (s, i) => {
+      batch.map(async ({ s }, i) => {
         const invoice = await lightning.createInvoice({
           amount_sats: s.amount_sats,
           memo: asks[i].description,
@@ -310,17 +337,13 @@ async function sweepFloor() {
     );
     const stored = new Map((await payments.insertMany(db, rows)).map((p) => [p.idempotency_key, p]));
     const issued = await Promise.all(
-      batch.map(async (s, i) => {
+      batch.map(async (r, i) => {
         const p = stored.get(asks[i].idempotency_key);
         const created = { payment: toPayment(p), checkout: await checkoutOf(p) };
-        const r = { s, due: dueNow(s, now, policy) };
         return { ...r, row: renewalRow(r, created, now), created };
       }),
     );
-    const client = await pool.connect();
-    try {
-      const tx = named(client);
-      await client.query('BEGIN');
+    await inTx(pool, async (tx) => {
       const saved = await d.subscriptions.saveMany(
         tx,
         issued.map((x) => x.row),
@@ -333,15 +356,9 @@ async function sweepFloor() {
       await emitMany(
         d,
         tx,
-        issued.flatMap((x) => renewalEvents(x, x.row, x.created, now, policy)),
+        issued.flatMap((x) => renewalEvents(x, now, policy)),
       );
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   };
 
   // An exit of its own on SIGTERM, so that a CPU profile (--cpu-prof) is written.
@@ -350,11 +367,11 @@ async function sweepFloor() {
   await new Promise((resolve) => process.stdin.once('data', resolve));
   let renewed = 0;
   for (;;) {
-    const due = await d.subscriptions.due(db, now, SWEEP_PASS_ROWS);
+    const due = (await d.subscriptions.due(db, now, SWEEP_PASS_ROWS)).map((s) => ({ s, due: dueNow(s, now, policy) }));
     if (!due.length) break;
-    const other = due.find((s) => s.plan_id !== planId || dueNow(s, now, policy).kind !== 'renewal_payment');
-    if (other) throw new Error(`floor sweep: ${other.id} is due and is not a renewal of ${planId}`);
-    const plan = await plans.get(db, due[0].wallet_id, planId);
+    const other = due.find(({ s, due }) => s.plan_id !== planId || due.kind !== 'renewal_payment');
+    if (other) throw new Error(`floor sweep: ${other.s.id} is due and is not a renewal of ${planId}`);
+    const plan = await plans.get(db, due[0].s.wallet_id, planId);
     let next = 0;
     const lane = async () => {
       while (next < due.length) await renew(due.slice(next, (next += RENEWAL_BATCH_MAX)), plan);

@@ -200,29 +200,57 @@ async function createDatabase() {
   return { name, url: url.toString() };
 }
 
-/** bench/floor.mjs as a child; resolves with its URL once it prints FLOOR_READY. */
-async function startFloor(env) {
-  const child = spawn(process.execPath, [join(ROOT, 'bench/floor.mjs')], {
+/**
+ * bench/floor.mjs as a child in `role` (FLOOR_ROLE; none for the HTTP floor), once its stdout matched
+ * `ready`. `line(re)` resolves with the match of a later line; `failed` rejects if the child exits
+ * before `stop()`.
+ */
+async function spawnFloor(role, env, ready) {
+  const what = `floor${role ? ` ${role}` : ''}`;
+  const profile = PROFILE_DIR && role ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=floor-${role}-${Date.now()}.cpuprofile`] : [];
+  const child = spawn(process.execPath, [...profile, join(ROOT, 'bench/floor.mjs')], {
     cwd: ROOT,
-    env: { ...process.env, ...env, FLOOR_PORT: '0' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env, ...(role ? { FLOOR_ROLE: role } : {}) },
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   const out = [];
   child.stderr.setEncoding('utf8').on('data', (c) => out.push(c));
-  cleanups.push({ what: 'floor', fn: () => stopChild(child) });
-  const [port, responderPid] = await new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`floor not ready after 30 s: ${out.join('')}`)), 30_000);
-    child.stdout.setEncoding('utf8').on('data', (chunk) => {
-      buf += chunk;
-      const m = /FLOOR_READY (\d+) (\d+)/.exec(buf);
-      if (m) clearTimeout(timer), resolve([Number(m[1]), Number(m[2])]);
+  // A floor gone before the bench writes to it must not end the bench (EPIPE) without its cleanup.
+  child.stdin.on('error', () => undefined);
+  let stopping = false;
+  const stop = () => ((stopping = true), stopChild(child));
+  cleanups.push({ what, fn: stop });
+  let buf = '';
+  const waiting = [];
+  const check = () => {
+    for (const w of [...waiting]) {
+      const m = w.re.exec(buf);
+      if (m) waiting.splice(waiting.indexOf(w), 1), w.resolve(m);
+    }
+  };
+  const line = (re) =>
+    new Promise((resolve) => {
+      waiting.push({ re, resolve });
+      check();
     });
-    child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`floor exited with ${code}: ${out.join('')}`))));
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await waitReady(`${url}/readyz`, 10_000, child);
-  return { url, child, responderPid };
+  child.stdout.setEncoding('utf8').on('data', (chunk) => ((buf += chunk), check()));
+  const failed = new Promise((_, reject) => child.once('exit', (code) => stopping || reject(new Error(`${what} exited with ${code}: ${out.join('')}`))));
+  failed.catch(() => undefined);
+  let timer;
+  const match = await Promise.race([
+    failed,
+    line(ready),
+    new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} not ready after 30 s: ${out.join('')}`)), 30_000))),
+  ]).finally(() => clearTimeout(timer));
+  return { child, match, line, failed, stop };
+}
+
+/** The HTTP floor; resolves with its URL once it serves. */
+async function startFloor(env) {
+  const floor = await spawnFloor(undefined, { ...env, FLOOR_PORT: '0' }, /FLOOR_READY (\d+) (\d+)/);
+  const url = `http://127.0.0.1:${floor.match[1]}`;
+  await waitReady(`${url}/readyz`, 10_000, floor.child);
+  return { url, child: floor.child, responderPid: Number(floor.match[2]), stop: floor.stop };
 }
 
 /** `fn` with the floor up, its two processes' CPU counted as the floor's. */
@@ -234,7 +262,7 @@ async function withFloor(env, fn) {
   try {
     return await fn(floor);
   } finally {
-    await stopChild(floor.child);
+    await floor.stop();
     delete tracked.floor;
     delete tracked['floor:responder'];
   }
@@ -352,9 +380,10 @@ async function insertDue(c, api, wallet, name, size, now, end) {
        true, true, $3, $3, $6 FROM generate_series(1, $5) g`,
     [wallet.id, plan.id, now, end, size, end - 86_400],
   );
-  // Statistics as autovacuum would soon leave them: rows loaded in one statement would otherwise be
-  // planned as the few there were before, and autovacuum's ANALYZE would land inside the measurement.
-  await c.query('ANALYZE billing.subscribers, billing.subscriptions');
+  // Tables as autovacuum would soon leave them: rows loaded in one statement would otherwise be planned
+  // as the few there were before, and autovacuum would land inside the measurement, cleaning up after
+  // the last sweep (a floor's sweep right after the scheduler's paid for the scheduler's dead rows).
+  await c.query('VACUUM (ANALYZE) billing.subscribers, billing.subscriptions, billing.renewal_payments, billing.outbox, payments.payments');
   return plan;
 }
 
@@ -393,7 +422,7 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
   const c = new pg.Client({ connectionString: databaseUrl });
   await c.connect();
   try {
-    await settle(api, wallet);
+    await settle(api, wallet, c);
     const clock = await request(`${api}/dev/clock`, { method: 'POST', key: wallet.admin_key, body: '{}' });
     log(`sweep N=${size}: inserting`);
     const plan = await insertDue(c, api, wallet, `Sweep ${size}`, size, clock.now, clock.now + 2 * 86_400);
@@ -409,18 +438,22 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
     const ours = { n: size, seconds, per_second: size / seconds, rss_peak_mb: peak(), cpu };
     if (!SWEEP_FLOOR) return ours;
 
-    // The floor's rows fall due an hour from now by the test clock, which billing's scheduler does not
-    // reach meanwhile (the clock only moves when asked): the floor sweeps at that moment, alone.
-    await quiet();
+    // The floor's rows fall due an hour from now by the test clock (real time plus the moves asked for),
+    // out of the reach of billing's scheduler for the floor's run: the floor sweeps at that moment, alone.
+    await quiet(c);
     const { now } = await request(`${api}/dev/clock`, { method: 'POST', key: wallet.admin_key, body: '{}' });
     log(`floor sweep N=${size}: inserting`);
     const floorPlan = await insertDue(c, api, wallet, `Floor sweep ${size}`, size, now, now + 3600 + 86_400);
-    const floor = await step(startSweepFloor({ DATABASE_URL: databaseUrl, FLOOR_PLAN: floorPlan.id, FLOOR_NOW: String(now + 3600) }));
+    const floor = await step(spawnFloor('sweep', { DATABASE_URL: databaseUrl, FLOOR_PLAN: floorPlan.id, FLOOR_NOW: String(now + 3600) }, /FLOOR_SWEEP_READY/));
     tracked.floor = floor.child.pid;
     try {
+      // Done when the renewals exist, as for the scheduler; a floor done with fewer fails at once.
+      const short = floor
+        .line(/FLOOR_SWEEP_DONE (\d+)/)
+        .then((m) => (Number(m[1]) < size ? Promise.reject(new Error(`floor sweep N=${size} renewed ${m[1]}`)) : new Promise(() => undefined)));
       const f0 = performance.now();
       const { cpu: floorCpu } = await withCpu(
-        () => (floor.go(), Promise.race([renewedAll(c, floorPlan.id, size, `floor sweep N=${size}`), floor.failed])),
+        () => (floor.child.stdin.write('go\n'), Promise.race([renewedAll(c, floorPlan.id, size, `floor sweep N=${size}`), floor.failed, short])),
         () => size,
       );
       const floorSeconds = (performance.now() - f0) / 1000;
@@ -428,41 +461,12 @@ async function renewalSweep(databaseUrl, api, wallet, size, pids) {
       await outboxDrained(c, `floor sweep N=${size}`, f0, floorSeconds);
       return { ...ours, floor: { n: size, seconds: floorSeconds, per_second: size / floorSeconds, cpu: floorCpu } };
     } finally {
-      await stopChild(floor.child);
+      await floor.stop();
       delete tracked.floor;
     }
   } finally {
     await c.end();
   }
-}
-
-/** bench/floor.mjs in its sweep role, ready to start on `go()`; `failed` rejects if it exits before it is done. */
-async function startSweepFloor(env) {
-  const profile = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=floor-sweep-${env.FLOOR_PLAN}.cpuprofile`] : [];
-  const child = spawn(process.execPath, [...profile, join(ROOT, 'bench/floor.mjs')], {
-    cwd: ROOT,
-    env: { ...process.env, ...env, FLOOR_ROLE: 'sweep' },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  const out = [];
-  child.stderr.setEncoding('utf8').on('data', (c) => out.push(c));
-  cleanups.push({ what: 'floor sweep', fn: () => stopChild(child) });
-  let buf = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk) => (buf += chunk));
-  const failed = new Promise((_, reject) =>
-    child.once('exit', (code) => {
-      if (!buf.includes('FLOOR_SWEEP_DONE')) reject(new Error(`floor sweep exited with ${code}: ${out.join('')}`));
-    }),
-  );
-  failed.catch(() => undefined);
-  await Promise.race([
-    failed,
-    new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`floor sweep not ready after 30 s: ${out.join('')}`)), 30_000);
-      const check = setInterval(() => buf.includes('FLOOR_SWEEP_READY') && (clearTimeout(timer), clearInterval(check), resolve()), 20);
-    }),
-  ]);
-  return { child, failed, go: () => child.stdin.write('go\n') };
 }
 
 /**
@@ -471,19 +475,24 @@ async function startSweepFloor(env) {
  * end cancelled or expired, nothing was paid), and the machine left to go quiet, so that a sweep
  * measures its own renewals only.
  */
-async function settle(api, wallet) {
+async function settle(api, wallet, c) {
   // As in sweepUntilDone: the gateway may stop waiting for the sweep this call runs (503) while it goes on.
   await fetch(`${api}/dev/clock`, {
     method: 'POST',
     headers: { 'x-api-key': wallet.admin_key, 'content-type': 'application/json' },
     body: JSON.stringify({ advance_seconds: 30 * 86_400 }),
   });
-  const seconds = await quiet();
+  const seconds = await quiet(c);
   log(`clock moved 30 days ahead; quiet after ${seconds.toFixed(1)} s`);
 }
 
-/** Waits until the machine is quiet (2 s in a row with the services and PostgreSQL all but idle, at most 5 min); returns after how long. */
-async function quiet() {
+/**
+ * Waits until the machine is quiet: 2 s in a row with the services and PostgreSQL all but idle and no
+ * autovacuum under way (the last sweep's rows would have it vacuum inside the next measurement); at most
+ * 5 min. Returns after how long.
+ */
+async function quiet(c) {
+  const vacuuming = async () => (await c.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`)).rows[0].n > 0;
   const busy = () => Object.values(tracked).reduce((a, pid) => a + cpuSeconds(pid), 0) + postgresPids().reduce((a, pid) => a + cpuSeconds(pid), 0);
   const started = performance.now();
   const until = started + 300_000;
@@ -495,7 +504,7 @@ async function quiet() {
   while (calm < 2 && performance.now() < until) {
     await new Promise((r) => setTimeout(r, 1000));
     const now = busy();
-    calm = now - last < idle ? calm + 1 : 0;
+    calm = now - last < idle && !(await vacuuming()) ? calm + 1 : 0;
     last = now;
   }
   return (performance.now() - started) / 1000;

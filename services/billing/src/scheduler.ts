@@ -7,8 +7,7 @@ import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheck
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit, emitMany, fiatCharged, reminderData, reminderTerms, renewalPeriodData, trialEndData } from './transitions.js';
 
-type RenewalDue = Extract<Due, { kind: 'renewal_payment' }>;
-type Renewal = { s: SubRow; due: RenewalDue };
+type Renewal = { s: SubRow; due: Extract<Due, { kind: 'renewal_payment' }> };
 type Tx = Parameters<Parameters<Deps['db']['tx']>[0]>[0];
 type ToWithdraw = { wallet_id: string; subscription_id: string; payment_id: string; period_end: number };
 
@@ -29,8 +28,8 @@ export const RENEWAL_LANES = 4;
 export const SWEEP_PASS_ROWS = 2000;
 
 /**
- * What a renewal payment is asked for: payable until the grace period ends (the payments service may
- * issue a shorter-lived invoice). The idempotency key names the period and what it replaces
+ * What a renewal payment is asked for: payable through grace and the dunning window (the payments
+ * service may issue a shorter-lived invoice). The idempotency key names the period and what it replaces
  * (`previous`), so a retry or a second replica gets it back.
  */
 export function renewalAsk(s: SubRow, now: number, previous: string | null, plan: Plan | undefined, policy: SchedulePolicy) {
@@ -38,7 +37,7 @@ export function renewalAsk(s: SubRow, now: number, previous: string | null, plan
   return {
     purpose: 'renewal' as const,
     description: `${plan?.name ?? 'Subscription'} renewal`,
-    // Payable through grace and the dunning window (payments caps each invoice's life; it is reissued).
+    // Payments caps each invoice's life; it is reissued.
     expires_at: Math.max(dunningEnd(s, policy), end + 3600, now + 3600),
     idempotency_key: previous ? `renewal:${s.id}:${end}:after:${previous}` : `renewal:${s.id}:${end}`,
     // Paid after all (its event late), payments makes no replacement: this sweep skips it as a conflict.
@@ -64,7 +63,7 @@ export function renewalRow({ s, due }: Renewal, created: CreatedPayment, now: nu
  * The events of a renewal payment made by a sweep: the reminder that sends it out and, at the end of a
  * free trial, `subscription.trial_ending` for owners. `s` is the row as the sweep read it, `row` as saved.
  */
-export function renewalEvents({ s, due }: Renewal, row: SubRow, created: CreatedPayment, now: number, policy: SchedulePolicy) {
+export function renewalEvents({ s, due, row, created }: Renewal & { row: SubRow; created: CreatedPayment }, now: number, policy: SchedulePolicy) {
   return [
     {
       s: row,
@@ -364,7 +363,7 @@ export class Scheduler {
       await emitMany(
         d,
         tx,
-        done.flatMap((x) => renewalEvents(x, x.row, x.created, now, this.policy)),
+        done.flatMap((x) => renewalEvents(x, now, this.policy)),
       );
       return { n: done.length, lost };
     });
