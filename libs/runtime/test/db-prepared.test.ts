@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createDatabase } from '../../../test/support/stack.js';
-import { createDb, isDbUnavailable, type Db } from '../src/db.js';
+import { createDb, isDbUnavailable, keyLookup, type Db } from '../src/db.js';
 
 // One connection per pool, so that pg_prepared_statements (a per-session view) is read on the
 // connection that ran the statements.
@@ -63,6 +63,71 @@ describe('named statements', () => {
     await new Promise((r) => setTimeout(r, 1500));
     await db.query('SELECT 1');
     expect(Number(await read()) - before).toBeLessThan(100);
+  });
+
+  it('key look-ups outside a transaction keep one generic plan; inside one, and every other statement, are planned each time', async () => {
+    const db = open();
+    await db.query('CREATE TABLE names (id INT PRIMARY KEY, name TEXT NOT NULL)');
+    const lookup = keyLookup('SELECT name FROM names WHERE id = $1 AND $2::int >= 0');
+    // Marked too, so that it runs on the look-ups' own connection (one, as the pool has one): the view is per session.
+    const plans = keyLookup('SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE statement = $1');
+    await db.query('INSERT INTO names (id, name) VALUES (100, $1)', ['keyed']);
+    for (let i = 0; i < 8; i++) expect((await db.query(lookup, [100, i])).rows).toEqual([{ name: 'keyed' }]);
+    expect((await db.query(plans, [lookup])).rows).toEqual([{ generic: 6, custom: 0 }]);
+    expect((await db.query<{ plan_cache_mode: string }>('SHOW plan_cache_mode')).rows[0]!.plan_cache_mode).toBe('force_custom_plan');
+    const inTx = await db.tx(async (q) => {
+      for (let i = 0; i < 8; i++) expect((await q.query(lookup, [100, i])).rows).toEqual([{ name: 'keyed' }]);
+      return (await q.query(plans, [lookup])).rows;
+    });
+    expect(inTx).toEqual([{ generic: 0, custom: 8 }]);
+  });
+
+  it("a key look-up's connection is replaced after 1,000 of them: a plan made on a one-page table is made again as it grows", async () => {
+    // At a page or two a scan of the table (or of another index holding the key) costs what the key's
+    // index does, and a generic plan made then would read the whole table on every call once it grew.
+    const setup = open(false);
+    await setup.query('CREATE TABLE keyed (id TEXT PRIMARY KEY, wallet TEXT NOT NULL, created BIGINT NOT NULL, pad TEXT)');
+    await setup.query('CREATE INDEX keyed_by_wallet ON keyed (wallet, created DESC, id DESC)');
+    await setup.query(`INSERT INTO keyed VALUES ('k0', 'w', 0, 'x')`);
+    await setup.query('ANALYZE keyed');
+    const db = open();
+    const lookup = keyLookup('SELECT id, pg_backend_pid() AS pid FROM keyed WHERE id = $1');
+    let uses = 0;
+    const look = async (id: string) => {
+      uses++;
+      const { rows } = await db.query<{ id: string; pid: number }>(lookup, [id]);
+      expect(rows[0]!.id).toBe(id);
+      return rows[0]!.pid;
+    };
+    const first = await look('k0');
+    for (let i = 0; i < 10; i++) expect(await look('k0')).toBe(first);
+    await setup.query(`INSERT INTO keyed SELECT 'k' || g, 'w', g, repeat('x', 100) FROM generate_series(1, 20000) g`);
+    const stats = async () =>
+      (
+        await setup.query<{ n: string }>(
+          `SELECT (coalesce(seq_tup_read, 0) + coalesce((SELECT sum(idx_tup_read) FROM pg_stat_user_indexes i
+             WHERE i.relid = t.relid AND indexrelname <> 'keyed_pkey'), 0))::text AS n FROM pg_stat_user_tables t WHERE relname = 'keyed'`,
+        )
+      ).rows[0]!.n;
+    const readPerLookup = async (from: number, n: number) => {
+      const before = Number(await stats());
+      const pids = new Set<number>();
+      for (let i = 0; i < n; i++) pids.add(await look(`k${from + i}`));
+      // Table statistics reach the view when a backend reports them (at most once a second).
+      await new Promise((r) => setTimeout(r, 1500));
+      await look('k0');
+      return { read: (Number(await stats()) - before) / n, pids };
+    };
+    // The plan of the one-page table, still in use: a whole scan per look-up.
+    const stale = await readPerLookup(1, 20);
+    expect(stale.pids).toEqual(new Set([first]));
+    expect(stale.read).toBeGreaterThan(1000);
+    // Its 1,000th use is its last: the next look-up runs on a new connection, whose plan is the key's index.
+    while (uses < 1000) expect(await look('k0')).toBe(first);
+    const fresh = await readPerLookup(100, 50);
+    expect(fresh.pids.has(first)).toBe(false);
+    expect(fresh.pids.size).toBe(1);
+    expect(fresh.read).toBeLessThan(1);
   });
 
   it('a statement run a third time is prepared on the connection and still answers', async () => {

@@ -1,5 +1,5 @@
 import type { Paginated, Plan } from '@sb/contracts';
-import { lockUntilCommit, type Queryable } from '@sb/runtime';
+import { keyLookup, lockUntilCommit, type Queryable } from '@sb/runtime';
 
 const COLUMNS = `id, wallet_id AS wallet, name, description, amount_sats, interval, trial_days, grace_period_days,
   allow_lightning, allow_onchain, allow_nwc, allow_cardproc, allow_walletproc, watchonly_wallet_id,
@@ -26,7 +26,7 @@ const WRITABLE = [
 
 /** The statements of the two hot paths, shared with the bench's floor program (bench/floor.mjs) so it runs exactly these. */
 export const planSql = (schema: string) => ({
-  get: `SELECT ${COLUMNS}, version FROM ${schema}.plans WHERE id = $1 AND wallet_id = $2`,
+  get: keyLookup(`SELECT ${COLUMNS}, version FROM ${schema}.plans WHERE id = $1 AND wallet_id = $2`),
   insert: `INSERT INTO ${schema}.plans (id, wallet_id, created_at, ${WRITABLE.join(', ')})
        VALUES ($1, $2, $3, ${WRITABLE.map((_, i) => `$${i + 4}`).join(', ')})`,
   insertValues: (p: Plan) => [p.id, p.wallet, p.created_at, ...WRITABLE.map((c) => p[c] ?? null)],
@@ -37,10 +37,12 @@ export class PlansRepo {
   /** Built once: the hot paths' statement texts were rebuilt on every call. */
   private readonly sql: ReturnType<typeof planSql>;
   private readonly getForUpdate: string;
+  private readonly getPublicSql: string;
 
   constructor(private readonly schema = 'billing') {
     this.sql = planSql(schema);
     this.getForUpdate = `${this.sql.get} FOR UPDATE`;
+    this.getPublicSql = keyLookup(`SELECT ${COLUMNS} FROM ${schema}.plans WHERE id = $1 AND NOT is_deleted`);
   }
 
   async insert(q: Queryable, p: Plan): Promise<void> {
@@ -66,7 +68,7 @@ export class PlansRepo {
   }
 
   async getPublic(q: Queryable, id: string): Promise<Plan | undefined> {
-    const { rows } = await q.query(`SELECT ${COLUMNS} FROM ${this.schema}.plans WHERE id = $1 AND NOT is_deleted`, [id]);
+    const { rows } = await q.query(this.getPublicSql, [id]);
     return rows[0];
   }
 

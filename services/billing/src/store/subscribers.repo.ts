@@ -1,5 +1,5 @@
 import type { Paginated } from '@sb/contracts';
-import type { Queryable } from '@sb/runtime';
+import { keyLookup, type Queryable } from '@sb/runtime';
 
 interface SubscriberRow {
   id: string;
@@ -26,7 +26,13 @@ export const publicSubscriber = (r: SubscriberRow) => ({
 });
 
 export class SubscribersRepo {
-  constructor(private readonly schema = 'billing') {}
+  private readonly getSql: string;
+  private readonly byTokenSql: string;
+
+  constructor(private readonly schema = 'billing') {
+    this.getSql = keyLookup(`SELECT ${COLS} FROM ${schema}.subscribers WHERE id = $1 AND wallet_id = $2`);
+    this.byTokenSql = keyLookup(`SELECT ${COLS} FROM ${schema}.subscribers WHERE token_hash = $1`);
+  }
 
   /**
    * One subscriber per (wallet, email): an existing one is returned with `created` false (and keeps its
@@ -55,12 +61,12 @@ export class SubscribersRepo {
   }
 
   async get(q: Queryable, walletId: string, id: string): Promise<SubscriberRow | undefined> {
-    const { rows } = await q.query<SubscriberRow>(`SELECT ${COLS} FROM ${this.schema}.subscribers WHERE id = $1 AND wallet_id = $2`, [id, walletId]);
+    const { rows } = await q.query<SubscriberRow>(this.getSql, [id, walletId]);
     return rows[0];
   }
 
   async byTokenHash(q: Queryable, hash: string): Promise<SubscriberRow | undefined> {
-    const { rows } = await q.query<SubscriberRow>(`SELECT ${COLS} FROM ${this.schema}.subscribers WHERE token_hash = $1`, [hash]);
+    const { rows } = await q.query<SubscriberRow>(this.byTokenSql, [hash]);
     return rows[0];
   }
 

@@ -1,5 +1,5 @@
 import type { Paginated, PaymentMethod, Subscription, SubscriptionStatus } from '@sb/contracts';
-import type { Queryable } from '@sb/runtime';
+import { keyLookup, type Queryable } from '@sb/runtime';
 import { hasAccess, LIVE, type SubState, whoCancelled } from '../domain/lifecycle.js';
 import { nextDueAt, type SchedulePolicy } from '../domain/schedule.js';
 
@@ -133,7 +133,14 @@ export class SubscriptionsRepo {
   constructor(
     private readonly schema = 'billing',
     private readonly policy: SchedulePolicy = { dunning_days: 14 },
-  ) {}
+  ) {
+    const byId = (walletId: boolean, forUpdate: boolean) =>
+      `SELECT ${COLS} FROM ${schema}.subscriptions WHERE id = $1 ${walletId ? 'AND wallet_id = $2' : ''}${forUpdate ? ' FOR UPDATE' : ''}`;
+    this.getSql = [keyLookup(byId(false, false)), keyLookup(byId(true, false)), byId(false, true), byId(true, true)];
+  }
+
+  /** By id, by id and wallet, and each for update. */
+  private readonly getSql: string[];
 
   /** Every write stores when the scheduler must look at the row next, as domain/schedule.ts decides. */
   private nextDue(r: Omit<SubRow, 'version'>): number | null {
@@ -163,10 +170,7 @@ export class SubscriptionsRepo {
   }
 
   async get(q: Queryable, walletId: string | null, id: string, forUpdate = false): Promise<SubRow | undefined> {
-    const { rows } = await q.query<SubRow>(
-      `SELECT ${COLS} FROM ${this.schema}.subscriptions WHERE id = $1 ${walletId ? 'AND wallet_id = $2' : ''}${forUpdate ? ' FOR UPDATE' : ''}`,
-      walletId ? [id, walletId] : [id],
-    );
+    const { rows } = await q.query<SubRow>(this.getSql[(walletId ? 1 : 0) + (forUpdate ? 2 : 0)]!, walletId ? [id, walletId] : [id]);
     return rows[0];
   }
 

@@ -1,5 +1,5 @@
 import type { Paginated, PaymentMethod, PaymentStatus } from '@sb/contracts';
-import type { Queryable } from '@sb/runtime';
+import { keyLookup, type Queryable } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 
 const INSERTED = [
@@ -56,7 +56,13 @@ interface PaymentFilters {
  * unknown one; only the public status poll, the dev endpoint and provider callbacks read by id alone.
  */
 export class PaymentsRepo {
-  constructor(private readonly schema = 'payments') {}
+  private readonly getSql: string;
+  private readonly getByIdSql: string;
+
+  constructor(private readonly schema = 'payments') {
+    this.getSql = keyLookup(`SELECT ${COLUMNS} FROM ${schema}.payments WHERE id = $1 AND wallet_id = $2`);
+    this.getByIdSql = keyLookup(`SELECT ${COLUMNS} FROM ${schema}.payments WHERE id = $1`);
+  }
 
   private get t() {
     return `${this.schema}.payments`;
@@ -131,7 +137,7 @@ export class PaymentsRepo {
   }
 
   async get(q: Queryable, walletId: string, id: string): Promise<PaymentRecord | undefined> {
-    const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE id = $1 AND wallet_id = $2`, [id, walletId]);
+    const { rows } = await q.query<PaymentRecord>(this.getSql, [id, walletId]);
     return rows[0];
   }
 
@@ -143,7 +149,7 @@ export class PaymentsRepo {
 
   /** By id alone: public status poll, dev pay, confirmation. */
   async getById(q: Queryable, id: string): Promise<PaymentRecord | undefined> {
-    const { rows } = await q.query<PaymentRecord>(`SELECT ${COLUMNS} FROM ${this.t} WHERE id = $1`, [id]);
+    const { rows } = await q.query<PaymentRecord>(this.getByIdSql, [id]);
     return rows[0];
   }
 
