@@ -46,10 +46,7 @@ const env = (name, def) => {
   return v;
 };
 
-/**
- * A pool of the size the services use. Idle connections are kept: a backend that exits during a
- * measurement drops out of the bench's CPU readings.
- */
+/** A pool of the size the services use. Idle connections are kept: no reconnecting between scenarios. */
 function floorPool(options) {
   pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
   const pool = new pg.Pool({

@@ -62,15 +62,15 @@ const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100
 
 /**
  * CPU seconds (user + system) a process has used so far, with its ended children's when `children` (the
- * PostgreSQL server's: backends that closed); 0 when it is gone.
+ * PostgreSQL server's: backends that closed); `gone` when it is gone.
  */
-function cpuSeconds(pid, children = false) {
+function cpuSeconds(pid, children = false, gone = 0) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0)) / CLK_TCK;
   } catch {
-    return 0;
+    return gone;
   }
 }
 
@@ -95,8 +95,12 @@ async function withCpu(fn, units) {
   const snap = () => {
     const t = Object.fromEntries(Object.entries(tracked).map(([k, pid]) => [k, cpuSeconds(pid)]));
     // Per backend. One that ends meanwhile (a connection closed, replaced) is added to the server's
-    // children's time whole: what it had used before is taken off below.
-    for (const pid of postgresPids()) t[`postgres:${pid}`] = cpuSeconds(pid, true);
+    // children's time whole: what it had used before is taken off below. One gone since it was listed is
+    // left out, as if it had ended before.
+    for (const pid of postgresPids()) {
+      const s = cpuSeconds(pid, true, undefined);
+      if (s !== undefined) t[`postgres:${pid}`] = s;
+    }
     const u = process.cpuUsage();
     t.bench = (u.user + u.system) / 1e6;
     return t;
@@ -114,7 +118,7 @@ async function withCpu(fn, units) {
     const name = k.split(':')[0];
     used[name] = (used[name] ?? 0) + Math.max(0, v - (before[k] ?? 0));
   }
-  for (const [k, v] of Object.entries(before)) if (k.startsWith('postgres:') && !(k in after)) used.postgres -= v;
+  for (const [k, v] of Object.entries(before)) if (k.startsWith('postgres:') && !(k in after)) used.postgres = (used.postgres ?? 0) - v;
   for (const [k, v] of Object.entries(used)) {
     total += v;
     if (v > 0.005) ms_per_unit[k] = +((v * 1000) / n).toFixed(3);

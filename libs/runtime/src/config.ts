@@ -110,6 +110,12 @@ export const commonConfig = {
    */
   DB_PREPARED_STATEMENTS: envBoolOn,
   /**
+   * Look-ups by key outside a transaction on connections of their own that keep one plan per statement
+   * (`keyLookup`). Off behind a pooler in transaction mode: their session setting would stay on the server
+   * connection and reach other clients' transactions.
+   */
+  DB_KEY_LOOKUP_POOL: envBoolOn,
+  /**
    * The server cancels a statement running longer (statement_timeout: 503, redelivery); one not answered
    * within 2 s more has its connection dropped: a database that hangs (frozen host, network black hole)
    * would otherwise hold the request and the pooled connection for as long as TCP keeps the socket open.

@@ -60,14 +60,16 @@ function statementName(text: string): string | undefined {
  * Statement texts that find at most one row by equality on every column of a primary or unique key.
  * Every other statement is planned for its values at each execution (see createDb); these, outside a
  * transaction, run on connections that keep one plan per statement (`force_generic_plan`): PostgreSQL's
- * CPU per `GET /plans/{id}` from 0.07 to 0.04 ms, the gateway's throughput 10 % higher (bench, session
+ * CPU per `GET /plans/{id}` from 0.07 to 0.05 ms, the gateway's throughput 10 % higher (bench, session
  * 25). A plan made while the table was a page or two may be a scan of the table or of another index
- * (at that size they cost the same as the key's): such a connection is replaced after
- * `KEY_LOOKUP_USES` statements, so its plans are made again from the table as it has grown.
+ * (at that size they cost the same as the key's). The server makes it again once autovacuum has
+ * analysed the grown table; until then such a connection is replaced after `KEY_LOOKUP_USES` statements
+ * or `KEY_LOOKUP_SECONDS`, whichever comes first, and its plans made again from the table as it is.
  */
 const keyLookups = new Set<string>();
 /** A new connection costs about 3 ms of CPU: 3 µs per look-up, a tenth of the planning it saves. */
 const KEY_LOOKUP_USES = 1000;
+const KEY_LOOKUP_SECONDS = 300;
 
 /** Marks `text` as a look-up by a whole primary or unique key (see `keyLookups`) and returns it. */
 export function keyLookup(text: string): string {
@@ -243,7 +245,10 @@ export async function lockUntilCommit(tx: Queryable, name: string, key?: string,
   else await tx.query(`SELECT ${fn}(hashtext($1), hashtext($2))`, [name, key]);
 }
 
-export function createDb(url: string, opts: { max?: number; applicationName?: string; preparedStatements?: boolean; queryTimeoutMs?: number } = {}): Db {
+export function createDb(
+  url: string,
+  opts: { max?: number; applicationName?: string; preparedStatements?: boolean; keyLookupPool?: boolean; queryTimeoutMs?: number } = {},
+): Db {
   const prepared = opts.preparedStatements ?? true;
   const statementTimeoutMs = opts.queryTimeoutMs ?? 10_000;
   // The server cancels (and rolls back) a statement past the timeout, so an abandoned one does not go on
@@ -253,11 +258,11 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
   const control = (client: pg.PoolClient, text: string) => client.query({ text, query_timeout: timeoutMs } as pg.QueryConfig);
   const timeoutSetting = `SET statement_timeout = ${Math.floor(statementTimeoutMs)}`;
   const max = opts.max ?? 10;
-  const makePool = (settings: string[], size: number, maxUses?: number) => {
+  const makePool = (settings: string[], size: number, recycle?: { maxUses: number; maxLifetimeSeconds: number }) => {
     const made = new pg.Pool({
       connectionString: url,
       max: size,
-      maxUses,
+      ...recycle,
       application_name: opts.applicationName,
       connectionTimeoutMillis: 5000,
       // A peer that vanished without closing the socket is noticed instead of waited on.
@@ -273,13 +278,17 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
   // (PostgreSQL's generic plan, made after five runs from the table as it was then, read a wallet's whole
   // payments through the wrong index once the table had grown). Behind a pooler in transaction mode a
   // session SET does not stay with this client: there the role carries plan_cache_mode
-  // (scripts/db-roles.mjs), and key look-ups are planned every time too.
+  // (scripts/db-roles.mjs), and DB_KEY_LOOKUP_POOL=0 keeps key look-ups on this pool (their setting
+  // would stay on the server connection for other clients' transactions).
   const pool = makePool([timeoutSetting, ...(prepared ? ['SET plan_cache_mode = force_custom_plan'] : [])], max);
   // Key look-ups outside a transaction, on connections of their own, opened once such a look-up runs (as
   // many: with half as many the look-ups of a busy `GET` waited for a connection with a core idle).
   // Switching one connection's mode per statement would cost a round trip at each switch, more than the
   // planning it saves.
-  const keyed = prepared ? makePool([timeoutSetting, 'SET plan_cache_mode = force_generic_plan'], max, KEY_LOOKUP_USES) : undefined;
+  const keyed =
+    prepared && (opts.keyLookupPool ?? true)
+      ? makePool([timeoutSetting, 'SET plan_cache_mode = force_generic_plan'], max, { maxUses: KEY_LOOKUP_USES, maxLifetimeSeconds: KEY_LOOKUP_SECONDS })
+      : undefined;
   const q = traced(pool, prepared, timeoutMs);
   const k = keyed && traced(keyed, prepared, timeoutMs);
   return {

@@ -17,6 +17,7 @@ interface BaseConfig {
   DEV_MODE: boolean;
   DB_POOL_MAX: number;
   DB_PREPARED_STATEMENTS: boolean;
+  DB_KEY_LOOKUP_POOL: boolean;
   DB_QUERY_TIMEOUT_MS: number;
   OUTBOX_RETENTION_DAYS: number;
 }
@@ -63,6 +64,7 @@ export async function runService<C extends BaseConfig>(opts: {
     max: config.DB_POOL_MAX,
     applicationName: opts.name,
     preparedStatements: config.DB_PREPARED_STATEMENTS,
+    keyLookupPool: config.DB_KEY_LOOKUP_POOL,
     queryTimeoutMs: config.DB_QUERY_TIMEOUT_MS,
   });
   // The ops endpoints come first: alive (/healthz) at once, ready (/readyz) only once the database

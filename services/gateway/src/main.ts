@@ -39,6 +39,7 @@ async function main(): Promise<void> {
     max: config.DB_POOL_MAX,
     applicationName: 'gateway',
     preparedStatements: config.DB_PREPARED_STATEMENTS,
+    keyLookupPool: config.DB_KEY_LOOKUP_POOL,
     queryTimeoutMs: config.DB_QUERY_TIMEOUT_MS,
   });
   let migrated = false;
