@@ -10,8 +10,9 @@
 // FLOOR_ROLE=sweep is the floor of a renewal sweep instead (sweepFloor: DATABASE_URL, FLOOR_PLAN, FLOOR_NOW).
 //
 // The HTTP floor's connections keep PostgreSQL's default plan choice (a generic plan after five runs),
-// which plans less than the services' force_custom_plan (see the README's Decisions). The sweep's floor
-// plans as the services do: the generic plans of its batch statements cost PostgreSQL more at 100k rows.
+// as the services' look-ups by key do; the services plan every other statement (the checkout's
+// transactions) for its values (see the README's Decisions). The sweep's floor plans as the services do:
+// the generic plans of its batch statements cost PostgreSQL more at 100k rows.
 import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';

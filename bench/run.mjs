@@ -98,8 +98,9 @@ async function withCpu(fn, units) {
     // children's time whole: what it had used before is taken off below. One gone since it was listed is
     // left out, as if it had ended before.
     for (const pid of postgresPids()) {
-      const s = cpuSeconds(pid, true, undefined);
-      if (s !== undefined) t[`postgres:${pid}`] = s;
+      // null, not undefined, which would take the default 0.
+      const s = cpuSeconds(pid, true, null);
+      if (s !== null) t[`postgres:${pid}`] = s;
     }
     const u = process.cpuUsage();
     t.bench = (u.user + u.system) / 1e6;

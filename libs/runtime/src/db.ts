@@ -60,8 +60,8 @@ function statementName(text: string): string | undefined {
  * Statement texts that find at most one row by equality on every column of a primary or unique key.
  * Every other statement is planned for its values at each execution (see createDb); these, outside a
  * transaction, run on connections that keep one plan per statement (`force_generic_plan`): PostgreSQL's
- * CPU per `GET /plans/{id}` from 0.07 to 0.05 ms, the gateway's throughput 10 % higher (bench, session
- * 25). A plan made while the table was a page or two may be a scan of the table or of another index
+ * CPU per `GET /plans/{id}` from 0.07 to 0.05-0.06 ms, the `GET` ratio to the floor from 0.65-0.66 to
+ * 0.71-0.77 (bench, session 25). A plan made while the table was a page or two may be a scan of the table or of another index
  * (at that size they cost the same as the key's). The server makes it again once autovacuum has
  * analysed the grown table; until then such a connection is replaced after `KEY_LOOKUP_USES` statements
  * or `KEY_LOOKUP_SECONDS`, whichever comes first, and its plans made again from the table as it is.
@@ -232,10 +232,6 @@ async function setUpSession(client: pg.ClientBase, settings: string[], timeoutMs
 }
 
 /**
- * `preparedStatements: false` for a connection pooler that hands each transaction another server
- * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21).
- */
-/**
  * A lock on `name` (and a `key` within it) held until the transaction ends: PostgreSQL's advisory locks,
  * which write no row. A shared one waits only for exclusive ones.
  */
@@ -245,6 +241,12 @@ export async function lockUntilCommit(tx: Queryable, name: string, key?: string,
   else await tx.query(`SELECT ${fn}(hashtext($1), hashtext($2))`, [name, key]);
 }
 
+/**
+ * `preparedStatements: false` for a connection pooler that hands each transaction another server
+ * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21);
+ * `keyLookupPool: false` behind any pooler in transaction mode (see `keyLookups`). The look-up
+ * connections exist only with prepared statements on.
+ */
 export function createDb(
   url: string,
   opts: { max?: number; applicationName?: string; preparedStatements?: boolean; keyLookupPool?: boolean; queryTimeoutMs?: number } = {},
