@@ -61,10 +61,11 @@ function statementName(text: string): string | undefined {
  * Every other statement is planned for its values at each execution (see createDb); these, outside a
  * transaction, run on connections that keep one plan per statement (`force_generic_plan`): PostgreSQL's
  * CPU per `GET /plans/{id}` from 0.07 to 0.05-0.06 ms, the `GET` ratio to the floor from 0.65-0.66 to
- * 0.71-0.77 (bench, session 25). A plan made while the table was a page or two may be a scan of the table or of another index
- * (at that size they cost the same as the key's). The server makes it again once autovacuum has
- * analysed the grown table; until then such a connection is replaced after `KEY_LOOKUP_USES` statements
- * or `KEY_LOOKUP_SECONDS`, whichever comes first, and its plans made again from the table as it is.
+ * 0.71-0.77 (bench, session 25). A plan made while the table was a page or two may be a scan of the
+ * table or of another index (at that size they cost the same as the key's). The server makes it again
+ * once autovacuum has analysed the grown table; until then such a connection is replaced after
+ * `KEY_LOOKUP_USES` statements or `KEY_LOOKUP_SECONDS`, whichever comes first (a quiet process's
+ * connections too), and its plans are made again from the table as it is.
  */
 const keyLookups = new Set<string>();
 /** A new connection costs about 3 ms of CPU: 3 µs per look-up, a tenth of the planning it saves. */

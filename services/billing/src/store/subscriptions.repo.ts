@@ -134,13 +134,15 @@ export class SubscriptionsRepo {
     private readonly schema = 'billing',
     private readonly policy: SchedulePolicy = { dunning_days: 14 },
   ) {
-    const byId = (walletId: boolean, forUpdate: boolean) =>
-      `SELECT ${COLS} FROM ${schema}.subscriptions WHERE id = $1 ${walletId ? 'AND wallet_id = $2' : ''}${forUpdate ? ' FOR UPDATE' : ''}`;
-    this.getSql = [keyLookup(byId(false, false)), keyLookup(byId(true, false)), byId(false, true), byId(true, true)];
+    const read = (where: string) => `SELECT ${COLS} FROM ${schema}.subscriptions WHERE ${where}`;
+    this.getSql = {
+      id: { read: keyLookup(read('id = $1')), lock: `${read('id = $1')} FOR UPDATE` },
+      wallet: { read: keyLookup(read('id = $1 AND wallet_id = $2')), lock: `${read('id = $1 AND wallet_id = $2')} FOR UPDATE` },
+    };
   }
 
-  /** By id, by id and wallet, and each for update. */
-  private readonly getSql: string[];
+  /** By id alone or scoped to a wallet, read or locked. */
+  private readonly getSql: Record<'id' | 'wallet', { read: string; lock: string }>;
 
   /** Every write stores when the scheduler must look at the row next, as domain/schedule.ts decides. */
   private nextDue(r: Omit<SubRow, 'version'>): number | null {
@@ -170,7 +172,8 @@ export class SubscriptionsRepo {
   }
 
   async get(q: Queryable, walletId: string | null, id: string, forUpdate = false): Promise<SubRow | undefined> {
-    const { rows } = await q.query<SubRow>(this.getSql[(walletId ? 1 : 0) + (forUpdate ? 2 : 0)]!, walletId ? [id, walletId] : [id]);
+    const sql = this.getSql[walletId ? 'wallet' : 'id'][forUpdate ? 'lock' : 'read'];
+    const { rows } = await q.query<SubRow>(sql, walletId ? [id, walletId] : [id]);
     return rows[0];
   }
 
