@@ -109,6 +109,8 @@ export const commonConfig = {
    * transaction mode before 1.21, or without max_prepared_statements).
    */
   DB_PREPARED_STATEMENTS: envBoolOn,
+  /** Connections of each of a process's two pools (the key look-ups' own and the rest). */
+  DB_POOL_MAX: envInt(10, 1),
   /**
    * Look-ups by key outside a transaction on connections of their own that keep one plan per statement
    * (`keyLookup`). Off behind a pooler in transaction mode: their session setting would stay on the server

@@ -242,6 +242,26 @@ export async function lockUntilCommit(tx: Queryable, name: string, key?: string,
   else await tx.query(`SELECT ${fn}(hashtext($1), hashtext($2))`, [name, key]);
 }
 
+/** The database settings of `commonConfig`, which every process reads the same way. */
+export interface DbSettings {
+  DATABASE_URL: string;
+  DB_POOL_MAX: number;
+  DB_PREPARED_STATEMENTS: boolean;
+  DB_KEY_LOOKUP_POOL: boolean;
+  DB_QUERY_TIMEOUT_MS: number;
+}
+
+/** A process's database from its settings; `applicationName` names its connections in pg_stat_activity. */
+export function configuredDb(config: DbSettings, applicationName: string): Db {
+  return createDb(config.DATABASE_URL, {
+    max: config.DB_POOL_MAX,
+    applicationName,
+    preparedStatements: config.DB_PREPARED_STATEMENTS,
+    keyLookupPool: config.DB_KEY_LOOKUP_POOL,
+    queryTimeoutMs: config.DB_QUERY_TIMEOUT_MS,
+  });
+}
+
 /**
  * `preparedStatements: false` for a connection pooler that hands each transaction another server
  * connection without tracking prepared statements (PgBouncer in transaction mode before 1.21);

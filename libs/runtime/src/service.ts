@@ -1,7 +1,7 @@
 import { createBusServer, registerHandlers, type BusServer, type Handler } from './bus.js';
 import { systemClock, type Clock } from './clock.js';
 import { SettingError } from './config.js';
-import { createDb, isDbUnavailable, migrateWhenReachable, type Db, type Migration } from './db.js';
+import { configuredDb, isDbUnavailable, migrateWhenReachable, type Db, type DbSettings, type Migration } from './db.js';
 import { keepTrying } from './listener.js';
 import { createLogger, type Logger } from './logger.js';
 import { connectNatsWhenReachable, DevClock, natsOptions, natsReachable, type NatsConnection } from './nats.js';
@@ -10,15 +10,10 @@ import { createMetricsRegistry, startOpsServer } from './ops.js';
 import { OutboxRelay } from './outbox.js';
 import { initTelemetry, shutdownTelemetry } from './telemetry.js';
 
-interface BaseConfig {
-  DATABASE_URL: string;
+interface BaseConfig extends DbSettings {
   NATS_URL: string;
   LOG_LEVEL: string;
   DEV_MODE: boolean;
-  DB_POOL_MAX: number;
-  DB_PREPARED_STATEMENTS: boolean;
-  DB_KEY_LOOKUP_POOL: boolean;
-  DB_QUERY_TIMEOUT_MS: number;
   OUTBOX_RETENTION_DAYS: number;
 }
 
@@ -60,13 +55,7 @@ export async function runService<C extends BaseConfig>(opts: {
   const config = opts.loadConfig();
   const log = createLogger(opts.name, config.LOG_LEVEL);
   guardProcess(log);
-  const db = createDb(config.DATABASE_URL, {
-    max: config.DB_POOL_MAX,
-    applicationName: opts.name,
-    preparedStatements: config.DB_PREPARED_STATEMENTS,
-    keyLookupPool: config.DB_KEY_LOOKUP_POOL,
-    queryTimeoutMs: config.DB_QUERY_TIMEOUT_MS,
-  });
+  const db = configuredDb(config, opts.name);
   // The ops endpoints come first: alive (/healthz) at once, ready (/readyz) only once the database
   // answered, the migrations ran and the service listens on the bus.
   let nc: NatsConnection | undefined;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createDatabase } from '../../../test/support/stack.js';
-import { createDb, isDbUnavailable, keyLookup, type Db } from '../src/db.js';
+import { commonConfig, loadConfig } from '../src/config.js';
+import { configuredDb, createDb, isDbUnavailable, keyLookup, type Db } from '../src/db.js';
 
 // One connection per pool, so that pg_prepared_statements (a per-session view) is read on the
 // connection that ran the statements.
@@ -87,6 +88,25 @@ describe('named statements', () => {
     for (let i = 0; i < 8; i++) expect((await pooled.query(lookup, [100, i])).rows).toEqual([{ name: 'keyed' }]);
     // Named in this process already: prepared on this connection from its first run.
     expect((await pooled.query(plans, [lookup])).rows).toEqual([{ generic: 0, custom: 8 }]);
+  });
+
+  it('DB_KEY_LOOKUP_POOL, as every process reads it, decides where key look-ups run', async () => {
+    const db = open();
+    await db.query('CREATE TABLE settings_test (id INT PRIMARY KEY, name TEXT NOT NULL)');
+    await db.query(`INSERT INTO settings_test VALUES (1, 'one')`);
+    const lookup = keyLookup('SELECT name FROM settings_test WHERE id = $1 AND $2::int >= 0');
+    const plans = keyLookup('SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE statement = $1');
+    const planned = async (env: Record<string, string>) => {
+      const configured = configuredDb(loadConfig(commonConfig, { DATABASE_URL: url, DB_POOL_MAX: '1', ...env }), 'settings-test');
+      pools.push(configured);
+      for (let i = 0; i < 8; i++) expect((await configured.query(lookup, [1, i])).rows).toEqual([{ name: 'one' }]);
+      return (await configured.query(plans, [lookup])).rows;
+    };
+    expect(await planned({})).toEqual([{ generic: 6, custom: 0 }]);
+    expect(await planned({ DB_KEY_LOOKUP_POOL: '0' })).toEqual([{ generic: 0, custom: 8 }]);
+    expect(await planned({ DB_KEY_LOOKUP_POOL: 'false' })).toEqual([{ generic: 0, custom: 8 }]);
+    // Without prepared statements there are no named plans at all, look-up pool or not.
+    expect(await planned({ DB_PREPARED_STATEMENTS: '0' })).toEqual([]);
   });
 
   it("a key look-up's connection is replaced after 1,000 of them: a plan made on a one-page table is made again as it grows", async () => {

@@ -5,7 +5,6 @@ export const loadBillingConfig = () =>
   loadConfig({
     ...commonConfig,
     BILLING_OPS_PORT: envPort(9101),
-    DB_POOL_MAX: envInt(10, 1),
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts portal tokens at rest'),
     PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
     BUS_TIMEOUT_MS: envInt(5000, 100),

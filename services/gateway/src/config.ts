@@ -7,7 +7,6 @@ export const gatewayConfig = {
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_BASE_URL: z.string().url().optional(),
   BUS_TIMEOUT_MS: envInt(5000, 100),
-  DB_POOL_MAX: envInt(10, 1),
   RATE_LIMIT_KEY_PER_SECOND: envInt(100, 1),
   RATE_LIMIT_PUBLIC_POST_PER_MINUTE: envInt(30, 1),
   RATE_LIMIT_PUBLIC_GET_PER_MINUTE: envInt(600, 1),

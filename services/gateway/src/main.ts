@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import {
   BusClient,
   createBusServer,
-  createDb,
+  configuredDb,
   createLogger,
   createMetricsRegistry,
   DB_UNAVAILABLE_DETAIL,
@@ -35,13 +35,7 @@ async function main(): Promise<void> {
   const config = loadGatewayConfig();
   const log = createLogger('gateway', config.LOG_LEVEL);
   guardProcess(log);
-  const db = createDb(config.DATABASE_URL, {
-    max: config.DB_POOL_MAX,
-    applicationName: 'gateway',
-    preparedStatements: config.DB_PREPARED_STATEMENTS,
-    keyLookupPool: config.DB_KEY_LOOKUP_POOL,
-    queryTimeoutMs: config.DB_QUERY_TIMEOUT_MS,
-  });
+  const db = configuredDb(config, 'gateway');
   let migrated = false;
 
   const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'gateway', log);

@@ -6,7 +6,6 @@ export const loadNotifierConfig = () =>
   loadConfig({
     ...commonConfig,
     NOTIFIER_OPS_PORT: envPort(9104),
-    DB_POOL_MAX: envInt(10, 1),
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts webhook signing secrets and channel secrets at rest'),
     /** Each webhook POST gives up after this long and counts as a failed attempt. */
     WEBHOOK_TIMEOUT_MS: envInt(10_000, 100),

@@ -5,7 +5,6 @@ export const loadNwcConfig = () =>
   loadConfig({
     ...commonConfig,
     NWC_OPS_PORT: envPort(9103),
-    DB_POOL_MAX: envInt(10, 1),
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts wallet connection secrets at rest'),
     BUS_TIMEOUT_MS: envInt(5000, 100),
     /** How long a wallet's relays get to deliver its info event (kind 13194) when a connection string is checked. */

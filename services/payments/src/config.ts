@@ -14,7 +14,6 @@ export const paymentsConfig = {
   PAYMENTS_OPS_PORT: envPort(9102),
   /** How long a request to billing waits (telling it of a renewal payment a provider ended early). */
   BUS_TIMEOUT_MS: envInt(5000, 100),
-  DB_POOL_MAX: envInt(10, 1),
   /** Unset: that rail is off and its payments are refused with 422. */
   ...railSelection,
   /** Each provider's own settings, declared in its module (providers/registry.ts gathers them). */
