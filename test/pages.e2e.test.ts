@@ -540,6 +540,19 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // Paid elsewhere after all (a processor's confirmation can come later): the page follows it.
     await pay(w.payment_id);
     await back.locator('#done').waitFor({ timeout: 20_000 });
+    // The processor's page left open while the payment is made elsewhere (the checkout's own tab): it
+    // follows too, and offers no payment any more (found from outside: "Pay (test payment)" for good).
+    await back.goto(p.checkout_url);
+    const open = await checkout(back, 'Card', 'open-processor@example.com');
+    const stale = await openPage(phone);
+    await stale.page.goto(`${p.checkout_url}?payment=${open.payment_id}&processor=dev`);
+    await stale.page.getByRole('button', { name: 'Pay (test payment)' }).waitFor();
+    await pay(open.payment_id);
+    await stale.page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await stale.page.getByRole('button', { name: 'Pay (test payment)' }).count()).toBe(0);
+    expect(await stale.page.evaluate(() => document.activeElement?.id)).toBe('done-heading');
+    expect(stale.problems).toEqual([]);
+    await stale.page.close();
     // A payment id that is not ours: a clear sentence, nothing else.
     await back.goto(`${p.checkout_url}?payment=pay_doesnotexist`);
     await back.getByText('This payment is not known here.', { exact: false }).waitFor();
@@ -1451,6 +1464,45 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('Lightning, Back, then on-chain for the same contact: the checkout that replaced it shows the link this tab was given (found from outside: lost)', async () => {
+    const p = await plan({ name: 'Switched', amount_sats: 5000, allow_onchain: true });
+    const email = 'switched@example.com';
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const first = await checkout(page, 'Lightning', email);
+    expect(first.manage_url).toMatch(/token=/);
+    await page.locator('#pay').waitFor();
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    // Another method for the same contact replaces the unpaid checkout; the service answers it without a
+    // link (whoever sent it only proved to know the address).
+    const second = await checkout(page, 'On-chain bitcoin', email);
+    expect(second.manage_url ?? null).toBeNull();
+    expect(second.payment_id).not.toBe(first.payment_id);
+    await page.locator('#pay').waitFor();
+    await pay(second.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(first.manage_url);
+    expect(await page.locator('#link-elsewhere').count()).toBe(0);
+    // The link still opens this person's portal, with the subscription that was paid.
+    const token = new URL(first.manage_url!).searchParams.get('token')!;
+    const portal = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } });
+    expect(portal.body.items.map((x: { id: string; status: string }) => [x.id, x.status])).toContainEqual([second.subscription_id, 'active']);
+    // Another tab, the same contact on another method after the first was paid: refused, no link.
+    const other = await openPage(phone);
+    await other.page.goto(p.checkout_url);
+    await other.page.getByRole('radio', { name: 'Lightning' }).check();
+    await other.page.getByLabel('E-mail').fill(email);
+    const refused = other.page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await other.page.getByRole('button', { name: 'Continue to payment' }).click();
+    expect((await refused).status()).toBe(409);
+    await expect.poll(() => other.page.locator('#form-error').textContent()).toBe(NEUTRAL_HELP);
+    expect(await other.page.getByRole('link', { name: 'Manage your subscription' }).count()).toBe(0);
+    expect(problems).toEqual([]);
+    await other.page.close();
+    await page.close();
+  });
+
   it('the checkout page names the seller: the notification settings name, else the wallet name (found from outside: never named)', async () => {
     const p = await plan({ name: 'Gold', amount_sats: 2100 });
     // Without a name of the owner's choosing, the wallet's own, as its messages are signed.
@@ -1476,7 +1528,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.goto(p.checkout_url);
     // No channel is set up: the e-mail field does not promise messages.
     expect(await page.locator('#contact-email-hint').textContent()).toBe(
-      'So the seller can reach you. Keep the link shown once you have paid: it manages your subscription.',
+      'So the seller can reach you. Keep the link shown once you have subscribed: it manages your subscription.',
     );
     const c = await checkout(page, 'Lightning', 'kept@example.com');
     await page.locator('#pay').waitFor();

@@ -102,7 +102,8 @@ function stopFollowing(): void {
  * link its answer carried, shown once it is paid. A link is kept for 30 minutes, and forgotten when its
  * result is left by Back or Forward (the next person at this tab must not find it there). A retry of the
  * same contact is answered without a link (knowing someone's address must not hand out their portal): a
- * fresh invoice carries over the link of the payment it replaces.
+ * fresh invoice, or a checkout on another method replacing this tab's, carries over the link of the
+ * payment it replaces.
  */
 const LINK_KEPT_MS = 30 * 60_000;
 function tabGet<T>(key: string): T | null {
@@ -287,7 +288,7 @@ function render(plan: PublicPlan): void {
       `contact-${c}`,
       f.label,
       input,
-      silent ? 'So the seller can reach you. Keep the link shown once you have paid: it manages your subscription.' : f.hint,
+      silent ? 'So the seller can reach you. Keep the link shown once you have subscribed: it manages your subscription.' : f.hint,
     );
     if (c === 'messenger' && plan.messenger_bot) {
       // The seller's bot by name, with the link that opens it in Telegram.
@@ -417,13 +418,16 @@ function render(plan: PublicPlan): void {
       }
       submit.textContent = 'Creating your payment…';
       announce('Creating your payment');
+      // This tab's own checkout for the contact, which a checkout on another method replaces: its answer
+      // carries no link (the contact is known), the link this tab was given stays this person's.
+      const replaced = openCheckoutOf(body);
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
       // The page's own words for the trial: its end as every date here reads, and what comes after it.
       if ('trial' in r) {
         const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
         return subscribed(plan, r.subscription_id, message, r.manage_url ?? null);
       }
-      keepLink(r.payment_id, r.manage_url);
+      keepLink(r.payment_id, r.manage_url ?? (replaced ? linkOf(replaced.c.payment_id) : null));
       // In the address, so that a reload or Back comes back to this payment, not to an empty form.
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);
@@ -694,11 +698,24 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     if (text !== said) status.replaceChildren(...content);
     said = text;
   };
-  const poll = () =>
+  /** The dev processor's page, while it is shown: removed once the payment is settled elsewhere. */
+  let devBox: HTMLElement | null = null;
+  const notPaidYet = () =>
+    say(
+      'Not paid yet. If you have paid, this page shows it as soon as the payment provider confirms it; if you left without paying, go back to the page you came from, or ',
+      again(),
+      '.',
+    );
+  const poll = (firstMs = 0, whilePending = notPaidYet) =>
     followStatus(
       paymentId,
-      0,
+      firstMs,
       (answer) => {
+        if (devBox?.isConnected) {
+          // Its buttons go, and the focus with them: it goes where the outcome is told.
+          devBox.remove();
+          heading.focus();
+        }
         if (!ofPlan(answer)) return;
         const settled = answer.status;
         if (settled === 'paid') {
@@ -717,11 +734,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       },
       (answer) => {
         if (!ofPlan(answer)) return false;
-        say(
-          'Not paid yet. If you have paid, this page shows it as soon as the payment provider confirms it; if you left without paying, go back to the page you came from, or ',
-          again(),
-          '.',
-        );
+        whilePending();
         return true;
       },
     );
@@ -780,6 +793,10 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     });
     section.insertBefore(box, status);
     say('Not paid yet.');
+    devBox = box;
+    // Paid or ended elsewhere (the checkout's own tab, the portal) while this page is open: it follows,
+    // as a processor's page would not offer a payment already made (found from outside: a stale button).
+    poll(POLL_MS, () => undefined);
   }
 }
 
