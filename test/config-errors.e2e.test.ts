@@ -72,7 +72,7 @@ function expectRefused(r: Run, variable: string, words: RegExp): void {
 
 describe('bad settings of a service', () => {
   it('a malformed SMTP_URL is refused at start, by the same rule as an owner smtp_url', async () => {
-    for (const url of ['smtp://user:pw@localhost:notaport', 'smtp://', 'smtp://host/path?x=1', 'http://mail.example']) {
+    for (const url of ['smtp://user:pw@localhost:notaport', 'smtp://', 'smtp://host/path?x=1', 'http://mail.example', 'smtp://u%ZZ:pw@mail.example']) {
       expectRefused(
         await service('notifier', { SMTP_URL: url, NOTIFIER_OPS_PORT: String(await freePort()) }),
         'SMTP_URL',

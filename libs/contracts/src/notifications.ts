@@ -57,11 +57,14 @@ export const SmtpUrl = z
     if (!/^smtps?:\/\/[^\s/?#]+\/?$/.test(v)) return false;
     try {
       const u = new URL(v);
+      // The user and password are sent decoded: a stray `%` would fail every message, not this request.
+      decodeURIComponent(u.username);
+      decodeURIComponent(u.password);
       return !!u.hostname && !u.search && !u.hash && (u.pathname === '' || u.pathname === '/');
     } catch {
       return false;
     }
-  }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query)');
+  }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query; a % in them written %25)');
 
 /**
  * `Name <address>` or a bare address, split; undefined when it is not exactly one mailbox. A line break
