@@ -380,6 +380,54 @@ describe('HTTP conventions', () => {
     expect(expect200).toContain('{"detail":"Only \\"Expect: 100-continue\\" is supported"}');
   });
 
+  it('a request that trickles in is 408 with the JSON error body and its connection closed, within HTTP_REQUEST_TIMEOUT_MS (found from outside: held 322 s)', async () => {
+    const path = new URL(stack.api).pathname;
+    /** Sends `parts` with `gapMs` between them and answers what came back once the server closed, or what it had after 20 s. */
+    const trickle = (parts: string[], gapMs: number) =>
+      new Promise<{ text: string; closed: boolean }>((resolve, reject) => {
+        const { hostname, port } = new URL(stack.api);
+        let text = '';
+        const socket = connect(Number(port), hostname, async () => {
+          for (const part of parts) {
+            if (socket.destroyed) return;
+            socket.write(part);
+            await new Promise((r) => setTimeout(r, gapMs));
+          }
+        });
+        const giveUp = setTimeout(() => {
+          socket.destroy();
+          resolve({ text, closed: false });
+        }, 20_000);
+        socket.on('data', (d) => {
+          text += d;
+        });
+        socket.on('close', () => {
+          clearTimeout(giveUp);
+          resolve({ text, closed: true });
+        });
+        socket.on('error', reject);
+      });
+    const before = (await client(stack.api, w1.invoice_key).get('/plans?limit=1')).body.total;
+    const head = `POST ${path}/plans HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${w1.admin_key}\r\nContent-Type: application/json\r\n`;
+    const body = JSON.stringify({ name: 'Trickled', amount_sats: 1000, interval: 'monthly' });
+    const [stalledBody, stalledHeaders] = await Promise.all([
+      // The headers whole, then a body that stops half way; headers that never end.
+      trickle([`${head}Content-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`], 0),
+      trickle([`GET ${path}/plans HTTP/1.1\r\nHost: x\r\nX-Api-`], 0),
+    ]);
+    for (const got of [stalledBody, stalledHeaders]) {
+      expect(got.closed).toBe(true);
+      expect(got.text).toMatch(/^HTTP\/1\.1 408 /);
+      expect(got.text).toMatch(/content-type: application\/json/i);
+      expect(got.text).toContain('{"detail":"The request took too long to arrive"}');
+    }
+    expect((await client(stack.api, w1.invoice_key).get('/plans?limit=1')).body.total).toBe(before);
+    // A slow client that does send its request within the time is served.
+    const slow = await trickle([head, `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n`, body.slice(0, 10), body.slice(10)], 500);
+    expect(slow.text).toMatch(/^HTTP\/1\.1 201 /);
+    expect((await client(stack.api, w1.invoice_key).get('/plans?limit=1')).body.total).toBe(before + 1);
+  });
+
   it('two Host headers are 400 with the JSON error body, as RFC 9112 asks (found from outside: taken as the first)', async () => {
     const path = new URL(stack.api).pathname;
     for (const hosts of ['Host: a\r\nHost: b', 'Host: a\r\nHost: a']) {

@@ -112,6 +112,8 @@ export async function startStack(opts: { env?: Record<string, string>; wallets?:
     RATE_LIMIT_PUBLIC_GET_PER_MINUTE: '100000',
     RATE_LIMIT_PUBLIC_POST_PER_MINUTE: '100000',
     KEY_CACHE_TTL_MS: '500',
+    // Short, so that a test of a request trickling in sees its 408 in seconds (the default is 30 s).
+    HTTP_REQUEST_TIMEOUT_MS: '4000',
     DEV_MODE: '1',
     SECRETS_KEY: randomBytes(32).toString('hex'),
     SCHEDULER_INTERVAL_MS: '300',

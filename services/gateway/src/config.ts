@@ -12,6 +12,12 @@ export const gatewayConfig = {
   RATE_LIMIT_PUBLIC_GET_PER_MINUTE: envInt(600, 1),
   KEY_CACHE_TTL_MS: envInt(5000, 0),
   /**
+   * How long a client may take to send its whole request (the headers within 20 s at most): one that
+   * trickles it in is answered 408 and its connection closed, instead of holding it for Node's 300 s.
+   * The answer's own time (an NWC checkout waits up to 75 s for the wallet) is not counted.
+   */
+  HTTP_REQUEST_TIMEOUT_MS: envInt(30_000, 1000),
+  /**
    * How many proxies (ingress, load balancer) stand in front of the gateway: the client address is the
    * one the outermost of them saw, read from X-Forwarded-For counting from the right, so a client cannot
    * pick its own by sending the header. 0: the TCP peer is the client.

@@ -81,21 +81,31 @@ async function main(): Promise<void> {
   // client reconnects to another replica rather than feeding this one until the drain's time is up.
   let stopping = false;
   const underWay = new Set<ServerResponse>();
-  const server: Server = createServer({ ...app.options, requireHostHeader: false }, (req, res) => {
-    if (stopping) res.setHeader('connection', 'close');
-    else {
-      underWay.add(res);
-      res.once('close', () => underWay.delete(res));
-    }
-    if (req.httpVersion === '1.1' && !req.headers.host) return void answerJson(res, 400, 'An HTTP/1.1 request needs a Host header');
-    // RFC 9112 §3.2: which host was meant is not ours to guess (Node keeps the first).
-    if (headerCount(req.rawHeaders, 'host') > 1) return void answerJson(res, 400, 'A request must have one Host header, not more');
-    // Kubernetes' readiness of the gateway: able to serve once its migrations ran, and so from then on (an
-    // outage later is answered by the gateway itself, a JSON 503, which /readyz reports).
-    if (req.url === '/startedz') return void answerJson(res, migrated ? 200 : 503, migrated ? 'started' : 'starting: the database has not answered yet');
-    if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app.listener(req, res);
-    answerJson(res, 503, DB_UNAVAILABLE_DETAIL, { 'retry-after': '1' });
-  });
+  const server: Server = createServer(
+    {
+      ...app.options,
+      requireHostHeader: false,
+      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+      headersTimeout: Math.min(config.HTTP_REQUEST_TIMEOUT_MS, 20_000),
+      // Node looks for late requests this often (30 s by default, which would be the timeout's real floor).
+      connectionsCheckingInterval: Math.min(1000, config.HTTP_REQUEST_TIMEOUT_MS / 4),
+    },
+    (req, res) => {
+      if (stopping) res.setHeader('connection', 'close');
+      else {
+        underWay.add(res);
+        res.once('close', () => underWay.delete(res));
+      }
+      if (req.httpVersion === '1.1' && !req.headers.host) return void answerJson(res, 400, 'An HTTP/1.1 request needs a Host header');
+      // RFC 9112 §3.2: which host was meant is not ours to guess (Node keeps the first).
+      if (headerCount(req.rawHeaders, 'host') > 1) return void answerJson(res, 400, 'A request must have one Host header, not more');
+      // Kubernetes' readiness of the gateway: able to serve once its migrations ran, and so from then on (an
+      // outage later is answered by the gateway itself, a JSON 503, which /readyz reports).
+      if (req.url === '/startedz') return void answerJson(res, migrated ? 200 : 503, migrated ? 'started' : 'starting: the database has not answered yet');
+      if (migrated || /^\/(healthz|readyz|metrics)(\?|$)/.test(req.url ?? '')) return void app.listener(req, res);
+      answerJson(res, 503, DB_UNAVAILABLE_DETAIL, { 'retry-after': '1' });
+    },
+  );
   server.on('clientError', answerClientError);
   // Without a listener Node closes a CONNECT's connection with no answer at all.
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
