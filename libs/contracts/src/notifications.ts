@@ -67,6 +67,22 @@ export const SmtpUrl = z
   }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query; a % in them written %25)');
 
 /**
+ * Telegram's identifiers as the Bot API takes them, one rule wherever one is taken: a chat id has at most
+ * 52 significant bits (16 digits; a group's is negative), a username is 4 (auctioned ones) to 32
+ * letters, digits and underscores, from a letter.
+ */
+const TELEGRAM_CHAT_ID = String.raw`-?\d{1,16}`;
+const TELEGRAM_NAME = '[A-Za-z][A-Za-z0-9_]{3,31}';
+export const telegram = {
+  /** A username as Telegram sends it, without its @. */
+  username: new RegExp(`^${TELEGRAM_NAME}$`),
+  /** A subscriber's chat: a chat id, or a username with or without its @. */
+  subscriberChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@?${TELEGRAM_NAME})$`),
+  /** An owner's chat: a chat id, or a channel's @username (the Bot API needs the @ there). */
+  ownerChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@${TELEGRAM_NAME})$`),
+};
+
+/**
  * `Name <address>` or a bare address, split; undefined when it is not exactly one mailbox. A line break
  * in a sender would be a header of its own (Bcc: anyone) if any mail library let it through.
  */
@@ -100,10 +116,7 @@ const MessengerChannelIn = z.strictObject({
     .openapi({
       description: 'Bot API token (secret). Required the first time; omitted later: the stored one is kept',
     }),
-  owner_chat_id: z
-    .string()
-    .regex(/^(-?\d{1,20}|@[A-Za-z0-9_]{4,64})$/, 'must be a numeric chat id or @channelusername')
-    .optional(),
+  owner_chat_id: z.string().regex(telegram.ownerChat, 'must be a numeric chat id or @channelusername').optional(),
 });
 const NostrChannelIn = z.strictObject({
   private_key: z

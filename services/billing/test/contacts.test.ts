@@ -10,7 +10,14 @@ describe('checkout contacts', () => {
     for (const nostr of ['bob@127.0.0.1:8080', 'bob@localhost:21080', 'bob@example.com:443', 'bob@169.254.169.254:80', 'bob@10.0.0.1'])
       expect(contactIssues({ nostr })[0]?.field, nostr).toEqual(['nostr']);
     expect(contactIssues({ nostr: 'bob@127.0.0.1:8080' }, { localNip05: true })).toEqual([]);
-    for (const messenger of ['123456789', '-1001234', '@alice_bot', 'alice']) expect(contactIssues({ messenger }), messenger).toEqual([]);
+    for (const messenger of ['123456789', '-1001234', '-1001234567890123', '@alice_bot', 'alice', '@abcd', 'a'.repeat(32)])
+      expect(contactIssues({ messenger }), messenger).toEqual([]);
+    // Found from outside: taken, though no Telegram chat has them (usernames of 4 to 32 from a letter, ids of 52 bits).
+    for (const messenger of ['@abc', 'abc', '12345678901234567890123', '-12345678901234567', '@_alice', '@1alice', `@${'a'.repeat(33)}`])
+      expect(contactIssues({ messenger })[0]?.field, messenger).toEqual(['messenger']);
+    // A NIP-05 name on an internationalised top-level domain (found from outside: refused).
+    for (const nostr of ['bob@xn--e1afmkfd.xn--p1ai', 'bob@example.xn--p1ai']) expect(contactIssues({ nostr }), nostr).toEqual([]);
+    expect(contactIssues({ nostr: 'bob@example.xn--' })[0]?.field).toEqual(['nostr']);
     expect(contactIssues({ nostr: 'not a key' })[0]!.field).toEqual(['nostr']);
     expect(contactIssues({ nostr: 'npub1short' })[0]!.field).toEqual(['nostr']);
     // Well-formed, but no point on the curve (or a bad checksum): no notice could ever reach it.

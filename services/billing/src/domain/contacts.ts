@@ -1,11 +1,11 @@
-import type { FieldIssue } from '@sb/contracts';
+import { type FieldIssue, telegram } from '@sb/contracts';
 import { isNostrPublicKey } from '@sb/runtime';
 import * as nip19 from 'nostr-tools/nip19';
 
 type Channel = 'email' | 'messenger' | 'nostr';
 
 /** A Nostr contact the notifier can reach: an npub, a hex public key, or a NIP-05 identifier (name@domain). */
-const NOSTR = /^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64}|[a-z0-9._-]+@[a-z0-9.-]+\.[a-z]{2,})$/i;
+const NOSTR = /^(npub1[02-9ac-hj-np-z]{58}|[0-9a-f]{64}|[a-z0-9._-]+@[a-z0-9.-]+\.(?:[a-z]{2,}|xn--[a-z0-9-]+))$/i;
 /**
  * name@host:port is no NIP-05 identifier (the protocol names a domain, looked up over https on its port);
  * taken only where NIP-05 is looked up over plain http for local tests (NIP05_ALLOW_HTTP). Taken always, a
@@ -23,8 +23,6 @@ function keyOnCurve(v: string): boolean {
     return false;
   }
 }
-/** A messenger (Telegram) chat: a numeric chat id, or a username with or without its @. */
-const MESSENGER = /^(-?\d{1,20}|@?[A-Za-z0-9_]{3,64})$/;
 
 /**
  * The contact fields a checkout gave, checked so that notices can reach them: a malformed handle would
@@ -40,7 +38,7 @@ export function contactIssues(
   opts: { localNip05?: boolean } = {},
 ): FieldIssue[] {
   const issues: FieldIssue[] = [];
-  if (c.messenger !== undefined && !MESSENGER.test(c.messenger.trim())) {
+  if (c.messenger !== undefined && !telegram.subscriberChat.test(c.messenger.trim())) {
     issues.push({ field: ['messenger'], msg: 'messenger must be a numeric chat id or a @username', type: 'value_error' });
   }
   const nostr = c.nostr?.trim();

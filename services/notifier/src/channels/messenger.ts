@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { delivered, failed, type SendOutcome } from './outcome.js';
+import { telegram } from '@sb/contracts';
 
 /** Telegram's limit for one message (counted here in UTF-16 units, never more than Telegram's count). */
 const MAX_TEXT = 4096;
@@ -147,7 +148,7 @@ export async function botUpdates(
     const m = u?.message;
     const chatId = m?.chat?.id;
     if (m?.chat?.type !== 'private' || typeof chatId !== 'number' || !Number.isSafeInteger(chatId) || m.from?.is_bot === true) continue;
-    const name = typeof m.from?.username === 'string' && /^[A-Za-z0-9_]{4,64}$/.test(m.from.username) ? m.from.username.toLowerCase() : null;
+    const name = typeof m.from?.username === 'string' && telegram.username.test(m.from.username) ? m.from.username.toLowerCase() : null;
     if (name) links.set(name, chatId);
     if (typeof m.text === 'string' && /^\/start\b/.test(m.text)) started.set(chatId, name);
   }

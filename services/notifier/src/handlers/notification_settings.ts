@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { messages, notificationMessages, type NotificationSettingsUpdate, type NotificationTestRequest } from '@sb/contracts';
+import { messages, notificationMessages, type NotificationSettingsUpdate, type NotificationTestRequest, telegram } from '@sb/contracts';
 import {
   answerOnce,
   callMessage,
@@ -91,7 +91,7 @@ function testRecipient(
     throw invalid(['to'], "through the server's mail server a test goes only to the owner's own address (owner_email); with your own smtp_url, to anyone");
   }
   if (channel === 'nostr' && !isNostrContact(target)) throw invalid(['to'], 'to must be an npub, a hex public key or a NIP-05 identifier');
-  if (channel === 'messenger' && !/^(-?\d{1,20}|@?[A-Za-z0-9_]{4,64})$/.test(target)) throw invalid(['to'], 'to must be a numeric chat id or a @username');
+  if (channel === 'messenger' && !telegram.subscriberChat.test(target)) throw invalid(['to'], 'to must be a numeric chat id or a @username');
   return target;
 }
 
