@@ -481,6 +481,18 @@ describe('notification settings', () => {
         JSON.stringify(r.body),
       ).toEqual([loc]);
     }
+    // Without inherit, or with another value, the words say what to send (found from outside: "Invalid discriminator value").
+    for (const body of [{}, { inherit: 'yes' }]) {
+      const r = await admin().put(path, body);
+      expect(r.status).toBe(422);
+      expect(r.body.detail).toEqual([
+        {
+          loc: ['body', 'inherit'],
+          msg: "inherit must be true (the wallet's settings apply) or false (the settings in this body apply)",
+          type: 'invalid_union',
+        },
+      ]);
+    }
   });
 });
 

@@ -163,7 +163,11 @@ export type NotificationSettingsUpdate = z.infer<typeof NotificationSettingsUpda
 /** Body of `PUT /plans/{id}/notification-settings`: inherit the wallet's, or a full override. */
 // Told apart by `inherit`, so a wrong override names its field instead of an opaque union error.
 export const PlanNotificationSettingsUpdate = z
-  .discriminatedUnion('inherit', [z.strictObject({ inherit: z.literal(true) }), z.strictObject({ inherit: z.literal(false), ...settingsFields })])
+  .discriminatedUnion('inherit', [z.strictObject({ inherit: z.literal(true) }), z.strictObject({ inherit: z.literal(false), ...settingsFields })], {
+    // zod's own words ("Invalid discriminator value") name no fix (found from outside).
+    error: (issue) =>
+      issue.code === 'invalid_union' ? "inherit must be true (the wallet's settings apply) or false (the settings in this body apply)" : undefined,
+  })
   .openapi('PlanNotificationSettingsUpdate');
 export type PlanNotificationSettingsUpdate = z.infer<typeof PlanNotificationSettingsUpdate>;
 
