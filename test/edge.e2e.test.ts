@@ -410,11 +410,16 @@ describe('HTTP conventions', () => {
     const before = (await client(stack.api, w1.invoice_key).get('/plans?limit=1')).body.total;
     const head = `POST ${path}/plans HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${w1.admin_key}\r\nContent-Type: application/json\r\n`;
     const body = JSON.stringify({ name: 'Trickled', amount_sats: 1000, interval: 'monthly' });
+    const started = Date.now();
     const [stalledBody, stalledHeaders] = await Promise.all([
       // The headers whole, then a body that stops half way; headers that never end.
       trickle([`${head}Content-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`], 0),
       trickle([`GET ${path}/plans HTTP/1.1\r\nHost: x\r\nX-Api-`], 0),
     ]);
+    // The stack's HTTP_REQUEST_TIMEOUT_MS is 4 s (Node's own would be 300 s, 60 s for headers); Node
+    // looks every second, and a loaded machine may add a little.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3900);
+    expect(Date.now() - started).toBeLessThan(12_000);
     for (const got of [stalledBody, stalledHeaders]) {
       expect(got.closed).toBe(true);
       expect(got.text).toMatch(/^HTTP\/1\.1 408 /);

@@ -1484,6 +1484,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#done').waitFor({ timeout: 20_000 });
     expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(first.manage_url);
     expect(await page.locator('#link-elsewhere').count()).toBe(0);
+    // Left by Back, the result is forgotten with every copy of its link (the next person at this tab).
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    const kept = await page.evaluate(() => Object.keys(sessionStorage).map((k) => sessionStorage.getItem(k) ?? ''));
+    expect(kept.filter((v) => v.includes(new URL(first.manage_url!).searchParams.get('token')!))).toEqual([]);
     // The link still opens this person's portal, with the subscription that was paid.
     const token = new URL(first.manage_url!).searchParams.get('token')!;
     const portal = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } });

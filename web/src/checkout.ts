@@ -128,17 +128,28 @@ function linkOf(paymentId: string): string | null {
 function keepLink(paymentId: string, url: string | null | undefined): void {
   if (url) tabSet(`sb-link-${paymentId}`, { url, at: Date.now() });
 }
-/** The storage keys whose link the result on screen shows: forgotten when it is left. */
+/** The link kept for a payment, kept for the one that replaces it too: as old as it was (30 minutes from when it was given). */
+function carryLink(fromPaymentId: string, toPaymentId: string): void {
+  const kept = tabGet<{ url: string; at: number }>(`sb-link-${fromPaymentId}`);
+  if (linkOf(fromPaymentId) && kept) tabSet(`sb-link-${toPaymentId}`, kept);
+}
+/** The storage keys whose link the result on screen shows, and that link: forgotten when it is left. */
 let shownLinkKeys: string[] = [];
+let shownLink: string | null = null;
 function forgetShownLinks(): void {
-  for (const key of shownLinkKeys) {
-    try {
-      sessionStorage.removeItem(key);
-    } catch {
-      // Storage off: nothing was kept.
+  try {
+    // Every copy of it: those kept for the payments it replaced as well.
+    const copies: string[] = [];
+    for (let i = 0; i < sessionStorage.length; i++) {
+      const key = sessionStorage.key(i);
+      if (shownLink && key?.startsWith('sb-link-') && tabGet<{ url: string }>(key)?.url === shownLink) copies.push(key);
     }
+    for (const key of [...shownLinkKeys, ...copies]) sessionStorage.removeItem(key);
+  } catch {
+    // Storage off: nothing was kept.
   }
   shownLinkKeys = [];
+  shownLink = null;
 }
 
 /** The checkout a payment view shows; `paid` once this tab saw it paid. */
@@ -418,16 +429,20 @@ function render(plan: PublicPlan): void {
       }
       submit.textContent = 'Creating your payment…';
       announce('Creating your payment');
-      // This tab's own checkout for the contact, which a checkout on another method replaces: its answer
-      // carries no link (the contact is known), the link this tab was given stays this person's.
-      const replaced = openCheckoutOf(body);
+      // This tab's own checkout for the same e-mail (the service knows a contact by it), which a checkout
+      // on another method replaces: its answer carries no link (the contact is known), the one this tab
+      // was given stays this person's.
+      const earlier = openCheckoutOf(body);
+      const email = (v: unknown) => (typeof v === 'string' ? v.toLowerCase() : null);
+      const replaced = earlier && email(body.email) && email(earlier.body.email) === email(body.email) ? earlier : null;
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
       // The page's own words for the trial: its end as every date here reads, and what comes after it.
       if ('trial' in r) {
         const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
         return subscribed(plan, r.subscription_id, message, r.manage_url ?? null);
       }
-      keepLink(r.payment_id, r.manage_url ?? (replaced ? linkOf(replaced.c.payment_id) : null));
+      if (r.manage_url) keepLink(r.payment_id, r.manage_url);
+      else if (replaced) carryLink(replaced.c.payment_id, r.payment_id);
       // In the address, so that a reload or Back comes back to this payment, not to an empty form.
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);
@@ -548,7 +563,8 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
               again.disabled = true;
               try {
                 const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-                keepLink(r.payment_id, r.manage_url ?? linkOf(c.payment_id));
+                if (r.manage_url) keepLink(r.payment_id, r.manage_url);
+                else carryLink(c.payment_id, r.payment_id);
                 history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
                 showPayment(plan, r, body, method);
                 announce('A fresh invoice is ready');
@@ -656,6 +672,7 @@ function linkElsewhere(plan: PublicPlan, startedHere: boolean): string {
 function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = [], startedHere = true): void {
   stopFollowing();
   shownLinkKeys = link ? linkKeys : [];
+  shownLink = link;
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
   setMain(
     planHeader(plan),
@@ -712,9 +729,10 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       firstMs,
       (answer) => {
         if (devBox?.isConnected) {
-          // Its buttons go, and the focus with them: it goes where the outcome is told.
+          // Its buttons go; the focus, if on one of them, goes where the outcome is told.
+          const focused = devBox.contains(document.activeElement);
           devBox.remove();
-          heading.focus();
+          if (focused) heading.focus();
         }
         if (!ofPlan(answer)) return;
         const settled = answer.status;
@@ -771,12 +789,15 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       payButton.disabled = true;
       try {
         await api('POST', `/dev/payments/${encodeURIComponent(paymentId)}/pay`);
+        // Settled meanwhile (seen by the page's own following): that view stands.
+        if (!box.isConnected) return;
         box.remove();
         back();
         // The focused button is gone: the focus goes where the outcome is told.
         heading.focus();
         poll();
       } catch (err) {
+        if (!box.isConnected) return;
         payButton.disabled = false;
         say(err instanceof ApiError ? err.message : 'The test payment could not be made.');
         payButton.focus();
@@ -796,7 +817,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     devBox = box;
     // Paid or ended elsewhere (the checkout's own tab, the portal) while this page is open: it follows,
     // as a processor's page would not offer a payment already made (found from outside: a stale button).
-    poll(POLL_MS, () => undefined);
+    poll(POLL_MS, () => say('Not paid yet.'));
   }
 }
 

@@ -74,12 +74,15 @@ export const SmtpUrl = z
 const TELEGRAM_CHAT_ID = String.raw`-?\d{1,16}`;
 const TELEGRAM_NAME = '[A-Za-z][A-Za-z0-9_]{3,31}';
 export const telegram = {
+  chatId: new RegExp(`^${TELEGRAM_CHAT_ID}$`),
   /** A username as Telegram sends it, without its @. */
   username: new RegExp(`^${TELEGRAM_NAME}$`),
   /** A subscriber's chat: a chat id, or a username with or without its @. */
   subscriberChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@?${TELEGRAM_NAME})$`),
   /** An owner's chat: a chat id, or a channel's @username (the Bot API needs the @ there). */
   ownerChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@${TELEGRAM_NAME})$`),
+  /** The rule in words, for a refusal. */
+  rule: 'a chat id of up to 16 digits, or a username of 4 to 32 letters, digits or _ starting with a letter',
 };
 
 /**
@@ -116,7 +119,7 @@ const MessengerChannelIn = z.strictObject({
     .openapi({
       description: 'Bot API token (secret). Required the first time; omitted later: the stored one is kept',
     }),
-  owner_chat_id: z.string().regex(telegram.ownerChat, 'must be a numeric chat id or @channelusername').optional(),
+  owner_chat_id: z.string().regex(telegram.ownerChat, `must be a numeric chat id or @channelusername (${telegram.rule})`).optional(),
 });
 const NostrChannelIn = z.strictObject({
   private_key: z

@@ -3,6 +3,8 @@ import pg from 'pg';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { keepTrying, type Warns } from './listener.js';
 import { tracer } from './telemetry.js';
+import type { z } from 'zod';
+import type { commonConfig } from './config.js';
 
 // BIGINT columns hold satoshi amounts and Unix seconds, both far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -243,13 +245,10 @@ export async function lockUntilCommit(tx: Queryable, name: string, key?: string,
 }
 
 /** The database settings of `commonConfig`, which every process reads the same way. */
-export interface DbSettings {
-  DATABASE_URL: string;
-  DB_POOL_MAX: number;
-  DB_PREPARED_STATEMENTS: boolean;
-  DB_KEY_LOOKUP_POOL: boolean;
-  DB_QUERY_TIMEOUT_MS: number;
-}
+export type DbSettings = Pick<
+  z.infer<z.ZodObject<typeof commonConfig>>,
+  'DATABASE_URL' | 'DB_POOL_MAX' | 'DB_PREPARED_STATEMENTS' | 'DB_KEY_LOOKUP_POOL' | 'DB_QUERY_TIMEOUT_MS'
+>;
 
 /** A process's database from its settings; `applicationName` names its connections in pg_stat_activity. */
 export function configuredDb(config: DbSettings, applicationName: string): Db {

@@ -103,6 +103,12 @@ describe('named statements', () => {
       return (await configured.query(plans, [lookup])).rows;
     };
     expect(await planned({})).toEqual([{ generic: 6, custom: 0 }]);
+    // DB_POOL_MAX bounds each pool, under the process's name.
+    const sized = configuredDb(loadConfig(commonConfig, { DATABASE_URL: url, DB_POOL_MAX: '3' }), 'settings-test-sized');
+    pools.push(sized);
+    await Promise.all(Array.from({ length: 9 }, () => sized.query('SELECT pg_sleep(0.2)')));
+    const named = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'settings-test-sized'`);
+    expect(named.rows[0]!.n).toBe(3);
     expect(await planned({ DB_KEY_LOOKUP_POOL: '0' })).toEqual([{ generic: 0, custom: 8 }]);
     expect(await planned({ DB_KEY_LOOKUP_POOL: 'false' })).toEqual([{ generic: 0, custom: 8 }]);
     // Without prepared statements there are no named plans at all, look-up pool or not.

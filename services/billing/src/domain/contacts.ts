@@ -39,7 +39,7 @@ export function contactIssues(
 ): FieldIssue[] {
   const issues: FieldIssue[] = [];
   if (c.messenger !== undefined && !telegram.subscriberChat.test(c.messenger.trim())) {
-    issues.push({ field: ['messenger'], msg: 'messenger must be a numeric chat id or a @username', type: 'value_error' });
+    issues.push({ field: ['messenger'], msg: `messenger must be a Telegram chat: ${telegram.rule}`, type: 'value_error' });
   }
   const nostr = c.nostr?.trim();
   if (nostr !== undefined && !(opts.localNip05 && NIP05_LOCAL.test(nostr)) && (!NOSTR.test(nostr) || !keyOnCurve(nostr))) {

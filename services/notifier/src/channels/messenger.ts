@@ -38,7 +38,7 @@ export interface BotApi {
  */
 export function chatIdOf(handle: string): number | string {
   const h = handle.trim();
-  if (/^-?\d{1,20}$/.test(h) && Number.isSafeInteger(Number(h))) return Number(h);
+  if (telegram.chatId.test(h) && Number.isSafeInteger(Number(h))) return Number(h);
   return h.startsWith('@') ? h : `@${h}`;
 }
 

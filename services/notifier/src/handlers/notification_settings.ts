@@ -91,7 +91,11 @@ function testRecipient(
     throw invalid(['to'], "through the server's mail server a test goes only to the owner's own address (owner_email); with your own smtp_url, to anyone");
   }
   if (channel === 'nostr' && !isNostrContact(target)) throw invalid(['to'], 'to must be an npub, a hex public key or a NIP-05 identifier');
-  if (channel === 'messenger' && !telegram.subscriberChat.test(target)) throw invalid(['to'], 'to must be a numeric chat id or a @username');
+  if (channel === 'messenger' && !telegram.subscriberChat.test(target)) {
+    // A stored owner_chat_id taken by an earlier, looser rule: the owner sent no `to` to blame.
+    if (to === undefined) throw invalid(['to'], `the stored owner_chat_id is not a Telegram chat (${telegram.rule}): set it again, or give "to"`);
+    throw invalid(['to'], `to must be a Telegram chat: ${telegram.rule}`);
+  }
   return target;
 }
 
