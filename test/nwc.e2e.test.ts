@@ -1481,6 +1481,15 @@ describe('portal: connect a wallet', () => {
     const invoiceOwn = await connect({ subscription_id: byInvoice.subscription_id, nwc_connection_string: next.connectionString() }, theirHeaders);
     expect(invoiceOwn.status).toBe(409);
     expect(invoiceOwn.body.detail).toMatch(/^Only a subscription made with a wallet \(NWC\)/);
+    // A string that is no connection string is 422 first, whatever the subscription (found from outside: 409).
+    for (const h of [theirHeaders, headers]) {
+      const garbage = await connect({ subscription_id: byInvoice.subscription_id, nwc_connection_string: 'garbage' }, h);
+      expect(garbage.status).toBe(422);
+      expect(garbage.body.detail[0]).toMatchObject({
+        loc: ['body', 'nwc_connection_string'],
+        msg: 'The connection string must start with nostr+walletconnect://',
+      });
+    }
     // A string that is no wallet, and a limit below the price, change nothing.
     const bad = await connect({ subscription_id: sub.subscription_id, nwc_connection_string: 'https://example.com' });
     expect(bad.status).toBe(422);

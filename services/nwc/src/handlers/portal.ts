@@ -3,7 +3,7 @@ import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, 
 import type { Deps } from '../deps.js';
 import { tellBilling } from '../charge.js';
 import { toConnection } from '../store/connections.repo.js';
-import { checked, storeConnection } from './public.subscribe.js';
+import { checked, storeConnection, wellFormed } from './public.subscribe.js';
 
 /** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
 async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: string; wallet_id: string }> {
@@ -45,6 +45,8 @@ export const connectWallet = (d: Deps) =>
     const s = await subscriberOf(d, req);
     const body = req.body;
     const target = { wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats };
+    // Bad input is 422 whatever the subscription (found from outside: 409 for one paid by invoice first).
+    wellFormed(body.nwc_connection_string);
     // Another subscriber's subscription is refused before any relay the caller named is contacted (by a
     // billing of an earlier version, without the check, after: as it was then).
     await callMessage(d.bus, messages.nwcReconnectCheck, target).catch((err) => {

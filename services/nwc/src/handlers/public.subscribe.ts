@@ -1,10 +1,20 @@
 import { ID_PREFIXES, messages, type NWCErrorCode, publicRoutes, satsText, utcMinute } from '@sb/contracts';
 import { BusUnavailableError, callMessage, newId, routeHandler, invalid } from '@sb/runtime';
-import { ConnectionStringError } from '../connection-string.js';
+import { ConnectionStringError, parseConnectionString } from '../connection-string.js';
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
+
+/** A connection string's own form, checked without contacting anyone; 422 in words otherwise. */
+export function wellFormed(s: string): void {
+  try {
+    parseConnectionString(s);
+  } catch (err) {
+    if (err instanceof ConnectionStringError) throw invalid(['nwc_connection_string'], err.message);
+    throw err;
+  }
+}
 
 /** The wallet behind a connection string, checked (relay, info event, pay_invoice); 422 in words otherwise. */
 export async function checked(d: Deps, s: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
