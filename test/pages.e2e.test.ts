@@ -1508,6 +1508,46 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it("Lightning, Back, then on-chain with another e-mail and the same Telegram: the earlier link is not carried (another person's portal)", async () => {
+    const p = await plan({ name: 'Shared chat', amount_sats: 5000, allow_onchain: true });
+    const smtp = await startSmtpServer('shared', 'shared-pass');
+    const put = await admin.put(`/plans/${p.id}/notification-settings`, {
+      inherit: false,
+      channels: { email: { smtp_url: smtp.url }, messenger: { bot_token: BOT_TOKEN } },
+    });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    await until(
+      async () => (await anon.get(`/public/plan/${p.id}`)).body,
+      (b: any) => b.messenger_bot !== undefined,
+    );
+    // The second address is a subscriber already (of another plan): its checkout is answered without a link.
+    const known = 'known-elsewhere@example.com';
+    const other = await plan({ name: 'Elsewhere', amount_sats: 1000 });
+    const before = await anon.post('/public/subscribe', { plan_id: other.id, payment_method: 'lightning', email: known });
+    expect(before.status, JSON.stringify(before.body)).toBe(201);
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByLabel('Telegram username').fill('@shared_chat');
+    const first = await checkout(page, 'Lightning', 'first-person@example.com');
+    expect(first.manage_url).toMatch(/token=/);
+    await page.locator('#pay').waitFor();
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    await page.getByLabel('Telegram username').fill('@shared_chat');
+    const second = await checkout(page, 'On-chain bitcoin', known);
+    expect(second.manage_url ?? null).toBeNull();
+    await page.locator('#pay').waitFor();
+    await pay(second.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    // The first person's portal is not offered to whoever typed the other address.
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).count()).toBe(0);
+    expect(await page.content()).not.toContain(new URL(first.manage_url!).searchParams.get('token')!);
+    await page.locator('#link-elsewhere').waitFor();
+    expect(problems).toEqual([]);
+    await page.close();
+    await smtp.stop();
+  });
+
   it('the checkout page names the seller: the notification settings name, else the wallet name (found from outside: never named)', async () => {
     const p = await plan({ name: 'Gold', amount_sats: 2100 });
     // Without a name of the owner's choosing, the wallet's own, as its messages are signed.

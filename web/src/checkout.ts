@@ -125,13 +125,17 @@ function linkOf(paymentId: string): string | null {
   const kept = tabGet<{ url: string; at: number }>(`sb-link-${paymentId}`);
   return kept && typeof kept.url === 'string' && Date.now() - kept.at < LINK_KEPT_MS ? kept.url : null;
 }
-function keepLink(paymentId: string, url: string | null | undefined): void {
-  if (url) tabSet(`sb-link-${paymentId}`, { url, at: Date.now() });
-}
-/** The link kept for a payment, kept for the one that replaces it too: as old as it was (30 minutes from when it was given). */
-function carryLink(fromPaymentId: string, toPaymentId: string): void {
-  const kept = tabGet<{ url: string; at: number }>(`sb-link-${fromPaymentId}`);
-  if (linkOf(fromPaymentId) && kept) tabSet(`sb-link-${toPaymentId}`, kept);
+/**
+ * Keeps a new checkout's link for its payment. An answer without one (the contact was known) keeps the link
+ * of the payment it replaces, if any, as old as it was (30 minutes from when it was given).
+ */
+function keepLink(r: { payment_id: string; manage_url?: string | null }, replacedPaymentId: string | null): void {
+  const kept = r.manage_url
+    ? { url: r.manage_url, at: Date.now() }
+    : replacedPaymentId && linkOf(replacedPaymentId)
+      ? tabGet<{ url: string; at: number }>(`sb-link-${replacedPaymentId}`)
+      : null;
+  if (kept) tabSet(`sb-link-${r.payment_id}`, kept);
 }
 /** The storage keys whose link the result on screen shows, and that link: forgotten when it is left. */
 let shownLinkKeys: string[] = [];
@@ -441,8 +445,7 @@ function render(plan: PublicPlan): void {
         const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
         return subscribed(plan, r.subscription_id, message, r.manage_url ?? null);
       }
-      if (r.manage_url) keepLink(r.payment_id, r.manage_url);
-      else if (replaced) carryLink(replaced.c.payment_id, r.payment_id);
+      keepLink(r, replaced?.c.payment_id ?? null);
       // In the address, so that a reload or Back comes back to this payment, not to an empty form.
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);
@@ -563,8 +566,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
               again.disabled = true;
               try {
                 const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-                if (r.manage_url) keepLink(r.payment_id, r.manage_url);
-                else carryLink(c.payment_id, r.payment_id);
+                keepLink(r, c.payment_id);
                 history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
                 showPayment(plan, r, body, method);
                 announce('A fresh invoice is ready');

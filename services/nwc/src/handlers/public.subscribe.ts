@@ -6,23 +6,27 @@ import { answerBy, chargeConnection } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 
-/** A connection string's own form, checked without contacting anyone; 422 in words otherwise. */
+/** A connection string or wallet refused in words: 422 naming the field; anything else as it was. */
+function inWords(err: unknown): never {
+  if (err instanceof ConnectionStringError || err instanceof WalletCheckError) throw invalid(['nwc_connection_string'], err.message);
+  throw err;
+}
+
+/** A connection string's own form, checked without contacting anyone. */
 export function wellFormed(s: string): void {
   try {
     parseConnectionString(s);
   } catch (err) {
-    if (err instanceof ConnectionStringError) throw invalid(['nwc_connection_string'], err.message);
-    throw err;
+    inWords(err);
   }
 }
 
-/** The wallet behind a connection string, checked (relay, info event, pay_invoice); 422 in words otherwise. */
+/** The wallet behind a connection string, checked (relay, info event, pay_invoice). */
 export async function checked(d: Deps, s: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
   try {
     return await d.nip47.validate(s);
   } catch (err) {
-    if (err instanceof ConnectionStringError || err instanceof WalletCheckError) throw invalid(['nwc_connection_string'], err.message);
-    throw err;
+    return inWords(err);
   }
 }
 
