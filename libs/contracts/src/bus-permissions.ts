@@ -35,6 +35,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   subscribeNwcCheck: ['nwc'],
   subscriberOfToken: ['nwc'],
   nwcFallback: ['nwc'],
+  subscriptionStatus: ['nwc'],
   renewalEnded: ['payments'],
   nwcReconnect: ['nwc'],
   nwcReconnectCheck: ['nwc'],

@@ -4,6 +4,7 @@ import { Id, Paginated, UnixSeconds } from './common.js';
 import { NWC_ERROR_CODES, NWCSubscriptionCreate } from './nwc.js';
 import { CheckoutResponse, Payment, PaymentStatus, PortalPayment } from './payments.js';
 import { PaymentMethod } from './plans.js';
+import { SubscriptionStatus } from './subscriptions.js';
 
 /**
  * Bus messages between services (not HTTP). Each names its subject, request and reply; both ends
@@ -235,6 +236,15 @@ export const messages = {
     subject: 'billing.internal.nwc_fallback',
     request: SubscriptionRef,
     reply: z.object({ changed: z.boolean() }),
+  },
+  /**
+   * A subscription's status as billing holds it: the NWC checkout asks after its wallet paid, so that its
+   * "active" is what a read of the subscription says (billing applies the payment from its event).
+   */
+  subscriptionStatus: {
+    subject: 'billing.internal.subscription_status',
+    request: SubscriptionRef,
+    reply: z.object({ status: SubscriptionStatus }),
   },
   /**
    * The portal connects a wallet to one of the subscriber's NWC subscriptions: billing checks it is

@@ -27,7 +27,7 @@ import { subscribe, subscribeNwc, subscribeNwcCheck } from './public.subscribe.j
 import { getSubscriber, listPlanSubscribers, listSubscribers } from './subscribers.js';
 import { cancelSubscription } from './subscriptions.cancel.js';
 import { extendSubscription } from './subscriptions.extend.js';
-import { getSubscription, listSubscriptionPayments } from './subscriptions.get.js';
+import { getSubscription, listSubscriptionPayments, subscriptionStatus } from './subscriptions.get.js';
 import { listArchivedSubscriptions, listSubscriptions } from './subscriptions.list.js';
 import { manageLink } from './subscriptions.manage_link.js';
 import { pauseSubscription } from './subscriptions.pause.js';
@@ -68,6 +68,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   publicUnsubscribeLink(d),
   subscriberOfToken(d),
   nwcFallback(d),
+  subscriptionStatus(d),
   renewalEnded(d),
   nwcReconnect(d),
   nwcReconnectCheck(d),

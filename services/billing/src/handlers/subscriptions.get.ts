@@ -1,5 +1,5 @@
 import { messages } from '@sb/contracts';
-import { callMessage, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
+import { callMessage, messageHandler, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 
@@ -21,4 +21,11 @@ export const listSubscriptionPayments = (d: Deps) =>
       limit: req.query.limit,
       offset: req.query.offset,
     });
+  });
+
+export const subscriptionStatus = (d: Deps) =>
+  messageHandler(messages.subscriptionStatus, async ({ wallet_id, subscription_id }) => {
+    const sub = await d.subscriptions.get(d.db, wallet_id, subscription_id);
+    if (!sub) throw notFound('Subscription');
+    return { status: sub.status };
   });

@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A connection string or wallet refused in words: 422 naming the field; anything else as it was. */
 function inWords(err: unknown): never {
@@ -77,6 +78,28 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
 /** How long the gateway waits for this route (its own wait, lengthened by BUS_TIMEOUT_MS). */
 const SUBSCRIBE_WAIT_MS = publicRoutes.find((r) => r.id === 'public.subscribe.nwc')?.busTimeoutMs;
 
+/** How long a paid checkout's answer waits for billing to apply the payment (its event is on its way). */
+const ACTIVATION_WAIT_MS = 3_000;
+const ACTIVATION_POLL_MS = 25;
+
+/**
+ * Whether billing holds the subscription as active by `by` (at most ACTIVATION_WAIT_MS from now): a
+ * subscription read right after the answer then says what the answer said. A billing that cannot be
+ * asked (an older one without the subject) is taken at the payment's word, as before it could be.
+ */
+async function activeBy(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<boolean> {
+  const until = Math.min(by, Date.now() + ACTIVATION_WAIT_MS);
+  for (;;) {
+    const status = await callMessage(d.bus, messages.subscriptionStatus, ref).then(
+      (r) => r.status,
+      (err) => (err instanceof BusUnavailableError && (err.noResponders || err.refused) ? 'active' : 'unknown'),
+    );
+    if (status !== 'pending' && status !== 'unknown') return status === 'active';
+    if (Date.now() + ACTIVATION_POLL_MS >= until) return false;
+    await sleep(ACTIVATION_POLL_MS);
+  }
+}
+
 /**
  * Subscribe with automatic payments: the wallet is checked first (nothing is created for an unusable
  * one), billing creates the subscription and its first invoice, the connection is stored with its
@@ -141,7 +164,10 @@ export const subscribe = (d: Deps) =>
       };
     }
     if (outcome.paid) {
-      return { ...base, status: 'active', message: `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name} is active.` };
+      const paid = `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name}`;
+      return (await activeBy(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by))
+        ? { ...base, status: 'active', message: `${paid} is active.` }
+        : { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
     }
     return notPaid({ code: outcome.error_code, message: outcome.message });
   });
