@@ -505,6 +505,37 @@ describe('renewal payments made while the subscription moved', () => {
     expect(rows.map((r) => r.d.payment_id)).toEqual([after[1]!.id]);
   });
 
+  it('paused, its withdrawn invoice paid meanwhile (not applied): a resume within the period still issues one that renews (found from outside: none, ever)', async () => {
+    const { subs, end } = await activeMonthly(1, 'pwp');
+    const s = subs[0]!;
+    await advanceTo(end - 2 * DAY);
+    const [withdrawn] = await until(
+      () => renewalPayments(s.id),
+      (r) => r.length === 1 && r[0]!.status === 'pending',
+    );
+    expect((await admin.post(`/subscriptions/${s.id}/pause`)).body.status).toBe('paused');
+    // Paid after the pause took it back: recorded, not applied, for the owner to refund.
+    await pay(withdrawn!.id);
+    await until(
+      async () => (await admin.get(`/payments/${withdrawn!.id}`)).body,
+      (b) => b.status === 'paid' && b.unapplied_reason === 'The subscription is paused',
+    );
+    expect((await admin.post(`/subscriptions/${s.id}/resume`)).body.status).toBe('active');
+    const after = await until(
+      () => renewalPayments(s.id),
+      (r) => r.length === 2,
+    );
+    expect(after.map((r) => r.status)).toEqual(['paid', 'pending']);
+    expect((await admin.get(`/payments?subscription_id=${s.id}&status=pending`)).body.items.map((x: { id: string }) => x.id)).toEqual([after[1]!.id]);
+    await pay(after[1]!.id);
+    expect(
+      await until(
+        () => sub(s.id),
+        (x) => x.current_period_start === end,
+      ),
+    ).toMatchObject({ status: 'active', current_period_start: end });
+  });
+
   it('renewed by its paid invoice while a replacement was being made: the replacement is withdrawn', async () => {
     const { subs, end } = await activeMonthly(1, 'rp');
     const s = subs[0]!;

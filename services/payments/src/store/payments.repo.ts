@@ -116,7 +116,7 @@ export class PaymentsRepo {
   async paidAmong(q: Queryable, refs: { wallet_id: string; id: string }[]): Promise<Set<string>> {
     if (!refs.length) return new Set();
     const { rows } = await q.query<{ id: string }>(
-      `SELECT id FROM ${this.t} WHERE status = 'paid' AND (id, wallet_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+      `SELECT id FROM ${this.t} WHERE status = 'paid' AND unapplied_reason IS NULL AND (id, wallet_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
       [refs.map((r) => r.id), refs.map((r) => r.wallet_id)],
     );
     return new Set(rows.map((r) => r.id));
