@@ -59,7 +59,7 @@ function parseMail(raw: string, to: string[]): Mail {
 }
 
 /** A local SMTP server (smtp-server) that takes mail with the given login and keeps what it received. */
-export async function startSmtpServer(user: string, pass: string, opts: { rejectRcpt?: (address: string) => boolean } = {}) {
+export async function startSmtpServer(user: string, pass: string, opts: { rejectRcpt?: (address: string) => boolean; host?: string } = {}) {
   const mails: Mail[] = [];
   const server = new SMTPServer({
     disabledCommands: ['STARTTLS'],
@@ -91,6 +91,6 @@ export async function startSmtpServer(user: string, pass: string, opts: { reject
       });
     },
   });
-  const port = await new Promise<number>((r) => server.listen(0, '127.0.0.1', () => r((server.server.address() as AddressInfo).port)));
+  const port = await new Promise<number>((r) => server.listen(0, opts.host ?? '127.0.0.1', () => r((server.server.address() as AddressInfo).port)));
   return { port, url: `smtp://${user}:${pass}@127.0.0.1:${port}`, mails, stop: () => new Promise<void>((r) => server.close(() => r())) };
 }

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '@sb/contracts';
@@ -12,7 +13,14 @@ import { sendWebhook } from '../src/webhook-sender.js';
 import { chatIdOf } from '../src/channels/messenger.js';
 import { refusedAddresses } from '../src/channels/addresses.js';
 import { senderFor, sendEmail, smtpOptions } from '../src/channels/email.js';
+import { startSmtpServer } from '../../../test/support/smtp-server.js';
 import { resolveRecipient, sendNostr } from '../src/channels/nostr.js';
+
+/** An address of this machine other than loopback (a mail server "elsewhere" for the TLS rule), if it has one. */
+const nonLoopback = (): string | undefined =>
+  Object.values(networkInterfaces())
+    .flat()
+    .find((i) => i && !i.internal && i.family === 'IPv4')?.address;
 
 describe('SSRF address check', () => {
   it('refuses loopback, private, link-local, unique-local and mapped addresses; passes public ones', () => {
@@ -749,6 +757,32 @@ describe('mail transport and sender', () => {
     expect(opts).toMatchObject({ host: 'mail.example.com', port: 2525, secure: false });
     for (const k of ['sendmail', 'path', 'logger', 'debug', 'proxy', 'url', 'auth']) expect(opts).not.toHaveProperty(k);
     expect(() => smtpOptions('http://mail.example.com')).toThrow();
+  });
+
+  it('a login goes to another machine only over TLS: STARTTLS required for smtp:// with a login, except on loopback', () => {
+    expect(smtpOptions('smtp://me:pw@mail.example.com')).toMatchObject({ port: 587, secure: false, requireTLS: true });
+    expect(smtpOptions('smtp://me:pw@[2001:db8::1]:25')).toMatchObject({ host: '2001:db8::1', requireTLS: true });
+    expect(smtpOptions('smtps://me:pw@mail.example.com')).not.toHaveProperty('requireTLS');
+    for (const url of ['smtp://relay.mail.svc:25', 'smtp://me:pw@127.0.0.1:2525', 'smtp://me:pw@localhost:2525', 'smtp://me:pw@[::1]:2525'])
+      expect(smtpOptions(url), url).not.toHaveProperty('requireTLS');
+  });
+
+  it.skipIf(!nonLoopback())('a server on another machine that offers no STARTTLS gets no login in clear: the send fails and says why', async () => {
+    const server = await startSmtpServer('tls-user', 'tls-pass', { host: '0.0.0.0' });
+    try {
+      const m = { subject: 's', text: 't', html: '<p>t</p>' };
+      const port = new URL(server.url).port;
+      const away = await sendEmail(`smtp://tls-user:tls-pass@${nonLoopback()}:${port}`, { from: 'a@example.com' }, 'b@example.com', m, { allowPrivate: true });
+      expect(away).toMatchObject({ delivered: false, permanent: true });
+      expect(away.error).toMatch(/^the mail server did not take STARTTLS, which a login sent to another machine requires/);
+      expect(server.mails).toHaveLength(0);
+      // The same server on loopback takes it.
+      const here = await sendEmail(`smtp://tls-user:tls-pass@127.0.0.1:${port}`, { from: 'a@example.com' }, 'b@example.com', m, { allowPrivate: true });
+      expect(here).toMatchObject({ delivered: true });
+      expect(server.mails).toHaveLength(1);
+    } finally {
+      await server.stop();
+    }
   });
 
   it("through the server's mail server the From is MAIL_FROM's address; the owner's name and address go in the name and Reply-To", () => {

@@ -10,6 +10,9 @@ import { delivered, failed, type Message, type SendOutcome } from './outcome.js'
  */
 const CONNECTION_CODES = new Set(['ECONNECTION', 'ESOCKET', 'ETIMEDOUT', 'EDNS', 'ETLS', 'ECONNREFUSED']);
 
+/** This machine, by name or address: a mail server here is reached without crossing a network. */
+const LOOPBACK = /^(localhost|.+\.localhost|127(\.\d{1,3}){3}|::1)$/i;
+
 /** An SMTP conversation gives up within this long. */
 export const SMTP_TIMEOUT_MS = 20_000;
 
@@ -41,11 +44,16 @@ export function smtpOptions(smtpUrl: string): SMTPTransport.Options {
   const u = new URL(smtpUrl);
   if ((u.protocol !== 'smtp:' && u.protocol !== 'smtps:') || !u.hostname) throw new Error('not an smtp:// or smtps:// URL');
   const secure = u.protocol === 'smtps:';
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
   return {
-    host: u.hostname.replace(/^\[(.*)\]$/, '$1'),
+    host,
     port: u.port ? Number(u.port) : secure ? 465 : 587,
     secure,
     ...(u.username ? { auth: { user: decodeURIComponent(u.username), pass: decodeURIComponent(u.password) } } : {}),
+    // A login goes to another machine only encrypted: STARTTLS is required of it (a server that does not
+    // offer it, or an offer stripped on the way, fails the send instead of sending the password in clear).
+    // Without a login (a relay in the cluster) and on loopback, STARTTLS is used when offered.
+    ...(u.username && !secure && !LOOPBACK.test(host) ? { requireTLS: true } : {}),
     connectionTimeout: SMTP_TIMEOUT_MS,
     greetingTimeout: SMTP_TIMEOUT_MS,
     socketTimeout: SMTP_TIMEOUT_MS,
@@ -94,6 +102,8 @@ export async function sendEmail(
       onServiceServerDown?.(detail);
       return failed(`the service's mail server could not be reached (${e.code})`);
     }
+    if (options.requireTLS && /STARTTLS/i.test(detail))
+      return failed(`the mail server did not take STARTTLS, which a login sent to another machine requires (smtps:// for TLS from the start): ${detail}`, true);
     return failed(detail, typeof e.responseCode === 'number' && e.responseCode >= 500 && e.responseCode < 600);
   } finally {
     transport.close();
