@@ -1830,6 +1830,50 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('the portal offers a fresh invoice for a checkout whose invoice ran out; paid, the card turns active (found from outside: nothing to pay with)', async () => {
+    const p = await plan({ name: 'Ran out', amount_sats: 654 });
+    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'ranout@example.com' })).body;
+    const headers = { 'X-Subscriber-Token': new URL(c.manage_url).searchParams.get('token')! };
+    const invoice = (id: string, h = headers) => anon.post(`/public/manage/subscription/${id}/invoice`, {}, { headers: h });
+    // While the first invoice is open, it is the answer.
+    const open = await invoice(c.subscription_id);
+    expect(open.status, JSON.stringify(open.body)).toBe(200);
+    expect(open.body).toMatchObject({ id: c.payment_id, status: 'pending', payment_request: c.payment_request, plan_name: 'Ran out' });
+    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+    await until(
+      () => anon.get(`/public/payment/${c.payment_id}/status`),
+      (r) => r.body.status === 'expired',
+    );
+    const { page, problems } = await openPage(phone);
+    await page.goto(c.manage_url);
+    const card = page.locator(`#sub-${c.subscription_id}`);
+    await card.getByText('The invoice for the first payment ran out before it was paid.').waitFor();
+    await check(page, problems, 'portal-ran-out');
+    // By keyboard: the button, then the invoice in its place, announced, focus on its heading.
+    await card.getByRole('button', { name: 'Get a fresh invoice' }).focus();
+    const asked = page.waitForResponse((r) => r.url().endsWith(`/subscription/${c.subscription_id}/invoice`) && r.request().method() === 'POST');
+    await page.keyboard.press('Enter');
+    const fresh = await (await asked).json();
+    expect(fresh.id).not.toBe(c.payment_id);
+    expect(fresh).toMatchObject({ subscription_id: c.subscription_id, status: 'pending', amount_sats: 654 });
+    await expect.poll(() => card.getByRole('textbox', { name: 'Invoice' }).inputValue()).toBe(fresh.payment_request);
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Payment due');
+    // Asked again, the same open invoice (no second one to pay).
+    expect((await invoice(c.subscription_id)).body.id).toBe(fresh.id);
+    await pay(fresh.id);
+    await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 20_000 }).toBe('Active');
+    expect(await card.getByRole('button', { name: 'Get a fresh invoice' }).count()).toBe(0);
+    // Not waiting for a first payment any more: 409; another subscriber's subscription: 404 as an unknown one.
+    const done = await invoice(c.subscription_id);
+    expect(done.status).toBe(409);
+    expect(done.body.detail).toBe('This subscription is not waiting for its first payment (it is active)');
+    const other = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'ranout-other@example.com' })).body;
+    expect((await invoice(other.subscription_id)).status).toBe(404);
+    expect((await invoice(c.subscription_id, { 'X-Subscriber-Token': 'f'.repeat(64) })).status).toBe(401);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('the portal: notice switches by keyboard, saved, their state announced; a failed save says so and puts the switch back', async () => {
     const p = await plan({ name: 'Switches', amount_sats: 1500, trial_days: 14 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'switches@example.com' })).body;

@@ -645,17 +645,43 @@ function fetchPayments(): Promise<Outcome<Page<Pay>>> {
 /** The open payment a subscription card shows (payable right there), in place of the one it showed. */
 function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void {
   card.querySelector('.open-payment')?.remove();
-  if (!open || TERMINAL.has(s.status)) return;
-  card
-    .querySelector('.facts')
-    ?.after(
-      h(
-        'section',
-        { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` },
-        h('h4', {}, 'Payment due'),
-        paymentView(open, `pay-${open.id}`, s.pay_by),
-      ),
+  if (TERMINAL.has(s.status)) return;
+  // A checkout whose invoice ran out unpaid: a fresh one here (found from outside: "Waiting for the first
+  // payment" with nothing to pay it with). Not a resume's payment or a renewal: those are reissued by the service.
+  const ranOut = !open && s.status === 'pending' && !s.ever_paid && !s.trial_end;
+  if (!open && !ranOut) return;
+  const heading = h('h4', { tabindex: -1 }, 'Payment due');
+  const section = h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` }, heading);
+  if (open) section.append(paymentView(open, `pay-${open.id}`, s.pay_by));
+  else {
+    const msg = h('p', { class: 'status', role: 'status' });
+    const fresh = h(
+      'button',
+      {
+        type: 'button',
+        id: `fresh-${s.id}`,
+        onclick: async () => {
+          if (fresh.getAttribute('aria-disabled') === 'true') return;
+          fresh.setAttribute('aria-disabled', 'true');
+          msg.textContent = 'Getting a fresh invoice…';
+          try {
+            const p = await portal<Pay>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/invoice`);
+            showOpenPayment(card, s, p);
+            watched.set(p.id, s);
+            schedulePoll();
+            announce('A fresh invoice is ready');
+            card.querySelector<HTMLElement>('.open-payment h4')?.focus();
+          } catch (err) {
+            fresh.removeAttribute('aria-disabled');
+            msg.textContent = err instanceof ApiError ? err.message : 'A fresh invoice could not be had right now. Please try again.';
+          }
+        },
+      },
+      'Get a fresh invoice',
     );
+    section.append(h('p', {}, 'The invoice for the first payment ran out before it was paid.'), h('div', { class: 'actions' }, fresh), msg);
+  }
+  card.querySelector('.facts')?.after(section);
 }
 
 /**

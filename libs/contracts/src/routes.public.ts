@@ -130,6 +130,21 @@ export const portalRoutes = defineRoutes([
     subject: 'billing.portal.cancel_subscription',
   },
   {
+    id: 'portal.subscriptions.invoice',
+    method: 'post',
+    path: '/public/manage/subscription/{id}/invoice',
+    auth: 'subscriber',
+    summary: 'An invoice to pay for one of my subscriptions waiting for its first payment (a fresh one when it ran out)',
+    description:
+      'For a subscription still waiting for its first payment (`pending`, never paid: a checkout, not a resume): answers the ' +
+      'payment that can pay it now, its first invoice while that is open, else a fresh one on the same payment method (the ' +
+      "checkout page's fresh invoice, for a subscriber who left it). Another subscriber's subscription is 404 like an unknown " +
+      'one; any other state is 409 (a renewal is always payable in the portal as it is).',
+    params: IdParams,
+    response: PortalPayment,
+    subject: 'billing.portal.checkout_invoice',
+  },
+  {
     id: 'portal.subscriptions.update',
     method: 'patch',
     path: '/public/manage/subscription/{id}',

@@ -119,18 +119,26 @@ async function pendingCheckout(d: Deps, input: SubscribeInput, tries: number): P
     if (!switched) throw new AlreadySubscribed();
     return switched;
   }
+  const created = await checkoutPayment(d, plan, sub);
+  await withdrawnIfReplaced(d, sub);
+  return { plan, sub, manage_url: null, created };
+}
+
+/**
+ * What a subscription waiting for its first payment is paid with now: its first invoice while it can be
+ * paid (or was paid: billing has not heard yet), else a fresh one (keyed by the second, one per second at
+ * most). The checkout page's "fresh invoice" and the portal's.
+ */
+export async function checkoutPayment(d: Deps, plan: Plan, sub: SubRow): Promise<CreatedPayment> {
   const now = unixSeconds(d.clock);
   const o = {
     purpose: 'checkout' as const,
     description: `${plan.name} (${plan.interval})`,
-    expires_at: now + (CHECKOUT_SECONDS[input.payment_method] ?? 86_400),
+    expires_at: now + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400),
   };
-  let created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
-  // The first invoice expired meanwhile: a new one (keyed by time, one per second at most).
-  if (created.payment.status !== 'pending' && created.payment.status !== 'paid')
-    created = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
-  await withdrawnIfReplaced(d, sub);
-  return { plan, sub, manage_url: null, created };
+  const first = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
+  const payable = first.payment.status === 'paid' || (first.payment.status === 'pending' && first.checkout.expires_at > now);
+  return payable ? first : requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
 }
 
 /**

@@ -126,10 +126,13 @@ export const renewableUntil = (
  *   grace, expired at the end of the dunning window.
  * Paused subscriptions have nothing due (the owner's choice); terminal ones never do.
  */
+/** Pending since a resume after its period ended (pending since after the period began), not a checkout. */
+export const pendingSinceResume = (s: Pick<ScheduleView, 'pending_since' | 'current_period_start'>): boolean =>
+  s.pending_since !== null && s.pending_since > s.current_period_start;
+
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
-    // Resumed after its period ended (pending since after the period began), not a checkout.
-    const resumed = s.pending_since !== null && s.pending_since > s.current_period_start;
+    const resumed = pendingSinceResume(s);
     if (now < (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS) {
       if (!resumed) return NONE;
       // Its payment not made, or its wallet asked by a resume that stopped before the answer (no reminder yet).

@@ -4,10 +4,11 @@ import type { Deps } from '../deps.js';
 import { accessAfterCancel, accessUntil, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelled } from './subscription-action.js';
-import { renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
+import { pendingSinceResume, renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
 import { courtesy, courtesyRead } from './courtesy.js';
+import { checkoutPayment } from '../subscribe.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -139,6 +140,26 @@ export const portalListPayments = (d: Deps) =>
       limit: req.query.limit,
       offset: req.query.offset,
     });
+  });
+
+/**
+ * What pays a subscription still waiting for its first payment, for its subscriber in the portal: its open
+ * invoice, or a fresh one when that ran out (found from outside: the portal said "Waiting for the first
+ * payment" with nothing to pay it with). Not a resume's payment (it has periods behind it).
+ */
+export const portalCheckoutInvoice = (d: Deps) =>
+  routeHandler('portal.subscriptions.invoice', async (req) => {
+    const s = await subscriberOf(d, d.db, req);
+    const sub = await d.subscriptions.get(d.db, s.wallet_id, req.params.id);
+    if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
+    if (sub.status !== 'pending' || pendingSinceResume(sub)) throw conflict(`This subscription is not waiting for its first payment (it is ${sub.status})`);
+    const plan = await d.plans.get(d.db, sub.wallet_id, sub.plan_id);
+    if (!plan) throw notFound('Subscription');
+    const { payment } = await checkoutPayment(d, plan, sub);
+    const page = await callMessage(d.bus, messages.listPortalPayments, { wallet_id: s.wallet_id, subscription_ids: [sub.id], limit: 200, offset: 0 });
+    const shown = page.items.find((p) => p.id === payment.id);
+    if (!shown) throw conflict('The payment changed meanwhile, please retry');
+    return shown;
   });
 
 export const portalCancel = (d: Deps) =>
