@@ -1207,6 +1207,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('button', { name: 'Continue to payment' }).click();
     await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toBe('Plan not found');
     expect(await page.locator('form').count()).toBe(0);
+    // Focus on the new view's heading, not dropped to <body> with the button that was pressed.
+    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1');
     // Archived while its invoice is shown: the invoice is withdrawn, and no fresh one is offered in vain.
     const goneLater = await plan({ name: 'Archived at the invoice', amount_sats: 1000 });
     await page.goto(goneLater.checkout_url);
@@ -1379,6 +1381,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await npubField.fill('');
     await chat.focus();
     await page.keyboard.type('424242');
+    // A preference for a contact left empty is caught on the page, in words that keep Nostr's capital.
+    await pref.selectOption('nostr');
+    await page.getByRole('button', { name: 'Start free trial' }).click();
+    await expect
+      .poll(() => page.locator('#contact-nostr-error').textContent())
+      .toBe('Enter your Nostr address (npub or name@domain), or choose another way below.');
     await pref.selectOption('messenger');
     await chat.focus();
     expect(await subscribed(page)).toMatchObject({ messenger: '424242', nostr: null, email: null, contact_preference: 'messenger' });
@@ -1759,18 +1767,35 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       await t.page.goto(sub.manage_url);
       await t.page.locator(`#sub-${sub.subscription_id}`).waitFor();
     }
-    const cancelIn = async (page: Page) => {
-      await page.locator(`#sub-${sub.subscription_id}`).getByRole('button', { name: 'Cancel subscription' }).click();
+    const cancelThere = async (page: Page, id: string) => {
+      await page.locator(`#sub-${id}`).getByRole('button', { name: 'Cancel subscription' }).click();
       await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
     };
+    const cancelIn = (page: Page) => cancelThere(page, sub.subscription_id);
     await cancelIn(one.page);
     await expect.poll(() => one.page.locator(`#sub-${sub.subscription_id} .status-cancelled`).count()).toBe(1);
     await cancelIn(two.page);
-    await expect.poll(() => two.page.locator('#notice').textContent()).toBe('Two tabs: Cannot cancel a subscription that is cancelled.');
+    await expect.poll(() => two.page.locator('#notice').textContent()).toBe('Two tabs: This subscription is already cancelled.');
     const card = two.page.locator(`#sub-${sub.subscription_id}`);
     expect(await card.locator('.status-cancelled').textContent()).toBe('Cancelled');
     expect(await card.getByRole('button', { name: 'Cancel subscription' }).count()).toBe(0);
     expect(two.problems).toEqual([]);
+    // A notice switch refused the same way (ended in another tab) redraws the card too.
+    const other = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'tabs2@example.com' })).body;
+    for (const t of [one, two]) {
+      await t.page.goto(other.manage_url);
+      await t.page.locator(`#sub-${other.subscription_id}`).waitFor();
+    }
+    await cancelThere(one.page, other.subscription_id);
+    await expect.poll(() => one.page.locator(`#sub-${other.subscription_id} .status-cancelled`).count()).toBe(1);
+    const card2 = two.page.locator(`#sub-${other.subscription_id}`);
+    await card2.getByRole('checkbox', { name: /Payment reminders/ }).uncheck();
+    await expect
+      .poll(() => two.page.locator('#notice').textContent())
+      .toBe('Reminders for Two tabs could not be changed: This subscription has ended (cancelled): it gets no more reminders or confirmations.');
+    expect(await two.page.evaluate(() => document.activeElement?.id)).toBe('notice');
+    await expect.poll(() => card2.locator('.status-cancelled').count()).toBe(1);
+    expect(await card2.getByRole('button', { name: 'Cancel subscription' }).count()).toBe(0);
     await one.page.close();
     await two.page.close();
   });

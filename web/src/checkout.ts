@@ -74,6 +74,9 @@ const CONTACT_FIELDS: Record<string, { label: string; type: string; autocomplete
   nostr: { label: 'Nostr address (npub or name@domain)', type: 'text', autocomplete: 'off', hint: 'For reminders and receipts as Nostr direct messages.' },
 };
 
+/** A field's label inside a sentence: "e-mail", but Telegram and Nostr keep their capital (found from outside). */
+const inSentence = (label: string): string => (/^(Telegram|Nostr)\b/.test(label) ? label : label.toLowerCase());
+
 const CONTACT_NAMES: Record<string, string> = { email: 'E-mail', messenger: 'Telegram', nostr: 'Nostr' };
 
 /** The form field the API means by a field name in a 422 answer. */
@@ -382,9 +385,9 @@ function render(plan: PublicPlan): void {
       const input = document.getElementById(`contact-${c}`) as HTMLInputElement;
       const v = input.value.trim();
       let err: string | null = null;
-      if (!v && input.required) err = `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}.`;
+      if (!v && input.required) err = `Enter your ${inSentence(CONTACT_FIELDS[c]!.label)}.`;
       else if (!v && c === pref)
-        err = given.length ? `Enter your ${CONTACT_FIELDS[c]!.label.toLowerCase()}, or choose another way below.` : 'Enter at least one way to reach you.';
+        err = given.length ? `Enter your ${inSentence(CONTACT_FIELDS[c]!.label)}, or choose another way below.` : 'Enter at least one way to reach you.';
       else if (v && c === 'email' && !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(v)) err = 'Enter an e-mail address like name@example.com.';
       fieldError(`contact-${c}`, err);
       if (err) bad = true;
@@ -865,11 +868,15 @@ function planUnavailable(err: unknown): void {
   announce('');
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
   document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';
+  const heading = h('h1', { tabindex: -1 }, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable');
   setMain(
-    h('h1', {}, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable'),
+    heading,
     h('p', { role: 'alert' }, notFound ? PLAN_NOT_OFFERED : err instanceof ApiError ? err.message : 'The plan could not be loaded.'),
     notFound ? null : h('p', {}, h('a', { href: location.href }, 'Try again')),
   );
+  // The form and its focused button are gone (archived while it was open): focus on what is there now,
+  // as every other view change does (found from outside: left on <body>).
+  heading.focus();
 }
 
 void main();

@@ -217,7 +217,7 @@ const NOTICES = [
  * The subscription's notice switches: real checkboxes, each saved as it changes (PATCH of that field);
  * the result is said in the section's status line (a live region), a failure too, with the switch put back.
  */
-function noticesSection(s: Sub): HTMLElement {
+function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
   const plan = s.plan_name || 'this subscription';
   // Always in the page (not hidden while empty), so screen readers take it as a live region from the start.
   const status = h('p', { class: 'notices-status', role: 'status', id: `notices-${s.id}-status` });
@@ -237,12 +237,18 @@ function noticesSection(s: Sub): HTMLElement {
       } catch (err) {
         // Billing may still save it: the switch shows what was asked, not a refusal that did not happen.
         if (unconfirmed(err)) return sayUnconfirmed(status, `${n.name} for ${plan}`);
+        // Changed elsewhere meanwhile (ended in another tab, by the seller): what it is now, as after a
+        // refused cancel, not a card that still offers what was just refused (found from outside).
+        if (err instanceof ApiError && err.status === 409) {
+          await reload().catch(() => undefined);
+          return showNotice([`${n.name} for `, theirs(plan), ` could not be changed: ${err.message}`]);
+        }
         box.checked = !wanted;
         status.textContent = `${n.name} could not be changed: ${err instanceof ApiError ? err.message : 'something went wrong.'}`;
       } finally {
         box.disabled = false;
-        // Disabling it dropped the focus to <body>: back to the switch the person was using.
-        box.focus();
+        // Disabling it dropped the focus to <body>: back to the switch the person was using (if still shown).
+        if (!document.getElementById('notice')?.contains(document.activeElement)) box.focus();
       }
     });
     return h('div', { class: 'choice' }, box, h('label', { for: id }, h('span', {}, `${n.label} `, h('span', { class: 'hint inline' }, `(${n.hint})`))));
@@ -343,7 +349,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
       // Every card has one: the plan tells them apart in a list of buttons.
       h('span', { class: 'visually-hidden' }, ` to ${s.plan_name || 'this subscription'}`),
     );
-    card.append(noticesSection(s), h('div', { class: 'actions' }, cancel), msg);
+    card.append(noticesSection(s, reload), h('div', { class: 'actions' }, cancel), msg);
   }
   return card;
 }

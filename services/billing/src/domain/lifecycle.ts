@@ -264,7 +264,11 @@ const ruleFor = (s: SubState, e: LifecycleEvent, now: number) =>
 /** Applies one event, or throws 409 when the table has no row for it. Pure: the caller does the compare-and-set. */
 export function transition(s: SubState, e: LifecycleEvent, now: number): Transition {
   const rule = ruleFor(s, e, now);
-  if (!rule) throw conflict(`Cannot ${e.type.replace(/_/g, ' ')} a subscription that is ${s.status}`);
+  if (!rule) {
+    // Asked twice (another tab, the seller first): said as what it is, not as a move that makes no sense.
+    const already = (e.type === 'cancel' && s.status === 'cancelled') || (e.type === 'pause' && s.status === 'paused');
+    throw conflict(already ? `This subscription is already ${s.status}` : `Cannot ${e.type.replace(/_/g, ' ')} a subscription that is ${s.status}`);
+  }
   const apply = rule.apply as (s: SubState, e: LifecycleEvent, now: number) => Partial<SubState>;
   return { next: { ...s, ...apply(s, e, now) }, event: rule.emit };
 }
