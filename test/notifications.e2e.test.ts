@@ -1058,6 +1058,23 @@ describe('delivery', () => {
       (x) => x.length >= 1,
     );
     expect(got.map((x) => x.text.split('\n')[0])).toEqual(['Your subscription to Quiet was cancelled']);
+    // Nor is the expiry after dunning a notice the owner can turn off (behaviour.md: subscriber notified).
+    tg.chats.add('3011');
+    const lapsing = await pub().post('/public/subscribe', { plan_id: quiet.id, payment_method: 'lightning', messenger: '3011' });
+    expect(lapsing.status).toBe(201);
+    // The trial (3 days), then the unpaid renewal through grace (none) and dunning (14 days).
+    await advance(3 * 86_400 + 60);
+    await advance(14 * 86_400 + 60);
+    const expired = await until(
+      async () => (await admin().get(`/subscriptions/${lapsing.body.subscription_id}`)).body,
+      (b) => b.status === 'expired',
+    );
+    expect(expired.status).toBe('expired');
+    const told = await until(
+      async () => tgTo('3011'),
+      (x) => x.length >= 1,
+    );
+    expect(told.map((x) => x.text.split('\n')[0])).toEqual([expect.stringMatching(/^Your subscription to Quiet has expired/)]);
   });
 
   it('a relay that is down, then up: the direct message is retried and published once', async () => {

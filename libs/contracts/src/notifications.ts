@@ -14,8 +14,16 @@ export const NotifiableEvent = z
 export type NotifiableEvent = z.infer<typeof NotifiableEvent>;
 
 /**
- * The subscriber notices an owner can switch off. Cancellation (plan archive included) always goes out and is
- * not listed; the subscriber's own opt-outs (`receive_confirmations`, `receive_reminders`) apply on top.
+ * Subscriber notices always sent, like cancellations (behaviour.md: the subscriber is notified when a
+ * subscription expires after dunning and when their NWC wallet is deactivated). Still accepted in
+ * `subscriber_events` from clients that list them (earlier versions offered them); never stored or shown there.
+ */
+export const ALWAYS_SENT_NOTICES: readonly string[] = ['subscription.expired', 'nwc.wallet_disabled'];
+
+/**
+ * The subscriber notices an owner can switch off. Cancellation (plan archive included), expiry after dunning
+ * and a deactivated wallet always go out (ALWAYS_SENT_NOTICES); the subscriber's own opt-outs
+ * (`receive_confirmations`, `receive_reminders`) apply on top.
  */
 export const SubscriberNotice = z
   .enum([
@@ -30,8 +38,12 @@ export const SubscriberNotice = z
     'subscription.expired',
     'nwc.wallet_disabled',
   ])
-  .openapi('SubscriberNotice');
+  .openapi('SubscriberNotice', {
+    description: '`subscription.expired` and `nwc.wallet_disabled` are always sent: accepted in a list, never kept or shown in one',
+  });
 export type SubscriberNotice = z.infer<typeof SubscriberNotice>;
+/** The notices `subscriber_events` switches (the default: all of them). */
+export const SWITCHABLE_NOTICES = SubscriberNotice.options.filter((e) => !ALWAYS_SENT_NOTICES.includes(e));
 
 /** What a secret field shows once stored: the secret itself is never answered. */
 const CONFIGURED = z.literal('configured');
@@ -156,7 +168,7 @@ const settingsFields = {
   subscriber_events: z
     .array(SubscriberNotice)
     .max(50)
-    .default([...SubscriberNotice.options]),
+    .default([...SWITCHABLE_NOTICES]),
 };
 
 /** Body of `PUT /notification-settings`: replaces the wallet's defaults. */

@@ -4,7 +4,7 @@ import { networkInterfaces } from 'node:os';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '@sb/contracts';
-import { EventName, SubscriberNotice } from '@sb/contracts';
+import { EventName, SubscriberNotice, SWITCHABLE_NOTICES } from '@sb/contracts';
 import { ownerMessage, subscriberMessage, subscriberWants } from '../src/domain/messages.js';
 import { contactMethods, mergeSettings, SettingsError, subscriberTargets, viewSettings } from '../src/domain/settings.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
@@ -612,6 +612,12 @@ describe('subscriber notices', () => {
     const extended = ownerMessage(ev('subscription.extended', { status: 'active', days: 10, current_period_end: 1_700_086_400 })).text;
     expect(extended).toContain('Extended by: 10 days');
     expect(extended).toContain('Period ends: 2023-11-15 22:13 UTC');
+    // behaviour.md: expiry after dunning and a deactivated wallet notify the subscriber, whatever the owner chose.
+    for (const event of ['subscription.expired', 'nwc.wallet_disabled'] as const) {
+      expect(subscriberWants(ev(event, { notify_subscriber: true }), []), event).toBe(true);
+      // A checkout that lapsed unpaid concerns nobody but the owner.
+      expect(subscriberWants(ev(event, { notify_subscriber: false }), all), event).toBe(false);
+    }
     expect(ownerMessage(ev('subscription.cancelled', { status: 'cancelled', cancel_reason: 'chargeback fraud suspect' })).text).toContain(
       'Cancel reason: chargeback fraud suspect',
     );
@@ -650,6 +656,13 @@ describe('notification settings', () => {
     const view = viewSettings(again.settings, 5);
     expect(JSON.stringify(view)).not.toContain('a'.repeat(30));
     expect(view.channels.messenger).toEqual({ bot_token: 'configured', owner_chat_id: null });
+    // Notices always sent are accepted in a list (earlier versions offered them) but neither kept nor shown.
+    expect(first.settings.subscriber_events).toEqual([...SWITCHABLE_NOTICES]);
+    expect(SWITCHABLE_NOTICES).not.toContain('subscription.expired');
+    expect(SWITCHABLE_NOTICES).not.toContain('nwc.wallet_disabled');
+    expect(viewSettings({ ...again.settings, subscriber_events: ['subscription.expired', 'renewal.reminder'] }, 5).subscriber_events).toEqual([
+      'renewal.reminder',
+    ]);
   });
 
   it('subscribers are reached on their preferred channel when the plan has it, else on every contact a channel covers', () => {

@@ -1,4 +1,5 @@
 import {
+  ALWAYS_SENT_NOTICES,
   type CancelledBy,
   EXPIRED_BECAUSE,
   fiatText,
@@ -107,6 +108,9 @@ const cleaned = (data: Record<string, unknown>): Record<string, unknown> =>
 export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]): boolean {
   if (ALWAYS_TO_SUBSCRIBER.has(e.event)) return true;
   const d = e.data;
+  // Expiry after dunning and a deactivated wallet: whatever the owner chose, when they concern the
+  // subscriber (billing and nwc say so; a checkout that lapsed unpaid does not).
+  if (ALWAYS_SENT_NOTICES.includes(e.event)) return d.notify_subscriber === true;
   const opted = d.notify_subscriber === true || (CONFIRMATIONS.has(e.event) && d.receive_confirmations === true);
   // A trial's last reminder is its trial-end notice too: an owner who chose either sends it (the
   // trial_ending event beside it no longer reaches the subscriber).

@@ -1,4 +1,4 @@
-import { SubscriberNotice, type NotificationChannel, type NotificationSettings, type NotificationSettingsUpdate } from '@sb/contracts';
+import { ALWAYS_SENT_NOTICES, SWITCHABLE_NOTICES, type NotificationChannel, type NotificationSettings, type NotificationSettingsUpdate } from '@sb/contracts';
 import type { ContactPreference } from '@sb/contracts';
 
 /** The settings as stored, without secrets (those are sealed apart, see `Secrets`). */
@@ -26,8 +26,11 @@ export interface Secrets {
 export const defaultSettings = (serverMail: boolean): StoredSettings => ({
   channels: { email: serverMail ? { own_smtp: false, from: null, owner_email: null } : null, messenger: null, nostr: null },
   owner_events: [],
-  subscriber_events: [...SubscriberNotice.options],
+  subscriber_events: [...SWITCHABLE_NOTICES],
 });
+
+/** A list of subscriber notices as kept and shown: each once, without those always sent (saved by earlier versions). */
+const switchable = (events: readonly string[]): string[] => [...new Set(events)].filter((e) => !ALWAYS_SENT_NOTICES.includes(e));
 
 export class SettingsError extends Error {
   constructor(
@@ -90,7 +93,7 @@ export function mergeSettings(
       channels: { email, messenger, nostr },
       merchant_name: input.merchant_name ?? null,
       owner_events: [...new Set(input.owner_events)],
-      subscriber_events: [...new Set(input.subscriber_events)],
+      subscriber_events: switchable(input.subscriber_events),
     },
     secrets,
     ...(generated ? { generated } : {}),
@@ -108,7 +111,7 @@ export function viewSettings(s: StoredSettings, updatedAt: number | null): Notif
     },
     merchant_name: s.merchant_name ?? null,
     owner_events: s.owner_events as NotificationSettings['owner_events'],
-    subscriber_events: s.subscriber_events as NotificationSettings['subscriber_events'],
+    subscriber_events: switchable(s.subscriber_events) as NotificationSettings['subscriber_events'],
     updated_at: updatedAt,
   };
 }
