@@ -1569,9 +1569,22 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('header.plan > *').allTextContents()).toEqual(['Subscribe to', 'Gold', 'by Satoshi Shop', '2,100 sats per month']);
     expect(await page.title()).toBe('Subscribe to Gold by Satoshi Shop');
     await check(page, problems, 'checkout-seller');
-    await checkout(page, 'Lightning', 'seller@example.com');
+    const c = await checkout(page, 'Lightning', 'seller@example.com');
     await page.locator('#pay').waitFor();
     expect(await page.locator('#seller').textContent()).toBe('by Satoshi Shop');
+    // The portal names the seller too, on the card and on the receipt (found from outside: never named).
+    await pay(c.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    const token = new URL(c.manage_url!).searchParams.get('token')!;
+    const listed = (await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } })).body.items;
+    expect(listed.map((x: { merchant_name?: string }) => x.merchant_name)).toEqual(['Satoshi Shop']);
+    await page.goto(c.manage_url!);
+    const card = page.locator(`#sub-${c.subscription_id}`);
+    await expect.poll(() => card.locator('.seller').textContent()).toBe('From Satoshi Shop');
+    await page.locator('details.receipt summary').click();
+    const receipt = page.locator('details.receipt[open] dl');
+    expect(await receipt.locator('dt').allTextContents()).toContain('Seller');
+    expect(await receipt.locator('dt:text-is("Seller") + dd').textContent()).toBe('Satoshi Shop');
     await page.close();
   });
 

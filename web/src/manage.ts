@@ -26,6 +26,7 @@ interface Page<T> {
 interface Sub {
   id: string;
   plan_name: string;
+  merchant_name?: string | null;
   status: string;
   amount_sats: number;
   interval: string;
@@ -307,6 +308,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
     'article',
     { class: 'card', id: `sub-${s.id}`, 'aria-labelledby': `sub-${s.id}-name` },
     h('h3', { id: `sub-${s.id}-name`, tabindex: -1, dir: 'auto' }, s.plan_name || 'Subscription'),
+    s.merchant_name ? h('p', { class: 'seller' }, 'From ', theirs(s.merchant_name)) : null,
     facts,
     s.status === 'paused' ? h('p', { class: 'paused' }, pausedText(s)) : null,
   );
@@ -358,7 +360,10 @@ function reference(p: Pay): string | null {
   return p.payment_hash ?? p.onchain_txid ?? p.cardproc_payment_id ?? p.walletproc_order_id ?? null;
 }
 
-function paymentsSection(payments: Pay[]): HTMLElement {
+/** The seller of each subscription, as its messages name them: a receipt names who was paid. */
+const sellersOf = (subs: Sub[]): Map<string, string> => new Map(subs.flatMap((s) => (s.merchant_name ? [[s.id, s.merchant_name] as const] : [])));
+
+function paymentsSection(payments: Pay[], sellers: Map<string, string>): HTMLElement {
   const section = h('section', { id: 'payments', 'aria-labelledby': 'payments-heading' }, paymentsHeading());
   if (!payments.length) {
     section.append(h('p', {}, 'No payments yet.'));
@@ -387,6 +392,7 @@ function paymentsSection(payments: Pay[]): HTMLElement {
             { class: 'facts' },
             h('dt', {}, 'Receipt number'),
             h('dd', { class: 'mono' }, p.id),
+            sellers.has(p.subscription_id) ? [h('dt', {}, 'Seller'), h('dd', {}, theirs(sellers.get(p.subscription_id)!))] : null,
             h('dt', {}, 'Plan'),
             h('dd', {}, theirs(p.plan_name)),
             h('dt', {}, 'Amount'),
@@ -700,7 +706,7 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
 function showPayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[], focus = false): void {
   if (!holder.isConnected) return;
   if ('ok' in r) {
-    const section = paymentsSection(r.ok.items);
+    const section = paymentsSection(r.ok.items, sellersOf(subs));
     holder.replaceWith(section);
     const open = openPayments(r.ok.items);
     for (const s of subs) {
@@ -845,7 +851,7 @@ async function refreshCard(before: Sub, paymentId: string, status: string): Prom
   }
   const hadFocus = old.contains(document.activeElement);
   old.replaceWith(card);
-  document.getElementById('payments')?.replaceWith(paymentsSection(payments.items));
+  document.getElementById('payments')?.replaceWith(paymentsSection(payments.items, sellersOf(subs.items)));
   if (hadFocus) card.querySelector<HTMLElement>('h3')?.focus();
   const next = open.get(sub.id);
   if (next && next.id !== paymentId && !TERMINAL.has(sub.status)) watched.set(next.id, sub);

@@ -129,6 +129,10 @@ export const PortalSubscription = z
   .object({
     ...subscriptionFields,
     plan_name: z.string(),
+    merchant_name: z.string().nullable().optional().openapi({
+      description:
+        "The seller, as the plan's messages name them (its notification settings' name, else the wallet's); absent when that could not be asked in time",
+    }),
     access_until: UnixSeconds.nullable().optional().openapi({
       description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',
     }),

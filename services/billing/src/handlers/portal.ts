@@ -24,8 +24,24 @@ async function openRenewal(d: Deps, s: SubRow) {
   return payment && payment.subscription_id === s.id && payment.status === 'pending' ? payment : null;
 }
 
+/** What the portal names a plan by: its name and its seller (asked of the notifier as a courtesy). */
+interface PlanNames {
+  plan_name: string;
+  merchant_name?: string | null;
+}
+
+async function planNames(d: Deps, walletId: string, planId: string): Promise<PlanNames> {
+  const [plan, contact] = await Promise.all([
+    d.plans.get(d.db, walletId, planId),
+    courtesyRead(d, () => callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: walletId, plan_id: planId }), 'merchant name', {
+      plan_id: planId,
+    }),
+  ]);
+  return { plan_name: plan?.name ?? '', ...(contact ? { merchant_name: contact.merchant_name ?? null } : {}) };
+}
+
 /** A subscription as its subscriber sees it in the portal (no owner metadata, the reason in their words). */
-async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
+async function portalItem(d: Deps, x: SubRow, names: PlanNames, now: number) {
   const { metadata: _m, ...rest } = toSubscription(x, now);
   const cancel_reason = reasonForSubscriber(x);
   const access_until = accessUntil(x, now);
@@ -47,7 +63,7 @@ async function portalItem(d: Deps, x: SubRow, planName: string, now: number) {
     access_until,
     access_after_cancel,
     pay_by,
-    plan_name: planName,
+    ...names,
     open_payment,
     ever_paid,
     wallet_disconnected,
@@ -60,12 +76,10 @@ export const portalListSubscriptions = (d: Deps) =>
   routeHandler('portal.subscriptions.list', async (req) => {
     const s = await subscriberOf(d, d.db, req);
     const page = await d.subscriptions.list(d.db, { wallet_id: s.wallet_id, subscriber_id: s.id }, req.query.limit, req.query.offset);
-    const names = new Map<string, string>();
-    for (const sub of page.items) {
-      if (!names.has(sub.plan_id)) names.set(sub.plan_id, (await d.plans.get(d.db, s.wallet_id, sub.plan_id))?.name ?? '');
-    }
+    const names = new Map<string, Promise<PlanNames>>();
+    for (const sub of page.items) if (!names.has(sub.plan_id)) names.set(sub.plan_id, planNames(d, s.wallet_id, sub.plan_id));
     const now = unixSeconds(d.clock);
-    return { ...page, items: await Promise.all(page.items.map((x) => portalItem(d, x, names.get(x.plan_id) ?? '', now))) };
+    return { ...page, items: await Promise.all(page.items.map(async (x) => portalItem(d, x, await names.get(x.plan_id)!, now))) };
   });
 
 /**
@@ -80,8 +94,7 @@ export const portalUpdate = (d: Deps) =>
       if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
       return saveSettings(d, tx, sub, noticeSwitches(sub, req.body), unixSeconds(d.clock));
     });
-    const plan = await d.plans.get(d.db, saved.wallet_id, saved.plan_id);
-    return portalItem(d, saved, plan?.name ?? '', unixSeconds(d.clock));
+    return portalItem(d, saved, await planNames(d, saved.wallet_id, saved.plan_id), unixSeconds(d.clock));
   });
 
 /** The subscription and kind of notice a one-click unsubscribe token names; 404 for anything else. */
