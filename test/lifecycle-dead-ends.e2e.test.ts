@@ -128,6 +128,58 @@ describe('1. a late payment is recorded exactly once', () => {
     expect(billingLines('event not handled').length).toBe(0);
   });
 
+  it('a checkout whose expired invoice is paid after a fresh one was made: active once, the fresh one withdrawn (found from outside: left payable)', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const first = await subscribe(p.id, 'late-fresh@example.com');
+    await advance(3700);
+    // A fresh invoice, from the portal (the checkout page's "fresh invoice" is the same payment).
+    const headers = { 'X-Subscriber-Token': new URL(first.manage_url).searchParams.get('token')! };
+    const fresh = await anon().post(`/public/manage/subscription/${first.subscription_id}/invoice`, {}, { headers });
+    expect(fresh.status, JSON.stringify(fresh.body)).toBe(200);
+    expect(fresh.body.id).not.toBe(first.payment_id);
+    const again = await subscribe(p.id, 'late-fresh@example.com');
+    expect(again).toMatchObject({ subscription_id: first.subscription_id, payment_id: fresh.body.id });
+    // The first invoice, paid after all.
+    await pay(first.payment_id);
+    await activeOnce(first.subscription_id);
+    const after = await until(
+      () => payments(first.subscription_id),
+      (r) => r.find((x) => x.id === fresh.body.id)?.status === 'expired',
+    );
+    expect(after.map((x) => [x.id, x.status]).sort()).toEqual(
+      [
+        [first.payment_id, 'paid'],
+        [fresh.body.id, 'expired'],
+      ].sort(),
+    );
+    expect((await events(first.subscription_id)).filter((e) => e.e === 'subscription.activated')).toHaveLength(1);
+  });
+
+  it('a pending checkout cancelled while its fresh invoice is being made keeps no payable invoice (found from outside: 1 in 20)', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const subs = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => subscribe(p.id, `race-fresh${i}@example.com`)));
+    await advance(3700);
+    await Promise.all(
+      subs.map(async (x) => {
+        const headers = { 'X-Subscriber-Token': new URL(x.manage_url).searchParams.get('token')! };
+        const [invoice, cancel] = await Promise.all([
+          anon().post(`/public/manage/subscription/${x.subscription_id}/invoice`, {}, { headers }),
+          anon().post(`/public/manage/subscription/${x.subscription_id}/cancel`, {}, { headers }),
+        ]);
+        expect([200, 409], JSON.stringify(invoice.body)).toContain(invoice.status);
+        expect(cancel.status).toBe(200);
+      }),
+    );
+    for (const x of subs) {
+      expect((await sub(x.subscription_id)).status).toBe('cancelled');
+      const left = await until(
+        () => payments(x.subscription_id),
+        (r) => r.every((y) => y.status !== 'pending'),
+      );
+      expect(left.filter((y) => y.status === 'pending')).toEqual([]);
+    }
+  });
+
   it('a late payment that nothing can take is recorded as not applied: payment.unapplied, and GET /payments/{id} says why', async () => {
     const p = await plan({ interval: 'monthly', allow_onchain: true });
     const first = await subscribe(p.id, 'refund@example.com', 'onchain');

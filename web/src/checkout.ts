@@ -423,7 +423,8 @@ function render(plan: PublicPlan): void {
         walletAsked = true;
         // The route waits up to 75 s for the wallet to pay.
         const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() }, waitMs: 90_000 });
-        if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
+        // Paid, without an error: active, or about to be (billing applies the payment a moment later).
+        if (r.status === 'active' || !r.error_code) return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
         // The subscription exists now, waiting for its first payment: this contact cannot start another,
         // so the way on is another wallet here, or its own page, where it is payable by invoice.
         const link = r.manage_url ?? null;

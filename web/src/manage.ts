@@ -240,11 +240,11 @@ function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
         if (unconfirmed(err)) return sayUnconfirmed(status, `${n.name} for ${plan}`);
         // Changed elsewhere meanwhile (ended in another tab, by the seller): what it is now, as after a
         // refused cancel, not a card that still offers what was just refused (found from outside).
+        box.checked = !wanted;
         if (err instanceof ApiError && err.status === 409) {
           await reload().catch(() => undefined);
           return showNotice([`${n.name} for `, theirs(plan), ` could not be changed: ${err.message}`]);
         }
-        box.checked = !wanted;
         status.textContent = `${n.name} could not be changed: ${err instanceof ApiError ? err.message : 'something went wrong.'}`;
       } finally {
         box.disabled = false;

@@ -2,6 +2,7 @@ import { PaymentEventData, messages, type EventEnvelope } from '@sb/contracts';
 import { callMessage, enqueueEvent, idTimeMs, unixSeconds } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { applicationOf } from './domain/payment-application.js';
+import { awaitingFirstPayment } from './domain/schedule.js';
 import { applyTransition, emit, fiatCharged } from './transitions.js';
 
 type Outcome = {
@@ -77,7 +78,9 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),
     };
     await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null, nwc_charging_since: null }, extra);
-    if (app.to === 'contact_pending') {
+    // A checkout's own invoice paid late: a fresh one made after it (the checkout page's, the portal's) is
+    // withdrawn too (found from outside: left payable, and paid, not applied).
+    if (app.to === 'contact_pending' || (app.event.type === 'first_payment' && awaitingFirstPayment(target))) {
       await d.appliedPayments.setActivatedCheckout(tx, p.payment_id, target.id);
       return { result: 'applied', withdrawCheckoutOf: target.id };
     }
@@ -96,14 +99,12 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: p.subscription_id, payment_id: outcome.withdraw });
   }
   if (outcome.withdrawCheckoutOf) {
-    // Its checkout is its first payment; withdrawn only while still pending (never a later renewal).
+    // Its checkout's invoices (the first, and any fresh one after it), those still open. The period it started
+    // gets its renewal a lead time before its end, long after this (a redelivery included): none is one.
     const page = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, limit: 200, offset: 0 });
-    const checkout = page.items.reduce<(typeof page.items)[number] | undefined>(
-      (a, x) => (!a || x.created_at < a.created_at || (x.created_at === a.created_at && x.id < a.id) ? x : a),
-      undefined,
-    );
-    if (checkout?.status === 'pending') {
-      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, payment_id: checkout.id });
+    const appliedBy = unixSeconds(d.clock);
+    for (const x of page.items.filter((x) => x.status === 'pending' && x.created_at <= appliedBy)) {
+      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, payment_id: x.id });
     }
   }
   if (outcome.unapplied) await callMessage(d.bus, messages.markUnapplied, { wallet_id, payment_id: p.payment_id, reason: outcome.unapplied });

@@ -124,10 +124,15 @@ async function pendingCheckout(d: Deps, input: SubscribeInput, tries: number): P
   return { plan, sub, manage_url: null, created };
 }
 
+/** How many invoices a checkout may have run through (an hour each for Lightning, within its 24 hours). */
+const CHECKOUT_INVOICES_MAX = 50;
+
 /**
- * What a subscription waiting for its first payment is paid with now: its first invoice while it can be
- * paid (or was paid: billing has not heard yet), else a fresh one (keyed by the second, one per second at
- * most). The checkout page's "fresh invoice" and the portal's.
+ * What a subscription waiting for its first payment is paid with now: the newest of its invoices while it
+ * can be paid (or was paid: billing has not heard yet), else a fresh one. Each fresh invoice is keyed by
+ * the one it follows (`checkout:<sub>:after:<payment>`), so that any number of asks at once (the checkout
+ * page's "fresh invoice" in two tabs, the portal's) find or make the same one: never two open at once.
+ * The checkout page's fresh invoice and the portal's.
  */
 export async function checkoutPayment(d: Deps, plan: Plan, sub: SubRow): Promise<CreatedPayment> {
   const now = unixSeconds(d.clock);
@@ -136,9 +141,25 @@ export async function checkoutPayment(d: Deps, plan: Plan, sub: SubRow): Promise
     description: `${plan.name} (${plan.interval})`,
     expires_at: now + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400),
   };
-  const first = await requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}` });
-  const payable = first.payment.status === 'paid' || (first.payment.status === 'pending' && first.checkout.expires_at > now);
-  return payable ? first : requestPayment(d, plan, sub, { ...o, idempotency_key: `checkout:${sub.id}:${now}` });
+  let key = `checkout:${sub.id}`;
+  let before: { key: string; id: string } | undefined;
+  for (let i = 0; i < CHECKOUT_INVOICES_MAX; i++) {
+    let created: CreatedPayment;
+    try {
+      created = await requestPayment(d, plan, sub, { ...o, idempotency_key: key, ...(before ? { replaces: before.id } : {}) });
+    } catch (err) {
+      // The one it would follow was paid meanwhile (a late payment): asked again, that one is the answer.
+      if (!(err instanceof DomainError && err.kind === 'conflict' && before)) throw err;
+      key = before.key;
+      before = undefined;
+      continue;
+    }
+    const p = created.payment;
+    if (p.status === 'paid' || (p.status === 'pending' && created.checkout.expires_at > now)) return created;
+    before = { key, id: p.id };
+    key = `checkout:${sub.id}:after:${p.id}`;
+  }
+  throw new DomainError('conflict', 'This checkout has had too many invoices: please subscribe again');
 }
 
 /**
@@ -205,17 +226,21 @@ async function repeatCheckout(d: Deps, plan: Plan, key: string): Promise<Opened 
  * What a checkout refuses before it writes anything: the plan (public, accepting the method), the
  * server's provider for it, the wallet's limit, the contacts. The plan as it is now.
  */
+/** Why a plan cannot be paid by this method now (the plan does not take it, or the server has no provider for it). */
+export async function methodRefused(d: Deps, plan: Plan, method: PaymentMethod): Promise<{ message: string; code: string } | null> {
+  if (!plan[METHOD_FLAGS[method]]) return { message: `This plan does not accept ${method} payments`, code: 'method_not_allowed' };
+  const missing = (await d.methods()).availability[method];
+  return missing ? { message: missing, code: 'provider_not_configured' } : null;
+}
+
 export async function checkedPlan(d: Deps, input: SubscribeInput): Promise<Plan> {
   const plan = await d.plans.getPublic(d.db, input.plan_id);
   if (!plan) throw notFound('Plan');
   const method = input.payment_method;
   // The NWC checkout has no payment_method field: there the plan is what refuses.
   const field = method === 'nwc' ? 'plan_id' : 'payment_method';
-  if (!plan[METHOD_FLAGS[method]]) {
-    throw invalid([field], `This plan does not accept ${method} payments`, 'method_not_allowed');
-  }
-  const missing = (await d.methods()).availability[method];
-  if (missing) throw invalid([field], missing, 'provider_not_configured');
+  const refused = await methodRefused(d, plan, method);
+  if (refused) throw invalid([field], refused.message, refused.code);
   if (input.max_amount_sats !== undefined && input.max_amount_sats < plan.amount_sats) {
     throw invalid(['max_amount_sats'], `max_amount_sats (${input.max_amount_sats}) is below the plan's price of ${plan.amount_sats} sats`);
   }

@@ -657,7 +657,9 @@ describe('notification settings', () => {
     expect(JSON.stringify(view)).not.toContain('a'.repeat(30));
     expect(view.channels.messenger).toEqual({ bot_token: 'configured', owner_chat_id: null });
     // Notices always sent are accepted in a list (earlier versions offered them) but neither kept nor shown.
-    expect(first.settings.subscriber_events).toEqual([...SWITCHABLE_NOTICES]);
+    // Kept in the stored list (a replica of an earlier version reads them there), never shown.
+    expect(first.settings.subscriber_events).toEqual(expect.arrayContaining(['subscription.expired', 'nwc.wallet_disabled', ...SWITCHABLE_NOTICES]));
+    expect(viewSettings(first.settings, 5).subscriber_events).toEqual([...SWITCHABLE_NOTICES]);
     expect(SWITCHABLE_NOTICES).not.toContain('subscription.expired');
     expect(SWITCHABLE_NOTICES).not.toContain('nwc.wallet_disabled');
     expect(viewSettings({ ...again.settings, subscriber_events: ['subscription.expired', 'renewal.reminder'] }, 5).subscriber_events).toEqual([
@@ -789,6 +791,13 @@ describe('mail transport and sender', () => {
       expect(away).toMatchObject({ delivered: false, permanent: true });
       expect(away.error).toMatch(/^the mail server did not take STARTTLS, which a login sent to another machine requires/);
       expect(server.mails).toHaveLength(0);
+      // The operator's own server (SMTP_URL): theirs to fix, told in their log; the mail is tried again.
+      const logged: string[] = [];
+      const service = await sendEmail(`smtp://tls-user:tls-pass@${nonLoopback()}:${port}`, { from: 'a@example.com' }, 'b@example.com', m, undefined, (detail) =>
+        logged.push(detail),
+      );
+      expect(service).toMatchObject({ delivered: false, permanent: false, error: "the service's mail server did not take STARTTLS, which its login requires" });
+      expect(logged.join(' ')).toMatch(/STARTTLS/);
       // The same server on loopback takes it.
       const here = await sendEmail(`smtp://tls-user:tls-pass@127.0.0.1:${port}`, { from: 'a@example.com' }, 'b@example.com', m, { allowPrivate: true });
       expect(here).toMatchObject({ delivered: true });

@@ -130,6 +130,10 @@ export const renewableUntil = (
 export const pendingSinceResume = (s: Pick<ScheduleView, 'pending_since' | 'current_period_start'>): boolean =>
   s.pending_since !== null && s.pending_since > s.current_period_start;
 
+/** A checkout not paid yet (not a resume's payment, which has periods behind it). */
+export const awaitingFirstPayment = (s: Pick<ScheduleView, 'status' | 'pending_since' | 'current_period_start'>): boolean =>
+  s.status === 'pending' && !pendingSinceResume(s);
+
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
     const resumed = pendingSinceResume(s);

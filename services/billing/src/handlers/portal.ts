@@ -4,11 +4,11 @@ import type { Deps } from '../deps.js';
 import { accessAfterCancel, accessUntil, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelled } from './subscription-action.js';
-import { pendingSinceResume, renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
+import { awaitingFirstPayment, renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
 import { courtesy, courtesyRead } from './courtesy.js';
-import { checkoutPayment } from '../subscribe.js';
+import { checkoutPayment, methodRefused } from '../subscribe.js';
 
 async function subscriberOf(d: Deps, q: Queryable, req: BusRequest) {
   const hash = req.caller.subscriber_token_hash;
@@ -165,10 +165,23 @@ export const portalCheckoutInvoice = (d: Deps) =>
     const s = await subscriberOf(d, d.db, req);
     const sub = await d.subscriptions.get(d.db, s.wallet_id, req.params.id);
     if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
-    if (sub.status !== 'pending' || pendingSinceResume(sub)) throw conflict(`This subscription is not waiting for its first payment (it is ${sub.status})`);
-    const plan = await d.plans.get(d.db, sub.wallet_id, sub.plan_id);
-    if (!plan) throw notFound('Subscription');
+    if (!awaitingFirstPayment(sub)) throw conflict(`This subscription is not waiting for its first payment (it is ${sub.status})`);
+    // The plan as it is now, as a checkout would take it: archived (its subscriptions are cancelled with
+    // it), or no longer taking this method.
+    const plan = await d.plans.getPublic(d.db, sub.plan_id);
+    if (!plan) throw conflict('This plan is no longer offered');
+    const refused = await methodRefused(d, plan, sub.payment_method);
+    if (refused) throw conflict(`${refused.message}: subscribe again on the plan's checkout page with another method`);
     const { payment } = await checkoutPayment(d, plan, sub);
+    // Paid, not applied yet: nothing more to pay (found in review: shown again as payable).
+    if (payment.status !== 'pending') throw conflict('Its first payment was made: the subscription becomes active in a moment');
+    // Cancelled (or activated) while the invoice was being made: the move withdrew the open payments it
+    // saw, maybe not this one (found from outside: payable on a cancelled subscription).
+    const now = await d.subscriptions.get(d.db, s.wallet_id, sub.id);
+    if (!now || !awaitingFirstPayment(now)) {
+      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: sub.id, payment_id: payment.id });
+      throw conflict(`This subscription is not waiting for its first payment (it is ${now?.status ?? 'gone'})`);
+    }
     const page = await callMessage(d.bus, messages.listPortalPayments, { wallet_id: s.wallet_id, subscription_ids: [sub.id], limit: 200, offset: 0 });
     const shown = page.items.find((p) => p.id === payment.id);
     if (!shown) throw conflict('The payment changed meanwhile, please retry');

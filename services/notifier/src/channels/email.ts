@@ -102,9 +102,19 @@ export async function sendEmail(
       onServiceServerDown?.(detail);
       return failed(`the service's mail server could not be reached (${e.code})`);
     }
-    if (options.requireTLS && /STARTTLS/i.test(detail))
-      return failed(`the mail server did not take STARTTLS, which a login sent to another machine requires (smtps:// for TLS from the start): ${detail}`, true);
-    return failed(detail, typeof e.responseCode === 'number' && e.responseCode >= 500 && e.responseCode < 600);
+    const permanent = typeof e.responseCode === 'number' && e.responseCode >= 500 && e.responseCode < 600;
+    if (options.requireTLS && /STARTTLS/i.test(detail)) {
+      // The operator's server: theirs to fix (their log says so), and the mail goes out once they have.
+      if (!ownerServer) {
+        onServiceServerDown?.(detail);
+        return failed("the service's mail server did not take STARTTLS, which its login requires");
+      }
+      return failed(
+        `the mail server did not take STARTTLS, which a login sent to another machine requires (smtps:// for TLS from the start): ${detail}`,
+        permanent,
+      );
+    }
+    return failed(detail, permanent);
   } finally {
     transport.close();
   }

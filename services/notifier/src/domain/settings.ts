@@ -26,11 +26,16 @@ export interface Secrets {
 export const defaultSettings = (serverMail: boolean): StoredSettings => ({
   channels: { email: serverMail ? { own_smtp: false, from: null, owner_email: null } : null, messenger: null, nostr: null },
   owner_events: [],
-  subscriber_events: [...SWITCHABLE_NOTICES],
+  subscriber_events: kept(SWITCHABLE_NOTICES),
 });
 
-/** A list of subscriber notices as kept and shown: each once, without those always sent (saved by earlier versions). */
-const switchable = (events: readonly string[]): string[] => [...new Set(events)].filter((e) => !ALWAYS_SENT_NOTICES.includes(e));
+/**
+ * A list of subscriber notices as kept: each once, with those always sent, so that a replica of an earlier
+ * version (a rolling upgrade, a rollback), which reads them from the list, still sends them.
+ */
+const kept = (events: readonly string[]): string[] => [...new Set([...events, ...ALWAYS_SENT_NOTICES])];
+/** As shown: the ones the list switches. */
+const switchable = (events: readonly string[]): string[] => events.filter((e) => !ALWAYS_SENT_NOTICES.includes(e));
 
 export class SettingsError extends Error {
   constructor(
@@ -93,7 +98,7 @@ export function mergeSettings(
       channels: { email, messenger, nostr },
       merchant_name: input.merchant_name ?? null,
       owner_events: [...new Set(input.owner_events)],
-      subscriber_events: switchable(input.subscriber_events),
+      subscriber_events: kept(input.subscriber_events),
     },
     secrets,
     ...(generated ? { generated } : {}),

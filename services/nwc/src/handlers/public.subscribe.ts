@@ -1,5 +1,5 @@
 import { ID_PREFIXES, messages, type NWCErrorCode, publicRoutes, satsText, utcMinute } from '@sb/contracts';
-import { BusUnavailableError, callMessage, newId, routeHandler, invalid } from '@sb/runtime';
+import { BusUnavailableError, callMessage, newId, routeHandler, invalid, within } from '@sb/runtime';
 import { ConnectionStringError, parseConnectionString } from '../connection-string.js';
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection } from '../charge.js';
@@ -80,24 +80,27 @@ const SUBSCRIBE_WAIT_MS = publicRoutes.find((r) => r.id === 'public.subscribe.nw
 
 /** How long a paid checkout's answer waits for billing to apply the payment (its event is on its way). */
 const ACTIVATION_WAIT_MS = 3_000;
-const ACTIVATION_POLL_MS = 25;
 
 /**
- * Whether billing holds the subscription as active by `by` (at most ACTIVATION_WAIT_MS from now): a
- * subscription read right after the answer then says what the answer said. A billing that cannot be
- * asked (an older one without the subject) is taken at the payment's word, as before it could be.
+ * The subscription's status as billing holds it once it is no longer pending, asked until `by` (at most
+ * ACTIVATION_WAIT_MS from now; each ask bounded by what is left, a hung billing included): a subscription
+ * read right after the answer then says what the answer said. Undefined when it is still pending then, or
+ * billing did not answer. A billing that cannot be asked (older, without the subject) is taken at the
+ * payment's word: 'active', as before it could be asked.
  */
-async function activeBy(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<boolean> {
+async function settledStatus(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<string | undefined> {
   const until = Math.min(by, Date.now() + ACTIVATION_WAIT_MS);
-  for (;;) {
-    const status = await callMessage(d.bus, messages.subscriptionStatus, ref).then(
-      (r) => r.status,
-      (err) => (err instanceof BusUnavailableError && (err.noResponders || err.refused) ? 'active' : 'unknown'),
+  for (let pause = 25; Date.now() < until; pause = Math.min(pause * 2, 200)) {
+    const asked = callMessage(d.bus, messages.subscriptionStatus, ref).then(
+      (r) => r.status as string,
+      (err) => (err instanceof BusUnavailableError && (err.noResponders || err.refused) ? 'active' : 'pending'),
     );
-    if (status !== 'pending' && status !== 'unknown') return status === 'active';
-    if (Date.now() + ACTIVATION_POLL_MS >= until) return false;
-    await sleep(ACTIVATION_POLL_MS);
+    const status = await within(asked, until - Date.now(), () => 'pending');
+    if (status !== 'pending') return status;
+    if (Date.now() + pause >= until) return undefined;
+    await sleep(pause);
   }
+  return undefined;
 }
 
 /**
@@ -165,9 +168,10 @@ export const subscribe = (d: Deps) =>
     }
     if (outcome.paid) {
       const paid = `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name}`;
-      return (await activeBy(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by))
-        ? { ...base, status: 'active', message: `${paid} is active.` }
-        : { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
+      const status = await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by);
+      if (status === 'active') return { ...base, status: 'active', message: `${paid} is active.` };
+      // Still pending (billing has not applied it yet), or moved on meanwhile (cancelled, say): said as it is.
+      return { ...base, status: 'pending', message: status ? `${paid} is ${status}.` : `${paid} becomes active in a moment.` };
     }
     return notPaid({ code: outcome.error_code, message: outcome.message });
   });
