@@ -1776,8 +1776,16 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(wallet);
     const billing = stack.services.billing.child;
-    // Paid, and billing stopped before it hears of it: the answer cannot wait for the activation.
-    wallet.setBehaviour({ pay: true, afterPay: async () => void billing.kill('SIGSTOP') });
+    // Paid, and billing stopped before it hears of it: the answer cannot wait for the activation. Once:
+    // a later renewal charge of this wallet (the clock moves in later tests) must not stop it again.
+    let stopped = false;
+    wallet.setBehaviour({
+      pay: true,
+      afterPay: async () => {
+        if (!stopped) billing.kill('SIGSTOP');
+        stopped = true;
+      },
+    });
     const p = await plan({ name: 'Slow apply', amount_sats: 1500, allow_nwc: true });
     const { page, problems } = await openPage(phone);
     let answered: { status: string; message: string; error_code?: string | null; subscription_id: string };
@@ -1807,6 +1815,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect((await admin.get(`/subscriptions/${answered!.subscription_id}`)).body.status).toBe('active');
     expect(problems).toEqual([]);
     await page.close();
+    // No renewals of it in the later tests' clock moves.
+    expect((await admin.post(`/subscriptions/${answered!.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+    wallet.setBehaviour({ pay: true });
   });
 
   it('the portal in two tabs: a cancel in one, then in the other, shows what it is now (found from outside: a contradiction)', async () => {
@@ -1839,7 +1850,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await cancelThere(one.page, other.subscription_id);
     await expect.poll(() => one.page.locator(`#sub-${other.subscription_id} .status-cancelled`).count()).toBe(1);
     const card2 = two.page.locator(`#sub-${other.subscription_id}`);
-    await card2.getByRole('checkbox', { name: /Payment reminders/ }).uncheck();
+    // A click, not uncheck(): the refused switch is put back at once, which uncheck() takes for a failed click.
+    await card2.getByRole('checkbox', { name: /Payment reminders/ }).click();
     await expect
       .poll(() => two.page.locator('#notice').textContent())
       .toBe('Reminders for Two tabs could not be changed: This subscription has ended (cancelled): it gets no more reminders or confirmations.');

@@ -259,7 +259,7 @@ function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
     { class: 'notices' },
     h('legend', {}, 'Messages we send you', h('span', { class: 'visually-hidden' }, ` about ${plan}`)),
     ...boxes,
-    h('p', { class: 'hint' }, 'Cancellation notices are always sent.'),
+    h('p', { class: 'hint' }, 'Cancellation and expiry notices are always sent.'),
     status,
   );
 }

@@ -79,7 +79,7 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
 const SUBSCRIBE_WAIT_MS = publicRoutes.find((r) => r.id === 'public.subscribe.nwc')?.busTimeoutMs;
 
 /** How long a paid checkout's answer waits for billing to apply the payment (its event is on its way). */
-const ACTIVATION_WAIT_MS = 3_000;
+const ACTIVATION_WAIT_MS = 10_000;
 
 /**
  * The subscription's status as billing holds it once it is no longer pending, asked until `by` (at most
