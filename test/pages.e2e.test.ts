@@ -1517,8 +1517,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it("Lightning, Back, then on-chain with another e-mail and the same Telegram: the earlier link is not carried (another person's portal)", async () => {
-    const p = await plan({ name: 'Shared chat', amount_sats: 5000, allow_onchain: true });
-    const smtp = await startSmtpServer('shared', 'shared-pass');
+    const p = await plan({ name: 'Same chat', amount_sats: 5000, allow_onchain: true });
+    const smtp = await startSmtpServer('samechat', 'samechat-pass');
     const put = await admin.put(`/plans/${p.id}/notification-settings`, {
       inherit: false,
       channels: { email: { smtp_url: smtp.url }, messenger: { bot_token: BOT_TOKEN } },
@@ -1535,13 +1535,13 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(before.status, JSON.stringify(before.body)).toBe(201);
     const { page, problems } = await openPage(phone);
     await page.goto(p.checkout_url);
-    await page.getByLabel('Telegram username').fill('@shared_chat');
+    await page.getByLabel('Telegram username').fill('@same_chat');
     const first = await checkout(page, 'Lightning', 'first-person@example.com');
     expect(first.manage_url).toMatch(/token=/);
     await page.locator('#pay').waitFor();
     await page.goBack();
     await page.locator('#checkout-form').waitFor();
-    await page.getByLabel('Telegram username').fill('@shared_chat');
+    await page.getByLabel('Telegram username').fill('@same_chat');
     const second = await checkout(page, 'On-chain bitcoin', known);
     expect(second.manage_url ?? null).toBeNull();
     await page.locator('#pay').waitFor();

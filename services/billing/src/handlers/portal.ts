@@ -113,13 +113,8 @@ async function linked(d: Deps, q: Queryable, token: string, lock: boolean) {
 export const publicUnsubscribeLink = (d: Deps) =>
   routeHandler('public.unsubscribe.get', async (req) => {
     const { sub, kind, field } = await linked(d, d.db, req.params.token, false);
-    const [plan, contact] = await Promise.all([
-      d.plans.get(d.db, sub.wallet_id, sub.plan_id),
-      courtesyRead(d, () => callMessage(d.bus, notificationMessages.contactMethods, { wallet_id: sub.wallet_id, plan_id: sub.plan_id }), 'merchant name', {
-        subscription_id: sub.id,
-      }),
-    ]);
-    return { kind, plan_name: plan?.name ?? '', merchant_name: contact?.merchant_name ?? null, receiving: sub[field] };
+    const { plan_name, merchant_name } = await planNames(d, sub.wallet_id, sub.plan_id);
+    return { kind, plan_name, merchant_name: merchant_name ?? null, receiving: sub[field] };
   });
 
 /**
