@@ -124,15 +124,19 @@ async function pendingCheckout(d: Deps, input: SubscribeInput, tries: number): P
   return { plan, sub, manage_url: null, created };
 }
 
-/** How many invoices a checkout may have run through (an hour each for Lightning, within its 24 hours). */
-const CHECKOUT_INVOICES_MAX = 50;
+/**
+ * How many invoices one ask may step through from the newest it knows of: one or two in practice (the
+ * newest is stored after each ask); a bound, not a limit a subscriber can reach.
+ */
+const CHECKOUT_STEPS_MAX = 50;
 
 /**
  * What a subscription waiting for its first payment is paid with now: the newest of its invoices while it
  * can be paid (or was paid: billing has not heard yet), else a fresh one. Each fresh invoice is keyed by
  * the one it follows (`checkout:<sub>:after:<payment>`), so that any number of asks at once (the checkout
  * page's "fresh invoice" in two tabs, the portal's) find or make the same one: never two open at once.
- * The checkout page's fresh invoice and the portal's.
+ * The walk starts at the newest invoice an earlier ask stored, so a checkout may run through any number of
+ * invoices (short ones under a low INVOICE_MAX_EXPIRY_S) within its 24 hours.
  */
 export async function checkoutPayment(d: Deps, plan: Plan, sub: SubRow): Promise<CreatedPayment> {
   const now = unixSeconds(d.clock);
@@ -141,9 +145,11 @@ export async function checkoutPayment(d: Deps, plan: Plan, sub: SubRow): Promise
     description: `${plan.name} (${plan.interval})`,
     expires_at: now + (CHECKOUT_SECONDS[sub.payment_method] ?? 86_400),
   };
-  let key = `checkout:${sub.id}`;
+  const first = `checkout:${sub.id}`;
+  const known = (await d.subscriptions.checkoutInvoiceKey(d.db, sub.id)) ?? first;
+  let key = known;
   let before: { key: string; id: string } | undefined;
-  for (let i = 0; i < CHECKOUT_INVOICES_MAX; i++) {
+  for (let i = 0; i < CHECKOUT_STEPS_MAX; i++) {
     let created: CreatedPayment;
     try {
       created = await requestPayment(d, plan, sub, { ...o, idempotency_key: key, ...(before ? { replaces: before.id } : {}) });
@@ -155,11 +161,17 @@ export async function checkoutPayment(d: Deps, plan: Plan, sub: SubRow): Promise
       continue;
     }
     const p = created.payment;
-    if (p.status === 'paid' || (p.status === 'pending' && created.checkout.expires_at > now)) return created;
+    if (p.status === 'paid' || (p.status === 'pending' && created.checkout.expires_at > now)) {
+      if (key !== known) await d.subscriptions.setCheckoutInvoiceKey(d.db, sub.id, key);
+      return created;
+    }
     before = { key, id: p.id };
     key = `checkout:${sub.id}:after:${p.id}`;
   }
-  throw new DomainError('conflict', 'This checkout has had too many invoices: please subscribe again');
+  // Reached only when that many invoices ran out since the last ask (the newest was not stored, say): the
+  // next ask goes on from here.
+  if (before) await d.subscriptions.setCheckoutInvoiceKey(d.db, sub.id, before.key);
+  throw new DomainError('unavailable', 'A fresh invoice could not be made just now: please try again');
 }
 
 /**

@@ -297,3 +297,15 @@ migrations.push({
 DROP INDEX IF EXISTS subscriptions_due;
 `,
 });
+
+migrations.push({
+  id: 21,
+  name: 'the newest invoice of a checkout',
+  // A nullable column, which older code ignores (it walks a checkout's invoices from the first, as before).
+  compatible: true,
+  sql: `
+-- The idempotency key of the newest invoice a checkout waiting for its first payment was given: a fresh one
+-- follows it, without walking every invoice the checkout ran through.
+ALTER TABLE subscriptions ADD COLUMN checkout_invoice_key TEXT;
+`,
+});

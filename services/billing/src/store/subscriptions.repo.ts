@@ -217,6 +217,17 @@ export class SubscriptionsRepo {
     await q.query(`UPDATE ${this.schema}.subscriptions SET next_due_at = $3 WHERE id = $1 AND version = $2`, [r.id, r.version, nextDueAt(r, now, this.policy)]);
   }
 
+  /** The key of the newest invoice of a checkout waiting for its first payment (null: its first invoice's). */
+  async checkoutInvoiceKey(q: Queryable, id: string): Promise<string | null> {
+    const { rows } = await q.query<{ k: string | null }>(`SELECT checkout_invoice_key AS k FROM ${this.schema}.subscriptions WHERE id = $1`, [id]);
+    return rows[0]?.k ?? null;
+  }
+
+  /** Not a lifecycle change (no new version): a stale key only makes the next ask walk a little further. */
+  async setCheckoutInvoiceKey(q: Queryable, id: string, key: string): Promise<void> {
+    await q.query(`UPDATE ${this.schema}.subscriptions SET checkout_invoice_key = $2 WHERE id = $1`, [id, key]);
+  }
+
   /** The subscription an earlier checkout with this (hashed) Idempotency-Key created, newest first. */
   async byCheckoutKey(q: Queryable, walletId: string, key: string): Promise<SubRow | undefined> {
     const { rows } = await q.query<SubRow>(
