@@ -1007,6 +1007,52 @@ describe('6. poison events', () => {
     expect(again).toMatchObject({ replays: 1 });
   });
 
+  it("a checkout's payment event delivered again after the new period's renewal invoice was made leaves that invoice payable (found in review)", async () => {
+    const p = await plan({ interval: 'monthly' });
+    const s = await subscribe(p.id, 'redelivered-activation@example.com');
+    await pay(s.payment_id);
+    const { current_period_end: end } = await activeOnce(s.subscription_id);
+    // Monthly lead time: 3 days. The renewal invoice of the period the checkout started.
+    await advanceTo(end - 3 * DAY + 60);
+    const renewal = (
+      await until(
+        () => payments(s.subscription_id),
+        (r) => r.some((x) => x.purpose === 'renewal' && x.status === 'pending'),
+      )
+    ).find((x) => x.purpose === 'renewal');
+    expect(renewal?.status).toBe('pending');
+    // The checkout's payment.received again (a redelivery after a failed acknowledgement, a backlog).
+    const paid = (await admin.get(`/payments/${s.payment_id}`)).body;
+    const id = `evt_again_${Date.now()}`;
+    await publish(
+      {
+        subscription_id: s.subscription_id,
+        plan_id: p.id,
+        plan_name: 'Dead ends',
+        payment_id: s.payment_id,
+        amount_sats: 1000,
+        payment_method: 'lightning',
+        purpose: 'checkout',
+        status: 'paid',
+        paid_at: paid.paid_at,
+      },
+      id,
+    );
+    // Handled: the duplicate is seen (its withdrawal of the checkout's invoices runs right after).
+    await until(
+      async () => billingLines(id).length,
+      (n) => n > 0,
+      5000,
+    );
+    const after = await until(
+      () => payments(s.subscription_id),
+      (r) => r.find((x) => x.id === renewal!.id)?.status !== 'pending',
+      3000,
+    );
+    expect(after.find((x) => x.id === renewal!.id)?.status).toBe('pending');
+    expect((await sub(s.subscription_id)).status).toBe('active');
+  });
+
   it('an event parked while the payments service was down is handled when an operator replays it', async () => {
     const p = await plan({ interval: 'monthly' });
     const s = await subscribe(p.id, 'replay@example.com');

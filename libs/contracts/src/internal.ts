@@ -64,6 +64,8 @@ export const SubscriptionRef = z.object({ wallet_id: Id, subscription_id: Id });
 export type SubscriptionRef = z.infer<typeof SubscriptionRef>;
 
 export const SubscriptionPaymentsQuery = SubscriptionRef.extend({
+  /** Only those made for this (a checkout's invoices, not the renewals of the period it started). */
+  purpose: PaymentPurpose.optional(),
   limit: z.number().int().min(1).max(200).default(50),
   offset: z.number().int().min(0).default(0),
 });

@@ -99,9 +99,17 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: p.subscription_id, payment_id: outcome.withdraw });
   }
   if (outcome.withdrawCheckoutOf) {
-    // Its checkout's invoices (the first, and any fresh one after it), those still open. The period it started
-    // gets its renewal a lead time before its end, long after this (a redelivery included): none is one.
-    const page = await callMessage(d.bus, messages.listSubscriptionPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, limit: 200, offset: 0 });
+    // Its checkout's invoices (the first, and any fresh one after it), those still open; not the renewal
+    // invoice of the period it started, made already when this event is handled late or again (found in
+    // review: a redelivery withdrew it). A payments replica older than the filter answers every payment:
+    // those made after this moment are left, as before.
+    const page = await callMessage(d.bus, messages.listSubscriptionPayments, {
+      wallet_id,
+      subscription_id: outcome.withdrawCheckoutOf,
+      purpose: 'checkout',
+      limit: 200,
+      offset: 0,
+    });
     const appliedBy = unixSeconds(d.clock);
     for (const x of page.items.filter((x) => x.status === 'pending' && x.created_at <= appliedBy)) {
       await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, payment_id: x.id });

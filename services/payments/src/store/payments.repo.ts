@@ -1,4 +1,4 @@
-import type { Paginated, PaymentMethod, PaymentStatus } from '@sb/contracts';
+import type { Paginated, PaymentMethod, PaymentPurpose, PaymentStatus } from '@sb/contracts';
 import { keyLookup, type Queryable } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 
@@ -49,6 +49,7 @@ interface PaymentFilters {
   subscription_ids?: string[];
   status?: PaymentStatus;
   payment_method?: PaymentMethod;
+  purpose?: PaymentPurpose;
 }
 
 /**
@@ -303,7 +304,7 @@ export class PaymentsRepo {
   async list(q: Queryable, walletId: string, f: PaymentFilters, limit: number, offset: number): Promise<Paginated<PaymentRecord>> {
     const where = ['wallet_id = $1'];
     const values: unknown[] = [walletId];
-    for (const key of ['subscription_id', 'status', 'payment_method'] as const) {
+    for (const key of ['subscription_id', 'status', 'payment_method', 'purpose'] as const) {
       const v = f[key];
       if (v !== undefined) {
         values.push(v);
