@@ -1820,6 +1820,49 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     wallet.setBehaviour({ pay: true });
   });
 
+  it('NWC: a checkout cancelled by the owner while the wallet paid is not shown as subscribed (found in review)', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    const p = await plan({ name: 'Night radio', amount_sats: 1200, allow_nwc: true });
+    let cancelled = false;
+    wallet.setBehaviour({
+      pay: true,
+      // Paid; before the answer reaches the service the owner cancels the checkout.
+      afterPay: async () => {
+        if (cancelled) return;
+        cancelled = true;
+        const { rows } = await stack.db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1`, [p.id]);
+        expect((await admin.post(`/subscriptions/${rows[0].id}/cancel`, { immediate: true })).status).toBe(200);
+      },
+    });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('cancelled-meanwhile@example.com');
+    await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+    const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc') && r.request().method() === 'POST', { timeout: 60_000 });
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    const answered = await (await answer).json();
+    expect(answered).toMatchObject({
+      status: 'pending',
+      message: 'Your wallet paid 1,200 sats, but your subscription to Night radio was cancelled meanwhile: please ask the seller for a refund.',
+    });
+    expect(answered.error_code ?? null).toBeNull();
+    await page.locator('#done').waitFor({ timeout: 10_000 });
+    expect(await page.locator('#done-heading').textContent()).toBe('Your wallet has paid');
+    expect(await page.getByText('You are subscribed').count()).toBe(0);
+    expect(await page.locator('#done-message').textContent()).toContain('please ask the seller for a refund');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('done-heading');
+    // A reload shows the same.
+    await page.reload();
+    await page.locator('#done').waitFor();
+    expect(await page.locator('#done-heading').textContent()).toBe('Your wallet has paid');
+    expect((await admin.get(`/subscriptions/${answered.subscription_id}`)).body.status).toBe('cancelled');
+    expect(problems).toEqual([]);
+    await page.close();
+    wallet.setBehaviour({ pay: true });
+  });
+
   it('the portal in two tabs: a cancel in one, then in the other, shows what it is now (found from outside: a contradiction)', async () => {
     const p = await plan({ name: 'Two tabs', amount_sats: 1000, trial_days: 5 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'tabs@example.com' })).body;

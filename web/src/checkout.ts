@@ -195,6 +195,8 @@ interface Subscribed {
   message: string;
   link: string | null;
   at: number;
+  /** Not 'You are subscribed' (a payment not applied yet). */
+  heading?: string;
 }
 
 function portalLinkParagraph(url: string | null): HTMLElement | null {
@@ -423,8 +425,10 @@ function render(plan: PublicPlan): void {
         walletAsked = true;
         // The route waits up to 75 s for the wallet to pay.
         const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() }, waitMs: 90_000 });
-        // Paid, without an error: active, or about to be (billing applies the payment a moment later).
-        if (r.status === 'active' || !r.error_code) return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
+        if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
+        // Paid, without an error: active in a moment (billing applies the payment), or ended meanwhile (the
+        // owner cancelled it): the words say which, the heading claims no more than the payment.
+        if (!r.error_code) return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null, 'Your wallet has paid');
         // The subscription exists now, waiting for its first payment: this contact cannot start another,
         // so the way on is another wallet here, or its own page, where it is payable by invoice.
         const link = r.manage_url ?? null;
@@ -652,10 +656,10 @@ function followStatus(
 }
 
 /** Subscribed without a payment view: said, and kept in the address and this tab for a reload. */
-function subscribed(plan: PublicPlan, subscriptionId: string, message: string, link: string | null): void {
-  tabSet(`sb-subscribed-${subscriptionId}`, { message, link, at: Date.now() } satisfies Subscribed);
+function subscribed(plan: PublicPlan, subscriptionId: string, message: string, link: string | null, heading?: string): void {
+  tabSet(`sb-subscribed-${subscriptionId}`, { message, link, at: Date.now(), ...(heading ? { heading } : {}) } satisfies Subscribed);
   history.replaceState(null, '', `${location.pathname}?subscribed=${encodeURIComponent(subscriptionId)}`);
-  done(plan, message, link, [`sb-subscribed-${subscriptionId}`]);
+  done(plan, message, link, [`sb-subscribed-${subscriptionId}`], true, heading);
 }
 
 /**
@@ -675,11 +679,11 @@ function linkElsewhere(plan: PublicPlan, startedHere: boolean): string {
  * `linkKeys`: where that link is kept, forgotten once this result is left. `startedHere`: this tab
  * started the checkout (else the link may be in the tab that did).
  */
-function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = [], startedHere = true): void {
+function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = [], startedHere = true, title = 'You are subscribed'): void {
   stopFollowing();
   shownLinkKeys = link ? linkKeys : [];
   shownLink = link;
-  const heading = h('h2', { tabindex: -1, id: 'done-heading' }, 'You are subscribed');
+  const heading = h('h2', { tabindex: -1, id: 'done-heading' }, title);
   setMain(
     planHeader(plan),
     h(
@@ -847,7 +851,7 @@ async function main(): Promise<void> {
     if (ours && shown.paid) done(plan, paidMessage(plan), linkOf(shown.c.payment_id), [`sb-link-${shown.c.payment_id}`]);
     else if (ours) showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
-    else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`]);
+    else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`], true, started.heading);
     else render(plan);
   } catch (err) {
     planUnavailable(err);

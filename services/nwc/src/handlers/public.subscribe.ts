@@ -170,8 +170,14 @@ export const subscribe = (d: Deps) =>
       const paid = `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name}`;
       const status = await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by);
       if (status === 'active') return { ...base, status: 'active', message: `${paid} is active.` };
-      // Still pending (billing has not applied it yet), or moved on meanwhile (cancelled, say): said as it is.
-      return { ...base, status: 'pending', message: status ? `${paid} is ${status}.` : `${paid} becomes active in a moment.` };
+      if (!status) return { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
+      // Ended in the same seconds (the owner cancelled it, the plan was archived): no error code, the wallet
+      // did pay; the answer's status can only say pending, the words say what it is.
+      return {
+        ...base,
+        status: 'pending',
+        message: `Your wallet paid ${satsText(sub.payment.amount_sats)}, but your subscription to ${sub.plan_name} was ${status} meanwhile: please ask the seller for a refund.`,
+      };
     }
     return notPaid({ code: outcome.error_code, message: outcome.message });
   });
