@@ -86,6 +86,18 @@ describe('validate', () => {
     }
   });
 
+  it('a string with one usable relay among unusable ones is valid, and only that relay is used (found in review: refused whole)', async () => {
+    const w = await wallet();
+    const s = new URL(w.connectionString());
+    const mixed = `nostr+walletconnect://${w.pubkey}?relay=${encodeURIComponent('ws://relay.example.com')}&relay=${encodeURIComponent(relay.url)}&secret=${s.searchParams.get('secret')}`;
+    expect((await anon().post('/public/nwc/validate', { nwc_string: mixed })).body).toEqual({ valid: true });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'mixed-relays@example.com', nwc_connection_string: mixed });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.status).toBe('active');
+    expect(await connection(res.body.subscription_id)).toMatchObject({ is_active: true, relay_url: relay.url, relays: [relay.url] });
+  });
+
   it('a wallet that published no info event, or one without pay_invoice, is not valid', async () => {
     const silent = await wallet({ publishInfo: false });
     const res = await anon().post('/public/nwc/validate', { nwc_string: silent.connectionString() });

@@ -24,9 +24,10 @@ function isLoopback(hostname: string): boolean {
 
 /**
  * Parses a NIP-47 connection string strictly: the wallet pubkey and the secret are 64 hex characters
- * and valid keys, and every relay is `wss://` (or `ws://` to this machine only: plain WebSocket would
- * expose the traffic on the network). Throws ConnectionStringError with a sentence for the subscriber;
- * the sentence never repeats the secret.
+ * and valid keys, and at least one relay is `wss://` (or `ws://` to this machine only: plain WebSocket
+ * would expose the traffic on the network). Relays that are not are left out, never contacted
+ * (behaviour.md: "at least one wss:// relay"); with none left the first one's fault is the refusal.
+ * Throws ConnectionStringError with a sentence for the subscriber; the sentence never repeats the secret.
  */
 export function parseConnectionString(input: string): WalletConnection {
   const s = input.trim();
@@ -59,22 +60,27 @@ export function parseConnectionString(input: string): WalletConnection {
   const relays = url.searchParams.getAll('relay');
   if (relays.length === 0) throw new ConnectionStringError('The connection string names no relay');
   const seen = new Set<string>();
+  let fault: string | undefined;
   for (const r of relays) {
-    let relay: URL;
-    try {
-      relay = new URL(r);
-    } catch {
-      throw new ConnectionStringError(`The relay "${r.slice(0, 100)}" is not a valid URL`);
-    }
-    if (relay.protocol === 'ws:' && !isLoopback(relay.hostname)) {
-      throw new ConnectionStringError(`The relay ${relay.host} uses unencrypted ws://; use a wss:// relay`);
-    }
-    if (relay.protocol !== 'wss:' && relay.protocol !== 'ws:') {
-      throw new ConnectionStringError(`The relay "${r.slice(0, 100)}" is not a wss:// WebSocket URL`);
-    }
-    if (relay.username || relay.password) throw new ConnectionStringError('A relay URL must not carry a user name or password');
-    seen.add(r);
+    const why = relayFault(r);
+    if (why) fault ??= why;
+    else seen.add(r);
   }
+  if (!seen.size) throw new ConnectionStringError(fault!);
   const lud16 = url.searchParams.get('lud16');
   return { pubkey, relays: [...seen], secret, ...(lud16 ? { lud16 } : {}) };
+}
+
+/** Why a relay of a connection string cannot be used (a sentence), or undefined when it can. */
+function relayFault(r: string): string | undefined {
+  let relay: URL;
+  try {
+    relay = new URL(r);
+  } catch {
+    return `The relay "${r.slice(0, 100)}" is not a valid URL`;
+  }
+  if (relay.protocol === 'ws:' && !isLoopback(relay.hostname)) return `The relay ${relay.host} uses unencrypted ws://; use a wss:// relay`;
+  if (relay.protocol !== 'wss:' && relay.protocol !== 'ws:') return `The relay "${r.slice(0, 100)}" is not a wss:// WebSocket URL`;
+  if (relay.username || relay.password) return 'A relay URL must not carry a user name or password';
+  return undefined;
 }

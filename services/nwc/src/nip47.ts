@@ -52,17 +52,23 @@ export class Nip47Client {
 
   /**
    * Anyone may submit a connection string, and this service then connects to its relays from inside the
-   * deployment: a relay must be a public address, or the answers would map internal hosts and ports.
+   * deployment: a relay must be a public address, or the answers would map internal hosts and ports. Those
+   * that are not are left out (never contacted); with none left, the first one's fault is the refusal.
    */
-  private async checkRelays(conn: WalletConnection): Promise<void> {
+  private async usableRelays(conn: WalletConnection): Promise<WalletConnection> {
+    const relays: string[] = [];
+    let fault: Error | undefined;
     for (const relay of conn.relays) {
       try {
         await checkWebhookUrl(relay, this.o.relays, this.o.resolve, ['wss:', 'ws:']);
+        relays.push(relay);
       } catch (err) {
-        if (err instanceof UrlNotAllowed) throw new WalletCheckError(`The relay ${new URL(relay).host} cannot be used: it ${err.message}`);
-        throw err;
+        if (!(err instanceof UrlNotAllowed)) throw err;
+        fault ??= new WalletCheckError(`The relay ${new URL(relay).host} cannot be used: it ${err.message}`);
       }
     }
+    if (!relays.length) throw fault!;
+    return { ...conn, relays };
   }
 
   /**
@@ -70,8 +76,7 @@ export class Nip47Client {
    * pay_invoice in an encryption we speak. Throws ConnectionStringError or WalletCheckError (sentences).
    */
   async validate(connectionString: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
-    const conn = parseConnectionString(connectionString);
-    await this.checkRelays(conn);
+    const conn = await this.usableRelays(parseConnectionString(connectionString));
     const pool = relayPool();
     const started = Date.now();
     try {

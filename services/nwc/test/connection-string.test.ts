@@ -30,8 +30,14 @@ describe('NWC connection string', () => {
     }
     expect(refused(str(`${relay('ws://relay.example.com')}&secret=${secret}`))).toBe('The relay relay.example.com uses unencrypted ws://; use a wss:// relay');
     expect(refused(str(`${relay('ws://10.0.0.5:7000')}&secret=${secret}`))).toMatch(/unencrypted ws:\/\//);
-    // One bad relay spoils the string: the service would otherwise send requests over it.
-    expect(refused(str(`${relay('wss://ok.example')}&${relay('ws://bad.example')}&secret=${secret}`))).toMatch(/bad\.example uses unencrypted/);
+    // At least one usable relay (behaviour.md): the others are left out, never contacted (found in review:
+    // a string with one good relay was refused whole).
+    expect(parseConnectionString(str(`${relay('wss://ok.example')}&${relay('ws://bad.example')}&secret=${secret}`)).relays).toEqual(['wss://ok.example']);
+    expect(
+      parseConnectionString(str(`${relay('https://no.example')}&${relay('wss://u:p@x.example')}&${relay('ws://127.0.0.1:7000')}&secret=${secret}`)).relays,
+    ).toEqual(['ws://127.0.0.1:7000']);
+    // None usable: the first one's fault.
+    expect(refused(str(`${relay('ws://bad.example')}&${relay('https://no.example')}&secret=${secret}`))).toMatch(/bad\.example uses unencrypted/);
   });
 
   it('refuses a wrong scheme, bad keys, a missing or repeated secret, no relay, non-WebSocket relays', () => {
@@ -96,6 +102,26 @@ describe('relay addresses', () => {
     expect(err).toBeInstanceOf(WalletCheckError);
     expect(err.message).toMatch(/^The relay .* cannot be used: it /);
     expect(err.message).toMatch(why);
+  });
+
+  it('leaves out a relay at a private address when another can be used; none usable: the first one says why', async () => {
+    const err = await client(false)
+      .validate(str(`${relay('wss://10.1.2.3')}&${relay('wss://relay.internal.example')}&secret=${secret}`))
+      .then(
+        () => undefined,
+        (e) => e,
+      );
+    expect(err).toBeInstanceOf(WalletCheckError);
+    expect(err.message).toMatch(/^The relay 10\.1\.2\.3 cannot be used: it /);
+    // With a public one beside it, that one is asked (nothing listens there: no connection, not refused).
+    const tried = await client(false)
+      .validate(str(`${relay('wss://10.1.2.3')}&${relay('wss://93.184.216.34:1')}&secret=${secret}`))
+      .then(
+        () => undefined,
+        (e) => e,
+      );
+    expect(tried).toBeInstanceOf(WalletCheckError);
+    expect(tried.message).not.toMatch(/cannot be used/);
   });
 
   it('with private relays allowed, a loopback relay is tried (here nobody listens)', async () => {
