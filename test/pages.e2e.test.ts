@@ -1249,6 +1249,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.locator('#nwc-error').textContent()).toBe('The wallet key in the connection string must be 64 hexadecimal characters.');
     await expect.poll(() => page.locator('#form-error').textContent()).toBe('Please correct the marked fields.');
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('nwc');
+    // Well formed, refused by the service: its words, as a sentence (found from outside: no full stop).
+    const plain = wallet.connectionString().replace(/relay=[^&]+/, `relay=${encodeURIComponent('ws://relay.example.com')}`);
+    await page.getByLabel('Wallet connection string').fill(plain);
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    await expect.poll(() => page.locator('#form-error').textContent()).toBe('The relay relay.example.com uses unencrypted ws://; use a wss:// relay.');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('nwc');
     await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
     const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc'));
     await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();

@@ -13,6 +13,7 @@ import {
   nwcShapeError,
   paymentView,
   sats,
+  sentence,
   setMain,
   theirs,
   type Payable,
@@ -416,8 +417,9 @@ function render(plan: PublicPlan): void {
         announce('Checking your wallet connection');
         const check = await api<{ valid: boolean; error?: string | null }>('POST', '/public/nwc/validate', { body: { nwc_string: nwcInput.value.trim() } });
         if (!check.valid) {
-          fieldError('nwc', check.error ?? 'This wallet connection cannot be used.');
-          formError.textContent = check.error ?? 'This wallet connection cannot be used.';
+          const why = check.error ? sentence(check.error) : 'This wallet connection cannot be used.';
+          fieldError('nwc', why);
+          formError.textContent = why;
           nwcInput.focus();
           return;
         }

@@ -67,6 +67,9 @@ const FIELD_LABELS: Record<string, string> = {
 };
 
 /** An API error answer (`{"detail": string | [{loc, msg}]}`) in words. */
+/** The service's words as a sentence on the page: ending in a full stop. */
+export const sentence = (s: string): string => (/[.!?]$/.test(s) ? s : `${s}.`);
+
 export function errorText(status: number, body: unknown): string {
   const detail = (body as { detail?: unknown } | undefined)?.detail;
   if (Array.isArray(detail)) {
@@ -81,7 +84,7 @@ export function errorText(status: number, body: unknown): string {
   }
   if (typeof detail === 'string' && detail) {
     if (status === 429) return 'Too many attempts in a short time. Please wait a minute and try again.';
-    return detail.endsWith('.') ? detail : `${detail}.`;
+    return sentence(detail);
   }
   if (status >= 500) return 'The service is not available right now. Please try again in a moment.';
   return `The request failed (HTTP ${status}).`;

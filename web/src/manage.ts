@@ -11,6 +11,7 @@ import {
   nwcShapeError,
   paymentView,
   sats,
+  sentence,
   setMain,
   STATUS_LABELS,
   theirs,
@@ -544,7 +545,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
       try {
         const check = await api<{ valid: boolean; error?: string | null }>('POST', '/public/nwc/validate', { body: { nwc_string: input.value.trim() } });
         if (!check.valid) {
-          error.textContent = check.error ?? 'This wallet connection cannot be used.';
+          error.textContent = check.error ? sentence(check.error) : 'This wallet connection cannot be used.';
           status.textContent = '';
           input.setAttribute('aria-invalid', 'true');
           input.focus();
