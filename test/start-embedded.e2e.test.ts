@@ -117,6 +117,14 @@ describe('npm start on the embedded database', () => {
     await c.end();
   });
 
+  it('the wallet tool finds the stack of SB_DATA_DIR from any directory (found from outside: only ./.data was looked at)', async () => {
+    const listed = await promisify(execFile)(process.execPath, [join(ROOT, 'services/gateway/dist/cli/wallet.js'), 'list', '--json'], {
+      cwd: tmpdir(),
+      env: { ...process.env, DATABASE_URL: '', SB_DATA_DIR: data },
+    });
+    expect(JSON.parse(listed.stdout).map((w: { name: string }) => w.name)).toContain('Demo wallet');
+  });
+
   it('Ctrl-C ends it with a client still inside a transaction, and leaves no runtime.json or lock', async () => {
     const { DATABASE_URL } = JSON.parse(readFileSync(join(data, 'runtime.json'), 'utf8'));
     const c = new pg.Client(DATABASE_URL);

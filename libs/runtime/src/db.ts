@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { keepTrying, type Warns } from './listener.js';
@@ -149,11 +150,12 @@ const UNAVAILABLE_MESSAGE =
  */
 export function cliDatabaseUrl(): string {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
-  const runtime = '.data/runtime.json';
+  // The data directory of `npm start` (SB_DATA_DIR moves it, as it does for the start script).
+  const runtime = join(process.env.SB_DATA_DIR ?? '.data', 'runtime.json');
   // An `npm start` killed outright leaves its file behind: its address would only be refused.
   const recorded = existsSync(runtime) ? (JSON.parse(readFileSync(runtime, 'utf8')) as { DATABASE_URL: string; pid?: number }) : undefined;
   if (recorded && (recorded.pid === undefined || processAlive(recorded.pid))) return recorded.DATABASE_URL;
-  throw new Error("DATABASE_URL is not set and no running 'npm start' was found (.data/runtime.json)");
+  throw new Error(`DATABASE_URL is not set and no running 'npm start' was found (${runtime})`);
 }
 
 function processAlive(pid: number): boolean {
