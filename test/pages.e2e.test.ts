@@ -1488,6 +1488,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#pay').waitFor();
     await page.goBack();
     await page.locator('#checkout-form').waitFor();
+    // The form as it was sent (found from outside: Back cleared the e-mail).
+    expect(await page.getByLabel('E-mail').inputValue()).toBe(email);
+    expect(await page.getByRole('radio', { name: 'Lightning' }).isChecked()).toBe(true);
     // Another method for the same contact replaces the unpaid checkout; the service answers it without a
     // link (whoever sent it only proved to know the address).
     const second = await checkout(page, 'On-chain bitcoin', email);
@@ -1503,6 +1506,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#checkout-form').waitFor();
     const kept = await page.evaluate(() => Object.keys(sessionStorage).map((k) => sessionStorage.getItem(k) ?? ''));
     expect(kept.filter((v) => v.includes(new URL(first.manage_url!).searchParams.get('token')!))).toEqual([]);
+    // The form is empty once subscribed (the next person at this tab).
+    expect(await page.getByLabel('E-mail').inputValue()).toBe('');
     // The link still opens this person's portal, with the subscription that was paid.
     const token = new URL(first.manage_url!).searchParams.get('token')!;
     const portal = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } });

@@ -118,6 +118,13 @@ function tabGet<T>(key: string): T | null {
     return null;
   }
 }
+function forgetDraft(planId: string): void {
+  try {
+    sessionStorage.removeItem(draftKey(planId));
+  } catch {
+    // Storage off: nothing was kept.
+  }
+}
 function tabSet(key: string, value: unknown): void {
   try {
     sessionStorage.setItem(key, JSON.stringify(value));
@@ -192,6 +199,19 @@ function openCheckoutOf(body: Record<string, unknown>): ShownPayment | null {
 }
 
 /** A subscription that started without a payment view (a trial, a wallet that paid): its result, for a reload. */
+/**
+ * What the form held when it was last sent in this tab, filled in again after Back from the payment
+ * (found from outside: Back cleared the e-mail). Never the wallet string (a secret); forgotten once the
+ * checkout is done, so the next person at this tab finds an empty form.
+ */
+interface Draft {
+  method: string;
+  contacts: Record<string, string>;
+  pref?: string | undefined;
+  reminders: boolean;
+}
+const draftKey = (planId: string) => `sb-form-${planId}`;
+
 interface Subscribed {
   message: string;
   link: string | null;
@@ -383,7 +403,9 @@ function render(plan: PublicPlan): void {
     const body: Record<string, unknown> = { plan_id: plan.id, receive_reminders: (document.getElementById('reminders') as HTMLInputElement).checked };
     let bad = false;
     const pref = contacts.length > 1 ? prefSelect.value : undefined;
-    const given = contacts.filter((c) => (document.getElementById(`contact-${c}`) as HTMLInputElement).value.trim());
+    const typed = Object.fromEntries(contacts.map((c) => [c, (document.getElementById(`contact-${c}`) as HTMLInputElement).value]));
+    tabSet(draftKey(plan.id), { method: m, contacts: typed, pref, reminders: body.receive_reminders === true } satisfies Draft);
+    const given = contacts.filter((c) => typed[c]!.trim());
     for (const c of contacts) {
       const input = document.getElementById(`contact-${c}`) as HTMLInputElement;
       const v = input.value.trim();
@@ -506,6 +528,17 @@ function render(plan: PublicPlan): void {
     ),
     methods.length ? form : h('p', { class: 'error', role: 'alert' }, 'This plan cannot be paid for right now. Please contact the seller.'),
   );
+  const draft = tabGet<Draft>(draftKey(plan.id));
+  if (draft) {
+    const radio = methodRadios.map((r) => r.querySelector('input') as HTMLInputElement).find((r) => r.value === draft.method);
+    if (radio) radio.checked = true;
+    for (const c of contacts) {
+      const v = draft.contacts?.[c];
+      if (typeof v === 'string') (form.querySelector(`#contact-${c}`) as HTMLInputElement).value = v;
+    }
+    if (draft.pref && contacts.includes(draft.pref)) prefSelect.value = draft.pref;
+    (form.querySelector('#reminders') as HTMLInputElement).checked = draft.reminders !== false;
+  }
   syncMethod();
 }
 
@@ -683,6 +716,7 @@ function linkElsewhere(plan: PublicPlan, startedHere: boolean): string {
  */
 function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = [], startedHere = true, title = 'You are subscribed'): void {
   stopFollowing();
+  forgetDraft(plan.id);
   shownLinkKeys = link ? linkKeys : [];
   shownLink = link;
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, title);
