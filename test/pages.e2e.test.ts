@@ -23,7 +23,7 @@ const SUBSCRIBED_DETAIL =
 const RTL_NAME = 'الاشتراك الذهبي (شهري)!';
 /** The checkout's help for a 409 not held by the tab, on a plan without channels: paid or not, the same. */
 const NEUTRAL_HELP =
-  'This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started; the seller can send it to you again. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.';
+  'This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it (and to pay a renewal that is due) was shown when it started; the seller can send it to you again. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.';
 
 /**
  * The hosted pages in a real browser (Debian's chromium through playwright-core) against the whole
@@ -391,7 +391,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await check(page, problems, 'checkout');
     // Every choice is a finger's width tall, its label the target (found from outside: 20 px radios).
     const heights = await page.locator('.choice label').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().height));
-    expect(heights.length).toBe(5);
+    // Four methods; no reminder checkbox (no channel is set up for this seller: nothing would be sent).
+    expect(heights.length).toBe(4);
     for (const hgt of heights) expect(hgt).toBeGreaterThanOrEqual(44);
 
     const c = await checkout(page, 'Lightning', 'lightning@example.com');
@@ -961,10 +962,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await email.focus();
     await page.keyboard.press('Tab');
     const ring = await focusRing(page);
-    expect(ring).toMatchObject({ id: 'reminders', style: 'solid' });
+    // The submit button: this plan's seller sends no messages, so no reminder checkbox is between them.
+    expect(ring).toMatchObject({ id: 'submit', style: 'solid' });
     expect(contrast(ring.color, ring.bg)).toBeGreaterThanOrEqual(3);
 
-    // The request fails on the network: the focus comes back to the button (it was disabled meanwhile).
+    // The request fails on the network: the focus stays on the button (busy meanwhile).
     await page.route('**/public/subscribe', (r) => r.abort());
     await page.getByRole('button', { name: 'Continue to payment' }).press('Enter');
     await expect.poll(() => page.locator('#form-error').textContent()).toContain('Could not reach the server');
@@ -1253,7 +1255,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const plain = wallet.connectionString().replace(/relay=[^&]+/, `relay=${encodeURIComponent('ws://relay.example.com')}`);
     await page.getByLabel('Wallet connection string').fill(plain);
     await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
-    await expect.poll(() => page.locator('#form-error').textContent()).toBe('The relay relay.example.com uses unencrypted ws://; use a wss:// relay.');
+    // Why under the field, what to do next in the alert (found from outside: the same words twice).
+    await expect
+      .poll(() => page.locator('#form-error').textContent())
+      .toBe('Your wallet could not be used. Paste another connection string, or choose another way to pay.');
+    expect(await page.locator('#nwc-error').textContent()).toBe('The relay relay.example.com uses unencrypted ws://; use a wss:// relay.');
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('nwc');
     await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
     const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc'));
@@ -1596,6 +1602,63 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const receipt = page.locator('details.receipt[open] dl');
     expect(await receipt.locator('dt').allTextContents()).toContain('Seller');
     expect(await receipt.locator('dt:text-is("Seller") + dd').textContent()).toBe('Satoshi Shop');
+    await page.close();
+  });
+
+  it('a checkout replaced from another tab: no fresh-invoice button that can only be refused; titles name the step (found from outside: a loop)', async () => {
+    const p = await plan({ name: 'Two rails', amount_sats: 4000, allow_onchain: true });
+    const email = 'two-rails@example.com';
+    const [one, two] = [await openPage(phone), await openPage(phone)];
+    await one.page.goto(p.checkout_url);
+    await expect.poll(() => one.page.title()).toBe('Subscribe to Two rails by test wallet 0');
+    await checkout(one.page, 'Lightning', email);
+    await one.page.locator('#pay').waitFor();
+    expect(await one.page.title()).toBe('Pay for Two rails by test wallet 0');
+    await two.page.goto(p.checkout_url);
+    await checkout(two.page, 'On-chain bitcoin', email);
+    // The first tab sees its invoice withdrawn; a fresh one cannot be had for this contact.
+    const again = one.page.locator('#fresh-invoice');
+    await again.waitFor({ timeout: 15_000 });
+    const refused = one.page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await again.focus();
+    await one.page.keyboard.press('Enter');
+    expect((await refused).status()).toBe(409);
+    await expect.poll(() => one.page.locator('#pay-heading').textContent()).toBe('This checkout can no longer be paid here');
+    expect(await one.page.locator('#fresh-invoice').count()).toBe(0);
+    expect(await one.page.locator('#payment-status').textContent()).toContain('pay where the newer checkout was started');
+    expect(await one.page.evaluate(() => document.activeElement?.id)).toBe('pay-heading');
+    expect([...one.problems, ...two.problems]).toEqual([]);
+    await one.page.close();
+    await two.page.close();
+  });
+
+  it('the button keeps the focus while its request runs, and a second press sends nothing (found from outside: focus on <body>)', async () => {
+    const p = await plan({ name: 'Slow press', amount_sats: 2100 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    // No channel is set up here: no reminder is offered that nobody could send.
+    expect(await page.getByLabel('Remind me before each renewal').count()).toBe(0);
+    let sent = 0;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await page.route('**/public/subscribe', async (route) => {
+      sent++;
+      await held;
+      await route.continue();
+    });
+    await page.getByRole('radio', { name: 'Lightning' }).check();
+    await page.getByLabel('E-mail').fill('slow-press@example.com');
+    await page.getByRole('button', { name: 'Continue to payment' }).focus();
+    await page.keyboard.press('Enter');
+    await expect.poll(() => sent).toBe(1);
+    expect(await page.evaluate(() => [document.activeElement?.id, document.activeElement?.getAttribute('aria-disabled')])).toEqual(['submit', 'true']);
+    await page.keyboard.press('Enter');
+    await page.keyboard.press('Space');
+    await page.waitForTimeout(300);
+    expect(sent).toBe(1);
+    release();
+    await page.locator('#pay').waitFor();
+    expect(problems).toEqual([]);
     await page.close();
   });
 
@@ -2303,7 +2366,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       // (found from outside: after "the receipts stay in your subscription portal"), and what the portal
       // can turn back on (found from outside: it read as the cancellation notices).
       expect(await page.locator('#what').textContent()).toBe(
-        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. To get confirmations and receipts again, turn them back on in your subscription portal. Cancellation notices are still sent.`,
+        `You will no longer get confirmations and receipts for ${RTL_NAME} from Pages Shop (subscription started, payment received). The receipts stay in your subscription portal. To get confirmations and receipts again, turn them back on in your subscription portal (its link is in every message about this subscription). Cancellation notices are still sent.`,
       );
       // The seller's names keep their own direction (found from outside: the "!" on the wrong side).
       expect(await page.locator('#what [dir=auto]').allTextContents()).toEqual([RTL_NAME, 'Pages Shop']);
@@ -2372,7 +2435,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect([res.status(), res.headers()['content-type']]).toEqual([200, 'text/html; charset=utf-8']);
       await page.getByRole('heading', { name: 'Done' }).waitFor();
       expect(await page.locator('main p').textContent()).toBe(
-        'You will no longer get confirmations and receipts for Quiet letters. To get confirmations and receipts again, turn them back on in your subscription portal. Cancellation notices are still sent.',
+        'You will no longer get confirmations and receipts for Quiet letters. To get confirmations and receipts again, turn them back on in your subscription portal (its link is in every message about this subscription). Cancellation notices are still sent.',
       );
       expect(await page.locator('body').textContent()).not.toContain('{');
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });

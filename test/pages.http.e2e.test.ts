@@ -234,6 +234,17 @@ describe('hosted pages', () => {
     }
   });
 
+  it('a List-Unsubscribe link cut short (no token, or more after it) is the same page to a browser, not raw JSON (found from outside)', async () => {
+    for (const tail of ['', '/', '/sub_x.reminders/more']) {
+      const url = `${stack.api}/public/unsubscribe${tail}`;
+      const res = await fetch(url, { headers: { Accept: BROWSER } });
+      expect([res.status, res.headers.get('content-type')], tail).toEqual([404, 'text/html; charset=utf-8']);
+      expect(await res.text(), tail).toMatch(/<main[^>]*>\s*<h1>This link does not work<\/h1>/);
+      const api = await fetch(url, { headers: { Accept: 'application/json' } });
+      expect([api.status, await api.json()], tail).toEqual([404, { detail: 'Not Found' }]);
+    }
+  });
+
   it('a List-Unsubscribe link whose token is too long, or not text, does not work either: the same 404 page, no button (found from outside: "try again")', async () => {
     const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
     for (const token of ['a'.repeat(201), `sub_x.reminders.${'A'.repeat(400)}`, 'a%00b', '%ED%A0%80']) {

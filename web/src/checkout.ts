@@ -14,6 +14,7 @@ import {
   paymentView,
   sats,
   sentence,
+  setBusy,
   setMain,
   theirs,
   type Payable,
@@ -243,7 +244,13 @@ function priceLine(plan: PublicPlan): string {
 /** Who sells it, when the seller set a name: a person should know whom they pay. */
 const sellerLine = (plan: PublicPlan) => (plan.merchant_name ? h('p', { class: 'seller', id: 'seller' }, 'by ', theirs(plan.merchant_name)) : null);
 
+/** The tab's title: the step, the plan and its seller (found from outside: "Subscribe" on every view but the form). */
+function titled(step: string, plan: PublicPlan): void {
+  document.title = `${step} ${plan.name}${plan.merchant_name ? ` by ${plan.merchant_name}` : ''}`;
+}
+
 function planHeader(plan: PublicPlan): HTMLElement {
+  titled('Subscribe to', plan);
   return h(
     'header',
     { class: 'plan' },
@@ -283,7 +290,7 @@ function fieldError(id: string, text: string | null): void {
 let pressingSubmit = false;
 
 function render(plan: PublicPlan): void {
-  document.title = `Subscribe to ${plan.name}${plan.merchant_name ? ` by ${plan.merchant_name}` : ''}`;
+  titled('Subscribe to', plan);
   const trial = plan.trial_days > 0;
   const methods = plan.payment_methods;
   const contacts = (plan.available_contact_methods?.length ? plan.available_contact_methods : ['email']).filter((c) => CONTACT_FIELDS[c]);
@@ -372,12 +379,16 @@ function render(plan: PublicPlan): void {
       h('legend', {}, contacts.length > 1 ? 'Your contact details (at least one)' : 'Your contact details'),
       ...contactFields,
       contacts.length > 1 ? field('contact-preference', 'Send reminders and receipts by', prefSelect) : null,
-      h(
-        'div',
-        { class: 'choice' },
-        h('input', { type: 'checkbox', id: 'reminders', name: 'reminders', checked: true }),
-        h('label', { for: 'reminders' }, 'Remind me before each renewal'),
-      ),
+      // A seller with no channel sends no reminder: nothing to promise (found from outside). Unknown (the
+      // channels could not be read) is offered, as the service may well send them.
+      plan.available_contact_methods?.length === 0
+        ? null
+        : h(
+            'div',
+            { class: 'choice' },
+            h('input', { type: 'checkbox', id: 'reminders', name: 'reminders', checked: true }),
+            h('label', { for: 'reminders' }, 'Remind me before each renewal'),
+          ),
     ),
     formError,
     submit,
@@ -400,7 +411,10 @@ function render(plan: PublicPlan): void {
   async function onSubmit(): Promise<void> {
     formError.textContent = '';
     const m = method();
-    const body: Record<string, unknown> = { plan_id: plan.id, receive_reminders: (document.getElementById('reminders') as HTMLInputElement).checked };
+    const body: Record<string, unknown> = {
+      plan_id: plan.id,
+      receive_reminders: (document.getElementById('reminders') as HTMLInputElement | null)?.checked ?? true,
+    };
     let bad = false;
     const pref = contacts.length > 1 ? prefSelect.value : undefined;
     const typed = Object.fromEntries(contacts.map((c) => [c, (document.getElementById(`contact-${c}`) as HTMLInputElement).value]));
@@ -429,7 +443,7 @@ function render(plan: PublicPlan): void {
       (form.querySelector('[aria-invalid=true]') as HTMLElement | null)?.focus();
       return;
     }
-    submit.disabled = true;
+    setBusy(submit, true);
     form.setAttribute('aria-busy', 'true');
     // The wallet was asked to pay: an answer that never came may hide a payment.
     let walletAsked = false;
@@ -439,9 +453,10 @@ function render(plan: PublicPlan): void {
         announce('Checking your wallet connection');
         const check = await api<{ valid: boolean; error?: string | null }>('POST', '/public/nwc/validate', { body: { nwc_string: nwcInput.value.trim() } });
         if (!check.valid) {
-          const why = check.error ? sentence(check.error) : 'This wallet connection cannot be used.';
-          fieldError('nwc', why);
-          formError.textContent = why;
+          // Why, under the field (read with it when it takes the focus); the alert says what to do next
+          // rather than the same words again (found from outside).
+          fieldError('nwc', check.error ? sentence(check.error) : 'This wallet connection cannot be used.');
+          formError.textContent = 'Your wallet could not be used. Paste another connection string, or choose another way to pay.';
           nwcInput.focus();
           return;
         }
@@ -487,6 +502,8 @@ function render(plan: PublicPlan): void {
       // Problems the service finds with a field are shown at that field, as the page's own checks are.
       const marked = err instanceof ApiError ? err.fields.filter((f) => FIELD_IDS[f.field] && document.getElementById(FIELD_IDS[f.field]!)) : [];
       for (const f of marked) fieldError(FIELD_IDS[f.field]!, fieldMessage(f));
+      // The first field the service refused takes the focus, as the page's own checks do.
+      if (marked.length) (form.querySelector('[aria-invalid=true]') as HTMLElement | null)?.focus();
       formError.textContent = marked.length
         ? 'Please correct the marked fields.'
         : walletAsked && unconfirmed(err)
@@ -498,10 +515,10 @@ function render(plan: PublicPlan): void {
     } finally {
       // Still on the form: its outcome is the form's alert, not what was under way.
       if (form.isConnected) announce('');
-      submit.disabled = false;
+      setBusy(submit, false);
       form.removeAttribute('aria-busy');
       syncMethod();
-      // Disabling the focused button dropped the focus to <body>: bring it back where the person acts next.
+      // The focus lost meanwhile (a view redrawn, a field refused): back where the person acts next.
       if (submit.isConnected && (!document.activeElement || document.activeElement === document.body)) {
         ((form.querySelector('[aria-invalid=true]') as HTMLElement | null) ?? submit).focus();
       }
@@ -537,7 +554,8 @@ function render(plan: PublicPlan): void {
       if (typeof v === 'string') (form.querySelector(`#contact-${c}`) as HTMLInputElement).value = v;
     }
     if (draft.pref && contacts.includes(draft.pref)) prefSelect.value = draft.pref;
-    (form.querySelector('#reminders') as HTMLInputElement).checked = draft.reminders !== false;
+    const reminders = form.querySelector('#reminders') as HTMLInputElement | null;
+    if (reminders) reminders.checked = draft.reminders !== false;
   }
   syncMethod();
 }
@@ -564,9 +582,15 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError
     return;
   }
   const link = plan.available_contact_methods?.length
-    ? 'its link to manage it was shown when it started and is in your messages about it'
-    : 'its link to manage it was shown when it started; the seller can send it to you again';
+    ? 'its link to manage it (and to pay a renewal that is due) was shown when it started and is in your messages about it'
+    : 'its link to manage it (and to pay a renewal that is due) was shown when it started; the seller can send it to you again';
   formError.textContent = `This contact already has a subscription or a checkout of this plan. If it was paid, ${link}. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.`;
+}
+
+/** A checkout that another one of the same contact replaced, or that was paid or cancelled meanwhile. */
+function replacedHelp(plan: PublicPlan): string {
+  const messages = !!plan.available_contact_methods?.length;
+  return `Another checkout for this contact took its place (started in another tab or with another payment method), or it was paid or cancelled meanwhile. Nothing more is due here: pay where the newer checkout was started; ${messages ? 'the link to manage your subscription is in your messages' : 'the seller can send you the link to manage your subscription'}.`;
 }
 
 /**
@@ -585,6 +609,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, view, status);
   heading.id = 'pay-heading';
   setMain(planHeader(plan), section);
+  titled('Pay for', plan);
   heading.focus();
 
   followStatus(
@@ -606,7 +631,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
             type: 'button',
             id: 'fresh-invoice',
             onclick: async () => {
-              again.disabled = true;
+              setBusy(again, true);
               try {
                 const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
                 keepLink(r, c.payment_id);
@@ -616,8 +641,17 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
               } catch (err) {
                 // The plan was archived meanwhile: no invoice can be had any more.
                 if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
-                // The message beside the button, which takes back the focus that disabling it dropped.
-                again.disabled = false;
+                // Another checkout of this contact took its place (another tab, another method) or it was
+                // paid or cancelled meanwhile: asking again can only be refused again, so no button (found
+                // from outside: a loop).
+                if (err instanceof ApiError && err.status === 409) {
+                  heading.textContent = 'This checkout can no longer be paid here';
+                  status.textContent = replacedHelp(plan);
+                  heading.focus();
+                  return;
+                }
+                // The message beside the button, which keeps the focus.
+                setBusy(again, false);
                 status.replaceChildren(`${err instanceof ApiError ? err.message : 'A new invoice could not be created.'} `, again);
                 again.focus();
               }
@@ -731,6 +765,7 @@ function done(plan: PublicPlan, message: string, link: string | null, linkKeys: 
       portalLinkParagraph(link) ?? h('p', { id: 'link-elsewhere' }, linkElsewhere(plan, startedHere)),
     ),
   );
+  titled(title === 'You are subscribed' ? 'Subscribed to' : 'Paid for', plan);
   heading.focus();
   announce(message);
 }
@@ -832,7 +867,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       h('p', {}, payButton, ' ', cancelButton),
     );
     payButton.addEventListener('click', async () => {
-      payButton.disabled = true;
+      setBusy(payButton, true);
       try {
         await api('POST', `/dev/payments/${encodeURIComponent(paymentId)}/pay`);
         // Settled meanwhile (seen by the page's own following): that view stands.
@@ -844,7 +879,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         poll();
       } catch (err) {
         if (!box.isConnected) return;
-        payButton.disabled = false;
+        setBusy(payButton, false);
         say(err instanceof ApiError ? err.message : 'The test payment could not be made.');
         payButton.focus();
       }

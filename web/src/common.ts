@@ -67,6 +67,31 @@ const FIELD_LABELS: Record<string, string> = {
 };
 
 /** An API error answer (`{"detail": string | [{loc, msg}]}`) in words. */
+/**
+ * Marks a control busy while its request runs: announced as unavailable (aria-disabled) and inert to
+ * presses (below), but it keeps the focus. A disabled control drops the focus to <body> for the whole
+ * wait, so Tab starts over and a screen reader loses its place (found from outside).
+ */
+export function setBusy(el: HTMLElement, on: boolean): void {
+  if (on) el.setAttribute('aria-disabled', 'true');
+  else el.removeAttribute('aria-disabled');
+}
+
+// A press on a busy control does nothing: no toggle, no second submit (Enter in a field "clicks" the
+// form's default button, so that is stopped here too).
+if (typeof document !== 'undefined') {
+  document.addEventListener(
+    'click',
+    (e) => {
+      if ((e.target as Element | null)?.closest?.('[aria-disabled="true"]')) {
+        e.preventDefault();
+        e.stopImmediatePropagation();
+      }
+    },
+    true,
+  );
+}
+
 /** The service's words as a sentence on the page: ending in a full stop. */
 export const sentence = (s: string): string => (/[.!?]$/.test(s) ? s : `${s}.`);
 

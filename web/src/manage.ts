@@ -12,6 +12,7 @@ import {
   paymentView,
   sats,
   sentence,
+  setBusy,
   setMain,
   STATUS_LABELS,
   theirs,
@@ -229,7 +230,7 @@ function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
     box.checked = s[n.field] !== false;
     box.addEventListener('change', async () => {
       const wanted = box.checked;
-      box.disabled = true;
+      setBusy(box, true);
       status.textContent = 'Saving…';
       try {
         const saved = await portal<Sub>('PATCH', `/public/manage/subscription/${encodeURIComponent(s.id)}`, { [n.field]: wanted });
@@ -248,8 +249,8 @@ function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
         }
         status.textContent = `${n.name} could not be changed: ${err instanceof ApiError ? err.message : 'something went wrong.'}`;
       } finally {
-        box.disabled = false;
-        // Disabling it dropped the focus to <body>: back to the switch the person was using (if still shown).
+        setBusy(box, false);
+        // The focus lost meanwhile (the page redrawn): back to the switch the person was using, if still shown.
         if (!document.getElementById('notice')?.contains(document.activeElement)) box.focus();
       }
     });
@@ -328,7 +329,7 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
             'Keep subscription',
           );
           if (!ok) return void cancel.focus();
-          cancel.disabled = true;
+          setBusy(cancel, true);
           try {
             // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
             await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`);
@@ -340,10 +341,10 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
               await reload().catch(() => undefined);
               return showNotice([theirs(s.plan_name || 'Your subscription'), `: ${err.message}`]);
             }
-            cancel.disabled = false;
+            setBusy(cancel, false);
             if (unconfirmed(err)) sayUnconfirmed(msg, `Cancelling ${s.plan_name || 'this subscription'}`);
             else msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
-            // Disabling the button dropped the focus to <body>: give it back, next to the message.
+            // Back on the button, next to the message (a dialog took it meanwhile).
             cancel.focus();
           }
         },
@@ -459,14 +460,14 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
               'Keep connected',
             );
             if (!ok) return void b.focus();
-            b.disabled = true;
+            setBusy(b, true);
             try {
               const r = await portal<{ message: string }>('DELETE', `/public/manage/wallets/${encodeURIComponent(w.id)}`);
               await reload();
               await walletsShown;
               showNotice(r.message);
             } catch (err) {
-              b.disabled = false;
+              setBusy(b, false);
               msg.textContent = err instanceof ApiError ? err.message : 'The wallet could not be disconnected.';
               b.focus();
             }
@@ -540,7 +541,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
         return;
       }
       input.removeAttribute('aria-invalid');
-      submit.disabled = true;
+      setBusy(submit, true);
       status.textContent = 'Checking your wallet…';
       try {
         const check = await api<{ valid: boolean; error?: string | null }>('POST', '/public/nwc/validate', { body: { nwc_string: input.value.trim() } });
@@ -560,7 +561,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
       } catch (err) {
         status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
       } finally {
-        submit.disabled = false;
+        setBusy(submit, false);
         if (submit.isConnected && document.activeElement === document.body) submit.focus();
       }
     });
@@ -626,7 +627,7 @@ function openPayments(payments: Pay[]): Map<string, Pay> {
 /**
  * A "Try again" for a part of the page that could not be loaded; `again` draws that part anew. Once
  * pressed it says it is loading, aloud too (a focused button's new name is not read out), and keeps the
- * focus: a disabled button would drop it to <body>.
+ * focus (setBusy).
  */
 function retryButton(what: string, again: () => void): HTMLButtonElement {
   const button = h(
@@ -635,8 +636,7 @@ function retryButton(what: string, again: () => void): HTMLButtonElement {
       type: 'button',
       class: 'secondary',
       onclick: () => {
-        if (button.getAttribute('aria-disabled') === 'true') return;
-        button.setAttribute('aria-disabled', 'true');
+        setBusy(button, true);
         button.textContent = 'Loading…';
         announce(`Loading ${what}…`);
         again();
@@ -674,8 +674,7 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
         type: 'button',
         id: `fresh-${s.id}`,
         onclick: async () => {
-          if (fresh.getAttribute('aria-disabled') === 'true') return;
-          fresh.setAttribute('aria-disabled', 'true');
+          setBusy(fresh, true);
           msg.textContent = 'Getting a fresh invoice…';
           try {
             const p = await portal<Pay>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/invoice`);
@@ -685,7 +684,7 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
             announce('A fresh invoice is ready');
             card.querySelector<HTMLElement>('.open-payment h4')?.focus();
           } catch (err) {
-            fresh.removeAttribute('aria-disabled');
+            setBusy(fresh, false);
             msg.textContent = err instanceof ApiError ? err.message : 'A fresh invoice could not be had right now. Please try again.';
           }
         },

@@ -1,5 +1,5 @@
 import { LINK_DOES_NOT_WORK, turnBackOn, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts/page-words';
-import { api, ApiError, errorText, h, setMain, theirs } from './common.js';
+import { api, ApiError, errorText, h, setBusy, setMain, theirs } from './common.js';
 
 /**
  * The page a browser opening a List-Unsubscribe URL gets: link scanners and mail programs fetch that URL,
@@ -48,7 +48,16 @@ function ask(link: Link): void {
   // The seller's names keep their own direction inside our sentence.
   const subscription = [link.plan_name ? theirs(link.plan_name) : 'this subscription', ...(link.merchant_name ? [' from ', theirs(link.merchant_name)] : [])];
   if (!link.receiving) {
-    show('Already stopped', h('p', { id: 'what' }, `You no longer get ${words.off} for `, subscription, '. Your subscription portal can turn them back on.'));
+    show(
+      'Already stopped',
+      h(
+        'p',
+        { id: 'what' },
+        `You no longer get ${words.off} for `,
+        subscription,
+        '. Your subscription portal can turn them back on: its link is in every message about this subscription.',
+      ),
+    );
     return;
   }
   const button = h('button', { type: 'submit', id: 'stop' }, words.button);
@@ -67,7 +76,7 @@ function ask(link: Link): void {
 }
 
 async function stop(button: HTMLButtonElement, error: HTMLElement): Promise<void> {
-  button.disabled = true;
+  setBusy(button, true);
   error.textContent = '';
   try {
     const res = await fetch(location.pathname, {
@@ -85,7 +94,7 @@ async function stop(button: HTMLButtonElement, error: HTMLElement): Promise<void
     if (!res.ok) throw new ApiError(res.status, errorText(res.status, body));
     show('Done', h('p', { id: 'result' }, body?.message ?? 'You will no longer get these messages.'));
   } catch (err) {
-    button.disabled = false;
+    setBusy(button, false);
     error.textContent = err instanceof ApiError ? err.message : 'Something went wrong. Please try again.';
     button.focus();
   }

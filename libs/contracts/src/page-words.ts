@@ -21,4 +21,5 @@ export const UNSUBSCRIBE_LINK_UNKNOWN =
  * After a List-Unsubscribe link turned `what` off (page and service answer alike): the way back, naming
  * what it turns on (found from outside: "them" read as the cancellation notices), and what still comes.
  */
-export const turnBackOn = (what: string) => `To get ${what} again, turn them back on in your subscription portal. Cancellation notices are still sent.`;
+export const turnBackOn = (what: string) =>
+  `To get ${what} again, turn them back on in your subscription portal (its link is in every message about this subscription). Cancellation notices are still sent.`;

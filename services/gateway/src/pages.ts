@@ -172,13 +172,15 @@ export interface Message {
 }
 
 /** A page's own words for an address under its path that names nothing (a browser asking gets them, 404). */
-const NOT_FOUND: Record<'checkout' | 'manage', Message> = {
+const NOT_FOUND: Record<'checkout' | 'manage' | 'unsubscribe', Message> = {
   // The checkout page's own words for a link that names no plan (web/src/checkout.ts, the same constants).
   checkout: { title: PLAN_NOT_FOUND, text: [NO_PLAN_NAMED] },
   manage: {
     title: 'Page not found',
     text: ['Nothing is at this address. Open the link to manage your subscription from a message about it, or ask the seller to send it again.'],
   },
+  // A List-Unsubscribe link cut short (mail programs wrap long addresses): the page's words for a bad link.
+  unsubscribe: { title: LINK_DOES_NOT_WORK, text: [UNSUBSCRIBE_LINK_UNKNOWN] },
 };
 
 /** The words a person reads for what the List-Unsubscribe URL answered (its GET, or its form posted without JavaScript). */
@@ -265,7 +267,7 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
   // Under /checkout, which links send people to, every client gets those words but one that asks for
   // JSON (a checkout of no plan or an unknown plan answered 200 before, the page's script saying "not
   // found" to a person but to no crawler or link checker); under /manage a browser does, others the JSON.
-  const wantsPage = { checkout: (req: Request) => req.accepts(['html', 'json']) !== 'json', manage: prefersHtml };
+  const wantsPage = { checkout: (req: Request) => req.accepts(['html', 'json']) !== 'json', manage: prefersHtml, unsubscribe: prefersHtml };
   const notFound =
     (id: keyof typeof NOT_FOUND, words = NOT_FOUND[id]) =>
     (req: Request, res: Response, next: express.NextFunction) => {
@@ -290,6 +292,8 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
     notFound(req.baseUrl.endsWith('/manage') ? 'manage' : 'checkout')(req, res, () => next(err));
   });
   router.get([`${API_PREFIX}/docs`, `${API_PREFIX}/docs/`], page('docs'));
+  // The link's own route takes one token: none, or more after it (found from outside: raw JSON to a browser).
+  router.get([`${API_PREFIX}/public/unsubscribe`, `${API_PREFIX}/public/unsubscribe/*rest`], notFound('unsubscribe'));
   if (built) {
     const assets = readAssets(join(webDir, 'assets'));
     router.use(`${BASE}/assets`, (req, res, next) => {
