@@ -180,6 +180,39 @@ describe('validate', () => {
 });
 
 describe('subscribe with NWC', () => {
+  it('paid, then cancelled in the same seconds: the answer says so, with the access left or a refund to ask for (found in review: "is cancelled")', async () => {
+    const p = await plan({ name: 'Meanwhile' });
+    const w = await wallet();
+    // Applied, then cancelled to the period's end before the wallet's answer reaches the service.
+    w.setBehaviour({
+      pay: true,
+      afterPay: async () => {
+        const { rows } = await db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1 ORDER BY created_at DESC LIMIT 1`, [p.id]);
+        const active = await until(
+          () => admin.get(`/subscriptions/${rows[0].id}`),
+          (r) => r.body.status === 'active',
+        );
+        expect(active.body.status).toBe('active');
+        expect((await admin.post(`/subscriptions/${rows[0].id}/cancel`, {})).status).toBe(200);
+      },
+    });
+    const kept = await anon().post('/public/subscribe/nwc', {
+      plan_id: p.id,
+      email: 'meanwhile-kept@example.com',
+      nwc_connection_string: w.connectionString(),
+    });
+    expect(kept.status).toBe(201);
+    const sub = (await admin.get(`/subscriptions/${kept.body.subscription_id}`)).body;
+    expect(sub).toMatchObject({ status: 'cancelled', has_access: true });
+    const until_ = `${new Date(sub.current_period_end * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+    expect(kept.body).toMatchObject({
+      status: 'pending',
+      message: `Your wallet paid 1,500 sats: your subscription to Meanwhile was cancelled meanwhile; it gives access until ${until_}, and nothing more is charged.`,
+    });
+    expect(kept.body.error_code ?? null).toBeNull();
+    w.setBehaviour({ pay: true });
+  });
+
   it.each([
     ['NIP-44 v2', 'nip44_v2 nip04', 'nip44_v2'],
     ['NIP-04 only (no encryption tag)', null, 'nip04'],

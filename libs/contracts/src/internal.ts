@@ -246,7 +246,8 @@ export const messages = {
   subscriptionStatus: {
     subject: 'billing.internal.subscription_status',
     request: SubscriptionRef,
-    reply: z.object({ status: SubscriptionStatus }),
+    /** `access_until`: as the subscription shows it (null: no access); absent from a billing older than it. */
+    reply: z.object({ status: SubscriptionStatus, access_until: UnixSeconds.nullable().optional() }),
   },
   /**
    * The portal connects a wallet to one of the subscriber's NWC subscriptions: billing checks it is

@@ -1,6 +1,7 @@
 import { messages } from '@sb/contracts';
 import { callMessage, messageHandler, notFound, routeHandler, unixSeconds, walletOf } from '@sb/runtime';
 import type { Deps } from '../deps.js';
+import { accessUntil } from '../domain/lifecycle.js';
 import { toSubscription } from '../store/subscriptions.repo.js';
 
 export const getSubscription = (d: Deps) =>
@@ -27,5 +28,5 @@ export const subscriptionStatus = (d: Deps) =>
   messageHandler(messages.subscriptionStatus, async ({ wallet_id, subscription_id }) => {
     const sub = await d.subscriptions.get(d.db, wallet_id, subscription_id);
     if (!sub) throw notFound('Subscription');
-    return { status: sub.status };
+    return { status: sub.status, access_until: accessUntil(sub, unixSeconds(d.clock)) };
   });

@@ -88,15 +88,20 @@ const ACTIVATION_WAIT_MS = 10_000;
  * billing did not answer. A billing that cannot be asked (older, without the subject) is taken at the
  * payment's word: 'active', as before it could be asked.
  */
-async function settledStatus(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<string | undefined> {
+async function settledStatus(
+  d: Deps,
+  ref: { wallet_id: string; subscription_id: string },
+  by: number,
+): Promise<{ status: string; access_until?: number | null | undefined } | undefined> {
   const until = Math.min(by, Date.now() + ACTIVATION_WAIT_MS);
+  const pending = { status: 'pending' };
   for (let pause = 25; Date.now() < until; pause = Math.min(pause * 2, 200)) {
     const asked = callMessage(d.bus, messages.subscriptionStatus, ref).then(
-      (r) => r.status as string,
-      (err) => (err instanceof BusUnavailableError && (err.noResponders || err.refused) ? 'active' : 'pending'),
+      (r): { status: string; access_until?: number | null | undefined } => r,
+      (err) => (err instanceof BusUnavailableError && (err.noResponders || err.refused) ? { status: 'active' } : pending),
     );
-    const status = await within(asked, until - Date.now(), () => 'pending');
-    if (status !== 'pending') return status;
+    const settled = await within(asked, until - Date.now(), () => pending);
+    if (settled.status !== 'pending') return settled;
     if (Date.now() + pause >= until) return undefined;
     await sleep(pause);
   }
@@ -168,9 +173,18 @@ export const subscribe = (d: Deps) =>
     }
     if (outcome.paid) {
       const paid = `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name}`;
-      const status = await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by);
-      if (status === 'active') return { ...base, status: 'active', message: `${paid} is active.` };
-      if (!status) return { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
+      const settled = await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by);
+      if (settled?.status === 'active') return { ...base, status: 'active', message: `${paid} is active.` };
+      if (!settled) return { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
+      const status = settled.status;
+      // Paid and applied, then cancelled to the period's end (a plan archive, say): still theirs until then.
+      if (settled.access_until) {
+        return {
+          ...base,
+          status: 'pending',
+          message: `${paid} was ${status} meanwhile; it gives access until ${utcMinute(settled.access_until)}, and nothing more is charged.`,
+        };
+      }
       // Ended in the same seconds (the owner cancelled it, the plan was archived): no error code, the wallet
       // did pay; the answer's status can only say pending, the words say what it is.
       return {
