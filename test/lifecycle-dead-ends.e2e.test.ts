@@ -128,6 +128,35 @@ describe('1. a late payment is recorded exactly once', () => {
     expect(billingLines('event not handled').length).toBe(0);
   });
 
+  it("an expired checkout paid late activates the contact's subscription pending since a resume, and withdraws its resume invoice (found in review)", async () => {
+    const p = await plan({ interval: 'monthly', allow_onchain: true });
+    const email = 'late-resume@example.com';
+    const first = await subscribe(p.id, email, 'onchain');
+    await advance(DAY + 60);
+    const second = await subscribe(p.id, email);
+    await pay(second.payment_id);
+    const { current_period_end: end } = await activeOnce(second.subscription_id);
+    expect((await admin.post(`/subscriptions/${second.subscription_id}/pause`)).status).toBe(200);
+    await advanceTo(end + 60);
+    expect((await admin.post(`/subscriptions/${second.subscription_id}/resume`)).status).toBe(200);
+    expect((await sub(second.subscription_id)).status).toBe('pending');
+    const resumeInvoice = (
+      await until(
+        () => payments(second.subscription_id),
+        (r) => r.some((x) => x.purpose === 'renewal' && x.status === 'pending'),
+      )
+    ).find((x) => x.purpose === 'renewal' && x.status === 'pending');
+    expect(resumeInvoice).toBeDefined();
+    // The first checkout's transaction confirms after all: it pays for the contact's subscription.
+    await pay(first.payment_id);
+    await activeOnce(second.subscription_id);
+    const after = await until(
+      () => payments(second.subscription_id),
+      (r) => r.find((x) => x.id === resumeInvoice!.id)?.status !== 'pending',
+    );
+    expect(after.find((x) => x.id === resumeInvoice!.id)?.status).toBe('expired');
+  });
+
   it('a checkout whose expired invoice is paid after a fresh one was made: active once, the fresh one withdrawn (found from outside: left payable)', async () => {
     const p = await plan({ interval: 'monthly' });
     const first = await subscribe(p.id, 'late-fresh@example.com');

@@ -82,7 +82,11 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     // withdrawn too (found from outside: left payable, and paid, not applied).
     if (app.to === 'contact_pending' || (app.event.type === 'first_payment' && awaitingFirstPayment(target))) {
       await d.appliedPayments.setActivatedCheckout(tx, p.payment_id, target.id);
-      return { result: 'applied', withdrawCheckoutOf: target.id };
+      // A subscription pending since a resume has a renewal invoice open, already sent to the subscriber
+      // (found in review: left payable once the checkout filter came in).
+      const resumeInvoice = target.renewal_payment_id !== null && target.renewal_payment_id !== p.payment_id ? target.renewal_payment_id : null;
+      if (resumeInvoice) await d.appliedPayments.setWithdraw(tx, p.payment_id, resumeInvoice);
+      return { result: 'applied', withdrawCheckoutOf: target.id, withdraw: resumeInvoice };
     }
     // The open replacement of a renewal paid late through an older invoice must not be paid a second time.
     const withdraw =
@@ -96,7 +100,9 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
   // duplicate path above finds the call again, so it happens at least once (each is idempotent).
   const wallet_id = envelope.wallet_id;
   if (outcome.withdraw) {
-    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: p.subscription_id, payment_id: outcome.withdraw });
+    // The subscription it belongs to: the one this payment activated, when that is another.
+    const of = outcome.withdrawCheckoutOf ?? p.subscription_id;
+    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: of, payment_id: outcome.withdraw });
   }
   if (outcome.withdrawCheckoutOf) {
     // Its checkout's invoices (the first, and any fresh one after it), those still open; not the renewal
