@@ -1,4 +1,4 @@
-import { NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED } from '@sb/contracts/page-words';
+import { ALREADY_SUBSCRIBED, NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -202,16 +202,20 @@ function openCheckoutOf(body: Record<string, unknown>): ShownPayment | null {
 /** A subscription that started without a payment view (a trial, a wallet that paid): its result, for a reload. */
 /**
  * What the form held when it was last sent in this tab, filled in again after Back from the payment
- * (found from outside: Back cleared the e-mail). Never the wallet string (a secret); forgotten once the
- * checkout is done, so the next person at this tab finds an empty form.
+ * (found from outside: Back cleared the e-mail). Never the wallet string (a secret). Only on the way
+ * back (Back, Forward), for LINK_KEPT_MS, and forgotten once the checkout is done or can go no further,
+ * so the next person at this tab who opens the link finds an empty form.
  */
 interface Draft {
+  at: number;
   method: string;
   contacts: Record<string, string>;
   pref?: string | undefined;
   reminders: boolean;
 }
 const draftKey = (planId: string) => `sb-form-${planId}`;
+/** This view is reached by Back or Forward (within the page, or the page itself loaded so). */
+let cameBack = (performance.getEntriesByType?.('navigation')[0] as PerformanceNavigationTiming | undefined)?.type === 'back_forward';
 
 interface Subscribed {
   message: string;
@@ -418,7 +422,7 @@ function render(plan: PublicPlan): void {
     let bad = false;
     const pref = contacts.length > 1 ? prefSelect.value : undefined;
     const typed = Object.fromEntries(contacts.map((c) => [c, (document.getElementById(`contact-${c}`) as HTMLInputElement).value]));
-    tabSet(draftKey(plan.id), { method: m, contacts: typed, pref, reminders: body.receive_reminders === true } satisfies Draft);
+    tabSet(draftKey(plan.id), { at: Date.now(), method: m, contacts: typed, pref, reminders: body.receive_reminders === true } satisfies Draft);
     const given = contacts.filter((c) => typed[c]!.trim());
     for (const c of contacts) {
       const input = document.getElementById(`contact-${c}`) as HTMLInputElement;
@@ -545,7 +549,9 @@ function render(plan: PublicPlan): void {
     ),
     methods.length ? form : h('p', { class: 'error', role: 'alert' }, 'This plan cannot be paid for right now. Please contact the seller.'),
   );
-  const draft = tabGet<Draft>(draftKey(plan.id));
+  const kept = tabGet<Draft>(draftKey(plan.id));
+  const draft = cameBack && kept && Date.now() - kept.at < LINK_KEPT_MS ? kept : null;
+  cameBack = false;
   if (draft) {
     const radio = methodRadios.map((r) => r.querySelector('input') as HTMLInputElement).find((r) => r.value === draft.method);
     if (radio) radio.checked = true;
@@ -643,9 +649,10 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
                 if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
                 // Another checkout of this contact took its place (another tab, another method) or it was
                 // paid or cancelled meanwhile: asking again can only be refused again, so no button (found
-                // from outside: a loop).
-                if (err instanceof ApiError && err.status === 409) {
+                // from outside: a loop). Any other conflict (a concurrent change) keeps the button.
+                if (err instanceof ApiError && err.status === 409 && err.message.startsWith(ALREADY_SUBSCRIBED)) {
                   heading.textContent = 'This checkout can no longer be paid here';
+                  forgetDraft(plan.id);
                   status.textContent = replacedHelp(plan);
                   heading.focus();
                   return;
@@ -780,6 +787,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
   const heading = h('h2', { tabindex: -1, id: 'pay-heading' }, 'Your payment for ', theirs(plan.name));
   const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, status);
   setMain(planHeader(plan), section);
+  titled('Pay for', plan);
   heading.focus();
   const again = () => h('a', { href: location.pathname, id: 'start-again' }, 'Start again');
   // A link naming another plan's payment (found from outside: shown as this plan's subscription).
@@ -933,7 +941,9 @@ async function main(): Promise<void> {
 // the content, as after any change of view (not left on the page's body).
 window.addEventListener('popstate', () => {
   forgetShownLinks();
+  cameBack = true;
   void main().then(() => {
+    cameBack = false;
     if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
   });
 });
@@ -941,6 +951,7 @@ window.addEventListener('popstate', () => {
 /** The plan cannot be had: gone (not found), or the service cannot say now. */
 function planUnavailable(err: unknown): void {
   stopFollowing();
+  if (planId) forgetDraft(planId);
   announce('');
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
   document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';

@@ -11,6 +11,15 @@ export const PLAN_NOT_FOUND = 'Plan not found';
 export const NO_PLAN_NAMED = 'This checkout link names no plan. Please ask the seller for the right link.';
 /** Below PLAN_NOT_FOUND when the plan named does not exist, or is archived or deleted. */
 export const PLAN_NOT_OFFERED = 'This plan does not exist or is no longer offered. Please ask the seller for a current link.';
+/**
+ * The 409 for a contact that already has a live subscription of the plan: paid, or an unpaid checkout that
+ * cannot be replaced (on-chain, NWC, a resume). One sentence for both: anyone can type someone's address,
+ * and a detail that differed would tell them whether that person has paid. It helps the honest subscriber
+ * either way. The checkout page tells it from other conflicts (a concurrent change) by these words.
+ */
+export const ALREADY_SUBSCRIBED =
+  "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
+
 /** A subscriber's link (portal, List-Unsubscribe) that is not one we sent, or no longer works. */
 export const LINK_DOES_NOT_WORK = 'This link does not work';
 /** Below LINK_DOES_NOT_WORK on the List-Unsubscribe page. */

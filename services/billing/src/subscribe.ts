@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  ALREADY_SUBSCRIBED,
   EXPIRED_BECAUSE,
   ID_PREFIXES,
   managePageUrl,
@@ -57,15 +58,6 @@ export interface Opened {
   /** The first payment; absent for a plan with a free trial (the subscription is active at once). */
   created?: CreatedPayment;
 }
-
-/**
- * The 409 for a contact that already has a live subscription of the plan: paid, or an unpaid checkout that
- * cannot be replaced (on-chain, NWC, a resume). One sentence for both: anyone can type someone's address,
- * and a detail that differed would tell them whether that person has paid. It helps the honest subscriber
- * either way.
- */
-const ALREADY_SUBSCRIBED =
-  "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
 
 /**
  * That 409, recognisable as such: only it sends a request to the contact's unpaid checkout. Any other

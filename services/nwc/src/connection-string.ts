@@ -15,6 +15,8 @@ export interface WalletConnection {
 export class ConnectionStringError extends Error {}
 
 const HEX64 = /^[0-9a-f]{64}$/;
+/** Wallets name one relay or a few. */
+export const MAX_RELAYS = 10;
 const SCHEME = 'nostr+walletconnect:';
 
 function isLoopback(hostname: string): boolean {
@@ -59,6 +61,8 @@ export function parseConnectionString(input: string): WalletConnection {
   }
   const relays = url.searchParams.getAll('relay');
   if (relays.length === 0) throw new ConnectionStringError('The connection string names no relay');
+  // Each is looked up and may be connected to: a bound on what one anonymous request costs.
+  if (relays.length > MAX_RELAYS) throw new ConnectionStringError(`The connection string names ${relays.length} relays; at most ${MAX_RELAYS} are taken`);
   const seen = new Set<string>();
   let fault: string | undefined;
   for (const r of relays) {

@@ -39,6 +39,29 @@ export function readInfoEvent(e: Pick<Event, 'content' | 'tags'>): { methods: st
  * reconnect and idle handling for nothing). Nostr timestamps are wall-clock time, never the DEV_MODE test
  * clock: relays and wallets judge them against their own clocks.
  */
+/**
+ * Anyone may submit a connection string, and this service then connects to its relays from inside the
+ * deployment: a relay must be a public address, or the answers would map internal hosts and ports. Those
+ * that are not are left out (never contacted); with none left, the first one's fault is the refusal.
+ * Looked up side by side (a string names at most MAX_RELAYS).
+ */
+export async function usableRelays(conn: WalletConnection, policy: AddressPolicy, resolve?: Resolve): Promise<WalletConnection> {
+  const faults = await Promise.all(
+    conn.relays.map((relay) =>
+      checkWebhookUrl(relay, policy, resolve, ['wss:', 'ws:']).then(
+        () => undefined,
+        (err: unknown) => {
+          if (!(err instanceof UrlNotAllowed)) throw err;
+          return new WalletCheckError(`The relay ${new URL(relay).host} cannot be used: it ${err.message}`);
+        },
+      ),
+    ),
+  );
+  const relays = conn.relays.filter((_, i) => !faults[i]);
+  if (!relays.length) throw faults[0]!;
+  return { ...conn, relays };
+}
+
 export class Nip47Client {
   constructor(
     private readonly o: {
@@ -51,32 +74,11 @@ export class Nip47Client {
   ) {}
 
   /**
-   * Anyone may submit a connection string, and this service then connects to its relays from inside the
-   * deployment: a relay must be a public address, or the answers would map internal hosts and ports. Those
-   * that are not are left out (never contacted); with none left, the first one's fault is the refusal.
-   */
-  private async usableRelays(conn: WalletConnection): Promise<WalletConnection> {
-    const relays: string[] = [];
-    let fault: Error | undefined;
-    for (const relay of conn.relays) {
-      try {
-        await checkWebhookUrl(relay, this.o.relays, this.o.resolve, ['wss:', 'ws:']);
-        relays.push(relay);
-      } catch (err) {
-        if (!(err instanceof UrlNotAllowed)) throw err;
-        fault ??= new WalletCheckError(`The relay ${new URL(relay).host} cannot be used: it ${err.message}`);
-      }
-    }
-    if (!relays.length) throw fault!;
-    return { ...conn, relays };
-  }
-
-  /**
    * Parses the string and reads the wallet's info event within the info timeout; the wallet must offer
    * pay_invoice in an encryption we speak. Throws ConnectionStringError or WalletCheckError (sentences).
    */
   async validate(connectionString: string): Promise<{ conn: WalletConnection; encryption: Encryption }> {
-    const conn = await this.usableRelays(parseConnectionString(connectionString));
+    const conn = await usableRelays(parseConnectionString(connectionString), this.o.relays, this.o.resolve);
     const pool = relayPool();
     const started = Date.now();
     try {
