@@ -56,6 +56,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   let stack: Stack;
   let relay: NostrRelay;
   let tg: TelegramServer;
+  /** Where the plans made with planWithMessages send their mail. */
+  let mailbox: Awaited<ReturnType<typeof startSmtpServer>>;
   let browser: Browser;
   let phone: BrowserContext;
   let admin: ReturnType<typeof client>;
@@ -65,7 +67,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   beforeAll(async () => {
     // Portal and checkout links are made from PUBLIC_BASE_URL: the gateway gets that port.
     const port = await freePort();
-    [relay, tg] = await Promise.all([startNostrRelay(), startTelegramServer([BOT_TOKEN])]);
+    [relay, tg, mailbox] = await Promise.all([startNostrRelay(), startTelegramServer([BOT_TOKEN]), startSmtpServer('portal', 'portal-pass')]);
     [stack, browser] = await Promise.all([
       startStack({
         wallets: 1,
@@ -98,6 +100,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await stack?.stop();
     await relay?.stop();
     await tg?.stop();
+    await mailbox?.stop();
   });
 
   async function plan(body: Record<string, unknown>) {
@@ -106,6 +109,14 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const pub = await anon.get(`/public/plan/${res.body.id}`);
     expect(pub.body.checkout_url).toBe(`${stack.gatewayUrl}/subscriptions_manager/checkout/${res.body.id}`);
     return pub.body as { id: string; name: string; checkout_url: string; amount_sats: number };
+  }
+
+  /** A plan whose seller sends messages (e-mail, to this file's mail server): its portal card offers the notice switches. */
+  async function planWithMessages(body: Record<string, unknown>) {
+    const p = await plan(body);
+    const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: mailbox.url } } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    return p;
   }
 
   /** Checks a page as a person with a screen reader, a keyboard or a phone would meet it. */
@@ -419,6 +430,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const card = page.locator(`#sub-${c.subscription_id}`);
     expect(await card.getByRole('heading', { name: 'Gold' }).count()).toBe(1);
     expect(await card.locator('.status-active').textContent()).toBe('Active');
+    // This seller has no channel: no switches for messages nobody would send (found from outside).
+    await expect.poll(() => card.getByText('This seller sends no messages about this subscription.').count()).toBe(1);
+    expect(await card.getByRole('checkbox').count()).toBe(0);
     expect(await card.textContent()).toMatch(/Access.*Yes, until at least/);
     // Payment history with a receipt.
     const receipt = page.locator('details.receipt').first();
@@ -706,7 +720,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('a notice switch refused with 401 (the link revoked meanwhile) shows the bad-link view, as on load (review finding)', async () => {
-    const p = await plan({ name: 'Revoked', amount_sats: 1000, trial_days: 7 });
+    const p = await planWithMessages({ name: 'Revoked', amount_sats: 1000, trial_days: 7 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'revoked@example.com' })).body;
     const { page, problems } = await openPage(phone);
     await page.goto(sub.manage_url);
@@ -806,7 +820,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('payments that fail or time out after the page showed: "Try again" by keyboard asks for them alone; the card keeps its messages and the focus (review finding)', async () => {
-    const p = await plan({ name: 'Retry', amount_sats: 1100 });
+    const p = await planWithMessages({ name: 'Retry', amount_sats: 1100 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'retry@example.com' })).body;
     const { page, problems } = await openPage(phone);
     // Longer than the page waits for them with the subscriptions: the late path.
@@ -843,7 +857,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('a card keeps what it said when the payments arrive late and when its payment is made (review finding)', async () => {
-    const p = await plan({ name: 'Said', amount_sats: 1200 });
+    const p = await planWithMessages({ name: 'Said', amount_sats: 1200 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'card-said@example.com' })).body;
     const { page, problems } = await openPage(phone);
     let release = () => {};
@@ -1944,7 +1958,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('the portal in two tabs: a cancel in one, then in the other, shows what it is now (found from outside: a contradiction)', async () => {
-    const p = await plan({ name: 'Two tabs', amount_sats: 1000, trial_days: 5 });
+    const p = await planWithMessages({ name: 'Two tabs', amount_sats: 1000, trial_days: 5 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'tabs@example.com' })).body;
     const [one, two] = [await openPage(phone), await openPage(phone)];
     for (const t of [one, two]) {
@@ -2105,7 +2119,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('the portal: notice switches by keyboard, saved, their state announced; a failed save says so and puts the switch back', async () => {
-    const p = await plan({ name: 'Switches', amount_sats: 1500, trial_days: 14 });
+    const p = await planWithMessages({ name: 'Switches', amount_sats: 1500, trial_days: 14 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'switches@example.com' })).body;
     const { page, problems } = await openPage(phone);
     await page.goto(sub.manage_url);
@@ -2231,7 +2245,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('billing hung: a notice switch and a cancel say they could not be confirmed (not refused), and were made once it answers (found from outside)', async () => {
-    const p = await plan({ name: 'Hung', amount_sats: 1500, trial_days: 14 });
+    const p = await planWithMessages({ name: 'Hung', amount_sats: 1500, trial_days: 14 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'hung@example.com' })).body;
     const { page, problems } = await openPage(phone);
     await page.goto(sub.manage_url);
@@ -2280,7 +2294,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('the gateway itself hung: a change says, after a minute, that it could not be confirmed, instead of waiting for ever', async () => {
-    const p = await plan({ name: 'Silent', amount_sats: 1500, trial_days: 14 });
+    const p = await planWithMessages({ name: 'Silent', amount_sats: 1500, trial_days: 14 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'silent@example.com' })).body;
     // A context of its own: its clock is the test's to move.
     const ctx = await browser.newContext({ viewport: PHONE, isMobile: true, hasTouch: true });
@@ -2308,7 +2322,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('payments hung: the portal still shows the subscriptions (cancel, notices) and says the payments could not be loaded (found from outside)', async () => {
-    const p = await plan({ name: 'No payments', amount_sats: 1300 });
+    const p = await planWithMessages({ name: 'No payments', amount_sats: 1300 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'no-payments@example.com' })).body;
     const { page, problems } = await openPage(phone);
     const payments = stack.services.payments.child;

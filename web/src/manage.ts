@@ -29,6 +29,8 @@ interface Sub {
   id: string;
   plan_name: string;
   merchant_name?: string | null;
+  /** Empty: the seller sends no messages (absent: unknown). */
+  notice_channels?: string[];
   status: string;
   amount_sats: number;
   interval: string;
@@ -221,6 +223,8 @@ const NOTICES = [
  * the result is said in the section's status line (a live region), a failure too, with the switch put back.
  */
 function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
+  // Switches for messages nobody would send promise what cannot happen (found from outside).
+  if (s.notice_channels?.length === 0) return h('p', { class: 'hint notices' }, 'This seller sends no messages about this subscription.');
   const plan = s.plan_name || 'this subscription';
   // Always in the page (not hidden while empty), so screen readers take it as a live region from the start.
   const status = h('p', { class: 'notices-status', role: 'status', id: `notices-${s.id}-status` });

@@ -133,6 +133,10 @@ export const PortalSubscription = z
       description:
         "The seller, as the plan's messages name them (its notification settings' name, else the wallet's); absent when that could not be asked in time",
     }),
+    notice_channels: z.array(z.string()).optional().openapi({
+      description:
+        "The channels the seller sends this plan's messages by (`email`, `messenger`, `nostr`); empty when it sends none; absent when that could not be asked in time",
+    }),
     access_until: UnixSeconds.nullable().optional().openapi({
       description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',
     }),

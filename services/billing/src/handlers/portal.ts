@@ -28,6 +28,8 @@ async function openRenewal(d: Deps, s: SubRow) {
 interface PlanNames {
   plan_name: string;
   merchant_name?: string | null;
+  /** The channels its messages go by ([]: none, so the portal offers no switches for them). */
+  notice_channels?: string[];
 }
 
 async function planNames(d: Deps, walletId: string, planId: string): Promise<PlanNames> {
@@ -37,7 +39,7 @@ async function planNames(d: Deps, walletId: string, planId: string): Promise<Pla
       plan_id: planId,
     }),
   ]);
-  return { plan_name: plan?.name ?? '', ...(contact ? { merchant_name: contact.merchant_name ?? null } : {}) };
+  return { plan_name: plan?.name ?? '', ...(contact ? { merchant_name: contact.merchant_name ?? null, notice_channels: contact.methods } : {}) };
 }
 
 /** A subscription as its subscriber sees it in the portal (no owner metadata, the reason in their words). */
