@@ -951,9 +951,10 @@ window.addEventListener('popstate', () => {
 /** The plan cannot be had: gone (not found), or the service cannot say now. */
 function planUnavailable(err: unknown): void {
   stopFollowing();
-  if (planId) forgetDraft(planId);
   announce('');
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
+  // Gone for good: nothing typed for it is of use; a passing outage keeps it for the next Back.
+  if (notFound && planId) forgetDraft(planId);
   document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';
   const heading = h('h1', { tabindex: -1 }, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable');
   setMain(

@@ -62,7 +62,7 @@ export function parseConnectionString(input: string): WalletConnection {
   const relays = url.searchParams.getAll('relay');
   if (relays.length === 0) throw new ConnectionStringError('The connection string names no relay');
   // Each is looked up and may be connected to: a bound on what one anonymous request costs.
-  if (relays.length > MAX_RELAYS) throw new ConnectionStringError(`The connection string names ${relays.length} relays; at most ${MAX_RELAYS} are taken`);
+  if (relays.length > MAX_RELAYS) throw new ConnectionStringError(`The connection string names ${relays.length} relays; it may name at most ${MAX_RELAYS}`);
   const seen = new Set<string>();
   let fault: string | undefined;
   for (const r of relays) {

@@ -178,13 +178,16 @@ export const subscribe = (d: Deps) =>
       if (!settled) return { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
       const status = settled.status;
       // Paid and applied, then cancelled to the period's end (a plan archive, say): still theirs until then.
-      if (settled.access_until) {
+      // (A pause also keeps access, but a resume charges again: said as it is, below.)
+      if (settled.access_until && status === 'cancelled') {
         return {
           ...base,
           status: 'pending',
           message: `${paid} was ${status} meanwhile; it gives access until ${utcMinute(settled.access_until)}, and nothing more is charged.`,
         };
       }
+      // Paused by the owner in the same seconds (not ended): said as it is.
+      if (status !== 'cancelled' && status !== 'expired') return { ...base, status: 'pending', message: `${paid} was ${status} meanwhile by the seller.` };
       // Ended in the same seconds (the owner cancelled it, the plan was archived): no error code, the wallet
       // did pay; the answer's status can only say pending, the words say what it is.
       return {
