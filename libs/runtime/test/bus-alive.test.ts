@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { WORKING_SUFFIX } from '@sb/contracts';
 import { startNats, stopChild } from '../../../scripts/stack.mjs';
 import { BusClient, createBusServer, defineHandler, registerHandlers } from '../src/bus.js';
 import { BusUnavailableError } from '../src/errors.js';
@@ -103,8 +104,19 @@ describe('a long bus request', () => {
     const bus = await client();
     expect(await bus.request('alive.echo', { hi: 1 })).toEqual({ ok: true, data: { hi: 1 } });
 
+    // Killed once its first working signal is out: one killed before that is an answerer the caller
+    // cannot tell from an older version's, which gets the whole wait (see the second test).
+    const watch = await connect({ servers: nats.url });
+    stops.push(() => watch.close());
+    let signalled!: () => void;
+    const firstSignal = new Promise<void>((r) => {
+      signalled = r;
+    });
+    watch.subscribe('_INBOX.>', { callback: (_err, msg) => msg.subject.endsWith(WORKING_SUFFIX) && signalled() });
+    await watch.flush();
     const pending = outcome(bus.request('alive.hang', {}, ROUTE_MS));
     await answerer.took('alive.hang');
+    await firstSignal;
     answerer.child.kill('SIGKILL');
     const { ms, err } = await pending;
     expect(err).toBeInstanceOf(BusUnavailableError);
