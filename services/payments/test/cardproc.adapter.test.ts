@@ -75,6 +75,32 @@ describe('card processor (Stripe Checkout) adapter', () => {
     expect(long.expires_at).toBe(NOW + 86_400 - 60);
   });
 
+  it('records the expiry Stripe was sent, even when a second passes while Stripe answers; a test clock ahead shifts it by whole seconds', async () => {
+    // One clock for both, as in production: it crosses a second boundary during the call.
+    let ms = NOW * 1000 + 999;
+    const moving = { nowMs: () => ms };
+    const mover = new StripeCardRail(
+      { secretKey: server.secretKey, webhookSecret: server.webhookSecret, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000 },
+      moving,
+      moving,
+    );
+    const before = server.requests.length;
+    const opening = mover.open(request({ expiry_seconds: 7200 }));
+    ms += 2;
+    const opened = await opening;
+    expect(server.requests.length).toBe(before + 1);
+    expect(opened.expires_at).toBe(Number(server.requests.at(-1)!.form.expires_at));
+    // DEV_MODE's clock moved a day ahead: the record follows it; Stripe is sent wall time.
+    const ahead = new StripeCardRail(
+      { secretKey: server.secretKey, webhookSecret: server.webhookSecret, apiUrl: server.url, publicBaseUrl: 'https://pay.example', timeoutMs: 10_000 },
+      { nowMs: () => (NOW + 86_400) * 1000 + 400 },
+      clock,
+    );
+    const later = await ahead.open(request({ expiry_seconds: 7200 }));
+    expect(server.requests.at(-1)!.form.expires_at).toBe(String(NOW + 7200));
+    expect(later.expires_at).toBe(NOW + 86_400 + 7200);
+  });
+
   it("creates the session on the plan's connected account and reads it back there", async () => {
     const opened = await rail.open(request({ plan: { cardproc_account_id: 'acct_1Connected' } }));
     expect(server.requests.at(-1)!.headers['stripe-account']).toBe('acct_1Connected');

@@ -88,8 +88,10 @@ export class StripeCardRail implements Rail {
   async open(req: RailRequest): Promise<OpenedPayment> {
     if (!req.fiat) throw new Error('the card rail needs a fiat quote');
     const life = Math.min(Math.max(req.expiry_seconds, MIN_EXPIRY_S + SKEW_S), MAX_EXPIRY_S - SKEW_S);
-    // Stripe bounds `expires_at` by its own (wall) clock; our record follows this service's clock.
+    // Stripe bounds `expires_at` by its own (wall) clock; our record follows this service's clock, shifted
+    // by whole seconds and read before the call, so that without a test clock both say the same second.
     const expiresAt = unixSeconds(this.wall) + life;
+    const recordExpiresAt = expiresAt + Math.round((this.clock.nowMs() - this.wall.nowMs()) / 1000);
     const account = req.plan.cardproc_account_id || undefined;
     // The checkout page following this payment, paid or not: the payer sees it confirmed there (pending until the event arrives).
     const back = checkoutPageUrl(this.s.publicBaseUrl, req.plan_id, req.payment_id);
@@ -117,7 +119,7 @@ export class StripeCardRail implements Rail {
       ),
     );
     if (!session.url) throw new ProviderUnavailableError(`stripe POST /v1/checkout/sessions: session ${session.id} has no url`);
-    return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: unixSeconds(this.clock) + life };
+    return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: recordExpiresAt };
   }
 
   /**
