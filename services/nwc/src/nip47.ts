@@ -35,11 +35,6 @@ export function readInfoEvent(e: Pick<Event, 'content' | 'tags'>): { methods: st
 }
 
 /**
- * The NIP-47 client: a fresh relay pool per operation (a payment is rare; a pool kept open would need
- * reconnect and idle handling for nothing). Nostr timestamps are wall-clock time, never the DEV_MODE test
- * clock: relays and wallets judge them against their own clocks.
- */
-/**
  * Anyone may submit a connection string, and this service then connects to its relays from inside the
  * deployment: a relay must be a public address, or the answers would map internal hosts and ports. Those
  * that are not are left out (never contacted); with none left, the first one's fault is the refusal.
@@ -62,6 +57,11 @@ export async function usableRelays(conn: WalletConnection, policy: AddressPolicy
   return { ...conn, relays };
 }
 
+/**
+ * The NIP-47 client: a fresh relay pool per operation (a payment is rare; a pool kept open would need
+ * reconnect and idle handling for nothing). Nostr timestamps are wall-clock time, never the DEV_MODE test
+ * clock: relays and wallets judge them against their own clocks.
+ */
 export class Nip47Client {
   constructor(
     private readonly o: {

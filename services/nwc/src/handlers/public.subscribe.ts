@@ -88,16 +88,14 @@ const ACTIVATION_WAIT_MS = 10_000;
  * billing did not answer. A billing that cannot be asked (older, without the subject) is taken at the
  * payment's word: 'active', as before it could be asked.
  */
-async function settledStatus(
-  d: Deps,
-  ref: { wallet_id: string; subscription_id: string },
-  by: number,
-): Promise<{ status: string; access_until?: number | null | undefined } | undefined> {
+type Settled = { status: string; access_until?: number | null | undefined };
+
+async function settledStatus(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<Settled | undefined> {
   const until = Math.min(by, Date.now() + ACTIVATION_WAIT_MS);
   const pending = { status: 'pending' };
   for (let pause = 25; Date.now() < until; pause = Math.min(pause * 2, 200)) {
     const asked = callMessage(d.bus, messages.subscriptionStatus, ref).then(
-      (r): { status: string; access_until?: number | null | undefined } => r,
+      (r): Settled => r,
       (err) => (err instanceof BusUnavailableError && (err.noResponders || err.refused) ? { status: 'active' } : pending),
     );
     const settled = await within(asked, until - Date.now(), () => pending);
@@ -164,15 +162,16 @@ export const subscribe = (d: Deps) =>
       return { ...base, status: 'active', message: `${started}, then your wallet pays the renewals automatically.` };
     }
     const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
+    const wallet = `Your wallet paid ${satsText(sub.payment.amount_sats)}`;
     if (outcome.paid && !outcome.confirmed) {
       return {
         ...base,
         status: 'pending',
-        message: `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name} becomes active once the payment is confirmed.`,
+        message: `${wallet}: your subscription to ${sub.plan_name} becomes active once the payment is confirmed.`,
       };
     }
     if (outcome.paid) {
-      const paid = `Your wallet paid ${satsText(sub.payment.amount_sats)}: your subscription to ${sub.plan_name}`;
+      const paid = `${wallet}: your subscription to ${sub.plan_name}`;
       const settled = await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by);
       if (settled?.status === 'active') return { ...base, status: 'active', message: `${paid} is active.` };
       if (!settled) return { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
@@ -193,7 +192,7 @@ export const subscribe = (d: Deps) =>
       return {
         ...base,
         status: 'pending',
-        message: `Your wallet paid ${satsText(sub.payment.amount_sats)}, but your subscription to ${sub.plan_name} was ${status} meanwhile: please ask the seller for a refund.`,
+        message: `${wallet}, but your subscription to ${sub.plan_name} was ${status} meanwhile: please ask the seller for a refund.`,
       };
     }
     return notPaid({ code: outcome.error_code, message: outcome.message });
