@@ -214,8 +214,10 @@ interface Draft {
   reminders: boolean;
 }
 const draftKey = (planId: string) => `sb-form-${planId}`;
-/** This view is reached by Back or Forward (within the page, or the page itself loaded so). */
-let cameBack = (performance.getEntriesByType?.('navigation')[0] as PerformanceNavigationTiming | undefined)?.type === 'back_forward';
+/** The page itself was loaded by Back or Forward. */
+const loadedBack = (performance.getEntriesByType?.('navigation')[0] as PerformanceNavigationTiming | undefined)?.type === 'back_forward';
+/** Counts the views `main` was asked for: an answer for an earlier one (a second quick Back) is stale. */
+let views = 0;
 
 interface Subscribed {
   message: string;
@@ -293,7 +295,8 @@ function fieldError(id: string, text: string | null): void {
 /** A pointer is pressed on the submit button (see the connection string's blur check). */
 let pressingSubmit = false;
 
-function render(plan: PublicPlan): void {
+/** `back`: reached by Back or Forward, where what was typed is filled in again. */
+function render(plan: PublicPlan, back: boolean): void {
   titled('Subscribe to', plan);
   const trial = plan.trial_days > 0;
   const methods = plan.payment_methods;
@@ -550,8 +553,7 @@ function render(plan: PublicPlan): void {
     methods.length ? form : h('p', { class: 'error', role: 'alert' }, 'This plan cannot be paid for right now. Please contact the seller.'),
   );
   const kept = tabGet<Draft>(draftKey(plan.id));
-  const draft = cameBack && kept && Date.now() - kept.at < LINK_KEPT_MS ? kept : null;
-  cameBack = false;
+  const draft = back && kept && Date.now() - kept.at < LINK_KEPT_MS ? kept : null;
   if (draft) {
     const radio = methodRadios.map((r) => r.querySelector('input') as HTMLInputElement).find((r) => r.value === draft.method);
     if (radio) radio.checked = true;
@@ -910,7 +912,8 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
   }
 }
 
-async function main(): Promise<void> {
+async function main(back: boolean): Promise<void> {
+  const view = ++views;
   stopFollowing();
   if (!planId || planId === 'checkout') {
     setMain(h('h1', {}, PLAN_NOT_FOUND), h('p', {}, NO_PLAN_NAMED));
@@ -918,6 +921,7 @@ async function main(): Promise<void> {
   }
   try {
     const plan = await api<PublicPlan>('GET', `/public/plan/${encodeURIComponent(planId)}`);
+    if (view !== views) return;
     // A payment named in the address: where a card or wallet processor sends the payer back, or this
     // page's own payment after a reload or Back (shown again as it was, if this tab showed it).
     const query = new URLSearchParams(location.search);
@@ -931,9 +935,9 @@ async function main(): Promise<void> {
     else if (ours) showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
     else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`], true, started.heading);
-    else render(plan);
+    else render(plan, back);
   } catch (err) {
-    planUnavailable(err);
+    if (view === views) planUnavailable(err);
   }
 }
 
@@ -941,9 +945,7 @@ async function main(): Promise<void> {
 // the content, as after any change of view (not left on the page's body).
 window.addEventListener('popstate', () => {
   forgetShownLinks();
-  cameBack = true;
-  void main().then(() => {
-    cameBack = false;
+  void main(true).then(() => {
     if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
   });
 });
@@ -967,4 +969,4 @@ function planUnavailable(err: unknown): void {
   heading.focus();
 }
 
-void main();
+void main(loadedBack);
