@@ -213,6 +213,39 @@ describe('subscribe with NWC', () => {
     w.setBehaviour({ pay: true });
   });
 
+  it('paid, then paused by the seller in the same seconds: the answer says it was paused, no error code (found in review: untested)', async () => {
+    const p = await plan({ name: 'Paused meanwhile' });
+    const w = await wallet();
+    w.setBehaviour({
+      pay: true,
+      afterPay: async () => {
+        const { rows } = await db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1 ORDER BY created_at DESC LIMIT 1`, [p.id]);
+        const active = await until(
+          () => admin.get(`/subscriptions/${rows[0].id}`),
+          (r) => r.body.status === 'active',
+        );
+        expect(active.body.status).toBe('active');
+        expect((await admin.post(`/subscriptions/${rows[0].id}/pause`, {})).status).toBe(200);
+      },
+    });
+    try {
+      const res = await anon().post('/public/subscribe/nwc', {
+        plan_id: p.id,
+        email: 'paused-meanwhile@example.com',
+        nwc_connection_string: w.connectionString(),
+      });
+      expect(res.status).toBe(201);
+      expect((await admin.get(`/subscriptions/${res.body.subscription_id}`)).body.status).toBe('paused');
+      expect(res.body).toMatchObject({
+        status: 'pending',
+        message: 'Your wallet paid 1,500 sats: your subscription to Paused meanwhile was paused meanwhile by the seller.',
+      });
+      expect(res.body.error_code ?? null).toBeNull();
+    } finally {
+      w.setBehaviour({ pay: true });
+    }
+  });
+
   it.each([
     ['NIP-44 v2', 'nip44_v2 nip04', 'nip44_v2'],
     ['NIP-04 only (no encryption tag)', null, 'nip04'],
