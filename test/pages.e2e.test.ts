@@ -1613,6 +1613,51 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('a checkout whose answer was lost, sent again: the same checkout with its portal link (found from outside: "was shown when you first subscribed")', async () => {
+    const p = await plan({ name: 'Lost answer', amount_sats: 5400 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByLabel('E-mail').fill('lost-answer@example.com');
+    // The service makes the checkout; its answer never reaches the page (a connection dropped on the way back).
+    const keys: (string | undefined)[] = [];
+    let made: { payment_id: string; manage_url: string } | undefined;
+    await page.route('**/public/subscribe', async (route) => {
+      keys.push(route.request().headers()['idempotency-key']);
+      const res = await route.fetch();
+      made = await res.json();
+      await route.abort('connectionreset');
+    });
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    await expect.poll(() => page.locator('#form-error').textContent()).toBe('Could not reach the server. Check your connection and try again.');
+    await page.unroute('**/public/subscribe');
+    expect(made?.manage_url).toMatch(/token=/);
+    // Sent again as it was: the service's answer is the checkout already made, with its link.
+    const again = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    const res = await again;
+    expect(res.status()).toBe(201);
+    expect(res.request().headers()['idempotency-key']).toBe(keys[0]);
+    expect(keys[0]).toMatch(/^[0-9a-f]{32}$/);
+    const body = await res.json();
+    expect(body.payment_id).toBe(made!.payment_id);
+    expect(body.manage_url).toBe(made!.manage_url);
+    await page.locator('#pay').waitFor();
+    await pay(body.payment_id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(made!.manage_url);
+    expect(await page.locator('#link-elsewhere').count()).toBe(0);
+    // Another form sent afterwards is a new request with a key of its own.
+    await page.goto(p.checkout_url);
+    await page.getByLabel('E-mail').fill('lost-answer-2@example.com');
+    const next = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
+    await page.getByRole('button', { name: 'Continue to payment' }).click();
+    const other = await next;
+    expect(other.status()).toBe(201);
+    expect(other.request().headers()['idempotency-key']).not.toBe(keys[0]);
+    expect(problems.filter((x) => !x.includes('ERR_CONNECTION_RESET') && !x.includes('Failed to load resource'))).toEqual([]);
+    await page.close();
+  });
+
   it("a fresh invoice refused by a conflict other than the contact's keeps its button, which then works (found in review: untested)", async () => {
     const p = await plan({ name: 'Conflicted', amount_sats: 5300 });
     const { page } = await openPage(phone);

@@ -1,4 +1,4 @@
-import { ALREADY_SUBSCRIBED, NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED } from '@sb/contracts/page-words';
+import { ALREADY_SUBSCRIBED, NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED, STILL_IN_PROGRESS } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -214,6 +214,24 @@ interface Draft {
   reminders: boolean;
 }
 const draftKey = (planId: string) => `sb-form-${planId}`;
+/**
+ * The form's last request that got no answer (lost on the way back, or the service too slow), with its
+ * Idempotency-Key: sent again unchanged, it is a retry, and the service answers it with the checkout the
+ * first one made, its portal link included (found from outside: a retry got the checkout without its
+ * link, and the page said the link "was shown when you first subscribed").
+ */
+let unanswered: { sent: string; key: string } | null = null;
+function idempotencyKey(sent: string): string {
+  if (unanswered?.sent !== sent) {
+    const key = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+    unanswered = { sent, key };
+  }
+  return unanswered.key;
+}
+/** No answer to go by (the connection, a timeout, a service away): the same request again is a retry. */
+const noAnswer = (err: unknown) =>
+  err instanceof ApiError && (err.status === 0 || err.status >= 500 || (err.status === 409 && err.message.startsWith(STILL_IN_PROGRESS)));
+
 /** The page itself was loaded by Back or Forward. */
 const loadedBack = (performance.getEntriesByType?.('navigation')[0] as PerformanceNavigationTiming | undefined)?.type === 'back_forward';
 /** Counts the views `main` was asked for: an answer for an earlier one (a second quick Back) is stale. */
@@ -470,7 +488,13 @@ function render(plan: PublicPlan, back: boolean): void {
         submit.textContent = 'Your wallet is paying…';
         walletAsked = true;
         // The route waits up to 75 s for the wallet to pay.
-        const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', { body: { ...body, nwc_connection_string: nwcInput.value.trim() }, waitMs: 90_000 });
+        const sent = { ...body, nwc_connection_string: nwcInput.value.trim() };
+        const r = await api<NwcAnswer>('POST', '/public/subscribe/nwc', {
+          body: sent,
+          waitMs: 90_000,
+          idempotencyKey: idempotencyKey(`nwc ${JSON.stringify(sent)}`),
+        });
+        unanswered = null;
         if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
         // Paid, without an error: active in a moment (billing applies the payment), or ended meanwhile (the
         // owner cancelled it): the words say which, the heading claims no more than the payment.
@@ -493,7 +517,9 @@ function render(plan: PublicPlan, back: boolean): void {
       const earlier = openCheckoutOf(body);
       const email = (v: unknown) => (typeof v === 'string' ? v.toLowerCase() : null);
       const replaced = earlier && email(body.email) && email(earlier.body.email) === email(body.email) ? earlier : null;
-      const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: { ...body, payment_method: m } });
+      const sent = { ...body, payment_method: m };
+      const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: sent, idempotencyKey: idempotencyKey(JSON.stringify(sent)) });
+      unanswered = null;
       // The page's own words for the trial: its end as every date here reads, and what comes after it.
       if ('trial' in r) {
         const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
@@ -504,6 +530,7 @@ function render(plan: PublicPlan, back: boolean): void {
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);
     } catch (err) {
+      if (!noAnswer(err)) unanswered = null;
       // Archived (or deleted) while the form was open: nothing on this form can succeed any more.
       if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
       // Problems the service finds with a field are shown at that field, as the page's own checks are.
@@ -513,12 +540,14 @@ function render(plan: PublicPlan, back: boolean): void {
       if (marked.length) (form.querySelector('[aria-invalid=true]') as HTMLElement | null)?.focus();
       formError.textContent = marked.length
         ? 'Please correct the marked fields.'
-        : walletAsked && unconfirmed(err)
-          ? 'We did not hear back in time, and your wallet may have paid already. Check your wallet and your messages before you try again.'
-          : err instanceof ApiError
-            ? err.message
-            : 'Something went wrong. Please try again.';
-      if (err instanceof ApiError && err.status === 409 && !marked.length) conflictHelp(plan, body, formError);
+        : err instanceof ApiError && err.status === 409 && err.message.startsWith(STILL_IN_PROGRESS)
+          ? 'Your earlier try is still being handled. Please try again in a moment: it is not made twice.'
+          : walletAsked && unconfirmed(err)
+            ? 'We did not hear back in time, and your wallet may have paid already. Check your wallet and your messages before you try again.'
+            : err instanceof ApiError
+              ? err.message
+              : 'Something went wrong. Please try again.';
+      if (err instanceof ApiError && err.status === 409 && !marked.length && !noAnswer(err)) conflictHelp(plan, body, formError);
     } finally {
       // Still on the form: its outcome is the form's alert, not what was under way.
       if (form.isConnected) announce('');

@@ -135,10 +135,15 @@ export function unconfirmed(err: unknown): boolean {
 /** The answer did not come in time: the request may still have been made (as for a gateway's 504). */
 const NO_ANSWER = 'The server did not answer in time. Check your connection and try again.';
 
-export async function api<T>(method: string, path: string, opts: { body?: unknown; token?: string; waitMs?: number } = {}): Promise<T> {
+export async function api<T>(
+  method: string,
+  path: string,
+  opts: { body?: unknown; token?: string; waitMs?: number; idempotencyKey?: string } = {},
+): Promise<T> {
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
   if (opts.token) headers['X-Subscriber-Token'] = opts.token;
+  if (opts.idempotencyKey) headers['Idempotency-Key'] = opts.idempotencyKey;
   const abort = new AbortController();
   const timer = window.setTimeout(() => abort.abort(), opts.waitMs ?? ANSWER_WAIT_MS);
   let res: Response;

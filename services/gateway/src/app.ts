@@ -9,6 +9,7 @@ import {
   buildOpenApiDocument,
   messages,
   routes,
+  STILL_IN_PROGRESS,
   toValidationDetail,
   undecodableQueryIssues,
   unstorableIssues,
@@ -470,7 +471,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
       .digest('hex');
     const claim = await d.idempotency.claim(d.db, scope, idemKey, hash, leaseSeconds);
     if (claim.kind === 'mismatch') throw new HttpError(409, 'Idempotency-Key was already used with a different request');
-    if (claim.kind === 'in_progress') throw new HttpError(409, 'A request with this Idempotency-Key is still in progress', { 'Retry-After': RETRY_AFTER_S });
+    if (claim.kind === 'in_progress') throw new HttpError(409, STILL_IN_PROGRESS, { 'Retry-After': RETRY_AFTER_S });
     if (claim.kind === 'replay') {
       res.setHeader('Idempotent-Replayed', 'true');
       res.status(claim.status).json(claim.body);
