@@ -9,6 +9,9 @@ export default defineConfig({
     fileParallelism: false,
     testTimeout: 120_000,
     hookTimeout: 240_000,
+    // What a page or service does after an action is waited for as a person would (vitest's default 1 s
+    // failed a portal cancel under CI load, three probes beside it): a failure still ends the wait.
+    expect: { poll: { timeout: 15_000 } },
     reporters: ['default'],
   },
 });
