@@ -1658,6 +1658,49 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('a payment made after its request expired, or after the plan was withdrawn, is still followed and said as it is (found from outside)', async () => {
+    const p = await plan({ name: 'Paid late', amount_sats: 5500 });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const c = await checkout(page, 'Lightning', 'paid-late@example.com');
+    await page.locator('#pay').waitFor();
+    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+    await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    expect(await page.locator('#payment-status').textContent()).toContain('This payment request expired before it was paid. Nothing was charged.');
+    // Paid after all (a wallet that paid at the last moment): recorded as paid, and the page says so.
+    await pay(c.payment_id);
+    await page.locator('#done').waitFor({ timeout: 30_000 });
+    expect(await page.locator('#done-message').textContent()).toBe('Payment received: your subscription to Paid late is active.');
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(c.manage_url);
+    expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body.status).toBe('active');
+
+    // The plan withdrawn while its invoice is shown: said so, with no fresh invoice to ask in vain.
+    const gone = await plan({ name: 'Withdrawn', amount_sats: 5600 });
+    await page.goto(gone.checkout_url);
+    const w = await checkout(page, 'Lightning', 'withdrawn@example.com');
+    await page.locator('#pay').waitFor();
+    expect((await admin.del(`/plans/${gone.id}`)).status).toBe(200);
+    await expect.poll(() => page.getByRole('heading', { level: 2 }).textContent(), { timeout: 20_000 }).toBe('This plan is no longer offered');
+    expect(await page.locator('#payment-status').textContent()).toBe(
+      'The seller stopped offering this plan, so its payment request was withdrawn. Nothing was charged.',
+    );
+    expect(await page.getByRole('button', { name: 'Get a fresh invoice' }).count()).toBe(0);
+    // Paid anyway: the payment is recorded, not applied, and the payer is told to expect a refund.
+    await pay(w.payment_id);
+    await page.locator('#paid-late').waitFor({ timeout: 30_000 });
+    expect(await page.getByRole('heading', { level: 2 }).textContent()).toBe('Payment received too late');
+    expect(await page.locator('#late-message').textContent()).toBe(
+      'Your payment arrived after this checkout had ended, so it did not start a subscription. The seller is told to refund it; please contact them.',
+    );
+    expect((await anon.get(`/public/payment/${w.payment_id}/status`)).body).toMatchObject({ status: 'paid', unapplied: true });
+    // A reload says the same, not "You are subscribed".
+    await page.reload();
+    await page.locator('#paid-late').waitFor({ timeout: 20_000 });
+    expect(await page.locator('#done').count()).toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it("a fresh invoice refused by a conflict other than the contact's keeps its button, which then works (found in review: untested)", async () => {
     const p = await plan({ name: 'Conflicted', amount_sats: 5300 });
     const { page } = await openPage(phone);

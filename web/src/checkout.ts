@@ -58,6 +58,8 @@ interface NwcAnswer {
 }
 
 const POLL_MS = 2000;
+/** How often a payment that ran out or failed is asked about again (a late payment still counts). */
+const LATE_POLL_MS = 10_000;
 const WAITING = 'Waiting for your payment…';
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 
@@ -652,12 +654,16 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   followStatus(
     c.payment_id,
     restored ? 0 : POLL_MS,
-    ({ status: settled }) => {
-      if (settled === 'paid') {
+    (answer) => {
+      const paid = (s: PaymentStatus) => {
+        if (s.unapplied) return paidTooLate(plan);
         keepPaid(c.payment_id);
         return done(plan, paidMessage(plan), linkOf(c.payment_id), [`sb-link-${c.payment_id}`]);
-      }
+      };
+      const settled = answer.status;
+      if (settled === 'paid') return paid(answer);
       if (settled === 'expired' || settled === 'failed') {
+        followLate(c.payment_id, paid);
         // What can no longer be paid is not left on the screen to be paid, nor named by the focused
         // heading (found from outside: "Pay 21,000 sats for Gold" above "expired").
         view.remove();
@@ -701,6 +707,15 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
           settled === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
           again,
         );
+        // Withdrawn because the seller stopped offering the plan (found from outside: "expired", and a
+        // fresh invoice offered that could only end on "Plan not found"). The payment is still followed.
+        void api('GET', `/public/plan/${encodeURIComponent(plan.id)}`).catch((err) => {
+          if (!(err instanceof ApiError && err.status === 404) || !again.isConnected) return;
+          forgetDraft(plan.id);
+          heading.textContent = 'This plan is no longer offered';
+          status.textContent = 'The seller stopped offering this plan, so its payment request was withdrawn. Nothing was charged.';
+          heading.focus();
+        });
       }
     },
     (err) => {
@@ -732,6 +747,7 @@ function stillChecking(err: unknown): string {
 interface PaymentStatus {
   status: string;
   plan_id?: string;
+  unapplied?: boolean;
 }
 
 function followStatus(
@@ -760,6 +776,52 @@ function followStatus(
     pollTimer = window.setTimeout(poll, POLL_MS);
   };
   pollTimer = window.setTimeout(poll, firstMs);
+}
+
+/**
+ * A payment that ran out or failed, while its view is shown: asked again at a slower pace, since one that
+ * arrives late (an on-chain transaction confirming, a wallet paying at the last moment) is still recorded
+ * as paid (found from outside: the page said "Nothing was charged" for a payment made). A payment just
+ * seen paid is asked once more before it is said to be applied: billing marks one it cannot apply.
+ */
+function followLate(paymentId: string, paid: (s: PaymentStatus) => void): void {
+  stopFollowing();
+  const mine = following;
+  let seenPaid = false;
+  const poll = async (): Promise<void> => {
+    const s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`).catch(() => null);
+    if (mine !== following) return;
+    if (s?.status === 'paid' && (s.unapplied || seenPaid)) return paid(s);
+    seenPaid = s?.status === 'paid';
+    pollTimer = window.setTimeout(poll, seenPaid ? POLL_MS : LATE_POLL_MS);
+  };
+  pollTimer = window.setTimeout(poll, LATE_POLL_MS);
+}
+
+/**
+ * Paid after the checkout ended: the payment is recorded, the subscription did not start. `plan`: null
+ * when the plan itself is gone (withdrawn), so there is no plan to head the page with.
+ */
+function paidTooLate(plan: PublicPlan | null): void {
+  stopFollowing();
+  if (plan) forgetDraft(plan.id);
+  const heading = h(plan ? 'h2' : 'h1', { tabindex: -1, id: 'late-heading' }, 'Payment received too late');
+  setMain(
+    plan ? planHeader(plan) : null,
+    h(
+      'section',
+      { id: 'paid-late', 'aria-labelledby': 'late-heading' },
+      heading,
+      h(
+        'p',
+        { id: 'late-message' },
+        'Your payment arrived after this checkout had ended, so it did not start a subscription. The seller is told to refund it; please contact them.',
+      ),
+    ),
+  );
+  if (plan) titled('Paid for', plan);
+  else document.title = 'Payment received too late';
+  heading.focus();
 }
 
 /** Subscribed without a payment view: said, and kept in the address and this tab for a reload. */
@@ -966,6 +1028,13 @@ async function main(back: boolean): Promise<void> {
     else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`], true, started.heading);
     else render(plan, back);
   } catch (err) {
+    // A payment of a plan withdrawn since (reloaded, or back from a processor): a late payment is still
+    // said as it is, not hidden behind "Plan not found" (found from outside).
+    const paymentId = new URLSearchParams(location.search).get('payment');
+    if (paymentId && err instanceof ApiError && err.status === 404) {
+      const s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`).catch(() => null);
+      if (view === views && s?.status === 'paid' && s.unapplied && s.plan_id === planId) return paidTooLate(null);
+    }
     if (view === views) planUnavailable(err);
   }
 }

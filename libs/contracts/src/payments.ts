@@ -129,6 +129,9 @@ export const PaymentStatusResponse = z
     paid_at: UnixSeconds.nullable().optional(),
     subscription_id: Id,
     plan_id: Id.optional().openapi({ description: "The plan the payment is for (the checkout page checks a payment link names its plan's)" }),
+    unapplied: z.boolean().optional().openapi({
+      description: 'True for a payment that arrived after its subscription had ended (or its plan was withdrawn): the seller is told to refund it',
+    }),
   })
   .openapi('PaymentStatusResponse');
 export type PaymentStatusResponse = z.infer<typeof PaymentStatusResponse>;

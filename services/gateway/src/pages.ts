@@ -279,8 +279,11 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
   const planGone = notFound('checkout', { title: PLAN_NOT_FOUND, text: [PLAN_NOT_OFFERED] });
   router.get(`${BASE}/checkout`, notFound('checkout'));
   router.get(`${BASE}/checkout/:planId`, (req, res, next) => {
+    // Naming a payment, the page is served even for a plan withdrawn since: its script says what became
+    // of that payment (one paid late is recorded, and to be refunded), not only "Plan not found".
+    const followsPayment = typeof req.query.payment === 'string';
     planOffered(req, req.params.planId as string)
-      .then((offered) => (offered === false ? planGone(req, res, next) : send('checkout', req, res, next)))
+      .then((offered) => (offered === false && !followsPayment ? planGone(req, res, next) : send('checkout', req, res, next)))
       .catch(next);
   });
   router.get(`${BASE}/manage`, page('manage'));
