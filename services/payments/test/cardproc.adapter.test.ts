@@ -133,7 +133,8 @@ describe('card processor (Stripe Checkout) adapter', () => {
   });
 
   it('status: a session paid for another amount or currency than the payment records is not paid, and says why', async () => {
-    for (const change of [{ amount_total: 104 }, { currency: 'usd' }]) {
+    // A currency that is not a string (a session shaped by whoever signed it; found from outside: a 500).
+    for (const change of [{ amount_total: 104 }, { currency: 'usd' }, { currency: 5 }, { currency: {} }, { currency: null }]) {
       const opened = await rail.open(request());
       Object.assign(server.sessions.get(opened.provider_ref!)!, change);
       server.pay(opened.provider_ref!);

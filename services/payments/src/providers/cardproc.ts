@@ -214,8 +214,12 @@ function paymentIntentOf(session: Pick<CheckoutSession, 'payment_intent'>): { ca
 function amountMismatch(s: Pick<CheckoutSession, 'amount_total' | 'currency'>, p: Pick<PaymentRecord, 'amount_fiat' | 'currency'>): string | undefined {
   if (p.amount_fiat === null || !p.currency) return 'stripe: the payment has no fiat amount to compare';
   const want = stripeUnitAmount(p.amount_fiat, p.currency);
-  if (s.amount_total === want && s.currency?.toLowerCase() === p.currency.toLowerCase()) return undefined;
-  return `stripe: the session charged ${s.amount_total} ${s.currency}, the payment is ${want} ${p.currency} (minor units)`;
+  // Read from a signed event, yet shaped by whoever signed it: a currency that is not a string is a
+  // mismatch, never a TypeError (found from outside: a 500 Stripe would retry for days).
+  const currency: unknown = s.currency;
+  if (s.amount_total === want && typeof currency === 'string' && currency.toLowerCase() === p.currency.toLowerCase()) return undefined;
+  const shown = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? v : JSON.stringify(v));
+  return `stripe: the session charged ${shown(s.amount_total)} ${shown(currency)}, the payment is ${want} ${p.currency} (minor units)`;
 }
 
 /** Paid, if the session charged what the payment records. */
