@@ -179,23 +179,26 @@ describe('validate', () => {
   });
 });
 
+/**
+ * What the owner does between the wallet paying and its answer reaching the service: once billing holds
+ * the plan's newest subscription active, `action` it.
+ */
+const ownerActsOnceActive = (planId: string, action: 'cancel' | 'pause') => async () => {
+  const { rows } = await db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1 ORDER BY created_at DESC LIMIT 1`, [planId]);
+  const active = await until(
+    () => admin.get(`/subscriptions/${rows[0].id}`),
+    (r) => r.body.status === 'active',
+  );
+  expect(active.body.status).toBe('active');
+  expect((await admin.post(`/subscriptions/${rows[0].id}/${action}`, {})).status).toBe(200);
+};
+
 describe('subscribe with NWC', () => {
   it('paid, then cancelled in the same seconds: the answer says so, with the access left or a refund to ask for (found in review: "is cancelled")', async () => {
     const p = await plan({ name: 'Meanwhile' });
     const w = await wallet();
     // Applied, then cancelled to the period's end before the wallet's answer reaches the service.
-    w.setBehaviour({
-      pay: true,
-      afterPay: async () => {
-        const { rows } = await db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1 ORDER BY created_at DESC LIMIT 1`, [p.id]);
-        const active = await until(
-          () => admin.get(`/subscriptions/${rows[0].id}`),
-          (r) => r.body.status === 'active',
-        );
-        expect(active.body.status).toBe('active');
-        expect((await admin.post(`/subscriptions/${rows[0].id}/cancel`, {})).status).toBe(200);
-      },
-    });
+    w.setBehaviour({ pay: true, afterPay: ownerActsOnceActive(p.id, 'cancel') });
     const kept = await anon().post('/public/subscribe/nwc', {
       plan_id: p.id,
       email: 'meanwhile-kept@example.com',
@@ -216,18 +219,7 @@ describe('subscribe with NWC', () => {
   it('paid, then paused by the seller in the same seconds: the answer says it was paused, no error code (found in review: untested)', async () => {
     const p = await plan({ name: 'Paused meanwhile' });
     const w = await wallet();
-    w.setBehaviour({
-      pay: true,
-      afterPay: async () => {
-        const { rows } = await db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1 ORDER BY created_at DESC LIMIT 1`, [p.id]);
-        const active = await until(
-          () => admin.get(`/subscriptions/${rows[0].id}`),
-          (r) => r.body.status === 'active',
-        );
-        expect(active.body.status).toBe('active');
-        expect((await admin.post(`/subscriptions/${rows[0].id}/pause`, {})).status).toBe(200);
-      },
-    });
+    w.setBehaviour({ pay: true, afterPay: ownerActsOnceActive(p.id, 'pause') });
     try {
       const res = await anon().post('/public/subscribe/nwc', {
         plan_id: p.id,

@@ -750,6 +750,9 @@ interface PaymentStatus {
   unapplied?: boolean;
 }
 
+/** What the service says of a payment now (the one public read the page follows payments by). */
+const paymentStatus = (paymentId: string) => api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
+
 function followStatus(
   paymentId: string,
   firstMs: number,
@@ -762,7 +765,7 @@ function followStatus(
   const poll = async (): Promise<void> => {
     let s: PaymentStatus;
     try {
-      s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
+      s = await paymentStatus(paymentId);
     } catch (err) {
       if (mine !== following) return;
       if (!unreadable(err)) pollTimer = window.setTimeout(poll, POLL_MS * 2);
@@ -789,7 +792,7 @@ function followLate(paymentId: string, paid: (s: PaymentStatus) => void): void {
   const mine = following;
   let seenPaid = false;
   const poll = async (): Promise<void> => {
-    const s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`).catch(() => null);
+    const s = await paymentStatus(paymentId).catch(() => null);
     if (mine !== following) return;
     if (s?.status === 'paid' && (s.unapplied || seenPaid)) return paid(s);
     seenPaid = s?.status === 'paid';
@@ -942,7 +945,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
     // Its payment first: another plan's (found from outside: its test payment offered under this plan's
     // name), or one already settled, is told as without the dev provider.
     const mine = following;
-    api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`).then(
+    paymentStatus(paymentId).then(
       (answer) => {
         if (mine !== following) return;
         if (answer.status === 'pending' && ofPlan(answer)) devPage();
@@ -1032,7 +1035,7 @@ async function main(back: boolean): Promise<void> {
     // said as it is, not hidden behind "Plan not found" (found from outside).
     const paymentId = new URLSearchParams(location.search).get('payment');
     if (paymentId && err instanceof ApiError && err.status === 404) {
-      const s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`).catch(() => null);
+      const s = await paymentStatus(paymentId).catch(() => null);
       if (view === views && s?.status === 'paid' && s.unapplied && s.plan_id === planId) return paidTooLate(null);
     }
     if (view === views) planUnavailable(err);

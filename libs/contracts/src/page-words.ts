@@ -20,7 +20,7 @@ export const PLAN_NOT_OFFERED = 'This plan does not exist or is no longer offere
 export const ALREADY_SUBSCRIBED =
   "This contact already has a subscription or a checkout of this plan. If it was paid, its link to manage it was shown when it started (and is in the seller's messages about it, if any); if not, it stays open until it is paid or expires, within 24 hours of its start";
 
-/** The 409 for a retry (same Idempotency-Key) of a request still being handled: the checkout page waits it out. */
+/** The 409 for a retry (same Idempotency-Key) of a request still being handled: the checkout page asks the person to try again in a moment. */
 export const STILL_IN_PROGRESS = 'A request with this Idempotency-Key is still in progress';
 
 /** A subscriber's link (portal, List-Unsubscribe) that is not one we sent, or no longer works. */
