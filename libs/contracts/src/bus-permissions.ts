@@ -22,6 +22,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   createPayments: ['billing'],
   expireOpenPayments: ['billing'],
   markUnapplied: ['billing'],
+  markApplied: ['billing'],
   paymentMethods: ['billing'],
   getPayment: ['billing', 'nwc'],
   listSubscriptionPayments: ['billing'],

@@ -134,6 +134,15 @@ export const messages = {
     reply: z.object({ marked: z.boolean() }),
   },
   /**
+   * Billing applied a paid payment to a subscription: the public status says so, and the checkout page
+   * says "active" only then (an answer of `paid` alone may yet turn out a refund case). Best effort.
+   */
+  markApplied: {
+    subject: 'payments.internal.mark_applied',
+    request: z.object({ wallet_id: Id, payment_id: Id }),
+    reply: z.object({ marked: z.boolean() }),
+  },
+  /**
    * Which payment methods this deployment takes (null) or why not (the sentence an owner or subscriber
    * sees, naming the setting), and whether on-chain plans must name a watch-only wallet. Billing asks
    * instead of reading the *_PROVIDER variables, so the two services cannot disagree.

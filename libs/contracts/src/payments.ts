@@ -132,6 +132,10 @@ export const PaymentStatusResponse = z
     unapplied: z.boolean().optional().openapi({
       description: 'True for a payment that arrived after its subscription had ended (or its plan was withdrawn): the seller is told to refund it',
     }),
+    applied: z.boolean().optional().openapi({
+      description:
+        'True once the paid payment was applied to its subscription. A paid payment with neither `applied` nor `unapplied` is being applied (moments after it is paid)',
+    }),
   })
   .openapi('PaymentStatusResponse');
 export type PaymentStatusResponse = z.infer<typeof PaymentStatusResponse>;

@@ -122,5 +122,12 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     }
   }
   if (outcome.unapplied) await callMessage(d.bus, messages.markUnapplied, { wallet_id, payment_id: p.payment_id, reason: outcome.unapplied });
+  else {
+    // Only the checkout page waits for it, and for a limited time: a failure (a payments version without
+    // the message, payments away) must not hold the event back and redeliver it.
+    await callMessage(d.bus, messages.markApplied, { wallet_id, payment_id: p.payment_id }).catch((err) =>
+      d.log.warn({ err, payment_id: p.payment_id }, 'could not mark the payment applied (the checkout page says it active after its wait)'),
+    );
+  }
   return outcome.result;
 }

@@ -38,6 +38,8 @@ export interface PaymentRecord {
   idempotency_key: string;
   /** Paid, but billing could not apply it to any subscription: why (the owner refunds it). */
   unapplied_reason?: string | null;
+  /** When billing applied it to a subscription. */
+  applied_at?: number | null;
   version: number;
 }
 

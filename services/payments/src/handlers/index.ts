@@ -7,7 +7,7 @@ import { confirmPreimageHandler } from './internal.confirm_preimage.js';
 import { createPaymentHandler, createPaymentsHandler } from './internal.create_payment.js';
 import { fiatQuoteHandler } from './internal.fiat_quote.js';
 import { paymentMethodsHandler } from './internal.methods.js';
-import { expireOpenPaymentsHandler, markUnappliedHandler } from './internal.expire_open.js';
+import { expireOpenPaymentsHandler, markAppliedHandler, markUnappliedHandler } from './internal.expire_open.js';
 import { listPortalPaymentsHandler, listSubscriptionPaymentsHandler } from './internal.list_for_subscription.js';
 import { getPayment, getPaymentInternal } from './payments.get.js';
 import { listPayments } from './payments.list.js';
@@ -24,6 +24,7 @@ export const allHandlers = (d: Deps): Handler[] => [
   confirmPreimageHandler(d),
   expireOpenPaymentsHandler(d),
   markUnappliedHandler(d),
+  markAppliedHandler(d),
   listSubscriptionPaymentsHandler(d),
   listPortalPaymentsHandler(d),
   fiatQuoteHandler(d),

@@ -1,5 +1,5 @@
 import { messages } from '@sb/contracts';
-import { messageHandler } from '@sb/runtime';
+import { messageHandler, unixSeconds } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { statesAllowing } from '../domain/payments.js';
 
@@ -12,6 +12,12 @@ import { statesAllowing } from '../domain/payments.js';
 /** Billing recorded the paid payment as not applied to any subscription; the owner sees why on the payment. */
 export const markUnappliedHandler = (d: Deps) =>
   messageHandler(messages.markUnapplied, async (req) => ({ marked: await d.payments.markUnapplied(d.db, req.wallet_id, req.payment_id, req.reason) }));
+
+/** Billing applied the paid payment to a subscription: the public status says so. */
+export const markAppliedHandler = (d: Deps) =>
+  messageHandler(messages.markApplied, async (req) => ({
+    marked: await d.payments.markApplied(d.db, req.wallet_id, req.payment_id, unixSeconds(d.clock)),
+  }));
 
 export const expireOpenPaymentsHandler = (d: Deps) =>
   messageHandler(messages.expireOpenPayments, async (req) => {

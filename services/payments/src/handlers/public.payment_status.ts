@@ -17,7 +17,7 @@ const answer = (p: PaymentRecord): PaymentStatusResponse => ({
   paid_at: p.paid_at,
   subscription_id: p.subscription_id,
   plan_id: p.plan_id,
-  ...(p.status === 'paid' && p.unapplied_reason ? { unapplied: true } : {}),
+  ...(p.status !== 'paid' ? {} : p.unapplied_reason ? { unapplied: true } : p.applied_at != null ? { applied: true } : {}),
 });
 
 /**

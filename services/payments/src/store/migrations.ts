@@ -132,4 +132,14 @@ ALTER TABLE payments ADD COLUMN mismatch_seen_at BIGINT;`,
     // the bus gets it (answerOnce, @sb/runtime), never "already registered" for the wallet it made.
     sql: answeredRequestsTableSql,
   },
+  {
+    id: 9,
+    name: 'paid payments billing applied',
+    // An older version ignores the column (the checkout page then waits its limit before saying "active").
+    compatible: true,
+    sql: `
+-- When billing applied this paid payment to a subscription: the public status says so, and until then
+-- (nor unapplied_reason set) the checkout page does not yet say the subscription is active.
+ALTER TABLE payments ADD COLUMN applied_at BIGINT;`,
+  },
 ];

@@ -34,7 +34,9 @@ const INSERTED = [
 ] as const;
 
 // NUMERIC columns come back as strings from the driver; the record holds numbers.
-const COLUMNS = [...INSERTED, 'unapplied_reason', 'version'].map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c)).join(', ');
+const COLUMNS = [...INSERTED, 'unapplied_reason', 'applied_at', 'version']
+  .map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c))
+  .join(', ');
 
 /** PostgreSQL's unique_violation, with the constraint it hit. */
 export const isUniqueViolation = (err: unknown): err is { code: '23505'; constraint?: string } => (err as { code?: string } | null)?.code === '23505';
@@ -145,6 +147,16 @@ export class PaymentsRepo {
   /** Billing could not apply this paid payment to any subscription (idempotent). False: no such payment. */
   async markUnapplied(q: Queryable, walletId: string, id: string, reason: string): Promise<boolean> {
     const { rowCount } = await q.query(`UPDATE ${this.t} SET unapplied_reason = $3 WHERE id = $1 AND wallet_id = $2`, [id, walletId, reason]);
+    return rowCount === 1;
+  }
+
+  /** Billing applied this paid payment to a subscription (idempotent: the first time stays). False: no such paid payment. */
+  async markApplied(q: Queryable, walletId: string, id: string, at: number): Promise<boolean> {
+    const { rowCount } = await q.query(`UPDATE ${this.t} SET applied_at = COALESCE(applied_at, $3) WHERE id = $1 AND wallet_id = $2 AND status = 'paid'`, [
+      id,
+      walletId,
+      at,
+    ]);
     return rowCount === 1;
   }
 
