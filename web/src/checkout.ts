@@ -60,6 +60,8 @@ interface NwcAnswer {
 const POLL_MS = 2000;
 /** How often a payment that ran out or failed is asked about again (a late payment still counts). */
 const LATE_POLL_MS = 10_000;
+/** For how long after it ended: a checkout is open for a day at most. */
+const LATE_FOLLOW_MS = 24 * 3600_000;
 const WAITING = 'Waiting for your payment…';
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 
@@ -170,18 +172,26 @@ function forgetShownLinks(): void {
   shownLink = null;
 }
 
-/** The checkout a payment view shows; `paid` once this tab saw it paid. */
+/**
+ * The checkout a payment view shows; `paid` once this tab saw it paid (`late`: too late to be applied);
+ * `replaced`: the payments of the same checkout it replaced (fresh invoices), followed with it.
+ */
 interface ShownPayment {
   c: Checkout;
   body: Record<string, unknown>;
   method: string;
-  paid?: boolean;
+  paid?: boolean | undefined;
+  late?: boolean;
+  replaced?: string[];
 }
 const shownPayment = (paymentId: string): ShownPayment | null => tabGet<ShownPayment>(`sb-payment-${paymentId}`);
-/** Notes that a payment this tab showed is paid: a 409 for its contact then says so, not "open checkout". */
-function keepPaid(paymentId: string): void {
+/**
+ * Notes that a payment this tab showed is paid: a 409 for its contact then says so, not "open checkout";
+ * a reload says it as it was said (found in review: a late one was first drawn as an invoice to pay).
+ */
+function keepPaid(paymentId: string, late: boolean): void {
   const kept = shownPayment(paymentId);
-  if (kept) tabSet(`sb-payment-${paymentId}`, { ...kept, paid: true } satisfies ShownPayment);
+  if (kept) tabSet(`sb-payment-${paymentId}`, { ...kept, paid: true, late } satisfies ShownPayment);
 }
 
 /** The newest checkout this tab showed for the plan and the contact given in `body` (its payment may have expired since). */
@@ -222,11 +232,17 @@ const draftKey = (planId: string) => `sb-form-${planId}`;
  * first one made, its portal link included (found from outside: a retry got the checkout without its
  * link, and the page said the link "was shown when you first subscribed").
  */
-let unanswered: { sent: string; key: string } | null = null;
+let unanswered: { sent: string; key: string; at: number } | null = null;
+/**
+ * For how long a request without an answer is retried as the same one. Not longer: the next person at
+ * this tab who sends the same form would get the first one's answer, its link included; nor after Back
+ * or Forward (forgotten there), for the same reason.
+ */
+const UNANSWERED_MS = 5 * 60_000;
 function idempotencyKey(sent: string): string {
-  if (unanswered?.sent !== sent) {
+  if (unanswered?.sent !== sent || Date.now() - unanswered.at > UNANSWERED_MS) {
     const key = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
-    unanswered = { sent, key };
+    unanswered = { sent, key, at: Date.now() };
   }
   return unanswered.key;
 }
@@ -238,6 +254,14 @@ const noAnswer = (err: unknown) =>
 const loadedBack = (performance.getEntriesByType?.('navigation')[0] as PerformanceNavigationTiming | undefined)?.type === 'back_forward';
 /** Counts the views `main` was asked for: an answer for an earlier one (a second quick Back) is stale. */
 let views = 0;
+/**
+ * Whether the view is still the one of when this was called: an answer that comes after Back or Forward
+ * drew another is not drawn over it (found in review: a slow checkout's answer replaced the form).
+ */
+const currentView = (): (() => boolean) => {
+  const view = views;
+  return () => view === views;
+};
 
 interface Subscribed {
   message: string;
@@ -474,11 +498,13 @@ function render(plan: PublicPlan, back: boolean): void {
     form.setAttribute('aria-busy', 'true');
     // The wallet was asked to pay: an answer that never came may hide a payment.
     let walletAsked = false;
+    const still = currentView();
     try {
       if (m === 'nwc') {
         submit.textContent = 'Checking your wallet…';
         announce('Checking your wallet connection');
         const check = await api<{ valid: boolean; error?: string | null }>('POST', '/public/nwc/validate', { body: { nwc_string: nwcInput.value.trim() } });
+        if (!still()) return;
         if (!check.valid) {
           // Why, under the field (read with it when it takes the focus); the alert says what to do next
           // rather than the same words again (found from outside).
@@ -497,6 +523,7 @@ function render(plan: PublicPlan, back: boolean): void {
           idempotencyKey: idempotencyKey(`nwc ${JSON.stringify(sent)}`),
         });
         unanswered = null;
+        if (!still()) return;
         if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
         // Paid, without an error: active in a moment (billing applies the payment), or ended meanwhile (the
         // owner cancelled it): the words say which, the heading claims no more than the payment.
@@ -522,6 +549,7 @@ function render(plan: PublicPlan, back: boolean): void {
       const sent = { ...body, payment_method: m };
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: sent, idempotencyKey: idempotencyKey(JSON.stringify(sent)) });
       unanswered = null;
+      if (!still()) return;
       // The page's own words for the trial: its end as every date here reads, and what comes after it.
       if ('trial' in r) {
         const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
@@ -533,6 +561,7 @@ function render(plan: PublicPlan, back: boolean): void {
       showPayment(plan, r, body, m);
     } catch (err) {
       if (!noAnswer(err)) unanswered = null;
+      if (!still()) return;
       // Archived (or deleted) while the form was open: nothing on this form can succeed any more.
       if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
       // Problems the service finds with a field are shown at that field, as the page's own checks are.
@@ -614,7 +643,8 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError
     show.addEventListener('click', () => {
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(open.c.payment_id)}`);
       const id = open.c.payment_id;
-      if (open.paid) done(plan, paidMessage(plan), linkOf(id), [`sb-link-${id}`]);
+      if (open.late) paidTooLate(plan);
+      else if (open.paid) done(plan, paidMessage(plan), linkOf(id), [`sb-link-${id}`]);
       else showPayment(plan, open.c, open.body, open.method, true);
     });
     formError.replaceChildren(open.paid ? 'You already subscribed to this plan in this tab: ' : 'You have an open checkout for this plan: ', show);
@@ -635,13 +665,17 @@ function replacedHelp(plan: PublicPlan): string {
 /**
  * `restored`: shown again after a reload or Back, so its status is asked at once (it may be paid or gone),
  * and nothing is said of it until that answers: "Waiting for your payment" is no one's news for a paid one.
+ * `replaced`: the payments of this checkout it took the place of (fresh invoices): one of them paid late
+ * starts the subscription (the service then withdraws this one), so they are followed too (found in
+ * review: the page said "expired", then refused a fresh invoice).
  */
-function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string, restored = false): void {
+function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown>, method: string, restored = false, replacing?: string[]): void {
   stopFollowing();
   // The focused heading says what is shown: "Creating your payment" is over.
   announce('');
   const kept = shownPayment(c.payment_id);
-  tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method, paid: kept?.paid } satisfies ShownPayment);
+  const replaced = replacing ?? kept?.replaced ?? [];
+  tabSet(`sb-payment-${c.payment_id}`, { c: { ...c, manage_url: null }, body, method, paid: kept?.paid, replaced } satisfies ShownPayment);
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, restored ? '' : WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for `, theirs(plan.name));
   const view = paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay');
@@ -651,83 +685,100 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   titled('Pay for', plan);
   heading.focus();
 
-  followStatus(
-    c.payment_id,
-    restored ? 0 : POLL_MS,
-    (answer) => {
-      const paid = (s: PaymentStatus) => {
-        if (s.unapplied) return paidTooLate(plan);
-        keepPaid(c.payment_id);
-        return done(plan, paidMessage(plan), linkOf(c.payment_id), [`sb-link-${c.payment_id}`]);
-      };
-      const settled = answer.status;
-      if (settled === 'paid') return paid(answer);
-      if (settled === 'expired' || settled === 'failed') {
-        followLate(c.payment_id, paid);
-        // What can no longer be paid is not left on the screen to be paid, nor named by the focused
-        // heading (found from outside: "Pay 21,000 sats for Gold" above "expired").
-        view.remove();
-        heading.textContent = settled === 'expired' ? 'Payment request expired' : 'Payment failed';
-        const again = h(
-          'button',
-          {
-            type: 'button',
-            id: 'fresh-invoice',
-            onclick: async () => {
-              setBusy(again, true);
-              try {
-                const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-                keepLink(r, c.payment_id);
-                history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
-                showPayment(plan, r, body, method);
-                announce('A fresh invoice is ready');
-              } catch (err) {
-                // The plan was archived meanwhile: no invoice can be had any more.
-                if (err instanceof ApiError && err.status === 404) return planUnavailable(err);
-                // Another checkout of this contact took its place (another tab, another method) or it was
-                // paid or cancelled meanwhile: asking again can only be refused again, so no button (found
-                // from outside: a loop). Any other conflict (a concurrent change) keeps the button.
-                if (err instanceof ApiError && err.status === 409 && err.message.startsWith(ALREADY_SUBSCRIBED)) {
-                  heading.textContent = 'This checkout can no longer be paid here';
-                  forgetDraft(plan.id);
-                  status.textContent = replacedHelp(plan);
-                  heading.focus();
-                  return;
-                }
-                // The message beside the button, which keeps the focus.
-                setBusy(again, false);
-                status.replaceChildren(`${err instanceof ApiError ? err.message : 'A new invoice could not be created.'} `, again);
-                again.focus();
-              }
-            },
-          },
-          method === 'lightning' ? 'Get a fresh invoice' : 'Start the payment again',
-        );
-        status.replaceChildren(
-          settled === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
-          again,
-        );
-        // Withdrawn because the seller stopped offering the plan (found from outside: "expired", and a
-        // fresh invoice offered that could only end on "Plan not found"). The payment is still followed.
-        void api('GET', `/public/plan/${encodeURIComponent(plan.id)}`).catch((err) => {
-          if (!(err instanceof ApiError && err.status === 404) || !again.isConnected) return;
+  /** Focus lost with what held it (a button gone): back on the heading, which says what is shown. */
+  const keepFocus = () => {
+    if (!section.contains(document.activeElement)) heading.focus();
+  };
+  // Withdrawn because the seller stopped offering the plan (found from outside: "expired", and a fresh
+  // invoice offered that could only end on "Plan not found"). Its payment is still followed.
+  const withdrawn = () => {
+    forgetDraft(plan.id);
+    heading.textContent = 'This plan is no longer offered';
+    status.textContent = 'The seller stopped offering this plan: it can no longer be paid for here. Nothing was charged.';
+    keepFocus();
+  };
+  // Expired or failed: why, asked before anything is said (one announcement, not "expired" then another).
+  const ended = async (settled: string): Promise<void> => {
+    const mine = following;
+    const [earlier, gone] = await Promise.all([
+      replaced.length ? firstPaid(replaced) : null,
+      api('GET', `/public/plan/${encodeURIComponent(plan.id)}`).then(
+        () => false,
+        (err) => err instanceof ApiError && err.status === 404,
+      ),
+    ]);
+    if (mine !== following) return;
+    if (earlier) return follow(earlier, 0);
+    followLate([c.payment_id, ...replaced], (id) => follow(id, 0));
+    // What can no longer be paid is not left on the screen to be paid, nor named by the focused heading
+    // (found from outside: "Pay 21,000 sats for Gold" above "expired").
+    view.remove();
+    if (gone) return withdrawn();
+    heading.textContent = settled === 'expired' ? 'Payment request expired' : 'Payment failed';
+    const again = h(
+      'button',
+      { type: 'button', id: 'fresh-invoice', onclick: () => void fresh() },
+      method === 'lightning' ? 'Get a fresh invoice' : 'Start the payment again',
+    );
+    status.replaceChildren(
+      settled === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
+      again,
+    );
+
+    async function fresh(): Promise<void> {
+      setBusy(again, true);
+      const still = currentView();
+      try {
+        const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
+        // Back or Forward meanwhile drew another view: this answer is not drawn over it.
+        if (!still()) return;
+        keepLink(r, c.payment_id);
+        history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
+        showPayment(plan, r, body, method, false, [c.payment_id, ...replaced]);
+        announce('A fresh invoice is ready');
+      } catch (err) {
+        if (!still()) return;
+        // The plan was archived meanwhile: no invoice can be had any more; the ended ones are still followed.
+        if (err instanceof ApiError && err.status === 404) return withdrawn();
+        // Another checkout of this contact took its place (another tab, another method) or it was
+        // paid or cancelled meanwhile: asking again can only be refused again, so no button (found
+        // from outside: a loop). Any other conflict (a concurrent change) keeps the button.
+        if (err instanceof ApiError && err.status === 409 && err.message.startsWith(ALREADY_SUBSCRIBED)) {
+          heading.textContent = 'This checkout can no longer be paid here';
           forgetDraft(plan.id);
-          heading.textContent = 'This plan is no longer offered';
-          status.textContent = 'The seller stopped offering this plan, so its payment request was withdrawn. Nothing was charged.';
+          status.textContent = replacedHelp(plan);
           heading.focus();
-        });
+          return;
+        }
+        // The message beside the button, which keeps the focus.
+        setBusy(again, false);
+        status.replaceChildren(`${err instanceof ApiError ? err.message : 'A new invoice could not be created.'} `, again);
+        again.focus();
       }
-    },
-    (err) => {
-      status.textContent = stillChecking(err);
-      return false;
-    },
-    // The server answers again: a connection error said earlier is no longer true.
-    () => {
-      if (status.textContent !== WAITING) status.textContent = WAITING;
-      return true;
-    },
-  );
+    }
+  };
+  const follow = (paymentId: string, firstMs: number) =>
+    followStatus(
+      paymentId,
+      firstMs,
+      (answer) => (answer.status === 'paid' ? settledPaid(plan, answer, c.payment_id) : void ended(answer.status)),
+      (err) => {
+        status.textContent = stillChecking(err);
+        return false;
+      },
+      // The server answers again: a connection error said earlier is no longer true.
+      (answer) => {
+        if (answer.status === 'paid') {
+          // Paid, being applied: nothing is left to pay with.
+          view.remove();
+          keepFocus();
+        }
+        const now = answer.status === 'paid' ? APPLYING : WAITING;
+        if (status.textContent !== now) status.textContent = now;
+        return true;
+      },
+    );
+  follow(c.payment_id, restored ? 0 : POLL_MS);
 }
 
 /**
@@ -739,20 +790,32 @@ function stillChecking(err: unknown): string {
   return `Still checking your payment… ${why}; this page asks again by itself.`;
 }
 
-/**
- * Asks for a payment's status, the first time after `firstMs`, then every POLL_MS while it is pending;
- * `settled` hears any other status (the asking stops). A failed ask goes to `unreadable`, and is asked
- * again after twice the wait unless that answers true (nothing more to ask).
- */
 interface PaymentStatus {
   status: string;
   plan_id?: string;
   unapplied?: boolean;
+  applied?: boolean;
 }
 
 /** What the service says of a payment now (the one public read the page follows payments by). */
 const paymentStatus = (paymentId: string) => api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
 
+/**
+ * Paid, and the service has not yet said whether it started the subscription with it (the moments after
+ * a payment): not said active yet, since one that came too late is a refund case (found in review: said
+ * active, then not applied). Asked again for at most APPLYING_MS: a service older than `applied` never
+ * says, and its payment is then said active, as it was before.
+ */
+const applying = (s: PaymentStatus) => s.status === 'paid' && !s.applied && !s.unapplied;
+const APPLYING_MS = 60_000;
+const APPLYING = 'Payment received. Starting your subscription…';
+
+/**
+ * Asks for a payment's status, the first time after `firstMs`, then every POLL_MS while it is pending or
+ * being applied; `settled` hears any other status (the asking stops). A failed ask goes to `unreadable`,
+ * and is asked again after twice the wait unless that answers true (nothing more to ask). `pending` hears
+ * each answer that is not settled, and answers false when there is nothing more to follow.
+ */
 function followStatus(
   paymentId: string,
   firstMs: number,
@@ -762,6 +825,7 @@ function followStatus(
 ): void {
   stopFollowing();
   const mine = following;
+  let paidSeen: number | null = null;
   const poll = async (): Promise<void> => {
     let s: PaymentStatus;
     try {
@@ -773,32 +837,61 @@ function followStatus(
     }
     // The view changed while it was asked (Back, a fresh invoice): this answer is no one's any more.
     if (mine !== following) return;
-    if (s.status !== 'pending') return settled(s);
-    // `pending` answers false when there is nothing more to follow.
+    if (applying(s)) paidSeen ??= Date.now();
+    const open = s.status === 'pending' || (applying(s) && Date.now() - paidSeen! < APPLYING_MS);
+    if (!open) return settled(s);
     if (pending?.(s) === false) return;
     pollTimer = window.setTimeout(poll, POLL_MS);
   };
   pollTimer = window.setTimeout(poll, firstMs);
 }
 
+/** The first of these payments that is paid, if any (one that cannot be read counts as not paid). */
+async function firstPaid(ids: string[]): Promise<string | null> {
+  const answers = await Promise.all(
+    ids.map((id) =>
+      paymentStatus(id).then(
+        (s) => (s.status === 'paid' ? id : null),
+        () => null,
+      ),
+    ),
+  );
+  return answers.find((id) => id !== null) ?? null;
+}
+
 /**
- * A payment that ran out or failed, while its view is shown: asked again at a slower pace, since one that
- * arrives late (an on-chain transaction confirming, a wallet paying at the last moment) is still recorded
- * as paid (found from outside: the page said "Nothing was charged" for a payment made). A payment just
- * seen paid is asked once more before it is said to be applied: billing marks one it cannot apply.
+ * Payments that ran out or failed (the one shown, and those it replaced), while their view is shown:
+ * asked again at a slower pace, since one that arrives late (an on-chain transaction confirming, a wallet
+ * paying at the last moment) is still recorded as paid (found from outside: the page said "Nothing was
+ * charged" for a payment made). `found` hears the first seen paid. Not asked while the tab is hidden (at
+ * once when it is shown again), nor after LATE_FOLLOW_MS: a checkout is open for a day at most.
  */
-function followLate(paymentId: string, paid: (s: PaymentStatus) => void): void {
+function followLate(ids: string[], found: (paymentId: string) => void): void {
   stopFollowing();
   const mine = following;
-  let seenPaid = false;
+  const until = Date.now() + LATE_FOLLOW_MS;
   const poll = async (): Promise<void> => {
-    const s = await paymentStatus(paymentId).catch(() => null);
+    if (mine !== following || Date.now() > until) return;
+    if (document.hidden) {
+      document.addEventListener('visibilitychange', () => void poll(), { once: true });
+      return;
+    }
+    const paid = await firstPaid(ids);
     if (mine !== following) return;
-    if (s?.status === 'paid' && (s.unapplied || seenPaid)) return paid(s);
-    seenPaid = s?.status === 'paid';
-    pollTimer = window.setTimeout(poll, seenPaid ? POLL_MS : LATE_POLL_MS);
+    if (paid) return found(paid);
+    pollTimer = window.setTimeout(poll, LATE_POLL_MS);
   };
   pollTimer = window.setTimeout(poll, LATE_POLL_MS);
+}
+
+/**
+ * A payment seen paid and settled by the service: applied (subscribed), or too late. `shownId`: the
+ * payment view's own payment, which keeps the tab's link and is noted paid.
+ */
+function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, startedHere = true): void {
+  keepPaid(shownId, !!s.unapplied);
+  if (s.unapplied) paidTooLate(plan);
+  else done(plan, paidMessage(plan), linkOf(shownId), [`sb-link-${shownId}`], startedHere);
 }
 
 /**
@@ -822,7 +915,8 @@ function paidTooLate(plan: PublicPlan | null): void {
       ),
     ),
   );
-  if (plan) titled('Paid for', plan);
+  // Not "Paid for …", which reads as a success (found in review).
+  if (plan) titled('Payment received too late:', plan);
   else document.title = 'Payment received too late';
   heading.focus();
 }
@@ -921,11 +1015,10 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         }
         if (!ofPlan(answer)) return;
         const settled = answer.status;
-        if (settled === 'paid') {
-          keepPaid(paymentId);
-          return done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], !!shownPayment(paymentId));
-        }
+        if (settled === 'paid') return settledPaid(plan, answer, paymentId, !!shownPayment(paymentId));
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
+        // Paid late after all: said as the service settles it (found in review: not followed here).
+        followLate([paymentId], () => poll());
       },
       (err) => {
         if (err instanceof ApiError && (err.status === 404 || err.status === 422)) {
@@ -937,7 +1030,8 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       },
       (answer) => {
         if (!ofPlan(answer)) return false;
-        whilePending();
+        if (answer.status === 'paid') say(APPLYING);
+        else whilePending();
         return true;
       },
     );
@@ -1025,7 +1119,8 @@ async function main(back: boolean): Promise<void> {
     const started = kept && Date.now() - kept.at < LINK_KEPT_MS ? kept : null;
     const ours = shown && shown.body.plan_id === plan.id && query.get('processor') !== 'dev';
     // Seen paid in this tab: paid it stays, so it is not shown as an invoice to pay until its status answers.
-    if (ours && shown.paid) done(plan, paidMessage(plan), linkOf(shown.c.payment_id), [`sb-link-${shown.c.payment_id}`]);
+    if (ours && shown.late) paidTooLate(plan);
+    else if (ours && shown.paid) done(plan, paidMessage(plan), linkOf(shown.c.payment_id), [`sb-link-${shown.c.payment_id}`]);
     else if (ours) showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
     else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`], true, started.heading);
@@ -1046,6 +1141,7 @@ async function main(back: boolean): Promise<void> {
 // the content, as after any change of view (not left on the page's body).
 window.addEventListener('popstate', () => {
   forgetShownLinks();
+  unanswered = null;
   void main(true).then(() => {
     if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
   });
