@@ -224,7 +224,8 @@ const NOTICES = [
  */
 function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
   // Switches for messages nobody would send promise what cannot happen (found from outside).
-  if (s.notice_channels?.length === 0) return h('p', { class: 'hint notices' }, 'This seller sends no messages about this subscription.');
+  if (s.notice_channels?.length === 0)
+    return h('p', { class: 'hint notices' }, 'You get no messages about this subscription: the seller sends none by the contact details you gave.');
   const plan = s.plan_name || 'this subscription';
   // Always in the page (not hidden while empty), so screen readers take it as a live region from the start.
   const status = h('p', { class: 'notices-status', role: 'status', id: `notices-${s.id}-status` });

@@ -135,7 +135,7 @@ export const PortalSubscription = z
     }),
     notice_channels: z.array(z.string()).optional().openapi({
       description:
-        "The channels the seller sends this plan's messages by (`email`, `messenger`, `nostr`); empty when it sends none; absent when that could not be asked in time",
+        "The channels the seller sends this plan's messages by (`email`, `messenger`, `nostr`) that reach this subscriber (they gave a contact for it); empty when none does; absent when that could not be asked in time",
     }),
     access_until: UnixSeconds.nullable().optional().openapi({
       description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',

@@ -4,6 +4,7 @@ import { DomainError } from '@sb/runtime';
 import {
   accessAfterCancel,
   accessUntil,
+  channelsReaching,
   hasAccess,
   reasonForSubscriber,
   startSubscription,
@@ -156,6 +157,15 @@ const EXPECTED: Record<SubscriptionStatus, Record<keyof typeof EVENTS, Subscript
     extend: 'expired',
   },
 };
+
+describe('channels reaching a subscriber', () => {
+  it("keeps the seller's channels the subscriber gave a contact for, in the seller's order", () => {
+    expect(channelsReaching(['messenger'], { email: 'a@example.com', messenger: null, nostr: null })).toEqual([]);
+    expect(channelsReaching(['email', 'messenger', 'nostr'], { email: 'a@example.com', nostr: 'npub1x' })).toEqual(['email', 'nostr']);
+    expect(channelsReaching(['nostr', 'email'], { email: 'a@example.com', messenger: '@a', nostr: 'npub1x' })).toEqual(['nostr', 'email']);
+    expect(channelsReaching([], { email: 'a@example.com' })).toEqual([]);
+  });
+});
 
 describe('lifecycle table', () => {
   for (const [status, row] of Object.entries(EXPECTED) as [SubscriptionStatus, Record<string, string>][]) {

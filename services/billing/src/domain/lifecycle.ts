@@ -330,6 +330,15 @@ export function noticeSwitches(
 }
 type NoticeSwitch = 'receive_reminders' | 'receive_confirmations';
 
+/**
+ * The seller's channels that reach this subscriber: those they gave a contact for. A seller on Telegram
+ * alone reaches no one known by e-mail only, so the portal offers no switches for messages that cannot
+ * come (found from outside).
+ */
+export function channelsReaching(channels: string[], contacts: Partial<Record<'email' | 'messenger' | 'nostr', string | null>>): string[] {
+  return channels.filter((c) => !!contacts[c as keyof typeof contacts]);
+}
+
 /** The cancel reason each canceller is shown to the subscriber with. */
 const REASON_FOR_SUBSCRIBER: Record<CancelledBy, string> = {
   subscriber: 'cancelled by subscriber',

@@ -1,7 +1,7 @@
 import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, notificationMessages, turnBackOn, type BusRequest } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { accessAfterCancel, accessUntil, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
+import { accessAfterCancel, accessUntil, channelsReaching, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelled } from './subscription-action.js';
 import { awaitingFirstPayment, renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
@@ -42,6 +42,10 @@ async function planNames(d: Deps, walletId: string, planId: string): Promise<Pla
   return { plan_name: plan?.name ?? '', ...(contact ? { merchant_name: contact.merchant_name ?? null, notice_channels: contact.methods } : {}) };
 }
 
+/** A plan's names as its subscriber sees them: only the channels that reach them. */
+const forSubscriber = (names: PlanNames, contacts: Parameters<typeof channelsReaching>[1]): PlanNames =>
+  names.notice_channels ? { ...names, notice_channels: channelsReaching(names.notice_channels, contacts) } : names;
+
 /** A subscription as its subscriber sees it in the portal (no owner metadata, the reason in their words). */
 async function portalItem(d: Deps, x: SubRow, names: PlanNames, now: number) {
   const { metadata: _m, ...rest } = toSubscription(x, now);
@@ -81,7 +85,7 @@ export const portalListSubscriptions = (d: Deps) =>
     const names = new Map<string, Promise<PlanNames>>();
     for (const sub of page.items) if (!names.has(sub.plan_id)) names.set(sub.plan_id, planNames(d, s.wallet_id, sub.plan_id));
     const now = unixSeconds(d.clock);
-    return { ...page, items: await Promise.all(page.items.map(async (x) => portalItem(d, x, await names.get(x.plan_id)!, now))) };
+    return { ...page, items: await Promise.all(page.items.map(async (x) => portalItem(d, x, forSubscriber(await names.get(x.plan_id)!, s), now))) };
   });
 
 /**
@@ -90,13 +94,13 @@ export const portalListSubscriptions = (d: Deps) =>
  */
 export const portalUpdate = (d: Deps) =>
   routeHandler('portal.subscriptions.update', async (req) => {
-    const saved = await d.db.tx(async (tx) => {
+    const { saved, s } = await d.db.tx(async (tx) => {
       const s = await subscriberOf(d, tx, req);
       const sub = await d.subscriptions.get(tx, s.wallet_id, req.params.id, true);
       if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
-      return saveSettings(d, tx, sub, noticeSwitches(sub, req.body), unixSeconds(d.clock));
+      return { saved: await saveSettings(d, tx, sub, noticeSwitches(sub, req.body), unixSeconds(d.clock)), s };
     });
-    return portalItem(d, saved, await planNames(d, saved.wallet_id, saved.plan_id), unixSeconds(d.clock));
+    return portalItem(d, saved, forSubscriber(await planNames(d, saved.wallet_id, saved.plan_id), s), unixSeconds(d.clock));
   });
 
 /** The subscription and kind of notice a one-click unsubscribe token names; 404 for anything else. */
