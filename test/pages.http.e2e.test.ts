@@ -142,6 +142,9 @@ describe('hosted pages', () => {
       ['/subscriptions_manager/checkout//', noPlan],
       ['/subscriptions_manager/checkout/plan_01abc/more', noPlan],
       [`/subscriptions_manager/checkout/${archived}`, notOffered],
+      // Naming a payment, a plan that never was is no page either (found in review: 200 for any id).
+      ['/subscriptions_manager/checkout/plan_01JUNKJUNKJUNKJUNKJUNKJUNK?payment=pay_01JUNKJUNKJUNKJUNKJUNKJUNK', notOffered],
+      ['/subscriptions_manager/checkout/nothing-like-an-id?payment=x', notOffered],
     ] as const) {
       for (const accept of [BROWSER, '*/*', undefined]) {
         const res = await fetch(`${stack.gatewayUrl}${path}`, { headers: accept ? { Accept: accept } : {} });
@@ -156,9 +159,13 @@ describe('hosted pages', () => {
       const api = await fetch(`${stack.gatewayUrl}${path}`, { headers: { Accept: 'application/json' } });
       expect([api.status, await api.json()], path).toEqual([404, { detail: 'Not Found' }]);
     }
-    // The plan on offer is its page, for every client.
-    for (const accept of [BROWSER, '*/*', 'application/json']) {
-      const res = await fetch(`${stack.gatewayUrl}/subscriptions_manager/checkout/${offered}`, { headers: { Accept: accept } });
+    // The plan on offer is its page, for every client; a withdrawn one's naming a payment too (its script
+    // says what became of that payment).
+    for (const [path, accept] of [
+      ...[BROWSER, '*/*', 'application/json'].map((a) => [offered, a] as const),
+      [`${archived}?payment=pay_01JUNKJUNKJUNKJUNKJUNKJUNK`, BROWSER] as const,
+    ]) {
+      const res = await fetch(`${stack.gatewayUrl}/subscriptions_manager/checkout/${path}`, { headers: { Accept: accept } });
       expect([res.status, res.headers.get('content-type')], accept).toEqual([200, 'text/html; charset=utf-8']);
       expect(await res.text(), accept).toMatch(/src="\/subscriptions_manager\/assets\/checkout-[^"]+\.js"/);
     }

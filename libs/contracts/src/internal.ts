@@ -2,7 +2,7 @@ import { z } from './zod.js';
 import { BusErrorReply } from './bus.js';
 import { Id, Paginated, UnixSeconds } from './common.js';
 import { NWC_ERROR_CODES, NWCSubscriptionCreate } from './nwc.js';
-import { CheckoutResponse, Payment, PaymentStatus, PortalPayment } from './payments.js';
+import { CheckoutResponse, Payment, PaymentPurpose, PaymentStatus, PortalPayment } from './payments.js';
 import { PaymentMethod } from './plans.js';
 import { SubscriptionStatus } from './subscriptions.js';
 
@@ -10,8 +10,6 @@ import { SubscriptionStatus } from './subscriptions.js';
  * Bus messages between services (not HTTP). Each names its subject, request and reply; both ends
  * validate against them.
  */
-export const PaymentPurpose = z.enum(['checkout', 'renewal']);
-export type PaymentPurpose = z.infer<typeof PaymentPurpose>;
 
 export const CreatePayment = z.object({
   wallet_id: Id,
@@ -209,11 +207,13 @@ export const messages = {
    * Whether a plan can be bought now (it exists and is not archived): the gateway asks before it serves a
    * checkout page, so that the page of no such plan is a 404. Only the plan's row: the public plan route
    * would also ask the notifier and payments for the page's courtesies, which the page then asks anyway.
+   * `archived`, for a plan not offered: whether it existed (an address naming one of its payments is
+   * still a page; an unknown plan's is a 404). An older billing leaves it out.
    */
   planOffered: {
     subject: 'billing.internal.plan_offered',
     request: z.object({ id: Id }),
-    reply: z.object({ offered: z.boolean() }),
+    reply: z.object({ offered: z.boolean(), archived: z.boolean().optional() }),
   },
   subscribeNwc: { subject: 'billing.internal.subscribe_nwc', request: SubscribeNwc, reply: SubscribedNwc },
   /**

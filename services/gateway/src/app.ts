@@ -371,12 +371,12 @@ const PUBLIC_PLAN = (routes as readonly RouteDef[]).find((r) => r.id === 'public
  */
 function planOffered(d: GatewayDeps): PlanOffered {
   return async (req, id) => {
-    if (unstorableIssues({ id }, 'path').length || !PUBLIC_PLAN.params!.safeParse({ id }).success) return false;
+    if (unstorableIssues({ id }, 'path').length || !PUBLIC_PLAN.params!.safeParse({ id }).success) return { offered: false, archived: false };
     if (d.limits.publicGet.take(`${req.ip}`) > 0) return undefined;
     // Not as long as an API request may wait (a route's own wait only lengthens BUS_TIMEOUT_MS): a page
     // that shows nothing for seconds is worse than the page's own look-up.
     const asked = callMessage(d.bus, messages.planOffered, { id }).then(
-      (r) => r.offered,
+      (r) => r,
       () => undefined,
     );
     return within(asked, PAGE_LOOKUP_MS, () => undefined);

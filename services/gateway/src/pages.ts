@@ -209,11 +209,12 @@ const MESSAGE_SLOT = '<main id="main" tabindex="-1"></main>';
 type PageId = 'checkout' | 'manage' | 'docs' | 'unsubscribe';
 
 /**
- * Whether the plan a checkout address names can be bought: false when it does not exist (or is archived,
- * or its id could not be one), undefined when that cannot be told now (billing away, the address over its
- * budget), which serves the page: it asks again itself and says what it finds.
+ * Whether the plan a checkout address names can be bought: `offered` false when it does not exist (or is
+ * archived, or its id could not be one; `archived` says which, when known), undefined when that cannot be
+ * told now (billing away, the address over its budget), which serves the page: it asks again itself and
+ * says what it finds.
  */
-export type PlanOffered = (req: Request, planId: string) => Promise<boolean | undefined>;
+export type PlanOffered = (req: Request, planId: string) => Promise<{ offered: boolean; archived?: boolean | undefined } | undefined>;
 
 /** Whether a request prefers HTML to JSON (a browser), as the API decides between a page and its JSON. */
 export const prefersHtml = (req: Request) => req.accepts(['json', 'html']) === 'html';
@@ -280,10 +281,11 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
   router.get(`${BASE}/checkout`, notFound('checkout'));
   router.get(`${BASE}/checkout/:planId`, (req, res, next) => {
     // Naming a payment, the page is served even for a plan withdrawn since: its script says what became
-    // of that payment (one paid late is recorded, and to be refunded), not only "Plan not found".
+    // of that payment (one paid late is recorded, and to be refunded), not only "Plan not found". Not for
+    // a plan that never was (found in review: a 200 for any id), unless billing could not say (older).
     const followsPayment = typeof req.query.payment === 'string';
     planOffered(req, req.params.planId as string)
-      .then((offered) => (offered === false && !followsPayment ? planGone(req, res, next) : send('checkout', req, res, next)))
+      .then((plan) => (plan && !plan.offered && !(followsPayment && plan.archived !== false) ? planGone(req, res, next) : send('checkout', req, res, next)))
       .catch(next);
   });
   router.get(`${BASE}/manage`, page('manage'));

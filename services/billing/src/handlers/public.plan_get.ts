@@ -34,4 +34,7 @@ export const getPublicPlan = (d: Deps) =>
   });
 
 /** Whether `GET /public/plan/{id}` would find the plan: the gateway's question before a checkout page. */
-export const planOffered = (d: Deps) => messageHandler(messages.planOffered, async (req) => ({ offered: !!(await d.plans.getPublic(d.db, req.id)) }));
+export const planOffered = (d: Deps) =>
+  messageHandler(messages.planOffered, async (req) =>
+    (await d.plans.getPublic(d.db, req.id)) ? { offered: true } : { offered: false, archived: await d.plans.archived(d.db, req.id) },
+  );

@@ -72,6 +72,12 @@ export class PlansRepo {
     return rows[0];
   }
 
+  /** Whether a plan with this id exists and is archived (of any wallet: its id alone names it). */
+  async archived(q: Queryable, id: string): Promise<boolean> {
+    const { rows } = await q.query(`SELECT 1 FROM ${this.schema}.plans WHERE id = $1 AND is_deleted`, [id]);
+    return rows.length > 0;
+  }
+
   /** Compare-and-set on `version`: false when someone else changed the row first. */
   async update(q: Queryable, p: Plan, version: number, archivedAt?: number): Promise<boolean> {
     const { rowCount } = await q.query(
