@@ -103,7 +103,22 @@ describe('public checkout', () => {
     const p = await plan();
     expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'card', email: 'x@example.com' })).status).toBe(422);
     expect((await anon.post('/public/subscribe', { plan_id: 'plan_nope', payment_method: 'lightning' })).status).toBe(404);
-    expect((await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'bad' })).status).toBe(422);
+    // In the checkout page's own words (found from outside: "Invalid email address." beside the page's own).
+    for (const email of ['bad', 'a@b.c']) {
+      const refused = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email });
+      expect(refused.status, email).toBe(422);
+      expect(refused.body.detail[0], email).toMatchObject({ loc: ['body', 'email'], msg: 'must be an e-mail address like name@example.com' });
+    }
+    // Too long for any Telegram chat: the same words as any other chat that is none (found from outside:
+    // "at most 100 characters" for a username of 4 to 32).
+    for (const messenger of ['a'.repeat(101), '@abc']) {
+      const refused = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'tg@example.com', messenger });
+      expect(refused.status, messenger).toBe(422);
+      expect(refused.body.detail[0], messenger).toMatchObject({
+        loc: ['body', 'messenger'],
+        msg: expect.stringMatching(/must be a Telegram chat: a chat id of up to 16 digits, or a username of 4 to 32 letters/),
+      });
+    }
     const first = await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'dup@example.com' });
     expect(first.status).toBe(201);
     // While unpaid, the same contact and method get their open checkout again (the checkout page's retry),

@@ -251,3 +251,39 @@ export function undecodableQueryIssues(rawQuery: string): ValidationIssue[] {
   }
   return issues;
 }
+
+/**
+ * Telegram's identifiers as the Bot API takes them, one rule wherever one is taken: a chat id has at most
+ * 52 significant bits (16 digits; a group's is negative), a username is 4 (auctioned ones) to 32
+ * letters, digits and underscores, from a letter.
+ */
+const TELEGRAM_CHAT_ID = String.raw`-?\d{1,16}`;
+const TELEGRAM_NAME = '[A-Za-z][A-Za-z0-9_]{3,31}';
+export const telegram = {
+  chatId: new RegExp(`^${TELEGRAM_CHAT_ID}$`),
+  /** A username as Telegram sends it, without its @. */
+  username: new RegExp(`^${TELEGRAM_NAME}$`),
+  /** A subscriber's chat: a chat id, or a username with or without its @. */
+  subscriberChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@?${TELEGRAM_NAME})$`),
+  /** An owner's chat: a chat id, or a channel's @username (the Bot API needs the @ there). */
+  ownerChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@${TELEGRAM_NAME})$`),
+  /** The rule in words, for a refusal. */
+  rule: 'a chat id of up to 16 digits, or a username of 4 to 32 letters, digits or _ starting with a letter',
+};
+
+/**
+ * A subscriber's Telegram contact as a request gives it (the rule is checked by billing, after trimming):
+ * too long for any chat is refused in the same words (found from outside: "at most 100 characters" for a
+ * username of 4 to 32).
+ */
+export const subscriberMessenger = () =>
+  z
+    .string()
+    .max(100, { error: `must be a Telegram chat: ${telegram.rule}` })
+    .openapi({ description: 'Telegram username (with or without @) or numeric chat id' });
+
+/**
+ * An e-mail address as a request gives it, refused in the checkout page's own words (found from outside:
+ * the page said "Enter an e-mail address like name@example.com", the service "Invalid email address").
+ */
+export const emailAddress = () => z.email({ error: 'must be an e-mail address like name@example.com' }).max(254);

@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, NAME_RULE, NOT_IN_NAMES, PaginationQuery, UnixSeconds } from './common.js';
+import { emailAddress, Id, NAME_RULE, NOT_IN_NAMES, PaginationQuery, telegram, UnixSeconds } from './common.js';
 import { EventName } from './events.js';
 import { ContactPreference } from './nwc.js';
 
@@ -79,25 +79,6 @@ export const SmtpUrl = z
   }, 'must be smtp:// or smtps:// with a host, optional port and user:password only (no path or query; a % in them written %25)');
 
 /**
- * Telegram's identifiers as the Bot API takes them, one rule wherever one is taken: a chat id has at most
- * 52 significant bits (16 digits; a group's is negative), a username is 4 (auctioned ones) to 32
- * letters, digits and underscores, from a letter.
- */
-const TELEGRAM_CHAT_ID = String.raw`-?\d{1,16}`;
-const TELEGRAM_NAME = '[A-Za-z][A-Za-z0-9_]{3,31}';
-export const telegram = {
-  chatId: new RegExp(`^${TELEGRAM_CHAT_ID}$`),
-  /** A username as Telegram sends it, without its @. */
-  username: new RegExp(`^${TELEGRAM_NAME}$`),
-  /** A subscriber's chat: a chat id, or a username with or without its @. */
-  subscriberChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@?${TELEGRAM_NAME})$`),
-  /** An owner's chat: a chat id, or a channel's @username (the Bot API needs the @ there). */
-  ownerChat: new RegExp(`^(${TELEGRAM_CHAT_ID}|@${TELEGRAM_NAME})$`),
-  /** The rule in words, for a refusal. */
-  rule: 'a chat id of up to 16 digits, or a username of 4 to 32 letters, digits or _ starting with a letter',
-};
-
-/**
  * `Name <address>` or a bare address, split; undefined when it is not exactly one mailbox. A line break
  * in a sender would be a header of its own (Bcc: anyone) if any mail library let it through.
  */
@@ -121,7 +102,7 @@ const EmailChannelIn = z.strictObject({
     .refine((v) => !!parseMailbox(v), 'must be one address: name@example.com or Name <name@example.com>')
     .optional()
     .openapi({ description: 'Sender; the mail server must be allowed to send for it' }),
-  owner_email: z.email().max(254).optional().openapi({ description: 'Where owner notices go by e-mail' }),
+  owner_email: emailAddress().optional().openapi({ description: 'Where owner notices go by e-mail' }),
 });
 const MessengerChannelIn = z.strictObject({
   bot_token: z

@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, shownName, UnixSeconds } from './common.js';
+import { emailAddress, Id, shownName, subscriberMessenger, UnixSeconds } from './common.js';
 
 /** NIP-47 error codes; `error_code` of a failed NWC payment is one of them. */
 export const NWC_ERROR_CODES = z
@@ -40,9 +40,9 @@ export type ContactPreference = z.infer<typeof ContactPreference>;
 export const NWCSubscriptionCreate = z
   .strictObject({
     plan_id: Id,
-    email: z.email().max(254).optional(),
+    email: emailAddress().optional(),
     name: shownName(z.string().max(200)).optional(),
-    messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),
+    messenger: subscriberMessenger().optional(),
     nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
     nwc_connection_string: connectionString,
     contact_preference: ContactPreference.optional().openapi({

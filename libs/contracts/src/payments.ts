@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { Id, PaginationQuery, shownName, UnixSeconds } from './common.js';
+import { emailAddress, Id, PaginationQuery, shownName, subscriberMessenger, UnixSeconds } from './common.js';
 import { PaymentMethod } from './plans.js';
 
 export const PaymentStatus = z.enum(['pending', 'paid', 'failed', 'expired']).openapi('PaymentStatus');
@@ -68,9 +68,9 @@ export const SubscribeRequest = z
         "One of the plan's `payment_methods` (`card` is an alias of `cardproc`). `nwc` is always refused here with 422 " +
         "(loc `body.payment_method`) naming `POST /public/subscribe/nwc`, which takes the wallet's connection string.",
     }),
-    email: z.email().max(254).optional(),
+    email: emailAddress().optional(),
     name: shownName(z.string().max(200)).optional(),
-    messenger: z.string().max(100).optional().openapi({ description: 'Chat username' }),
+    messenger: subscriberMessenger().optional(),
     nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
     contact_preference: z.enum(['email', 'messenger', 'nostr']).optional().openapi({
       description: 'Preferred notification channel; the matching contact field must be given',
@@ -122,6 +122,10 @@ export type TrialSubscriptionResponse = z.infer<typeof TrialSubscriptionResponse
 export const SubscribeResponse = z.union([CheckoutResponse, TrialSubscriptionResponse]).openapi('SubscribeResponse');
 export type SubscribeResponse = z.infer<typeof SubscribeResponse>;
 
+/** What a payment is for: a subscription's first payment (its checkout), or a renewal. */
+export const PaymentPurpose = z.enum(['checkout', 'renewal']);
+export type PaymentPurpose = z.infer<typeof PaymentPurpose>;
+
 export const PaymentStatusResponse = z
   .object({
     payment_id: Id,
@@ -132,9 +136,12 @@ export const PaymentStatusResponse = z
     unapplied: z.boolean().optional().openapi({
       description: 'True for a payment that arrived after its subscription had ended (or its plan was withdrawn): the seller is told to refund it',
     }),
+    purpose: PaymentPurpose.optional().openapi({
+      description: "What the payment is for: a subscription's first payment (its checkout), or a renewal. The checkout page's words differ",
+    }),
     applied: z.boolean().optional().openapi({
       description:
-        'True once the paid payment was applied to its subscription. A paid payment with neither `applied` nor `unapplied` is being applied (moments after it is paid)',
+        'For a paid payment: true once it was applied to its subscription, false while that is not decided yet (the moments after it is paid); absent when `unapplied` is true, and for a payment not paid',
     }),
   })
   .openapi('PaymentStatusResponse');
