@@ -431,7 +431,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await card.getByRole('heading', { name: 'Gold' }).count()).toBe(1);
     expect(await card.locator('.status-active').textContent()).toBe('Active');
     // This seller has no channel: no switches for messages nobody would send (found from outside).
-    await expect.poll(() => card.getByText('This seller sends no messages about this subscription.').count()).toBe(1);
+    await expect
+      .poll(() => card.getByText('You get no messages about this subscription: the seller sends none by the contact details you gave.').count())
+      .toBe(1);
     expect(await card.getByRole('checkbox').count()).toBe(0);
     expect(await card.textContent()).toMatch(/Access.*Yes, until at least/);
     // Payment history with a receipt.
@@ -668,6 +670,55 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('heading', { name: 'Payments and receipts' }).waitFor();
     expect(await page.locator('.payment-row .pill-paid').count()).toBe(2);
     expect(await card.getByRole('heading', { name: 'Payment due' }).count()).toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('a renewal paid by way of the processor\'s return says it renewed, not "You are subscribed" (found from outside)', async () => {
+    const p = await plan({ name: 'Renewed here', amount_sats: 2100 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'renewed-here@example.com' })).body;
+    await pay(sub.payment_id);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    expect((await admin.post('/dev/clock', { advance_seconds: 28 * 86400 })).status).toBe(200);
+    const renewal = await until(
+      () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
+      (r) => r.body.items?.length === 1,
+    );
+    const due = renewal.body.items[0];
+    const { page, problems } = await openPage(phone);
+    await page.goto(`${p.checkout_url}?payment=${encodeURIComponent(due.id)}`);
+    await expect.poll(() => page.locator('#payment-status').textContent()).toContain('Not paid yet.');
+    await pay(due.id);
+    await page.locator('#done').waitFor({ timeout: 20_000 });
+    expect(await page.getByRole('heading', { level: 2 }).textContent()).toBe('Renewal paid');
+    expect(await page.locator('#done-message').textContent()).toBe('Payment received: your subscription to Renewed here is renewed.');
+    expect(await page.title()).toMatch(/^Paid for Renewed here/);
+    expect((await anon.get(`/public/payment/${due.id}/status`)).body).toMatchObject({ status: 'paid', applied: true, purpose: 'renewal' });
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("the portal offers no notice switches to a subscriber the seller's channels do not reach (found from outside)", async () => {
+    const p = await plan({ name: 'Chat only notices', amount_sats: 1100 });
+    const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { messenger: { bot_token: BOT_TOKEN } } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'mail-only@example.com' })).body;
+    await pay(sub.payment_id);
+    await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.getByRole('heading', { name: 'Chat only notices' }).waitFor();
+    await expect
+      .poll(() => card.getByText('You get no messages about this subscription: the seller sends none by the contact details you gave.').count())
+      .toBe(1);
+    expect(await card.getByRole('checkbox').count()).toBe(0);
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -1683,6 +1734,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const res = await again;
     expect(keys[0]).toMatch(/^[0-9a-f]{32}$/);
     expect(res.request().headers()['idempotency-key']).not.toBe(keys[0]);
+    // A new request for a known contact: its checkout, without the link (the same key would replay it).
+    expect(res.status()).toBe(201);
     expect((await res.json()).manage_url ?? null).toBeNull();
     await page.close();
   });
@@ -1720,12 +1773,16 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     try {
       await pay(w.payment_id);
       await expect.poll(() => page.locator('#payment-status').textContent(), { timeout: 30_000 }).toBe('Payment received. Starting your subscription…');
+      expect(await page.getByRole('heading', { level: 2 }).textContent()).toBe('Payment received');
+      expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(w.manage_url);
       expect((await anon.get(`/public/payment/${w.payment_id}/status`)).body).toEqual({
         payment_id: w.payment_id,
         status: 'paid',
         paid_at: expect.any(Number),
         subscription_id: w.subscription_id,
         plan_id: gone.id,
+        purpose: 'checkout',
+        applied: false,
       });
       await page.waitForTimeout(3000);
       expect(await page.locator('#done').count()).toBe(0);
@@ -1809,16 +1866,15 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#pay').waitFor();
     expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
     await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
-    let answered = false;
     await page.route('**/public/subscribe', async (route) => {
       await new Promise((r) => setTimeout(r, 1500));
       await route.continue();
-      answered = true;
     });
+    const answered = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
     await page.getByRole('button', { name: 'Get a fresh invoice' }).click();
     await page.goBack();
     await page.locator('#checkout-form').waitFor();
-    await expect.poll(() => answered).toBe(true);
+    expect((await answered).status()).toBe(201);
     await page.waitForTimeout(1000);
     await page.unroute('**/public/subscribe');
     expect(new URL(page.url()).search).toBe('');

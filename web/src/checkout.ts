@@ -201,7 +201,8 @@ function openCheckoutOf(body: Record<string, unknown>): ShownPayment | null {
     for (let i = 0; i < sessionStorage.length; i++) {
       const key = sessionStorage.key(i);
       const kept = key?.startsWith('sb-payment-') ? tabGet<ShownPayment>(key) : null;
-      if (!kept?.c?.payment_id || kept.body?.plan_id !== body.plan_id) continue;
+      // One paid too late started nothing: not "already subscribed in this tab".
+      if (!kept?.c?.payment_id || kept.body?.plan_id !== body.plan_id || kept.late) continue;
       if (!Object.keys(CONTACT_FIELDS).some((c) => body[c] && kept.body[c] === body[c])) continue;
       if (!found || (kept.c.expires_at ?? 0) > (found.c.expires_at ?? 0)) found = kept;
     }
@@ -523,7 +524,8 @@ function render(plan: PublicPlan, back: boolean): void {
           idempotencyKey: idempotencyKey(`nwc ${JSON.stringify(sent)}`),
         });
         unanswered = null;
-        if (!still()) return;
+        // A subscription made is said even after Back or Forward drew another view: its portal link is
+        // given once (found in review: dropped with the answer).
         if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
         // Paid, without an error: active in a moment (billing applies the payment), or ended meanwhile (the
         // owner cancelled it): the words say which, the heading claims no more than the payment.
@@ -549,13 +551,16 @@ function render(plan: PublicPlan, back: boolean): void {
       const sent = { ...body, payment_method: m };
       const r = await api<Checkout | Trial>('POST', '/public/subscribe', { body: sent, idempotencyKey: idempotencyKey(JSON.stringify(sent)) });
       unanswered = null;
-      if (!still()) return;
       // The page's own words for the trial: its end as every date here reads, and what comes after it.
+      // Said even after Back or Forward, as a wallet's subscription is.
       if ('trial' in r) {
         const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
         return subscribed(plan, r.subscription_id, message, r.manage_url ?? null);
       }
       keepLink(r, replaced?.c.payment_id ?? null);
+      // Back or Forward drew another view meanwhile: not drawn over it, but kept, so that sending the form
+      // again offers this tab's open checkout (with its link) rather than a bare 409.
+      if (!still()) return tabSet(`sb-payment-${r.payment_id}`, { c: { ...r, manage_url: null }, body, method: m } satisfies ShownPayment);
       // In the address, so that a reload or Back comes back to this payment, not to an empty form.
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
       showPayment(plan, r, body, m);
@@ -689,6 +694,25 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   const keepFocus = () => {
     if (!section.contains(document.activeElement)) heading.focus();
   };
+  /**
+   * Paid, being applied (once, not at each answer): nothing is left to pay with, the heading says so, and
+   * the portal link this tab holds is shown already (billing may be away for a while).
+   */
+  let receivedShown = false;
+  const received = () => {
+    if (receivedShown) return;
+    receivedShown = true;
+    const focusWasIn = section.contains(document.activeElement);
+    view.remove();
+    heading.textContent = 'Payment received';
+    const link = linkOf(c.payment_id);
+    shownLinkKeys = link ? [`sb-link-${c.payment_id}`] : [];
+    shownLink = link;
+    status.replaceChildren(APPLYING);
+    const linkParagraph = portalLinkParagraph(link);
+    if (linkParagraph) section.append(linkParagraph);
+    if (focusWasIn && !section.contains(document.activeElement)) heading.focus();
+  };
   // Withdrawn because the seller stopped offering the plan (found from outside: "expired", and a fresh
   // invoice offered that could only end on "Plan not found"). Its payment is still followed.
   const withdrawn = () => {
@@ -728,16 +752,18 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     async function fresh(): Promise<void> {
       setBusy(again, true);
       const still = currentView();
+      // An ended payment found paid meanwhile (the late following) is followed in this view's place.
+      const mine = following;
       try {
         const r = await api<Checkout>('POST', '/public/subscribe', { body: { ...body, payment_method: method } });
-        // Back or Forward meanwhile drew another view: this answer is not drawn over it.
-        if (!still()) return;
+        // Back or Forward meanwhile drew another view, or a payment was found paid: not drawn over it.
+        if (!still() || mine !== following) return;
         keepLink(r, c.payment_id);
         history.replaceState(null, '', `${location.pathname}?payment=${encodeURIComponent(r.payment_id)}`);
         showPayment(plan, r, body, method, false, [c.payment_id, ...replaced]);
         announce('A fresh invoice is ready');
       } catch (err) {
-        if (!still()) return;
+        if (!still() || mine !== following) return;
         // The plan was archived meanwhile: no invoice can be had any more; the ended ones are still followed.
         if (err instanceof ApiError && err.status === 404) return withdrawn();
         // Another checkout of this contact took its place (another tab, another method) or it was
@@ -768,13 +794,8 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       },
       // The server answers again: a connection error said earlier is no longer true.
       (answer) => {
-        if (answer.status === 'paid') {
-          // Paid, being applied: nothing is left to pay with.
-          view.remove();
-          keepFocus();
-        }
-        const now = answer.status === 'paid' ? APPLYING : WAITING;
-        if (status.textContent !== now) status.textContent = now;
+        if (answer.status === 'paid') received();
+        else if (status.textContent !== WAITING) status.textContent = WAITING;
         return true;
       },
     );
@@ -795,6 +816,7 @@ interface PaymentStatus {
   plan_id?: string;
   unapplied?: boolean;
   applied?: boolean;
+  purpose?: string;
 }
 
 /** What the service says of a payment now (the one public read the page follows payments by). */
@@ -803,8 +825,9 @@ const paymentStatus = (paymentId: string) => api<PaymentStatus>('GET', `/public/
 /**
  * Paid, and the service has not yet said whether it started the subscription with it (the moments after
  * a payment): not said active yet, since one that came too late is a refund case (found in review: said
- * active, then not applied). Asked again for at most APPLYING_MS: a service older than `applied` never
- * says, and its payment is then said active, as it was before.
+ * active, then not applied). Asked again until it says (every LATE_POLL_MS after APPLYING_MS: billing
+ * may be away); a payments service older than `applied` never says, and its payment is said active
+ * after APPLYING_MS, as it was before.
  */
 const applying = (s: PaymentStatus) => s.status === 'paid' && !s.applied && !s.unapplied;
 const APPLYING_MS = 60_000;
@@ -838,10 +861,11 @@ function followStatus(
     // The view changed while it was asked (Back, a fresh invoice): this answer is no one's any more.
     if (mine !== following) return;
     if (applying(s)) paidSeen ??= Date.now();
-    const open = s.status === 'pending' || (applying(s) && Date.now() - paidSeen! < APPLYING_MS);
+    const waited = paidSeen !== null && Date.now() - paidSeen >= APPLYING_MS;
+    const open = s.status === 'pending' || (applying(s) && (s.applied === false || !waited));
     if (!open) return settled(s);
     if (pending?.(s) === false) return;
-    pollTimer = window.setTimeout(poll, POLL_MS);
+    pollTimer = window.setTimeout(poll, waited ? LATE_POLL_MS : POLL_MS);
   };
   pollTimer = window.setTimeout(poll, firstMs);
 }
@@ -890,7 +914,10 @@ function followLate(ids: string[], found: (paymentId: string) => void): void {
  */
 function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, startedHere = true): void {
   keepPaid(shownId, !!s.unapplied);
-  if (s.unapplied) paidTooLate(plan);
+  const renewal = s.purpose === 'renewal';
+  if (s.unapplied) paidTooLate(plan, renewal);
+  // A renewal paid through its processor comes back here too (found from outside: "You are subscribed").
+  else if (renewal) done(plan, `Payment received: your subscription to ${plan.name} is renewed.`, null, [], false, 'Renewal paid');
   else done(plan, paidMessage(plan), linkOf(shownId), [`sb-link-${shownId}`], startedHere);
 }
 
@@ -898,7 +925,7 @@ function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, starte
  * Paid after the checkout ended: the payment is recorded, the subscription did not start. `plan`: null
  * when the plan itself is gone (withdrawn), so there is no plan to head the page with.
  */
-function paidTooLate(plan: PublicPlan | null): void {
+function paidTooLate(plan: PublicPlan | null, renewal = false): void {
   stopFollowing();
   if (plan) forgetDraft(plan.id);
   const heading = h(plan ? 'h2' : 'h1', { tabindex: -1, id: 'late-heading' }, 'Payment received too late');
@@ -911,7 +938,7 @@ function paidTooLate(plan: PublicPlan | null): void {
       h(
         'p',
         { id: 'late-message' },
-        'Your payment arrived after this checkout had ended, so it did not start a subscription. The seller is told to refund it; please contact them.',
+        `Your payment arrived after this ${renewal ? 'renewal could no longer be paid, so it did not renew your subscription' : 'checkout had ended, so it did not start a subscription'}. The seller is told to refund it; please contact them.`,
       ),
     ),
   );

@@ -204,7 +204,7 @@ describe('payments service, dev provider (DEV_MODE)', () => {
     const status0 = await s.route('payments.public.payment_status', { params: { id: payment.id } });
     expect(status0).toEqual({
       ok: true,
-      data: { payment_id: payment.id, status: 'pending', paid_at: null, subscription_id: req.subscription_id, plan_id: req.plan_id },
+      data: { payment_id: payment.id, status: 'pending', paid_at: null, subscription_id: req.subscription_id, plan_id: req.plan_id, purpose: 'renewal' },
     });
 
     const reply = await pay(payment.id);
@@ -233,8 +233,15 @@ describe('payments service, dev provider (DEV_MODE)', () => {
       paid_at: paid.paid_at,
     });
 
+    // Paid, not yet applied by billing: said so (applied: false), then applied once billing marks it.
     const status1 = await s.route('payments.public.payment_status', { params: { id: payment.id } });
-    expect(status1).toMatchObject({ ok: true, data: { status: 'paid', paid_at: paid.paid_at } });
+    expect(status1).toMatchObject({ ok: true, data: { status: 'paid', paid_at: paid.paid_at, applied: false } });
+    expect(await callMessage(s.bus, messages.markApplied, { wallet_id: WALLET, payment_id: payment.id })).toEqual({ marked: true });
+    expect(await callMessage(s.bus, messages.markApplied, { wallet_id: WALLET, payment_id: payment.id })).toEqual({ marked: true });
+    expect(await callMessage(s.bus, messages.markApplied, { wallet_id: 'wal_other', payment_id: payment.id })).toEqual({ marked: false });
+    const applied = await s.route('payments.public.payment_status', { params: { id: payment.id } });
+    expect(applied).toMatchObject({ ok: true, data: { status: 'paid', applied: true } });
+    expect((applied as { data: object }).data).not.toHaveProperty('unapplied');
     const again = await pay(payment.id);
     expect(again).toMatchObject({ ok: true, data: { status: 'paid', paid_at: paid.paid_at } });
     expect(await outboxCount(s, payment.id)).toBe(1);

@@ -17,7 +17,10 @@ const answer = (p: PaymentRecord): PaymentStatusResponse => ({
   paid_at: p.paid_at,
   subscription_id: p.subscription_id,
   plan_id: p.plan_id,
-  ...(p.status !== 'paid' ? {} : p.unapplied_reason ? { unapplied: true } : p.applied_at != null ? { applied: true } : {}),
+  purpose: p.purpose,
+  // Paid: applied, not applied, or not yet decided (applied: false), which a page tells from a payments
+  // service older than the field (none of the three).
+  ...(p.status !== 'paid' ? {} : p.unapplied_reason ? { unapplied: true } : { applied: p.applied_at != null }),
 });
 
 /**

@@ -135,11 +135,13 @@ ALTER TABLE payments ADD COLUMN mismatch_seen_at BIGINT;`,
   {
     id: 9,
     name: 'paid payments billing applied',
-    // An older version ignores the column (the checkout page then waits its limit before saying "active").
+    // An older version ignores the column (its status answers leave `applied` out, as before).
     compatible: true,
     sql: `
 -- When billing applied this paid payment to a subscription: the public status says so, and until then
--- (nor unapplied_reason set) the checkout page does not yet say the subscription is active.
-ALTER TABLE payments ADD COLUMN applied_at BIGINT;`,
+-- (nor unapplied_reason set) the checkout page does not yet say the subscription is active. Those paid
+-- before it were applied (or marked unapplied) by billing already.
+ALTER TABLE payments ADD COLUMN applied_at BIGINT;
+UPDATE payments SET applied_at = paid_at WHERE status = 'paid' AND unapplied_reason IS NULL;`,
   },
 ];
