@@ -619,21 +619,37 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
-  it('the portal shows the open renewal payment, payable right there', async () => {
-    const p = await plan({ name: 'Renew', amount_sats: 2000, grace_period_days: 3 });
-    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'renew@example.com' })).body;
+  /** A Lightning checkout on the page whose invoice then expired (the dev clock an hour on): its fresh-invoice button shown. */
+  async function expiredLightningCheckout(name: string, amount_sats: number, email: string) {
+    const p = await plan({ name, amount_sats });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    const c = await checkout(page, 'Lightning', email);
+    await page.locator('#pay').waitFor();
+    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+    await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    return { p, page, problems, c };
+  }
+
+  /** A monthly subscription paid by Lightning, 28 days on: its renewal payment is open (issued 3 days before the period ends). */
+  async function renewalDue(body: Record<string, unknown>, email: string) {
+    const p = await plan(body);
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email })).body;
     await pay(sub.payment_id);
     await until(
       () => admin.get(`/subscriptions/${sub.subscription_id}`),
       (r) => r.body.status === 'active',
     );
-    // Monthly renewals are issued 3 days before the period ends.
     expect((await admin.post('/dev/clock', { advance_seconds: 28 * 86400 })).status).toBe(200);
     const renewal = await until(
       () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
       (r) => r.body.items?.length === 1,
     );
-    const due = renewal.body.items[0];
+    return { p, sub, due: renewal.body.items[0] };
+  }
+
+  it('the portal shows the open renewal payment, payable right there', async () => {
+    const { sub, due } = await renewalDue({ name: 'Renew', amount_sats: 2000, grace_period_days: 3 }, 'renew@example.com');
     const { page, problems } = await openPage(phone);
     await page.goto(sub.manage_url);
     const card = page.locator(`#sub-${sub.subscription_id}`);
@@ -675,19 +691,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('a renewal paid by way of the processor\'s return says it renewed, not "You are subscribed" (found from outside)', async () => {
-    const p = await plan({ name: 'Renewed here', amount_sats: 2100 });
-    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'renewed-here@example.com' })).body;
-    await pay(sub.payment_id);
-    await until(
-      () => admin.get(`/subscriptions/${sub.subscription_id}`),
-      (r) => r.body.status === 'active',
-    );
-    expect((await admin.post('/dev/clock', { advance_seconds: 28 * 86400 })).status).toBe(200);
-    const renewal = await until(
-      () => admin.get(`/payments?subscription_id=${sub.subscription_id}&status=pending`),
-      (r) => r.body.items?.length === 1,
-    );
-    const due = renewal.body.items[0];
+    const { p, due } = await renewalDue({ name: 'Renewed here', amount_sats: 2100 }, 'renewed-here@example.com');
     const { page, problems } = await openPage(phone);
     await page.goto(`${p.checkout_url}?payment=${encodeURIComponent(due.id)}`);
     await expect.poll(() => page.locator('#payment-status').textContent()).toContain('Not paid yet.');
@@ -1741,13 +1745,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('a payment made after its request expired, or after the plan was withdrawn, is still followed and said as it is (found from outside)', async () => {
-    const p = await plan({ name: 'Paid late', amount_sats: 5500 });
-    const { page, problems } = await openPage(phone);
-    await page.goto(p.checkout_url);
-    const c = await checkout(page, 'Lightning', 'paid-late@example.com');
-    await page.locator('#pay').waitFor();
-    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
-    await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    const { page, problems, c } = await expiredLightningCheckout('Paid late', 5500, 'paid-late@example.com');
     expect(await page.locator('#payment-status').textContent()).toContain('This payment request expired before it was paid. Nothing was charged.');
     // Paid after all (a wallet that paid at the last moment): recorded as paid, and the page says so.
     await pay(c.payment_id);
@@ -1807,13 +1805,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('an invoice replaced by a fresh one and paid late starts the subscription, said on the page and where the processor returns (found in review)', async () => {
-    const p = await plan({ name: 'Replaced late', amount_sats: 5700 });
-    const { page, problems } = await openPage(phone);
-    await page.goto(p.checkout_url);
-    const c = await checkout(page, 'Lightning', 'replaced-late@example.com');
-    await page.locator('#pay').waitFor();
-    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
-    await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    const { p, page, problems, c } = await expiredLightningCheckout('Replaced late', 5700, 'replaced-late@example.com');
     // The same payment in another tab, as a processor's return link or a bookmark names it: expired.
     const { page: other, problems: otherProblems } = await openPage(phone);
     await other.goto(`${p.checkout_url}?payment=${encodeURIComponent(c.payment_id)}`);
@@ -1859,13 +1851,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('a fresh invoice whose answer comes after Back is not drawn over the form (found in review)', async () => {
-    const p = await plan({ name: 'Slow fresh', amount_sats: 5900 });
-    const { page, problems } = await openPage(phone);
-    await page.goto(p.checkout_url);
-    await checkout(page, 'Lightning', 'slow-fresh@example.com');
-    await page.locator('#pay').waitFor();
-    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
-    await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    const { page, problems } = await expiredLightningCheckout('Slow fresh', 5900, 'slow-fresh@example.com');
     await page.route('**/public/subscribe', async (route) => {
       await new Promise((r) => setTimeout(r, 1500));
       await route.continue();

@@ -526,10 +526,10 @@ function render(plan: PublicPlan, back: boolean): void {
         unanswered = null;
         // A subscription made is said even after Back or Forward drew another view: its portal link is
         // given once (found in review: dropped with the answer).
-        if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null);
+        if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null, undefined, !still());
         // Paid, without an error: active in a moment (billing applies the payment), or ended meanwhile (the
         // owner cancelled it): the words say which, the heading claims no more than the payment.
-        if (!r.error_code) return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null, 'Your wallet has paid');
+        if (!r.error_code) return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null, 'Your wallet has paid', !still());
         // The subscription exists now, waiting for its first payment: this contact cannot start another,
         // so the way on is another wallet here, or its own page, where it is payable by invoice.
         const link = r.manage_url ?? null;
@@ -555,7 +555,7 @@ function render(plan: PublicPlan, back: boolean): void {
       // Said even after Back or Forward, as a wallet's subscription is.
       if ('trial' in r) {
         const message = r.trial_end ? `Your free trial of ${plan.name} has started. It ends on ${date(r.trial_end)}; after it, ${priceLine(plan)}.` : r.message;
-        return subscribed(plan, r.subscription_id, message, r.manage_url ?? null);
+        return subscribed(plan, r.subscription_id, message, r.manage_url ?? null, undefined, !still());
       }
       keepLink(r, replaced?.c.payment_id ?? null);
       // Back or Forward drew another view meanwhile: not drawn over it, but kept, so that sending the form
@@ -700,8 +700,10 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
    */
   let receivedShown = false;
   const received = () => {
-    if (receivedShown) return;
+    // An error said meanwhile ("Still checking…") is over once it answers again.
+    if (receivedShown) return void (status.textContent !== APPLYING && status.replaceChildren(APPLYING));
     receivedShown = true;
+    titled('Paid for', plan);
     const focusWasIn = section.contains(document.activeElement);
     view.remove();
     heading.textContent = 'Payment received';
@@ -787,7 +789,12 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     followStatus(
       paymentId,
       firstMs,
-      (answer) => (answer.status === 'paid' ? settledPaid(plan, answer, c.payment_id) : void ended(answer.status)),
+      (answer) =>
+        answer.status !== 'paid'
+          ? void ended(answer.status)
+          : answer.applied === false
+            ? status.replaceChildren(slowToApply(answer))
+            : settledPaid(plan, answer, c.payment_id),
       (err) => {
         status.textContent = stillChecking(err);
         return false;
@@ -831,7 +838,13 @@ const paymentStatus = (paymentId: string) => api<PaymentStatus>('GET', `/public/
  */
 const applying = (s: PaymentStatus) => s.status === 'paid' && !s.applied && !s.unapplied;
 const APPLYING_MS = 60_000;
+/** The most a payment billing has not decided on yet is followed: then the page says so and stops. */
+const DECIDING_MAX_MS = 5 * 60_000;
 const APPLYING = 'Payment received. Starting your subscription…';
+const applyingWords = (s: PaymentStatus) => (s.purpose === 'renewal' ? 'Payment received. Renewing your subscription…' : APPLYING);
+/** Paid, and still not applied after DECIDING_MAX_MS (billing away): true, and what to do. */
+const slowToApply = (s: PaymentStatus) =>
+  `Payment received. Applying it to your subscription is taking longer than usual${s.purpose === 'renewal' ? '' : ' (it starts once it is)'}; this page has stopped checking: reload it later to see the result.`;
 
 /**
  * Asks for a payment's status, the first time after `firstMs`, then every POLL_MS while it is pending or
@@ -862,7 +875,8 @@ function followStatus(
     if (mine !== following) return;
     if (applying(s)) paidSeen ??= Date.now();
     const waited = paidSeen !== null && Date.now() - paidSeen >= APPLYING_MS;
-    const open = s.status === 'pending' || (applying(s) && (s.applied === false || !waited));
+    const deciding = s.applied === false && Date.now() - paidSeen! < DECIDING_MAX_MS;
+    const open = s.status === 'pending' || (applying(s) && (deciding || (s.applied === undefined && !waited)));
     if (!open) return settled(s);
     if (pending?.(s) === false) return;
     pollTimer = window.setTimeout(poll, waited ? LATE_POLL_MS : POLL_MS);
@@ -948,10 +962,13 @@ function paidTooLate(plan: PublicPlan | null, renewal = false): void {
   heading.focus();
 }
 
-/** Subscribed without a payment view: said, and kept in the address and this tab for a reload. */
-function subscribed(plan: PublicPlan, subscriptionId: string, message: string, link: string | null, heading?: string): void {
+/**
+ * Subscribed without a payment view: said, and kept in the address and this tab for a reload. `over`: it
+ * comes after Back or Forward drew another view, whose entry is kept (a new one for this).
+ */
+function subscribed(plan: PublicPlan, subscriptionId: string, message: string, link: string | null, heading?: string, over = false): void {
   tabSet(`sb-subscribed-${subscriptionId}`, { message, link, at: Date.now(), ...(heading ? { heading } : {}) } satisfies Subscribed);
-  history.replaceState(null, '', `${location.pathname}?subscribed=${encodeURIComponent(subscriptionId)}`);
+  history[over ? 'pushState' : 'replaceState'](null, '', `${location.pathname}?subscribed=${encodeURIComponent(subscriptionId)}`);
   done(plan, message, link, [`sb-subscribed-${subscriptionId}`], true, heading);
 }
 
@@ -1042,6 +1059,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         }
         if (!ofPlan(answer)) return;
         const settled = answer.status;
+        if (settled === 'paid' && answer.applied === false) return say(slowToApply(answer));
         if (settled === 'paid') return settledPaid(plan, answer, paymentId, !!shownPayment(paymentId));
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
         // Paid late after all: said as the service settles it (found in review: not followed here).
@@ -1057,7 +1075,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       },
       (answer) => {
         if (!ofPlan(answer)) return false;
-        if (answer.status === 'paid') say(APPLYING);
+        if (answer.status === 'paid') say(applyingWords(answer));
         else whilePending();
         return true;
       },

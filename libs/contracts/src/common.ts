@@ -286,4 +286,8 @@ export const subscriberMessenger = () =>
  * An e-mail address as a request gives it, refused in the checkout page's own words (found from outside:
  * the page said "Enter an e-mail address like name@example.com", the service "Invalid email address").
  */
-export const emailAddress = () => z.email({ error: 'must be an e-mail address like name@example.com' }).max(254);
+export const emailAddress = () =>
+  z
+    .string()
+    .check(z.email({ error: 'must be an e-mail address like name@example.com' }))
+    .max(254);

@@ -1,5 +1,5 @@
 import { PaymentEventData, messages, type EventEnvelope } from '@sb/contracts';
-import { callMessage, enqueueEvent, idTimeMs, unixSeconds } from '@sb/runtime';
+import { BusUnavailableError, callMessage, enqueueEvent, idTimeMs, unixSeconds } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
 import { applicationOf } from './domain/payment-application.js';
 import { awaitingFirstPayment } from './domain/schedule.js';
@@ -123,11 +123,14 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
   }
   if (outcome.unapplied) await callMessage(d.bus, messages.markUnapplied, { wallet_id, payment_id: p.payment_id, reason: outcome.unapplied });
   else {
-    // Only the checkout page waits for it, and for a limited time: a failure (a payments version without
-    // the message, payments away) must not hold the event back and redeliver it.
-    await callMessage(d.bus, messages.markApplied, { wallet_id, payment_id: p.payment_id }).catch((err) =>
-      d.log.warn({ err, payment_id: p.payment_id }, 'could not mark the payment applied (the checkout page says it active after its wait)'),
-    );
+    // Retried like the calls above (a timeout, payments' database away: the event is redelivered), but a
+    // payments version without the message (or a bus config older than it) is not waited for: only the
+    // checkout page's wait depends on the mark, and it ends by itself (found in review: a page waiting
+    // for ever on one lost call).
+    await callMessage(d.bus, messages.markApplied, { wallet_id, payment_id: p.payment_id }).catch((err) => {
+      if (!(err instanceof BusUnavailableError && (err.noResponders || err.refused))) throw err;
+      d.log.warn({ err, payment_id: p.payment_id }, 'no payments service takes the applied mark (an older version?): the checkout page waits its limit');
+    });
   }
   return outcome.result;
 }

@@ -139,9 +139,18 @@ ALTER TABLE payments ADD COLUMN mismatch_seen_at BIGINT;`,
     compatible: true,
     sql: `
 -- When billing applied this paid payment to a subscription: the public status says so, and until then
--- (nor unapplied_reason set) the checkout page does not yet say the subscription is active. Those paid
--- before it were applied (or marked unapplied) by billing already.
-ALTER TABLE payments ADD COLUMN applied_at BIGINT;
-UPDATE payments SET applied_at = paid_at WHERE status = 'paid' AND unapplied_reason IS NULL;`,
+-- (nor unapplied_reason set) the checkout page does not yet say the subscription is active.
+ALTER TABLE payments ADD COLUMN applied_at BIGINT;`,
+  },
+  {
+    id: 10,
+    name: 'payments paid before billing marked them applied',
+    // Rows only, which an older version ignores.
+    compatible: true,
+    // Its own transaction, after the column's (whose table lock is then released): rows are locked, not
+    // the table, while the paid payments are written.
+    sql: `
+-- Those paid before billing marked applied payments were applied (or marked unapplied) already.
+UPDATE payments SET applied_at = paid_at WHERE status = 'paid' AND unapplied_reason IS NULL AND applied_at IS NULL;`,
   },
 ];
