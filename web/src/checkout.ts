@@ -20,6 +20,7 @@ import {
   type Payable,
   unconfirmed,
 } from './common.js';
+import { LATE_FOLLOW_MS, LATE_POLL_MS, nextAsk, POLL_MS, type PaymentStatus } from './pace.js';
 
 interface PublicPlan {
   id: string;
@@ -57,11 +58,6 @@ interface NwcAnswer {
   manage_url?: string | null;
 }
 
-const POLL_MS = 2000;
-/** How often a payment that ran out or failed is asked about again (a late payment still counts). */
-const LATE_POLL_MS = 10_000;
-/** For how long after it ended: a checkout is open for a day at most. */
-const LATE_FOLLOW_MS = 24 * 3600_000;
 const WAITING = 'Waiting for your payment…';
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 
@@ -647,9 +643,8 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError
     const show = h('button', { type: 'button', id: 'show-open-checkout', class: 'secondary' }, open.paid ? 'Show it' : 'Show its payment');
     show.addEventListener('click', () => {
       history.pushState(null, '', `${location.pathname}?payment=${encodeURIComponent(open.c.payment_id)}`);
-      const id = open.c.payment_id;
       if (open.late) paidTooLate(plan);
-      else if (open.paid) done(plan, paidMessage(plan), linkOf(id), [`sb-link-${id}`]);
+      else if (open.paid) paidHere(plan, open.c.payment_id);
       else showPayment(plan, open.c, open.body, open.method, true);
     });
     formError.replaceChildren(open.paid ? 'You already subscribed to this plan in this tab: ' : 'You have an open checkout for this plan: ', show);
@@ -700,8 +695,11 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
    */
   let receivedShown = false;
   const received = () => {
-    // An error said meanwhile ("Still checking…") is over once it answers again.
-    if (receivedShown) return void (status.textContent !== APPLYING && status.replaceChildren(APPLYING));
+    if (receivedShown) {
+      // An error said meanwhile ("Still checking…") is over once it answers again.
+      if (status.textContent !== APPLYING) status.replaceChildren(APPLYING);
+      return;
+    }
     receivedShown = true;
     titled('Paid for', plan);
     const focusWasIn = section.contains(document.activeElement);
@@ -818,28 +816,9 @@ function stillChecking(err: unknown): string {
   return `Still checking your payment… ${why}; this page asks again by itself.`;
 }
 
-interface PaymentStatus {
-  status: string;
-  plan_id?: string;
-  unapplied?: boolean;
-  applied?: boolean;
-  purpose?: string;
-}
-
 /** What the service says of a payment now (the one public read the page follows payments by). */
 const paymentStatus = (paymentId: string) => api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(paymentId)}/status`);
 
-/**
- * Paid, and the service has not yet said whether it started the subscription with it (the moments after
- * a payment): not said active yet, since one that came too late is a refund case (found in review: said
- * active, then not applied). Asked again until it says (every LATE_POLL_MS after APPLYING_MS: billing
- * may be away); a payments service older than `applied` never says, and its payment is said active
- * after APPLYING_MS, as it was before.
- */
-const applying = (s: PaymentStatus) => s.status === 'paid' && !s.applied && !s.unapplied;
-const APPLYING_MS = 60_000;
-/** The most a payment billing has not decided on yet is followed: then the page says so and stops. */
-const DECIDING_MAX_MS = 5 * 60_000;
 const APPLYING = 'Payment received. Starting your subscription…';
 const applyingWords = (s: PaymentStatus) => (s.purpose === 'renewal' ? 'Payment received. Renewing your subscription…' : APPLYING);
 /** Paid, and still not applied after DECIDING_MAX_MS (billing away): true, and what to do. */
@@ -873,13 +852,11 @@ function followStatus(
     }
     // The view changed while it was asked (Back, a fresh invoice): this answer is no one's any more.
     if (mine !== following) return;
-    if (applying(s)) paidSeen ??= Date.now();
-    const waited = paidSeen !== null && Date.now() - paidSeen >= APPLYING_MS;
-    const deciding = s.applied === false && Date.now() - paidSeen! < DECIDING_MAX_MS;
-    const open = s.status === 'pending' || (applying(s) && (deciding || (s.applied === undefined && !waited)));
-    if (!open) return settled(s);
+    const next = nextAsk(s, paidSeen, Date.now());
+    paidSeen = next.paidSeen;
+    if (next.askIn === null) return settled(s);
     if (pending?.(s) === false) return;
-    pollTimer = window.setTimeout(poll, waited ? LATE_POLL_MS : POLL_MS);
+    pollTimer = window.setTimeout(poll, next.askIn);
   };
   pollTimer = window.setTimeout(poll, firstMs);
 }
@@ -932,8 +909,12 @@ function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, starte
   if (s.unapplied) paidTooLate(plan, renewal);
   // A renewal paid through its processor comes back here too (found from outside: "You are subscribed").
   else if (renewal) done(plan, `Payment received: your subscription to ${plan.name} is renewed.`, null, [], false, 'Renewal paid');
-  else done(plan, paidMessage(plan), linkOf(shownId), [`sb-link-${shownId}`], startedHere);
+  else paidHere(plan, shownId, startedHere);
 }
+
+/** Subscribed by a checkout's payment: said with the portal link this tab holds for that payment. */
+const paidHere = (plan: PublicPlan, paymentId: string, startedHere = true) =>
+  done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], startedHere);
 
 /**
  * Paid after the checkout ended: the payment is recorded, the subscription did not start. `plan`: null
@@ -1165,7 +1146,7 @@ async function main(back: boolean): Promise<void> {
     const ours = shown && shown.body.plan_id === plan.id && query.get('processor') !== 'dev';
     // Seen paid in this tab: paid it stays, so it is not shown as an invoice to pay until its status answers.
     if (ours && shown.late) paidTooLate(plan);
-    else if (ours && shown.paid) done(plan, paidMessage(plan), linkOf(shown.c.payment_id), [`sb-link-${shown.c.payment_id}`]);
+    else if (ours && shown.paid) paidHere(plan, shown.c.payment_id);
     else if (ours) showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
     else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`], true, started.heading);
