@@ -2475,6 +2475,42 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('the portal lists its fresh invoice, and follows an invoice that ran out: paid late, said without a reload (found in review)', async () => {
+    const p = await plan({ name: 'Late in portal', amount_sats: 660 });
+    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'late-portal@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    await page.goto(c.manage_url);
+    const card = page.locator(`#sub-${c.subscription_id}`);
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+    await card.getByText('The invoice for the first payment ran out before it was paid.').waitFor({ timeout: 20_000 });
+    expect(await page.locator('#notice').textContent()).toBe('The payment due for Late in portal expired before it was paid. Nothing was charged.');
+    // Opened after it ran out (nothing open to follow on it): the one that ran out is followed.
+    const other = await openPage(phone);
+    await other.page.goto(c.manage_url);
+    const otherCard = other.page.locator(`#sub-${c.subscription_id}`);
+    await otherCard.getByRole('button', { name: 'Get a fresh invoice' }).waitFor();
+    // A fresh invoice: on the card, and in the payments list as the open one (not only after a reload).
+    await card.getByRole('button', { name: 'Get a fresh invoice' }).click();
+    await card.getByRole('textbox', { name: 'Invoice' }).waitFor();
+    await expect.poll(() => page.locator('.payment-row .pill-pending').count()).toBe(1);
+    expect(await otherCard.getByRole('button', { name: 'Get a fresh invoice' }).count()).toBe(1);
+    // The invoice that ran out, paid after all (a wallet paying at the last moment): both pages say so.
+    await pay(c.payment_id);
+    for (const [shown, at] of [
+      [page, card],
+      [other.page, otherCard],
+    ] as const) {
+      await expect.poll(() => at.locator('.status-active').textContent(), { timeout: 30_000 }).toBe('Active');
+      expect(await shown.locator('#notice').textContent()).toBe('Payment received for Late in portal. Status: Active.');
+      expect(await at.getByRole('heading', { name: 'Payment due' }).count()).toBe(0);
+    }
+    expect(problems).toEqual([]);
+    expect(other.problems).toEqual([]);
+    await other.page.close();
+    await page.close();
+  });
+
   it('the portal: notice switches by keyboard, saved, their state announced; a failed save says so and puts the switch back', async () => {
     const p = await planWithMessages({ name: 'Switches', amount_sats: 1500, trial_days: 14 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'switches@example.com' })).body;

@@ -19,6 +19,7 @@ import {
   type Payable,
   unconfirmed,
 } from './common.js';
+import { LATE_FOLLOW_MS, LATE_POLL_MS, nextAsk, type PaymentStatus } from './pace.js';
 
 interface Page<T> {
   items: T[];
@@ -95,8 +96,23 @@ const renewsBy = (s: Sub) => (s.wallet_disconnected ? 'Invoice (your wallet was 
 // Pasted links often carry a trailing space or line break.
 const token = (new URLSearchParams(location.search).get('token') ?? '').trim();
 
-/** The open payments shown on the cards, followed until paid or over: payment id to its subscription. */
-let watched = new Map<string, Sub>();
+/**
+ * The payments followed, by id: the open ones shown on the cards, until paid and applied or over, and
+ * each card's newest one that ran out or failed, at a slower pace for a day after it ended, since one
+ * paid late still counts (found in review: the portal said "expired" of a payment made). `paidSeen`: as
+ * the checkout page keeps it (nextAsk); `nextAt`: not asked before; `lateUntil`: ended, followed until then.
+ */
+interface Followed {
+  sub: Sub;
+  paidSeen: number | null;
+  nextAt: number;
+  lateUntil?: number;
+}
+let watched = new Map<string, Followed>();
+const followOpen = (sub: Sub): Followed => ({ sub, paidSeen: null, nextAt: 0 });
+const followEnded = (sub: Sub, endedAt: number): Followed => ({ sub, paidSeen: null, nextAt: Date.now() + LATE_POLL_MS, lateUntil: endedAt + LATE_FOLLOW_MS });
+/** The seller of each subscription shown: the payments list is drawn again without the subscriptions. */
+let sellers = new Map<string, string>();
 let pollTimer: number | undefined;
 /** Settles once the wallets section shows its list or its error (wallet actions wait for it). */
 let walletsShown: Promise<void> = Promise.resolve();
@@ -684,8 +700,12 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
           try {
             const p = await portal<Pay>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/invoice`);
             showOpenPayment(card, s, p);
-            watched.set(p.id, s);
+            watched.set(p.id, followOpen(s));
             schedulePoll();
+            // The list shows it too (found in review: only after a reload).
+            void fetchPayments().then((r) => {
+              if ('ok' in r) document.getElementById('payments')?.replaceWith(paymentsSection(r.ok.items, sellers));
+            });
             announce('A fresh invoice is ready');
             card.querySelector<HTMLElement>('.open-payment h4')?.focus();
           } catch (err) {
@@ -711,14 +731,14 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
 function showPayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[], focus = false): void {
   if (!holder.isConnected) return;
   if ('ok' in r) {
-    const section = paymentsSection(r.ok.items, sellersOf(subs));
+    const section = paymentsSection(r.ok.items, sellers);
     holder.replaceWith(section);
     const open = openPayments(r.ok.items);
     for (const s of subs) {
       const card = document.getElementById(`sub-${s.id}`);
       if (card) showOpenPayment(card, s, open.get(s.id));
     }
-    watch(subs, open);
+    watch(subs, open, r.ok.items);
     if (focus) section.querySelector<HTMLElement>('#payments-heading')?.focus();
     return;
   }
@@ -751,6 +771,7 @@ async function load(): Promise<Sub[]> {
   // must not keep the subscriber from their subscriptions (cancel, notices), only from its own part.
   const payments = fetchPayments();
   const subs = await portal<Page<Sub>>('GET', '/public/manage/subscriptions?limit=200');
+  sellers = sellersOf(subs.items);
   const early = await Promise.race([payments, sleep(PAYMENTS_WAIT_MS).then(() => undefined)]);
   // Its nodes, not its text: a plan name in it keeps its own direction.
   const notice = [...(document.getElementById('notice')?.childNodes ?? [])];
@@ -771,7 +792,7 @@ async function load(): Promise<Sub[]> {
   );
   setMain(h('h1', {}, 'Your subscriptions'), h('p', { id: 'notice', class: 'notice', tabindex: -1 }, ...notice), subsSection, paymentsHolder, walletsHolder);
   // What an earlier drawing followed is not on this one (until its payments are here).
-  watch([], new Map());
+  watch([], new Map(), []);
   // Usually there already: in place before the page is painted.
   if (early) showPayments(paymentsHolder, early, subs.items);
   else void payments.then((r) => showPayments(paymentsHolder, r, subs.items));
@@ -779,12 +800,18 @@ async function load(): Promise<Sub[]> {
   return subs.items;
 }
 
-/** Follows the open payments shown on the cards, as the checkout page follows its own. */
-function watch(subs: Sub[], open: Map<string, Pay>): void {
+/** Follows the open payments shown on the cards, as the checkout page follows its own, and the newest ended one of each. */
+function watch(subs: Sub[], open: Map<string, Pay>, payments: Pay[]): void {
   watched = new Map();
+  const now = Date.now();
   for (const s of subs) {
+    if (TERMINAL.has(s.status)) continue;
     const p = open.get(s.id);
-    if (p && !TERMINAL.has(s.status)) watched.set(p.id, s);
+    if (p) watched.set(p.id, followOpen(s));
+    // The list is newest first.
+    const ended = payments.find((e) => e.subscription_id === s.id && (e.status === 'expired' || e.status === 'failed'));
+    const endedAt = ended ? (ended.expires_at ?? ended.created_at) * 1000 : 0;
+    if (ended && endedAt + LATE_FOLLOW_MS > now) watched.set(ended.id, followEnded(s, endedAt));
   }
   schedulePoll();
 }
@@ -802,22 +829,48 @@ async function poll(): Promise<void> {
   const snapshot = watched;
   polling = true;
   try {
-    for (const [id, sub] of snapshot) {
-      let status: string;
+    for (const [id, f] of snapshot) {
+      const now = Date.now();
+      if (f.lateUntil !== undefined && now > f.lateUntil) snapshot.delete(id);
+      if (f.nextAt > now || !snapshot.has(id)) continue;
+      let s: PaymentStatus;
       try {
-        status = (await api<{ status: string }>('GET', `/public/payment/${encodeURIComponent(id)}/status`)).status;
+        s = await api<PaymentStatus>('GET', `/public/payment/${encodeURIComponent(id)}/status`);
       } catch {
         continue; // asked again on the next round
       }
-      if (status === 'pending') continue;
+      if (snapshot !== watched) break;
+      if (f.lateUntil !== undefined && s.status !== 'paid') {
+        f.nextAt = Date.now() + LATE_POLL_MS;
+        continue;
+      }
+      const next = nextAsk(s, f.paidSeen, Date.now());
+      if (next.paidSeen !== null && f.paidSeen === null) received(f.sub);
+      f.paidSeen = next.paidSeen;
+      if (next.askIn !== null) {
+        f.nextAt = Date.now() + next.askIn;
+        continue;
+      }
       snapshot.delete(id);
-      await refreshCard(sub, id, status);
+      const shown = await refreshCard(f.sub, id, s);
+      // Ran out or failed: followed on, in case it is paid late.
+      if (shown && s.status !== 'paid' && snapshot === watched) snapshot.set(id, followEnded(shown, Date.now()));
     }
   } finally {
     polling = false;
   }
   // The next round follows what is watched now (a reload in the meantime replaced the snapshot).
   schedulePoll();
+}
+
+/** Paid, being applied: nothing is left to pay on its card, which says so until the card is drawn anew. */
+function received(sub: Sub): void {
+  const section = document.querySelector<HTMLElement>(`#sub-${CSS.escape(sub.id)} .open-payment`);
+  if (!section) return;
+  const hadFocus = section.contains(document.activeElement);
+  const heading = h('h4', { tabindex: -1 }, 'Payment received');
+  section.replaceChildren(heading, h('p', { class: 'status', role: 'status' }, 'Payment received. Applying it to your subscription…'));
+  if (hadFocus) heading.focus();
 }
 
 const sleep = (ms: number) => new Promise((r) => window.setTimeout(r, ms));
@@ -827,7 +880,8 @@ const sleep = (ms: number) => new Promise((r) => window.setTimeout(r, ms));
  * without reloading the page (a half-filled form elsewhere stays). Billing applies a payment from its
  * event a moment after the payment itself is settled: asked again until the subscription shows it.
  */
-async function refreshCard(before: Sub, paymentId: string, status: string): Promise<void> {
+async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatus): Promise<Sub | null> {
+  const status = settled.status;
   let subs: Page<Sub> | undefined;
   let payments: Page<Pay> | undefined;
   for (let attempt = 0; attempt < 10; attempt++) {
@@ -839,13 +893,13 @@ async function refreshCard(before: Sub, paymentId: string, status: string): Prom
     }
     const now = subs.items.find((s) => s.id === before.id);
     const moved = !now || now.status !== before.status || now.current_period_end !== before.current_period_end;
-    if (status !== 'paid' || moved) break;
+    if (status !== 'paid' || settled.unapplied || moved) break;
     await sleep(1000);
   }
-  if (!subs || !payments) return;
+  if (!subs || !payments) return null;
   const sub = subs.items.find((s) => s.id === before.id);
   const old = document.getElementById(`sub-${before.id}`);
-  if (!sub || !old) return;
+  if (!sub || !old) return null;
   const open = openPayments(payments.items);
   const card = subscriptionCard(sub, load);
   showOpenPayment(card, sub, open.get(sub.id));
@@ -856,17 +910,29 @@ async function refreshCard(before: Sub, paymentId: string, status: string): Prom
   }
   const hadFocus = old.contains(document.activeElement);
   old.replaceWith(card);
-  document.getElementById('payments')?.replaceWith(paymentsSection(payments.items, sellersOf(subs.items)));
+  sellers = sellersOf(subs.items);
+  document.getElementById('payments')?.replaceWith(paymentsSection(payments.items, sellers));
   if (hadFocus) card.querySelector<HTMLElement>('h3')?.focus();
   const next = open.get(sub.id);
-  if (next && next.id !== paymentId && !TERMINAL.has(sub.status)) watched.set(next.id, sub);
+  if (next && next.id !== paymentId && !TERMINAL.has(sub.status)) watched.set(next.id, followOpen(sub));
   const plan = theirs(sub.plan_name || 'your subscription');
+  // Ended unpaid because another payment was made meanwhile (one that ran out, paid late: the service
+  // then withdraws the fresh one): not "nothing was charged" beside a card that turned active.
+  const paidMeanwhile = status !== 'paid' && sub.status === 'active' && (before.status !== 'active' || sub.current_period_end > before.current_period_end);
   const said =
-    status === 'paid'
-      ? ['Payment received for ', plan, `. Status: ${STATUS_LABELS[sub.status] ?? sub.status}.`]
-      : ['The payment due for ', plan, ` ${status === 'expired' ? 'expired' : 'failed'} before it was paid. Nothing was charged.`];
+    status !== 'paid' && !paidMeanwhile
+      ? ['The payment due for ', plan, ` ${status === 'expired' ? 'expired' : 'failed'} before it was paid. Nothing was charged.`]
+      : settled.unapplied
+        ? ['Your payment for ', plan, ' arrived too late to be applied. The seller is told to refund it; please contact them.']
+        : settled.applied === false
+          ? ['Payment received for ', plan, '. Applying it is taking longer than usual; reload this page later to see the result.']
+          : ['Payment received for ', plan, `. Status: ${STATUS_LABELS[sub.status] ?? sub.status}.`];
+  const text = said.map((c) => (typeof c === 'string' ? c : c.textContent)).join('');
+  // The same news from two of its payments (the fresh one withdrawn, the late one paid) is said once.
+  if (document.getElementById('notice')?.textContent === text) return sub;
   showNotice(said, false);
-  announce(said.map((c) => (typeof c === 'string' ? c : c.textContent)).join(''));
+  announce(text);
+  return sub;
 }
 
 // A hidden page asks nothing; it catches up when it is shown again, and stops for good when left.
