@@ -2194,6 +2194,39 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it("NWC: a wallet's refusal that comes after Back or Forward is shown on the form again, with its one-time link (found in review)", async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    const p = await plan({ name: 'Broke later', amount_sats: 1600, allow_nwc: true, allow_lightning: true });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    // A Lightning checkout first, then Back to the form: Forward later shows that payment again.
+    await checkout(page, 'Lightning', 'broke-later-ln@example.com');
+    await page.locator('#pay').waitFor();
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    wallet.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough money', delayMs: 3000 });
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('broke-later@example.com');
+    await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+    const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc') && r.request().method() === 'POST', { timeout: 60_000 });
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    await expect.poll(() => wallet.requests.filter((r) => r.method === 'pay_invoice').length, { timeout: 20_000 }).toBe(1);
+    await page.goForward();
+    await page.locator('#pay').waitFor();
+    const body = await (await answer).json();
+    expect(body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    const link = page.locator('#form-error').getByRole('link', { name: 'the page of your subscription' });
+    await link.waitFor();
+    expect(await link.getAttribute('href')).toBe(body.manage_url);
+    expect(new URL(page.url()).search).toBe('');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('nwc');
+    expect(await page.getByLabel('E-mail').inputValue()).toBe('broke-later@example.com');
+    expect(problems).toEqual([]);
+    await page.close();
+    wallet.setBehaviour({ pay: true });
+  });
+
   it('NWC: a checkout that gets no answer once the wallet was asked to pay says the wallet may have paid, not only to try again', async () => {
     const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(wallet);

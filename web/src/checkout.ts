@@ -530,10 +530,20 @@ function render(plan: PublicPlan, back: boolean): void {
         // so the way on is another wallet here, or its own page, where it is payable by invoice.
         const link = r.manage_url ?? null;
         const code = r.error_code && !r.message.includes(r.error_code) ? ` (${r.error_code})` : '';
-        formError.replaceChildren(
+        const said = [
           `${r.message}${code}. You can try again with another wallet`,
           ...(link ? [', or pay another way on ', h('a', { href: link, id: 'portal-link' }, 'the page of your subscription'), '.'] : ['.']),
-        );
+        ];
+        if (still()) return formError.replaceChildren(...said);
+        // Back or Forward drew another view meanwhile: the form again, in an entry of its own, with this
+        // answer, whose link comes once (found in review: written into the form no longer shown).
+        history.pushState(null, '', location.pathname);
+        // What that view followed or waited for is not drawn over this one.
+        stopFollowing();
+        views++;
+        render(plan, true);
+        document.getElementById('form-error')?.replaceChildren(...said);
+        document.getElementById('nwc')?.focus();
         return;
       }
       submit.textContent = 'Creating your payment…';
