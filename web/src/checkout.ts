@@ -336,8 +336,11 @@ function fieldError(id: string, text: string | null): void {
 /** A pointer is pressed on the submit button (see the connection string's blur check). */
 let pressingSubmit = false;
 
-/** `back`: reached by Back or Forward, where what was typed is filled in again. */
-function render(plan: PublicPlan, back: boolean): void {
+/**
+ * `back`: reached by Back or Forward, where what was typed is filled in again. `note`: said above the
+ * form (why the form is shown where the address named something else).
+ */
+function render(plan: PublicPlan, back: boolean, note?: string): void {
   titled('Subscribe to', plan);
   const trial = plan.trial_days > 0;
   const methods = plan.payment_methods;
@@ -621,6 +624,7 @@ function render(plan: PublicPlan, back: boolean): void {
         : null,
       trial ? h('p', { class: 'trial' }, `${plan.trial_days}-day free trial: nothing to pay today.`) : null,
     ),
+    note ? h('p', { class: 'notice', id: 'form-note' }, note) : null,
     methods.length ? form : h('p', { class: 'error', role: 'alert' }, 'This plan cannot be paid for right now. Please contact the seller.'),
   );
   const kept = tabGet<Draft>(draftKey(plan.id));
@@ -963,6 +967,14 @@ function subscribed(plan: PublicPlan, subscriptionId: string, message: string, l
   done(plan, message, link, [`sb-subscribed-${subscriptionId}`], true, heading);
 }
 
+/** An address of a subscription's result that this tab does not hold: where that result and its link are. */
+function subscribedElsewhere(plan: PublicPlan): string {
+  const link = plan.available_contact_methods?.length
+    ? 'The link to manage it is in your confirmation message'
+    : 'The link to manage it was shown there; the seller can send it to you again';
+  return `This address showed a subscription's confirmation, which is kept only for a while in the tab where it was made. ${link}. The form below starts a new subscription.`;
+}
+
 /**
  * Where the portal link is when this tab has none: this tab started the checkout without being given one
  * (the contact subscribed before: their link came then), or the checkout was started in another tab.
@@ -1160,7 +1172,12 @@ async function main(back: boolean): Promise<void> {
     else if (ours) showPayment(plan, shown.c, shown.body, shown.method, true);
     else if (paymentId) followPayment(plan, paymentId, query.get('processor') === 'dev');
     else if (started) done(plan, started.message, started.link, [`sb-subscribed-${query.get('subscribed')}`], true, started.heading);
-    else render(plan, back);
+    else if (query.has('subscribed')) {
+      // A result kept only in the tab it was shown in, for a while (found from outside: opened in another
+      // tab, a bare form with nothing said). The address is the form's again.
+      history.replaceState(null, '', location.pathname);
+      render(plan, back, subscribedElsewhere(plan));
+    } else render(plan, back);
   } catch (err) {
     // A payment of a plan withdrawn since (reloaded, or back from a processor): a late payment is still
     // said as it is, not hidden behind "Plan not found" (found from outside).
