@@ -2201,6 +2201,19 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // There the first payment is open, by invoice.
     await page.getByRole('heading', { name: 'Your subscriptions' }).waitFor();
     await expect.poll(() => page.getByRole('textbox', { name: 'Invoice' }).count(), { timeout: 20_000 }).toBe(1);
+    // Another wallet connected there pays the renewals; the first payment stays the invoice's, and the
+    // notice says so (found in review: it promised payments the wallet is never asked for).
+    const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(good);
+    await page.locator('#connect-form').getByLabel('Wallet connection string').fill(good.connectionString());
+    await page.locator('#connect-form').getByRole('button', { name: 'Connect wallet' }).click();
+    await expect
+      .poll(() => page.locator('#notice').textContent())
+      .toBe(
+        `Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke (1,500 sats per month) from now on. It is not asked to make the first payment, due now: pay that from the invoice on the subscription.`,
+      );
+    expect(good.requests.filter((r) => r.method === 'pay_invoice')).toEqual([]);
+    expect(await page.getByRole('textbox', { name: 'Invoice' }).count()).toBe(1);
     expect(problems).toEqual([]);
     await page.close();
   });

@@ -578,7 +578,15 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
         const chosen = eligible.find((s) => s.id === id);
         await reload();
         await walletsShown;
-        showNotice([`Wallet ${r.wallet_pubkey}… connected: it pays the renewals of `, ...(chosen ? named(chosen) : ['your subscription']), ' from now on.']);
+        // Nothing is charged at connecting: a first payment still due is paid from its invoice (found in
+        // review: the notice promised payments while the subscription waited for one it would not make).
+        const firstDue = chosen?.status === 'pending' && !chosen.ever_paid;
+        showNotice([
+          `Wallet ${r.wallet_pubkey}… connected: it pays the renewals of `,
+          ...(chosen ? named(chosen) : ['your subscription']),
+          ' from now on.',
+          firstDue ? ' It is not asked to make the first payment, due now: pay that from the invoice on the subscription.' : '',
+        ]);
       } catch (err) {
         status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
       } finally {
