@@ -2568,6 +2568,30 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('the portal says a payment is received while billing applies it, then the card turns active (found in review)', async () => {
+    const p = await plan({ name: 'Applying', amount_sats: 670 });
+    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'applying-portal@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    await page.goto(c.manage_url);
+    const card = page.locator(`#sub-${c.subscription_id}`);
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    const billing = stack.services.billing.child;
+    billing.kill('SIGSTOP');
+    try {
+      await pay(c.payment_id);
+      // Nothing left to pay with; not said active before billing says it applied it.
+      await card.getByText('Payment received. Applying it to your subscription…').waitFor({ timeout: 20_000 });
+      expect(await card.getByRole('textbox', { name: 'Invoice' }).count()).toBe(0);
+      expect(await card.locator('.status-active').count()).toBe(0);
+    } finally {
+      billing.kill('SIGCONT');
+    }
+    await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 30_000 }).toBe('Active');
+    expect(await page.locator('#notice').textContent()).toBe('Payment received for Applying. Status: Active.');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('the portal: notice switches by keyboard, saved, their state announced; a failed save says so and puts the switch back', async () => {
     const p = await planWithMessages({ name: 'Switches', amount_sats: 1500, trial_days: 14 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'switches@example.com' })).body;
