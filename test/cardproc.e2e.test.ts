@@ -281,6 +281,28 @@ describe('card processor (Stripe) checkout', () => {
     expect((await owner().get(`/payments/${plain.c.payment_id}`)).body.status).toBe('expired');
   });
 
+  it("a price below Stripe's minimum charge: the card checkout is 422 saying why, and another method works (found from outside: 503)", async () => {
+    // 600 sats at 50,000 EUR per bitcoin: 0.30 EUR, under Stripe's 0.50 EUR.
+    const plan = await cardPlan('Card too small', { amount_sats: 600 });
+    const res = await client(stack.api).post('/public/subscribe', { plan_id: plan.id, payment_method: 'card', email: 'too-small@example.com' });
+    expect(res.status, JSON.stringify(res.body)).toBe(422);
+    expect(res.body.detail).toEqual([
+      {
+        loc: ['body', 'payment_method'],
+        msg: "This plan cannot be paid by card: its price, 0.30 EUR at today's rate, is below the smallest amount the card processor takes. Choose another payment method",
+        type: 'value_error',
+      },
+    ]);
+    // No checkout is left waiting for the contact: Lightning goes ahead at once.
+    const ln = await client(stack.api).post('/public/subscribe', { plan_id: plan.id, payment_method: 'lightning', email: 'too-small@example.com' });
+    expect(ln.status, JSON.stringify(ln.body)).toBe(201);
+    const subs = await db.query(`SELECT payment_method, status FROM billing.subscriptions WHERE plan_id = $1 ORDER BY created_at`, [plan.id]);
+    expect(subs.rows).toEqual([
+      { payment_method: 'cardproc', status: 'expired' },
+      { payment_method: 'lightning', status: 'pending' },
+    ]);
+  });
+
   it('a rate source answering 500: subscribe is 503 with a clear detail, no payment, and the checkout kept pending for the retry', async () => {
     const plan = await cardPlan('Card unpriced');
     let asked = 0;

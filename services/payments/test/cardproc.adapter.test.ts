@@ -202,12 +202,20 @@ describe('card processor (Stripe Checkout) adapter', () => {
     expect(stripeUnitAmount(1.23, 'kwd')).toBe(1230);
   });
 
-  it('a refusal, a wrong key, an unknown account, a 5xx or no answer in time is ProviderUnavailableError (503) with the reason', async () => {
-    // Below Stripe's minimum charge: Stripe refuses with 400 and says why.
+  it("a price below Stripe's minimum charge is the payer's 422 on the method: no retry helps (found from outside: 503)", async () => {
     await expect(rail.open(request({ fiat: { amount: 0.2, currency: 'eur', rate: 50_000 } }))).rejects.toMatchObject({
-      kind: 'unavailable',
-      reason: expect.stringMatching(/HTTP 400 .*at least 50 eur/),
+      kind: 'invalid',
+      message:
+        "This plan cannot be paid by card: its price, 0.20 EUR at today's rate, is below the smallest amount the card processor takes. Choose another payment method",
+      issues: [expect.objectContaining({ field: ['payment_method'] })],
     });
+    await expect(rail.open(request({ fiat: { amount: 49, currency: 'jpy', rate: 50_000 } }))).rejects.toMatchObject({
+      kind: 'invalid',
+      message: expect.stringContaining('its price, 49 JPY at'),
+    });
+  });
+
+  it('a wrong key, an unknown account, a 5xx or no answer in time is ProviderUnavailableError (503) with the reason', async () => {
     const wrongKey = railWith({ secretKey: 'sk_test_wrongwrongwrongwrong1234' });
     const err = await wrongKey.open(request()).catch((e) => e);
     expect(err).toBeInstanceOf(ProviderUnavailableError);

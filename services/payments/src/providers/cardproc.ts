@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import { checkoutPageUrl } from '@sb/contracts';
-import { systemClock, unixSeconds, type Clock, rejected } from '@sb/runtime';
+import { systemClock, unixSeconds, type Clock, type DomainError, invalid, rejected } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
 import { ProviderUnavailableError } from './http.js';
@@ -40,6 +40,12 @@ export function stripeUnitAmount(amount: number, currency: string): number {
   const minor = Math.round(amount * 10 ** exponent);
   const cents = Math.max(1, exponent === 3 ? Math.round(minor / 10) : minor);
   return exponent === 3 ? cents * 10 : cents;
+}
+
+/** The payer's words for a price under the card processor's minimum charge. */
+function tooSmall(fiat: { amount: number; currency: string }): string {
+  const price = `${fiat.amount.toFixed(currencyExponent(fiat.currency) === 0 ? 0 : 2)} ${fiat.currency.toUpperCase()}`;
+  return `This plan cannot be paid by card: its price, ${price} at today's rate, is below the smallest amount the card processor takes. Choose another payment method`;
 }
 
 /**
@@ -95,28 +101,33 @@ export class StripeCardRail implements Rail {
     const account = req.plan.cardproc_account_id || undefined;
     // The checkout page following this payment, paid or not: the payer sees it confirmed there (pending until the event arrives).
     const back = checkoutPageUrl(this.s.publicBaseUrl, req.plan_id, req.payment_id);
-    const session = await this.call('POST /v1/checkout/sessions', () =>
-      this.stripe.checkout.sessions.create(
-        {
-          mode: 'payment',
-          line_items: [
-            {
-              quantity: 1,
-              price_data: {
-                currency: req.fiat!.currency,
-                unit_amount: stripeUnitAmount(req.fiat!.amount, req.fiat!.currency),
-                product_data: { name: req.memo },
+    const session = await this.call(
+      'POST /v1/checkout/sessions',
+      () =>
+        this.stripe.checkout.sessions.create(
+          {
+            mode: 'payment',
+            line_items: [
+              {
+                quantity: 1,
+                price_data: {
+                  currency: req.fiat!.currency,
+                  unit_amount: stripeUnitAmount(req.fiat!.amount, req.fiat!.currency),
+                  product_data: { name: req.memo },
+                },
               },
-            },
-          ],
-          metadata: { payment_id: req.payment_id, subscription_id: req.subscription_id },
-          client_reference_id: req.payment_id,
-          success_url: back,
-          cancel_url: back,
-          expires_at: expiresAt,
-        },
-        account ? { stripeAccount: account } : undefined,
-      ),
+            ],
+            metadata: { payment_id: req.payment_id, subscription_id: req.subscription_id },
+            client_reference_id: req.payment_id,
+            success_url: back,
+            cancel_url: back,
+            expires_at: expiresAt,
+          },
+          account ? { stripeAccount: account } : undefined,
+        ),
+      // Below Stripe's minimum charge (0.50 USD or EUR, 0.30 GBP, ...): no retry helps (found from outside:
+      // a 503 "try again shortly" for a plan of a few hundred sats), another method does.
+      (e) => (e.code === 'amount_too_small' ? invalid(['payment_method'], tooSmall(req.fiat!)) : undefined),
     );
     if (!session.url) throw new ProviderUnavailableError(`stripe POST /v1/checkout/sessions: session ${session.id} has no url`);
     return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: recordExpiresAt };
@@ -181,12 +192,15 @@ export class StripeCardRail implements Rail {
     throw rejected('Invalid callback');
   }
 
-  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  /** `refused`: Stripe's answers that are the caller's to hear (a 4xx of its own), not an outage. */
+  private async call<T>(what: string, fn: () => Promise<T>, refused?: (e: Partial<Stripe.errors.StripeError>) => DomainError | undefined): Promise<T> {
     try {
       return await fn();
     } catch (err) {
       // Stripe's messages mask keys (`sk_test_****1234`), so the reason can be logged as it is.
-      const e = err as Error & Partial<Pick<Stripe.errors.StripeError, 'statusCode' | 'type'>>;
+      const e = err as Error & Partial<Pick<Stripe.errors.StripeError, 'statusCode' | 'type' | 'code'>>;
+      const own = refused?.(e);
+      if (own) throw own;
       const status = e.statusCode ? `HTTP ${e.statusCode} ` : '';
       throw new ProviderUnavailableError(`stripe ${what}: ${status}${e.type ?? e.name}: ${e.message}`.slice(0, 500));
     }
