@@ -617,6 +617,14 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(new URL(other.page.url()).search).toBe('');
     expect(await other.page.getByRole('link', { name: 'Manage your subscription' }).count()).toBe(0);
     await check(other.page, other.problems, 'checkout-subscribed-elsewhere');
+    // The same contact there: a trial has no unpaid checkout to tell of (found from outside: "pay it where it was started").
+    await other.page.getByLabel('E-mail').fill('trial@example.com');
+    await other.page.getByRole('button', { name: 'Start free trial' }).click();
+    await expect
+      .poll(() => other.page.locator('#form-error').textContent())
+      .toBe(
+        'This contact already has a subscription to this plan: its link to manage it (and to pay a renewal that is due) was shown when it started; the seller can send it to you again.',
+      );
     await other.page.close();
     await page.locator('#done-heading').focus();
     await page.keyboard.press('Tab');
@@ -637,8 +645,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.goto(p.checkout_url);
     const c = await checkout(page, 'Lightning', email);
     await page.locator('#pay').waitFor();
+    // The focus on the invoice's Copy button when it runs out: on the heading then, not the page's body (found from outside).
+    await page.getByRole('button', { name: 'Copy invoice' }).focus();
     expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
     await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Payment request expired');
     return { p, page, problems, c };
   }
 
@@ -710,6 +721,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#done').waitFor({ timeout: 20_000 });
     expect(await page.getByRole('heading', { level: 2 }).textContent()).toBe('Renewal paid');
     expect(await page.locator('#done-message').textContent()).toBe('Payment received: your subscription to Renewed here is renewed.');
+    // No confirmation message promised (they may be off), no "Subscribe to" above it (found from outside).
+    expect(await page.locator('#link-elsewhere').textContent()).toBe('The page of your subscription, where you paid from, shows it renewed.');
+    expect(await page.locator('header.plan .eyebrow').textContent()).toBe('Renewal of');
     expect(await page.title()).toMatch(/^Paid for Renewed here/);
     expect((await anon.get(`/public/payment/${due.id}/status`)).body).toMatchObject({ status: 'paid', applied: true, purpose: 'renewal' });
     expect(problems).toEqual([]);
@@ -2218,6 +2232,41 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('NWC: a wallet that cannot pay, then one that pays, in the same tab: the link this tab was given is shown (found from outside)', async () => {
+    const broke = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(broke, good);
+    broke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough money' });
+    const p = await plan({ name: 'Second wallet', amount_sats: 1700, allow_nwc: true });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('second-wallet@example.com');
+    const submit = async (wallet: NwcWallet) => {
+      await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+      const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc') && r.request().method() === 'POST', { timeout: 60_000 });
+      await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+      return (await answer).json();
+    };
+    const first = await submit(broke);
+    expect(first).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    expect(first.manage_url).toMatch(/token=/);
+    await page.locator('#form-error').getByRole('link', { name: 'the page of your subscription' }).waitFor();
+    // The same contact again: the service answers without the link (anyone may type an address).
+    const second = await submit(good);
+    expect(second).toMatchObject({ status: 'active', subscription_id: first.subscription_id });
+    expect(second.manage_url ?? null).toBeNull();
+    await page.locator('#done').waitFor();
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(first.manage_url);
+    await page.reload();
+    await page.locator('#done').waitFor();
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).getAttribute('href')).toBe(first.manage_url);
+    expect(problems).toEqual([]);
+    await page.close();
+    // No renewals of it in the later tests' clock moves.
+    expect((await admin.post(`/subscriptions/${first.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+  });
+
   it("NWC: a wallet's refusal that comes after Back or Forward is shown on the form again, with its one-time link (found in review)", async () => {
     const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(wallet);
@@ -2588,6 +2637,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     }
     await expect.poll(() => card.locator('.status-active').textContent(), { timeout: 30_000 }).toBe('Active');
     expect(await page.locator('#notice').textContent()).toBe('Payment received for Applying. Status: Active.');
+    // No wallet for a Lightning subscription, and no advice that ends on a 409 (found from outside: "subscribe with NWC").
+    await expect
+      .poll(() => page.locator('#wallets .hint').last().textContent())
+      .toBe('A wallet pays automatically only for a subscription started with "Nostr Wallet Connect" on its checkout page.');
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -2711,7 +2764,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await paidBy.textContent()).toBe('Invoice (your wallet was disconnected)');
     expect(await page.locator(`#sub-${second.body.subscription_id} dt:text-is("Paid by") + dd`).textContent()).toBe('Your wallet, automatically (NWC)');
     await expect.poll(() => wallets.count()).toBe(2);
-    expect(await wallets.filter({ hasText: 'Alpha' }).textContent()).toContain('· DisconnectedPaid the renewals of Alpha.');
+    expect(await wallets.filter({ hasText: 'Alpha' }).textContent()).toContain('· DisconnectedWas set to pay the renewals of Alpha.');
     // The one without a wallet is offered first, unmarked.
     expect(await options()).toEqual(['Alpha (1,100 sats per month)', 'Beta (1,200 sats per month), replaces its connected wallet']);
     expect(problems).toEqual([]);

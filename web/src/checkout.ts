@@ -296,12 +296,12 @@ function titled(step: string, plan: PublicPlan): void {
   document.title = `${step} ${plan.name}${plan.merchant_name ? ` by ${plan.merchant_name}` : ''}`;
 }
 
-function planHeader(plan: PublicPlan): HTMLElement {
+function planHeader(plan: PublicPlan, eyebrow = 'Subscribe to'): HTMLElement {
   titled('Subscribe to', plan);
   return h(
     'header',
     { class: 'plan' },
-    h('p', { class: 'eyebrow' }, 'Subscribe to'),
+    h('p', { class: 'eyebrow' }, eyebrow),
     h('h1', { dir: 'auto' }, plan.name),
     sellerLine(plan),
     h('p', { class: 'price' }, priceLine(plan)),
@@ -523,15 +523,19 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
           idempotencyKey: idempotencyKey(`nwc ${JSON.stringify(sent)}`),
         });
         unanswered = null;
+        // A wallet that could not pay leaves the subscription waiting, and its answer carries the link; a
+        // second wallet's answer for the same contact does not (found from outside: "was shown when you first
+        // subscribed" in the tab that had just shown it). Kept for the subscription, as a checkout's is.
+        if (r.manage_url) tabSet(`sb-link-${r.subscription_id}`, { url: r.manage_url, at: Date.now() });
+        const link = r.manage_url ?? linkOf(r.subscription_id);
         // A subscription made is said even after Back or Forward drew another view: its portal link is
         // given once (found in review: dropped with the answer).
-        if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null, undefined, !still());
+        if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, link, undefined, !still());
         // Paid, without an error: active in a moment (billing applies the payment), or ended meanwhile (the
         // owner cancelled it): the words say which, the heading claims no more than the payment.
-        if (!r.error_code) return subscribed(plan, r.subscription_id, r.message, r.manage_url ?? null, 'Your wallet has paid', !still());
+        if (!r.error_code) return subscribed(plan, r.subscription_id, r.message, link, 'Your wallet has paid', !still());
         // The subscription exists now, waiting for its first payment: this contact cannot start another,
         // so the way on is another wallet here, or its own page, where it is payable by invoice.
-        const link = r.manage_url ?? null;
         const code = r.error_code && !r.message.includes(r.error_code) ? ` (${r.error_code})` : '';
         const said = [
           `${r.message}${code}. You can try again with another wallet`,
@@ -667,7 +671,12 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError
   const link = plan.available_contact_methods?.length
     ? 'its link to manage it (and to pay a renewal that is due) was shown when it started and is in your messages about it'
     : 'its link to manage it (and to pay a renewal that is due) was shown when it started; the seller can send it to you again';
-  formError.textContent = `This contact already has a subscription or a checkout of this plan. If it was paid, ${link}. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.`;
+  // A trial starts at once: there is no unpaid checkout to tell of (found from outside). One started
+  // before the seller added the trial is still covered by "subscription".
+  formError.textContent =
+    plan.trial_days > 0
+      ? `This contact already has a subscription to this plan: ${link}.`
+      : `This contact already has a subscription or a checkout of this plan. If it was paid, ${link}. If not, pay it where it was started, or wait until it expires (within 24 hours) and start again here.`;
 }
 
 /** A checkout that another one of the same contact replaced, or that was paid or cancelled meanwhile. */
@@ -749,8 +758,11 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     if (earlier) return follow(earlier, 0);
     followLate([c.payment_id, ...replaced], (id) => follow(id, 0));
     // What can no longer be paid is not left on the screen to be paid, nor named by the focused heading
-    // (found from outside: "Pay 21,000 sats for Gold" above "expired").
+    // (found from outside: "Pay 21,000 sats for Gold" above "expired"). The focus in it (its Copy button)
+    // goes to the heading that says what happened, not to the page's body (found from outside).
+    const focusWasIn = view.contains(document.activeElement);
     view.remove();
+    if (focusWasIn) heading.focus();
     if (gone) return withdrawn();
     heading.textContent = settled === 'expired' ? 'Payment request expired' : 'Payment failed';
     const again = h(
@@ -917,17 +929,17 @@ function followLate(ids: string[], found: (paymentId: string) => void): void {
  * A payment seen paid and settled by the service: applied (subscribed), or too late. `shownId`: the
  * payment view's own payment, which keeps the tab's link and is noted paid.
  */
-function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, startedHere = true): void {
+function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, startedHere: boolean | 'renewal' = true): void {
   keepPaid(shownId, !!s.unapplied);
   const renewal = s.purpose === 'renewal';
   if (s.unapplied) paidTooLate(plan, renewal);
   // A renewal paid through its processor comes back here too (found from outside: "You are subscribed").
-  else if (renewal) done(plan, `Payment received: your subscription to ${plan.name} is renewed.`, null, [], false, 'Renewal paid');
+  else if (renewal) done(plan, `Payment received: your subscription to ${plan.name} is renewed.`, null, [], 'renewal', 'Renewal paid');
   else paidHere(plan, shownId, startedHere);
 }
 
 /** Subscribed by a checkout's payment: said with the portal link this tab holds for that payment. */
-const paidHere = (plan: PublicPlan, paymentId: string, startedHere = true) =>
+const paidHere = (plan: PublicPlan, paymentId: string, startedHere: boolean | 'renewal' = true) =>
   done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], startedHere);
 
 /**
@@ -977,9 +989,12 @@ function subscribedElsewhere(plan: PublicPlan): string {
 
 /**
  * Where the portal link is when this tab has none: this tab started the checkout without being given one
- * (the contact subscribed before: their link came then), or the checkout was started in another tab.
+ * (the contact subscribed before: their link came then), or the checkout was started in another tab. A
+ * renewal is paid from the subscription's page (the portal, or a reminder's link to it): no confirmation
+ * message is promised, the subscriber may have turned them off (found from outside).
  */
-function linkElsewhere(plan: PublicPlan, startedHere: boolean): string {
+function linkElsewhere(plan: PublicPlan, startedHere: boolean | 'renewal'): string {
+  if (startedHere === 'renewal') return 'The page of your subscription, where you paid from, shows it renewed.';
   const messages = !!plan.available_contact_methods?.length;
   if (!startedHere) return `The link to manage your subscription is on the page where you started${messages ? ' and in your confirmation message' : ''}.`;
   return messages
@@ -990,16 +1005,23 @@ function linkElsewhere(plan: PublicPlan, startedHere: boolean): string {
 /**
  * Subscribed: the message, and the portal link this tab was given for it (else where to find it).
  * `linkKeys`: where that link is kept, forgotten once this result is left. `startedHere`: this tab
- * started the checkout (else the link may be in the tab that did).
+ * started the checkout (else the link may be in the tab that did), or 'renewal': no checkout, a renewal.
  */
-function done(plan: PublicPlan, message: string, link: string | null, linkKeys: string[] = [], startedHere = true, title = 'You are subscribed'): void {
+function done(
+  plan: PublicPlan,
+  message: string,
+  link: string | null,
+  linkKeys: string[] = [],
+  startedHere: boolean | 'renewal' = true,
+  title = 'You are subscribed',
+): void {
   stopFollowing();
   forgetDraft(plan.id);
   shownLinkKeys = link ? linkKeys : [];
   shownLink = link;
   const heading = h('h2', { tabindex: -1, id: 'done-heading' }, title);
   setMain(
-    planHeader(plan),
+    planHeader(plan, startedHere === 'renewal' ? 'Renewal of' : 'Subscribe to'),
     h(
       'section',
       { id: 'done', class: 'success', 'aria-labelledby': 'done-heading' },

@@ -462,7 +462,8 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
       'li',
       { class: 'card' },
       h('p', {}, h('strong', {}, `Wallet ${w.wallet_pubkey}…`), ` · ${w.is_active ? 'Connected' : 'Disconnected'}`),
-      plan ? h('p', {}, `${w.is_active ? 'Pays' : 'Paid'} the renewals of `, theirs(plan), '.') : null,
+      // Not "Paid" for one disconnected: it may never have paid anything (found from outside).
+      plan ? h('p', {}, `${w.is_active ? 'Pays' : 'Was set to pay'} the renewals of `, theirs(plan), '.') : null,
       h('p', { class: 'hint' }, `Relay ${w.relay_url}. Connected on ${date(w.created_at)}${w.last_used_at ? `, last used ${date(w.last_used_at)}` : ''}.`),
       w.last_error ? h('p', { class: 'error' }, `Last payment failed: ${w.last_error}`) : null,
     );
@@ -507,7 +508,8 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
   // by invoice until another is connected); other subscriptions keep the method they were made with.
   const eligible = subs.filter((s) => !TERMINAL.has(s.status) && s.payment_method === 'nwc');
   if (!eligible.length) {
-    section.append(h('p', { class: 'hint' }, 'To have a wallet pay automatically, subscribe with "Nostr Wallet Connect" on the plan\'s checkout page.'));
+    // Not "subscribe with NWC": the contact's live subscription to the plan makes that a 409 (found from outside).
+    section.append(h('p', { class: 'hint' }, 'A wallet pays automatically only for a subscription started with "Nostr Wallet Connect" on its checkout page.'));
   } else {
     const named = (s: Sub) => [theirs(s.plan_name), ` (${sats(s.amount_sats)} per ${INTERVALS[s.interval] ?? s.interval})`];
     // Connecting to a subscription that has a wallet replaces that wallet: the choice says so.
