@@ -2617,6 +2617,36 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('the portal follows one invoice that ran out per card, the newest, not every one it saw run out (review finding)', async () => {
+    const p = await plan({ name: 'Ran out twice', amount_sats: 680 });
+    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'ran-out-twice@example.com' })).body;
+    const { page, problems } = await openPage(phone);
+    const asked: string[] = [];
+    page.on('request', (r) => {
+      const m = /\/public\/payment\/([^/]+)\/status$/.exec(new URL(r.url()).pathname);
+      if (m) asked.push(decodeURIComponent(m[1]!));
+    });
+    await page.goto(c.manage_url);
+    const card = page.locator(`#sub-${c.subscription_id}`);
+    const runOut = async () => {
+      expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+      await card.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    };
+    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    await runOut();
+    const fresh = page.waitForResponse((r) => r.url().endsWith(`/subscription/${c.subscription_id}/invoice`) && r.request().method() === 'POST');
+    await card.getByRole('button', { name: 'Get a fresh invoice' }).click();
+    const second = await (await fresh).json();
+    await card.getByRole('textbox', { name: 'Invoice' }).waitFor();
+    await runOut();
+    // From now on only the newest one that ran out is asked about (every 10 s), the first no more.
+    asked.length = 0;
+    await expect.poll(() => asked.filter((id) => id === second.id).length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
+    expect(asked.filter((id) => id === c.payment_id)).toEqual([]);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('the portal says a payment is received while billing applies it, then the card turns active (found in review)', async () => {
     const p = await plan({ name: 'Applying', amount_sats: 670 });
     const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'applying-portal@example.com' })).body;

@@ -854,6 +854,8 @@ async function poll(): Promise<void> {
         f.nextAt = Date.now() + LATE_POLL_MS;
         continue;
       }
+      // Paid late: followed as an open one from now on, until it is applied.
+      delete f.lateUntil;
       const next = nextAsk(s, f.paidSeen, Date.now());
       if (next.paidSeen !== null && f.paidSeen === null) received(f.sub);
       f.paidSeen = next.paidSeen;
@@ -863,8 +865,12 @@ async function poll(): Promise<void> {
       }
       snapshot.delete(id);
       const shown = await refreshCard(f.sub, id, s);
-      // Ran out or failed: followed on, in case it is paid late.
-      if (shown && s.status !== 'paid' && snapshot === watched) snapshot.set(id, followEnded(shown, Date.now()));
+      // Ran out or failed: followed on, in case it is paid late; in place of an earlier one of its card, so
+      // that a tab left open through a renewal's hourly invoices asks about one, not one per hour.
+      if (shown && s.status !== 'paid' && snapshot === watched) {
+        for (const [other, g] of snapshot) if (g.lateUntil !== undefined && g.sub.id === shown.id) snapshot.delete(other);
+        snapshot.set(id, followEnded(shown, Date.now()));
+      }
     }
   } finally {
     polling = false;
