@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { APPLYING_MS, DECIDING_MAX_MS, LATE_POLL_MS, nextAsk, type PaymentStatus, POLL_MS } from '../web/src/pace.js';
+import { APPLYING_MS, DECIDING_MAX_MS, LATE_POLL_MS, LATER_POLL_MS, latePace, nextAsk, type PaymentStatus, POLL_MS } from '../web/src/pace.js';
 
 /** The answers of one payment, each at its time: what the page does after each (ask again in ms, or stop). */
 function follow(answers: [number, PaymentStatus][]): (number | null)[] {
@@ -74,5 +74,11 @@ describe('how the pages follow a payment', () => {
         [T0 + APPLYING_MS, older],
       ]),
     ).toEqual([POLL_MS, POLL_MS, null]);
+  });
+
+  it('asks about a payment that ended every 10 s for its first hour, then every minute', () => {
+    expect(latePace(T0, T0)).toBe(LATE_POLL_MS);
+    expect(latePace(T0, T0 + 3600_000 - 1)).toBe(LATE_POLL_MS);
+    expect(latePace(T0, T0 + 3600_000)).toBe(LATER_POLL_MS);
   });
 });

@@ -647,9 +647,14 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#pay').waitFor();
     // The focus on the invoice's Copy button when it runs out: on the heading then, not the page's body (found from outside).
     await page.getByRole('button', { name: 'Copy invoice' }).focus();
+    // What the heading says as it takes the focus is what a screen reader reads (review finding: the old words).
+    await page.evaluate(() =>
+      document.addEventListener('focusin', (e) => document.body.setAttribute('data-focused-with', (e.target as HTMLElement).textContent ?? ''), true),
+    );
     expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
     await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Payment request expired');
+    expect(await page.evaluate(() => document.body.getAttribute('data-focused-with'))).toBe('Payment request expired');
     return { p, page, problems, c };
   }
 
@@ -2267,6 +2272,46 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect((await admin.post(`/subscriptions/${first.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
   });
 
+  it("NWC: a refusal's link is not shown again after Back or Forward (the next person at the tab) (review finding)", async () => {
+    const broke = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(broke, good);
+    broke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough money' });
+    const p = await plan({ name: 'Next at the tab', amount_sats: 1750, allow_nwc: true, allow_lightning: true });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    // An entry to come back to: a Lightning checkout of someone else, then Back to the form.
+    await checkout(page, 'Lightning', 'next-at-tab-ln@example.com');
+    await page.locator('#pay').waitFor();
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('next-at-tab@example.com');
+    const submit = async (wallet: NwcWallet) => {
+      await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+      const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc') && r.request().method() === 'POST', { timeout: 60_000 });
+      await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+      return (await answer).json();
+    };
+    const first = await submit(broke);
+    await page.locator('#form-error').getByRole('link', { name: 'the page of your subscription' }).waitFor();
+    // The person leaves by Forward, the next one comes Back and sends the same address with a wallet that pays.
+    await page.goForward();
+    await page.locator('#pay').waitFor();
+    await page.goBack();
+    await page.locator('#checkout-form').waitFor();
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('next-at-tab@example.com');
+    const second = await submit(good);
+    expect(second).toMatchObject({ status: 'active', subscription_id: first.subscription_id });
+    await page.locator('#done').waitFor();
+    expect(await page.getByRole('link', { name: 'Manage your subscription' }).count()).toBe(0);
+    expect(await page.locator('#link-elsewhere').count()).toBe(1);
+    expect(problems).toEqual([]);
+    await page.close();
+    expect((await admin.post(`/subscriptions/${first.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+  });
+
   it("NWC: a wallet's refusal that comes after Back or Forward is shown on the form again, with its one-time link (found in review)", async () => {
     const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(wallet);
@@ -2660,6 +2705,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       await pay(c.payment_id);
       // Nothing left to pay with; not said active before billing says it applied it.
       await card.getByText('Payment received. Applying it to your subscription…').waitFor({ timeout: 20_000 });
+      // Said aloud once (a live region inserted with its words is often not read).
+      await expect.poll(() => page.locator('#announcer').textContent()).toBe('Payment received. Applying it to your subscription…');
       expect(await card.getByRole('textbox', { name: 'Invoice' }).count()).toBe(0);
       expect(await card.locator('.status-active').count()).toBe(0);
     } finally {

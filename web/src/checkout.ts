@@ -20,7 +20,7 @@ import {
   type Payable,
   unconfirmed,
 } from './common.js';
-import { LATE_FOLLOW_MS, LATE_POLL_MS, nextAsk, POLL_MS, type PaymentStatus } from './pace.js';
+import { LATE_FOLLOW_MS, LATE_POLL_MS, latePace, nextAsk, POLL_MS, type PaymentStatus } from './pace.js';
 
 interface PublicPlan {
   id: string;
@@ -243,6 +243,12 @@ function idempotencyKey(sent: string): string {
   }
   return unanswered.key;
 }
+/**
+ * The portal link a wallet's refusal carried, for a retry with another wallet on this page (found from
+ * outside: lost). Not kept in the tab, and forgotten on Back or Forward: the next person at the tab
+ * retrying with the first one's address must not be shown it.
+ */
+let refusedLink: { subscription: string; url: string } | null = null;
 /** No answer to go by (the connection, a timeout, a service away): the same request again is a retry. */
 const noAnswer = (err: unknown) =>
   err instanceof ApiError && (err.status === 0 || err.status >= 500 || (err.status === 409 && err.message.startsWith(STILL_IN_PROGRESS)));
@@ -525,9 +531,9 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
         unanswered = null;
         // A wallet that could not pay leaves the subscription waiting, and its answer carries the link; a
         // second wallet's answer for the same contact does not (found from outside: "was shown when you first
-        // subscribed" in the tab that had just shown it). Kept for the subscription, as a checkout's is.
-        if (r.manage_url) tabSet(`sb-link-${r.subscription_id}`, { url: r.manage_url, at: Date.now() });
-        const link = r.manage_url ?? linkOf(r.subscription_id);
+        // subscribed" in the tab that had just shown it).
+        if (r.manage_url) refusedLink = { subscription: r.subscription_id, url: r.manage_url };
+        const link = r.manage_url ?? (refusedLink?.subscription === r.subscription_id ? refusedLink.url : null);
         // A subscription made is said even after Back or Forward drew another view: its portal link is
         // given once (found in review: dropped with the answer).
         if (r.status === 'active') return subscribed(plan, r.subscription_id, r.message, link, undefined, !still());
@@ -542,8 +548,11 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
           ...(link ? [', or pay another way on ', h('a', { href: link, id: 'portal-link' }, 'the page of your subscription'), '.'] : ['.']),
         ];
         if (still()) return formError.replaceChildren(...said);
-        // Back or Forward drew another view meanwhile: the form again, in an entry of its own, with this
-        // answer, whose link comes once (found in review: written into the form no longer shown).
+        // Back or Forward drew another view meanwhile: written into the form if that is what is shown
+        // (what was typed since stays), else the form again, in an entry of its own, with this answer,
+        // whose link comes once (found in review: written into the form no longer shown).
+        const shownError = document.querySelector('#checkout-form #form-error');
+        if (shownError) return shownError.replaceChildren(...said);
         history.pushState(null, '', location.pathname);
         // What that view followed or waited for is not drawn over this one.
         stopFollowing();
@@ -762,7 +771,6 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     // goes to the heading that says what happened, not to the page's body (found from outside).
     const focusWasIn = view.contains(document.activeElement);
     view.remove();
-    if (focusWasIn) heading.focus();
     if (gone) return withdrawn();
     heading.textContent = settled === 'expired' ? 'Payment request expired' : 'Payment failed';
     const again = h(
@@ -774,6 +782,8 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       settled === 'expired' ? 'This payment request expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ',
       again,
     );
+    // After its words changed: focused before, it would be read out as the invoice to pay (found in review).
+    if (focusWasIn) heading.focus();
 
     async function fresh(): Promise<void> {
       setBusy(again, true);
@@ -910,7 +920,8 @@ async function firstPaid(ids: string[]): Promise<string | null> {
 function followLate(ids: string[], found: (paymentId: string) => void): void {
   stopFollowing();
   const mine = following;
-  const until = Date.now() + LATE_FOLLOW_MS;
+  const ended = Date.now();
+  const until = ended + LATE_FOLLOW_MS;
   const poll = async (): Promise<void> => {
     if (mine !== following || Date.now() > until) return;
     if (document.hidden) {
@@ -920,7 +931,7 @@ function followLate(ids: string[], found: (paymentId: string) => void): void {
     const paid = await firstPaid(ids);
     if (mine !== following) return;
     if (paid) return found(paid);
-    pollTimer = window.setTimeout(poll, LATE_POLL_MS);
+    pollTimer = window.setTimeout(poll, latePace(ended, Date.now()));
   };
   pollTimer = window.setTimeout(poll, LATE_POLL_MS);
 }
@@ -1217,6 +1228,7 @@ async function main(back: boolean): Promise<void> {
 window.addEventListener('popstate', () => {
   forgetShownLinks();
   unanswered = null;
+  refusedLink = null;
   void main(true).then(() => {
     if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
   });

@@ -19,7 +19,7 @@ import {
   type Payable,
   unconfirmed,
 } from './common.js';
-import { LATE_FOLLOW_MS, LATE_POLL_MS, nextAsk, type PaymentStatus } from './pace.js';
+import { LATE_FOLLOW_MS, latePace, nextAsk, type PaymentStatus } from './pace.js';
 
 interface Page<T> {
   items: T[];
@@ -98,19 +98,19 @@ const token = (new URLSearchParams(location.search).get('token') ?? '').trim();
 
 /**
  * The payments followed, by id: the open ones shown on the cards, until paid and applied or over, and
- * each card's newest one that ran out or failed, at a slower pace for a day after it ended, since one
- * paid late still counts (found in review: the portal said "expired" of a payment made). `paidSeen`: as
- * the checkout page keeps it (nextAsk); `nextAt`: not asked before; `lateUntil`: ended, followed until then.
+ * each card's newest one that expired (failed is final), at a slower pace (latePace) for a day after it
+ * ended, since one paid late still counts (found in review: the portal said "expired" of a payment made).
+ * `paidSeen`: as the checkout page keeps it (nextAsk); `nextAt`: not asked before; `endedAt`: expired then.
  */
 interface Followed {
   sub: Sub;
   paidSeen: number | null;
   nextAt: number;
-  lateUntil?: number;
+  endedAt?: number;
 }
 let watched = new Map<string, Followed>();
 const followOpen = (sub: Sub): Followed => ({ sub, paidSeen: null, nextAt: 0 });
-const followEnded = (sub: Sub, endedAt: number): Followed => ({ sub, paidSeen: null, nextAt: Date.now() + LATE_POLL_MS, lateUntil: endedAt + LATE_FOLLOW_MS });
+const followEnded = (sub: Sub, endedAt: number): Followed => ({ sub, paidSeen: null, nextAt: Date.now() + latePace(endedAt, Date.now()), endedAt });
 /** The seller of each subscription shown: the payments list is drawn again without the subscriptions. */
 let sellers = new Map<string, string>();
 let pollTimer: number | undefined;
@@ -713,8 +713,9 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
             watched.set(p.id, followOpen(s));
             schedulePoll();
             // The list shows it too (found in review: only after a reload).
+            const drawn = paymentsDrawn;
             void fetchPayments().then((r) => {
-              if ('ok' in r) document.getElementById('payments')?.replaceWith(paymentsSection(r.ok.items, sellers));
+              if ('ok' in r && drawn === paymentsDrawn) drawPayments(r.ok.items);
             });
             announce('A fresh invoice is ready');
             card.querySelector<HTMLElement>('.open-payment h4')?.focus();
@@ -742,6 +743,7 @@ function showPayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[], f
   if (!holder.isConnected) return;
   if ('ok' in r) {
     const section = paymentsSection(r.ok.items, sellers);
+    paymentsDrawn++;
     holder.replaceWith(section);
     const open = openPayments(r.ok.items);
     for (const s of subs) {
@@ -818,10 +820,10 @@ function watch(subs: Sub[], open: Map<string, Pay>, payments: Pay[]): void {
     if (TERMINAL.has(s.status)) continue;
     const p = open.get(s.id);
     if (p) watched.set(p.id, followOpen(s));
-    // The list is newest first.
-    const ended = payments.find((e) => e.subscription_id === s.id && (e.status === 'expired' || e.status === 'failed'));
+    // The list is newest first: its newest payment, if that one expired (one paid since settles it).
+    const ended = payments.find((e) => e.subscription_id === s.id && e.status !== 'pending');
     const endedAt = ended ? (ended.expires_at ?? ended.created_at) * 1000 : 0;
-    if (ended && endedAt + LATE_FOLLOW_MS > now) watched.set(ended.id, followEnded(s, endedAt));
+    if (ended?.status === 'expired' && endedAt + LATE_FOLLOW_MS > now) watched.set(ended.id, followEnded(s, endedAt));
   }
   schedulePoll();
 }
@@ -841,7 +843,7 @@ async function poll(): Promise<void> {
   try {
     for (const [id, f] of snapshot) {
       const now = Date.now();
-      if (f.lateUntil !== undefined && now > f.lateUntil) snapshot.delete(id);
+      if (f.endedAt !== undefined && now > f.endedAt + LATE_FOLLOW_MS) snapshot.delete(id);
       if (f.nextAt > now || !snapshot.has(id)) continue;
       let s: PaymentStatus;
       try {
@@ -850,12 +852,12 @@ async function poll(): Promise<void> {
         continue; // asked again on the next round
       }
       if (snapshot !== watched) break;
-      if (f.lateUntil !== undefined && s.status !== 'paid') {
-        f.nextAt = Date.now() + LATE_POLL_MS;
+      if (f.endedAt !== undefined && s.status !== 'paid') {
+        f.nextAt = Date.now() + latePace(f.endedAt, Date.now());
         continue;
       }
       // Paid late: followed as an open one from now on, until it is applied.
-      delete f.lateUntil;
+      delete f.endedAt;
       const next = nextAsk(s, f.paidSeen, Date.now());
       if (next.paidSeen !== null && f.paidSeen === null) received(f.sub);
       f.paidSeen = next.paidSeen;
@@ -865,11 +867,12 @@ async function poll(): Promise<void> {
       }
       snapshot.delete(id);
       const shown = await refreshCard(f.sub, id, s);
-      // Ran out or failed: followed on, in case it is paid late; in place of an earlier one of its card, so
-      // that a tab left open through a renewal's hourly invoices asks about one, not one per hour.
-      if (shown && s.status !== 'paid' && snapshot === watched) {
-        for (const [other, g] of snapshot) if (g.lateUntil !== undefined && g.sub.id === shown.id) snapshot.delete(other);
-        snapshot.set(id, followEnded(shown, Date.now()));
+      if (snapshot !== watched) break;
+      // Ran out (and nothing else was paid meanwhile): followed on, in case it is paid late; in place of an
+      // earlier one of its card, so that a tab left open through a renewal's hourly invoices asks about one.
+      if (shown && s.status === 'expired' && !shown.paidMeanwhile) {
+        for (const [other, g] of snapshot) if (g.endedAt !== undefined && g.sub.id === shown.sub.id) snapshot.delete(other);
+        snapshot.set(id, followEnded(shown.sub, Date.now()));
       }
     }
   } finally {
@@ -879,24 +882,47 @@ async function poll(): Promise<void> {
   schedulePoll();
 }
 
+const APPLYING = 'Payment received. Applying it to your subscription…';
+
 /** Paid, being applied: nothing is left to pay on its card, which says so until the card is drawn anew. */
 function received(sub: Sub): void {
-  const section = document.querySelector<HTMLElement>(`#sub-${CSS.escape(sub.id)} .open-payment`);
-  if (!section) return;
+  const card = document.getElementById(`sub-${sub.id}`);
+  if (!card || !showReceived(card, sub)) return;
+  // A live region inserted with its words is often not read: said once here.
+  announce(APPLYING);
+}
+
+/** The card's payment section says the payment is received (in place of what paid it); false when it has none. */
+function showReceived(card: HTMLElement, sub: Sub): boolean {
+  const section = card.querySelector<HTMLElement>('.open-payment');
+  if (!section) return false;
   const hadFocus = section.contains(document.activeElement);
   const heading = h('h4', { tabindex: -1 }, 'Payment received');
-  section.replaceChildren(heading, h('p', { class: 'status', role: 'status' }, 'Payment received. Applying it to your subscription…'));
+  section.setAttribute('aria-label', `Payment received for ${sub.plan_name}`);
+  section.replaceChildren(heading, h('p', { class: 'status' }, APPLYING));
   if (hadFocus) heading.focus();
+  return true;
 }
 
 const sleep = (ms: number) => new Promise((r) => window.setTimeout(r, ms));
+
+/** What refreshCard said last, and when: the same words again within NEWS_ONCE_MS are one piece of news. */
+let lastNews: { text: string; at: number } | null = null;
+const NEWS_ONCE_MS = 30_000;
+
+/** Counts the drawings of the payments list: a list asked for before a newer drawing is not drawn over it. */
+let paymentsDrawn = 0;
+function drawPayments(items: Pay[]): void {
+  paymentsDrawn++;
+  document.getElementById('payments')?.replaceWith(paymentsSection(items, sellers));
+}
 
 /**
  * Redraws one subscription's card and the payments after its open payment was paid (or expired),
  * without reloading the page (a half-filled form elsewhere stays). Billing applies a payment from its
  * event a moment after the payment itself is settled: asked again until the subscription shows it.
  */
-async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatus): Promise<Sub | null> {
+async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatus): Promise<{ sub: Sub; paidMeanwhile: boolean } | null> {
   const status = settled.status;
   let subs: Page<Sub> | undefined;
   let payments: Page<Pay> | undefined;
@@ -919,6 +945,10 @@ async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatu
   const open = openPayments(payments.items);
   const card = subscriptionCard(sub, load);
   showOpenPayment(card, sub, open.get(sub.id));
+  // Paid and not applied yet (billing away for minutes): not "ran out, get a fresh invoice" beside it
+  // (found in review: an invitation to pay twice).
+  const applying = status === 'paid' && !settled.unapplied && settled.applied === false;
+  if (applying) showReceived(card, sub);
   // What the card said after an action (a switch saved, a cancel that failed) stays said on the new card.
   for (const line of card.querySelectorAll<HTMLElement>('[role=status][id]')) {
     const said = old.querySelector<HTMLElement>(`[id="${line.id}"]`);
@@ -927,14 +957,17 @@ async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatu
   const hadFocus = old.contains(document.activeElement);
   old.replaceWith(card);
   sellers = sellersOf(subs.items);
-  document.getElementById('payments')?.replaceWith(paymentsSection(payments.items, sellers));
+  drawPayments(payments.items);
   if (hadFocus) card.querySelector<HTMLElement>('h3')?.focus();
   const next = open.get(sub.id);
   if (next && next.id !== paymentId && !TERMINAL.has(sub.status)) watched.set(next.id, followOpen(sub));
   const plan = theirs(sub.plan_name || 'your subscription');
-  // Ended unpaid because another payment was made meanwhile (one that ran out, paid late: the service
-  // then withdraws the fresh one): not "nothing was charged" beside a card that turned active.
-  const paidMeanwhile = status !== 'paid' && sub.status === 'active' && (before.status !== 'active' || sub.current_period_end > before.current_period_end);
+  // Ended unpaid because another payment of it was paid meanwhile (one that ran out, paid late: the
+  // service then withdraws the fresh one): not "nothing was charged" beside a card that turned active.
+  const mine = payments.items.find((p) => p.id === paymentId);
+  const paidMeanwhile =
+    status !== 'paid' &&
+    payments.items.some((p) => p.subscription_id === sub.id && p.status === 'paid' && p.id !== paymentId && (p.paid_at ?? 0) >= (mine?.created_at ?? Infinity));
   const said =
     status !== 'paid' && !paidMeanwhile
       ? ['The payment due for ', plan, ` ${status === 'expired' ? 'expired' : 'failed'} before it was paid. Nothing was charged.`]
@@ -944,11 +977,12 @@ async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatu
           ? ['Payment received for ', plan, '. Applying it is taking longer than usual; reload this page later to see the result.']
           : ['Payment received for ', plan, `. Status: ${STATUS_LABELS[sub.status] ?? sub.status}.`];
   const text = said.map((c) => (typeof c === 'string' ? c : c.textContent)).join('');
-  // The same news from two of its payments (the fresh one withdrawn, the late one paid) is said once.
-  if (document.getElementById('notice')?.textContent === text) return sub;
+  // The same news from two of its payments within moments (the fresh one withdrawn, the late one paid) is said once.
+  if (lastNews?.text === text && Date.now() - lastNews.at < NEWS_ONCE_MS) return { sub, paidMeanwhile };
+  lastNews = { text, at: Date.now() };
   showNotice(said, false);
   announce(text);
-  return sub;
+  return { sub, paidMeanwhile };
 }
 
 // A hidden page asks nothing; it catches up when it is shown again, and stops for good when left.

@@ -18,6 +18,10 @@ export const POLL_MS = 2000;
 export const LATE_POLL_MS = 10_000;
 /** For how long after it ended: a checkout is open for a day at most. */
 export const LATE_FOLLOW_MS = 24 * 3600_000;
+/** After its first hour, an ended payment is asked about once a minute: a payment that late is rare. */
+export const LATER_POLL_MS = 60_000;
+/** When to ask again about a payment that ended at `endedAt` (ms). */
+export const latePace = (endedAt: number, now: number) => (now - endedAt < 3600_000 ? LATE_POLL_MS : LATER_POLL_MS);
 /**
  * Paid, and the service has not yet said whether it started the subscription with it (the moments after
  * a payment): not said active yet, since one that came too late is a refund case (found in review: said
