@@ -1511,7 +1511,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const sk = generateSecretKey();
     const npub = nip19.npubEncode(getPublicKey(sk));
     await page.goto(p.checkout_url);
-    await npubField.fill(npub);
+    // As many Nostr apps copy it (a NIP-21 link): the key itself is sent (found from outside: refused).
+    await npubField.fill(`nostr:${npub}`);
     expect(await pref.inputValue()).toBe('nostr');
     await npubField.focus();
     expect(await subscribed(page)).toMatchObject({ messenger: null, nostr: npub, email: null, contact_preference: 'nostr' });
@@ -2876,6 +2877,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
         await expect
           .poll(() => status.textContent(), { timeout: 30_000 })
           .toBe('Reminders for Hung: we could not confirm this change yet. Reload the page to see whether it was made.');
+        // The plan's name keeps its own direction (found from outside: a Hebrew name read backwards).
+        expect(await status.locator('[dir=auto]').textContent()).toBe('Hung');
         // Not put back as if refused: it shows what was asked.
         expect(await reminders.isChecked()).toBe(false);
       },
@@ -2888,10 +2891,17 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
         await expect
           .poll(() => card.locator('p.status').textContent(), { timeout: 30_000 })
           .toBe('Cancelling Hung: we could not confirm this change yet. Reload the page to see whether it was made.');
+        expect(await card.locator('p.status [dir=auto]').textContent()).toBe('Hung');
       },
       { status: 'cancelled' },
     );
-    await card.locator('p.status').getByRole('link', { name: 'Reload the page' }).click();
+    // Pressed again (not reloaded): the same request, answered as the cancel that went through, not
+    // "already cancelled" (found from outside).
+    const again = page.waitForRequest((r) => r.url().endsWith(`/subscription/${sub.subscription_id}/cancel`) && r.method() === 'POST');
+    await card.getByRole('button', { name: 'Cancel subscription to Hung', exact: true }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel subscription' }).click();
+    expect((await again).headers()['idempotency-key']).toMatch(/^[0-9a-f]{32}$/);
+    await expect.poll(() => page.locator('#notice').textContent()).toMatch(/^Hung is cancelled\./);
     await expect.poll(() => page.locator(`#sub-${sub.subscription_id} .status-cancelled`).textContent()).toBe('Cancelled');
     expect(problems.filter((m) => !/status of 503/.test(m))).toEqual([]);
     await page.close();

@@ -12,6 +12,7 @@ import {
   naming,
   nwcShapeError,
   paymentView,
+  randomKey,
   sats,
   sentence,
   setBusy,
@@ -238,8 +239,7 @@ let unanswered: { sent: string; key: string; at: number } | null = null;
 const UNANSWERED_MS = 5 * 60_000;
 function idempotencyKey(sent: string): string {
   if (unanswered?.sent !== sent || Date.now() - unanswered.at > UNANSWERED_MS) {
-    const key = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
-    unanswered = { sent, key, at: Date.now() };
+    unanswered = { sent, key: randomKey(), at: Date.now() };
   }
   return unanswered.key;
 }
@@ -479,7 +479,8 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
     const given = contacts.filter((c) => typed[c]!.trim());
     for (const c of contacts) {
       const input = document.getElementById(`contact-${c}`) as HTMLInputElement;
-      const v = input.value.trim();
+      // A Nostr key as many apps copy it, a NIP-21 link (`nostr:npub1…`): the key itself is sent (found from outside: refused).
+      const v = c === 'nostr' ? input.value.trim().replace(/^nostr:/i, '') : input.value.trim();
       let err: string | null = null;
       if (!v && input.required) err = `Enter your ${inSentence(CONTACT_FIELDS[c]!.label)}.`;
       else if (!v && c === pref)

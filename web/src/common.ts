@@ -195,6 +195,9 @@ export function announce(text: string): void {
   if (text) announcing = window.setTimeout(() => (el.textContent = text), 50);
 }
 
+/** A fresh Idempotency-Key (getRandomValues: randomUUID needs a secure context, a page may be served over plain http). */
+export const randomKey = (): string => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+
 export function setMain(...children: Child[]): HTMLElement {
   const main = document.getElementById('main')!;
   main.replaceChildren(...(children.filter(Boolean) as (Node | string)[]));

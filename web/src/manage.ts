@@ -10,6 +10,7 @@ import {
   METHOD_LABELS,
   nwcShapeError,
   paymentView,
+  randomKey,
   sats,
   sentence,
   setBusy,
@@ -149,9 +150,9 @@ function badLink(): void {
  * was asked, the page turns into the bad-link view here, in one place, and the call never settles, so no
  * caller goes on to show it as an error of its own (the page it would write to is gone).
  */
-async function portal<T>(method: string, path: string, body?: unknown): Promise<T> {
+async function portal<T>(method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<T> {
   try {
-    return await api<T>(method, path, { token, body });
+    return await api<T>(method, path, { token, body, ...(idempotencyKey ? { idempotencyKey } : {}) });
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 401)) throw err;
     badLink();
@@ -159,9 +160,12 @@ async function portal<T>(method: string, path: string, body?: unknown): Promise<
   }
 }
 
-/** Says in `el` that a change may or may not have been made, with the way to find out. */
-function sayUnconfirmed(el: HTMLElement, what: string): void {
-  el.replaceChildren(`${what}: we could not confirm this change yet. `, h('a', { href: location.href }, 'Reload the page'), ' to see whether it was made.');
+/**
+ * Says in `el` that a change may or may not have been made, with the way to find out. `what`: nodes, so
+ * that a plan's name keeps its own direction (theirs()).
+ */
+function sayUnconfirmed(el: HTMLElement, what: (string | Node)[]): void {
+  el.replaceChildren(...what, ': we could not confirm this change yet. ', h('a', { href: location.href }, 'Reload the page'), ' to see whether it was made.');
 }
 
 /** A confirmation as a modal dialog; resolves true when confirmed. */
@@ -260,7 +264,7 @@ function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
         status.replaceChildren(`${n.name} for `, theirs(plan), ` are ${box.checked ? 'on' : 'off'}.`);
       } catch (err) {
         // Billing may still save it: the switch shows what was asked, not a refusal that did not happen.
-        if (unconfirmed(err)) return sayUnconfirmed(status, `${n.name} for ${plan}`);
+        if (unconfirmed(err)) return sayUnconfirmed(status, [`${n.name} for `, theirs(plan)]);
         // Changed elsewhere meanwhile (ended in another tab, by the seller): what it is now, as after a
         // refused cancel, not a card that still offers what was just refused (found from outside).
         box.checked = !wanted;
@@ -337,6 +341,9 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
   );
   if (live) {
     const msg = h('p', { class: 'status', role: 'status', id: `sub-${s.id}-status` });
+    // Kept while a cancel's outcome is unknown: pressed again, it is the same request, answered as the first
+    // one was (found from outside: "already cancelled", a conflict, for a cancel that went through).
+    let cancelKey: string | null = null;
     const cancel = h(
       'button',
       {
@@ -353,7 +360,8 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
           setBusy(cancel, true);
           try {
             // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
-            await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`);
+            cancelKey ??= randomKey();
+            await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, undefined, cancelKey);
             const now = (await reload()).find((x) => x.id === s.id);
             showNotice([theirs(s.plan_name || 'Your subscription'), ` is cancelled.${accessAfter(s, now)}`]);
           } catch (err) {
@@ -363,7 +371,8 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
               return showNotice([theirs(s.plan_name || 'Your subscription'), `: ${err.message}`]);
             }
             setBusy(cancel, false);
-            if (unconfirmed(err)) sayUnconfirmed(msg, `Cancelling ${s.plan_name || 'this subscription'}`);
+            if (!unconfirmed(err)) cancelKey = null;
+            if (unconfirmed(err)) sayUnconfirmed(msg, ['Cancelling ', theirs(s.plan_name || 'this subscription')]);
             else msg.textContent = err instanceof ApiError ? err.message : 'The subscription could not be cancelled.';
             // Back on the button, next to the message (a dialog took it meanwhile).
             cancel.focus();
