@@ -2238,28 +2238,36 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
-  it('NWC: a wallet that cannot pay, then one that pays, in the same tab: the link this tab was given is shown (found from outside)', async () => {
+  /** A wallet that cannot pay and one that pays, on the file's relay. */
+  async function brokeAndGoodWallets() {
     const broke = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(broke, good);
     broke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough money' });
+    return { broke, good };
+  }
+
+  /** Sends the NWC checkout form shown on `page` with `wallet`'s connection string; answers the API's answer. */
+  async function submitNwc(page: Page, wallet: NwcWallet) {
+    await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+    const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc') && r.request().method() === 'POST', { timeout: 60_000 });
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    return (await answer).json();
+  }
+
+  it('NWC: a wallet that cannot pay, then one that pays, in the same tab: the link this tab was given is shown (found from outside)', async () => {
+    const { broke, good } = await brokeAndGoodWallets();
     const p = await plan({ name: 'Second wallet', amount_sats: 1700, allow_nwc: true });
     const { page, problems } = await openPage(phone);
     await page.goto(p.checkout_url);
     await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
     await page.getByLabel('E-mail').fill('second-wallet@example.com');
-    const submit = async (wallet: NwcWallet) => {
-      await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
-      const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc') && r.request().method() === 'POST', { timeout: 60_000 });
-      await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
-      return (await answer).json();
-    };
-    const first = await submit(broke);
+    const first = await submitNwc(page, broke);
     expect(first).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
     expect(first.manage_url).toMatch(/token=/);
     await page.locator('#form-error').getByRole('link', { name: 'the page of your subscription' }).waitFor();
     // The same contact again: the service answers without the link (anyone may type an address).
-    const second = await submit(good);
+    const second = await submitNwc(page, good);
     expect(second).toMatchObject({ status: 'active', subscription_id: first.subscription_id });
     expect(second.manage_url ?? null).toBeNull();
     await page.locator('#done').waitFor();
@@ -2273,28 +2281,27 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect((await admin.post(`/subscriptions/${first.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
   });
 
-  it("NWC: a refusal's link is not shown again after Back or Forward (the next person at the tab) (review finding)", async () => {
-    const broke = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
-    const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
-    nwcWallets.push(broke, good);
-    broke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough money' });
-    const p = await plan({ name: 'Next at the tab', amount_sats: 1750, allow_nwc: true, allow_lightning: true });
+  /**
+   * The checkout page of a new NWC and Lightning plan, back on its form after a Lightning checkout (of
+   * `email`): Forward then shows that payment, an entry of the page's own to leave the form by.
+   */
+  async function formAfterALightningCheckout(name: string, amount_sats: number, email: string) {
+    const p = await plan({ name, amount_sats, allow_nwc: true, allow_lightning: true });
     const { page, problems } = await openPage(phone);
     await page.goto(p.checkout_url);
-    // An entry to come back to: a Lightning checkout of someone else, then Back to the form.
-    await checkout(page, 'Lightning', 'next-at-tab-ln@example.com');
+    await checkout(page, 'Lightning', email);
     await page.locator('#pay').waitFor();
     await page.goBack();
     await page.locator('#checkout-form').waitFor();
+    return { page, problems };
+  }
+
+  it("NWC: a refusal's link is not shown again after Back or Forward (the next person at the tab) (review finding)", async () => {
+    const { broke, good } = await brokeAndGoodWallets();
+    const { page, problems } = await formAfterALightningCheckout('Next at the tab', 1750, 'next-at-tab-ln@example.com');
     await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
     await page.getByLabel('E-mail').fill('next-at-tab@example.com');
-    const submit = async (wallet: NwcWallet) => {
-      await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
-      const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc') && r.request().method() === 'POST', { timeout: 60_000 });
-      await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
-      return (await answer).json();
-    };
-    const first = await submit(broke);
+    const first = await submitNwc(page, broke);
     await page.locator('#form-error').getByRole('link', { name: 'the page of your subscription' }).waitFor();
     // The person leaves by Forward, the next one comes Back and sends the same address with a wallet that pays.
     await page.goForward();
@@ -2303,7 +2310,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#checkout-form').waitFor();
     await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
     await page.getByLabel('E-mail').fill('next-at-tab@example.com');
-    const second = await submit(good);
+    const second = await submitNwc(page, good);
     expect(second).toMatchObject({ status: 'active', subscription_id: first.subscription_id });
     await page.locator('#done').waitFor();
     expect(await page.getByRole('link', { name: 'Manage your subscription' }).count()).toBe(0);
@@ -2316,14 +2323,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   it("NWC: a wallet's refusal that comes after Back or Forward is shown on the form again, with its one-time link (found in review)", async () => {
     const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(wallet);
-    const p = await plan({ name: 'Broke later', amount_sats: 1600, allow_nwc: true, allow_lightning: true });
-    const { page, problems } = await openPage(phone);
-    await page.goto(p.checkout_url);
-    // A Lightning checkout first, then Back to the form: Forward later shows that payment again.
-    await checkout(page, 'Lightning', 'broke-later-ln@example.com');
-    await page.locator('#pay').waitFor();
-    await page.goBack();
-    await page.locator('#checkout-form').waitFor();
+    const { page, problems } = await formAfterALightningCheckout('Broke later', 1600, 'broke-later-ln@example.com');
     wallet.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough money', delayMs: 3000 });
     await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
     await page.getByLabel('E-mail').fill('broke-later@example.com');
@@ -2627,13 +2627,23 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
-  it('the portal lists its fresh invoice, and follows an invoice that ran out: paid late, said without a reload (found in review)', async () => {
-    const p = await plan({ name: 'Late in portal', amount_sats: 660 });
-    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'late-portal@example.com' })).body;
+  /**
+   * A Lightning checkout of a new plan, its portal open on a phone, its card showing the payment due.
+   * `before`: done on the page before it loads (a listener).
+   */
+  async function portalOfCheckout(name: string, amount_sats: number, email: string, before?: (page: Page) => void) {
+    const p = await plan({ name, amount_sats });
+    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email })).body;
     const { page, problems } = await openPage(phone);
+    before?.(page);
     await page.goto(c.manage_url);
     const card = page.locator(`#sub-${c.subscription_id}`);
     await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    return { c, page, problems, card };
+  }
+
+  it('the portal lists its fresh invoice, and follows an invoice that ran out: paid late, said without a reload (found in review)', async () => {
+    const { c, page, problems, card } = await portalOfCheckout('Late in portal', 660, 'late-portal@example.com');
     expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
     await card.getByText('The invoice for the first payment ran out before it was paid.').waitFor({ timeout: 20_000 });
     expect(await page.locator('#notice').textContent()).toBe('The payment due for Late in portal expired before it was paid. Nothing was charged.');
@@ -2664,21 +2674,17 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('the portal follows one invoice that ran out per card, the newest, not every one it saw run out (review finding)', async () => {
-    const p = await plan({ name: 'Ran out twice', amount_sats: 680 });
-    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'ran-out-twice@example.com' })).body;
-    const { page, problems } = await openPage(phone);
     const asked: string[] = [];
-    page.on('request', (r) => {
-      const m = /\/public\/payment\/([^/]+)\/status$/.exec(new URL(r.url()).pathname);
-      if (m) asked.push(decodeURIComponent(m[1]!));
-    });
-    await page.goto(c.manage_url);
-    const card = page.locator(`#sub-${c.subscription_id}`);
+    const { c, page, problems, card } = await portalOfCheckout('Ran out twice', 680, 'ran-out-twice@example.com', (page) =>
+      page.on('request', (r) => {
+        const m = /\/public\/payment\/([^/]+)\/status$/.exec(new URL(r.url()).pathname);
+        if (m) asked.push(decodeURIComponent(m[1]!));
+      }),
+    );
     const runOut = async () => {
       expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
       await card.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
     };
-    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
     await runOut();
     const fresh = page.waitForResponse((r) => r.url().endsWith(`/subscription/${c.subscription_id}/invoice`) && r.request().method() === 'POST');
     await card.getByRole('button', { name: 'Get a fresh invoice' }).click();
@@ -2694,12 +2700,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
   });
 
   it('the portal says a payment is received while billing applies it, then the card turns active (found in review)', async () => {
-    const p = await plan({ name: 'Applying', amount_sats: 670 });
-    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'applying-portal@example.com' })).body;
-    const { page, problems } = await openPage(phone);
-    await page.goto(c.manage_url);
-    const card = page.locator(`#sub-${c.subscription_id}`);
-    await card.getByRole('heading', { name: 'Payment due' }).waitFor();
+    const { c, page, problems, card } = await portalOfCheckout('Applying', 670, 'applying-portal@example.com');
     const billing = stack.services.billing.child;
     billing.kill('SIGSTOP');
     try {
