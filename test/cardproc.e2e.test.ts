@@ -440,6 +440,78 @@ describe('dunning of a card renewal', () => {
   });
 });
 
+// After the tests before (they move the shared dev clock on).
+describe('a card renewal the processor refuses', () => {
+  it('its price under the minimum after the rate fell: the period lapses on time, the renewal is asked for daily (not at every sweep), and made once the rate allows (found from outside)', async () => {
+    const clock = devClock(() => client(stack.api, stack.wallets[0]!.admin_key));
+    // 2,100 sats: 1.05 EUR at 50,000 EUR per bitcoin, 0.42 EUR at 20,000 (under Stripe's 0.50 EUR).
+    const plan = await cardPlan('Card refused renewal', { amount_sats: 2100, interval: 'weekly', grace_period_days: 2 });
+    const { c, session } = await checkout('refused-renewal@example.com', plan);
+    stripe.pay(session.id);
+    expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
+    const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
+    const end = (await until(subOf, (s) => s.status === 'active')).current_period_end as number;
+    const row = async () =>
+      (
+        await db.query('SELECT renewal_refused_for::float8, renewal_refused_at::float8, renewal_payment_id FROM billing.subscriptions WHERE id = $1', [
+          c.subscription_id,
+        ])
+      ).rows[0];
+    // This subscription's (the tests before left card subscriptions that renew as the clock moves too).
+    const asks = () =>
+      stripe.requests.filter(
+        (q) =>
+          q.method === 'POST' && q.path === '/v1/checkout/sessions' && (q.form.metadata as { subscription_id?: string })?.subscription_id === c.subscription_id,
+      ).length;
+    const ratedAt = async (rate: string) => {
+      stack.env.FIAT_RATE_FIXED = rate;
+      await stack.stopPayments();
+      await stack.restartPayments();
+    };
+    await ratedAt('20000');
+    try {
+      const before = asks();
+      // Weekly: the renewal is asked for a day before the end, and refused.
+      await clock.advanceTo(end - 86_400 + 60);
+      const refused = await until(row, (r) => r.renewal_refused_for === end);
+      expect(refused).toMatchObject({ renewal_refused_for: end, renewal_payment_id: null });
+      expect(asks()).toBe(before + 1);
+      // Sweeps go on (every 300 ms here, and the clock moves): no other ask within the day.
+      await clock.advance(3600);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(asks()).toBe(before + 1);
+      // The end: past due on time, as an unpaid period (before the fix: active until the dunning window was over).
+      await clock.advanceTo(end + 30);
+      expect((await until(subOf, (s) => s.status === 'past_due')).status).toBe('past_due');
+      const data = (
+        await db.query(
+          `SELECT payload->'data' AS d FROM billing.outbox WHERE payload->>'event' = 'subscription.past_due' AND payload->'data'->>'subscription_id' = $1`,
+          [c.subscription_id],
+        )
+      ).rows[0].d;
+      expect(data.renewal_refused).toMatch(/below the smallest amount the card processor takes/);
+      const [overdue] = await until(
+        async () => smtp.mails.filter((m) => m.to.includes('refused-renewal@example.com') && m.subject.startsWith('Payment overdue')),
+        (m) => m.length > 0,
+      );
+      expect(overdue!.text).toContain('An invoice for it could not be made this time; we try again daily, and your portal will have it to pay:');
+      expect(overdue!.text).not.toContain('has a payable invoice');
+      expect(asks()).toBe(before + 1);
+      // The rate is back: the next day's ask makes the invoice, still within the grace.
+      await ratedAt('50000');
+      await clock.advanceTo(refused.renewal_refused_at + 86_400 + 5);
+      const made = await until(row, (r) => r.renewal_payment_id !== null);
+      expect(made).toMatchObject({ renewal_refused_for: null, renewal_refused_at: null });
+      expect(asks()).toBe(before + 2);
+      const renewal = [...stripe.sessions.values()].find((x) => x.metadata.payment_id === made.renewal_payment_id)!;
+      expect(renewal.status).toBe('open');
+      expect((await subOf()).status).toBe('past_due');
+    } finally {
+      await ratedAt('50000');
+    }
+  });
+});
+
 describe('at rest', () => {
   it('the Stripe keys and the API keys are stored nowhere in plain text; every event matches its schema', async () => {
     await expectNoSecretAtRest(db, {

@@ -113,6 +113,10 @@ const DunningData = (status: 'past_due' | 'payment_failed') =>
       .openapi({ description: 'NWC: the connected wallet is asked to pay again during the grace period (after 1 h, then daily)' }),
     wallet_failed: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet was asked to pay the renewal and did not' }),
     after_trial: z.literal(true).optional().openapi({ description: 'The period that ended unpaid was a free trial' }),
+    renewal_refused: z.string().optional().openapi({
+      description:
+        "No invoice could be made for the renewal: the payments service's reason (a rail switched off, a price under the card processor's minimum at today's rate). It is asked again daily; the period lapses on time meanwhile",
+    }),
     notify_subscriber: z.boolean().optional(),
   });
 

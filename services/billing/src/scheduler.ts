@@ -3,7 +3,17 @@ import { callMessage, conflict, DomainError, Poller, unixSeconds } from '@sb/run
 import type { Deps } from './deps.js';
 import { chargeWithWallet, requestPayment, requestPayments } from './payments-client.js';
 import { PENDING_EXPIRY_SECONDS } from './domain/periods.js';
-import { dueNow, dunningEnd, type Due, lostRenewal, type SchedulePolicy, uncheckedRecheckAt, walletGone } from './domain/schedule.js';
+import {
+  dueNow,
+  dunningEnd,
+  type Due,
+  lostRenewal,
+  renewalMade,
+  renewalRefused,
+  type SchedulePolicy,
+  uncheckedRecheckAt,
+  walletGone,
+} from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 import { applyTransition, emit, emitMany, fiatCharged, reminderData, reminderTerms, renewalPeriodData, trialEndData } from './transitions.js';
 
@@ -13,6 +23,12 @@ type ToWithdraw = { wallet_id: string; subscription_id: string; payment_id: stri
 
 /** Methods whose payments are charged in fiat (a processor's checkout): notices say that amount too. */
 const FIAT_RAILS: ReadonlySet<PaymentMethod> = new Set(['cardproc', 'walletproc']);
+
+/**
+ * The payments service's answer that a payment can never be made as asked (the rail switched off, a price
+ * under the card processor's minimum), unlike an outage, which is tried again at the next sweep.
+ */
+const isRefusal = (err: unknown): err is DomainError => err instanceof DomainError && err.kind === 'invalid';
 
 /** Renewal payments left to withdraw that one sweep takes up (more wait for the next). */
 const WITHDRAW_PER_SWEEP = 100;
@@ -53,6 +69,8 @@ export function renewalRow({ s, due }: Renewal, created: CreatedPayment, now: nu
     renewal_payment_id: created.payment.id,
     renewal_for: end,
     renewal_expires_at: created.checkout.expires_at,
+    ...renewalMade,
+    renewal_refused_reason: null,
     reminded_for: due.last_call ? end : s.reminded_for,
     reminder_notified_at: due.notify_subscriber ? now : s.reminder_notified_at,
     updated_at: now,
@@ -267,6 +285,8 @@ export class Scheduler {
           ...(due.wallet_retries ? { wallet_retries: true } : {}),
           ...(due.wallet_failed ? { wallet_failed: true } : {}),
           ...(due.after_trial ? { after_trial: true } : {}),
+          // The owner hears why no invoice went out; the subscriber that one is tried again.
+          ...(due.renewal_refused ? { renewal_refused: s.renewal_refused_reason ?? 'refused by the payments service' } : {}),
         };
         const saved = await this.inTx(s, (tx, cur) =>
           applyTransition(d, tx, cur, { type: due.event }, now, {}, (next) => ({
@@ -336,15 +356,18 @@ export class Scheduler {
       d,
       batch.map(({ s, due }, i) => ({ plan: plans[i], sub: s, o: renewalAsk(s, now, due.replaces, plans[i], this.policy) })),
     );
+    const refusals: Promise<boolean>[] = [];
     const issued = batch.flatMap((r, i) => {
       const a = answers[i]!;
       if (a instanceof DomainError) {
-        this.failed(r.s, a);
+        if (isRefusal(a)) refusals.push(this.refused(r.s, now, a));
+        else this.failed(r.s, a);
         return [];
       }
       return [{ ...r, row: renewalRow(r, a, now), created: a }];
     });
-    if (!issued.length) return 0;
+    const refusedSaved = (await Promise.all(refusals)).filter(Boolean).length;
+    if (!issued.length) return refusedSaved;
     const { n, lost } = await d.db.tx(async (tx) => {
       const saved = await d.subscriptions.saveMany(
         tx,
@@ -368,7 +391,31 @@ export class Scheduler {
       return { n: done.length, lost };
     });
     await this.withdraw(lost);
-    return n;
+    return n + refusedSaved;
+  }
+
+  /**
+   * The payments service refused to make the renewal payment of `s` (a DomainError of kind `invalid`: the
+   * rail switched off, a price under the card processor's minimum): not an outage, so it is recorded, the
+   * period lapses on time, and the ask is made again a day later (domain/schedule.ts `refusalHolds`). True
+   * when recorded (a conflict: another writer moved the row first, and the next pass looks again).
+   */
+  private async refused(s: SubRow, now: number, err: DomainError): Promise<boolean> {
+    this.d.log.warn({ subscription_id: s.id, reason: err.message }, 'the payments service refused the renewal payment; asked again in a day');
+    return this.inTx(s, async (tx, cur) => {
+      const row = { ...cur, ...renewalRefused(cur, now), renewal_refused_reason: err.message, updated_at: now };
+      if (!(await this.d.subscriptions.save(tx, row))) throw conflict('moved');
+      return true;
+    }).catch((e) => this.failed(s, e));
+  }
+
+  /** For a payment request's `catch`: a refusal is recorded (`refused`) and answers no payment; anything else is thrown on. */
+  private onRefusal(s: SubRow, now: number) {
+    return async (err: unknown): Promise<undefined> => {
+      if (!isRefusal(err)) throw err;
+      await this.refused(s, now, err);
+      return undefined;
+    };
   }
 
   /**
@@ -430,7 +477,8 @@ export class Scheduler {
       description: `${plan?.name ?? 'Subscription'} renewal`,
       expires_at: (s.pending_since ?? now) + PENDING_EXPIRY_SECONDS,
       idempotency_key: `resume:${s.id}:${s.pending_since}`,
-    });
+    }).catch(this.onRefusal(s, now));
+    if (!created) return;
     const { payment, checkout } = created;
     const row = { ...s, renewal_payment_id: payment.id };
     const reminder = { ...reminderData(created, now, s.receive_reminders), ...reminderTerms(s, now, this.policy), reason: 'resumed' };
@@ -497,7 +545,8 @@ export class Scheduler {
     let payment = open;
     let expiresAt = s.renewal_expires_at;
     if (!payment) {
-      const created = await this.requestRenewal(s, now, first ? null : s.renewal_payment_id);
+      const created = await this.requestRenewal(s, now, first ? null : s.renewal_payment_id).catch(this.onRefusal(s, now));
+      if (!created) return;
       payment = { ...created.payment, payment_request: created.checkout.payment_request ?? created.payment.payment_request };
       expiresAt = created.checkout.expires_at;
     }
@@ -507,6 +556,8 @@ export class Scheduler {
         renewal_payment_id: payment.id,
         renewal_for: end,
         renewal_expires_at: expiresAt,
+        ...renewalMade,
+        renewal_refused_reason: null,
         nwc_next_attempt_at: retryAt,
         nwc_charging_since: now,
         updated_at: now,

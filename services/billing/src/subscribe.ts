@@ -291,6 +291,9 @@ export function newSubscriptionRow(
     nwc_next_attempt_at: null,
     nwc_fallback: false,
     nwc_charging_since: null,
+    renewal_refused_for: null,
+    renewal_refused_at: null,
+    renewal_refused_reason: null,
     created_at: now,
     updated_at: now,
   };

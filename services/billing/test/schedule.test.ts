@@ -11,6 +11,8 @@ import {
   nextDueAt,
   renewalEndedEarly,
   resumeBookkeeping,
+  renewalMade,
+  renewalRefused,
   walletGone,
   walletReconnected,
   withdrawOpenRenewal,
@@ -54,6 +56,8 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     nwc_next_attempt_at: null,
     nwc_fallback: false,
     nwc_charging_since: null,
+    renewal_refused_for: null,
+    renewal_refused_at: null,
     ...over,
   };
 }
@@ -833,6 +837,71 @@ describe('a lapse and an expired invoice due at once', () => {
     expect(dueNow({ ...periodOver, status: 'past_due' }, END, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
     // Before the end, an expired invoice is replaced as before.
     expect(dueNow(periodOver, END - 3600, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
+  });
+});
+
+describe('a renewal payment the payments service refused to make (found from outside: a card renewal under the minimum)', () => {
+  const LEAD = END - 3 * DAY;
+  /** Refused when it was first asked for, at the lead time. */
+  const refused = (status: SubscriptionStatus, over: Partial<Row> = {}) => sub(status, { ...renewalRefused({ current_period_end: END }, LEAD), ...over });
+
+  it('is not asked again within a day, and the period lapses at its end as an unpaid one, saying no invoice was made', () => {
+    expect(dueNow(refused('active'), LEAD + 60, POLICY).kind).toBe('none');
+    // Asked again the day before the end, refused again: the end comes before the next ask.
+    expect(dueNow(refused('active', { renewal_refused_at: END - DAY / 2 }), END, POLICY)).toMatchObject({
+      kind: 'lapse',
+      event: 'period_end_unpaid',
+      renewal_refused: true,
+      pay_by: GRACE_END,
+    });
+    // The day over at the end itself: asked first, and the lapse follows in the next pass of the sweep.
+    expect(dueNow(refused('active'), END, POLICY)).toMatchObject({ kind: 'renewal_payment' });
+    // Before the fix: a renewal_payment at every sweep, and no lapse until the dunning window was over.
+    expect(dueNow(refused('past_due', { renewal_refused_at: GRACE_END - DAY / 2 }), GRACE_END, POLICY)).toMatchObject({
+      kind: 'lapse',
+      event: 'grace_end_unpaid',
+      renewal_refused: true,
+    });
+    expect(nextDueAt(refused('active'), LEAD + 60, POLICY)).toBe(LEAD + DAY);
+  });
+
+  it('is asked again a day later, until the dunning window is over', () => {
+    expect(dueNow(refused('active'), LEAD + DAY, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: null });
+    expect(dueNow(refused('payment_failed', { renewal_refused_at: GRACE_END }), GRACE_END + DAY, POLICY)).toMatchObject({ kind: 'renewal_payment' });
+    expect(dueNow(refused('payment_failed', { renewal_refused_at: DUNNING_END - 1 }), DUNNING_END, POLICY)).toMatchObject({
+      kind: 'lapse',
+      event: 'dunning_end_unpaid',
+    });
+  });
+
+  it("a refused replacement of an expired invoice waits a day too; the open one's period is not held by it", () => {
+    const s = sub('past_due', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END + DAY) });
+    expect(dueNow(s, END + DAY + 60, POLICY).kind).toBe('none');
+    expect(dueNow(s, END + 2 * DAY, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
+  });
+
+  it("an NWC wallet's charge is not asked for again within the day either; the grace steps follow on time", () => {
+    const s = refused('active', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) });
+    expect(dueNow(s, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid', renewal_refused: true });
+    expect(dueNow(sub('past_due', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) }), END + DAY, POLICY)).toMatchObject({
+      kind: 'charge_wallet',
+      first: true,
+    });
+  });
+
+  it("a resume's payment refused waits a day (the resume's 24 h then end it); one refused before the pause does not hold it", () => {
+    const resumed = { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY };
+    const after = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1) });
+    expect(dueNow(after, T0 + 2 * DAY + 121, POLICY).kind).toBe('none');
+    expect(dueNow(after, T0 + 3 * DAY, POLICY)).toMatchObject({ kind: 'lapse', event: 'pending_timeout' });
+    const before = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + DAY - 10) });
+    expect(dueNow(before, T0 + 2 * DAY + 120, POLICY).kind).toBe('resume_payment');
+  });
+
+  it('a refusal for another period, or one a renewal payment was made after, holds nothing', () => {
+    expect(dueNow(sub('active', renewalRefused({ current_period_end: END - 30 * DAY }, LEAD)), LEAD + 60, POLICY).kind).toBe('renewal_payment');
+    expect(dueNow(refused('active', { ...issued(END + DAY), ...renewalMade }), END, POLICY)).toMatchObject({ kind: 'lapse' });
+    expect(dueNow(refused('active', { ...issued(END + DAY), ...renewalMade }), END, POLICY)).not.toHaveProperty('renewal_refused');
   });
 });
 

@@ -394,6 +394,20 @@ describe('subscriber notices', () => {
     expect(byWallet.text).not.toContain('pay it before then');
   });
 
+  it('a renewal no invoice could be made for: the notice says so and that one is tried daily, not that the portal has one (found from outside)', () => {
+    const data = { amount_sats: 1000, pay_by: 1_700_086_400, renewal_refused: 'below the smallest amount the card processor takes' };
+    const withPortal = subscriberMessage(ev('subscription.past_due', data), { manageUrl: 'http://x/manage?token=t' });
+    expect(withPortal.text).toContain(
+      'An invoice for it could not be made this time; we try again daily, and your portal will have it to pay: http://x/manage?token=t',
+    );
+    expect(withPortal.text).not.toContain('always has a payable invoice');
+    // The merchant's reason is theirs (the owner's event carries it), not the subscriber's.
+    expect(withPortal.text).not.toContain('smallest amount');
+    const bare = subscriberMessage(ev('subscription.payment_failed', data), {});
+    expect(bare.text).toContain('An invoice for it could not be made this time; we try again daily.');
+    expect(bare.text).not.toContain('has a payable invoice');
+  });
+
   it('a wallet that did not pay is said to have failed, and the notices that follow agree (found from outside)', () => {
     // Grace 0: one failure ends access; the notice names the wallet and how to pay.
     const ended = subscriberMessage(ev('subscription.payment_failed', { amount_sats: 21_000, pay_by: 1_700_086_400, wallet_failed: true }), {});

@@ -27,6 +27,10 @@ export interface ScheduleView {
   nwc_next_attempt_at: number | null;
   nwc_fallback: boolean;
   nwc_charging_since: number | null;
+  /** The period end whose renewal payment the payments service last refused to make (see renewalRefused). */
+  renewal_refused_for: number | null;
+  /** When it refused. */
+  renewal_refused_at: number | null;
 }
 
 export interface SchedulePolicy {
@@ -47,6 +51,12 @@ const NWC_CHARGE_WINDOW_S = 120;
  * the scheduler.
  */
 const RESUME_PAYMENT_AFTER_S = 120;
+/**
+ * A renewal payment the payments service refused to make (the rail switched off, a price under the card
+ * processor's minimum at today's rate) is asked for again this much later: as often as an invoice is
+ * replaced, not at every sweep (each ask is a provider call), and the rate or the setting may change.
+ */
+const REFUSED_RETRY_S = DAY_SECONDS;
 
 /**
  * The one thing due for a subscription at a time. The scheduler only carries these out; every
@@ -70,6 +80,8 @@ export type Due =
       wallet_failed?: true;
       /** The period that ended unpaid was a free trial. */
       after_trial?: true;
+      /** No invoice could be made for the renewal: the payments service refused it (renewal_refused_for). */
+      renewal_refused?: true;
     }
   /** Create the period's renewal payment (or a replacement of `replaces`) and send it out in a reminder. */
   | { kind: 'renewal_payment'; replaces: string | null; last_call: boolean; notify_subscriber: boolean; trial_ending: boolean }
@@ -134,13 +146,26 @@ export const pendingSinceResume = (s: Pick<ScheduleView, 'pending_since' | 'curr
 export const awaitingFirstPayment = (s: Pick<ScheduleView, 'status' | 'pending_since' | 'current_period_start'>): boolean =>
   s.status === 'pending' && !pendingSinceResume(s);
 
+/**
+ * The payments service refused, less than REFUSED_RETRY_S ago (and not before `since`), to make the
+ * renewal payment of the current period: it is not asked again yet, and the period lapses on time as
+ * one left unpaid. Taken as an outage, it was asked at every sweep and the subscription stayed active
+ * past its end until the dunning window was over (found from outside: a card renewal under Stripe's
+ * minimum after the rate moved).
+ */
+const refusalHolds = (s: ScheduleView, now: number, since = 0) =>
+  s.renewal_refused_for === s.current_period_end &&
+  s.renewal_refused_at !== null &&
+  s.renewal_refused_at >= since &&
+  now < s.renewal_refused_at + REFUSED_RETRY_S;
+
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
     const resumed = pendingSinceResume(s);
     if (now < (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS) {
       if (!resumed) return NONE;
       // Its payment not made, or its wallet asked by a resume that stopped before the answer (no reminder yet).
-      const unmade = s.renewal_payment_id === null && now >= (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S;
+      const unmade = s.renewal_payment_id === null && now >= (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S && !refusalHolds(s, now, s.pending_since ?? 0);
       const unanswered = s.renewal_payment_id !== null && s.nwc_charging_since !== null && now >= s.nwc_charging_since + NWC_CHARGE_WINDOW_S;
       return unmade || unanswered ? { kind: 'resume_payment' } : NONE;
     }
@@ -156,6 +181,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   // A past_due one an extend moved into it too, as an active one (renewalOverdue).
   if ((s.status === 'active' || s.status === 'past_due') && !hasNextPeriod(end, s.interval)) return NONE;
   const issued = s.renewal_for === end;
+  const refused = refusalHolds(s, now);
   // A step of dunning, payable until `payBy`; without a window left (no grace and no dunning days) the
   // expiry follows at once and says it all.
   const dunningStep = (event: 'period_end_unpaid' | 'grace_end_unpaid', payBy: number): Due => ({
@@ -166,6 +192,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     ...(event === 'period_end_unpaid' && autoPays(s) && now < graceEnd(s) ? { wallet_retries: true as const } : {}),
     ...(autoPays(s) ? { wallet_failed: true as const } : {}),
     ...(s.trial_end === end ? { after_trial: true as const } : {}),
+    ...(s.renewal_refused_for === end ? { renewal_refused: true as const } : {}),
   });
   // The dunning step due now, if any. With grace the subscription goes past_due (access kept until the grace
   // ends), else payment_failed. It comes after a wallet charge or a first invoice due now, but before an
@@ -184,7 +211,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     const first = !issued && now >= end;
     // Not before the period ends: a past_due one extended waits for its new end, as an active one does.
     const retry = issued && s.nwc_next_attempt_at !== null && now >= s.nwc_next_attempt_at && now >= end && now < graceEnd(s);
-    if (first || retry) return { kind: 'charge_wallet', first, retry_at: now + (first ? NWC_FIRST_RETRY_S : NWC_RETRY_S) };
+    if ((first || retry) && !refused) return { kind: 'charge_wallet', first, retry_at: now + (first ? NWC_FIRST_RETRY_S : NWC_RETRY_S) };
     if (s.trial_end === end && s.reminded_for !== end && now < end && now >= end - REMINDER_BEFORE_END_SECONDS) return { kind: 'trial_ending' };
     // Paid by the wallet: the payment.received consumer renews it; the period must not lapse meanwhile.
     if (issued && s.nwc_next_attempt_at === null) return NONE;
@@ -194,7 +221,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     // Also when the clock is already past the end: the subscriber still needs something to pay, until the
     // dunning window is over too (then nothing is payable any more, and the steps below lapse it).
     const lead = RENEWAL_LEAD_SECONDS[s.interval];
-    const firstDue = !issued && now >= end - lead && now < dunningEnd(s, p);
+    const firstDue = !issued && !refused && now >= end - lead && now < dunningEnd(s, p);
     // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one. One
     // carried by an extend to a later end (carryOpenRenewal) while the renewal is not overdue waits for the
     // new lead time rather than being replaced daily until then.
@@ -204,6 +231,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     const replace =
       lapse === null &&
       issued &&
+      !refused &&
       s.renewal_expires_at !== null &&
       now >= s.renewal_expires_at &&
       (renewalOverdue(s, now) || now >= end - lead) &&
@@ -244,6 +272,7 @@ export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): numb
     s.renewal_expires_at,
     s.nwc_next_attempt_at,
     s.nwc_charging_since === null ? null : s.nwc_charging_since + NWC_CHARGE_WINDOW_S,
+    s.renewal_refused_at === null ? null : s.renewal_refused_at + REFUSED_RETRY_S,
   ]
     .filter((t): t is number => t !== null && t > now)
     .sort((a, b) => a - b);
@@ -348,6 +377,18 @@ export function renewalEndedEarly(
   if (s.renewal_expires_at !== null && s.renewal_expires_at <= now) return null;
   return { renewal_expires_at: now };
 }
+
+/**
+ * The payments service refused to make the renewal payment of the current period (a DomainError of kind
+ * `invalid`: the request can never succeed as it stands). Recorded so that the lapse follows on time and
+ * the ask is made again a day later (dueNow); a renewal payment made since clears it (`renewalMade`).
+ */
+export function renewalRefused(s: Pick<ScheduleView, 'current_period_end'>, now: number): Partial<ScheduleView> {
+  return { renewal_refused_for: s.current_period_end, renewal_refused_at: now };
+}
+
+/** A renewal payment of the period was made after all: a refusal before it no longer holds. */
+export const renewalMade: Partial<ScheduleView> = { renewal_refused_for: null, renewal_refused_at: null };
 
 /**
  * Resumed after the period ended (pending, behaviour.md): the renewal payment the pause withdrew is let

@@ -309,3 +309,18 @@ migrations.push({
 ALTER TABLE subscriptions ADD COLUMN checkout_invoice_key TEXT;
 `,
 });
+
+migrations.push({
+  id: 22,
+  name: 'a renewal payment refused',
+  // Nullable columns, which older code ignores (it asks again at every sweep, as before).
+  compatible: true,
+  sql: `
+-- The period end whose renewal payment the payments service refused to make (the rail off, a price under
+-- the card processor's minimum), when, and its words: the period lapses on time and the ask is made
+-- again a day later, rather than at every sweep with the subscription kept active past its end.
+ALTER TABLE subscriptions ADD COLUMN renewal_refused_for BIGINT;
+ALTER TABLE subscriptions ADD COLUMN renewal_refused_at BIGINT;
+ALTER TABLE subscriptions ADD COLUMN renewal_refused_reason TEXT;
+`,
+});

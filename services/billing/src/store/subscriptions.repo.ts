@@ -26,6 +26,10 @@ export interface SubRow extends SubState {
   nwc_fallback: boolean;
   /** A replica is waiting for the wallet's answer since then. */
   nwc_charging_since: number | null;
+  renewal_refused_for: number | null;
+  renewal_refused_at: number | null;
+  /** The payments service's words for its refusal (said to the owner in the dunning events). */
+  renewal_refused_reason: string | null;
   /** Hash of the Idempotency-Key of the checkout that created it (scoped to the caller). */
   checkout_key: string | null;
   created_at: number;
@@ -36,7 +40,7 @@ export interface SubRow extends SubState {
 const COLS = `id, wallet_id, plan_id, subscriber_id, status, payment_method, amount_sats, interval, grace_period_days,
   period_anchor, anchor_index, period_index, current_period_start, current_period_end, trial_end, cancelled_at, cancel_reason,
   cancelled_by, cancelled_immediately, receive_confirmations, receive_reminders, metadata, renewal_payment_id, renewal_for, renewal_expires_at, reminded_for,
-  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, paused_at, stopped_at_ms, pending_since, dunning_from, checkout_key, created_at, updated_at, version`;
+  reminder_notified_at, nwc_next_attempt_at, nwc_fallback, nwc_charging_since, renewal_refused_for, renewal_refused_at, renewal_refused_reason, paused_at, stopped_at_ms, pending_since, dunning_from, checkout_key, created_at, updated_at, version`;
 
 /** The lifecycle fields a transition may change, plus bookkeeping of the scheduler. */
 const MUTABLE = [
@@ -62,6 +66,9 @@ const MUTABLE = [
   'nwc_next_attempt_at',
   'nwc_fallback',
   'nwc_charging_since',
+  'renewal_refused_for',
+  'renewal_refused_at',
+  'renewal_refused_reason',
   'paused_at',
   'stopped_at_ms',
   'pending_since',
@@ -93,6 +100,9 @@ const MUTABLE_TYPES: Record<(typeof MUTABLE)[number], string> = {
   nwc_next_attempt_at: 'bigint',
   nwc_fallback: 'boolean',
   nwc_charging_since: 'bigint',
+  renewal_refused_for: 'bigint',
+  renewal_refused_at: 'bigint',
+  renewal_refused_reason: 'text',
   paused_at: 'bigint',
   stopped_at_ms: 'bigint',
   pending_since: 'bigint',

@@ -230,7 +230,13 @@ export function subscriberMessage(
       // Its retries are over (or it was never to retry): said before how to pay by hand.
       d.wallet_failed === true && d.wallet_retries !== true && 'Your connected wallet could not pay it and is no longer asked to.',
       payLine(payBy === undefined ? undefined : day(payBy)),
-      payInPortal('Your subscription portal has a payable invoice.'),
+      // No invoice could be made (billing says why to the merchant, not here: "below the card processor's
+      // minimum" is theirs to settle); the portal has none to pay until one is.
+      typeof d.renewal_refused === 'string'
+        ? who.manageUrl
+          ? { label: 'An invoice for it could not be made this time; we try again daily, and your portal will have it to pay:', url: who.manageUrl }
+          : 'An invoice for it could not be made this time; we try again daily.'
+        : payInPortal('Your subscription portal has a payable invoice.'),
     );
   };
   const kind = optOutKind(e.event);
