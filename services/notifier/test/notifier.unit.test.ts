@@ -406,6 +406,29 @@ describe('subscriber notices', () => {
     const bare = subscriberMessage(ev('subscription.payment_failed', data), {});
     expect(bare.text).toContain('An invoice for it could not be made this time; we try again daily.');
     expect(bare.text).not.toContain('has a payable invoice');
+    // The owner's message gives the reason.
+    expect(ownerMessage(ev('subscription.past_due', data)).text).toContain(
+      'No renewal invoice could be made: below the smallest amount the card processor takes',
+    );
+  });
+
+  it("right-to-left names are isolated in the e-mail's HTML, so the figures beside them keep their order (found by reading the code)", () => {
+    const data = { plan_name: 'זהב & <co>', amount_sats: 21_000, pay_by: 1_700_086_400, subscriber_name: 'محمد' };
+    const m = subscriberMessage(ev('subscription.past_due', data), { name: 'محمد', merchant: 'Shop', manageUrl: 'http://x/m' });
+    expect(m.html).toContain('<p>The renewal of <bdi>זהב &#38; &#60;co&#62;</bdi> (21,000 sats) was not paid by the end of your period.</p>');
+    expect(m.html).toContain('<p>Hello <bdi>محمد</bdi>,</p>');
+    // A left-to-right name is left as it is; the text part is unchanged.
+    expect(m.html).toContain('<p>— Shop</p>');
+    expect(m.text).toContain('The renewal of זהב & <co> (21,000 sats) was not paid');
+    expect(m.text).not.toContain('bdi');
+    const owner = ownerMessage(ev('subscription.created', { ...data, status: 'pending' }));
+    expect(owner.html).toContain('<bdi>זהב &#38; &#60;co&#62;</bdi>');
+    expect(owner.html).toContain('Subscriber: <bdi>محمد</bdi>');
+    // A name inside another (the reader's inside the plan's) isolates the longer one whole.
+    const nested = subscriberMessage(ev('subscription.activated', { plan_name: 'אבג' }), { name: 'א' });
+    expect(nested.html).toContain('<p>Hello <bdi>א</bdi>,</p>');
+    expect(nested.html).toContain('<bdi>אבג</bdi>');
+    expect(nested.html).not.toContain('<bdi>א</bdi>בג');
   });
 
   it('a wallet that did not pay is said to have failed, and the notices that follow agree (found from outside)', () => {

@@ -122,19 +122,43 @@ export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]
 type LinkLine = { label: string; url: string };
 type Line = string | LinkLine | undefined | false | null;
 
-/** Lines as text and as HTML (links made clickable). */
-function compose(subject: string, lines: Line[]): Message {
+/** A letter of a right-to-left script (Hebrew, Arabic, Syriac, Thaana, N'Ko, their presentation forms). */
+const RTL = /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]/;
+
+/**
+ * `line` as HTML, each of `names` in it isolated (`<bdi>`): a right-to-left name (a plan's, a person's)
+ * inside our English sentence would otherwise take the figures and brackets next to it into its own
+ * direction ("(€10.50 EUR, 21,000 sats)" read out of order). Only names with right-to-left letters: the
+ * others read the same either way. The text part cannot isolate (the characters that would are cleaned
+ * out of names: they turn lines around).
+ */
+function htmlOf(line: string, names: readonly string[]): string {
+  const rtl = [...new Set(names.filter((n) => RTL.test(n)))].sort((a, b) => b.length - a.length);
+  if (!rtl.length) return esc(line);
+  const any = new RegExp(rtl.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  let out = '';
+  let at = 0;
+  for (const m of line.matchAll(any)) {
+    out += `${esc(line.slice(at, m.index))}<bdi>${esc(m[0])}</bdi>`;
+    at = m.index + m[0].length;
+  }
+  return out + esc(line.slice(at));
+}
+
+/** Lines as text and as HTML (links made clickable, `names` isolated: see htmlOf). */
+function compose(subject: string, lines: Line[], names: readonly (string | null | undefined)[] = []): Message {
   const kept = lines.filter((l): l is string | LinkLine => typeof l === 'string' || (!!l && typeof l === 'object'));
+  const given = names.filter((n): n is string => !!n);
   const link = (url: string) => `<a href="${esc(url)}">${esc(url)}</a>`;
   const html = kept
     .map((l) =>
       typeof l === 'object'
-        ? `<p>${esc(l.label)} ${link(l.url)}</p>`
+        ? `<p>${htmlOf(l.label, given)} ${link(l.url)}</p>`
         : l === ''
           ? ''
           : /^(https?:|lightning:|bitcoin:)\S+$/.test(l)
             ? `<p>${link(l)}</p>`
-            : `<p>${esc(l)}</p>`,
+            : `<p>${htmlOf(l, given)}</p>`,
     )
     .join('\n');
   const text = kept.map((l) => (typeof l === 'object' ? `${l.label} ${l.url}` : l)).join('\n');
@@ -246,18 +270,22 @@ export function subscriberMessage(
    */
   const FOOTER = { open: 'Manage, pay or cancel your subscription:', cancelled: 'Manage your subscription:', over: 'Your subscriptions and receipts:' };
   const message = (state: keyof typeof FOOTER, subject: string, ...lines: Line[]): Message => ({
-    ...compose(subject, [
-      who.name ? `Hello ${who.name},` : 'Hello,',
-      '',
-      ...lines,
-      '',
-      who.manageUrl ? FOOTER[state] : undefined,
-      who.manageUrl ?? undefined,
-      // Where notices are switched off, on every channel (a cancelled or ended subscription has no switches left).
-      who.manageUrl && state === 'open' && 'You also choose there which notices you get.',
-      kind && who.unsubscribe && { label: kind === 'reminders' ? 'Stop these reminders:' : 'Stop these confirmations:', url: who.unsubscribe },
-      who.merchant ? `— ${who.merchant}` : undefined,
-    ]),
+    ...compose(
+      subject,
+      [
+        who.name ? `Hello ${who.name},` : 'Hello,',
+        '',
+        ...lines,
+        '',
+        who.manageUrl ? FOOTER[state] : undefined,
+        who.manageUrl ?? undefined,
+        // Where notices are switched off, on every channel (a cancelled or ended subscription has no switches left).
+        who.manageUrl && state === 'open' && 'You also choose there which notices you get.',
+        kind && who.unsubscribe && { label: kind === 'reminders' ? 'Stop these reminders:' : 'Stop these confirmations:', url: who.unsubscribe },
+        who.merchant ? `— ${who.merchant}` : undefined,
+      ],
+      [str(d.plan_name), who.name, who.merchant],
+    ),
     ...(kind && who.unsubscribe ? { unsubscribe: who.unsubscribe } : {}),
   });
   const body = (subject: string, ...lines: Line[]): Message => message('open', subject, ...lines);
@@ -437,23 +465,29 @@ export function ownerMessage(e: EventEnvelope): Message {
   const by = cancelledBy(d);
   const end = num(d.current_period_end);
   const amount = amountOf(d)?.text;
-  return compose(`${title}: ${d.plan_name || d.plan_id}`, [
-    `${title} (${e.event}) on ${day(e.timestamp)}.`,
-    `Plan: ${d.plan_name || '-'} (${d.plan_id})`,
-    str(d.subscription_id) && `Subscription: ${d.subscription_id}${status('subscription')}`,
-    who && `Subscriber: ${who}`,
-    amount && `Amount: ${amount}`,
-    str(d.payment_id) && `Payment: ${d.payment_id}${e.event === 'payment.unapplied' ? ' (paid, not applied)' : status('payment')}`,
-    e.event === 'subscription.extended' && num(d.days) !== undefined && `Extended by: ${d.days} days`,
-    (e.event === 'subscription.extended' || e.event === 'subscription.cancelled') && end !== undefined && `Period ends: ${day(end)}`,
-    by && `Cancelled by: ${by.owner}`,
-    // The owner's own note; the reason the service wrote for the others says no more than the line above.
-    (!by || d.cancelled_by === 'merchant') && str(d.cancel_reason) && `Cancel reason: ${d.cancel_reason}`,
-    str(d.reason) && `Reason: ${d.reason}`,
-    str(d.last_error) && `Last error: ${d.last_error}`,
-    // NWC payment.failed: one charge the wallet refused; the payment stays payable.
-    e.event === 'payment.failed' && str(d.error_code) && `Wallet answer: ${d.error_code}${str(d.error_message) ? ` (${d.error_message})` : ''}`,
-  ]);
+  return compose(
+    `${title}: ${d.plan_name || d.plan_id}`,
+    [
+      `${title} (${e.event}) on ${day(e.timestamp)}.`,
+      `Plan: ${d.plan_name || '-'} (${d.plan_id})`,
+      str(d.subscription_id) && `Subscription: ${d.subscription_id}${status('subscription')}`,
+      who && `Subscriber: ${who}`,
+      amount && `Amount: ${amount}`,
+      str(d.payment_id) && `Payment: ${d.payment_id}${e.event === 'payment.unapplied' ? ' (paid, not applied)' : status('payment')}`,
+      e.event === 'subscription.extended' && num(d.days) !== undefined && `Extended by: ${d.days} days`,
+      (e.event === 'subscription.extended' || e.event === 'subscription.cancelled') && end !== undefined && `Period ends: ${day(end)}`,
+      by && `Cancelled by: ${by.owner}`,
+      // The owner's own note; the reason the service wrote for the others says no more than the line above.
+      (!by || d.cancelled_by === 'merchant') && str(d.cancel_reason) && `Cancel reason: ${d.cancel_reason}`,
+      str(d.reason) && `Reason: ${d.reason}`,
+      str(d.last_error) && `Last error: ${d.last_error}`,
+      // NWC payment.failed: one charge the wallet refused; the payment stays payable.
+      e.event === 'payment.failed' && str(d.error_code) && `Wallet answer: ${d.error_code}${str(d.error_message) ? ` (${d.error_message})` : ''}`,
+      // Dunning with no invoice made: why, for the merchant to settle (billing asks again daily).
+      str(d.renewal_refused) && `No renewal invoice could be made: ${d.renewal_refused}`,
+    ],
+    [str(d.plan_name), str(d.subscriber_name)],
+  );
 }
 
 /** The message of `POST /notification-settings/test`. */
