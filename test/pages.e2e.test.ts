@@ -1479,7 +1479,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.keyboard.press('Enter');
     expect((await refused).status()).toBe(422);
     // The service's answer names the field: shown at it, as the page's own checks are, and focused.
-    await expect.poll(() => page.locator('#contact-nostr-error').textContent()).toBe('Enter an npub or a NIP-05 identifier (name@domain).');
+    await expect
+      .poll(() => page.locator('#contact-nostr-error').textContent())
+      .toBe('Enter an npub, a public key of 64 hex characters, or a NIP-05 identifier (name@domain).');
     expect(await npubField.getAttribute('aria-invalid')).toBe('true');
     expect(await npubField.getAttribute('aria-describedby')).toContain('contact-nostr-error');
     expect(await page.locator('#form-error').textContent()).toBe('Please correct the marked fields.');
@@ -1511,6 +1513,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const sk = generateSecretKey();
     const npub = nip19.npubEncode(getPublicKey(sk));
     await page.goto(p.checkout_url);
+    // A preference the person picked stays while they type another contact first (found from outside: it
+    // followed the typing, silently); one not picked follows the first contact typed, as above.
+    await pref.selectOption('nostr');
+    await chat.fill('424243');
+    expect(await pref.inputValue()).toBe('nostr');
+    await chat.fill('');
     // As many Nostr apps copy it (a NIP-21 link): the key itself is sent (found from outside: refused).
     await npubField.fill(`nostr:${npub}`);
     expect(await pref.inputValue()).toBe('nostr');

@@ -379,11 +379,15 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
     ),
   );
 
+  // The person picked the preference themselves (or their draft had one): typing no longer moves it.
+  let prefChosen = false;
   const contactFields = contacts.map((c) => {
     const f = CONTACT_FIELDS[c]!;
     const input = h('input', { id: `contact-${c}`, name: c, type: f.type, autocomplete: f.autocomplete, required: contacts.length === 1 });
-    // Filling a contact while the preferred one is empty makes it the preferred one.
+    // Filling a contact while the preferred one is empty makes it the preferred one, unless the person chose
+    // (found from outside: a Nostr preference picked first became Telegram, silently, as the chat id was typed).
     input.addEventListener('input', () => {
+      if (prefChosen) return;
       const chosen = document.getElementById(`contact-${prefSelect.value}`) as HTMLInputElement | null;
       if (input.value.trim() && !chosen?.value.trim()) prefSelect.value = c;
     });
@@ -411,6 +415,9 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
     { id: 'contact-preference', name: 'contact_preference' },
     ...contacts.map((c) => h('option', { value: c }, CONTACT_NAMES[c] ?? c)),
   ) as HTMLSelectElement;
+  prefSelect.addEventListener('change', () => {
+    prefChosen = true;
+  });
 
   const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');
   submit.addEventListener('pointerdown', () => {
@@ -650,7 +657,10 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
       const v = draft.contacts?.[c];
       if (typeof v === 'string') (form.querySelector(`#contact-${c}`) as HTMLInputElement).value = v;
     }
-    if (draft.pref && contacts.includes(draft.pref)) prefSelect.value = draft.pref;
+    if (draft.pref && contacts.includes(draft.pref)) {
+      prefSelect.value = draft.pref;
+      prefChosen = true;
+    }
     const reminders = form.querySelector('#reminders') as HTMLInputElement | null;
     if (reminders) reminders.checked = draft.reminders !== false;
   }

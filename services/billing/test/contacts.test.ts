@@ -19,6 +19,10 @@ describe('checkout contacts', () => {
     for (const nostr of ['bob@xn--e1afmkfd.xn--p1ai', 'bob@example.xn--p1ai']) expect(contactIssues({ nostr }), nostr).toEqual([]);
     expect(contactIssues({ nostr: 'bob@example.xn--' })[0]?.field).toEqual(['nostr']);
     expect(contactIssues({ nostr: 'not a key' })[0]!.field).toEqual(['nostr']);
+    // Every form taken is named (found from outside: hex keys were taken but not named).
+    expect(contactIssues({ nostr: 'not a key' })[0]!.msg).toBe(
+      'nostr must be an npub, a public key of 64 hex characters, or a NIP-05 identifier (name@domain)',
+    );
     expect(contactIssues({ nostr: 'npub1short' })[0]!.field).toEqual(['nostr']);
     // Well-formed, but no point on the curve (or a bad checksum): no notice could ever reach it.
     for (const nostr of ['0'.repeat(64), 'npub1' + 'q'.repeat(58)]) expect(contactIssues({ nostr })[0]!.field, nostr).toEqual(['nostr']);

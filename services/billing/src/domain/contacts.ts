@@ -43,7 +43,11 @@ export function contactIssues(
   }
   const nostr = c.nostr?.trim();
   if (nostr !== undefined && !(opts.localNip05 && NIP05_LOCAL.test(nostr)) && (!NOSTR.test(nostr) || !keyOnCurve(nostr))) {
-    issues.push({ field: ['nostr'], msg: 'nostr must be an npub or a NIP-05 identifier (name@domain)', type: 'value_error' });
+    issues.push({
+      field: ['nostr'],
+      msg: 'nostr must be an npub, a public key of 64 hex characters, or a NIP-05 identifier (name@domain)',
+      type: 'value_error',
+    });
   }
   const pref = c.contact_preference;
   if (pref && !c[pref]) issues.push({ field: [pref], msg: `contact_preference is ${pref}: give your ${pref} contact too`, type: 'missing' });
