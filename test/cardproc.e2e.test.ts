@@ -471,8 +471,9 @@ describe('a card renewal the processor refuses', () => {
     await ratedAt('20000');
     try {
       const before = asks();
-      // Weekly: the renewal is asked for a day before the end, and refused.
-      await clock.advanceTo(end - 86_400 + 60);
+      // Weekly: the renewal is asked for a day before the end, and refused (ten minutes in: the next ask
+      // comes ten minutes after the end, however long the checks at the end take).
+      await clock.advanceTo(end - 86_400 + 600);
       const refused = await until(row, (r) => r.renewal_refused_for === end);
       expect(refused).toMatchObject({ renewal_refused_for: end, renewal_payment_id: null });
       expect(asks()).toBe(before + 1);

@@ -95,6 +95,12 @@ const PaidPeriodData = WebhookEventData.extend({
   current_period_end: UnixSeconds,
 });
 
+/** No invoice could be made for the renewal: the payments service's reason (see the description). */
+const RenewalRefused = z.string().optional().openapi({
+  description:
+    "No invoice could be made for the renewal: the payments service's reason (a rail switched off, a price under the card processor's minimum at today's rate). It is asked again daily (a resume's payment hourly); the period lapses on time meanwhile",
+});
+
 /**
  * `subscription.past_due` and `subscription.payment_failed`: the period ended unpaid; the open renewal
  * stays payable until `pay_by` (the end of the grace period, then of the dunning window). `amount_fiat`
@@ -113,10 +119,7 @@ const DunningData = (status: 'past_due' | 'payment_failed') =>
       .openapi({ description: 'NWC: the connected wallet is asked to pay again during the grace period (after 1 h, then daily)' }),
     wallet_failed: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet was asked to pay the renewal and did not' }),
     after_trial: z.literal(true).optional().openapi({ description: 'The period that ended unpaid was a free trial' }),
-    renewal_refused: z.string().optional().openapi({
-      description:
-        "No invoice could be made for the renewal: the payments service's reason (a rail switched off, a price under the card processor's minimum at today's rate). It is asked again daily; the period lapses on time meanwhile",
-    }),
+    renewal_refused: RenewalRefused,
     notify_subscriber: z.boolean().optional(),
   });
 
@@ -140,6 +143,7 @@ const SubscriptionExpiredData = WebhookEventData.extend({
   subscription_id: z.string(),
   status: z.literal('expired'),
   reason: z.string().openapi({ description: `One of: ${Object.values(EXPIRED_BECAUSE).join('; ')}` }),
+  renewal_refused: RenewalRefused,
   notify_subscriber: z.boolean().optional(),
 });
 

@@ -28,7 +28,9 @@ const FIAT_RAILS: ReadonlySet<PaymentMethod> = new Set(['cardproc', 'walletproc'
  * The payments service's answer that a payment can never be made as asked (the rail switched off, a price
  * under the card processor's minimum), unlike an outage, which is tried again at the next sweep.
  */
-const isRefusal = (err: unknown): err is DomainError => err instanceof DomainError && err.kind === 'invalid';
+const isRefusal = (err: unknown): err is DomainError =>
+  // Not a request that breaks the message's contract (two versions in a rolling update): that passes.
+  err instanceof DomainError && err.kind === 'invalid' && !err.issues?.some((i) => i.in === 'message');
 
 /** Renewal payments left to withdraw that one sweep takes up (more wait for the next). */
 const WITHDRAW_PER_SWEEP = 100;
@@ -356,17 +358,17 @@ export class Scheduler {
       d,
       batch.map(({ s, due }, i) => ({ plan: plans[i], sub: s, o: renewalAsk(s, now, due.replaces, plans[i], this.policy) })),
     );
-    const refusals: Promise<boolean>[] = [];
+    const refusals: { s: SubRow; err: DomainError }[] = [];
     const issued = batch.flatMap((r, i) => {
       const a = answers[i]!;
       if (a instanceof DomainError) {
-        if (isRefusal(a)) refusals.push(this.refused(r.s, now, a));
+        if (isRefusal(a)) refusals.push({ s: r.s, err: a });
         else this.failed(r.s, a);
         return [];
       }
       return [{ ...r, row: renewalRow(r, a, now), created: a }];
     });
-    const refusedSaved = (await Promise.all(refusals)).filter(Boolean).length;
+    const refusedSaved = await this.refused(refusals, now);
     if (!issued.length) return refusedSaved;
     const { n, lost } = await d.db.tx(async (tx) => {
       const saved = await d.subscriptions.saveMany(
@@ -395,25 +397,35 @@ export class Scheduler {
   }
 
   /**
-   * The payments service refused to make the renewal payment of `s` (a DomainError of kind `invalid`: the
-   * rail switched off, a price under the card processor's minimum): not an outage, so it is recorded, the
-   * period lapses on time, and the ask is made again a day later (domain/schedule.ts `refusalHolds`). True
-   * when recorded (a conflict: another writer moved the row first, and the next pass looks again).
+   * The payments service refused to make these subscriptions' renewal payments (a DomainError of kind
+   * `invalid`: the rail switched off, a price under the card processor's minimum): not an outage, so each
+   * is recorded, the period lapses on time, and the ask is made again later (domain/schedule.ts
+   * `refusalHolds`). One transaction for them all (a rail switched off refuses a whole batch); a row
+   * another writer moved since the sweep read it is skipped, and the next pass looks again. Returns how
+   * many were recorded.
    */
-  private async refused(s: SubRow, now: number, err: DomainError): Promise<boolean> {
-    this.d.log.warn({ subscription_id: s.id, reason: err.message }, 'the payments service refused the renewal payment; asked again in a day');
-    return this.inTx(s, async (tx, cur) => {
-      const row = { ...cur, ...renewalRefused(cur, now), renewal_refused_reason: err.message, updated_at: now };
-      if (!(await this.d.subscriptions.save(tx, row))) throw conflict('moved');
-      return true;
-    }).catch((e) => this.failed(s, e));
+  private async refused(refusals: { s: SubRow; err: DomainError }[], now: number): Promise<number> {
+    if (!refusals.length) return 0;
+    // Once per batch: a rail switched off refuses every renewal on it.
+    const [first] = refusals;
+    this.d.log.warn(
+      { subscriptions: refusals.length, subscription_id: first!.s.id, reason: first!.err.message },
+      'the payments service refused renewal payments; asked again later',
+    );
+    const rows = refusals.map(({ s, err }) => ({ ...s, ...renewalRefused(s, now), renewal_refused_reason: err.message, updated_at: now }));
+    try {
+      return (await this.d.db.tx((tx) => this.d.subscriptions.saveMany(tx, rows))).size;
+    } catch (err) {
+      this.failed(first!.s, err);
+      return 0;
+    }
   }
 
   /** For a payment request's `catch`: a refusal is recorded (`refused`) and answers no payment; anything else is thrown on. */
   private onRefusal(s: SubRow, now: number) {
     return async (err: unknown): Promise<undefined> => {
       if (!isRefusal(err)) throw err;
-      await this.refused(s, now, err);
+      await this.refused([{ s, err }], now);
       return undefined;
     };
   }

@@ -883,19 +883,44 @@ describe('a renewal payment the payments service refused to make (found from out
   it("an NWC wallet's charge is not asked for again within the day either; the grace steps follow on time", () => {
     const s = refused('active', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) });
     expect(dueNow(s, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid', renewal_refused: true });
+    // The wallet was never asked: its notices do not say it could not pay (review finding).
+    expect(dueNow(s, END, POLICY)).not.toHaveProperty('wallet_failed');
+    expect(dueNow(s, END, POLICY)).not.toHaveProperty('wallet_retries');
     expect(dueNow(sub('past_due', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) }), END + DAY, POLICY)).toMatchObject({
       kind: 'charge_wallet',
       first: true,
     });
   });
 
-  it("a resume's payment refused waits a day (the resume's 24 h then end it); one refused before the pause does not hold it", () => {
+  it("a resume's payment refused is asked again after an hour, its expiry says why; one refused before the pause does not hold it", () => {
     const resumed = { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY };
     const after = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1) });
     expect(dueNow(after, T0 + 2 * DAY + 121, POLICY).kind).toBe('none');
-    expect(dueNow(after, T0 + 3 * DAY, POLICY)).toMatchObject({ kind: 'lapse', event: 'pending_timeout' });
+    // Asked again after an hour, not a day: the resume has 24 hours (review finding).
+    expect(dueNow(after, T0 + 2 * DAY + 1 + 3600, POLICY).kind).toBe('resume_payment');
+    expect(dueNow(after, T0 + 3 * DAY, POLICY)).toMatchObject({ kind: 'lapse', event: 'pending_timeout', renewal_refused: true });
     const before = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + DAY - 10) });
     expect(dueNow(before, T0 + 2 * DAY + 120, POLICY).kind).toBe('resume_payment');
+  });
+
+  it('a refused replacement sends no last call with the expired invoice; the end says no invoice was made (review finding)', () => {
+    // Monthly: issued 3 days ahead, its invoice ended after a day, the replacement refused two days ahead.
+    const s = sub('active', { ...issued(LEAD + DAY), ...renewalRefused({ current_period_end: END }, END - 2 * DAY + 60) });
+    expect(dueNow(s, END - DAY, POLICY).kind).toBe('none');
+    expect(nextDueAt(s, END - DAY, POLICY)).toBe(END - DAY + 60);
+    expect(dueNow(s, END - DAY + 60, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1', last_call: true });
+    // Refused again: the end lapses it, said as a renewal with no invoice.
+    const again = { ...s, ...renewalRefused(s, END - DAY + 60) };
+    expect(dueNow(again, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid', renewal_refused: true });
+    // At the end of the dunning window, too.
+    const failed = sub('payment_failed', { ...issued(DUNNING_END - DAY), ...renewalRefused({ current_period_end: END }, DUNNING_END - 60) });
+    expect(dueNow(failed, DUNNING_END, POLICY)).toMatchObject({ kind: 'lapse', event: 'dunning_end_unpaid', renewal_refused: true });
+  });
+
+  it('a refusal left behind while an invoice of the period is payable (made by a replica that could not clear it) says nothing', () => {
+    const s = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, LEAD - 60) });
+    expect(dueNow(s, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid' });
+    expect(dueNow(s, END, POLICY)).not.toHaveProperty('renewal_refused');
   });
 
   it('a refusal for another period, or one a renewal payment was made after, holds nothing', () => {

@@ -406,6 +406,9 @@ describe('subscriber notices', () => {
     const bare = subscriberMessage(ev('subscription.payment_failed', data), {});
     expect(bare.text).toContain('An invoice for it could not be made this time; we try again daily.');
     expect(bare.text).not.toContain('has a payable invoice');
+    // Ended with no invoice ever made: not "was not paid in time".
+    const ended = subscriberMessage(ev('subscription.expired', { reason: 'renewal unpaid at the end of the dunning window', renewal_refused: 'x' }), {});
+    expect(ended.text).toContain('has expired: no invoice could be made for its renewal.');
     // The owner's message gives the reason.
     expect(ownerMessage(ev('subscription.past_due', data)).text).toContain(
       'No renewal invoice could be made: below the smallest amount the card processor takes',

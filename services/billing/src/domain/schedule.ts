@@ -57,6 +57,8 @@ const RESUME_PAYMENT_AFTER_S = 120;
  * replaced, not at every sweep (each ask is a provider call), and the rate or the setting may change.
  */
 const REFUSED_RETRY_S = DAY_SECONDS;
+/** A resume's payment refused is asked again sooner: the resume has 24 hours, so a daily ask would be its last. */
+const RESUME_REFUSED_RETRY_S = 3600;
 
 /**
  * The one thing due for a subscription at a time. The scheduler only carries these out; every
@@ -147,17 +149,17 @@ export const awaitingFirstPayment = (s: Pick<ScheduleView, 'status' | 'pending_s
   s.status === 'pending' && !pendingSinceResume(s);
 
 /**
- * The payments service refused, less than REFUSED_RETRY_S ago (and not before `since`), to make the
+ * The payments service refused, less than `retry` seconds ago (and not before `since`), to make the
  * renewal payment of the current period: it is not asked again yet, and the period lapses on time as
  * one left unpaid. Taken as an outage, it was asked at every sweep and the subscription stayed active
  * past its end until the dunning window was over (found from outside: a card renewal under Stripe's
  * minimum after the rate moved).
  */
-const refusalHolds = (s: ScheduleView, now: number, since = 0) =>
-  s.renewal_refused_for === s.current_period_end &&
-  s.renewal_refused_at !== null &&
-  s.renewal_refused_at >= since &&
-  now < s.renewal_refused_at + REFUSED_RETRY_S;
+const refusalHolds = (s: ScheduleView, now: number, since = 0, retry = REFUSED_RETRY_S) => refusedSince(s, since) && now < (s.renewal_refused_at ?? 0) + retry;
+
+/** The renewal payment of the current period was refused (not before `since`), and none was made since. */
+const refusedSince = (s: ScheduleView, since = 0) =>
+  s.renewal_refused_for === s.current_period_end && s.renewal_refused_at !== null && s.renewal_refused_at >= since;
 
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
@@ -165,13 +167,22 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     if (now < (s.pending_since ?? 0) + PENDING_EXPIRY_SECONDS) {
       if (!resumed) return NONE;
       // Its payment not made, or its wallet asked by a resume that stopped before the answer (no reminder yet).
-      const unmade = s.renewal_payment_id === null && now >= (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S && !refusalHolds(s, now, s.pending_since ?? 0);
+      const unmade =
+        s.renewal_payment_id === null &&
+        now >= (s.pending_since ?? 0) + RESUME_PAYMENT_AFTER_S &&
+        !refusalHolds(s, now, s.pending_since ?? 0, RESUME_REFUSED_RETRY_S);
       const unanswered = s.renewal_payment_id !== null && s.nwc_charging_since !== null && now >= s.nwc_charging_since + NWC_CHARGE_WINDOW_S;
       return unmade || unanswered ? { kind: 'resume_payment' } : NONE;
     }
-    // A resumed subscriber hears of the end.
+    // A resumed subscriber hears of the end (and, when its payment could never be made, why).
     return resumed
-      ? { kind: 'lapse', event: 'pending_timeout', notify_subscriber: true, reason: EXPIRED_BECAUSE.resumeUnpaid }
+      ? {
+          kind: 'lapse',
+          event: 'pending_timeout',
+          notify_subscriber: true,
+          reason: EXPIRED_BECAUSE.resumeUnpaid,
+          ...(s.renewal_payment_id === null && refusedSince(s, s.pending_since ?? 0) ? { renewal_refused: true as const } : {}),
+        }
       : { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: EXPIRED_BECAUSE.checkoutUnpaid };
   }
   if (s.status !== 'active' && s.status !== 'past_due' && s.status !== 'payment_failed') return NONE;
@@ -182,6 +193,12 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if ((s.status === 'active' || s.status === 'past_due') && !hasNextPeriod(end, s.interval)) return NONE;
   const issued = s.renewal_for === end;
   const refused = refusalHolds(s, now);
+  // Nothing payable for the renewal because the payments service refused to make it: no open invoice of
+  // this period (a refusal left behind by a replica that made one since and could not clear it says nothing).
+  const noInvoice = refusedSince(s) && !(issued && s.renewal_expires_at !== null && s.renewal_expires_at > now);
+  // The wallet was asked for this period (its charge saves the renewal before it asks); one whose invoice
+  // was refused never was, and is not said to have failed.
+  const walletAsked = autoPays(s) && issued;
   // A step of dunning, payable until `payBy`; without a window left (no grace and no dunning days) the
   // expiry follows at once and says it all.
   const dunningStep = (event: 'period_end_unpaid' | 'grace_end_unpaid', payBy: number): Due => ({
@@ -189,10 +206,10 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     event,
     notify_subscriber: s.receive_reminders && payBy > now,
     pay_by: payBy,
-    ...(event === 'period_end_unpaid' && autoPays(s) && now < graceEnd(s) ? { wallet_retries: true as const } : {}),
-    ...(autoPays(s) ? { wallet_failed: true as const } : {}),
+    ...(event === 'period_end_unpaid' && walletAsked && now < graceEnd(s) ? { wallet_retries: true as const } : {}),
+    ...(walletAsked ? { wallet_failed: true as const } : {}),
     ...(s.trial_end === end ? { after_trial: true as const } : {}),
-    ...(s.renewal_refused_for === end ? { renewal_refused: true as const } : {}),
+    ...(noInvoice ? { renewal_refused: true as const } : {}),
   });
   // The dunning step due now, if any. With grace the subscription goes past_due (access kept until the grace
   // ends), else payment_failed. It comes after a wallet charge or a first invoice due now, but before an
@@ -203,7 +220,13 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       : s.status === 'past_due' && now >= graceEnd(s)
         ? dunningStep('grace_end_unpaid', dunningEnd(s, p))
         : s.status === 'payment_failed' && now >= dunningEnd(s, p)
-          ? { kind: 'lapse', event: 'dunning_end_unpaid', notify_subscriber: true, reason: EXPIRED_BECAUSE.dunningOver }
+          ? {
+              kind: 'lapse',
+              event: 'dunning_end_unpaid',
+              notify_subscriber: true,
+              reason: EXPIRED_BECAUSE.dunningOver,
+              ...(noInvoice ? { renewal_refused: true as const } : {}),
+            }
           : null;
   // Once the wallet's retries are over (payment_failed) the subscriber pays by invoice, like everyone else.
   const walletPays = autoPays(s) && s.status !== 'payment_failed';
@@ -248,7 +271,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   }
   if (lapse !== null) return lapse;
   // A wallet that still pays is asked at the end: no invoice to call for (a carried one has expired).
-  if (!walletPays && now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
+  // Not while the replacement of an expired invoice is refused: the reminder would send a dead invoice.
+  if (!walletPays && !refused && now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
     return { kind: 'last_call', notify_subscriber: s.receive_reminders };
   return NONE;
 }

@@ -122,43 +122,45 @@ export function subscriberWants(e: EventEnvelope, ownerChoice: readonly string[]
 type LinkLine = { label: string; url: string };
 type Line = string | LinkLine | undefined | false | null;
 
-/** A letter of a right-to-left script (Hebrew, Arabic, Syriac, Thaana, N'Ko, their presentation forms). */
-const RTL = /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]/;
+/** A letter of a right-to-left script (Hebrew, Arabic, Syriac, Thaana, N'Ko, their presentation forms; Adlam and the others past U+FFFF). */
+const RTL = /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc\u{10800}-\u{10fff}\u{1e800}-\u{1efff}]/u;
 
 /**
- * `line` as HTML, each of `names` in it isolated (`<bdi>`): a right-to-left name (a plan's, a person's)
+ * A line as HTML, each of `names` in it isolated (`<bdi>`): a right-to-left name (a plan's, a person's)
  * inside our English sentence would otherwise take the figures and brackets next to it into its own
  * direction ("(€10.50 EUR, 21,000 sats)" read out of order). Only names with right-to-left letters: the
  * others read the same either way. The text part cannot isolate (the characters that would are cleaned
  * out of names: they turn lines around).
  */
-function htmlOf(line: string, names: readonly string[]): string {
+function isolating(names: readonly string[]): (line: string) => string {
   const rtl = [...new Set(names.filter((n) => RTL.test(n)))].sort((a, b) => b.length - a.length);
-  if (!rtl.length) return esc(line);
+  if (!rtl.length) return esc;
   const any = new RegExp(rtl.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
-  let out = '';
-  let at = 0;
-  for (const m of line.matchAll(any)) {
-    out += `${esc(line.slice(at, m.index))}<bdi>${esc(m[0])}</bdi>`;
-    at = m.index + m[0].length;
-  }
-  return out + esc(line.slice(at));
+  return (line) => {
+    let out = '';
+    let at = 0;
+    for (const m of line.matchAll(any)) {
+      out += `${esc(line.slice(at, m.index))}<bdi>${esc(m[0])}</bdi>`;
+      at = m.index + m[0].length;
+    }
+    return out + esc(line.slice(at));
+  };
 }
 
-/** Lines as text and as HTML (links made clickable, `names` isolated: see htmlOf). */
+/** Lines as text and as HTML (links made clickable, `names` isolated: see isolating). */
 function compose(subject: string, lines: Line[], names: readonly (string | null | undefined)[] = []): Message {
   const kept = lines.filter((l): l is string | LinkLine => typeof l === 'string' || (!!l && typeof l === 'object'));
-  const given = names.filter((n): n is string => !!n);
+  const htmlOf = isolating(names.filter((n): n is string => !!n));
   const link = (url: string) => `<a href="${esc(url)}">${esc(url)}</a>`;
   const html = kept
     .map((l) =>
       typeof l === 'object'
-        ? `<p>${htmlOf(l.label, given)} ${link(l.url)}</p>`
+        ? `<p>${htmlOf(l.label)} ${link(l.url)}</p>`
         : l === ''
           ? ''
           : /^(https?:|lightning:|bitcoin:)\S+$/.test(l)
             ? `<p>${link(l)}</p>`
-            : `<p>${htmlOf(l, given)}</p>`,
+            : `<p>${htmlOf(l)}</p>`,
     )
     .join('\n');
   const text = kept.map((l) => (typeof l === 'object' ? `${l.label} ${l.url}` : l)).join('\n');
@@ -404,7 +406,8 @@ export function subscriberMessage(
     case 'subscription.payment_failed':
       return dunning(`Payment failed for ${plan}: your access has ended`, `${unpaid(d)}, so your access has ended for now.`, payToGetBack);
     case 'subscription.expired': {
-      const why = EXPIRED_WHY[str(d.reason) ?? ''];
+      // No invoice could ever be made for it (the merchant's event says why): not "was not paid in time".
+      const why = typeof d.renewal_refused === 'string' ? 'no invoice could be made for its renewal.' : EXPIRED_WHY[str(d.reason) ?? ''];
       return message(
         'over',
         `Your subscription to ${plan} has expired`,
