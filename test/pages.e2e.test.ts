@@ -2985,6 +2985,41 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('billing away when the portal and a checkout are opened: each says so, then loads by itself once it is back (found from outside)', async () => {
+    const p = await planWithMessages({ name: 'Back by itself', amount_sats: 1400 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'back-by-itself@example.com' })).body;
+    const portal = await openPage(phone);
+    const form = await openPage(phone);
+    await stack.stopBilling();
+    try {
+      await portal.page.goto(sub.manage_url);
+      await form.page.goto(p.checkout_url);
+      await expect.poll(() => portal.page.getByRole('heading', { level: 1 }).textContent()).toBe('Your subscriptions could not be loaded');
+      await expect.poll(() => form.page.getByRole('heading', { level: 1 }).textContent()).toBe('Checkout unavailable');
+      for (const { page } of [portal, form]) {
+        expect(await page.locator('#loads-again').textContent()).toBe('This page tries again by itself in a moment. Try again now');
+        expect(await page.getByRole('link', { name: 'Try again now' }).getAttribute('href')).toBe(page.url());
+      }
+      // A try that meets the outage again leaves the view (and its alert) as it was.
+      const alert = await portal.page.getByRole('alert').elementHandle();
+      await portal.page.waitForTimeout(4000);
+      expect(await alert!.evaluate((el) => el.isConnected)).toBe(true);
+    } finally {
+      await stack.restartBilling();
+    }
+    // No reload: each page loads again by itself, and the focus is in its content.
+    await portal.page.locator(`#sub-${sub.subscription_id}`).waitFor({ timeout: 45_000 });
+    expect(await portal.page.getByRole('heading', { level: 1 }).textContent()).toBe('Your subscriptions');
+    await form.page.locator('#checkout-form').waitFor({ timeout: 45_000 });
+    expect(await form.page.getByRole('heading', { level: 1 }).textContent()).toBe('Back by itself');
+    for (const { page } of [portal, form]) expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+    // The outage's 503s are the only problems the pages met.
+    for (const { page, problems } of [portal, form]) {
+      expect(problems.filter((m) => !/status of 503/.test(m))).toEqual([]);
+      await page.close();
+    }
+  });
+
   it('a List-Unsubscribe link opened in a browser asks first; its button turns that kind of message off', async () => {
     const smtp = await startSmtpServer('pages', 'pages-pass');
     try {

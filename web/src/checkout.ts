@@ -8,8 +8,11 @@ import {
   fieldMessage,
   h,
   INTERVALS,
+  loadAgainLater,
+  loadsAgain,
   METHOD_LABELS,
   naming,
+  passing,
   nwcShapeError,
   paymentView,
   randomKey,
@@ -688,9 +691,7 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError
     formError.replaceChildren(open.paid ? 'You already subscribed to this plan in this tab: ' : 'You have an open checkout for this plan: ', show);
     return;
   }
-  const link = plan.available_contact_methods?.length
-    ? 'its link to manage it (and to pay a renewal that is due) was shown when it started and is in your messages about it'
-    : 'its link to manage it (and to pay a renewal that is due) was shown when it started; the seller can send it to you again';
+  const link = whereTheLinkIs(plan, 'existing');
   // A trial starts at once: there is no unpaid checkout to tell of (found from outside). One started
   // before the seller added the trial is still covered by "subscription".
   formError.textContent =
@@ -701,8 +702,7 @@ function conflictHelp(plan: PublicPlan, body: Record<string, unknown>, formError
 
 /** A checkout that another one of the same contact replaced, or that was paid or cancelled meanwhile. */
 function replacedHelp(plan: PublicPlan): string {
-  const messages = !!plan.available_contact_methods?.length;
-  return `Another checkout for this contact took its place (started in another tab or with another payment method), or it was paid or cancelled meanwhile. Nothing more is due here: pay where the newer checkout was started; ${messages ? 'the link to manage your subscription is in your messages' : 'the seller can send you the link to manage your subscription'}.`;
+  return `Another checkout for this contact took its place (started in another tab or with another payment method), or it was paid or cancelled meanwhile. Nothing more is due here: pay where the newer checkout was started; ${whereTheLinkIs(plan, 'replaced')}.`;
 }
 
 /**
@@ -951,7 +951,7 @@ function followLate(ids: string[], found: (paymentId: string) => void): void {
  * A payment seen paid and settled by the service: applied (subscribed), or too late. `shownId`: the
  * payment view's own payment, which keeps the tab's link and is noted paid.
  */
-function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, startedHere: boolean | 'renewal' = true): void {
+function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, startedHere = true): void {
   keepPaid(shownId, !!s.unapplied);
   const renewal = s.purpose === 'renewal';
   if (s.unapplied) paidTooLate(plan, renewal);
@@ -961,7 +961,7 @@ function settledPaid(plan: PublicPlan, s: PaymentStatus, shownId: string, starte
 }
 
 /** Subscribed by a checkout's payment: said with the portal link this tab holds for that payment. */
-const paidHere = (plan: PublicPlan, paymentId: string, startedHere: boolean | 'renewal' = true) =>
+const paidHere = (plan: PublicPlan, paymentId: string, startedHere = true) =>
   done(plan, paidMessage(plan), linkOf(paymentId), [`sb-link-${paymentId}`], startedHere);
 
 /**
@@ -1003,25 +1003,40 @@ function subscribed(plan: PublicPlan, subscriptionId: string, message: string, l
 
 /** An address of a subscription's result that this tab does not hold: where that result and its link are. */
 function subscribedElsewhere(plan: PublicPlan): string {
-  const link = plan.available_contact_methods?.length
-    ? 'The link to manage it is in your confirmation message'
-    : 'The link to manage it was shown there; the seller can send it to you again';
-  return `This address showed a subscription's confirmation, which is kept only for a while in the tab where it was made. ${link}. The form below starts a new subscription.`;
+  return `This address showed a subscription's confirmation, which is kept only for a while in the tab where it was made. ${whereTheLinkIs(plan, 'confirmationElsewhere')}. The form below starts a new subscription.`;
 }
 
 /**
- * Where the portal link is when this tab has none: this tab started the checkout without being given one
- * (the contact subscribed before: their link came then), or the checkout was started in another tab. A
- * renewal is paid from the subscription's page (the portal, or a reminder's link to it): no confirmation
- * message is promised, the subscriber may have turned them off (found from outside).
+ * Where the portal link is when this page has none to show, in one place: whether the seller sends
+ * messages (the plan has channels) decides between "in your messages" and "the seller can send it".
+ * - `startedHere`: this tab started the checkout without being given one (the contact subscribed before:
+ *   their link came then); `startedElsewhere`: the checkout was started in another tab;
+ * - `renewal`: paid from the subscription's page (the portal, or a reminder's link to it): no confirmation
+ *   message is promised, the subscriber may have turned them off (found from outside);
+ * - `confirmationElsewhere`: a `?subscribed=` address this tab does not hold; `existing`: a 409 for a
+ *   contact already subscribed; `replaced`: a checkout another one took the place of.
  */
-function linkElsewhere(plan: PublicPlan, startedHere: boolean | 'renewal'): string {
-  if (startedHere === 'renewal') return 'The page of your subscription, where you paid from, shows it renewed.';
+function whereTheLinkIs(
+  plan: PublicPlan,
+  situation: 'startedHere' | 'startedElsewhere' | 'renewal' | 'confirmationElsewhere' | 'existing' | 'replaced',
+): string {
   const messages = !!plan.available_contact_methods?.length;
-  if (!startedHere) return `The link to manage your subscription is on the page where you started${messages ? ' and in your confirmation message' : ''}.`;
-  return messages
-    ? 'The link to manage your subscriptions is in your confirmation message.'
-    : 'The link to manage your subscriptions was shown when you first subscribed; the seller can send it to you again.';
+  switch (situation) {
+    case 'renewal':
+      return 'The page of your subscription, where you paid from, shows it renewed.';
+    case 'startedElsewhere':
+      return `The link to manage your subscription is on the page where you started${messages ? ' and in your confirmation message' : ''}.`;
+    case 'startedHere':
+      return messages
+        ? 'The link to manage your subscriptions is in your confirmation message.'
+        : 'The link to manage your subscriptions was shown when you first subscribed; the seller can send it to you again.';
+    case 'confirmationElsewhere':
+      return messages ? 'The link to manage it is in your confirmation message' : 'The link to manage it was shown there; the seller can send it to you again';
+    case 'existing':
+      return `its link to manage it (and to pay a renewal that is due) was shown when it started${messages ? ' and is in your messages about it' : '; the seller can send it to you again'}`;
+    case 'replaced':
+      return messages ? 'the link to manage your subscription is in your messages' : 'the seller can send you the link to manage your subscription';
+  }
 }
 
 /**
@@ -1050,7 +1065,8 @@ function done(
       heading,
       // The plan's name in it keeps its own direction ("מנוי VIP" is not shown as "VIP מנוי").
       h('p', { id: 'done-message' }, naming(message, plan.name)),
-      portalLinkParagraph(link) ?? h('p', { id: 'link-elsewhere' }, linkElsewhere(plan, startedHere)),
+      portalLinkParagraph(link) ??
+        h('p', { id: 'link-elsewhere' }, whereTheLinkIs(plan, startedHere === 'renewal' ? 'renewal' : startedHere ? 'startedHere' : 'startedElsewhere')),
     ),
   );
   titled(title === 'You are subscribed' ? 'Subscribed to' : 'Paid for', plan);
@@ -1192,7 +1208,8 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
   }
 }
 
-async function main(back: boolean): Promise<void> {
+/** `tries`: loads that met an outage before this one (then it loads again by itself, see loadAgainLater). */
+async function main(back: boolean, tries = 0): Promise<void> {
   const view = ++views;
   stopFollowing();
   if (!planId || planId === 'checkout') {
@@ -1222,6 +1239,11 @@ async function main(back: boolean): Promise<void> {
       history.replaceState(null, '', location.pathname);
       render(plan, back, subscribedElsewhere(plan));
     } else render(plan, back);
+    // Back after an outage: the person hears it, and the focus is not left on <body>.
+    if (tries) {
+      if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
+      announce(`${document.title}: loaded.`);
+    }
   } catch (err) {
     // A payment of a plan withdrawn since (reloaded, or back from a processor): a late payment is still
     // said as it is, not hidden behind "Plan not found" (found from outside).
@@ -1230,7 +1252,10 @@ async function main(back: boolean): Promise<void> {
       const s = await paymentStatus(paymentId).catch(() => null);
       if (view === views && s?.status === 'paid' && s.unapplied && s.plan_id === planId) return paidTooLate(null);
     }
-    if (view === views) planUnavailable(err);
+    if (view !== views) return;
+    planUnavailable(err);
+    // Back or Forward meanwhile drew another view (views moved on): that one stays.
+    if (passing(err)) loadAgainLater(tries, () => view === views && void main(back, tries + 1));
   }
 }
 
@@ -1252,12 +1277,14 @@ function planUnavailable(err: unknown): void {
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
   // Gone for good: nothing typed for it is of use; a passing outage keeps it for the next Back.
   if (notFound && planId) forgetDraft(planId);
+  // A load that met the outage again leaves the view as it is: its alert is not read out anew at every try.
+  if (passing(err) && document.getElementById('loads-again')) return;
   document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';
   const heading = h('h1', { tabindex: -1 }, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable');
   setMain(
     heading,
     h('p', { role: 'alert' }, notFound ? PLAN_NOT_OFFERED : err instanceof ApiError ? err.message : 'The plan could not be loaded.'),
-    notFound ? null : h('p', {}, h('a', { href: location.href }, 'Try again')),
+    notFound ? null : passing(err) ? loadsAgain() : h('p', {}, h('a', { href: location.href }, 'Try again')),
   );
   // The form and its focused button are gone (archived while it was open): focus on what is there now,
   // as every other view change does (found from outside: left on <body>).

@@ -195,6 +195,30 @@ export function announce(text: string): void {
   if (text) announcing = window.setTimeout(() => (el.textContent = text), 50);
 }
 
+/** The service is away or busy for now (no connection, a 5xx, a 429): a page may ask again by itself; another 4xx it may not. */
+export const passing = (err: unknown): boolean => err instanceof ApiError && (err.status === 0 || err.status === 429 || err.status >= 500);
+
+/** How long a page whose load met an outage waits before it loads again by itself, by try (then the last). */
+const LOAD_AGAIN_AFTER_MS = [3000, 5000, 10_000, 30_000, 60_000];
+
+/**
+ * A page whose load met an outage (the service restarting, a phone between networks) loads again by
+ * itself, slower each try and only while it is shown, so nobody has to find "Try again" (found from
+ * outside: a portal opened while billing restarted said "could not be loaded" until reloaded by hand).
+ * The view drawn meanwhile says so (`loadsAgain`).
+ */
+export function loadAgainLater(tries: number, again: () => void): void {
+  const go = (): void => {
+    if (document.hidden) document.addEventListener('visibilitychange', go, { once: true });
+    else again();
+  };
+  window.setTimeout(go, LOAD_AGAIN_AFTER_MS[Math.min(tries, LOAD_AGAIN_AFTER_MS.length - 1)]);
+}
+
+/** What an unavailable view says under its error, with a link that loads the page at once. */
+export const loadsAgain = (): HTMLElement =>
+  h('p', { id: 'loads-again' }, 'This page tries again by itself in a moment. ', h('a', { href: location.href }, 'Try again now'));
+
 /** A fresh Idempotency-Key (getRandomValues: randomUUID needs a secure context, a page may be served over plain http). */
 export const randomKey = (): string => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 

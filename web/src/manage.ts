@@ -15,6 +15,9 @@ import {
   sentence,
   setBusy,
   setMain,
+  loadAgainLater,
+  loadsAgain,
+  passing,
   STATUS_LABELS,
   theirs,
   type Payable,
@@ -87,8 +90,12 @@ interface Wallet {
 }
 
 const TERMINAL = new Set(['cancelled', 'expired']);
-/** How often an open payment's status is asked while the page is in view (the checkout page asks every 2 s). */
-const POLL_MS = 3000;
+/**
+ * How often the portal looks at the payments it follows while the page is in view: an open one is asked at
+ * every look (the checkout page, following one payment, every 2 s: pace.ts), an ended one only when its own
+ * slower pace (pace.ts `latePace`) says it is due.
+ */
+const LOOK_EVERY_MS = 3000;
 
 /** How a subscription or payment was paid, as the subscriber reads it on their portal. */
 const paidBy = (m: string) => (m === 'nwc' ? 'Your wallet, automatically (NWC)' : (METHOD_LABELS[m] ?? m));
@@ -843,7 +850,7 @@ let polling = false;
 function schedulePoll(): void {
   window.clearTimeout(pollTimer);
   pollTimer = undefined;
-  if (!polling && watched.size && document.visibilityState === 'visible') pollTimer = window.setTimeout(() => void poll(), POLL_MS);
+  if (!polling && watched.size && document.visibilityState === 'visible') pollTimer = window.setTimeout(() => void poll(), LOOK_EVERY_MS);
 }
 
 async function poll(): Promise<void> {
@@ -1001,19 +1008,30 @@ window.addEventListener('pageshow', (e) => {
   if (e.persisted) schedulePoll();
 });
 
-async function main(): Promise<void> {
+/** `tries`: loads that met an outage before this one (then it loads again by itself, see loadAgainLater). */
+async function main(tries = 0): Promise<void> {
   if (!/^[0-9a-f]{16,128}$/i.test(token)) return badLink();
   try {
     await load();
+    // Back after an outage: the view the person was on is gone; they hear it, and the focus is not left on <body>.
+    if (tries) {
+      announce('Your subscriptions are loaded.');
+      if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
+    }
   } catch (err) {
     // A token of the wrong shape (a 401 was made the bad-link view by portal()).
     if (err instanceof ApiError && err.status === 422) return badLink();
-    document.title = 'Subscriptions unavailable';
-    setMain(
-      h('h1', {}, 'Your subscriptions could not be loaded'),
-      h('p', { role: 'alert' }, err instanceof ApiError ? err.message : 'Something went wrong.'),
-      h('p', {}, h('a', { href: location.href }, 'Try again')),
-    );
+    const again = passing(err);
+    // A retry that failed again leaves the view as it is: its alert is not read out anew at every try.
+    if (!(again && document.getElementById('loads-again'))) {
+      document.title = 'Subscriptions unavailable';
+      setMain(
+        h('h1', {}, 'Your subscriptions could not be loaded'),
+        h('p', { role: 'alert' }, err instanceof ApiError ? err.message : 'Something went wrong.'),
+        again ? loadsAgain() : h('p', {}, h('a', { href: location.href }, 'Try again')),
+      );
+    }
+    if (again) loadAgainLater(tries, () => void main(tries + 1));
   }
 }
 
