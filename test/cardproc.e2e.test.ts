@@ -64,6 +64,19 @@ async function checkout(email: string, plan?: { id: string }) {
   return { c: res.body, session };
 }
 
+/** A card checkout paid at Stripe and confirmed by its signed event: its subscription, once active. */
+async function activeCardSubscription(email: string, plan: { id: string }) {
+  const { c, session } = await checkout(email, plan);
+  stripe.pay(session.id);
+  expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
+  const sub = await until(
+    async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body,
+    (s) => s.status === 'active',
+  );
+  expect(sub.status).toBe('active');
+  return { c, sub };
+}
+
 /** One webhook delivery as Stripe makes it: the JSON text and its Stripe-Signature header. */
 function deliver(payload: string, signature: string | null = stripe.sign(payload)) {
   return call(stack.api, 'POST', '/public/webhook/cardproc', { raw: payload, headers: signature === null ? {} : { 'Stripe-Signature': signature } });
@@ -353,14 +366,7 @@ describe('a renewal the provider ends early', () => {
     const admin = () => client(stack.api, stack.wallets[0]!.admin_key);
     const clock = devClock(admin);
     const plan = await cardPlan('Card renewal ended', { amount_sats: 21000, grace_period_days: 3 });
-    const { c, session } = await checkout('renewal-ended@example.com', plan);
-    stripe.pay(session.id);
-    expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
-    const sub = await until(
-      async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body,
-      (s) => s.status === 'active',
-    );
-    expect(sub.status).toBe('active');
+    const { c, sub } = await activeCardSubscription('renewal-ended@example.com', plan);
     const listed = async () => (await owner().get(`/payments?subscription_id=${c.subscription_id}&limit=50`)).body.items as { id: string; status: string }[];
     await clock.advanceTo(sub.current_period_end - 3 * 86_400 + 60);
     const [renewal] = (await until(listed, (items) => items.length === 2)).filter((p) => p.id !== c.payment_id);
@@ -399,13 +405,7 @@ describe('dunning of a card renewal', () => {
   it('the past-due and payment-failed notices say what the card is charged and the period it pays for, as the reminder did (found from outside)', async () => {
     const clock = devClock(() => client(stack.api, stack.wallets[0]!.admin_key));
     const plan = await cardPlan('Card dunning', { amount_sats: 21000, interval: 'weekly', grace_period_days: 1 });
-    const { c, session } = await checkout('dunning@example.com', plan);
-    stripe.pay(session.id);
-    expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
-    const sub = await until(
-      async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body,
-      (s) => s.status === 'active',
-    );
+    const { c, sub } = await activeCardSubscription('dunning@example.com', plan);
     const end = sub.current_period_end;
     const utc = (t: number) => `${new Date(t * 1000).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
     const mails = (subject: string) =>
@@ -446,11 +446,9 @@ describe('a card renewal the processor refuses', () => {
     const clock = devClock(() => client(stack.api, stack.wallets[0]!.admin_key));
     // 2,100 sats: 1.05 EUR at 50,000 EUR per bitcoin, 0.42 EUR at 20,000 (under Stripe's 0.50 EUR).
     const plan = await cardPlan('Card refused renewal', { amount_sats: 2100, interval: 'weekly', grace_period_days: 2 });
-    const { c, session } = await checkout('refused-renewal@example.com', plan);
-    stripe.pay(session.id);
-    expect((await deliver(stripe.eventJson('checkout.session.completed', session.id))).status).toBe(200);
+    const { c, sub } = await activeCardSubscription('refused-renewal@example.com', plan);
     const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
-    const end = (await until(subOf, (s) => s.status === 'active')).current_period_end as number;
+    const end = sub.current_period_end as number;
     const row = async () =>
       (
         await db.query('SELECT renewal_refused_for::float8, renewal_refused_at::float8, renewal_payment_id FROM billing.subscriptions WHERE id = $1', [
