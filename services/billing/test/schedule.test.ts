@@ -896,7 +896,8 @@ describe('a renewal payment the payments service refused to make (found from out
     const resumed = { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY };
     const after = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1) });
     expect(dueNow(after, T0 + 2 * DAY + 121, POLICY).kind).toBe('none');
-    // Asked again after an hour, not a day: the resume has 24 hours (review finding).
+    // Asked again after an hour, not a day: the resume has 24 hours (review finding); the stored due time says so.
+    expect(nextDueAt(after, T0 + 2 * DAY + 121, POLICY)).toBe(T0 + 2 * DAY + 1 + 3600);
     expect(dueNow(after, T0 + 2 * DAY + 1 + 3600, POLICY).kind).toBe('resume_payment');
     expect(dueNow(after, T0 + 3 * DAY, POLICY)).toMatchObject({ kind: 'lapse', event: 'pending_timeout', renewal_refused: true });
     const before = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + DAY - 10) });
@@ -921,6 +922,22 @@ describe('a renewal payment the payments service refused to make (found from out
     const s = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, LEAD - 60) });
     expect(dueNow(s, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid' });
     expect(dueNow(s, END, POLICY)).not.toHaveProperty('renewal_refused');
+  });
+
+  it('nextDueAt finds the first time something is due after a refusal (the stored due time the scheduler loads by)', () => {
+    const resumed = { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY };
+    const rows: [string, Row, number][] = [
+      ['active, refused at the lead time', refused('active'), LEAD],
+      ['past_due, refused a replacement', sub('past_due', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END + DAY) }), END + DAY],
+      ['nwc, refused at the end', refused('active', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) }), END],
+      ['resumed, refused', sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1) }), T0 + 2 * DAY + 1],
+    ];
+    for (const [name, row, from] of rows) {
+      const next = nextDueAt(row, from + 1, POLICY);
+      expect(next, name).not.toBeNull();
+      expect(dueNow(row, next!, POLICY).kind, name).not.toBe('none');
+      for (let t = from + 1; t < next!; t += 300) expect(dueNow(row, t, POLICY).kind, `${name} at ${t - from}`).toBe('none');
+    }
   });
 
   it('a refusal for another period, or one a renewal payment was made after, holds nothing', () => {

@@ -297,6 +297,7 @@ export function nextDueAt(s: ScheduleView, now: number, p: SchedulePolicy): numb
     s.nwc_next_attempt_at,
     s.nwc_charging_since === null ? null : s.nwc_charging_since + NWC_CHARGE_WINDOW_S,
     s.renewal_refused_at === null ? null : s.renewal_refused_at + REFUSED_RETRY_S,
+    s.renewal_refused_at === null ? null : s.renewal_refused_at + RESUME_REFUSED_RETRY_S,
   ]
     .filter((t): t is number => t !== null && t > now)
     .sort((a, b) => a - b);
