@@ -442,30 +442,32 @@ describe('dunning of a card renewal', () => {
 
 // After the tests before (they move the shared dev clock on).
 describe('a card renewal the processor refuses', () => {
+  const clock = devClock(() => client(stack.api, stack.wallets[0]!.admin_key));
+  const refusalOf = async (subscriptionId: string) =>
+    (
+      await db.query('SELECT renewal_refused_for::float8, renewal_refused_at::float8, renewal_payment_id FROM billing.subscriptions WHERE id = $1', [
+        subscriptionId,
+      ])
+    ).rows[0];
+  // The subscription's Checkout Sessions asked for (the tests before left card subscriptions that renew as the clock moves too).
+  const asksOf = (subscriptionId: string) =>
+    stripe.requests.filter(
+      (q) => q.method === 'POST' && q.path === '/v1/checkout/sessions' && (q.form.metadata as { subscription_id?: string })?.subscription_id === subscriptionId,
+    ).length;
+  // 2,100 sats: 1.05 EUR at 50,000 EUR per bitcoin, 0.42 EUR at 20,000 (under Stripe's 0.50 EUR).
+  const ratedAt = async (rate: string) => {
+    stack.env.FIAT_RATE_FIXED = rate;
+    await stack.stopPayments();
+    await stack.restartPayments();
+  };
+
   it('its price under the minimum after the rate fell: the period lapses on time, the renewal is asked for daily (not at every sweep), and made once the rate allows (found from outside)', async () => {
-    const clock = devClock(() => client(stack.api, stack.wallets[0]!.admin_key));
-    // 2,100 sats: 1.05 EUR at 50,000 EUR per bitcoin, 0.42 EUR at 20,000 (under Stripe's 0.50 EUR).
     const plan = await cardPlan('Card refused renewal', { amount_sats: 2100, interval: 'weekly', grace_period_days: 2 });
     const { c, sub } = await activeCardSubscription('refused-renewal@example.com', plan);
     const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
     const end = sub.current_period_end as number;
-    const row = async () =>
-      (
-        await db.query('SELECT renewal_refused_for::float8, renewal_refused_at::float8, renewal_payment_id FROM billing.subscriptions WHERE id = $1', [
-          c.subscription_id,
-        ])
-      ).rows[0];
-    // This subscription's (the tests before left card subscriptions that renew as the clock moves too).
-    const asks = () =>
-      stripe.requests.filter(
-        (q) =>
-          q.method === 'POST' && q.path === '/v1/checkout/sessions' && (q.form.metadata as { subscription_id?: string })?.subscription_id === c.subscription_id,
-      ).length;
-    const ratedAt = async (rate: string) => {
-      stack.env.FIAT_RATE_FIXED = rate;
-      await stack.stopPayments();
-      await stack.restartPayments();
-    };
+    const row = () => refusalOf(c.subscription_id);
+    const asks = () => asksOf(c.subscription_id);
     await ratedAt('20000');
     try {
       const before = asks();
@@ -505,6 +507,42 @@ describe('a card renewal the processor refuses', () => {
       const renewal = [...stripe.sessions.values()].find((x) => x.metadata.payment_id === made.renewal_payment_id)!;
       expect(renewal.status).toBe('open');
       expect((await subOf()).status).toBe('past_due');
+    } finally {
+      await ratedAt('50000');
+    }
+  });
+
+  it("a resume's payment refused the same way: the resume stands, the payment is asked for again an hour later and made once the rate allows (review finding)", async () => {
+    const plan = await cardPlan('Card refused resume', { amount_sats: 2100, interval: 'weekly' });
+    const { c, sub } = await activeCardSubscription('refused-resume@example.com', plan);
+    const admin = client(stack.api, stack.wallets[0]!.admin_key);
+    expect((await admin.post(`/subscriptions/${c.subscription_id}/pause`)).status).toBe(200);
+    await clock.advanceTo(sub.current_period_end + 3600);
+    await ratedAt('20000');
+    try {
+      const before = asksOf(c.subscription_id);
+      const resumed = await admin.post(`/subscriptions/${c.subscription_id}/resume`);
+      expect([resumed.status, resumed.body.status]).toEqual([200, 'pending']);
+      const refused = await until(
+        () => refusalOf(c.subscription_id),
+        (r) => r.renewal_refused_at !== null,
+      );
+      expect(refused).toMatchObject({ renewal_refused_for: sub.current_period_end, renewal_payment_id: null });
+      expect(asksOf(c.subscription_id)).toBe(before + 1);
+      // Not at every sweep.
+      await clock.advance(600);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(asksOf(c.subscription_id)).toBe(before + 1);
+      // The rate is back: an hour after the refusal, within the resume's 24 hours, the payment is made.
+      await ratedAt('50000');
+      await clock.advanceTo(refused.renewal_refused_at + 3600 + 5);
+      const made = await until(
+        () => refusalOf(c.subscription_id),
+        (r) => r.renewal_payment_id !== null,
+      );
+      expect(made).toMatchObject({ renewal_refused_for: null, renewal_refused_at: null });
+      expect(asksOf(c.subscription_id)).toBe(before + 2);
+      expect((await owner().get(`/subscriptions/${c.subscription_id}`)).body.status).toBe('pending');
     } finally {
       await ratedAt('50000');
     }

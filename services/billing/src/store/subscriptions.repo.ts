@@ -316,7 +316,9 @@ export class SubscriptionsRepo {
    */
   async linkResumePayment(q: Queryable, id: string, paymentId: string, chargingSince: number | null): Promise<boolean> {
     const { rowCount } = await q.query(
-      `UPDATE ${this.schema}.subscriptions SET renewal_payment_id = $2, nwc_charging_since = $3, version = version + 1
+      // Made after all: a refusal of it before no longer holds (domain/schedule.ts renewalMade).
+      `UPDATE ${this.schema}.subscriptions SET renewal_payment_id = $2, nwc_charging_since = $3,
+         renewal_refused_for = NULL, renewal_refused_at = NULL, renewal_refused_reason = NULL, version = version + 1
        WHERE id = $1 AND status = 'pending' AND renewal_payment_id IS NULL`,
       [id, paymentId, chargingSince],
     );
