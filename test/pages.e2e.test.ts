@@ -3010,6 +3010,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // No reload: each page loads again by itself, and the focus is in its content.
     await portal.page.locator(`#sub-${sub.subscription_id}`).waitFor({ timeout: 45_000 });
     expect(await portal.page.getByRole('heading', { level: 1 }).textContent()).toBe('Your subscriptions');
+    // The tab's title too (found from outside: it kept "Subscriptions unavailable").
+    expect(await portal.page.title()).toBe('Your subscriptions');
     await form.page.locator('#checkout-form').waitFor({ timeout: 45_000 });
     expect(await form.page.getByRole('heading', { level: 1 }).textContent()).toBe('Back by itself');
     for (const { page } of [portal, form]) expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
@@ -3352,5 +3354,47 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await keep();
     expect(problems).toEqual([]);
     await page.close();
+  });
+
+  // Last: it moves the shared clock on and restarts the payments service.
+  it('a renewal the payments service refuses to make (card payments switched off): the card says no invoice could be made yet, not nothing (found from outside)', async () => {
+    const p = await planWithMessages({ name: 'Card off', amount_sats: 2500, interval: 'weekly', allow_cardproc: true, grace_period_days: 2 });
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'card', email: 'card-off@example.com' })).body;
+    await pay(sub.payment_id);
+    const active = await until(
+      () => admin.get(`/subscriptions/${sub.subscription_id}`),
+      (r) => r.body.status === 'active',
+    );
+    const provider = stack.env.CARDPROC_PROVIDER;
+    delete stack.env.CARDPROC_PROVIDER;
+    await stack.stopPayments();
+    await stack.restartPayments();
+    try {
+      // A week's renewal is asked for a day ahead: refused, as the card rail is off.
+      const { now } = (await admin.post('/dev/clock', {})).body;
+      expect((await admin.post('/dev/clock', { advance_seconds: active.body.current_period_end - 86_400 + 600 - now })).status).toBe(200);
+      await until(
+        async () => (await stack.db.query('SELECT renewal_refused_at FROM billing.subscriptions WHERE id = $1', [sub.subscription_id])).rows[0],
+        (r) => r.renewal_refused_at !== null,
+      );
+      const { page, problems } = await openPage(phone);
+      await page.goto(sub.manage_url);
+      const due = page.getByRole('region', { name: 'Payment due for Card off' });
+      await due.waitFor();
+      expect(await due.locator(`#refused-${sub.subscription_id}`).textContent()).toBe(
+        "An invoice for this renewal could not be made yet: the seller's payment provider did not take it. We try again daily, and it will be here to pay.",
+      );
+      const token = new URL(sub.manage_url).searchParams.get('token')!;
+      expect((await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } })).body.items[0]).toMatchObject({
+        renewal_refused: true,
+        open_payment: null,
+      });
+      await check(page, problems, 'portal-renewal-refused', false);
+      await page.close();
+    } finally {
+      stack.env.CARDPROC_PROVIDER = provider;
+      await stack.stopPayments();
+      await stack.restartPayments();
+    }
   });
 });

@@ -61,6 +61,8 @@ interface Sub {
   in_trial?: boolean;
   /** Its renewal is overdue now, by the service's clock (a past_due one extended past today is not). */
   renewal_overdue?: boolean;
+  /** No invoice could be made for the renewal due now (the payments service refused it); asked again daily. */
+  renewal_refused?: boolean;
 }
 
 interface Pay extends Payable {
@@ -709,10 +711,21 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
   // A checkout whose invoice ran out unpaid: a fresh one here (found from outside: "Waiting for the first
   // payment" with nothing to pay it with). Not a resume's payment or a renewal: those are reissued by the service.
   const ranOut = !open && s.status === 'pending' && !s.ever_paid && !s.trial_end;
-  if (!open && !ranOut) return;
+  // No invoice could be made for the renewal (found from outside: the notice sent the subscriber here to pay,
+  // and the card said nothing).
+  const refused = !open && s.renewal_refused === true;
+  if (!open && !ranOut && !refused) return;
   const heading = h('h4', { tabindex: -1 }, 'Payment due');
   const section = h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` }, heading);
   if (open) section.append(paymentView(open, `pay-${open.id}`, s.pay_by));
+  else if (refused)
+    section.append(
+      h(
+        'p',
+        { id: `refused-${s.id}` },
+        "An invoice for this renewal could not be made yet: the seller's payment provider did not take it. We try again daily, and it will be here to pay.",
+      ),
+    );
   else {
     const msg = h('p', { class: 'status', role: 'status' });
     const fresh = h(
@@ -1008,6 +1021,9 @@ window.addEventListener('pageshow', (e) => {
   if (e.persisted) schedulePoll();
 });
 
+/** The page's own title (manage.html), for a load after an outage that changed it. */
+const PAGE_TITLE = document.title;
+
 /** `tries`: loads that met an outage before this one (then it loads again by itself, see loadAgainLater). */
 async function main(tries = 0): Promise<void> {
   if (!/^[0-9a-f]{16,128}$/i.test(token)) return badLink();
@@ -1015,6 +1031,8 @@ async function main(tries = 0): Promise<void> {
     await load();
     // Back after an outage: the view the person was on is gone; they hear it, and the focus is not left on <body>.
     if (tries) {
+      // Found from outside: the tab kept "Subscriptions unavailable".
+      document.title = PAGE_TITLE;
       announce('Your subscriptions are loaded.');
       if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
     }

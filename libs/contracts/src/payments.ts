@@ -71,7 +71,7 @@ export const SubscribeRequest = z
     email: emailAddress().optional(),
     name: shownName(z.string().max(200)).optional(),
     messenger: subscriberMessenger().optional(),
-    nostr: z.string().max(200).optional().openapi({ description: 'npub or NIP-05' }),
+    nostr: z.string().max(200).optional().openapi({ description: 'npub, a public key of 64 hex characters, or a NIP-05 identifier (name@domain)' }),
     contact_preference: z.enum(['email', 'messenger', 'nostr']).optional().openapi({
       description: 'Preferred notification channel; the matching contact field must be given',
     }),

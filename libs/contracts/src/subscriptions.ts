@@ -171,6 +171,10 @@ export const PortalSubscription = z
     in_trial: z.boolean().optional().openapi({
       description: "Whether its free trial runs now, by the service's clock (false once a paid period follows it, or the trial ended unpaid)",
     }),
+    renewal_refused: z.boolean().optional().openapi({
+      description:
+        "Whether no invoice could be made for the renewal due now: the payments service refused it (a price under the card processor's minimum at today's rate, a payment method switched off); it is asked again daily and appears in `open_payment` once made",
+    }),
     renewal_overdue: z
       .boolean()
       .optional()

@@ -161,6 +161,13 @@ const refusalHolds = (s: ScheduleView, now: number, since = 0, retry = REFUSED_R
 const refusedSince = (s: ScheduleView, since = 0) =>
   s.renewal_refused_for === s.current_period_end && s.renewal_refused_at !== null && s.renewal_refused_at >= since;
 
+/**
+ * Nothing payable for the renewal because the payments service refused to make it: no open invoice of
+ * the period (a refusal left behind by a replica that made one since and could not clear it says nothing).
+ */
+export const noRenewalInvoice = (s: ScheduleView, now: number): boolean =>
+  refusedSince(s) && !(s.renewal_for === s.current_period_end && s.renewal_expires_at !== null && s.renewal_expires_at > now);
+
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
     const resumed = pendingSinceResume(s);
@@ -193,9 +200,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if ((s.status === 'active' || s.status === 'past_due') && !hasNextPeriod(end, s.interval)) return NONE;
   const issued = s.renewal_for === end;
   const refused = refusalHolds(s, now);
-  // Nothing payable for the renewal because the payments service refused to make it: no open invoice of
-  // this period (a refusal left behind by a replica that made one since and could not clear it says nothing).
-  const noInvoice = refusedSince(s) && !(issued && s.renewal_expires_at !== null && s.renewal_expires_at > now);
+  const noInvoice = noRenewalInvoice(s, now);
   // The wallet was asked for this period (its charge saves the renewal before it asks); one whose invoice
   // was refused never was, and is not said to have failed.
   const walletAsked = autoPays(s) && issued;

@@ -4,7 +4,7 @@ import type { Deps } from '../deps.js';
 import { accessAfterCancel, accessUntil, channelsReaching, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelled } from './subscription-action.js';
-import { awaitingFirstPayment, renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
+import { awaitingFirstPayment, noRenewalInvoice, renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
 import { OPT_IN_OF, readUnsubscribeToken } from '../domain/unsubscribe.js';
 import { saveSettings } from '../transitions.js';
 import { courtesy, courtesyRead } from './courtesy.js';
@@ -60,6 +60,8 @@ async function portalItem(d: Deps, x: SubRow, names: PlanNames, now: number) {
   // a trial that was over as running, and a period extended past today as ended).
   const in_trial = inTrial(x, now);
   const renewal_overdue = renewalOverdue(x, now);
+  // Said on the card, so that a subscriber sent here to pay is not left with nothing to pay and no word.
+  const renewal_refused = RENEWABLE.includes(x.status) && noRenewalInvoice(x, now);
   // A hung payments service must not keep the subscriber from their subscriptions (cancel, notices):
   // without its answer in time the open payment is left out (absent, not null: unknown, not none).
   const open_payment = await courtesy(d, openRenewal(d, x), 'open renewal payment', { subscription_id: x.id });
@@ -75,6 +77,7 @@ async function portalItem(d: Deps, x: SubRow, names: PlanNames, now: number) {
     wallet_disconnected,
     in_trial,
     renewal_overdue,
+    renewal_refused,
   };
 }
 
