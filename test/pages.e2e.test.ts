@@ -3382,7 +3382,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       const due = page.getByRole('region', { name: 'Payment due for Card off' });
       await due.waitFor();
       expect(await due.locator(`#refused-${sub.subscription_id}`).textContent()).toBe(
-        "An invoice for this renewal could not be made yet: the seller's payment provider did not take it. We try again daily, and it will be here to pay.",
+        "An invoice for this renewal could not be made yet: the seller's payment provider did not take it. We try again by ourselves.",
       );
       const token = new URL(sub.manage_url).searchParams.get('token')!;
       expect((await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } })).body.items[0]).toMatchObject({

@@ -1278,7 +1278,11 @@ function planUnavailable(err: unknown): void {
   // Gone for good: nothing typed for it is of use; a passing outage keeps it for the next Back.
   if (notFound && planId) forgetDraft(planId);
   // A load that met the outage again leaves the view as it is: its alert is not read out anew at every try.
-  if (passing(err) && document.getElementById('loads-again')) return;
+  if (passing(err) && document.getElementById('loads-again')) {
+    // Its link loads the address shown now (Back or Forward may have changed it meanwhile).
+    document.querySelector('#loads-again a')?.setAttribute('href', location.href);
+    return;
+  }
   document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';
   const heading = h('h1', { tabindex: -1 }, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable');
   setMain(

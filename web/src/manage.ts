@@ -723,7 +723,8 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void
       h(
         'p',
         { id: `refused-${s.id}` },
-        "An invoice for this renewal could not be made yet: the seller's payment provider did not take it. We try again daily, and it will be here to pay.",
+        // Not "daily": a resume's payment is asked again hourly, and an NWC wallet is charged, not sent it.
+        "An invoice for this renewal could not be made yet: the seller's payment provider did not take it. We try again by ourselves.",
       ),
     );
   else {

@@ -173,7 +173,7 @@ export const PortalSubscription = z
     }),
     renewal_refused: z.boolean().optional().openapi({
       description:
-        "Whether no invoice could be made for the renewal due now: the payments service refused it (a price under the card processor's minimum at today's rate, a payment method switched off); it is asked again daily and appears in `open_payment` once made",
+        "Whether no invoice could be made for the renewal due now: the payments service refused it (a price under the card processor's minimum at today's rate, a payment method switched off); it is asked again later (daily; a resume's payment hourly) and appears in `open_payment` once made",
     }),
     renewal_overdue: z
       .boolean()

@@ -9,6 +9,7 @@ import {
   dueNow,
   lostRenewal,
   nextDueAt,
+  noRenewalInvoice,
   renewalEndedEarly,
   resumeBookkeeping,
   renewalMade,
@@ -902,6 +903,10 @@ describe('a renewal payment the payments service refused to make (found from out
     expect(dueNow(after, T0 + 3 * DAY, POLICY)).toMatchObject({ kind: 'lapse', event: 'pending_timeout', renewal_refused: true });
     const before = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + DAY - 10) });
     expect(dueNow(before, T0 + 2 * DAY + 120, POLICY).kind).toBe('resume_payment');
+    // Nor is it said to the subscriber (the portal's renewal_refused), nor at the expiry (review finding).
+    expect(noRenewalInvoice(before, T0 + 2 * DAY + 60)).toBe(false);
+    expect(noRenewalInvoice(after, T0 + 2 * DAY + 60)).toBe(true);
+    expect(dueNow(before, T0 + 3 * DAY, POLICY)).not.toHaveProperty('renewal_refused');
   });
 
   it('a refused replacement sends no last call with the expired invoice; the end says no invoice was made (review finding)', () => {
@@ -922,6 +927,9 @@ describe('a renewal payment the payments service refused to make (found from out
     const s = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, LEAD - 60) });
     expect(dueNow(s, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid' });
     expect(dueNow(s, END, POLICY)).not.toHaveProperty('renewal_refused');
+    // Nor does it hold back the last call of the payable invoice (review finding).
+    const fresh = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END - DAY - 10) });
+    expect(dueNow(fresh, END - DAY, POLICY)).toMatchObject({ kind: 'last_call' });
   });
 
   it('nextDueAt finds the first time something is due after a refusal (the stored due time the scheduler loads by)', () => {

@@ -166,7 +166,10 @@ const refusedSince = (s: ScheduleView, since = 0) =>
  * the period (a refusal left behind by a replica that made one since and could not clear it says nothing).
  */
 export const noRenewalInvoice = (s: ScheduleView, now: number): boolean =>
-  refusedSince(s) && !(s.renewal_for === s.current_period_end && s.renewal_expires_at !== null && s.renewal_expires_at > now);
+  s.status === 'pending'
+    ? // A resume's payment: refused since the resume (one before the pause no longer holds), none made since.
+      s.renewal_payment_id === null && refusedSince(s, s.pending_since ?? 0)
+    : refusedSince(s) && !(s.renewal_for === s.current_period_end && s.renewal_expires_at !== null && s.renewal_expires_at > now);
 
 export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   if (s.status === 'pending') {
@@ -188,7 +191,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
           event: 'pending_timeout',
           notify_subscriber: true,
           reason: EXPIRED_BECAUSE.resumeUnpaid,
-          ...(s.renewal_payment_id === null && refusedSince(s, s.pending_since ?? 0) ? { renewal_refused: true as const } : {}),
+          ...(noRenewalInvoice(s, now) ? { renewal_refused: true as const } : {}),
         }
       : { kind: 'lapse', event: 'pending_timeout', notify_subscriber: false, reason: EXPIRED_BECAUSE.checkoutUnpaid };
   }
@@ -276,8 +279,10 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   }
   if (lapse !== null) return lapse;
   // A wallet that still pays is asked at the end: no invoice to call for (a carried one has expired).
-  // Not while the replacement of an expired invoice is refused: the reminder would send a dead invoice.
-  if (!walletPays && !refused && now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
+  // Not with an invoice that expired (its replacement refused): the reminder would send a dead invoice. One
+  // payable beside a refusal left behind is called for.
+  const payable = !(s.renewal_expires_at !== null && s.renewal_expires_at <= now);
+  if (!walletPays && payable && now < end && issued && s.reminded_for !== end && now >= end - REMINDER_BEFORE_END_SECONDS)
     return { kind: 'last_call', notify_subscriber: s.receive_reminders };
   return NONE;
 }
