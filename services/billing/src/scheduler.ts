@@ -72,7 +72,6 @@ export function renewalRow({ s, due }: Renewal, created: CreatedPayment, now: nu
     renewal_for: end,
     renewal_expires_at: created.checkout.expires_at,
     ...renewalMade,
-    renewal_refused_reason: null,
     reminded_for: due.last_call ? end : s.reminded_for,
     reminder_notified_at: due.notify_subscriber ? now : s.reminder_notified_at,
     updated_at: now,
@@ -412,7 +411,7 @@ export class Scheduler {
       { subscriptions: refusals.length, subscription_id: first!.s.id, reason: first!.err.message },
       'the payments service refused renewal payments; asked again later',
     );
-    const rows = refusals.map(({ s, err }) => ({ ...s, ...renewalRefused(s, now), renewal_refused_reason: err.message, updated_at: now }));
+    const rows = refusals.map(({ s, err }) => ({ ...s, ...renewalRefused(s, now, err.message), updated_at: now }));
     try {
       return (await this.d.db.tx((tx) => this.d.subscriptions.saveMany(tx, rows))).size;
     } catch (err) {
@@ -569,7 +568,6 @@ export class Scheduler {
         renewal_for: end,
         renewal_expires_at: expiresAt,
         ...renewalMade,
-        renewal_refused_reason: null,
         nwc_next_attempt_at: retryAt,
         nwc_charging_since: now,
         updated_at: now,

@@ -59,6 +59,7 @@ function sub(status: SubscriptionStatus, over: Partial<Row> = {}): Row {
     nwc_charging_since: null,
     renewal_refused_for: null,
     renewal_refused_at: null,
+    renewal_refused_reason: null,
     ...over,
   };
 }
@@ -844,7 +845,8 @@ describe('a lapse and an expired invoice due at once', () => {
 describe('a renewal payment the payments service refused to make (found from outside: a card renewal under the minimum)', () => {
   const LEAD = END - 3 * DAY;
   /** Refused when it was first asked for, at the lead time. */
-  const refused = (status: SubscriptionStatus, over: Partial<Row> = {}) => sub(status, { ...renewalRefused({ current_period_end: END }, LEAD), ...over });
+  const refused = (status: SubscriptionStatus, over: Partial<Row> = {}) =>
+    sub(status, { ...renewalRefused({ current_period_end: END }, LEAD, 'refused'), ...over });
 
   it('is not asked again within a day, and the period lapses at its end as an unpaid one, saying no invoice was made', () => {
     expect(dueNow(refused('active'), LEAD + 60, POLICY).kind).toBe('none');
@@ -876,32 +878,34 @@ describe('a renewal payment the payments service refused to make (found from out
   });
 
   it("a refused replacement of an expired invoice waits a day too; the open one's period is not held by it", () => {
-    const s = sub('past_due', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END + DAY) });
+    const s = sub('past_due', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END + DAY, 'refused') });
     expect(dueNow(s, END + DAY + 60, POLICY).kind).toBe('none');
     expect(dueNow(s, END + 2 * DAY, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1' });
   });
 
   it("an NWC wallet's charge is not asked for again within the day either; the grace steps follow on time", () => {
-    const s = refused('active', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) });
+    const s = refused('active', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END, 'refused') });
     expect(dueNow(s, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid', renewal_refused: true });
     // The wallet was never asked: its notices do not say it could not pay (review finding).
     expect(dueNow(s, END, POLICY)).not.toHaveProperty('wallet_failed');
     expect(dueNow(s, END, POLICY)).not.toHaveProperty('wallet_retries');
-    expect(dueNow(sub('past_due', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) }), END + DAY, POLICY)).toMatchObject({
-      kind: 'charge_wallet',
-      first: true,
-    });
+    expect(dueNow(sub('past_due', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END, 'refused') }), END + DAY, POLICY)).toMatchObject(
+      {
+        kind: 'charge_wallet',
+        first: true,
+      },
+    );
   });
 
   it("a resume's payment refused is asked again after an hour, its expiry says why; one refused before the pause does not hold it", () => {
     const resumed = { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY };
-    const after = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1) });
+    const after = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1, 'refused') });
     expect(dueNow(after, T0 + 2 * DAY + 121, POLICY).kind).toBe('none');
     // Asked again after an hour, not a day: the resume has 24 hours (review finding); the stored due time says so.
     expect(nextDueAt(after, T0 + 2 * DAY + 121, POLICY)).toBe(T0 + 2 * DAY + 1 + 3600);
     expect(dueNow(after, T0 + 2 * DAY + 1 + 3600, POLICY).kind).toBe('resume_payment');
     expect(dueNow(after, T0 + 3 * DAY, POLICY)).toMatchObject({ kind: 'lapse', event: 'pending_timeout', renewal_refused: true });
-    const before = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + DAY - 10) });
+    const before = sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + DAY - 10, 'refused') });
     expect(dueNow(before, T0 + 2 * DAY + 120, POLICY).kind).toBe('resume_payment');
     // Nor is it said to the subscriber (the portal's renewal_refused), nor at the expiry (review finding).
     expect(noRenewalInvoice(before, T0 + 2 * DAY + 60)).toBe(false);
@@ -911,24 +915,24 @@ describe('a renewal payment the payments service refused to make (found from out
 
   it('a refused replacement sends no last call with the expired invoice; the end says no invoice was made (review finding)', () => {
     // Monthly: issued 3 days ahead, its invoice ended after a day, the replacement refused two days ahead.
-    const s = sub('active', { ...issued(LEAD + DAY), ...renewalRefused({ current_period_end: END }, END - 2 * DAY + 60) });
+    const s = sub('active', { ...issued(LEAD + DAY), ...renewalRefused({ current_period_end: END }, END - 2 * DAY + 60, 'refused') });
     expect(dueNow(s, END - DAY, POLICY).kind).toBe('none');
     expect(nextDueAt(s, END - DAY, POLICY)).toBe(END - DAY + 60);
     expect(dueNow(s, END - DAY + 60, POLICY)).toMatchObject({ kind: 'renewal_payment', replaces: 'pay_1', last_call: true });
     // Refused again: the end lapses it, said as a renewal with no invoice.
-    const again = { ...s, ...renewalRefused(s, END - DAY + 60) };
+    const again = { ...s, ...renewalRefused(s, END - DAY + 60, 'refused') };
     expect(dueNow(again, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid', renewal_refused: true });
     // At the end of the dunning window, too.
-    const failed = sub('payment_failed', { ...issued(DUNNING_END - DAY), ...renewalRefused({ current_period_end: END }, DUNNING_END - 60) });
+    const failed = sub('payment_failed', { ...issued(DUNNING_END - DAY), ...renewalRefused({ current_period_end: END }, DUNNING_END - 60, 'refused') });
     expect(dueNow(failed, DUNNING_END, POLICY)).toMatchObject({ kind: 'lapse', event: 'dunning_end_unpaid', renewal_refused: true });
   });
 
   it('a refusal left behind while an invoice of the period is payable (made by a replica that could not clear it) says nothing', () => {
-    const s = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, LEAD - 60) });
+    const s = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, LEAD - 60, 'refused') });
     expect(dueNow(s, END, POLICY)).toMatchObject({ kind: 'lapse', event: 'period_end_unpaid' });
     expect(dueNow(s, END, POLICY)).not.toHaveProperty('renewal_refused');
     // Nor does it hold back the last call of the payable invoice (review finding).
-    const fresh = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END - DAY - 10) });
+    const fresh = sub('active', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END - DAY - 10, 'refused') });
     expect(dueNow(fresh, END - DAY, POLICY)).toMatchObject({ kind: 'last_call' });
   });
 
@@ -936,9 +940,13 @@ describe('a renewal payment the payments service refused to make (found from out
     const resumed = { current_period_end: T0 + DAY, pending_since: T0 + 2 * DAY };
     const rows: [string, Row, number][] = [
       ['active, refused at the lead time', refused('active'), LEAD],
-      ['past_due, refused a replacement', sub('past_due', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END + DAY) }), END + DAY],
-      ['nwc, refused at the end', refused('active', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END) }), END],
-      ['resumed, refused', sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1) }), T0 + 2 * DAY + 1],
+      [
+        'past_due, refused a replacement',
+        sub('past_due', { ...issued(END + DAY), ...renewalRefused({ current_period_end: END }, END + DAY, 'refused') }),
+        END + DAY,
+      ],
+      ['nwc, refused at the end', refused('active', { payment_method: 'nwc', ...renewalRefused({ current_period_end: END }, END, 'refused') }), END],
+      ['resumed, refused', sub('pending', { ...resumed, ...renewalRefused(resumed, T0 + 2 * DAY + 1, 'refused') }), T0 + 2 * DAY + 1],
     ];
     for (const [name, row, from] of rows) {
       const next = nextDueAt(row, from + 1, POLICY);
@@ -949,7 +957,7 @@ describe('a renewal payment the payments service refused to make (found from out
   });
 
   it('a refusal for another period, or one a renewal payment was made after, holds nothing', () => {
-    expect(dueNow(sub('active', renewalRefused({ current_period_end: END - 30 * DAY }, LEAD)), LEAD + 60, POLICY).kind).toBe('renewal_payment');
+    expect(dueNow(sub('active', renewalRefused({ current_period_end: END - 30 * DAY }, LEAD, 'refused')), LEAD + 60, POLICY).kind).toBe('renewal_payment');
     expect(dueNow(refused('active', { ...issued(END + DAY), ...renewalMade }), END, POLICY)).toMatchObject({ kind: 'lapse' });
     expect(dueNow(refused('active', { ...issued(END + DAY), ...renewalMade }), END, POLICY)).not.toHaveProperty('renewal_refused');
   });

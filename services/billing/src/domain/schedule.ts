@@ -31,6 +31,8 @@ export interface ScheduleView {
   renewal_refused_for: number | null;
   /** When it refused. */
   renewal_refused_at: number | null;
+  /** Why, in the payments service's words: the owner's events name it. */
+  renewal_refused_reason: string | null;
 }
 
 export interface SchedulePolicy {
@@ -418,12 +420,12 @@ export function renewalEndedEarly(
  * `invalid`: the request can never succeed as it stands). Recorded so that the lapse follows on time and
  * the ask is made again a day later (dueNow); a renewal payment made since clears it (`renewalMade`).
  */
-export function renewalRefused(s: Pick<ScheduleView, 'current_period_end'>, now: number): Partial<ScheduleView> {
-  return { renewal_refused_for: s.current_period_end, renewal_refused_at: now };
+export function renewalRefused(s: Pick<ScheduleView, 'current_period_end'>, now: number, reason: string): Partial<ScheduleView> {
+  return { renewal_refused_for: s.current_period_end, renewal_refused_at: now, renewal_refused_reason: reason };
 }
 
 /** A renewal payment of the period was made after all: a refusal before it no longer holds. */
-export const renewalMade: Partial<ScheduleView> = { renewal_refused_for: null, renewal_refused_at: null };
+export const renewalMade: Partial<ScheduleView> = { renewal_refused_for: null, renewal_refused_at: null, renewal_refused_reason: null };
 
 /**
  * Resumed after the period ended (pending, behaviour.md): the renewal payment the pause withdrew is let
