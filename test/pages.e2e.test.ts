@@ -2999,6 +2999,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       for (const { page } of [portal, form]) {
         expect(await page.locator('#loads-again').textContent()).toBe('This page tries again by itself in a moment. Try again now');
         expect(await page.getByRole('link', { name: 'Try again now' }).getAttribute('href')).toBe(page.url());
+        // The focus is on what is said, not on <body> (found from outside: the portal's was).
+        expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('H1');
       }
       // A try that meets the outage again leaves the view (and its alert) as it was.
       const alert = await portal.page.getByRole('alert').elementHandle();

@@ -9,7 +9,9 @@ import {
   h,
   INTERVALS,
   loadAgainLater,
-  loadsAgain,
+  loadedAgain,
+  stillUnavailable,
+  tryAgain,
   METHOD_LABELS,
   naming,
   passing,
@@ -1239,11 +1241,7 @@ async function main(back: boolean, tries = 0): Promise<void> {
       history.replaceState(null, '', location.pathname);
       render(plan, back, subscribedElsewhere(plan));
     } else render(plan, back);
-    // Back after an outage: the person hears it, and the focus is not left on <body>.
-    if (tries) {
-      if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
-      announce(`${document.title}: loaded.`);
-    }
+    if (tries) loadedAgain(`${document.title}: loaded.`);
   } catch (err) {
     // A payment of a plan withdrawn since (reloaded, or back from a processor): a late payment is still
     // said as it is, not hidden behind "Plan not found" (found from outside).
@@ -1277,18 +1275,13 @@ function planUnavailable(err: unknown): void {
   const notFound = err instanceof ApiError && (err.status === 404 || err.status === 422);
   // Gone for good: nothing typed for it is of use; a passing outage keeps it for the next Back.
   if (notFound && planId) forgetDraft(planId);
-  // A load that met the outage again leaves the view as it is: its alert is not read out anew at every try.
-  if (passing(err) && document.getElementById('loads-again')) {
-    // Its link loads the address shown now (Back or Forward may have changed it meanwhile).
-    document.querySelector('#loads-again a')?.setAttribute('href', location.href);
-    return;
-  }
+  if (stillUnavailable(err)) return;
   document.title = notFound ? PLAN_NOT_FOUND : 'Checkout unavailable';
   const heading = h('h1', { tabindex: -1 }, notFound ? PLAN_NOT_FOUND : 'Checkout unavailable');
   setMain(
     heading,
     h('p', { role: 'alert' }, notFound ? PLAN_NOT_OFFERED : err instanceof ApiError ? err.message : 'The plan could not be loaded.'),
-    notFound ? null : passing(err) ? loadsAgain() : h('p', {}, h('a', { href: location.href }, 'Try again')),
+    notFound ? null : tryAgain(err),
   );
   // The form and its focused button are gone (archived while it was open): focus on what is there now,
   // as every other view change does (found from outside: left on <body>).

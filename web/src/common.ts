@@ -215,9 +215,30 @@ export function loadAgainLater(tries: number, again: () => void): void {
   window.setTimeout(go, LOAD_AGAIN_AFTER_MS[Math.min(tries, LOAD_AGAIN_AFTER_MS.length - 1)]);
 }
 
-/** What an unavailable view says under its error, with a link that loads the page at once. */
-export const loadsAgain = (): HTMLElement =>
-  h('p', { id: 'loads-again' }, 'This page tries again by itself in a moment. ', h('a', { href: location.href }, 'Try again now'));
+/**
+ * What an unavailable view says under its error: a passing outage loads the page again by itself (with a
+ * link that loads it at once), another error only by hand.
+ */
+export const tryAgain = (err: unknown): HTMLElement =>
+  passing(err)
+    ? h('p', { id: 'loads-again' }, 'This page tries again by itself in a moment. ', h('a', { href: location.href }, 'Try again now'))
+    : h('p', {}, h('a', { href: location.href }, 'Try again'));
+
+/**
+ * A load that met the outage again, with its unavailable view shown: the view stays as it is (its alert is
+ * not read out anew at every try), its link loading the address shown now (Back or Forward may have changed it).
+ */
+export function stillUnavailable(err: unknown): boolean {
+  const link = passing(err) ? document.querySelector('#loads-again a') : null;
+  link?.setAttribute('href', location.href);
+  return link !== null;
+}
+
+/** Loaded after an outage: the person hears it, and the focus is not left on <body> (the view it was on is gone). */
+export function loadedAgain(words: string): void {
+  announce(words);
+  if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
+}
 
 /** A fresh Idempotency-Key (getRandomValues: randomUUID needs a secure context, a page may be served over plain http). */
 export const randomKey = (): string => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');

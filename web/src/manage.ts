@@ -16,7 +16,9 @@ import {
   setBusy,
   setMain,
   loadAgainLater,
-  loadsAgain,
+  loadedAgain,
+  stillUnavailable,
+  tryAgain,
   passing,
   STATUS_LABELS,
   theirs,
@@ -61,7 +63,7 @@ interface Sub {
   in_trial?: boolean;
   /** Its renewal is overdue now, by the service's clock (a past_due one extended past today is not). */
   renewal_overdue?: boolean;
-  /** No invoice could be made for the renewal due now (the payments service refused it); asked again daily. */
+  /** No invoice could be made for the renewal due now (the payments service refused it); the service asks again by itself. */
   renewal_refused?: boolean;
 }
 
@@ -1030,27 +1032,22 @@ async function main(tries = 0): Promise<void> {
   if (!/^[0-9a-f]{16,128}$/i.test(token)) return badLink();
   try {
     await load();
-    // Back after an outage: the view the person was on is gone; they hear it, and the focus is not left on <body>.
     if (tries) {
       // Found from outside: the tab kept "Subscriptions unavailable".
       document.title = PAGE_TITLE;
-      announce('Your subscriptions are loaded.');
-      if (!document.activeElement || document.activeElement === document.body) document.getElementById('main')?.focus();
+      loadedAgain('Your subscriptions are loaded.');
     }
   } catch (err) {
     // A token of the wrong shape (a 401 was made the bad-link view by portal()).
     if (err instanceof ApiError && err.status === 422) return badLink();
-    const again = passing(err);
-    // A retry that failed again leaves the view as it is: its alert is not read out anew at every try.
-    if (!(again && document.getElementById('loads-again'))) {
+    if (!stillUnavailable(err)) {
       document.title = 'Subscriptions unavailable';
-      setMain(
-        h('h1', {}, 'Your subscriptions could not be loaded'),
-        h('p', { role: 'alert' }, err instanceof ApiError ? err.message : 'Something went wrong.'),
-        again ? loadsAgain() : h('p', {}, h('a', { href: location.href }, 'Try again')),
-      );
+      const heading = h('h1', { tabindex: -1 }, 'Your subscriptions could not be loaded');
+      setMain(heading, h('p', { role: 'alert' }, err instanceof ApiError ? err.message : 'Something went wrong.'), tryAgain(err));
+      // As the checkout's: the focus on what is there, not left on <body> (or on a view that is gone).
+      heading.focus();
     }
-    if (again) loadAgainLater(tries, () => void main(tries + 1));
+    if (passing(err)) loadAgainLater(tries, () => void main(tries + 1));
   }
 }
 
