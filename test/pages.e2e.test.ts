@@ -1512,6 +1512,20 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // Only an npub: the preference follows the one contact given.
     const sk = generateSecretKey();
     const npub = nip19.npubEncode(getPublicKey(sk));
+    // The option already shown, picked with the pointer or a key (no `change`), stays picked too (found from
+    // outside: it followed the next contact typed); moving through it with Tab is no pick.
+    for (const pick of [() => pref.click(), () => pref.focus().then(() => page.keyboard.press(' '))]) {
+      await page.goto(p.checkout_url);
+      await pick();
+      await page.keyboard.press('Escape');
+      await npubField.fill(`nostr:${npub}`);
+      expect(await pref.inputValue()).toBe('messenger');
+    }
+    await page.goto(p.checkout_url);
+    await pref.focus();
+    await page.keyboard.press('Tab');
+    await npubField.fill(`nostr:${npub}`);
+    expect(await pref.inputValue()).toBe('nostr');
     await page.goto(p.checkout_url);
     // A preference the person picked stays while they type another contact first (found from outside: it
     // followed the typing, silently); one not picked follows the first contact typed, as above.

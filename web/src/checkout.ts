@@ -420,8 +420,15 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
     { id: 'contact-preference', name: 'contact_preference' },
     ...contacts.map((c) => h('option', { value: c }, CONTACT_NAMES[c] ?? c)),
   ) as HTMLSelectElement;
-  prefSelect.addEventListener('change', () => {
+  // Opening the list or choosing in it with a key is a pick, also of the option already shown, which fires no
+  // `change` (found from outside: that one then followed the typing). Only moving through with Tab is not.
+  const picked = (): void => {
     prefChosen = true;
+  };
+  prefSelect.addEventListener('change', picked);
+  prefSelect.addEventListener('pointerdown', picked);
+  prefSelect.addEventListener('keydown', (ev) => {
+    if (!['Tab', 'Shift', 'Control', 'Alt', 'Meta'].includes(ev.key)) picked();
   });
 
   const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');
