@@ -1478,6 +1478,62 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(1); // never asked again
     expect((await sub(res.subscription_id)).status).toBe('past_due');
   });
+
+  it("a renewal invoice the payments service refuses to make (Lightning switched off): the wallet is not asked, the period lapses on time, the ask is made again a day later (not at the wallet's hourly retry)", async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 3 }, 'refused-nwc@example.com');
+    const end = s.current_period_end;
+    const refusal = async () =>
+      (
+        await db.query(
+          'SELECT renewal_refused_for::float8, renewal_refused_at::float8, renewal_refused_reason, renewal_payment_id FROM billing.subscriptions WHERE id = $1',
+          [res.subscription_id],
+        )
+      ).rows[0];
+    const asked = w.requests.length;
+    const lightning = async (provider: string | undefined) => {
+      if (provider) stack.env.LIGHTNING_PROVIDER = provider;
+      else delete stack.env.LIGHTNING_PROVIDER;
+      await stack.stopPayments();
+      await stack.restartPayments();
+    };
+    let refusedAt = 0;
+    await lightning(undefined);
+    try {
+      await advanceTo(end + 60);
+      const refused = await until(refusal, (r) => r.renewal_refused_for === end);
+      refusedAt = refused.renewal_refused_at;
+      expect(refused).toMatchObject({ renewal_payment_id: null, renewal_refused_reason: expect.stringMatching(/not configured on this server/) });
+      // No invoice, so no wallet asked and no failure counted against it (it did nothing wrong).
+      expect(w.requests).toHaveLength(asked);
+      expect(await connection(res.subscription_id)).toMatchObject({ is_active: true, consecutive_failures: 0 });
+      // Past due on time, the owner told why.
+      expect(
+        (
+          await until(
+            () => sub(res.subscription_id),
+            (x) => x.status === 'past_due',
+          )
+        ).status,
+      ).toBe('past_due');
+      const pastDue = (await billingEvents(res.subscription_id)).find((e) => e.e === 'subscription.past_due');
+      expect(pastDue?.d.renewal_refused).toMatch(/not configured on this server/);
+      // The wallet's hourly retry is no reason to ask payments again within the day.
+      await advanceTo(refusedAt + 3600 + 60);
+      expect(await refusal()).toMatchObject({ renewal_refused_at: refusedAt, renewal_payment_id: null });
+    } finally {
+      await lightning('dev');
+    }
+    // Lightning is back: a day after the refusal the invoice is made and the wallet pays it.
+    await advanceTo(refusedAt + DAY + 60);
+    const renewed = await until(
+      () => sub(res.subscription_id),
+      (x) => x.current_period_start === end,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end });
+    expect(await refusal()).toMatchObject({ renewal_refused_for: null, renewal_refused_at: null, renewal_refused_reason: null });
+    expect(w.requests.filter((r) => r.answered && 'preimage' in r.answered)).toHaveLength(asked + 1);
+  });
 });
 
 describe('charge attempts', () => {
