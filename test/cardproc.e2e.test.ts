@@ -463,6 +463,13 @@ describe('a card renewal the processor refuses', () => {
 
   it('its price under the minimum after the rate fell: the period lapses on time, the renewal is asked for daily (not at every sweep), and made once the rate allows (found from outside)', async () => {
     const plan = await cardPlan('Card refused renewal', { amount_sats: 2100, interval: 'weekly', grace_period_days: 2 });
+    // The owner hears of the overdue renewal, and why (through the server's mail server).
+    const settings = await client(stack.api, stack.wallets[0]!.admin_key).put(`/plans/${plan.id}/notification-settings`, {
+      inherit: false,
+      channels: { email: { owner_email: 'owner-refused@example.com' } },
+      owner_events: ['subscription.past_due'],
+    });
+    expect(settings.status, JSON.stringify(settings.body)).toBe(200);
     const { c, sub } = await activeCardSubscription('refused-renewal@example.com', plan);
     const subOf = async () => (await owner().get(`/subscriptions/${c.subscription_id}`)).body;
     const end = sub.current_period_end as number;
@@ -491,6 +498,15 @@ describe('a card renewal the processor refuses', () => {
         )
       ).rows[0].d;
       expect(data.renewal_refused).toMatch(/below the smallest amount the card processor takes/);
+      const [told] = await until(
+        async () => smtp.mails.filter((m) => m.to.includes('owner-refused@example.com')),
+        (m) => m.length > 0,
+      );
+      // In the owner's words: no advice meant for a payer at the checkout (review finding).
+      expect(told!.text).toContain(
+        "No renewal invoice could be made: The renewal's price, 0.42 EUR at today's rate, is below the smallest amount the card processor takes",
+      );
+      expect(told!.text).not.toContain('Choose another payment method');
       const [overdue] = await until(
         async () => smtp.mails.filter((m) => m.to.includes('refused-renewal@example.com') && m.subject.startsWith('Payment overdue')),
         (m) => m.length > 0,

@@ -213,6 +213,11 @@ describe('card processor (Stripe Checkout) adapter', () => {
       kind: 'invalid',
       message: expect.stringContaining('its price, 49 JPY at'),
     });
+    // A renewal's refusal reaches the owner, who has no payment method to choose.
+    await expect(rail.open(request({ purpose: 'renewal', fiat: { amount: 0.2, currency: 'eur', rate: 50_000 } }))).rejects.toMatchObject({
+      kind: 'invalid',
+      message: "The renewal's price, 0.20 EUR at today's rate, is below the smallest amount the card processor takes",
+    });
   });
 
   it('a wrong key, an unknown account, a 5xx or no answer in time is ProviderUnavailableError (503) with the reason', async () => {

@@ -43,8 +43,11 @@ export function stripeUnitAmount(amount: number, currency: string): number {
 }
 
 /** The payer's words for a price under the card processor's minimum charge. */
-function tooSmall(fiat: { amount: number; currency: string }): string {
+function tooSmall(fiat: { amount: number; currency: string }, purpose: string): string {
   const price = `${fiat.amount.toFixed(currencyExponent(fiat.currency) === 0 ? 0 : 2)} ${fiat.currency.toUpperCase()}`;
+  // A renewal's refusal is said to the owner (the subscriber cannot change the method of a subscription):
+  // no advice meant for a payer at the checkout (found in review: "Choose another payment method" in the owner's mail).
+  if (purpose === 'renewal') return `The renewal's price, ${price} at today's rate, is below the smallest amount the card processor takes`;
   return `This plan cannot be paid by card: its price, ${price} at today's rate, is below the smallest amount the card processor takes. Choose another payment method`;
 }
 
@@ -127,7 +130,7 @@ export class StripeCardRail implements Rail {
         ),
       // Below Stripe's minimum charge (0.50 USD or EUR, 0.30 GBP, ...): no retry helps (found from outside:
       // a 503 "try again shortly" for a plan of a few hundred sats), another method does.
-      (e) => (e.code === 'amount_too_small' ? invalid(['payment_method'], tooSmall(req.fiat!)) : undefined),
+      (e) => (e.code === 'amount_too_small' ? invalid(['payment_method'], tooSmall(req.fiat!, req.purpose)) : undefined),
     );
     if (!session.url) throw new ProviderUnavailableError(`stripe POST /v1/checkout/sessions: session ${session.id} has no url`);
     return { provider_ref: sessionRef(session.id, account), checkout_url: session.url, expires_at: recordExpiresAt };
