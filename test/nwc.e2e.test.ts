@@ -1597,6 +1597,57 @@ describe('at rest', () => {
 });
 
 describe('portal: connect a wallet', () => {
+  it('to a subscription waiting for its first payment: the wallet pays it at once, or says why not (found from outside: nothing was charged)', async () => {
+    const broke = await wallet();
+    broke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const p = await plan({ amount_sats: 1500 });
+    const sub = (
+      await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'first-by-portal@example.com', nwc_connection_string: broke.connectionString() })
+    ).body;
+    expect(sub).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    const headers = { 'X-Subscriber-Token': tokenOf(sub.manage_url) };
+    const connect = (w: NwcWallet) =>
+      anon().post('/public/manage/wallets', { subscription_id: sub.subscription_id, nwc_connection_string: w.connectionString() }, { headers });
+    const checkouts = async () =>
+      (
+        await db.query(`SELECT id, status FROM payments.payments WHERE subscription_id = $1 AND purpose = 'checkout' ORDER BY created_at, id`, [
+          sub.subscription_id,
+        ])
+      ).rows;
+    const [open] = await checkouts();
+
+    // Another wallet that cannot pay: connected, asked, and the answer says why (its failure counted).
+    const alsoBroke = await wallet();
+    alsoBroke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Still empty' });
+    const refused = await connect(alsoBroke);
+    expect(refused.status).toBe(201);
+    expect(refused.body).toMatchObject({ is_active: true, consecutive_failures: 1, first_payment: { paid: false, error_code: 'INSUFFICIENT_BALANCE' } });
+    expect(refused.body.first_payment.message).toMatch(/^Your wallet did not pay the first payment: /);
+    expect(alsoBroke.requests.map((r) => [r.method, r.invoice])).toEqual([['pay_invoice', broke.requests[0]!.invoice]]);
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.status).toBe('pending');
+
+    // A wallet with money pays the same invoice, and the subscription becomes active.
+    const good = await wallet();
+    const paid = await connect(good);
+    expect(paid.status).toBe(201);
+    expect(paid.body).toMatchObject({
+      is_active: true,
+      consecutive_failures: 0,
+      first_payment: { paid: true, message: 'Your wallet paid the first payment of 1,500 sats: the subscription is active in a moment.' },
+    });
+    expect(good.requests.map((r) => r.invoice)).toEqual([broke.requests[0]!.invoice]);
+    await until(
+      async () => (await admin.get(`/subscriptions/${sub.subscription_id}`)).body.status,
+      (x) => x === 'active',
+    );
+    expect(await checkouts()).toEqual([{ id: open.id, status: 'paid' }]);
+    // Connected again once active: nothing more is charged.
+    const again = await connect(good);
+    expect(again.status).toBe(201);
+    expect(again.body).not.toHaveProperty('first_payment');
+    expect(good.requests).toHaveLength(1);
+  });
+
   it('only to a live NWC subscription of the token holder; the wallet is checked and replaces the earlier one', async () => {
     const w = await wallet();
     const p = await plan({ allow_lightning: true });
@@ -1639,6 +1690,9 @@ describe('portal: connect a wallet', () => {
     const ok = await connect({ subscription_id: sub.subscription_id, nwc_connection_string: next.connectionString() });
     expect(ok.status).toBe(201);
     expect(ok.body).toMatchObject({ wallet_pubkey: next.pubkey.slice(0, 8), is_active: true, consecutive_failures: 0 });
+    // Active: nothing is due, nothing is charged.
+    expect(ok.body).not.toHaveProperty('first_payment');
+    expect(next.requests.filter((r) => r.method === 'pay_invoice')).toHaveLength(0);
     expect(JSON.stringify(ok.body)).not.toContain(secretOf(next.connectionString()));
     const { rows } = await db.query(
       'SELECT wallet_pubkey, is_active, subscriber_email FROM nwc.connections WHERE subscription_id = $1 ORDER BY created_at, id',

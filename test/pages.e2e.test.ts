@@ -2243,19 +2243,36 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // There the first payment is open, by invoice.
     await page.getByRole('heading', { name: 'Your subscriptions' }).waitFor();
     await expect.poll(() => page.getByRole('textbox', { name: 'Invoice' }).count(), { timeout: 20_000 }).toBe(1);
-    // Another wallet connected there pays the renewals; the first payment stays the invoice's, and the
-    // notice says so (found in review: it promised payments the wallet is never asked for).
+    // Another wallet connected there is asked to pay the first payment at once (found from outside: it was
+    // not, and the subscriber had to pay by hand); one that cannot says so, the invoice still there.
+    const connect = async (w: NwcWallet) => {
+      await page.locator('#connect-form').getByLabel('Wallet connection string').fill(w.connectionString());
+      await page.locator('#connect-form').getByRole('button', { name: 'Connect wallet' }).click();
+    };
+    await connect(wallet);
+    await expect
+      .poll(() => page.locator('#notice').textContent(), { timeout: 20_000 })
+      .toMatch(
+        new RegExp(
+          `^Wallet ${wallet.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke \\(1,500 sats per month\\) from now on\\. Your wallet did not pay the first payment: .+\\. Pay it from the invoice on the subscription, or connect another wallet\\.$`,
+        ),
+      );
+    expect(await page.getByRole('textbox', { name: 'Invoice' }).count()).toBe(1);
     const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(good);
-    await page.locator('#connect-form').getByLabel('Wallet connection string').fill(good.connectionString());
-    await page.locator('#connect-form').getByRole('button', { name: 'Connect wallet' }).click();
+    await connect(good);
     await expect
-      .poll(() => page.locator('#notice').textContent())
+      .poll(() => page.locator('#notice').textContent(), { timeout: 20_000 })
       .toBe(
-        `Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke (1,500 sats per month) from now on. It is not asked to make the first payment, due now: pay that from the invoice on the subscription.`,
+        `Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke (1,500 sats per month) from now on. Your wallet paid the first payment of 1,500 sats: the subscription is active in a moment.`,
       );
-    expect(good.requests.filter((r) => r.method === 'pay_invoice')).toEqual([]);
-    expect(await page.getByRole('textbox', { name: 'Invoice' }).count()).toBe(1);
+    expect(good.requests.filter((r) => r.method === 'pay_invoice')).toHaveLength(1);
+    // Drawn while billing applies the payment, the card does not say it ran out (found from outside: it did,
+    // with a fresh invoice to pay twice), and follows it: active, nothing left to pay.
+    expect(await page.getByText(/ran out before it was paid/).count()).toBe(0);
+    await expect.poll(() => page.getByRole('textbox', { name: 'Invoice' }).count(), { timeout: 20_000 }).toBe(0);
+    await expect.poll(() => page.locator(`#sub-${body.subscription_id} .status-active`).count(), { timeout: 20_000 }).toBe(1);
+    expect((await stack.db.query('SELECT status FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows).toEqual([{ status: 'active' }]);
     expect(problems).toEqual([]);
     await page.close();
   });

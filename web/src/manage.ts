@@ -93,6 +93,11 @@ interface Wallet {
   plan_name?: string;
 }
 
+/** A wallet just connected, with what it did about a first payment still due (absent: none was due or could be asked). */
+interface Connected extends Wallet {
+  first_payment?: { paid: boolean; error_code?: string; message: string };
+}
+
 const TERMINAL = new Set(['cancelled', 'expired']);
 /**
  * How often the portal looks at the payments it follows while the page is in view: an open one is asked at
@@ -596,18 +601,27 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
           return;
         }
         const id = chosenId();
-        const r = await portal<Wallet>('POST', '/public/manage/wallets', { subscription_id: id, nwc_connection_string: input.value.trim() });
+        const r = await portal<Connected>('POST', '/public/manage/wallets', { subscription_id: id, nwc_connection_string: input.value.trim() });
         const chosen = eligible.find((s) => s.id === id);
         await reload();
         await walletsShown;
-        // Nothing is charged at connecting: a first payment still due is paid from its invoice (found in
-        // review: the notice promised payments while the subscription waited for one it would not make).
+        // A first payment still due is asked of the wallet at once; one the service could not ask it (no
+        // invoice could be made now) is paid from the invoice (found in review: the notice promised
+        // payments while the subscription waited for one nobody would make).
+        const first = r.first_payment;
         const firstDue = chosen?.status === 'pending' && !chosen.ever_paid;
+        const then = first?.paid
+          ? sentence(first.message)
+          : first
+            ? `${sentence(first.message)} Pay it from the invoice on the subscription, or connect another wallet.`
+            : firstDue
+              ? 'It was not asked to make the first payment, due now: pay that from the invoice on the subscription.'
+              : '';
         showNotice([
           `Wallet ${r.wallet_pubkey}… connected: it pays the renewals of `,
           ...(chosen ? named(chosen) : ['your subscription']),
           ' from now on.',
-          firstDue ? ' It is not asked to make the first payment, due now: pay that from the invoice on the subscription.' : '',
+          then ? ` ${then}` : '',
         ]);
       } catch (err) {
         status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
@@ -706,10 +720,23 @@ function fetchPayments(): Promise<Outcome<Page<Pay>>> {
   return settle(portal<Page<Pay>>('GET', '/public/manage/payments?limit=50'));
 }
 
-/** The open payment a subscription card shows (payable right there), in place of the one it showed. */
-function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined): void {
+/**
+ * A first payment paid and not applied yet (billing hears of it a moment after the payments service):
+ * found from outside, a wallet connected in the portal paid it and the card, drawn in that moment, said
+ * the invoice "ran out" and offered a fresh one.
+ */
+const paidFirst = (payments: Pay[], s: Sub): Pay | undefined =>
+  s.status === 'pending' && !s.ever_paid ? payments.find((p) => p.subscription_id === s.id && p.status === 'paid') : undefined;
+
+/** The open payment a subscription card shows (payable right there), in place of the one it showed; `paid`: see paidFirst. */
+function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined, paid?: Pay): void {
   card.querySelector('.open-payment')?.remove();
   if (TERMINAL.has(s.status)) return;
+  if (!open && paid) {
+    card.querySelector('.facts')?.after(h('section', { class: 'open-payment' }));
+    showReceived(card, s);
+    return;
+  }
   // A checkout whose invoice ran out unpaid: a fresh one here (found from outside: "Waiting for the first
   // payment" with nothing to pay it with). Not a resume's payment or a renewal: those are reissued by the service.
   const ranOut = !open && s.status === 'pending' && !s.ever_paid && !s.trial_end;
@@ -780,7 +807,7 @@ function showPayments(holder: HTMLElement, r: Outcome<Page<Pay>>, subs: Sub[], f
     const open = openPayments(r.ok.items);
     for (const s of subs) {
       const card = document.getElementById(`sub-${s.id}`);
-      if (card) showOpenPayment(card, s, open.get(s.id));
+      if (card) showOpenPayment(card, s, open.get(s.id), paidFirst(r.ok.items, s));
     }
     watch(subs, open, r.ok.items);
     if (focus) section.querySelector<HTMLElement>('#payments-heading')?.focus();
@@ -850,7 +877,8 @@ function watch(subs: Sub[], open: Map<string, Pay>, payments: Pay[]): void {
   const now = Date.now();
   for (const s of subs) {
     if (TERMINAL.has(s.status)) continue;
-    const p = open.get(s.id);
+    // A first payment paid and not applied yet is followed until it is (the card then turns active).
+    const p = open.get(s.id) ?? paidFirst(payments, s);
     if (p) watched.set(p.id, followOpen(s));
     // The list is newest first: its newest payment, if that one expired (one paid since settles it).
     const ended = payments.find((e) => e.subscription_id === s.id && e.status !== 'pending');
@@ -976,7 +1004,7 @@ async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatu
   if (!sub || !old) return null;
   const open = openPayments(payments.items);
   const card = subscriptionCard(sub, load);
-  showOpenPayment(card, sub, open.get(sub.id));
+  showOpenPayment(card, sub, open.get(sub.id), paidFirst(payments.items, sub));
   // Paid and not applied yet (billing away for minutes): not "ran out, get a fresh invoice" beside it
   // (found in review: an invitation to pay twice).
   const applying = status === 'paid' && !settled.unapplied && settled.applied === false;

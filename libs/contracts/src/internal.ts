@@ -107,6 +107,11 @@ const NwcReconnectReply = z.object({
   amount_sats: z.number().int(),
   subscriber_email: z.string().nullable(),
   subscriber_name: z.string().nullable(),
+  /**
+   * A subscription still waiting for its first payment: its payable invoice, which the wallet just
+   * connected is asked to pay (absent when none could be made now: it stays payable by hand in the portal).
+   */
+  first_payment: z.object({ id: Id, payment_request: z.string().min(1), amount_sats: z.number().int().positive() }).optional(),
 });
 
 export const messages = {

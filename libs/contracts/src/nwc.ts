@@ -117,6 +117,22 @@ export const PortalWallet = z
   .openapi('PortalWallet');
 export type PortalWallet = z.infer<typeof PortalWallet>;
 
+/** The answer to a wallet connected in the portal: the wallet, and what it did with a first payment still due. */
+export const PortalWalletConnected = PortalWallet.extend({
+  first_payment: z
+    .object({
+      paid: z.boolean(),
+      error_code: NWCErrorCode.optional(),
+      message: z.string(),
+    })
+    .optional()
+    .openapi({
+      description:
+        'The subscription was waiting for its first payment: whether the wallet paid it (it becomes active once the payment is applied) or, with the NIP-47 error code, why not; absent otherwise',
+    }),
+}).openapi('PortalWalletConnected');
+export type PortalWalletConnected = z.infer<typeof PortalWalletConnected>;
+
 export function toPortalWallet(c: NWCConnection, paysFor: { subscription_id: string; plan_name: string }): PortalWallet {
   return {
     subscription_id: paysFor.subscription_id,

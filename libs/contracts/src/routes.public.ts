@@ -1,7 +1,15 @@
 import { z } from './zod.js';
 import { IdParams, Paginated, PaginationQuery, SuccessMessageResponse } from './common.js';
 import { defineRoutes } from './http.js';
-import { NWCPortalConnect, NWCSubscriptionCreate, NWCSubscriptionResponse, NWCValidateRequest, NWCValidateResponse, PortalWallet } from './nwc.js';
+import {
+  NWCPortalConnect,
+  NWCSubscriptionCreate,
+  NWCSubscriptionResponse,
+  NWCValidateRequest,
+  NWCValidateResponse,
+  PortalWallet,
+  PortalWalletConnected,
+} from './nwc.js';
 import { CallbackAck, PaymentStatusResponse, PortalPayment, SubscribeRequest, SubscribeResponse } from './payments.js';
 import { PortalSubscription, PortalSubscriptionUpdate, UnsubscribeLink } from './subscriptions.js';
 
@@ -184,13 +192,15 @@ export const portalRoutes = defineRoutes([
     method: 'post',
     path: '/public/manage/wallets',
     auth: 'subscriber',
-    summary: 'Connect an NWC wallet to one of my NWC subscriptions; it pays the renewals from now on (replacing an earlier wallet)',
+    summary:
+      'Connect an NWC wallet to one of my NWC subscriptions; it pays the renewals from now on (replacing an earlier wallet), and a first payment still due at once',
     body: NWCPortalConnect,
-    response: PortalWallet,
+    response: PortalWalletConnected,
     status: 201,
     subject: 'nwc.portal.connect_wallet',
-    // The wallet's relays get NWC_INFO_TIMEOUT_MS to deliver its info event.
-    busTimeoutMs: 30_000,
+    // As the NWC checkout's: the wallet's info event, billing and payments calls, and the wallet's answer
+    // to pay_invoice for a first payment still due (NWC_REPLY_TIMEOUT_MS, 30 s).
+    busTimeoutMs: 75_000,
   },
   {
     id: 'portal.wallets.disconnect',

@@ -236,10 +236,31 @@ export const subscriberOfToken = (d: Deps) =>
     return { subscriber_id: s.id, wallet_id: s.wallet_id };
   });
 
+/**
+ * The payable invoice of a subscription waiting for its first payment, for the wallet just connected to
+ * pay (found from outside: connected to a pending subscription, it paid nothing and the subscriber had to
+ * pay by hand). None when the plan no longer takes NWC or no invoice can be made now: the portal's invoice
+ * stays, and the connect is not undone for it.
+ */
+async function firstPaymentDue(d: Deps, sub: SubRow) {
+  if (!awaitingFirstPayment(sub)) return undefined;
+  try {
+    const plan = await d.plans.getPublic(d.db, sub.plan_id);
+    if (!plan || (await methodRefused(d, plan, sub.payment_method))) return undefined;
+    const { payment, checkout } = await checkoutPayment(d, plan, sub);
+    const request = checkout.payment_request ?? payment.payment_request;
+    if (payment.status !== 'pending' || !request) return undefined;
+    return { id: payment.id, payment_request: request, amount_sats: payment.amount_sats };
+  } catch (err) {
+    d.log.warn({ err, subscription_id: sub.id }, 'no first payment for the wallet connected in the portal to pay');
+    return undefined;
+  }
+}
+
 /** A wallet connected in the portal: the subscription (the subscriber's, live, made with NWC) renews from a wallet again. */
 const reconnect = (d: Deps, check_only: boolean) =>
   messageHandler(check_only ? messages.nwcReconnectCheck : messages.nwcReconnect, async ({ wallet_id, subscriber_id, subscription_id, max_amount_sats }) => {
-    return d.db.tx(async (tx) => {
+    const { reply, sub } = await d.db.tx(async (tx) => {
       const sub = await d.subscriptions.get(tx, wallet_id, subscription_id, true);
       if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
       if (sub.status === 'cancelled' || sub.status === 'expired') throw conflict('This subscription has ended');
@@ -252,14 +273,18 @@ const reconnect = (d: Deps, check_only: boolean) =>
       if (!check_only && sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, ...walletReconnected(sub, now), updated_at: now })))
         throw conflict('The subscription changed meanwhile, please retry');
       const [plan, subscriber] = await Promise.all([d.plans.get(tx, wallet_id, sub.plan_id), d.subscribers.get(tx, wallet_id, subscriber_id)]);
-      return {
+      const reply = {
         plan_id: sub.plan_id,
         plan_name: plan?.name ?? '',
         amount_sats: sub.amount_sats,
         subscriber_email: subscriber?.email ?? null,
         subscriber_name: subscriber?.name ?? null,
       };
+      return { reply, sub };
     });
+    // Outside the transaction: making the invoice is a call to the payments service.
+    const first_payment = check_only ? undefined : await firstPaymentDue(d, sub);
+    return first_payment ? { ...reply, first_payment } : reply;
   });
 export const nwcReconnect = (d: Deps) => reconnect(d, false);
 /** The same checks, nothing changed: the NWC service asks before it contacts the wallet. */

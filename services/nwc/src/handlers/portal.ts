@@ -1,7 +1,7 @@
-import { messages, toPortalWallet, type BusRequest } from '@sb/contracts';
+import { messages, portalRoutes, satsText, toPortalWallet, type BusRequest } from '@sb/contracts';
 import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { tellBilling } from '../charge.js';
+import { answerBy, chargeConnection, tellBilling } from '../charge.js';
 import { toConnection } from '../store/connections.repo.js';
 import { checked, storeConnection, wellFormed } from './public.subscribe.js';
 
@@ -16,6 +16,9 @@ async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: 
     throw err;
   }
 }
+
+/** How long the gateway waits for a connect (its route's bus wait): the wallet's answer to a first payment must come before. */
+const CONNECT_WAIT_MS = portalRoutes.find((r) => r.id === 'portal.wallets.connect')?.busTimeoutMs;
 
 export const listWallets = (d: Deps) =>
   routeHandler('portal.wallets.list', async (req) => {
@@ -38,10 +41,11 @@ export const disconnectWallet = (d: Deps) =>
 /**
  * A wallet connected in the portal to one of the subscriber's NWC subscriptions (billing checks which):
  * checked like a checkout's, stored with its secret sealed, replacing the subscription's earlier wallet;
- * it pays the renewals from now on. Nothing is charged now.
+ * it pays the renewals from now on, and a first payment still due at once (billing names it).
  */
 export const connectWallet = (d: Deps) =>
   routeHandler('portal.wallets.connect', async (req) => {
+    const by = answerBy(d, CONNECT_WAIT_MS, req.caller.answer_by);
     const s = await subscriberOf(d, req);
     const body = req.body;
     const target = { wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats };
@@ -70,5 +74,19 @@ export const connectWallet = (d: Deps) =>
       encryption,
     );
     d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
-    return toPortalWallet(toConnection(row), row);
+    if (!sub.first_payment) return toPortalWallet(toConnection(row), row);
+    // Waiting for its first payment: the wallet connected for it pays it now, as at an NWC checkout.
+    const outcome = await chargeConnection(d, row, { ...sub.first_payment, purpose: 'checkout' }, by);
+    // As it stands after the charge (its failure counted, or its last use).
+    const stored = (await d.connections.get(d.db, row.id)) ?? row;
+    const paid = `Your wallet paid the first payment of ${satsText(sub.first_payment.amount_sats)}`;
+    return {
+      ...toPortalWallet(toConnection(stored), stored),
+      first_payment: outcome.paid
+        ? {
+            paid: true,
+            message: outcome.confirmed ? `${paid}: the subscription is active in a moment.` : `${paid}: the subscription is active once it is confirmed.`,
+          }
+        : { paid: false, error_code: outcome.error_code, message: `Your wallet did not pay the first payment: ${outcome.message}` },
+    };
   });
