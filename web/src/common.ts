@@ -243,6 +243,15 @@ export function loadedAgain(words: string): void {
 /** A fresh Idempotency-Key (getRandomValues: randomUUID needs a secure context, a page may be served over plain http). */
 export const randomKey = (): string => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
 
+// "Skip to content" moves the focus without a history entry: a fragment change is a popstate, which the
+// checkout takes for Back (found from outside: the form emptied, the one-time portal link forgotten).
+document.querySelector('a.skip')?.addEventListener('click', (e) => {
+  const main = document.getElementById('main');
+  if (!main) return;
+  e.preventDefault();
+  main.focus();
+});
+
 export function setMain(...children: Child[]): HTMLElement {
   const main = document.getElementById('main')!;
   main.replaceChildren(...(children.filter(Boolean) as (Node | string)[]));
