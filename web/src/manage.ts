@@ -313,7 +313,13 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
   // Extended past today, a past_due subscription owes nothing until its new end (README, extend): not
   // "overdue" beside a period that ends in the future (found from outside).
   const owesLater = s.status === 'past_due' && s.renewal_overdue === false;
-  const status = owesLater ? 'Renewal payment due' : (STATUS_LABELS[s.status] ?? s.status);
+  // Pending after a resume past its period: it has been paid before (found from outside: "Waiting for the
+  // first payment" beside its receipts).
+  const status = owesLater
+    ? 'Renewal payment due'
+    : s.status === 'pending' && paidOnce
+      ? 'Waiting for the renewal payment'
+      : (STATUS_LABELS[s.status] ?? s.status);
   const live = !TERMINAL.has(s.status);
   // By the service's clock (found from outside: a trial over and paid, with the test clock moved, still
   // said "Free trial until" by the phone's). A billing older than the field: its own rule (inTrial in
