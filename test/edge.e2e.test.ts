@@ -489,6 +489,9 @@ describe('HTTP conventions', () => {
       const detail = JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)).detail;
       expect(detail, keys).toEqual([expect.objectContaining({ loc: ['header', 'Idempotency-Key'] })]);
     }
+    // A key of spaces arrives empty: said as such (found from outside: "Must be 1 to 255 characters").
+    const blank = await post('Idempotency-Key:    \r\n');
+    expect(JSON.parse(blank.slice(blank.indexOf('\r\n\r\n') + 4)).detail[0].msg).toBe('Must not be empty or only spaces (1 to 255 characters)');
     expect(await count('SELECT count(*)::int AS n FROM billing.plans')).toBe(plans + 1);
   });
 

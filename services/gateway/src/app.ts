@@ -444,7 +444,10 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   // PATCH (the portal's settings) takes a key as the portal's POSTs do; PUT and DELETE need none.
   const idemKey = route.method === 'post' || route.method === 'patch' ? idempotencyKeyOf(req) : undefined;
   if (idemKey !== undefined && (idemKey.length < 1 || idemKey.length > 255)) {
-    throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg: 'Must be 1 to 255 characters', type: 'string_length' }]);
+    // HTTP drops a header value's surrounding spaces: a key of spaces arrives empty (found from outside:
+    // " " was told it was not 1 to 255 characters long).
+    const msg = idemKey.length ? 'Must be 1 to 255 characters' : 'Must not be empty or only spaces (1 to 255 characters)';
+    throw new HttpError(422, [{ loc: ['header', 'Idempotency-Key'], msg, type: 'string_length' }]);
   }
   // A key belongs to whoever holds the credential: a portal request's to its token (by the token's hash),
   // so another token, valid or not, never gets a subscriber's answer replayed nor spoils their key.
