@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -1646,6 +1647,186 @@ describe('portal: connect a wallet', () => {
     expect(again.status).toBe(201);
     expect(again.body).not.toHaveProperty('first_payment');
     expect(good.requests).toHaveLength(1);
+  });
+
+  /** A subscription left waiting for its first payment by a checkout wallet that could not pay, and how to connect another to it. */
+  async function waitingForFirst(email: string) {
+    const broke = await wallet();
+    broke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const p = await plan({ amount_sats: 1500 });
+    const sub = (await anon().post('/public/subscribe/nwc', { plan_id: p.id, email, nwc_connection_string: broke.connectionString() })).body;
+    expect(sub).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE' });
+    const token = tokenOf(sub.manage_url);
+    // One string per wallet: each call of connectionString() makes another client key (another request).
+    const strings = new Map<NwcWallet, string>();
+    const stringOf = (w: NwcWallet) => strings.get(w) ?? strings.set(w, w.connectionString()).get(w)!;
+    const connect = (w: NwcWallet, extra: Record<string, string> = {}) =>
+      anon().post(
+        '/public/manage/wallets',
+        { subscription_id: sub.subscription_id, nwc_connection_string: stringOf(w) },
+        { headers: { 'X-Subscriber-Token': token, ...extra } },
+      );
+    const open = (await admin.get(`/subscriptions/${sub.subscription_id}/payments`)).body.items[0] as { id: string };
+    return { p, sub, token, connect, open };
+  }
+  const asked = (w: NwcWallet) => w.requests.filter((r) => r.method === 'pay_invoice').length;
+
+  it('a first payment paid and not applied yet is said as made, and no wallet is asked again (found in review: said as unpaid)', async () => {
+    const { sub, connect, open } = await waitingForFirst('first-paid-not-applied@example.com');
+    // Billing is held where it records the payment: paid at the payments service, not applied yet.
+    const held = await holdUncommitted(db, [
+      ['INSERT INTO billing.applied_payments (payment_id, subscription_id, applied_at) VALUES ($1, $2, 0)', [open.id, sub.subscription_id]],
+    ]);
+    try {
+      const good = await wallet();
+      const paid = await connect(good);
+      expect(paid.body.first_payment).toEqual({
+        paid: true,
+        message: 'Your wallet paid the first payment of 1,500 sats: the subscription is active in a moment.',
+      });
+      await someoneWaitsOnLock(db);
+      // The same connect again (its answer lost, say), or another wallet: the payment is made, nobody is asked.
+      const other = await wallet();
+      const again = await connect(other);
+      expect(again.status).toBe(201);
+      expect(again.body.first_payment).toEqual({ paid: true, message: 'The first payment was made already: the subscription is active in a moment.' });
+      expect([asked(good), asked(other)]).toEqual([1, 0]);
+    } finally {
+      await held();
+    }
+    await until(
+      async () => (await admin.get(`/subscriptions/${sub.subscription_id}`)).body.status,
+      (x) => x === 'active',
+    );
+  });
+
+  it('payments not answering: the wallet is connected at once, not asked, and the answer says to pay by invoice (found in review: a 503 after the reconnect)', async () => {
+    const { sub, token, connect } = await waitingForFirst('first-payments-away@example.com');
+    const good = await wallet();
+    const payments = stack.services.payments.child;
+    payments.kill('SIGSTOP');
+    let res: Awaited<ReturnType<typeof connect>>;
+    try {
+      res = await connect(good);
+    } finally {
+      payments.kill('SIGCONT');
+    }
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body).toMatchObject({
+      is_active: true,
+      first_payment: {
+        paid: false,
+        message: 'Your wallet was not asked to make the first payment: its invoice could not be had just now. Pay it from the invoice on the subscription.',
+      },
+    });
+    expect(res.body.first_payment).not.toHaveProperty('error_code');
+    expect(asked(good)).toBe(0);
+    expect((await portal(token)).body.items.filter((x: { is_active: boolean }) => x.is_active)).toHaveLength(1);
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.status).toBe('pending');
+  });
+
+  it('a caller that waits less than the wallet may take to answer (an older gateway): the wallet is not asked (review finding)', async () => {
+    const { sub, token } = await waitingForFirst('first-short-wait@example.com');
+    const good = await wallet();
+    const bus = new BusClient({ ...stack.env, NATS_USER: 'gateway', NATS_PASSWORD: stack.natsPasswords.NATS_PASSWORD_GATEWAY }, 20_000, 'gateway-client');
+    await bus.connect();
+    try {
+      // 8 s: less than the wallet's 4 s to answer and what follows it, once the margins are counted.
+      const reply = await bus.request(
+        'nwc.portal.connect_wallet',
+        {
+          caller: { subscriber_token_hash: createHash('sha256').update(token).digest('hex'), answer_by: Date.now() + 8000 },
+          params: {},
+          query: {},
+          body: { subscription_id: sub.subscription_id, nwc_connection_string: good.connectionString() },
+        },
+        20_000,
+      );
+      expect(reply).toMatchObject({
+        ok: true,
+        data: {
+          is_active: true,
+          first_payment: {
+            paid: false,
+            message:
+              'Your wallet was not asked to make the first payment: there was no time left to wait for its answer. Pay it from the invoice on the subscription.',
+          },
+        },
+      });
+    } finally {
+      await bus.close();
+    }
+    expect(asked(good)).toBe(0);
+  });
+
+  it('the same connect again (same Idempotency-Key, its answer lost) answers the refusal recorded, without asking the wallet (review finding)', async () => {
+    const { sub, connect } = await waitingForFirst('first-same-key@example.com');
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats.', delayMs: 1500 });
+    const key = { 'Idempotency-Key': 'portal-connect-same-key' };
+    const first = connect(w, key).catch((err) => err);
+    await until(
+      async () => asked(w),
+      (n) => n === 1,
+    );
+    // The gateway dies while the wallet decides: the page never gets the answer nwc still records.
+    stack.services.gateway.child.kill('SIGKILL');
+    expect(await first).toBeInstanceOf(Error);
+    await stack.restartGateway();
+    await until(
+      async () =>
+        (
+          await db.query(
+            `SELECT outcome FROM nwc.charge_attempts a JOIN nwc.connections c ON c.id = a.connection_id WHERE c.subscription_id = $1 AND c.wallet_pubkey = $2`,
+            [sub.subscription_id, w.pubkey],
+          )
+        ).rows,
+      (rows) => rows.length === 1 && rows[0].outcome === 'failed',
+    );
+    // The dead gateway's claim holds for its lease: aged past it here instead of waited out.
+    await db.query(`UPDATE gateway.idempotency_keys SET created_at = created_at - interval '10 minutes' WHERE key = $1`, [key['Idempotency-Key']]);
+    w.setBehaviour({ pay: true });
+    const again = await connect(w, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect(again.body.first_payment).toEqual({
+      paid: false,
+      error_code: 'INSUFFICIENT_BALANCE',
+      message: 'Your wallet did not pay the first payment: Not enough sats. Pay it from the invoice on the subscription, or connect another wallet.',
+    });
+    expect(asked(w)).toBe(1);
+    // Another key is a new question: the wallet is asked, and pays.
+    const retry = await connect(w, { 'Idempotency-Key': 'portal-connect-same-key-2' });
+    expect(retry.body.first_payment).toMatchObject({ paid: true });
+    expect(asked(w)).toBe(2);
+  });
+
+  it('connected while the checkout\'s wallet is paying: it shares that charge, and says which wallet paid (found in review: "Your wallet paid")', async () => {
+    const email = 'first-during-checkout@example.com';
+    // A subscriber with a portal link (an earlier subscription) starts an NWC checkout whose wallet takes its time.
+    const earlier = await anon().post('/public/subscribe', { plan_id: (await plan({ allow_lightning: true })).id, payment_method: 'lightning', email });
+    const token = tokenOf(earlier.body.manage_url);
+    const slow = await wallet();
+    slow.setBehaviour({ pay: true, delayMs: 2500 });
+    const p = await plan({ amount_sats: 1500 });
+    const checkout = anon().post('/public/subscribe/nwc', { plan_id: p.id, email, nwc_connection_string: slow.connectionString() });
+    await until(
+      async () => asked(slow),
+      (n) => n === 1,
+    );
+    const { rows } = await db.query(`SELECT id FROM billing.subscriptions WHERE plan_id = $1`, [p.id]);
+    const other = await wallet();
+    const res = await anon().post(
+      '/public/manage/wallets',
+      { subscription_id: rows[0].id, nwc_connection_string: other.connectionString() },
+      { headers: { 'X-Subscriber-Token': token } },
+    );
+    expect(res.status).toBe(201);
+    expect(res.body.first_payment).toEqual({
+      paid: true,
+      message: 'The first payment of 1,500 sats was paid by the wallet connected before: the subscription is active in a moment.',
+    });
+    expect(asked(other)).toBe(0);
+    expect((await checkout).body.status).toMatch(/^(active|pending)$/);
   });
 
   it('only to a live NWC subscription of the token holder; the wallet is checked and replaces the earlier one', async () => {

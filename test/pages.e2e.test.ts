@@ -1536,8 +1536,10 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       await npubField.fill(`nostr:${npub}`);
       expect(await pref.inputValue()).toBe('messenger');
     }
+    // Nor a screen reader's command keys, Escape or a shortcut on the way (found in review: each was a pick).
     await page.goto(p.checkout_url);
     await pref.focus();
+    for (const key of ['Insert', 'CapsLock', 'CapsLock', 'Escape', 'Control+c']) await page.keyboard.press(key);
     await page.keyboard.press('Tab');
     await npubField.fill(`nostr:${npub}`);
     expect(await pref.inputValue()).toBe('nostr');
@@ -2275,7 +2277,13 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await page.getByRole('textbox', { name: 'Invoice' }).count()).toBe(1);
     const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(good);
+    // A wallet that takes its time: the status says it is paying, and the request is one that may be sent
+    // again as a retry (found in review: "did not answer in time" after 60 s, while the route waits 75 s).
+    good.setBehaviour({ pay: true, delayMs: 1500 });
+    const sent = page.waitForRequest((r) => r.url().endsWith('/public/manage/wallets') && r.method() === 'POST');
     await connect(good);
+    expect((await sent).headers()['idempotency-key']).toMatch(/^[0-9a-f]{32}$/);
+    await expect.poll(() => page.locator('#connect-status').textContent()).toBe('Your wallet is paying the first payment…');
     await expect
       .poll(() => page.locator('#notice').textContent(), { timeout: 20_000 })
       .toBe(

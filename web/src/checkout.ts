@@ -64,6 +64,9 @@ interface NwcAnswer {
   manage_url?: string | null;
 }
 
+/** The keys that open a select's list or move through its options (type-ahead letters aside). */
+const PICKING_KEYS = new Set(['ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight', 'Home', 'End', 'PageUp', 'PageDown', 'Enter', ' ', 'F4']);
+
 const WAITING = 'Waiting for your payment…';
 const planId = decodeURIComponent(location.pathname.replace(/\/+$/, '').split('/').pop() ?? '');
 
@@ -421,14 +424,17 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
     ...contacts.map((c) => h('option', { value: c }, CONTACT_NAMES[c] ?? c)),
   ) as HTMLSelectElement;
   // Opening the list or choosing in it with a key is a pick, also of the option already shown, which fires no
-  // `change` (found from outside: that one then followed the typing). Only moving through with Tab is not.
+  // `change` (found from outside: that one then followed the typing).
   const picked = (): void => {
     prefChosen = true;
   };
   prefSelect.addEventListener('change', picked);
   prefSelect.addEventListener('pointerdown', picked);
+  // Only keys that move through the options or open the list: not Tab, a screen reader's command keys
+  // (Insert, CapsLock), Escape, nor a shortcut (found in review: each counted as a pick).
   prefSelect.addEventListener('keydown', (ev) => {
-    if (!['Tab', 'Shift', 'Control', 'Alt', 'Meta'].includes(ev.key)) picked();
+    if (ev.ctrlKey || ev.metaKey) return;
+    if (PICKING_KEYS.has(ev.key) || (ev.key.length === 1 && !ev.altKey)) picked();
   });
 
   const submit = h('button', { type: 'submit', id: 'submit' }, trial ? 'Start free trial' : 'Continue to payment');

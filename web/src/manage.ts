@@ -166,9 +166,9 @@ function badLink(): void {
  * was asked, the page turns into the bad-link view here, in one place, and the call never settles, so no
  * caller goes on to show it as an error of its own (the page it would write to is gone).
  */
-async function portal<T>(method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<T> {
+async function portal<T>(method: string, path: string, body?: unknown, opts: { idempotencyKey?: string; waitMs?: number } = {}): Promise<T> {
   try {
-    return await api<T>(method, path, { token, body, ...(idempotencyKey ? { idempotencyKey } : {}) });
+    return await api<T>(method, path, { token, body, ...opts });
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 401)) throw err;
     badLink();
@@ -383,7 +383,9 @@ function subscriptionCard(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
           try {
             // The answer's message has the date in ISO form: the notice says it once, as a person reads it.
             cancelKey ??= randomKey();
-            await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, undefined, cancelKey);
+            await portal<{ message: string }>('POST', `/public/manage/subscription/${encodeURIComponent(s.id)}/cancel`, undefined, {
+              idempotencyKey: cancelKey,
+            });
             const now = (await reload()).find((x) => x.id === s.id);
             showNotice([theirs(s.plan_name || 'Your subscription'), ` is cancelled.${accessAfter(s, now)}`]);
           } catch (err) {
@@ -471,7 +473,7 @@ function walletsHeading(): HTMLElement {
   return h('h2', { id: 'wallets-heading', tabindex: -1 }, 'Wallets for automatic payments');
 }
 
-function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<unknown>): HTMLElement {
+function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<Sub[]>): HTMLElement {
   const section = h(
     'section',
     { id: 'wallets', 'aria-labelledby': 'wallets-heading' },
@@ -585,6 +587,9 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
       submit,
       status,
     );
+    // Sent again unchanged after an answer that did not come, the connect is a retry: the service answers
+    // it as it ended (a wallet is not asked twice for the first payment).
+    let sentKey: { body: string; key: string } | null = null;
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const shape = nwcShapeError(input.value);
@@ -607,22 +612,26 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
           return;
         }
         const id = chosenId();
-        const r = await portal<Connected>('POST', '/public/manage/wallets', { subscription_id: id, nwc_connection_string: input.value.trim() });
         const chosen = eligible.find((s) => s.id === id);
-        await reload();
+        const body = { subscription_id: id, nwc_connection_string: input.value.trim() };
+        const sent = JSON.stringify(body);
+        if (sentKey?.body !== sent) sentKey = { body: sent, key: randomKey() };
+        // A first payment still due is asked of the wallet at once: the route waits up to 75 s for it.
+        status.textContent = chosen && waitsForFirst(chosen) ? 'Your wallet is paying the first payment…' : 'Connecting your wallet…';
+        const r = await portal<Connected>('POST', '/public/manage/wallets', body, { idempotencyKey: sentKey.key, waitMs: 90_000 });
+        sentKey = null;
+        status.textContent = '';
+        const now = (await reload()).find((s) => s.id === id);
         await walletsShown;
-        // A first payment still due is asked of the wallet at once; one the service could not ask it (no
-        // invoice could be made now) is paid from the invoice (found in review: the notice promised
-        // payments while the subscription waited for one nobody would make).
+        // The service says what became of a first payment still due (found in review: words from before
+        // the connect said "pay it from the invoice" of one paid meanwhile). An earlier version of it says
+        // nothing: one still due is paid from the invoice.
         const first = r.first_payment;
-        const firstDue = chosen?.status === 'pending' && !chosen.ever_paid;
-        const then = first?.paid
+        const then = first
           ? sentence(first.message)
-          : first
-            ? `${sentence(first.message)} Pay it from the invoice on the subscription, or connect another wallet.`
-            : firstDue
-              ? 'It was not asked to make the first payment, due now: pay that from the invoice on the subscription.'
-              : '';
+          : now && waitsForFirst(now)
+            ? 'It was not asked to make the first payment, due now: pay that from the invoice on the subscription.'
+            : '';
         showNotice([
           `Wallet ${r.wallet_pubkey}… connected: it pays the renewals of `,
           ...(chosen ? named(chosen) : ['your subscription']),
@@ -630,7 +639,12 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<un
           then ? ` ${then}` : '',
         ]);
       } catch (err) {
-        status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
+        // No answer in time: the wallet may be connected, and may have paid (found in review: said as a failure).
+        if (unconfirmed(err)) sayUnconfirmed(status, ['Connecting your wallet']);
+        else {
+          sentKey = null;
+          status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
+        }
       } finally {
         setBusy(submit, false);
         if (submit.isConnected && document.activeElement === document.body) submit.focus();
@@ -732,7 +746,12 @@ function fetchPayments(): Promise<Outcome<Page<Pay>>> {
  * the invoice "ran out" and offered a fresh one.
  */
 const paidFirst = (payments: Pay[], s: Sub): Pay | undefined =>
-  s.status === 'pending' && !s.ever_paid ? payments.find((p) => p.subscription_id === s.id && p.status === 'paid') : undefined;
+  waitsForFirst(s) ? payments.find((p) => p.subscription_id === s.id && p.status === 'paid') : undefined;
+
+/** Waiting for its first payment (not a resume's: that one has periods behind it). */
+function waitsForFirst(s: Sub): boolean {
+  return s.status === 'pending' && !s.ever_paid;
+}
 
 /** The open payment a subscription card shows (payable right there), in place of the one it showed; `paid`: see paidFirst. */
 function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined, paid?: Pay): void {
@@ -745,7 +764,7 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined, paid?
   }
   // A checkout whose invoice ran out unpaid: a fresh one here (found from outside: "Waiting for the first
   // payment" with nothing to pay it with). Not a resume's payment or a renewal: those are reissued by the service.
-  const ranOut = !open && s.status === 'pending' && !s.ever_paid && !s.trial_end;
+  const ranOut = !open && waitsForFirst(s) && !s.trial_end;
   // No invoice could be made for the renewal (found from outside: the notice sent the subscriber here to pay,
   // and the card said nothing).
   const refused = !open && s.renewal_refused === true;

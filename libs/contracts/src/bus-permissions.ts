@@ -40,6 +40,7 @@ export const MESSAGE_SENDERS: { [K in keyof typeof messages]: BusService[] } = {
   renewalEnded: ['payments'],
   nwcReconnect: ['nwc'],
   nwcReconnectCheck: ['nwc'],
+  firstPaymentDue: ['nwc'],
   nwcCharge: ['billing'],
   contactMethods: ['billing'],
   subscriptionContact: ['notifier'],

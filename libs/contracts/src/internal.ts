@@ -108,11 +108,23 @@ const NwcReconnectReply = z.object({
   subscriber_email: z.string().nullable(),
   subscriber_name: z.string().nullable(),
   /**
-   * A subscription still waiting for its first payment: its payable invoice, which the wallet just
-   * connected is asked to pay (absent when none could be made now: it stays payable by hand in the portal).
+   * The subscription waits for its first payment: the NWC service asks `firstPaymentDue` for the invoice
+   * the wallet just connected is to pay (absent from a billing of an earlier version: nothing is charged).
    */
-  first_payment: z.object({ id: Id, payment_request: z.string().min(1), amount_sats: z.number().int().positive() }).optional(),
+  first_payment_due: z.boolean().optional(),
 });
+
+/**
+ * A subscription's first invoice as the wallet connected for it in the portal would pay it: `due` (with
+ * the invoice), `paid` already (billing has not applied it yet), `not_due` (not waiting for a first
+ * payment any more), or `unpayable` and why (the plan withdrawn or no longer taking the method).
+ */
+const FirstPaymentDue = z.discriminatedUnion('state', [
+  z.object({ state: z.literal('due'), payment: z.object({ id: Id, payment_request: z.string().min(1), amount_sats: z.number().int().positive() }) }),
+  z.object({ state: z.literal('paid') }),
+  z.object({ state: z.literal('not_due') }),
+  z.object({ state: z.literal('unpayable'), reason: z.string() }),
+]);
 
 export const messages = {
   createPayment: { subject: 'payments.internal.create_payment', request: CreatePayment, reply: CreatedPayment },
@@ -281,6 +293,16 @@ export const messages = {
     subject: 'billing.internal.nwc_reconnect_check',
     request: NwcReconnectRequest,
     reply: NwcReconnectReply,
+  },
+  /**
+   * After a wallet is connected in the portal to a subscription waiting for its first payment: the invoice
+   * it is to pay. A message of its own, asked after the connection is stored, so that a slow payments
+   * service (billing makes the invoice there) delays the charge, not the connect.
+   */
+  firstPaymentDue: {
+    subject: 'billing.internal.first_payment_due',
+    request: z.object({ wallet_id: Id, subscriber_id: Id, subscription_id: Id }),
+    reply: FirstPaymentDue,
   },
   /** Billing's scheduler asks the NWC service to pay a renewal with the subscription's connected wallet. */
   nwcCharge: {

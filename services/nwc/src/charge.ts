@@ -1,4 +1,4 @@
-import { messages, type NWCErrorCode } from '@sb/contracts';
+import { messages, routes, type NWCErrorCode } from '@sb/contracts';
 import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unavailable, unixSeconds, within } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
 import { chargeFailedData, chargeRefusal, clipMessage, mayPayLater, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
@@ -7,9 +7,13 @@ import type { ConnectionRow } from './store/connections.repo.js';
 
 /**
  * `confirmed` false: the wallet paid (it answered the preimage) but the payments service could not be
- * told yet; the sweeper and the next charge of the payment tell it.
+ * told yet; the sweeper and the next charge of the payment tell it. `payer`: the pubkey of the wallet that
+ * paid (another one than this connection's when an attempt in flight, of a wallet connected before, paid).
+ * `undecided`: not paid yet, another attempt still waits for its wallet's answer (it may pay).
  */
-type ChargeOutcome = { paid: true; confirmed: boolean } | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean };
+type ChargeOutcome =
+  | { paid: true; confirmed: boolean; payer: string }
+  | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean; undecided?: true };
 
 /** A payment as a charge needs it. */
 interface ChargedPayment {
@@ -35,6 +39,12 @@ export function answerBy(d: Pick<Deps, 'busTimeoutMs'>, routeWaitMs: number | un
   const by = (callerAnswerBy ?? Date.now() + busWaitMs(d.busTimeoutMs, routeWaitMs)) - ANSWER_MARGIN_MS;
   if (Date.now() >= by) throw unavailable('The caller stopped waiting before this charge could start');
   return by;
+}
+
+/** How long the gateway waits for one of this service's routes that waits longer than BUS_TIMEOUT_MS. */
+export function routeWaitMs(id: (typeof routes)[number]['id']): number | undefined {
+  const route = routes.find((r) => r.id === id);
+  return route && 'busTimeoutMs' in route ? route.busTimeoutMs : undefined;
 }
 
 export const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
@@ -83,7 +93,10 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
       const ended = await endOf(d, claim.current.id, answerByMs);
       if (ended === 'caller gone') {
         d.log.warn({ connection_id: conn.id, payment_id: payment.id, attempt_id: claim.current.id }, 'nwc charge stopped waiting for an attempt in flight');
-        return unpaid(d, conn, { code: 'OTHER', message: 'Another charge of this invoice is still waiting for the wallet to answer' });
+        return {
+          ...(await unpaid(d, conn, { code: 'OTHER', message: 'Another charge of this invoice is still waiting for the wallet to answer' })),
+          undecided: true,
+        };
       }
       const shared = ended && sharedOutcome(ended, conn.wallet_pubkey);
       if (!shared) continue;
@@ -121,7 +134,7 @@ async function earlierPaymentWaiting(d: Deps, conn: ConnectionRow, payment: Char
 }
 
 /** Not paid, with whether the subscription still has an active wallet (for billing: invoices from now on if not). */
-async function unpaid(d: Deps, conn: ConnectionRow, error: { code: NWCErrorCode; message: string }): Promise<ChargeOutcome> {
+async function unpaid(d: Deps, conn: ConnectionRow, error: { code: NWCErrorCode; message: string }): Promise<Extract<ChargeOutcome, { paid: false }>> {
   return { paid: false, error_code: error.code, message: error.message, deactivated: await walletGone(d, conn) };
 }
 
@@ -155,9 +168,9 @@ async function endOf(d: Deps, attemptId: string, answerByMs: number): Promise<At
  * service has not taken it yet. Undefined: the payments service refused that preimage, nothing was paid.
  */
 async function settled(d: Deps, attempt: AttemptRow): Promise<ChargeOutcome | undefined> {
-  if (!attempt.unconfirmed_preimage) return { paid: true, confirmed: true };
+  if (!attempt.unconfirmed_preimage) return { paid: true, confirmed: true, payer: attempt.wallet_pubkey };
   const result = await confirmAttempt(d, attempt);
-  return result === 'refuted' ? undefined : { paid: true, confirmed: result === 'confirmed' };
+  return result === 'refuted' ? undefined : { paid: true, confirmed: result === 'confirmed', payer: attempt.wallet_pubkey };
 }
 
 /**
@@ -244,7 +257,7 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
       await d.connections.recordSuccess(tx, conn.id, now);
     });
     d.log.info({ connection_id: conn.id, payment_id: payment.id, confirmed: !unconfirmed }, 'nwc payment paid');
-    return { paid: true, confirmed: !unconfirmed };
+    return { paid: true, confirmed: !unconfirmed, payer: conn.wallet_pubkey };
   }
   const error = { code: answer.error.code, message: clipMessage(answer.error.message) };
   const walletAsked = answer.walletAsked;

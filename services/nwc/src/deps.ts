@@ -20,6 +20,8 @@ export interface Deps {
    * charging it stopped): longer than the wallet's reply timeout and the bus calls after it.
    */
   attemptLeaseMs: number;
+  /** NWC_REPLY_TIMEOUT_MS: how long a wallet has to answer a pay_invoice request. */
+  walletReplyMs: number;
   /** BUS_TIMEOUT_MS: with a message's own wait, how long a caller waits for a charge's answer. */
   busTimeoutMs: number;
   nip47: Nip47Client;

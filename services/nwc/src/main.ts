@@ -25,6 +25,7 @@ main('nwc', () =>
         // The wallet's reply timeout, the wait for a second answer, then confirming the preimage and asking
         // payments whether the invoice is paid (a bus call each), with room to spare.
         attemptLeaseMs: config.NWC_REPLY_TIMEOUT_MS + 2 * config.BUS_TIMEOUT_MS + 15_000,
+        walletReplyMs: config.NWC_REPLY_TIMEOUT_MS,
         busTimeoutMs: config.BUS_TIMEOUT_MS,
         nip47: new Nip47Client({
           infoTimeoutMs: config.NWC_INFO_TIMEOUT_MS,

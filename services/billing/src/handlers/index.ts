@@ -12,6 +12,7 @@ import {
   nwcFallback,
   nwcReconnect,
   nwcReconnectCheck,
+  firstPaymentDue,
   portalCancel,
   portalCheckoutInvoice,
   portalListPayments,
@@ -74,6 +75,7 @@ export const allHandlers = (d: Deps, scheduler: Scheduler): Handler[] => [
   renewalEnded(d),
   nwcReconnect(d),
   nwcReconnectCheck(d),
+  firstPaymentDue(d),
   subscriptionContact(d),
   ...(d.devClock ? [devClock(d, scheduler)] : []),
 ];

@@ -1,5 +1,5 @@
 import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
-import { messages, notificationMessages, turnBackOn, type BusRequest } from '@sb/contracts';
+import { messages, notificationMessages, turnBackOn, type BusRequest, type CreatedPayment } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { accessAfterCancel, accessUntil, channelsReaching, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
@@ -160,36 +160,70 @@ export const portalListPayments = (d: Deps) =>
   });
 
 /**
- * What pays a subscription still waiting for its first payment, for its subscriber in the portal: its open
- * invoice, or a fresh one when that ran out (found from outside: the portal said "Waiting for the first
- * payment" with nothing to pay it with). Not a resume's payment (it has periods behind it).
+ * The payable first invoice of a subscription waiting for its first payment (its open one, or a fresh one
+ * when that ran out), or why there is none; each caller answers that its own way. Not a resume's payment
+ * (it has periods behind it).
+ */
+type FirstInvoice = { created: CreatedPayment } | { paid: true } | { none: string; ended?: true };
+
+async function firstInvoice(d: Deps, sub: SubRow): Promise<FirstInvoice> {
+  const notWaiting = (status: string) => ({ none: `This subscription is not waiting for its first payment (it is ${status})`, ended: true as const });
+  if (!awaitingFirstPayment(sub)) return notWaiting(sub.status);
+  // The plan as it is now, as a checkout would take it: archived (its subscriptions are cancelled with
+  // it), or no longer taking this method.
+  const plan = await d.plans.getPublic(d.db, sub.plan_id);
+  if (!plan) return { none: 'This plan is no longer offered' };
+  const refused = await methodRefused(d, plan, sub.payment_method);
+  if (refused) return { none: `${refused.message}: subscribe again on the plan's checkout page with another method` };
+  const created = await checkoutPayment(d, plan, sub);
+  const { payment } = created;
+  // Paid, not applied yet: nothing more to pay (found in review: shown again as payable).
+  if (payment.status !== 'pending') return { paid: true };
+  // Cancelled (or activated) while the invoice was being made: the move withdrew the open payments it
+  // saw, maybe not this one (found from outside: payable on a cancelled subscription).
+  const now = await d.subscriptions.get(d.db, sub.wallet_id, sub.id);
+  if (!now || !awaitingFirstPayment(now)) {
+    await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: sub.wallet_id, subscription_id: sub.id, payment_id: payment.id });
+    return notWaiting(now?.status ?? 'gone');
+  }
+  return { created };
+}
+
+/**
+ * What pays a subscription still waiting for its first payment, for its subscriber in the portal (found
+ * from outside: the portal said "Waiting for the first payment" with nothing to pay it with).
  */
 export const portalCheckoutInvoice = (d: Deps) =>
   routeHandler('portal.subscriptions.invoice', async (req) => {
     const s = await subscriberOf(d, d.db, req);
     const sub = await d.subscriptions.get(d.db, s.wallet_id, req.params.id);
     if (!sub || sub.subscriber_id !== s.id) throw notFound('Subscription');
-    if (!awaitingFirstPayment(sub)) throw conflict(`This subscription is not waiting for its first payment (it is ${sub.status})`);
-    // The plan as it is now, as a checkout would take it: archived (its subscriptions are cancelled with
-    // it), or no longer taking this method.
-    const plan = await d.plans.getPublic(d.db, sub.plan_id);
-    if (!plan) throw conflict('This plan is no longer offered');
-    const refused = await methodRefused(d, plan, sub.payment_method);
-    if (refused) throw conflict(`${refused.message}: subscribe again on the plan's checkout page with another method`);
-    const { payment } = await checkoutPayment(d, plan, sub);
-    // Paid, not applied yet: nothing more to pay (found in review: shown again as payable).
-    if (payment.status !== 'pending') throw conflict('Its first payment was made: the subscription becomes active in a moment');
-    // Cancelled (or activated) while the invoice was being made: the move withdrew the open payments it
-    // saw, maybe not this one (found from outside: payable on a cancelled subscription).
-    const now = await d.subscriptions.get(d.db, s.wallet_id, sub.id);
-    if (!now || !awaitingFirstPayment(now)) {
-      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id: s.wallet_id, subscription_id: sub.id, payment_id: payment.id });
-      throw conflict(`This subscription is not waiting for its first payment (it is ${now?.status ?? 'gone'})`);
-    }
+    const first = await firstInvoice(d, sub);
+    if ('paid' in first) throw conflict('Its first payment was made: the subscription becomes active in a moment');
+    if ('none' in first) throw conflict(first.none);
     const page = await callMessage(d.bus, messages.listPortalPayments, { wallet_id: s.wallet_id, subscription_ids: [sub.id], limit: 200, offset: 0 });
-    const shown = page.items.find((p) => p.id === payment.id);
+    const shown = page.items.find((p) => p.id === first.created.payment.id);
     if (!shown) throw conflict('The payment changed meanwhile, please retry');
     return shown;
+  });
+
+/**
+ * The invoice a wallet just connected in the portal pays, for a subscription waiting for its first payment
+ * (found from outside: connected to a pending subscription, it paid nothing and the subscriber had to pay
+ * by hand). Asked by the NWC service once the connection is stored; an invoice that cannot be made now
+ * (payments away) is an error it answers as "not asked".
+ */
+export const firstPaymentDue = (d: Deps) =>
+  messageHandler(messages.firstPaymentDue, async ({ wallet_id, subscriber_id, subscription_id }) => {
+    const sub = await d.subscriptions.get(d.db, wallet_id, subscription_id);
+    if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
+    const first = await firstInvoice(d, sub);
+    if ('paid' in first) return { state: 'paid' as const };
+    if ('none' in first) return first.ended ? { state: 'not_due' as const } : { state: 'unpayable' as const, reason: first.none };
+    const { payment, checkout } = first.created;
+    const payment_request = checkout.payment_request ?? payment.payment_request;
+    if (!payment_request) return { state: 'unpayable' as const, reason: 'Its invoice cannot be paid by a wallet' };
+    return { state: 'due' as const, payment: { id: payment.id, payment_request, amount_sats: payment.amount_sats } };
   });
 
 export const portalCancel = (d: Deps) =>
@@ -236,31 +270,10 @@ export const subscriberOfToken = (d: Deps) =>
     return { subscriber_id: s.id, wallet_id: s.wallet_id };
   });
 
-/**
- * The payable invoice of a subscription waiting for its first payment, for the wallet just connected to
- * pay (found from outside: connected to a pending subscription, it paid nothing and the subscriber had to
- * pay by hand). None when the plan no longer takes NWC or no invoice can be made now: the portal's invoice
- * stays, and the connect is not undone for it.
- */
-async function firstPaymentDue(d: Deps, sub: SubRow) {
-  if (!awaitingFirstPayment(sub)) return undefined;
-  try {
-    const plan = await d.plans.getPublic(d.db, sub.plan_id);
-    if (!plan || (await methodRefused(d, plan, sub.payment_method))) return undefined;
-    const { payment, checkout } = await checkoutPayment(d, plan, sub);
-    const request = checkout.payment_request ?? payment.payment_request;
-    if (payment.status !== 'pending' || !request) return undefined;
-    return { id: payment.id, payment_request: request, amount_sats: payment.amount_sats };
-  } catch (err) {
-    d.log.warn({ err, subscription_id: sub.id }, 'no first payment for the wallet connected in the portal to pay');
-    return undefined;
-  }
-}
-
 /** A wallet connected in the portal: the subscription (the subscriber's, live, made with NWC) renews from a wallet again. */
 const reconnect = (d: Deps, check_only: boolean) =>
   messageHandler(check_only ? messages.nwcReconnectCheck : messages.nwcReconnect, async ({ wallet_id, subscriber_id, subscription_id, max_amount_sats }) => {
-    const { reply, sub } = await d.db.tx(async (tx) => {
+    return d.db.tx(async (tx) => {
       const sub = await d.subscriptions.get(tx, wallet_id, subscription_id, true);
       if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
       if (sub.status === 'cancelled' || sub.status === 'expired') throw conflict('This subscription has ended');
@@ -273,18 +286,15 @@ const reconnect = (d: Deps, check_only: boolean) =>
       if (!check_only && sub.nwc_fallback && !(await d.subscriptions.save(tx, { ...sub, ...walletReconnected(sub, now), updated_at: now })))
         throw conflict('The subscription changed meanwhile, please retry');
       const [plan, subscriber] = await Promise.all([d.plans.get(tx, wallet_id, sub.plan_id), d.subscribers.get(tx, wallet_id, subscriber_id)]);
-      const reply = {
+      return {
         plan_id: sub.plan_id,
         plan_name: plan?.name ?? '',
         amount_sats: sub.amount_sats,
         subscriber_email: subscriber?.email ?? null,
         subscriber_name: subscriber?.name ?? null,
+        first_payment_due: awaitingFirstPayment(sub),
       };
-      return { reply, sub };
     });
-    // Outside the transaction: making the invoice is a call to the payments service.
-    const first_payment = check_only ? undefined : await firstPaymentDue(d, sub);
-    return first_payment ? { ...reply, first_payment } : reply;
   });
 export const nwcReconnect = (d: Deps) => reconnect(d, false);
 /** The same checks, nothing changed: the NWC service asks before it contacts the wallet. */

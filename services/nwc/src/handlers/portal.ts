@@ -1,8 +1,8 @@
-import { messages, portalRoutes, satsText, toPortalWallet, type BusRequest } from '@sb/contracts';
-import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated } from '@sb/runtime';
+import { messages, satsText, toPortalWallet, type BusRequest, type PortalWalletConnected } from '@sb/contracts';
+import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated, within } from '@sb/runtime';
 import type { Deps } from '../deps.js';
-import { answerBy, chargeConnection, tellBilling } from '../charge.js';
-import { toConnection } from '../store/connections.repo.js';
+import { answerBy, chargeConnection, routeWaitMs, tellBilling } from '../charge.js';
+import { toConnection, type ConnectionRow } from '../store/connections.repo.js';
 import { checked, storeConnection, wellFormed } from './public.subscribe.js';
 
 /** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
@@ -17,8 +17,10 @@ async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: 
   }
 }
 
-/** How long the gateway waits for a connect (its route's bus wait): the wallet's answer to a first payment must come before. */
-const CONNECT_WAIT_MS = portalRoutes.find((r) => r.id === 'portal.wallets.connect')?.busTimeoutMs;
+/** How long the ask for a first payment's invoice may take (billing makes it at the payments service). */
+const FIRST_INVOICE_WAIT_MS = 10_000;
+/** Room after the wallet's reply timeout: confirming its preimage, then the answer on its way. */
+const AFTER_REPLY_MS = 5_000;
 
 export const listWallets = (d: Deps) =>
   routeHandler('portal.wallets.list', async (req) => {
@@ -45,7 +47,7 @@ export const disconnectWallet = (d: Deps) =>
  */
 export const connectWallet = (d: Deps) =>
   routeHandler('portal.wallets.connect', async (req) => {
-    const by = answerBy(d, CONNECT_WAIT_MS, req.caller.answer_by);
+    const by = answerBy(d, routeWaitMs('portal.wallets.connect'), req.caller.answer_by);
     const s = await subscriberOf(d, req);
     const body = req.body;
     const target = { wallet_id: s.wallet_id, subscriber_id: s.subscriber_id, subscription_id: body.subscription_id, max_amount_sats: body.max_amount_sats };
@@ -74,19 +76,83 @@ export const connectWallet = (d: Deps) =>
       encryption,
     );
     d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
-    if (!sub.first_payment) return toPortalWallet(toConnection(row), row);
-    // Waiting for its first payment: the wallet connected for it pays it now, as at an NWC checkout.
-    const outcome = await chargeConnection(d, row, { ...sub.first_payment, purpose: 'checkout' }, by);
+    const first_payment = sub.first_payment_due ? await payFirst(d, row, target, by, req.caller.idempotency_key) : undefined;
+    if (!first_payment) return toPortalWallet(toConnection(row), row);
     // As it stands after the charge (its failure counted, or its last use).
     const stored = (await d.connections.get(d.db, row.id)) ?? row;
-    const paid = `Your wallet paid the first payment of ${satsText(sub.first_payment.amount_sats)}`;
-    return {
-      ...toPortalWallet(toConnection(stored), stored),
-      first_payment: outcome.paid
-        ? {
-            paid: true,
-            message: outcome.confirmed ? `${paid}: the subscription is active in a moment.` : `${paid}: the subscription is active once it is confirmed.`,
-          }
-        : { paid: false, error_code: outcome.error_code, message: `Your wallet did not pay the first payment: ${outcome.message}` },
-    };
+    return { ...toPortalWallet(toConnection(stored), stored), first_payment };
   });
+
+type FirstPayment = NonNullable<PortalWalletConnected['first_payment']>;
+
+/** A wallet's words as a clause of ours (they may end a sentence of their own). */
+const clause = (words: string) => words.replace(/[\s.!]+$/, '');
+
+/**
+ * The first payment of a subscription waiting for it, asked of the wallet just connected as at an NWC
+ * checkout (found from outside: nothing was charged, the subscriber had to pay by hand), in words for the
+ * subscriber. Undefined: not due after all (paid and applied meanwhile).
+ */
+async function payFirst(
+  d: Deps,
+  row: ConnectionRow,
+  target: { wallet_id: string; subscriber_id: string; subscription_id: string },
+  by: number,
+  key: string | undefined,
+): Promise<FirstPayment | undefined> {
+  const notAsked = (why: string): FirstPayment => ({
+    paid: false,
+    message: `Your wallet was not asked to make the first payment: ${why}. Pay it from the invoice on the subscription.`,
+  });
+  // The wallet's answer must come while the caller still waits (an older gateway waits 30 s, not 75): a
+  // payment made after it would be one nobody is told of (found in review).
+  const timeLeft = () => by - Date.now() - d.walletReplyMs - AFTER_REPLY_MS;
+  if (timeLeft() <= 0) return notAsked('there was no time left to wait for its answer');
+  // Asked after the connection is stored, and for moments only: a slow payments service delays this
+  // charge, never the connect (found in review: a 503 after billing had reconnected).
+  const asked = callMessage(d.bus, messages.firstPaymentDue, {
+    wallet_id: target.wallet_id,
+    subscriber_id: target.subscriber_id,
+    subscription_id: target.subscription_id,
+  });
+  const due = await within(
+    asked.catch((err) => {
+      d.log.warn({ err: (err as Error).message, subscription_id: target.subscription_id }, 'no first payment for the wallet connected in the portal to pay');
+      return null;
+    }),
+    Math.min(timeLeft(), FIRST_INVOICE_WAIT_MS),
+    () => null,
+  );
+  if (!due || timeLeft() <= 0) return notAsked('its invoice could not be had just now');
+  if (due.state === 'not_due') return undefined;
+  if (due.state === 'paid') return { paid: true, message: 'The first payment was made already: the subscription is active in a moment.' };
+  if (due.state === 'unpayable') return { paid: false, message: `Your wallet was not asked to make the first payment. ${due.reason}.` };
+  const { payment } = due;
+  const amount = satsText(payment.amount_sats);
+  // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
+  const recorded = key ? await d.attempts.refusalOf(d.db, payment.id, key, row.wallet_pubkey) : undefined;
+  const outcome = recorded
+    ? { paid: false as const, error_code: recorded.error_code ?? 'OTHER', message: recorded.error_message ?? 'The wallet did not pay' }
+    : await chargeConnection(d, row, { ...payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
+  if (outcome.paid) {
+    // An attempt in flight when this wallet was connected (the checkout's) may be what paid it.
+    const who =
+      outcome.payer === row.wallet_pubkey
+        ? `Your wallet paid the first payment of ${amount}`
+        : `The first payment of ${amount} was paid by the wallet connected before`;
+    return { paid: true, message: `${who}: the subscription is active ${outcome.confirmed ? 'in a moment' : 'once it is confirmed'}.` };
+  }
+  // Another wallet may still pay: paying the invoice by hand now could pay twice.
+  if ('undecided' in outcome && outcome.undecided) {
+    return {
+      paid: false,
+      error_code: outcome.error_code,
+      message: `The first payment of ${amount} is still waiting for a wallet's answer: reload the page in a minute to see whether it was paid, before you pay the invoice.`,
+    };
+  }
+  return {
+    paid: false,
+    error_code: outcome.error_code,
+    message: `Your wallet did not pay the first payment: ${clause(outcome.message)}. Pay it from the invoice on the subscription, or connect another wallet.`,
+  };
+}

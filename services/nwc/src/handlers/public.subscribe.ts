@@ -1,8 +1,8 @@
-import { ID_PREFIXES, messages, type NWCErrorCode, publicRoutes, satsText, utcMinute } from '@sb/contracts';
+import { ID_PREFIXES, messages, type NWCErrorCode, satsText, utcMinute } from '@sb/contracts';
 import { BusUnavailableError, callMessage, newId, routeHandler, invalid, within } from '@sb/runtime';
 import { ConnectionStringError, parseConnectionString } from '../connection-string.js';
 import type { Deps } from '../deps.js';
-import { answerBy, chargeConnection } from '../charge.js';
+import { answerBy, chargeConnection, routeWaitMs } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -75,9 +75,6 @@ export async function storeConnection(d: Deps, owner: ConnectionOwner, conn: Wal
   return row;
 }
 
-/** How long the gateway waits for this route (its own wait, lengthened by BUS_TIMEOUT_MS). */
-const SUBSCRIBE_WAIT_MS = publicRoutes.find((r) => r.id === 'public.subscribe.nwc')?.busTimeoutMs;
-
 /** How long a paid checkout's answer waits for billing to apply the payment (its event is on its way). */
 const ACTIVATION_WAIT_MS = 10_000;
 
@@ -114,7 +111,7 @@ async function settledStatus(d: Deps, ref: { wallet_id: string; subscription_id:
  */
 export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe.nwc', async (req) => {
-    const by = answerBy(d, SUBSCRIBE_WAIT_MS, req.caller.answer_by);
+    const by = answerBy(d, routeWaitMs('public.subscribe.nwc'), req.caller.answer_by);
     const body = req.body;
     const { nwc_connection_string: _secret, ...rest } = body;
     // The plan and the contacts first: no relay is contacted for a plan that cannot be had (found from
