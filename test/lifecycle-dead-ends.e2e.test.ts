@@ -1189,6 +1189,9 @@ describe('7. extend where nothing was paid, or the trial had ended (found from o
     const extended = await admin.post(`/subscriptions/${pastDue.subscription_id}/extend?days=5`);
     expect(extended.body).toMatchObject({ status: 'past_due', current_period_end: trialEnd + 5 * DAY, trial_end: trialEnd });
 
+    // Into payment_failed at the end of grace, then expired at the end of its dunning window (a single move
+    // past both counts the window from the move: the scheduler was away).
+    await advanceTo(trialEnd + 3 * DAY + 3600);
     await advanceTo(trialEnd + 3 * DAY + 14 * DAY + 3600);
     const ended = await sub(expired.subscription_id);
     expect(ended.status).toBe('expired');

@@ -155,6 +155,31 @@ describe('unpaid renewals', () => {
     expect(await events(s.subscription_id)).not.toContain('subscription.past_due');
   });
 
+  it('the scheduler away a month past the period end: an invoice and 14 days to pay it, not expired untold (found from outside)', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 7, grace_period_days: 2 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'away-a-month@example.com' })).body;
+    const start = await sub(s.subscription_id);
+    // One move from before the renewal's lead time to a month past the end: no sweep in between.
+    const back = start.current_period_end + 30 * DAY;
+    await advanceTo(back);
+    // The sweeps after it (one step each): past_due, payment_failed, then the invoice.
+    const failed = await until(
+      async () => {
+        await advance(60);
+        return { s: await sub(s.subscription_id), open: await openRenewal(s.subscription_id) };
+      },
+      (x) => x.s.status !== 'active' && x.s.status !== 'past_due' && x.open?.status === 'pending',
+    );
+    // Before: expired at the next sweep, no renewal payment ever made.
+    expect(failed.s).toMatchObject({ status: 'payment_failed', has_access: false });
+    expect(await events(s.subscription_id)).toEqual(['subscription.created', 'subscription.past_due', 'subscription.payment_failed', 'renewal.reminder']);
+    // Payable for the 14 days of the dunning window from then, expired after it.
+    await advanceTo(back + 13 * DAY);
+    expect((await sub(s.subscription_id)).status).toBe('payment_failed');
+    await advanceTo(back + 14 * DAY + 3600);
+    expect((await sub(s.subscription_id)).status).toBe('expired');
+  });
+
   it('an unpaid checkout expires after 24 h and its payment with it', async () => {
     const p = await plan({ interval: 'monthly' });
     const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'never@example.com' })).body;

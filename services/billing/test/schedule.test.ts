@@ -243,6 +243,13 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'renewal_payment', trial_ending: true },
   },
   {
+    // Found from outside: "trial ending" a month after it ended, with the invoice made after the scheduler was away.
+    name: 'first invoice of a trial made after the trial ended: not announced as ending',
+    s: sub('payment_failed', { trial_end: END, dunning_from: END + 30 * DAY }),
+    at: END + 30 * DAY + 60,
+    due: { kind: 'renewal_payment', replaces: null, trial_ending: false },
+  },
+  {
     name: 'no reminders wanted: the owner still gets the event',
     s: sub('active', { receive_reminders: false }),
     at: END - 2 * DAY,
@@ -316,10 +323,11 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: false },
   },
   {
-    name: 'past_due first seen after its dunning window: no invoice either',
+    // Found from outside: it then expired at the next sweep, no invoice ever made; its window is from now.
+    name: 'past_due first seen after its dunning window: payment_failed with a dunning window from now, told',
     s: sub('past_due'),
     at: DUNNING_END,
-    due: { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: false },
+    due: { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: true, pay_by: DUNNING_END + 14 * DAY },
   },
   {
     name: 'first seen during grace: the invoice it still needs',
@@ -824,6 +832,42 @@ describe('renewalEndedEarly', () => {
     expect(renewalEndedEarly(sub('active', issued(END + DAY, { renewal_for: END - 30 * DAY })), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active', issued(at)), 'pay_1', at)).toBeNull();
     expect(renewalEndedEarly(sub('active'), 'pay_1', at)).toBeNull();
+  });
+});
+
+describe('a scheduler away past the dunning window (found from outside: expired, no invoice ever made)', () => {
+  /** The subscription as the sweeps after `from` leave it, the invoices it was given, until `until`. */
+  function sweep(start: Row, from: number, until: number) {
+    let s = { ...start };
+    const invoices: number[] = [];
+    for (let t = from; t <= until; t += 60 * 60) {
+      const due = dueNow(s, t, POLICY);
+      if (due.kind === 'lapse') s = { ...s, ...transition(s, { type: due.event }, t).next };
+      else if (due.kind === 'renewal_payment') {
+        invoices.push(t);
+        s = { ...s, renewal_for: s.current_period_end, renewal_payment_id: `pay_${t}`, renewal_expires_at: t + DAY };
+      }
+      if (s.status === 'expired') return { s, invoices, at: t };
+    }
+    return { s, invoices, at: until };
+  }
+
+  for (const grace of [0, 3]) {
+    it(`grace ${grace}: back a month after the period ended, it gets an invoice and 14 days to pay it`, () => {
+      const back = END + 30 * DAY;
+      const { s, invoices, at } = sweep(sub('active', { grace_period_days: grace }), back, back + 20 * DAY);
+      expect(invoices[0]).toBeLessThanOrEqual(back + 2 * 60 * 60);
+      expect(s.status).toBe('expired');
+      expect(at).toBeGreaterThanOrEqual(back + 14 * DAY);
+      expect(at).toBeLessThanOrEqual(back + 14 * DAY + 2 * 60 * 60);
+    });
+  }
+
+  it('a step into payment_failed a few minutes late keeps the window from the grace end', () => {
+    const late = transition(sub('past_due'), { type: 'grace_end_unpaid' }, GRACE_END + 600).next;
+    expect(late).toMatchObject({ status: 'payment_failed' });
+    expect(late.dunning_from ?? null).toBeNull();
+    expect(dueNow({ ...sub('past_due'), ...late }, DUNNING_END, POLICY)).toMatchObject({ kind: 'lapse', event: 'dunning_end_unpaid' });
   });
 });
 

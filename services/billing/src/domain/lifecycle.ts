@@ -1,6 +1,6 @@
 import type { CancelledBy, EventName, Interval, SubscriptionStatus } from '@sb/contracts';
 import { conflict, invalidFields } from './errors.js';
-import { DAY_SECONDS, dunningStart, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
+import { DAY_SECONDS, dunningStart, dunningStartAt, graceEnd, LATEST_TIME, notPastLatest, periodEnd } from './periods.js';
 import { renewableUntil, type SchedulePolicy } from './schedule.js';
 
 /** What the lifecycle reads and writes of a subscription: one row, changed only through `transition`. */
@@ -105,6 +105,11 @@ const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
     dunning_from: null,
   };
 };
+/** Into payment_failed: a step the scheduler makes late has its dunning window from now (dunningStartAt). */
+const paymentFailed = (s: SubState, now: number): Partial<SubState> => {
+  const from = dunningStartAt(s, now);
+  return from === now ? { status: 'payment_failed', dunning_from: now } : { status: 'payment_failed' };
+};
 /**
  * The period as a cancel leaves it: a cancel keeps the access there was, and never grants any. At once,
  * or from a state without access (a checkout or a resume not paid, payment_failed, paused past its end),
@@ -174,8 +179,8 @@ const LIFECYCLE: readonly Rule[] = [
   // (domain/payment-application.ts decides that): renewed as it would have been in time.
   { from: ['expired'], on: 'renewal_payment', when: (s) => s.cancelled_at === null, emit: 'subscription.renewed', apply: (s, e) => freshPeriod(s, e.paid_at) },
   { from: ['active'], on: 'period_end_unpaid', when: (s) => s.grace_period_days > 0, emit: 'subscription.past_due', apply: () => ({ status: 'past_due' }) },
-  { from: ['active'], on: 'period_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
-  { from: ['past_due'], on: 'grace_end_unpaid', emit: 'subscription.payment_failed', apply: () => ({ status: 'payment_failed' }) },
+  { from: ['active'], on: 'period_end_unpaid', emit: 'subscription.payment_failed', apply: (s, _e, now) => paymentFailed(s, now) },
+  { from: ['past_due'], on: 'grace_end_unpaid', emit: 'subscription.payment_failed', apply: (s, _e, now) => paymentFailed(s, now) },
   // The dunning window ended unpaid: the contact is free to subscribe again.
   { from: ['payment_failed'], on: 'dunning_end_unpaid', emit: 'subscription.expired', apply: () => ({ status: 'expired' }) },
   {

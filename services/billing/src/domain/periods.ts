@@ -28,6 +28,21 @@ export const graceEnd = (s: { current_period_end: number; grace_period_days: num
 export const dunningStart = (s: { current_period_start: number; current_period_end: number; grace_period_days: number; dunning_from: number | null }) =>
   s.dunning_from !== null && s.dunning_from > s.current_period_start ? s.dunning_from : graceEnd(s);
 
+/**
+ * How late a step of the schedule may come and still be taken as on time (a sweep runs every minute):
+ * later, the scheduler was away (downtime, a clock moved on). The step into payment_failed then counts its
+ * dunning window from itself, and a trial's first invoice is not announced as the trial ending.
+ */
+export const LATE_STEP_S = DAY;
+
+/**
+ * Where the dunning window of a subscription stepping into payment_failed at `now` starts: from now when
+ * the step comes more than a day after its grace ended (found from outside: after a long outage a
+ * subscription went to expired without an invoice ever made, its window over before it began), else as
+ * dunningStart says.
+ */
+export const dunningStartAt = (s: Parameters<typeof dunningStart>[0], now: number) => (now - graceEnd(s) > LATE_STEP_S ? now : dunningStart(s));
+
 function daysInMonth(year: number, month0: number): number {
   return new Date(Date.UTC(year, month0 + 1, 0)).getUTCDate();
 }

@@ -1,6 +1,16 @@
 import { EXPIRED_BECAUSE, type Interval, type PaymentMethod, type SubscriptionStatus } from '@sb/contracts';
 import type { LifecycleEvent } from './lifecycle.js';
-import { DAY_SECONDS, dunningStart, graceEnd, hasNextPeriod, PENDING_EXPIRY_SECONDS, REMINDER_BEFORE_END_SECONDS, RENEWAL_LEAD_SECONDS } from './periods.js';
+import {
+  DAY_SECONDS,
+  dunningStart,
+  dunningStartAt,
+  graceEnd,
+  LATE_STEP_S,
+  hasNextPeriod,
+  PENDING_EXPIRY_SECONDS,
+  REMINDER_BEFORE_END_SECONDS,
+  RENEWAL_LEAD_SECONDS,
+} from './periods.js';
 
 /** What the time-driven rules read of a subscription: its lifecycle fields and the renewal bookkeeping. */
 export interface ScheduleView {
@@ -109,6 +119,13 @@ const autoPays = (s: Pick<ScheduleView, 'payment_method' | 'nwc_fallback'>) => s
 
 export const dunningEnd = (s: Pick<ScheduleView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'dunning_from'>, p: SchedulePolicy) =>
   dunningStart(s) + p.dunning_days * DAY_SECONDS;
+
+/** The end of the dunning window a step into payment_failed at `now` opens (dunningStartAt). */
+const dunningEndAt = (
+  s: Pick<ScheduleView, 'current_period_start' | 'current_period_end' | 'grace_period_days' | 'dunning_from'>,
+  now: number,
+  p: SchedulePolicy,
+) => dunningStartAt(s, now) + p.dunning_days * DAY_SECONDS;
 
 /**
  * The renewal is overdue: the period it would follow has ended unpaid (payment_failed; past_due from its
@@ -226,9 +243,9 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
   // invoice's replacement (below).
   const lapse: Due | null =
     s.status === 'active' && now >= end
-      ? dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEnd(s, p))
+      ? dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEndAt(s, now, p))
       : s.status === 'past_due' && now >= graceEnd(s)
-        ? dunningStep('grace_end_unpaid', dunningEnd(s, p))
+        ? dunningStep('grace_end_unpaid', dunningEndAt(s, now, p))
         : s.status === 'payment_failed' && now >= dunningEnd(s, p)
           ? {
               kind: 'lapse',
@@ -276,7 +293,9 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       // day, a grace period can last months) at most weekly. The owner's events carry every one.
       const notify =
         s.receive_reminders && (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
-      return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: !previous && s.trial_end === end };
+      // A trial that ended long before its first invoice could be made (the scheduler was away) is not "ending".
+      const trialEnding = !previous && s.trial_end === end && now - end <= LATE_STEP_S;
+      return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: trialEnding };
     }
   }
   if (lapse !== null) return lapse;
