@@ -588,6 +588,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // A payment id that is not ours: a clear sentence, nothing else.
     await back.goto(`${p.checkout_url}?payment=pay_doesnotexist`);
     await back.getByText('This payment is not known here.', { exact: false }).waitFor();
+    // The tab says it too (found from outside: "Pay for" on every payment view).
+    expect(await back.title()).toMatch(/^Payment not found: /);
     expect(await back.getByRole('link', { name: 'Start again' }).getAttribute('href')).toBe(new URL(p.checkout_url).pathname);
     expect(problems).toEqual([]);
     await page.close();
@@ -670,6 +672,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Payment request expired');
     expect(await page.evaluate(() => document.body.getAttribute('data-focused-with'))).toBe('Payment request expired');
+    expect(await page.title()).toMatch(/^Payment request expired: /);
     return { p, page, problems, c };
   }
 
@@ -699,6 +702,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     expect(await card.getByRole('textbox', { name: 'Invoice' }).inputValue()).toBe(due.payment_request);
     expect(await card.getByRole('img', { name: 'QR code of the Lightning invoice' }).count()).toBe(1);
     expect(await page.locator('.payment-row .pill-pending').count()).toBe(1);
+    // The invoice lives a day; the renewal is due at the period's end (found from outside: "Payable until" a
+    // day before "Renews on", as if the renewal ended there).
+    const { current_period_end: renewsOn } = (await admin.get(`/subscriptions/${sub.subscription_id}`)).body;
+    expect(await card.locator('.open-payment .hint').last().textContent()).toBe(
+      `Pay by ${pageTime(renewsOn)} to renew on time; a new invoice replaces this one if it expires first.`,
+    );
     await check(page, problems, 'portal-renewal-due');
     // Past its period end, in grace: access lasts until the grace ends, and the card says so.
     const { current_period_end: end } = (await admin.get(`/subscriptions/${sub.subscription_id}`)).body;
@@ -1235,6 +1244,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const { page, problems } = await openPage(phone);
     await page.goto(`${a.checkout_url}?payment=${other.payment_id}&processor=dev`);
     await expect.poll(() => page.locator('#payment-status').textContent()).toMatch(/^This payment is not for this plan\./);
+    expect(await page.title()).toMatch(/^Payment not for Plan A( by .+)?$/);
     expect(await page.getByRole('button', { name: 'Pay (test payment)' }).count()).toBe(0);
     expect((await admin.get(`/subscriptions/${other.subscription_id}`)).body.status).toBe('pending');
     expect(problems).toEqual([]);
@@ -1332,6 +1342,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.locator('#pay').waitFor();
     expect((await admin.del(`/plans/${goneLater.id}`)).status).toBe(200);
     await expect.poll(() => page.getByRole('heading', { level: 2 }).textContent(), { timeout: 20_000 }).toBe('This plan is no longer offered');
+    expect(await page.title()).toMatch(/^No longer offered: Archived at the invoice( by .+)?$/);
     expect(await page.getByRole('button', { name: 'Get a fresh invoice' }).count()).toBe(0);
     for (const url of [
       `/subscriptions_manager/manage?token=${'0'.repeat(64)}`,
@@ -1606,6 +1617,13 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await lightning(other.page);
     const otherError = other.page.locator('#form-error');
     await expect.poll(() => otherError.textContent()).toBe(NEUTRAL_HELP);
+    // The focused button and the help above it are in sight on the phone (found from outside: the help
+    // pushed the button below the fold, nothing scrolled).
+    const submitBox = await other.page.getByRole('button', { name: 'Continue to payment' }).boundingBox();
+    const viewport = other.page.viewportSize()!;
+    // (Within a pixel: a box's edges fall between device pixels.)
+    expect(submitBox!.y + submitBox!.height).toBeLessThanOrEqual(viewport.height + 1);
+    expect(submitBox!.y).toBeGreaterThanOrEqual(0);
     // Paid: now it is a subscription, and its link was shown when it started.
     await pay(c.payment_id);
     const active = await until(
@@ -1880,6 +1898,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const { page: other, problems: otherProblems } = await openPage(phone);
     await other.goto(`${p.checkout_url}?payment=${encodeURIComponent(c.payment_id)}`);
     await expect.poll(() => other.locator('#payment-status').textContent()).toContain('This payment expired before it was paid. Nothing was charged.');
+    expect(await other.title()).toMatch(/^Payment expired: Replaced late( by .+)?$/);
     const freshAnswer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe') && r.request().method() === 'POST');
     await page.getByRole('button', { name: 'Get a fresh invoice' }).click();
     const fresh = await (await freshAnswer).json();

@@ -642,6 +642,9 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
       if (submit.isConnected && (!document.activeElement || document.activeElement === document.body)) {
         ((form.querySelector('[aria-invalid=true]') as HTMLElement | null) ?? submit).focus();
       }
+      // The alert above it grew (a 409's help is several lines): the focused button is brought back into
+      // sight with it (found from outside: pushed below the fold of a phone, nothing scrolled).
+      if (document.activeElement === submit && formError.textContent) submit.scrollIntoView({ block: 'nearest' });
     }
   }
 
@@ -776,6 +779,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   const withdrawn = () => {
     forgetDraft(plan.id);
     heading.textContent = 'This plan is no longer offered';
+    titled('No longer offered:', plan);
     status.textContent = 'The seller stopped offering this plan: it can no longer be paid for here. Nothing was charged.';
     keepFocus();
   };
@@ -799,6 +803,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     view.remove();
     if (gone) return withdrawn();
     heading.textContent = settled === 'expired' ? 'Payment request expired' : 'Payment failed';
+    titled(settled === 'expired' ? 'Payment request expired:' : 'Payment failed:', plan);
     const again = h(
       'button',
       { type: 'button', id: 'fresh-invoice', onclick: () => void fresh() },
@@ -1105,6 +1110,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
   // A link naming another plan's payment (found from outside: shown as this plan's subscription).
   const ofPlan = (answer: PaymentStatus): boolean => {
     if (!answer.plan_id || answer.plan_id === plan.id) return true;
+    titled('Payment not for', plan);
     say('This payment is not for this plan. Nothing was charged through this link. ', again());
     return false;
   };
@@ -1139,12 +1145,15 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         const settled = answer.status;
         if (settled === 'paid' && answer.applied === false) return say(slowToApply(answer));
         if (settled === 'paid') return settledPaid(plan, answer, paymentId, !!shownPayment(paymentId));
+        // The tab says it too (found from outside: "Pay for" on a payment that can no longer be paid).
+        titled(settled === 'expired' ? 'Payment expired:' : 'Payment failed:', plan);
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());
         // Paid late after all: said as the service settles it (found in review: not followed here).
         followLate([paymentId], () => poll());
       },
       (err) => {
         if (err instanceof ApiError && (err.status === 404 || err.status === 422)) {
+          titled('Payment not found:', plan);
           say('This payment is not known here. Nothing was charged through this link. ', again());
           return true;
         }
@@ -1228,6 +1237,7 @@ async function main(back: boolean, tries = 0): Promise<void> {
   const view = ++views;
   stopFollowing();
   if (!planId || planId === 'checkout') {
+    document.title = PLAN_NOT_FOUND;
     setMain(h('h1', {}, PLAN_NOT_FOUND), h('p', {}, NO_PLAN_NAMED));
     return;
   }

@@ -381,11 +381,10 @@ export interface Payable {
 }
 
 /**
- * The QR code, copyable text and wallet link that pay a payment on its rail. `payBy`: an overdue renewal's
- * last day (the end of the dunning window), said instead of the invoice's own expiry, which a fresh
- * invoice follows.
+ * The QR code, copyable text and wallet link that pay a payment on its rail. `until`: what the hint says
+ * instead of the invoice's own expiry when a fresh invoice follows it (a renewal's, in the portal).
  */
-export function paymentView(p: Payable, idPrefix: string, payBy?: number | null): HTMLElement {
+export function paymentView(p: Payable, idPrefix: string, until?: string): HTMLElement {
   const box = h('div', { class: 'payment' });
   if (p.payment_method === 'onchain' && p.onchain_address) {
     const uri = p.bip21_uri ?? `bitcoin:${p.onchain_address}`;
@@ -425,8 +424,7 @@ export function paymentView(p: Payable, idPrefix: string, payBy?: number | null)
   } else {
     box.append(h('p', {}, 'This payment cannot be paid from this page.'));
   }
-  if (payBy)
-    box.append(h('p', { class: 'hint' }, `Pay by ${date(payBy, true)} to keep your subscription; a new invoice replaces this one if it expires first.`));
+  if (until) box.append(h('p', { class: 'hint' }, until));
   else if (p.expires_at) box.append(h('p', { class: 'hint' }, `Payable until ${date(p.expires_at, true)}.`));
   return box;
 }

@@ -753,6 +753,19 @@ function waitsForFirst(s: Sub): boolean {
   return s.status === 'pending' && !s.ever_paid;
 }
 
+/**
+ * What a renewal invoice's hint says when the service replaces it as it expires: until when the renewal can
+ * be paid (overdue: the end of the dunning window), or, for one that expires before the period ends, by
+ * when it renews on time (found from outside: "Payable until" a day before "Renews on").
+ */
+function payUntil(s: Sub, open: Pay): string | undefined {
+  const replaced = 'a new invoice replaces this one if it expires first.';
+  if (s.pay_by) return `Pay by ${date(s.pay_by, true)} to keep your subscription; ${replaced}`;
+  if (s.status === 'active' && open.expires_at && open.expires_at < s.current_period_end)
+    return `Pay by ${date(s.current_period_end, true)} to renew on time; ${replaced}`;
+  return undefined;
+}
+
 /** The open payment a subscription card shows (payable right there), in place of the one it showed; `paid`: see paidFirst. */
 function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined, paid?: Pay): void {
   card.querySelector('.open-payment')?.remove();
@@ -771,7 +784,7 @@ function showOpenPayment(card: HTMLElement, s: Sub, open: Pay | undefined, paid?
   if (!open && !ranOut && !refused) return;
   const heading = h('h4', { tabindex: -1 }, 'Payment due');
   const section = h('section', { class: 'open-payment', 'aria-label': `Payment due for ${s.plan_name}` }, heading);
-  if (open) section.append(paymentView(open, `pay-${open.id}`, s.pay_by));
+  if (open) section.append(paymentView(open, `pay-${open.id}`, payUntil(s, open)));
   else if (refused)
     section.append(
       h(
