@@ -781,6 +781,37 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('the portal offers a switch only for a kind of notice the seller sends (found from outside: "Confirmations" for a plan sending none)', async () => {
+    const p = await plan({ name: 'Reminders only', amount_sats: 1200 });
+    const put = await admin.put(`/plans/${p.id}/notification-settings`, {
+      inherit: false,
+      channels: { email: { smtp_url: mailbox.url } },
+      subscriber_events: ['renewal.reminder', 'subscription.past_due'],
+    });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'reminders-only@example.com' })).body;
+    const token = new URL(sub.manage_url).searchParams.get('token')!;
+    const listed = await anon.get('/public/manage/subscriptions', { headers: { 'X-Subscriber-Token': token } });
+    expect(listed.body.items[0]).toMatchObject({ id: sub.subscription_id, notice_kinds: ['reminders'] });
+    const { page, problems } = await openPage(phone);
+    await page.goto(sub.manage_url);
+    const card = page.locator(`#sub-${sub.subscription_id}`);
+    await card.getByRole('checkbox', { name: /Payment reminders/ }).waitFor();
+    expect(await card.getByRole('checkbox').count()).toBe(1);
+    // None of either kind: no switch, and a word why.
+    const none = await admin.put(`/plans/${p.id}/notification-settings`, {
+      inherit: false,
+      channels: { email: { smtp_url: mailbox.url } },
+      subscriber_events: [],
+    });
+    expect(none.status, JSON.stringify(none.body)).toBe(200);
+    await page.reload();
+    await card.getByText('The seller sends no reminders or confirmations for this subscription; cancellation and expiry notices are always sent.').waitFor();
+    expect(await card.getByRole('checkbox').count()).toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('a subscription that ended before any payment shows no period (found from outside: "Current period ends" a past date)', async () => {
     const p = await plan({ name: 'Never paid', amount_sats: 1000 });
     const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'never-paid@example.com' })).body;

@@ -38,6 +38,8 @@ interface Sub {
   merchant_name?: string | null;
   /** Empty: the seller sends no messages (absent: unknown). */
   notice_channels?: string[];
+  /** The kinds of notice the seller sends (absent: unknown, every switch shown). */
+  notice_kinds?: ('reminders' | 'confirmations')[];
   status: string;
   amount_sats: number;
   interval: string;
@@ -250,8 +252,14 @@ function pausedText(s: Sub): string {
 
 /** The two notices a subscriber can turn off, as the switches name them. */
 const NOTICES = [
-  { field: 'receive_reminders', label: 'Payment reminders', hint: 'renewal due, trial ending, payment overdue', name: 'Reminders' },
-  { field: 'receive_confirmations', label: 'Confirmations and receipts', hint: 'subscription started, payment received', name: 'Confirmations' },
+  { kind: 'reminders', field: 'receive_reminders', label: 'Payment reminders', hint: 'renewal due, trial ending, payment overdue', name: 'Reminders' },
+  {
+    kind: 'confirmations',
+    field: 'receive_confirmations',
+    label: 'Confirmations and receipts',
+    hint: 'subscription started, payment received',
+    name: 'Confirmations',
+  },
 ] as const;
 
 /**
@@ -262,10 +270,19 @@ function noticesSection(s: Sub, reload: () => Promise<Sub[]>): HTMLElement {
   // Switches for messages nobody would send promise what cannot happen (found from outside).
   if (s.notice_channels?.length === 0)
     return h('p', { class: 'hint notices' }, 'You get no messages about this subscription: the seller sends none by the contact details you gave.');
+  // Nor a switch for a kind of notice the seller's settings never send (found from outside: "Confirmations
+  // and receipts" for a plan that sends none).
+  const sent = NOTICES.filter((n) => !s.notice_kinds || s.notice_kinds.includes(n.kind));
+  if (!sent.length)
+    return h(
+      'p',
+      { class: 'hint notices' },
+      'The seller sends no reminders or confirmations for this subscription; cancellation and expiry notices are always sent.',
+    );
   const plan = s.plan_name || 'this subscription';
   // Always in the page (not hidden while empty), so screen readers take it as a live region from the start.
   const status = h('p', { class: 'notices-status', role: 'status', id: `notices-${s.id}-status` });
-  const boxes = NOTICES.map((n) => {
+  const boxes = sent.map((n) => {
     const id = `notices-${s.id}-${n.field}`;
     const box = h('input', { type: 'checkbox', id, name: n.field });
     box.checked = s[n.field] !== false;

@@ -2,6 +2,7 @@ import { z } from './zod.js';
 import { emailAddress, Id, NAME_RULE, NOT_IN_NAMES, PaginationQuery, telegram, UnixSeconds } from './common.js';
 import { EventName } from './events.js';
 import { ContactPreference } from './nwc.js';
+import { UnsubscribeKind } from './subscriptions.js';
 
 /** A notification channel; `messenger` is the Telegram Bot API, `nostr` NIP-17 direct messages. */
 export const NotificationChannel = z.enum(['email', 'messenger', 'nostr']).openapi('NotificationChannel');
@@ -266,6 +267,8 @@ export const notificationMessages = {
       messenger_bot: z.string().optional(),
       /** The name the plan's subscriber messages are signed with (an unsubscribe link's page names it); absent from an older notifier. */
       merchant_name: z.string().nullable().optional(),
+      /** The opt-ins under which the plan sends its subscribers at least one notice; absent from an older notifier. */
+      notice_kinds: z.array(UnsubscribeKind).optional(),
     }),
   },
   /** The notifier asks billing whom a subscription's notices go to, and the subscriber's portal link. */

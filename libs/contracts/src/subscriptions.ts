@@ -137,6 +137,10 @@ export const PortalSubscription = z
       description:
         "The channels the seller sends this plan's messages by (`email`, `messenger`, `nostr`) that reach this subscriber (they gave a contact for it); empty when none does; absent when that could not be asked in time",
     }),
+    notice_kinds: z.array(UnsubscribeKind).optional().openapi({
+      description:
+        'The kinds of notice the seller sends for this plan (`reminders`, `confirmations`: what `receive_reminders` and `receive_confirmations` switch); absent when that could not be asked in time',
+    }),
     access_until: UnixSeconds.nullable().optional().openapi({
       description: 'Until when access lasts unless a payment renews it: the period end, or while past_due the end of the grace period; null without access',
     }),

@@ -1,5 +1,5 @@
 import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
-import { messages, notificationMessages, turnBackOn, type BusRequest, type CreatedPayment } from '@sb/contracts';
+import { messages, notificationMessages, turnBackOn, type BusRequest, type CreatedPayment, type UnsubscribeKind } from '@sb/contracts';
 import type { Deps } from '../deps.js';
 import { accessAfterCancel, accessUntil, channelsReaching, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
@@ -30,6 +30,8 @@ interface PlanNames {
   merchant_name?: string | null;
   /** The channels its messages go by ([]: none, so the portal offers no switches for them). */
   notice_channels?: string[];
+  /** The kinds of notice it sends (a switch for a kind it never sends promises nothing). */
+  notice_kinds?: UnsubscribeKind[];
 }
 
 async function planNames(d: Deps, walletId: string, planId: string): Promise<PlanNames> {
@@ -39,7 +41,11 @@ async function planNames(d: Deps, walletId: string, planId: string): Promise<Pla
       plan_id: planId,
     }),
   ]);
-  return { plan_name: plan?.name ?? '', ...(contact ? { merchant_name: contact.merchant_name ?? null, notice_channels: contact.methods } : {}) };
+  return {
+    plan_name: plan?.name ?? '',
+    ...(contact ? { merchant_name: contact.merchant_name ?? null, notice_channels: contact.methods } : {}),
+    ...(contact?.notice_kinds ? { notice_kinds: contact.notice_kinds } : {}),
+  };
 }
 
 /** A plan's names as its subscriber sees them: only the channels that reach them. */

@@ -1,5 +1,6 @@
 import { ALWAYS_SENT_NOTICES, SWITCHABLE_NOTICES, type NotificationChannel, type NotificationSettings, type NotificationSettingsUpdate } from '@sb/contracts';
-import type { ContactPreference } from '@sb/contracts';
+import { UnsubscribeKind, type ContactPreference } from '@sb/contracts';
+import { optOutKind } from './messages.js';
 
 /** The settings as stored, without secrets (those are sealed apart, see `Secrets`). */
 export interface StoredSettings {
@@ -123,6 +124,10 @@ export function viewSettings(s: StoredSettings, updatedAt: number | null): Notif
 
 /** The contact fields a checkout should ask for: one per channel switched on. */
 export const contactMethods = (s: StoredSettings): ContactPreference[] => (['email', 'messenger', 'nostr'] as const).filter((ch) => s.channels[ch] !== null);
+
+/** The opt-ins (reminders, confirmations) under which the settings send a subscriber at least one notice. */
+export const noticeKinds = (s: StoredSettings): UnsubscribeKind[] =>
+  UnsubscribeKind.options.filter((k) => s.subscriber_events.some((e) => optOutKind(e) === k));
 
 export interface Contact {
   email: string | null;

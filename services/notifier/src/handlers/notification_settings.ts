@@ -19,7 +19,7 @@ import { botIdOf, tokenHashOf } from '../channels/messenger.js';
 import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../channels/nostr.js';
 import type { Deps } from '../deps.js';
 import { testMessage } from '../domain/messages.js';
-import { contactMethods, mergeSettings, ownerTargets, SettingsError, viewSettings, type Secrets } from '../domain/settings.js';
+import { contactMethods, mergeSettings, noticeKinds, ownerTargets, SettingsError, viewSettings, type Secrets } from '../domain/settings.js';
 
 /** How long the public plan's contact methods wait for the wallet's name (billing waits 2 s for all of it). */
 const CONTACT_NAME_WAIT_MS = 1_000;
@@ -202,6 +202,6 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     // The pages name the seller as the messages do: the wallet's own name when the owner saved none,
     // waited for well within billing's 2 s courtesy for this whole answer.
     const merchant = s.merchant ?? (await d.walletNames.of(wallet_id, CONTACT_NAME_WAIT_MS));
-    return { methods: contactMethods(s.settings), ...(bot ? { messenger_bot: bot } : {}), merchant_name: merchant };
+    return { methods: contactMethods(s.settings), notice_kinds: noticeKinds(s.settings), ...(bot ? { messenger_bot: bot } : {}), merchant_name: merchant };
   }),
 ];
