@@ -2346,6 +2346,13 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await expect.poll(() => page.getByRole('textbox', { name: 'Invoice' }).count(), { timeout: 20_000 }).toBe(0);
     await expect.poll(() => page.locator(`#sub-${body.subscription_id} .status-active`).count(), { timeout: 20_000 }).toBe(1);
     expect((await stack.db.query('SELECT status FROM billing.subscriptions WHERE id = $1', [body.subscription_id])).rows).toEqual([{ status: 'active' }]);
+    // The news of the payment follows the connect's notice, not in its place (found from outside: "connected"
+    // was replaced a second later).
+    expect(await page.locator('#notice').textContent()).toMatch(
+      new RegExp(
+        `^Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke .*Your wallet paid the first payment of 1,500 sats: the subscription is active in a moment\\.( Payment received for Broke\\. Status: Active\\.)?$`,
+      ),
+    );
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -3190,6 +3197,61 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     }
   });
 
+  it("an ended subscription's List-Unsubscribe link stops nothing and says why; a stop under way is said (found from outside)", async () => {
+    const smtp = await startSmtpServer('pages-ended', 'pages-pass');
+    try {
+      const p = await plan({ name: 'Ended letters', amount_sats: 1500, trial_days: 14 });
+      const put = await admin.put(`/plans/${p.id}/notification-settings`, { inherit: false, channels: { email: { smtp_url: smtp.url } } });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const subscribe = async (email: string) => {
+        const sub = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email })).body;
+        const mail = await until(
+          async () => smtp.mails.find((m) => m.to.includes(email)),
+          (m) => !!m,
+        );
+        return { sub, url: /^<(.+)>$/.exec(mail!.headers['list-unsubscribe'] ?? '')![1]! };
+      };
+      const ended = await subscribe('ended-letters@example.com');
+      expect((await admin.post(`/subscriptions/${ended.sub.subscription_id}/cancel`, {})).status).toBe(200);
+      const { page, problems } = await openPage(phone);
+      // Before: "Stop confirmations and receipts?", then off, "turn them back on in your subscription
+      // portal", where an ended subscription's switches are refused.
+      await page.goto(ended.url);
+      await page.getByRole('heading', { name: 'Nothing more to stop' }).waitFor();
+      expect(await page.locator('#what').textContent()).toMatch(
+        /^Your subscription to Ended letters( from .+)? has ended: you get no more confirmations and receipts for it\.$/,
+      );
+      expect(await page.getByRole('button').count()).toBe(0);
+      const posted = await fetch(ended.url, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' },
+        body: 'List-Unsubscribe=One-Click',
+      });
+      expect(posted.status).toBe(200);
+      expect((await posted.json()).message).toBe('Ended letters has ended (cancelled): it gets no more reminders or confirmations.');
+      expect((await admin.get(`/subscriptions/${ended.sub.subscription_id}`)).body.receive_confirmations).toBe(true);
+
+      // A live one: while the stop is under way the page says so; a request that fails says so and gives
+      // the button back (found from outside: busy, nothing said).
+      const live = await subscribe('live-letters@example.com');
+      await page.goto(live.url);
+      let release: () => void = () => undefined;
+      await page.route(live.url, (route) =>
+        route.request().method() === 'POST' ? new Promise<void>((r) => (release = r)).then(() => route.abort()) : route.fallback(),
+      );
+      await page.getByRole('button', { name: 'Stop confirmations' }).click();
+      await expect.poll(() => page.locator('#status').textContent()).toBe('Stopping…');
+      release();
+      await expect.poll(() => page.locator('#error').textContent()).toBe('Could not reach the server. Check your connection and try again.');
+      expect(await page.locator('#status').textContent()).toBe('');
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe('stop');
+      expect(problems.filter((m) => !/ERR_FAILED/.test(m))).toEqual([]);
+      await page.close();
+    } finally {
+      await smtp.stop();
+    }
+  });
+
   it('without JavaScript a List-Unsubscribe link says in words what happened, for a good and a bad link (found from outside: raw JSON)', async () => {
     const smtp = await startSmtpServer('pages-nojs', 'pages-pass');
     const noJs = await browser.newContext({ viewport: PHONE, javaScriptEnabled: false });
@@ -3286,6 +3348,23 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // the page scrolled sideways).
     await page.setViewportSize({ width: 180, height: 780 });
     expect(await overflowsHorizontally(page)).toBe(false);
+    // Text twice as large on a 320 px phone: every button stays inside its card (found from outside: "Cancel
+    // subscription" and "Open in a Lightning wallet" reached past it, the page scrolled sideways).
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Page.setFontSizes', { fontSizes: { standard: 32, fixed: 26 } });
+    await page.setViewportSize({ width: 320, height: 780 });
+    expect(await overflowsHorizontally(page)).toBe(false);
+    const outside = await card.evaluate((c) => {
+      const box = c.getBoundingClientRect();
+      return [...c.querySelectorAll('button, .button')]
+        .filter((b) => {
+          const r = b.getBoundingClientRect();
+          return r.width > 0 && (r.left < box.left - 0.5 || r.right > box.right + 0.5);
+        })
+        .map((b) => b.textContent);
+    });
+    expect(outside).toEqual([]);
+    await cdp.send('Page.setFontSizes', { fontSizes: { standard: 16, fixed: 13 } });
     await page.setViewportSize(PHONE);
 
     // Paused, its period over: not "Current period ends" a past date (found from outside).

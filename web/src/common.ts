@@ -108,7 +108,7 @@ export function errorText(status: number, body: unknown): string {
       .join('. ');
   }
   if (typeof detail === 'string' && detail) {
-    if (status === 429) return 'Too many attempts in a short time. Please wait a minute and try again.';
+    if (status === 429) return 'Too many attempts in a short time. Please wait a moment and try again.';
     return sentence(detail);
   }
   if (status >= 500) return 'The service is not available right now. Please try again in a moment.';
@@ -133,7 +133,7 @@ export function unconfirmed(err: unknown): boolean {
 }
 
 /** The answer did not come in time: the request may still have been made (as for a gateway's 504). */
-const NO_ANSWER = 'The server did not answer in time. Check your connection and try again.';
+export const NO_ANSWER = 'The server did not answer in time. Check your connection and try again.';
 
 export async function api<T>(
   method: string,

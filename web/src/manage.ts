@@ -141,7 +141,23 @@ function showNotice(text: string | (string | Node)[], focus = true): void {
   const notice = document.getElementById('notice');
   if (!notice) return;
   notice.replaceChildren(...[text].flat());
+  noticeOf = null;
   if (focus) notice.focus();
+}
+
+/** The subscription the notice shown last is about, and when (set by the notices that news of it may follow). */
+let noticeOf: { sub: string; at: number } | null = null;
+/** How long news of the same subscription is added to a notice rather than put in its place. */
+const NOTICE_FOLLOWED_MS = 60_000;
+
+/**
+ * News of a subscription: after the notice about it shown moments ago (a wallet connected that paid its
+ * first payment), not in its place (found from outside: "connected" was gone a second later).
+ */
+function addNews(subId: string, text: (string | Node)[]): void {
+  const notice = document.getElementById('notice');
+  if (notice && noticeOf?.sub === subId && Date.now() - noticeOf.at < NOTICE_FOLLOWED_MS) notice.append(' ', ...text);
+  else showNotice(text, false);
 }
 
 /** Set once the link was refused: the page shows the bad-link view for good. */
@@ -655,6 +671,7 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<Su
           ' from now on.',
           then ? ` ${then}` : '',
         ]);
+        noticeOf = { sub: id, at: Date.now() };
       } catch (err) {
         // No answer in time: the wallet may be connected, and may have paid (found in review: said as a failure).
         if (unconfirmed(err)) sayUnconfirmed(status, ['Connecting your wallet']);
@@ -1095,7 +1112,7 @@ async function refreshCard(before: Sub, paymentId: string, settled: PaymentStatu
   // The same news from two of its payments within moments (the fresh one withdrawn, the late one paid) is said once.
   if (lastNews?.text === text && Date.now() - lastNews.at < NEWS_ONCE_MS) return { sub, paidMeanwhile };
   lastNews = { text, at: Date.now() };
-  showNotice(said, false);
+  addNews(sub.id, said);
   announce(text);
   return { sub, paidMeanwhile };
 }

@@ -1,5 +1,5 @@
 import { LINK_DOES_NOT_WORK, turnBackOn, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts/page-words';
-import { api, ApiError, errorText, h, setBusy, setMain, theirs } from './common.js';
+import { ANSWER_WAIT_MS, api, ApiError, errorText, h, NO_ANSWER, setBusy, setMain, theirs } from './common.js';
 
 /**
  * The page a browser opening a List-Unsubscribe URL gets: link scanners and mail programs fetch that URL,
@@ -12,6 +12,8 @@ interface Link {
   plan_name: string;
   merchant_name: string | null;
   receiving: boolean;
+  /** Cancelled or expired: nothing more is sent, nothing to stop (absent from an older billing). */
+  ended?: boolean;
 }
 
 /** `off` is what stops, followed by the subscription it is for, then `which` of them and `after`. */
@@ -47,6 +49,12 @@ function ask(link: Link): void {
   const words = WORDS[link.kind];
   // The seller's names keep their own direction inside our sentence.
   const subscription = [link.plan_name ? theirs(link.plan_name) : 'this subscription', ...(link.merchant_name ? [' from ', theirs(link.merchant_name)] : [])];
+  // Found from outside: an ended subscription's link stopped them, and said the portal could turn them back on
+  // (the portal has no switches for it).
+  if (link.ended) {
+    show('Nothing more to stop', h('p', { id: 'what' }, 'Your subscription to ', subscription, ` has ended: you get no more ${words.off} for it.`));
+    return;
+  }
   if (!link.receiving) {
     show(
       'Already stopped',
@@ -62,29 +70,37 @@ function ask(link: Link): void {
   }
   const button = h('button', { type: 'submit', id: 'stop' }, words.button);
   const error = h('p', { class: 'error', id: 'error', role: 'alert' });
+  // Always in the page, so screen readers take it as a live region from the start.
+  const status = h('p', { class: 'status', id: 'status', role: 'status' });
   const form = h('form', { method: 'post', id: 'form' }, button);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
-    void stop(button, error);
+    void stop(button, error, status);
   });
   show(
     words.title,
     h('p', { id: 'what' }, `You will no longer get ${words.off} for `, subscription, ` ${words.which}.${words.after} ${turnBackOn(words.off)}`),
     form,
+    status,
     error,
   );
 }
 
-async function stop(button: HTMLButtonElement, error: HTMLElement): Promise<void> {
+async function stop(button: HTMLButtonElement, error: HTMLElement, status: HTMLElement): Promise<void> {
   setBusy(button, true);
   error.textContent = '';
+  status.textContent = 'Stopping…';
   try {
+    // Not for ever (found from outside: a request that got no answer left the button busy, nothing said).
     const res = await fetch(location.pathname, {
       method: 'POST',
       headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' },
       body: 'List-Unsubscribe=One-Click',
-    }).catch(() => {
-      throw new ApiError(0, 'Could not reach the server. Check your connection and try again.');
+      signal: AbortSignal.timeout(ANSWER_WAIT_MS),
+    }).catch((err: unknown) => {
+      throw err instanceof DOMException && err.name === 'TimeoutError'
+        ? new ApiError(504, NO_ANSWER)
+        : new ApiError(0, 'Could not reach the server. Check your connection and try again.');
     });
     const body = (await res.json().catch(() => undefined)) as { message?: string } | undefined;
     if (res.status === 404) {
@@ -95,6 +111,7 @@ async function stop(button: HTMLButtonElement, error: HTMLElement): Promise<void
     show('Done', h('p', { id: 'result' }, body?.message ?? 'You will no longer get these messages.'));
   } catch (err) {
     setBusy(button, false);
+    status.textContent = '';
     error.textContent = err instanceof ApiError ? err.message : 'Something went wrong. Please try again.';
     button.focus();
   }

@@ -1,7 +1,7 @@
 import { answerOnce, callMessage, conflict, messageHandler, notFound, type Queryable, routeHandler, unixSeconds, invalid, unauthenticated } from '@sb/runtime';
 import { messages, notificationMessages, turnBackOn, type BusRequest, type CreatedPayment, type UnsubscribeKind } from '@sb/contracts';
 import type { Deps } from '../deps.js';
-import { accessAfterCancel, accessUntil, channelsReaching, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber } from '../domain/lifecycle.js';
+import { accessAfterCancel, accessUntil, channelsReaching, inTrial, noticeSwitches, RENEWABLE, reasonForSubscriber, TERMINAL } from '../domain/lifecycle.js';
 import { toSubscription, type SubRow } from '../store/subscriptions.repo.js';
 import { act, cancelled } from './subscription-action.js';
 import { awaitingFirstPayment, noRenewalInvoice, renewableUntil, renewalEndedEarly, renewalOverdue, walletReconnected } from '../domain/schedule.js';
@@ -129,7 +129,7 @@ export const publicUnsubscribeLink = (d: Deps) =>
   routeHandler('public.unsubscribe.get', async (req) => {
     const { sub, kind, field } = await linked(d, d.db, req.params.token, false);
     const { plan_name, merchant_name } = await planNames(d, sub.wallet_id, sub.plan_id);
-    return { kind, plan_name, merchant_name: merchant_name ?? null, receiving: sub[field] };
+    return { kind, plan_name, merchant_name: merchant_name ?? null, receiving: sub[field], ended: TERMINAL.includes(sub.status) };
   });
 
 /**
@@ -141,11 +141,15 @@ export const publicUnsubscribe = (d: Deps) =>
   routeHandler('public.unsubscribe', async (req) => {
     const { sub, kind } = await d.db.tx(async (tx) => {
       const l = await linked(d, tx, req.params.token, true);
-      if (l.sub[l.field]) await saveSettings(d, tx, l.sub, { [l.field]: false }, unixSeconds(d.clock));
+      // Ended, it gets neither kind any more, and the portal's switches are gone (found from outside: it was
+      // switched off here, with words that sent the subscriber to a portal that refuses to switch it back).
+      if (l.sub[l.field] && !TERMINAL.includes(l.sub.status)) await saveSettings(d, tx, l.sub, { [l.field]: false }, unixSeconds(d.clock));
       return l;
     });
     const plan = await d.plans.get(d.db, sub.wallet_id, sub.plan_id);
     const what = kind === 'reminders' ? 'reminders' : 'confirmations and receipts';
+    if (TERMINAL.includes(sub.status))
+      return { success: true, message: `${plan?.name || 'This subscription'} has ended (${sub.status}): it gets no more reminders or confirmations.` };
     return {
       success: true,
       message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. ${turnBackOn(what)}`,
