@@ -1208,7 +1208,7 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
       // What the page names before anything is pressed; a browser's GET of the same URL is the page.
       const read = await asJson(at());
       expect(read.status).toBe(200);
-      expect(await read.json()).toEqual({ kind: 'confirmations', plan_name: 'Readlink', merchant_name: 'Letter Shop', receiving: true });
+      expect(await read.json()).toEqual({ kind: 'confirmations', plan_name: 'Readlink', merchant_name: 'Letter Shop', receiving: true, ended: false });
       const page = await fetch(at(), { headers: { Accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' } });
       expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
       // One URL, two answers (review finding): caches keep them apart, and the JSON is not kept at all (a
@@ -1357,8 +1357,12 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
         body: 'List-Unsubscribe=One-Click',
       });
     expect((await keyed(reminders, '?utm_source=newsletter')).status).toBe(200);
-    expect((await keyed(confirmations)).status).toBe(200);
-    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: false });
+    const late = await keyed(confirmations);
+    expect(late.status).toBe(200);
+    // Cancelled by now: it gets neither kind any more, and the link changes nothing (found from outside:
+    // switched off, with words sending the subscriber to a portal that refuses to switch it back).
+    expect((await late.json()).message).toBe('Oneclick has ended (cancelled): it gets no more reminders or confirmations.');
+    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: true });
   });
 });
 
