@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as models from 'kubernetes-models';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { BUS_SERVICES } from '@sb/contracts';
+import { BUS_SERVICES, routes } from '@sb/contracts';
 import { natsAuthConfig } from '../scripts/nats-config.mjs';
 import { DB_SERVICES } from '../scripts/db-roles.mjs';
 import { k8sSecrets } from '../scripts/k8s-secrets.mjs';
@@ -23,6 +23,15 @@ it('generates the NATS users of base (production) and of the dev overlay from th
   // Every service that talks on the bus or to the database is deployed as one.
   expect([...BUS_SERVICES].sort()).toEqual([...SERVICES].sort());
   expect([...DB_SERVICES].sort()).toEqual([...SERVICES].sort());
+});
+
+it("lets the ingress wait longer than the longest route and the pages' own wait for it (review finding: 60 s, cut the 75 s routes)", () => {
+  const ingress = readFileSync(join(K8S, 'overlays/prod/ingress.yaml'), 'utf8');
+  const seconds = Number(/proxy-read-timeout: "(\d+)"/.exec(ingress)?.[1]);
+  const longest = Math.max(...routes.map((r) => ('busTimeoutMs' in r ? (r.busTimeoutMs ?? 0) : 0)));
+  expect(longest).toBe(75_000);
+  // The checkout and portal pages wait 90 s for those routes (web/src: waitMs).
+  expect(seconds * 1000).toBeGreaterThan(Math.max(longest, 90_000));
 });
 
 /** The model class of an object's apiVersion and kind in kubernetes-models (core `v1` included). */

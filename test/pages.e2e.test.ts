@@ -2316,7 +2316,17 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       await page.locator('#connect-form').getByLabel('Wallet connection string').fill(w.connectionString());
       await page.locator('#connect-form').getByRole('button', { name: 'Connect wallet' }).click();
     };
+    // A send that got no answer (the connection lost) is sent again as the same request, with the same
+    // Idempotency-Key (review finding: a new one, which could ask the wallet again); a changed form is a new one.
+    const keys: string[] = [];
+    await page.route('**/public/manage/wallets', (route) => {
+      if (route.request().method() !== 'POST') return route.fallback();
+      keys.push(route.request().headers()['idempotency-key'] ?? '');
+      return keys.length === 1 ? route.abort() : route.fallback();
+    });
     await connect(wallet);
+    await expect.poll(() => page.locator('#connect-status').textContent()).toBe('Could not reach the server. Check your connection and try again.');
+    await page.locator('#connect-form').getByRole('button', { name: 'Connect wallet' }).click();
     await expect
       .poll(() => page.locator('#notice').textContent(), { timeout: 20_000 })
       .toMatch(
@@ -2325,6 +2335,8 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
         ),
       );
     expect(await page.getByRole('textbox', { name: 'Invoice' }).count()).toBe(1);
+    expect(keys).toHaveLength(2);
+    expect(keys[1]).toBe(keys[0]);
     const good = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(good);
     // A wallet that takes its time: the status says it is paying, and the request is one that may be sent
@@ -2333,11 +2345,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const sent = page.waitForRequest((r) => r.url().endsWith('/public/manage/wallets') && r.method() === 'POST');
     await connect(good);
     expect((await sent).headers()['idempotency-key']).toMatch(/^[0-9a-f]{32}$/);
+    expect(keys[2]).not.toBe(keys[0]);
     await expect.poll(() => page.locator('#connect-status').textContent()).toBe('Your wallet is paying the first payment…');
     await expect
       .poll(() => page.locator('#notice').textContent(), { timeout: 20_000 })
       .toBe(
-        `Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke (1,500 sats per month) from now on. Your wallet paid the first payment of 1,500 sats: the subscription is active in a moment.`,
+        `Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke (1,500 sats per month) from now on. Your wallet paid the first payment of 1,500 sats: the subscription is active.`,
       );
     expect(good.requests.filter((r) => r.method === 'pay_invoice')).toHaveLength(1);
     // Drawn while billing applies the payment, the card does not say it ran out (found from outside: it did,
@@ -2350,10 +2363,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     // was replaced a second later).
     expect(await page.locator('#notice').textContent()).toMatch(
       new RegExp(
-        `^Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke .*Your wallet paid the first payment of 1,500 sats: the subscription is active in a moment\\.( Payment received for Broke\\. Status: Active\\.)?$`,
+        `^Wallet ${good.pubkey.slice(0, 8)}… connected: it pays the renewals of Broke .*Your wallet paid the first payment of 1,500 sats: the subscription is active\\.( Payment received for Broke\\. Status: Active\\.)?$`,
       ),
     );
-    expect(problems).toEqual([]);
+    // The one send the test cut off is the only problem.
+    expect(problems).toEqual(['Failed to load resource: net::ERR_FAILED']);
     await page.close();
   });
 

@@ -1,4 +1,4 @@
-import { ALREADY_SUBSCRIBED, NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED, STILL_IN_PROGRESS } from '@sb/contracts/page-words';
+import { ALREADY_SUBSCRIBED, NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -25,6 +25,9 @@ import {
   theirs,
   type Payable,
   unconfirmed,
+  noAnswer,
+  stillInProgress,
+  EARLIER_TRY,
 } from './common.js';
 import { LATE_FOLLOW_MS, LATE_POLL_MS, latePace, nextAsk, POLL_MS, type PaymentStatus } from './pace.js';
 
@@ -258,8 +261,6 @@ function idempotencyKey(sent: string): string {
  */
 let refusedLink: { subscription: string; url: string } | null = null;
 /** No answer to go by (the connection, a timeout, a service away): the same request again is a retry. */
-const noAnswer = (err: unknown) =>
-  err instanceof ApiError && (err.status === 0 || err.status >= 500 || (err.status === 409 && err.message.startsWith(STILL_IN_PROGRESS)));
 
 /** The page itself was loaded by Back or Forward. */
 const loadedBack = (performance.getEntriesByType?.('navigation')[0] as PerformanceNavigationTiming | undefined)?.type === 'back_forward';
@@ -624,8 +625,8 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
       if (marked.length) (form.querySelector('[aria-invalid=true]') as HTMLElement | null)?.focus();
       formError.textContent = marked.length
         ? 'Please correct the marked fields.'
-        : err instanceof ApiError && err.status === 409 && err.message.startsWith(STILL_IN_PROGRESS)
-          ? 'Your earlier try is still being handled. Please try again in a moment: it is not made twice.'
+        : stillInProgress(err)
+          ? EARLIER_TRY
           : walletAsked && unconfirmed(err)
             ? 'We did not hear back in time, and your wallet may have paid already. Check your wallet and your messages before you try again.'
             : err instanceof ApiError

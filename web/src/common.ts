@@ -1,3 +1,4 @@
+import { STILL_IN_PROGRESS } from '@sb/contracts/page-words';
 import { encode } from 'uqr';
 import './style.css';
 
@@ -131,6 +132,18 @@ export const ANSWER_WAIT_MS = 60_000;
 export function unconfirmed(err: unknown): boolean {
   return err instanceof ApiError && (err.status === 504 || (err.status === 503 && /did not answer in time/i.test(err.message)));
 }
+
+/** The service still handles an earlier send of the same request (same Idempotency-Key). */
+export const stillInProgress = (err: unknown): boolean => err instanceof ApiError && err.status === 409 && err.message.startsWith(STILL_IN_PROGRESS);
+
+/** What a page says for stillInProgress. */
+export const EARLIER_TRY = 'Your earlier try is still being handled. Please try again in a moment: it is not made twice.';
+
+/**
+ * No answer that settles the request (not reached, a 5xx, still in progress): sent again, it is the same
+ * request, with the same Idempotency-Key.
+ */
+export const noAnswer = (err: unknown): boolean => (err instanceof ApiError && (err.status === 0 || err.status >= 500)) || stillInProgress(err);
 
 /** The answer did not come in time: the request may still have been made (as for a gateway's 504). */
 export const NO_ANSWER = 'The server did not answer in time. Check your connection and try again.';

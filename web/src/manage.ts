@@ -24,6 +24,9 @@ import {
   theirs,
   type Payable,
   unconfirmed,
+  noAnswer,
+  stillInProgress,
+  EARLIER_TRY,
 } from './common.js';
 import { LATE_FOLLOW_MS, latePace, nextAsk, type PaymentStatus } from './pace.js';
 
@@ -654,7 +657,12 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<Su
         const r = await portal<Connected>('POST', '/public/manage/wallets', body, { idempotencyKey: sentKey.key, waitMs: 90_000 });
         sentKey = null;
         status.textContent = '';
-        const now = (await reload()).find((s) => s.id === id);
+        // A page that could not be drawn again does not undo what was said (found in review: the wallet's
+        // payment was reported as a failed connect).
+        const now = await reload().then(
+          (subs) => subs.find((s) => s.id === id),
+          () => undefined,
+        );
         await walletsShown;
         // The service says what became of a first payment still due (found in review: words from before
         // the connect said "pay it from the invoice" of one paid meanwhile). An earlier version of it says
@@ -673,12 +681,13 @@ function walletsSection(wallets: Wallet[], subs: Sub[], reload: () => Promise<Su
         ]);
         noticeOf = { sub: id, at: Date.now() };
       } catch (err) {
+        // Sent again after no settling answer, it is the same request (found in review: a lost connection or
+        // "still in progress" made the next click a new one, which could ask the wallet again).
+        if (!noAnswer(err)) sentKey = null;
         // No answer in time: the wallet may be connected, and may have paid (found in review: said as a failure).
-        if (unconfirmed(err)) sayUnconfirmed(status, ['Connecting your wallet']);
-        else {
-          sentKey = null;
-          status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
-        }
+        if (stillInProgress(err)) status.textContent = EARLIER_TRY;
+        else if (unconfirmed(err)) sayUnconfirmed(status, ['Connecting your wallet']);
+        else status.textContent = err instanceof ApiError ? err.message : 'The wallet could not be connected.';
       } finally {
         setBusy(submit, false);
         if (submit.isConnected && document.activeElement === document.body) submit.focus();

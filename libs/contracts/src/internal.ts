@@ -301,6 +301,9 @@ export const messages = {
    */
   firstPaymentDue: {
     subject: 'billing.internal.first_payment_due',
+    // Billing may make the invoice at the payments service (and it at its provider); the NWC service stops
+    // waiting earlier when the wallet's time to answer would run out (see payFirst).
+    timeoutMs: 10_000,
     request: z.object({ wallet_id: Id, subscriber_id: Id, subscription_id: Id }),
     reply: FirstPaymentDue,
   },

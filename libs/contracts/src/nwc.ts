@@ -128,7 +128,9 @@ export const PortalWalletConnected = PortalWallet.extend({
     .optional()
     .openapi({
       description:
-        'The subscription was waiting for its first payment: whether the wallet paid it (it becomes active once the payment is applied) or, with the NIP-47 error code, why not; absent otherwise',
+        'The subscription was waiting for its first payment. `paid` true: it is paid (by this wallet, by the wallet connected before whose charge was in flight, or already before this request), `message` says which and what became of the subscription; ' +
+        '`paid` false with the NIP-47 `error_code`: the wallet did not pay; without `error_code`: the wallet was not asked (no invoice could be had in time, no time left to wait for its answer, the plan no longer payable this way). ' +
+        '`message` is a whole sentence for the subscriber, with what to do next. Absent when no first payment was due',
     }),
 }).openapi('PortalWalletConnected');
 export type PortalWalletConnected = z.infer<typeof PortalWalletConnected>;

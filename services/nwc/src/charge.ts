@@ -56,7 +56,13 @@ export const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not
  * they answer OTHER, as for a wallet that did not answer). A payment an attempt paid is never asked of a
  * wallet again. See runAttempt.
  */
-export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: ChargedPayment, answerByMs: number): Promise<ChargeOutcome> {
+export async function chargeConnection(
+  d: Deps,
+  conn: ConnectionRow,
+  payment: ChargedPayment,
+  answerByMs: number,
+  startByMs = answerByMs,
+): Promise<ChargeOutcome> {
   for (;;) {
     const id = newId('nwa_', d.clock.nowMs());
     const claim = await d.attempts.claim(
@@ -75,7 +81,7 @@ export async function chargeConnection(d: Deps, conn: ConnectionRow, payment: Ch
     if (claim.mine) {
       // Past the caller's deadline (the work before it was slow, or another pass of this loop after a
       // refused preimage or a long wait): the wallet is not asked for a charge whose caller has given up.
-      if (Date.now() >= answerByMs) {
+      if (Date.now() >= startByMs) {
         await d.attempts.finish(d.db, id, 'abandoned');
         return unpaid(d, conn, { code: 'OTHER', message: 'The charge could not be made before its caller stopped waiting' });
       }

@@ -1,9 +1,9 @@
-import { messages, satsText, toPortalWallet, type BusRequest, type PortalWalletConnected } from '@sb/contracts';
+import { messages, satsText, toPortalWallet, utcMinute, type BusRequest, type PortalWalletConnected } from '@sb/contracts';
 import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated, within } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection, routeWaitMs, tellBilling } from '../charge.js';
 import { toConnection, type ConnectionRow } from '../store/connections.repo.js';
-import { checked, storeConnection, wellFormed } from './public.subscribe.js';
+import { checked, settledStatus, storeConnection, wellFormed } from './public.subscribe.js';
 
 /** The token's subscriber, resolved by billing (which owns subscribers); an unknown token is 401. */
 async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: string; wallet_id: string }> {
@@ -17,10 +17,8 @@ async function subscriberOf(d: Deps, req: BusRequest): Promise<{ subscriber_id: 
   }
 }
 
-/** How long the ask for a first payment's invoice may take (billing makes it at the payments service). */
-const FIRST_INVOICE_WAIT_MS = 10_000;
-/** Room after the wallet's reply timeout: confirming its preimage, then the answer on its way. */
-const AFTER_REPLY_MS = 5_000;
+/** How long the ask for a first payment's invoice may take (its message's wait). */
+const FIRST_INVOICE_WAIT_MS = messages.firstPaymentDue.timeoutMs;
 
 export const listWallets = (d: Deps) =>
   routeHandler('portal.wallets.list', async (req) => {
@@ -86,7 +84,7 @@ export const connectWallet = (d: Deps) =>
 type FirstPayment = NonNullable<PortalWalletConnected['first_payment']>;
 
 /** A wallet's words as a clause of ours (they may end a sentence of their own). */
-const clause = (words: string) => words.replace(/[\s.!]+$/, '');
+const clause = (words: string) => words.replace(/[\s.!?…]+$/, '') || 'no reason given';
 
 /**
  * The first payment of a subscription waiting for it, asked of the wallet just connected as at an NWC
@@ -100,50 +98,60 @@ async function payFirst(
   by: number,
   key: string | undefined,
 ): Promise<FirstPayment | undefined> {
+  const ref = { wallet_id: target.wallet_id, subscription_id: target.subscription_id };
   const notAsked = (why: string): FirstPayment => ({
     paid: false,
     message: `Your wallet was not asked to make the first payment: ${why}. Pay it from the invoice on the subscription.`,
   });
-  // The wallet's answer must come while the caller still waits (an older gateway waits 30 s, not 75): a
-  // payment made after it would be one nobody is told of (found in review).
-  const timeLeft = () => by - Date.now() - d.walletReplyMs - AFTER_REPLY_MS;
-  if (timeLeft() <= 0) return notAsked('there was no time left to wait for its answer');
+  // The wallet is asked only while its answer (NWC_REPLY_TIMEOUT_MS) and what follows it (confirming the
+  // preimage: a bus call) still come before the caller stops waiting (an older gateway waits 30 s, not
+  // 75): a payment made after it would be one nobody is told of (found in review).
+  const startBy = by - d.walletReplyMs - Math.min(d.busTimeoutMs, 10_000) - 2_000;
   // Asked after the connection is stored, and for moments only: a slow payments service delays this
   // charge, never the connect (found in review: a 503 after billing had reconnected).
-  const asked = callMessage(d.bus, messages.firstPaymentDue, {
-    wallet_id: target.wallet_id,
-    subscriber_id: target.subscriber_id,
-    subscription_id: target.subscription_id,
-  });
+  const asked = callMessage(d.bus, messages.firstPaymentDue, { ...ref, subscriber_id: target.subscriber_id });
   const due = await within(
     asked.catch((err) => {
       d.log.warn({ err: (err as Error).message, subscription_id: target.subscription_id }, 'no first payment for the wallet connected in the portal to pay');
       return null;
     }),
-    Math.min(timeLeft(), FIRST_INVOICE_WAIT_MS),
+    Math.max(0, Math.min(by - Date.now(), FIRST_INVOICE_WAIT_MS)),
     () => null,
   );
-  if (!due || timeLeft() <= 0) return notAsked('its invoice could not be had just now');
+  if (!due) return notAsked('its invoice could not be had just now');
   if (due.state === 'not_due') return undefined;
-  if (due.state === 'paid') return { paid: true, message: 'The first payment was made already: the subscription is active in a moment.' };
-  if (due.state === 'unpayable') return { paid: false, message: `Your wallet was not asked to make the first payment. ${due.reason}.` };
+  if (due.state === 'paid') return { paid: true, message: 'The first payment was made already: the subscription becomes active in a moment.' };
+  if (due.state === 'unpayable') return { paid: false, message: `Your wallet was not asked to make the first payment. ${clause(due.reason)}.` };
+  if (Date.now() >= startBy) return notAsked('there was no time left to wait for its answer');
   const { payment } = due;
   const amount = satsText(payment.amount_sats);
   // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
   const recorded = key ? await d.attempts.refusalOf(d.db, payment.id, key, row.wallet_pubkey) : undefined;
   const outcome = recorded
     ? { paid: false as const, error_code: recorded.error_code ?? 'OTHER', message: recorded.error_message ?? 'The wallet did not pay' }
-    : await chargeConnection(d, row, { ...payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
+    : await chargeConnection(d, row, { ...payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by, startBy);
   if (outcome.paid) {
     // An attempt in flight when this wallet was connected (the checkout's) may be what paid it.
     const who =
       outcome.payer === row.wallet_pubkey
         ? `Your wallet paid the first payment of ${amount}`
         : `The first payment of ${amount} was paid by the wallet connected before`;
-    return { paid: true, message: `${who}: the subscription is active ${outcome.confirmed ? 'in a moment' : 'once it is confirmed'}.` };
+    if (!outcome.confirmed) return { paid: true, message: `${who}: the subscription becomes active once it is confirmed.` };
+    // As the NWC checkout says it: what billing made of it (found in review: "active" for one cancelled meanwhile).
+    const settled = await settledStatus(d, ref, by);
+    if (!settled) return { paid: true, message: `${who}: the subscription becomes active in a moment.` };
+    if (settled.status === 'active') return { paid: true, message: `${who}: the subscription is active.` };
+    if (settled.status === 'cancelled' && settled.access_until)
+      return {
+        paid: true,
+        message: `${who}; the subscription was cancelled meanwhile: it gives access until ${utcMinute(settled.access_until)}, and nothing more is charged.`,
+      };
+    if (settled.status === 'cancelled' || settled.status === 'expired')
+      return { paid: true, message: `${who}, but the subscription was ${settled.status} meanwhile: please ask the seller for a refund.` };
+    return { paid: true, message: `${who}: the subscription was ${settled.status} meanwhile by the seller.` };
   }
   // Another wallet may still pay: paying the invoice by hand now could pay twice.
-  if ('undecided' in outcome && outcome.undecided) {
+  if ('undecided' in outcome) {
     return {
       paid: false,
       error_code: outcome.error_code,

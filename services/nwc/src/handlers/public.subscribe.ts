@@ -87,7 +87,7 @@ const ACTIVATION_WAIT_MS = 10_000;
  */
 type Settled = { status: string; access_until?: number | null | undefined };
 
-async function settledStatus(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<Settled | undefined> {
+export async function settledStatus(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<Settled | undefined> {
   const until = Math.min(by, Date.now() + ACTIVATION_WAIT_MS);
   const pending = { status: 'pending' };
   for (let pause = 25; Date.now() < until; pause = Math.min(pause * 2, 200)) {
