@@ -1701,6 +1701,21 @@ describe('portal: connect a wallet', () => {
     );
   });
 
+  it("a plan that no longer takes wallets: the wallet is not asked, and the answer says so in the subscriber's words (review finding)", async () => {
+    const { p, sub, connect } = await waitingForFirst('first-plan-no-nwc@example.com');
+    expect((await admin.put(`/plans/${p.id}`, { allow_nwc: false, allow_lightning: true })).status).toBe(200);
+    const good = await wallet();
+    const res = await connect(good);
+    expect(res.status).toBe(201);
+    expect(res.body.first_payment).toEqual({
+      paid: false,
+      message:
+        "Your wallet was not asked to make the first payment. This plan can no longer be paid by a wallet: subscribe again on the plan's checkout page with another method.",
+    });
+    expect(asked(good)).toBe(0);
+    expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body.status).toBe('pending');
+  });
+
   it('payments not answering: the wallet is connected at once, not asked, and the answer says to pay by invoice (found in review: a 503 after the reconnect)', async () => {
     const { sub, token, connect } = await waitingForFirst('first-payments-away@example.com');
     const good = await wallet();

@@ -174,7 +174,7 @@ export const portalListPayments = (d: Deps) =>
  * when that ran out), or why there is none; each caller answers that its own way. Not a resume's payment
  * (it has periods behind it).
  */
-type FirstInvoice = { created: CreatedPayment } | { paid: true } | { none: string; ended?: true };
+type FirstInvoice = { created: CreatedPayment } | { paid: true } | { none: string; ended?: true; refused?: true };
 
 async function firstInvoice(d: Deps, sub: SubRow): Promise<FirstInvoice> {
   const notWaiting = (status: string) => ({ none: `This subscription is not waiting for its first payment (it is ${status})`, ended: true as const });
@@ -184,7 +184,7 @@ async function firstInvoice(d: Deps, sub: SubRow): Promise<FirstInvoice> {
   const plan = await d.plans.getPublic(d.db, sub.plan_id);
   if (!plan) return { none: 'This plan is no longer offered' };
   const refused = await methodRefused(d, plan, sub.payment_method);
-  if (refused) return { none: `${refused.message}: subscribe again on the plan's checkout page with another method` };
+  if (refused) return { none: `${refused.message}: subscribe again on the plan's checkout page with another method`, refused: true };
   const created = await checkoutPayment(d, plan, sub);
   const { payment } = created;
   // Paid, not applied yet: nothing more to pay (found in review: shown again as payable).
@@ -229,7 +229,13 @@ export const firstPaymentDue = (d: Deps) =>
     if (!sub || sub.subscriber_id !== subscriber_id) throw notFound('Subscription');
     const first = await firstInvoice(d, sub);
     if ('paid' in first) return { state: 'paid' as const };
-    if ('none' in first) return first.ended ? { state: 'not_due' as const } : { state: 'unpayable' as const, reason: first.none };
+    if ('none' in first && first.ended) return { state: 'not_due' as const };
+    // In the subscriber's words: the refusal's own names an owner's setting (found in review).
+    if ('none' in first)
+      return {
+        state: 'unpayable' as const,
+        reason: first.refused ? "This plan can no longer be paid by a wallet: subscribe again on the plan's checkout page with another method" : first.none,
+      };
     const { payment, checkout } = first.created;
     const payment_request = checkout.payment_request ?? payment.payment_request;
     if (!payment_request) return { state: 'unpayable' as const, reason: 'Its invoice cannot be paid by a wallet' };
