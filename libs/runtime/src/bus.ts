@@ -206,8 +206,12 @@ export function defineHandler<S extends z.ZodType>(h: {
   return h;
 }
 
-/** How long a stopping service waits for the requests it is answering (an NWC charge waits up to 45 s). */
-const DRAIN_MAX_MS = 60_000;
+/**
+ * How long a stopping service waits for the requests it is answering: past the longest route's wait (75 s:
+ * the NWC checkout and the portal's wallet connect; found in review: cut at 60 s). The pods'
+ * terminationGracePeriodSeconds (deploy/k8s) leaves room for it after the preStop pause.
+ */
+export const DRAIN_MAX_MS = 80_000;
 /** How long a closing server waits for the server to confirm its subscriptions are gone. */
 const SUB_DRAIN_MAX_MS = 2_000;
 /** After the NATS server refused working signals, when a service asks again (its configuration may have been reloaded). */
@@ -220,7 +224,7 @@ const SIGNAL_EVERY_MAX_MS = 5_000;
  * A service's side of the bus: one subscription per handler subject in the service's queue group (so
  * replicas share the load), answered through the NATS client's callbacks. On close it stops taking
  * requests, then waits until those in flight are answered (at most DRAIN_MAX_MS, within the pod's
- * terminationGracePeriodSeconds of 75 s) before it closes its connection.
+ * terminationGracePeriodSeconds of 95 s) before it closes its connection.
  */
 export class BusServer {
   private nc: NatsConnection | undefined;

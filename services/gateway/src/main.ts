@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import {
+  DRAIN_MAX_MS,
   BusClient,
   createBusServer,
   configuredDb,
@@ -124,11 +125,11 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'gateway stopping');
-    // Requests under way get their answers before the bus closes (at most the longest bus wait, 45 s).
+    // Requests under way get their answers before the bus closes (at most the longest route's wait, 75 s).
     for (const res of underWay) if (!res.headersSent) res.setHeader('connection', 'close');
     const drained = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    await Promise.race([drained, new Promise((r) => setTimeout(r, 60_000).unref())]);
+    await Promise.race([drained, new Promise((r) => setTimeout(r, DRAIN_MAX_MS).unref())]);
     await answers.close().catch(() => undefined);
     await bus.close().catch(() => undefined);
     await db.close().catch(() => undefined);
