@@ -191,7 +191,7 @@ function unsubscribeMessage(status: number, body: unknown): Message {
   }
   const message = (body as { message?: unknown } | undefined)?.message;
   if (status < 300) return { title: 'Done', text: [typeof message === 'string' && message ? message : 'You will no longer get these messages.'] };
-  if (status === 429) return { title: 'Not stopped yet', text: ['Too many attempts in a short time. Please wait a minute, then go back and try again.'] };
+  if (status === 429) return { title: 'Not stopped yet', text: ['Too many attempts in a short time. Please wait a moment, then go back and try again.'] };
   return { title: 'Not stopped yet', text: ['The service is not available right now: nothing was changed. Please go back and try again in a moment.'] };
 }
 
