@@ -1359,10 +1359,10 @@ describe('one-click unsubscribe (RFC 2369 / 8058)', () => {
     expect((await keyed(reminders, '?utm_source=newsletter')).status).toBe(200);
     const late = await keyed(confirmations);
     expect(late.status).toBe(200);
-    // Cancelled by now: it gets neither kind any more, and the link changes nothing (found from outside:
-    // switched off, with words sending the subscriber to a portal that refuses to switch it back).
-    expect((await late.json()).message).toBe('Oneclick has ended (cancelled): it gets no more reminders or confirmations.');
-    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: true });
+    // Cancelled by now: taken all the same, without words sending the subscriber to a portal that refuses
+    // to switch it back (found from outside).
+    expect((await late.json()).message).toBe('You will no longer get confirmations and receipts for Oneclick, which was cancelled.');
+    expect(await flags()).toEqual({ receive_reminders: false, receive_confirmations: false });
   });
 });
 

@@ -645,7 +645,10 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
       }
       // The alert above it grew (a 409's help is several lines): the focused button is brought back into
       // sight with it (found from outside: pushed below the fold of a phone, nothing scrolled).
-      if (document.activeElement === submit && formError.textContent) submit.scrollIntoView({ block: 'nearest' });
+      if (document.activeElement === submit && formError.textContent) {
+        formError.scrollIntoView({ block: 'nearest' });
+        submit.scrollIntoView({ block: 'nearest' });
+      }
     }
   }
 
@@ -1111,7 +1114,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
   // A link naming another plan's payment (found from outside: shown as this plan's subscription).
   const ofPlan = (answer: PaymentStatus): boolean => {
     if (!answer.plan_id || answer.plan_id === plan.id) return true;
-    titled('Payment not for', plan);
+    titled("Not this plan's payment:", plan);
     say('This payment is not for this plan. Nothing was charged through this link. ', again());
     return false;
   };

@@ -49,12 +49,9 @@ function ask(link: Link): void {
   const words = WORDS[link.kind];
   // The seller's names keep their own direction inside our sentence.
   const subscription = [link.plan_name ? theirs(link.plan_name) : 'this subscription', ...(link.merchant_name ? [' from ', theirs(link.merchant_name)] : [])];
-  // Found from outside: an ended subscription's link stopped them, and said the portal could turn them back on
-  // (the portal has no switches for it).
-  if (link.ended) {
-    show('Nothing more to stop', h('p', { id: 'what' }, 'Your subscription to ', subscription, ` has ended: you get no more ${words.off} for it.`));
-    return;
-  }
+  // An ended subscription's portal has no switches: nothing there turns them back on (found from outside:
+  // the page said it could).
+  const turnBack = link.ended ? ` Your subscription to it has ended.` : ` ${turnBackOn(words.off)}`;
   if (!link.receiving) {
     show(
       'Already stopped',
@@ -63,7 +60,9 @@ function ask(link: Link): void {
         { id: 'what' },
         `You no longer get ${words.off} for `,
         subscription,
-        '. Your subscription portal can turn them back on: its link is in every message about this subscription.',
+        link.ended
+          ? '. Your subscription to it has ended.'
+          : '. Your subscription portal can turn them back on: its link is in every message about this subscription.',
       ),
     );
     return;
@@ -79,7 +78,7 @@ function ask(link: Link): void {
   });
   show(
     words.title,
-    h('p', { id: 'what' }, `You will no longer get ${words.off} for `, subscription, ` ${words.which}.${words.after} ${turnBackOn(words.off)}`),
+    h('p', { id: 'what' }, `You will no longer get ${words.off} for `, subscription, ` ${words.which}.${link.ended ? '' : words.after}${turnBack}`),
     form,
     status,
     error,
@@ -92,16 +91,18 @@ async function stop(button: HTMLButtonElement, error: HTMLElement, status: HTMLE
   status.textContent = 'Stopping…';
   try {
     // Not for ever (found from outside: a request that got no answer left the button busy, nothing said).
+    const abort = new AbortController();
+    const timer = window.setTimeout(() => abort.abort(), ANSWER_WAIT_MS);
     const res = await fetch(location.pathname, {
       method: 'POST',
       headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' },
       body: 'List-Unsubscribe=One-Click',
-      signal: AbortSignal.timeout(ANSWER_WAIT_MS),
-    }).catch((err: unknown) => {
-      throw err instanceof DOMException && err.name === 'TimeoutError'
-        ? new ApiError(504, NO_ANSWER)
-        : new ApiError(0, 'Could not reach the server. Check your connection and try again.');
-    });
+      signal: abort.signal,
+    })
+      .catch(() => {
+        throw abort.signal.aborted ? new ApiError(504, NO_ANSWER) : new ApiError(0, 'Could not reach the server. Check your connection and try again.');
+      })
+      .finally(() => window.clearTimeout(timer));
     const body = (await res.json().catch(() => undefined)) as { message?: string } | undefined;
     if (res.status === 404) {
       badLink();

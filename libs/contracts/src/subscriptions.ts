@@ -88,7 +88,8 @@ export const UnsubscribeLink = z
     merchant_name: z.string().nullable().openapi({ description: "The name the merchant's messages are signed with; null when none is set" }),
     receiving: z.boolean().openapi({ description: 'Whether this kind of notice is still on (false: the link was used already, or the portal turned it off)' }),
     ended: z.boolean().optional().openapi({
-      description: 'The subscription has ended (cancelled or expired): it gets no more notices of either kind, and the POST changes nothing',
+      description:
+        "The subscription has ended (cancelled or expired): its portal has no switches, so the page offers nothing to turn back on; the link's POST still turns its kind off",
     }),
   })
   .openapi('UnsubscribeLink');

@@ -13,7 +13,7 @@ import type { ConnectionRow } from './store/connections.repo.js';
  */
 type ChargeOutcome =
   | { paid: true; confirmed: boolean; payer: string }
-  | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean; undecided?: true };
+  | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean; undecided?: true; notAsked?: true };
 
 /** A payment as a charge needs it. */
 interface ChargedPayment {
@@ -54,7 +54,8 @@ export const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not
  * checkout sent six times, a renewal and a retried one, on any replica) share one pay_invoice request:
  * one claims the payment (nwc.charge_attempts), the others wait for its outcome until `answerByMs` (then
  * they answer OTHER, as for a wallet that did not answer). A payment an attempt paid is never asked of a
- * wallet again. See runAttempt.
+ * wallet again. See runAttempt. `startByMs`: after it the wallet is not asked (`notAsked`): its answer
+ * would come after the caller stopped waiting (default: `answerByMs`).
  */
 export async function chargeConnection(
   d: Deps,
@@ -83,7 +84,7 @@ export async function chargeConnection(
       // refused preimage or a long wait): the wallet is not asked for a charge whose caller has given up.
       if (Date.now() >= startByMs) {
         await d.attempts.finish(d.db, id, 'abandoned');
-        return unpaid(d, conn, { code: 'OTHER', message: 'The charge could not be made before its caller stopped waiting' });
+        return { ...(await unpaid(d, conn, { code: 'OTHER', message: 'The charge could not be made before its caller stopped waiting' })), notAsked: true };
       }
       const waiting = await earlierPaymentWaiting(d, conn, payment);
       if (waiting) {

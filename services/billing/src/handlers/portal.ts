@@ -141,15 +141,19 @@ export const publicUnsubscribe = (d: Deps) =>
   routeHandler('public.unsubscribe', async (req) => {
     const { sub, kind } = await d.db.tx(async (tx) => {
       const l = await linked(d, tx, req.params.token, true);
-      // Ended, it gets neither kind any more, and the portal's switches are gone (found from outside: it was
-      // switched off here, with words that sent the subscriber to a portal that refuses to switch it back).
-      if (l.sub[l.field] && !TERMINAL.includes(l.sub.status)) await saveSettings(d, tx, l.sub, { [l.field]: false }, unixSeconds(d.clock));
+      // Taken also for one that ended: a payment made before may still bring it a confirmation (a late
+      // payment, a renewal paid before a cancel), and a one-click POST is a mail client's, not undone.
+      if (l.sub[l.field]) await saveSettings(d, tx, l.sub, { [l.field]: false }, unixSeconds(d.clock));
       return l;
     });
     const plan = await d.plans.get(d.db, sub.wallet_id, sub.plan_id);
     const what = kind === 'reminders' ? 'reminders' : 'confirmations and receipts';
+    // Ended, the portal has no switches for it: no "turn them back on there" (found from outside).
     if (TERMINAL.includes(sub.status))
-      return { success: true, message: `${plan?.name || 'This subscription'} has ended (${sub.status}): it gets no more reminders or confirmations.` };
+      return {
+        success: true,
+        message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}, which ${sub.status === 'expired' ? 'has expired' : 'was cancelled'}.`,
+      };
     return {
       success: true,
       message: `You will no longer get ${what} for ${plan?.name || 'this subscription'}. ${turnBackOn(what)}`,

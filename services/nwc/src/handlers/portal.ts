@@ -150,6 +150,8 @@ async function payFirst(
       return { paid: true, message: `${who}, but the subscription was ${settled.status} meanwhile: please ask the seller for a refund.` };
     return { paid: true, message: `${who}: the subscription was ${settled.status} meanwhile by the seller.` };
   }
+  // Past the time to ask it (after waiting on another attempt, say): the wallet was not asked.
+  if ('notAsked' in outcome) return notAsked('there was no time left to wait for its answer');
   // Another wallet may still pay: paying the invoice by hand now could pay twice.
   if ('undecided' in outcome) {
     return {
