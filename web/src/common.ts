@@ -151,10 +151,12 @@ export const NO_ANSWER = 'The server did not answer in time. Check your connecti
 export async function api<T>(
   method: string,
   path: string,
-  opts: { body?: unknown; token?: string; waitMs?: number; idempotencyKey?: string } = {},
+  /** `form`: a form-encoded body instead of JSON (the unsubscribe link's one-click POST, as a mail client sends it). */
+  opts: { body?: unknown; form?: string; token?: string; waitMs?: number; idempotencyKey?: string } = {},
 ): Promise<T> {
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+  if (opts.form !== undefined) headers['Content-Type'] = 'application/x-www-form-urlencoded';
   if (opts.token) headers['X-Subscriber-Token'] = opts.token;
   if (opts.idempotencyKey) headers['Idempotency-Key'] = opts.idempotencyKey;
   const abort = new AbortController();
@@ -162,7 +164,8 @@ export async function api<T>(
   let res: Response;
   let text: string;
   try {
-    res = await fetch(API + path, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body), signal: abort.signal });
+    const body = opts.form ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
+    res = await fetch(API + path, { method, headers, body, signal: abort.signal });
     text = await res.text();
   } catch {
     throw abort.signal.aborted ? new ApiError(504, NO_ANSWER) : new ApiError(0, 'Could not reach the server. Check your connection and try again.');

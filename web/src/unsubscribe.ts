@@ -1,5 +1,5 @@
 import { LINK_DOES_NOT_WORK, turnBackOn, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts/page-words';
-import { ANSWER_WAIT_MS, api, ApiError, errorText, h, NO_ANSWER, setBusy, setMain, theirs } from './common.js';
+import { api, ApiError, h, setBusy, setMain, theirs } from './common.js';
 
 /**
  * The page a browser opening a List-Unsubscribe URL gets: link scanners and mail programs fetch that URL,
@@ -51,7 +51,8 @@ function ask(link: Link): void {
   const subscription = [link.plan_name ? theirs(link.plan_name) : 'this subscription', ...(link.merchant_name ? [' from ', theirs(link.merchant_name)] : [])];
   // An ended subscription's portal has no switches: nothing there turns them back on (found from outside:
   // the page said it could).
-  const turnBack = link.ended ? ` Your subscription to it has ended.` : ` ${turnBackOn(words.off)}`;
+  const ended = ' Your subscription to it has ended.';
+  const turnBack = link.ended ? ended : ` ${turnBackOn(words.off)}`;
   if (!link.receiving) {
     show(
       'Already stopped',
@@ -60,9 +61,7 @@ function ask(link: Link): void {
         { id: 'what' },
         `You no longer get ${words.off} for `,
         subscription,
-        link.ended
-          ? '. Your subscription to it has ended.'
-          : '. Your subscription portal can turn them back on: its link is in every message about this subscription.',
+        link.ended ? `.${ended}` : '. Your subscription portal can turn them back on: its link is in every message about this subscription.',
       ),
     );
     return;
@@ -90,27 +89,11 @@ async function stop(button: HTMLButtonElement, error: HTMLElement, status: HTMLE
   error.textContent = '';
   status.textContent = 'Stopping…';
   try {
-    // Not for ever (found from outside: a request that got no answer left the button busy, nothing said).
-    const abort = new AbortController();
-    const timer = window.setTimeout(() => abort.abort(), ANSWER_WAIT_MS);
-    const res = await fetch(location.pathname, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' },
-      body: 'List-Unsubscribe=One-Click',
-      signal: abort.signal,
-    })
-      .catch(() => {
-        throw abort.signal.aborted ? new ApiError(504, NO_ANSWER) : new ApiError(0, 'Could not reach the server. Check your connection and try again.');
-      })
-      .finally(() => window.clearTimeout(timer));
-    const body = (await res.json().catch(() => undefined)) as { message?: string } | undefined;
-    if (res.status === 404) {
-      badLink();
-      return;
-    }
-    if (!res.ok) throw new ApiError(res.status, errorText(res.status, body));
+    // Within the pages' wait (found from outside: a request that got no answer left the button busy, nothing said).
+    const body = await api<{ message?: string }>('POST', path, { form: 'List-Unsubscribe=One-Click' });
     show('Done', h('p', { id: 'result' }, body?.message ?? 'You will no longer get these messages.'));
   } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return badLink();
     setBusy(button, false);
     status.textContent = '';
     error.textContent = err instanceof ApiError ? err.message : 'Something went wrong. Please try again.';
