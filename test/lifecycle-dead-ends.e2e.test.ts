@@ -119,6 +119,10 @@ describe('1. a late payment is recorded exactly once', () => {
         )
       )[0]!.status,
     ).toBe('expired');
+    // It names the payment that paid in its place, for its checkout page and the owner.
+    expect((await admin.get(`/payments/${second.payment_id}`)).body.replaced_by).toBe(first.payment_id);
+    expect((await anon().get(`/public/payment/${second.payment_id}/status`)).body).toMatchObject({ status: 'expired', replaced_by: first.payment_id });
+    expect((await admin.get(`/payments/${first.payment_id}`)).body.replaced_by).toBeUndefined();
     const activated = (await events(second.subscription_id)).filter((e) => e.e === 'subscription.activated');
     expect(activated).toHaveLength(1);
     expect(activated[0]!.d).toMatchObject({ payment_id: first.payment_id, paid_for_subscription_id: first.subscription_id });

@@ -1943,11 +1943,67 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await other.locator('#done').waitFor({ timeout: 30_000 });
     expect(await other.locator('#done-message').textContent()).toBe('Payment received: your subscription to Replaced late is active.');
     expect((await admin.get(`/subscriptions/${c.subscription_id}`)).body.status).toBe('active');
-    expect((await anon.get(`/public/payment/${fresh.payment_id}/status`)).body.status).toBe('expired');
+    expect((await anon.get(`/public/payment/${fresh.payment_id}/status`)).body).toMatchObject({ status: 'expired', replaced_by: c.payment_id });
     expect(problems).toEqual([]);
     expect(otherProblems).toEqual([]);
     await other.close();
     await page.close();
+  });
+
+  it("a new checkout started by the contact's earlier one paid late says subscribed, open or run out, not a fresh invoice refused (found from outside)", async () => {
+    const p = await plan({ name: 'Earlier paid', amount_sats: 5800 });
+    /** A checkout of the plan for `email` left to expire (a day), then a new one opened on the page. */
+    const afterAnExpired = async (email: string) => {
+      const earlier = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email })).body;
+      expect((await admin.post('/dev/clock', { advance_seconds: 86_400 + 60 })).status).toBe(200);
+      await until(
+        () => admin.get(`/subscriptions/${earlier.subscription_id}`),
+        (r) => r.body.status === 'expired',
+      );
+      const { page, problems } = await openPage(phone);
+      await page.goto(p.checkout_url);
+      const c = await checkout(page, 'Lightning', email);
+      expect(c.subscription_id).not.toBe(earlier.subscription_id);
+      await page.locator('#pay').waitFor();
+      return { earlier, page, problems, c };
+    };
+    const subscribed = 'Payment received: your subscription to Earlier paid is active.';
+
+    // Its invoice open: withdrawn, and the page follows the payment that paid instead.
+    const open = await afterAnExpired('earlier-open@example.com');
+    await pay(open.earlier.payment_id);
+    await open.page.locator('#done').waitFor({ timeout: 30_000 });
+    expect(await open.page.locator('#done-message').textContent()).toBe(subscribed);
+    expect((await admin.get(`/subscriptions/${open.c.subscription_id}`)).body.status).toBe('active');
+    expect((await anon.get(`/public/payment/${open.c.payment_id}/status`)).body).toMatchObject({
+      status: 'expired',
+      replaced_by: open.earlier.payment_id,
+    });
+    // The owner sees why it is not due either.
+    expect((await admin.get(`/payments/${open.c.payment_id}`)).body).toMatchObject({ status: 'expired', replaced_by: open.earlier.payment_id });
+    expect(open.problems).toEqual([]);
+    await open.page.close();
+
+    // Its invoice run out first (the page offers a fresh one): the late payment is found, not a 409.
+    const ran = await afterAnExpired('earlier-ran-out@example.com');
+    expect((await admin.post('/dev/clock', { advance_seconds: 3700 })).status).toBe(200);
+    await ran.page.getByRole('button', { name: 'Get a fresh invoice' }).waitFor({ timeout: 20_000 });
+    await pay(ran.earlier.payment_id);
+    await ran.page.locator('#done').waitFor({ timeout: 30_000 });
+    expect(await ran.page.locator('#done-message').textContent()).toBe(subscribed);
+    expect((await anon.get(`/public/payment/${ran.c.payment_id}/status`)).body).toMatchObject({
+      status: 'expired',
+      replaced_by: ran.earlier.payment_id,
+    });
+    // Where a processor's return link or a bookmark names it: the same.
+    const { page: named, problems: namedProblems } = await openPage(phone);
+    await named.goto(`${p.checkout_url}?payment=${encodeURIComponent(ran.c.payment_id)}`);
+    await named.locator('#done').waitFor({ timeout: 30_000 });
+    expect(await named.locator('#done-message').textContent()).toBe(subscribed);
+    expect(ran.problems).toEqual([]);
+    expect(namedProblems).toEqual([]);
+    await named.close();
+    await ran.page.close();
   });
 
   it('paid after a cancel: "too late" with the plan, in the title, and at once after a reload (found in review: "Paid for", then an invoice)', async () => {

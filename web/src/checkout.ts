@@ -788,8 +788,11 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     keepFocus();
   };
   // Expired or failed: why, asked before anything is said (one announcement, not "expired" then another).
-  const ended = async (settled: string): Promise<void> => {
+  const ended = async (settled: string, replacedBy?: string): Promise<void> => {
     const mine = following;
+    // Withdrawn because a late payment of the contact's earlier checkout started the subscription (found
+    // from outside: "expired", and a fresh invoice refused with a 409): that payment is followed instead.
+    if (replacedBy) return follow(replacedBy, 0);
     const [earlier, gone] = await Promise.all([
       replaced.length ? firstPaid(replaced) : null,
       api('GET', `/public/plan/${encodeURIComponent(plan.id)}`).then(
@@ -860,7 +863,7 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
       firstMs,
       (answer) =>
         answer.status !== 'paid'
-          ? void ended(answer.status)
+          ? void ended(answer.status, answer.replaced_by)
           : answer.applied === false
             ? status.replaceChildren(slowToApply(answer))
             : settledPaid(plan, answer, c.payment_id),
@@ -932,12 +935,15 @@ function followStatus(
   pollTimer = window.setTimeout(poll, firstMs);
 }
 
-/** The first of these payments that is paid, if any (one that cannot be read counts as not paid). */
+/**
+ * The first of these payments that is paid, if any (one that cannot be read counts as not paid), or the
+ * payment that paid in the place of one withdrawn for it.
+ */
 async function firstPaid(ids: string[]): Promise<string | null> {
   const answers = await Promise.all(
     ids.map((id) =>
       paymentStatus(id).then(
-        (s) => (s.status === 'paid' ? id : null),
+        (s) => (s.status === 'paid' ? id : (s.replaced_by ?? null)),
         () => null,
       ),
     ),
@@ -1134,9 +1140,10 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
       again(),
       '.',
     );
-  const poll = (firstMs = 0, whilePending = notPaidYet) =>
+  // `asked`: the payment followed, this one or the one that paid in its place (its own is withdrawn).
+  const poll = (firstMs = 0, whilePending = notPaidYet, asked = paymentId): void =>
     followStatus(
-      paymentId,
+      asked,
       firstMs,
       (answer) => {
         if (devBox?.isConnected) {
@@ -1149,6 +1156,7 @@ function followPayment(plan: PublicPlan, paymentId: string, devProcessor: boolea
         const settled = answer.status;
         if (settled === 'paid' && answer.applied === false) return say(slowToApply(answer));
         if (settled === 'paid') return settledPaid(plan, answer, paymentId, !!shownPayment(paymentId));
+        if (answer.replaced_by) return poll(0, whilePending, answer.replaced_by);
         // The tab says it too (found from outside: "Pay for" on a payment that can no longer be paid).
         titled(settled === 'expired' ? 'Payment expired:' : 'Payment failed:', plan);
         say(settled === 'expired' ? 'This payment expired before it was paid. Nothing was charged. ' : 'The payment failed. Nothing was charged. ', again());

@@ -10,6 +10,8 @@ export interface PaymentStatus {
   unapplied?: boolean;
   applied?: boolean;
   purpose?: string;
+  /** Withdrawn because this payment started its subscription instead (a late one of an earlier checkout). */
+  replaced_by?: string;
 }
 
 /** How often an open payment is asked about. */

@@ -135,11 +135,13 @@ export const messages = {
   createPayments: { subject: 'payments.internal.create_payments', request: CreatePayments, reply: CreatedPayments, timeoutMs: 60_000 },
   /**
    * Expire every pending payment of a subscription (cancel, plan archive, pending expiry), or only
-   * `payment_id` (a renewal invoice replaced by a late payment of the one before it).
+   * `payment_id` (a renewal invoice replaced by a late payment of the one before it). `replaced_by`: the
+   * payment that started the subscription instead (a checkout's invoices withdrawn for a late payment of
+   * the contact's earlier checkout), which their status then names.
    */
   expireOpenPayments: {
     subject: 'payments.internal.expire_open',
-    request: SubscriptionRef.extend({ payment_id: Id.optional() }),
+    request: SubscriptionRef.extend({ payment_id: Id.optional(), replaced_by: Id.optional() }),
     reply: z.object({ expired: z.number().int().nonnegative() }),
   },
   /** Billing recorded a paid payment as not applied (e.g. late, and the subscription moved on): payments shows why. */

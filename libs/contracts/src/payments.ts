@@ -36,6 +36,10 @@ export const Payment = z
       description:
         'Present when the payment was paid but could not be applied to any subscription (a late payment): why. The owner refunds it; a `payment.unapplied` event was sent.',
     }),
+    replaced_by: Id.optional().openapi({
+      description:
+        "Present on a checkout payment withdrawn because another payment started its subscription (an earlier checkout of the same contact, paid late): that payment's id. Nothing is due on this one",
+    }),
   })
   .openapi('Payment');
 export type Payment = z.infer<typeof Payment>;
@@ -142,6 +146,10 @@ export const PaymentStatusResponse = z
     applied: z.boolean().optional().openapi({
       description:
         'For a paid payment: true once it was applied to its subscription, false while that is not decided yet (the moments after it is paid); absent when `unapplied` is true, and for a payment not paid',
+    }),
+    replaced_by: Id.optional().openapi({
+      description:
+        'For an expired checkout payment withdrawn because another payment started its subscription (an earlier checkout of the same contact, paid late): that payment, whose status says the subscription started',
     }),
   })
   .openapi('PaymentStatusResponse');

@@ -117,8 +117,15 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       offset: 0,
     });
     const appliedBy = unixSeconds(d.clock);
-    for (const x of page.items.filter((x) => x.status === 'pending' && x.created_at <= appliedBy)) {
-      await callMessage(d.bus, messages.expireOpenPayments, { wallet_id, subscription_id: outcome.withdrawCheckoutOf, payment_id: x.id });
+    // Those that ran out already are named too: their page follows the payment that paid (found from
+    // outside: it said "expired" and offered a fresh invoice, refused with a 409).
+    for (const x of page.items.filter((x) => (x.status === 'pending' || x.status === 'expired') && x.created_at <= appliedBy)) {
+      await callMessage(d.bus, messages.expireOpenPayments, {
+        wallet_id,
+        subscription_id: outcome.withdrawCheckoutOf,
+        payment_id: x.id,
+        replaced_by: p.payment_id,
+      });
     }
   }
   if (outcome.unapplied) await callMessage(d.bus, messages.markUnapplied, { wallet_id, payment_id: p.payment_id, reason: outcome.unapplied });

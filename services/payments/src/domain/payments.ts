@@ -40,6 +40,8 @@ export interface PaymentRecord {
   unapplied_reason?: string | null;
   /** When billing applied it to a subscription. */
   applied_at?: number | null;
+  /** Withdrawn because this other payment started its subscription (a late payment of an earlier checkout). */
+  replaced_by?: string | null;
   version: number;
 }
 
@@ -83,6 +85,7 @@ export function toPayment(r: PaymentRecord): Payment {
     created_at: r.created_at,
     paid_at: r.paid_at,
     ...(r.unapplied_reason ? { unapplied_reason: r.unapplied_reason } : {}),
+    ...(r.replaced_by && r.status === 'expired' ? { replaced_by: r.replaced_by } : {}),
   };
 }
 

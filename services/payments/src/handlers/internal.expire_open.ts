@@ -5,7 +5,7 @@ import { statesAllowing } from '../domain/payments.js';
 
 /**
  * Cancel, plan archive, pending expiry: every pending payment of the subscription stops being payable
- * (or only `payment_id`: a replaced renewal invoice).
+ * (or only `payment_id`: a replaced renewal invoice, or a checkout's invoice `replaced_by` a late payment).
  * Each is closed at its provider too where the rail can (otherwise the payer could still pay it there);
  * a provider that fails is logged and does not fail the call, since our rows are already expired.
  */
@@ -22,7 +22,9 @@ export const markAppliedHandler = (d: Deps) =>
 export const expireOpenPaymentsHandler = (d: Deps) =>
   messageHandler(messages.expireOpenPayments, async (req) => {
     const { from, to } = statesAllowing('expire');
-    const expired = await d.payments.transitionForSubscription(d.db, req.wallet_id, req.subscription_id, from, to, req.payment_id);
+    const expired = await d.payments.transitionForSubscription(d.db, req.wallet_id, req.subscription_id, from, to, req.payment_id, req.replaced_by);
+    // One that ran out before (its invoice's hour) still names the payment that started its subscription.
+    if (req.replaced_by && req.payment_id) await d.payments.markReplaced(d.db, req.wallet_id, req.subscription_id, req.payment_id, req.replaced_by);
     await Promise.all(
       expired.map(async (p) => {
         const rail = d.rails[p.payment_method];

@@ -21,6 +21,7 @@ const answer = (p: PaymentRecord): PaymentStatusResponse => ({
   // Paid: applied, not applied, or not yet decided (applied: false), which a page tells from a payments
   // service older than the field (none of the three).
   ...(p.status !== 'paid' ? {} : p.unapplied_reason ? { unapplied: true } : { applied: p.applied_at != null }),
+  ...(p.status === 'expired' && p.replaced_by ? { replaced_by: p.replaced_by } : {}),
 });
 
 /**

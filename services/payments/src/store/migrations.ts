@@ -153,4 +153,14 @@ ALTER TABLE payments ADD COLUMN applied_at BIGINT;`,
 -- Those paid before billing marked applied payments were applied (or marked unapplied) already.
 UPDATE payments SET applied_at = paid_at WHERE status = 'paid' AND unapplied_reason IS NULL AND applied_at IS NULL;`,
   },
+  {
+    id: 11,
+    name: 'checkout payments withdrawn for a late payment name it',
+    // An older version ignores the column (its answers leave `replaced_by` out, as before).
+    compatible: true,
+    sql: `
+-- A checkout payment withdrawn because a late payment of the contact's earlier checkout started its
+-- subscription: that payment (found from outside: the page said "expired" and offered an invoice in vain).
+ALTER TABLE payments ADD COLUMN replaced_by TEXT;`,
+  },
 ];

@@ -34,7 +34,7 @@ const INSERTED = [
 ] as const;
 
 // NUMERIC columns come back as strings from the driver; the record holds numbers.
-const COLUMNS = [...INSERTED, 'unapplied_reason', 'applied_at', 'version']
+const COLUMNS = [...INSERTED, 'unapplied_reason', 'applied_at', 'replaced_by', 'version']
   .map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c))
   .join(', ');
 
@@ -248,13 +248,23 @@ export class PaymentsRepo {
     from: PaymentStatus[],
     to: PaymentStatus,
     onlyId?: string,
+    replacedBy?: string,
   ): Promise<PaymentRecord[]> {
     const { rows } = await q.query<PaymentRecord>(
-      `UPDATE ${this.t} SET status = $4, version = version + 1
+      `UPDATE ${this.t} SET status = $4, version = version + 1, replaced_by = COALESCE($6, replaced_by)
        WHERE wallet_id = $1 AND subscription_id = $2 AND status = ANY($3::text[]) AND ($5::text IS NULL OR id = $5) RETURNING ${COLUMNS}`,
-      [walletId, subscriptionId, from, to, onlyId ?? null],
+      [walletId, subscriptionId, from, to, onlyId ?? null, replacedBy ?? null],
     );
     return rows;
+  }
+
+  /** An expired payment of the subscription names the payment that started it instead (once: the first says it). */
+  async markReplaced(q: Queryable, walletId: string, subscriptionId: string, id: string, replacedBy: string): Promise<void> {
+    await q.query(
+      `UPDATE ${this.t} SET replaced_by = $4, version = version + 1
+       WHERE wallet_id = $1 AND subscription_id = $2 AND id = $3 AND status = 'expired' AND replaced_by IS NULL`,
+      [walletId, subscriptionId, id, replacedBy],
+    );
   }
 
   /**
