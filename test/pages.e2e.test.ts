@@ -1981,6 +1981,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     });
     // The owner sees why it is not due either.
     expect((await admin.get(`/payments/${open.c.payment_id}`)).body).toMatchObject({ status: 'expired', replaced_by: open.earlier.payment_id });
+    // And the portal, beside the subscription it started: not "Expired, not paid".
+    await open.page.goto(open.earlier.manage_url);
+    const row = open.page.locator('.payment-row', { hasText: 'Not due' });
+    await row.waitFor();
+    expect(await row.textContent()).toContain('Your payment of an earlier checkout of this plan started this subscription.');
+    expect(await open.page.locator('.payment-row', { hasText: 'Expired, not paid' }).count()).toBe(0);
     expect(open.problems).toEqual([]);
     await open.page.close();
 

@@ -83,6 +83,8 @@ interface Pay extends Payable {
   onchain_txid?: string | null;
   cardproc_payment_id?: string | null;
   walletproc_order_id?: string | null;
+  /** Withdrawn: this payment (of the contact's earlier checkout, paid late) started the subscription. */
+  replaced_by?: string;
 }
 
 interface Wallet {
@@ -464,13 +466,17 @@ function paymentsSection(payments: Pay[], sellers: Map<string, string>): HTMLEle
   const list = h('ul', { class: 'payments' });
   for (const p of payments) {
     const price = fiat(p.amount_fiat, p.currency);
-    const label = p.status === 'paid' ? 'Paid' : p.status === 'pending' ? 'Open' : p.status === 'expired' ? 'Expired, not paid' : 'Failed';
+    const replaced = p.status === 'expired' && p.replaced_by;
+    const label =
+      p.status === 'paid' ? 'Paid' : p.status === 'pending' ? 'Open' : replaced ? 'Not due' : p.status === 'expired' ? 'Expired, not paid' : 'Failed';
     const item = h(
       'li',
       { class: 'payment-row' },
       h('span', {}, h('strong', { dir: 'auto' }, p.plan_name), ` · ${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
       h('span', { class: `pill pill-${p.status}` }, label),
       h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)),
+      // Found from outside: "Expired, not paid" beside an active subscription nobody seemed to have paid.
+      replaced ? h('span', { class: 'hint' }, 'Your payment of an earlier checkout of this plan started this subscription.') : null,
     );
     if (p.status === 'paid') {
       const ref = reference(p);
@@ -964,7 +970,8 @@ function watch(subs: Sub[], open: Map<string, Pay>, payments: Pay[]): void {
     // The list is newest first: its newest payment, if that one expired (one paid since settles it).
     const ended = payments.find((e) => e.subscription_id === s.id && e.status !== 'pending');
     const endedAt = ended ? (ended.expires_at ?? ended.created_at) * 1000 : 0;
-    if (ended?.status === 'expired' && endedAt + LATE_FOLLOW_MS > now) watched.set(ended.id, followEnded(s, endedAt));
+    // One withdrawn for the payment that paid in its place has nothing more to tell.
+    if (ended?.status === 'expired' && !ended.replaced_by && endedAt + LATE_FOLLOW_MS > now) watched.set(ended.id, followEnded(s, endedAt));
   }
   schedulePoll();
 }
