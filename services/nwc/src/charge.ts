@@ -13,7 +13,16 @@ import type { ConnectionRow } from './store/connections.repo.js';
  */
 type ChargeOutcome =
   | { paid: true; confirmed: boolean; payer: string }
-  | { paid: false; error_code: NWCErrorCode; message: string; deactivated: boolean; undecided?: true; notAsked?: true };
+  | {
+      paid: false;
+      error_code: NWCErrorCode;
+      message: string;
+      deactivated: boolean;
+      undecided?: true;
+      notAsked?: true;
+      /** Not asked: another payment of the subscription the wallet paid was just confirmed, or waits to be. */
+      earlier?: 'confirmed' | 'waiting';
+    };
 
 /** A payment as a charge needs it. */
 interface ChargedPayment {
@@ -86,10 +95,14 @@ export async function chargeConnection(
         await d.attempts.finish(d.db, id, 'abandoned');
         return { ...(await unpaid(d, conn, { code: 'OTHER', message: 'The charge could not be made before its caller stopped waiting' })), notAsked: true };
       }
-      const waiting = await earlierPaymentWaiting(d, conn, payment);
-      if (waiting) {
+      const earlier = await earlierPaymentWaiting(d, conn, payment);
+      if (earlier) {
         await d.attempts.finish(d.db, id, 'abandoned');
-        return unpaid(d, conn, { code: 'OTHER', message: waiting });
+        const message =
+          earlier === 'confirmed'
+            ? 'An earlier payment by this wallet was just confirmed; the charge is made again later if still due'
+            : 'An earlier payment by this wallet is waiting to be confirmed; the charge is made again later';
+        return { ...(await unpaid(d, conn, { code: 'OTHER', message })), earlier };
       }
       return runAttempt(d, conn, payment, id);
     }
@@ -127,17 +140,15 @@ export async function chargeConnection(
  * the wallet: the payment it makes may be the replacement of that one (billing replaced an invoice the
  * payments service expired meanwhile), and paying it would charge the subscriber twice for one period.
  * Billing charges again on its schedule, by when the first payment has renewed the subscription (or was
- * refused, and the wallet is asked then). The reason, or undefined to go on.
+ * refused, and the wallet is asked then). Which, or undefined to go on.
  */
-async function earlierPaymentWaiting(d: Deps, conn: ConnectionRow, payment: ChargedPayment): Promise<string | undefined> {
+async function earlierPaymentWaiting(d: Deps, conn: ConnectionRow, payment: ChargedPayment): Promise<'confirmed' | 'waiting' | undefined> {
   const earlier = await d.attempts.unconfirmedOfSubscription(d.db, conn.subscription_id, payment.id);
   if (!earlier) return undefined;
   const result = await confirmAttempt(d, earlier);
   d.log.info({ connection_id: conn.id, payment_id: payment.id, earlier_payment_id: earlier.payment_id, result }, 'nwc charge waits for an earlier payment');
   if (result === 'refuted') return undefined;
-  return result === 'confirmed'
-    ? 'An earlier payment by this wallet was just confirmed; the charge is made again later if still due'
-    : 'An earlier payment by this wallet is waiting to be confirmed; the charge is made again later';
+  return result === 'confirmed' ? 'confirmed' : 'waiting';
 }
 
 /** Not paid, with whether the subscription still has an active wallet (for billing: invoices from now on if not). */

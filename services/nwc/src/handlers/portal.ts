@@ -1,7 +1,8 @@
-import { messages, satsText, toPortalWallet, utcMinute, type BusRequest, type PortalWalletConnected } from '@sb/contracts';
+import { messages, satsText, toPortalWallet, type BusRequest, type PortalWalletConnected } from '@sb/contracts';
 import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, unixSeconds, unauthenticated, within } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection, routeWaitMs, tellBilling } from '../charge.js';
+import { clause, firstNotPaidWords, notAskedWords, paidWords } from '../domain/words.js';
 import { toConnection, type ConnectionRow } from '../store/connections.repo.js';
 import { checked, settledStatus, storeConnection, wellFormed } from './public.subscribe.js';
 
@@ -83,9 +84,6 @@ export const connectWallet = (d: Deps) =>
 
 type FirstPayment = NonNullable<PortalWalletConnected['first_payment']>;
 
-/** A wallet's words as a clause of ours (they may end a sentence of their own). */
-const clause = (words: string) => words.replace(/[\s.!?…]+$/, '') || 'no reason given';
-
 /**
  * The first payment of a subscription waiting for it, asked of the wallet just connected as at an NWC
  * checkout (found from outside: nothing was charged, the subscriber had to pay by hand), in words for the
@@ -99,10 +97,7 @@ async function payFirst(
   key: string | undefined,
 ): Promise<FirstPayment | undefined> {
   const ref = { wallet_id: target.wallet_id, subscription_id: target.subscription_id };
-  const notAsked = (why: string): FirstPayment => ({
-    paid: false,
-    message: `Your wallet was not asked to make the first payment: ${why}. Pay it from the invoice on the subscription.`,
-  });
+  const notAsked = (why: string): FirstPayment => ({ paid: false, message: notAskedWords(why) });
   // The wallet is asked only while its answer (NWC_REPLY_TIMEOUT_MS) and what follows it (confirming the
   // preimage: a bus call) still come before the caller stops waiting (an older gateway waits 30 s, not
   // 75): a payment made after it would be one nobody is told of (found in review).
@@ -136,33 +131,9 @@ async function payFirst(
       outcome.payer === row.wallet_pubkey
         ? `Your wallet paid the first payment of ${amount}`
         : `The first payment of ${amount} was paid by the wallet connected before`;
-    if (!outcome.confirmed) return { paid: true, message: `${who}: the subscription becomes active once it is confirmed.` };
     // As the NWC checkout says it: what billing made of it (found in review: "active" for one cancelled meanwhile).
-    const settled = await settledStatus(d, ref, by);
-    if (!settled) return { paid: true, message: `${who}: the subscription becomes active in a moment.` };
-    if (settled.status === 'active') return { paid: true, message: `${who}: the subscription is active.` };
-    if (settled.status === 'cancelled' && settled.access_until)
-      return {
-        paid: true,
-        message: `${who}; the subscription was cancelled meanwhile: it gives access until ${utcMinute(settled.access_until)}, and nothing more is charged.`,
-      };
-    if (settled.status === 'cancelled' || settled.status === 'expired')
-      return { paid: true, message: `${who}, but the subscription was ${settled.status} meanwhile: please ask the seller for a refund.` };
-    return { paid: true, message: `${who}: the subscription was ${settled.status} meanwhile by the seller.` };
+    const settled = outcome.confirmed ? await settledStatus(d, ref, by) : 'unconfirmed';
+    return { paid: true, message: paidWords(who, 'the subscription', settled) };
   }
-  // Past the time to ask it (after waiting on another attempt, say): the wallet was not asked.
-  if ('notAsked' in outcome) return notAsked('there was no time left to wait for its answer');
-  // Another wallet may still pay: paying the invoice by hand now could pay twice.
-  if ('undecided' in outcome) {
-    return {
-      paid: false,
-      error_code: outcome.error_code,
-      message: `The first payment of ${amount} is still waiting for a wallet's answer: reload the page in a minute to see whether it was paid, before you pay the invoice.`,
-    };
-  }
-  return {
-    paid: false,
-    error_code: outcome.error_code,
-    message: `Your wallet did not pay the first payment: ${clause(outcome.message)}. Pay it from the invoice on the subscription, or connect another wallet.`,
-  };
+  return { paid: false, error_code: outcome.error_code, message: firstNotPaidWords(outcome, amount) };
 }

@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection, routeWaitMs } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
+import { paidWords, type Settled } from '../domain/words.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A connection string or wallet refused in words: 422 naming the field; anything else as it was. */
@@ -85,8 +86,6 @@ const ACTIVATION_WAIT_MS = 10_000;
  * billing did not answer. A billing that cannot be asked (older, without the subject) is taken at the
  * payment's word: 'active', as before it could be asked.
  */
-type Settled = { status: string; access_until?: number | null | undefined };
-
 export async function settledStatus(d: Deps, ref: { wallet_id: string; subscription_id: string }, by: number): Promise<Settled | undefined> {
   const until = Math.min(by, Date.now() + ACTIVATION_WAIT_MS);
   const pending = { status: 'pending' };
@@ -159,38 +158,11 @@ export const subscribe = (d: Deps) =>
       return { ...base, status: 'active', message: `${started}, then your wallet pays the renewals automatically.` };
     }
     const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
-    const wallet = `Your wallet paid ${satsText(sub.payment.amount_sats)}`;
-    if (outcome.paid && !outcome.confirmed) {
-      return {
-        ...base,
-        status: 'pending',
-        message: `${wallet}: your subscription to ${sub.plan_name} becomes active once the payment is confirmed.`,
-      };
-    }
     if (outcome.paid) {
-      const paid = `${wallet}: your subscription to ${sub.plan_name}`;
-      const settled = await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by);
-      if (settled?.status === 'active') return { ...base, status: 'active', message: `${paid} is active.` };
-      if (!settled) return { ...base, status: 'pending', message: `${paid} becomes active in a moment.` };
-      const status = settled.status;
-      // Paid and applied, then cancelled to the period's end (a plan archive, say): still theirs until then.
-      // (A pause also keeps access, but a resume charges again: said as it is, below.)
-      if (settled.access_until && status === 'cancelled') {
-        return {
-          ...base,
-          status: 'pending',
-          message: `${paid} was ${status} meanwhile; it gives access until ${utcMinute(settled.access_until)}, and nothing more is charged.`,
-        };
-      }
-      // Paused by the owner in the same seconds (not ended): said as it is.
-      if (status !== 'cancelled' && status !== 'expired') return { ...base, status: 'pending', message: `${paid} was ${status} meanwhile by the seller.` };
-      // Ended in the same seconds (the owner cancelled it, the plan was archived): no error code, the wallet
-      // did pay; the answer's status can only say pending, the words say what it is.
-      return {
-        ...base,
-        status: 'pending',
-        message: `${wallet}, but your subscription to ${sub.plan_name} was ${status} meanwhile: please ask the seller for a refund.`,
-      };
+      const settled = outcome.confirmed ? await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by) : 'unconfirmed';
+      // The answer's status can only say active or pending; the words say what it is.
+      const message = paidWords(`Your wallet paid ${satsText(sub.payment.amount_sats)}`, `your subscription to ${sub.plan_name}`, settled);
+      return { ...base, status: typeof settled === 'object' && settled.status === 'active' ? ('active' as const) : ('pending' as const), message };
     }
     return notPaid({ code: outcome.error_code, message: outcome.message });
   });
