@@ -270,6 +270,39 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await moving.ctx.close();
   });
 
+  it('API reference: a list of its sections takes the keyboard to each one in a few stops (found from outside: about 370 before the last)', async () => {
+    const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
+    await page.goto(`${stack.api}/docs`);
+    await page.locator('.opblock').first().waitFor();
+    const nav = page.getByRole('navigation', { name: 'Sections of the reference' });
+    await nav.waitFor();
+    const tags = await page.locator('h3.opblock-tag').evaluateAll((els) => els.map((e) => e.getAttribute('data-tag')));
+    expect(tags.length).toBeGreaterThan(5);
+    expect(await nav.getByRole('link').allTextContents()).toEqual([...tags, 'Webhooks', 'Schemas']);
+    // From the top of the page, the last tag's link is within as many stops as there are sections.
+    const last = tags.at(-1)!;
+    await page.locator('body').focus();
+    let presses = 0;
+    while ((await page.evaluate(() => document.activeElement?.textContent)) !== last && presses < tags.length + 4) {
+      await page.keyboard.press('Tab');
+      presses++;
+    }
+    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe('A');
+    await page.keyboard.press('Enter');
+    // The focus is on that section's heading, in sight, and Tab goes on inside the section.
+    expect(await page.evaluate(() => (document.activeElement as HTMLElement).dataset.tag)).toBe(last);
+    expect(await page.locator(`h3.opblock-tag[data-tag="${last}"]`).isVisible()).toBe(true);
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.closest('.opblock-tag-section')?.querySelector('h3')?.dataset.tag)).toBe(last);
+    // The schemas too.
+    await nav.getByRole('link', { name: 'Schemas' }).focus();
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate(() => document.activeElement?.closest('section')?.classList.contains('models'))).toBe(true);
+    expect.soft(await axeViolations(page, 'moderate')).toEqual([]);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('API reference by keyboard: every focus stop is seen, with a 3 px ring of 3:1 contrast; its tabs are big enough (found from outside)', async () => {
     const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
     await page.goto(`${stack.api}/docs`);

@@ -49,4 +49,42 @@ function fix() {
     }
   }
 }
-new MutationObserver(fix).observe(document.getElementById('reference')!, { childList: true, subtree: true });
+
+/**
+ * The reference is hundreds of focus stops long (found from outside: about 370 before the last tag's
+ * operations): a list of its sections before it, each link taking the focus to that section's heading,
+ * from where Tab goes on inside it. Drawn once Swagger UI has drawn its tags, outside what React manages.
+ */
+function sectionsNav(): void {
+  if (document.getElementById('sections')) return;
+  const tags = [...document.querySelectorAll<HTMLElement>('#reference h3.opblock-tag[id]')];
+  if (!tags.length) return;
+  const more = [document.querySelector<HTMLElement>('#reference .webhooks > h2'), document.querySelector<HTMLElement>('#reference section.models > h4')];
+  const targets = [...tags, ...more.filter((t): t is HTMLElement => t !== null)];
+  const list = document.createElement('ul');
+  for (const [i, target] of targets.entries()) {
+    target.id ||= `section-${i}`;
+    const link = document.createElement('a');
+    link.href = `#${target.id}`;
+    link.textContent = target.dataset.tag ?? target.textContent?.trim() ?? '';
+    link.addEventListener('click', (e) => {
+      e.preventDefault();
+      // A heading takes the focus (and is read out) only with a tabindex; Tab goes on from it.
+      target.setAttribute('tabindex', '-1');
+      target.focus();
+    });
+    const item = document.createElement('li');
+    item.append(link);
+    list.append(item);
+  }
+  const nav = document.createElement('nav');
+  nav.id = 'sections';
+  nav.setAttribute('aria-label', 'Sections of the reference');
+  nav.append(list);
+  document.getElementById('reference')!.before(nav);
+}
+
+new MutationObserver(() => {
+  fix();
+  sectionsNav();
+}).observe(document.getElementById('reference')!, { childList: true, subtree: true });
