@@ -63,3 +63,31 @@ describe('422 answers stay small whatever the request (found from outside: 60 KB
     expect(r.detail[0]!.loc).toEqual(['body', 'metadata', 'k0']);
   });
 });
+
+describe('a key given twice in one object is refused, not taken as its last (found from outside)', () => {
+  it('422 naming it, on owner and public routes, nested too, and nothing is created; a key name inside a value is fine', async () => {
+    const plans = async () => (await (await fetch(`${stack.api}/plans?limit=200`, { headers: { 'X-Api-Key': w.invoice_key } })).json()).items.length;
+    const before = await plans();
+    const flat = await refused('POST', '/plans', '{"name":"a","name":"b","amount_sats":1000,"interval":"weekly"}', w.admin_key);
+    expect(flat.status).toBe(422);
+    expect(flat.detail).toEqual([{ loc: ['body', 'name'], msg: 'Duplicate key: each key may appear once in an object', type: 'key_duplicate' }]);
+    // Written differently, the same key.
+    const escaped = await refused('POST', '/plans', '{"name":"a","amount_sats":1000,"amount_\\u0073ats":2,"interval":"weekly"}', w.admin_key);
+    expect(escaped.detail.map((d) => d.loc)).toEqual([['body', 'amount_sats']]);
+    const nested = await refused('POST', '/plans', '{"name":"a","amount_sats":1000,"interval":"weekly","metadata":{"tier":"gold","tier":"free"}}', w.admin_key);
+    expect(nested.detail.map((d) => d.loc)).toEqual([['body', 'metadata', 'tier']]);
+    const pub = await refused('POST', '/public/subscribe', '{"plan_id":"plan_x","payment_method":"lightning","email":"a@example.com","email":"b@example.com"}');
+    expect(pub.status).toBe(422);
+    expect(pub.detail.map((d) => d.loc)).toEqual([['body', 'email']]);
+    expect(await plans()).toBe(before);
+    // A key's name inside a value is no duplicate.
+    const ok = await fetch(`${stack.api}/plans`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-Api-Key': w.admin_key },
+      body: '{"name":"\\"name\\": \\"b\\"","amount_sats":1000,"interval":"weekly","description":"{\\"amount_sats\\":2}"}',
+    });
+    expect(ok.status).toBe(201);
+    expect((await ok.json()).name).toBe('"name": "b"');
+    expect(await plans()).toBe(before + 1);
+  });
+});

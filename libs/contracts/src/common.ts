@@ -184,6 +184,57 @@ export function isStorableText(s: string): boolean {
   return !UNSTORABLE.test(s);
 }
 
+/** JSON's insignificant whitespace (RFC 8259): what may stand between a key and its colon. */
+const JSON_SPACE = new Set([' ', '\t', '\n', '\r']);
+
+/**
+ * The first key given twice in one object of a JSON text that parsed (`JSON.parse` keeps the last, so a
+ * proxy or log reading the first sees another request than the service acts on: found from outside), as
+ * the API's 422 detail; empty when every key of every object is given once. Keys are compared decoded
+ * ("a" and "\u0061" are one key). A single pass, without recursion (the text may nest deep).
+ */
+export function duplicateKeyIssues(text: string, where: string): ValidationIssue[] {
+  // The open objects and arrays, outermost first: each one's key or index now is the path to the next.
+  const stack: Array<{ keys: Set<string> | null; key: string; index: number }> = [];
+  for (let i = 0; i < text.length; ) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      let escaped = false;
+      for (; j < text.length && text[j] !== '"'; j++) {
+        if (text[j] === '\\') {
+          escaped = true;
+          j++;
+        }
+      }
+      const quoted = text.slice(i, j + 1);
+      i = j + 1;
+      const f = stack.at(-1);
+      if (!f?.keys) continue;
+      let k = i;
+      while (JSON_SPACE.has(text[k]!)) k++;
+      // A string in an object followed by a colon is a key (any other is a value).
+      if (text[k] !== ':') continue;
+      const key: string = escaped ? JSON.parse(quoted) : quoted.slice(1, -1);
+      if (f.keys.has(key)) {
+        const loc = [where, ...stack.slice(0, -1).map((o) => (o.keys ? o.key : o.index)), key];
+        return [{ loc, msg: 'Duplicate key: each key may appear once in an object', type: 'key_duplicate' }];
+      }
+      f.keys.add(key);
+      f.key = key;
+      i = k + 1;
+    } else if (c === '{' || c === '[') {
+      stack.push({ keys: c === '{' ? new Set() : null, key: '', index: 0 });
+      i++;
+    } else {
+      if (c === '}' || c === ']') stack.pop();
+      else if (c === ',' && stack.at(-1)?.keys === null) stack.at(-1)!.index++;
+      i++;
+    }
+  }
+  return [];
+}
+
 /**
  * The edge's one check of a request part (path, query or body) before any schema or other work: every
  * string, object keys included, must be storable text, and the value no deeper than MAX_JSON_DEPTH

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  duplicateKeyIssues,
   EventEnvelope,
   eventSchema,
   isStorableText,
@@ -32,6 +33,27 @@ describe('unstorableIssues', () => {
     let ok: unknown = 1;
     for (let i = 0; i < MAX_JSON_DEPTH; i++) ok = { a: ok };
     expect(unstorableIssues(ok, 'body')).toEqual([]);
+  });
+});
+
+describe('duplicateKeyIssues', () => {
+  const dup = (text: string) => duplicateKeyIssues(text, 'body').map((i) => i.loc);
+  it('names the first key given twice in one object, at any depth, compared decoded', () => {
+    expect(dup('{"name":"a","name":"b"}')).toEqual([['body', 'name']]);
+    expect(dup('{ "name" : "a" ,\n "name"\t: "b" }')).toEqual([['body', 'name']]);
+    expect(dup('{"a":1,"\\u0061":2}')).toEqual([['body', 'a']]);
+    expect(dup('{"metadata":{"k":"1","k":"2"}}')).toEqual([['body', 'metadata', 'k']]);
+    expect(dup('{"events":[{"x":1},{"y":1,"y":2}]}')).toEqual([['body', 'events', 1, 'y']]);
+    expect(dup('[[1],{"a":{"b":1},"a":2}]')).toEqual([['body', 1, 'a']]);
+  });
+  it('lets through the same key in different objects, and keys written inside string values', () => {
+    expect(dup('{"a":{"a":1},"b":{"a":2},"c":[{"a":1},{"a":1}]}')).toEqual([]);
+    expect(dup('{"name":"\\"name\\": 1","description":"name\\\\","x":"\\"description\\":"}')).toEqual([]);
+    expect(dup('"a"')).toEqual([]);
+    expect(dup('{}')).toEqual([]);
+  });
+  it('walks a deep text without overflowing itself', () => {
+    expect(dup(`${'['.repeat(200_000)}1${']'.repeat(200_000)}`)).toEqual([]);
   });
 });
 

@@ -13,6 +13,7 @@ import {
   toValidationDetail,
   undecodableQueryIssues,
   unstorableIssues,
+  duplicateKeyIssues,
   z,
   type Caller,
   type CallbackRequest,
@@ -190,7 +191,16 @@ export function createApp(d: GatewayDeps): GatewayApp {
 
   // The decoder would put U+FFFD for bytes that are not UTF-8 and the request would go on with other text
   // than was sent: such a body is refused before it is decoded.
-  const json = express.json({ limit: BODY_LIMIT, type: () => true, strict: false, verify: (_req, _res, buf, encoding) => refuseUndecodable(buf, encoding) });
+  // Its text is kept for the duplicate-key check, which JSON.parse cannot make (it keeps the last).
+  const json = express.json({
+    limit: BODY_LIMIT,
+    type: () => true,
+    strict: false,
+    verify: (req, _res, buf, encoding) => {
+      refuseUndecodable(buf, encoding);
+      (req as WithJsonText).jsonText = buf;
+    },
+  });
   const raw = express.raw({ limit: BODY_LIMIT, type: () => true });
 
   // Every API route in one step (see api-routes.ts); Express's layers answer only what is not one of them.
@@ -415,6 +425,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     ...undecodableQueryIssues(rawQuery),
     ...unstorableIssues({ ...(req.query as object) }, 'query'),
     ...(route.rawBody || route.formBody ? [] : unstorableIssues(req.body, 'body')),
+    ...(route.rawBody || route.formBody || !(req as WithJsonText).jsonText ? [] : duplicateKeyIssues((req as WithJsonText).jsonText!.toString('utf8'), 'body')),
   ];
   if (unstorable.length) throw new HttpError(422, unstorable);
 
@@ -596,6 +607,9 @@ const NOT_DECODABLE = 'entity.not.decodable';
  * (UTF-16 taken, a UTF-8 body labelled UTF-16 "malformed"), so anything else is refused as it refuses
  * latin1.
  */
+/** A request whose JSON body was read: its bytes as sent. */
+type WithJsonText = Request & { jsonText?: Buffer };
+
 function refuseUndecodable(buf: Buffer, encoding: string): void {
   if (encoding && encoding !== 'utf-8' && encoding !== 'utf8')
     throw Object.assign(new Error(`unsupported charset "${encoding}"`), { status: 415, type: 'charset.unsupported' });
