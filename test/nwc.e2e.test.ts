@@ -1810,6 +1810,10 @@ describe('portal: connect a wallet', () => {
       message: 'Your wallet did not pay the first payment: Not enough sats. Pay it from the invoice on the subscription, or connect another wallet.',
     });
     expect(asked(w)).toBe(1);
+    // The connection the first request made, its refusal counted: not a new one (found in review).
+    expect(again.body).toMatchObject({ consecutive_failures: 1, is_active: true, last_error: 'Not enough sats.' });
+    const made = await db.query(`SELECT id, is_active FROM nwc.connections WHERE subscription_id = $1 AND wallet_pubkey = $2`, [sub.subscription_id, w.pubkey]);
+    expect(made.rows).toEqual([{ id: again.body.id, is_active: true }]);
     // Another key is a new question: the wallet is asked, and pays.
     const retry = await connect(w, { 'Idempotency-Key': 'portal-connect-same-key-2' });
     expect(retry.body.first_payment).toMatchObject({ paid: true });

@@ -59,23 +59,29 @@ export const connectWallet = (d: Deps) =>
     });
     const { conn, encryption } = await checked(d, body.nwc_connection_string);
     const sub = await callMessage(d.bus, messages.nwcReconnect, target);
-    const row = await storeConnection(
-      d,
-      {
-        wallet_id: s.wallet_id,
-        subscriber_id: s.subscriber_id,
-        subscription_id: body.subscription_id,
-        plan_id: sub.plan_id,
-        plan_name: sub.plan_name,
-        max_amount_sats: body.max_amount_sats ?? null,
-        subscriber_email: sub.subscriber_email,
-        subscriber_name: sub.subscriber_name,
-      },
-      conn,
-      encryption,
-    );
-    d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
-    const first_payment = sub.first_payment_due ? await payFirst(d, row, target, by, req.caller.idempotency_key) : undefined;
+    const key = req.caller.idempotency_key;
+    // The same request again (its answer lost after the wallet was asked): the connection it made, as it
+    // stands (found in review: a new one, its failure count 0 beside the refusal recorded).
+    const made = key ? await d.connections.activeOfRequest(d.db, s.wallet_id, body.subscription_id, conn.pubkey, key) : undefined;
+    const row =
+      made ??
+      (await storeConnection(
+        d,
+        {
+          wallet_id: s.wallet_id,
+          subscriber_id: s.subscriber_id,
+          subscription_id: body.subscription_id,
+          plan_id: sub.plan_id,
+          plan_name: sub.plan_name,
+          max_amount_sats: body.max_amount_sats ?? null,
+          subscriber_email: sub.subscriber_email,
+          subscriber_name: sub.subscriber_name,
+        },
+        conn,
+        encryption,
+      ));
+    if (!made) d.log.info({ connection_id: row.id, subscription_id: row.subscription_id, encryption }, 'nwc wallet connected in the portal');
+    const first_payment = sub.first_payment_due ? await payFirst(d, row, target, by, key) : undefined;
     if (!first_payment) return toPortalWallet(toConnection(row), row);
     // As it stands after the charge (its failure counted, or its last use).
     const stored = (await d.connections.get(d.db, row.id)) ?? row;

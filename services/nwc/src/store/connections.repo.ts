@@ -67,6 +67,20 @@ export class ConnectionsRepo {
     return rows[0];
   }
 
+  /**
+   * The subscription's active connection to `walletPubkey` that a request with the (hashed) Idempotency-Key
+   * `requestKey` charged: that request again (its answer lost) is answered with it, not a new one.
+   */
+  async activeOfRequest(q: Queryable, walletId: string, subscriptionId: string, walletPubkey: string, requestKey: string): Promise<ConnectionRow | undefined> {
+    const { rows } = await q.query<ConnectionRow>(
+      `SELECT ${COLS} FROM ${this.t} c WHERE wallet_id = $1 AND subscription_id = $2 AND wallet_pubkey = $3 AND is_active
+         AND EXISTS (SELECT 1 FROM ${this.schema}.charge_attempts a WHERE a.connection_id = c.id AND a.request_key = $4)
+       ORDER BY created_at DESC, id DESC LIMIT 1`,
+      [walletId, subscriptionId, walletPubkey, requestKey],
+    );
+    return rows[0];
+  }
+
   /** Newest first, ties broken by id (ids sort by creation time). */
   async listOfSubscriber(q: Queryable, walletId: string, subscriberId: string, limit: number, offset: number): Promise<Paginated<ConnectionRow>> {
     const [items, count] = await Promise.all([
