@@ -3381,11 +3381,18 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect(await page.locator('main p').textContent()).toContain('The link is not one we sent');
       expect(await page.getByRole('button').count()).toBe(0);
 
-      // A good one: its button posts the form, and the person reads a sentence, not the API's JSON.
+      // A good one names what it stops and for which subscription, as the script's page does (found from
+      // outside: "one kind of message about one subscription"); its button posts the form, and the person
+      // reads a sentence, not the API's JSON.
       expect((await page.goto(url))!.status()).toBe(200);
-      expect(await page.locator('#main').textContent()).toContain('This turns off one kind of message about one subscription.');
+      expect(await page.title()).toBe('Stop confirmations and receipts?');
+      expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Stop confirmations and receipts?');
+      expect(await page.locator('#what').textContent()).toMatch(
+        /^You will no longer get confirmations and receipts for Quiet letters( from .+)? \(subscription started, payment received\)\. The receipts stay in your subscription portal\. To get confirmations and receipts again, turn them back on in your subscription portal \(its link is in every message about this subscription\)\. Cancellation notices are still sent\.$/,
+      );
+      expect(await page.locator('#what span[dir="auto"]').first().textContent()).toBe('Quiet letters');
       const answer = page.waitForResponse((r) => r.request().method() === 'POST');
-      await page.getByRole('button', { name: 'Stop these e-mails' }).click();
+      await page.getByRole('button', { name: 'Stop confirmations' }).click();
       const res = await answer;
       expect([res.status(), res.headers()['content-type']]).toEqual([200, 'text/html; charset=utf-8']);
       await page.getByRole('heading', { name: 'Done' }).waitFor();
@@ -3396,6 +3403,11 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       expect((await admin.get(`/subscriptions/${sub.subscription_id}`)).body).toMatchObject({ receive_confirmations: false, receive_reminders: true });
       expect(await overflowsHorizontally(page)).toBe(false);
       await screenshots(page, 'unsubscribe-no-script-done');
+      // Opened again: stopped already, said so, and nothing to press.
+      await page.goto(url);
+      expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Already stopped');
+      expect(await page.locator('#what').textContent()).toMatch(/^You no longer get confirmations and receipts for Quiet letters/);
+      expect(await page.getByRole('button').count()).toBe(0);
     } finally {
       await noJs.close();
       await smtp.stop();

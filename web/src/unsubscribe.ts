@@ -1,4 +1,4 @@
-import { LINK_DOES_NOT_WORK, turnBackOn, UNSUBSCRIBE_LINK_UNKNOWN } from '@sb/contracts/page-words';
+import { LINK_DOES_NOT_WORK, UNSUBSCRIBE_LINK_UNKNOWN, unsubscribeWords, type UnsubscribeLinkView } from '@sb/contracts/page-words';
 import { api, ApiError, h, setBusy, setMain, theirs } from './common.js';
 
 /**
@@ -7,33 +7,6 @@ import { api, ApiError, h, setBusy, setMain, theirs } from './common.js';
  * off. It first asks the same URL as JSON what the link names (the server checks the whole token), so a
  * link that is not ours says so at once, and a good one names the merchant, the plan and the messages.
  */
-interface Link {
-  kind: 'reminders' | 'confirmations';
-  plan_name: string;
-  merchant_name: string | null;
-  receiving: boolean;
-  /** Cancelled or expired: nothing more is sent, nothing to stop (absent from an older billing). */
-  ended?: boolean;
-}
-
-/** `off` is what stops, followed by the subscription it is for, then `which` of them and `after`. */
-const WORDS: Record<Link['kind'], { title: string; which: string; after: string; button: string; off: string }> = {
-  reminders: {
-    title: 'Stop payment reminders?',
-    which: '(renewal due, trial ending, payment overdue)',
-    after: '',
-    button: 'Stop reminders',
-    off: 'reminders',
-  },
-  confirmations: {
-    title: 'Stop confirmations and receipts?',
-    which: '(subscription started, payment received)',
-    after: ' The receipts stay in your subscription portal.',
-    button: 'Stop confirmations',
-    off: 'confirmations and receipts',
-  },
-};
-
 const token = decodeURIComponent(location.pathname.split('/').filter(Boolean).pop() ?? '');
 const path = `/public/unsubscribe/${encodeURIComponent(token)}`;
 
@@ -45,28 +18,13 @@ function show(title: string, ...children: Parameters<typeof setMain>): void {
 
 const badLink = () => show(LINK_DOES_NOT_WORK, h('p', {}, UNSUBSCRIBE_LINK_UNKNOWN));
 
-function ask(link: Link): void {
-  const words = WORDS[link.kind];
-  // The seller's names keep their own direction inside our sentence.
-  const subscription = [link.plan_name ? theirs(link.plan_name) : 'this subscription', ...(link.merchant_name ? [' from ', theirs(link.merchant_name)] : [])];
-  // An ended subscription's portal has no switches: nothing there turns them back on (found from outside:
-  // the page said it could).
-  const ended = ' Your subscription to it has ended.';
-  const turnBack = link.ended ? ended : ` ${turnBackOn(words.off)}`;
-  if (!link.receiving) {
-    show(
-      'Already stopped',
-      h(
-        'p',
-        { id: 'what' },
-        `You no longer get ${words.off} for `,
-        subscription,
-        link.ended ? `.${ended}` : '. Your subscription portal can turn them back on: its link is in every message about this subscription.',
-      ),
-    );
+function ask(link: UnsubscribeLinkView): void {
+  const { title, what, button: label } = unsubscribeWords(link, theirs);
+  if (!label) {
+    show(title, h('p', { id: 'what' }, ...what));
     return;
   }
-  const button = h('button', { type: 'submit', id: 'stop' }, words.button);
+  const button = h('button', { type: 'submit', id: 'stop' }, label);
   const error = h('p', { class: 'error', id: 'error', role: 'alert' });
   // Always in the page, so screen readers take it as a live region from the start.
   const status = h('p', { class: 'status', id: 'status', role: 'status' });
@@ -75,13 +33,7 @@ function ask(link: Link): void {
     e.preventDefault();
     void stop(button, error, status);
   });
-  show(
-    words.title,
-    h('p', { id: 'what' }, `You will no longer get ${words.off} for `, subscription, ` ${words.which}.${link.ended ? '' : words.after}${turnBack}`),
-    form,
-    status,
-    error,
-  );
+  show(title, h('p', { id: 'what' }, ...what), form, status, error);
 }
 
 async function stop(button: HTMLButtonElement, error: HTMLElement, status: HTMLElement): Promise<void> {
@@ -103,7 +55,7 @@ async function stop(button: HTMLButtonElement, error: HTMLElement, status: HTMLE
 
 async function main(): Promise<void> {
   try {
-    ask(await api<Link>('GET', path));
+    ask(await api<UnsubscribeLinkView>('GET', path));
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) {
       badLink();

@@ -35,3 +35,55 @@ export const UNSUBSCRIBE_LINK_UNKNOWN =
  */
 export const turnBackOn = (what: string) =>
   `To get ${what} again, turn them back on in your subscription portal (its link is in every message about this subscription). Cancellation notices are still sent.`;
+
+/** What a List-Unsubscribe link names, as its GET answers (UnsubscribeLink). */
+export interface UnsubscribeLinkView {
+  kind: 'reminders' | 'confirmations';
+  plan_name: string;
+  merchant_name: string | null;
+  receiving: boolean;
+  /** Cancelled or expired: nothing more is sent, nothing to stop (absent from an older billing). */
+  ended?: boolean;
+}
+
+/** `off` is what stops, followed by the subscription it is for, then `which` of them and `after`. */
+const UNSUBSCRIBE_KINDS: Record<UnsubscribeLinkView['kind'], { title: string; which: string; after: string; button: string; off: string }> = {
+  reminders: {
+    title: 'Stop payment reminders?',
+    which: '(renewal due, trial ending, payment overdue)',
+    after: '',
+    button: 'Stop reminders',
+    off: 'reminders',
+  },
+  confirmations: {
+    title: 'Stop confirmations and receipts?',
+    which: '(subscription started, payment received)',
+    after: ' The receipts stay in your subscription portal.',
+    button: 'Stop confirmations',
+    off: 'confirmations and receipts',
+  },
+};
+
+/**
+ * The List-Unsubscribe page's words for a link, for its script and for the gateway's page without
+ * JavaScript alike (found from outside: that one said "one kind of message about one subscription"): its
+ * title, its sentence (the seller's names through `name`, which keeps their own direction), and its
+ * button (null: nothing is left to stop).
+ */
+export function unsubscribeWords<T>(link: UnsubscribeLinkView, name: (text: string) => T): { title: string; what: Array<string | T>; button: string | null } {
+  const words = UNSUBSCRIBE_KINDS[link.kind];
+  const subscription = [link.plan_name ? name(link.plan_name) : 'this subscription', ...(link.merchant_name ? [' from ', name(link.merchant_name)] : [])];
+  // An ended subscription's portal has no switches: nothing there turns them back on (found from outside:
+  // the page said it could).
+  const ended = ' Your subscription to it has ended.';
+  if (!link.receiving) {
+    const after = link.ended ? `.${ended}` : '. Your subscription portal can turn them back on: its link is in every message about this subscription.';
+    return { title: 'Already stopped', what: [`You no longer get ${words.off} for `, ...subscription, after], button: null };
+  }
+  const turnBack = link.ended ? ended : ` ${turnBackOn(words.off)}`;
+  return {
+    title: words.title,
+    what: [`You will no longer get ${words.off} for `, ...subscription, ` ${words.which}.${link.ended ? '' : words.after}${turnBack}`],
+    button: words.button,
+  };
+}

@@ -14,6 +14,8 @@ import {
   PLAN_NOT_OFFERED,
   type RouteDef,
   UNSUBSCRIBE_LINK_UNKNOWN,
+  unsubscribeWords,
+  type UnsubscribeLinkView,
 } from '@sb/contracts';
 import type { Logger } from '@sb/runtime';
 
@@ -195,10 +197,36 @@ function unsubscribeMessage(status: number, body: unknown): Message {
   return { title: 'Not stopped yet', text: ['The service is not available right now: nothing was changed. Please go back and try again in a moment.'] };
 }
 
+/**
+ * The List-Unsubscribe page for the link its route answered: without JavaScript it names the kind of
+ * messages and the subscription as the script does (found from outside: "one kind of message about one
+ * subscription"), with the form only while something is left to stop. Undefined for any other answer.
+ */
+function unsubscribePage(body: unknown): ((html: string) => string) | undefined {
+  const link = body as UnsubscribeLinkView | undefined;
+  if (link?.kind !== 'reminders' && link?.kind !== 'confirmations') return undefined;
+  // The seller's names keep their own direction inside our sentence, as on the page.
+  const { title, what, button } = unsubscribeWords(link, (name) => ({ html: `<span dir="auto">${htmlText(name)}</span>` }));
+  const sentence = what.map((part) => (typeof part === 'string' ? htmlText(part) : part.html)).join('');
+  const form = button
+    ? `<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">${htmlText(button)}</button></form>`
+    : '';
+  return (html) =>
+    html
+      .replace(/<title>[^<]*<\/title>/, `<title>${htmlText(title)}</title>`)
+      .replace(/<h1 id="title">[^<]*<\/h1>/, `<h1 id="title">${htmlText(title)}</h1>`)
+      .replace(/<noscript>[\s\S]*?<\/noscript>/, `<noscript><p id="what">${sentence}</p>${form}</noscript>`);
+}
+
+/** Pages whose GET answer shapes the page served (its words without JavaScript). */
+const FILLS: Partial<Record<NonNullable<RouteDef['page']>, (body: unknown) => ((html: string) => string) | undefined>> = { unsubscribe: unsubscribePage };
+
 export interface HostedPages {
   router: express.Router;
   /** Sends a built page (JSON 404 when the pages are not built). */
   send(id: PageId, req: Request, res: Response, next: express.NextFunction): void;
+  /** Sends a built page changed by `fill` for this one request (not kept by any cache). */
+  fill(id: PageId, req: Request, res: Response, fill: (html: string) => string, next: express.NextFunction): void;
   /** Answers `status` with a page of words; `fallback` (the JSON it replaces) when the pages are not built. */
   message(req: Request, res: Response, status: number, message: Message, fallback: () => void): void;
 }
@@ -248,6 +276,14 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
     securityHeaders(res);
     res.setHeader('Cache-Control', 'no-cache');
     sendFile(req, res, file).catch(next);
+  };
+  const fill: HostedPages['fill'] = (id, req, res, change, next) => {
+    const file = pages[id];
+    if (!file) return send(id, req, res, next);
+    res.locals.routeId = `page.${id}`;
+    securityHeaders(res);
+    res.setHeader('Cache-Control', 'no-store');
+    sendFile(req, res, new StaticFile(Buffer.from(change(file.body.toString('utf8'))), '.html')).catch(next);
   };
   const message: HostedPages['message'] = (req, res, status, { title, text }, fallback) => {
     if (!template) return fallback();
@@ -310,7 +346,7 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
       sendFile(req, res, file).catch(next);
     });
   }
-  return { router, send, message };
+  return { router, send, fill, message };
 }
 
 /** What each page's route answers a browser in words (RouteDef.page). */
@@ -331,8 +367,11 @@ export function answerAsPage(pages: HostedPages, id: NonNullable<RouteDef['page'
     const fallback = () => void json.call(res, body);
     if ((req.method === 'GET' || req.method === 'HEAD') && status !== 404) {
       // Refused for now (too many requests, a service away): the page's script asks again and says so.
+      const filled = status < 300 ? FILLS[id]?.(body) : undefined;
       res.status(200);
-      pages.send(id, req, res, (err?: unknown) => (err ? res.destroy(err as Error) : fallback()));
+      const next = (err?: unknown) => (err ? res.destroy(err as Error) : fallback());
+      if (filled) pages.fill(id, req, res, filled, next);
+      else pages.send(id, req, res, next);
     } else {
       pages.message(req, res, status, ANSWERS[id](status, body), fallback);
     }
