@@ -63,6 +63,12 @@ describe('renewals', () => {
       (x) => x.current_period_start === start.trial_end,
     );
     expect(renewed).toMatchObject({ status: 'active', current_period_start: start.trial_end, current_period_end: start.trial_end + 7 * DAY, has_access: true });
+    // The payment names the period it paid for (its receipt does).
+    const paid = await until(
+      async () => (await admin.get(`/payments/${renewal!.id}`)).body,
+      (b) => b.period_start !== undefined,
+    );
+    expect(paid).toMatchObject({ status: 'paid', period_start: start.trial_end, period_end: start.trial_end + 7 * DAY });
     await advanceTo(start.trial_end + DAY);
     expect((await sub(s.subscription_id)).status).toBe('active');
     expect((await events(s.subscription_id)).at(-1)).toBe('subscription.renewed');

@@ -491,6 +491,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await receipt.locator('summary').click();
     expect(await receipt.textContent()).toContain(c.payment_id);
     expect(await receipt.textContent()).toContain('21,000 sats');
+    // It names the period it paid for (found from outside: it did not), as the API has it.
+    const gold = (await admin.get(`/subscriptions/${c.subscription_id}`)).body;
+    expect((await admin.get(`/payments/${c.payment_id}`)).body).toMatchObject({ period_start: gold.current_period_start, period_end: gold.current_period_end });
+    expect(await receipt.locator('dt:text-is("Period") + dd').textContent()).toBe(
+      `${pageDate(gold.current_period_start)} to ${pageDate(gold.current_period_end)}`,
+    );
     await check(page, problems, 'portal');
 
     // Cancel, with a confirmation that says what access remains; keeping it first changes nothing. The

@@ -85,6 +85,9 @@ interface Pay extends Payable {
   walletproc_order_id?: string | null;
   /** Withdrawn: this payment (of the contact's earlier checkout, paid late) started the subscription. */
   replaced_by?: string;
+  /** The period it paid for (absent: not applied yet, or paid before the service recorded it). */
+  period_start?: number;
+  period_end?: number;
 }
 
 interface Wallet {
@@ -497,6 +500,8 @@ function paymentsSection(payments: Pay[], sellers: Map<string, string>): HTMLEle
             h('dd', {}, `${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
             h('dt', {}, 'Paid on'),
             h('dd', {}, date(p.paid_at, true)),
+            // What it paid for (found from outside: a receipt that did not say).
+            p.period_start && p.period_end ? [h('dt', {}, 'Period'), h('dd', {}, `${date(p.period_start)} to ${date(p.period_end)}`)] : null,
             h('dt', {}, 'Method'),
             h('dd', {}, paidBy(p.payment_method)),
             ref ? [h('dt', {}, 'Reference'), h('dd', { class: 'mono' }, ref)] : null,

@@ -156,7 +156,8 @@ export const messages = {
    */
   markApplied: {
     subject: 'payments.internal.mark_applied',
-    request: z.object({ wallet_id: Id, payment_id: Id }),
+    // The period it paid for (absent from an older billing): the payment and its receipt name it.
+    request: z.object({ wallet_id: Id, payment_id: Id, period_start: UnixSeconds.optional(), period_end: UnixSeconds.optional() }),
     reply: z.object({ marked: z.boolean() }),
   },
   /**

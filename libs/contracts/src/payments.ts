@@ -36,6 +36,8 @@ export const Payment = z
       description:
         'Present when the payment was paid but could not be applied to any subscription (a late payment): why. The owner refunds it; a `payment.unapplied` event was sent.',
     }),
+    period_start: UnixSeconds.optional().openapi({ description: 'For a paid payment applied to its subscription: the start of the period it paid for' }),
+    period_end: UnixSeconds.optional().openapi({ description: 'For a paid payment applied to its subscription: the end of the period it paid for' }),
     replaced_by: Id.optional().openapi({
       description:
         "Present on a checkout payment withdrawn because another payment started its subscription (an earlier checkout of the same contact, paid late): that payment's id. Nothing is due on this one",

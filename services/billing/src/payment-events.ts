@@ -12,6 +12,8 @@ type Outcome = {
   /** The contact's pending checkout activated by a late payment: its own checkout payment is withdrawn. */
   withdrawCheckoutOf?: string | null;
   unapplied?: string | null;
+  /** The period an applied payment paid for (absent: applied by an earlier version). */
+  period?: { start: number; end: number } | null;
 };
 
 /**
@@ -33,6 +35,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
         withdraw: r?.withdraw_payment_id,
         withdrawCheckoutOf: r?.withdraw_checkout ? r.subscription_id : null,
         unapplied: r?.unapplied_reason,
+        period: r?.period_start != null && r.period_end != null ? { start: r.period_start, end: r.period_end } : null,
       };
     }
     const own = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
@@ -77,7 +80,10 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       notify_subscriber: target.receive_confirmations,
       ...(target.id !== p.subscription_id ? { paid_for_subscription_id: p.subscription_id } : {}),
     };
-    await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null, nwc_charging_since: null }, extra);
+    const saved = await applyTransition(d, tx, target, app.event, now, { renewal_payment_id: null, renewal_expires_at: null, nwc_charging_since: null }, extra);
+    // What it paid for: the period it started or renewed to (paused or cancelled meanwhile: the same).
+    const period = { start: saved.current_period_start, end: saved.current_period_end };
+    await d.appliedPayments.setPeriod(tx, p.payment_id, period);
     // A checkout's own invoice paid late: a fresh one made after it (the checkout page's, the portal's) is
     // withdrawn too (found from outside: left payable, and paid, not applied).
     if (app.to === 'contact_pending' || (app.event.type === 'first_payment' && awaitingFirstPayment(target))) {
@@ -86,7 +92,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       // (found in review: left payable once the checkout filter came in).
       const resumeInvoice = target.renewal_payment_id !== null && target.renewal_payment_id !== p.payment_id ? target.renewal_payment_id : null;
       if (resumeInvoice) await d.appliedPayments.setWithdraw(tx, p.payment_id, resumeInvoice);
-      return { result: 'applied', withdrawCheckoutOf: target.id, withdraw: resumeInvoice };
+      return { result: 'applied', withdrawCheckoutOf: target.id, withdraw: resumeInvoice, period };
     }
     // The open replacement of a renewal paid late through an older invoice must not be paid a second time.
     const withdraw =
@@ -94,7 +100,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
         ? target.renewal_payment_id
         : null;
     if (withdraw) await d.appliedPayments.setWithdraw(tx, p.payment_id, withdraw);
-    return { result: 'applied', withdraw };
+    return { result: 'applied', withdraw, period };
   });
   // Outside the transaction (it is another service); a failure throws, the event is redelivered, and the
   // duplicate path above finds the call again, so it happens at least once (each is idempotent).
@@ -134,7 +140,8 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
     // payments version without the message (or a bus config older than it) is not waited for: only the
     // checkout page's wait depends on the mark, and it ends by itself (found in review: a page waiting
     // for ever on one lost call).
-    await callMessage(d.bus, messages.markApplied, { wallet_id, payment_id: p.payment_id }).catch((err) => {
+    const period = outcome.period ? { period_start: outcome.period.start, period_end: outcome.period.end } : {};
+    await callMessage(d.bus, messages.markApplied, { wallet_id, payment_id: p.payment_id, ...period }).catch((err) => {
       if (!(err instanceof BusUnavailableError && (err.noResponders || err.refused))) throw err;
       d.log.warn({ err, payment_id: p.payment_id }, 'no payments service takes the applied mark (an older version?): the checkout page waits its limit');
     });

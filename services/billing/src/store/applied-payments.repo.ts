@@ -6,6 +6,9 @@ interface AppliedPayment {
   withdraw_payment_id: string | null;
   unapplied_reason: string | null;
   withdraw_checkout: boolean;
+  /** The period it paid for, once applied (null: not applied, or applied by an earlier version). */
+  period_start: number | null;
+  period_end: number | null;
 }
 
 /** Each paid payment handled once: the row is written in the same transaction as what the payment moved. */
@@ -23,7 +26,8 @@ export class AppliedPaymentsRepo {
 
   async get(q: Queryable, paymentId: string): Promise<AppliedPayment | undefined> {
     const { rows } = await q.query<AppliedPayment>(
-      `SELECT withdraw_payment_id, subscription_id, unapplied_reason, withdraw_checkout FROM ${this.schema}.applied_payments WHERE payment_id = $1`,
+      `SELECT withdraw_payment_id, subscription_id, unapplied_reason, withdraw_checkout, period_start::float8 AS period_start, period_end::float8 AS period_end
+       FROM ${this.schema}.applied_payments WHERE payment_id = $1`,
       [paymentId],
     );
     return rows[0];
@@ -39,6 +43,11 @@ export class AppliedPaymentsRepo {
       paymentId,
       subscriptionId,
     ]);
+  }
+
+  /** The period the payment paid for: the subscription's period once it was applied. */
+  async setPeriod(q: Queryable, paymentId: string, period: { start: number; end: number }): Promise<void> {
+    await q.query(`UPDATE ${this.schema}.applied_payments SET period_start = $2, period_end = $3 WHERE payment_id = $1`, [paymentId, period.start, period.end]);
   }
 
   async setWithdraw(q: Queryable, paymentId: string, withdrawPaymentId: string): Promise<void> {

@@ -324,3 +324,16 @@ ALTER TABLE subscriptions ADD COLUMN renewal_refused_at BIGINT;
 ALTER TABLE subscriptions ADD COLUMN renewal_refused_reason TEXT;
 `,
 });
+
+migrations.push({
+  id: 23,
+  name: 'the period a payment paid for',
+  // Nullable columns, which older code ignores (its receipts name no period, as before).
+  compatible: true,
+  sql: `
+-- The period an applied payment paid for (the subscription's period after it): its replay tells the
+-- payments service the same, and the subscriber's receipt names it.
+ALTER TABLE applied_payments ADD COLUMN period_start BIGINT;
+ALTER TABLE applied_payments ADD COLUMN period_end BIGINT;
+`,
+});

@@ -42,6 +42,9 @@ export interface PaymentRecord {
   applied_at?: number | null;
   /** Withdrawn because this other payment started its subscription (a late payment of an earlier checkout). */
   replaced_by?: string | null;
+  /** The period billing applied it to. */
+  period_start?: number | null;
+  period_end?: number | null;
   version: number;
 }
 
@@ -86,6 +89,9 @@ export function toPayment(r: PaymentRecord): Payment {
     paid_at: r.paid_at,
     ...(r.unapplied_reason ? { unapplied_reason: r.unapplied_reason } : {}),
     ...(r.replaced_by && r.status === 'expired' ? { replaced_by: r.replaced_by } : {}),
+    ...(r.period_start != null && r.period_end != null && r.status === 'paid'
+      ? { period_start: Number(r.period_start), period_end: Number(r.period_end) }
+      : {}),
   };
 }
 

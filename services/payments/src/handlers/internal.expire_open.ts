@@ -16,7 +16,13 @@ export const markUnappliedHandler = (d: Deps) =>
 /** Billing applied the paid payment to a subscription: the public status says so. */
 export const markAppliedHandler = (d: Deps) =>
   messageHandler(messages.markApplied, async (req) => ({
-    marked: await d.payments.markApplied(d.db, req.wallet_id, req.payment_id, unixSeconds(d.clock)),
+    marked: await d.payments.markApplied(
+      d.db,
+      req.wallet_id,
+      req.payment_id,
+      unixSeconds(d.clock),
+      req.period_start !== undefined && req.period_end !== undefined ? { start: req.period_start, end: req.period_end } : undefined,
+    ),
   }));
 
 export const expireOpenPaymentsHandler = (d: Deps) =>

@@ -163,4 +163,14 @@ UPDATE payments SET applied_at = paid_at WHERE status = 'paid' AND unapplied_rea
 -- subscription: that payment (found from outside: the page said "expired" and offered an invoice in vain).
 ALTER TABLE payments ADD COLUMN replaced_by TEXT;`,
   },
+  {
+    id: 12,
+    name: 'the period a paid payment paid for',
+    // Nullable columns, which an older version ignores (its answers leave them out, as before).
+    compatible: true,
+    sql: `
+-- The period billing applied this paid payment to (the subscriber's receipt names it).
+ALTER TABLE payments ADD COLUMN period_start BIGINT;
+ALTER TABLE payments ADD COLUMN period_end BIGINT;`,
+  },
 ];

@@ -34,7 +34,7 @@ const INSERTED = [
 ] as const;
 
 // NUMERIC columns come back as strings from the driver; the record holds numbers.
-const COLUMNS = [...INSERTED, 'unapplied_reason', 'applied_at', 'replaced_by', 'version']
+const COLUMNS = [...INSERTED, 'unapplied_reason', 'applied_at', 'replaced_by', 'period_start', 'period_end', 'version']
   .map((c) => (c === 'amount_fiat' || c === 'fiat_rate' ? `${c}::float8 AS ${c}` : c))
   .join(', ');
 
@@ -150,13 +150,16 @@ export class PaymentsRepo {
     return rowCount === 1;
   }
 
-  /** Billing applied this paid payment to a subscription (idempotent: the first time stays). False: no such paid payment. */
-  async markApplied(q: Queryable, walletId: string, id: string, at: number): Promise<boolean> {
-    const { rowCount } = await q.query(`UPDATE ${this.t} SET applied_at = COALESCE(applied_at, $3) WHERE id = $1 AND wallet_id = $2 AND status = 'paid'`, [
-      id,
-      walletId,
-      at,
-    ]);
+  /**
+   * Billing applied this paid payment to a subscription, for `period` when it says (idempotent: the first
+   * time stays). False: no such paid payment.
+   */
+  async markApplied(q: Queryable, walletId: string, id: string, at: number, period?: { start: number; end: number }): Promise<boolean> {
+    const { rowCount } = await q.query(
+      `UPDATE ${this.t} SET applied_at = COALESCE(applied_at, $3), period_start = COALESCE(period_start, $4), period_end = COALESCE(period_end, $5)
+       WHERE id = $1 AND wallet_id = $2 AND status = 'paid'`,
+      [id, walletId, at, period?.start ?? null, period?.end ?? null],
+    );
     return rowCount === 1;
   }
 
