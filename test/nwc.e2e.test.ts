@@ -254,6 +254,21 @@ describe('subscribe with NWC', () => {
     }
   });
 
+  it("a returning subscriber's other contact details are not stored, and the answer says so (found from outside: dropped in silence)", async () => {
+    const w = await wallet();
+    const email = 'nwc-returning@example.com';
+    const before = await anon().post('/public/subscribe/nwc', { plan_id: (await plan()).id, email, nwc_connection_string: w.connectionString() });
+    expect(before.body.contacts_unchanged).toBeUndefined();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: (await plan()).id, email, name: 'Nia', nwc_connection_string: w.connectionString() });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({
+      status: 'active',
+      contacts_unchanged: true,
+      message:
+        "Your wallet paid 1,500 sats: your subscription to Auto is active. This e-mail address is known here already: the contact details stored with it are kept, and the others you gave were not added. You can change them in your subscription portal (its link was shown when you first subscribed, and is in the seller's messages).",
+    });
+  });
+
   it.each([
     ['NIP-44 v2', 'nip44_v2 nip04', 'nip44_v2'],
     ['NIP-04 only (no encryption tag)', null, 'nip04'],

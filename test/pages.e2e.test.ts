@@ -143,6 +143,7 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
       payment_request?: string;
       checkout_url?: string;
       onchain_address?: string;
+      contacts_unchanged?: boolean;
     };
   }
 
@@ -2158,6 +2159,12 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const second = await checkout(page, 'On-chain bitcoin', known);
     expect(second.manage_url ?? null).toBeNull();
     await page.locator('#pay').waitFor();
+    // The Telegram given with a known address was not stored: said beside the payment (found from outside:
+    // dropped in silence, the seller's messages still going only to the e-mail).
+    expect(second.contacts_unchanged).toBe(true);
+    expect(await page.locator('#contacts-note').textContent()).toBe(
+      "This e-mail address is known here already: the contact details stored with it are kept, and the others you gave were not added. You can change them in your subscription portal (its link was shown when you first subscribed, and is in the seller's messages).",
+    );
     await pay(second.payment_id);
     await page.locator('#done').waitFor({ timeout: 20_000 });
     // The first person's portal is not offered to whoever typed the other address.

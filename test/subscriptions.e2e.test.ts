@@ -186,6 +186,38 @@ describe('public checkout', () => {
     expect(first.body.manage_url).toBeTruthy();
     expect(second.status).toBe(201);
     expect(second.body.manage_url ?? null).toBeNull();
+    // Only the e-mail given: nothing else to keep or drop.
+    expect(second.body.contacts_unchanged).toBeUndefined();
+  });
+
+  it("a returning customer's other contact details are not stored, and the answer says so (found from outside: dropped in silence)", async () => {
+    const [a, b, c] = [await plan(), await plan({ trial_days: 3 }), await plan()];
+    const email = 'kept-contacts@example.com';
+    const first = await anon.post('/public/subscribe', { plan_id: a.id, payment_method: 'lightning', email, name: 'Kim' });
+    expect(first.status).toBe(201);
+    expect(first.body.contacts_unchanged).toBeUndefined();
+    const kept = async () =>
+      (await db.query('SELECT name, messenger, nostr, contact_preference FROM billing.subscribers WHERE lower(email) = $1', [email])).rows;
+    const stored = await kept();
+    expect(stored).toEqual([{ name: 'Kim', messenger: null, nostr: null, contact_preference: null }]);
+    const CONTACTS_UNCHANGED =
+      "This e-mail address is known here already: the contact details stored with it are kept, and the others you gave were not added. You can change them in your subscription portal (its link was shown when you first subscribed, and is in the seller's messages).";
+    // A paid plan's checkout: the flag; a trial: the flag, and its message says it.
+    const paid = await anon.post('/public/subscribe', {
+      plan_id: c.id,
+      payment_method: 'lightning',
+      email,
+      name: 'Other',
+    });
+    expect(paid.status, JSON.stringify(paid.body)).toBe(201);
+    expect(paid.body).toMatchObject({ contacts_unchanged: true });
+    expect(paid.body.manage_url ?? null).toBeNull();
+    const trial = await anon.post('/public/subscribe', { plan_id: b.id, payment_method: 'lightning', email, name: 'Someone else' });
+    expect(trial.status).toBe(201);
+    expect(trial.body.contacts_unchanged).toBe(true);
+    expect(trial.body.message).toMatch(new RegExp(`has started; it ends on .+\\. ${CONTACTS_UNCHANGED.replace(/[.()?]/g, '\\$&')}$`));
+    // Nothing of them was stored.
+    expect(await kept()).toEqual(stored);
   });
 });
 

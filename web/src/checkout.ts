@@ -1,4 +1,4 @@
-import { ALREADY_SUBSCRIBED, NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED } from '@sb/contracts/page-words';
+import { ALREADY_SUBSCRIBED, CONTACTS_UNCHANGED, NO_PLAN_NAMED, PLAN_NOT_FOUND, PLAN_NOT_OFFERED } from '@sb/contracts/page-words';
 import {
   announce,
   api,
@@ -49,6 +49,8 @@ interface Checkout extends Payable {
   payment_id: string;
   subscription_id?: string | null;
   manage_url?: string | null;
+  /** A returning subscriber's: the other contact details given were not stored. */
+  contacts_unchanged?: boolean;
 }
 
 interface Trial {
@@ -744,7 +746,10 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
   const status = h('p', { id: 'payment-status', class: 'status', role: 'status' }, restored ? '' : WAITING);
   const heading = h('h2', { tabindex: -1 }, `Pay ${sats(c.amount_sats ?? plan.amount_sats)} for `, theirs(plan.name));
   const view = paymentView({ ...c, amount_sats: c.amount_sats ?? plan.amount_sats }, 'pay');
-  const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, view, status);
+  // A returning subscriber's other contact details were not stored: said where they look (found from
+  // outside: dropped in silence, the seller's messages still going where they went).
+  const note = c.contacts_unchanged ? h('p', { id: 'contacts-note', class: 'hint' }, CONTACTS_UNCHANGED) : null;
+  const section = h('section', { id: 'pay', 'aria-labelledby': 'pay-heading' }, heading, view, note, status);
   heading.id = 'pay-heading';
   setMain(planHeader(plan), section);
   titled('Pay for', plan);

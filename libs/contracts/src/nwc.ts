@@ -1,5 +1,6 @@
 import { z } from './zod.js';
 import { emailAddress, Id, shownName, subscriberMessenger, UnixSeconds } from './common.js';
+import { contactsUnchangedField } from './payments.js';
 
 /** NIP-47 error codes; `error_code` of a failed NWC payment is one of them. */
 export const NWC_ERROR_CODES = z
@@ -64,6 +65,7 @@ export const NWCSubscriptionResponse = z
     message: z.string(),
     error_code: NWC_ERROR_CODES.nullable().optional().openapi({ description: 'Present only if the payment failed' }),
     manage_url: z.string().nullable().optional().openapi({ description: 'Portal link; only when this request created the subscriber' }),
+    contacts_unchanged: contactsUnchangedField,
   })
   .openapi('NWCSubscriptionResponse');
 export type NWCSubscriptionResponse = z.infer<typeof NWCSubscriptionResponse>;

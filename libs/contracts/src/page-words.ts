@@ -87,3 +87,17 @@ export function unsubscribeWords<T>(link: UnsubscribeLinkView, name: (text: stri
     button: words.button,
   };
 }
+
+/**
+ * A checkout for an e-mail address already known (a returning subscriber): the contact details given with
+ * it are not stored, since anyone can type someone's address (found from outside: dropped without a word).
+ * The checkout's answers and page say so alike.
+ */
+export const CONTACTS_UNCHANGED =
+  "This e-mail address is known here already: the contact details stored with it are kept, and the others you gave were not added. You can change them in your subscription portal (its link was shown when you first subscribed, and is in the seller's messages).";
+
+/** Whether a checkout's answer says CONTACTS_UNCHANGED: no portal link (the subscriber existed) and contact details besides the e-mail. */
+export const contactsUnchanged = (
+  body: { name?: string | undefined; messenger?: string | undefined; nostr?: string | undefined; contact_preference?: string | undefined },
+  manageUrl: string | null | undefined,
+): boolean => !manageUrl && [body.name, body.messenger, body.nostr, body.contact_preference].some((v) => v !== undefined);

@@ -90,6 +90,11 @@ export type SubscribeRequestInput = z.input<typeof SubscribeRequest>;
 
 /** `manage_url` is present only when this request created the subscriber (never an existing subscriber's token). */
 const manageUrl = z.string().nullable().optional().openapi({ description: 'Portal link; only when this request created the subscriber' });
+/** A returning subscriber's checkout: the other contact details given were not stored (page-words CONTACTS_UNCHANGED). */
+export const contactsUnchangedField = z.literal(true).optional().openapi({
+  description:
+    "True when the e-mail is a known subscriber's and the request gave other contact details (name, messenger, nostr, preference): they were not stored; the subscriber changes them in the portal",
+});
 
 export const CheckoutResponse = z
   .object({
@@ -107,6 +112,7 @@ export const CheckoutResponse = z
     qr_codes: z.record(z.string(), z.string()).nullable().optional().openapi({ description: 'SVG strings keyed by mode: `lightning`, `onchain`, `bip21`' }),
     expires_at: UnixSeconds,
     manage_url: manageUrl,
+    contacts_unchanged: contactsUnchangedField,
   })
   .openapi('CheckoutResponse');
 export type CheckoutResponse = z.infer<typeof CheckoutResponse>;
@@ -120,6 +126,7 @@ export const TrialSubscriptionResponse = z
     trial_end: UnixSeconds.optional().openapi({ description: 'When the trial ends and the first payment is due' }),
     message: z.string(),
     manage_url: manageUrl,
+    contacts_unchanged: contactsUnchangedField,
   })
   .openapi('TrialSubscriptionResponse');
 export type TrialSubscriptionResponse = z.infer<typeof TrialSubscriptionResponse>;

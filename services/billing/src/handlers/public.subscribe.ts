@@ -1,4 +1,4 @@
-import { messages, utcMinute } from '@sb/contracts';
+import { CONTACTS_UNCHANGED, contactsUnchanged, messages, utcMinute } from '@sb/contracts';
 import { messageHandler, routeHandler, invalid } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkedPlan, openCheckout } from '../subscribe.js';
@@ -12,6 +12,9 @@ export const subscribe = (d: Deps) =>
       throw invalid(['payment_method'], 'NWC subscriptions are made with POST /public/subscribe/nwc', 'value_error');
     }
     const { plan, sub, manage_url, created } = await openCheckout(d, { ...body, checkout_key: req.caller.idempotency_key });
+    // A returning subscriber's other contact details were not stored: said, not dropped in silence.
+    const unchanged = contactsUnchanged(body, manage_url);
+    const told = unchanged ? { contacts_unchanged: true as const } : {};
     if (!created) {
       const trialEnd = sub.trial_end ?? sub.current_period_end;
       return {
@@ -21,11 +24,12 @@ export const subscribe = (d: Deps) =>
         trial_days: plan.trial_days,
         trial_end: trialEnd,
         // When the first payment is due is what a person starting a trial wants to know.
-        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started; it ends on ${utcMinute(trialEnd)}`,
+        message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started; it ends on ${utcMinute(trialEnd)}${unchanged ? `. ${CONTACTS_UNCHANGED}` : ''}`,
         manage_url,
+        ...told,
       };
     }
-    return { ...created.checkout, subscription_id: sub.id, manage_url };
+    return { ...created.checkout, subscription_id: sub.id, manage_url, ...told };
   });
 
 /**

@@ -1,5 +1,5 @@
-import { ID_PREFIXES, messages, type NWCErrorCode, satsText, utcMinute } from '@sb/contracts';
-import { BusUnavailableError, callMessage, newId, routeHandler, invalid, within } from '@sb/runtime';
+import { CONTACTS_UNCHANGED, contactsUnchanged, ID_PREFIXES, messages, type NWCErrorCode, satsText, utcMinute } from '@sb/contracts';
+import { BusUnavailableError, callMessage, newId, routeHandler, invalid, within, type RouteReply, type RouteRequest } from '@sb/runtime';
 import { ConnectionStringError, parseConnectionString } from '../connection-string.js';
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection, routeWaitMs } from '../charge.js';
@@ -102,67 +102,75 @@ export async function settledStatus(d: Deps, ref: { wallet_id: string; subscript
   return undefined;
 }
 
-/**
- * Subscribe with automatic payments: the wallet is checked first (nothing is created for an unusable
- * one), billing creates the subscription and its first invoice, the connection is stored with its
- * secret sealed, and the wallet pays at once. A payment the wallet refuses or does not answer leaves the
- * subscription pending (201 with the NIP-47 error code) and counts as a failure of the connection.
- */
+/** Subscribe with automatic payments (see subscribed), saying what a returning subscriber's checkout kept. */
 export const subscribe = (d: Deps) =>
   routeHandler('public.subscribe.nwc', async (req) => {
-    const by = answerBy(d, routeWaitMs('public.subscribe.nwc'), req.caller.answer_by);
-    const body = req.body;
-    const { nwc_connection_string: _secret, ...rest } = body;
-    // The plan and the contacts first: no relay is contacted for a plan that cannot be had (found from
-    // outside: an unknown plan was answered as the wallet's relay being unreachable). The check asks
-    // nothing the subscribe below does not: when it cannot be asked (an older billing without it, an
-    // auth.conf older than the code) the subscribe says the same refusals. Any other failure (billing not
-    // answering in time, NATS away) would fail the subscribe too: 503 now, without contacting the wallet.
-    await callMessage(d.bus, messages.subscribeNwcCheck, rest).catch((err) => {
-      if (!(err instanceof BusUnavailableError && (err.noResponders || err.refused))) throw err;
-    });
-    const { conn, encryption } = await checked(d, body.nwc_connection_string);
-    const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
-    const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
-    const notPaid = (error: { code: NWCErrorCode; message: string }) => ({
-      ...base,
-      status: 'pending' as const,
-      error_code: error.code,
-      message: `Your wallet did not pay the first invoice: ${error.message}`,
-    });
-    // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
-    const key = req.caller.idempotency_key;
-    const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key, conn.pubkey) : undefined;
-    if (recorded) return notPaid({ code: recorded.error_code ?? 'OTHER', message: recorded.error_message ?? 'The wallet did not pay' });
-    const row = await storeConnection(
-      d,
-      {
-        wallet_id: sub.wallet_id,
-        subscriber_id: sub.subscriber_id,
-        subscription_id: sub.subscription_id,
-        plan_id: body.plan_id,
-        plan_name: sub.plan_name,
-        max_amount_sats: body.max_amount_sats ?? null,
-        subscriber_email: body.email ?? null,
-        subscriber_name: body.name ?? null,
-      },
-      conn,
-      encryption,
-    );
-    d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
-    if (!sub.payment) {
-      // When the wallet is first charged is what a person starting a trial wants to know.
-      const started = sub.trial
-        ? `Your ${sub.trial.days}-day free trial of ${sub.plan_name} has started; it ends on ${utcMinute(sub.trial.end)}`
-        : `Your free trial of ${sub.plan_name} has started`;
-      return { ...base, status: 'active', message: `${started}, then your wallet pays the renewals automatically.` };
-    }
-    const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
-    if (outcome.paid) {
-      const settled = outcome.confirmed ? await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by) : 'unconfirmed';
-      // The answer's status can only say active or pending; the words say what it is.
-      const message = paidWords(`Your wallet paid ${satsText(sub.payment.amount_sats)}`, `your subscription to ${sub.plan_name}`, settled);
-      return { ...base, status: typeof settled === 'object' && settled.status === 'active' ? ('active' as const) : ('pending' as const), message };
-    }
-    return notPaid({ code: outcome.error_code, message: outcome.message });
+    const answer = await subscribed(d, req);
+    // A returning subscriber's other contact details were not stored (billing keeps the known ones): said.
+    if (!contactsUnchanged(req.body, answer.manage_url)) return answer;
+    return { ...answer, contacts_unchanged: true as const, message: `${answer.message} ${CONTACTS_UNCHANGED}` };
   });
+
+/**
+ * The wallet is checked first (nothing is created for an unusable one), billing creates the subscription
+ * and its first invoice, the connection is stored with its secret sealed, and the wallet pays at once. A
+ * payment the wallet refuses or does not answer leaves the subscription pending (201 with the NIP-47
+ * error code) and counts as a failure of the connection.
+ */
+async function subscribed(d: Deps, req: RouteRequest<'public.subscribe.nwc'>): Promise<RouteReply<'public.subscribe.nwc'>> {
+  const by = answerBy(d, routeWaitMs('public.subscribe.nwc'), req.caller.answer_by);
+  const body = req.body;
+  const { nwc_connection_string: _secret, ...rest } = body;
+  // The plan and the contacts first: no relay is contacted for a plan that cannot be had (found from
+  // outside: an unknown plan was answered as the wallet's relay being unreachable). The check asks
+  // nothing the subscribe below does not: when it cannot be asked (an older billing without it, an
+  // auth.conf older than the code) the subscribe says the same refusals. Any other failure (billing not
+  // answering in time, NATS away) would fail the subscribe too: 503 now, without contacting the wallet.
+  await callMessage(d.bus, messages.subscribeNwcCheck, rest).catch((err) => {
+    if (!(err instanceof BusUnavailableError && (err.noResponders || err.refused))) throw err;
+  });
+  const { conn, encryption } = await checked(d, body.nwc_connection_string);
+  const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
+  const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
+  const notPaid = (error: { code: NWCErrorCode; message: string }) => ({
+    ...base,
+    status: 'pending' as const,
+    error_code: error.code,
+    message: `Your wallet did not pay the first invoice: ${error.message}`,
+  });
+  // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
+  const key = req.caller.idempotency_key;
+  const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key, conn.pubkey) : undefined;
+  if (recorded) return notPaid({ code: recorded.error_code ?? 'OTHER', message: recorded.error_message ?? 'The wallet did not pay' });
+  const row = await storeConnection(
+    d,
+    {
+      wallet_id: sub.wallet_id,
+      subscriber_id: sub.subscriber_id,
+      subscription_id: sub.subscription_id,
+      plan_id: body.plan_id,
+      plan_name: sub.plan_name,
+      max_amount_sats: body.max_amount_sats ?? null,
+      subscriber_email: body.email ?? null,
+      subscriber_name: body.name ?? null,
+    },
+    conn,
+    encryption,
+  );
+  d.log.info({ connection_id: row.id, subscription_id: sub.subscription_id, encryption }, 'nwc wallet connected');
+  if (!sub.payment) {
+    // When the wallet is first charged is what a person starting a trial wants to know.
+    const started = sub.trial
+      ? `Your ${sub.trial.days}-day free trial of ${sub.plan_name} has started; it ends on ${utcMinute(sub.trial.end)}`
+      : `Your free trial of ${sub.plan_name} has started`;
+    return { ...base, status: 'active', message: `${started}, then your wallet pays the renewals automatically.` };
+  }
+  const outcome = await chargeConnection(d, row, { ...sub.payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by);
+  if (outcome.paid) {
+    const settled = outcome.confirmed ? await settledStatus(d, { wallet_id: sub.wallet_id, subscription_id: sub.subscription_id }, by) : 'unconfirmed';
+    // The answer's status can only say active or pending; the words say what it is.
+    const message = paidWords(`Your wallet paid ${satsText(sub.payment.amount_sats)}`, `your subscription to ${sub.plan_name}`, settled);
+    return { ...base, status: typeof settled === 'object' && settled.status === 'active' ? ('active' as const) : ('pending' as const), message };
+  }
+  return notPaid({ code: outcome.error_code, message: outcome.message });
+}
