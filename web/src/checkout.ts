@@ -797,7 +797,11 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
     const mine = following;
     // Withdrawn because a late payment of the contact's earlier checkout started the subscription (found
     // from outside: "expired", and a fresh invoice refused with a 409): that payment is followed instead.
-    if (replacedBy) return follow(replacedBy, 0);
+    if (replacedBy) {
+      // Nothing is left to pay with here, whatever that payment's status answers (found in review).
+      received();
+      return follow(replacedBy, 0);
+    }
     const [earlier, gone] = await Promise.all([
       replaced.length ? firstPaid(replaced) : null,
       api('GET', `/public/plan/${encodeURIComponent(plan.id)}`).then(

@@ -83,7 +83,7 @@ interface Pay extends Payable {
   onchain_txid?: string | null;
   cardproc_payment_id?: string | null;
   walletproc_order_id?: string | null;
-  /** Withdrawn: this payment (of the contact's earlier checkout, paid late) started the subscription. */
+  /** Withdrawn: this payment (an earlier invoice, or one of the contact's earlier checkout, paid late) started the subscription. */
   replaced_by?: string;
   /** The period it paid for (absent: not applied yet, or paid before the service recorded it). */
   period_start?: number;
@@ -479,7 +479,7 @@ function paymentsSection(payments: Pay[], sellers: Map<string, string>): HTMLEle
       h('span', { class: `pill pill-${p.status}` }, label),
       h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)),
       // Found from outside: "Expired, not paid" beside an active subscription nobody seemed to have paid.
-      replaced ? h('span', { class: 'hint' }, 'Your payment of an earlier checkout of this plan started this subscription.') : null,
+      replaced ? h('span', { class: 'hint' }, 'Another payment of yours started this subscription: nothing is due on this one.') : null,
     );
     if (p.status === 'paid') {
       const ref = reference(p);

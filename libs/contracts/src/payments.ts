@@ -40,7 +40,7 @@ export const Payment = z
     period_end: UnixSeconds.optional().openapi({ description: 'For a paid payment applied to its subscription: the end of the period it paid for' }),
     replaced_by: Id.optional().openapi({
       description:
-        "Present on a checkout payment withdrawn because another payment started its subscription (an earlier checkout of the same contact, paid late): that payment's id. Nothing is due on this one",
+        "Present on a checkout payment withdrawn because another payment started its subscription (an earlier invoice of the checkout, or of the contact's earlier checkout, paid late): that payment's id. Nothing is due on this one",
     }),
   })
   .openapi('Payment');
@@ -158,7 +158,7 @@ export const PaymentStatusResponse = z
     }),
     replaced_by: Id.optional().openapi({
       description:
-        'For an expired checkout payment withdrawn because another payment started its subscription (an earlier checkout of the same contact, paid late): that payment, whose status says the subscription started',
+        "For an expired checkout payment withdrawn because another payment started its subscription (an earlier invoice of the checkout, or of the contact's earlier checkout, paid late): that payment, whose status says the subscription started",
     }),
   })
   .openapi('PaymentStatusResponse');

@@ -3,6 +3,7 @@ import { Id, PaginationQuery, QueryInt, someField, UnixSeconds } from './common.
 import { Interval, PaymentMethod } from './plans.js';
 import { Payment } from './payments.js';
 import { CancelledBy } from './events.js';
+import type { UnsubscribeLinkView } from './page-words.js';
 
 export const SubscriptionStatus = z.enum(['pending', 'active', 'paused', 'past_due', 'payment_failed', 'cancelled', 'expired']).openapi('SubscriptionStatus');
 export type SubscriptionStatus = z.infer<typeof SubscriptionStatus>;
@@ -94,6 +95,9 @@ export const UnsubscribeLink = z
   })
   .openapi('UnsubscribeLink');
 export type UnsubscribeLink = z.infer<typeof UnsubscribeLink>;
+// The pages' own view of it (page-words, kept free of zod) must accept what the route answers.
+const _unsubscribeLinkView = (l: UnsubscribeLink): UnsubscribeLinkView => l;
+void _unsubscribeLinkView;
 
 /** Optional body of `POST /subscriptions/{id}/cancel`. */
 export const CancelRequest = z

@@ -11,6 +11,11 @@ type Outcome = {
   withdraw?: string | null;
   /** The contact's pending checkout activated by a late payment: its own checkout payment is withdrawn. */
   withdrawCheckoutOf?: string | null;
+  /**
+   * That checkout is another one than the payment's own, never paid before: its invoices that ran out
+   * already are named too (not a resumed subscription's old ones, nor those of the payment's own checkout).
+   */
+  nameExpired?: boolean;
   unapplied?: string | null;
   /** The period an applied payment paid for (absent: applied by an earlier version). */
   period?: { start: number; end: number } | null;
@@ -92,7 +97,8 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       // (found in review: left payable once the checkout filter came in).
       const resumeInvoice = target.renewal_payment_id !== null && target.renewal_payment_id !== p.payment_id ? target.renewal_payment_id : null;
       if (resumeInvoice) await d.appliedPayments.setWithdraw(tx, p.payment_id, resumeInvoice);
-      return { result: 'applied', withdrawCheckoutOf: target.id, withdraw: resumeInvoice, period };
+      const nameExpired = app.to === 'contact_pending' && awaitingFirstPayment(target);
+      return { result: 'applied', withdrawCheckoutOf: target.id, withdraw: resumeInvoice, period, nameExpired };
     }
     // The open replacement of a renewal paid late through an older invoice must not be paid a second time.
     const withdraw =
@@ -123,9 +129,11 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       offset: 0,
     });
     const appliedBy = unixSeconds(d.clock);
-    // Those that ran out already are named too: their page follows the payment that paid (found from
-    // outside: it said "expired" and offered a fresh invoice, refused with a 409).
-    for (const x of page.items.filter((x) => (x.status === 'pending' || x.status === 'expired') && x.created_at <= appliedBy)) {
+    // Another checkout's invoices that ran out already are named too: their page follows the payment that
+    // paid (found from outside: it said "expired" and offered a fresh invoice, refused with a 409). Not on
+    // a replay (not recorded): those open then were named the first time.
+    const named = (x: { status: string }) => x.status === 'pending' || (outcome.nameExpired === true && x.status === 'expired');
+    for (const x of page.items.filter((x) => named(x) && x.created_at <= appliedBy)) {
       await callMessage(d.bus, messages.expireOpenPayments, {
         wallet_id,
         subscription_id: outcome.withdrawCheckoutOf,

@@ -213,9 +213,10 @@ function unsubscribePage(body: unknown): ((html: string) => string) | undefined 
     : '';
   return (html) =>
     html
-      .replace(/<title>[^<]*<\/title>/, `<title>${htmlText(title)}</title>`)
-      .replace(/<h1 id="title">[^<]*<\/h1>/, `<h1 id="title">${htmlText(title)}</h1>`)
-      .replace(/<noscript>[\s\S]*?<\/noscript>/, `<noscript><p id="what">${sentence}</p>${form}</noscript>`);
+      // Replaced by functions: a `$&` or `$'` in a seller's name is text, not a replacement pattern (found in review).
+      .replace(/<title>[^<]*<\/title>/, () => `<title>${htmlText(title)}</title>`)
+      .replace(/<h1 id="title">[^<]*<\/h1>/, () => `<h1 id="title">${htmlText(title)}</h1>`)
+      .replace(/<noscript>[\s\S]*?<\/noscript>/, () => `<noscript><p id="what">${sentence}</p>${form}</noscript>`);
 }
 
 /** Pages whose GET answer shapes the page served (its words without JavaScript). */
@@ -289,8 +290,9 @@ export function hostedPages(webDir: string, log: Logger, planOffered: PlanOffere
     if (!template) return fallback();
     const words = [`<h1>${htmlText(title)}</h1>`, ...text.map((t) => `<p>${htmlText(t)}</p>`)].join('\n    ');
     const body = template
-      .replace(/<title>[^<]*<\/title>/, `<title>${htmlText(title)}</title>`)
-      .replace(MESSAGE_SLOT, MESSAGE_SLOT.replace('><', `>\n    ${words}\n  <`));
+      // Replaced by functions: a `$&` in the words (a plan's name in the service's answer) is text.
+      .replace(/<title>[^<]*<\/title>/, () => `<title>${htmlText(title)}</title>`)
+      .replace(MESSAGE_SLOT, () => MESSAGE_SLOT.replace('><', () => `>\n    ${words}\n  <`));
     securityHeaders(res);
     // Each says what happened to this one request: not kept, not given for another.
     res.setHeader('Cache-Control', 'no-store');

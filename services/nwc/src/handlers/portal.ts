@@ -62,7 +62,15 @@ export const connectWallet = (d: Deps) =>
     const key = req.caller.idempotency_key;
     // The same request again (its answer lost after the wallet was asked): the connection it made, as it
     // stands (found in review: a new one, its failure count 0 beside the refusal recorded).
-    const made = key ? await d.connections.activeOfRequest(d.db, s.wallet_id, body.subscription_id, conn.pubkey, key) : undefined;
+    const made = key
+      ? await d.connections.activeOfRequest(
+          d.db,
+          s.wallet_id,
+          body.subscription_id,
+          { pubkey: conn.pubkey, max_amount_sats: body.max_amount_sats ?? null },
+          key,
+        )
+      : undefined;
     const row =
       made ??
       (await storeConnection(
@@ -141,5 +149,7 @@ async function payFirst(
     const settled = outcome.confirmed ? await settledStatus(d, ref, by) : 'unconfirmed';
     return { paid: true, message: paidWords(who, 'the subscription', settled) };
   }
-  return { paid: false, error_code: outcome.error_code, message: firstNotPaidWords(outcome, amount) };
+  // Without error_code where the wallet was not asked (PortalWalletConnected.first_payment; found in review).
+  const code = 'notAsked' in outcome || 'earlier' in outcome ? {} : { error_code: outcome.error_code };
+  return { paid: false, ...code, message: firstNotPaidWords(outcome, amount) };
 }

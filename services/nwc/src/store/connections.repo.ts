@@ -71,12 +71,20 @@ export class ConnectionsRepo {
    * The subscription's active connection to `walletPubkey` that a request with the (hashed) Idempotency-Key
    * `requestKey` charged: that request again (its answer lost) is answered with it, not a new one.
    */
-  async activeOfRequest(q: Queryable, walletId: string, subscriptionId: string, walletPubkey: string, requestKey: string): Promise<ConnectionRow | undefined> {
+  async activeOfRequest(
+    q: Queryable,
+    walletId: string,
+    subscriptionId: string,
+    wallet: { pubkey: string; max_amount_sats: number | null },
+    requestKey: string,
+  ): Promise<ConnectionRow | undefined> {
+    // Its limit too: a key the gateway freed may come back with another body (found in review).
     const { rows } = await q.query<ConnectionRow>(
       `SELECT ${COLS} FROM ${this.t} c WHERE wallet_id = $1 AND subscription_id = $2 AND wallet_pubkey = $3 AND is_active
+         AND max_amount_sats IS NOT DISTINCT FROM $5
          AND EXISTS (SELECT 1 FROM ${this.schema}.charge_attempts a WHERE a.connection_id = c.id AND a.request_key = $4)
        ORDER BY created_at DESC, id DESC LIMIT 1`,
-      [walletId, subscriptionId, walletPubkey, requestKey],
+      [walletId, subscriptionId, wallet.pubkey, requestKey, wallet.max_amount_sats],
     );
     return rows[0];
   }

@@ -265,7 +265,7 @@ export class PaymentsRepo {
   async markReplaced(q: Queryable, walletId: string, subscriptionId: string, id: string, replacedBy: string): Promise<void> {
     await q.query(
       `UPDATE ${this.t} SET replaced_by = $4, version = version + 1
-       WHERE wallet_id = $1 AND subscription_id = $2 AND id = $3 AND status = 'expired' AND replaced_by IS NULL`,
+       WHERE wallet_id = $1 AND subscription_id = $2 AND id = $3 AND status = 'expired' AND purpose = 'checkout' AND replaced_by IS NULL`,
       [walletId, subscriptionId, id, replacedBy],
     );
   }
