@@ -398,6 +398,38 @@ describe('subscribe with NWC', () => {
     ).toBe(409);
   });
 
+  it('a wallet that pays just after the wait: the answer says it may still pay, not "did not pay", and its payment activates the subscription (found from outside)', async () => {
+    const w = await wallet();
+    // Past this file's NWC_REPLY_TIMEOUT_MS (4 s): the charge gives up, the wallet pays a second later.
+    w.setBehaviour({ pay: true, delayMs: 5000 });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'late-wallet@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({
+      status: 'pending',
+      error_code: 'OTHER',
+      may_still_pay: true,
+      message:
+        'Your wallet has not paid the first invoice yet: The wallet did not answer the payment request within 4 seconds. It may still pay it in the next few minutes: look at the subscription again then, before you pay another way.',
+    });
+    expect(res.body.message).not.toContain('did not pay');
+    await until(
+      () => admin.get(`/subscriptions/${res.body.subscription_id}`),
+      (r) => r.body.status === 'active',
+      30_000,
+    );
+    // A definite refusal is still said as one, with nothing about paying later.
+    const broke = await wallet();
+    broke.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Empty' });
+    const refused = await anon().post('/public/subscribe/nwc', {
+      plan_id: p.id,
+      email: 'late-wallet-2@example.com',
+      nwc_connection_string: broke.connectionString(),
+    });
+    expect(refused.body).toMatchObject({ status: 'pending', error_code: 'INSUFFICIENT_BALANCE', message: 'Your wallet did not pay the first invoice: Empty' });
+    expect(refused.body.may_still_pay).toBeUndefined();
+  });
+
   it('a wallet that pays but whose answer never arrives: the payment counts, the connection is not blamed', async () => {
     const w = await wallet();
     w.setBehaviour({ pay: true, noAnswer: true });

@@ -67,6 +67,8 @@ interface NwcAnswer {
   message: string;
   error_code?: string | null;
   manage_url?: string | null;
+  /** No answer in time: the wallet may still pay (no advice to pay another way). */
+  may_still_pay?: boolean;
 }
 
 /** The keys that open a select's list or move through its options (type-ahead letters aside). */
@@ -572,10 +574,14 @@ function render(plan: PublicPlan, back: boolean, note?: string): void {
         // The subscription exists now, waiting for its first payment: this contact cannot start another,
         // so the way on is another wallet here, or its own page, where it is payable by invoice.
         const code = r.error_code && !r.message.includes(r.error_code) ? ` (${r.error_code})` : '';
-        const said = [
-          `${r.message}${code}. You can try again with another wallet`,
-          ...(link ? [', or pay another way on ', h('a', { href: link, id: 'portal-link' }, 'the page of your subscription'), '.'] : ['.']),
-        ];
+        // A wallet that did not answer in time may still pay: no advice to pay another way meanwhile
+        // (found from outside: "try again with another wallet", then the late payment made it active).
+        const said = r.may_still_pay
+          ? [r.message, ...(link ? [' ', h('a', { href: link, id: 'portal-link' }, 'The page of your subscription'), ' shows it.'] : [])]
+          : [
+              `${r.message}${code}. You can try again with another wallet`,
+              ...(link ? [', or pay another way on ', h('a', { href: link, id: 'portal-link' }, 'the page of your subscription'), '.'] : ['.']),
+            ];
         if (still()) return formError.replaceChildren(...said);
         // Back or Forward drew another view meanwhile: written into the form if that is what is shown
         // (what was typed since stays), else the form again, in an entry of its own, with this answer,

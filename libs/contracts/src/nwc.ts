@@ -66,6 +66,10 @@ export const NWCSubscriptionResponse = z
     error_code: NWC_ERROR_CODES.nullable().optional().openapi({ description: 'Present only if the payment failed' }),
     manage_url: z.string().nullable().optional().openapi({ description: 'Portal link; only when this request created the subscriber' }),
     contacts_unchanged: contactsUnchangedField,
+    may_still_pay: z.literal(true).optional().openapi({
+      description:
+        'With error_code: the wallet did not answer in time (or answered an error after which it may still pay); a payment it makes in the next minutes activates the subscription',
+    }),
   })
   .openapi('NWCSubscriptionResponse');
 export type NWCSubscriptionResponse = z.infer<typeof NWCSubscriptionResponse>;

@@ -22,6 +22,8 @@ type ChargeOutcome =
       notAsked?: true;
       /** Not asked: another payment of the subscription the wallet paid was just confirmed, or waits to be. */
       earlier?: 'confirmed' | 'waiting';
+      /** No answer in time, or one after which the wallet may still pay (mayPayLater): not a refusal. */
+      mayStillPay?: true;
     };
 
 /** A payment as a charge needs it. */
@@ -289,7 +291,7 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     { connection_id: conn.id, payment_id: payment.id, error_code: error.code, consecutive_failures: after?.consecutive_failures, deactivated },
     'nwc payment failed',
   );
-  return { paid: false, error_code: error.code, message: error.message, deactivated };
+  return { paid: false, error_code: error.code, message: error.message, deactivated, ...(mayStillPay ? { mayStillPay: true as const } : {}) };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { firstNotPaidWords, paidWords } from '../src/domain/words.js';
+import { checkoutNotPaidWords, firstNotPaidWords, paidWords } from '../src/domain/words.js';
 
 describe('paidWords: what a paid first payment made of the subscription', () => {
   const paid = 'Your wallet paid 1,500 sats';
@@ -50,5 +50,18 @@ describe('firstNotPaidWords: the first payment not paid by the wallet connected 
     expect(firstNotPaidWords({ message: 'x', notAsked: true }, '1,500 sats')).toBe(
       'Your wallet was not asked to make the first payment: there was no time left to wait for its answer. Pay it from the invoice on the subscription.',
     );
+  });
+});
+
+describe('a wallet that did not answer in time is not said to have refused (found from outside)', () => {
+  it('the checkout and the portal connect say it may still pay, and advise waiting before paying another way', () => {
+    const late = { message: 'The wallet did not answer the payment request within 30 seconds', mayStillPay: true as const };
+    expect(checkoutNotPaidWords(late)).toBe(
+      'Your wallet has not paid the first invoice yet: The wallet did not answer the payment request within 30 seconds. It may still pay it in the next few minutes: look at the subscription again then, before you pay another way.',
+    );
+    expect(firstNotPaidWords(late, '1,500 sats')).toBe(
+      'Your wallet has not paid the first payment yet: The wallet did not answer the payment request within 30 seconds. It may still pay it in the next few minutes: look at the subscription again then, before you pay the invoice.',
+    );
+    expect(checkoutNotPaidWords({ message: 'Empty' })).toBe('Your wallet did not pay the first invoice: Empty');
   });
 });

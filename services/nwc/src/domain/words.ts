@@ -30,7 +30,7 @@ export const clause = (words: string) => words.replace(/[\s.!?…]+$/, '') || 'n
 export const notAskedWords = (why: string) => `Your wallet was not asked to make the first payment: ${why}. Pay it from the invoice on the subscription.`;
 
 /** A charge of a first payment that did not pay, as chargeConnection tells it. */
-export type Unpaid = { message: string; notAsked?: true; undecided?: true; earlier?: 'confirmed' | 'waiting' };
+export type Unpaid = { message: string; notAsked?: true; undecided?: true; earlier?: 'confirmed' | 'waiting'; mayStillPay?: true };
 
 /**
  * The first payment not paid by the wallet connected in the portal, in the subscriber's words. Paying the
@@ -48,5 +48,18 @@ export function firstNotPaidWords(outcome: Unpaid, amount: string): string {
     const state = outcome.earlier === 'confirmed' ? 'was just confirmed' : 'is waiting to be confirmed';
     return `Your wallet was not asked to make the first payment: an earlier invoice of this subscription was paid, and its payment ${state}. Reload the page in a minute to see whether the subscription is active, before you pay the invoice.`;
   }
+  if (outcome.mayStillPay) return `Your wallet has not paid the first payment yet: ${clause(outcome.message)}. ${MAY_STILL_PAY}, before you pay the invoice.`;
   return `Your wallet did not pay the first payment: ${clause(outcome.message)}. Pay it from the invoice on the subscription, or connect another wallet.`;
+}
+
+/**
+ * After no answer in time (or an error after which a wallet may still pay): the wallet may pay in the
+ * minutes after, and its payment is found then (found from outside: "did not pay", then active).
+ */
+export const MAY_STILL_PAY = 'It may still pay it in the next few minutes: look at the subscription again then';
+
+/** The NWC checkout's first payment not paid by its wallet, in the subscriber's words. */
+export function checkoutNotPaidWords(outcome: Pick<Unpaid, 'message' | 'mayStillPay'>): string {
+  if (outcome.mayStillPay) return `Your wallet has not paid the first invoice yet: ${clause(outcome.message)}. ${MAY_STILL_PAY}, before you pay another way.`;
+  return `Your wallet did not pay the first invoice: ${outcome.message}`;
 }
