@@ -2,11 +2,18 @@ import type { ChildProcess } from 'node:child_process';
 
 export const ROOT: string;
 export const API_PREFIX: string;
-export function freePort(): Promise<number>;
+export function freePort(avoid?: number[]): Promise<number>;
 export function findNatsServer(): string | undefined;
 export function startNats(
   dir: string,
-  opts?: { port?: number; secure?: boolean; devMode?: boolean; tls?: { certFile: string; keyFile: string }; passwords?: Record<string, string> },
+  opts?: {
+    port?: number;
+    secure?: boolean;
+    devMode?: boolean;
+    tls?: { certFile: string; keyFile: string };
+    passwords?: Record<string, string>;
+    avoid?: number[];
+  },
 ): Promise<{
   url: string;
   port: number;

@@ -12,7 +12,18 @@ import { natsPasswords, natsServerConfig, passwordVar } from './nats-config.mjs'
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const API_PREFIX = '/subscriptions_manager/api/v1';
 
-export function freePort() {
+/**
+ * A loopback port free now, none of `avoid` (ports named for other processes that have not bound them
+ * yet: the kernel may hand one out again; found in CI: nats-server and a service's ops port on one port).
+ */
+export async function freePort(avoid = []) {
+  for (let i = 0; ; i++) {
+    const port = await anyFreePort();
+    if (!avoid.includes(port) || i >= 20) return port;
+  }
+}
+
+function anyFreePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
@@ -42,10 +53,10 @@ export function findNatsServer() {
  * subject permissions generated from the contracts (the production shape) and fresh passwords; `env`
  * then holds every `NATS_PASSWORD_<USER>`, for startService to hand each service its own.
  */
-export async function startNats(dir, { port, secure = false, devMode = true, tls, passwords } = {}) {
+export async function startNats(dir, { port, secure = false, devMode = true, tls, passwords, avoid = [] } = {}) {
   const bin = findNatsServer();
   if (!bin) throw new Error('nats-server not found: install it (Debian: apt-get install nats-server) or set NATS_URL');
-  port ??= await freePort();
+  port ??= await freePort(avoid);
   mkdirSync(dir, { recursive: true });
   // A restart passes the passwords it was started with, so the services' credentials stay valid.
   const env = secure ? (passwords ?? natsPasswords()) : {};

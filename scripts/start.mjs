@@ -28,6 +28,8 @@ const settings = loadConfig(
   },
   { ...process.env, DATABASE_URL: process.env.DATABASE_URL || undefined, NATS_URL: process.env.NATS_URL || undefined },
 );
+/** The ports the gateway and the services will listen on: not to be given to PGlite or nats-server. */
+const takenLater = [settings.PORT, settings.BILLING_OPS_PORT, settings.PAYMENTS_OPS_PORT, settings.NWC_OPS_PORT, settings.NOTIFIER_OPS_PORT];
 
 const DATA = dataDir();
 /** What shutdown stops, last started first: `[name, stop]`. */
@@ -90,7 +92,12 @@ async function embeddedPostgres() {
   const dir = join(DATA, 'pglite');
   mkdirSync(dir, { recursive: true });
   const db = await PGlite.create(dir);
-  const server = await servePglite(db, { port: Number(process.env.PGLITE_PORT || 0) });
+  let server = await servePglite(db, { port: Number(process.env.PGLITE_PORT || 0) });
+  // A port the kernel chose that a service is told to listen on later: another one.
+  for (let i = 0; !process.env.PGLITE_PORT && takenLater.includes(server.port) && i < 20; i++) {
+    await server.stop();
+    server = await servePglite(db, { port: 0 });
+  }
   stops.push([
     'embedded PostgreSQL',
     async () => {
@@ -158,7 +165,7 @@ async function main() {
       return shutdown(1);
     }
     // The production shape: each service its own NATS user with the subjects the contracts give it.
-    const nats = await startNats(join(DATA, 'nats'), { secure: true });
+    const nats = await startNats(join(DATA, 'nats'), { secure: true, avoid: takenLater });
     lock.track('nats-server', nats.child.pid);
     const restartNats = async () => {
       const again = await startNats(join(DATA, 'nats'), { port: nats.port, secure: true, passwords: nats.env });
