@@ -1867,6 +1867,25 @@ describe('portal: connect a wallet', () => {
     expect(asked(w)).toBe(2);
   });
 
+  it('the same connect again after a wallet that may still pay: said so again, not "did not pay" (found in review)', async () => {
+    const { connect } = await waitingForFirst('first-same-key-may-pay@example.com');
+    const w = await wallet();
+    // PAYMENT_FAILED: a wallet may still pay after it (a retry inside it), as after no answer in time.
+    w.setBehaviour({ error: 'PAYMENT_FAILED', message: 'Route not found yet.' });
+    const key = { 'Idempotency-Key': 'portal-connect-same-key-may-pay' };
+    const words =
+      'Your wallet has not paid the first payment yet: Route not found yet. It may still pay it in the next few minutes: look at the subscription again then, before you pay the invoice.';
+    const first = await connect(w, key);
+    expect(first.status, JSON.stringify(first.body)).toBe(201);
+    expect(first.body.first_payment).toEqual({ paid: false, error_code: 'PAYMENT_FAILED', message: words });
+    // Its answer lost and the gateway's record of it gone: nwc answers the refusal it recorded.
+    await db.query(`DELETE FROM gateway.idempotency_keys WHERE key = $1`, [key['Idempotency-Key']]);
+    const again = await connect(w, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect(again.body.first_payment).toEqual({ paid: false, error_code: 'PAYMENT_FAILED', message: words });
+    expect(asked(w)).toBe(1);
+  });
+
   it('connected while the checkout\'s wallet is paying: it shares that charge, and says which wallet paid (found in review: "Your wallet paid")', async () => {
     const email = 'first-during-checkout@example.com';
     // A subscriber with a portal link (an earlier subscription) starts an NWC checkout whose wallet takes its time.

@@ -1,7 +1,7 @@
 import { messages, routes, type NWCErrorCode } from '@sb/contracts';
 import { busWaitMs, callMessage, DomainError, enqueueEvent, newId, type Queryable, unavailable, unixSeconds, within } from '@sb/runtime';
 import { MAX_CONSECUTIVE_FAILURES, SCHEMA, type Deps } from './deps.js';
-import { chargeFailedData, chargeRefusal, clipMessage, mayPayLater, nextLook, sharedOutcome, walletDisabledData } from './domain/charge.js';
+import { chargeFailedData, chargeRefusal, clipMessage, mayStillPay, nextLook, sharedOutcome, WRONG_PREIMAGE, walletDisabledData } from './domain/charge.js';
 import type { AttemptRow } from './store/attempts.repo.js';
 import type { ConnectionRow } from './store/connections.repo.js';
 
@@ -57,8 +57,6 @@ export function routeWaitMs(id: (typeof routes)[number]['id']): number | undefin
   const route = routes.find((r) => r.id === id);
   return route && 'busTimeoutMs' in route ? route.busTimeoutMs : undefined;
 }
-
-export const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
 
 /**
  * Pays one invoice of a subscription with its connected wallet. Charges of the same payment at once (a
@@ -270,8 +268,8 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     else if (confirmed === 'unavailable') unconfirmed = answer.preimage;
   }
   // A wallet that answered a preimage of another invoice did not pay this one: final, as a refusal is.
-  const mayStillPay = 'error' in answer && mayPayLater(answer.error.code) && answer.error.message !== WRONG_PREIMAGE;
-  if ('preimage' in answer || (mayStillPay && (await paidMeanwhile(d, conn, payment.id)) === 'paid')) {
+  const mayPay = 'error' in answer && mayStillPay(answer.error);
+  if ('preimage' in answer || (mayPay && (await paidMeanwhile(d, conn, payment.id)) === 'paid')) {
     await d.db.tx(async (tx) => {
       await d.attempts.finish(tx, attemptId, 'paid', { unconfirmedPreimage: unconfirmed });
       await d.connections.recordSuccess(tx, conn.id, now);
@@ -291,7 +289,7 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     { connection_id: conn.id, payment_id: payment.id, error_code: error.code, consecutive_failures: after?.consecutive_failures, deactivated },
     'nwc payment failed',
   );
-  return { paid: false, error_code: error.code, message: error.message, deactivated, ...(mayStillPay ? { mayStillPay: true as const } : {}) };
+  return { paid: false, error_code: error.code, message: error.message, deactivated, ...(mayPay ? { mayStillPay: true as const } : {}) };
 }
 
 /**

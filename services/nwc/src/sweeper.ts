@@ -1,7 +1,7 @@
 import { Poller } from '@sb/runtime';
-import { confirmAttempt, forgiveIfPaidLate, WRONG_PREIMAGE } from './charge.js';
+import { confirmAttempt, forgiveIfPaidLate } from './charge.js';
 import type { Deps } from './deps.js';
-import { LATE_PAYMENT_WINDOW_S, MAY_PAY_LATER_CODES } from './domain/charge.js';
+import { LATE_PAYMENT_WINDOW_S, MAY_PAY_LATER_CODES, WRONG_PREIMAGE } from './domain/charge.js';
 
 /** How many paid attempts one round tries to confirm, failed ones it looks at again, and old attempts it deletes. */
 const CONFIRM_BATCH = 20;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chargeRefusal, clipMessage, nextLook, sharedOutcome } from '../src/domain/charge.js';
+import { chargeRefusal, clipMessage, nextLook, recordedRefusal, sharedOutcome, WRONG_PREIMAGE } from '../src/domain/charge.js';
 
 describe('chargeRefusal', () => {
   it('asks an active connection within its limit', () => {
@@ -60,5 +60,23 @@ describe('clipMessage', () => {
     const long = `${'a'.repeat(499)}😀${'b'.repeat(100)}`;
     expect(clipMessage(long)).toBe(`${'a'.repeat(499)}😀`);
     expect(clipMessage('x'.repeat(2000))).toHaveLength(500);
+  });
+});
+
+describe('recordedRefusal: the same request again answers as its first run did', () => {
+  it('a wallet that may still pay is said so again, a definite refusal or a wrong preimage is not', () => {
+    expect(recordedRefusal({ error_code: 'OTHER', error_message: 'The wallet did not answer the payment request within 4 seconds' })).toEqual({
+      paid: false,
+      error_code: 'OTHER',
+      message: 'The wallet did not answer the payment request within 4 seconds',
+      mayStillPay: true,
+    });
+    expect(recordedRefusal({ error_code: 'PAYMENT_FAILED', error_message: 'No route' }).mayStillPay).toBe(true);
+    expect(recordedRefusal({ error_code: 'INSUFFICIENT_BALANCE', error_message: 'Empty' })).toEqual({
+      paid: false,
+      error_code: 'INSUFFICIENT_BALANCE',
+      message: 'Empty',
+    });
+    expect(recordedRefusal({ error_code: 'OTHER', error_message: WRONG_PREIMAGE })).not.toHaveProperty('mayStillPay');
   });
 });

@@ -34,6 +34,25 @@ const MAY_PAY_LATER: ReadonlySet<NWCErrorCode> = new Set(['INTERNAL', 'OTHER', '
 export const MAY_PAY_LATER_CODES: readonly NWCErrorCode[] = [...MAY_PAY_LATER];
 export const mayPayLater = (code: NWCErrorCode): boolean => MAY_PAY_LATER.has(code);
 
+export const WRONG_PREIMAGE = 'The wallet answered with a preimage that does not belong to the invoice';
+
+/** Whether the wallet that answered `error` may still pay the same request; a preimage of another invoice is final. */
+export const mayStillPay = (error: { code: NWCErrorCode; message: string }): boolean => mayPayLater(error.code) && error.message !== WRONG_PREIMAGE;
+
+/**
+ * A refusal recorded for the same request (its answer was lost), answered as the charge that got it
+ * answered it: a retry of a wallet that may still pay must not say "did not pay" (found in review).
+ */
+export function recordedRefusal(row: { error_code: NWCErrorCode | null; error_message: string | null }): {
+  paid: false;
+  error_code: NWCErrorCode;
+  message: string;
+  mayStillPay?: true;
+} {
+  const error = { code: row.error_code ?? 'OTHER', message: row.error_message ?? 'The wallet did not pay' };
+  return { paid: false, error_code: error.code, message: error.message, ...(mayStillPay(error) ? { mayStillPay: true as const } : {}) };
+}
+
 /**
  * How long after a failed charge that may still be paid by its wallet (mayPayLater) its invoice is looked
  * at again. Its request expires (NIP-40) with our wait, so an honest wallet pays within moments. A payment

@@ -3,6 +3,7 @@ import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, 
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection, routeWaitMs, tellBilling } from '../charge.js';
 import { clause, firstNotPaidWords, notAskedWords, paidWords } from '../domain/words.js';
+import { recordedRefusal } from '../domain/charge.js';
 import { toConnection, type ConnectionRow } from '../store/connections.repo.js';
 import { checked, settledStatus, storeConnection, wellFormed } from './public.subscribe.js';
 
@@ -137,7 +138,7 @@ async function payFirst(
   // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
   const recorded = key ? await d.attempts.refusalOf(d.db, payment.id, key, row.wallet_pubkey) : undefined;
   const outcome = recorded
-    ? { paid: false as const, error_code: recorded.error_code ?? 'OTHER', message: recorded.error_message ?? 'The wallet did not pay' }
+    ? recordedRefusal(recorded)
     : await chargeConnection(d, row, { ...payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by, startBy);
   if (outcome.paid) {
     // An attempt in flight when this wallet was connected (the checkout's) may be what paid it.

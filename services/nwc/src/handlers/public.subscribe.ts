@@ -2,11 +2,11 @@ import { CONTACTS_UNCHANGED, contactsUnchanged, ID_PREFIXES, messages, type NWCE
 import { BusUnavailableError, callMessage, newId, routeHandler, invalid, within, type RouteReply, type RouteRequest } from '@sb/runtime';
 import { ConnectionStringError, parseConnectionString } from '../connection-string.js';
 import type { Deps } from '../deps.js';
-import { answerBy, chargeConnection, routeWaitMs, WRONG_PREIMAGE } from '../charge.js';
+import { answerBy, chargeConnection, routeWaitMs } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 import { checkoutNotPaidWords, paidWords, type Settled } from '../domain/words.js';
-import { mayPayLater } from '../domain/charge.js';
+import { recordedRefusal } from '../domain/charge.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A connection string or wallet refused in words: 422 naming the field; anything else as it was. */
@@ -135,21 +135,17 @@ async function subscribed(d: Deps, req: RouteRequest<'public.subscribe.nwc'>): P
   const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
   // No answer in time is no refusal: the wallet may pay in the minutes after (found from outside: "did
   // not pay", then active), which the answer says (may_still_pay) rather than advise paying another way.
-  const notPaid = (error: { code: NWCErrorCode; message: string; mayStillPay?: true }) => ({
+  const notPaid = (outcome: { error_code: NWCErrorCode; message: string; mayStillPay?: true }) => ({
     ...base,
     status: 'pending' as const,
-    error_code: error.code,
-    message: checkoutNotPaidWords(error),
-    ...(error.mayStillPay ? { may_still_pay: true as const } : {}),
+    error_code: outcome.error_code,
+    message: checkoutNotPaidWords(outcome),
+    ...(outcome.mayStillPay ? { may_still_pay: true as const } : {}),
   });
   // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
   const key = req.caller.idempotency_key;
   const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key, conn.pubkey) : undefined;
-  if (recorded) {
-    const code = recorded.error_code ?? 'OTHER';
-    const message = recorded.error_message ?? 'The wallet did not pay';
-    return notPaid({ code, message, ...(mayPayLater(code) && message !== WRONG_PREIMAGE ? { mayStillPay: true as const } : {}) });
-  }
+  if (recorded) return notPaid(recordedRefusal(recorded));
   const row = await storeConnection(
     d,
     {
@@ -180,5 +176,5 @@ async function subscribed(d: Deps, req: RouteRequest<'public.subscribe.nwc'>): P
     const message = paidWords(`Your wallet paid ${satsText(sub.payment.amount_sats)}`, `your subscription to ${sub.plan_name}`, settled);
     return { ...base, status: typeof settled === 'object' && settled.status === 'active' ? ('active' as const) : ('pending' as const), message };
   }
-  return notPaid({ code: outcome.error_code, message: outcome.message, ...(outcome.mayStillPay ? { mayStillPay: true as const } : {}) });
+  return notPaid(outcome);
 }
