@@ -197,8 +197,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
     type: () => true,
     strict: false,
     verify: (req, _res, buf, encoding) => {
-      refuseUndecodable(buf, encoding);
-      (req as WithJsonText).jsonText = buf;
+      (req as WithJsonText).jsonText = decodedText(buf, encoding);
     },
   });
   const raw = express.raw({ limit: BODY_LIMIT, type: () => true });
@@ -425,7 +424,7 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
     ...undecodableQueryIssues(rawQuery),
     ...unstorableIssues({ ...(req.query as object) }, 'query'),
     ...(route.rawBody || route.formBody ? [] : unstorableIssues(req.body, 'body')),
-    ...(route.rawBody || route.formBody || !(req as WithJsonText).jsonText ? [] : duplicateKeyIssues((req as WithJsonText).jsonText!.toString('utf8'), 'body')),
+    ...(route.rawBody || route.formBody || (req as WithJsonText).jsonText === undefined ? [] : duplicateKeyIssues((req as WithJsonText).jsonText!, 'body')),
   ];
   if (unstorable.length) throw new HttpError(422, unstorable);
 
@@ -602,19 +601,19 @@ function limit(limiter: RateLimiter, key: string): void {
 
 const NOT_DECODABLE = 'entity.not.decodable';
 
+/** A request whose JSON body was read: its text, decoded once (the duplicate-key scan reads it). */
+type WithJsonText = Request & { jsonText?: string };
+
 /**
  * JSON between systems is UTF-8 (RFC 8259): body-parser would decode any `utf-*` charset it is told
  * (UTF-16 taken, a UTF-8 body labelled UTF-16 "malformed"), so anything else is refused as it refuses
  * latin1.
  */
-/** A request whose JSON body was read: its bytes as sent. */
-type WithJsonText = Request & { jsonText?: Buffer };
-
-function refuseUndecodable(buf: Buffer, encoding: string): void {
+function decodedText(buf: Buffer, encoding: string): string {
   if (encoding && encoding !== 'utf-8' && encoding !== 'utf8')
     throw Object.assign(new Error(`unsupported charset "${encoding}"`), { status: 415, type: 'charset.unsupported' });
   try {
-    new TextDecoder('utf-8', { fatal: true }).decode(buf);
+    return new TextDecoder('utf-8', { fatal: true }).decode(buf);
   } catch {
     throw Object.assign(new Error('Request body is not valid UTF-8'), { status: 400, type: NOT_DECODABLE });
   }
