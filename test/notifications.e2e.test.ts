@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finalizeEvent, generateSecretKey, getPublicKey, type Event } from 'nostr-tools/pure';
@@ -1036,6 +1036,51 @@ describe('delivery', () => {
     expect(done.attempt_count).toBe(2);
     expect(tgTo('3002')).toHaveLength(1);
     expect((await admin().post(`/notifications/${b.id}/retry`)).status).toBe(409);
+  });
+
+  it('a mail server that accepts and never greets holds up its own message only: later notices go out meanwhile (found from outside)', async () => {
+    // Each connection it takes, and whether the notifier has given up on it (its 20 s SMTP timeout).
+    const taken: { socket: Socket; closed: boolean }[] = [];
+    const hung = createNetServer((socket) => {
+      const c = { socket, closed: false };
+      taken.push(c);
+      socket.on('close', () => (c.closed = true));
+    });
+    await new Promise<void>((r) => hung.listen(0, '127.0.0.1', r));
+    tg.chats.add('4001');
+    const ownerTg = () => tgTo('4001').filter((m) => m.text.startsWith('New subscription'));
+    try {
+      const put = await admin(1).put('/notification-settings', {
+        channels: {
+          email: { smtp_url: `smtp://127.0.0.1:${(hung.address() as AddressInfo).port}`, owner_email: 'hung@example.com' },
+          messenger: { bot_token: TOKEN, owner_chat_id: '4001' },
+        },
+        owner_events: ['subscription.created'],
+      });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const p = (await admin(1).post('/plans', { name: 'Hung mail', amount_sats: 1000, interval: 'weekly' })).body;
+      const subscribe = async (chat: string) =>
+        expect((await pub().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', messenger: chat })).status).toBe(201);
+      await subscribe('4002');
+      await until(
+        async () => [taken.length, ownerTg().length],
+        ([mails, chats]) => mails === 1 && chats === 1,
+      );
+      // The first owner e-mail still hangs: the next subscription's owner message is not held behind it.
+      await subscribe('4003');
+      expect(
+        await until(
+          async () => ownerTg().length,
+          (n) => n === 2,
+          15_000,
+        ),
+      ).toBe(2);
+      expect(taken[0]!.closed).toBe(false);
+    } finally {
+      await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [stack.wallets[1]!.id]);
+      hung.close();
+      for (const c of taken) c.socket.destroy();
+    }
   });
 
   it("the owner's choice of subscriber notices holds: only the cancellation goes out when none is chosen", async () => {

@@ -12,7 +12,7 @@ import { MessengerRepo } from './store/messenger.repo.js';
 import { NotificationsRepo } from './store/notifications.repo.js';
 import { SettingsRepo } from './store/settings.repo.js';
 import { WalletNames } from './wallet-names.js';
-import { notifyDue, pollMessengerBots, WebhookWorker } from './workers.js';
+import { notificationWorker, pollMessengerBots, WebhookWorker } from './workers.js';
 
 main('notifier', () =>
   runService({
@@ -63,8 +63,8 @@ main('notifier', () =>
         concurrency: config.NOTIFIER_EVENT_CONCURRENCY,
       });
       const webhooks = new WebhookWorker(deps, config.NOTIFIER_POLL_INTERVAL_MS);
+      const notices = notificationWorker(deps, config.NOTIFIER_POLL_INTERVAL_MS);
       const pollers = [
-        new Poller('notifications', config.NOTIFIER_POLL_INTERVAL_MS, () => notifyDue(deps), log),
         deps.answered.purging(db, log),
         ...(config.MESSENGER_POLL_MS > 0 ? [new Poller('messenger links', config.MESSENGER_POLL_MS, () => pollMessengerBots(deps), log)] : []),
       ];
@@ -73,11 +73,12 @@ main('notifier', () =>
         async start() {
           await consumer.start();
           webhooks.start();
+          notices.start();
           for (const p of pollers) p.start();
         },
         async stop() {
           await consumer.stop();
-          await Promise.all([webhooks.stop(), ...pollers.map((p) => p.stop())]);
+          await Promise.all([webhooks.stop(), notices.stop(), ...pollers.map((p) => p.stop())]);
           await deps.bus.close().catch(() => undefined);
         },
         ready: { mail: !!config.SMTP_URL, allow_private_webhooks: config.WEBHOOK_ALLOW_PRIVATE, webhook_timeout_ms: config.WEBHOOK_TIMEOUT_MS },

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { Batcher, contextOf, inSpan, linkActiveSpanTo, Poller, unixSeconds } from '@sb/runtime';
+import { Batcher, contextOf, inSpan, linkActiveSpanTo, unixSeconds } from '@sb/runtime';
+import { ClaimingWorker } from './claiming-worker.js';
 import { loadRow, openSecrets, sendVia } from './channels/index.js';
 import { type BotFailure, botIdOf, botUpdates, forgetBotIdentity, knownBotIdentity, sendMessenger, tokenHashOf } from './channels/messenger.js';
 import { SMTP_TIMEOUT_MS } from './channels/email.js';
@@ -8,6 +9,7 @@ import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from './domain/retry.js';
 import type { AttemptOutcome, ClaimedDelivery } from './store/deliveries.repo.js';
+import type { NotificationRecord } from './store/notifications.repo.js';
 import { outcomeLabel } from './metrics.js';
 import { sendWebhook } from './webhook-sender.js';
 
@@ -27,8 +29,7 @@ interface Finished {
 
 /**
  * Sends due webhook deliveries and records their attempts. Up to IN_FLIGHT are under way at once, and
- * more are claimed whenever CLAIM of them are done: a slow receiver holds up its own deliveries, not a
- * whole round of others.
+ * more are claimed whenever CLAIM of them are done (ClaimingWorker).
  */
 export class WebhookWorker {
   /**
@@ -36,14 +37,31 @@ export class WebhookWorker {
    * round trip for many instead of a transaction each.
    */
   private readonly finished: Batcher<Finished, void>;
-  private readonly inFlight = new Set<Promise<void>>();
-  private readonly poller: Poller;
+  private readonly worker: ClaimingWorker<ClaimedDelivery>;
 
   constructor(
     private readonly d: Deps,
     intervalMs = 1000,
   ) {
-    this.poller = new Poller('webhooks', intervalMs, () => this.deliverDue(), d.log);
+    // A claim outlives the longest send, so no other replica takes the row meanwhile. One statement:
+    // claimed and leased together, or not at all.
+    const leaseS = Math.ceil(d.webhookTimeoutMs / 1000) + 60;
+    this.worker = new ClaimingWorker('webhooks', intervalMs, d.log, {
+      inFlight: IN_FLIGHT,
+      claim: CLAIM,
+      claimDue: (want) => d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS),
+      run: (row) => {
+        // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
+        linkActiveSpanTo(row.trace_context);
+        return this.deliver(row);
+      },
+      failed: (err, row, poller) => {
+        // Its claim ends and it is sent again, with the same webhook-id (at least once). The database
+        // away fails every delivery under way alike: said once with the worker's rounds, not per delivery.
+        if (!poller.failed(err))
+          d.log.warn({ err, delivery_id: row.id, event_id: row.event_id }, 'webhook attempt not recorded; sent again when its claim ends');
+      },
+    });
     this.finished = new Batcher(
       async (done) => {
         await d.deliveries.finishAttempts(d.db, done);
@@ -53,42 +71,18 @@ export class WebhookWorker {
     );
   }
 
-  /**
-   * Claims due deliveries for the free places and starts them (waiting first for CLAIM places to free
-   * up); true when it claimed all it asked for (more may be due).
-   */
-  async deliverDue(): Promise<boolean> {
-    const d = this.d;
-    while (this.inFlight.size > IN_FLIGHT - CLAIM) await Promise.race(this.inFlight);
-    // A claim outlives the longest send, so no other replica takes the row meanwhile. One statement:
-    // claimed and leased together, or not at all.
-    const leaseS = Math.ceil(d.webhookTimeoutMs / 1000) + 60;
-    const want = IN_FLIGHT - this.inFlight.size;
-    const due = await d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS);
-    for (const row of due) {
-      // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
-      linkActiveSpanTo(row.trace_context);
-      const one: Promise<void> = this.deliver(row)
-        .catch((err) => {
-          // Its claim ends and it is sent again, with the same webhook-id (at least once). The database
-          // away fails every delivery under way alike: said once with the worker's rounds, not per delivery.
-          if (!this.poller.failed(err))
-            d.log.warn({ err, delivery_id: row.id, event_id: row.event_id }, 'webhook attempt not recorded; sent again when its claim ends');
-        })
-        .finally(() => this.inFlight.delete(one));
-      this.inFlight.add(one);
-    }
-    return due.length === want;
+  /** One round: see ClaimingWorker.round. */
+  deliverDue(): Promise<boolean> {
+    return this.worker.round();
   }
 
   start(): void {
-    this.poller.start();
+    this.worker.start();
   }
 
   /** Stops claiming, then waits for the deliveries under way (each ends within WEBHOOK_TIMEOUT_MS) and their recording. */
-  async stop(): Promise<void> {
-    await this.poller.stop();
-    while (this.inFlight.size) await Promise.all(this.inFlight);
+  stop(): Promise<void> {
+    return this.worker.stop();
   }
 
   private async deliver(row: ClaimedDelivery): Promise<void> {
@@ -130,52 +124,63 @@ export class WebhookWorker {
   }
 }
 
-const NOTIFY_BATCH = 10;
+/** Notices under way at once, and claimed at a time once that many are done (see ClaimingWorker). */
+const NOTICES_IN_FLIGHT = 24;
+const NOTICES_CLAIM = 8;
 
 /**
- * One round of due notifications on every channel, sent side by side; the same retry schedule as
- * webhooks, except that permanent errors (unknown chat, blocked bot, no such mailbox) fail at once and a
- * provider's `retry_after` is honoured.
+ * Due notifications on every channel, each sent on its own (a mail server that hangs holds up its own
+ * notices, not the others'); the same retry schedule as webhooks, except that permanent errors (unknown
+ * chat, blocked bot, no such mailbox) fail at once and a provider's `retry_after` is honoured.
  */
-export async function notifyDue(d: Deps): Promise<boolean> {
+export function notificationWorker(d: Deps, intervalMs: number): ClaimingWorker<NotificationRecord> {
   // The lease covers the slowest channel (an SMTP conversation) with room to spare.
   const leaseS = Math.ceil((3 * Math.max(SMTP_TIMEOUT_MS, d.channels.timeoutMs * 2)) / 1000) + 60;
-  const due = await d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), NOTIFY_BATCH, leaseS));
-  await Promise.all(
-    due.map(async (n) => {
-      const started = Date.now();
-      let outcome: Awaited<ReturnType<typeof sendVia>>;
-      try {
-        const message = JSON.parse(d.secrets.open(n.body_sealed)) as Message;
-        outcome = await sendVia(d, n.channel, await loadRow(d, d.db, n.wallet_id, n.settings_plan_id), n.recipient, message, n.audience);
-      } catch {
-        // Only a changed SECRETS_KEY (or a database error) gets here; never with a secret in the words.
-        outcome = { delivered: false, error: 'message or channel secrets cannot be opened (was SECRETS_KEY changed?)', permanent: false };
-      }
-      const now = unixSeconds(d.clock);
-      const from = n.retry_from ?? now;
-      let next = outcome.delivered || outcome.permanent ? null : nextAttemptAt(n.attempt_count + 1, from, now);
-      if (next !== null && outcome.retryAfterS !== undefined) next = Math.min(Math.max(next, now + outcome.retryAfterS), from + GIVE_UP_AFTER_S);
-      // The attempt row and the status move together, or neither does (as webhook deliveries are recorded).
-      await d.db.tx((tx) => d.notifications.finishAttempt(tx, n, { ...outcome, duration_ms: Date.now() - started }, now, next));
-      d.metrics.notificationAttempts.inc({ channel: n.channel, outcome: outcomeLabel(outcome.delivered, next) });
-      // The recipient is personal data: the log names the message, channel and event only.
-      d.log.info(
-        {
-          notification_id: n.id,
-          event_id: n.event_id,
-          channel: n.channel,
-          audience: n.audience,
-          attempt: n.attempt_count + 1,
-          error: outcome.error,
-          permanent: outcome.permanent,
-          next_attempt_at: next,
-        },
-        outcome.delivered ? 'notification delivered' : next === null ? 'notification failed for good' : 'notification attempt failed',
-      );
-    }),
+  return new ClaimingWorker('notifications', intervalMs, d.log, {
+    inFlight: NOTICES_IN_FLIGHT,
+    claim: NOTICES_CLAIM,
+    claimDue: (want) => d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS)),
+    run: (n) => notify(d, n),
+    failed: (err, n, poller) => {
+      // Its claim ends and it is sent again. The database away is said once with the worker's rounds.
+      if (!poller.failed(err))
+        d.log.warn({ err, notification_id: n.id, event_id: n.event_id }, 'notification attempt not recorded; sent again when its claim ends');
+    },
+  });
+}
+
+/** Sends one notification and records the attempt. */
+async function notify(d: Deps, n: NotificationRecord): Promise<void> {
+  const started = Date.now();
+  let outcome: Awaited<ReturnType<typeof sendVia>>;
+  try {
+    const message = JSON.parse(d.secrets.open(n.body_sealed)) as Message;
+    outcome = await sendVia(d, n.channel, await loadRow(d, d.db, n.wallet_id, n.settings_plan_id), n.recipient, message, n.audience);
+  } catch {
+    // Only a changed SECRETS_KEY (or a database error) gets here; never with a secret in the words.
+    outcome = { delivered: false, error: 'message or channel secrets cannot be opened (was SECRETS_KEY changed?)', permanent: false };
+  }
+  const now = unixSeconds(d.clock);
+  const from = n.retry_from ?? now;
+  let next = outcome.delivered || outcome.permanent ? null : nextAttemptAt(n.attempt_count + 1, from, now);
+  if (next !== null && outcome.retryAfterS !== undefined) next = Math.min(Math.max(next, now + outcome.retryAfterS), from + GIVE_UP_AFTER_S);
+  // The attempt row and the status move together, or neither does (as webhook deliveries are recorded).
+  await d.db.tx((tx) => d.notifications.finishAttempt(tx, n, { ...outcome, duration_ms: Date.now() - started }, now, next));
+  d.metrics.notificationAttempts.inc({ channel: n.channel, outcome: outcomeLabel(outcome.delivered, next) });
+  // The recipient is personal data: the log names the message, channel and event only.
+  d.log.info(
+    {
+      notification_id: n.id,
+      event_id: n.event_id,
+      channel: n.channel,
+      audience: n.audience,
+      attempt: n.attempt_count + 1,
+      error: outcome.error,
+      permanent: outcome.permanent,
+      next_attempt_at: next,
+    },
+    outcome.delivered ? 'notification delivered' : next === null ? 'notification failed for good' : 'notification attempt failed',
   );
-  return due.length === NOTIFY_BATCH;
 }
 
 /** Bots polled side by side in a round. */
