@@ -299,4 +299,27 @@ describe('on-chain payments watched through Esplora', () => {
     const mine = await subscribe('after-stranger@example.com');
     expect(mine.onchain_address).toBe(receiveAddress(key, held.size + 1));
   });
+
+  it("an address the owner's own wallet used before is passed over: money already there pays no checkout (found from outside)", async () => {
+    const key = parseExtendedKey(ZPUB);
+    const { rows } = await db.query('SELECT next_index FROM payments.watchonly_wallets WHERE id = $1', [watchonlyId]);
+    const at = rows[0].next_index as number;
+    // The owner's wallet received money at the next two receive addresses before any checkout.
+    esplora.pay(receiveAddress(key, at), 100_000_000);
+    esplora.pay(receiveAddress(key, at + 1), PRICE);
+    esplora.mine(6);
+    const c = await subscribe('used-address@example.com');
+    expect(c.onchain_address).toBe(receiveAddress(key, at + 2));
+    await polled(c.onchain_address);
+    expect((await paymentOf(c.payment_id)).status).toBe('pending');
+    expect((await subOf(c.subscription_id)).status).toBe('pending');
+    // Esplora away at checkout: 503, nothing handed out unchecked.
+    esplora.faults.status = 500;
+    try {
+      const res = await client(stack.api).post('/public/subscribe', { plan_id: planId, payment_method: 'onchain', email: 'esplora-away@example.com' });
+      expect(res.status, JSON.stringify(res.body)).toBe(503);
+    } finally {
+      esplora.faults.status = undefined;
+    }
+  });
 });

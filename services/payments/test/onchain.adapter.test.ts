@@ -79,6 +79,24 @@ describe('on-chain rail over Esplora', () => {
     logged.splice(0);
   });
 
+  it("passes over addresses the owner's wallet used before: money already there pays no payment (found from outside)", async () => {
+    const start = next;
+    esplora.pay(receiveAddress(key, start), 100_000_000);
+    esplora.mine(6);
+    esplora.pay(receiveAddress(key, start + 1), 10_000); // in the mempool only: used all the same
+    const opened = await rail.open(request({ watchonly_wallet_id: 'wow_a' }));
+    expect(opened).toMatchObject({ derivation_index: start + 2, onchain_address: receiveAddress(key, start + 2) });
+    expect(logged.splice(0)).toEqual([
+      { watchonly_wallet_id: 'wow_a', derivation_index: start, transactions: 1 },
+      { watchonly_wallet_id: 'wow_a', derivation_index: start + 1, transactions: 1 },
+    ]);
+    expect(await rail.status!(payment(opened.onchain_address!))).toEqual({ paid: false });
+    // Esplora away: no address is handed out unchecked.
+    esplora.faults.status = 500;
+    await expect(rail.open(request({ watchonly_wallet_id: 'wow_a' }))).rejects.toBeInstanceOf(ProviderUnavailableError);
+    esplora.faults.status = undefined;
+  });
+
   it('paid only by confirmed outputs to the address adding up to the amount with enough confirmations', async () => {
     const address = receiveAddress(key, 100);
     const p = payment(address);

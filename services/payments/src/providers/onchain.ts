@@ -26,10 +26,11 @@ export interface ReceiveAddresses {
 }
 
 /**
- * Indexes one payment may pass over because their address is taken. Two owners may register the same
- * key (a key is not proof of ownership, and refusing the second would let whoever knows a key squat it),
- * each with its own counter, so one counter can reach addresses the other's payments hold. Each skip
- * advances the counter for good, so a retry after this many goes on from there.
+ * Indexes one payment may pass over because their address is taken: used before (by the owner's own
+ * wallet), or held by a payment. Two owners may register the same key (a key is not proof of ownership,
+ * and refusing the second would let whoever knows a key squat it), each with its own counter, so one
+ * counter can reach addresses the other's payments hold. Each skip advances the counter for good, so a
+ * retry after this many goes on from there.
  */
 const MAX_SKIPPED_ADDRESSES = 50;
 
@@ -81,14 +82,16 @@ function settleAddress(
 
 /**
  * On-chain to the owner's own wallet, watched through an Esplora HTTP API: each payment gets a fresh
- * receive address of the plan's watch-only wallet (an index is never handed out twice), and is paid once
+ * receive address of the plan's watch-only wallet (an index is never handed out twice, one with any
+ * transaction is passed over: Esplora must answer at checkout), and is paid once
  * confirmed transactions to it add up to the amount with enough confirmations. No callbacks: the sweeper
  * asks `status` for open payments, and for expired ones during `lateWindowS` (a late payment still counts).
  */
 export function esploraRail(s: EsploraSettings, addresses: ReceiveAddresses, clock: Clock, log: Pick<Logger, 'info'>): Rail {
   const get = (path: string) => fetchJson('esplora', `${s.url}${path}`, { method: 'GET', timeoutMs: s.timeoutMs });
 
-  async function transactions(address: string): Promise<EsploraTx[]> {
+  /** The transactions to or from `address`, at most `pages` pages of confirmed ones. */
+  async function transactions(address: string, pages = MAX_PAGES): Promise<EsploraTx[]> {
     const path = `/address/${encodeURIComponent(address)}/txs`;
     const byId = new Map<string, EsploraTx>();
     let page: unknown = await get(path);
@@ -96,7 +99,7 @@ export function esploraRail(s: EsploraSettings, addresses: ReceiveAddresses, clo
       if (!Array.isArray(page) || !page.every(isTx)) throw new ProviderUnavailableError(`esplora GET ${path}: answer is not a list of transactions`);
       for (const t of page) byId.set(t.txid, t);
       const confirmed = page.filter((t) => t.status.confirmed);
-      if (confirmed.length < CHAIN_PAGE || n + 1 >= MAX_PAGES) return [...byId.values()];
+      if (confirmed.length < CHAIN_PAGE || n + 1 >= pages) return [...byId.values()];
       page = await get(`${path}/chain/${confirmed[confirmed.length - 1]!.txid}`);
     }
   }
@@ -116,6 +119,14 @@ export function esploraRail(s: EsploraSettings, addresses: ReceiveAddresses, clo
         const address = receiveAddress(key, key.index);
         if (await addresses.inUse(address)) {
           log.info({ watchonly_wallet_id: id, derivation_index: key.index }, 'receive address held by another payment (the key is registered twice): skipped');
+          continue;
+        }
+        // The owner's own wallet hands out the same addresses: money it received at one before this payment
+        // would count as this payment's (found from outside: a checkout paid at once by the owner's old
+        // funds). A used address is passed over, as wallets pass over used addresses.
+        const used = (await transactions(address, 1)).length;
+        if (used) {
+          log.info({ watchonly_wallet_id: id, derivation_index: key.index, transactions: used }, 'receive address used before: skipped');
           continue;
         }
         return {
