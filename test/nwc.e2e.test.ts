@@ -1116,6 +1116,41 @@ describe('renewals', () => {
     expect(applied.rows[0].n).toBe(2);
   });
 
+  it('a wallet that pays just after the wait at period end: no past-due notice before its payment renews the subscription (found from outside)', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'late-renewal-nwc@example.com');
+    const end = s.current_period_end;
+    // Past this file's NWC_REPLY_TIMEOUT_MS (4 s): the charge gives up, the wallet pays a second later.
+    w.setBehaviour({ pay: true, delayMs: 5000 });
+    await advanceTo(end + 60);
+    const renewed = await until(
+      () => sub(res.subscription_id),
+      (x) => x.current_period_start === end,
+      30_000,
+    );
+    expect(renewed).toMatchObject({ status: 'active', current_period_start: end, current_period_end: end + 7 * DAY });
+    // Was: subscription.past_due ("your connected wallet could not pay it") between them.
+    expect((await billingEvents(res.subscription_id)).map((e) => e.e)).toEqual(['subscription.created', 'subscription.activated', 'subscription.renewed']);
+    // The owner's event of the attempt says the wallet may still pay.
+    const failed = await db.query(
+      `SELECT payload->'data' AS d FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1`,
+      [res.subscription_id],
+    );
+    expect(failed.rows.map((r) => r.d)).toEqual([expect.objectContaining({ error_code: 'OTHER', may_still_pay: true, purpose: 'renewal' })]);
+    // A wallet that does not pay after all: the period lapses once the charge window is over.
+    w.setBehaviour({ silent: true });
+    const next = renewed.current_period_end;
+    await advanceTo(next + 60);
+    expect(await sub(res.subscription_id)).toMatchObject({ status: 'active' });
+    await advanceTo(next + 60 + 180);
+    expect(
+      await until(
+        async () => (await sub(res.subscription_id)).status,
+        (x) => x === 'past_due',
+      ),
+    ).toBe('past_due');
+  });
+
   it('a wallet failing 3 times (at end, after 1 h, a day later) is deactivated; the renewal goes out as an invoice', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'monthly', grace_period_days: 5 }, 'failing-nwc@example.com');

@@ -225,6 +225,10 @@ const EVENT_DATA: { [K in EventName]?: z.ZodObject } = {
     connection_id: Id.optional(),
     consecutive_failures: z.number().int().optional(),
     wallet_disabled: z.boolean().optional().openapi({ description: 'NWC: this failure deactivated the wallet (nwc.wallet_disabled follows)' }),
+    may_still_pay: z
+      .literal(true)
+      .optional()
+      .openapi({ description: 'NWC: no answer in time (or an error after which the wallet may still pay): a payment.received may follow in the next minutes' }),
   }),
   // One per subscription the archive cancelled (its subscriber named), or one for the plan alone when it
   // had none: the WebhookEvent's `subscription_id` is required, so that one carries an empty string.

@@ -91,11 +91,12 @@ export type SubscribedNwc = z.infer<typeof SubscribedNwc>;
  * What `nwc.internal.charge` answers: paid, or why not (NIP-47 error code; `deactivated` once the connection
  * gave up). `confirmed` false: the wallet answered a preimage the payments service could not check yet
  * (it was away); nwc gives it again until it can, and a preimage it refuses was no payment (absent: an
- * older nwc, confirmed).
+ * older nwc, confirmed). `may_still_pay`: no answer in time (or an error after which the wallet may still
+ * pay): its payment may come in the next moments.
  */
 export const NwcChargeResult = z.union([
   z.object({ paid: z.literal(true), confirmed: z.boolean().optional() }),
-  z.object({ paid: z.literal(false), error_code: NWC_ERROR_CODES, deactivated: z.boolean() }),
+  z.object({ paid: z.literal(false), error_code: NWC_ERROR_CODES, deactivated: z.boolean(), may_still_pay: z.literal(true).optional() }),
   z.object({ paid: z.literal(false), no_connection: z.literal(true) }),
 ]);
 export type NwcChargeResult = z.infer<typeof NwcChargeResult>;

@@ -12,6 +12,7 @@ import {
   renewalRefused,
   type SchedulePolicy,
   uncheckedRecheckAt,
+  unpaidChargeMarker,
   walletGone,
 } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -515,9 +516,9 @@ export class Scheduler {
     }
     if (!(await d.subscriptions.linkResumePayment(d.db, s.id, payment.id, now))) return this.withdrawUnlinked(s, payment.id);
     const charged = await chargeWithWallet(d, s, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
-    // A preimage not checked yet leaves the charge recorded: after the charge window, a sweep sends the
-    // reminder unless the payment is paid by then.
-    if (charged.paid && charged.confirmed === false) return;
+    // A preimage not checked yet, or a wallet that may still pay (no answer in time), leaves the charge
+    // recorded: after the charge window, a sweep sends the reminder unless the payment is paid by then.
+    if (charged.paid ? charged.confirmed === false : 'may_still_pay' in charged && charged.may_still_pay) return;
     if (charged.paid) {
       await d.subscriptions.settleResumeCharge(d.db, s.id);
       return;
@@ -589,10 +590,14 @@ export class Scheduler {
       return;
     }
     if (!result.paid && !('no_connection' in result) && !result.deactivated) {
-      d.log.info({ subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, retry_at: retryAt }, 'nwc renewal not paid; retried later');
-      // The period may lapse now (past_due / payment_failed); the retry stays scheduled.
+      const mayStillPay = result.may_still_pay === true;
+      d.log.info(
+        { subscription_id: s.id, payment_id: payment.id, error_code: result.error_code, may_still_pay: mayStillPay, retry_at: retryAt },
+        'nwc renewal not paid; retried later',
+      );
+      // The period may lapse (past_due / payment_failed), at once or after the late answer's window; the retry stays scheduled.
       await this.inTx(row, async (tx, cur) => {
-        if (!(await d.subscriptions.save(tx, { ...cur, nwc_charging_since: null }))) throw conflict('moved');
+        if (!(await d.subscriptions.save(tx, { ...cur, ...unpaidChargeMarker(mayStillPay, unixSeconds(d.clock)) }))) throw conflict('moved');
       });
       return;
     }

@@ -415,6 +415,18 @@ describe('subscriber notices', () => {
     );
   });
 
+  it("an NWC attempt the wallet may still pay is said so in the owner's notice; a refusal is not", () => {
+    const failed = { plan_name: 'Gold', plan_id: 'plan_1', payment_id: 'pay_1', status: 'failed', amount_sats: 1000, error_code: 'OTHER' };
+    const late = ownerMessage(
+      ev('payment.failed', { ...failed, error_message: 'The wallet did not answer the payment request within 30 seconds', may_still_pay: true }),
+    );
+    expect(late.text).toContain('Wallet answer: OTHER (The wallet did not answer the payment request within 30 seconds)');
+    expect(late.text).toContain('The wallet may still pay it in the next few minutes: a payment received then counts.');
+    const refused = ownerMessage(ev('payment.failed', { ...failed, error_code: 'INSUFFICIENT_BALANCE', error_message: 'Empty' }));
+    expect(refused.text).toContain('Wallet answer: INSUFFICIENT_BALANCE (Empty)');
+    expect(refused.text).not.toContain('may still pay');
+  });
+
   it("right-to-left names are isolated in the e-mail's HTML, so the figures beside them keep their order (found by reading the code)", () => {
     const data = { plan_name: 'זהב & <co>', amount_sats: 21_000, pay_by: 1_700_086_400, subscriber_name: 'محمد' };
     const m = subscriberMessage(ev('subscription.past_due', data), { name: 'محمد', merchant: 'Shop', manageUrl: 'http://x/m' });

@@ -461,3 +461,14 @@ export function resumeBookkeeping(s: Pick<ScheduleView, 'current_period_end'>, n
  * takes the checked answer (a refused preimage paid nothing, and the wallet is asked again).
  */
 export const uncheckedRecheckAt = (now: number) => now + NWC_CHARGE_WINDOW_S;
+
+/**
+ * The charge marker an NWC renewal charge the wallet did not pay leaves: none, so the period may lapse now
+ * (past_due, payment_failed), unless the wallet may still pay (no answer in time): then the charge stays
+ * under way for the charge window from its answer, and a payment moments later renews the subscription
+ * with no dunning notice before it (found from outside: "your connected wallet could not pay it", then a
+ * receipt seconds later).
+ */
+export const unpaidChargeMarker = (mayStillPay: boolean, answeredAt: number): { nwc_charging_since: number | null } => ({
+  nwc_charging_since: mayStillPay ? answeredAt : null,
+});

@@ -486,6 +486,7 @@ export function ownerMessage(e: EventEnvelope): Message {
       str(d.last_error) && `Last error: ${d.last_error}`,
       // NWC payment.failed: one charge the wallet refused; the payment stays payable.
       e.event === 'payment.failed' && str(d.error_code) && `Wallet answer: ${d.error_code}${str(d.error_message) ? ` (${d.error_message})` : ''}`,
+      e.event === 'payment.failed' && d.may_still_pay === true && 'The wallet may still pay it in the next few minutes: a payment received then counts.',
       // Dunning with no invoice made: why, for the merchant to settle (billing asks again daily).
       str(d.renewal_refused) && `No renewal invoice could be made: ${d.renewal_refused}`,
     ],

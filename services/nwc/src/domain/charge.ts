@@ -142,6 +142,7 @@ export function chargeFailedData(
     connection_id: after.id,
     consecutive_failures: after.consecutive_failures,
     wallet_disabled: after.deactivated,
+    ...(attempt.walletAsked && mayStillPay(error) ? { may_still_pay: true as const } : {}),
     notify_subscriber: false,
   };
 }

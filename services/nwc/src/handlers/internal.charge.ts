@@ -23,5 +23,10 @@ export const charge = (d: Deps) =>
     );
     return outcome.paid
       ? { paid: true as const, confirmed: outcome.confirmed }
-      : { paid: false as const, error_code: outcome.error_code, deactivated: outcome.deactivated };
+      : {
+          paid: false as const,
+          error_code: outcome.error_code,
+          deactivated: outcome.deactivated,
+          ...(outcome.mayStillPay ? { may_still_pay: true as const } : {}),
+        };
   });
