@@ -24,6 +24,7 @@ const MAINS = {
   gateway: 'services/gateway/dist/main.js',
   billing: 'services/billing/dist/main.js',
   notifier: 'services/notifier/dist/main.js',
+  payments: 'services/payments/dist/main.js',
 } as const;
 
 interface Run {
@@ -77,6 +78,22 @@ describe('bad settings of a service', () => {
         await service('notifier', { SMTP_URL: url, NOTIFIER_OPS_PORT: String(await freePort()) }),
         'SMTP_URL',
         /smtp:\/\/ or smtps:\/\/ with a host/,
+      );
+    }
+  });
+
+  it("a STRIPE_API_URL with a path is refused at start: Stripe's SDK would drop it (found from outside)", async () => {
+    for (const url of ['http://127.0.0.1:1/stripe', 'http://127.0.0.1:1/?x=1']) {
+      expectRefused(
+        await service('payments', {
+          CARDPROC_PROVIDER: 'stripe',
+          STRIPE_SECRET_KEY: 'sk_test_x',
+          STRIPE_WEBHOOK_SECRET: 'whsec_x',
+          STRIPE_API_URL: url,
+          PAYMENTS_OPS_PORT: String(await freePort()),
+        }),
+        'STRIPE_API_URL',
+        /scheme, host and port only/,
       );
     }
   });

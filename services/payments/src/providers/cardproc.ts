@@ -285,6 +285,15 @@ export const stripeSettings = {
   /** Card processor (CARDPROC_PROVIDER=stripe): the secret API key and the signing secret of the endpoint registered for /public/webhook/cardproc. */
   STRIPE_SECRET_KEY: secretSetting.optional(),
   STRIPE_WEBHOOK_SECRET: secretSetting.optional(),
-  /** Stripe's API base (tests point it at a local server); unset: the SDK's default, https://api.stripe.com. */
-  STRIPE_API_URL: urlSetting.optional(),
+  /**
+   * Stripe's API base (tests point it at a local server); unset: the SDK's default, https://api.stripe.com.
+   * Scheme, host and port only: the SDK puts its own /v1/ there and drops any path (found from outside:
+   * every card checkout 503 with "Invalid JSON received from the Stripe API").
+   */
+  STRIPE_API_URL: urlSetting
+    .refine((u) => {
+      const url = new URL(u);
+      return url.pathname === '/' && !url.search && !url.hash && !url.username && !url.password;
+    }, "must be scheme, host and port only (Stripe's SDK adds /v1/ itself and drops any path)")
+    .optional(),
 };
