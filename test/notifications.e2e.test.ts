@@ -687,7 +687,8 @@ describe('subscriber and owner notices', () => {
         (x) => x.length >= 1,
       );
       expect(got).toHaveLength(1);
-      expect(got[0]!.text).toContain('Your subscription to Gold was cancelled by the merchant. You will not be charged again.');
+      // In their free trial: never charged, so not "charged again" (found from outside).
+      expect(got[0]!.text).toContain('Your subscription to Gold was cancelled by the merchant during its free trial. Nothing was charged.');
       expect(got[0]!.text).toMatch(/access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
       // A cancelled subscription has no notice switches left to point to.
       expect(got[0]!.text).toMatch(/Manage your subscription:\n\S+manage\?token=\w+\n— Satoshi Shop$/);
@@ -696,7 +697,7 @@ describe('subscriber and owner notices', () => {
       `SELECT payload->'data' AS data FROM billing.outbox WHERE payload->>'event' = 'subscription.cancelled' AND payload->'data'->>'subscription_id' = $1`,
       [subs.messenger],
     );
-    expect(event.data).toMatchObject({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber' });
+    expect(event.data).toMatchObject({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber', in_trial: true });
     await until(
       async () => dms(relay, carolSk),
       (x) => x.some((y) => y.text.includes(cancelled)),

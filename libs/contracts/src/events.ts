@@ -167,6 +167,7 @@ const SubscriptionCancelledData = WebhookEventData.extend({
     .optional()
     .openapi({ description: "The owner's note when they cancelled; `cancelled by subscriber` or `plan archived` for the other two" }),
   current_period_end: UnixSeconds.openapi({ description: 'Until when access continues (now or earlier: none remains)' }),
+  in_trial: z.literal(true).optional().openapi({ description: 'Cancelled during its free trial: nothing was ever charged for it' }),
 });
 
 /**

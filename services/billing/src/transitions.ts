@@ -146,7 +146,11 @@ export async function applyTransition(
   const row: SubRow = { ...sub, ...next, ...bookkeeping, updated_at: now };
   if (!(await d.subscriptions.save(q, row))) throw conflict('Subscription was changed concurrently; retry');
   const saved = { ...row, version: sub.version + 1 };
-  // What it was before: a notice about a checkout never paid is not one about a paid subscription.
-  await emit(d, q, saved, event, { previous_status: sub.status, ...(typeof extra === 'function' ? extra(saved) : extra) });
+  // What it was before: a notice about a checkout never paid (or a trial cancelled) is not one about a paid subscription.
+  await emit(d, q, saved, event, {
+    previous_status: sub.status,
+    ...(event === 'subscription.cancelled' && inTrial(sub, now) ? { in_trial: true } : {}),
+    ...(typeof extra === 'function' ? extra(saved) : extra),
+  });
   return saved;
 }

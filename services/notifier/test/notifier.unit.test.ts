@@ -555,6 +555,13 @@ describe('subscriber notices', () => {
     );
     expect(paidAhead.text).toContain('was cancelled by the merchant. You will not be charged again.');
     expect(paidAhead.text).toContain('Your access has ended.');
+    // A free trial cancelled: never charged, so nothing "again" (found from outside).
+    const trialCancelled = subscriberMessage(
+      ev('subscription.cancelled', { cancelled_by: 'subscriber', previous_status: 'active', in_trial: true, current_period_end: 1_700_086_400 }),
+      {},
+    );
+    expect(trialCancelled.text).toContain('was cancelled by you during its free trial. Nothing was charged.');
+    expect(trialCancelled.text).toContain('Your access continues until');
     const expired = subscriberMessage(ev('subscription.expired', {}), { manageUrl: 'http://x/manage?token=t' });
     expect(expired.text).toContain('Your subscriptions and receipts:');
     expect(expired.text).not.toContain('Manage, pay or cancel');
