@@ -1430,6 +1430,34 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('NWC: a wallet that answers after the wait is said to have not paid yet, with no advice to pay another way (found from outside)', async () => {
+    const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
+    nwcWallets.push(wallet);
+    // Past this stack's NWC_REPLY_TIMEOUT_MS (4 s): the charge gives up, the wallet pays a second later.
+    wallet.setBehaviour({ pay: true, delayMs: 5000 });
+    const p = await plan({ name: 'Slow wallet', amount_sats: 1500, allow_nwc: true });
+    const { page, problems } = await openPage(phone);
+    await page.goto(p.checkout_url);
+    await page.getByRole('radio', { name: /Nostr Wallet Connect/ }).check();
+    await page.getByLabel('E-mail').fill('slow-wallet-page@example.com');
+    await page.getByLabel('Wallet connection string').fill(wallet.connectionString());
+    const answer = page.waitForResponse((r) => r.url().endsWith('/public/subscribe/nwc'));
+    await page.getByRole('button', { name: 'Subscribe and let my wallet pay' }).click();
+    const body = await (await answer).json();
+    expect(body).toMatchObject({ status: 'pending', may_still_pay: true });
+    await expect
+      .poll(() => page.locator('#form-error').textContent())
+      .toBe(
+        'Your wallet has not paid the first invoice yet: The wallet did not answer the payment request within 4 seconds. It may still pay it in the next few minutes: look at the subscription again then, before you pay another way. The page of your subscription shows it.',
+      );
+    expect(await page.locator('#form-error').textContent()).not.toContain('another wallet');
+    expect(await page.locator('#portal-link').getAttribute('href')).toBe(body.manage_url);
+    await check(page, problems, 'checkout-nwc-may-still-pay');
+    // Its payment, made after the answer, activates the subscription that page links to.
+    await expect.poll(async () => (await admin.get(`/subscriptions/${body.subscription_id}`)).body.status, { timeout: 30_000 }).toBe('active');
+    await page.close();
+  });
+
   it('NWC: checkout with a wallet (checked before submit), then the portal lists, disconnects and connects wallets', async () => {
     const wallet = await startNwcWallet({ relayUrl: relay.url, api: stack.api });
     nwcWallets.push(wallet);
