@@ -321,5 +321,7 @@ describe('on-chain payments watched through Esplora', () => {
     } finally {
       esplora.faults.status = undefined;
     }
+    // That failed checkout used up no index (found in review).
+    expect((await subscribe('esplora-back@example.com')).onchain_address).toBe(receiveAddress(key, at + 3));
   });
 });

@@ -19,10 +19,11 @@ main('payments', () =>
     setup({ config, log, db, clock }) {
       const payments = new PaymentsRepo(SCHEMA);
       const watchonly = new WatchonlyRepo(SCHEMA);
-      const allocate = (walletId: string, id: string) => watchonly.allocateIndex(db, walletId, id);
+      const next = (walletId: string, id: string) => watchonly.nextIndex(db, walletId, id);
+      const take = (walletId: string, id: string, index: number) => watchonly.takeIndex(db, walletId, id, index);
       const devStatusOf = async (ref: string) => (await payments.byProviderRef(db, 'dev', ref))?.status;
       const inUse = async (address: string) => !!(await payments.byProviderRef(db, 'esplora', address));
-      const rails = createRails({ config, clock, devStatusOf, watchonly: { allocate, inUse, log } });
+      const rails = createRails({ config, clock, devStatusOf, watchonly: { next, take, inUse, log } });
       const webhookUrl = webhookUrlOf(config);
       if (!Object.keys(rails).length) log.warn('no *_PROVIDER is set: every payment will be refused');
       const usesDev = Object.values(rails).some((r) => r?.provider === 'dev');

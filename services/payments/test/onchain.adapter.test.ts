@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExtendedKey, receiveAddress } from '../src/domain/derivation.js';
 import type { PaymentRecord } from '../src/domain/payments.js';
 import { ProviderUnavailableError } from '../src/providers/http.js';
-import { esploraRail, type AllocateIndex } from '../src/providers/onchain.js';
+import { esploraRail, type ReceiveAddresses } from '../src/providers/onchain.js';
 import type { Rail, RailRequest } from '../src/providers/rail.js';
 import { startEsploraServer, type EsploraServer } from './support/esplora-server.js';
 import { startFakeServer } from './support/http-fake.js';
@@ -15,14 +15,18 @@ let esplora: EsploraServer;
 let rail: Rail;
 let next = 0;
 
-/** The owner `wal_a` has the watch-only wallet `wow_a`; indexes count up as the database's counter does. */
-const allocate: AllocateIndex = async (walletId, id) => (walletId === 'wal_a' && id === 'wow_a' ? { ...key, index: next++ } : undefined);
 /** Addresses other payments hold (another owner registered the same key). */
 const held = new Set<string>();
+/** The owner `wal_a` has the watch-only wallet `wow_a`; indexes count up as the database's counter does. */
+const ours = (walletId: string, id: string) => walletId === 'wal_a' && id === 'wow_a';
+const addresses: ReceiveAddresses = {
+  next: async (walletId, id) => (ours(walletId, id) ? { ...key, index: next } : undefined),
+  take: async (walletId, id, index) => ours(walletId, id) && index === next && !!++next,
+  inUse: async (address) => held.has(address),
+};
 
 beforeAll(async () => {
   esplora = await startEsploraServer('mainnet');
-  const addresses = { allocate, inUse: async (address: string) => held.has(address) };
   rail = esploraRail({ url: esplora.url, confirmations: 2, timeoutMs: 2000, lateWindowS: 604_800, recheckAfterS: 60 }, addresses, clock, {
     info: (o: object) => logged.push(o),
   });
@@ -91,10 +95,12 @@ describe('on-chain rail over Esplora', () => {
       { watchonly_wallet_id: 'wow_a', derivation_index: start + 1, transactions: 1 },
     ]);
     expect(await rail.status!(payment(opened.onchain_address!))).toEqual({ paid: false });
-    // Esplora away: no address is handed out unchecked.
+    // Esplora away: no address is handed out unchecked, and none is used up (found in review: each
+    // failed try took an index, past the wallet's gap limit in minutes).
     esplora.faults.status = 500;
-    await expect(rail.open(request({ watchonly_wallet_id: 'wow_a' }))).rejects.toBeInstanceOf(ProviderUnavailableError);
+    for (let i = 0; i < 3; i++) await expect(rail.open(request({ watchonly_wallet_id: 'wow_a' }))).rejects.toBeInstanceOf(ProviderUnavailableError);
     esplora.faults.status = undefined;
+    expect(await rail.open(request({ watchonly_wallet_id: 'wow_a' }))).toMatchObject({ derivation_index: start + 3 });
   });
 
   it('paid only by confirmed outputs to the address adding up to the amount with enough confirmations', async () => {
@@ -150,7 +156,7 @@ describe('on-chain rail over Esplora', () => {
     await expect(rail.status!(payment(address))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/esplora GET .*HTTP 500/) });
     esplora.faults.status = undefined;
     await expect(rail.status!(payment('bc1qnotanaddress'))).rejects.toBeInstanceOf(ProviderUnavailableError);
-    const wrongApi = esploraRail({ url: `${esplora.url}/blocks`, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, {
+    const wrongApi = esploraRail({ url: `${esplora.url}/blocks`, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, addresses, clock, {
       info: () => undefined,
     });
     await expect(wrongApi.status!(payment(address))).rejects.toMatchObject({ kind: 'unavailable', reason: expect.stringMatching(/HTTP 404/) });
@@ -160,7 +166,7 @@ describe('on-chain rail over Esplora', () => {
       body: r.path.endsWith('/txs') ? { txs: [] } : [{ txid: 'x', vout: [{ value: '1' }], status: {} }],
     }));
     try {
-      const misconfigured = esploraRail({ url: other.url, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, allocate, clock, {
+      const misconfigured = esploraRail({ url: other.url, confirmations: 1, timeoutMs: 2000, lateWindowS: 0, recheckAfterS: 60 }, addresses, clock, {
         info: () => undefined,
       });
       await expect(misconfigured.status!(payment(address))).rejects.toMatchObject({

@@ -16,12 +16,14 @@ interface EsploraSettings {
   recheckAfterS: number;
 }
 
-/** The next receive index of an owner's watch-only wallet, taken for good; undefined when the owner has no such wallet. */
-export type AllocateIndex = (walletId: string, watchonlyId: string) => Promise<{ normalized: string; network: Network; index: number } | undefined>;
-
-/** Where receive addresses come from: the index counter, and whether a payment (of any owner) already has an address. */
+/**
+ * Where receive addresses come from: the index counter of an owner's watch-only wallet (`next`: its next
+ * index, undefined when the owner has no such wallet; `take`: takes that index for good unless another
+ * caller took it first), and whether a payment (of any owner) already has an address.
+ */
 export interface ReceiveAddresses {
-  allocate: AllocateIndex;
+  next: (walletId: string, watchonlyId: string) => Promise<{ normalized: string; network: Network; index: number } | undefined>;
+  take: (walletId: string, watchonlyId: string, index: number) => Promise<boolean>;
   inUse: (address: string) => Promise<boolean>;
 }
 
@@ -33,6 +35,8 @@ export interface ReceiveAddresses {
  * retry after this many goes on from there.
  */
 const MAX_SKIPPED_ADDRESSES = 50;
+/** Indexes one payment may see taken by other callers between looking and taking (many checkouts at once). */
+const MAX_LOST_TAKES = 100;
 
 /** An Esplora transaction, only what is read here. */
 export interface EsploraTx {
@@ -113,20 +117,28 @@ export function esploraRail(s: EsploraSettings, addresses: ReceiveAddresses, clo
     async open(req) {
       const id = req.plan.watchonly_wallet_id;
       if (!id) throw unprocessablePlan("On-chain payments of this plan need a watch-only wallet: set the plan's watchonly_wallet_id");
-      for (let skipped = 0; skipped <= MAX_SKIPPED_ADDRESSES; skipped++) {
-        const key = await addresses.allocate(req.wallet_id, id);
+      // Another caller taking the index looked at (a lost compare-and-set) is no skip: the next one is looked at.
+      for (let skipped = 0, lost = 0; skipped <= MAX_SKIPPED_ADDRESSES && lost <= MAX_LOST_TAKES; ) {
+        const key = await addresses.next(req.wallet_id, id);
         if (!key) throw unprocessablePlan('watchonly_wallet_id names no watch-only wallet of this wallet');
         const address = receiveAddress(key, key.index);
-        if (await addresses.inUse(address)) {
-          log.info({ watchonly_wallet_id: id, derivation_index: key.index }, 'receive address held by another payment (the key is registered twice): skipped');
-          continue;
-        }
+        const held = await addresses.inUse(address);
         // The owner's own wallet hands out the same addresses: money it received at one before this payment
         // would count as this payment's (found from outside: a checkout paid at once by the owner's old
-        // funds). A used address is passed over, as wallets pass over used addresses.
-        const used = (await transactions(address, 1)).length;
-        if (used) {
-          log.info({ watchonly_wallet_id: id, derivation_index: key.index, transactions: used }, 'receive address used before: skipped');
+        // funds). A used address is passed over, as wallets pass over used addresses. Asked before the
+        // index is taken: Esplora away takes none (found in review: each failed checkout or renewal retry
+        // took one, past the wallet's gap limit in minutes).
+        const used = held ? 0 : (await transactions(address, 1)).length;
+        if (!(await addresses.take(req.wallet_id, id, key.index))) {
+          lost++;
+          continue;
+        }
+        if (held || used) {
+          skipped++;
+          log.info(
+            { watchonly_wallet_id: id, derivation_index: key.index, ...(used ? { transactions: used } : {}) },
+            held ? 'receive address held by another payment (the key is registered twice): skipped' : 'receive address used before: skipped',
+          );
           continue;
         }
         return {

@@ -56,17 +56,22 @@ export class WatchonlyRepo {
     return { items: items.rows, total: count.rows[0]?.n ?? 0, limit, offset };
   }
 
-  /**
-   * Takes the next receive index of the owner's watch-only wallet. One atomic increment: concurrent
-   * callers and replicas each get their own index, and a restart never hands one out again (an index
-   * whose payment is then not stored is skipped, never reused).
-   */
-  async allocateIndex(q: Queryable, walletId: string, id: string): Promise<{ normalized: string; network: Network; index: number } | undefined> {
+  /** The next receive index of the owner's watch-only wallet, not taken yet (see takeIndex). */
+  async nextIndex(q: Queryable, walletId: string, id: string): Promise<{ normalized: string; network: Network; index: number } | undefined> {
     const { rows } = await q.query<{ normalized: string; network: Network; index: number }>(
-      `UPDATE ${this.t} SET next_index = next_index + 1 WHERE id = $1 AND wallet_id = $2
-       RETURNING normalized_key AS normalized, network, next_index - 1 AS "index"`,
+      `SELECT normalized_key AS normalized, network, next_index AS "index" FROM ${this.t} WHERE id = $1 AND wallet_id = $2`,
       [id, walletId],
     );
     return rows[0];
+  }
+
+  /**
+   * Takes receive index `index`, if it is still the next one: a compare-and-set, so concurrent callers
+   * and replicas each get their own index, and a restart never hands one out again (an index whose
+   * payment is then not stored is skipped, never reused). False: another caller took it first.
+   */
+  async takeIndex(q: Queryable, walletId: string, id: string, index: number): Promise<boolean> {
+    const { rowCount } = await q.query(`UPDATE ${this.t} SET next_index = $3 + 1 WHERE id = $1 AND wallet_id = $2 AND next_index = $3`, [id, walletId, index]);
+    return rowCount === 1;
   }
 }
