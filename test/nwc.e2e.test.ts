@@ -1410,6 +1410,29 @@ describe('renewals', () => {
     expect((await renewals(res.subscription_id)).map((r) => [r.status, r.payment_method])).toEqual([['paid', 'nwc']]);
   });
 
+  it('resumed after the period ended, its wallet paying just after the wait: no reminder before its payment activates it (review finding)', async () => {
+    const w = await wallet();
+    const { res, s } = await subscribed(w, { interval: 'weekly' }, 'resume-late-nwc@example.com');
+    expect((await admin.post(`/subscriptions/${res.subscription_id}/pause`)).body.status).toBe('paused');
+    await advanceTo(s.current_period_end + DAY);
+    // Past this file's NWC_REPLY_TIMEOUT_MS (4 s): the charge gives up, the wallet pays a second later.
+    w.setBehaviour({ pay: true, delayMs: 5000 });
+    expect((await admin.post(`/subscriptions/${res.subscription_id}/resume`)).body.status).toBe('pending');
+    expect(
+      (
+        await until(
+          () => sub(res.subscription_id),
+          (x) => x.status === 'active',
+          30_000,
+        )
+      ).status,
+    ).toBe('active');
+    // Was: a renewal.reminder with the invoice to pay by hand, seconds before the wallet's payment.
+    const events = (await billingEvents(res.subscription_id)).map((e) => e.e);
+    expect(events).not.toContain('renewal.reminder');
+    expect(events.slice(-2)).toEqual(['subscription.resumed', 'subscription.renewed']);
+  });
+
   it('resumed after the period ended, billing killed while the wallet is asked: the reminder follows once, after the charge window (review finding)', async () => {
     const w = await wallet();
     const { res, s } = await subscribed(w, { interval: 'weekly' }, 'resume-killed@example.com');

@@ -516,9 +516,10 @@ export class Scheduler {
     }
     if (!(await d.subscriptions.linkResumePayment(d.db, s.id, payment.id, now))) return this.withdrawUnlinked(s, payment.id);
     const charged = await chargeWithWallet(d, s, { ...payment, payment_request: checkout.payment_request }).catch((err) => ({ paid: false as const, err }));
-    // A preimage not checked yet, or a wallet that may still pay (no answer in time), leaves the charge
-    // recorded: after the charge window, a sweep sends the reminder unless the payment is paid by then.
-    if (charged.paid ? charged.confirmed === false : 'may_still_pay' in charged && charged.may_still_pay) return;
+    // A preimage not checked yet, or a wallet that may still pay (no answer in time) and is still
+    // connected, leaves the charge recorded: after the charge window, a sweep sends the reminder unless the
+    // payment is paid by then. A deactivated one falls back to invoices below (found in review).
+    if (charged.paid ? charged.confirmed === false : 'may_still_pay' in charged && charged.may_still_pay && !charged.deactivated) return;
     if (charged.paid) {
       await d.subscriptions.settleResumeCharge(d.db, s.id);
       return;
