@@ -6,8 +6,12 @@ export interface ClaimedWork<Row> {
   inFlight: number;
   /** Pieces claimed at a time, as soon as this many of those under way are done. */
   claim: number;
-  /** Claims (and leases) up to `want` due pieces. */
-  claimDue: (want: number) => Promise<Row[]>;
+  /**
+   * Claims (and leases) up to `want` due pieces, never one of `running`: a piece still under way here
+   * past its lease is not started a second time beside itself (found in review).
+   */
+  claimDue: (want: number, running: readonly string[]) => Promise<Row[]>;
+  idOf: (row: Row) => string;
   /** Does one piece and records how it went. */
   run: (row: Row) => Promise<void>;
   /** A piece whose outcome could not be recorded (its claim ends and it is done again); the poller is the worker's. */
@@ -22,6 +26,7 @@ export interface ClaimedWork<Row> {
  */
 export class ClaimingWorker<Row> {
   private readonly running = new Set<Promise<void>>();
+  private readonly runningIds = new Set<string>();
   readonly poller: Poller;
 
   constructor(
@@ -41,13 +46,18 @@ export class ClaimingWorker<Row> {
     const { inFlight, claim } = this.work;
     while (this.running.size > inFlight - claim) await Promise.race(this.running);
     const want = inFlight - this.running.size;
-    const due = await this.work.claimDue(want);
+    const due = await this.work.claimDue(want, [...this.runningIds]);
     for (const row of due) {
+      const id = this.work.idOf(row);
       const one: Promise<void> = this.work
         .run(row)
         .catch((err) => this.work.failed(err, row, this.poller))
-        .finally(() => this.running.delete(one));
+        .finally(() => {
+          this.running.delete(one);
+          this.runningIds.delete(id);
+        });
       this.running.add(one);
+      this.runningIds.add(id);
     }
     return due.length === want;
   }

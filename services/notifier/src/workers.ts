@@ -49,7 +49,8 @@ export class WebhookWorker {
     this.worker = new ClaimingWorker('webhooks', intervalMs, d.log, {
       inFlight: IN_FLIGHT,
       claim: CLAIM,
-      claimDue: (want) => d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS),
+      claimDue: (want, running) => d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS, running),
+      idOf: (row) => row.id,
       run: (row) => {
         // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
         linkActiveSpanTo(row.trace_context);
@@ -139,7 +140,8 @@ export function notificationWorker(d: Deps, intervalMs: number): ClaimingWorker<
   return new ClaimingWorker('notifications', intervalMs, d.log, {
     inFlight: NOTICES_IN_FLIGHT,
     claim: NOTICES_CLAIM,
-    claimDue: (want) => d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS)),
+    claimDue: (want, running) => d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS, running)),
+    idOf: (n) => n.id,
     run: (n) => notify(d, n),
     failed: (err, n, poller) => {
       // Its claim ends and it is sent again. The database away is said once with the worker's rounds.

@@ -15,6 +15,12 @@ const LOOPBACK = /^(localhost|.+\.localhost|127(\.\d{1,3}){3}|::1)$/i;
 
 /** An SMTP conversation gives up within this long. */
 export const SMTP_TIMEOUT_MS = 20_000;
+/**
+ * The longest one e-mail may take in all: the timeouts above bound each wait, not a server that answers
+ * every step slowly (or sends continuation lines for ever), which kept a send going past its claim on the
+ * message, which was then sent again (found in review). Well inside that claim (see notificationWorker).
+ */
+export const SMTP_SEND_DEADLINE_MS = 3 * SMTP_TIMEOUT_MS;
 
 /** The sender of one mail: From, and where replies go when that is someone else. */
 export interface Sender {
@@ -71,6 +77,7 @@ export async function sendEmail(
   m: Message,
   ownerServer?: AddressPolicy,
   onServiceServerDown?: (detail: string) => void,
+  deadlineMs = SMTP_SEND_DEADLINE_MS,
 ): Promise<SendOutcome> {
   if (ownerServer) {
     // The owner's server is checked again before each use (DNS can change since it was saved).
@@ -88,12 +95,14 @@ export async function sendEmail(
     return failed('the mail server address is not a valid smtp:// or smtps:// URL', true);
   }
   const transport = createTransport(options);
+  const signal = AbortSignal.timeout(deadlineMs);
   try {
     // RFC 2369 / 8058: mail providers offer their own unsubscribe button and POST this URL when pressed.
     const headers = m.unsubscribe ? { 'List-Unsubscribe': `<${m.unsubscribe}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' } : undefined;
-    await transport.sendMail({ ...from, to, subject: m.subject, text: m.text, html: m.html, ...(headers ? { headers } : {}) });
+    await transport.sendMail({ ...from, to, subject: m.subject, text: m.text, html: m.html, ...(headers ? { headers } : {}), signal });
     return delivered();
   } catch (err) {
+    if (signal.aborted) return failed(`the mail server did not take the message within ${deadlineMs / 1000} seconds`);
     const e = err as { message?: string; responseCode?: number; code?: string };
     const detail = e.message || String(err);
     if (!ownerServer && e.responseCode === undefined && CONNECTION_CODES.has(e.code ?? '')) {

@@ -110,18 +110,18 @@ export class DeliveriesRepo {
    * next_attempt_at keeps others off them while this one sends, without holding a transaction open over
    * the HTTP call. A worker that dies mid-send leaves them due again when the lease ends.
    */
-  async claimDue(q: Queryable, now: number, limit: number, leaseS: number): Promise<ClaimedDelivery[]> {
+  async claimDue(q: Queryable, now: number, limit: number, leaseS: number, running: readonly string[] = []): Promise<ClaimedDelivery[]> {
     const { rows } = await q.query<ClaimedDelivery>(
       `WITH due AS (
          SELECT d.id FROM ${this.schema}.deliveries d JOIN ${this.schema}.endpoints e ON e.id = d.endpoint_id
-          WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND e.deleted_at IS NULL
+          WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND e.deleted_at IS NULL AND NOT (d.id = ANY($4::text[]))
           ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
        UPDATE ${this.schema}.deliveries d SET next_attempt_at = $1 + $3
          FROM due, ${this.schema}.endpoints e WHERE d.id = due.id AND e.id = d.endpoint_id
        RETURNING ${COLS.split(',')
          .map((c) => `d.${c.trim()}`)
          .join(', ')}, d.trace_context, e.url, e.secret_sealed`,
-      [now, limit, leaseS],
+      [now, limit, leaseS, running],
     );
     return rows;
   }

@@ -69,17 +69,17 @@ export class NotificationsRepo {
     return rows.map((r) => r.event_id);
   }
 
-  /** Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue). */
-  async claimDue(q: Queryable, now: number, limit: number, leaseS: number): Promise<NotificationRecord[]> {
+  /** Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue), `running` left out. */
+  async claimDue(q: Queryable, now: number, limit: number, leaseS: number, running: readonly string[] = []): Promise<NotificationRecord[]> {
     const { rows } = await q.query<NotificationRecord>(
       `WITH due AS (
-         SELECT id FROM ${this.schema}.notifications WHERE status = 'pending' AND next_attempt_at <= $1
+         SELECT id FROM ${this.schema}.notifications WHERE status = 'pending' AND next_attempt_at <= $1 AND NOT (id = ANY($4::text[]))
           ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
        UPDATE ${this.schema}.notifications n SET next_attempt_at = $1 + $3 FROM due WHERE n.id = due.id
        RETURNING ${COLS.split(',')
          .map((c) => `n.${c.trim()}`)
          .join(', ')}`,
-      [now, limit, leaseS],
+      [now, limit, leaseS, running],
     );
     return rows;
   }
