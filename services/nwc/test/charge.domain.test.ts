@@ -65,18 +65,20 @@ describe('clipMessage', () => {
 
 describe('recordedRefusal: the same request again answers as its first run did', () => {
   it('a wallet that may still pay is said so again, a definite refusal or a wrong preimage is not', () => {
-    expect(recordedRefusal({ error_code: 'OTHER', error_message: 'The wallet did not answer the payment request within 4 seconds' })).toEqual({
+    expect(recordedRefusal({ error_code: 'OTHER', error_message: 'The wallet did not answer the payment request within 4 seconds', recent: true })).toEqual({
       paid: false,
       error_code: 'OTHER',
       message: 'The wallet did not answer the payment request within 4 seconds',
       mayStillPay: true,
     });
-    expect(recordedRefusal({ error_code: 'PAYMENT_FAILED', error_message: 'No route' }).mayStillPay).toBe(true);
-    expect(recordedRefusal({ error_code: 'INSUFFICIENT_BALANCE', error_message: 'Empty' })).toEqual({
+    expect(recordedRefusal({ error_code: 'PAYMENT_FAILED', error_message: 'No route', recent: true }).mayStillPay).toBe(true);
+    expect(recordedRefusal({ error_code: 'INSUFFICIENT_BALANCE', error_message: 'Empty', recent: true })).toEqual({
       paid: false,
       error_code: 'INSUFFICIENT_BALANCE',
       message: 'Empty',
     });
-    expect(recordedRefusal({ error_code: 'OTHER', error_message: WRONG_PREIMAGE })).not.toHaveProperty('mayStillPay');
+    expect(recordedRefusal({ error_code: 'OTHER', error_message: WRONG_PREIMAGE, recent: true })).not.toHaveProperty('mayStillPay');
+    // Past the window a wallet pays late in (a same-key retry hours later): it did not pay.
+    expect(recordedRefusal({ error_code: 'PAYMENT_FAILED', error_message: 'No route', recent: false })).not.toHaveProperty('mayStillPay');
   });
 });

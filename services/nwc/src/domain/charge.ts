@@ -41,16 +41,17 @@ export const mayStillPay = (error: { code: NWCErrorCode; message: string }): boo
 
 /**
  * A refusal recorded for the same request (its answer was lost), answered as the charge that got it
- * answered it: a retry of a wallet that may still pay must not say "did not pay" (found in review).
+ * answered it: a retry of a wallet that may still pay must not say "did not pay" (found in review), while
+ * it still may (`recent`: within LATE_PAYMENT_WINDOW_S of that answer; a same-key retry can come hours later).
  */
-export function recordedRefusal(row: { error_code: NWCErrorCode | null; error_message: string | null }): {
+export function recordedRefusal(row: { error_code: NWCErrorCode | null; error_message: string | null; recent: boolean }): {
   paid: false;
   error_code: NWCErrorCode;
   message: string;
   mayStillPay?: true;
 } {
   const error = { code: row.error_code ?? 'OTHER', message: row.error_message ?? 'The wallet did not pay' };
-  return { paid: false, error_code: error.code, message: error.message, ...(mayStillPay(error) ? { mayStillPay: true as const } : {}) };
+  return { paid: false, error_code: error.code, message: error.message, ...(row.recent && mayStillPay(error) ? { mayStillPay: true as const } : {}) };
 }
 
 /**

@@ -3,7 +3,7 @@ import { BusUnavailableError, callMessage, DomainError, notFound, routeHandler, 
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection, routeWaitMs, tellBilling } from '../charge.js';
 import { clause, firstNotPaidWords, notAskedWords, paidWords } from '../domain/words.js';
-import { recordedRefusal } from '../domain/charge.js';
+import { LATE_PAYMENT_WINDOW_S, recordedRefusal } from '../domain/charge.js';
 import { toConnection, type ConnectionRow } from '../store/connections.repo.js';
 import { checked, settledStatus, storeConnection, wellFormed } from './public.subscribe.js';
 
@@ -136,7 +136,7 @@ async function payFirst(
   const { payment } = due;
   const amount = satsText(payment.amount_sats);
   // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
-  const recorded = key ? await d.attempts.refusalOf(d.db, payment.id, key, row.wallet_pubkey) : undefined;
+  const recorded = key ? await d.attempts.refusalOf(d.db, payment.id, key, row.wallet_pubkey, LATE_PAYMENT_WINDOW_S) : undefined;
   const outcome = recorded
     ? recordedRefusal(recorded)
     : await chargeConnection(d, row, { ...payment, purpose: 'checkout', ...(key ? { request_key: key } : {}) }, by, startBy);

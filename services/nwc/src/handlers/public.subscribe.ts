@@ -6,7 +6,7 @@ import { answerBy, chargeConnection, routeWaitMs } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 import { checkoutNotPaidWords, paidWords, type Settled } from '../domain/words.js';
-import { recordedRefusal } from '../domain/charge.js';
+import { LATE_PAYMENT_WINDOW_S, recordedRefusal } from '../domain/charge.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A connection string or wallet refused in words: 422 naming the field; anything else as it was. */
@@ -144,7 +144,7 @@ async function subscribed(d: Deps, req: RouteRequest<'public.subscribe.nwc'>): P
   });
   // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
   const key = req.caller.idempotency_key;
-  const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key, conn.pubkey) : undefined;
+  const recorded = sub.payment && key ? await d.attempts.refusalOf(d.db, sub.payment.id, key, conn.pubkey, LATE_PAYMENT_WINDOW_S) : undefined;
   if (recorded) return notPaid(recordedRefusal(recorded));
   const row = await storeConnection(
     d,

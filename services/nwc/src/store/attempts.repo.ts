@@ -76,12 +76,20 @@ export class AttemptsRepo {
   /**
    * The refusal the same wallet (`walletPubkey`) answered to an earlier run of the same request
    * (`requestKey`) for the payment, if any. Another wallet sent with a key the gateway freed is asked.
+   * `recent`: it ended within `windowS` (database time), while its wallet may still pay after it.
    */
-  async refusalOf(q: Queryable, paymentId: string, requestKey: string, walletPubkey: string): Promise<AttemptRow | undefined> {
-    const { rows } = await q.query<AttemptRow>(
-      `SELECT ${COLS} FROM ${this.t} WHERE payment_id = $1 AND request_key = $2 AND wallet_pubkey = $3 AND outcome = 'failed'
+  async refusalOf(
+    q: Queryable,
+    paymentId: string,
+    requestKey: string,
+    walletPubkey: string,
+    windowS: number,
+  ): Promise<(AttemptRow & { recent: boolean }) | undefined> {
+    const { rows } = await q.query<AttemptRow & { recent: boolean }>(
+      `SELECT ${COLS}, finished_at > now() - $4 * interval '1 second' AS recent FROM ${this.t}
+        WHERE payment_id = $1 AND request_key = $2 AND wallet_pubkey = $3 AND outcome = 'failed'
        ORDER BY started_at DESC LIMIT 1`,
-      [paymentId, requestKey, walletPubkey],
+      [paymentId, requestKey, walletPubkey, windowS],
     );
     return rows[0];
   }
