@@ -688,7 +688,7 @@ describe('subscriber and owner notices', () => {
       );
       expect(got).toHaveLength(1);
       // In their free trial: never charged, so not "charged again" (found from outside).
-      expect(got[0]!.text).toContain('Your subscription to Gold was cancelled by the merchant during its free trial. Nothing was charged.');
+      expect(got[0]!.text).toContain('Your subscription to Gold was cancelled by the merchant. It was in its free trial: nothing was charged.');
       expect(got[0]!.text).toMatch(/access continues until \d{4}-\d\d-\d\d \d\d:\d\d UTC/);
       // A cancelled subscription has no notice switches left to point to.
       expect(got[0]!.text).toMatch(/Manage your subscription:\n\S+manage\?token=\w+\n— Satoshi Shop$/);
@@ -697,7 +697,7 @@ describe('subscriber and owner notices', () => {
       `SELECT payload->'data' AS data FROM billing.outbox WHERE payload->>'event' = 'subscription.cancelled' AND payload->'data'->>'subscription_id' = $1`,
       [subs.messenger],
     );
-    expect(event.data).toMatchObject({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber', in_trial: true });
+    expect(event.data).toMatchObject({ cancelled_by: 'merchant', cancel_reason: 'cancelled by subscriber', in_trial: true, never_paid: true });
     await until(
       async () => dms(relay, carolSk),
       (x) => x.some((y) => y.text.includes(cancelled)),

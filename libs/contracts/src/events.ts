@@ -167,7 +167,8 @@ const SubscriptionCancelledData = WebhookEventData.extend({
     .optional()
     .openapi({ description: "The owner's note when they cancelled; `cancelled by subscriber` or `plan archived` for the other two" }),
   current_period_end: UnixSeconds.openapi({ description: 'Until when access continues (now or earlier: none remains)' }),
-  in_trial: z.literal(true).optional().openapi({ description: 'Cancelled during its free trial: nothing was ever charged for it' }),
+  in_trial: z.literal(true).optional().openapi({ description: 'Cancelled during its free trial (before `trial_end`)' }),
+  never_paid: z.literal(true).optional().openapi({ description: 'No payment was ever applied to the subscription (a trial, or a checkout never paid)' }),
 });
 
 /**

@@ -1,7 +1,7 @@
 import type { CreatedPayment, EventEnvelope } from '@sb/contracts';
 import { conflict, enqueueEvent, enqueueEvents, type Queryable } from '@sb/runtime';
 import { SCHEMA, type Deps } from './deps.js';
-import { inTrial, renewalTerms, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
+import { cancelledFacts, inTrial, renewalTerms, transition, type LifecycleEvent, type SubState } from './domain/lifecycle.js';
 import { renewableUntil, type SchedulePolicy } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
 
@@ -149,7 +149,7 @@ export async function applyTransition(
   // What it was before: a notice about a checkout never paid (or a trial cancelled) is not one about a paid subscription.
   await emit(d, q, saved, event, {
     previous_status: sub.status,
-    ...(event === 'subscription.cancelled' && inTrial(sub, now) ? { in_trial: true } : {}),
+    ...(event === 'subscription.cancelled' ? cancelledFacts(sub, now) : {}),
     ...(typeof extra === 'function' ? extra(saved) : extra),
   });
   return saved;

@@ -4,6 +4,7 @@ import { DomainError } from '@sb/runtime';
 import {
   accessAfterCancel,
   accessUntil,
+  cancelledFacts,
   channelsReaching,
   hasAccess,
   reasonForSubscriber,
@@ -492,5 +493,24 @@ describe('lifecycle details', () => {
     for (const s of ['pending', 'payment_failed', 'expired'] as const) expect(hasAccess({ status: s, current_period_end: end }, 0)).toBe(false);
     expect(hasAccess({ status: 'paused', current_period_end: end }, end - 1)).toBe(true);
     expect(hasAccess({ status: 'paused', current_period_end: end }, end)).toBe(false);
+  });
+});
+
+describe('cancelledFacts: what a cancellation notice may say was charged (found from outside, review)', () => {
+  const END = periodEnd(T0, 1, 'monthly');
+  const trial = (status: SubscriptionStatus, over: Partial<SubState> = {}) => sub(status, { period_index: 0, trial_end: END, ...over });
+  it('in its trial before the end: in_trial and never_paid', () => {
+    expect(cancelledFacts(trial('active'), END - DAY)).toEqual({ in_trial: true, never_paid: true });
+  });
+  it('its trial over, not lapsed yet (the scheduler behind): never paid, not in its trial', () => {
+    expect(cancelledFacts(trial('active'), END + 60)).toEqual({ never_paid: true });
+  });
+  it('its trial ended unpaid (past_due, payment_failed): never paid', () => {
+    expect(cancelledFacts(trial('past_due'), END + DAY)).toEqual({ never_paid: true });
+    expect(cancelledFacts(trial('payment_failed'), END + 5 * DAY)).toEqual({ never_paid: true });
+  });
+  it('a paid period (after a trial too): nothing to add', () => {
+    expect(cancelledFacts(sub('active'), T0 + DAY)).toEqual({});
+    expect(cancelledFacts(sub('active', { trial_end: T0 }), T0 + DAY)).toEqual({});
   });
 });

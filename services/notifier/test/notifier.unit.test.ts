@@ -560,8 +560,20 @@ describe('subscriber notices', () => {
       ev('subscription.cancelled', { cancelled_by: 'subscriber', previous_status: 'active', in_trial: true, current_period_end: 1_700_086_400 }),
       {},
     );
-    expect(trialCancelled.text).toContain('was cancelled by you during its free trial. Nothing was charged.');
+    expect(trialCancelled.text).toContain('was cancelled by you. It was in its free trial: nothing was charged.');
     expect(trialCancelled.text).toContain('Your access continues until');
+    // Archived in its trial: the trial is said apart from the merchant's reason (review: "discontinued the plan during its free trial").
+    const archivedTrial = subscriberMessage(
+      ev('subscription.cancelled', { cancelled_by: 'plan_archived', in_trial: true, never_paid: true, current_period_end: 1_700_086_400 }),
+      {},
+    );
+    expect(archivedTrial.text).toContain('was cancelled by the merchant, who discontinued the plan. It was in its free trial: nothing was charged.');
+    // A trial that ended unpaid (past_due), then cancelled: never charged either (review).
+    const lapsedTrial = subscriberMessage(
+      ev('subscription.cancelled', { cancelled_by: 'merchant', previous_status: 'past_due', never_paid: true, current_period_end: 1_700_086_400 }),
+      {},
+    );
+    expect(lapsedTrial.text).toContain('was cancelled by the merchant. Nothing was charged.');
     const expired = subscriberMessage(ev('subscription.expired', {}), { manageUrl: 'http://x/manage?token=t' });
     expect(expired.text).toContain('Your subscriptions and receipts:');
     expect(expired.text).not.toContain('Manage, pay or cancel');

@@ -134,6 +134,19 @@ const periodAtCancel = (s: SubState, immediate: boolean, now: number): Partial<S
 export const inTrial = <S extends Pick<SubState, 'status' | 'current_period_end' | 'trial_end'>>(s: S, now: number): s is S & { trial_end: number } =>
   s.trial_end !== null && s.trial_end >= s.current_period_end && s.status !== 'past_due' && hasAccess(s, now);
 
+/**
+ * What a cancellation's notice needs of the subscription as it was (found from outside: a cancelled
+ * trial was told "You will not be charged again"): cancelled in its free trial (before its end: one
+ * ended and not lapsed yet is not), and never paid (no payment ever applied: period_index moves from 0
+ * with the first).
+ */
+export function cancelledFacts(s: SubState, now: number): { in_trial?: true; never_paid?: true } {
+  return {
+    ...(inTrial(s, now) && now < s.current_period_end ? { in_trial: true as const } : {}),
+    ...(s.period_index === 0 ? { never_paid: true as const } : {}),
+  };
+}
+
 /** The next period continues from the old end: no gap, no overlap. */
 const nextPeriod = (s: SubState): Partial<SubState> => ({
   status: 'active',

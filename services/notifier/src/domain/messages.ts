@@ -310,12 +310,17 @@ export function subscriberMessage(
       // access to end. Not an immediate cancel of a period paid ahead, which also starts and ends now.
       const neverPaid = d.previous_status === 'pending' && end !== undefined && end === num(d.current_period_start);
       const continues = end !== undefined && end > e.timestamp;
-      // A free trial cancelled: never charged, so not "again" (found from outside).
-      const charged = neverPaid || d.in_trial === true ? 'Nothing was charged.' : 'You will not be charged again.';
+      // Never paid (a free trial, in it or ended unpaid): not "charged again" (found from outside).
+      const charged =
+        d.in_trial === true
+          ? 'It was in its free trial: nothing was charged.'
+          : neverPaid || d.never_paid === true
+            ? 'Nothing was charged.'
+            : 'You will not be charged again.';
       return message(
         continues ? 'cancelled' : 'over',
         `Your subscription to ${plan} was cancelled`,
-        `Your subscription to ${plan} was cancelled ${by}${d.in_trial === true ? ' during its free trial' : ''}. ${charged}`,
+        `Your subscription to ${plan} was cancelled ${by}. ${charged}`,
         neverPaid ? undefined : continues ? `Your access continues until ${day(end)}.` : 'Your access has ended.',
       );
     }
