@@ -781,6 +781,31 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('a payment that bought nothing is not shown as a plain "Paid": not applied, why, and that the seller refunds it (found from outside)', async () => {
+    const p = await plan({ name: 'Paid for nothing', amount_sats: 1200 });
+    const c = (await anon.post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'paid-for-nothing@example.com' })).body;
+    // Cancelled at once before its payment arrived; the payer pays the withdrawn invoice all the same.
+    expect((await admin.post(`/subscriptions/${c.subscription_id}/cancel`, { immediate: true })).status).toBe(200);
+    await pay(c.payment_id);
+    const paid = await until(
+      () => admin.get(`/payments/${c.payment_id}`),
+      (r) => r.body.status === 'paid' && typeof r.body.unapplied_reason === 'string',
+    );
+    const { page, problems } = await openPage(phone);
+    await page.goto(c.manage_url);
+    await page.getByRole('heading', { name: 'Payments and receipts' }).waitFor();
+    const row = page.locator('.payment-row').filter({ hasText: 'Paid for nothing' });
+    await row.waitFor();
+    expect(await row.locator('.pill').textContent()).toBe('Paid, not applied');
+    expect(await row.textContent()).toContain(
+      `This payment was not applied. ${paid.body.unapplied_reason.replace(/[\s.]+$/, '')}. The seller is told to refund it; please contact them.`,
+    );
+    await row.locator('details.receipt summary').click();
+    expect(await row.locator('dt:text-is("Applied") + dd').textContent()).toBe('No: to be refunded by the seller');
+    await check(page, problems, 'portal-payment-unapplied');
+    await page.close();
+  });
+
   it('a renewal paid by way of the processor\'s return says it renewed, not "You are subscribed" (found from outside)', async () => {
     const { p, due } = await renewalDue({ name: 'Renewed here', amount_sats: 2100 }, 'renewed-here@example.com');
     const { page, problems } = await openPage(phone);

@@ -88,6 +88,8 @@ interface Pay extends Payable {
   /** The period it paid for (absent: not applied yet, or paid before the service recorded it). */
   period_start?: number;
   period_end?: number;
+  /** Paid, and bought nothing: why (the subscription had ended, the period was paid already). */
+  unapplied_reason?: string;
 }
 
 interface Wallet {
@@ -470,8 +472,19 @@ function paymentsSection(payments: Pay[], sellers: Map<string, string>): HTMLEle
   for (const p of payments) {
     const price = fiat(p.amount_fiat, p.currency);
     const replaced = p.status === 'expired' && p.replaced_by;
-    const label =
-      p.status === 'paid' ? 'Paid' : p.status === 'pending' ? 'Open' : replaced ? 'Not due' : p.status === 'expired' ? 'Expired, not paid' : 'Failed';
+    // Found from outside: "Paid" and a receipt for money that bought nothing, with no word of a refund.
+    const unapplied = p.status === 'paid' && p.unapplied_reason;
+    const label = unapplied
+      ? 'Paid, not applied'
+      : p.status === 'paid'
+        ? 'Paid'
+        : p.status === 'pending'
+          ? 'Open'
+          : replaced
+            ? 'Not due'
+            : p.status === 'expired'
+              ? 'Expired, not paid'
+              : 'Failed';
     const item = h(
       'li',
       { class: 'payment-row' },
@@ -480,6 +493,13 @@ function paymentsSection(payments: Pay[], sellers: Map<string, string>): HTMLEle
       h('span', { class: 'hint' }, date(p.paid_at ?? p.created_at)),
       // Found from outside: "Expired, not paid" beside an active subscription nobody seemed to have paid.
       replaced ? h('span', { class: 'hint' }, 'Another payment of yours started this subscription: nothing is due on this one.') : null,
+      unapplied
+        ? h(
+            'span',
+            { class: 'hint' },
+            `This payment was not applied. ${p.unapplied_reason!.replace(/[\s.]+$/, '')}. The seller is told to refund it; please contact them.`,
+          )
+        : null,
     );
     if (p.status === 'paid') {
       const ref = reference(p);
@@ -500,6 +520,7 @@ function paymentsSection(payments: Pay[], sellers: Map<string, string>): HTMLEle
             h('dd', {}, `${sats(p.amount_sats)}${price ? ` (${price})` : ''}`),
             h('dt', {}, 'Paid on'),
             h('dd', {}, date(p.paid_at, true)),
+            unapplied ? [h('dt', {}, 'Applied'), h('dd', {}, 'No: to be refunded by the seller')] : null,
             // What it paid for (found from outside: a receipt that did not say).
             p.period_start && p.period_end ? [h('dt', {}, 'Period'), h('dd', {}, `${date(p.period_start)} to ${date(p.period_end)}`)] : null,
             h('dt', {}, 'Method'),
