@@ -13,7 +13,6 @@ import {
   type SchedulePolicy,
   uncheckedRecheckAt,
   unpaidChargeMarker,
-  lapseBookkeeping,
   walletGone,
 } from './domain/schedule.js';
 import type { SubRow } from './store/subscriptions.repo.js';
@@ -292,7 +291,7 @@ export class Scheduler {
           ...(due.renewal_refused ? { renewal_refused: s.renewal_refused_reason ?? 'refused by the payments service' } : {}),
         };
         const saved = await this.inTx(s, (tx, cur) =>
-          applyTransition(d, tx, cur, { type: due.event }, now, lapseBookkeeping(due, now), (next) => ({
+          applyTransition(d, tx, cur, { type: due.event }, now, {}, (next) => ({
             ...extra,
             ...fiat,
             ...(dunning ? renewalPeriodData(next, now, this.policy) : {}),

@@ -271,13 +271,6 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'renewal_payment', replaces: 'pay_1', last_call: true, notify_subscriber: true },
   },
   {
-    // Found from outside: "Payment due … if paid by" a date already past, then "Payment failed", in one sweep.
-    name: 'first invoice made after a step was due (the scheduler away): the lapse that follows tells the subscriber, not it',
-    s: sub('active', { trial_end: END, grace_period_days: 3 }),
-    at: GRACE_END + DAY,
-    due: { kind: 'renewal_payment', replaces: null, notify_subscriber: false },
-  },
-  {
     // Found from outside: "Payment due" a millisecond after "Payment failed" after a jump past the last call.
     name: 'an invoice replaced after the end is no last call: the subscriber was told of the lapse',
     s: sub('payment_failed', issued(END - DAY + 10, { grace_period_days: 0, dunning_from: END })),
@@ -344,11 +337,10 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: true, pay_by: DUNNING_END + 14 * DAY },
   },
   {
-    // Its past_due notice, in the same sweep, tells the subscriber what to pay and until when: one message, not two.
-    name: 'first seen during grace: the invoice it still needs, the lapse after it tells the subscriber',
+    name: 'first seen during grace: the invoice it still needs',
     s: sub('active'),
     at: END + DAY,
-    due: { kind: 'renewal_payment', replaces: null, notify_subscriber: false },
+    due: { kind: 'renewal_payment', replaces: null, notify_subscriber: true },
   },
   {
     name: 'no grace: payment_failed at the end, payable until the end of dunning',

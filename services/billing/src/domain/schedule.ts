@@ -292,13 +292,9 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       // outside: "Payment due" a millisecond after "Payment failed", with the same words, after a jump).
       const lastCall = now >= end - REMINDER_BEFORE_END_SECONDS && now < end;
       // The subscriber hears of the first invoice and of the last call; of replacements (an invoice lives a
-      // day, a grace period can last months) at most weekly. The owner's events carry every one. Not when
-      // a lapse follows in the same sweep (the scheduler was away past a step): its notice says what to pay
-      // and until when; this one's pay-by date would be past already (found from outside).
+      // day, a grace period can last months) at most weekly. The owner's events carry every one.
       const notify =
-        s.receive_reminders &&
-        lapse === null &&
-        (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
+        s.receive_reminders && (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
       // A trial that ended long before its first invoice could be made (the scheduler was away) is not "ending".
       const trialEnding = !previous && s.trial_end === end && now - end <= LATE_STEP_S;
       return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: trialEnding };
@@ -467,15 +463,6 @@ export function resumeBookkeeping(s: Pick<ScheduleView, 'current_period_end'>, n
  * takes the checked answer (a refused preimage paid nothing, and the wallet is asked again).
  */
 export const uncheckedRecheckAt = (now: number) => now + NWC_CHARGE_WINDOW_S;
-
-/**
- * What a step of dunning keeps beside its move: one the subscriber is told of says what to pay and where,
- * as a reminder does, so replaced invoices are told of at most weekly from it too (found from outside: an
- * invoice made as the scheduler caught up, not told of because the lapse after it was, then told of a
- * day later as if nothing had been said).
- */
-export const lapseBookkeeping = (due: { notify_subscriber: boolean }, now: number): { reminder_notified_at?: number } =>
-  due.notify_subscriber ? { reminder_notified_at: now } : {};
 
 /**
  * The charge marker an NWC renewal charge the wallet did not pay leaves: none, so the period may lapse now
