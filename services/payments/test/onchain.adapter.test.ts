@@ -103,6 +103,15 @@ describe('on-chain rail over Esplora', () => {
     expect(await rail.open(request({ watchonly_wallet_id: 'wow_a' }))).toMatchObject({ derivation_index: start + 3 });
   });
 
+  it('opens of one watch-only wallet at once each ask Esplora about one address (review: all asked about the same one, again and again)', async () => {
+    const start = next;
+    const before = esplora.requests.length;
+    const opened = await Promise.all(Array.from({ length: 8 }, () => rail.open(request({ watchonly_wallet_id: 'wow_a' }))));
+    expect(opened.map((o) => o.derivation_index).sort((a, b) => a! - b!)).toEqual([0, 1, 2, 3, 4, 5, 6, 7].map((i) => start + i));
+    expect(esplora.requests.slice(before).map((r) => r.path)).toHaveLength(8);
+    expect(new Set(esplora.requests.slice(before).map((r) => r.path)).size).toBe(8);
+  });
+
   it('paid only by confirmed outputs to the address adding up to the amount with enough confirmations', async () => {
     const address = receiveAddress(key, 100);
     const p = payment(address);

@@ -2,7 +2,7 @@ import { unixSeconds, type Clock, type Logger, invalid } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 import { receiveAddress, type Network } from '../domain/derivation.js';
 import { fetchJson, ProviderUnavailableError } from './http.js';
-import type { ProviderStatus, Rail } from './rail.js';
+import type { OpenedPayment, ProviderStatus, Rail, RailRequest } from './rail.js';
 import { urlSetting } from './http.js';
 
 interface EsploraSettings {
@@ -108,6 +108,57 @@ export function esploraRail(s: EsploraSettings, addresses: ReceiveAddresses, clo
     }
   }
 
+  /**
+   * One open at a time per watch-only wallet in this process: concurrent ones (a renewal batch opens 16)
+   * would each look at the same address and all but one look again (found in review: 136 Esplora calls
+   * for 16 addresses). Replicas still race; the compare-and-set settles that.
+   */
+  const openings = new Map<string, Promise<unknown>>();
+  function oneAtATime<T>(key: string, f: () => Promise<T>): Promise<T> {
+    const run = (openings.get(key) ?? Promise.resolve()).then(f);
+    const tail = run.catch(() => undefined);
+    openings.set(key, tail);
+    void tail.then(() => openings.get(key) === tail && openings.delete(key));
+    return run;
+  }
+
+  /** The next receive address of watch-only wallet `id` nobody used or holds, its index taken for good. */
+  async function fresh(req: RailRequest, id: string): Promise<OpenedPayment> {
+    // Another caller taking the index looked at (a lost compare-and-set) is no skip: the next one is looked at.
+    for (let skipped = 0, lost = 0; skipped <= MAX_SKIPPED_ADDRESSES && lost <= MAX_LOST_TAKES; ) {
+      const key = await addresses.next(req.wallet_id, id);
+      if (!key) throw unprocessablePlan('watchonly_wallet_id names no watch-only wallet of this wallet');
+      const address = receiveAddress(key, key.index);
+      const held = await addresses.inUse(address);
+      // The owner's own wallet hands out the same addresses: money it received at one before this payment
+      // would count as this payment's (found from outside: a checkout paid at once by the owner's old
+      // funds). A used address is passed over, as wallets pass over used addresses. Asked before the
+      // index is taken: Esplora away takes none (found in review: each failed checkout or renewal retry
+      // took one, past the wallet's gap limit in minutes).
+      const used = held ? 0 : (await transactions(address, 1)).length;
+      if (!(await addresses.take(req.wallet_id, id, key.index))) {
+        lost++;
+        continue;
+      }
+      if (held || used) {
+        skipped++;
+        log.info(
+          { watchonly_wallet_id: id, derivation_index: key.index, ...(used ? { transactions: used } : {}) },
+          held ? 'receive address held by another payment (the key is registered twice): skipped' : 'receive address used before: skipped',
+        );
+        continue;
+      }
+      return {
+        provider_ref: address,
+        onchain_address: address,
+        expires_at: unixSeconds(clock) + req.expiry_seconds,
+        watchonly_wallet_id: id,
+        derivation_index: key.index,
+      };
+    }
+    throw new ProviderUnavailableError(`no unused receive address could be taken from watch-only wallet ${id} just now; retry`);
+  }
+
   return {
     method: 'onchain',
     provider: 'esplora',
@@ -117,39 +168,7 @@ export function esploraRail(s: EsploraSettings, addresses: ReceiveAddresses, clo
     async open(req) {
       const id = req.plan.watchonly_wallet_id;
       if (!id) throw unprocessablePlan("On-chain payments of this plan need a watch-only wallet: set the plan's watchonly_wallet_id");
-      // Another caller taking the index looked at (a lost compare-and-set) is no skip: the next one is looked at.
-      for (let skipped = 0, lost = 0; skipped <= MAX_SKIPPED_ADDRESSES && lost <= MAX_LOST_TAKES; ) {
-        const key = await addresses.next(req.wallet_id, id);
-        if (!key) throw unprocessablePlan('watchonly_wallet_id names no watch-only wallet of this wallet');
-        const address = receiveAddress(key, key.index);
-        const held = await addresses.inUse(address);
-        // The owner's own wallet hands out the same addresses: money it received at one before this payment
-        // would count as this payment's (found from outside: a checkout paid at once by the owner's old
-        // funds). A used address is passed over, as wallets pass over used addresses. Asked before the
-        // index is taken: Esplora away takes none (found in review: each failed checkout or renewal retry
-        // took one, past the wallet's gap limit in minutes).
-        const used = held ? 0 : (await transactions(address, 1)).length;
-        if (!(await addresses.take(req.wallet_id, id, key.index))) {
-          lost++;
-          continue;
-        }
-        if (held || used) {
-          skipped++;
-          log.info(
-            { watchonly_wallet_id: id, derivation_index: key.index, ...(used ? { transactions: used } : {}) },
-            held ? 'receive address held by another payment (the key is registered twice): skipped' : 'receive address used before: skipped',
-          );
-          continue;
-        }
-        return {
-          provider_ref: address,
-          onchain_address: address,
-          expires_at: unixSeconds(clock) + req.expiry_seconds,
-          watchonly_wallet_id: id,
-          derivation_index: key.index,
-        };
-      }
-      throw new ProviderUnavailableError(`no unused receive address within ${MAX_SKIPPED_ADDRESSES} indexes of watch-only wallet ${id}; retry`);
+      return oneAtATime(`${req.wallet_id}/${id}`, () => fresh(req, id));
     },
     async status(p: PaymentRecord): Promise<ProviderStatus> {
       const address = p.onchain_address ?? p.provider_ref!;
