@@ -634,8 +634,9 @@ describe('subscriber e-mail', () => {
     // Her portal, not the subscription's internal id (a reference on receipts only).
     expect(cancelled[0]!.text).toContain('/subscriptions_manager/manage?token=');
     expect(cancelled[0]!.text).not.toContain(subA);
-    // The owner cancelled with a note reading "cancelled by subscriber": she is told the merchant did.
-    expect(cancelled[0]!.text).toContain('Your subscription to Plan A was cancelled by the merchant. You will not be charged again.');
+    // The owner cancelled with a note reading "cancelled by subscriber": she is told the merchant did. In
+    // her free trial: nothing was charged, so nothing is "charged again" (found from outside).
+    expect(cancelled[0]!.text).toContain('Your subscription to Plan A was cancelled by the merchant. It was in its free trial: nothing was charged.');
     expect(cancelled[0]!.text).not.toContain('by you');
     // Her trial's start was confirmed (confirmations are on by default).
     expect(alice.filter((m) => m.subject === 'Your free trial of Plan A has started')).toHaveLength(1);
