@@ -448,6 +448,8 @@ describe('lifecycle details', () => {
     const end = trial.current_period_end;
     const pastDue = transition(trial, { type: 'period_end_unpaid' }, end + 3600).next;
     expect(transition(pastDue, { type: 'extend', days: 5 }, end + 3600).next).toMatchObject({ current_period_end: end + 5 * DAY, trial_end: end });
+    // Past its end with the scheduler behind (still active): as if the sweep had been on time.
+    expect(transition(trial, { type: 'extend', days: 5 }, end + 3600).next).toMatchObject({ current_period_end: end + 5 * DAY, trial_end: end });
     const failed = transition(pastDue, { type: 'grace_end_unpaid' }, end + 3 * DAY).next;
     const expired = transition(failed, { type: 'dunning_end_unpaid' }, end + 20 * DAY).next;
     for (const s of [failed, expired]) expect(transition(s, { type: 'extend', days: 5 }, end + 20 * DAY).next.trial_end).toBe(end);

@@ -1135,4 +1135,8 @@ describe('trialEndData: a reminder is the trial-end notice only while the trial 
     for (const status of ['past_due', 'payment_failed'] as const) expect(trialEndData(sub(status, { trial_end: END }), END + DAY)).toEqual({});
     expect(trialEndData(sub('active'), END - DAY)).toEqual({});
   });
+  it('not on a catch-up reminder made after the trial ended, before a sweep marked it past due', () => {
+    expect(trialEndData(sub('active', { trial_end: END }), END)).toEqual({});
+    expect(trialEndData(sub('active', { trial_end: END }), END + DAY)).toEqual({});
+  });
 });

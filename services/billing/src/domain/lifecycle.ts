@@ -128,21 +128,22 @@ const periodAtCancel = (s: SubState, immediate: boolean, now: number): Partial<S
 };
 
 /**
- * The trial still runs: the period is the trial's and it gives access, not as grace after the trial
- * ended unpaid (past_due). An extend moves trial_end only then (behaviour.md: "during a trial").
+ * The trial still runs: the period is the trial's, it gives access, and it has not ended by the clock.
+ * Not as grace after the trial ended unpaid (past_due), nor past its end before a sweep marks it so (an
+ * active row the scheduler has not reached yet is no trial any more). An extend moves trial_end only
+ * then (behaviour.md: "during a trial").
  */
 export const inTrial = <S extends Pick<SubState, 'status' | 'current_period_end' | 'trial_end'>>(s: S, now: number): s is S & { trial_end: number } =>
-  s.trial_end !== null && s.trial_end >= s.current_period_end && s.status !== 'past_due' && hasAccess(s, now);
+  s.trial_end !== null && s.trial_end >= s.current_period_end && s.status !== 'past_due' && now < s.current_period_end && hasAccess(s, now);
 
 /**
  * What a cancellation's notice needs of the subscription as it was (found from outside: a cancelled
- * trial was told "You will not be charged again"): cancelled in its free trial (before its end: one
- * ended and not lapsed yet is not), and never paid (no payment ever applied: period_index moves from 0
- * with the first).
+ * trial was told "You will not be charged again"): cancelled in its free trial, and never paid (no
+ * payment ever applied: period_index moves from 0 with the first).
  */
 export function cancelledFacts(s: SubState, now: number): { in_trial?: true; never_paid?: true } {
   return {
-    ...(inTrial(s, now) && now < s.current_period_end ? { in_trial: true as const } : {}),
+    ...(inTrial(s, now) ? { in_trial: true as const } : {}),
     ...(s.period_index === 0 ? { never_paid: true as const } : {}),
   };
 }
