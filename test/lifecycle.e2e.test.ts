@@ -132,13 +132,15 @@ describe('unpaid renewals', () => {
     expect(await sub(s.subscription_id)).toMatchObject({ status: 'past_due', has_access: true });
     await advanceTo(start.current_period_end + 2 * DAY + 60);
     expect(await sub(s.subscription_id)).toMatchObject({ status: 'payment_failed', has_access: false });
-    // The first invoice (a day's life) expired during grace: a new one goes out once it is payment_failed,
-    // so that it says what paying now buys (found from outside: made before, it said the old period).
+    // No sweep between the checkout and the end (one clock move): past_due first, then the first invoice
+    // made for that state, no trial "ending" after its end (found from outside: the invoice's reminder
+    // went first, saying the state and terms of a moment the sweep had already left). It (a day's life)
+    // expired during grace: a new one goes out once it is payment_failed, so that it says what paying now
+    // buys (found from outside: made before, it said the old period).
     expect(await events(s.subscription_id)).toEqual([
       'subscription.created',
-      'renewal.reminder',
-      'subscription.trial_ending',
       'subscription.past_due',
+      'renewal.reminder',
       'subscription.payment_failed',
       'renewal.reminder',
     ]);
@@ -184,6 +186,35 @@ describe('unpaid renewals', () => {
     expect((await sub(s.subscription_id)).status).toBe('payment_failed');
     await advanceTo(back + 14 * DAY + 3600);
     expect((await sub(s.subscription_id)).status).toBe('expired');
+  });
+
+  it('the scheduler away past the grace, within the dunning window: the lapse first, then an invoice whose reminder says dates still ahead (found from outside)', async () => {
+    const p = await plan({ interval: 'monthly', trial_days: 7, grace_period_days: 2 });
+    const s = (await anon().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: 'away-five-days@example.com' })).body;
+    const start = await sub(s.subscription_id);
+    // One move from before the renewal's lead time to five days past the end: no sweep in between.
+    const back = start.current_period_end + 5 * DAY;
+    await advanceTo(back);
+    const failed = await until(
+      async () => ({ s: await sub(s.subscription_id), open: await openRenewal(s.subscription_id) }),
+      (x) => x.s.status === 'payment_failed' && x.open?.status === 'pending',
+    );
+    expect(failed.s.has_access).toBe(false);
+    // Before: renewal.reminder first (made while still active), then past_due and payment_failed.
+    expect(await events(s.subscription_id)).toEqual(['subscription.created', 'subscription.past_due', 'subscription.payment_failed', 'renewal.reminder']);
+    const { rows } = await db.query(
+      `SELECT payload->'data' AS d, (payload->>'timestamp')::bigint AS at FROM billing.outbox
+        WHERE payload->>'event' = 'renewal.reminder' AND payload->'data'->>'subscription_id' = $1`,
+      [s.subscription_id],
+    );
+    const [{ d, at }] = rows;
+    // Not "if paid by" the end of a grace over for three days: a new period from the payment, payable
+    // for the dunning window counted from the late step (14 days), not a trial "ending".
+    expect(d).toMatchObject({ status: 'payment_failed', renewal_period_from_payment: true, notify_subscriber: true });
+    expect(d.pay_by).toBeGreaterThanOrEqual(back + 14 * DAY);
+    expect(d.renewal_period_if_paid_by ?? Number(at) + 1).toBeGreaterThan(Number(at));
+    expect(d.trial_end).toBeUndefined();
+    expect(await events(s.subscription_id)).not.toContain('subscription.trial_ending');
   });
 
   it('an unpaid checkout expires after 24 h and its payment with it', async () => {

@@ -337,10 +337,18 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
     due: { kind: 'lapse', event: 'grace_end_unpaid', notify_subscriber: true, pay_by: DUNNING_END + 14 * DAY },
   },
   {
-    name: 'first seen during grace: the invoice it still needs',
+    // Found from outside: the invoice went first, its reminder saying "if paid by" the end of a grace
+    // already over when it came days late, then "Payment failed" in the same sweep.
+    name: 'first seen during grace: past_due first, so that the invoice is made for the state it is in by then',
     s: sub('active'),
     at: END + DAY,
-    due: { kind: 'renewal_payment', replaces: null, notify_subscriber: true },
+    due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: true },
+  },
+  {
+    name: 'past_due with no invoice yet (the scheduler was away): the invoice it still needs, the subscriber told',
+    s: sub('past_due'),
+    at: END + DAY,
+    due: { kind: 'renewal_payment', replaces: null, notify_subscriber: true, trial_ending: false },
   },
   {
     name: 'no grace: payment_failed at the end, payable until the end of dunning',

@@ -5,7 +5,6 @@ import {
   dunningStart,
   dunningStartAt,
   graceEnd,
-  LATE_STEP_S,
   hasNextPeriod,
   PENDING_EXPIRY_SECONDS,
   REMINDER_BEFORE_END_SECONDS,
@@ -239,8 +238,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     ...(noInvoice ? { renewal_refused: true as const } : {}),
   });
   // The dunning step due now, if any. With grace the subscription goes past_due (access kept until the grace
-  // ends), else payment_failed. It comes after a wallet charge or a first invoice due now, but before an
-  // invoice's replacement (below).
+  // ends), else payment_failed. It comes after a wallet charge, but before an invoice made or replaced
+  // (below).
   const lapse: Due | null =
     s.status === 'active' && now >= end
       ? dunningStep('period_end_unpaid', s.grace_period_days > 0 ? graceEnd(s) : dunningEndAt(s, now, p))
@@ -268,16 +267,18 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     // Another replica is waiting for the wallet (a crashed one only holds this for NWC_CHARGE_WINDOW_S).
     if (issued && s.nwc_charging_since !== null && now - s.nwc_charging_since < NWC_CHARGE_WINDOW_S) return NONE;
   } else {
+    // A lapse due now goes first: the invoice and its reminder then say the state and the period the
+    // subscription is in by then (found from outside: one replaced as the grace ended said past_due and
+    // the old period, the payment_failed after it in the same sweep a new period from the payment; the
+    // first one made as the scheduler came back days after the end said "if paid by" a date gone by).
+    // Not after a refusal: asked again first, the lapse's notice then says whether there is an invoice.
     // Also when the clock is already past the end: the subscriber still needs something to pay, until the
     // dunning window is over too (then nothing is payable any more, and the steps below lapse it).
     const lead = RENEWAL_LEAD_SECONDS[s.interval];
-    const firstDue = !issued && !refused && now >= end - lead && now < dunningEnd(s, p);
+    const firstDue = (lapse === null || refusedSince(s)) && !issued && !refused && now >= end - lead && now < dunningEnd(s, p);
     // An invoice has a bounded life; while the subscription can still be renewed, it gets a new one. One
     // carried by an extend to a later end (carryOpenRenewal) while the renewal is not overdue waits for the
     // new lead time rather than being replaced daily until then.
-    // A lapse due now goes first: the replacement and its reminder then say the state and the period the
-    // subscription is in by then (found from outside: one made as the grace ended said past_due and the
-    // old period, the payment_failed after it in the same sweep a new period from the payment).
     const replace =
       lapse === null &&
       issued &&
@@ -295,8 +296,9 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       // day, a grace period can last months) at most weekly. The owner's events carry every one.
       const notify =
         s.receive_reminders && (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
-      // A trial that ended long before its first invoice could be made (the scheduler was away) is not "ending".
-      const trialEnding = !previous && s.trial_end === end && now - end <= LATE_STEP_S;
+      // A trial that ended before its first invoice could be made (the scheduler was away: the lapse went
+      // first) is not "ending".
+      const trialEnding = !previous && s.trial_end === end && s.status === 'active';
       return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: trialEnding };
     }
   }
