@@ -54,6 +54,12 @@ export function recordedRefusal(row: { error_code: NWCErrorCode | null; error_me
   return { paid: false, error_code: error.code, message: error.message, ...(row.recent && mayStillPay(error) ? { mayStillPay: true as const } : {}) };
 }
 
+/** A charge not paid as the bus and the checkout answer it: its error code, and whether the wallet may still pay. */
+export const notPaidFields = (outcome: { error_code: NWCErrorCode; mayStillPay?: true }): { error_code: NWCErrorCode; may_still_pay?: true } => ({
+  error_code: outcome.error_code,
+  ...(outcome.mayStillPay ? { may_still_pay: true as const } : {}),
+});
+
 /**
  * How long after a failed charge that may still be paid by its wallet (mayPayLater) its invoice is looked
  * at again. Its request expires (NIP-40) with our wait, so an honest wallet pays within moments. A payment

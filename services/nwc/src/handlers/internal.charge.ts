@@ -2,6 +2,7 @@ import { messages } from '@sb/contracts';
 import { messageHandler } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { answerBy, chargeConnection } from '../charge.js';
+import { notPaidFields } from '../domain/charge.js';
 
 /** Billing's scheduler: pay a renewal with the subscription's active wallet, if it still has one. */
 export const charge = (d: Deps) =>
@@ -23,10 +24,5 @@ export const charge = (d: Deps) =>
     );
     return outcome.paid
       ? { paid: true as const, confirmed: outcome.confirmed }
-      : {
-          paid: false as const,
-          error_code: outcome.error_code,
-          deactivated: outcome.deactivated,
-          ...(outcome.mayStillPay ? { may_still_pay: true as const } : {}),
-        };
+      : { paid: false as const, ...notPaidFields(outcome), deactivated: outcome.deactivated };
   });

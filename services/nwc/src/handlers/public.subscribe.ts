@@ -6,7 +6,7 @@ import { answerBy, chargeConnection, routeWaitMs } from '../charge.js';
 import { WalletCheckError, type Encryption } from '../nip47.js';
 import type { WalletConnection } from '../connection-string.js';
 import { checkoutNotPaidWords, paidWords, type Settled } from '../domain/words.js';
-import { LATE_PAYMENT_WINDOW_S, recordedRefusal } from '../domain/charge.js';
+import { LATE_PAYMENT_WINDOW_S, notPaidFields, recordedRefusal } from '../domain/charge.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A connection string or wallet refused in words: 422 naming the field; anything else as it was. */
@@ -138,9 +138,8 @@ async function subscribed(d: Deps, req: RouteRequest<'public.subscribe.nwc'>): P
   const notPaid = (outcome: { error_code: NWCErrorCode; message: string; mayStillPay?: true }) => ({
     ...base,
     status: 'pending' as const,
-    error_code: outcome.error_code,
+    ...notPaidFields(outcome),
     message: checkoutNotPaidWords(outcome),
-    ...(outcome.mayStillPay ? { may_still_pay: true as const } : {}),
   });
   // The same request again (its answer was lost): the wallet's refusal is the answer, not a new question.
   const key = req.caller.idempotency_key;
