@@ -79,6 +79,9 @@ describe('validate', () => {
         'The relay relay.example.com uses unencrypted ws://; use a wss:// relay',
       ],
       ['https://example.com', 'The connection string must start with nostr+walletconnect://'],
+      // Found from outside: an empty string was a 422, unlike " " (behaviour.md: invalid strings are valid false).
+      ['', 'The connection string is empty: paste the whole nostr+walletconnect:// string from your wallet'],
+      [' ', 'The connection string is empty: paste the whole nostr+walletconnect:// string from your wallet'],
     ];
     for (const [s, error] of cases) {
       const res = await anon().post('/public/nwc/validate', { nwc_string: s });

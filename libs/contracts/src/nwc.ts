@@ -21,9 +21,11 @@ export const NWC_ERROR_CODES = z
 export const NWCErrorCode = NWC_ERROR_CODES;
 export type NWCErrorCode = z.infer<typeof NWC_ERROR_CODES>;
 
-const connectionString = z.string().min(1).max(2000).openapi({ description: '`nostr+walletconnect://<pubkey>?relay=<url>&secret=<hex>`' });
+const CONNECTION_STRING = { description: '`nostr+walletconnect://<pubkey>?relay=<url>&secret=<hex>`' };
+const connectionString = z.string().min(1).max(2000).openapi(CONNECTION_STRING);
 
-export const NWCValidateRequest = z.strictObject({ nwc_string: connectionString }).openapi('NWCValidateRequest');
+// An empty string is an invalid one, answered as any other (behaviour.md: `valid` false with a reason).
+export const NWCValidateRequest = z.strictObject({ nwc_string: z.string().max(2000).openapi(CONNECTION_STRING) }).openapi('NWCValidateRequest');
 export type NWCValidateRequest = z.infer<typeof NWCValidateRequest>;
 
 export const NWCValidateResponse = z

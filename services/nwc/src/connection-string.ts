@@ -33,6 +33,7 @@ function isLoopback(hostname: string): boolean {
  */
 export function parseConnectionString(input: string): WalletConnection {
   const s = input.trim();
+  if (!s) throw new ConnectionStringError('The connection string is empty: paste the whole nostr+walletconnect:// string from your wallet');
   if (!s.toLowerCase().startsWith(`${SCHEME}//`)) {
     throw new ConnectionStringError('The connection string must start with nostr+walletconnect://');
   }

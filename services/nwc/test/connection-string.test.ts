@@ -44,6 +44,7 @@ describe('NWC connection string', () => {
     expect(refused(`nostr+wallet://${walletPk}?${relay('wss://r.example')}&secret=${secret}`)).toBe(
       'The connection string must start with nostr+walletconnect://',
     );
+    for (const empty of ['', ' \n']) expect(refused(empty)).toMatch(/^The connection string is empty/);
     expect(refused(str(`${relay('wss://r.example')}&secret=${secret}`, walletPk.slice(2)))).toBe(
       'The wallet public key in the connection string must be 64 hexadecimal characters',
     );
