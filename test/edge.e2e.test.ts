@@ -247,6 +247,30 @@ describe('body bytes', () => {
   });
 });
 
+describe('a body declared as something else than JSON', () => {
+  it('is 415 and changes nothing (found from outside: text/plain was read as JSON, a POST any web page can make)', async () => {
+    const plans = await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id]);
+    const body = '{"name":"Plain","amount_sats":1000,"interval":"monthly"}';
+    for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'nonsense']) {
+      const r = await admin.post('/plans', undefined, { raw: Buffer.from(body), headers: { 'Content-Type': type } });
+      expect([r.status, r.body.detail], type).toEqual([415, 'Unsupported Content-Type: send the body as application/json']);
+    }
+    const checkout = await anon.post('/public/subscribe', undefined, {
+      raw: Buffer.from('{"plan_id":"pln_x","payment_method":"lightning","email":"plain@example.com"}'),
+      headers: { 'Content-Type': 'text/plain' },
+    });
+    expect(checkout.status).toBe(415);
+    expect(await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id])).toBe(plans);
+    // JSON by any of its names is read as before, and so is a body with no Content-Type at all.
+    for (const type of ['application/json', 'Application/JSON; charset=utf-8', 'application/merge-patch+json']) {
+      const r = await admin.post('/plans', undefined, { raw: Buffer.from(body), headers: { 'Content-Type': type } });
+      expect(r.status, type).toBe(201);
+    }
+    const untyped = await fetch(`${stack.api}/plans`, { method: 'POST', headers: { 'X-Api-Key': w1.admin_key }, body: Buffer.from(body) });
+    expect(untyped.status).toBe(201);
+  });
+});
+
 describe('deeply nested JSON', () => {
   const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
   const nestedObject = (n: number) => '{"a":'.repeat(n) + '1' + '}'.repeat(n);

@@ -303,6 +303,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
         req.params = params;
         res.locals.routeId = route.id;
         if (Number(req.headers['content-length']) > BODY_LIMIT_BYTES) return refuseOversized(req, res);
+        if (!(route.rawBody || route.formBody) && declaredNotJson(req)) return fail(new HttpError(415, NOT_JSON), res);
         (route.rawBody || route.formBody ? raw : json)(req, res, (err?: unknown) =>
           err ? fail(err, res) : serve(d, route, req, res, match.undecodable).catch((e) => fail(e, res)),
         );
@@ -600,6 +601,15 @@ function limit(limiter: RateLimiter, key: string): void {
 }
 
 const NOT_DECODABLE = 'entity.not.decodable';
+
+const NOT_JSON = 'Unsupported Content-Type: send the body as application/json';
+/**
+ * A body declared as something else than JSON (text/plain, a form) is not read as JSON regardless (found
+ * from outside: it was): such a POST needs no CORS preflight, so any web page could make a visitor's
+ * browser send one. A request without a body, or without a Content-Type, is read as before.
+ */
+const declaredNotJson = (req: Request): boolean =>
+  req.headers['content-type'] !== undefined && Number(req.headers['content-length']) !== 0 && req.is(['json', '+json']) === false;
 
 /** A request whose JSON body was read: its text, decoded once (the duplicate-key scan reads it). */
 type WithJsonText = Request & { jsonText?: string };
