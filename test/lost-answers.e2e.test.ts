@@ -3,10 +3,11 @@ import { call, client, until } from './support/http.js';
 import { startStack, type Stack } from './support/stack.js';
 
 /**
- * An owner's write whose answer was lost on the bus (found from outside): billing frozen with SIGSTOP
- * until the gateway answers 503, then let go; it makes the change nobody was told about. The retry with
- * the same Idempotency-Key and body must answer what that first try did, never do it a second time
- * (a second extend, a second plan) nor refuse it as if it were new (409 "paused").
+ * An owner's write whose answer was lost on the bus: billing frozen with SIGSTOP until the gateway
+ * answers 503, then let go. Found from outside: it then made the change nobody was told about, and a
+ * retry without an Idempotency-Key (the 503 says "please retry") made it twice. A request its caller
+ * gave up on is not made (withCallerDeadline): the retry, with or without the key, makes it once, and
+ * is never refused as if it had been made (409 "paused").
  */
 let stack: Stack;
 let admin: ReturnType<typeof client>;
@@ -23,7 +24,7 @@ afterAll(async () => {
 
 const keyed = (key: string) => ({ headers: { 'Idempotency-Key': key } });
 
-/** The request sent while billing is frozen: the gateway gives up on it (503), billing handles it after. */
+/** The request sent while billing is frozen: the gateway gives up on it (503), billing drops it after. */
 async function lostAnswer(send: () => Promise<{ status: number; body: any }>) {
   const billing = stack.services.billing.child;
   billing.kill('SIGSTOP');
@@ -56,10 +57,15 @@ describe('an owner write whose answer was lost', () => {
   it('pause: the retry answers the paused subscription (200), not 409', async () => {
     const sub = await activeSubscription();
     await lostAnswer(() => admin.post(`/subscriptions/${sub.id}/pause`, undefined, keyed('stopkey-1')));
-    await until(
-      () => admin.get(`/subscriptions/${sub.id}`),
-      (r) => r.body.status === 'paused',
-    );
+    // Billing answers again: the pause it was sent while frozen was not made.
+    expect(
+      (
+        await until(
+          () => admin.get(`/subscriptions/${sub.id}`),
+          (r) => r.status === 200,
+        )
+      ).body.status,
+    ).toBe('active');
     const retry = await admin.post(`/subscriptions/${sub.id}/pause`, undefined, keyed('stopkey-1'));
     expect(retry.status, JSON.stringify(retry.body)).toBe(200);
     expect(retry.body).toMatchObject({ id: sub.id, status: 'paused' });
@@ -76,10 +82,14 @@ describe('an owner write whose answer was lost', () => {
     const sub = await activeSubscription();
     const fiveDays = 5 * 86400;
     await lostAnswer(() => admin.post(`/subscriptions/${sub.id}/extend?days=5`, undefined, keyed('extend-1')));
-    await until(
-      () => admin.get(`/subscriptions/${sub.id}`),
-      (r) => r.body.current_period_end !== sub.current_period_end,
-    );
+    expect(
+      (
+        await until(
+          () => admin.get(`/subscriptions/${sub.id}`),
+          (r) => r.status === 200,
+        )
+      ).body.current_period_end,
+    ).toBe(sub.current_period_end);
     const retry = await admin.post(`/subscriptions/${sub.id}/extend?days=5`, undefined, keyed('extend-1'));
     expect(retry.status, JSON.stringify(retry.body)).toBe(200);
     expect(retry.body.current_period_end).toBe(sub.current_period_end + fiveDays);
@@ -113,11 +123,32 @@ describe('an owner write whose answer was lost', () => {
       (await stack.db.query(`SELECT id FROM billing.plans WHERE wallet_id = $1 AND name = $2`, [stack.wallets[0]!.id, body.name])).rows as {
         id: string;
       }[];
-    const [made] = await until(plansNamed, (r) => r.length === 1);
+    await until(
+      () => admin.get('/plans'),
+      (r) => r.status === 200,
+    );
+    expect(await plansNamed()).toHaveLength(0);
     const retry = await admin.post('/plans', body, keyed('plan-1'));
     expect(retry.status, JSON.stringify(retry.body)).toBe(201);
-    expect(retry.body).toMatchObject({ id: made!.id, name: body.name });
-    expect(await plansNamed()).toHaveLength(1);
+    expect(retry.body).toMatchObject({ id: expect.any(String), name: body.name });
+    expect(await plansNamed()).toEqual([{ id: retry.body.id }]);
+  });
+
+  it('extend without an Idempotency-Key: the 503 made nothing, so its retry extends once (found from outside: twice)', async () => {
+    const sub = await activeSubscription();
+    await lostAnswer(() => admin.post(`/subscriptions/${sub.id}/extend?days=5`));
+    expect(
+      (
+        await until(
+          () => admin.get(`/subscriptions/${sub.id}`),
+          (r) => r.status === 200,
+        )
+      ).body.current_period_end,
+    ).toBe(sub.current_period_end);
+    const retry = await admin.post(`/subscriptions/${sub.id}/extend?days=5`);
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+    expect(retry.body.current_period_end).toBe(sub.current_period_end + 5 * 86400);
+    expect((await admin.get(`/subscriptions/${sub.id}`)).body.current_period_end).toBe(sub.current_period_end + 5 * 86400);
   });
 
   it('a first try billing never received: the retry runs it', async () => {

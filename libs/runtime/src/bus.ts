@@ -2,6 +2,7 @@ import { context, SpanKind, SpanStatusCode, trace, type Span } from '@openteleme
 import { errors, headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { BusReply, WORKING_HEADER, WORKING_PROBE_SUBJECT, WORKING_SUFFIX, type z } from '@sb/contracts';
 import { isDbUnavailable } from './db.js';
+import { CallerGoneError } from './deadline.js';
 import { BusUnavailableError, DomainError } from './errors.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
@@ -532,6 +533,11 @@ async function run(h: Handler, data: unknown, span: Span, log: Logger): Promise<
     return { ok: true, data: out };
   } catch (err) {
     if (err instanceof DomainError) return { ok: false, error: err.toReply() };
+    // Nobody reads this answer: the caller answered its client 503 already.
+    if (err instanceof CallerGoneError) {
+      log.warn({ subject: h.subject }, 'request given up: its caller stopped waiting before it could be committed');
+      return { ok: false, error: { kind: 'unavailable', message: 'The request took too long and was not made, please retry' } };
+    }
     if (err instanceof BusUnavailableError) {
       log.warn({ err: err.message, subject: h.subject }, 'downstream service unavailable');
       return { ok: false, error: { kind: 'unavailable', message: 'A service needed for this request is not available, please retry' } };

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { keepTrying, type Warns } from './listener.js';
+import { assertCallerWaits } from './deadline.js';
 import { tracer } from './telemetry.js';
 import type { z } from 'zod';
 import type { commonConfig } from './config.js';
@@ -328,6 +329,7 @@ export function createDb(
           await control(client, 'BEGIN');
           begun = true;
           const result = await fn(traced(client, prepared, timeoutMs));
+          assertCallerWaits();
           await control(client, 'COMMIT');
           return result;
         } catch (err) {

@@ -15,6 +15,7 @@ export * from './nats.js';
 export * from './secrets.js';
 export * from './ssrf.js';
 export * from './route-handler.js';
+export * from './deadline.js';
 export * from './answered.js';
 export * from './service.js';
 export * from './nostr-keys.js';

@@ -1,5 +1,6 @@
 import { busRequestOf, type Caller, type CallbackRequest, type RouteDef, routes, type z } from '@sb/contracts';
 import { defineHandler, type Handler } from './bus.js';
+import { withCallerDeadline } from './deadline.js';
 
 type Route = (typeof routes)[number];
 export type RouteId = Route['id'];
@@ -33,7 +34,11 @@ export function routeHandler<I extends RouteId>(id: I, handle: (req: RouteReques
     request: busRequestOf(route),
     response: route.response,
     // The request schema is the route's own, so what it parsed is the RouteRequest the types describe.
-    handle: (req) => handle(req as RouteRequest<I>),
+    // A route with a wait of its own (NWC, a resume's charge) counts to the caller's deadline itself: what
+    // its wallet did after it must still be recorded. Any other is held to it (withCallerDeadline).
+    handle: route.busTimeoutMs
+      ? (req) => handle(req as RouteRequest<I>)
+      : (req) => withCallerDeadline((req as RouteRequest<I>).caller.answer_by, () => handle(req as RouteRequest<I>)),
   });
 }
 

@@ -468,8 +468,9 @@ async function serve(d: GatewayDeps, route: RouteDef, req: Request, res: Respons
   const keyed = idemKey ? { ...caller, idempotency_key: createHash('sha256').update(`${scope}\n${idemKey}`).digest('hex') } : caller;
   // Built from the parts validated above (the owner validates the message once more as it receives it):
   // parsing it here again, with a schema built per request, was a zod compilation per request.
-  // A route with a wait of its own tells its answerer until when that is (it may have another BUS_TIMEOUT_MS).
-  const told = route.busTimeoutMs ? { ...keyed, answer_by: Date.now() + busWaitMs(d.busTimeoutMs, route.busTimeoutMs) } : keyed;
+  // Every answerer is told until when the gateway waits (it may have another BUS_TIMEOUT_MS): a change it
+  // could only commit after the gateway answered 503 "please retry" is not made (withCallerDeadline).
+  const told = { ...keyed, answer_by: Date.now() + busWaitMs(d.busTimeoutMs, route.busTimeoutMs) };
   const message = { caller: told, params, query, body };
   // A claim is held for as long as the request can run (the bus wait) plus a margin: a gateway that died
   // mid-request does not lock its key for a day; a retry after the lease runs the request again.
