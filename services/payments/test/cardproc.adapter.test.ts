@@ -143,6 +143,13 @@ describe('card processor (Stripe Checkout) adapter', () => {
     }
   });
 
+  it('status: a session that charged more than the payment records pays it (found from outside: the money taken, the payment left pending)', async () => {
+    const opened = await rail.open(request());
+    Object.assign(server.sessions.get(opened.provider_ref!)!, { amount_total: 106 });
+    server.pay(opened.provider_ref!);
+    expect(await rail.status(recordOf(opened.provider_ref!))).toMatchObject({ paid: true });
+  });
+
   it('status: a session made from a 3-decimal quote is paid against the amount as stored (NUMERIC(20,2) keeps cents, half away from zero)', async () => {
     // [quote from satsToFiat, what the amount_fiat column keeps of it]; float `x * 100` rounds down on these.
     for (const [quote, stored] of [

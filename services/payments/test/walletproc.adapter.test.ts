@@ -259,6 +259,11 @@ describe('PayPal wallet-processor adapter', () => {
       expect(status).toEqual({ paid: false, mismatch: `paypal: captured ${amount.value} ${amount.currency_code}, the payment is 1.30 USD` });
       expect(server.orders.get(opened.provider_ref!)!.status).toBe('COMPLETED');
     }
+    // More than the payment records, in its currency: paid (found from outside: the money taken, left pending).
+    const over = await rail.open(request());
+    server.orders.get(over.provider_ref!)!.purchase_units[0]!.amount = { currency_code: 'USD', value: '1.31' };
+    server.approve(over.provider_ref!);
+    expect(await rail.status!({ provider_ref: over.provider_ref, status: 'pending', ...FIAT } as any)).toEqual({ paid: true });
   });
 
   it('status never captures the approved order of a payment that is no longer pending (we expired it)', async () => {

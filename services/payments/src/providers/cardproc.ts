@@ -224,9 +224,10 @@ function paymentIntentOf(session: Pick<CheckoutSession, 'payment_intent'>): { ca
 }
 
 /**
- * Why a paid session does not pay `p`: Stripe charged another amount or currency than the fiat amount
- * recorded on the payment (a session changed at Stripe, or one made for another price); undefined when
- * they agree.
+ * Why a paid session does not pay `p`: Stripe charged less than the fiat amount recorded on the payment,
+ * or in another currency (a session changed at Stripe, or one made for another price); undefined when it
+ * charged at least that much in it. More is paid, as on-chain (behaviour.md: underpayment leaves it
+ * pending): the money was taken, and a payment left pending beside it helped nobody (found from outside).
  */
 function amountMismatch(s: Pick<CheckoutSession, 'amount_total' | 'currency'>, p: Pick<PaymentRecord, 'amount_fiat' | 'currency'>): string | undefined {
   if (p.amount_fiat === null || !p.currency) return 'stripe: the payment has no fiat amount to compare';
@@ -234,7 +235,7 @@ function amountMismatch(s: Pick<CheckoutSession, 'amount_total' | 'currency'>, p
   // Read from a signed event, yet shaped by whoever signed it: a currency that is not a string is a
   // mismatch, never a TypeError (found from outside: a 500 Stripe would retry for days).
   const currency: unknown = s.currency;
-  if (s.amount_total === want && typeof currency === 'string' && currency.toLowerCase() === p.currency.toLowerCase()) return undefined;
+  if (typeof s.amount_total === 'number' && s.amount_total >= want && typeof currency === 'string' && currency.toLowerCase() === p.currency.toLowerCase()) return undefined;
   const shown = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? v : JSON.stringify(v));
   return `stripe: the session charged ${shown(s.amount_total)} ${shown(currency)}, the payment is ${want} ${p.currency} (minor units)`;
 }

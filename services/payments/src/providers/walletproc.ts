@@ -75,14 +75,15 @@ function paypalValue(amount: number, currency: string): string {
 const CAPTURE_FAILED = new Set(['DECLINED', 'DENIED', 'FAILED']);
 
 /**
- * Why a completed capture does not pay `p`: PayPal captured another amount or currency than the fiat
- * amount recorded on the payment; undefined when they agree.
+ * Why a completed capture does not pay `p`: PayPal captured less than the fiat amount recorded on the
+ * payment, or in another currency; undefined when it captured at least that much in it (more is paid, as
+ * a card's: see cardproc's amountMismatch).
  */
 function amountMismatch(got: PaypalAmount | undefined, p: Pick<PaymentRecord, 'amount_fiat' | 'currency'>): string | undefined {
   if (p.amount_fiat === null || !p.currency) return 'paypal: the payment has no fiat amount to compare';
   const want = { currency_code: p.currency.toUpperCase(), value: paypalValue(p.amount_fiat, p.currency) };
-  const same = got?.currency_code?.toUpperCase() === want.currency_code && Number(got.value) === Number(want.value);
-  return same ? undefined : `paypal: captured ${got?.value} ${got?.currency_code}, the payment is ${want.value} ${want.currency_code}`;
+  const enough = got?.currency_code?.toUpperCase() === want.currency_code && Number(got.value) >= Number(want.value);
+  return enough ? undefined : `paypal: captured ${got?.value} ${got?.currency_code}, the payment is ${want.value} ${want.currency_code}`;
 }
 
 /**
