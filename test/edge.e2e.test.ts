@@ -240,7 +240,10 @@ describe('body bytes', () => {
     // A public POST too (a stranger reported a checkout made with a UTF-16 label on a UTF-8 body).
     const checkout = JSON.stringify({ plan_id: plan.id, payment_method: 'lightning', email: 'sixteen@example.com' });
     for (const charset of ['utf-16', 'UTF-16LE']) {
-      const r = await anon.post('/public/subscribe', undefined, { raw: Buffer.from(checkout), headers: { 'Content-Type': `application/json; charset=${charset}` } });
+      const r = await anon.post('/public/subscribe', undefined, {
+        raw: Buffer.from(checkout),
+        headers: { 'Content-Type': `application/json; charset=${charset}` },
+      });
       expect([r.status, r.body.detail], charset).toEqual([415, 'Unsupported charset: send the JSON body as UTF-8']);
     }
     for (const charset of ['utf-8', 'UTF-8']) {

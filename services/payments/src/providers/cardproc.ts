@@ -235,7 +235,8 @@ function amountMismatch(s: Pick<CheckoutSession, 'amount_total' | 'currency'>, p
   // Read from a signed event, yet shaped by whoever signed it: a currency that is not a string is a
   // mismatch, never a TypeError (found from outside: a 500 Stripe would retry for days).
   const currency: unknown = s.currency;
-  if (typeof s.amount_total === 'number' && s.amount_total >= want && typeof currency === 'string' && currency.toLowerCase() === p.currency.toLowerCase()) return undefined;
+  if (typeof s.amount_total === 'number' && s.amount_total >= want && typeof currency === 'string' && currency.toLowerCase() === p.currency.toLowerCase())
+    return undefined;
   const shown = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? v : JSON.stringify(v));
   return `stripe: the session charged ${shown(s.amount_total)} ${shown(currency)}, the payment is ${want} ${p.currency} (minor units)`;
 }
