@@ -21,6 +21,7 @@ interface Hit {
   headers: IncomingHttpHeaders;
   body: string;
   verified: boolean;
+  at: number;
 }
 
 let stack: Stack;
@@ -35,9 +36,15 @@ const scripts: Record<string, number[]> = {};
 /** Receiver paths whose requests get no answer (yet): the sender waits, as on a slow receiver. */
 const holding = new Set<string>();
 const secrets: Record<string, string> = {};
+/** Per receiver path: when a request was first closed without an answer (the sender gave up on it). */
+const firstAbandoned: Record<string, number> = {};
 
 function startReceiver(): Promise<void> {
   receiver = createServer((req, res) => {
+    const at = req.url ?? '/';
+    res.on('close', () => {
+      if (!res.writableFinished) firstAbandoned[at] ??= performance.now();
+    });
     let body = '';
     req.setEncoding('utf8');
     // A notifier killed with a delivery held open resets its connection: that is the test, not a failure.
@@ -53,7 +60,7 @@ function startReceiver(): Promise<void> {
       } catch {
         /* recorded as unverified */
       }
-      hits.push({ path, headers: req.headers, body, verified });
+      hits.push({ path, headers: req.headers, body, verified, at: performance.now() });
       if (holding.has(path)) return;
       const status = scripts[path]?.shift() ?? (path.startsWith('/dead') ? 503 : verified ? 200 : 400);
       res.writeHead(status, { 'content-type': 'text/plain' }).end(status === 200 ? 'ok' : `nope ${status}`);
@@ -582,6 +589,59 @@ describe('owner webhook endpoints', () => {
       ]);
     } finally {
       notifier.kill('SIGCONT');
+    }
+  });
+
+  it('receivers that never answer hold up their own deliveries only, and a wallet has at most 16 endpoints (found from outside: they took every place)', async () => {
+    const owner = client(stack.api, stack.wallets[1]!.admin_key);
+    const made: string[] = [];
+    const add = async (path: string) => {
+      const res = await owner.post('/webhook-endpoints', { url: `${receiverUrl}${path}`, events: ['subscription.created'] });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      secrets[path] = res.body.secret;
+      made.push(res.body.id);
+      return res.body.id as string;
+    };
+    const hung = Array.from({ length: 6 }, (_, i) => `/fair-hung-${i}`);
+    for (const path of hung) holding.add(path);
+    const notifier = stack.services.notifier.child;
+    try {
+      for (const path of hung) await add(path);
+      const good = await add('/fair-good');
+      const p = (await owner.post('/plans', { name: 'Fair share', amount_sats: 1000, interval: 'weekly', trial_days: 7 })).body as { id: string };
+      // 40 events reach the notifier at once (it is stopped while they are made): 280 deliveries due
+      // together, 240 of them to receivers that keep each request open until the sender's timeout.
+      notifier.kill('SIGSTOP');
+      try {
+        for (let i = 0; i < 40; i++) {
+          const res = await client(stack.api).post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `fair-${i}@example.com` });
+          expect(res.status).toBe(201);
+        }
+      } finally {
+        notifier.kill('SIGCONT');
+      }
+      const delivered = await until(
+        () => rows(`SELECT count(*)::int AS n FROM notifier.deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, [good]),
+        (r) => r[0].n === 40,
+      );
+      expect(delivered[0].n).toBe(40);
+      // Every one of the answering receiver's before the sender gave up on any request it held open.
+      // Before: 100 places, most taken by those, and the rest waited for their timeout.
+      const goodAt = hits.filter((h) => h.path === '/fair-good').map((h) => h.at);
+      const abandoned = await until(
+        async () => hung.map((path) => firstAbandoned[path]),
+        (t) => t.every((x) => x !== undefined),
+      );
+      expect(Math.max(...goodAt)).toBeLessThan(Math.min(...(abandoned as number[])));
+      // Sixteen endpoints at most: the seventeenth is refused, and deleting one makes room.
+      for (let i = made.length; i < 16; i++) await add(`/fair-more-${i}`);
+      const over = await owner.post('/webhook-endpoints', { url: `${receiverUrl}/fair-over` });
+      expect([over.status, over.body.detail]).toEqual([409, 'A wallet can have at most 16 webhook endpoints: delete one it no longer needs first']);
+      expect((await owner.del(`/webhook-endpoints/${made.pop()}`)).status).toBe(200);
+      await add('/fair-room');
+    } finally {
+      for (const id of made) await owner.del(`/webhook-endpoints/${id}`);
+      for (const path of hung) holding.delete(path);
     }
   });
 

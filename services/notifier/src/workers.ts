@@ -13,8 +13,18 @@ import type { NotificationRecord } from './store/notifications.repo.js';
 import { outcomeLabel } from './metrics.js';
 import { sendWebhook } from './webhook-sender.js';
 
-/** Deliveries under way at once (each waits on its receiver, not on this process). */
-const IN_FLIGHT = 100;
+/**
+ * Deliveries under way at once (each waits on its receiver, not on this process), and of one endpoint: a
+ * share, so that receivers that never answer hold only their own places (found from outside: they took
+ * all of them, each for the whole timeout, and every other endpoint's deliveries waited behind theirs).
+ * An endpoint whose last attempt was slow (half the timeout or more) gets SLOW_SHARE for SLOW_FOR_MS:
+ * with MAX_ENDPOINTS_PER_WALLET endpoints, one owner's hung receivers then hold 16 x 4 of the 400. A
+ * fast one keeps PER_ENDPOINT, as many as the one receiver of the benchmark needs.
+ */
+const IN_FLIGHT = 400;
+const PER_ENDPOINT = 100;
+const SLOW_SHARE = 4;
+const SLOW_FOR_MS = 10 * 60_000;
 /** Deliveries claimed at a time, as soon as this many of those under way are done. */
 const CLAIM = 50;
 
@@ -49,8 +59,11 @@ export class WebhookWorker {
     this.worker = new ClaimingWorker('webhooks', intervalMs, d.log, {
       inFlight: IN_FLIGHT,
       claim: CLAIM,
-      claimDue: (want, running) => d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS, running),
+      claimDue: (want, running, busy) =>
+        d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS, running, { perEndpoint: PER_ENDPOINT, busy: this.withSlow(busy) }),
       idOf: (row) => row.id,
+      groupOf: (row) => row.endpoint_id,
+      perGroup: PER_ENDPOINT,
       run: (row) => {
         // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
         linkActiveSpanTo(row.trace_context);
@@ -70,6 +83,24 @@ export class WebhookWorker {
       },
       { maxBatch: 500, span: 'webhook attempts record' },
     );
+  }
+
+  /**
+   * Endpoints whose last attempt was slow, until when: claimed for as if they had PER_ENDPOINT -
+   * SLOW_SHARE more under way. In this process only (another replica learns it from its own attempts).
+   */
+  private readonly slow = new Map<string, number>();
+
+  /** `busy` as the claim is to count it: a slow endpoint's share made SLOW_SHARE. */
+  private withSlow(busy: ReadonlyMap<string, number>): ReadonlyMap<string, number> {
+    if (this.slow.size === 0) return busy;
+    const counted = new Map(busy);
+    const now = Date.now();
+    for (const [endpoint, until] of this.slow) {
+      if (until <= now) this.slow.delete(endpoint);
+      else counted.set(endpoint, (busy.get(endpoint) ?? 0) + PER_ENDPOINT - SLOW_SHARE);
+    }
+    return counted;
   }
 
   /** One round: see ClaimingWorker.round. */
@@ -106,6 +137,8 @@ export class WebhookWorker {
         return o;
       },
     );
+    if (outcome.duration_ms >= d.webhookTimeoutMs / 2) this.slow.set(row.endpoint_id, Date.now() + SLOW_FOR_MS);
+    else this.slow.delete(row.endpoint_id);
     const now = unixSeconds(d.clock);
     const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
     await this.finished.add({ id: row.id, outcome, now, next });

@@ -23,9 +23,9 @@ describe('ClaimingWorker', () => {
       },
       failed: () => undefined,
     });
-    expect(await worker.round()).toBe(false);
+    expect(await worker.round()).toBe(true);
     expect(started).toEqual(['n1', 'n2']);
-    // Their leases are over, both still under way: the next round leaves them out.
+    // Their leases are over, both still under way: the next round leaves them out, and finds none.
     expect(await worker.round()).toBe(false);
     expect(asked[1]).toEqual(['n1', 'n2']);
     expect(started).toEqual(['n1', 'n2']);
@@ -37,6 +37,51 @@ describe('ClaimingWorker', () => {
     expect(asked[2]).toEqual(['n2']);
     expect(started).toEqual(['n1', 'n2', 'n1']);
     for (const r of release.values()) r();
+    await worker.stop();
+  });
+
+  it('keeps to a share per group: a group that never ends holds its share only, and a fast one is claimed for as its pieces end (found from outside)', async () => {
+    // Pieces are "group:n"; the hung group's never end, the fast group's at once.
+    const due = [...Array.from({ length: 10 }, (_, i) => `hung:${i}`), ...Array.from({ length: 30 }, (_, i) => `fast:${i}`)];
+    const busySeen: Map<string, number>[] = [];
+    const done: string[] = [];
+    const hung: (() => void)[] = [];
+    const share = 4;
+    const worker = new ClaimingWorker<string>('test', 60_000, pino({ level: 'silent' }), {
+      inFlight: 100,
+      claim: 10,
+      // As the claim SQL does: of each group only as many as make its share with those under way.
+      claimDue: async (want, _running, busy) => {
+        busySeen.push(new Map(busy));
+        const taken = new Map<string, number>();
+        const out: string[] = [];
+        for (const id of [...due]) {
+          const g = id.split(':')[0]!;
+          if ((busy.get(g) ?? 0) + (taken.get(g) ?? 0) >= share || out.length >= want) continue;
+          taken.set(g, (taken.get(g) ?? 0) + 1);
+          out.push(id);
+          due.splice(due.indexOf(id), 1);
+        }
+        return out;
+      },
+      idOf: (id) => id,
+      groupOf: (id) => id.split(':')[0]!,
+      perGroup: share,
+      run: async (id) => {
+        if (id.startsWith('hung')) await new Promise<void>((r) => hung.push(r));
+        done.push(id);
+      },
+      failed: () => undefined,
+    });
+    // As the poller runs it: round after round while it says more may be due. A round held back by a
+    // share waits for pieces to end, not for the poll interval (60 s here: the test would time out).
+    while (done.length < 30 && (await worker.round()));
+    expect(done.filter((id) => id.startsWith('fast'))).toHaveLength(30);
+    expect(hung).toHaveLength(share);
+    // Never more than a share of a group under way: the claims were told so.
+    expect(busySeen.every((b) => (b.get('hung') ?? 0) <= share && (b.get('fast') ?? 0) <= share)).toBe(true);
+    for (const r of hung) r();
+    await new Promise((r) => setImmediate(r));
     await worker.stop();
   });
 });

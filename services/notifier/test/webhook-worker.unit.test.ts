@@ -51,13 +51,15 @@ afterAll(() => {
 });
 
 /** `finish`: how recording goes (the store's finishAttempts); `log`: where the worker's lines go. */
-function harness(o: { finish?: () => Promise<void>; log?: pino.DestinationStream } = {}) {
+function harness(o: { finish?: () => Promise<void>; log?: pino.DestinationStream; timeoutMs?: number } = {}) {
   const due: ClaimedDelivery[] = [];
   const claims: number[] = [];
+  const busy: Map<string, number>[] = [];
   const recorded: { id: string; outcome: AttemptOutcome }[][] = [];
   const deliveries = {
-    async claimDue(_q: unknown, _now: number, limit: number) {
+    async claimDue(_q: unknown, _now: number, limit: number, _leaseS: number, _running: unknown, fair: { busy: ReadonlyMap<string, number> }) {
       claims.push(limit);
+      busy.push(new Map(fair.busy));
       return due.splice(0, limit);
     },
     async finishAttempts(_q: unknown, done: { id: string; outcome: AttemptOutcome }[]) {
@@ -72,12 +74,12 @@ function harness(o: { finish?: () => Promise<void>; log?: pino.DestinationStream
     deliveries,
     secrets: box,
     addresses: { allowPrivate: true },
-    webhookTimeoutMs: 10_000,
+    webhookTimeoutMs: o.timeoutMs ?? 10_000,
     metrics: notifierMetrics(new Registry()),
   } as unknown as Deps;
-  const row = (id: string, path: string): ClaimedDelivery => ({
+  const row = (id: string, path: string, endpoint = 'wh_1'): ClaimedDelivery => ({
     id,
-    endpoint_id: 'wh_1',
+    endpoint_id: endpoint,
     wallet_id: 'wal_1',
     event_id: `evt_${id}`,
     event: 'subscription.created',
@@ -95,7 +97,7 @@ function harness(o: { finish?: () => Promise<void>; log?: pino.DestinationStream
     url: `${base}${path}`,
     secret_sealed: box.seal(secret),
   });
-  return { worker: new WebhookWorker(d), due, claims, recorded, row };
+  return { worker: new WebhookWorker(d), due, claims, busy, recorded, row };
 }
 
 const until = async (ok: () => boolean, ms = 5000) => {
@@ -109,11 +111,12 @@ describe('webhook delivery worker', () => {
   it('a slow receiver holds up only its own delivery: later ones are claimed, sent and recorded meanwhile', async () => {
     const h = harness();
     h.due.push(h.row('slow1', '/slow'));
-    // Nothing more was due: the round says so without waiting for the send.
+    // It claimed one (more may have come due meanwhile), without waiting for the send; the next finds none.
+    expect(await h.worker.deliverDue()).toBe(true);
     expect(await h.worker.deliverDue()).toBe(false);
     await until(() => held.length === 1);
     h.due.push(h.row('fast1', '/fast'), h.row('fast2', '/fast'));
-    expect(await h.worker.deliverDue()).toBe(false);
+    expect(await h.worker.deliverDue()).toBe(true);
     await until(() => h.recorded.flat().length === 2);
     expect(
       h.recorded
@@ -132,30 +135,33 @@ describe('webhook delivery worker', () => {
     expect(h.recorded.flat().at(-1)).toMatchObject({ id: 'slow1', outcome: { delivered: false, status_code: 500, error: 'HTTP 500: later' } });
   });
 
-  it('keeps at most 100 under way and claims more once 50 of them are done', async () => {
+  it('keeps at most 400 under way and claims more once 50 of them are done, telling the claim how many each endpoint has', async () => {
     const h = harness();
-    for (let i = 0; i < 130; i++) h.due.push(h.row(`s${i}`, '/slow'));
+    // Eight endpoints, none at its share of 100.
+    for (let i = 0; i < 430; i++) h.due.push(h.row(`s${i}`, '/slow', `wh_${i % 8}`));
     const before = held.length;
     expect(await h.worker.deliverDue()).toBe(true);
-    expect(h.claims).toEqual([100]);
-    await until(() => held.length === before + 100);
+    expect(h.claims).toEqual([400]);
+    await until(() => held.length === before + 400);
     // The next round waits for places: none free yet.
     let second = false;
     const next = h.worker.deliverDue().then((full) => (second = full));
     await new Promise((r) => setTimeout(r, 100));
-    expect(h.claims).toEqual([100]);
+    expect(h.claims).toEqual([400]);
     for (const res of held.splice(before, 49)) res.writeHead(200).end();
     await new Promise((r) => setTimeout(r, 100));
-    expect(h.claims).toEqual([100]);
+    expect(h.claims).toEqual([400]);
     held.splice(before, 1)[0]!.writeHead(200).end();
     await next;
-    // 50 places were free: 30 were left to claim.
-    expect(h.claims).toEqual([100, 50]);
-    expect(second).toBe(false);
-    await until(() => held.length === before + 80);
+    // 50 places were free: 30 were left to claim. The claim knew the endpoints had 350 under way.
+    expect(h.claims).toEqual([400, 50]);
+    expect(h.busy[0]).toEqual(new Map());
+    expect([...h.busy[1]!.values()].reduce((a, b) => a + b)).toBe(350);
+    expect(second).toBe(true);
+    await until(() => held.length === before + 380);
     for (const res of held.splice(before)) res.writeHead(200).end();
     await h.worker.stop();
-    expect(h.recorded.flat()).toHaveLength(130);
+    expect(h.recorded.flat()).toHaveLength(430);
     expect(h.recorded.flat().every((r) => r.outcome.delivered)).toBe(true);
   });
 
@@ -185,5 +191,25 @@ describe('webhook delivery worker', () => {
     await h.worker.stop();
     const odd = lines.filter((l) => l.msg.startsWith('webhook attempt not recorded'));
     expect(odd.map((l) => l.err?.stack?.split('\n')[0])).toEqual(['Error: refused by a trigger', 'Error: refused by a trigger']);
+  });
+
+  it('an endpoint whose last attempt was slow gets a share of 4, until an attempt of it is fast again', async () => {
+    const h = harness({ timeoutMs: 400 });
+    const before = held.length;
+    h.due.push(h.row('slow1', '/slow'));
+    await h.worker.deliverDue();
+    await until(() => held.length === before + 1);
+    // Answered after half the timeout: slow.
+    await new Promise((r) => setTimeout(r, 250));
+    held.splice(before, 1)[0]!.writeHead(200).end();
+    await until(() => h.recorded.flat().length === 1);
+    h.due.push(h.row('fast1', '/fast'));
+    await h.worker.deliverDue();
+    // Counted as 96 under way of the 100 an endpoint may have.
+    expect(h.busy.at(-1)).toEqual(new Map([['wh_1', 96]]));
+    await until(() => h.recorded.flat().length === 2);
+    await h.worker.deliverDue();
+    expect(h.busy.at(-1)).toEqual(new Map());
+    await h.worker.stop();
   });
 });

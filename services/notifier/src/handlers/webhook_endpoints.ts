@@ -1,11 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { messages, type WebhookDelivery, type WebhookEndpoint } from '@sb/contracts';
-import { answerOnce, callMessage, newId, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid } from '@sb/runtime';
+import { answerOnce, callMessage, conflict, newId, notFound, routeHandler, unixSeconds, walletOf, type Handler, invalid, type Queryable } from '@sb/runtime';
 import type { Deps } from '../deps.js';
 import { checkWebhookUrl, UrlNotAllowed } from '@sb/runtime';
 import { DELIVERY_ID_PREFIX } from '../events-consumer.js';
 import type { DeliveryAttempt, DeliveryRecord } from '../store/deliveries.repo.js';
 import type { EndpointRecord } from '../store/endpoints.repo.js';
+
+/**
+ * Endpoints a wallet may have at once (as Stripe's 16): with the delivery worker's share per slow
+ * endpoint, one owner's receivers that never answer cannot take all its places (found from outside).
+ */
+export const MAX_ENDPOINTS_PER_WALLET = 16;
 
 const ENDPOINT_ID_PREFIX = 'whe_';
 
@@ -74,10 +80,14 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
       secret_sealed: d.secrets.seal(secret),
       created_at: Math.floor(nowMs / 1000),
     };
-    return keep.write(d.db, async (q) => {
-      await d.endpoints.insert(q, record);
+    const insert = async (tx: Queryable) => {
+      if (!(await d.endpoints.insertWithin(tx, record, MAX_ENDPOINTS_PER_WALLET))) {
+        throw conflict(`A wallet can have at most ${MAX_ENDPOINTS_PER_WALLET} webhook endpoints: delete one it no longer needs first`);
+      }
       return { ...toEndpoint(record), secret };
-    });
+    };
+    // Without a key the write is given the pool: the count and the insert need a transaction of their own.
+    return keep.write(d.db, (q) => (q === d.db ? d.db.tx(insert) : insert(q)));
   }),
 
   routeHandler('webhook_endpoints.list', async (req) => {

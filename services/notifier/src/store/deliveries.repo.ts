@@ -108,20 +108,40 @@ export class DeliveriesRepo {
   /**
    * Claims due deliveries for `leaseS` seconds: SKIP LOCKED lets replicas share the work, and the moved
    * next_attempt_at keeps others off them while this one sends, without holding a transaction open over
-   * the HTTP call. A worker that dies mid-send leaves them due again when the lease ends.
+   * the HTTP call. A worker that dies mid-send leaves them due again when the lease ends. Of an endpoint,
+   * only as many as make `perEndpoint` with those `busy` has under way here: found from outside,
+   * receivers that never answer took every place, each for the whole timeout, and every other endpoint's
+   * deliveries, of every wallet, waited behind theirs.
    */
-  async claimDue(q: Queryable, now: number, limit: number, leaseS: number, running: readonly string[] = []): Promise<ClaimedDelivery[]> {
+  async claimDue(
+    q: Queryable,
+    now: number,
+    limit: number,
+    leaseS: number,
+    running: readonly string[] = [],
+    fair: { perEndpoint: number; busy: ReadonlyMap<string, number> } = { perEndpoint: limit, busy: new Map() },
+  ): Promise<ClaimedDelivery[]> {
+    // Ordered as deliveries_endpoint_due is (its endpoint fixed): an index probe per endpoint, where the
+    // planner took the due index and read every due row of the others for an endpoint with none.
     const { rows } = await q.query<ClaimedDelivery>(
       `WITH due AS (
-         SELECT d.id FROM ${this.schema}.deliveries d JOIN ${this.schema}.endpoints e ON e.id = d.endpoint_id
-          WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND e.deleted_at IS NULL AND NOT (d.id = ANY($4::text[]))
-          ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
+         SELECT c.id FROM (
+           SELECT x.id, x.next_attempt_at, COALESCE(u.n, 0) + row_number() OVER (PARTITION BY e.id ORDER BY x.next_attempt_at) AS nth
+             FROM ${this.schema}.endpoints e
+             LEFT JOIN unnest($5::text[], $7::int[]) AS u(id, n) ON u.id = e.id
+             CROSS JOIN LATERAL (
+               SELECT d.id, d.next_attempt_at FROM ${this.schema}.deliveries d
+                WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1 AND NOT (d.id = ANY($4::text[]))
+                ORDER BY d.endpoint_id, d.next_attempt_at LIMIT $6 FOR UPDATE OF d SKIP LOCKED) x
+            WHERE e.deleted_at IS NULL AND COALESCE(u.n, 0) < $6) c
+          WHERE c.nth <= $6
+          ORDER BY c.next_attempt_at LIMIT $2)
        UPDATE ${this.schema}.deliveries d SET next_attempt_at = $1 + $3
          FROM due, ${this.schema}.endpoints e WHERE d.id = due.id AND e.id = d.endpoint_id
        RETURNING ${COLS.split(',')
          .map((c) => `d.${c.trim()}`)
          .join(', ')}, d.trace_context, e.url, e.secret_sealed`,
-      [now, limit, leaseS, running],
+      [now, limit, leaseS, running, [...fair.busy.keys()], fair.perEndpoint, [...fair.busy.values()]],
     );
     return rows;
   }

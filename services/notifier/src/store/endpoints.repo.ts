@@ -1,5 +1,5 @@
 import type { EventName, Paginated } from '@sb/contracts';
-import type { Queryable } from '@sb/runtime';
+import { lockUntilCommit, type Queryable } from '@sb/runtime';
 
 export interface EndpointRecord {
   id: string;
@@ -16,6 +16,20 @@ const COLS = 'id, wallet_id, url, events, plan_id, description, secret_sealed, c
 
 export class EndpointsRepo {
   constructor(private readonly schema: string) {}
+
+  /**
+   * Inserts `r` unless its wallet has `max` live endpoints already (false then). Creates of one wallet
+   * take turns (a lock until the transaction ends), so concurrent ones cannot pass the count together.
+   */
+  async insertWithin(tx: Queryable, r: EndpointRecord, max: number): Promise<boolean> {
+    await lockUntilCommit(tx, 'notifier.endpoints', r.wallet_id);
+    const { rows } = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${this.schema}.endpoints WHERE wallet_id = $1 AND deleted_at IS NULL`, [
+      r.wallet_id,
+    ]);
+    if (rows[0]!.n >= max) return false;
+    await this.insert(tx, r);
+    return true;
+  }
 
   async insert(q: Queryable, r: EndpointRecord): Promise<void> {
     await q.query(`INSERT INTO ${this.schema}.endpoints (${COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [

@@ -179,4 +179,12 @@ CREATE TABLE messenger_links (
     // the bus gets it (answerOnce, @sb/runtime), never a second endpoint, replay or test message.
     sql: answeredRequestsTableSql,
   },
+  {
+    id: 104,
+    name: 'due deliveries by endpoint',
+    // An index alone, which older code does not need.
+    compatible: true,
+    // claimDue takes each endpoint's earliest due deliveries, a few per endpoint (a fair share).
+    sql: `CREATE INDEX deliveries_endpoint_due ON deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending';`,
+  },
 ];
