@@ -5,7 +5,7 @@ import { startStack, type Stack } from './support/stack.js';
 
 /**
  * A checkout whose answer was lost (issue 8, defects 5 and 7): the gateway killed mid-request, or its bus
- * wait over while billing still did the work. A retry with the same Idempotency-Key must get that
+ * wait over while billing was frozen (the request is then not made: withCallerDeadline). A retry with the same Idempotency-Key must get that
  * checkout back, never a key locked for a day nor a 409 for a subscription the client cannot see.
  * Billing is frozen with SIGSTOP so the request is provably in flight; the gateway is killed with SIGKILL.
  */
@@ -110,7 +110,9 @@ describe('the gateway killed mid-request', () => {
 });
 
 describe('a subscribe that answered 503', () => {
-  it('is answered with the same checkout when retried with the same Idempotency-Key, not 409', async () => {
+  // Found from outside: billing then made the checkout nobody was told about. A request its caller gave
+  // up on is not made (withCallerDeadline): the retry makes it, once.
+  it('is not made after the 503; the retry with the same Idempotency-Key makes it, once, not 409', async () => {
     const p = await plan();
     const body = { plan_id: p.id, payment_method: 'lightning', email: 'outage@example.com' };
     const billing = stack.services.billing.child;
@@ -122,26 +124,25 @@ describe('a subscribe that answered 503', () => {
       billing.kill('SIGCONT');
     }
     expect(first.status).toBe(503);
-    // Billing did the work after the gateway gave up: a payable checkout nobody was told about.
-    const [made] = await until(
-      () => subscriptionsOf('outage@example.com'),
-      (r) => r.length === 1,
+    // Billing answers again: the checkout it was sent while frozen was not made.
+    await until(
+      () => admin.get('/plans'),
+      (r) => r.status === 200,
     );
-    const [invoice] = await until(
-      () => paymentsOf(made!.id),
-      (r) => r.length === 1,
-    );
-    expect(invoice!.status).toBe('pending');
+    expect(await subscriptionsOf('outage@example.com')).toEqual([]);
 
     const retry = await subscribeWith('outage-1', body);
     expect(retry.status, JSON.stringify(retry.body)).toBe(201);
-    expect(retry.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id });
     expect(retry.body.manage_url).toMatch(/token=/);
+    const [made] = await subscriptionsOf('outage@example.com');
+    const [invoice] = await paymentsOf(made!.id);
+    expect(retry.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id });
     // Another key is another request by the same contact: their unpaid checkout again, without the portal
     // link (only the request that made it may see it).
     const other = await subscribeWith('outage-2', body);
     expect(other.status).toBe(201);
     expect(other.body).toMatchObject({ subscription_id: made!.id, payment_id: invoice!.id, manage_url: null });
+    expect(await subscriptionsOf('outage@example.com')).toHaveLength(1);
 
     expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
     expect(
@@ -154,7 +155,7 @@ describe('a subscribe that answered 503', () => {
     ).toBe('active');
   });
 
-  it('that replaced the unpaid checkout of another method: paid meanwhile, the retry with its key answers it, not 409 (review finding)', async () => {
+  it('that would replace the unpaid checkout of another method: not replaced after the 503; the retry replaces it (review finding: 409)', async () => {
     const p = await plan({ allow_onchain: true });
     const email = 'switched-outage@example.com';
     const lightning = await call(stack.api, 'POST', '/public/subscribe', { body: { plan_id: p.id, payment_method: 'lightning', email } });
@@ -170,29 +171,20 @@ describe('a subscribe that answered 503', () => {
       billing.kill('SIGCONT');
     }
     expect(first.status).toBe(503);
-    // Billing replaced the unpaid checkout after the gateway gave up.
-    const replaced = await until(
-      () => subscriptionsOf(email),
-      (r) => r.some((s) => s.id !== lightning.body.subscription_id && s.status === 'pending'),
-    );
-    const made = replaced.find((s) => s.id !== lightning.body.subscription_id)!;
-    const [invoice] = await until(
-      () => paymentsOf(made.id),
-      (r) => r.length === 1,
-    );
-    expect((await call(stack.api, 'POST', `/dev/payments/${invoice!.id}/pay`)).status).toBe(200);
     await until(
-      () => admin.get(`/subscriptions/${made.id}`),
-      (r) => r.body.status === 'active',
+      () => admin.get('/plans'),
+      (r) => r.status === 200,
     );
+    expect(await subscriptionsOf(email)).toEqual([{ id: lightning.body.subscription_id, status: 'pending' }]);
 
     const retry = await subscribeWith('switched-1', body);
     expect(retry.status, JSON.stringify(retry.body)).toBe(201);
-    expect(retry.body).toMatchObject({ subscription_id: made.id, payment_id: invoice!.id, payment_method: 'onchain' });
-    // The subscriber was made by the first checkout, not by this request: no portal link.
-    expect(retry.body.manage_url).toBeNull();
-    // Another key is another request: the contact's paid subscription is a 409.
-    expect((await subscribeWith('switched-2', body)).status).toBe(409);
+    expect(retry.body).toMatchObject({ payment_method: 'onchain' });
+    expect(retry.body.subscription_id).not.toBe(lightning.body.subscription_id);
+    expect((await admin.get(`/subscriptions/${lightning.body.subscription_id}`)).body.status).toBe('expired');
+    // The retry again is answered as it was (the gateway keeps the answer), not a 409.
+    const again = await subscribeWith('switched-1', body);
+    expect([again.status, again.body.subscription_id]).toEqual([201, retry.body.subscription_id]);
   });
 });
 

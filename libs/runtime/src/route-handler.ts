@@ -34,13 +34,21 @@ export function routeHandler<I extends RouteId>(id: I, handle: (req: RouteReques
     request: busRequestOf(route),
     response: route.response,
     // The request schema is the route's own, so what it parsed is the RouteRequest the types describe.
-    // A route with a wait of its own (NWC, a resume's charge) counts to the caller's deadline itself: what
-    // its wallet did after it must still be recorded. Any other is held to it (withCallerDeadline).
-    handle: route.busTimeoutMs
-      ? (req) => handle(req as RouteRequest<I>)
-      : (req) => withCallerDeadline((req as RouteRequest<I>).caller.answer_by, () => handle(req as RouteRequest<I>)),
+    handle: heldToDeadline(route)
+      ? (req) => withCallerDeadline((req as RouteRequest<I>).caller.answer_by, () => handle(req as RouteRequest<I>))
+      : (req) => handle(req as RouteRequest<I>),
   });
 }
+
+/**
+ * Whether a route's request is given up once its caller stopped waiting (withCallerDeadline): a POST or
+ * PATCH, whose retry would do it again. Not a PUT or DELETE (the same state again: a plan archive of
+ * thousands of subscriptions can outlast the wait, and its retry goes on from what it committed; found
+ * in review), a provider's callback (a fact it tells, recorded whenever it can be), nor a route with a
+ * wait of its own (a wallet's or a mail server's answer after the wait must still be recorded).
+ */
+const heldToDeadline = (route: RouteDef): boolean =>
+  (route.method === 'post' || route.method === 'patch') && !route.rawBody && route.busTimeoutMs === undefined;
 
 /** Owner routes always carry the wallet the gateway resolved from the API key. */
 export function walletOf(req: { caller: Caller }): string {
