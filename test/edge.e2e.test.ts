@@ -257,26 +257,27 @@ describe('body bytes', () => {
 });
 
 describe('a body declared as something else than JSON', () => {
-  it('is 415 and changes nothing (found from outside: text/plain was read as JSON, a POST any web page can make)', async () => {
-    const plans = await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id]);
-    const body = '{"name":"Plain","amount_sats":1000,"interval":"monthly"}';
+  it('to a route without credentials is 415 and changes nothing (found from outside: text/plain was read as JSON, a POST any web page can make)', async () => {
+    const subscribers = await count('SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1', [w1.id]);
+    const body = JSON.stringify({ plan_id: plan.id, payment_method: 'lightning', email: 'plain@example.com' });
     for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'nonsense']) {
-      const r = await admin.post('/plans', undefined, { raw: Buffer.from(body), headers: { 'Content-Type': type } });
+      const r = await anon.post('/public/subscribe', undefined, { raw: Buffer.from(body), headers: { 'Content-Type': type } });
       expect([r.status, r.body.detail], type).toEqual([415, 'Unsupported Content-Type: send the body as application/json']);
     }
-    const checkout = await anon.post('/public/subscribe', undefined, {
-      raw: Buffer.from('{"plan_id":"pln_x","payment_method":"lightning","email":"plain@example.com"}'),
+    expect(await count('SELECT count(*)::int AS n FROM billing.subscribers WHERE wallet_id = $1', [w1.id])).toBe(subscribers);
+    // JSON by any of its names is read as before, and so is a body with no or an empty Content-Type.
+    for (const type of ['application/json', 'Application/JSON; charset=utf-8', 'application/merge-patch+json', '']) {
+      const v = await anon.post('/public/nwc/validate', undefined, { raw: Buffer.from('{"nwc_string":"x"}'), headers: { 'Content-Type': type } });
+      expect([v.status, v.body.valid], type).toEqual([200, false]);
+    }
+    const untyped = await fetch(`${stack.api}/public/nwc/validate`, { method: 'POST', body: Buffer.from('{"nwc_string":"x"}') });
+    expect(untyped.status).toBe(200);
+    // A route with a key: a script sending JSON as text/plain goes on working (a browser asks leave first).
+    const plain = await admin.post('/plans', undefined, {
+      raw: Buffer.from('{"name":"Plain","amount_sats":1000,"interval":"monthly"}'),
       headers: { 'Content-Type': 'text/plain' },
     });
-    expect(checkout.status).toBe(415);
-    expect(await count('SELECT count(*)::int AS n FROM billing.plans WHERE wallet_id = $1', [w1.id])).toBe(plans);
-    // JSON by any of its names is read as before, and so is a body with no Content-Type at all.
-    for (const type of ['application/json', 'Application/JSON; charset=utf-8', 'application/merge-patch+json']) {
-      const r = await admin.post('/plans', undefined, { raw: Buffer.from(body), headers: { 'Content-Type': type } });
-      expect(r.status, type).toBe(201);
-    }
-    const untyped = await fetch(`${stack.api}/plans`, { method: 'POST', headers: { 'X-Api-Key': w1.admin_key }, body: Buffer.from(body) });
-    expect(untyped.status).toBe(201);
+    expect(plain.status).toBe(201);
   });
 });
 

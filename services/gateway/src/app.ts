@@ -303,7 +303,7 @@ export function createApp(d: GatewayDeps): GatewayApp {
         req.params = params;
         res.locals.routeId = route.id;
         if (Number(req.headers['content-length']) > BODY_LIMIT_BYTES) return refuseOversized(req, res);
-        if (!(route.rawBody || route.formBody) && declaredNotJson(req)) return fail(new HttpError(415, NOT_JSON), res);
+        if (route.auth === 'none' && !(route.rawBody || route.formBody) && declaredNotJson(req)) return fail(new HttpError(415, NOT_JSON), res);
         (route.rawBody || route.formBody ? raw : json)(req, res, (err?: unknown) =>
           err ? fail(err, res) : serve(d, route, req, res, match.undecodable).catch((e) => fail(e, res)),
         );
@@ -605,12 +605,14 @@ const NOT_DECODABLE = 'entity.not.decodable';
 
 const NOT_JSON = 'Unsupported Content-Type: send the body as application/json';
 /**
- * A body declared as something else than JSON (text/plain, a form) is not read as JSON regardless (found
- * from outside: it was): such a POST needs no CORS preflight, so any web page could make a visitor's
- * browser send one. A request without a body, or without a Content-Type, is read as before.
+ * A body declared as something else than JSON (text/plain, a form) sent to a route without credentials
+ * is not read as JSON regardless (found from outside: it was): such a POST needs no CORS preflight, so
+ * any web page could make a visitor's browser send one. A route with a key or token needs a header that
+ * a browser asks leave for first, so its scripts may go on sending JSON as text/plain (found in review).
+ * A request without a body, or with no or an empty Content-Type, is read as before.
  */
 const declaredNotJson = (req: Request): boolean =>
-  req.headers['content-type'] !== undefined && Number(req.headers['content-length']) !== 0 && req.is(['json', '+json']) === false;
+  !!req.headers['content-type'] && Number(req.headers['content-length']) !== 0 && req.is(['json', '+json']) === false;
 
 /** A request whose JSON body was read: its text, decoded once (the duplicate-key scan reads it). */
 type WithJsonText = Request & { jsonText?: string };
