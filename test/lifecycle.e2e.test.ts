@@ -215,6 +215,14 @@ describe('unpaid renewals', () => {
     expect(d.renewal_period_if_paid_by ?? Number(at) + 1).toBeGreaterThan(Number(at));
     expect(d.trial_end).toBeUndefined();
     expect(await events(s.subscription_id)).not.toContain('subscription.trial_ending');
+    // The dunning notices went ahead of the invoice: they say it follows (review finding: "your portal has
+    // a payable invoice" before there was one).
+    const { rows: steps } = await db.query(
+      `SELECT payload->'data'->'invoice_to_follow' AS f FROM billing.outbox
+        WHERE payload->>'event' IN ('subscription.past_due', 'subscription.payment_failed') AND payload->'data'->>'subscription_id' = $1`,
+      [s.subscription_id],
+    );
+    expect(steps.map((r) => r.f)).toEqual([true, true]);
   });
 
   it('an unpaid checkout expires after 24 h and its payment with it', async () => {

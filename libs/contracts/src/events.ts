@@ -120,6 +120,10 @@ const DunningData = (status: 'past_due' | 'payment_failed') =>
     wallet_failed: z.literal(true).optional().openapi({ description: 'NWC: the connected wallet was asked to pay the renewal and did not' }),
     after_trial: z.literal(true).optional().openapi({ description: 'The period that ended unpaid was a free trial' }),
     renewal_refused: RenewalRefused,
+    invoice_to_follow: z
+      .literal(true)
+      .optional()
+      .openapi({ description: 'No invoice was made for the period yet (the scheduler was away): one follows at once, in a `renewal.reminder`' }),
     notify_subscriber: z.boolean().optional(),
   });
 

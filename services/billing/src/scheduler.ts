@@ -289,6 +289,7 @@ export class Scheduler {
           ...(due.after_trial ? { after_trial: true } : {}),
           // The owner hears why no invoice went out; the subscriber that one is tried again.
           ...(due.renewal_refused ? { renewal_refused: s.renewal_refused_reason ?? 'refused by the payments service' } : {}),
+          ...(due.invoice_to_follow ? { invoice_to_follow: true } : {}),
         };
         const saved = await this.inTx(s, (tx, cur) =>
           applyTransition(d, tx, cur, { type: due.event }, now, {}, (next) => ({

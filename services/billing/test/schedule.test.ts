@@ -339,16 +339,22 @@ const TABLE: Array<{ name: string; s: Row; at: number; due: Partial<Due> & { kin
   {
     // Found from outside: the invoice went first, its reminder saying "if paid by" the end of a grace
     // already over when it came days late, then "Payment failed" in the same sweep.
-    name: 'first seen during grace: past_due first, so that the invoice is made for the state it is in by then',
+    name: 'first seen during grace: past_due first, so that the invoice is made for the state it is in by then; its notice says the invoice follows',
     s: sub('active'),
     at: END + DAY,
-    due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: true },
+    due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: true, invoice_to_follow: true },
   },
   {
     name: 'past_due with no invoice yet (the scheduler was away): the invoice it still needs, the subscriber told',
     s: sub('past_due'),
     at: END + DAY,
     due: { kind: 'renewal_payment', replaces: null, notify_subscriber: true, trial_ending: false },
+  },
+  {
+    name: 'at the end with its invoice made: the lapse, with no invoice to follow',
+    s: sub('active', issued(END + DAY)),
+    at: END,
+    due: { kind: 'lapse', event: 'period_end_unpaid', notify_subscriber: true },
   },
   {
     name: 'no grace: payment_failed at the end, payable until the end of dunning',
@@ -916,8 +922,12 @@ describe('a renewal payment the payments service refused to make (found from out
       renewal_refused: true,
       pay_by: GRACE_END,
     });
-    // The day over at the end itself: asked first, and the lapse follows in the next pass of the sweep.
+    // The day over at the end itself: asked first, and the lapse follows in the next pass of the sweep;
+    // a trial's is not "ending" any more (review finding), and the lapse says no invoice follows.
     expect(dueNow(refused('active'), END, POLICY)).toMatchObject({ kind: 'renewal_payment' });
+    expect(dueNow(refused('active', { trial_end: END }), END, POLICY)).toMatchObject({ kind: 'renewal_payment', trial_ending: false });
+    expect(dueNow(refused('active', { renewal_refused_at: END - DAY / 2 }), END, POLICY)).not.toHaveProperty('invoice_to_follow');
+    expect(dueNow(sub('active', issued(END + DAY)), END, POLICY)).not.toHaveProperty('invoice_to_follow');
     // Before the fix: a renewal_payment at every sweep, and no lapse until the dunning window was over.
     expect(dueNow(refused('past_due', { renewal_refused_at: GRACE_END - DAY / 2 }), GRACE_END, POLICY)).toMatchObject({
       kind: 'lapse',

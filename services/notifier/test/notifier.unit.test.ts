@@ -394,6 +394,16 @@ describe('subscriber notices', () => {
     expect(byWallet.text).not.toContain('pay it before then');
   });
 
+  it('a dunning step taken before the invoice was made (the scheduler away): its invoice follows, not "the portal has one" (review finding)', () => {
+    const data = { amount_sats: 1000, pay_by: 1_700_086_400, invoice_to_follow: true };
+    const withPortal = subscriberMessage(ev('subscription.payment_failed', data), { manageUrl: 'http://x/manage?token=t' });
+    expect(withPortal.text).toContain('Its invoice follows in a separate message, and your portal will have it to pay: http://x/manage?token=t');
+    expect(withPortal.text).not.toContain('has a payable invoice');
+    const bare = subscriberMessage(ev('subscription.past_due', data), {});
+    expect(bare.text).toContain('Its invoice follows in a separate message.');
+    expect(bare.text).not.toContain('has a payable invoice');
+  });
+
   it('a renewal no invoice could be made for: the notice says so and that one is tried daily, not that the portal has one (found from outside)', () => {
     const data = { amount_sats: 1000, pay_by: 1_700_086_400, renewal_refused: 'below the smallest amount the card processor takes' };
     const withPortal = subscriberMessage(ev('subscription.past_due', data), { manageUrl: 'http://x/manage?token=t' });

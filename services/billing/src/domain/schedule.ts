@@ -95,6 +95,8 @@ export type Due =
       after_trial?: true;
       /** No invoice could be made for the renewal: the payments service refused it (renewal_refused_for). */
       renewal_refused?: true;
+      /** No invoice was made for the period yet (the scheduler was away): it is asked for right after. */
+      invoice_to_follow?: true;
     }
   /** Create the period's renewal payment (or a replacement of `replaces`) and send it out in a reminder. */
   | { kind: 'renewal_payment'; replaces: string | null; last_call: boolean; notify_subscriber: boolean; trial_ending: boolean }
@@ -235,7 +237,7 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
     ...(event === 'period_end_unpaid' && walletAsked && now < graceEnd(s) ? { wallet_retries: true as const } : {}),
     ...(walletAsked ? { wallet_failed: true as const } : {}),
     ...(s.trial_end === end ? { after_trial: true as const } : {}),
-    ...(noInvoice ? { renewal_refused: true as const } : {}),
+    ...(noInvoice ? { renewal_refused: true as const } : !issued ? { invoice_to_follow: true as const } : {}),
   });
   // The dunning step due now, if any. With grace the subscription goes past_due (access kept until the grace
   // ends), else payment_failed. It comes after a wallet charge, but before an invoice made or replaced
@@ -297,8 +299,8 @@ export function dueNow(s: ScheduleView, now: number, p: SchedulePolicy): Due {
       const notify =
         s.receive_reminders && (!previous || (lastCall && s.reminded_for !== end) || now - (s.reminder_notified_at ?? 0) >= NOTIFY_REPLACEMENT_EVERY_S);
       // A trial that ended before its first invoice could be made (the scheduler was away: the lapse went
-      // first) is not "ending".
-      const trialEnding = !previous && s.trial_end === end && s.status === 'active';
+      // first; or asked again after a refusal) is not "ending".
+      const trialEnding = !previous && s.trial_end === end && s.status === 'active' && now < end;
       return { kind: 'renewal_payment', replaces: previous, last_call: lastCall, notify_subscriber: notify, trial_ending: trialEnding };
     }
   }

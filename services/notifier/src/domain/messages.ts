@@ -262,7 +262,12 @@ export function subscriberMessage(
         ? who.manageUrl
           ? { label: 'An invoice for it could not be made this time; we try again daily, and your portal will have it to pay:', url: who.manageUrl }
           : 'An invoice for it could not be made this time; we try again daily.'
-        : payInPortal('Your subscription portal has a payable invoice.'),
+        : // Made right after this step (the scheduler was away): not "has a payable invoice" before there is one.
+          d.invoice_to_follow === true
+          ? who.manageUrl
+            ? { label: 'Its invoice follows in a separate message, and your portal will have it to pay:', url: who.manageUrl }
+            : 'Its invoice follows in a separate message.'
+          : payInPortal('Your subscription portal has a payable invoice.'),
     );
   };
   const kind = optOutKind(e.event);
