@@ -36,8 +36,6 @@ export class ClaimingWorker<Row> {
   private readonly runningIds = new Set<string>();
   /** Pieces under way per group (groupOf). */
   private readonly groups = new Map<string, number>();
-  /** Some group is at its share (perGroup): more of it may be due, claimable as its pieces end. */
-  private atShare = false;
   readonly poller: Poller;
 
   constructor(
@@ -51,7 +49,7 @@ export class ClaimingWorker<Row> {
 
   /**
    * Claims due pieces for the free places and starts them (waiting first for `claim` places to free
-   * up); true when it claimed any, or a group is at its share (more may be due).
+   * up); true when it claimed a claim's worth or more, or a group is at its share (more may be due).
    */
   async round(): Promise<boolean> {
     const { inFlight, claim, groupOf, perGroup = Number.POSITIVE_INFINITY } = this.work;
@@ -59,7 +57,7 @@ export class ClaimingWorker<Row> {
     // Held back by a group's share: claimed again once half a share of pieces ended (one fast receiver
     // is not held to the poll interval, found by the benchmark), or after the interval at the latest
     // (a share of receivers that never answer holds nobody else up).
-    if (this.atShare) await this.ended(Math.ceil(perGroup / 2), this.intervalMs);
+    if (this.atShare(perGroup)) await this.ended(Math.ceil(perGroup / 2), this.intervalMs);
     const want = inFlight - this.running.size;
     const due = await this.work.claimDue(want, [...this.runningIds], this.groups);
     for (const row of due) {
@@ -81,11 +79,16 @@ export class ClaimingWorker<Row> {
       this.runningIds.add(id);
       if (group !== undefined) this.groups.set(group, (this.groups.get(group) ?? 0) + 1);
     }
-    this.atShare = [...this.groups.values()].some((n) => n >= perGroup);
-    // Anything claimed: more may have come due meanwhile (deliveries are made as events arrive, found by
-    // the benchmark: a claim of fewer than wanted slept the poll interval with more coming in). The next
-    // round that finds none sleeps.
-    return due.length > 0 || this.atShare;
+    // A claim's worth: more may have come due meanwhile (deliveries are made as events arrive, found by
+    // the benchmark: a claim of fewer than wanted slept the poll interval with more coming in). Fewer is
+    // a trickle, claimed at the next poll.
+    return due.length >= claim || this.atShare(perGroup);
+  }
+
+  /** Some group is at its share: more of it may be due, claimable as its pieces end. */
+  private atShare(perGroup: number): boolean {
+    for (const n of this.groups.values()) if (n >= perGroup) return true;
+    return false;
   }
 
   /** Until `n` of the pieces under way now have ended (all, if fewer), or `ms` passed. */
