@@ -49,7 +49,7 @@ export class ClaimingWorker<Row> {
 
   /**
    * Claims due pieces for the free places and starts them (waiting first for `claim` places to free
-   * up); true when it claimed a claim's worth or more, or a group is at its share (more may be due).
+   * up); true when it claimed any, or a group is at its share (more may be due).
    */
   async round(): Promise<boolean> {
     const { inFlight, claim, groupOf, perGroup = Number.POSITIVE_INFINITY } = this.work;
@@ -79,10 +79,10 @@ export class ClaimingWorker<Row> {
       this.runningIds.add(id);
       if (group !== undefined) this.groups.set(group, (this.groups.get(group) ?? 0) + 1);
     }
-    // A claim's worth: more may have come due meanwhile (deliveries are made as events arrive, found by
-    // the benchmark: a claim of fewer than wanted slept the poll interval with more coming in). Fewer is
-    // a trickle, claimed at the next poll.
-    return due.length >= claim || this.atShare(perGroup);
+    // Any claimed: more may have come due meanwhile (deliveries are made as events arrive; found by the
+    // benchmark: a claim of fewer than wanted slept the poll interval with more coming in, 850/s against
+    // 1,555/s with only a claim's worth taken as more to come). The next round that finds none sleeps.
+    return due.length > 0 || this.atShare(perGroup);
   }
 
   /** Some group is at its share: more of it may be due, claimable as its pieces end. */
