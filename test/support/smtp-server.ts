@@ -91,6 +91,9 @@ export async function startSmtpServer(user: string, pass: string, opts: { reject
       });
     },
   });
+  // A client that goes away mid-connection (a notifier killed by a test) resets its socket: the server
+  // re-emits that as its own 'error', which with no listener ended the test run as an uncaught exception.
+  server.on('error', () => undefined);
   const port = await new Promise<number>((r) => server.listen(0, opts.host ?? '127.0.0.1', () => r((server.server.address() as AddressInfo).port)));
   return { port, url: `smtp://${user}:${pass}@127.0.0.1:${port}`, mails, stop: () => new Promise<void>((r) => server.close(() => r())) };
 }
