@@ -22,10 +22,11 @@ export const NWCErrorCode = NWC_ERROR_CODES;
 export type NWCErrorCode = z.infer<typeof NWC_ERROR_CODES>;
 
 const CONNECTION_STRING = { description: '`nostr+walletconnect://<pubkey>?relay=<url>&secret=<hex>`' };
-const connectionString = z.string().min(1).max(2000).openapi(CONNECTION_STRING);
+// An empty string is an invalid one to validate, answered as any other (behaviour.md: `valid` false with a reason).
+const anyConnectionString = z.string().max(2000).openapi(CONNECTION_STRING);
+const connectionString = anyConnectionString.min(1);
 
-// An empty string is an invalid one, answered as any other (behaviour.md: `valid` false with a reason).
-export const NWCValidateRequest = z.strictObject({ nwc_string: z.string().max(2000).openapi(CONNECTION_STRING) }).openapi('NWCValidateRequest');
+export const NWCValidateRequest = z.strictObject({ nwc_string: anyConnectionString }).openapi('NWCValidateRequest');
 export type NWCValidateRequest = z.infer<typeof NWCValidateRequest>;
 
 export const NWCValidateResponse = z
