@@ -359,6 +359,29 @@ describe('owner webhook endpoints', () => {
     }
   });
 
+  it("a deleted endpoint's deliveries stay listed to its wallet, the pending one stopped (found from outside: 404)", async () => {
+    const p = await plan('Dropped plan');
+    const ep = await register('/dead-dropped', { plan_id: p.id, events: ['subscription.created'] });
+    const evt = await eventId('subscription.created', await subscribe(p.id, 'dropped@example.com'));
+    const tried = await until(
+      () => deliveryOf(ep.id, evt),
+      (x) => x?.attempt_count === 1 && x.status === 'pending',
+    );
+    expect((await admin().del(`/webhook-endpoints/${ep.id}`)).status).toBe(200);
+    const res = await reader().get(`/webhook-endpoints/${ep.id}/deliveries`);
+    expect(res.status).toBe(200);
+    expect(res.body.total).toBe(1);
+    expect(res.body.items[0]).toMatchObject({ id: tried.id, event_id: evt, status: 'failed', last_error: 'endpoint deleted', next_attempt_at: null });
+    expect(res.body.items[0].attempts).toEqual([expect.objectContaining({ status_code: 503 })]);
+    // The endpoint itself is gone, and nothing is sent to it again.
+    expect((await reader().get(`/webhook-endpoints/${ep.id}`)).status).toBe(404);
+    expect((await admin().post(`/webhook-endpoints/${ep.id}/deliveries/${tried.id}/replay`)).status).toBe(404);
+    expect((await client(stack.api, stack.wallets[1]!.admin_key).get(`/webhook-endpoints/${ep.id}/deliveries`)).status).toBe(404);
+    await advance(3600);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(await attemptsOf(tried.id)).toHaveLength(1);
+  });
+
   it('replay sends the same event again as a new delivery with the same webhook-id', async () => {
     const original = await deliveryOf(all.id, createdA);
     const before = hitsFor('/all', createdA).length;

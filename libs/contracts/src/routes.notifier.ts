@@ -135,6 +135,7 @@ export const notifierRoutes = defineRoutes([
     path: '/webhook-endpoints/{id}/deliveries',
     auth: 'invoice',
     summary: "List an endpoint's deliveries, newest first",
+    description: "Also of a deleted endpoint of the wallet: its pending deliveries were stopped with `last_error` 'endpoint deleted'.",
     params: IdParams,
     query: PaginationQuery,
     response: Paginated(WebhookDelivery),

@@ -47,8 +47,12 @@ const toDelivery = (r: DeliveryRecord, attempts: DeliveryAttempt[]): WebhookDeli
   attempts,
 });
 
-async function ownEndpoint(d: Deps, walletId: string, id: string): Promise<EndpointRecord> {
-  const ep = await d.endpoints.get(d.db, walletId, id);
+/**
+ * `withDeleted`: a deleted endpoint of the wallet too, for its deliveries log (what was never delivered
+ * stays visible to its owner: found from outside, a 404 hid it).
+ */
+async function ownEndpoint(d: Deps, walletId: string, id: string, withDeleted = false): Promise<EndpointRecord> {
+  const ep = await d.endpoints.get(d.db, walletId, id, withDeleted);
   if (!ep) throw notFound('Webhook endpoint');
   return ep;
 }
@@ -86,8 +90,8 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
       }
       return { ...toEndpoint(record), secret };
     };
-    // Without a key the write is given the pool: the count and the insert need a transaction of their own.
-    return keep.write(d.db, (q) => (q === d.db ? d.db.tx(insert) : insert(q)));
+    // The count and the insert need one transaction, with a key or without (keep.write is for one statement).
+    return d.db.tx(async (tx) => keep(tx, await insert(tx)));
   }),
 
   routeHandler('webhook_endpoints.list', async (req) => {
@@ -105,7 +109,7 @@ export const webhookEndpointHandlers = (d: Deps): Handler[] => [
   }),
 
   routeHandler('webhook_deliveries.list', async (req) => {
-    const ep = await ownEndpoint(d, walletOf(req), req.params.id);
+    const ep = await ownEndpoint(d, walletOf(req), req.params.id, true);
     const { limit, offset } = req.query;
     const page = await d.deliveries.list(d.db, ep.id, limit, offset);
     const attempts = await d.deliveries.attemptsOf(
