@@ -1085,6 +1085,48 @@ describe('delivery', () => {
     }
   });
 
+  it("one owner's mail server that never greets holds a share of the places, not every owner's notices (found from outside)", async () => {
+    const taken: Socket[] = [];
+    const hung = createNetServer((socket) => taken.push(socket));
+    await new Promise<void>((r) => hung.listen(0, '127.0.0.1', r));
+    const ownerTg = () => tgTo('1001').filter((m) => m.text.startsWith('New subscription'));
+    try {
+      const put = await admin(1).put('/notification-settings', {
+        channels: { email: { smtp_url: `smtp://127.0.0.1:${(hung.address() as AddressInfo).port}`, owner_email: 'hung@example.com' } },
+        owner_events: ['subscription.created'],
+      });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const hungPlan = (await admin(1).post('/plans', { name: 'Hung owner', amount_sats: 1000, interval: 'weekly' })).body;
+      // More owner e-mails than the notifier has places (32): each waits on its connection for 20 s.
+      for (let i = 0; i < 40; i++) {
+        const res = await pub().post('/public/subscribe', { plan_id: hungPlan.id, payment_method: 'lightning', email: `crowd${i}@example.com` });
+        expect(res.status).toBe(201);
+      }
+      await until(
+        async () => taken.length,
+        (n) => n >= 16,
+      );
+      // Another owner's notice goes out while they hang, not 20 s later.
+      const before = ownerTg().length;
+      const ours = (await admin().post('/plans', { name: 'Not held up', amount_sats: 1000, interval: 'weekly' })).body;
+      expect((await pub().post('/public/subscribe', { plan_id: ours.id, payment_method: 'lightning', email: 'free@example.com' })).status).toBe(201);
+      expect(
+        await until(
+          async () => ownerTg().length,
+          (n) => n > before,
+          10_000,
+        ),
+      ).toBe(before + 1);
+      // The hung server holds the wallet's share of its channel, no more.
+      expect(taken.length).toBe(16);
+      expect(taken.every((sock) => !sock.destroyed)).toBe(true);
+    } finally {
+      await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [stack.wallets[1]!.id]);
+      hung.close();
+      for (const sock of taken) sock.destroy();
+    }
+  });
+
   it("the owner's choice of subscriber notices holds: only the cancellation goes out when none is chosen", async () => {
     const quiet = (await admin().post('/plans', { name: 'Quiet', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;
     const set = await admin().put(`/plans/${quiet.id}/notification-settings`, {

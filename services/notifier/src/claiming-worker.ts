@@ -19,8 +19,14 @@ export interface ClaimedWork<Row> {
    */
   groupOf?: (row: Row) => string;
   perGroup?: number;
-  /** Does one piece and records how it went. */
-  run: (row: Row) => Promise<void>;
+  /**
+   * A group whose last piece ran into its timeout (`run` said so) is claimed for as if it had
+   * `perGroup - share` more under way, for `forMs` or until a piece of it ends in time: a server that never
+   * answers learns to hold a few places, not a whole share, each for the whole timeout.
+   */
+  slow?: { share: number; forMs: number };
+  /** Does one piece and records how it went; true when it ran into its timeout (see `slow`). */
+  run: (row: Row) => Promise<boolean | void>;
   /** A piece whose outcome could not be recorded (its claim ends and it is done again); the poller is the worker's. */
   failed: (err: unknown, row: Row, poller: Poller) => void;
 }
@@ -36,6 +42,11 @@ export class ClaimingWorker<Row> {
   private readonly runningIds = new Set<string>();
   /** Pieces under way per group (groupOf). */
   private readonly groups = new Map<string, number>();
+  /**
+   * Groups whose last piece ran into its timeout, until when. In this process only (another replica
+   * learns it from its own pieces).
+   */
+  private readonly slowUntil = new Map<string, number>();
   readonly poller: Poller;
 
   constructor(
@@ -59,12 +70,15 @@ export class ClaimingWorker<Row> {
     // (a share of receivers that never answer holds nobody else up).
     if (this.atShare(perGroup)) await this.ended(Math.ceil(perGroup / 2), this.intervalMs);
     const want = inFlight - this.running.size;
-    const due = await this.work.claimDue(want, [...this.runningIds], this.groups);
+    const due = await this.work.claimDue(want, [...this.runningIds], this.busy());
     for (const row of due) {
       const id = this.work.idOf(row);
       const group = groupOf?.(row);
       const one: Promise<void> = this.work
         .run(row)
+        .then((timedOut) => {
+          if (group !== undefined) this.mark(group, timedOut === true);
+        })
         .catch((err) => this.work.failed(err, row, this.poller))
         .finally(() => {
           this.running.delete(one);
@@ -87,8 +101,26 @@ export class ClaimingWorker<Row> {
 
   /** Some group is at its share: more of it may be due, claimable as its pieces end. */
   private atShare(perGroup: number): boolean {
-    for (const n of this.groups.values()) if (n >= perGroup) return true;
+    for (const n of this.busy().values()) if (n >= perGroup) return true;
     return false;
+  }
+
+  private mark(group: string, timedOut: boolean): void {
+    if (timedOut && this.work.slow) this.slowUntil.set(group, Date.now() + this.work.slow.forMs);
+    else this.slowUntil.delete(group);
+  }
+
+  /** Pieces under way per group as the claim is to count them: a slow group's share made `slow.share`. */
+  private busy(): ReadonlyMap<string, number> {
+    const { slow, perGroup } = this.work;
+    if (!slow || perGroup === undefined || this.slowUntil.size === 0) return this.groups;
+    const counted = new Map(this.groups);
+    const now = Date.now();
+    for (const [group, until] of this.slowUntil) {
+      if (until <= now) this.slowUntil.delete(group);
+      else counted.set(group, (this.groups.get(group) ?? 0) + perGroup - slow.share);
+    }
+    return counted;
   }
 
   /** Until `n` of the pieces under way now have ended (all, if fewer), or `ms` passed. */

@@ -28,6 +28,9 @@ const SLOW_FOR_MS = 10 * 60_000;
 /** Deliveries claimed at a time, as soon as this many of those under way are done. */
 const CLAIM = 50;
 
+/** Not delivered, and waited about the whole timeout for it: a server that never answers (ClaimingWorker's `slow`). */
+const ranIntoTimeout = (delivered: boolean, durationMs: number, timeoutMs: number): boolean => !delivered && durationMs >= timeoutMs * 0.9;
+
 const openSecret = async (d: Deps, sealed: string) => d.secrets.open(sealed);
 
 interface Finished {
@@ -59,11 +62,11 @@ export class WebhookWorker {
     this.worker = new ClaimingWorker('webhooks', intervalMs, d.log, {
       inFlight: IN_FLIGHT,
       claim: CLAIM,
-      claimDue: (want, running, busy) =>
-        d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS, running, { perEndpoint: PER_ENDPOINT, busy: this.withSlow(busy) }),
+      claimDue: (want, running, busy) => d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS, running, { perEndpoint: PER_ENDPOINT, busy }),
       idOf: (row) => row.id,
       groupOf: (row) => row.endpoint_id,
       perGroup: PER_ENDPOINT,
+      slow: { share: SLOW_SHARE, forMs: SLOW_FOR_MS },
       run: (row) => {
         // The sweep links to each delivery; each attempt is a span in the trace of the event that caused it.
         linkActiveSpanTo(row.trace_context);
@@ -85,24 +88,6 @@ export class WebhookWorker {
     );
   }
 
-  /**
-   * Endpoints whose last attempt ran into the timeout, until when: claimed for as if they had PER_ENDPOINT -
-   * SLOW_SHARE more under way. In this process only (another replica learns it from its own attempts).
-   */
-  private readonly slow = new Map<string, number>();
-
-  /** `busy` as the claim is to count it: a slow endpoint's share made SLOW_SHARE. */
-  private withSlow(busy: ReadonlyMap<string, number>): ReadonlyMap<string, number> {
-    if (this.slow.size === 0) return busy;
-    const counted = new Map(busy);
-    const now = Date.now();
-    for (const [endpoint, until] of this.slow) {
-      if (until <= now) this.slow.delete(endpoint);
-      else counted.set(endpoint, (busy.get(endpoint) ?? 0) + PER_ENDPOINT - SLOW_SHARE);
-    }
-    return counted;
-  }
-
   /** One round: see ClaimingWorker.round. */
   deliverDue(): Promise<boolean> {
     return this.worker.round();
@@ -117,7 +102,8 @@ export class WebhookWorker {
     return this.worker.stop();
   }
 
-  private async deliver(row: ClaimedDelivery): Promise<void> {
+  /** True when the receiver kept the request to the timeout (ClaimingWorker's `slow`). */
+  private async deliver(row: ClaimedDelivery): Promise<boolean> {
     const d = this.d;
     const outcome = await inSpan(
       'webhook deliver',
@@ -137,10 +123,6 @@ export class WebhookWorker {
         return o;
       },
     );
-    // Only a receiver that kept the request to the timeout: one that answers slowly but answers keeps its
-    // share (found in review: a 5 s receiver was held to 4 places with the others idle).
-    if (!outcome.delivered && outcome.duration_ms >= d.webhookTimeoutMs * 0.9) this.slow.set(row.endpoint_id, Date.now() + SLOW_FOR_MS);
-    else this.slow.delete(row.endpoint_id);
     const now = unixSeconds(d.clock);
     const next = outcome.delivered ? null : nextAttemptAt(row.attempt_count + 1, row.first_attempt_at ?? now, now);
     await this.finished.add({ id: row.id, outcome, now, next });
@@ -157,12 +139,24 @@ export class WebhookWorker {
       },
       outcome.delivered ? 'webhook delivered' : next === null ? 'webhook failed for good' : 'webhook attempt failed',
     );
+    // Only a receiver that kept the request to the timeout: one that answers slowly but answers keeps its
+    // share (found in review: a 5 s receiver was held to 4 places with the others idle).
+    return ranIntoTimeout(outcome.delivered, outcome.duration_ms, d.webhookTimeoutMs);
   }
 }
 
-/** Notices under way at once, and claimed at a time once that many are done (see ClaimingWorker). */
-const NOTICES_IN_FLIGHT = 24;
+/**
+ * Notices under way at once, and claimed at a time once that many are done (see ClaimingWorker). Of
+ * one wallet's channel (its own mail server, its bot, its relays) at most NOTICES_PER_CHANNEL, and
+ * NOTICES_SLOW_SHARE once one of them ran into its timeout: one owner's mail server that never answers
+ * holds up its own notices, not every owner's (found from outside: it took every place).
+ */
+const NOTICES_IN_FLIGHT = 32;
 const NOTICES_CLAIM = 8;
+const NOTICES_PER_CHANNEL = 16;
+const NOTICES_SLOW_SHARE = 2;
+/** The group a notice's share counts in: the wallet's channel (the servers it is sent through). */
+const noticeChannelOf = (n: NotificationRecord): string => `${n.wallet_id}:${n.channel}`;
 
 /**
  * Due notifications on every channel, each sent on its own (a mail server that hangs holds up its own
@@ -175,8 +169,12 @@ export function notificationWorker(d: Deps, intervalMs: number): ClaimingWorker<
   return new ClaimingWorker('notifications', intervalMs, d.log, {
     inFlight: NOTICES_IN_FLIGHT,
     claim: NOTICES_CLAIM,
-    claimDue: (want, running) => d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS, running)),
+    claimDue: (want, running, busy) =>
+      d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS, running, { perChannel: NOTICES_PER_CHANNEL, busy })),
     idOf: (n) => n.id,
+    groupOf: noticeChannelOf,
+    perGroup: NOTICES_PER_CHANNEL,
+    slow: { share: NOTICES_SLOW_SHARE, forMs: SLOW_FOR_MS },
     run: (n) => notify(d, n),
     failed: (err, n, poller) => {
       // Its claim ends and it is sent again. The database away is said once with the worker's rounds.
@@ -186,10 +184,12 @@ export function notificationWorker(d: Deps, intervalMs: number): ClaimingWorker<
   });
 }
 
-/** Sends one notification and records the attempt. */
-async function notify(d: Deps, n: NotificationRecord): Promise<void> {
+/** Sends one notification and records the attempt; true when its channel ran into the timeout. */
+async function notify(d: Deps, n: NotificationRecord): Promise<boolean> {
   const started = Date.now();
   let outcome: Awaited<ReturnType<typeof sendVia>>;
+  // Each step of an SMTP conversation may take SMTP_TIMEOUT_MS; one that never greets takes one of them.
+  const timeoutMs = n.channel === 'email' ? SMTP_TIMEOUT_MS : d.channels.timeoutMs;
   try {
     const message = JSON.parse(d.secrets.open(n.body_sealed)) as Message;
     outcome = await sendVia(d, n.channel, await loadRow(d, d.db, n.wallet_id, n.settings_plan_id), n.recipient, message, n.audience);
@@ -197,12 +197,13 @@ async function notify(d: Deps, n: NotificationRecord): Promise<void> {
     // Only a changed SECRETS_KEY (or a database error) gets here; never with a secret in the words.
     outcome = { delivered: false, error: 'message or channel secrets cannot be opened (was SECRETS_KEY changed?)', permanent: false };
   }
+  const duration_ms = Date.now() - started;
   const now = unixSeconds(d.clock);
   const from = n.retry_from ?? now;
   let next = outcome.delivered || outcome.permanent ? null : nextAttemptAt(n.attempt_count + 1, from, now);
   if (next !== null && outcome.retryAfterS !== undefined) next = Math.min(Math.max(next, now + outcome.retryAfterS), from + GIVE_UP_AFTER_S);
   // The attempt row and the status move together, or neither does (as webhook deliveries are recorded).
-  await d.db.tx((tx) => d.notifications.finishAttempt(tx, n, { ...outcome, duration_ms: Date.now() - started }, now, next));
+  await d.db.tx((tx) => d.notifications.finishAttempt(tx, n, { ...outcome, duration_ms }, now, next));
   d.metrics.notificationAttempts.inc({ channel: n.channel, outcome: outcomeLabel(outcome.delivered, next) });
   // The recipient is personal data: the log names the message, channel and event only.
   d.log.info(
@@ -218,6 +219,7 @@ async function notify(d: Deps, n: NotificationRecord): Promise<void> {
     },
     outcome.delivered ? 'notification delivered' : next === null ? 'notification failed for good' : 'notification attempt failed',
   );
+  return ranIntoTimeout(outcome.delivered, duration_ms, timeoutMs);
 }
 
 /** Bots polled side by side in a round. */

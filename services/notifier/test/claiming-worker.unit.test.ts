@@ -84,4 +84,39 @@ describe('ClaimingWorker', () => {
     await new Promise((r) => setImmediate(r));
     await worker.stop();
   });
+
+  it('a group whose piece ran into its timeout is counted at a slow share until one of its pieces ends in time', async () => {
+    const busySeen: Map<string, number>[] = [];
+    let due: string[] = ['mail:1'];
+    let timesOut = true;
+    const worker = new ClaimingWorker<string>('test', 60_000, pino({ level: 'silent' }), {
+      inFlight: 32,
+      claim: 8,
+      claimDue: async (_want, _running, busy) => {
+        busySeen.push(new Map(busy));
+        const out = due;
+        due = [];
+        return out;
+      },
+      idOf: (id) => id,
+      groupOf: (id) => id.split(':')[0]!,
+      perGroup: 16,
+      slow: { share: 2, forMs: 60_000 },
+      run: async () => timesOut,
+      failed: () => undefined,
+    });
+    const settled = () => new Promise((r) => setImmediate(r));
+    await worker.round();
+    await settled();
+    // Timed out: the group counts as 16 - 2 under way with none running, so the claim takes 2 of it at most.
+    due = ['mail:2'];
+    timesOut = false;
+    await worker.round();
+    expect(busySeen.at(-1)).toEqual(new Map([['mail', 14]]));
+    await settled();
+    // That one ended in time: its full share again.
+    await worker.round();
+    expect(busySeen.at(-1)).toEqual(new Map());
+    await worker.stop();
+  });
 });

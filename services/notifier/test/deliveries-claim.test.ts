@@ -3,10 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../../../test/support/stack.js';
 import { DeliveriesRepo } from '../src/store/deliveries.repo.js';
 import { EndpointsRepo } from '../src/store/endpoints.repo.js';
+import { NotificationsRepo } from '../src/store/notifications.repo.js';
 import { migrations } from '../src/store/migrations.js';
 
 /**
- * The delivery claim in the database (found from outside: receivers that never answer took every place):
+ * The delivery and notification claims in the database (found from outside: receivers that never answer took every place):
  * at most a share of one endpoint's deliveries, counting what is under way; due order across endpoints;
  * two replicas claiming at once never take the same delivery.
  */
@@ -14,6 +15,7 @@ let db: Db;
 let drop: () => Promise<void>;
 const deliveries = new DeliveriesRepo('notifier');
 const endpoints = new EndpointsRepo('notifier');
+const notifications = new NotificationsRepo('notifier');
 const NOW = 1_800_000_000;
 
 beforeAll(async () => {
@@ -111,5 +113,55 @@ describe('claimDue', () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.length).toBeGreaterThan(0);
     expect(ids.every((id) => id.startsWith('d_whe_a_') || id.startsWith('d_whe_b_'))).toBe(true);
+  });
+});
+
+describe('notifications claimDue', () => {
+  /** `n` notices of a wallet's channel, due from `at` on (one a second). */
+  const notices = (wallet: string, channel: 'email' | 'messenger', n: number, at: number) =>
+    notifications.recordMany(
+      db,
+      Array.from({ length: n }, (_, i) => ({
+        id: `ntf_${wallet}_${channel}_${i}`,
+        wallet_id: wallet,
+        event_id: `evt_${wallet}_${channel}_${i}`,
+        event: 'subscription.created',
+        audience: 'owner' as const,
+        channel,
+        recipient: 'owner',
+        subscription_id: null,
+        plan_id: null,
+        settings_plan_id: '',
+        subject: 's',
+        body_sealed: 'b',
+        created_at: at + i,
+      })),
+    );
+  const perChannel = (rows: { wallet_id: string; channel: string }[]) =>
+    rows.reduce<Record<string, number>>((m, r) => ({ ...m, [`${r.wallet_id}:${r.channel}`]: (m[`${r.wallet_id}:${r.channel}`] ?? 0) + 1 }), {});
+
+  it("takes at most a share of a wallet's channel less what it has under way; one at its share is passed over for the later due of others (found from outside)", async () => {
+    // The hung owner's 40 notices are all due before any of the others'.
+    await notices('wal_hung', 'email', 40, NOW - 500);
+    await notices('wal_hung', 'messenger', 3, NOW - 400);
+    await notices('wal_ok', 'email', 5, NOW - 300);
+    const first = await notifications.claimDue(db, NOW, 32, 60, [], { perChannel: 16, busy: new Map() });
+    // The window of the earliest due is the hung owner's e-mail: its share, and the rest of the window.
+    expect(perChannel(first)).toEqual({ 'wal_hung:email': 16, 'wal_hung:messenger': 3, 'wal_ok:email': 5 });
+    // Its e-mail at its share (and made slow: 16 - 2 more counted): passed over, none of it claimed.
+    const second = await notifications.claimDue(db, NOW, 32, 60, [], { perChannel: 16, busy: new Map([['wal_hung:email', 16 + 14]]) });
+    expect(second).toEqual([]);
+    // Two of its 16 ended: two more of it, earliest first.
+    const third = await notifications.claimDue(db, NOW, 32, 60, [], { perChannel: 16, busy: new Map([['wal_hung:email', 14]]) });
+    expect(third.map((r) => r.id).sort()).toEqual(['ntf_wal_hung_email_16', 'ntf_wal_hung_email_17']);
+  });
+
+  it('two replicas claiming at once never take the same notice', async () => {
+    await notices('wal_many', 'email', 30, NOW - 50);
+    const share = { perChannel: 20, busy: new Map<string, number>() };
+    const [one, two] = await Promise.all([notifications.claimDue(db, NOW, 15, 60, [], share), notifications.claimDue(db, NOW, 15, 60, [], share)]);
+    const ids = [...one, ...two].map((r) => r.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.length).toBeGreaterThan(0);
   });
 });

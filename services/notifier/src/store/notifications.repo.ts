@@ -70,16 +70,39 @@ export class NotificationsRepo {
   }
 
   /** Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue), `running` left out. */
-  async claimDue(q: Queryable, now: number, limit: number, leaseS: number, running: readonly string[] = []): Promise<NotificationRecord[]> {
+  async claimDue(
+    q: Queryable,
+    now: number,
+    limit: number,
+    leaseS: number,
+    running: readonly string[] = [],
+    fair: { perChannel: number; busy: ReadonlyMap<string, number> } = { perChannel: limit, busy: new Map() },
+  ): Promise<NotificationRecord[]> {
+    // Of each wallet's channel ("wallet:channel", as the worker counts it) only as many as make
+    // `perChannel` with those `busy` has under way here. A channel at its share is left out of the scan;
+    // among the earliest due of the others (a window of a few claims) each takes the rest of its share.
+    // A channel that fills its share in the window leaves fewer claimed this round, and is left out of
+    // the next.
+    const full = [...fair.busy].filter(([, n]) => n >= fair.perChannel).map(([g]) => g);
     const { rows } = await q.query<NotificationRecord>(
-      `WITH due AS (
-         SELECT id FROM ${this.schema}.notifications WHERE status = 'pending' AND next_attempt_at <= $1 AND NOT (id = ANY($4::text[]))
-          ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+      `WITH window_ AS (
+         SELECT id, wallet_id || ':' || channel AS grp, next_attempt_at FROM ${this.schema}.notifications
+          WHERE status = 'pending' AND next_attempt_at <= $1 AND NOT (id = ANY($4::text[])) AND NOT (wallet_id || ':' || channel = ANY($8::text[]))
+          ORDER BY next_attempt_at LIMIT $2 * 4),
+       candidates AS (
+         SELECT w.id FROM (SELECT *, row_number() OVER (PARTITION BY grp ORDER BY next_attempt_at, id) AS k FROM window_) w
+           LEFT JOIN unnest($5::text[], $7::int[]) AS u(grp, n) ON u.grp = w.grp
+          WHERE w.k <= $6 - COALESCE(u.n, 0)
+          ORDER BY w.next_attempt_at LIMIT $2),
+       due AS (
+         SELECT n.id FROM ${this.schema}.notifications n JOIN candidates c ON c.id = n.id
+          WHERE n.status = 'pending' AND n.next_attempt_at <= $1
+          FOR UPDATE OF n SKIP LOCKED)
        UPDATE ${this.schema}.notifications n SET next_attempt_at = $1 + $3 FROM due WHERE n.id = due.id
        RETURNING ${COLS.split(',')
          .map((c) => `n.${c.trim()}`)
          .join(', ')}`,
-      [now, limit, leaseS, running],
+      [now, limit, leaseS, running, [...fair.busy.keys()], fair.perChannel, [...fair.busy.values()], full],
     );
     return rows;
   }
