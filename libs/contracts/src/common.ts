@@ -143,9 +143,15 @@ export function toValidationDetail(issues: readonly z.core.$ZodIssue[], where: s
   // Where each list of allowed values was first said: a list repeated for every wrong item of an array
   // was most of a 15 MB answer.
   const listedAt = new Map<string, string>();
+  // Values of the wrong type: zod 4 still runs an array's length checks on a string there, and said
+  // "expected string to have <=10 characters" of a list (found from outside).
+  const wrongType = new Set<string>();
   let total = 0;
   for (const i of issues) {
     const loc = [where, ...i.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
+    const at = JSON.stringify(loc);
+    if (i.code === 'invalid_type') wrongType.add(at);
+    else if (wrongType.has(at)) continue;
     // One issue per unknown field, located at it (zod reports them together at the object).
     if (i.code === 'unrecognized_keys') {
       for (const k of i.keys.slice(0, Math.max(0, MAX_VALIDATION_ISSUES - detail.length))) {

@@ -92,6 +92,14 @@ export function parseMailbox(v: string): { name: string; address: string } | und
   return bare ? { name: '', address: bare[1]! } : undefined;
 }
 
+/**
+ * An RFC 2047 encoded word (`=?utf-8?b?…?=`): a mail program shows it decoded, so it would carry the
+ * invisible and direction-changing characters refused in names past the check (found from outside). Names
+ * are encoded by the server when sent; none is taken already encoded.
+ */
+const ENCODED_WORD = /=\?[^?\s]+\?[bq]\?[^?\s]*\?=/i;
+const ENCODED_WORD_RULE = 'must be plain text, not an encoded word (=?charset?B?...?=): the server encodes it when sending';
+
 const EmailChannelIn = z.strictObject({
   smtp_url: SmtpUrl.nullable().optional().openapi({
     description: "The owner's own mail server (secret: contains the password). Omitted: the one stored before, else the server's SMTP_URL; null: the server's",
@@ -101,6 +109,7 @@ const EmailChannelIn = z.strictObject({
     .min(3)
     .max(300)
     .refine((v) => !!parseMailbox(v), 'must be one address: name@example.com or Name <name@example.com>')
+    .refine((v) => !ENCODED_WORD.test(v), ENCODED_WORD_RULE)
     .optional()
     .openapi({ description: 'Sender; the mail server must be allowed to send for it' }),
   owner_email: emailAddress().optional().openapi({ description: 'Where owner notices go by e-mail' }),
@@ -144,6 +153,7 @@ const settingsFields = {
     .min(1)
     .max(200)
     .refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE)
+    .refine((v) => !ENCODED_WORD.test(v), ENCODED_WORD_RULE)
     .optional()
     .openapi({ description: 'Who the messages come from, named in every message' }),
   owner_events: z.array(NotifiableEvent).max(50).default([]),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseMailbox } from '../src/notifications.js';
+import { toValidationDetail } from '../src/common.js';
+import { NotificationSettingsUpdate, parseMailbox } from '../src/notifications.js';
 
 describe('a sender as one mailbox', () => {
   it('reads a bare address, plain words and a quoted name (commas and escaped quotes inside)', () => {
@@ -21,5 +22,29 @@ describe('a sender as one mailbox', () => {
     ]) {
       expect(parseMailbox(v), JSON.stringify(v)).toBeUndefined();
     }
+  });
+});
+
+describe('notification settings: what mail programs would show otherwise', () => {
+  const issues = (body: unknown) => {
+    const r = NotificationSettingsUpdate.safeParse(body);
+    return r.success ? [] : toValidationDetail(r.error.issues, 'body');
+  };
+
+  it('refuses an encoded word in the sender or the merchant name, which would carry refused characters past the check (found from outside)', () => {
+    // "PayPal Support" followed by U+202E and U+200B, as a mail program decodes it.
+    const hidden = '=?utf-8?b?UGF5UGFsIFN1cHBvcnTigK7igIs=?=';
+    for (const from of [`${hidden} <shop@example.com>`, `"${hidden}" <shop@example.com>`, '=?UTF-8?Q?Shop=E2=80=AE?= <a@b.example>']) {
+      expect(issues({ channels: { email: { from } } }).map((i) => i.loc)).toEqual([['body', 'channels', 'email', 'from']]);
+    }
+    expect(issues({ channels: {}, merchant_name: hidden }).map((i) => i.loc)).toEqual([['body', 'merchant_name']]);
+    // Plain names with the same characters in them are fine: "=?" alone is no encoded word.
+    expect(issues({ channels: { email: { from: 'Shop =? <shop@example.com>' } }, merchant_name: 'Is it =?b? here' })).toEqual([]);
+  });
+
+  it('a list given as a string is said to be the wrong type, once, not also "too long" as a string (found from outside)', () => {
+    expect(issues({ channels: { nostr: { relays: 'ws://127.0.0.1:12700' } } })).toEqual([
+      { loc: ['body', 'channels', 'nostr', 'relays'], msg: 'Invalid input: expected array, received string', type: 'invalid_type' },
+    ]);
   });
 });
