@@ -304,6 +304,45 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     await page.close();
   });
 
+  it('API reference: Authorize opens a modal dialog that keeps the focus, names its controls and gives the focus back (found from outside)', async () => {
+    const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
+    await page.goto(`${stack.api}/docs`);
+    const authorize = page.locator('.scheme-container button.authorize');
+    await authorize.waitFor();
+    await authorize.focus();
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'Available authorizations' });
+    await dialog.waitFor();
+    expect(await dialog.getAttribute('aria-modal')).toBe('true');
+    // The focus is on its first key field, and each field has its own id and one label naming it.
+    const fields = dialog.locator('input[type=text]');
+    expect(await fields.count()).toBe(3);
+    expect(await page.evaluate(() => document.activeElement === document.querySelector('.modal-ux input[type=text]'))).toBe(true);
+    const named = await fields.evaluateAll((els) => els.map((e) => [e.id, (e as HTMLInputElement).labels?.length ?? 0]));
+    expect(new Set(named.map(([id]) => id)).size).toBe(3);
+    expect(named.map(([, labels]) => labels)).toEqual([1, 1, 1]);
+    // Every control in it has a name (its close button was a bare "button").
+    const snapshot = await dialog.ariaSnapshot();
+    expect(snapshot).toContain('button "Close"');
+    expect(snapshot).not.toMatch(/- (button|textbox)\s*$/m);
+    // Tab and Shift+Tab go round inside it, never to the page behind.
+    const inside = () => page.evaluate(() => !!document.activeElement?.closest('.modal-ux'));
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Tab');
+      expect(await inside()).toBe(true);
+    }
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Shift+Tab');
+      expect(await inside()).toBe(true);
+    }
+    // Escape closes it, and the focus is back on Authorize.
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    expect(await page.evaluate(() => document.activeElement?.classList.contains('authorize'))).toBe(true);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it('API reference by keyboard: every focus stop is seen, with a 3 px ring of 3:1 contrast; its tabs are big enough (found from outside)', async () => {
     const { page, problems } = await openPage(await browser.newContext({ viewport: DESKTOP }));
     await page.goto(`${stack.api}/docs`);

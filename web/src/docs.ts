@@ -84,7 +84,70 @@ function sectionsNav(): void {
   document.getElementById('reference')!.before(nav);
 }
 
+/**
+ * Swagger UI's Authorize pop-up made a modal dialog (found from outside: no dialog role, the focus put in
+ * its last key field, Tab leaving it for the page behind, a close button without a name, its key fields
+ * sharing one id, so the first was named "Value:" three times and the others not at all, and the focus
+ * lost when it closed). Attributes and focus only: React keeps managing its elements.
+ */
+const FOCUSABLE =
+  'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
+/** Where the focus was outside the pop-up: it goes back there when the pop-up closes. */
+let opener: HTMLElement | null = null;
+let dialog: HTMLElement | null = null;
+const focusables = (root: HTMLElement) => [...root.querySelectorAll<HTMLElement>(FOCUSABLE)].filter((el) => el.getClientRects().length > 0);
+
+document.addEventListener('focusin', (e) => {
+  if (e.target instanceof HTMLElement && !e.target.closest('.dialog-ux')) opener = e.target;
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key !== 'Tab' || !dialog?.isConnected) return;
+  const stops = focusables(dialog);
+  if (!stops.length) return;
+  const at = stops.indexOf(document.activeElement as HTMLElement);
+  const to = at === -1 ? 0 : e.shiftKey && at === 0 ? stops.length - 1 : !e.shiftKey && at === stops.length - 1 ? 0 : undefined;
+  if (to === undefined) return;
+  e.preventDefault();
+  stops[to]!.focus();
+});
+
+function authorizeDialog(): void {
+  const modal = document.querySelector<HTMLElement>('#reference .dialog-ux .modal-ux');
+  if (!modal) {
+    if (dialog) {
+      dialog = null;
+      if (opener?.isConnected) opener.focus();
+    }
+    return;
+  }
+  modal.setAttribute('role', 'dialog');
+  modal.setAttribute('aria-modal', 'true');
+  const title = modal.querySelector('.modal-ux-header h3');
+  if (title) {
+    title.id ||= 'authorize-title';
+    modal.setAttribute('aria-labelledby', title.id);
+  }
+  modal.querySelector('.close-modal')?.setAttribute('aria-label', 'Close');
+  // One id per key field, its label pointing at it.
+  for (const [i, scheme] of modal.querySelectorAll('.auth-container').entries()) {
+    for (const input of scheme.querySelectorAll<HTMLInputElement>('input[id]:not([data-own-id])')) {
+      const shared = input.id;
+      input.id = `${shared}-${i}`;
+      input.dataset.ownId = '';
+      for (const label of scheme.querySelectorAll(`label[for="${shared}"]`)) label.setAttribute('for', input.id);
+    }
+  }
+  if (modal !== dialog) {
+    dialog = modal;
+    // Its first field, not the last one Swagger UI's autofocus left it on.
+    focusables(modal)
+      .find((el) => el.tagName === 'INPUT')
+      ?.focus();
+  }
+}
+
 new MutationObserver(() => {
   fix();
   sectionsNav();
+  authorizeDialog();
 }).observe(document.getElementById('reference')!, { childList: true, subtree: true });
