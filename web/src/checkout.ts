@@ -883,7 +883,9 @@ function showPayment(plan: PublicPlan, c: Checkout, body: Record<string, unknown
             ? status.replaceChildren(slowToApply(answer))
             : settledPaid(plan, answer, c.payment_id),
       (err) => {
-        status.textContent = stillChecking(err);
+        // Said once: a live region rewritten with the same words is read out again at every poll (found from outside).
+        const words = stillChecking(err);
+        if (status.textContent !== words) status.textContent = words;
         return false;
       },
       // The server answers again: a connection error said earlier is no longer true.
