@@ -29,10 +29,12 @@ function raw(url: string, headers: Record<string, string> = {}): Promise<{ statu
 
 describe('hosted pages', () => {
   let admin: ReturnType<typeof client>;
+  let adminKey = '';
   /** A plan on offer: its checkout address is the page. */
   let offered = '';
   beforeAll(async () => {
-    admin = client(stack.api, (await newWallets(stack.databaseUrl, 1))[0]!.admin_key);
+    adminKey = (await newWallets(stack.databaseUrl, 1))[0]!.admin_key;
+    admin = client(stack.api, adminKey);
     const res = await admin.post('/plans', { name: 'Page plan', amount_sats: 1000, interval: 'monthly' });
     expect(res.status).toBe(201);
     offered = res.body.id;
@@ -273,6 +275,30 @@ describe('hosted pages', () => {
         expect(res.status, `${method} ${token.slice(0, 20)}`).toBe(404);
       }
     }
+  });
+
+  it("the API's answers are kept by no cache: the portal's, chosen by a token header, owners', public ones and errors (found from outside: none said so)", async () => {
+    const checkout = await client(stack.api).post('/public/subscribe', { plan_id: offered, payment_method: 'lightning', email: 'cached@example.com' });
+    expect(checkout.status).toBe(201);
+    const token = new URL(checkout.body.manage_url).searchParams.get('token')!;
+    const answers = [
+      await fetch(`${stack.api}/public/manage/subscriptions`, { headers: { 'X-Subscriber-Token': token } }),
+      await fetch(`${stack.api}/plans`, { headers: { 'X-Api-Key': adminKey } }),
+      await fetch(`${stack.api}/public/plan/${offered}`),
+      await fetch(`${stack.api}/public/payment/${checkout.body.payment_id}/status`),
+      await fetch(`${stack.api}/plans/plan_01JUNKJUNKJUNKJUNKJUNKJUNK`, { headers: { 'X-Api-Key': adminKey } }),
+      await fetch(`${stack.api}/plans`),
+    ];
+    expect(answers.map((r) => [r.status, r.headers.get('cache-control')])).toEqual([
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [200, 'no-store'],
+      [404, 'no-store'],
+      [401, 'no-store'],
+    ]);
+    // The pages and the OpenAPI document keep theirs (revalidated).
+    expect((await fetch(`${stack.api}/openapi.json`)).headers.get('cache-control')).toBe('no-cache');
   });
 
   it('serves nothing outside the built assets', async () => {

@@ -296,9 +296,12 @@ export function createApp(d: GatewayDeps): GatewayApp {
           // One URL, two answers: a cache (the browser's own, for Back) must not give the page's JSON for the page.
           res.setHeader('Vary', 'Accept');
           if (prefersHtml(req)) answerAsPage(pages, match.route.page, req, res);
-          else res.setHeader('Cache-Control', 'no-store');
         }
         if (match?.kind !== 'route') return void app(req, res);
+        // An answer is for the one request: none is kept by a browser or a cache on the way (found from
+        // outside: the portal's subscriptions, chosen by a token header, came without it). A page made
+        // from a route's answer says its own.
+        res.setHeader('Cache-Control', 'no-store');
         const { route, params } = match;
         req.params = params;
         res.locals.routeId = route.id;
