@@ -25,8 +25,8 @@ export interface ClaimedWork<Row> {
    * answers learns to hold a few places, not a whole share, each for the whole timeout.
    */
   slow?: { share: number; forMs: number };
-  /** Does one piece and records how it went; true when it ran into its timeout (see `slow`). */
-  run: (row: Row) => Promise<boolean | void>;
+  /** Does one piece and records how it went; resolves `true` when it ran into its timeout (see `slow`). */
+  run: (row: Row) => Promise<unknown>;
   /** A piece whose outcome could not be recorded (its claim ends and it is done again); the poller is the worker's. */
   failed: (err: unknown, row: Row, poller: Poller) => void;
 }

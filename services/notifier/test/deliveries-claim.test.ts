@@ -79,8 +79,13 @@ afterAll(async () => {
   await drop?.();
 });
 
-const perEndpoint = (rows: { endpoint_id: string }[]) =>
-  rows.reduce<Record<string, number>>((m, r) => ({ ...m, [r.endpoint_id]: (m[r.endpoint_id] ?? 0) + 1 }), {});
+/** How many of the rows each key has. */
+function countBy<R>(rows: R[], key: (r: R) => string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of rows) counts[key(r)] = (counts[key(r)] ?? 0) + 1;
+  return counts;
+}
+const perEndpoint = (rows: { endpoint_id: string }[]) => countBy(rows, (r) => r.endpoint_id);
 
 describe('claimDue', () => {
   it('takes at most the share of an endpoint less what it has under way, earliest first, never of a deleted endpoint or not yet due', async () => {
@@ -137,8 +142,7 @@ describe('notifications claimDue', () => {
         created_at: at + i,
       })),
     );
-  const perChannel = (rows: { wallet_id: string; channel: string }[]) =>
-    rows.reduce<Record<string, number>>((m, r) => ({ ...m, [`${r.wallet_id}:${r.channel}`]: (m[`${r.wallet_id}:${r.channel}`] ?? 0) + 1 }), {});
+  const perChannel = (rows: { wallet_id: string; channel: string }[]) => countBy(rows, (r) => `${r.wallet_id}:${r.channel}`);
 
   it("takes at most a share of a wallet's channel less what it has under way; one at its share is passed over for the later due of others (found from outside)", async () => {
     // The hung owner's 40 notices are all due before any of the others'.
