@@ -307,6 +307,25 @@ describe('1b. a checkout paid before a cancel whose payment is handled after it'
     expect(after.current_period_end).toBeGreaterThan(paidAt + 27 * DAY);
   });
 
+  it('days the owner granted while pending, and after the cancel, are all on the paid period (found from outside: an extend after the cancel dropped 20 of 30)', async () => {
+    const p = await plan({ interval: 'monthly' });
+    const s = await subscribe(p.id, 'latecancelextend@example.com');
+    for (let i = 0; i < 2; i++) expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`)).status).toBe(200);
+    await paidThenHandledAfter(s.payment_id, s.subscription_id, async () => {
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
+      expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`)).status).toBe(200);
+    });
+    const after = await until(
+      () => sub(s.subscription_id),
+      (x) => x.has_access === true && x.current_period_end - x.current_period_start > 30 * DAY,
+    );
+    // A month and the 30 days granted (the bug left a month and 10).
+    const days = (after.current_period_end - after.current_period_start) / DAY;
+    expect(days).toBeGreaterThanOrEqual(28 + 30);
+    expect(days).toBeLessThanOrEqual(31 + 30);
+    expect(after.status).toBe('cancelled');
+  });
+
   it('cancelled at once: not applied (the period ended at the cancel), payment.unapplied for the owner to refund', async () => {
     const before = { current_period_start: 0, current_period_end: 0 };
     const { s } = await handledAfter('latecancelnow', async (s) => {

@@ -252,8 +252,11 @@ describe('lifecycle details', () => {
     const checkout = sub('pending', { period_index: 0, current_period_end: T0, pending_since: T0 });
     const extended = transition(checkout, { type: 'extend', days: 10 }, now).next;
     const paid = transition(extended, { type: 'first_payment', paid_at: T0 + 50 }, now).next;
-    const anchor = T0 + 50 + 10 * DAY;
-    expect(paid).toMatchObject({ current_period_start: T0 + 50, current_period_end: periodEnd(anchor, 1, 'monthly'), period_anchor: anchor });
+    // The days come after the paid month, as an extend after the payment adds them; later periods follow
+    // from there, as after any extend.
+    const end = periodEnd(T0 + 50, 1, 'monthly') + 10 * DAY;
+    expect(paid).toMatchObject({ current_period_start: T0 + 50, current_period_end: end, period_anchor: end, anchor_index: 1, period_index: 1 });
+    expect(transition(paid, { type: 'renewal_payment', paid_at: end - DAY }, now).next.current_period_end).toBe(periodEnd(end, 1, 'monthly'));
     // A payment older than the checkout it activates (a late one, applied to the contact's newer checkout) grants nothing.
     const newer = sub('pending', { period_index: 0, current_period_start: T0 + 100, current_period_end: T0 + 100, pending_since: T0 + 100 });
     expect(transition(newer, { type: 'first_payment', paid_at: T0 }, now).next).toMatchObject({
@@ -266,7 +269,35 @@ describe('lifecycle details', () => {
     const revived = transition(failed, { type: 'renewal_payment', paid_at: at }, now).next;
     const granted = failed.current_period_end - at;
     expect(granted).toBeGreaterThan(0);
-    expect(revived).toMatchObject({ current_period_start: at, period_anchor: at + granted, current_period_end: periodEnd(at + granted, 1, 'monthly') });
+    const revivedEnd = periodEnd(at, 1, 'monthly') + granted;
+    expect(revived).toMatchObject({ current_period_start: at, period_anchor: revivedEnd, anchor_index: 1, current_period_end: revivedEnd });
+  });
+
+  it('a checkout extended, then paid or extended after the payment: the same days, whatever the months (found from outside: 61 against 58)', () => {
+    const feb6 = Date.parse('2027-02-06T00:00:00Z') / 1000;
+    const checkout = sub('pending', { period_index: 0, period_anchor: feb6, current_period_start: feb6, current_period_end: feb6, pending_since: feb6 });
+    let before = checkout;
+    for (let i = 0; i < 3; i++) before = transition(before, { type: 'extend', days: 10 }, feb6).next;
+    const extendedFirst = transition(before, { type: 'first_payment', paid_at: feb6 }, feb6).next;
+    let paidFirst = transition(checkout, { type: 'first_payment', paid_at: feb6 }, feb6).next;
+    for (let i = 0; i < 3; i++) paidFirst = transition(paidFirst, { type: 'extend', days: 10 }, feb6).next;
+    expect(extendedFirst.current_period_end).toBe(Date.parse('2027-04-05T00:00:00Z') / 1000);
+    expect(paidFirst.current_period_end).toBe(extendedFirst.current_period_end);
+    // The periods after it agree too.
+    const renew = (x: SubState) => transition(x, { type: 'renewal_payment', paid_at: feb6 + DAY }, feb6 + DAY).next.current_period_end;
+    expect(renew(extendedFirst)).toBe(renew(paidFirst));
+  });
+
+  it('days granted to a checkout survive its cancel and a later extend, for a payment made before the cancel (found from outside: 20 of 30 days lost)', () => {
+    const feb6 = Date.parse('2027-02-06T00:00:00Z') / 1000;
+    let s = sub('pending', { period_index: 0, period_anchor: feb6, current_period_start: feb6, current_period_end: feb6, pending_since: feb6 });
+    for (let i = 0; i < 2; i++) s = transition(s, { type: 'extend', days: 10 }, feb6).next;
+    s = transition(s, { type: 'cancel', immediate: false, by: 'subscriber' }, feb6 + 60).next;
+    // A cancelled checkout gives no access: its end went back to its start, the days wait in the anchor.
+    expect(s).toMatchObject({ status: 'cancelled', current_period_end: feb6 });
+    s = transition(s, { type: 'extend', days: 10 }, feb6 + 70).next;
+    const paid = transition(s, { type: 'first_payment', paid_at: feb6 + 30 }, feb6 + 80).next;
+    expect(paid).toMatchObject({ status: 'cancelled', current_period_start: feb6 + 30, current_period_end: periodEnd(feb6 + 30, 1, 'monthly') + 30 * DAY });
   });
 
   it('payment_failed extended keeps where its dunning window starts (the grace end that lapsed), across extends, until a payment', () => {

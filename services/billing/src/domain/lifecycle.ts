@@ -93,18 +93,25 @@ const isCheckout = (s: Pick<SubState, 'period_index' | 'trial_end'>) => s.period
  * still ahead of `at`.
  */
 const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
-  const extended = isCheckout(s) ? Math.max(s.current_period_end, s.period_anchor) - s.current_period_start : s.current_period_end - at;
-  const granted = Math.max(0, extended);
+  const granted = Math.max(0, isCheckout(s) ? checkoutExtension(s) : s.current_period_end - at);
+  // Added to the paid period's end, as an extend after the payment adds them (found from outside: added
+  // before the month, a checkout extended 30 days got 61 days paid on 6 February, 58 extended after it).
+  const end = notPastLatest(periodEnd(at, 1, s.interval), granted);
   return {
     status: 'active',
-    period_anchor: at + granted,
-    anchor_index: 0,
+    ...(granted > 0 ? { period_anchor: end, anchor_index: 1 } : { period_anchor: at, anchor_index: 0 }),
     period_index: 1,
     current_period_start: at,
-    current_period_end: periodEnd(at + granted, 1, s.interval),
+    current_period_end: end,
     dunning_from: null,
   };
 };
+
+/**
+ * The days extends granted a checkout, kept for its first payment: where they moved its empty period's
+ * end, or, once a cancel set that back to the start, where they moved the anchor.
+ */
+const checkoutExtension = (s: SubState) => Math.max(s.current_period_end, s.period_anchor) - s.current_period_start;
 /** Into payment_failed: a step the scheduler makes late has its dunning window from now (dunningStartAt). */
 const paymentFailed = (s: SubState, now: number): Partial<SubState> => {
   const from = dunningStartAt(s, now);
@@ -252,14 +259,18 @@ const LIFECYCLE: readonly Rule[] = [
     // moving the anchor by the same days would land elsewhere when the months differ in length.
     apply: (s, e, now) => {
       const end = s.current_period_end + e.days * DAY_SECONDS;
-      if (end > LATEST_TIME) {
-        const left = Math.floor((LATEST_TIME - s.current_period_end) / DAY_SECONDS);
+      // A cancelled checkout keeps earlier extends' days in its anchor (its end went back to its start):
+      // these come on top (found from outside: an extend after the cancel dropped them, and a payment made
+      // before the cancel bought 20 days less than the owner had granted).
+      const anchor = (isCheckout(s) ? s.current_period_start + checkoutExtension(s) : s.current_period_end) + e.days * DAY_SECONDS;
+      if (anchor > LATEST_TIME) {
+        const left = Math.floor((LATEST_TIME - (anchor - e.days * DAY_SECONDS)) / DAY_SECONDS);
         const msg = `The period would end after 9999-12-31; at most ${Math.max(0, left)} more days can be added`;
         throw invalidFields([{ in: 'query', field: ['days'], msg, type: 'value_error' }]);
       }
       return {
         current_period_end: end,
-        period_anchor: end,
+        period_anchor: anchor,
         anchor_index: s.period_index,
         ...(inTrial(s, now) ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),
         // Without access the days wait for a payment; the time left to make it stays what it was.
