@@ -313,7 +313,10 @@ describe('1b. a checkout paid before a cancel whose payment is handled after it'
     for (let i = 0; i < 2; i++) expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`)).status).toBe(200);
     await paidThenHandledAfter(s.payment_id, s.subscription_id, async () => {
       expect((await admin.post(`/subscriptions/${s.subscription_id}/cancel`, {})).status).toBe(200);
-      expect((await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`)).status).toBe(200);
+      const extended = await admin.post(`/subscriptions/${s.subscription_id}/extend?days=10`);
+      expect(extended.status).toBe(200);
+      // The days wait for the payment: a cancelled checkout gets no access from them (found in review).
+      expect(extended.body).toMatchObject({ status: 'cancelled', has_access: false });
     });
     const after = await until(
       () => sub(s.subscription_id),

@@ -8,6 +8,7 @@ import {
   channelsReaching,
   hasAccess,
   reasonForSubscriber,
+  renewalTerms,
   startSubscription,
   transition,
   type LifecycleEvent,
@@ -269,8 +270,23 @@ describe('lifecycle details', () => {
     const revived = transition(failed, { type: 'renewal_payment', paid_at: at }, now).next;
     const granted = failed.current_period_end - at;
     expect(granted).toBeGreaterThan(0);
-    const revivedEnd = periodEnd(at, 1, 'monthly') + granted;
-    expect(revived).toMatchObject({ current_period_start: at, period_anchor: revivedEnd, anchor_index: 1, current_period_end: revivedEnd });
+    expect(revived).toMatchObject({ current_period_start: at, period_anchor: at + granted, current_period_end: periodEnd(at + granted, 1, 'monthly') });
+  });
+
+  it('payment_failed extended: the end a dunning notice promises "if paid by" holds across months of other lengths (found in review)', () => {
+    const jan15 = Date.parse('2027-01-15T00:00:00Z') / 1000;
+    const failed = sub('payment_failed', {
+      grace_period_days: 0,
+      period_anchor: jan15 - 31 * DAY,
+      current_period_start: jan15 - 31 * DAY,
+      current_period_end: jan15,
+    });
+    const at = jan15 + DAY;
+    const extended = transition(failed, { type: 'extend', days: 40 }, at).next;
+    const terms = renewalTerms(extended, at, { dunning_days: 60 })!;
+    const paidAt = Date.parse('2027-02-10T00:00:00Z') / 1000;
+    expect(paidAt).toBeLessThan((terms as { if_paid_by: number }).if_paid_by);
+    expect(transition(extended, { type: 'renewal_payment', paid_at: paidAt }, paidAt).next.current_period_end).toBe(terms.end);
   });
 
   it('a checkout extended, then paid or extended after the payment: the same days, whatever the months (found from outside: 61 against 58)', () => {
@@ -296,6 +312,9 @@ describe('lifecycle details', () => {
     // A cancelled checkout gives no access: its end went back to its start, the days wait in the anchor.
     expect(s).toMatchObject({ status: 'cancelled', current_period_end: feb6 });
     s = transition(s, { type: 'extend', days: 10 }, feb6 + 70).next;
+    // Still no access before a payment (found in review: the extend gave 10 days of it, never paid).
+    expect(s.current_period_end).toBe(feb6);
+    expect(hasAccess(s, feb6 + 80)).toBe(false);
     const paid = transition(s, { type: 'first_payment', paid_at: feb6 + 30 }, feb6 + 80).next;
     expect(paid).toMatchObject({ status: 'cancelled', current_period_start: feb6 + 30, current_period_end: periodEnd(feb6 + 30, 1, 'monthly') + 30 * DAY });
   });

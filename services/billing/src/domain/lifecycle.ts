@@ -93,18 +93,18 @@ const isCheckout = (s: Pick<SubState, 'period_index' | 'trial_end'>) => s.period
  * still ahead of `at`.
  */
 const freshPeriod = (s: SubState, at: number): Partial<SubState> => {
-  const granted = Math.max(0, isCheckout(s) ? checkoutExtension(s) : s.current_period_end - at);
-  // Added to the paid period's end, as an extend after the payment adds them (found from outside: added
-  // before the month, a checkout extended 30 days got 61 days paid on 6 February, 58 extended after it).
-  const end = notPastLatest(periodEnd(at, 1, s.interval), granted);
-  return {
-    status: 'active',
-    ...(granted > 0 ? { period_anchor: end, anchor_index: 1 } : { period_anchor: at, anchor_index: 0 }),
-    period_index: 1,
-    current_period_start: at,
-    current_period_end: end,
-    dunning_from: null,
-  };
+  const fresh = { status: 'active' as const, period_index: 1, current_period_start: at, dunning_from: null };
+  if (isCheckout(s)) {
+    // After the paid period, as an extend made after the payment puts them (found from outside: put before
+    // the month, a checkout extended 30 days got 61 days paid on 6 February, 58 extended after it).
+    const granted = Math.max(0, checkoutExtension(s));
+    const end = notPastLatest(periodEnd(at, 1, s.interval), granted);
+    return { ...fresh, ...(granted > 0 ? { period_anchor: end, anchor_index: 1 } : { period_anchor: at, anchor_index: 0 }), current_period_end: end };
+  }
+  // The days of the extended end still ahead: the period runs a whole interval past that end, the fixed
+  // date the dunning notices promised "if paid by" (renewalTerms), whenever the payment comes.
+  const anchor = at + Math.max(0, s.current_period_end - at);
+  return { ...fresh, period_anchor: anchor, anchor_index: 0, current_period_end: periodEnd(anchor, 1, s.interval) };
 };
 
 /**
@@ -258,18 +258,20 @@ const LIFECYCLE: readonly Rule[] = [
     // Later periods count whole intervals from the new end (a month after it, its day of the month kept):
     // moving the anchor by the same days would land elsewhere when the months differ in length.
     apply: (s, e, now) => {
-      const end = s.current_period_end + e.days * DAY_SECONDS;
       // A cancelled checkout keeps earlier extends' days in its anchor (its end went back to its start):
       // these come on top (found from outside: an extend after the cancel dropped them, and a payment made
-      // before the cancel bought 20 days less than the owner had granted).
-      const anchor = (isCheckout(s) ? s.current_period_start + checkoutExtension(s) : s.current_period_end) + e.days * DAY_SECONDS;
+      // before the cancel bought 20 days less than the owner had granted). Its end stays at its start: the
+      // days wait for a payment, as a pending checkout's do, and give no access before it (found in review).
+      const from = isCheckout(s) ? s.current_period_start + checkoutExtension(s) : s.current_period_end;
+      const anchor = from + e.days * DAY_SECONDS;
       if (anchor > LATEST_TIME) {
-        const left = Math.floor((LATEST_TIME - (anchor - e.days * DAY_SECONDS)) / DAY_SECONDS);
+        const left = Math.floor((LATEST_TIME - from) / DAY_SECONDS);
         const msg = `The period would end after 9999-12-31; at most ${Math.max(0, left)} more days can be added`;
         throw invalidFields([{ in: 'query', field: ['days'], msg, type: 'value_error' }]);
       }
+      const waits = isCheckout(s) && s.status === 'cancelled';
       return {
-        current_period_end: end,
+        current_period_end: waits ? s.current_period_end : anchor,
         period_anchor: anchor,
         anchor_index: s.period_index,
         ...(inTrial(s, now) ? { trial_end: s.trial_end + e.days * DAY_SECONDS } : {}),

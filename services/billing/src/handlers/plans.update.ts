@@ -24,7 +24,7 @@ export const updatePlanHandler = (d: Deps) =>
       if (await d.plans.update(d.db, next, version)) return next;
       // The writers that lost together try again spread out, not in step (found from outside: 48 edits
       // at once, a quarter of them ran out of tries).
-      await new Promise((r) => setTimeout(r, Math.random() * 5 * (i + 1)));
+      if (i + 1 < ATTEMPTS) await new Promise((r) => setTimeout(r, Math.random() * 5 * (i + 1)));
     }
     throw conflict('Plan was changed concurrently; retry');
   });
