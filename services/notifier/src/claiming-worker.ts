@@ -99,9 +99,13 @@ export class ClaimingWorker<Row> {
     return due.length > 0 || this.atShare(perGroup);
   }
 
-  /** Some group is at its share: more of it may be due, claimable as its pieces end. */
+  /**
+   * Some group has its whole share under way: more of it may be due, claimable as its pieces end. Counted
+   * as they are, not as `busy` counts a slow group: its few pieces end only at their timeout, and a round
+   * that waited on them held every other group's pieces for the poll interval (found in review).
+   */
   private atShare(perGroup: number): boolean {
-    for (const n of this.busy().values()) if (n >= perGroup) return true;
+    for (const n of this.groups.values()) if (n >= perGroup) return true;
     return false;
   }
 

@@ -5,7 +5,7 @@ import type { Message } from './channels/outcome.js';
 import { inEffect, merchantOf } from './channels/index.js';
 import type { Deps } from './deps.js';
 import { optOutKind, ownerMessage, PAYMENT_EVENTS, subscriberMessage, subscriberWants } from './domain/messages.js';
-import { contactMethods, ownerTargets, subscriberTargets, type StoredSettings } from './domain/settings.js';
+import { contactMethods, noticeRoute, ownerTargets, subscriberTargets, type StoredSettings } from './domain/settings.js';
 
 export const DELIVERY_ID_PREFIX = 'whd_';
 const NOTIFICATION_ID_PREFIX = 'ntf_';
@@ -171,6 +171,7 @@ export class EventRecorder {
           event: e.event,
           audience: p.audience,
           channel: p.channel,
+          route: noticeRoute(e.wallet_id, p.channel, settings.get(items[i]!)!.settings),
           recipient: p.to,
           subscription_id: e.data.subscription_id ?? null,
           plan_id: e.data.plan_id ?? null,

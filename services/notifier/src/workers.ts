@@ -9,7 +9,7 @@ import type { Message } from './channels/outcome.js';
 import type { Deps } from './deps.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from './domain/retry.js';
 import type { AttemptOutcome, ClaimedDelivery } from './store/deliveries.repo.js';
-import type { NotificationRecord } from './store/notifications.repo.js';
+import { type NotificationRecord, routeOf } from './store/notifications.repo.js';
 import { outcomeLabel } from './metrics.js';
 import { sendWebhook } from './webhook-sender.js';
 
@@ -147,16 +147,14 @@ export class WebhookWorker {
 
 /**
  * Notices under way at once, and claimed at a time once that many are done (see ClaimingWorker). Of
- * one wallet's channel (its own mail server, its bot, its relays) at most NOTICES_PER_CHANNEL, and
+ * one route (the servers a notice goes through: noticeRoute) at most NOTICES_PER_ROUTE, and
  * NOTICES_SLOW_SHARE once one of them ran into its timeout: one owner's mail server that never answers
  * holds up its own notices, not every owner's (found from outside: it took every place).
  */
 const NOTICES_IN_FLIGHT = 32;
 const NOTICES_CLAIM = 8;
-const NOTICES_PER_CHANNEL = 16;
+const NOTICES_PER_ROUTE = 16;
 const NOTICES_SLOW_SHARE = 2;
-/** The group a notice's share counts in: the wallet's channel (the servers it is sent through). */
-const noticeChannelOf = (n: NotificationRecord): string => `${n.wallet_id}:${n.channel}`;
 
 /**
  * Due notifications on every channel, each sent on its own (a mail server that hangs holds up its own
@@ -170,10 +168,10 @@ export function notificationWorker(d: Deps, intervalMs: number): ClaimingWorker<
     inFlight: NOTICES_IN_FLIGHT,
     claim: NOTICES_CLAIM,
     claimDue: (want, running, busy) =>
-      d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS, running, { perChannel: NOTICES_PER_CHANNEL, busy })),
+      d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS, running, { perRoute: NOTICES_PER_ROUTE, busy })),
     idOf: (n) => n.id,
-    groupOf: noticeChannelOf,
-    perGroup: NOTICES_PER_CHANNEL,
+    groupOf: routeOf,
+    perGroup: NOTICES_PER_ROUTE,
     slow: { share: NOTICES_SLOW_SHARE, forMs: SLOW_FOR_MS },
     run: (n) => notify(d, n),
     failed: (err, n, poller) => {

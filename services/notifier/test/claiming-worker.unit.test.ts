@@ -119,4 +119,33 @@ describe('ClaimingWorker', () => {
     expect(busySeen.at(-1)).toEqual(new Map());
     await worker.stop();
   });
+
+  it('a slow group with its few places taken does not hold the next round for the poll interval (found in review)', async () => {
+    let due: string[] = ['hung:1'];
+    const never = new Promise<boolean>(() => undefined);
+    const worker = new ClaimingWorker<string>('test', 2_000, pino({ level: 'silent' }), {
+      inFlight: 400,
+      claim: 50,
+      claimDue: async () => {
+        const out = due;
+        due = [];
+        return out;
+      },
+      idOf: (id) => id,
+      groupOf: (id) => id.split(':')[0]!,
+      perGroup: 100,
+      slow: { share: 4, forMs: 60_000 },
+      // The first hung piece times out at once (the group is slow); the next ones never end.
+      run: async (id) => (id === 'hung:1' ? true : id.startsWith('hung') ? never : false),
+      failed: () => undefined,
+    });
+    await worker.round();
+    await new Promise((r) => setImmediate(r));
+    due = ['hung:2', 'hung:3', 'hung:4', 'hung:5'];
+    await worker.round();
+    due = ['fast:1'];
+    const started = Date.now();
+    await worker.round();
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
 });

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../../../test/support/stack.js';
 import { DeliveriesRepo } from '../src/store/deliveries.repo.js';
 import { EndpointsRepo } from '../src/store/endpoints.repo.js';
-import { NotificationsRepo } from '../src/store/notifications.repo.js';
+import { type NotificationRecord, NotificationsRepo, routeOf } from '../src/store/notifications.repo.js';
 import { migrations } from '../src/store/migrations.js';
 
 /**
@@ -122,8 +122,8 @@ describe('claimDue', () => {
 });
 
 describe('notifications claimDue', () => {
-  /** `n` notices of a wallet's channel, due from `at` on (one a second). */
-  const notices = (wallet: string, channel: 'email' | 'messenger', n: number, at: number) =>
+  /** `n` notices of a wallet's channel through `route` (null: recorded by older code), due from `at` on (one a second). */
+  const notices = (wallet: string, channel: 'email' | 'messenger', route: string | null, n: number, at: number) =>
     notifications.recordMany(
       db,
       Array.from({ length: n }, (_, i) => ({
@@ -133,6 +133,7 @@ describe('notifications claimDue', () => {
         event: 'subscription.created',
         audience: 'owner' as const,
         channel,
+        route,
         recipient: 'owner',
         subscription_id: null,
         plan_id: null,
@@ -142,27 +143,43 @@ describe('notifications claimDue', () => {
         created_at: at + i,
       })),
     );
-  const perChannel = (rows: { wallet_id: string; channel: string }[]) => countBy(rows, (r) => `${r.wallet_id}:${r.channel}`);
+  const perRoute = (rows: NotificationRecord[]) => countBy(rows, routeOf);
+  const release = () => db.query(`UPDATE notifier.notifications SET status = 'delivered' WHERE status = 'pending'`);
 
-  it("takes at most a share of a wallet's channel less what it has under way; one at its share is passed over for the later due of others (found from outside)", async () => {
+  it('takes at most a share of a route less what it has under way; one at its share is passed over for the later due of others (found from outside)', async () => {
     // The hung owner's 40 notices are all due before any of the others'.
-    await notices('wal_hung', 'email', 40, NOW - 500);
-    await notices('wal_hung', 'messenger', 3, NOW - 400);
-    await notices('wal_ok', 'email', 5, NOW - 300);
-    const first = await notifications.claimDue(db, NOW, 32, 60, [], { perChannel: 16, busy: new Map() });
-    // The window of the earliest due is the hung owner's e-mail: its share, and the rest of the window.
-    expect(perChannel(first)).toEqual({ 'wal_hung:email': 16, 'wal_hung:messenger': 3, 'wal_ok:email': 5 });
-    // Its e-mail at its share (and made slow: 16 - 2 more counted): passed over, none of it claimed.
-    const second = await notifications.claimDue(db, NOW, 32, 60, [], { perChannel: 16, busy: new Map([['wal_hung:email', 16 + 14]]) });
+    await notices('wal_hung', 'email', 'email:wal_hung', 40, NOW - 500);
+    await notices('wal_hung', 'messenger', 'messenger', 3, NOW - 400);
+    await notices('wal_ok', 'email', 'email', 5, NOW - 300);
+    const first = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 16, busy: new Map() });
+    expect(perRoute(first)).toEqual({ 'email:wal_hung': 16, messenger: 3, email: 5 });
+    // At its share (and made slow: 16 - 2 more counted): passed over, none of it claimed.
+    const second = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 16, busy: new Map([['email:wal_hung', 16 + 14]]) });
     expect(second).toEqual([]);
     // Two of its 16 ended: two more of it, earliest first.
-    const third = await notifications.claimDue(db, NOW, 32, 60, [], { perChannel: 16, busy: new Map([['wal_hung:email', 14]]) });
+    const third = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 16, busy: new Map([['email:wal_hung', 14]]) });
     expect(third.map((r) => r.id).sort()).toEqual(['ntf_wal_hung_email_16', 'ntf_wal_hung_email_17']);
+    await release();
+  });
+
+  it('a large backlog of one route, under its share, does not keep a later due notice of another route out (found in review)', async () => {
+    await notices('wal_big', 'email', 'email:wal_big', 500, NOW - 1000);
+    await notices('wal_other', 'messenger', 'messenger', 1, NOW - 10);
+    const got = await notifications.claimDue(db, NOW, 24, 60, [], { perRoute: 16, busy: new Map([['email:wal_big', 8]]) });
+    expect(perRoute(got)).toEqual({ 'email:wal_big': 8, messenger: 1 });
+    await release();
+  });
+
+  it('notices recorded without a route (by older code) count by wallet and channel', async () => {
+    await notices('wal_old', 'email', null, 10, NOW - 100);
+    const got = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 4, busy: new Map([['wal_old:email', 1]]) });
+    expect(perRoute(got)).toEqual({ 'wal_old:email': 3 });
+    await release();
   });
 
   it('two replicas claiming at once never take the same notice', async () => {
-    await notices('wal_many', 'email', 30, NOW - 50);
-    const share = { perChannel: 20, busy: new Map<string, number>() };
+    await notices('wal_many', 'email', 'email:wal_many', 30, NOW - 50);
+    const share = { perRoute: 20, busy: new Map<string, number>() };
     const [one, two] = await Promise.all([notifications.claimDue(db, NOW, 15, 60, [], share), notifications.claimDue(db, NOW, 15, 60, [], share)]);
     const ids = [...one, ...two].map((r) => r.id);
     expect(new Set(ids).size).toBe(ids.length);

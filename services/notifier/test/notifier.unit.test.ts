@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '@sb/contracts';
 import { EventName, SubscriberNotice, SWITCHABLE_NOTICES } from '@sb/contracts';
 import { ownerMessage, subscriberMessage, subscriberWants } from '../src/domain/messages.js';
-import { contactMethods, mergeSettings, SettingsError, subscriberTargets, viewSettings } from '../src/domain/settings.js';
+import { contactMethods, defaultSettings, mergeSettings, noticeRoute, SettingsError, subscriberTargets, viewSettings } from '../src/domain/settings.js';
 import { GIVE_UP_AFTER_S, nextAttemptAt } from '../src/domain/retry.js';
 import { checkWebhookUrl, guardedLookup, isPrivateAddress, UrlNotAllowed } from '@sb/runtime';
 import { sendWebhook } from '../src/webhook-sender.js';
@@ -759,6 +759,18 @@ describe('notification settings', () => {
     // Preferred Nostr, but the plan has no Nostr channel: every contact it covers.
     expect(subscriberTargets(s, { ...c, contact_preference: 'nostr' })).toHaveLength(2);
     expect(contactMethods(s)).toEqual(['email', 'messenger']);
+  });
+});
+
+describe('notice routes (the share of the notice worker each gets)', () => {
+  it("an owner's own mail server and relays are the wallet's; the server's mail server and the Bot API are one route for all (found in review)", () => {
+    const server = defaultSettings(true);
+    const own = { ...server, channels: { ...server.channels, email: { own_smtp: true, from: null, owner_email: null } } };
+    expect(noticeRoute('wal_a', 'email', server)).toBe('email');
+    expect(noticeRoute('wal_b', 'email', server)).toBe('email');
+    expect(noticeRoute('wal_a', 'email', own)).toBe('email:wal_a');
+    expect(noticeRoute('wal_a', 'messenger', own)).toBe('messenger');
+    expect(noticeRoute('wal_a', 'nostr', own)).toBe('nostr:wal_a');
   });
 });
 

@@ -38,6 +38,18 @@ const kept = (events: readonly string[]): string[] => [...new Set([...events, ..
 /** As shown: the ones the list switches. */
 const switchable = (events: readonly string[]): string[] => events.filter((e) => !ALWAYS_SENT_NOTICES.includes(e));
 
+/**
+ * The servers a notice goes through, as the notice worker shares its places (a share each): the owner's
+ * own mail server or relays are the wallet's alone; the server's mail server (SMTP_URL) and the messenger's
+ * Bot API are shared by every wallet, so one of them hanging holds one share, not one per wallet (found in
+ * review: each wallet's share of a hung shared server filled every place).
+ */
+export function noticeRoute(walletId: string, channel: NotificationChannel, s: StoredSettings): string {
+  if (channel === 'messenger') return 'messenger';
+  if (channel === 'email' && !s.channels.email?.own_smtp) return 'email';
+  return `${channel}:${walletId}`;
+}
+
 export class SettingsError extends Error {
   constructor(
     readonly loc: (string | number)[],

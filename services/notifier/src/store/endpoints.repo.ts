@@ -44,8 +44,7 @@ export class EndpointsRepo {
     ]);
   }
 
-  /** Only the wallet's own, live endpoints: anything else is "not found". */
-  /** A live endpoint of the wallet; `withDeleted`, a deleted one too. */
+  /** Only the wallet's own, live endpoints (`withDeleted`: deleted ones too): anything else is "not found". */
   async get(q: Queryable, walletId: string, id: string, withDeleted = false): Promise<EndpointRecord | undefined> {
     const { rows } = await q.query<EndpointRecord>(
       `SELECT ${COLS} FROM ${this.schema}.endpoints WHERE id = $1 AND wallet_id = $2 AND ($3 OR deleted_at IS NULL)`,

@@ -187,4 +187,15 @@ CREATE TABLE messenger_links (
     // claimDue takes each endpoint's earliest due deliveries, a few per endpoint (a fair share).
     sql: `CREATE INDEX deliveries_endpoint_due ON deliveries (endpoint_id, next_attempt_at) WHERE status = 'pending';`,
   },
+  {
+    id: 105,
+    name: 'the servers a notification goes through',
+    // A column older code leaves empty (its rows count by wallet and channel) and an index it does not need.
+    compatible: true,
+    // claimDue takes each route's earliest due notifications, a share per route (a mail server that hangs
+    // holds its own places only); the expression is routeSql (notifications.repo).
+    sql: `
+ALTER TABLE notifications ADD COLUMN IF NOT EXISTS route TEXT;
+CREATE INDEX notifications_route_due ON notifications ((COALESCE(route, wallet_id || ':' || channel)), next_attempt_at) WHERE status = 'pending';`,
+  },
 ];

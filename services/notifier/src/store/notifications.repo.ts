@@ -9,6 +9,8 @@ export interface NotificationRecord {
   event: string;
   audience: 'subscriber' | 'owner';
   channel: 'email' | 'messenger' | 'nostr';
+  /** The servers it goes through (noticeRoute); null on rows older code recorded: see routeOf. */
+  route: string | null;
   recipient: string;
   subscription_id: string | null;
   plan_id: string | null;
@@ -24,7 +26,14 @@ export interface NotificationRecord {
   created_at: number;
 }
 
-const COLS = `id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed,
+/**
+ * A notification's route as the claim counts it (the expression of notifications_route_due): rows recorded
+ * without one count by wallet and channel. `t`: a table alias and its dot, if any.
+ */
+const routeSql = (t = '') => `COALESCE(${t}route, ${t}wallet_id || ':' || ${t}channel)`;
+export const routeOf = (n: Pick<NotificationRecord, 'route' | 'wallet_id' | 'channel'>): string => n.route ?? `${n.wallet_id}:${n.channel}`;
+
+const COLS = `id, wallet_id, event_id, event, audience, channel, route, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed,
   status, attempt_count, retry_from, next_attempt_at, last_error, delivered_at, created_at`;
 
 export class NotificationsRepo {
@@ -42,12 +51,12 @@ export class NotificationsRepo {
     const col = <K extends keyof (typeof rs)[number]>(k: K) => rs.map((r) => r[k]);
     const { rows } = await q.query<{ event_id: string }>(
       `INSERT INTO ${this.schema}.notifications (id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id,
-         subject, body_sealed, status, next_attempt_at, created_at)
+         subject, body_sealed, status, next_attempt_at, created_at, route)
        SELECT id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed, 'pending',
-              created_at, created_at
+              created_at, created_at, route
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-                     $12::text[], $13::bigint[])
-           AS r(id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed, created_at)
+                     $12::text[], $13::bigint[], $14::text[])
+           AS r(id, wallet_id, event_id, event, audience, channel, recipient, subscription_id, plan_id, settings_plan_id, subject, body_sealed, created_at, route)
        ON CONFLICT DO NOTHING
        RETURNING event_id`,
       [
@@ -64,36 +73,49 @@ export class NotificationsRepo {
         col('subject'),
         col('body_sealed'),
         col('created_at'),
+        col('route'),
       ],
     );
     return rows.map((r) => r.event_id);
   }
 
-  /** Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue), `running` left out. */
+  /**
+   * Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue), `running` left out. Of each route
+   * (routeOf: the servers a notice goes through) only as many as make `perRoute` with those `busy` has
+   * under way here: found from outside, one owner's mail server that never greets, with a batch of
+   * notices due, took every place, and every owner's notices waited behind it.
+   */
   async claimDue(
     q: Queryable,
     now: number,
     limit: number,
     leaseS: number,
     running: readonly string[] = [],
-    fair: { perChannel: number; busy: ReadonlyMap<string, number> } = { perChannel: limit, busy: new Map() },
+    fair: { perRoute: number; busy: ReadonlyMap<string, number> } = { perRoute: limit, busy: new Map() },
   ): Promise<NotificationRecord[]> {
-    // Of each wallet's channel ("wallet:channel", as the worker counts it) only as many as make
-    // `perChannel` with those `busy` has under way here. A channel at its share is left out of the scan;
-    // among the earliest due of the others (a window of a few claims) each takes the rest of its share.
-    // A channel that fills its share in the window leaves fewer claimed this round, and is left out of
-    // the next.
-    const full = [...fair.busy].filter(([, n]) => n >= fair.perChannel).map(([g]) => g);
+    // Candidates first, without locks: each route's earliest due, as many as its share leaves (an index
+    // probe per route, found by a skip scan over the routes with pending notices), then the earliest of
+    // those; only they are locked, SKIP LOCKED, and checked again. Per route, not among the earliest due
+    // overall: a large backlog of one route (a plan archive's mails) would fill that window claim after
+    // claim and keep every other route's notices out (found in review).
     const { rows } = await q.query<NotificationRecord>(
-      `WITH window_ AS (
-         SELECT id, wallet_id || ':' || channel AS grp, next_attempt_at FROM ${this.schema}.notifications
-          WHERE status = 'pending' AND next_attempt_at <= $1 AND NOT (id = ANY($4::text[])) AND NOT (wallet_id || ':' || channel = ANY($8::text[]))
-          ORDER BY next_attempt_at LIMIT $2 * 4),
+      `WITH RECURSIVE routes AS (
+         (SELECT ${routeSql()} AS r FROM ${this.schema}.notifications WHERE status = 'pending' ORDER BY 1 LIMIT 1)
+         UNION ALL
+         SELECT (SELECT ${routeSql()} FROM ${this.schema}.notifications
+                  WHERE status = 'pending' AND ${routeSql()} > routes.r ORDER BY 1 LIMIT 1)
+           FROM routes WHERE routes.r IS NOT NULL),
        candidates AS (
-         SELECT w.id FROM (SELECT *, row_number() OVER (PARTITION BY grp ORDER BY next_attempt_at, id) AS k FROM window_) w
-           LEFT JOIN unnest($5::text[], $7::int[]) AS u(grp, n) ON u.grp = w.grp
-          WHERE w.k <= $6 - COALESCE(u.n, 0)
-          ORDER BY w.next_attempt_at LIMIT $2),
+         SELECT x.id, x.next_attempt_at
+           FROM routes
+           LEFT JOIN unnest($5::text[], $7::int[]) AS u(r, n) ON u.r = routes.r
+           CROSS JOIN LATERAL (
+             SELECT n.id, n.next_attempt_at FROM ${this.schema}.notifications n
+              WHERE n.status = 'pending' AND ${routeSql('n.')} = routes.r
+                AND n.next_attempt_at <= $1 AND NOT (n.id = ANY($4::text[]))
+              ORDER BY ${routeSql('n.')}, n.next_attempt_at LIMIT GREATEST(0, $6 - COALESCE(u.n, 0))) x
+          WHERE routes.r IS NOT NULL
+          ORDER BY x.next_attempt_at LIMIT $2),
        due AS (
          SELECT n.id FROM ${this.schema}.notifications n JOIN candidates c ON c.id = n.id
           WHERE n.status = 'pending' AND n.next_attempt_at <= $1
@@ -102,7 +124,7 @@ export class NotificationsRepo {
        RETURNING ${COLS.split(',')
          .map((c) => `n.${c.trim()}`)
          .join(', ')}`,
-      [now, limit, leaseS, running, [...fair.busy.keys()], fair.perChannel, [...fair.busy.values()], full],
+      [now, limit, leaseS, running, [...fair.busy.keys()], fair.perRoute, [...fair.busy.values()]],
     );
     return rows;
   }
