@@ -25,8 +25,16 @@ export const ID_PREFIXES = {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
 export const NOT_IN_NAMES = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
 export const NAME_RULE = 'must be one line of text without invisible or direction-changing characters';
-/** A string shown to people as a name: `NOT_IN_NAMES` refused. */
-export const shownName = (s: z.ZodString) => s.refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE);
+/**
+ * An RFC 2047 encoded word (`=?utf-8?b?…?=`): a mail program shows it decoded, in a subject or a sender's
+ * name, so it would carry the characters refused in names past the check (found from outside). Names are
+ * encoded by the server when it sends; none is taken already encoded.
+ */
+export const ENCODED_WORD = /=\?[^?\s]+\?[bq]\?[^?\s]*\?=/i;
+export const ENCODED_WORD_RULE = 'must be plain text, not an encoded word (=?charset?B?...?=): the server encodes it when sending';
+
+/** A string shown to people as a name (in pages, and in messages' subjects and senders): `NOT_IN_NAMES` and encoded words refused. */
+export const shownName = (s: z.ZodString) => s.refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE).refine((v) => !ENCODED_WORD.test(v), ENCODED_WORD_RULE);
 
 /**
  * Free text shown to people (a plan's description): lines, tabs and the marks right-to-left writing needs

@@ -1,5 +1,5 @@
 import { z } from './zod.js';
-import { emailAddress, Id, NAME_RULE, NOT_IN_NAMES, PaginationQuery, telegram, UnixSeconds } from './common.js';
+import { emailAddress, ENCODED_WORD, ENCODED_WORD_RULE, Id, NOT_IN_NAMES, PaginationQuery, shownName, telegram, UnixSeconds } from './common.js';
 import { EventName } from './events.js';
 import { ContactPreference } from './nwc.js';
 import { UnsubscribeKind } from './subscriptions.js';
@@ -92,14 +92,6 @@ export function parseMailbox(v: string): { name: string; address: string } | und
   return bare ? { name: '', address: bare[1]! } : undefined;
 }
 
-/**
- * An RFC 2047 encoded word (`=?utf-8?b?…?=`): a mail program shows it decoded, so it would carry the
- * invisible and direction-changing characters refused in names past the check (found from outside). Names
- * are encoded by the server when sent; none is taken already encoded.
- */
-const ENCODED_WORD = /=\?[^?\s]+\?[bq]\?[^?\s]*\?=/i;
-const ENCODED_WORD_RULE = 'must be plain text, not an encoded word (=?charset?B?...?=): the server encodes it when sending';
-
 const EmailChannelIn = z.strictObject({
   smtp_url: SmtpUrl.nullable().optional().openapi({
     description: "The owner's own mail server (secret: contains the password). Omitted: the one stored before, else the server's SMTP_URL; null: the server's",
@@ -147,15 +139,7 @@ const settingsFields = {
       nostr: NostrChannelIn.nullable().optional(),
     })
     .openapi({ description: 'A channel set to null (or left out) is off' }),
-  merchant_name: z
-    .string()
-    .trim()
-    .min(1)
-    .max(200)
-    .refine((v) => !NOT_IN_NAMES.test(v), NAME_RULE)
-    .refine((v) => !ENCODED_WORD.test(v), ENCODED_WORD_RULE)
-    .optional()
-    .openapi({ description: 'Who the messages come from, named in every message' }),
+  merchant_name: shownName(z.string().trim().min(1).max(200)).optional().openapi({ description: 'Who the messages come from, named in every message' }),
   owner_events: z.array(NotifiableEvent).max(50).default([]),
   subscriber_events: z
     .array(SubscriberNotice)

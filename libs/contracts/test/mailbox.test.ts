@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { toValidationDetail } from '../src/common.js';
 import { NotificationSettingsUpdate, parseMailbox } from '../src/notifications.js';
+import { PlanCreate } from '../src/plans.js';
 
 describe('a sender as one mailbox', () => {
   it('reads a bare address, plain words and a quoted name (commas and escaped quotes inside)', () => {
@@ -38,6 +39,9 @@ describe('notification settings: what mail programs would show otherwise', () =>
       expect(issues({ channels: { email: { from } } }).map((i) => i.loc)).toEqual([['body', 'channels', 'email', 'from']]);
     }
     expect(issues({ channels: {}, merchant_name: hidden }).map((i) => i.loc)).toEqual([['body', 'merchant_name']]);
+    // Plan names too: they are in messages' subjects (found in review: a subject passed it on as it was).
+    expect(PlanCreate.safeParse({ name: hidden, amount_sats: 1000, interval: 'monthly' }).success).toBe(false);
+    expect(PlanCreate.safeParse({ name: 'Gold', amount_sats: 1000, interval: 'monthly' }).success).toBe(true);
     // Plain names with the same characters in them are fine: "=?" alone is no encoded word.
     expect(issues({ channels: { email: { from: 'Shop =? <shop@example.com>' } }, merchant_name: 'Is it =?b? here' })).toEqual([]);
   });
