@@ -105,7 +105,8 @@ document.addEventListener('keydown', (e) => {
   const stops = focusables(dialog);
   if (!stops.length) return;
   const at = stops.indexOf(document.activeElement as HTMLElement);
-  const to = at === -1 ? 0 : e.shiftKey && at === 0 ? stops.length - 1 : !e.shiftKey && at === stops.length - 1 ? 0 : undefined;
+  const first = e.shiftKey ? stops.length - 1 : 0;
+  const to = at === -1 ? first : e.shiftKey && at === 0 ? stops.length - 1 : !e.shiftKey && at === stops.length - 1 ? 0 : undefined;
   if (to === undefined) return;
   e.preventDefault();
   stops[to]!.focus();
@@ -139,10 +140,10 @@ function authorizeDialog(): void {
   }
   if (modal !== dialog) {
     dialog = modal;
-    // Its first field, not the last one Swagger UI's autofocus left it on.
-    focusables(modal)
-      .find((el) => el.tagName === 'INPUT')
-      ?.focus();
+    // Its first field, not the last one Swagger UI's autofocus left it on; with none (every scheme
+    // authorized already), its first control (found in review: the focus stayed behind it).
+    const stops = focusables(modal);
+    (stops.find((el) => el.tagName === 'INPUT') ?? stops[0])?.focus();
   }
 }
 
