@@ -357,4 +357,23 @@ describe('PayPal wallet-processor adapter', () => {
       delete server.faults.status;
     }
   });
+
+  it('an answer that stops mid-body, or never ends, is PayPal unavailable (a 503), read no further than 1 MiB (found from outside: "not verified", and 1.2 GB read)', async () => {
+    const paypal = new PaypalClient(settings({ timeoutMs: 1_500 }));
+    const { order } = await paypal.createOrder(request());
+    const genuine = server.sign(server.event('CHECKOUT.ORDER.APPROVED', order.id));
+    const t = transmissionOf(genuine.headers)!;
+    for (const body of ['stall', 'endless'] as const) {
+      server.faults.body = body;
+      try {
+        const before = process.memoryUsage().rss;
+        const err = await paypal.verifyWebhook(t, genuine.body).catch((e) => e);
+        expect(err, body).toBeInstanceOf(ProviderUnavailableError);
+        expect(err.reason, body).toMatch(body === 'stall' ? /verify-webhook-signature: .*(abort|time)/i : /larger than 1048576 bytes/);
+        expect(process.memoryUsage().rss - before, body).toBeLessThan(200 * 1024 * 1024);
+      } finally {
+        delete server.faults.body;
+      }
+    }
+  });
 });

@@ -46,9 +46,7 @@ export async function fetchJson(
     throw new ProviderUnavailableError(`${provider} ${init.method} ${new URL(url).pathname}: ${why}`);
   }
   const where = `${provider} ${init.method} ${new URL(url).pathname}`;
-  const text = await boundedText(res, MAX_ANSWER_BYTES).catch((err: Error) => {
-    throw new ProviderUnavailableError(`${where}: ${err.message}`);
-  });
+  const text = await answerText(res, where);
   if (!res.ok) {
     // An error page may echo the request (a proxy's, say): the key it carried never reaches the log.
     const said = init.apiKey ? text.split(init.apiKey).join('[key]') : text;
@@ -63,6 +61,16 @@ export async function fetchJson(
 
 /** No provider answer we read is near this; an endless one must not fill the process's memory. */
 const MAX_ANSWER_BYTES = 1024 * 1024;
+
+/**
+ * A provider's answer body as text: one that stops coming (the request's timeout) or passes
+ * MAX_ANSWER_BYTES is the provider unavailable, `where` naming the call.
+ */
+export function answerText(res: Response, where: string): Promise<string> {
+  return boundedText(res, MAX_ANSWER_BYTES).catch((err: Error) => {
+    throw new ProviderUnavailableError(`${where}: ${err.message}`);
+  });
+}
 
 /** The body as text, refused (and the rest not read) past `max` bytes. */
 async function boundedText(res: Response, max: number): Promise<string> {

@@ -2,7 +2,7 @@ import { type Clock, type Logger, rejected, unixSeconds } from '@sb/runtime';
 import type { CallbackOutcome, CallbackReader, PaymentLookup } from './callback.js';
 import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
-import { logProviderFailure, ProviderUnavailableError } from './http.js';
+import { answerText, logProviderFailure, ProviderUnavailableError } from './http.js';
 import type { PayerReturnUrl, ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
 import { secretSetting, urlSetting } from './http.js';
 
@@ -171,7 +171,9 @@ export class PaypalClient {
       const e = err as Error;
       throw new ProviderUnavailableError(`paypal ${method} ${path}: ${e.name === 'TimeoutError' ? `no answer within ${this.s.timeoutMs} ms` : e.message}`);
     }
-    const text = await res.text().catch(() => '');
+    // Bounded, and a body that stops coming is PayPal unavailable (found from outside: read as an empty
+    // answer, a stalled verification was "not verified", 400; an endless one was read to 1.2 GB).
+    const text = await answerText(res, `paypal ${method} ${path}`);
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;

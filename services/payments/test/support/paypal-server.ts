@@ -73,7 +73,11 @@ export interface PaypalServer {
   tokenLifetimeS: number;
   /** The next answers: this status (a PayPal 5xx body) instead, or after a delay. */
   /** `minimalCapture`: captures answer minimal whatever `Prefer` says (as a proxy that drops the header would). */
-  faults: { status?: number; delayMs?: number; minimalCapture?: boolean };
+  /**
+   * `stall`: the headers and the start of the body, then nothing (a PayPal that hangs mid-answer);
+   * `endless`: a 200 whose body never ends.
+   */
+  faults: { status?: number; delayMs?: number; minimalCapture?: boolean; body?: 'stall' | 'endless' };
   /** Invalidates every token issued so far, as PayPal does when it rotates them early. */
   revokeTokens(): void;
   /** The payer logs in and approves the order; its capture will come out as `capture` (COMPLETED unless said). */
@@ -358,6 +362,20 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
       if (server.faults.delayMs) await new Promise((r) => setTimeout(r, server.faults.delayMs));
       if (server.faults.status)
         return send(res, server.faults.status, apiError(server.faults.status, 'INTERNAL_SERVER_ERROR', 'An internal server error has occurred.').body);
+      if (server.faults.body) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"verification_status":"SUC');
+        if (server.faults.body === 'endless') {
+          const chunk = ' '.repeat(64 * 1024);
+          const more = () => {
+            while (!res.destroyed && res.write(chunk));
+            if (!res.destroyed) res.once('drain', more);
+          };
+          res.on('error', () => undefined);
+          more();
+        }
+        return;
+      }
       const out = route(rec, raw);
       send(res, out.status, out.body);
     });
