@@ -321,6 +321,9 @@ describe.skipIf(!CHROMIUM)('hosted pages in chromium', () => {
     const named = await fields.evaluateAll((els) => els.map((e) => [e.id, (e as HTMLInputElement).labels?.length ?? 0]));
     expect(new Set(named.map(([id]) => id)).size).toBe(3);
     expect(named.map(([, labels]) => labels)).toEqual([1, 1, 1]);
+    // Each described by its scheme's heading (its label says only "Value:").
+    const described = await fields.evaluateAll((els) => els.map((e) => document.getElementById(e.getAttribute('aria-describedby') ?? '')?.textContent ?? ''));
+    expect(described.map((d) => d.split(/\s/)[0])).toEqual(['AdminKey', 'InvoiceKey', 'SubscriberToken']);
     // Every control in it has a name (its close button was a bare "button").
     const snapshot = await dialog.ariaSnapshot();
     expect(snapshot).toContain('button "Close"');

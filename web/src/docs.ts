@@ -129,12 +129,16 @@ function authorizeDialog(): void {
     modal.setAttribute('aria-labelledby', title.id);
   }
   modal.querySelector('.close-modal')?.setAttribute('aria-label', 'Close');
-  // One id per key field, its label pointing at it.
+  // One id per key field, its label pointing at it, and the scheme's heading describing it: each label
+  // says only "Value:" (found in review).
   for (const [i, scheme] of modal.querySelectorAll('.auth-container').entries()) {
+    const heading = scheme.querySelector('h4');
+    if (heading) heading.id ||= `auth-scheme-${i}`;
     for (const input of scheme.querySelectorAll<HTMLInputElement>('input[id]:not([data-own-id])')) {
       const shared = input.id;
       input.id = `${shared}-${i}`;
       input.dataset.ownId = '';
+      if (heading) input.setAttribute('aria-describedby', heading.id);
       for (const label of scheme.querySelectorAll(`label[for="${shared}"]`)) label.setAttribute('for', input.id);
     }
   }
