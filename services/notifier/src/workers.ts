@@ -62,7 +62,7 @@ export class WebhookWorker {
     this.worker = new ClaimingWorker('webhooks', intervalMs, d.log, {
       inFlight: IN_FLIGHT,
       claim: CLAIM,
-      claimDue: (want, running, busy) => d.deliveries.claimDue(d.db, unixSeconds(d.clock), want, leaseS, running, { perEndpoint: PER_ENDPOINT, busy }),
+      claimDue: (limit, running, busy) => d.deliveries.claimDue(d.db, { now: unixSeconds(d.clock), limit, leaseS, running, perGroup: PER_ENDPOINT, busy }),
       idOf: (row) => row.id,
       groupOf: (row) => row.endpoint_id,
       perGroup: PER_ENDPOINT,
@@ -168,7 +168,7 @@ export function notificationWorker(d: Deps, intervalMs: number): ClaimingWorker<
     inFlight: NOTICES_IN_FLIGHT,
     claim: NOTICES_CLAIM,
     claimDue: (want, running, busy) =>
-      d.db.tx((tx) => d.notifications.claimDue(tx, unixSeconds(d.clock), want, leaseS, running, { perRoute: NOTICES_PER_ROUTE, busy })),
+      d.db.tx((tx) => d.notifications.claimDue(tx, { now: unixSeconds(d.clock), limit: want, leaseS, running, perGroup: NOTICES_PER_ROUTE, busy })),
     idOf: (n) => n.id,
     groupOf: routeOf,
     perGroup: NOTICES_PER_ROUTE,

@@ -85,11 +85,14 @@ function countBy<R>(rows: R[], key: (r: R) => string): Record<string, number> {
   for (const r of rows) counts[key(r)] = (counts[key(r)] ?? 0) + 1;
   return counts;
 }
+/** A claim at NOW with a 60 s lease, nothing running. */
+const claimOf = <R>(repo: { claimDue(q: Db, c: Claim): Promise<R[]> }, limit: number, share: Pick<Claim, 'perGroup' | 'busy'>) =>
+  repo.claimDue(db, { now: NOW, limit, leaseS: 60, running: [], ...share });
 const perEndpoint = (rows: { endpoint_id: string }[]) => countBy(rows, (r) => r.endpoint_id);
 
 describe('claimDue', () => {
   it('takes at most the share of an endpoint less what it has under way, earliest first, never of a deleted endpoint or not yet due', async () => {
-    const claimed = await deliveries.claimDue(db, NOW, 100, 60, [], { perEndpoint: 10, busy: new Map([['whe_b', 7]]) });
+    const claimed = await claimOf(deliveries, 100, { perGroup: 10, busy: new Map([['whe_b', 7]]) });
     expect(perEndpoint(claimed)).toEqual({ whe_a: 10, whe_b: 3 });
     expect(
       claimed
@@ -98,22 +101,22 @@ describe('claimDue', () => {
         .sort(),
     ).toEqual(Array.from({ length: 10 }, (_, i) => `d_whe_a_${i}`).sort());
     // Leased: not claimed again until the lease ends.
-    const again = await deliveries.claimDue(db, NOW, 100, 60, [], {
-      perEndpoint: 10,
+    const again = await claimOf(deliveries, 100, {
+      perGroup: 10,
       busy: new Map([
         ['whe_a', 10],
         ['whe_b', 10],
       ]),
     });
     expect(again).toEqual([]);
-    const next = await deliveries.claimDue(db, NOW, 4, 60, [], { perEndpoint: 10, busy: new Map() });
+    const next = await claimOf(deliveries, 4, { perGroup: 10, busy: new Map() });
     // Due order across endpoints: b's next (NOW - 96 on) come before a's (NOW - 90 on).
     expect(next.map((r) => r.id).sort()).toEqual(['d_whe_b_3', 'd_whe_b_4', 'd_whe_b_5', 'd_whe_b_6']);
   });
 
   it('two replicas claiming at once never take the same delivery', async () => {
-    const share = { perEndpoint: 50, busy: new Map<string, number>() };
-    const [one, two] = await Promise.all([deliveries.claimDue(db, NOW, 20, 60, [], share), deliveries.claimDue(db, NOW, 20, 60, [], share)]);
+    const share = { perGroup: 50, busy: new Map<string, number>() };
+    const [one, two] = await Promise.all([claimOf(deliveries, 20, share), claimOf(deliveries, 20, share)]);
     const ids = [...one, ...two].map((r) => r.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.length).toBeGreaterThan(0);
@@ -151,13 +154,13 @@ describe('notifications claimDue', () => {
     await notices('wal_hung', 'email', 'email:wal_hung', 40, NOW - 500);
     await notices('wal_hung', 'messenger', 'messenger', 3, NOW - 400);
     await notices('wal_ok', 'email', 'email', 5, NOW - 300);
-    const first = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 16, busy: new Map() });
+    const first = await claimOf(notifications, 32, { perGroup: 16, busy: new Map() });
     expect(perRoute(first)).toEqual({ 'email:wal_hung': 16, messenger: 3, email: 5 });
     // At its share (and made slow: 16 - 2 more counted): passed over, none of it claimed.
-    const second = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 16, busy: new Map([['email:wal_hung', 16 + 14]]) });
+    const second = await claimOf(notifications, 32, { perGroup: 16, busy: new Map([['email:wal_hung', 16 + 14]]) });
     expect(second).toEqual([]);
     // Two of its 16 ended: two more of it, earliest first.
-    const third = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 16, busy: new Map([['email:wal_hung', 14]]) });
+    const third = await claimOf(notifications, 32, { perGroup: 16, busy: new Map([['email:wal_hung', 14]]) });
     expect(third.map((r) => r.id).sort()).toEqual(['ntf_wal_hung_email_16', 'ntf_wal_hung_email_17']);
     await release();
   });
@@ -165,22 +168,22 @@ describe('notifications claimDue', () => {
   it('a large backlog of one route, under its share, does not keep a later due notice of another route out (found in review)', async () => {
     await notices('wal_big', 'email', 'email:wal_big', 500, NOW - 1000);
     await notices('wal_other', 'messenger', 'messenger', 1, NOW - 10);
-    const got = await notifications.claimDue(db, NOW, 24, 60, [], { perRoute: 16, busy: new Map([['email:wal_big', 8]]) });
+    const got = await claimOf(notifications, 24, { perGroup: 16, busy: new Map([['email:wal_big', 8]]) });
     expect(perRoute(got)).toEqual({ 'email:wal_big': 8, messenger: 1 });
     await release();
   });
 
   it('notices recorded without a route (by older code) count by wallet and channel', async () => {
     await notices('wal_old', 'email', null, 10, NOW - 100);
-    const got = await notifications.claimDue(db, NOW, 32, 60, [], { perRoute: 4, busy: new Map([['wal_old:email', 1]]) });
+    const got = await claimOf(notifications, 32, { perGroup: 4, busy: new Map([['wal_old:email', 1]]) });
     expect(perRoute(got)).toEqual({ 'wal_old:email': 3 });
     await release();
   });
 
   it('two replicas claiming at once never take the same notice', async () => {
     await notices('wal_many', 'email', 'email:wal_many', 30, NOW - 50);
-    const share = { perRoute: 20, busy: new Map<string, number>() };
-    const [one, two] = await Promise.all([notifications.claimDue(db, NOW, 15, 60, [], share), notifications.claimDue(db, NOW, 15, 60, [], share)]);
+    const share = { perGroup: 20, busy: new Map<string, number>() };
+    const [one, two] = await Promise.all([claimOf(notifications, 15, share), claimOf(notifications, 15, share)]);
     const ids = [...one, ...two].map((r) => r.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.length).toBeGreaterThan(0);

@@ -6,6 +6,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox, systemClock } from '@sb/runtime';
 import type { Deps } from '../src/deps.js';
+import type { Claim } from '../src/store/claim.js';
 import type { AttemptOutcome, ClaimedDelivery } from '../src/store/deliveries.repo.js';
 import { WebhookWorker } from '../src/workers.js';
 import { Registry } from 'prom-client';
@@ -57,10 +58,10 @@ function harness(o: { finish?: () => Promise<void>; log?: pino.DestinationStream
   const busy: Map<string, number>[] = [];
   const recorded: { id: string; outcome: AttemptOutcome }[][] = [];
   const deliveries = {
-    async claimDue(_q: unknown, _now: number, limit: number, _leaseS: number, _running: unknown, fair: { busy: ReadonlyMap<string, number> }) {
-      claims.push(limit);
-      busy.push(new Map(fair.busy));
-      return due.splice(0, limit);
+    async claimDue(_q: unknown, c: Claim) {
+      claims.push(c.limit);
+      busy.push(new Map(c.busy));
+      return due.splice(0, c.limit);
     },
     async finishAttempts(_q: unknown, done: { id: string; outcome: AttemptOutcome }[]) {
       await o.finish?.();

@@ -1,5 +1,6 @@
 import type { Paginated, WebhookDelivery } from '@sb/contracts';
 import { traceCarrier, type Queryable, type TraceCarrier } from '@sb/runtime';
+import { type Claim, claimParams, claimSql, qualified } from './claim.js';
 
 export type DeliveryAttempt = WebhookDelivery['attempts'][number];
 
@@ -106,47 +107,29 @@ export class DeliveriesRepo {
   }
 
   /**
-   * Claims due deliveries for `leaseS` seconds: SKIP LOCKED lets replicas share the work, and the moved
-   * next_attempt_at keeps others off them while this one sends, without holding a transaction open over
-   * the HTTP call. A worker that dies mid-send leaves them due again when the lease ends. Of an endpoint,
-   * only as many as make `perEndpoint` with those `busy` has under way here: found from outside,
-   * receivers that never answer took every place, each for the whole timeout, and every other endpoint's
-   * deliveries, of every wallet, waited behind theirs.
+   * Claims due deliveries (claimSql: leased, SKIP LOCKED, replicas share the work); a group is an
+   * endpoint. Found from outside: receivers that never answer took every place, each for the whole
+   * timeout, and every other endpoint's deliveries, of every wallet, waited behind theirs.
    */
-  async claimDue(
-    q: Queryable,
-    now: number,
-    limit: number,
-    leaseS: number,
-    running: readonly string[] = [],
-    fair: { perEndpoint: number; busy: ReadonlyMap<string, number> } = { perEndpoint: limit, busy: new Map() },
-  ): Promise<ClaimedDelivery[]> {
-    // Candidates first, without locks: each endpoint's earliest due, as many as its share leaves (ordered
-    // as deliveries_endpoint_due is, its endpoint fixed: an index probe per endpoint). Then only those
-    // chosen are locked, SKIP LOCKED, and checked again (another replica may have claimed one since):
-    // locking in the per-endpoint step held up to a share of rows of every backlogged endpoint to claim
-    // a few hundred (found in review).
+  async claimDue(q: Queryable, c: Claim): Promise<ClaimedDelivery[]> {
+    // Each endpoint's earliest due, as many as its share leaves (ordered as deliveries_endpoint_due is,
+    // its endpoint fixed: an index probe per endpoint), then the earliest of those.
     const { rows } = await q.query<ClaimedDelivery>(
-      `WITH candidates AS (
-         SELECT x.id, x.next_attempt_at
+      claimSql({
+        candidates: `SELECT x.id, x.next_attempt_at
            FROM ${this.schema}.endpoints e
            LEFT JOIN unnest($5::text[], $7::int[]) AS u(id, n) ON u.id = e.id
            CROSS JOIN LATERAL (
              SELECT d.id, d.next_attempt_at FROM ${this.schema}.deliveries d
               WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.next_attempt_at <= $1 AND NOT (d.id = ANY($4::text[]))
               ORDER BY d.endpoint_id, d.next_attempt_at LIMIT GREATEST(0, $6 - COALESCE(u.n, 0))) x
-          WHERE e.deleted_at IS NULL
-          ORDER BY x.next_attempt_at LIMIT $2),
-       due AS (
-         SELECT d.id FROM ${this.schema}.deliveries d JOIN candidates c ON c.id = d.id
-          WHERE d.status = 'pending' AND d.next_attempt_at <= $1
-          FOR UPDATE OF d SKIP LOCKED)
-       UPDATE ${this.schema}.deliveries d SET next_attempt_at = $1 + $3
-         FROM due, ${this.schema}.endpoints e WHERE d.id = due.id AND e.id = d.endpoint_id
-       RETURNING ${COLS.split(',')
-         .map((c) => `d.${c.trim()}`)
-         .join(', ')}, d.trace_context, e.url, e.secret_sealed`,
-      [now, limit, leaseS, running, [...fair.busy.keys()], fair.perEndpoint, [...fair.busy.values()]],
+          WHERE e.deleted_at IS NULL`,
+        t: `${this.schema}.deliveries`,
+        a: 'd',
+        join: { from: `${this.schema}.endpoints e`, on: 'e.id = d.endpoint_id' },
+        returning: `${qualified('d', COLS)}, d.trace_context, e.url, e.secret_sealed`,
+      }),
+      claimParams(c),
     );
     return rows;
   }

@@ -1,6 +1,7 @@
 import type { Notification, NotificationListQuery, Paginated } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
 import type { SendOutcome } from '../channels/outcome.js';
+import { type Claim, claimParams, claimSql, qualified } from './claim.js';
 
 export interface NotificationRecord {
   id: string;
@@ -80,51 +81,37 @@ export class NotificationsRepo {
   }
 
   /**
-   * Same lease scheme as webhook deliveries (DeliveriesRepo.claimDue), `running` left out. Of each route
-   * (routeOf: the servers a notice goes through) only as many as make `perRoute` with those `busy` has
-   * under way here: found from outside, one owner's mail server that never greets, with a batch of
-   * notices due, took every place, and every owner's notices waited behind it.
+   * Claims due notices (claimSql: the same lease scheme as webhook deliveries); a group is a route
+   * (routeOf: the servers a notice goes through). Found from outside: one owner's mail server that never
+   * greets, with a batch of notices due, took every place, and every owner's notices waited behind it.
    */
-  async claimDue(
-    q: Queryable,
-    now: number,
-    limit: number,
-    leaseS: number,
-    running: readonly string[] = [],
-    fair: { perRoute: number; busy: ReadonlyMap<string, number> } = { perRoute: limit, busy: new Map() },
-  ): Promise<NotificationRecord[]> {
-    // Candidates first, without locks: each route's earliest due, as many as its share leaves (an index
-    // probe per route, found by a skip scan over the routes with pending notices), then the earliest of
-    // those; only they are locked, SKIP LOCKED, and checked again. Per route, not among the earliest due
-    // overall: a large backlog of one route (a plan archive's mails) would fill that window claim after
-    // claim and keep every other route's notices out (found in review).
+  async claimDue(q: Queryable, c: Claim): Promise<NotificationRecord[]> {
+    // Each route's earliest due, as many as its share leaves (an index probe per route, found by a skip
+    // scan over the routes with pending notices), then the earliest of those. Per route, not among the
+    // earliest due overall: a large backlog of one route (a plan archive's mails) would fill that window
+    // claim after claim and keep every other route's notices out (found in review).
+    const t = `${this.schema}.notifications`;
     const { rows } = await q.query<NotificationRecord>(
-      `WITH RECURSIVE routes AS (
-         (SELECT ${routeSql()} AS r FROM ${this.schema}.notifications WHERE status = 'pending' ORDER BY 1 LIMIT 1)
+      claimSql({
+        with: `routes AS (
+         (SELECT ${routeSql()} AS r FROM ${t} WHERE status = 'pending' ORDER BY 1 LIMIT 1)
          UNION ALL
-         SELECT (SELECT ${routeSql()} FROM ${this.schema}.notifications
-                  WHERE status = 'pending' AND ${routeSql()} > routes.r ORDER BY 1 LIMIT 1)
-           FROM routes WHERE routes.r IS NOT NULL),
-       candidates AS (
-         SELECT x.id, x.next_attempt_at
+         SELECT (SELECT ${routeSql()} FROM ${t} WHERE status = 'pending' AND ${routeSql()} > routes.r ORDER BY 1 LIMIT 1)
+           FROM routes WHERE routes.r IS NOT NULL)`,
+        candidates: `SELECT x.id, x.next_attempt_at
            FROM routes
            LEFT JOIN unnest($5::text[], $7::int[]) AS u(r, n) ON u.r = routes.r
            CROSS JOIN LATERAL (
-             SELECT n.id, n.next_attempt_at FROM ${this.schema}.notifications n
+             SELECT n.id, n.next_attempt_at FROM ${t} n
               WHERE n.status = 'pending' AND ${routeSql('n.')} = routes.r
                 AND n.next_attempt_at <= $1 AND NOT (n.id = ANY($4::text[]))
               ORDER BY ${routeSql('n.')}, n.next_attempt_at LIMIT GREATEST(0, $6 - COALESCE(u.n, 0))) x
-          WHERE routes.r IS NOT NULL
-          ORDER BY x.next_attempt_at LIMIT $2),
-       due AS (
-         SELECT n.id FROM ${this.schema}.notifications n JOIN candidates c ON c.id = n.id
-          WHERE n.status = 'pending' AND n.next_attempt_at <= $1
-          FOR UPDATE OF n SKIP LOCKED)
-       UPDATE ${this.schema}.notifications n SET next_attempt_at = $1 + $3 FROM due WHERE n.id = due.id
-       RETURNING ${COLS.split(',')
-         .map((c) => `n.${c.trim()}`)
-         .join(', ')}`,
-      [now, limit, leaseS, running, [...fair.busy.keys()], fair.perRoute, [...fair.busy.values()]],
+          WHERE routes.r IS NOT NULL`,
+        t,
+        a: 'n',
+        returning: qualified('n', COLS),
+      }),
+      claimParams(c),
     );
     return rows;
   }
