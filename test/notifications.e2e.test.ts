@@ -884,6 +884,14 @@ describe('subscriber and owner notices', () => {
 });
 
 describe('delivery', () => {
+  /**
+   * A wallet's settings gone, and the messages to its owner still pending given up: their backlog would
+   * go through the server's mail server (the wallet has no other now) in the tests after.
+   */
+  const forget = async (w: number, owner: string) => {
+    await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [stack.wallets[w]!.id]);
+    await rows(`UPDATE notifier.notifications SET status = 'failed' WHERE status = 'pending' AND recipient = $1`, [owner]);
+  };
   let plan: { id: string };
   const noticeOf = async (subscriptionId: string) =>
     (
@@ -1079,7 +1087,7 @@ describe('delivery', () => {
       ).toBe(2);
       expect(taken[0]!.closed).toBe(false);
     } finally {
-      await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [stack.wallets[1]!.id]);
+      await forget(1, 'hung@example.com');
       hung.close();
       for (const c of taken) c.socket.destroy();
     }
@@ -1121,11 +1129,70 @@ describe('delivery', () => {
       expect(taken.length).toBe(16);
       expect(taken.every((sock) => !sock.destroyed)).toBe(true);
     } finally {
-      await rows(`DELETE FROM notifier.settings WHERE wallet_id = $1`, [stack.wallets[1]!.id]);
+      await forget(1, 'hung@example.com');
       hung.close();
       for (const sock of taken) sock.destroy();
     }
   });
+
+  it("the server's mail server hung holds one share for every wallet's e-mails, then only the slow share after its timeout", async () => {
+    // Every wallet without a mail server of its own sends through SMTP_URL: one route for all of them.
+    const ownerTg = () => tgTo('1001').filter((m) => m.text.startsWith('New subscription'));
+    const owner = 'shared-owner@example.com';
+    const refusing = createNetServer();
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
+    const refusingPort = (refusing.address() as AddressInfo).port;
+    await new Promise<void>((r) => refusing.close(() => r()));
+    let start = 0;
+    const settings = (email: object) => admin(1).put('/notification-settings', { channels: { email }, owner_events: ['subscription.created'] });
+    const pendingTo = async () =>
+      (await rows(`SELECT attempt_count FROM notifier.notifications WHERE recipient = $1 AND status = 'pending'`, [owner])).map((r) => r.attempt_count);
+    try {
+      // First through the owner's own mail server, which refuses: each owner e-mail waits 30 s to be retried.
+      expect((await settings({ smtp_url: `smtp://u:p@127.0.0.1:${refusingPort}`, owner_email: owner })).status).toBe(200);
+      const p = (await admin(1).post('/plans', { name: 'Shared mail', amount_sats: 1000, interval: 'weekly' })).body;
+      const checkouts = async (n: number, tag: string) => {
+        for (let i = 0; i < n; i++)
+          expect((await pub().post('/public/subscribe', { plan_id: p.id, payment_method: 'lightning', email: `${tag}${i}@example.com` })).status).toBe(201);
+      };
+      await checkouts(20, 'own-crowd');
+      await until(pendingTo, (a) => a.length === 20 && a.every((n) => n >= 1));
+      serverSmtp.hang(true);
+      start = serverSmtp.state.connections;
+      // Then through the server's: those 20 and 20 more go one route, more than the notifier has places (32).
+      expect((await settings({ smtp_url: null, owner_email: owner })).status).toBe(200);
+      await checkouts(20, 'shared-crowd');
+      await advance(60);
+      await until(
+        async () => serverSmtp.state.connections - start,
+        (n) => n >= 16,
+      );
+      // Another wallet's Telegram notice goes out while the shared server hangs.
+      const before = ownerTg().length;
+      const ours = (await admin().post('/plans', { name: 'Beside the shared server', amount_sats: 1000, interval: 'weekly' })).body;
+      expect((await pub().post('/public/subscribe', { plan_id: ours.id, payment_method: 'lightning', email: 'beside@example.com' })).status).toBe(201);
+      expect(
+        await until(
+          async () => ownerTg().length,
+          (n) => n > before,
+          10_000,
+        ),
+      ).toBe(before + 1);
+      expect(serverSmtp.state.connections - start).toBe(16);
+      // Each of the 16 runs into its 20 s timeout; then the route is slow and gets 2 places, not 16 again.
+      await until(
+        async () => serverSmtp.state.connections - start,
+        (n) => n > 16,
+        40_000,
+      );
+      await settle(3000);
+      expect(serverSmtp.state.connections - start).toBe(18);
+      expect(serverSmtp.state.open).toBe(2);
+    } finally {
+      serverSmtp.hang(false);
+      await forget(1, owner);
+    }
+  }, 90_000);
 
   it("the owner's choice of subscriber notices holds: only the cancellation goes out when none is chosen", async () => {
     const quiet = (await admin().post('/plans', { name: 'Quiet', amount_sats: 1000, interval: 'weekly', trial_days: 3 })).body;

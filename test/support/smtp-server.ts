@@ -61,8 +61,24 @@ function parseMail(raw: string, to: string[]): Mail {
 /** A local SMTP server (smtp-server) that takes mail with the given login and keeps what it received. */
 export async function startSmtpServer(user: string, pass: string, opts: { rejectRcpt?: (address: string) => boolean; host?: string } = {}) {
   const mails: Mail[] = [];
+  // While `hanging`, a connection is taken and never greeted (a mail server that hangs); `refuse` lets
+  // the held ones go with a 554. `connections` counts every connection, `open` those not closed yet.
+  const state = { hanging: false, connections: 0, open: 0 };
+  const held: ((err?: Error) => void)[] = [];
+  const counted = new Set<string>();
   const server = new SMTPServer({
     disabledCommands: ['STARTTLS'],
+    disableReverseLookup: true,
+    onConnect(session, cb) {
+      state.connections++;
+      state.open++;
+      counted.add(session.id);
+      if (state.hanging) held.push(cb);
+      else cb();
+    },
+    onClose(session) {
+      if (counted.delete(session.id)) state.open--;
+    },
     allowInsecureAuth: true,
     onAuth(auth, _session, cb) {
       if (auth.username === user && auth.password === pass) cb(null, { user });
@@ -95,5 +111,16 @@ export async function startSmtpServer(user: string, pass: string, opts: { reject
   // re-emits that as its own 'error', which with no listener ended the test run as an uncaught exception.
   server.on('error', () => undefined);
   const port = await new Promise<number>((r) => server.listen(0, opts.host ?? '127.0.0.1', () => r((server.server.address() as AddressInfo).port)));
-  return { port, url: `smtp://${user}:${pass}@127.0.0.1:${port}`, mails, stop: () => new Promise<void>((r) => server.close(() => r())) };
+  return {
+    port,
+    url: `smtp://${user}:${pass}@127.0.0.1:${port}`,
+    mails,
+    state,
+    /** Starts hanging new connections, or stops and refuses those held. */
+    hang(on: boolean) {
+      state.hanging = on;
+      if (!on) for (const cb of held.splice(0)) cb(new Error('Not now'));
+    },
+    stop: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }

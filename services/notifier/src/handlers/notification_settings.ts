@@ -9,17 +9,18 @@ import {
   unixSeconds,
   walletOf,
   type Handler,
+  type Queryable,
   invalid,
   conflict,
   invalidFields,
 } from '@sb/runtime';
 import { refusedAddresses } from '../channels/addresses.js';
-import { loadEffective, openSecrets, sendVia } from '../channels/index.js';
+import { loadEffective, loadRow, openSecrets, sendVia } from '../channels/index.js';
 import { botIdOf, tokenHashOf } from '../channels/messenger.js';
 import { isNostrContact, npubOf, nsecOf, toHexPubkey, toSecretKey } from '../channels/nostr.js';
 import type { Deps } from '../deps.js';
 import { testMessage } from '../domain/messages.js';
-import { contactMethods, mergeSettings, noticeKinds, ownerTargets, SettingsError, viewSettings, type Secrets } from '../domain/settings.js';
+import { contactMethods, mergeSettings, noticeKinds, noticeRoute, ownerTargets, SettingsError, viewSettings, type Secrets } from '../domain/settings.js';
 
 /** How long the public plan's contact methods wait for the wallet's name (billing waits 2 s for all of it). */
 const CONTACT_NAME_WAIT_MS = 1_000;
@@ -49,7 +50,7 @@ async function save(d: Deps, walletId: string, row: string, body: NotificationSe
   }
   const now = unixSeconds(d.clock);
   const hasSecrets = Object.keys(merged.secrets).length > 0;
-  await d.settings.put(d.db, {
+  await putSettings(d, {
     wallet_id: walletId,
     plan_id: row,
     inherit: false,
@@ -58,6 +59,25 @@ async function save(d: Deps, walletId: string, row: string, body: NotificationSe
     updated_at: now,
   });
   return { ...viewSettings(merged.settings, now), ...(merged.generated ? { generated_private_key: nsecOf(merged.generated) } : {}) };
+}
+
+/**
+ * Stores settings, and in the same transaction moves the wallet's pending e-mails to the route their
+ * settings now send them through (noticeRoute): still counted against the owner's own server they no
+ * longer go to, they took a second share of places on the server's shared one (found in testing).
+ */
+async function putSettings(d: Deps, row: Parameters<Deps['settings']['put']>[1]): Promise<void> {
+  await d.db.tx(async (tx) => {
+    await d.settings.put(tx, row);
+    await reroute(d, tx, row.wallet_id);
+  });
+}
+
+async function reroute(d: Deps, q: Queryable, walletId: string): Promise<void> {
+  for (const row of await d.notifications.pendingSettingsRows(q, walletId, 'email')) {
+    const { settings } = await loadRow(d, q, walletId, row);
+    await d.notifications.setRoute(q, walletId, row, 'email', noticeRoute(walletId, 'email', settings));
+  }
 }
 
 async function requireOwnPlan(d: Deps, walletId: string, planId: string): Promise<void> {
@@ -142,7 +162,7 @@ export const notificationHandlers = (d: Deps): Handler[] => [
     if (body.inherit) {
       // The override is kept aside (secrets included) but no longer applies.
       const own = await d.settings.get(d.db, walletId, planId);
-      await d.settings.put(d.db, {
+      await putSettings(d, {
         wallet_id: walletId,
         plan_id: planId,
         inherit: true,

@@ -116,6 +116,24 @@ export class NotificationsRepo {
     return rows;
   }
 
+  /** The settings rows (settings_plan_id) a wallet's pending messages on `channel` were made with. */
+  async pendingSettingsRows(q: Queryable, walletId: string, channel: NotificationRecord['channel']): Promise<string[]> {
+    const { rows } = await q.query<{ row: string }>(
+      `SELECT DISTINCT settings_plan_id AS row FROM ${this.schema}.notifications WHERE wallet_id = $1 AND channel = $2 AND status = 'pending'`,
+      [walletId, channel],
+    );
+    return rows.map((r) => r.row);
+  }
+
+  /** Records the route of the pending messages made with one settings row. */
+  async setRoute(q: Queryable, walletId: string, settingsRow: string, channel: NotificationRecord['channel'], route: string): Promise<void> {
+    await q.query(
+      `UPDATE ${this.schema}.notifications SET route = $4
+        WHERE wallet_id = $1 AND settings_plan_id = $2 AND channel = $3 AND status = 'pending' AND route IS DISTINCT FROM $4`,
+      [walletId, settingsRow, channel, route],
+    );
+  }
+
   /** Logs the attempt and moves the message on: delivered, retried at `next`, or failed for good. */
   async finishAttempt(q: Queryable, n: NotificationRecord, o: SendOutcome & { duration_ms: number }, now: number, next: number | null): Promise<void> {
     await q.query(
