@@ -1,4 +1,5 @@
 import type { AnsweredRequests, BusClient, Clock, Db, Logger } from '@sb/runtime';
+import type { CheckGate } from './check-gate.js';
 import type { Rails } from './providers/rail.js';
 import type { ProviderDef } from './providers/registry.js';
 import type { RateSource } from './rates.js';
@@ -27,6 +28,8 @@ export interface Deps {
   rates: RateSource;
   /** The longest expiry of an invoice (INVOICE_MAX_EXPIRY_S). */
   invoiceMaxExpiryS: number;
+  /** How often the public routes may have a payment checked with its provider. */
+  checks: CheckGate;
   /** Requests to billing: only to tell it of a renewal payment a provider ended early. */
   bus: BusClient;
 }

@@ -1,4 +1,5 @@
 import { AnsweredRequests, BusClient, main, runService } from '@sb/runtime';
+import { CheckGate, PUBLIC_CHECK_INTERVAL_MS } from './check-gate.js';
 import { loadPaymentsConfig } from './config.js';
 import { SCHEMA, type Deps } from './deps.js';
 import { allHandlers } from './handlers/index.js';
@@ -56,6 +57,7 @@ main('payments', () =>
         providers: selectedProviders(config),
         rates,
         invoiceMaxExpiryS: config.INVOICE_MAX_EXPIRY_S,
+        checks: new CheckGate(PUBLIC_CHECK_INTERVAL_MS),
         bus: new BusClient(config, config.BUS_TIMEOUT_MS, 'payments-client', log),
       };
       const sweeper = new Sweeper(deps, { intervalMs: config.PAYMENTS_SWEEP_INTERVAL_MS });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createHash } from 'node:crypto';
 import { decode } from 'light-bolt11-decoder';
 import pino from 'pino';
@@ -7,6 +8,7 @@ import { BusClient, callMessage, createBusServer, DomainError, messageHandler, s
 import { PaymentsRepo } from '../src/store/payments.repo.js';
 import { ChargeprocProvider } from '../src/providers/chargeproc.js';
 import { Sweeper } from '../src/sweeper.js';
+import { PUBLIC_CHECK_INTERVAL_MS } from '../src/check-gate.js';
 import { lightningRail } from '../src/providers/rail.js';
 import { RateSource } from '../src/rates.js';
 import { callback, startPaymentsService, type PaymentsService } from './support/service.js';
@@ -471,9 +473,29 @@ describe('payments service, charge server provider (callbacks)', () => {
     const { payment, chargeId } = await newCharge();
     expect(await s.route('payments.public.payment_status', { params: { id: payment.id } })).toMatchObject({ ok: true, data: { status: 'pending' } });
     satspay.pay(chargeId);
+    // The next poll that asks the charge server (a second on: see the next test).
+    await sleep(PUBLIC_CHECK_INTERVAL_MS);
     const polled = await s.route('payments.public.payment_status', { params: { id: payment.id } });
     expect(polled).toMatchObject({ ok: true, data: { payment_id: payment.id, status: 'paid' } });
     expect(await receivedEvents(s, payment.id)).toHaveLength(1);
+  });
+
+  it('a hundred forged callbacks and polls at once ask the charge server twice; the real callback after them is applied (found from outside)', async () => {
+    const { payment, chargeId } = await newCharge();
+    const reads = () => satspay.requests.filter((r) => r.method === 'GET' && r.path === `/satspay/api/v1/charge/${chargeId}`).length;
+    const unpaid = JSON.stringify(satspay.chargeJson(chargeId));
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => (i % 2 ? webhook(unpaid) : s.route('payments.public.payment_status', { params: { id: payment.id } }))),
+    );
+    for (const a of answers) expect(a).toMatchObject({ ok: true });
+    // One check, and one more after a second for the callbacks that came during the first.
+    expect(reads()).toBe(2);
+    // The charge is paid and its callback comes a moment after a forged one: it waits for a check of its own.
+    expect(await webhook(unpaid)).toEqual({ ok: true, data: { received: true } });
+    satspay.pay(chargeId);
+    expect(await webhook(JSON.stringify(satspay.chargeJson(chargeId)))).toEqual({ ok: true, data: { received: true } });
+    expect((await paymentRow(s, payment.id)).status).toBe('paid');
+    expect(reads()).toBe(4);
   });
 
   it('dev pay is 409 for a charge-server payment', async () => {

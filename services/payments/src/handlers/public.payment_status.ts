@@ -35,6 +35,9 @@ export const getPaymentStatus = (d: Deps) =>
     if (!p) throw notFound('Payment');
     const rail = railOf(d.rails, p);
     if (p.status !== 'pending' || !rail) return answer(p);
+    // Anyone may poll, as often as the public rate limit lets them: the provider is asked at most once a
+    // second per payment (the page polls less often), and the stored status answers in between.
+    if (!d.checks.take(p.id)) return answer(p);
     // A rail with a recheck interval (public block explorers rate-limit) is asked at most that often,
     // however often anyone polls: this endpoint is public.
     if (rail.recheckAfterS !== undefined && !(await d.payments.stampCheck(d.db, p.id, unixSeconds(d.clock), rail.recheckAfterS))) return answer(p);

@@ -23,6 +23,9 @@ export const callbackHandler = (d: Deps, route: CallbackRoute, reader: CallbackR
     // An event id that could not be recorded (NUL) is no provider's: refused, as a malformed callback is.
     if (eventId !== undefined && !isStorableText(eventId)) throw rejected('Invalid callback');
     if (eventId && (await d.payments.callbackRecorded(d.db, reader.provider, eventId))) return { received: true };
+    // The provider's own status (no event id) is asked for at most once a second per payment: anyone can
+    // send this callback. A check started after it arrived, made by another caller, answers for it.
+    if (!eventId && !(await d.checks.turn(payment.id))) return { received: true };
     // Any call to the provider happens here, outside the transaction.
     const outcome = await event.outcome();
     // Acknowledged all the same: the provider would redeliver the same answer for ever.
