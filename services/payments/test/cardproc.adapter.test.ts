@@ -258,6 +258,26 @@ describe('card processor (Stripe Checkout) adapter', () => {
     await expect(railWith({ apiUrl: 'http://127.0.0.1:1' }).open(request())).rejects.toBeInstanceOf(ProviderUnavailableError);
   });
 
+  it('an answer that stops mid-body, or never ends, is Stripe unavailable (a 503), read no further than 1 MiB', async () => {
+    const opened = await rail.open(request());
+    for (const body of ['stall', 'endless'] as const) {
+      server.faults.body = body;
+      try {
+        const before = process.memoryUsage().rss;
+        const started = Date.now();
+        const err = await railWith({ timeoutMs: 1_500 })
+          .status(recordOf(opened.provider_ref!))
+          .catch((e) => e);
+        expect(err, body).toBeInstanceOf(ProviderUnavailableError);
+        expect(err.reason, body).toMatch(/response body/);
+        expect(Date.now() - started, body).toBeLessThan(5_000);
+        expect(process.memoryUsage().rss - before, body).toBeLessThan(200 * 1024 * 1024);
+      } finally {
+        delete server.faults.body;
+      }
+    }
+  });
+
   it('verifies webhook signatures: the SDK-signed event passes; forged, wrong secret, stale, future, unsigned are 400', async () => {
     const opened = await rail.open(request());
     const payload = server.eventJson('checkout.session.completed', opened.provider_ref!);

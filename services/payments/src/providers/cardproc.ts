@@ -3,7 +3,7 @@ import { checkoutPageUrl } from '@sb/contracts';
 import { systemClock, unixSeconds, type Clock, type DomainError, invalid, rejected } from '@sb/runtime';
 import type { PaymentRecord } from '../domain/payments.js';
 import { currencyExponent } from '../rates.js';
-import { ProviderUnavailableError } from './http.js';
+import { boundedFetch, ProviderUnavailableError } from './http.js';
 import type { OpenedPayment, ProviderStatus, Rail, RailRequest, Rails } from './rail.js';
 import type { CallbackOutcome, CallbackReader, PaymentLookup } from './callback.js';
 import { secretSetting, urlSetting } from './http.js';
@@ -90,6 +90,9 @@ export class StripeCardRail implements Rail {
       // A retry would outlast the caller's deadline; the caller (billing, the sweeper) asks again instead.
       maxNetworkRetries: 0,
       telemetry: false,
+      // Answers read as every other provider's: at most 1 MiB, and the timeout covers the whole body (the
+      // SDK's own Node client reads any length, its timeout restarting at each stage).
+      httpClient: Stripe.createFetchHttpClient(boundedFetch),
       ...(api ? { host: api.hostname, port: api.port || (api.protocol === 'https:' ? 443 : 80), protocol: api.protocol === 'https:' ? 'https' : 'http' } : {}),
     });
   }
@@ -201,11 +204,13 @@ export class StripeCardRail implements Rail {
       return await fn();
     } catch (err) {
       // Stripe's messages mask keys (`sk_test_****1234`), so the reason can be logged as it is.
-      const e = err as Error & Partial<Pick<Stripe.errors.StripeError, 'statusCode' | 'type' | 'code'>>;
+      const e = err as Error & Partial<Pick<Stripe.errors.StripeError, 'statusCode' | 'type' | 'code' | 'detail'>>;
       const own = refused?.(e);
       if (own) throw own;
       const status = e.statusCode ? `HTTP ${e.statusCode} ` : '';
-      throw new ProviderUnavailableError(`stripe ${what}: ${status}${e.type ?? e.name}: ${e.message}`.slice(0, 500));
+      // A connection error's own message says nothing of why; the error under it says more (a body not read).
+      const why = e.detail instanceof Error ? ` (${e.detail.message})` : '';
+      throw new ProviderUnavailableError(`stripe ${what}: ${status}${e.type ?? e.name}: ${e.message}${why}`.slice(0, 500));
     }
   }
 }

@@ -72,6 +72,27 @@ export function answerText(res: Response, where: string): Promise<string> {
   });
 }
 
+/**
+ * fetch whose answer bodies end in an error past MAX_ANSWER_BYTES (the rest not read), for a client that
+ * reads its answers itself (the Stripe SDK): found from outside, a 200 that never ended grew the process
+ * until a string could not hold it, an error nobody caught.
+ */
+export const boundedFetch: typeof fetch = async (input, init) => {
+  const res = await fetch(input, init);
+  if (!res.body) return res;
+  let size = 0;
+  const body = res.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, out) {
+        size += chunk.byteLength;
+        if (size > MAX_ANSWER_BYTES) out.error(new Error(`answer larger than ${MAX_ANSWER_BYTES} bytes`));
+        else out.enqueue(chunk);
+      },
+    }),
+  );
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+};
+
 /** The body as text, refused (and the rest not read) past `max` bytes. */
 async function boundedText(res: Response, max: number): Promise<string> {
   if (!res.body) return '';

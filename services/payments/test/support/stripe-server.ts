@@ -41,7 +41,8 @@ export interface StripeServer {
   secretKey: string;
   webhookSecret: string;
   requests: StripeRequest[];
-  faults: Faults;
+  /** `body`: a 200 whose body stops coming (`stall`) or never ends (`endless`). */
+  faults: Faults & { body?: 'stall' | 'endless' };
   sessions: Map<string, StripeSession>;
   /** Connected accounts the key may act on with `Stripe-Account`. */
   accounts: Set<string>;
@@ -207,7 +208,7 @@ export async function startStripeServer(
   const sessions = new Map<string, StripeSession>();
   const accounts = new Set(opts.accounts ?? []);
   const requests: StripeRequest[] = [];
-  const faults: Faults = {};
+  const faults: StripeServer['faults'] = {};
 
   const get = (id: string) => {
     const s = sessions.get(id);
@@ -303,6 +304,20 @@ export async function startStripeServer(
         }
       }
       if (res.destroyed) return;
+      if (faults.body) {
+        res.writeHead(200, { 'content-type': 'application/json', 'request-id': rid('req_', 14) });
+        res.write('{"id": "cs_test_');
+        if (faults.body === 'endless') {
+          const chunk = 'a'.repeat(64 * 1024);
+          const more = () => {
+            while (!res.destroyed && res.write(chunk));
+            if (!res.destroyed) res.once('drain', more);
+          };
+          res.on('error', () => undefined);
+          more();
+        }
+        return;
+      }
       res.writeHead(out.status, { 'content-type': 'application/json', 'request-id': rid('req_', 14) });
       res.end(JSON.stringify(out.body));
     });
