@@ -213,6 +213,29 @@ describe('1. a late payment is recorded exactly once', () => {
     }
   });
 
+  it('an expired checkout of a plan archived since, paid late: not applied, nothing renewed (found from outside: active again, and billed)', async () => {
+    const p = await plan({ interval: 'weekly' });
+    const s = await subscribe(p.id, 'afterarchive@example.com');
+    await advance(DAY + 3600);
+    await until(
+      () => sub(s.subscription_id),
+      (x) => x.status === 'expired',
+    );
+    expect((await admin.del(`/plans/${p.id}`)).status).toBe(200);
+    await pay(s.payment_id);
+    const shown = await until(
+      () => admin.get(`/payments/${s.payment_id}`),
+      (r) => r.body.unapplied_reason !== undefined,
+    );
+    expect(shown.body).toMatchObject({ status: 'paid', unapplied_reason: 'The plan was archived; its subscriptions do not start again' });
+    expect(await sub(s.subscription_id)).toMatchObject({ status: 'expired', has_access: false });
+    expect((await anon().get(`/public/payment/${s.payment_id}/status`)).body).toMatchObject({ status: 'paid', unapplied: true });
+    // A week on: no renewal invoice for the archived plan.
+    await advance(8 * DAY);
+    expect((await payments(s.subscription_id)).map((x) => x.purpose)).toEqual(['checkout']);
+    expect((await events(s.subscription_id)).map((e) => e.e)).not.toContain('subscription.activated');
+  });
+
   it('a late payment that nothing can take is recorded as not applied: payment.unapplied, and GET /payments/{id} says why', async () => {
     const p = await plan({ interval: 'monthly', allow_onchain: true });
     const first = await subscribe(p.id, 'refund@example.com', 'onchain');

@@ -43,6 +43,9 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
         period: r?.period_start != null && r.period_end != null ? { start: r.period_start, end: r.period_end } : null,
       };
     }
+    // Shared with checkouts, exclusive for an archive: an archive committed before this is seen below,
+    // and one after it cancels what this activates.
+    await d.plans.lockForCheckout(tx, p.plan_id);
     const own = await d.subscriptions.get(tx, envelope.wallet_id, p.subscription_id, true);
     const other = own && (await d.subscriptions.liveOf(tx, own.subscriber_id, own.plan_id));
     const live = other && other.id !== own.id ? await d.subscriptions.get(tx, envelope.wallet_id, other.id, true) : undefined;
@@ -57,6 +60,7 @@ export async function applyPaymentEvent(d: Deps, envelope: EventEnvelope): Promi
       own,
       live,
       d.policy,
+      { archived: await d.plans.archived(tx, p.plan_id) },
     );
 
     if (app.to === 'none') {

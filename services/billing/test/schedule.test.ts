@@ -656,6 +656,19 @@ describe('late payments (domain/payment-application.ts)', () => {
   it('an expired checkout paid late: reactivated when the contact has nothing newer', () => {
     expect(applicationOf(paid('checkout'), view('expired'), undefined, POLICY)).toMatchObject({ to: 'own', event: { type: 'first_payment' } });
   });
+  it('an expired subscription of an archived plan is not brought back, by a late checkout or renewal (found from outside)', () => {
+    const archived = { archived: true };
+    for (const payment of [paid('checkout'), { ...paid('renewal'), paid_at: T0 + DAY }]) {
+      expect(applicationOf(payment, view('expired', { period_index: 0 }), undefined, POLICY, archived)).toEqual({
+        to: 'none',
+        reason: 'The plan was archived; its subscriptions do not start again',
+      });
+    }
+    // A cancelled checkout (the archive's cascade) paid before the cancel is still applied as in time: it stays cancelled.
+    expect(applicationOf(paid('checkout'), view('cancelled', { period_index: 0, cancelled_at: T0 + 10 }), undefined, POLICY, archived)).toMatchObject({
+      to: 'own',
+    });
+  });
   it('an expired checkout paid late while the contact has a new pending checkout: activates that one', () => {
     expect(applicationOf(paid('checkout'), view('expired'), view('pending'), POLICY)).toMatchObject({
       to: 'contact_pending',

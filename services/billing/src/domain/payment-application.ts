@@ -64,8 +64,17 @@ export type Application = { to: 'own'; event: LifecycleEvent } | { to: 'contact_
  * from its end, and it stays paused or cancelled). "Before" is strictly before (paidFirst): in the
  * second of the owner's move the milliseconds of both decide, and without them the move came first.
  */
-export function applicationOf(p: PaidPayment, own: SubView | undefined, live: SubView | undefined, policy: SchedulePolicy): Application {
+export function applicationOf(
+  p: PaidPayment,
+  own: SubView | undefined,
+  live: SubView | undefined,
+  policy: SchedulePolicy,
+  plan: { archived: boolean } = { archived: false },
+): Application {
   if (!own) return { to: 'none', reason: 'The subscription of this payment does not exist' };
+  // Archiving cannot be undone: an ended subscription of an archived plan does not start again (found
+  // from outside: a checkout paid after its expiry and the archive came back active, and renewed).
+  if (plan.archived && own.status === 'expired') return { to: 'none', reason: 'The plan was archived; its subscriptions do not start again' };
   const at = p.paid_at_ms != null ? { at_ms: p.paid_at_ms } : {};
   const first = { type: 'first_payment', paid_at: p.paid_at, ...at } as const;
   const renewal = { type: 'renewal_payment', paid_at: p.paid_at, ...at } as const;
