@@ -355,6 +355,25 @@ describe('subscribe with NWC', () => {
     expect(rows.filter((r) => !r.is_active).every((r) => r.wiped)).toBe(true);
   });
 
+  it('a wallet whose error message holds a NUL and a lone surrogate: 201 pending, counted and announced with them replaced (found from outside: 500, never counted)', async () => {
+    const w = await wallet();
+    w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'bad\u0000msg\ud800!' });
+    const p = await plan();
+    const res = await anon().post('/public/subscribe/nwc', { plan_id: p.id, email: 'nul-message@example.com', nwc_connection_string: w.connectionString() });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body).toMatchObject({
+      status: 'pending',
+      error_code: 'INSUFFICIENT_BALANCE',
+      message: 'Your wallet did not pay the first invoice: bad\ufffdmsg\ufffd!',
+    });
+    expect(await connection(res.body.subscription_id)).toMatchObject({ consecutive_failures: 1, last_error: 'bad\ufffdmsg\ufffd!' });
+    const { rows } = await db.query(
+      `SELECT payload->'data'->>'error_message' AS m FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1`,
+      [res.body.subscription_id],
+    );
+    expect(rows).toEqual([{ m: 'bad\ufffdmsg\ufffd!' }]);
+  });
+
   it('a wallet answering INSUFFICIENT_BALANCE: 201 pending with the code; the failure is counted on the connection', async () => {
     const w = await wallet();
     w.setBehaviour({ error: 'INSUFFICIENT_BALANCE', message: 'Not enough sats' });
@@ -1510,6 +1529,36 @@ describe('renewals', () => {
     // (found alongside: the charge of the retired connection answered "deactivated").
     const { rows } = await db.query('SELECT nwc_fallback FROM billing.subscriptions WHERE id = $1', [res.subscription_id]);
     expect(rows).toEqual([{ nwc_fallback: false }]);
+  });
+
+  it("a renewal whose wallet's relays are all gone: not asked, announced with wallet_asked false and not as payable later; past_due at once (found from outside)", async () => {
+    const gone = await startNostrRelay();
+    const w = await wallet({ relayUrl: gone.url });
+    const { res, s } = await subscribed(w, { interval: 'weekly', grace_period_days: 2 }, 'relay-gone-nwc@example.com');
+    await gone.stop();
+    await advanceTo(s.current_period_end + 60);
+    const failed = await until(
+      async () =>
+        (
+          await db.query(
+            `SELECT payload->'data' AS d FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1`,
+            [res.subscription_id],
+          )
+        ).rows,
+      (rows) => rows.length === 1,
+    );
+    expect(failed[0].d).toMatchObject({ purpose: 'renewal', error_code: 'OTHER', wallet_asked: false, consecutive_failures: 1 });
+    expect(failed[0].d.may_still_pay).toBeUndefined();
+    // Not held for a charge window the wallet could pay in: it has no request to pay.
+    expect(
+      (
+        await until(
+          () => sub(res.subscription_id),
+          (x) => x.status === 'past_due',
+          10_000,
+        )
+      ).status,
+    ).toBe('past_due');
   });
 
   it("a renewal above the connection's limit is refused without asking the wallet: counted, announced with wallet_asked false", async () => {

@@ -198,6 +198,16 @@ export function isStorableText(s: string): boolean {
   return !UNSTORABLE.test(s);
 }
 
+/**
+ * Text from elsewhere (a wallet's or a provider's error message) as it can be stored and announced: NUL
+ * and unpaired surrogates as U+FFFD, cut to at most `max` characters, never inside one. Found from
+ * outside: a wallet's message with a NUL failed the attempt's record, and its failure was never counted.
+ */
+export function storableText(s: string, max: number): string {
+  const clean = s.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD');
+  return clean.length <= max ? clean : Array.from(clean).slice(0, max).join('');
+}
+
 /** JSON's insignificant whitespace (RFC 8259): what may stand between a key and its colon. */
 const JSON_SPACE = new Set([' ', '\t', '\n', '\r']);
 
@@ -273,7 +283,7 @@ export function unstorableIssues(value: unknown, where: string): ValidationIssue
       const key = Array.isArray(v) ? Number(k) : k;
       if (typeof key === 'string' && !isStorableText(key)) {
         issues.push({
-          loc: [...loc, key.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD')],
+          loc: [...loc, storableText(key, key.length)],
           msg: 'Keys must not contain NUL characters or unpaired surrogates',
           type: 'key_unstorable',
         });

@@ -5,11 +5,21 @@ import {
   eventSchema,
   isStorableText,
   MAX_JSON_DEPTH,
+  storableText,
   undecodableQueryIssues,
   unstorableIssues,
   WebhookEvent,
   webhookBody,
 } from '../src/index.js';
+
+describe('storableText', () => {
+  it('replaces NUL and unpaired surrogates, keeps pairs, and cuts at whole characters', () => {
+    expect(storableText('a\u0000b\ud800c\udc00d 😀', 100)).toBe('a\ufffdb\ufffdc\ufffdd 😀');
+    expect(isStorableText(storableText('x\ud83d', 10))).toBe(true);
+    expect(storableText('😀😀😀', 2)).toBe('😀😀');
+    expect(storableText('abc', 3)).toBe('abc');
+  });
+});
 
 describe('unstorableIssues', () => {
   it('names every string and key holding NUL or an unpaired surrogate, and lets real text through', () => {

@@ -268,7 +268,7 @@ async function runAttempt(d: Deps, conn: ConnectionRow, payment: ChargedPayment,
     else if (confirmed === 'unavailable') unconfirmed = answer.preimage;
   }
   // A wallet that answered a preimage of another invoice did not pay this one: final, as a refusal is.
-  const mayPay = 'error' in answer && mayStillPay(answer.error);
+  const mayPay = 'error' in answer && answer.walletAsked && mayStillPay(answer.error);
   if ('preimage' in answer || (mayPay && (await paidMeanwhile(d, conn, payment.id)) === 'paid')) {
     await d.db.tx(async (tx) => {
       await d.attempts.finish(tx, attemptId, 'paid', { unconfirmedPreimage: unconfirmed });
@@ -370,5 +370,7 @@ async function askWallet(d: Deps, conn: ConnectionRow, payment: ChargedPayment):
     { pubkey: conn.wallet_pubkey, relays: conn.relays, secret: d.secrets.open(conn.secret_sealed), encryption: conn.encryption },
     payment.payment_request,
   );
-  return 'error' in result ? { ...result, walletAsked: true } : result;
+  // A request that reached no relay is one the wallet never had (found from outside: reported as asked,
+  // and as one it might still pay, with the subscription held a charge window for it).
+  return 'error' in result ? { error: result.error, walletAsked: !result.unsent } : result;
 }

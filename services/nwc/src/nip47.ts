@@ -18,7 +18,8 @@ interface PayingConnection extends Pick<WalletConnection, 'pubkey' | 'relays' | 
   encryption: Encryption;
 }
 
-type PayResult = { preimage: string } | { error: { code: NWCErrorCode; message: string } };
+/** `unsent`: the request reached no relay, so the wallet cannot have it (it cannot pay it later either). */
+type PayResult = { preimage: string } | { error: { code: NWCErrorCode; message: string }; unsent?: true };
 
 /** The wallet cannot be used; `message` is the sentence shown to the subscriber. */
 export class WalletCheckError extends Error {}
@@ -143,7 +144,7 @@ export class Nip47Client {
       },
       sk,
     );
-    const fail = (code: NWCErrorCode, message: string): PayResult => ({ error: { code, message } });
+    const fail = (code: NWCErrorCode, message: string, unsent = false): PayResult => ({ error: { code, message }, ...(unsent ? { unsent: true } : {}) });
     const pool = relayPool();
     try {
       return await new Promise<PayResult>((resolve) => {
@@ -160,19 +161,28 @@ export class Nip47Client {
           clearTimeout(refusalTimer);
           resolve(r);
         };
-        let sent = false;
+        // Whether a relay took the request: only then can the wallet have it (and pay it later).
+        let taken: Promise<boolean> | undefined;
         const send = () => {
-          if (sent) return;
-          sent = true;
-          const acks = pool.publish(c.relays, request);
-          void Promise.any(acks).catch(() => done(fail('OTHER', 'No relay of the wallet accepted the payment request')));
+          if (taken) return;
+          taken = Promise.any(pool.publish(c.relays, request)).then(
+            () => true,
+            () => false,
+          );
+          void taken.then((ok) => ok || done(fail('OTHER', 'No relay of the wallet accepted the payment request', true)));
         };
         pool.subscribe(
           c.relays,
           { kinds: [RESPONSE_KIND], authors: [c.pubkey], '#e': [request.id] },
           {
             oneose: send,
-            onclose: () => done(refusal ?? fail('OTHER', "Could not connect to the wallet's relays")),
+            // Every relay closed. A relay that cannot be reached ends its wait for stored events too,
+            // which sends the request: the wallet was asked only if a relay took it (found from outside:
+            // an unreachable relay was announced as a wallet asked, that might still pay).
+            onclose: () => {
+              if (refusal) return done(refusal);
+              void (taken ?? Promise.resolve(false)).then((ok) => done(fail('OTHER', "Could not connect to the wallet's relays", !ok)));
+            },
             onevent: (e) => {
               if (e.pubkey !== c.pubkey || !e.tags.some((t) => t[0] === 'e' && t[1] === request.id)) return;
               const answer = readAnswer(e, decrypt);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { delivered, failed, type SendOutcome } from './outcome.js';
-import { telegram } from '@sb/contracts';
+import { storableText, telegram } from '@sb/contracts';
 
 /** Telegram's limit for one message (counted here in UTF-16 units, never more than Telegram's count). */
 const MAX_TEXT = 4096;
@@ -93,7 +93,7 @@ async function callBot<T>(o: BotApi, method: string, body: unknown): Promise<Ans
   const code = answer.error_code ?? res.status;
   // A 2xx that is not a Bot API answer (a proxy's page, `{"ok": false}` without a reason) says so.
   const said =
-    typeof answer.description === 'string' ? answer.description.slice(0, 300) : res.ok ? `${res.statusText}, but not a Bot API answer` : res.statusText;
+    typeof answer.description === 'string' ? storableText(answer.description, 300) : res.ok ? `${res.statusText}, but not a Bot API answer` : res.statusText;
   const why = `${code} ${said}`;
   return code === 429 ? { ok: false, code, why, retryAfterS: Math.max(1, Number(answer.parameters?.retry_after) || 30) } : { ok: false, code, why };
 }

@@ -1,3 +1,5 @@
+import { storableText } from '@sb/contracts';
+
 /** The result of one send through a channel, as the attempt log records it. */
 export interface SendOutcome {
   delivered: boolean;
@@ -12,7 +14,7 @@ export interface SendOutcome {
 export const delivered = (): SendOutcome => ({ delivered: true, error: null, permanent: false });
 export const failed = (error: string, permanent = false, retryAfterS?: number): SendOutcome => ({
   delivered: false,
-  error: error.slice(0, 500),
+  error: storableText(error, 500),
   permanent,
   ...(retryAfterS !== undefined ? { retryAfterS } : {}),
 });

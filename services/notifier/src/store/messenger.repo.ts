@@ -1,3 +1,4 @@
+import { storableText } from '@sb/contracts';
 import type { Queryable } from '@sb/runtime';
 import type { ChatLink } from '../channels/messenger.js';
 
@@ -71,7 +72,7 @@ export class MessengerRepo {
     await q.query(
       `UPDATE ${this.schema}.messenger_bots SET lease_until = $4, lease_token = NULL, last_error = $3, polled_at = $5
        WHERE bot_id = $1 AND lease_token = $2`,
-      [botId, lease, error.slice(0, 300), retryAt, now],
+      [botId, lease, storableText(error, 300), retryAt, now],
     );
   }
 

@@ -1,4 +1,4 @@
-import type { NWCErrorCode } from '@sb/contracts';
+import { type NWCErrorCode, storableText } from '@sb/contracts';
 
 /**
  * Why a connection must not be asked to pay `amount_sats` at all (null: ask the wallet): a deactivated
@@ -18,11 +18,8 @@ export function chargeRefusal(
 /** The longest error message stored or announced (a wallet's own text may be any length). */
 export const MAX_ERROR_MESSAGE_CHARS = 500;
 
-/** `message` cut to MAX_ERROR_MESSAGE_CHARS characters, never inside one (a lone surrogate is not valid JSONB). */
-export const clipMessage = (message: string): string => {
-  if (message.length <= MAX_ERROR_MESSAGE_CHARS) return message;
-  return Array.from(message).slice(0, MAX_ERROR_MESSAGE_CHARS).join('');
-};
+/** A wallet's `message` as it is stored and announced (storableText: no NUL or lone surrogate, at most MAX_ERROR_MESSAGE_CHARS). */
+export const clipMessage = (message: string): string => storableText(message, MAX_ERROR_MESSAGE_CHARS);
 
 /**
  * The error answers after which the wallet may still pay the same request (a retry inside it, a route
