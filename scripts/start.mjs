@@ -3,33 +3,53 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { acquireLock, dataDir } from './start-lock.mjs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { dbRolePrefix, dbUrlVar, provisionDbRoles } from './db-roles.mjs';
 import { servePglite } from './pglite-server.mjs';
 import { API_PREFIX, ROOT, createWallet, walletCli, findNatsServer, startNats, startService } from './stack.mjs';
 import { supervise } from './supervise.mjs';
-import { envPort, loadConfig, natsUrl, postgresUrl } from '@sb/runtime';
+import { envPort, loadConfig, natsUrl, postgresUrl, setOnly } from '@sb/runtime';
 
 /** A failure `npm start` can say in its own words: printed as one line, without a stack. */
 class StartError extends Error {}
 
 // What this script reads itself, checked before anything starts, one line per bad variable (as each
 // service checks its own): a PORT of "abc" would otherwise surface as a bad PUBLIC_BASE_URL. An empty
-// DATABASE_URL or NATS_URL is unset: the embedded database, a private nats-server.
-const settings = loadConfig(
-  {
-    PORT: envPort(8080),
-    BILLING_OPS_PORT: envPort(9101),
-    PAYMENTS_OPS_PORT: envPort(9102),
-    NWC_OPS_PORT: envPort(9103),
-    NOTIFIER_OPS_PORT: envPort(9104),
-    DATABASE_URL: postgresUrl.optional(),
-    NATS_URL: natsUrl.optional(),
-  },
-  { ...process.env, DATABASE_URL: process.env.DATABASE_URL || undefined, NATS_URL: process.env.NATS_URL || undefined },
-);
+// value is unset (setOnly), as for the services: an empty DATABASE_URL or NATS_URL is the embedded
+// database and a private nats-server.
+const PORTS = { PORT: 8080, BILLING_OPS_PORT: 9101, PAYMENTS_OPS_PORT: 9102, NWC_OPS_PORT: 9103, NOTIFIER_OPS_PORT: 9104 };
+const settings = loadConfig({
+  ...Object.fromEntries(Object.entries(PORTS).map(([name, port]) => [name, envPort(port)])),
+  // Unset: a port the kernel chooses (0 is never validated: it is the default).
+  PGLITE_PORT: envPort(0),
+  DATABASE_URL: postgresUrl.optional(),
+  NATS_URL: natsUrl.optional(),
+});
 /** The ports the gateway and the services will listen on: not to be given to PGlite or nats-server. */
-const takenLater = [settings.PORT, settings.BILLING_OPS_PORT, settings.PAYMENTS_OPS_PORT, settings.NWC_OPS_PORT, settings.NOTIFIER_OPS_PORT];
+const takenLater = Object.keys(PORTS).map((name) => settings[name]);
+/** A variable of ours, empty taken as unset. */
+const given = (name) => setOnly(process.env)[name];
+
+/**
+ * Every port a child will listen on is free, and each its own, before anything starts: found from
+ * outside, a PORT another server held ended in "API ready" with demo keys that server refused, its
+ * answers taken for the gateway's readiness.
+ */
+async function checkPorts() {
+  const wanted = [...Object.keys(PORTS), ...(settings.PGLITE_PORT ? ['PGLITE_PORT'] : [])];
+  for (const [i, name] of wanted.entries()) {
+    const other = wanted.slice(0, i).find((o) => settings[o] === settings[name]);
+    if (other) throw new StartError(`${name}: port ${settings[name]} is ${other}'s too; give each its own`);
+    const free = await new Promise((resolve) => {
+      const probe = createServer();
+      probe.once('error', (err) => resolve(err.code));
+      probe.listen(settings[name], '0.0.0.0', () => probe.close(() => resolve(true)));
+    });
+    if (free === 'EADDRINUSE') throw new StartError(`${name}: port ${settings[name]} is already in use by another process`);
+    if (free !== true) throw new StartError(`${name}: port ${settings[name]} cannot be listened on (${free})`);
+  }
+}
 
 const DATA = dataDir();
 /** What shutdown stops, last started first: `[name, stop]`. */
@@ -92,9 +112,9 @@ async function embeddedPostgres() {
   const dir = join(DATA, 'pglite');
   mkdirSync(dir, { recursive: true });
   const db = await PGlite.create(dir);
-  let server = await servePglite(db, { port: Number(process.env.PGLITE_PORT || 0) });
+  let server = await servePglite(db, { port: settings.PGLITE_PORT });
   // A port the kernel chose that a service is told to listen on later: another one.
-  for (let i = 0; !process.env.PGLITE_PORT && takenLater.includes(server.port) && i < 20; i++) {
+  for (let i = 0; !settings.PGLITE_PORT && takenLater.includes(server.port) && i < 20; i++) {
     await server.stop();
     server = await servePglite(db, { port: 0 });
   }
@@ -113,22 +133,23 @@ async function main() {
   lock = acquireLock(DATA);
   // Nothing of the running stack's (its runtime.json included) is touched.
   if (!lock) process.exit(1);
+  await checkPorts();
   const env = {
     SB_PARENT_PID: String(process.pid),
     DEV_MODE: '1',
     // Every rail on its dev provider (no money moves; paid with `npm run dev -- pay <payment id>`).
-    LIGHTNING_PROVIDER: process.env.LIGHTNING_PROVIDER ?? 'dev',
-    ONCHAIN_PROVIDER: process.env.ONCHAIN_PROVIDER ?? 'dev',
-    CARDPROC_PROVIDER: process.env.CARDPROC_PROVIDER ?? 'dev',
-    WALLETPROC_PROVIDER: process.env.WALLETPROC_PROVIDER ?? 'dev',
-    FIAT_CURRENCY: process.env.FIAT_CURRENCY ?? 'usd',
-    ...(process.env.FIAT_RATE_URL ? { FIAT_RATE_URL: process.env.FIAT_RATE_URL } : { FIAT_RATE_FIXED: process.env.FIAT_RATE_FIXED ?? '100000' }),
-    PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? `http://127.0.0.1:${settings.PORT}`,
+    LIGHTNING_PROVIDER: given('LIGHTNING_PROVIDER') ?? 'dev',
+    ONCHAIN_PROVIDER: given('ONCHAIN_PROVIDER') ?? 'dev',
+    CARDPROC_PROVIDER: given('CARDPROC_PROVIDER') ?? 'dev',
+    WALLETPROC_PROVIDER: given('WALLETPROC_PROVIDER') ?? 'dev',
+    FIAT_CURRENCY: given('FIAT_CURRENCY') ?? 'usd',
+    ...(given('FIAT_RATE_URL') ? { FIAT_RATE_URL: given('FIAT_RATE_URL') } : { FIAT_RATE_FIXED: given('FIAT_RATE_FIXED') ?? '100000' }),
+    PUBLIC_BASE_URL: given('PUBLIC_BASE_URL') ?? `http://127.0.0.1:${settings.PORT}`,
     // A local development relay is allowed (never in production).
-    NWC_ALLOW_PRIVATE_RELAYS: process.env.NWC_ALLOW_PRIVATE_RELAYS ?? '1',
-    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
-    SCHEDULER_INTERVAL_MS: process.env.SCHEDULER_INTERVAL_MS ?? '1000',
-    SECRETS_KEY: process.env.SECRETS_KEY ?? localSecretsKey(),
+    NWC_ALLOW_PRIVATE_RELAYS: given('NWC_ALLOW_PRIVATE_RELAYS') ?? '1',
+    LOG_LEVEL: given('LOG_LEVEL') ?? 'info',
+    SCHEDULER_INTERVAL_MS: given('SCHEDULER_INTERVAL_MS') ?? '1000',
+    SECRETS_KEY: given('SECRETS_KEY') ?? localSecretsKey(),
   };
 
   let databaseUrl = settings.DATABASE_URL;

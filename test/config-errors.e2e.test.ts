@@ -107,6 +107,22 @@ describe('bad settings of a service', () => {
     expect(r.lines.join('\n')).toMatch(/"port":8080,"msg":"gateway listening"|PORT: port 8080 is already in use/);
   });
 
+  it('an empty value is the default for every setting, not a bad value (found from outside: LOG_LEVEL=, LIGHTNING_PROVIDER=, SMTP_URL= stopped the service)', async () => {
+    const empty = (names: string[]) => Object.fromEntries(names.map((n) => [n, '']));
+    const cases = [
+      ['billing', 'BILLING_OPS_PORT', ['PUBLIC_BASE_URL']],
+      ['payments', 'PAYMENTS_OPS_PORT', ['LIGHTNING_PROVIDER', 'ONCHAIN_PROVIDER', 'FIAT_CURRENCY', 'FIAT_RATE_FIXED', 'PUBLIC_BASE_URL']],
+      ['notifier', 'NOTIFIER_OPS_PORT', ['SMTP_URL', 'MAIL_FROM', 'MESSENGER_API_URL']],
+    ] as const;
+    for (const [name, ops, names] of cases) {
+      const r = await service(name, { ...empty(['LOG_LEVEL', 'SECRETS_KEY_PREVIOUS', ...names]), [ops]: String(await freePort()) }, 4_000);
+      const all = r.lines.join('\n');
+      // Still running when stopped, waiting for its database: not refused at start.
+      expect(all, name).not.toMatch(/Invalid configuration/);
+      expect(r.code, `${name}: ${all}`).toBeNull();
+    }
+  });
+
   it('DATABASE_URL must be a postgres:// URL with a user', async () => {
     for (const url of ['mysql://x@127.0.0.1/db', 'postgres://', 'postgres://127.0.0.1/db', 'not a url']) {
       expectRefused(await service('billing', { DATABASE_URL: url, BILLING_OPS_PORT: String(await freePort()) }), 'DATABASE_URL', /postgres:\/\//);
@@ -243,6 +259,21 @@ describe('npm start and the dev tools', () => {
     const r = await run([process.execPath, 'scripts/start.mjs'], { PORT: 'abc', SB_DATA_DIR: data, DATABASE_URL: '', NATS_URL: '' });
     expectRefused(r, 'PORT', /1 to 65535/);
     expect(r.lines.join('\n')).not.toContain('PUBLIC_BASE_URL');
+  });
+
+  it('npm start with a port another process holds, or two ports the same: one line naming it, exit 1, nothing started (found from outside: "API ready" at the other server)', async () => {
+    const taken: Server = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => taken.close(r)));
+    const port = (taken.address() as { port: number }).port;
+    const data = mkdtempSync(join(tmpdir(), 'sb-cfg-start-'));
+    cleanups.push(() => rmSync(data, { recursive: true, force: true }));
+    const base = { SB_DATA_DIR: data, DATABASE_URL: '', NATS_URL: '', BILLING_OPS_PORT: String(await freePort()) };
+    const held = await run([process.execPath, 'scripts/start.mjs'], { ...base, PORT: String(port) });
+    expectRefused(held, 'PORT', new RegExp(`port ${port} is already in use by another process`));
+    const twice = await run([process.execPath, 'scripts/start.mjs'], { ...base, PORT: base.BILLING_OPS_PORT });
+    expectRefused(twice, 'BILLING_OPS_PORT', /is PORT's too/);
+    for (const r of [held, twice]) expect(r.lines.join('\n')).not.toMatch(/embedded PostgreSQL|nats-server with JetStream|API ready/);
   });
 
   it('npm start against a database that refuses the admin login: one line naming DATABASE_URL, exit 1', async () => {

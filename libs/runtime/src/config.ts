@@ -5,11 +5,20 @@ import { z } from 'zod';
  * named in one line of its own so an operator can fix them all in one go.
  */
 export function loadConfig<S extends z.ZodRawShape>(shape: S, env: NodeJS.ProcessEnv = process.env): z.infer<z.ZodObject<S>> {
-  const result = z.object(shape).safeParse(env);
+  const result = z.object(shape).safeParse(setOnly(env));
   if (result.success) return result.data;
   const lines = result.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
   process.stderr.write(`Invalid configuration:\n${lines.join('\n')}\n`);
   process.exit(1);
+}
+
+/**
+ * The variables with a value: an empty one is taken as unset (its default), for every setting. `PORT=${PORT}`
+ * in a compose file or a Kubernetes manifest gives an empty string when the operator set nothing (found
+ * from outside: an empty LOG_LEVEL, LIGHTNING_PROVIDER, PUBLIC_BASE_URL or SMTP_URL stopped the service).
+ */
+export function setOnly(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([, v]) => v !== ''));
 }
 
 /**
@@ -26,28 +35,22 @@ export class SettingError extends Error {
 }
 
 export const envBool = z
-  .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
+  .enum(['1', '0', 'true', 'false', 'yes', 'no'])
   .optional()
   .transform((v) => v === '1' || v === 'true' || v === 'yes');
 
 /** A switch that is on unless set to 0, false or no. */
 export const envBoolOn = z
-  .enum(['1', '0', 'true', 'false', 'yes', 'no', ''])
+  .enum(['1', '0', 'true', 'false', 'yes', 'no'])
   .optional()
   .transform((v) => v !== '0' && v !== 'false' && v !== 'no');
 
-/**
- * An empty value is taken as unset (the default): `PORT=${PORT}` in a compose file or a Kubernetes
- * manifest gives an empty string when the operator set nothing, and that must not mean 0.
- */
-const blankIsUnset = (v: unknown) => (v === '' ? undefined : v);
-
-export const envInt = (def: number, min = 0) => z.preprocess(blankIsUnset, z.coerce.number().int().min(min).default(def));
+/** A whole number of at least `min` (unset or empty: `def`, see setOnly). */
+export const envInt = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
 const PORT_MESSAGE = { error: 'must be a port number from 1 to 65535' };
 /** A TCP port to listen on (empty: the default). */
-export const envPort = (def: number) =>
-  z.preprocess(blankIsUnset, z.coerce.number(PORT_MESSAGE).int(PORT_MESSAGE).min(1, PORT_MESSAGE).max(65535, PORT_MESSAGE).default(def));
+export const envPort = (def: number) => z.coerce.number(PORT_MESSAGE).int(PORT_MESSAGE).min(1, PORT_MESSAGE).max(65535, PORT_MESSAGE).default(def);
 
 /**
  * One address or several, comma-separated (a cluster), each `nats://`, `tls://`, `ws://` or `wss://`
