@@ -145,6 +145,30 @@ describe('bad settings of a service', () => {
   });
 });
 
+describe('NATS settings', () => {
+  it('an unreadable NATS_TLS_CA_FILE, or TLS asked of a server without it: one line naming it, exit 1, the gateway too (found from outside: a stack; a gateway left answering 503)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sb-cfg-nats-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const nats = await startNats(join(dir, 'store'), {});
+    cleanups.push(() => nats.stop());
+    const database = await createDatabase('sb_cfgnats');
+    cleanups.push(() => database.drop());
+    const ca = join(dir, 'ca.pem');
+    writeFileSync(ca, '-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n');
+    const base = { NATS_URL: nats.url, DATABASE_URL: database.url };
+    for (const [name, ops] of [
+      ['gateway', 'PORT'],
+      ['billing', 'BILLING_OPS_PORT'],
+    ] as const) {
+      // The client learns the server has no TLS before it reads the file: either is the setting to fix.
+      const missing = await service(name, { ...base, NATS_TLS_CA_FILE: join(dir, 'none.pem'), [ops]: String(await freePort()) }, 20_000);
+      expectRefused(missing, 'NATS_TLS_CA_FILE', /cannot be read|tls/i);
+      const plain = await service(name, { ...base, NATS_TLS_CA_FILE: ca, [ops]: String(await freePort()) }, 20_000);
+      expectRefused(plain, 'NATS_TLS_CA_FILE', /tls/i);
+    }
+  });
+});
+
 describe('a service still waiting for its database', () => {
   /** Starts `name` against a database port nothing listens on, logging at info; resolves once it says it waits. */
   async function waiting(name: keyof typeof MAINS, env: Record<string, string> = {}) {

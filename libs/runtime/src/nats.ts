@@ -4,6 +4,7 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { DEV_CLOCK_BUCKET, inboxPrefix } from '@sb/contracts';
 import type { Logger } from './logger.js';
 import type { Clock } from './clock.js';
+import { SettingError } from './config.js';
 import { keepTrying } from './listener.js';
 
 export type { NatsConnection };
@@ -63,6 +64,23 @@ function natsSettingError(err: unknown): boolean {
 }
 
 /**
+ * The setting behind a NATS error of a setting (natsSettingError), as one line naming it; undefined for
+ * any other error. Found from outside: a missing CA file, or TLS asked of a server without it, stopped
+ * billing with a stack that named no variable, and left the gateway running, answering 503 for ever.
+ */
+export function natsSettingProblem(err: unknown): SettingError | undefined {
+  if (!natsSettingError(err)) return undefined;
+  const e = err as { code?: unknown; cause?: { code?: unknown }; message?: unknown };
+  const code = e?.code ?? e?.cause?.code;
+  const message = String(e?.message ?? err);
+  if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') return new SettingError('NATS_TLS_CA_FILE', `cannot be read (${message})`);
+  if (err instanceof errors.ConnectionError) {
+    return new SettingError('NATS_TLS_CA_FILE', `${message}: TLS is used with NATS_TLS_CA_FILE set, never without it; the server must agree`);
+  }
+  return new SettingError('NATS_URL', message);
+}
+
+/**
  * `connectNats` for a service's start: while no NATS server lets it in the service waits, saying where it
  * looks, with a backoff of `retryMs` doubling to 30 s. Not only while nobody answers (the server starts
  * after the services, as on Kubernetes): a refused login too, which a reload of the server's auth.conf
@@ -77,6 +95,8 @@ export async function connectNatsWhenReachable(conn: string | NatsSettings, name
     details: { nats_servers: where },
     firstMs: retryMs,
     fatal: natsSettingError,
+  }).catch((err) => {
+    throw natsSettingProblem(err) ?? err;
   });
 }
 

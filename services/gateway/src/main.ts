@@ -13,6 +13,7 @@ import {
   isDbUnavailable,
   listen,
   main as runMain,
+  natsSettingProblem,
   migrateWhenReachable,
   registerHandlers,
   SecretBox,
@@ -41,7 +42,12 @@ async function main(): Promise<void> {
 
   const bus = new BusClient(config, config.BUS_TIMEOUT_MS, 'gateway', log);
   // The gateway starts even while NATS is away: requests answer 503 until it is back.
-  await bus.connect().catch((err) => log.warn({ err: String(err) }, 'NATS not reachable yet'));
+  // A setting to fix (an unreadable NATS_TLS_CA_FILE) is not waited on: it stops the start, in one line.
+  await bus.connect().catch((err) => {
+    const setting = natsSettingProblem(err);
+    if (setting) throw setting;
+    log.warn({ err: String(err) }, 'NATS not reachable yet');
+  });
 
   const limits = {
     perKey: new RateLimiter(config.RATE_LIMIT_KEY_PER_SECOND, 1000),
