@@ -123,6 +123,10 @@ describe('bad settings of a service', () => {
     }
   });
 
+  it('a HOST that is no address of this host, or no name at all: one line naming HOST (found from outside: a stack)', async () => {
+    expectRefused(await service('gateway', { HOST: 'not_a_host!', PORT: String(await freePort()) }), 'HOST', /not an address or a name/);
+  });
+
   it('DATABASE_URL must be a postgres:// URL with a user', async () => {
     for (const url of ['mysql://x@127.0.0.1/db', 'postgres://', 'postgres://127.0.0.1/db', 'not a url']) {
       expectRefused(await service('billing', { DATABASE_URL: url, BILLING_OPS_PORT: String(await freePort()) }), 'DATABASE_URL', /postgres:\/\//);

@@ -60,6 +60,9 @@ export function listen(server: Server, port: number, host: string, variable: str
       if (err.code === 'EADDRINUSE') reject(new SettingError(variable, `port ${port} is already in use by another process`));
       else if (err.code === 'EACCES') reject(new SettingError(variable, `port ${port} may not be used by this process`));
       else if (err.code === 'EADDRNOTAVAIL') reject(new SettingError(hostVariable, `address ${host} is not one of this host's`));
+      // A name that does not resolve (found from outside: a stack naming no variable).
+      else if (err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN')
+        reject(new SettingError(hostVariable, `${host} is not an address or a name this host resolves`));
       else reject(err);
     });
     server.listen(port, host, () => resolve());
