@@ -15,6 +15,8 @@ export const subscribe = (d: Deps) =>
     // A returning subscriber's other contact details were not stored: said, not dropped in silence.
     const unchanged = contactsUnchanged(body, manage_url);
     const told = unchanged ? { contacts_unchanged: true as const } : {};
+    // Only when this request created the subscriber (behaviour.md): no key at all otherwise.
+    const portal = manage_url ? { manage_url } : {};
     if (!created) {
       const trialEnd = sub.trial_end ?? sub.current_period_end;
       return {
@@ -25,11 +27,11 @@ export const subscribe = (d: Deps) =>
         trial_end: trialEnd,
         // When the first payment is due is what a person starting a trial wants to know.
         message: `Your ${plan.trial_days}-day free trial of ${plan.name} has started; it ends on ${utcMinute(trialEnd)}${unchanged ? `. ${CONTACTS_UNCHANGED}` : ''}`,
-        manage_url,
+        ...portal,
         ...told,
       };
     }
-    return { ...created.checkout, subscription_id: sub.id, manage_url, ...told };
+    return { ...created.checkout, subscription_id: sub.id, ...portal, ...told };
   });
 
 /**

@@ -132,7 +132,8 @@ async function subscribed(d: Deps, req: RouteRequest<'public.subscribe.nwc'>): P
   });
   const { conn, encryption } = await checked(d, body.nwc_connection_string);
   const sub = await callMessage(d.bus, messages.subscribeNwc, rest);
-  const base = { subscription_id: sub.subscription_id, manage_url: sub.manage_url ?? null };
+  // The portal link only when this request created the subscriber (behaviour.md): no key at all otherwise.
+  const base = { subscription_id: sub.subscription_id, ...(sub.manage_url ? { manage_url: sub.manage_url } : {}) };
   // No answer in time is no refusal: the wallet may pay in the minutes after (found from outside: "did
   // not pay", then active), which the answer says (may_still_pay) rather than advise paying another way.
   const notPaid = (outcome: { error_code: NWCErrorCode; message: string; mayStillPay?: true }) => ({
