@@ -488,14 +488,17 @@ describe('payments service, charge server provider (callbacks)', () => {
       Array.from({ length: 100 }, (_, i) => (i % 2 ? webhook(unpaid) : s.route('payments.public.payment_status', { params: { id: payment.id } }))),
     );
     for (const a of answers) expect(a).toMatchObject({ ok: true });
-    // One check, and one more after a second for the callbacks that came during the first.
-    expect(reads()).toBe(2);
+    // One check, and one more after a second for the callbacks that came during the first (a third if
+    // the hundred took longer than a second to arrive, on a busy machine).
+    const burst = reads();
+    expect(burst).toBeGreaterThanOrEqual(2);
+    expect(burst).toBeLessThanOrEqual(3);
     // The charge is paid and its callback comes a moment after a forged one: it waits for a check of its own.
     expect(await webhook(unpaid)).toEqual({ ok: true, data: { received: true } });
     satspay.pay(chargeId);
     expect(await webhook(JSON.stringify(satspay.chargeJson(chargeId)))).toEqual({ ok: true, data: { received: true } });
     expect((await paymentRow(s, payment.id)).status).toBe('paid');
-    expect(reads()).toBe(4);
+    expect(reads()).toBe(burst + 2);
   });
 
   it('dev pay is 409 for a charge-server payment', async () => {
