@@ -161,15 +161,16 @@ export class Nip47Client {
           clearTimeout(refusalTimer);
           resolve(r);
         };
-        // Whether a relay took the request: only then can the wallet have it (and pay it later).
-        let taken: Promise<boolean> | undefined;
+        // Whether a relay took the request. Not sent only when no relay could be reached: one that did not
+        // confirm in time (or dropped after the request) may have passed it on, and the wallet pay it later.
+        let taken: Promise<'taken' | 'unsent' | 'unknown'> | undefined;
         const send = () => {
           if (taken) return;
           taken = Promise.any(pool.publish(c.relays, request)).then(
-            () => true,
-            () => false,
+            () => 'taken' as const,
+            (err: AggregateError) => (err.errors.every(notSent) ? ('unsent' as const) : ('unknown' as const)),
           );
-          void taken.then((ok) => ok || done(fail('OTHER', 'No relay of the wallet accepted the payment request', true)));
+          void taken.then((t) => t === 'taken' || done(fail('OTHER', 'No relay of the wallet accepted the payment request', t === 'unsent')));
         };
         pool.subscribe(
           c.relays,
@@ -181,7 +182,7 @@ export class Nip47Client {
             // an unreachable relay was announced as a wallet asked, that might still pay).
             onclose: () => {
               if (refusal) return done(refusal);
-              void (taken ?? Promise.resolve(false)).then((ok) => done(fail('OTHER', "Could not connect to the wallet's relays", !ok)));
+              void (taken ?? Promise.resolve('unsent')).then((t) => done(fail('OTHER', "Could not connect to the wallet's relays", t === 'unsent')));
             },
             onevent: (e) => {
               if (e.pubkey !== c.pubkey || !e.tags.some((t) => t[0] === 'e' && t[1] === request.id)) return;
@@ -199,6 +200,9 @@ export class Nip47Client {
     }
   }
 }
+
+/** A publish that never reached its relay (nostr-tools' reasons): no connection, or the relay skipped. */
+const notSent = (reason: unknown): boolean => typeof reason === 'string' && /^(connection failure|connection skipped|duplicate url)/.test(reason);
 
 /** The wallet's answer as a result: a preimage, or its NIP-47 error (unknown codes become OTHER). */
 function readAnswer(e: Event, decrypt: (s: string) => string): PayResult {
