@@ -68,6 +68,8 @@ async function save(d: Deps, walletId: string, row: string, body: NotificationSe
  */
 async function putSettings(d: Deps, row: Parameters<Deps['settings']['put']>[1]): Promise<void> {
   await d.db.tx(async (tx) => {
+    // Two changes at once (the wallet's and a plan's) would each route from the other's old settings.
+    await d.settings.lockWallet(tx, row.wallet_id);
     await d.settings.put(tx, row);
     await reroute(d, tx, row.wallet_id);
   });

@@ -1,4 +1,4 @@
-import type { Queryable } from '@sb/runtime';
+import { lockUntilCommit, type Queryable } from '@sb/runtime';
 import type { StoredSettings } from '../domain/settings.js';
 
 /** '' is the wallet's own row; a plan id names that plan's. */
@@ -30,6 +30,11 @@ export class SettingsRepo {
       [walletId, planId],
     );
     return rows[0];
+  }
+
+  /** Held until the transaction ends: one settings change of a wallet at a time (its pending notices' routes follow each). */
+  async lockWallet(q: Queryable, walletId: string): Promise<void> {
+    await lockUntilCommit(q, `${this.schema}.settings`, walletId);
   }
 
   async put(q: Queryable, r: SettingsRow): Promise<void> {
