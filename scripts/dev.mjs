@@ -4,7 +4,7 @@
 //   npm run dev -- clock [--advance-days N] [--advance-seconds N]   (needs ADMIN_KEY)
 import { parseArgs } from 'node:util';
 
-const API = (process.env.API_URL ?? `http://127.0.0.1:${process.env.PORT ?? 8080}`) + '/subscriptions_manager/api/v1';
+const API = (process.env.API_URL || `http://127.0.0.1:${process.env.PORT || 8080}`) + '/subscriptions_manager/api/v1';
 const { positionals, values } = parseArgs({
   allowPositionals: true,
   options: { 'advance-days': { type: 'string' }, 'advance-seconds': { type: 'string' } },

@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Where `npm start` keeps its data (SB_DATA_DIR: another one; tests run stacks side by side this way). */
-export const dataDir = () => process.env.SB_DATA_DIR ?? join(dirname(dirname(fileURLToPath(import.meta.url))), '.data');
+export const dataDir = () => process.env.SB_DATA_DIR || join(dirname(dirname(fileURLToPath(import.meta.url))), '.data');
 
 const alive = (pid) => {
   try {

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { acquireLock, dataDir } from './start-lock.mjs';
 import { createServer } from 'node:net';
+import { z } from 'zod';
 import { join } from 'node:path';
 import { dbRolePrefix, dbUrlVar, provisionDbRoles } from './db-roles.mjs';
 import { servePglite } from './pglite-server.mjs';
@@ -21,8 +22,8 @@ class StartError extends Error {}
 const PORTS = { PORT: 8080, BILLING_OPS_PORT: 9101, PAYMENTS_OPS_PORT: 9102, NWC_OPS_PORT: 9103, NOTIFIER_OPS_PORT: 9104 };
 const settings = loadConfig({
   ...Object.fromEntries(Object.entries(PORTS).map(([name, port]) => [name, envPort(port)])),
-  // Unset: a port the kernel chooses (0 is never validated: it is the default).
-  PGLITE_PORT: envPort(0),
+  // Unset or 0: a port the kernel chooses.
+  PGLITE_PORT: z.coerce.number({ error: 'must be a port number from 0 to 65535' }).int().min(0).max(65535).default(0),
   DATABASE_URL: postgresUrl.optional(),
   NATS_URL: natsUrl.optional(),
 });
@@ -37,14 +38,15 @@ const given = (name) => setOnly(process.env)[name];
  * answers taken for the gateway's readiness.
  */
 async function checkPorts() {
-  const wanted = [...Object.keys(PORTS), ...(settings.PGLITE_PORT ? ['PGLITE_PORT'] : [])];
+  const wanted = [...Object.keys(PORTS), ...(settings.PGLITE_PORT && !settings.DATABASE_URL ? ['PGLITE_PORT'] : [])];
   for (const [i, name] of wanted.entries()) {
     const other = wanted.slice(0, i).find((o) => settings[o] === settings[name]);
     if (other) throw new StartError(`${name}: port ${settings[name]} is ${other}'s too; give each its own`);
     const free = await new Promise((resolve) => {
       const probe = createServer();
       probe.once('error', (err) => resolve(err.code));
-      probe.listen(settings[name], '0.0.0.0', () => probe.close(() => resolve(true)));
+      // Where the child will listen: the gateway on HOST, the others on every address.
+      probe.listen(settings[name], (name === 'PORT' && given('HOST')) || '0.0.0.0', () => probe.close(() => resolve(true)));
     });
     if (free === 'EADDRINUSE') throw new StartError(`${name}: port ${settings[name]} is already in use by another process`);
     if (free !== true) throw new StartError(`${name}: port ${settings[name]} cannot be listened on (${free})`);
@@ -155,7 +157,7 @@ async function main() {
   let databaseUrl = settings.DATABASE_URL;
   if (!databaseUrl) {
     databaseUrl = await embeddedPostgres();
-    console.log(`embedded PostgreSQL (PGlite) serving ${join('.data', 'pglite')} at ${databaseUrl}`);
+    console.log(`embedded PostgreSQL (PGlite) serving ${join(DATA, 'pglite')} at ${databaseUrl}`);
     // PGlite serves every client on its one session, where the statement names each process gives
     // (sb0, sb1, ...) would collide.
     env.DB_PREPARED_STATEMENTS = '0';

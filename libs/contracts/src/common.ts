@@ -203,8 +203,9 @@ export function isStorableText(s: string): boolean {
  * and unpaired surrogates as U+FFFD, cut to at most `max` characters, never inside one. Found from
  * outside: a wallet's message with a NUL failed the attempt's record, and its failure was never counted.
  */
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
 export function storableText(s: string, max: number): string {
-  const clean = s.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD');
+  const clean = s.replace(UNSTORABLE_ALL, '\uFFFD');
   return clean.length <= max ? clean : Array.from(clean).slice(0, max).join('');
 }
 

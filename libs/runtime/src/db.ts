@@ -152,7 +152,7 @@ const UNAVAILABLE_MESSAGE =
 export function cliDatabaseUrl(): string {
   if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
   // The data directory of `npm start` (SB_DATA_DIR moves it, as it does for the start script).
-  const runtime = join(process.env.SB_DATA_DIR ?? '.data', 'runtime.json');
+  const runtime = join(process.env.SB_DATA_DIR || '.data', 'runtime.json');
   // An `npm start` killed outright leaves its file behind: its address would only be refused.
   const recorded = existsSync(runtime) ? (JSON.parse(readFileSync(runtime, 'utf8')) as { DATABASE_URL: string; pid?: number }) : undefined;
   if (recorded && (recorded.pid === undefined || processAlive(recorded.pid))) return recorded.DATABASE_URL;

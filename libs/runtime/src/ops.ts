@@ -61,8 +61,8 @@ export function listen(server: Server, port: number, host: string, variable: str
       else if (err.code === 'EACCES') reject(new SettingError(variable, `port ${port} may not be used by this process`));
       else if (err.code === 'EADDRNOTAVAIL') reject(new SettingError(hostVariable, `address ${host} is not one of this host's`));
       // A name that does not resolve (found from outside: a stack naming no variable).
-      else if (err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN')
-        reject(new SettingError(hostVariable, `${host} is not an address or a name this host resolves`));
+      else if (err.code === 'ENOTFOUND') reject(new SettingError(hostVariable, `${host} is not an address or a name this host resolves`));
+      else if (err.code === 'EAI_AGAIN') reject(new SettingError(hostVariable, `${host} could not be resolved now (the name service did not answer)`));
       else reject(err);
     });
     server.listen(port, host, () => resolve());
