@@ -1093,11 +1093,25 @@ describe('delivery', () => {
     }
   });
 
+  /** Wallet 0's owner hears of a new checkout of a new plan on Telegram within 10 s (while another route hangs). */
+  const ownerHearsWithin10s = async (planName: string, email: string) => {
+    const ownerTg = () => tgTo('1001').filter((m) => m.text.startsWith('New subscription'));
+    const before = ownerTg().length;
+    const ours = (await admin().post('/plans', { name: planName, amount_sats: 1000, interval: 'weekly' })).body;
+    expect((await pub().post('/public/subscribe', { plan_id: ours.id, payment_method: 'lightning', email })).status).toBe(201);
+    expect(
+      await until(
+        async () => ownerTg().length,
+        (n) => n > before,
+        10_000,
+      ),
+    ).toBe(before + 1);
+  };
+
   it("one owner's mail server that never greets holds a share of the places, not every owner's notices (found from outside)", async () => {
     const taken: Socket[] = [];
     const hung = createNetServer((socket) => taken.push(socket));
     await new Promise<void>((r) => hung.listen(0, '127.0.0.1', r));
-    const ownerTg = () => tgTo('1001').filter((m) => m.text.startsWith('New subscription'));
     try {
       const put = await admin(1).put('/notification-settings', {
         channels: { email: { smtp_url: `smtp://127.0.0.1:${(hung.address() as AddressInfo).port}`, owner_email: 'hung@example.com' } },
@@ -1115,16 +1129,7 @@ describe('delivery', () => {
         (n) => n >= 16,
       );
       // Another owner's notice goes out while they hang, not 20 s later.
-      const before = ownerTg().length;
-      const ours = (await admin().post('/plans', { name: 'Not held up', amount_sats: 1000, interval: 'weekly' })).body;
-      expect((await pub().post('/public/subscribe', { plan_id: ours.id, payment_method: 'lightning', email: 'free@example.com' })).status).toBe(201);
-      expect(
-        await until(
-          async () => ownerTg().length,
-          (n) => n > before,
-          10_000,
-        ),
-      ).toBe(before + 1);
+      await ownerHearsWithin10s('Not held up', 'free@example.com');
       // The hung server holds the wallet's share of its channel, no more.
       expect(taken.length).toBe(16);
       expect(taken.every((sock) => !sock.destroyed)).toBe(true);
@@ -1137,7 +1142,6 @@ describe('delivery', () => {
 
   it("the server's mail server hung holds one share for every wallet's e-mails, then only the slow share after its timeout", async () => {
     // Every wallet without a mail server of its own sends through SMTP_URL: one route for all of them.
-    const ownerTg = () => tgTo('1001').filter((m) => m.text.startsWith('New subscription'));
     const owner = 'shared-owner@example.com';
     const refusing = createNetServer();
     await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
@@ -1168,16 +1172,7 @@ describe('delivery', () => {
         (n) => n >= 16,
       );
       // Another wallet's Telegram notice goes out while the shared server hangs.
-      const before = ownerTg().length;
-      const ours = (await admin().post('/plans', { name: 'Beside the shared server', amount_sats: 1000, interval: 'weekly' })).body;
-      expect((await pub().post('/public/subscribe', { plan_id: ours.id, payment_method: 'lightning', email: 'beside@example.com' })).status).toBe(201);
-      expect(
-        await until(
-          async () => ownerTg().length,
-          (n) => n > before,
-          10_000,
-        ),
-      ).toBe(before + 1);
+      await ownerHearsWithin10s('Beside the shared server', 'beside@example.com');
       expect(serverSmtp.state.connections - start).toBe(16);
       // Each of the 16 runs into its 20 s timeout; then the route is slow and gets 2 places, not 16 again.
       await until(

@@ -61,6 +61,15 @@ async function connection(subscriptionId: string) {
   return rows[0];
 }
 
+/** The `payment.failed` events the NWC service wrote for a subscription, their data as `d`. */
+async function failedEvents(subscriptionId: string) {
+  const { rows } = await db.query(
+    `SELECT payload->'data' AS d FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1`,
+    [subscriptionId],
+  );
+  return rows;
+}
+
 describe('validate', () => {
   it('a wallet offering pay_invoice is valid', async () => {
     const w = await wallet();
@@ -1538,13 +1547,7 @@ describe('renewals', () => {
     await gone.stop();
     await advanceTo(s.current_period_end + 60);
     const failed = await until(
-      async () =>
-        (
-          await db.query(
-            `SELECT payload->'data' AS d FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1`,
-            [res.subscription_id],
-          )
-        ).rows,
+      () => failedEvents(res.subscription_id),
       (rows) => rows.length === 1,
     );
     expect(failed[0].d).toMatchObject({ purpose: 'renewal', error_code: 'OTHER', wallet_asked: false, consecutive_failures: 1 });
@@ -1569,13 +1572,7 @@ describe('renewals', () => {
     expect(w.requests).toHaveLength(1); // the checkout only
     expect(await connection(res.subscription_id)).toMatchObject({ consecutive_failures: 1, last_error_code: 'QUOTA_EXCEEDED' });
     const failed = await until(
-      async () =>
-        (
-          await db.query(
-            `SELECT payload->'data' AS d FROM nwc.outbox WHERE payload->>'event' = 'payment.failed' AND payload->'data'->>'subscription_id' = $1`,
-            [res.subscription_id],
-          )
-        ).rows,
+      () => failedEvents(res.subscription_id),
       (rows) => rows.length === 1,
     );
     expect(failed[0].d).toMatchObject({ purpose: 'renewal', error_code: 'QUOTA_EXCEEDED', wallet_asked: false, consecutive_failures: 1 });

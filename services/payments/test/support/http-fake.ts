@@ -74,3 +74,20 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 }
 
 export const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
+
+/**
+ * A 200 whose body starts with `start` and then stops coming (`stall`) or never ends (`endless`): a
+ * provider's answer that a bounded read must give up on.
+ */
+export function brokenBody(res: ServerResponse, start: string, kind: 'stall' | 'endless'): void {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.write(start);
+  if (kind === 'stall') return;
+  const chunk = ' '.repeat(64 * 1024);
+  const more = () => {
+    while (!res.destroyed && res.write(chunk));
+    if (!res.destroyed) res.once('drain', more);
+  };
+  res.on('error', () => undefined);
+  more();
+}

@@ -2,6 +2,7 @@ import { createSign, createVerify, generateKeyPairSync, randomBytes, randomUUID 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { crc32 } from 'node:zlib';
+import { brokenBody } from './http-fake.js';
 
 /**
  * A PayPal REST server on loopback speaking the real wire format of what the wallet-processor rail uses:
@@ -362,20 +363,7 @@ export async function startPaypalServer(opts: { clientId?: string; clientSecret?
       if (server.faults.delayMs) await new Promise((r) => setTimeout(r, server.faults.delayMs));
       if (server.faults.status)
         return send(res, server.faults.status, apiError(server.faults.status, 'INTERNAL_SERVER_ERROR', 'An internal server error has occurred.').body);
-      if (server.faults.body) {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.write('{"verification_status":"SUC');
-        if (server.faults.body === 'endless') {
-          const chunk = ' '.repeat(64 * 1024);
-          const more = () => {
-            while (!res.destroyed && res.write(chunk));
-            if (!res.destroyed) res.once('drain', more);
-          };
-          res.on('error', () => undefined);
-          more();
-        }
-        return;
-      }
+      if (server.faults.body) return brokenBody(res, '{"verification_status":"SUC', server.faults.body);
       const out = route(rec, raw);
       send(res, out.status, out.body);
     });

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
-import type { Faults } from './http-fake.js';
+import { brokenBody, type Faults } from './http-fake.js';
 
 /** A Checkout Session as Stripe answers it (the fields this project reads, plus the usual neighbours). */
 export interface StripeSession {
@@ -304,20 +304,7 @@ export async function startStripeServer(
         }
       }
       if (res.destroyed) return;
-      if (faults.body) {
-        res.writeHead(200, { 'content-type': 'application/json', 'request-id': rid('req_', 14) });
-        res.write('{"id": "cs_test_');
-        if (faults.body === 'endless') {
-          const chunk = 'a'.repeat(64 * 1024);
-          const more = () => {
-            while (!res.destroyed && res.write(chunk));
-            if (!res.destroyed) res.once('drain', more);
-          };
-          res.on('error', () => undefined);
-          more();
-        }
-        return;
-      }
+      if (faults.body) return brokenBody(res, '{"id": "cs_test_', faults.body);
       res.writeHead(out.status, { 'content-type': 'application/json', 'request-id': rid('req_', 14) });
       res.end(JSON.stringify(out.body));
     });
