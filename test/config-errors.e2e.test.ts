@@ -127,6 +127,11 @@ describe('bad settings of a service', () => {
     expectRefused(await service('gateway', { HOST: 'not_a_host!', PORT: String(await freePort()) }), 'HOST', /not an address or a name/);
   });
 
+  it('a MAIL_FROM that is no mailbox, or a PUBLIC_BASE_URL not http(s), is refused at start (found from outside: both taken)', async () => {
+    expectRefused(await service('notifier', { MAIL_FROM: 'garbage', NOTIFIER_OPS_PORT: String(await freePort()) }), 'MAIL_FROM', /one address/);
+    expectRefused(await service('billing', { PUBLIC_BASE_URL: 'ftp://x', BILLING_OPS_PORT: String(await freePort()) }), 'PUBLIC_BASE_URL', /http\(s\)/);
+  });
+
   it('DATABASE_URL must be a postgres:// URL with a user', async () => {
     for (const url of ['mysql://x@127.0.0.1/db', 'postgres://', 'postgres://127.0.0.1/db', 'not a url']) {
       expectRefused(await service('billing', { DATABASE_URL: url, BILLING_OPS_PORT: String(await freePort()) }), 'DATABASE_URL', /postgres:\/\//);

@@ -6,7 +6,8 @@ export const loadBillingConfig = () =>
     ...commonConfig,
     BILLING_OPS_PORT: envPort(9101),
     SECRETS_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, '32 bytes of hex (64 characters): encrypts portal tokens at rest'),
-    PUBLIC_BASE_URL: z.string().url().default('http://127.0.0.1:8080'),
+    /** The base of the portal and checkout links people are sent: http(s) only (found from outside: ftp:// was taken). */
+    PUBLIC_BASE_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s):// URL' }).default('http://127.0.0.1:8080'),
     BUS_TIMEOUT_MS: envInt(5000, 100),
     SCHEDULER_INTERVAL_MS: envInt(5000, 50),
     /**

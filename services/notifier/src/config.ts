@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SmtpUrl } from '@sb/contracts';
+import { parseMailbox, SmtpUrl } from '@sb/contracts';
 import { commonConfig, envBool, envInt, envPort, loadConfig } from '@sb/runtime';
 
 export const loadNotifierConfig = () =>
@@ -17,7 +17,11 @@ export const loadNotifierConfig = () =>
     NOTIFIER_EVENT_CONCURRENCY: envInt(200, 1),
     /** Outgoing mail server, e.g. smtp://user:pass@host:587 (smtps:// for implicit TLS). Unset: only owners' own mail servers send e-mail. */
     SMTP_URL: SmtpUrl.optional(),
-    MAIL_FROM: z.string().min(3).default('Subscriptions <no-reply@localhost>'),
+    /** The sender of every e-mail through SMTP_URL: one mailbox, as an owner's `from` must be (found from outside: anything was taken). */
+    MAIL_FROM: z
+      .string()
+      .refine((v) => !!parseMailbox(v), 'must be one address: name@example.com or Name <name@example.com>')
+      .default('Subscriptions <no-reply@localhost>'),
     /** The Telegram Bot API (tests point it at a local server of that protocol). */
     MESSENGER_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.telegram.org'),
     /**
