@@ -49,6 +49,10 @@ async function checkPorts() {
       probe.listen(settings[name], (name === 'PORT' && given('HOST')) || '0.0.0.0', () => probe.close(() => resolve(true)));
     });
     if (free === 'EADDRINUSE') throw new StartError(`${name}: port ${settings[name]} is already in use by another process`);
+    // The gateway's address, not its port, is what cannot be had (review: blamed on PORT).
+    const host = given('HOST');
+    if (name === 'PORT' && host && free === 'EADDRNOTAVAIL') throw new StartError(`HOST: address ${host} is not one of this host's`);
+    if (name === 'PORT' && host && (free === 'ENOTFOUND' || free === 'EAI_AGAIN')) throw new StartError(`HOST: ${host} could not be resolved (${free})`);
     if (free !== true) throw new StartError(`${name}: port ${settings[name]} cannot be listened on (${free})`);
   }
 }

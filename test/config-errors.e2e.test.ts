@@ -124,7 +124,18 @@ describe('bad settings of a service', () => {
   });
 
   it('a HOST that is no address of this host, or no name at all: one line naming HOST (found from outside: a stack)', async () => {
-    expectRefused(await service('gateway', { HOST: 'not_a_host!', PORT: String(await freePort()) }), 'HOST', /not an address or a name/);
+    // A machine without a name service says it could not be resolved now: HOST either way.
+    expectRefused(await service('gateway', { HOST: 'not_a_host!', PORT: String(await freePort()) }), 'HOST', /not an address or a name|could not be resolved/);
+    const data = mkdtempSync(join(tmpdir(), 'sb-cfg-start-'));
+    cleanups.push(() => rmSync(data, { recursive: true, force: true }));
+    const start = await run([process.execPath, 'scripts/start.mjs'], {
+      HOST: 'not_a_host!',
+      SB_DATA_DIR: data,
+      DATABASE_URL: '',
+      NATS_URL: '',
+      PORT: String(await freePort()),
+    });
+    expectRefused(start, 'HOST', /could not be resolved/);
   });
 
   it('a MAIL_FROM that is no mailbox, or a PUBLIC_BASE_URL not http(s), is refused at start (found from outside: both taken)', async () => {

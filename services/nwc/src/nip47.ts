@@ -178,8 +178,8 @@ export class Nip47Client {
           {
             oneose: send,
             // Every relay closed. A relay that cannot be reached ends its wait for stored events too,
-            // which sends the request: the wallet was asked only if a relay took it (found from outside:
-            // an unreachable relay was announced as a wallet asked, that might still pay).
+            // which sends the request: the wallet was not asked only if no relay could be reached (found
+            // from outside: an unreachable relay was announced as a wallet asked, that might still pay).
             onclose: () => {
               if (refusal) return done(refusal);
               void (taken ?? Promise.resolve('unsent')).then((t) => done(fail('OTHER', "Could not connect to the wallet's relays", t === 'unsent')));
