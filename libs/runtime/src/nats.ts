@@ -50,34 +50,21 @@ export async function connectNats(conn: string | NatsSettings, name: string): Pr
 }
 
 /**
- * Errors of a setting (an unreadable NATS_TLS_CA_FILE, a malformed NATS_URL, TLS asked of a server
- * without it or the other way round): only a new setting and a restart change them.
- */
-const SETTING = new Set(['ENOENT', 'EACCES', 'EISDIR', 'ERR_INVALID_URL']);
-
-function natsSettingError(err: unknown): boolean {
-  const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
-  const code = e?.code ?? e?.cause?.code;
-  if (typeof code === 'string' && SETTING.has(code)) return true;
-  if (err instanceof errors.ConnectionError && /\btls\b/i.test(err.message)) return true;
-  return err instanceof errors.InvalidArgumentError || err instanceof TypeError;
-}
-
-/**
- * The setting behind a NATS error of a setting (natsSettingError), as one line naming it; undefined for
- * any other error. Found from outside: a missing CA file, or TLS asked of a server without it, stopped
- * billing with a stack that named no variable, and left the gateway running, answering 503 for ever.
+ * The setting to fix behind a NATS error, as one line naming it (an unreadable NATS_TLS_CA_FILE, TLS
+ * asked of a server without it or the other way round, a malformed NATS_URL): only a new setting and a
+ * restart change these. Undefined for any other error. Found from outside: such an error stopped billing
+ * with a stack that named no variable, and left the gateway running, answering 503 for ever.
  */
 export function natsSettingProblem(err: unknown): SettingError | undefined {
-  if (!natsSettingError(err)) return undefined;
-  const e = err as { code?: unknown; cause?: { code?: unknown }; message?: unknown };
+  const e = err as { code?: unknown; cause?: { code?: unknown }; message?: unknown } | undefined;
   const code = e?.code ?? e?.cause?.code;
   const message = String(e?.message ?? err);
   if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') return new SettingError('NATS_TLS_CA_FILE', `cannot be read (${message})`);
-  if (err instanceof errors.ConnectionError) {
+  if (err instanceof errors.ConnectionError && /\btls\b/i.test(message)) {
     return new SettingError('NATS_TLS_CA_FILE', `${message}: TLS is used with NATS_TLS_CA_FILE set, never without it; the server must agree`);
   }
-  return new SettingError('NATS_URL', message);
+  if (code === 'ERR_INVALID_URL' || err instanceof errors.InvalidArgumentError || err instanceof TypeError) return new SettingError('NATS_URL', message);
+  return undefined;
 }
 
 /**
@@ -94,7 +81,7 @@ export async function connectNatsWhenReachable(conn: string | NatsSettings, name
     log,
     details: { nats_servers: where },
     firstMs: retryMs,
-    fatal: natsSettingError,
+    fatal: (err) => natsSettingProblem(err) !== undefined,
   }).catch((err) => {
     throw natsSettingProblem(err) ?? err;
   });

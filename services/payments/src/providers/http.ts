@@ -67,18 +67,22 @@ const MAX_ANSWER_BYTES = 1024 * 1024;
  * MAX_ANSWER_BYTES is the provider unavailable, `where` naming the call.
  */
 export function answerText(res: Response, where: string): Promise<string> {
-  return boundedText(res, MAX_ANSWER_BYTES).catch((err: Error) => {
-    throw new ProviderUnavailableError(`${where}: ${err.message}`);
-  });
+  return bounded(res)
+    .text()
+    .catch((err: Error) => {
+      throw new ProviderUnavailableError(`${where}: ${err.message}`);
+    });
 }
 
 /**
- * fetch whose answer bodies end in an error past MAX_ANSWER_BYTES (the rest not read), for a client that
- * reads its answers itself (the Stripe SDK): found from outside, a 200 that never ended grew the process
- * until a string could not hold it, an error nobody caught.
+ * fetch whose answer bodies end in an error past MAX_ANSWER_BYTES, for a client that reads its answers
+ * itself (the Stripe SDK): found from outside, a 200 that never ended grew the process until a string
+ * could not hold it, an error nobody caught.
  */
-export const boundedFetch: typeof fetch = async (input, init) => {
-  const res = await fetch(input, init);
+export const boundedFetch: typeof fetch = async (input, init) => bounded(await fetch(input, init));
+
+/** `res` with a body that errors past MAX_ANSWER_BYTES, the rest not read (its source cancelled). */
+function bounded(res: Response): Response {
   if (!res.body) return res;
   let size = 0;
   const body = res.body.pipeThrough(
@@ -91,25 +95,6 @@ export const boundedFetch: typeof fetch = async (input, init) => {
     }),
   );
   return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
-};
-
-/** The body as text, refused (and the rest not read) past `max` bytes. */
-async function boundedText(res: Response, max: number): Promise<string> {
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel().catch(() => undefined);
-      throw new Error(`answer larger than ${max} bytes`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** Runs a provider call; a ProviderUnavailableError is logged with its reason (the caller only sees a neutral 503). */
